@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The one script for the GPU machine (device tool): builds Frost with CUDA, runs every test (the
+# contract, kernel-parity, engine, capsule and robot suites run on both backends there), then the
+# benchmarks, and prints a short table last. Logs go to $OUT (or ./gpu-out when run elsewhere).
+#   usage: scripts/gpu/run_all.sh [tests|bench|all]   (default all)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
+what=${1:-all}
+summary=()
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+
+t0=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFROST_CUDA=ON -DFROST_NATIVE=ON \
+  >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+ninja -C build-gpu -j16 >"$OUT/build.log" 2>&1 || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
+summary+=("build: ok in $(( $(date +%s) - t0 )) s")
+
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  t0=$(date +%s)
+  # Python reference tests need packages the GPU image has (torch, transformers, tokenizers).
+  ctest --test-dir build-gpu -j8 --timeout 600 -E "_py_" >"$OUT/ctest.log" 2>&1
+  rc=$?
+  grep -E "tests passed|tests failed|\*\*\*Failed|Failed  |Timeout" "$OUT/ctest.log" | head -40
+  summary+=("ctest (rc=$rc): $(grep -E 'tests passed' "$OUT/ctest.log") in $(( $(date +%s) - t0 )) s")
+fi
+
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  for s in scripts/gpu/bench_*.sh; do
+    [ -x "$s" ] || continue
+    echo "== $s"; "$s" 2>&1 | tee "$OUT/$(basename "$s" .sh).log" | tail -40
+  done
+fi
+
+echo; echo "==== summary ($(date -u +%F), $(cut -d, -f1 "$OUT/gpu.txt"))"
+printf '%s\n' "${summary[@]}"

@@ -1,0 +1,151 @@
+// Decode attention (one query row at position cursor->pos over cache [0, pos]), split over the KV
+// length: block (split, kv head) handles kAttnDecodeSplit keys for all q heads of the group and
+// writes an unnormalised partial (o, max, sum); a second launch merges the partials of each
+// q head in split order and applies the sigmoid gate. Fixed split size and merge order make the
+// result independent of timing. Lengths are read from the cursor, so one graph serves every position.
+#include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_kernels.h"
+
+namespace frost::kernels {
+namespace {
+using namespace lm;
+
+constexpr int kD = kAttnHeadDim;
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * kWarp;
+constexpr int kPartial = kD + 2;  // o[d], max, sum
+
+int max_splits(int max_seq) { return ceil_div(max_seq, kAttnDecodeSplit); }
+
+__device__ inline int ceil_div_dev(int len) { return (len + kAttnDecodeSplit - 1) / kAttnDecodeSplit; }
+
+template <int G>
+__global__ void __launch_bounds__(kThreads) attn_decode_split_kernel(AttentionBf16Params p) {
+    __shared__ float acc_s[kWarps][G][kD];
+    __shared__ float m_s[kWarps][G], l_s[kWarps][G];
+    const int len = p.cursor->pos + 1;
+    const int split = blockIdx.x;
+    const int key_begin = split * kAttnDecodeSplit;
+    if (key_begin >= len) return;
+    const int key_end = min(len, key_begin + kAttnDecodeSplit);
+    const int kvh = blockIdx.y;
+    const int warp = threadIdx.x / kWarp;
+    const int lane = threadIdx.x % kWarp;
+    const int kv_dim = p.Hkv * kD;
+
+    float q[G][kVec];
+#pragma unroll
+    for (int g = 0; g < G; ++g) load8(p.q + (kvh * G + g) * p.q_head_stride + lane * kVec, q[g]);
+    float m[G], l[G], acc[G][kVec];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) acc[g][e] = 0.0f;
+    }
+    for (int key = key_begin + warp; key < key_end; key += kWarps) {
+        const int64_t off = static_cast<int64_t>(key) * kv_dim + kvh * kD + lane * kVec;
+        float kf[kVec], vf[kVec];
+        load8(p.k_cache + off, kf);
+        load8(p.v_cache + off, vf);
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            float dot = 0.0f;
+#pragma unroll
+            for (int e = 0; e < kVec; ++e) dot += q[g][e] * kf[e];
+            const float s = warp_sum(dot) * p.scale;
+            const float m_new = fmaxf(m[g], s);
+            const float alpha = expf(m[g] - m_new);
+            const float pr = expf(s - m_new);
+            m[g] = m_new;
+            l[g] = l[g] * alpha + pr;
+#pragma unroll
+            for (int e = 0; e < kVec; ++e) acc[g][e] = acc[g][e] * alpha + pr * vf[e];
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) acc_s[warp][g][lane * kVec + e] = acc[g][e];
+        if (lane == 0) {
+            m_s[warp][g] = m[g];
+            l_s[warp][g] = l[g];
+        }
+    }
+    __syncthreads();
+    // Merge the warps in index order; a warp that saw no key has max -inf and weight 0.
+    for (int e = threadIdx.x; e < G * kD; e += kThreads) {
+        const int g = e / kD, d = e % kD;
+        float mx = -INFINITY;
+        for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, m_s[w][g]);
+        float o = 0.0f, sum = 0.0f;
+        for (int w = 0; w < kWarps; ++w) {
+            const float wt = m_s[w][g] == -INFINITY ? 0.0f : expf(m_s[w][g] - mx);
+            o += wt * acc_s[w][g][d];
+            sum += wt * l_s[w][g];
+        }
+        float* part = p.work + (static_cast<int64_t>(split) * p.Hq + kvh * G + g) * kPartial;
+        part[d] = o;
+        if (d == 0) {
+            part[kD] = mx;
+            part[kD + 1] = sum;
+        }
+    }
+}
+
+// One block per q head, one thread per dim: merge the splits in order, normalise, gate.
+__global__ void attn_decode_merge_kernel(AttentionBf16Params p) {
+    const int len = p.cursor->pos + 1;
+    const int splits = ceil_div_dev(len);
+    const int qh = blockIdx.x;
+    const int d = threadIdx.x;
+    float mx = -INFINITY;
+    for (int s = 0; s < splits; ++s) mx = fmaxf(mx, p.work[(static_cast<int64_t>(s) * p.Hq + qh) * kPartial + kD]);
+    float o = 0.0f, sum = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+        const float* part = p.work + (static_cast<int64_t>(s) * p.Hq + qh) * kPartial;
+        const float wt = expf(part[kD] - mx);
+        o += wt * part[d];
+        sum += wt * part[kD + 1];
+    }
+    float out = o / sum;
+    if (p.gate) out *= sigmoid(__bfloat162float(p.gate[qh * p.q_head_stride + d]));
+    p.o[qh * kD + d] = __float2bfloat16(out);
+}
+
+template <int G>
+cudaError_t attn_decode_dispatch(const AttentionBf16Params& p, cudaStream_t stream) {
+    attn_decode_split_kernel<G><<<dim3(max_splits(p.max_seq), p.Hkv), kThreads, 0, stream>>>(p);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    attn_decode_merge_kernel<<<p.Hq, kD, 0, stream>>>(p);
+    return cudaGetLastError();
+}
+
+}  // namespace
+
+size_t attn_decode_work_floats(const AttentionBf16Params& p) {
+    return static_cast<size_t>(max_splits(p.max_seq)) * p.Hq * kPartial;
+}
+
+cudaError_t attn_decode_launch(const AttentionBf16Params& p, cudaStream_t stream) {
+    if (!p.q || !p.k_cache || !p.v_cache || !p.o || !p.work || !p.cursor || p.head_dim != kD ||
+        p.Hq <= 0 || p.Hkv <= 0 || p.Hq % p.Hkv != 0 || p.max_seq <= 0 || p.q_head_stride % kVec != 0)
+        return cudaErrorInvalidValue;
+    switch (p.Hq / p.Hkv) {  // the supported GQA group sizes: 1, 2, 4 (static smem holds 4)
+        case 1: return attn_decode_dispatch<1>(p, stream);
+        case 2: return attn_decode_dispatch<2>(p, stream);
+        case 4: return attn_decode_dispatch<4>(p, stream);
+        default: return cudaErrorInvalidValue;
+    }
+}
+
+KernelCost attn_decode_cost(const AttentionBf16Params& p, int pos) {
+    const double len = pos + 1.0;
+    const double kv = 2.0 * len * p.Hkv * p.head_dim * sizeof(bf16);
+    const double qo = static_cast<double>(p.Hq) * p.head_dim * sizeof(bf16) * (p.gate ? 3.0 : 2.0);
+    return {kv + qo, 4.0 * len * p.Hq * p.head_dim};
+}
+
+}  // namespace frost::kernels

@@ -1,0 +1,224 @@
+// Causal GQA prefill attention, flash style (online softmax, fp32 statistics) on bf16 tensor cores
+// (mma.sync m16n8k16, PTX ISA "Warp-level matrix multiply-accumulate"), head_dim 256, over the
+// contiguous cache [pos][kv_head][d]; the sigmoid output gate is fused into the epilogue.
+// A block is 64 query rows of one q head (4 warps x 16 rows); K and V tiles of 64 keys pass
+// through shared memory (V transposed so both operands load as 32-bit pairs).
+#include <cstdint>
+
+#include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_kernels.h"
+
+namespace frost::kernels {
+namespace {
+using namespace lm;
+
+constexpr int kD = kAttnHeadDim;     // 256
+constexpr int kRowsPerBlock = 64;
+constexpr int kKeysPerTile = 64;
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * kWarp;
+constexpr int kQkPitch = kD + 8;     // bf16; 16-byte padding makes fragment loads conflict-free
+constexpr int kVtPitch = kKeysPerTile + 8;
+constexpr int kDTiles = kD / 8;      // n-tiles of the output
+constexpr int kKeyTiles = kKeysPerTile / 8;
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct Smem {
+    bf16 q[kRowsPerBlock][kQkPitch];
+    bf16 k[kKeysPerTile][kQkPitch];
+    bf16 vt[kD][kVtPitch];
+};
+
+__device__ inline uint32_t ld32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ inline void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Params p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+    const int rows = cursor_rows(p.cursor, p.max_rows);
+    const int pos = p.cursor->pos;
+    const int row0 = blockIdx.x * kRowsPerBlock;
+    if (row0 >= rows) return;
+    const int qh = blockIdx.y;
+    const int kvh = qh / (p.Hq / p.Hkv);
+    const int kv_dim = p.Hkv * kD;
+    const int warp = threadIdx.x / kWarp;
+    const int lane = threadIdx.x % kWarp;
+    const int g = lane / 4;  // fragment row group
+    const int t = lane % 4;  // fragment column pair
+
+    constexpr int kVecsPerRow = kD / kVec;
+    for (int e = threadIdx.x; e < kRowsPerBlock * kVecsPerRow; e += kThreads) {
+        const int r = e / kVecsPerRow, vi = e % kVecsPerRow;
+        Bf16x8 v{};
+        if (row0 + r < rows) {
+            v = *reinterpret_cast<const Bf16x8*>(p.q + (row0 + r) * p.q_row_stride + qh * p.q_head_stride + vi * kVec);
+        }
+        *reinterpret_cast<Bf16x8*>(&sm.q[r][vi * kVec]) = v;
+    }
+
+    const int kv_len = pos + min(rows, row0 + kRowsPerBlock);
+    const int qpos_lo = pos + row0 + warp * 16 + g;  // positions of this thread's two rows
+    const int qpos_hi = qpos_lo + 8;
+    const float scale = p.scale * kLog2e;
+
+    float o[kDTiles][4];
+#pragma unroll
+    for (int n = 0; n < kDTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
+
+    for (int key0 = 0; key0 < kv_len; key0 += kKeysPerTile) {
+        __syncthreads();  // previous tile fully consumed (and the Q tile stored, first time)
+        for (int e = threadIdx.x; e < kKeysPerTile * kVecsPerRow; e += kThreads) {
+            const int r = e / kVecsPerRow, vi = e % kVecsPerRow;
+            Bf16x8 kv{}, vv{};
+            if (key0 + r < kv_len) {  // unwritten cache rows become zeros (0 * NaN would poison)
+                const int64_t off = static_cast<int64_t>(key0 + r) * kv_dim + kvh * kD + vi * kVec;
+                kv = *reinterpret_cast<const Bf16x8*>(p.k_cache + off);
+                vv = *reinterpret_cast<const Bf16x8*>(p.v_cache + off);
+            }
+            *reinterpret_cast<Bf16x8*>(&sm.k[r][vi * kVec]) = kv;
+            const bf16* vs = reinterpret_cast<const bf16*>(&vv);
+#pragma unroll
+            for (int x = 0; x < kVec; ++x) sm.vt[vi * kVec + x][r] = vs[x];
+        }
+        __syncthreads();
+
+        float s[kKeyTiles][4];
+#pragma unroll
+        for (int n = 0; n < kKeyTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+        const bf16* qa = &sm.q[warp * 16 + g][2 * t];
+        const bf16* qb = &sm.q[warp * 16 + g + 8][2 * t];
+#pragma unroll 4
+        for (int kk = 0; kk < kD; kk += 16) {
+            const uint32_t a0 = ld32(qa + kk), a1 = ld32(qb + kk), a2 = ld32(qa + kk + 8), a3 = ld32(qb + kk + 8);
+#pragma unroll
+            for (int n = 0; n < kKeyTiles; ++n) {
+                const bf16* kb = &sm.k[n * 8 + g][kk + 2 * t];
+                mma_bf16(s[n], a0, a1, a2, a3, ld32(kb), ld32(kb + 8));
+            }
+        }
+        // Scale into log2 units, mask the future, update the running max of each row.
+        float mx_lo = m_lo, mx_hi = m_hi;
+#pragma unroll
+        for (int n = 0; n < kKeyTiles; ++n) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int key = key0 + n * 8 + 2 * t + e;
+                s[n][e] = key <= qpos_lo ? s[n][e] * scale : -INFINITY;
+                s[n][2 + e] = key <= qpos_hi ? s[n][2 + e] * scale : -INFINITY;
+                mx_lo = fmaxf(mx_lo, s[n][e]);
+                mx_hi = fmaxf(mx_hi, s[n][2 + e]);
+            }
+        }
+#pragma unroll
+        for (int off = 1; off < 4; off *= 2) {
+            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(kFullMask, mx_lo, off));
+            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(kFullMask, mx_hi, off));
+        }
+        // Key 0 is visible to every row, so after the first tile both maxima are finite.
+        const float alpha_lo = exp2f(m_lo - mx_lo), alpha_hi = exp2f(m_hi - mx_hi);
+        m_lo = mx_lo;
+        m_hi = mx_hi;
+        float sum_lo = 0.0f, sum_hi = 0.0f;
+#pragma unroll
+        for (int n = 0; n < kKeyTiles; ++n) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                s[n][e] = exp2f(s[n][e] - m_lo);
+                s[n][2 + e] = exp2f(s[n][2 + e] - m_hi);
+                sum_lo += s[n][e];
+                sum_hi += s[n][2 + e];
+            }
+        }
+        l_lo = l_lo * alpha_lo + sum_lo;
+        l_hi = l_hi * alpha_hi + sum_hi;
+#pragma unroll
+        for (int n = 0; n < kDTiles; ++n) {
+            o[n][0] *= alpha_lo;
+            o[n][1] *= alpha_lo;
+            o[n][2] *= alpha_hi;
+            o[n][3] *= alpha_hi;
+        }
+        // O += P V: the S accumulators of key tiles 2k and 2k+1 are the A fragment of k-step k.
+#pragma unroll
+        for (int ks = 0; ks < kKeyTiles / 2; ++ks) {
+            const uint32_t a0 = pack_bf16(s[2 * ks][0], s[2 * ks][1]);
+            const uint32_t a1 = pack_bf16(s[2 * ks][2], s[2 * ks][3]);
+            const uint32_t a2 = pack_bf16(s[2 * ks + 1][0], s[2 * ks + 1][1]);
+            const uint32_t a3 = pack_bf16(s[2 * ks + 1][2], s[2 * ks + 1][3]);
+#pragma unroll
+            for (int n = 0; n < kDTiles; ++n) {
+                const bf16* vb = &sm.vt[n * 8 + g][ks * 16 + 2 * t];
+                mma_bf16(o[n], a0, a1, a2, a3, ld32(vb), ld32(vb + 8));
+            }
+        }
+    }
+
+#pragma unroll
+    for (int off = 1; off < 4; off *= 2) {
+        l_lo += __shfl_xor_sync(kFullMask, l_lo, off);
+        l_hi += __shfl_xor_sync(kFullMask, l_hi, off);
+    }
+    const float inv_lo = 1.0f / l_lo, inv_hi = 1.0f / l_hi;
+    const int r_lo = row0 + warp * 16 + g, r_hi = r_lo + 8;
+    const int out_stride = p.Hq * kD;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int r = half ? r_hi : r_lo;
+        if (r >= rows) continue;
+        const float inv = half ? inv_hi : inv_lo;
+        bf16* out = p.o + static_cast<int64_t>(r) * out_stride + qh * kD;
+        const bf16* gate = p.gate ? p.gate + r * p.q_row_stride + qh * p.q_head_stride : nullptr;
+#pragma unroll
+        for (int n = 0; n < kDTiles; ++n) {
+            const int d = n * 8 + 2 * t;
+            float v0 = o[n][2 * half] * inv, v1 = o[n][2 * half + 1] * inv;
+            if (gate) {
+                const float2 gv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(gate + d));
+                v0 *= sigmoid(gv.x);
+                v1 *= sigmoid(gv.y);
+            }
+            *reinterpret_cast<__nv_bfloat162*>(out + d) = __floats2bfloat162_rn(v0, v1);
+        }
+    }
+}
+
+}  // namespace
+
+cudaError_t attn_prefill_launch(const AttentionBf16Params& p, cudaStream_t stream) {
+    if (!p.q || !p.k_cache || !p.v_cache || !p.o || !p.cursor || p.head_dim != kD || p.Hq <= 0 ||
+        p.Hkv <= 0 || p.Hq % p.Hkv != 0 || p.max_rows <= 0 || p.q_row_stride % kVec != 0 ||
+        p.q_head_stride % kVec != 0)
+        return cudaErrorInvalidValue;
+    const int smem = static_cast<int>(sizeof(Smem));
+    cudaError_t err = cudaFuncSetAttribute(attn_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    const dim3 grid(ceil_div(p.max_rows, kRowsPerBlock), p.Hq);
+    attn_prefill_kernel<<<grid, kThreads, smem, stream>>>(p);
+    return cudaGetLastError();
+}
+
+KernelCost attn_prefill_cost(const AttentionBf16Params& p, int rows, int pos) {
+    // Causal: row r sees pos + r + 1 keys; QKᵀ and PV are 2 d FLOPs per (row, key) each.
+    const double pairs = static_cast<double>(rows) * pos + static_cast<double>(rows) * (rows + 1) / 2.0;
+    const double flops = 4.0 * p.head_dim * pairs * p.Hq;
+    const double kv = 2.0 * (pos + rows) * p.Hkv * p.head_dim * sizeof(bf16);
+    const double qo = static_cast<double>(rows) * p.Hq * p.head_dim * sizeof(bf16) * (p.gate ? 3.0 : 2.0);
+    return {kv + qo, flops};
+}
+
+}  // namespace frost::kernels

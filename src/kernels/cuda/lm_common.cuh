@@ -1,0 +1,82 @@
+// Device helpers shared by the hybrid-LM kernels: row counts read from device memory, 16-byte
+// bf16 vector loads/stores, fixed-order warp and block reductions (deterministic by construction).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/lm_params.h"
+
+namespace frost::kernels::lm {
+
+constexpr int kWarp = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kVec = 8;  // bf16 per 16-byte access
+
+// Rows of this launch: *n_rows clamped to [0, max_rows], or max_rows when n_rows is null.
+__device__ inline int launch_rows(const int32_t* n_rows, int max_rows) {
+    if (!n_rows) return max_rows;
+    const int n = *n_rows;
+    return n < 0 ? 0 : (n > max_rows ? max_rows : n);
+}
+
+__device__ inline int cursor_rows(const StepCursor* c, int max_rows) {
+    const int n = c->n_tokens;
+    return n < 0 ? 0 : (n > max_rows ? max_rows : n);
+}
+
+struct alignas(16) Bf16x8 {
+    __nv_bfloat162 h[4];
+};
+
+__device__ inline void load8(const bf16* p, float (&v)[kVec]) {
+    const Bf16x8 pack = *reinterpret_cast<const Bf16x8*>(p);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float2 f = __bfloat1622float2(pack.h[i]);
+        v[2 * i] = f.x;
+        v[2 * i + 1] = f.y;
+    }
+}
+
+__device__ inline void store8(bf16* p, const float (&v)[kVec]) {
+    Bf16x8 pack;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) pack.h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+    *reinterpret_cast<Bf16x8*>(p) = pack;
+}
+
+__device__ inline float warp_sum(float v) {
+#pragma unroll
+    for (int off = kWarp / 2; off > 0; off /= 2) v += __shfl_xor_sync(kFullMask, v, off);
+    return v;
+}
+
+__device__ inline float warp_max(float v) {
+#pragma unroll
+    for (int off = kWarp / 2; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, off));
+    return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, <= 1024): warp butterflies, then warp 0 sums
+// the warp partials in index order. `scratch` holds >= 32 floats. Every thread gets the result.
+__device__ inline float block_sum(float v, float* scratch) {
+    const int lane = threadIdx.x % kWarp;
+    const int warp = threadIdx.x / kWarp;
+    const int warps = blockDim.x / kWarp;
+    v = warp_sum(v);
+    __syncthreads();  // scratch may still be read by a previous call
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float total = 0.0f;
+    for (int i = 0; i < warps; ++i) total += scratch[i];
+    return total;
+}
+
+__device__ inline float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+inline int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
+
+}  // namespace frost::kernels::lm

@@ -1,0 +1,149 @@
+// Memory-bound elementwise stages of the hybrid LM: embedding gather, SwiGLU, the GDN gates
+// (β and log-decay g in fp32), the KV-cache append and the cursor bookkeeping nodes.
+// 16-byte accesses where rows are 8-aligned; rows come from device memory.
+#include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_kernels.h"
+
+namespace frost::kernels {
+namespace {
+using namespace lm;
+
+constexpr int kThreads = 256;
+constexpr float kSoftplusLinear = 20.0f;  // torch softplus returns x above this
+
+// One thread per 8-element vector of a [rows, dim] output.
+__global__ void embed_kernel(EmbedBf16Params p) {
+    const int rows = launch_rows(p.n_rows, p.max_rows);
+    const int vecs = p.dim / kVec;
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= static_cast<int64_t>(rows) * vecs) return;
+    const int row = static_cast<int>(i / vecs);
+    const int vi = static_cast<int>(i % vecs);
+    const int id = p.ids[row];
+    Bf16x8* dst = reinterpret_cast<Bf16x8*>(p.y + static_cast<int64_t>(row) * p.dim) + vi;
+    if (id < 0 || id >= p.vocab) {  // invalid id: a defined (zero) row rather than a wild read
+        *dst = Bf16x8{};
+        return;
+    }
+    *dst = reinterpret_cast<const Bf16x8*>(p.table + static_cast<int64_t>(id) * p.dim)[vi];
+}
+
+__global__ void swiglu_kernel(SwigluBf16Params p) {
+    const int rows = launch_rows(p.n_rows, p.max_rows);
+    const int vecs = p.F / kVec;
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= static_cast<int64_t>(rows) * vecs) return;
+    const int64_t row = i / vecs;
+    const int vi = static_cast<int>(i % vecs);
+    const bf16* x = p.x + row * 2 * p.F;
+    float gate[kVec], up[kVec], out[kVec];
+    load8(x + vi * kVec, gate);
+    load8(x + p.F + vi * kVec, up);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) out[e] = silu(gate[e]) * up[e];
+    store8(p.y + row * p.F + vi * kVec, out);
+}
+
+__global__ void gdn_gate_kernel(GdnGateBf16Params p) {
+    const int rows = launch_rows(p.n_rows, p.max_rows);
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * p.heads) return;
+    const int row = i / p.heads;
+    const int h = i % p.heads;
+    const float b = __bfloat162float(p.b[row * p.in_row_stride + h]);
+    const float a = __bfloat162float(p.a[row * p.in_row_stride + h]) + p.dt_bias[h];
+    const float softplus = a > kSoftplusLinear ? a : log1pf(expf(a));
+    p.beta[i] = sigmoid(b);
+    p.g[i] = -expf(p.A_log[h]) * softplus;
+}
+
+__global__ void kv_append_kernel(KvAppendBf16Params p) {
+    const int rows = cursor_rows(p.cursor, p.max_rows);
+    const int vecs = p.kv_dim / kVec;
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= static_cast<int64_t>(rows) * vecs) return;
+    const int row = static_cast<int>(i / vecs);
+    const int vi = static_cast<int>(i % vecs);
+    const int pos = p.cursor->pos + row;
+    if (pos < 0 || pos >= p.max_seq) return;  // planner guarantees room; never write out of bounds
+    const int64_t src = row * p.src_row_stride + vi * kVec;
+    const int64_t dst = static_cast<int64_t>(pos) * p.kv_dim + vi * kVec;
+    *reinterpret_cast<Bf16x8*>(p.k_cache + dst) = *reinterpret_cast<const Bf16x8*>(p.k + src);
+    *reinterpret_cast<Bf16x8*>(p.v_cache + dst) = *reinterpret_cast<const Bf16x8*>(p.v + src);
+}
+
+__global__ void cursor_kernel(CursorParams p) {
+    StepCursor* c = p.cursor;
+    if (p.op == kCursorDecodeBegin) {
+        p.ids[0] = c->last_token;
+        c->n_tokens = 1;
+    } else if (p.op == kCursorAdvance) {
+        c->pos += c->n_tokens;
+        c->steps += 1;
+    }
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+}  // namespace
+
+cudaError_t embed_launch(const EmbedBf16Params& p, cudaStream_t stream) {
+    if (!p.table || !p.ids || !p.y || p.dim <= 0 || p.dim % kVec != 0 || p.max_rows <= 0 ||
+        !aligned16(p.table) || !aligned16(p.y))
+        return cudaErrorInvalidValue;
+    const int64_t n = static_cast<int64_t>(p.max_rows) * (p.dim / kVec);
+    embed_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream>>>(p);
+    return cudaGetLastError();
+}
+
+KernelCost embed_cost(const EmbedBf16Params& p, int rows) {
+    return {static_cast<double>(rows) * p.dim * sizeof(bf16) * 2.0 + rows * sizeof(int32_t), 0.0};
+}
+
+cudaError_t swiglu_launch(const SwigluBf16Params& p, cudaStream_t stream) {
+    if (!p.x || !p.y || p.F <= 0 || p.F % kVec != 0 || p.max_rows <= 0 || !aligned16(p.x) ||
+        !aligned16(p.y))
+        return cudaErrorInvalidValue;
+    const int64_t n = static_cast<int64_t>(p.max_rows) * (p.F / kVec);
+    swiglu_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream>>>(p);
+    return cudaGetLastError();
+}
+
+KernelCost swiglu_cost(const SwigluBf16Params& p, int rows) {
+    const double elems = static_cast<double>(rows) * p.F;
+    return {elems * sizeof(bf16) * 3.0, elems * 6.0};
+}
+
+cudaError_t gdn_gate_launch(const GdnGateBf16Params& p, cudaStream_t stream) {
+    if (!p.b || !p.a || !p.A_log || !p.dt_bias || !p.beta || !p.g || p.heads <= 0 || p.max_rows <= 0)
+        return cudaErrorInvalidValue;
+    gdn_gate_kernel<<<ceil_div(static_cast<int64_t>(p.max_rows) * p.heads, kThreads), kThreads, 0, stream>>>(p);
+    return cudaGetLastError();
+}
+
+KernelCost gdn_gate_cost(const GdnGateBf16Params& p, int rows) {
+    const double elems = static_cast<double>(rows) * p.heads;
+    return {elems * (2 * sizeof(bf16) + 2 * sizeof(float)), elems * 12.0};
+}
+
+cudaError_t kv_append_launch(const KvAppendBf16Params& p, cudaStream_t stream) {
+    if (!p.k || !p.v || !p.k_cache || !p.v_cache || !p.cursor || p.kv_dim <= 0 ||
+        p.kv_dim % kVec != 0 || p.src_row_stride % kVec != 0 || p.max_rows <= 0 ||
+        !aligned16(p.k) || !aligned16(p.v) || !aligned16(p.k_cache) || !aligned16(p.v_cache))
+        return cudaErrorInvalidValue;
+    const int64_t n = static_cast<int64_t>(p.max_rows) * (p.kv_dim / kVec);
+    kv_append_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream>>>(p);
+    return cudaGetLastError();
+}
+
+KernelCost kv_append_cost(const KvAppendBf16Params& p, int rows) {
+    return {static_cast<double>(rows) * p.kv_dim * sizeof(bf16) * 4.0, 0.0};
+}
+
+cudaError_t cursor_launch(const CursorParams& p, cudaStream_t stream) {
+    if (!p.cursor || (p.op == kCursorDecodeBegin && !p.ids)) return cudaErrorInvalidValue;
+    cursor_kernel<<<1, 1, 0, stream>>>(p);
+    return cudaGetLastError();
+}
+
+}  // namespace frost::kernels

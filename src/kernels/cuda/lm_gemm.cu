@@ -1,0 +1,126 @@
+// cuBLASLt bf16 GEMM plans (see lm_gemm.h). Row-major y[M,N] = x[M,K] W[N,K]ᵀ is computed as the
+// column-major product yᵀ[N,M] = op_T(W) op_N(x): the "TN" layout cuBLASLt serves best.
+#include "kernels/cuda/lm_gemm.h"
+
+#include <cublasLt.h>
+
+namespace frost::kernels {
+
+struct GemmLt {
+    cublasLtHandle_t handle = nullptr;
+    void* workspace = nullptr;
+    size_t workspace_bytes = 0;
+};
+
+struct GemmPlan {
+    GemmLt* lt = nullptr;
+    GemmBf16Params shape{};
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    size_t workspace_bytes = 0;
+};
+
+namespace {
+
+constexpr uint32_t kMinAlignmentBytes = 16;  // views into fused projection outputs are 16-aligned
+
+cudaError_t fail(cublasStatus_t st, int* lt_status) {
+    if (lt_status) *lt_status = static_cast<int>(st);
+    return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+}
+
+bool same_shape(const GemmBf16Params& a, const GemmBf16Params& b) {
+    return a.M == b.M && a.N == b.N && a.K == b.K && a.ldx == b.ldx && a.ldy == b.ldy &&
+           a.out_f32 == b.out_f32 && a.accumulate == b.accumulate;
+}
+
+}  // namespace
+
+cudaError_t gemm_lt_create(void* workspace, size_t workspace_bytes, GemmLt** out, int* lt_status) {
+    if (!out || (workspace_bytes > 0 && !workspace)) return cudaErrorInvalidValue;
+    *out = nullptr;
+    cublasLtHandle_t h = nullptr;
+    const cublasStatus_t st = cublasLtCreate(&h);
+    if (st != CUBLAS_STATUS_SUCCESS) return fail(st, lt_status);
+    *out = new GemmLt{h, workspace, workspace_bytes};
+    return cudaSuccess;
+}
+
+void gemm_lt_destroy(GemmLt* lt) {
+    if (!lt) return;
+    cublasLtDestroy(lt->handle);
+    delete lt;
+}
+
+void gemm_plan_destroy(GemmPlan* plan) {
+    if (!plan) return;
+    if (plan->op) cublasLtMatmulDescDestroy(plan->op);
+    if (plan->a) cublasLtMatrixLayoutDestroy(plan->a);
+    if (plan->b) cublasLtMatrixLayoutDestroy(plan->b);
+    if (plan->c) cublasLtMatrixLayoutDestroy(plan->c);
+    delete plan;
+}
+
+cudaError_t gemm_plan_create(GemmLt* lt, const GemmBf16Params& s, GemmPlan** out, int* lt_status) {
+    if (!lt || !out || s.M <= 0 || s.N <= 0 || s.K <= 0 || s.ldx < s.K || s.ldy < s.N)
+        return cudaErrorInvalidValue;
+    *out = nullptr;
+    auto* plan = new GemmPlan{};
+    plan->lt = lt;
+    plan->shape = s;
+    plan->shape.x = nullptr;
+    plan->shape.w = nullptr;
+    plan->shape.y = nullptr;
+    const cudaDataType_t out_type = s.out_f32 ? CUDA_R_32F : CUDA_R_16BF;
+    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+    cublasStatus_t st = cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a));
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b));
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, s.K, s.N, s.K);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, s.K, s.M, s.ldx);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&plan->c, out_type, s.N, s.M, s.ldy);
+    cublasLtMatmulPreference_t pref = nullptr;
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceCreate(&pref);
+    const uint64_t ws = lt->workspace_bytes;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    // In-place split-K reductions accumulate with atomics in a varying order: not deterministic.
+    const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_MASK & ~static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_INPLACE);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                                  sizeof(schemes));
+    const uint32_t align = kMinAlignmentBytes;
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+        if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
+    }
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(lt->handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref, 1,
+                                            &result, &found);
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+        gemm_plan_destroy(plan);
+        if (st == CUBLAS_STATUS_SUCCESS) return cudaErrorNotSupported;
+        return fail(st, lt_status);
+    }
+    plan->algo = result.algo;
+    plan->workspace_bytes = result.workspaceSize;
+    *out = plan;
+    return cudaSuccess;
+}
+
+cudaError_t gemm_launch(const GemmPlan* plan, const GemmBf16Params& p, cudaStream_t stream, int* lt_status) {
+    if (!plan || !p.x || !p.w || !p.y || !same_shape(plan->shape, p)) return cudaErrorInvalidValue;
+    const float alpha = 1.0f, beta = p.accumulate ? 1.0f : 0.0f;
+    const cublasStatus_t st =
+        cublasLtMatmul(plan->lt->handle, plan->op, &alpha, p.w, plan->a, p.x, plan->b, &beta, p.y, plan->c, p.y,
+                       plan->c, &plan->algo, plan->lt->workspace, plan->workspace_bytes, stream);
+    return fail(st, lt_status);
+}
+
+}  // namespace frost::kernels

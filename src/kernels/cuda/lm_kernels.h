@@ -1,0 +1,86 @@
+// CUDA launchers of the hybrid-LM kernels (bf16 activations, fp32 accumulation and state).
+// Every launcher enqueues on `stream`, never synchronises, never exits, and returns the
+// cudaError_t of its launch (cudaErrorInvalidValue for a params struct outside the supported
+// set). Per-step values are read from device memory, so every launch is graph-capturable and a
+// captured graph serves every position. Every *_cost() gives bytes moved / FLOPs for `rows`.
+// Defined only in builds with FROST_WITH_CUDA.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/lm_params.h"
+
+namespace frost::kernels {
+
+// Named shape limits of the kernels below.
+constexpr int kConvChannelsPerBlock = 128;
+constexpr int kConvMaxTaps = 4;
+constexpr int kGdnChunk = 64;
+constexpr int kGdnHeadDim = 128;
+constexpr int kAttnHeadDim = 256;
+constexpr int kAttnDecodeSplit = 128;  // keys per decode split
+constexpr int kSampleMaxTopK = 256;    // candidates the device sampler orders exactly
+
+cudaError_t embed_launch(const EmbedBf16Params& p, cudaStream_t stream);
+KernelCost embed_cost(const EmbedBf16Params& p, int rows);
+
+cudaError_t add_rmsnorm_launch(const AddRmsNormBf16Params& p, cudaStream_t stream);
+KernelCost add_rmsnorm_cost(const AddRmsNormBf16Params& p, int rows);
+
+cudaError_t qk_norm_rope_launch(const QkNormRopeBf16Params& p, cudaStream_t stream);
+KernelCost qk_norm_rope_cost(const QkNormRopeBf16Params& p, int rows);
+
+cudaError_t gated_rmsnorm_launch(const GatedRmsNormBf16Params& p, cudaStream_t stream);
+KernelCost gated_rmsnorm_cost(const GatedRmsNormBf16Params& p, int rows);
+
+cudaError_t swiglu_launch(const SwigluBf16Params& p, cudaStream_t stream);
+KernelCost swiglu_cost(const SwigluBf16Params& p, int rows);
+
+cudaError_t gdn_gate_launch(const GdnGateBf16Params& p, cudaStream_t stream);
+KernelCost gdn_gate_cost(const GdnGateBf16Params& p, int rows);
+
+cudaError_t kv_append_launch(const KvAppendBf16Params& p, cudaStream_t stream);
+KernelCost kv_append_cost(const KvAppendBf16Params& p, int rows);
+
+// Conv1d + SiLU (+ l2norm); the same launcher serves prefill (many rows) and decode (one row).
+cudaError_t conv1d_launch(const Conv1dBf16Params& p, cudaStream_t stream);
+KernelCost conv1d_cost(const Conv1dBf16Params& p, int rows);
+
+// Chunked gated-delta-rule prefill (spec §5). Scratch size in floats for max_rows rows:
+size_t gdn_chunk_work_floats(const GdnBf16Params& p);
+cudaError_t gdn_chunk_launch(const GdnBf16Params& p, cudaStream_t stream);
+KernelCost gdn_chunk_cost(const GdnBf16Params& p, int rows);
+
+// Recurrent gated-delta-rule (decode): token by token over the launch's rows, state in registers.
+cudaError_t gdn_recurrent_launch(const GdnBf16Params& p, cudaStream_t stream);
+KernelCost gdn_recurrent_cost(const GdnBf16Params& p, int rows);
+
+// Flash-style causal prefill attention (tensor cores, d = 256), sigmoid gate fused.
+cudaError_t attn_prefill_launch(const AttentionBf16Params& p, cudaStream_t stream);
+KernelCost attn_prefill_cost(const AttentionBf16Params& p, int rows, int pos);
+
+// Decode attention (one row) split over the KV length; lengths from the cursor. Scratch floats:
+size_t attn_decode_work_floats(const AttentionBf16Params& p);
+cudaError_t attn_decode_launch(const AttentionBf16Params& p, cudaStream_t stream);
+KernelCost attn_decode_cost(const AttentionBf16Params& p, int pos);
+
+// Greedy argmax sampling (deterministic: the lowest index wins ties).
+int sample_argmax_blocks(int vocab);
+cudaError_t sample_argmax_launch(const SampleArgmaxParams& p, cudaStream_t stream);
+KernelCost sample_argmax_cost(const SampleArgmaxParams& p);
+
+// Sampling with the cursor's mode, the CPU sampler's algorithm (cpu/sample.cpp) on the family's
+// own params: greedy argmax, or temperature / top-k / top-p with the same counter-based draw.
+// Exact for 0 < top_k <= kSampleMaxTopK; top_k = 0 is served as kSampleMaxTopK (lm_sample_topk.cu).
+// p.work needs sample_work_floats(vocab) floats; p.work_idx is unused.
+size_t sample_work_floats(int vocab);
+cudaError_t sample_launch(const SampleParams& p, cudaStream_t stream);
+
+// Cursor bookkeeping nodes of a step graph (family CursorParams).
+cudaError_t cursor_launch(const CursorParams& p, cudaStream_t stream);
+
+// Decode GEMV (M = 1 row of x, bf16 weights streamed once with 16-byte loads); same params as
+// the GEMM (M must be 1, K a multiple of 8). Deterministic: fixed per-row reduction order.
+cudaError_t gemv_launch(const GemmBf16Params& p, cudaStream_t stream);
+KernelCost gemm_cost(const GemmBf16Params& p);
+
+}  // namespace frost::kernels

@@ -1,0 +1,189 @@
+// Normalisation stages of the hybrid LM, each fused with its neighbour so the activation makes one
+// trip through memory: residual add + RMSNorm, per-head q/k RMSNorm + partial NeoX RoPE, and the
+// GDN output's gated RMSNorm. bf16 in and out, fp32 math, fixed-order reductions.
+#include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_kernels.h"
+
+namespace frost::kernels {
+namespace {
+using namespace lm;
+
+constexpr int kNormThreads = 256;
+constexpr int kNormMaxVecPerThread = 4;  // dim <= 256 threads * 4 vectors * 8 = 8192
+constexpr int kHeadWarpsPerBlock = 4;
+constexpr int kHeadMaxPerLane = 8;       // head_dim <= 32 lanes * 8 = 256
+
+// One block per row: h += delta (rounded to bf16 as the residual stream is), then RMSNorm.
+__global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf16Params p) {
+    __shared__ float scratch[kWarp];
+    const int rows = launch_rows(p.n_rows, p.max_rows);
+    int row = blockIdx.x;
+    if (p.last_row_only) {
+        if (rows == 0) return;
+        row = rows - 1;
+    } else if (row >= rows) {
+        return;
+    }
+    bf16* h = p.h + static_cast<int64_t>(row) * p.dim;
+    const int nvec = p.dim / kVec;
+    float v[kNormMaxVecPerThread][kVec];
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kNormMaxVecPerThread; ++j) {
+        const int vi = threadIdx.x + j * kNormThreads;
+        if (vi >= nvec) continue;
+        load8(h + vi * kVec, v[j]);
+        if (p.delta) {
+            float d[kVec];
+            load8(p.delta + static_cast<int64_t>(row) * p.dim + vi * kVec, d);
+#pragma unroll
+            for (int e = 0; e < kVec; ++e) v[j][e] = __bfloat162float(__float2bfloat16(v[j][e] + d[e]));
+            store8(h + vi * kVec, v[j]);
+        }
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) ss += v[j][e] * v[j][e];
+    }
+    const float rs = rsqrtf(block_sum(ss, scratch) / p.dim + p.eps);
+    bf16* y = p.y + static_cast<int64_t>(p.last_row_only ? 0 : row) * p.dim;
+    const float one = p.zero_centred ? 1.0f : 0.0f;
+#pragma unroll
+    for (int j = 0; j < kNormMaxVecPerThread; ++j) {
+        const int vi = threadIdx.x + j * kNormThreads;
+        if (vi >= nvec) continue;
+        float out[kVec];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) out[e] = v[j][e] * rs * (one + p.w[vi * kVec + e]);
+        store8(y + vi * kVec, out);
+    }
+}
+
+// One warp per (row, head) of q then k: lane owns elements lane + 32 e, so with rotary_dim a
+// multiple of 64 the RoPE partner (i ± rotary_dim/2) sits in the same lane.
+__global__ void qk_norm_rope_kernel(QkNormRopeBf16Params p) {
+    const int rows = cursor_rows(p.cursor, p.max_rows);
+    const int heads = p.Hq + p.Hkv;
+    const int item = blockIdx.x * kHeadWarpsPerBlock + threadIdx.x / kWarp;
+    const int lane = threadIdx.x % kWarp;
+    if (item >= rows * heads) return;
+    const int row = item / heads;
+    const int head = item % heads;
+    const bool is_q = head < p.Hq;
+    bf16* x = is_q ? p.q + row * p.q_row_stride + head * p.q_head_stride
+                   : p.k + row * p.k_row_stride + (head - p.Hq) * p.k_head_stride;
+    const float* w = is_q ? p.q_w : p.k_w;
+    const int per_lane = p.head_dim / kWarp;
+    float v[kHeadMaxPerLane];
+    float ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kHeadMaxPerLane; ++e) {
+        v[e] = e < per_lane ? __bfloat162float(x[lane + e * kWarp]) : 0.0f;
+        ss += v[e] * v[e];
+    }
+    const float rs = rsqrtf(warp_sum(ss) / p.head_dim + p.eps);
+    const float one = p.zero_centred ? 1.0f : 0.0f;
+#pragma unroll
+    for (int e = 0; e < kHeadMaxPerLane; ++e) {
+        if (e < per_lane) v[e] = v[e] * rs * (one + w[lane + e * kWarp]);
+    }
+    const int half_lanes = p.rotary_dim / 2 / kWarp;  // partner offset in e
+    const float pos = static_cast<float>(p.cursor->pos + row);
+    float out[kHeadMaxPerLane];
+#pragma unroll
+    for (int e = 0; e < kHeadMaxPerLane; ++e) {
+        out[e] = v[e];
+        const int i = lane + e * kWarp;
+        if (e >= per_lane || i >= p.rotary_dim) continue;
+        const int fi = i % (p.rotary_dim / 2);  // frequency slot
+        const float inv_freq = 1.0f / powf(p.theta, static_cast<float>(2 * fi) / p.rotary_dim);
+        float s, c;
+        sincosf(pos * inv_freq, &s, &c);
+        // Partner index is known at compile time only through e; select it from the unrolled set.
+        float partner = 0.0f;
+#pragma unroll
+        for (int f = 0; f < kHeadMaxPerLane; ++f) {
+            if (i < p.rotary_dim / 2 ? f == e + half_lanes : f == e - half_lanes) partner = v[f];
+        }
+        out[e] = i < p.rotary_dim / 2 ? v[e] * c - partner * s : v[e] * c + partner * s;
+    }
+#pragma unroll
+    for (int e = 0; e < kHeadMaxPerLane; ++e) {
+        if (e < per_lane) x[lane + e * kWarp] = __float2bfloat16(out[e]);
+    }
+}
+
+// One warp per (row, value head): y = w * norm(o) * silu(z).
+__global__ void gated_rmsnorm_kernel(GatedRmsNormBf16Params p) {
+    const int rows = launch_rows(p.n_rows, p.max_rows);
+    const int item = blockIdx.x * kHeadWarpsPerBlock + threadIdx.x / kWarp;
+    const int lane = threadIdx.x % kWarp;
+    if (item >= rows * p.heads) return;
+    const int row = item / p.heads;
+    const int head = item % p.heads;
+    const bf16* x = p.x + (static_cast<int64_t>(row) * p.heads + head) * p.dim;
+    const bf16* z = p.z + row * p.z_row_stride + static_cast<int64_t>(head) * p.dim;
+    bf16* y = p.y + (static_cast<int64_t>(row) * p.heads + head) * p.dim;
+    const int per_lane = p.dim / kWarp;
+    float v[kHeadMaxPerLane];
+    float ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kHeadMaxPerLane; ++e) {
+        v[e] = e < per_lane ? __bfloat162float(x[lane + e * kWarp]) : 0.0f;
+        ss += v[e] * v[e];
+    }
+    const float rs = rsqrtf(warp_sum(ss) / p.dim + p.eps);
+#pragma unroll
+    for (int e = 0; e < kHeadMaxPerLane; ++e) {
+        if (e >= per_lane) continue;
+        const int i = lane + e * kWarp;
+        y[i] = __float2bfloat16(v[e] * rs * p.w[i] * silu(__bfloat162float(z[i])));
+    }
+}
+
+}  // namespace
+
+cudaError_t add_rmsnorm_launch(const AddRmsNormBf16Params& p, cudaStream_t stream) {
+    if (!p.h || !p.w || !p.y || p.dim <= 0 || p.dim % kVec != 0 ||
+        p.dim > kNormThreads * kNormMaxVecPerThread * kVec || p.max_rows <= 0)
+        return cudaErrorInvalidValue;
+    const int blocks = p.last_row_only ? 1 : p.max_rows;
+    add_rmsnorm_kernel<<<blocks, kNormThreads, 0, stream>>>(p);
+    return cudaGetLastError();
+}
+
+KernelCost add_rmsnorm_cost(const AddRmsNormBf16Params& p, int rows) {
+    const int r = p.last_row_only ? 1 : rows;
+    const double elems = static_cast<double>(r) * p.dim;
+    const double io = p.delta ? 4.0 : 2.0;  // h (+ delta read, h write) and y
+    return {elems * sizeof(bf16) * io + p.dim * sizeof(float), elems * 5.0};
+}
+
+cudaError_t qk_norm_rope_launch(const QkNormRopeBf16Params& p, cudaStream_t stream) {
+    if (!p.q || !p.k || !p.q_w || !p.k_w || !p.cursor || p.head_dim <= 0 ||
+        p.head_dim % kWarp != 0 || p.head_dim > kWarp * kHeadMaxPerLane || p.rotary_dim < 0 ||
+        p.rotary_dim % (2 * kWarp) != 0 || p.rotary_dim > p.head_dim || p.max_rows <= 0)
+        return cudaErrorInvalidValue;
+    const int items = p.max_rows * (p.Hq + p.Hkv);
+    qk_norm_rope_kernel<<<ceil_div(items, kHeadWarpsPerBlock), kHeadWarpsPerBlock * kWarp, 0, stream>>>(p);
+    return cudaGetLastError();
+}
+
+KernelCost qk_norm_rope_cost(const QkNormRopeBf16Params& p, int rows) {
+    const double elems = static_cast<double>(rows) * (p.Hq + p.Hkv) * p.head_dim;
+    return {elems * sizeof(bf16) * 2.0, elems * 8.0};
+}
+
+cudaError_t gated_rmsnorm_launch(const GatedRmsNormBf16Params& p, cudaStream_t stream) {
+    if (!p.x || !p.z || !p.w || !p.y || p.dim <= 0 || p.dim % kWarp != 0 ||
+        p.dim > kWarp * kHeadMaxPerLane || p.heads <= 0 || p.max_rows <= 0)
+        return cudaErrorInvalidValue;
+    const int items = p.max_rows * p.heads;
+    gated_rmsnorm_kernel<<<ceil_div(items, kHeadWarpsPerBlock), kHeadWarpsPerBlock * kWarp, 0, stream>>>(p);
+    return cudaGetLastError();
+}
+
+KernelCost gated_rmsnorm_cost(const GatedRmsNormBf16Params& p, int rows) {
+    const double elems = static_cast<double>(rows) * p.heads * p.dim;
+    return {elems * sizeof(bf16) * 3.0, elems * 8.0};
+}
+
+}  // namespace frost::kernels

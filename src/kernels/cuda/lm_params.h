@@ -1,0 +1,213 @@
+// bf16 sibling params structs of the hybrid-LM kernel families (kernels/params.h holds the fp32
+// CPU-reference structs). A sibling exists only where bf16 activations change a pointer's type;
+// field names and meanings follow the fp32 struct of the same family. Activations and large
+// weights are bf16, accumulation / recurrent state / small per-channel weights are fp32.
+// Values that change per step (rows in this launch, position) are read from device memory.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels/params.h"
+
+namespace frost::kernels {
+
+using bf16 = __nv_bfloat16;
+
+// y[r] = table[ids[r]], r < rows (family EmbedParams; bf16 output).
+struct EmbedBf16Params {
+    const bf16* table;       // [vocab, dim]
+    const int32_t* ids;      // [max_rows] device
+    bf16* y;                 // [max_rows, dim]
+    int32_t vocab;
+    int32_t dim;
+    int32_t max_rows;
+    const int32_t* n_rows;   // [1] device, may be null (= max_rows)
+};
+
+// Residual add + RMSNorm (family RmsNormParams): if delta != null, h = bf16(h + delta) in place;
+// then y = bf16(h * rsqrt(mean(h^2) + eps) * g), g = 1 + w when zero_centred else w, in fp32.
+// last_row_only: only row (*n_rows - 1) is touched and written to y row 0 (final norm before lm_head).
+struct AddRmsNormBf16Params {
+    bf16* h;                 // [max_rows, dim] residual stream, row stride dim
+    const bf16* delta;       // [max_rows, dim] or null
+    const float* w;          // [dim]
+    bf16* y;                 // [max_rows, dim] (or [1, dim] with last_row_only)
+    int32_t dim;             // multiple of 8
+    int32_t zero_centred;
+    float eps;
+    int32_t max_rows;
+    const int32_t* n_rows;   // may be null
+    int32_t last_row_only;
+};
+
+// Per-head zero-centred RMSNorm of q and k over head_dim, then partial NeoX RoPE on the first
+// rotary_dim dims (pairs i, i + rotary_dim/2) at position cursor->pos + row (spec §4.2 steps 2-3).
+// In place on bf16, math in fp32 (families RmsNormParams + RopeParams fused).
+struct QkNormRopeBf16Params {
+    bf16* q;                 // [rows, Hq, head_dim] with q_row_stride / q_head_stride (elements)
+    bf16* k;                 // [rows, Hkv, head_dim] with k_row_stride / k_head_stride
+    const float* q_w;        // [head_dim]
+    const float* k_w;        // [head_dim]
+    int64_t q_row_stride, q_head_stride;
+    int64_t k_row_stride, k_head_stride;
+    int32_t Hq, Hkv;
+    int32_t head_dim;        // 256 (multiple of 32, <= 256)
+    int32_t rotary_dim;      // 64 (even, <= head_dim)
+    int32_t zero_centred;
+    float eps;
+    float theta;
+    int32_t max_rows;
+    const StepCursor* cursor;  // pos, n_tokens (rows)
+};
+
+// Gated RMSNorm per value head (family GatedRmsNormParams): y = w ⊙ norm(o) ⊙ silu(z).
+struct GatedRmsNormBf16Params {
+    const bf16* x;           // [rows, heads, dim] contiguous (GDN output o)
+    const bf16* z;           // [rows, heads*dim] with row stride z_row_stride
+    const float* w;          // [dim] plain weight
+    bf16* y;                 // [rows, heads*dim] contiguous
+    int64_t z_row_stride;
+    int32_t dim;             // 128 (multiple of 32, <= 1024)
+    int32_t heads;
+    float eps;
+    int32_t max_rows;
+    const int32_t* n_rows;
+};
+
+// Causal depthwise conv1d (K taps, tap K-1 = current token) + SiLU over this launch's rows, with
+// the K-1 pre-activation inputs of previous launches in `state` (family Conv1dParams). Optionally
+// fused with the GDN l2norm (spec §4.1 step 4): when l2_dim > 0 the first l2_heads groups of
+// l2_dim channels (q heads then k heads) are scaled by rsqrt(sum(c^2) + l2_eps), and the first
+// l2_q_heads of them additionally by q_scale.
+struct Conv1dBf16Params {
+    const bf16* x;           // [rows, C] pre-activation, row stride x_row_stride
+    const float* w;          // [C, K]
+    bf16* state;             // [C, K-1] last K-1 inputs before this launch; updated in place
+    bf16* y;                 // [rows, C] contiguous
+    int64_t x_row_stride;
+    int32_t channels;        // C, multiple of kConvChannelsPerBlock (128)
+    int32_t kernel;          // K, 2..kConvMaxTaps
+    int32_t l2_dim;          // 0 = no l2norm, else 128 (channels per head)
+    int32_t l2_heads;        // q heads + k heads normalised
+    int32_t l2_q_heads;      // of which the first l2_q_heads are q (scaled by q_scale)
+    float l2_eps;
+    float q_scale;
+    int32_t max_rows;
+    const int32_t* n_rows;
+};
+
+// β = sigmoid(b); g = -exp(A_log) * softplus(a + dt_bias) in fp32 (family GdnGateParams).
+struct GdnGateBf16Params {
+    const bf16* b;           // [rows, Hv] row stride in_row_stride
+    const bf16* a;           // [rows, Hv] row stride in_row_stride
+    const float* A_log;      // [Hv]
+    const float* dt_bias;    // [Hv]
+    float* beta;             // [rows, Hv]
+    float* g;                // [rows, Hv]
+    int64_t in_row_stride;
+    int32_t heads;
+    int32_t max_rows;
+    const int32_t* n_rows;
+};
+
+// Gated delta rule (family GdnParams; spec §4.1 step 7, §5). bf16 q/k/v (q l2-normed and scaled,
+// k l2-normed), fp32 β, g and state, bf16 output. Value head h reads q/k head h / (Hv/Hk).
+// The chunked kernel splits at absolute multiples of `chunk` counted from position 0
+// (cursor->pos), so a state never depends on where a previous launch ended. `work` is fp32
+// scratch of gdn_chunk_work_floats() floats (unused by the recurrent kernel).
+struct GdnBf16Params {
+    const bf16* q;           // [rows, Hk, dk] row stride qkv_row_stride
+    const bf16* k;           // [rows, Hk, dk] row stride qkv_row_stride
+    const bf16* v;           // [rows, Hv, dv] row stride qkv_row_stride
+    const float* beta;       // [rows, Hv]
+    const float* g;          // [rows, Hv] log decay (<= 0)
+    float* state;            // [Hv, dk, dv] fp32, updated in place
+    bf16* o;                 // [rows, Hv, dv]
+    float* work;             // chunked kernel scratch, may be null for the recurrent kernel
+    int64_t qkv_row_stride;
+    int32_t Hk, Hv;
+    int32_t dk, dv;          // 128, 128
+    int32_t chunk;           // 64
+    int32_t max_rows;
+    const StepCursor* cursor;  // pos, n_tokens
+};
+
+// Copies this launch's K and V rows into the contiguous cache at cursor->pos + row
+// (family KvAppendParams).
+struct KvAppendBf16Params {
+    const bf16* k;           // [rows, kv_dim] row stride src_row_stride
+    const bf16* v;           // [rows, kv_dim] row stride src_row_stride
+    bf16* k_cache;           // [max_seq, Hkv, d]
+    bf16* v_cache;           // [max_seq, Hkv, d]
+    int64_t src_row_stride;
+    int32_t kv_dim;          // Hkv*d, multiple of 8
+    int32_t max_seq;
+    int32_t max_rows;
+    const StepCursor* cursor;
+};
+
+// Causal GQA attention of this launch's rows (absolute position pos + row) over cache
+// [0, pos + row], fp32 softmax, then o *= sigmoid(gate) when gate != null (family AttentionParams).
+// Decode (rows == 1) splits the KV length into fixed kAttnDecodeSplit-key pieces whose partial
+// results (work) are merged in split order, so the result does not depend on timing.
+struct AttentionBf16Params {
+    const bf16* q;           // [rows, Hq, d] with q_row_stride / q_head_stride
+    const bf16* gate;        // [rows, Hq, d] same strides as q, may be null
+    const bf16* k_cache;     // [max_seq, Hkv, d]
+    const bf16* v_cache;     // [max_seq, Hkv, d]
+    bf16* o;                 // [rows, Hq*d] contiguous
+    float* work;             // decode scratch: attn_decode_work_floats() floats; unused by prefill
+    int64_t q_row_stride, q_head_stride;
+    int32_t Hq, Hkv;
+    int32_t head_dim;        // 256
+    float scale;
+    int32_t max_seq;
+    int32_t max_rows;
+    const StepCursor* cursor;
+};
+
+// y[r, i] = silu(x[r, i]) * x[r, F + i] for the fused [gate | up] projection (family SwigluParams).
+struct SwigluBf16Params {
+    const bf16* x;           // [rows, 2F]
+    bf16* y;                 // [rows, F]
+    int32_t F;               // multiple of 8
+    int32_t max_rows;
+    const int32_t* n_rows;
+};
+
+// y = x W^T (+ y when accumulate: the fused residual add), bf16 operands, fp32 accumulation.
+// M is the bucket's row count; rows beyond the valid count are computed and ignored.
+struct GemmBf16Params {
+    const bf16* x;           // [M, K] row stride ldx
+    const bf16* w;           // [N, K] row stride K
+    void* y;                 // [M, N] row stride ldy; bf16, or fp32 when out_f32
+    int64_t ldx, ldy;
+    int32_t M, N, K;
+    int32_t out_f32;
+    int32_t accumulate;
+};
+
+// Greedy sampling on the device (family SampleParams): the lowest index of the largest logit
+// of the selected row (row *n_rows - 1, or cursor->n_tokens - 1 when n_rows is null, if
+// select_last_row); writes *out_token and cursor->last_token. work holds per-block partials.
+struct SampleArgmaxParams {
+    const float* logits;     // [rows, vocab]; row (*n_rows - 1) if select_last_row else row 0
+    int64_t row_stride;
+    int32_t vocab;
+    int32_t select_last_row;
+    const int32_t* n_rows;
+    float* work;             // [2 * sample_argmax_blocks(vocab)] scratch
+    StepCursor* cursor;      // may be null (then select_last_row needs n_rows)
+    int32_t* out_token;      // [1]
+    int32_t only_when_greedy;  // 1: write nothing unless the cursor's mode is greedy (sample_launch)
+};
+
+// Bytes a kernel must move (each input read once, each output written once) and the FLOPs it
+// performs, for a given number of valid rows: what the benches divide by.
+struct KernelCost {
+    double bytes = 0;
+    double flops = 0;
+};
+
+}  // namespace frost::kernels

@@ -1,0 +1,367 @@
+// Writes a synthetic Qwen3.5 checkpoint. Weight scales keep activations and logits in a realistic
+// range: projections uniform with std 1/sqrt(fan_in); zero-centred norm weights near 0 (the model
+// multiplies by 1+w); the gated-norm weight near 1; A_log = log(U[1,16]) and dt_bias the inverse
+// softplus of a log-uniform dt in [1e-3, 1e-1] (transformers / Mamba init), so decays span
+// exp(-1.6)..~1; embeddings and lm_head with std 2/sqrt(H) so logits have std ~2, not flat.
+#include "model/synth.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "exec/error.h"
+#include "util/bf16.h"
+#include "util/fs.h"
+#include "util/progress.h"
+
+namespace frost::model {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kQwen35Vocab = 248320;
+constexpr int32_t kQwen35EndOfText = 248044, kQwen35ImEnd = 248046;
+constexpr int kConvKernel = 4;
+constexpr int kVocabRound = 64;          // pad a tokenizer-derived vocab like the released models
+constexpr size_t kChunkElems = 1 << 20;  // bf16 values generated per write
+constexpr size_t kHeaderAlign = 8;
+
+const SynthPreset kPresets[] = {
+    // name   H     L   F      Hq Hkv d    Hk Hv dk   dv   vocab        tied   max_pos
+    {"tiny", 256, 4, 512, 4, 1, 64, 2, 4, 32, 32, 4096, true, 32768},
+    {"0.8b", 1024, 24, 3584, 8, 2, 256, 16, 16, 128, 128, kQwen35Vocab, true, 262144},
+    {"2b", 2048, 24, 6144, 8, 2, 256, 16, 16, 128, 128, kQwen35Vocab, true, 262144},
+    {"4b", 2560, 32, 9216, 16, 4, 256, 16, 32, 128, 128, kQwen35Vocab, true, 262144},
+    {"9b", 4096, 32, 12288, 16, 4, 256, 16, 32, 128, 128, kQwen35Vocab, false, 262144},
+    {"27b", 5120, 64, 17408, 24, 4, 256, 16, 48, 128, 128, kQwen35Vocab, false, 262144},
+};
+
+enum class Init { Linear, Embed, ZeroNorm, OneNorm, ALog, DtBias, Conv };
+
+struct PlannedTensor {
+    std::string name;
+    std::vector<int64_t> shape;
+    Init init;
+    int64_t fan_in = 1;
+    uint64_t bytes = 0;
+    size_t shard = 0;
+    uint64_t begin = 0;
+};
+
+uint64_t splitmix64(uint64_t* s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+double uniform01(uint64_t* s) { return double(splitmix64(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+uint64_t name_seed(uint64_t seed, const std::string& name) {
+    uint64_t h = 0xcbf29ce484222325ULL ^ seed;  // FNV-1a over the name, mixed with the seed
+    for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ULL;
+    return h;
+}
+
+float draw(Init init, int64_t fan_in, float embed_std, uint64_t* s) {
+    const double u = uniform01(s);
+    const double sym = 2.0 * u - 1.0;  // U(-1, 1), std 1/sqrt(3)
+    const double kSqrt3 = std::sqrt(3.0);
+    switch (init) {
+        case Init::Linear: return float(sym * kSqrt3 / std::sqrt(double(fan_in)));
+        case Init::Conv: return float(sym * kSqrt3 / std::sqrt(double(kConvKernel)));
+        case Init::Embed: return float(sym * kSqrt3 * embed_std);
+        case Init::ZeroNorm: return float(0.1 * sym);
+        case Init::OneNorm: return float(1.0 + 0.1 * sym);
+        case Init::ALog: return float(std::log(1.0 + 15.0 * u));
+        case Init::DtBias: {
+            double dt = std::exp(std::log(1e-3) + u * (std::log(1e-1) - std::log(1e-3)));
+            return float(dt + std::log(-std::expm1(-dt)));  // softplus^-1(dt)
+        }
+    }
+    return 0.f;
+}
+
+std::vector<PlannedTensor> plan(const SynthPreset& p, int vocab) {
+    std::vector<PlannedTensor> t;
+    const std::string P = "model.language_model.";
+    const int64_t H = p.hidden, F = p.ffn, Q = int64_t(p.lin_k_heads) * p.lin_k_dim, V = int64_t(p.lin_v_heads) * p.lin_v_dim;
+    const int64_t C = 2 * Q + V, Hv = p.lin_v_heads, d = p.head_dim;
+    auto add = [&](std::string n, std::vector<int64_t> shape, Init init) {
+        int64_t fan_in = shape.size() == 2 ? shape[1] : 1;
+        t.push_back({std::move(n), std::move(shape), init, fan_in, 0, 0, 0});
+    };
+    add(P + "embed_tokens.weight", {vocab, H}, Init::Embed);
+    for (int i = 0; i < p.layers; ++i) {
+        const std::string l = P + "layers." + std::to_string(i) + ".";
+        add(l + "input_layernorm.weight", {H}, Init::ZeroNorm);
+        if ((i + 1) % 4 != 0) {
+            const std::string a = l + "linear_attn.";
+            add(a + "in_proj_qkv.weight", {C, H}, Init::Linear);
+            add(a + "in_proj_z.weight", {V, H}, Init::Linear);
+            add(a + "in_proj_b.weight", {Hv, H}, Init::Linear);
+            add(a + "in_proj_a.weight", {Hv, H}, Init::Linear);
+            add(a + "conv1d.weight", {C, 1, kConvKernel}, Init::Conv);
+            add(a + "A_log", {Hv}, Init::ALog);
+            add(a + "dt_bias", {Hv}, Init::DtBias);
+            add(a + "norm.weight", {p.lin_v_dim}, Init::OneNorm);
+            add(a + "out_proj.weight", {H, V}, Init::Linear);
+        } else {
+            const std::string a = l + "self_attn.";
+            add(a + "q_proj.weight", {2 * p.heads * d, H}, Init::Linear);
+            add(a + "k_proj.weight", {p.kv_heads * d, H}, Init::Linear);
+            add(a + "v_proj.weight", {p.kv_heads * d, H}, Init::Linear);
+            add(a + "o_proj.weight", {H, p.heads * d}, Init::Linear);
+            add(a + "q_norm.weight", {d}, Init::ZeroNorm);
+            add(a + "k_norm.weight", {d}, Init::ZeroNorm);
+        }
+        add(l + "post_attention_layernorm.weight", {H}, Init::ZeroNorm);
+        add(l + "mlp.gate_proj.weight", {F, H}, Init::Linear);
+        add(l + "mlp.up_proj.weight", {F, H}, Init::Linear);
+        add(l + "mlp.down_proj.weight", {H, F}, Init::Linear);
+    }
+    add(P + "norm.weight", {H}, Init::ZeroNorm);
+    if (!p.tied) add("lm_head.weight", {vocab, H}, Init::Embed);
+    for (auto& x : t) {
+        uint64_t n = 1;
+        for (auto s : x.shape) n *= uint64_t(s);
+        x.bytes = n * sizeof(uint16_t);
+    }
+    return t;
+}
+
+std::string shard_name(size_t i, size_t n) {
+    if (n == 1) return "model.safetensors";
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "model-%05zu-of-%05zu.safetensors", i + 1, n);
+    return buf;
+}
+
+frost_status write_all(int fd, const void* p, size_t n, const std::string& path) {
+    std::string err;
+    if (frost_fault_hit(FROST_FAULT_IO)) return fail(FROST_ERR_IO, "%s: injected I/O fault", path.c_str());
+    if (!util::write_full(fd, p, n, &err)) return fail(FROST_ERR_IO, "%s: %s", path.c_str(), err.c_str());
+    return FROST_OK;
+}
+
+frost_status write_shard(const std::string& path, const std::vector<const PlannedTensor*>& ts, uint64_t seed,
+                         float embed_std, util::Progress* bar) {
+    json h = json::object();
+    h["__metadata__"] = {{"format", "pt"}};
+    for (const auto* t : ts) h[t->name] = {{"dtype", "BF16"}, {"shape", t->shape}, {"data_offsets", {t->begin, t->begin + t->bytes}}};
+    std::string header = h.dump();
+    header.append((kHeaderAlign - header.size() % kHeaderAlign) % kHeaderAlign, ' ');  // aligns the data region
+    const std::string tmp = path + ".partial";
+    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return fail(FROST_ERR_IO, "cannot create %s", tmp.c_str());
+    uint8_t len[8];
+    for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
+    frost_status s = write_all(fd, len, sizeof(len), tmp);
+    if (s == FROST_OK) s = write_all(fd, header.data(), header.size(), tmp);
+    std::vector<uint16_t> chunk(kChunkElems);
+    for (size_t i = 0; s == FROST_OK && i < ts.size(); ++i) {
+        const PlannedTensor& t = *ts[i];
+        uint64_t rng = name_seed(seed, t.name);
+        uint64_t left = t.bytes / sizeof(uint16_t);
+        while (s == FROST_OK && left > 0) {
+            size_t n = size_t(std::min<uint64_t>(left, kChunkElems));
+            for (size_t j = 0; j < n; ++j) chunk[j] = util::f32_to_bf16(draw(t.init, t.fan_in, embed_std, &rng));
+            s = write_all(fd, chunk.data(), n * sizeof(uint16_t), tmp);
+            left -= n;
+            bar->add(n * sizeof(uint16_t));
+        }
+    }
+    if (close(fd) != 0 && s == FROST_OK) s = fail(FROST_ERR_IO, "%s: close failed", tmp.c_str());
+    if (s == FROST_OK && (frost_fault_hit(FROST_FAULT_IO) || rename(tmp.c_str(), path.c_str()) != 0))
+        s = fail(FROST_ERR_IO, "cannot rename %s to %s", tmp.c_str(), path.c_str());
+    if (s != FROST_OK) unlink(tmp.c_str());
+    return s;
+}
+
+// Finds the ids of <|endoftext|> and <|im_end|> and the largest id in a tokenizer.json.
+frost_status scan_tokenizer(const std::string& dir, int* max_id, std::vector<int32_t>* eos) {
+    const std::string path = util::join_path(dir, "tokenizer.json");
+    std::string text, err;
+    if (!util::read_file(path, &text, &err)) return fail(FROST_ERR_IO, "%s", err.c_str());
+    try {
+        json j = json::parse(text);
+        *max_id = -1;
+        for (const auto& [tok, id] : j.at("model").at("vocab").items()) *max_id = std::max(*max_id, id.get<int>());
+        int32_t eot = -1, im_end = -1;
+        for (const auto& a : j.value("added_tokens", json::array())) {
+            int id = a.at("id").get<int>();
+            *max_id = std::max(*max_id, id);
+            std::string c = a.at("content").get<std::string>();
+            if (c == "<|endoftext|>") eot = id;
+            if (c == "<|im_end|>") im_end = id;
+        }
+        for (int32_t id : {im_end, eot})
+            if (id >= 0) eos->push_back(id);
+    } catch (const std::exception& e) {
+        return fail(FROST_ERR_CORRUPT, "%s: %s", path.c_str(), e.what());
+    }
+    return FROST_OK;
+}
+
+json text_config(const SynthPreset& p, int vocab, const std::vector<int32_t>& eos) {
+    json layer_types = json::array();
+    for (int i = 0; i < p.layers; ++i) layer_types.push_back((i + 1) % 4 == 0 ? "full_attention" : "linear_attention");
+    return {
+        {"model_type", "qwen3_5_text"},
+        {"attention_bias", false},
+        {"attn_output_gate", true},
+        {"dtype", "bfloat16"},
+        {"eos_token_id", eos.empty() ? json(nullptr) : json(eos[0])},
+        {"full_attention_interval", 4},
+        {"head_dim", p.head_dim},
+        {"hidden_act", "silu"},
+        {"hidden_size", p.hidden},
+        {"intermediate_size", p.ffn},
+        {"layer_types", layer_types},
+        {"linear_conv_kernel_dim", kConvKernel},
+        {"linear_key_head_dim", p.lin_k_dim},
+        {"linear_num_key_heads", p.lin_k_heads},
+        {"linear_num_value_heads", p.lin_v_heads},
+        {"linear_value_head_dim", p.lin_v_dim},
+        {"mamba_ssm_dtype", "float32"},
+        {"max_position_embeddings", p.max_positions},
+        {"mtp_num_hidden_layers", 0},
+        {"num_attention_heads", p.heads},
+        {"num_hidden_layers", p.layers},
+        {"num_key_value_heads", p.kv_heads},
+        {"rms_norm_eps", 1e-6},
+        {"rope_parameters",
+         {{"rope_type", "default"}, {"rope_theta", 1e7}, {"partial_rotary_factor", 0.25},
+          {"mrope_interleaved", true}, {"mrope_section", {11, 11, 10}}}},
+        {"tie_word_embeddings", p.tied},
+        {"vocab_size", vocab},
+    };
+}
+
+frost_status copy_file(const std::string& from, const std::string& to) {
+    std::string data, err;
+    if (!util::read_file(from, &data, &err)) return fail(FROST_ERR_IO, "%s", err.c_str());
+    if (frost_fault_hit(FROST_FAULT_IO) || !util::write_file(to, data, &err)) return fail(FROST_ERR_IO, "cannot write %s", to.c_str());
+    return FROST_OK;
+}
+
+}  // namespace
+
+bool find_synth_preset(const std::string& name, SynthPreset* out) {
+    for (const auto& p : kPresets)
+        if (p.name == name) {
+            *out = p;
+            return true;
+        }
+    return false;
+}
+
+std::vector<std::string> synth_preset_names() {
+    std::vector<std::string> n;
+    for (const auto& p : kPresets) n.push_back(p.name);
+    return n;
+}
+
+frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
+    SynthPreset p;
+    if (!find_synth_preset(opt.preset, &p)) {
+        std::string names;
+        for (const auto& n : synth_preset_names()) names.append(" ").append(n);
+        return fail(FROST_ERR_INVALID_ARG, "unknown preset '%s' (one of:%s)", opt.preset.c_str(), names.c_str());
+    }
+    FROST_CHECK_ARG(!opt.out_dir.empty() && opt.vocab >= 0 && opt.shard_bytes > 0);
+    int vocab = opt.vocab > 0 ? opt.vocab : p.vocab;
+    std::vector<int32_t> eos;
+    if (!opt.tokenizer_dir.empty()) {
+        int max_id = -1;
+        FROST_TRY(scan_tokenizer(opt.tokenizer_dir, &max_id, &eos));
+        if (max_id >= vocab) {
+            if (opt.vocab > 0)
+                return fail(FROST_ERR_INVALID_ARG, "--vocab %d is too small for the tokenizer (largest id %d)", opt.vocab, max_id);
+            vocab = (max_id + kVocabRound) / kVocabRound * kVocabRound;
+        }
+    } else if (vocab > kQwen35ImEnd) {
+        eos = {kQwen35ImEnd, kQwen35EndOfText};
+    } else {
+        eos = {vocab - 1};  // no tokenizer: the last id stands in for end-of-text
+    }
+
+    std::string err;
+    if (!util::make_dirs(opt.out_dir, &err)) return fail(FROST_ERR_IO, "%s", err.c_str());
+    std::vector<PlannedTensor> tensors = plan(p, vocab);
+    float embed_std = float(2.0 / std::sqrt(double(p.hidden)));
+
+    // Shards: tensors in order, a new shard when the next tensor would pass shard_bytes.
+    uint64_t total = 0, in_shard = 0;
+    size_t shard = 0;
+    for (auto& t : tensors) {
+        if (in_shard > 0 && in_shard + t.bytes > opt.shard_bytes) {
+            ++shard;
+            in_shard = 0;
+        }
+        t.shard = shard;
+        t.begin = in_shard;
+        in_shard += t.bytes;
+        total += t.bytes;
+    }
+    const size_t shards = shard + 1;
+    util::Progress bar(std::string("synth ").append(p.name), total, opt.progress);
+    json weight_map = json::object();
+    for (size_t s = 0; s < shards; ++s) {
+        std::vector<const PlannedTensor*> in;
+        for (const auto& t : tensors)
+            if (t.shard == s) {
+                in.push_back(&t);
+                weight_map[t.name] = shard_name(s, shards);
+            }
+        FROST_TRY(write_shard(util::join_path(opt.out_dir, shard_name(s, shards)), in, opt.seed, embed_std, &bar));
+    }
+    bar.finish();
+    auto write_json = [&](const std::string& name, const json& j) -> frost_status {
+        std::string e;
+        if (frost_fault_hit(FROST_FAULT_IO) || !util::write_file(util::join_path(opt.out_dir, name), j.dump(2) + "\n", &e))
+            return fail(FROST_ERR_IO, "cannot write %s in %s", name.c_str(), opt.out_dir.c_str());
+        return FROST_OK;
+    };
+    if (shards > 1) {
+        // A stale single-file checkpoint would shadow nothing (the index wins) but confuses people.
+        unlink(util::join_path(opt.out_dir, "model.safetensors").c_str());
+        FROST_TRY(write_json("model.safetensors.index.json", {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}));
+    } else {
+        unlink(util::join_path(opt.out_dir, "model.safetensors.index.json").c_str());
+    }
+    json config = {
+        {"architectures", {"Qwen3_5ForConditionalGeneration"}},
+        {"model_type", "qwen3_5"},
+        {"tie_word_embeddings", p.tied},
+        {"text_config", text_config(p, vocab, eos)},
+        {"frost_synthetic", {{"preset", p.name}, {"seed", opt.seed}}},
+    };
+    if (vocab > kQwen35ImEnd) {
+        config["image_token_id"] = 248056;
+        config["video_token_id"] = 248057;
+        config["vision_start_token_id"] = 248053;
+        config["vision_end_token_id"] = 248054;
+    }
+    FROST_TRY(write_json("config.json", config));
+    FROST_TRY(write_json("generation_config.json", {{"eos_token_id", eos}, {"do_sample", false}}));
+    if (!opt.tokenizer_dir.empty()) {
+        FROST_TRY(copy_file(util::join_path(opt.tokenizer_dir, "tokenizer.json"), util::join_path(opt.out_dir, "tokenizer.json")));
+        const std::string tc = util::join_path(opt.tokenizer_dir, "tokenizer_config.json");
+        if (util::file_exists(tc)) FROST_TRY(copy_file(tc, util::join_path(opt.out_dir, "tokenizer_config.json")));
+    }
+    if (summary) {
+        summary->tensor_bytes = total;
+        summary->tensors = tensors.size();
+        summary->shards = shards;
+        summary->vocab = vocab;
+        summary->eos_ids = eos;
+    }
+    return FROST_OK;
+}
+
+}  // namespace frost::model

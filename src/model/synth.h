@@ -1,0 +1,48 @@
+// Synthetic checkpoints: a valid Qwen3.5 model folder in the released multimodal-wrapper layout
+// (config.json with text_config, model.language_model.* tensors, index + shards above
+// shard_bytes) with deterministic random bf16 weights, streamed to disk tensor by tensor.
+// Used by CPU tests, demos and benchmarks at real sizes without downloading anything.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "frost/exec.h"
+
+namespace frost::model {
+
+struct SynthPreset {
+    std::string name;
+    int hidden = 0, layers = 0, ffn = 0;
+    int heads = 0, kv_heads = 0, head_dim = 0;
+    int lin_k_heads = 0, lin_v_heads = 0, lin_k_dim = 0, lin_v_dim = 0;
+    int vocab = 0;
+    bool tied = false;
+    int max_positions = 0;
+};
+
+// Presets: tiny, 0.8b, 2b, 4b, 9b, 27b (spec model-qwen35.md §2; 2b values are a plausible guess).
+bool find_synth_preset(const std::string& name, SynthPreset* out);
+std::vector<std::string> synth_preset_names();
+
+struct SynthOptions {
+    std::string out_dir;
+    std::string preset = "tiny";
+    int vocab = 0;                 // 0: the preset's (raised to fit the tokenizer when one is given)
+    uint64_t seed = 0;
+    std::string tokenizer_dir;     // copy tokenizer.json / tokenizer_config.json from here if set
+    uint64_t shard_bytes = 4000000000ULL;  // above this, weights are split into shards + index
+    bool progress = false;
+};
+
+struct SynthSummary {
+    uint64_t tensor_bytes = 0;
+    size_t tensors = 0;
+    size_t shards = 0;
+    int vocab = 0;
+    std::vector<int32_t> eos_ids;
+};
+
+frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary = nullptr);
+
+}  // namespace frost::model

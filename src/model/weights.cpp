@@ -1,0 +1,201 @@
+// Binding checkpoint tensors to the dense hybrid's roles. Every expected tensor is looked up,
+// checked for shape and dtype, and every problem is collected so one error lists them all (T07).
+#include "model/weights.h"
+
+#include <set>
+
+#include "exec/error.h"
+#include "model/deinterleave.h"
+#include "model/safetensors.h"
+
+namespace frost::model {
+namespace {
+
+constexpr const char* kVisualPrefix = "model.visual.";
+constexpr const char* kMtpPrefix = "mtp.";
+constexpr const char* kLmHead = "lm_head.weight";
+constexpr int kMaxListedProblems = 64;
+
+std::string shape_str(const std::vector<int64_t>& s) {
+    std::string o = "[";
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (i) o.push_back(',');
+        o.append(std::to_string(s[i]));
+    }
+    o.push_back(']');
+    return o;
+}
+
+enum class DTypeRule { Bf16, Bf16OrF32 };
+
+struct Binder {
+    const Checkpoint& ck;
+    std::set<std::string> used;
+    std::vector<std::string> problems;
+
+    // Binds `name` into *out if present with the right shape and dtype; records a problem if not.
+    void bind(const std::string& name, std::vector<int64_t> shape, TensorView* out, DTypeRule rule = DTypeRule::Bf16) {
+        used.insert(name);
+        const CheckpointTensor* t = ck.find(name);
+        if (!t) {
+            problems.push_back("missing: " + name + " " + shape_str(shape));
+            return;
+        }
+        bool dtype_ok = t->dtype == DType::BF16 || (rule == DTypeRule::Bf16OrF32 && t->dtype == DType::F32);
+        if (!dtype_ok)
+            problems.push_back("wrong dtype: " + name + " is " + dtype_name(t->dtype) + ", expected BF16" +
+                               (rule == DTypeRule::Bf16OrF32 ? " or F32" : ""));
+        if (t->shape != shape)
+            problems.push_back("wrong shape: " + name + " is " + shape_str(t->shape) + ", expected " + shape_str(shape));
+        if (dtype_ok && t->shape == shape) *out = t->view();
+    }
+};
+
+// Qwen3-Next fused projections -> Qwen3.5 views in storage owned by `w`.
+void bind_qwen3next_linear(Binder& b, const ModelConfig& c, const std::string& p, LinearAttnWeights* lin, ModelWeights* w) {
+    const int64_t H = c.hidden_size, Q = c.lin_q_dim(), V = c.lin_v_dim(), Hv = c.lin_num_v_heads;
+    TensorView qkvz, ba;
+    b.bind(p + "in_proj_qkvz.weight", {2 * Q + 2 * V, H}, &qkvz);
+    b.bind(p + "in_proj_ba.weight", {2 * Hv, H}, &ba);
+    if (!qkvz.present() || !ba.present()) return;
+    const size_t row_bytes = size_t(H) * dtype_size(DType::BF16);
+    QkvzSplit split{c.lin_num_k_heads, c.lin_num_v_heads, c.lin_k_head_dim, c.lin_v_head_dim, row_bytes};
+    auto make = [&](const std::string& name, int64_t rows) {
+        TensorView v;
+        v.name = name;
+        v.dtype = DType::BF16;
+        v.shape = {rows, H};
+        v.bytes = size_t(rows) * row_bytes;
+        w->owned.emplace_back(new uint8_t[v.bytes]);
+        v.data = w->owned.back().get();
+        return v;
+    };
+    lin->in_proj_qkv = make(p + "in_proj_qkv.weight", 2 * Q + V);
+    lin->in_proj_z = make(p + "in_proj_z.weight", V);
+    lin->in_proj_b = make(p + "in_proj_b.weight", Hv);
+    lin->in_proj_a = make(p + "in_proj_a.weight", Hv);
+    deinterleave_qkvz(split, qkvz.data, const_cast<void*>(lin->in_proj_qkv.data), const_cast<void*>(lin->in_proj_z.data));
+    deinterleave_ba(split, ba.data, const_cast<void*>(lin->in_proj_b.data), const_cast<void*>(lin->in_proj_a.data));
+}
+
+}  // namespace
+
+int64_t TensorView::numel() const {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+}
+
+uint64_t ModelWeights::total_bytes() const {
+    uint64_t s = embed_tokens.bytes + final_norm.bytes + (tied ? 0 : lm_head.bytes);
+    auto add = [&](const TensorView& v) { s += v.bytes; };
+    for (const auto& l : layers) {
+        add(l.input_layernorm); add(l.post_attention_layernorm);
+        add(l.mlp_gate); add(l.mlp_up); add(l.mlp_down);
+        if (l.kind == LayerKind::Linear) {
+            add(l.lin.in_proj_qkv); add(l.lin.in_proj_z); add(l.lin.in_proj_b); add(l.lin.in_proj_a);
+            add(l.lin.conv1d); add(l.lin.A_log); add(l.lin.dt_bias); add(l.lin.norm); add(l.lin.out_proj);
+        } else {
+            add(l.full.q_proj); add(l.full.k_proj); add(l.full.v_proj); add(l.full.o_proj);
+            add(l.full.q_norm); add(l.full.k_norm);
+        }
+    }
+    return s;
+}
+
+frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, ModelWeights* out) {
+    // Features the dense engine cannot execute stop here; MTP alone does not (its weights are kept).
+    std::vector<std::string> blocking = c.other_unsupported;
+    if (c.is_moe())
+        blocking.insert(blocking.begin(), "MoE experts (" + std::to_string(c.num_experts) + ", top-" +
+                                              std::to_string(c.num_experts_per_tok) + ")");
+    if (!blocking.empty()) {
+        std::string list;
+        for (const auto& f : blocking) list += "\n  " + f;
+        return fail(FROST_ERR_UNSUPPORTED, "model needs features the dense engine does not run yet:%s", list.c_str());
+    }
+    ModelWeights w;
+    w.config = c;
+    w.checkpoint = ck;
+    Binder b{*ck, {}, {}};
+    const std::string& P = c.weight_prefix;
+    const int64_t H = c.hidden_size, V = c.vocab_size, F = c.intermediate_size;
+    const int64_t Vd = c.lin_v_dim(), C = c.conv_dim(), Hv = c.lin_num_v_heads;
+    const int64_t d = c.head_dim, Hq = c.num_heads, Hkv = c.num_kv_heads;
+
+    b.bind(P + "embed_tokens.weight", {V, H}, &w.embed_tokens);
+    b.bind(P + "norm.weight", {H}, &w.final_norm);
+    if (ck->find(kLmHead)) {
+        b.bind(kLmHead, {V, H}, &w.lm_head);
+        w.tied = false;
+    } else {
+        w.lm_head = w.embed_tokens;
+        w.tied = true;
+    }
+    w.layers.resize(size_t(c.num_layers));
+    for (int i = 0; i < c.num_layers; ++i) {
+        LayerWeights& L = w.layers[size_t(i)];
+        L.kind = c.layer_types[size_t(i)];
+        const std::string p = P + "layers." + std::to_string(i) + ".";
+        b.bind(p + "input_layernorm.weight", {H}, &L.input_layernorm);
+        b.bind(p + "post_attention_layernorm.weight", {H}, &L.post_attention_layernorm);
+        b.bind(p + "mlp.gate_proj.weight", {F, H}, &L.mlp_gate);
+        b.bind(p + "mlp.up_proj.weight", {F, H}, &L.mlp_up);
+        b.bind(p + "mlp.down_proj.weight", {H, F}, &L.mlp_down);
+        if (L.kind == LayerKind::Linear) {
+            const std::string a = p + "linear_attn.";
+            if (c.family == Family::Qwen3Next) {
+                bind_qwen3next_linear(b, c, a, &L.lin, &w);
+            } else {
+                b.bind(a + "in_proj_qkv.weight", {C, H}, &L.lin.in_proj_qkv);
+                b.bind(a + "in_proj_z.weight", {Vd, H}, &L.lin.in_proj_z);
+                b.bind(a + "in_proj_b.weight", {Hv, H}, &L.lin.in_proj_b);
+                b.bind(a + "in_proj_a.weight", {Hv, H}, &L.lin.in_proj_a);
+            }
+            b.bind(a + "conv1d.weight", {C, 1, c.conv_kernel}, &L.lin.conv1d);
+            b.bind(a + "A_log", {Hv}, &L.lin.A_log, DTypeRule::Bf16OrF32);
+            b.bind(a + "dt_bias", {Hv}, &L.lin.dt_bias, DTypeRule::Bf16OrF32);
+            b.bind(a + "norm.weight", {c.lin_v_head_dim}, &L.lin.norm);
+            b.bind(a + "out_proj.weight", {H, Vd}, &L.lin.out_proj);
+        } else {
+            const std::string a = p + "self_attn.";
+            b.bind(a + "q_proj.weight", {2 * Hq * d, H}, &L.full.q_proj);
+            b.bind(a + "k_proj.weight", {Hkv * d, H}, &L.full.k_proj);
+            b.bind(a + "v_proj.weight", {Hkv * d, H}, &L.full.v_proj);
+            b.bind(a + "o_proj.weight", {H, Hq * d}, &L.full.o_proj);
+            b.bind(a + "q_norm.weight", {d}, &L.full.q_norm);
+            b.bind(a + "k_norm.weight", {d}, &L.full.k_norm);
+        }
+    }
+    for (const auto& t : ck->tensors()) {
+        if (t.name.rfind(kVisualPrefix, 0) == 0 || b.used.count(t.name)) continue;
+        if (t.name.rfind(kMtpPrefix, 0) == 0) {
+            w.mtp[t.name] = t.view();
+            continue;
+        }
+        b.problems.push_back("unexpected: " + t.name + " " + shape_str(t.shape) + " " + dtype_name(t.dtype));
+    }
+    if (!b.problems.empty()) {
+        std::string list;
+        for (size_t i = 0; i < b.problems.size() && i < size_t(kMaxListedProblems); ++i) list += "\n  " + b.problems[i];
+        if (b.problems.size() > size_t(kMaxListedProblems))
+            list += "\n  ... and " + std::to_string(b.problems.size() - kMaxListedProblems) + " more";
+        return fail(FROST_ERR_INCOMPATIBLE, "checkpoint does not match config (%zu problems):%s", b.problems.size(),
+                    list.c_str());
+    }
+    *out = std::move(w);
+    return FROST_OK;
+}
+
+frost_status load_weights(const std::string& model_dir, ModelWeights* out) {
+    ModelConfig c;
+    FROST_TRY(load_config(model_dir, &c));
+    std::shared_ptr<Checkpoint> ck;
+    FROST_TRY(Checkpoint::open_dir(model_dir, &ck));
+    FROST_TRY(ck->check_intact());
+    frost_status s = bind_weights(c, ck, out);
+    if (s != FROST_OK) return add_context(s, model_dir);
+    return FROST_OK;
+}
+
+}  // namespace frost::model

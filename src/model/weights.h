@@ -1,0 +1,89 @@
+// Weight binding for the dense hybrid: every checkpoint tensor name -> its role, shapes and dtypes
+// checked against the config, one error listing every missing / unexpected / wrong-shaped tensor.
+// Views point into the memory-mapped checkpoint (zero copy) or into storage owned by
+// ModelWeights (unaligned tensors copied; Qwen3-Next fused in_proj_qkvz / in_proj_ba
+// de-interleaved at load). Spec: shared/design/model-qwen35.md §3.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frost/exec.h"
+#include "model/config.h"
+
+namespace frost::model {
+
+enum class DType : uint8_t { F32 = 0, BF16 = 1, F16 = 2, F64, I64, I32, I16, I8, U8, BOOL, F8_E4M3, F8_E5M2 };
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+
+// A read-only tensor in host memory. `data` is aligned to its element size.
+struct TensorView {
+    std::string name;            // checkpoint name (after de-interleave: a synthetic name)
+    DType dtype = DType::BF16;
+    std::vector<int64_t> shape;  // row-major; PyTorch Linear weights are [out, in]
+    const void* data = nullptr;  // nullptr only for an absent optional tensor
+    size_t bytes = 0;
+    int64_t numel() const;
+    bool present() const { return data != nullptr; }
+};
+
+struct LinearAttnWeights {        // Gated DeltaNet layer (Qwen3.5 layout after any de-interleave)
+    TensorView in_proj_qkv;       // [C, H], rows [q (Hk*dk) ; k (Hk*dk) ; v (Hv*dv)], head-major
+    TensorView in_proj_z;         // [V, H]
+    TensorView in_proj_b;         // [Hv, H] beta logits
+    TensorView in_proj_a;         // [Hv, H] decay input
+    TensorView conv1d;            // [C, 1, K] depthwise, no bias
+    TensorView A_log;             // [Hv] (bf16 or f32 on disk)
+    TensorView dt_bias;           // [Hv]
+    TensorView norm;              // [dv] plain (not zero-centred) gated-RMSNorm weight
+    TensorView out_proj;          // [H, V]
+};
+
+struct FullAttnWeights {          // gated softmax attention layer
+    TensorView q_proj;            // [2*Hq*d, H], per head interleaved [q_h (d) | gate_h (d)]
+    TensorView k_proj;            // [Hkv*d, H]
+    TensorView v_proj;            // [Hkv*d, H]
+    TensorView o_proj;            // [H, Hq*d]
+    TensorView q_norm;            // [d] zero-centred
+    TensorView k_norm;            // [d] zero-centred
+};
+
+struct LayerWeights {
+    LayerKind kind = LayerKind::Linear;
+    TensorView input_layernorm;           // [H] zero-centred
+    TensorView post_attention_layernorm;  // [H] zero-centred
+    LinearAttnWeights lin;                // valid when kind == Linear
+    FullAttnWeights full;                 // valid when kind == Full
+    TensorView mlp_gate;                  // [F, H]
+    TensorView mlp_up;                    // [F, H]
+    TensorView mlp_down;                  // [H, F]
+};
+
+class Checkpoint;  // safetensors.h: the memory-mapped files the views point into
+
+struct ModelWeights {
+    ModelConfig config;
+    TensorView embed_tokens;   // [vocab, H]
+    TensorView final_norm;     // [H] zero-centred
+    TensorView lm_head;        // [vocab, H]; same data as embed_tokens when tied
+    bool tied = false;         // decided by whether lm_head.weight is present in the checkpoint
+    std::vector<LayerWeights> layers;          // size L
+    std::map<std::string, TensorView> mtp;     // every mtp.* tensor, kept for later use
+    std::shared_ptr<Checkpoint> checkpoint;    // keeps the mapping alive
+    std::vector<std::unique_ptr<uint8_t[]>> owned;  // storage for copied / de-interleaved tensors
+    uint64_t total_bytes() const;              // bytes of every bound tensor (LM only)
+};
+
+// Opens MODEL_DIR (config.json + model.safetensors or model.safetensors.index.json), validates and
+// binds every tensor. On mismatch: FROST_ERR_INCOMPATIBLE and frost_last_error() lists every
+// missing, unexpected and wrong-shaped/dtype tensor. model.visual.* is skipped; mtp.* is kept.
+frost_status load_weights(const std::string& model_dir, ModelWeights* out);
+// Binds an already opened checkpoint against a parsed config (load_weights = load_config +
+// Checkpoint::open_dir + this). FROST_ERR_UNSUPPORTED for MoE and other unexecuted features.
+frost_status bind_weights(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint, ModelWeights* out);
+
+}  // namespace frost::model

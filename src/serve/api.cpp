@@ -1,0 +1,222 @@
+// Routing and handlers of the HTTP API (see api.h). Order per request: normalise the target
+// (400 on ambiguity), then auth on the canonical path (401, constant-time), then the handler.
+#include "serve/api.h"
+
+#include <chrono>
+
+#include "exec/error.h"
+#include "serve/http_route.h"
+#include "serve/ids.h"
+
+namespace frost::serve {
+
+using nlohmann::json;
+
+namespace {
+constexpr const char* kCapsulesPrefix = "/v1/capsules";
+
+int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+HttpOut json_reply(int status, const json& j) {
+    HttpOut out;
+    out.status = status;
+    out.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+    return out;
+}
+
+json capsule_json(const CapsuleRecord& r) {
+    return json{{"id", r.id},
+                {"object", "capsule"},
+                {"tokens", r.tokens.size()},
+                {"bytes", r.bytes},
+                {"tier", tier_name(r.tier)},
+                {"pinned", r.pinned},
+                {"priority", r.priority},
+                {"ttl_s", r.ttl_s},
+                {"session_id", r.session_id},
+                {"digest", digest_hex(r.digest)}};
+}
+}  // namespace
+
+Api::Api(Scheduler& sched, const TextIface& text, const EngineIface& engine, Metrics& metrics, ApiConfig cfg)
+    : sched_(sched), text_(text), engine_(engine), metrics_(metrics), cfg_(std::move(cfg)) {
+    if (cfg_.limits.vocab_size == 0) cfg_.limits.vocab_size = engine_.vocab_size();
+}
+
+HttpOut Api::error_reply(const ApiError& e) const {
+    HttpOut out;
+    out.status = e.status;
+    out.body = api_error_body(e);
+    if (e.status == 503 || e.status == 429) out.headers.emplace_back("Retry-After", std::to_string(cfg_.retry_after_s));
+    if (e.status == 401) out.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return out;
+}
+
+std::string Api::owner_of(const std::string& authorization) const {
+    if (cfg_.api_keys.empty()) return "local";
+    // Every key is compared (no early exit), so timing does not reveal which key matched.
+    int match = -1;
+    for (size_t i = 0; i < cfg_.api_keys.size(); ++i)
+        if (authorized(authorization, cfg_.api_keys[i]) && match < 0) match = int(i);
+    return match < 0 ? "" : "key" + std::to_string(match);
+}
+
+HttpOut Api::handle(const HttpIn& in) {
+    RoutePath route;
+    std::string why;
+    if (!normalize_target(in.target, &route, &why)) return error_reply(invalid_field("", "bad request path: " + why));
+    const std::string& path = route.path;
+
+    if (is_public_path(path)) {
+        if (in.method != "GET") return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET"));
+        return json_reply(sched_.draining() ? 503 : 200, json{{"status", sched_.draining() ? "draining" : "ok"}});
+    }
+    const std::string owner = (path == "/metrics" && cfg_.public_metrics) ? "local" : owner_of(in.authorization);
+    if (owner.empty())
+        return error_reply(make_error(401, "invalid_request_error", "invalid_api_key", "missing or invalid API key"));
+
+    auto method_is = [&](const char* m) { return in.method == m; };
+    if (path == "/v1/chat/completions" || path == "/v1/completions") {
+        if (!method_is("POST")) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use POST"));
+        return generate(path == "/v1/chat/completions" ? Endpoint::Chat : Endpoint::Completion, in, owner);
+    }
+    if (path == "/v1/models") {
+        if (!method_is("GET")) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET"));
+        return json_reply(200, json{{"object", "list"},
+                                    {"data", json::array({json{{"id", cfg_.model_name},
+                                                               {"object", "model"},
+                                                               {"created", 0},
+                                                               {"owned_by", "frost"},
+                                                               {"max_model_len", engine_.max_seq_len()}}})}});
+    }
+    if (path == "/metrics") {
+        if (!method_is("GET")) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET"));
+        HttpOut out;
+        out.content_type = "text/plain; version=0.0.4";
+        out.body = metrics_.render();
+        return out;
+    }
+    if (path == "/v1/claims") return claims(route.query, owner);
+    if (path.rfind(kCapsulesPrefix, 0) == 0) return capsules(in.method, path, owner);
+    return error_reply(make_error(404, "invalid_request_error", "not_found", "no route " + path));
+}
+
+HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
+    metrics_.requests_total++;
+    auto job = std::make_shared<Job>();
+    ApiError err;
+    if (!parse_gen_request(ep, in.body, cfg_.limits, &job->req, &err)) return error_reply(err);
+    if (!job->req.model.empty() && job->req.model != cfg_.model_name)
+        return error_reply(make_error(404, "invalid_request_error", "model_not_found",
+                                      "model: '" + job->req.model + "' is not served here (serving '" +
+                                          cfg_.model_name + "')"));
+    if (sched_.draining())
+        return error_reply(make_error(503, "server_error", "shutting_down", "the server is shutting down"));
+
+    if (ep == Endpoint::Chat) {
+        ChatRender r;
+        r.messages = job->req.messages;
+        r.tools = job->req.tools;
+        r.enable_thinking = job->req.enable_thinking.value_or(true);
+        std::string text;
+        if (text_.render_chat(r, &text) != FROST_OK)
+            return error_reply(invalid_field("messages", "cannot render the chat template: " + last_error()));
+        job->prompt = text_.encode(text);
+        // The resent history (without the generation prompt) is the point the next turn's
+        // request shares with this one, whatever the client does with the thinking block.
+        r.add_generation_prompt = false;
+        std::string hist;
+        if (text_.render_chat(r, &hist) == FROST_OK && hist.size() < text.size() && text.compare(0, hist.size(), hist) == 0) {
+            const std::vector<int32_t> h = text_.encode(hist);
+            if (h.size() < job->prompt.size() && std::equal(h.begin(), h.end(), job->prompt.begin()))
+                job->history_boundary = h.size();
+        }
+    } else {
+        job->prompt = job->req.prompt_is_ids ? job->req.prompt_ids : text_.encode(job->req.prompt_text);
+    }
+    if (!check_context(job->req, job->prompt.size(), engine_.max_seq_len(), cfg_.limits, &job->max_new, &err))
+        return error_reply(err);
+
+    job->id = (ep == Endpoint::Chat ? new_id("chatcmpl") : new_id("cmpl"));
+    job->owner = owner;
+    job->channel = std::make_shared<Channel>(cfg_.channel_cap);
+    const std::string model = cfg_.model_name;
+    HttpOut out;
+    out.stream = job->req.stream;
+    out.builder = std::make_unique<ResponseBuilder>(ep, job->id, model, unix_now(), job->req.n, job->req.include_usage);
+    const Admit a = sched_.submit(job);
+    if (a == Admit::QueueFull) {
+        metrics_.rejected_queue_full++;
+        return error_reply(make_error(503, "server_error", "queue_full", "the request queue is full; retry later"));
+    }
+    if (a == Admit::Draining) {
+        metrics_.rejected_draining++;
+        return error_reply(make_error(503, "server_error", "shutting_down", "the server is shutting down"));
+    }
+    out.job = job;
+    if (out.stream) out.content_type = "text/event-stream";
+    return out;
+}
+
+HttpOut Api::capsules(const std::string& method, const std::string& path, const std::string& owner) {
+    // /v1/capsules, /v1/capsules/{id}, /v1/capsules/{id}/{pin|unpin}
+    std::string rest = path.substr(std::string(kCapsulesPrefix).size());
+    std::string id, verb;
+    if (!rest.empty()) {
+        rest.erase(0, 1);
+        const size_t slash = rest.find('/');
+        id = rest.substr(0, slash);
+        if (slash != std::string::npos) verb = rest.substr(slash + 1);
+        std::string why;
+        if (!valid_id(id, &why)) return error_reply(invalid_field("capsule_id", why));
+    }
+    if (id.empty()) {
+        if (method != "GET") return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET"));
+        json list = json::array();
+        sched_.control([&](CapsuleStore& s, ClaimLog&) {
+            for (const auto* r : s.list(owner)) list.push_back(capsule_json(*r));
+        });
+        return json_reply(200, json{{"object", "list"}, {"data", list}});
+    }
+    int status = 404;
+    json body;
+    const ApiError not_found = make_error(404, "invalid_request_error", "capsule_not_found", "no capsule '" + id + "'");
+    sched_.control([&](CapsuleStore& s, ClaimLog&) {
+        const CapsuleRecord* r = s.find(id, owner);
+        if (!r) return;  // another key's id looks exactly like a missing one (no oracle)
+        if (verb.empty() && method == "GET") {
+            status = 200;
+            body = capsule_json(*r);
+        } else if (verb.empty() && method == "DELETE") {
+            status = s.remove(id, owner) == FROST_OK ? 200 : 409;
+            body = json{{"id", id}, {"deleted", status == 200}};
+        } else if ((verb == "pin" || verb == "unpin") && method == "POST") {
+            status = s.set_pinned(id, owner, verb == "pin") == FROST_OK ? 200 : 409;
+            if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2);
+        } else {
+            status = 405;
+        }
+    });
+    if (status == 404) return error_reply(not_found);
+    if (status == 405) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "unsupported verb"));
+    if (status == 409) return error_reply(make_error(409, "invalid_request_error", "conflict", "capsule is in use"));
+    return json_reply(status, body);
+}
+
+HttpOut Api::claims(const std::string& query, const std::string& owner) {
+    // Events of the caller's own claims only.
+    json events = json::array();
+    sched_.control([&](CapsuleStore& s, ClaimLog& log) {
+        for (const auto& e : log.recent()) {
+            if (!s.find(e.claim_id, owner)) continue;
+            events.push_back(json::parse(claim_event_json(e), nullptr, false));
+        }
+    });
+    (void)query;
+    return json_reply(200, json{{"object", "list"}, {"data", events}});
+}
+
+}  // namespace frost::serve

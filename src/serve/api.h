@@ -1,0 +1,67 @@
+// The HTTP API without any socket code: a parsed request in, a reply (or a generation Job whose
+// events the connection streams) out. Routing, auth, validation, tokenisation and the capsule
+// endpoints live here so the Beast translation unit (http_server.cpp) only moves bytes.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "serve/engine_iface.h"
+#include "serve/metrics.h"
+#include "serve/openai_request.h"
+#include "serve/openai_response.h"
+#include "serve/scheduler.h"
+
+namespace frost::serve {
+
+struct ApiConfig {
+    std::string model_name = "frost";
+    std::vector<std::string> api_keys;  // empty: auth off (loopback only; enforced by the server)
+    RequestLimits limits;
+    int retry_after_s = 1;
+    size_t channel_cap = 64;  // events buffered per request before the engine waits for the reader
+    bool public_metrics = false;  // /metrics without a key (opt-in)
+};
+
+struct HttpIn {
+    std::string method;         // "GET", "POST", ...
+    std::string target;         // raw request-target
+    std::string authorization;  // raw Authorization header value
+    std::string body;
+};
+
+struct HttpOut {
+    int status = 200;
+    std::string content_type = "application/json";
+    std::string body;
+    std::vector<std::pair<std::string, std::string>> headers;
+    // Set for an admitted generation: the connection streams (stream=true) or collects events.
+    std::shared_ptr<Job> job;
+    bool stream = false;
+    std::unique_ptr<ResponseBuilder> builder;
+};
+
+class Api {
+public:
+    Api(Scheduler& sched, const TextIface& text, const EngineIface& engine, Metrics& metrics, ApiConfig cfg);
+    HttpOut handle(const HttpIn& in);
+    HttpOut error_reply(const ApiError& e) const;
+    const ApiConfig& config() const { return cfg_; }
+
+private:
+    HttpOut generate(Endpoint ep, const HttpIn& in, const std::string& owner);
+    HttpOut capsules(const std::string& method, const std::string& path, const std::string& owner);
+    HttpOut claims(const std::string& query, const std::string& owner);
+    // "" when unauthorised; otherwise the owner scope of the presented key.
+    std::string owner_of(const std::string& authorization) const;
+
+    Scheduler& sched_;
+    const TextIface& text_;
+    const EngineIface& engine_;
+    Metrics& metrics_;
+    ApiConfig cfg_;
+};
+
+}  // namespace frost::serve

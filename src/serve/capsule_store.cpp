@@ -1,0 +1,254 @@
+// CapsuleStore implementation (see capsule_store.h for the rules).
+#include "serve/capsule_store.h"
+
+#include <algorithm>
+
+#include "exec/error.h"
+
+namespace frost::serve {
+
+CapsuleStore::CapsuleStore(StoreBudgets budgets, StoreHooks hooks, ClaimLog* log, std::function<double()> clock)
+    : budgets_(budgets), hooks_(std::move(hooks)), log_(log), clock_(std::move(clock)) {}
+
+void CapsuleStore::log(const CapsuleRecord& r, const char* event, const std::string& request_id,
+                       const std::string& reason, std::vector<std::string> blocking) {
+    if (!log_) return;
+    ClaimEvent e;
+    e.time = clock_();
+    e.claim_id = r.id;
+    e.event = event;
+    e.tier = r.tier;
+    e.bytes = r.bytes;
+    e.pinned = r.pinned;
+    e.request_id = request_id;
+    e.reason = reason;
+    e.blocking = std::move(blocking);
+    log_->append(std::move(e));
+}
+
+bool CapsuleStore::make_room(Tier t, uint64_t bytes, const std::string& keep, std::vector<std::string>* blocking) {
+    const int ti = int(t);
+    const uint64_t budget = budgets_.bytes[ti];
+    if (bytes > budget) return false;
+    if (used_[ti] + bytes <= budget) return true;
+    // Feasibility first, so a refusal moves nothing: only unpinned idle capsules can leave.
+    uint64_t movable = 0;
+    std::vector<std::string> stuck;
+    for (const auto& [id, r] : recs_) {
+        if (r.tier != t || !r.materialized || id == keep) continue;
+        if (r.pinned || r.busy) stuck.push_back(id);
+        else movable += r.bytes;
+    }
+    if (used_[ti] - movable + bytes > budget) {
+        if (blocking) *blocking = stuck;
+        return false;
+    }
+    while (used_[ti] + bytes > budget) {
+        CapsuleRecord* victim = nullptr;
+        for (auto& [id, r] : recs_) {
+            if (r.tier != t || !r.materialized || r.pinned || r.busy || id == keep) continue;
+            if (!victim || r.priority < victim->priority ||
+                (r.priority == victim->priority && r.last_use < victim->last_use))
+                victim = &r;
+        }
+        if (!victim) return false;
+        demote_or_evict(*victim);
+    }
+    return true;
+}
+
+void CapsuleStore::demote_or_evict(CapsuleRecord& r) {
+    const std::string id = r.id;
+    if (r.tier != Tier::Disk) {
+        const Tier next = Tier(int(r.tier) + 1);
+        // The lower tier makes its own room (recursively demoting its own LRU victims).
+        if (budgets_.bytes[int(next)] > 0 && make_room(next, r.bytes, id, nullptr)) {
+            log(r, claim_event::kDemoted);
+            const Tier from = r.tier;
+            if (hooks_.move && hooks_.move(r, next) == FROST_OK) {
+                used_[int(from)] -= r.bytes;
+                r.tier = next;
+                used_[int(next)] += r.bytes;
+                log(r, claim_event::kOffloaded);
+                return;
+            }
+            drop(id, claim_event::kEvicted, "demotion failed: " + last_error());
+            return;
+        }
+    }
+    drop(id, claim_event::kEvicted, "capacity");
+}
+
+void CapsuleStore::drop(const std::string& id, const char* event, const std::string& reason) {
+    auto it = recs_.find(id);
+    if (it == recs_.end()) return;
+    CapsuleRecord& r = it->second;
+    log(r, event, "", reason);
+    if (r.materialized) {
+        if (hooks_.drop) hooks_.drop(r);
+        used_[int(r.tier)] -= r.bytes;
+    }
+    recs_.erase(it);
+}
+
+frost_status CapsuleStore::admit(const CapsuleRequest& req, Tier* placed, std::vector<std::string>* blocking) {
+    if (recs_.count(req.id)) return fail(FROST_ERR_INVALID_ARG, "capsule id %s already exists", req.id.c_str());
+    CapsuleRecord r;
+    r.id = req.id;
+    r.owner = req.owner;
+    r.bytes = req.bytes;
+    r.tier = req.tier;
+    r.pinned = req.pinned;
+    r.priority = req.priority;
+    r.ttl_s = req.ttl_s;
+    r.tokens = req.tokens;
+    r.digest = token_digest(r.tokens.data(), r.tokens.size());
+    r.session_id = req.session_id;
+    log(r, claim_event::kAccepted, req.request_id);
+
+    std::vector<std::string> in_way;
+    int t = int(req.tier);
+    // A pin is a promise about its tier: it is placed there or refused. An unpinned capsule may
+    // land lower.
+    const int last = req.pinned ? t : kTierCount - 1;
+    for (; t <= last; ++t) {
+        if (budgets_.bytes[t] == 0) continue;
+        std::vector<std::string> b;
+        if (make_room(Tier(t), r.bytes, "", &b)) break;
+        if (in_way.empty()) in_way = b;
+    }
+    if (t > last) {
+        log(r, claim_event::kRefused, req.request_id, "insufficient capacity", in_way);
+        if (blocking) *blocking = in_way;
+        return fail(FROST_ERR_OUT_OF_MEMORY, "capsule %s (%llu bytes) does not fit", r.id.c_str(),
+                    (unsigned long long)r.bytes);
+    }
+    r.tier = Tier(t);
+    r.last_use = ++use_clock_;
+    // Room is reserved now so a concurrent admission cannot take it before materialize().
+    used_[t] += r.bytes;
+    r.materialized = false;
+    *placed = r.tier;
+    recs_.emplace(r.id, std::move(r));
+    return FROST_OK;
+}
+
+frost_status CapsuleStore::materialize(const std::string& id, uint64_t handle, uint64_t actual_bytes) {
+    auto it = recs_.find(id);
+    if (it == recs_.end() || it->second.materialized)
+        return fail(FROST_ERR_NOT_FOUND, "no pending capsule %s", id.c_str());
+    CapsuleRecord& r = it->second;
+    used_[int(r.tier)] = used_[int(r.tier)] - r.bytes + actual_bytes;
+    r.bytes = actual_bytes;
+    r.handle = handle;
+    r.materialized = true;
+    if (r.ttl_s > 0) r.expires_at = clock_() + r.ttl_s;
+    log(r, claim_event::kMaterialized);
+    return FROST_OK;
+}
+
+void CapsuleStore::abandon(const std::string& id, const std::string& reason) {
+    auto it = recs_.find(id);
+    if (it == recs_.end() || it->second.materialized) return;
+    used_[int(it->second.tier)] -= it->second.bytes;
+    log(it->second, claim_event::kRefused, "", reason);
+    recs_.erase(it);
+}
+
+frost_status CapsuleStore::begin_restore(const std::string& id, const std::string& owner,
+                                         const std::string& request_id, CapsuleRecord* out) {
+    auto it = recs_.find(id);
+    if (it == recs_.end() || it->second.owner != owner || !it->second.materialized)
+        return fail(FROST_ERR_NOT_FOUND, "no capsule %s", id.c_str());
+    CapsuleRecord& r = it->second;
+    log(r, claim_event::kRestoreRequired, request_id);
+    r.busy++;
+    r.last_use = ++use_clock_;
+    if (r.tier != Tier::Device && budgets_.bytes[int(Tier::Device)] > 0 &&
+        make_room(Tier::Device, r.bytes, r.id, nullptr)) {
+        const Tier from = r.tier;
+        if (!hooks_.move || hooks_.move(r, Tier::Device) != FROST_OK) {
+            const std::string why = "promotion failed: " + last_error();
+            r.busy--;
+            log(r, claim_event::kRestorationFailed, request_id, why);
+            log(r, claim_event::kRefused, request_id, why, {r.id});
+            drop(id, claim_event::kEvicted, "restoration failed");
+            return fail(FROST_ERR_IO, "capsule %s: %s", id.c_str(), why.c_str());
+        }
+        used_[int(from)] -= r.bytes;
+        r.tier = Tier::Device;
+        used_[int(Tier::Device)] += r.bytes;
+    }
+    *out = r;
+    return FROST_OK;
+}
+
+void CapsuleStore::end_restore(const std::string& id, bool ok, const std::string& request_id, const std::string& why) {
+    auto it = recs_.find(id);
+    if (it == recs_.end()) return;
+    CapsuleRecord& r = it->second;
+    if (r.busy > 0) r.busy--;
+    if (ok) {
+        log(r, claim_event::kRestored, request_id);
+        return;
+    }
+    log(r, claim_event::kRestorationFailed, request_id, why);
+    log(r, claim_event::kRefused, request_id, why, {r.id});
+    drop(id, claim_event::kEvicted, "restoration failed");
+}
+
+frost_status CapsuleStore::set_pinned(const std::string& id, const std::string& owner, bool pinned) {
+    auto it = recs_.find(id);
+    if (it == recs_.end() || it->second.owner != owner) return fail(FROST_ERR_NOT_FOUND, "no capsule %s", id.c_str());
+    if (it->second.pinned == pinned) return FROST_OK;
+    it->second.pinned = pinned;
+    log(it->second, pinned ? claim_event::kPinned : claim_event::kUnpinned);
+    return FROST_OK;
+}
+
+frost_status CapsuleStore::set_priority(const std::string& id, const std::string& owner, int priority) {
+    auto it = recs_.find(id);
+    if (it == recs_.end() || it->second.owner != owner) return fail(FROST_ERR_NOT_FOUND, "no capsule %s", id.c_str());
+    it->second.priority = priority;
+    return FROST_OK;
+}
+
+frost_status CapsuleStore::set_ttl(const std::string& id, const std::string& owner, double ttl_s) {
+    auto it = recs_.find(id);
+    if (it == recs_.end() || it->second.owner != owner) return fail(FROST_ERR_NOT_FOUND, "no capsule %s", id.c_str());
+    it->second.ttl_s = ttl_s;
+    it->second.expires_at = ttl_s > 0 ? clock_() + ttl_s : 0;
+    return FROST_OK;
+}
+
+frost_status CapsuleStore::remove(const std::string& id, const std::string& owner) {
+    auto it = recs_.find(id);
+    if (it == recs_.end() || it->second.owner != owner) return fail(FROST_ERR_NOT_FOUND, "no capsule %s", id.c_str());
+    if (it->second.busy) return fail(FROST_ERR_STATE, "capsule %s is being restored", id.c_str());
+    drop(id, claim_event::kEvicted, "deleted");
+    return FROST_OK;
+}
+
+size_t CapsuleStore::expire() {
+    const double now = clock_();
+    std::vector<std::string> due;
+    for (const auto& [id, r] : recs_)
+        if (r.materialized && r.expires_at > 0 && now >= r.expires_at && !r.busy) due.push_back(id);
+    for (const auto& id : due) drop(id, claim_event::kExpired, "ttl");
+    return due.size();
+}
+
+const CapsuleRecord* CapsuleStore::find(const std::string& id, const std::string& owner) const {
+    auto it = recs_.find(id);
+    if (it == recs_.end() || it->second.owner != owner) return nullptr;
+    return &it->second;
+}
+
+std::vector<const CapsuleRecord*> CapsuleStore::list(const std::string& owner) const {
+    std::vector<const CapsuleRecord*> out;
+    for (const auto& [id, r] : recs_)
+        if (r.owner == owner && r.materialized) out.push_back(&r);
+    return out;
+}
+
+}  // namespace frost::serve

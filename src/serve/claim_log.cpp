@@ -1,0 +1,78 @@
+// ClaimLog implementation: in-memory ring plus an append-only JSONL file.
+#include "serve/claim_log.h"
+
+#include <nlohmann/json.hpp>
+
+#include "exec/error.h"
+
+namespace frost::serve {
+
+const char* tier_name(Tier t) {
+    switch (t) {
+        case Tier::Device: return "device";
+        case Tier::Host: return "host";
+        case Tier::Disk: return "disk";
+    }
+    return "?";
+}
+
+bool parse_tier(const std::string& s, Tier* out) {
+    if (s == "device") *out = Tier::Device;
+    else if (s == "host") *out = Tier::Host;
+    else if (s == "disk") *out = Tier::Disk;
+    else return false;
+    return true;
+}
+
+std::string claim_event_json(const ClaimEvent& e) {
+    nlohmann::json j = {{"seq", e.seq},           {"time", e.time},     {"claim_id", e.claim_id},
+                        {"event", e.event},       {"tier", tier_name(e.tier)}, {"bytes", e.bytes},
+                        {"pinned", e.pinned}};
+    j["request_id"] = e.request_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.request_id);
+    if (e.event == claim_event::kRefused) j["blocking_claim_ids"] = e.blocking;
+    if (!e.reason.empty()) j["reason"] = e.reason;
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+ClaimLog::~ClaimLog() {
+    if (file_) std::fclose(file_);
+}
+
+frost_status ClaimLog::open_file(const std::string& path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (frost_fault_hit(FROST_FAULT_IO)) return fail(FROST_ERR_IO, "claim log %s: injected I/O error", path.c_str());
+    std::FILE* f = std::fopen(path.c_str(), "a");
+    if (!f) return fail(FROST_ERR_IO, "claim log %s: cannot open for append", path.c_str());
+    if (file_) std::fclose(file_);
+    file_ = f;
+    return FROST_OK;
+}
+
+uint64_t ClaimLog::append(ClaimEvent e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    e.seq = next_seq_++;
+    if (file_) {
+        const std::string line = claim_event_json(e) + "\n";
+        if (frost_fault_hit(FROST_FAULT_IO) || std::fwrite(line.data(), 1, line.size(), file_) != line.size() ||
+            std::fflush(file_) != 0)
+            ++write_errors_;
+    }
+    events_.push_back(std::move(e));
+    if (events_.size() > kMemoryEvents) events_.pop_front();
+    return next_seq_ - 1;
+}
+
+std::vector<ClaimEvent> ClaimLog::recent(const std::string& claim_id) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<ClaimEvent> out;
+    for (const auto& e : events_)
+        if (claim_id.empty() || e.claim_id == claim_id) out.push_back(e);
+    return out;
+}
+
+uint64_t ClaimLog::write_errors() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return write_errors_;
+}
+
+}  // namespace frost::serve

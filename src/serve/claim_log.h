@@ -1,0 +1,79 @@
+// The claim lifecycle log: every capsule is a claim whose events are appended in order, each with
+// a process-wide monotonic sequence number, to memory (bounded, for the API) and optionally to a
+// JSONL file that scripts/claimlog_check.py replays to verify the ordering rules of
+// shared/design/capsules.md ("The store and claims").
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "frost/exec.h"
+
+namespace frost::serve {
+
+enum class Tier : uint8_t { Device = 0, Host = 1, Disk = 2 };
+constexpr int kTierCount = 3;
+const char* tier_name(Tier t);
+bool parse_tier(const std::string& s, Tier* out);
+
+// Event names, exactly as written to the log.
+namespace claim_event {
+inline constexpr const char* kAccepted = "accepted";
+inline constexpr const char* kMaterialized = "materialized";
+inline constexpr const char* kDemoted = "demoted";
+inline constexpr const char* kOffloaded = "offloaded";
+inline constexpr const char* kRestoreRequired = "restore_required";
+inline constexpr const char* kRestored = "restored";
+inline constexpr const char* kRestorationFailed = "restoration_failed";
+inline constexpr const char* kRefused = "refused";
+inline constexpr const char* kExpired = "expired";
+inline constexpr const char* kEvicted = "evicted";
+inline constexpr const char* kPinned = "pinned";
+inline constexpr const char* kUnpinned = "unpinned";
+}  // namespace claim_event
+
+struct ClaimEvent {
+    uint64_t seq = 0;
+    double time = 0;  // seconds on the store's monotonic clock
+    std::string claim_id;
+    std::string event;
+    Tier tier = Tier::Device;
+    uint64_t bytes = 0;
+    bool pinned = false;
+    std::string request_id;               // may be empty
+    std::vector<std::string> blocking;    // refused: the claims in the way
+    std::string reason;                   // refused/evicted/restoration_failed: why
+};
+
+std::string claim_event_json(const ClaimEvent& e);  // one line, no newline
+
+class ClaimLog {
+public:
+    static constexpr size_t kMemoryEvents = 4096;
+
+    ClaimLog() = default;
+    ~ClaimLog();
+    ClaimLog(const ClaimLog&) = delete;
+    ClaimLog& operator=(const ClaimLog&) = delete;
+
+    // Appends to `path` from now on (created if absent). FROST_ERR_IO if it cannot be opened.
+    frost_status open_file(const std::string& path);
+    // Assigns seq, stores and writes the event; returns the seq. A failed file write is counted
+    // (write_errors()) and the in-memory log still records the event: the store's decision has
+    // already happened and must stay visible through the API.
+    uint64_t append(ClaimEvent e);
+    std::vector<ClaimEvent> recent(const std::string& claim_id = "") const;
+    uint64_t write_errors() const;
+
+private:
+    mutable std::mutex mu_;
+    std::deque<ClaimEvent> events_;
+    uint64_t next_seq_ = 1;
+    uint64_t write_errors_ = 0;
+    std::FILE* file_ = nullptr;
+};
+
+}  // namespace frost::serve

@@ -1,0 +1,98 @@
+// The narrow interfaces the serve layer drives, so the HTTP core, planner and store are built and
+// tested without a model: EngineIface (slots of live state, prefill/decode with sampling, capsule
+// snapshot/restore/move/drop) and TextIface (chat rendering, tokens <-> text, tool-call parsing).
+// The engine thread is the only caller of EngineIface; TextIface must be callable from any
+// thread (HTTP threads tokenise before queueing, so prompt length errors never wait in the queue).
+// model_backend.h adapts the real frost::model::Engine and frost::text::Tokenizer to these.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "frost/exec.h"
+#include "serve/claim_log.h"
+
+namespace frost::serve {
+
+struct Sampling {
+    float temperature = 1.0f;  // <= 0: greedy
+    int top_k = 0;             // 0: off
+    float top_p = 1.0f;        // 1: off
+    uint64_t seed = 0;
+};
+
+class EngineIface {
+public:
+    virtual ~EngineIface() = default;
+
+    virtual int slots() const = 0;          // live buffer sets
+    virtual size_t max_seq_len() const = 0; // tokens per slot
+    virtual int vocab_size() const = 0;
+
+    // Empties the slot (position 0).
+    virtual frost_status reset(int slot) = 0;
+    // Applies sampling to the slot; the RNG restarts from `seed`.
+    virtual frost_status set_sampling(int slot, const Sampling& s) = 0;
+    // Appends ids[0..n) to the slot's state and samples the next token into *next from the last
+    // row's logits. The sampled token is NOT yet part of the state.
+    virtual frost_status prefill(int slot, const int32_t* ids, size_t n, int32_t* next) = 0;
+    // Commits the last sampled token to the state and samples the next one into *next.
+    virtual frost_status decode(int slot, int32_t* next) = 0;
+
+    // Capsules. Engines without capsule support return FROST_ERR_UNSUPPORTED from snapshot and
+    // the server then plans with live state only.
+    virtual bool capsules_supported() const { return false; }
+    // Bytes a snapshot of the slot would take now.
+    virtual uint64_t capsule_bytes(int slot) const { return 0; }
+    // Freezes the slot's committed state onto `tier`; *handle names it for the other calls.
+    virtual frost_status snapshot(int slot, Tier tier, uint64_t* handle, uint64_t* bytes) {
+        return FROST_ERR_UNSUPPORTED;
+    }
+    // Copies the capsule into the slot's live buffers; position = the capsule's boundary.
+    virtual frost_status restore(uint64_t handle, int slot) { return FROST_ERR_UNSUPPORTED; }
+    virtual frost_status move(uint64_t handle, Tier to) { return FROST_ERR_UNSUPPORTED; }
+    virtual void drop(uint64_t handle) {}
+};
+
+// Streaming detokenizer: complete UTF-8 only.
+class Detokenizer {
+public:
+    virtual ~Detokenizer() = default;
+    virtual std::string push(int32_t id) = 0;
+    virtual std::string flush() = 0;
+};
+
+struct ChatRender {
+    nlohmann::json messages;   // validated OpenAI messages
+    nlohmann::json tools;      // array (may be empty)
+    bool enable_thinking = true;
+    bool add_generation_prompt = true;
+};
+
+struct ParsedOutput {
+    std::string content;
+    std::string reasoning;                              // thinking text, if split out
+    nlohmann::json tool_calls = nlohmann::json::array();  // OpenAI tool_call objects
+};
+
+class TextIface {
+public:
+    virtual ~TextIface() = default;
+    virtual frost_status render_chat(const ChatRender& r, std::string* out) const = 0;
+    virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+    virtual std::unique_ptr<Detokenizer> detokenizer() const = 0;
+    // Ids that end generation (EOS, <|im_end|>); never emitted as text.
+    virtual bool is_end_token(int32_t id) const = 0;
+    // Splits generated text into content / reasoning / tool calls (Qwen formats).
+    virtual ParsedOutput parse_output(const std::string& text, bool tools_enabled) const = 0;
+    // Markup that opens a tool call in the generated text ("<tool_call>"): streaming holds text
+    // back from here on so partial markup is never sent as content.
+    virtual std::string tool_call_marker() const = 0;
+};
+
+}  // namespace frost::serve

@@ -1,0 +1,371 @@
+// Beast/Asio connection handling (see http_server.h). Each connection runs on its own strand;
+// the engine thread reaches it only by posting a wake-up when its Channel has events.
+#include "serve/http_server.h"
+
+// Boost 1.74's asio/awaitable.hpp uses std::exchange without including <utility> under C++20.
+#include <utility>
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "exec/error.h"
+#include "serve/api.h"
+#include "serve/scheduler.h"
+
+namespace frost::serve {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+bool is_loopback_host(const std::string& host) {
+    if (host == "localhost") return true;
+    boost::system::error_code ec;
+    const auto addr = net::ip::make_address(host, ec);
+    return !ec && addr.is_loopback();
+}
+
+namespace {
+
+constexpr size_t kWatchBytes = 4096;
+constexpr int kHttpVersion11 = 11;
+
+class Connection : public std::enable_shared_from_this<Connection> {
+public:
+    Connection(tcp::socket sock, Api& api, Scheduler& sched, const ServerConfig& cfg)
+        : sock_(std::move(sock)), timer_(sock_.get_executor()), api_(api), sched_(sched), cfg_(cfg) {}
+
+    void start() { read_header(); }
+
+    void shutdown() {
+        net::post(sock_.get_executor(), [self = shared_from_this()] { self->close(); });
+    }
+
+private:
+    enum class Timeout { None, Header, Body, Send };
+
+    void arm(int ms, Timeout what) {
+        timed_out_ = Timeout::None;
+        timer_.expires_after(std::chrono::milliseconds(ms));
+        timer_.async_wait([self = shared_from_this(), what](beast::error_code ec) {
+            if (ec) return;  // cancelled: the operation finished in time
+            self->timed_out_ = what;
+            beast::error_code ignored;
+            self->sock_.cancel(ignored);
+        });
+    }
+    void disarm() { timer_.cancel(); }
+
+    void close() {
+        if (closed_) return;
+        closed_ = true;
+        if (job_) {
+            job_->cancelled = true;
+            sched_.wake();
+        }
+        disarm();
+        beast::error_code ec;
+        sock_.shutdown(tcp::socket::shutdown_both, ec);
+        sock_.close(ec);
+    }
+
+    void read_header() {
+        if (closed_) return;
+        parser_.emplace();
+        parser_->header_limit(std::uint32_t(cfg_.max_header_bytes));
+        parser_->body_limit(cfg_.max_body_bytes);
+        const size_t before = buffer_.size();
+        arm(cfg_.header_timeout_ms, Timeout::Header);
+        http::async_read_header(sock_, buffer_, *parser_,
+                                [self = shared_from_this(), before](beast::error_code ec, size_t n) {
+                                    self->on_header(ec, before + n);
+                                });
+    }
+
+    void on_header(beast::error_code ec, size_t got) {
+        if (closed_) return;
+        if (ec) {
+            disarm();
+            if (ec == http::error::header_limit) return reply_and_close(431, "request header fields too large");
+            if (timed_out_ == Timeout::Header && (got > 0 || buffer_.size() > 0))
+                return reply_and_close(408, "request timeout");
+            if (ec == http::error::body_limit) return reply_and_close(413, "request body too large");
+            return close();
+        }
+        const auto& req = parser_->get();
+        if (req[http::field::content_length].size() > 0 && parser_->content_length() &&
+            *parser_->content_length() > cfg_.max_body_bytes) {
+            disarm();
+            return reply_and_close(413, "request body too large");
+        }
+        arm(cfg_.body_timeout_ms, Timeout::Body);
+        http::async_read(sock_, buffer_, *parser_,
+                         [self = shared_from_this()](beast::error_code e, size_t) { self->on_body(e); });
+    }
+
+    void on_body(beast::error_code ec) {
+        if (closed_) return;
+        disarm();
+        if (ec) {
+            if (ec == http::error::body_limit) return reply_and_close(413, "request body too large");
+            if (timed_out_ == Timeout::Body) return reply_and_close(408, "request timeout");
+            return close();
+        }
+        auto& req = parser_->get();
+        keep_alive_ = req.keep_alive();
+        HttpIn in;
+        in.method = std::string(req.method_string());
+        in.target = std::string(req.target());
+        in.authorization = std::string(req[http::field::authorization]);
+        in.body = std::move(req.body());
+        HttpOut out = api_.handle(in);
+        if (!out.job) return write_simple(out.status, out.content_type, std::move(out.body), out.headers);
+        job_ = out.job;
+        builder_ = std::move(out.builder);
+        streaming_ = out.stream;
+        std::weak_ptr<Connection> weak = shared_from_this();
+        auto exec = sock_.get_executor();
+        job_->channel->set_notify([weak, exec] {
+            if (auto self = weak.lock()) net::post(exec, [self] { self->pump(); });
+        });
+        watch();
+        if (streaming_) start_stream();
+        else pump();
+    }
+
+    // While a request runs, a pending read reports the client going away (EOF/reset).
+    void watch() {
+        watching_ = true;
+        sock_.async_read_some(buffer_.prepare(kWatchBytes), [self = shared_from_this()](beast::error_code ec, size_t n) {
+            self->watching_ = false;
+            if (self->closed_) return;
+            if (!ec) {
+                self->buffer_.commit(n);  // pipelined bytes: kept for the next request
+                if (self->job_) return self->watch();
+                return self->after_job();
+            }
+            if (ec == net::error::operation_aborted && !self->job_) return self->after_job();
+            if (ec == net::error::operation_aborted && self->timed_out_ == Timeout::Send) return self->close();
+            if (ec == net::error::operation_aborted) return;
+            self->close();  // client gone: cancels the job
+        });
+    }
+
+    void start_stream() {
+        auto res = std::make_shared<http::response<http::empty_body>>(http::status::ok, kHttpVersion11);
+        res->set(http::field::content_type, "text/event-stream");
+        res->set(http::field::cache_control, "no-cache");
+        res->keep_alive(keep_alive_);
+        res->chunked(true);
+        auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*res);
+        writing_ = true;
+        arm(cfg_.send_timeout_ms, Timeout::Send);
+        http::async_write_header(sock_, *sr, [self = shared_from_this(), res, sr](beast::error_code ec, size_t) {
+            self->disarm();
+            self->writing_ = false;
+            if (ec) return self->close();
+            self->header_sent_ = true;
+            self->out_ = self->builder_->sse_open();
+            self->pump();
+        });
+    }
+
+    void pump() {
+        if (closed_ || writing_ || !job_ || (streaming_ && !header_sent_)) return;
+        bool drained = false;
+        while (auto ev = job_->channel->try_pop()) {
+            drained = true;
+            if (streaming_) out_ += builder_->sse(*ev);
+            else builder_->add(*ev);
+        }
+        if (drained) sched_.wake();  // the engine may have been waiting for room
+        if (!streaming_) {
+            if (!builder_->done()) return;
+            finish_job();
+            if (builder_->failed()) {
+                const HttpOut e = api_.error_reply(builder_->error());
+                return write_simple(e.status, e.content_type, e.body, e.headers);
+            }
+            return write_simple(200, "application/json", builder_->final_json(), {});
+        }
+        if (!out_.empty()) {
+            auto data = std::make_shared<std::string>(std::move(out_));
+            out_.clear();
+            writing_ = true;
+            arm(cfg_.send_timeout_ms, Timeout::Send);
+            net::async_write(sock_, http::make_chunk(net::buffer(*data)),
+                             [self = shared_from_this(), data](beast::error_code ec, size_t) {
+                                 self->disarm();
+                                 self->writing_ = false;
+                                 if (ec) return self->close();  // includes the send timeout
+                                 self->pump();
+                             });
+            return;
+        }
+        if (builder_->done()) {
+            finish_job();
+            writing_ = true;
+            arm(cfg_.send_timeout_ms, Timeout::Send);
+            net::async_write(sock_, http::make_chunk_last(), [self = shared_from_this()](beast::error_code ec, size_t) {
+                self->disarm();
+                self->writing_ = false;
+                if (ec || !self->keep_alive_ || self->builder_->failed()) return self->close();
+                self->builder_.reset();
+                self->after_job();
+            });
+        }
+    }
+
+    void finish_job() {
+        if (job_) job_->channel->set_notify(nullptr);
+        job_.reset();
+    }
+
+    // Next request, once the disconnect watch has been withdrawn.
+    void after_job() {
+        if (closed_ || job_ || writing_) return;
+        if (watching_) {
+            beast::error_code ec;
+            sock_.cancel(ec);  // the watch completes with operation_aborted and calls back here
+            return;
+        }
+        if (!keep_alive_) return close();
+        read_header();
+    }
+
+    void write_simple(int status, const std::string& content_type, std::string body,
+                      const std::vector<std::pair<std::string, std::string>>& headers) {
+        auto res = std::make_shared<http::response<http::string_body>>(http::status(status), kHttpVersion11);
+        res->set(http::field::content_type, content_type);
+        for (const auto& [k, v] : headers) res->set(k, v);
+        res->keep_alive(keep_alive_);
+        res->body() = std::move(body);
+        res->prepare_payload();
+        writing_ = true;
+        arm(cfg_.send_timeout_ms, Timeout::Send);
+        http::async_write(sock_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+            self->disarm();
+            self->writing_ = false;
+            if (ec || !self->keep_alive_) return self->close();
+            self->after_job();
+        });
+    }
+
+    void reply_and_close(int status, const char* msg) {
+        keep_alive_ = false;
+        ApiError e = make_error(status, "invalid_request_error", status == 408 ? "timeout" : "limit_exceeded", msg);
+        write_simple(status, "application/json", api_error_body(e), {});
+    }
+
+    tcp::socket sock_;
+    net::steady_timer timer_;
+    Api& api_;
+    Scheduler& sched_;
+    const ServerConfig& cfg_;
+    beast::flat_buffer buffer_;
+    std::optional<http::request_parser<http::string_body>> parser_;
+    Timeout timed_out_ = Timeout::None;
+    bool closed_ = false;
+    bool keep_alive_ = true;
+    bool writing_ = false;
+    bool watching_ = false;
+    bool streaming_ = false;
+    bool header_sent_ = false;
+    std::shared_ptr<Job> job_;
+    std::unique_ptr<ResponseBuilder> builder_;
+    std::string out_;
+};
+
+}  // namespace
+
+struct HttpServer::Impl {
+    Impl(Api& a, Scheduler& s, ServerConfig c) : api(a), sched(s), cfg(std::move(c)), acceptor(ioc) {}
+
+    void accept() {
+        acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket sock) {
+            if (ec) {
+                if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+                return accept();
+            }
+            auto c = std::make_shared<Connection>(std::move(sock), api, sched, cfg);
+            {
+                std::lock_guard<std::mutex> lock(mu);
+                conns.erase(std::remove_if(conns.begin(), conns.end(), [](auto& w) { return w.expired(); }), conns.end());
+                conns.push_back(c);
+            }
+            c->start();
+            accept();
+        });
+    }
+
+    Api& api;
+    Scheduler& sched;
+    ServerConfig cfg;
+    net::io_context ioc;
+    tcp::acceptor acceptor;
+    std::vector<std::thread> threads;
+    std::mutex mu;
+    std::vector<std::weak_ptr<Connection>> conns;
+    uint16_t port = 0;
+    bool started = false;
+};
+
+HttpServer::HttpServer(Api& api, Scheduler& sched, ServerConfig cfg)
+    : impl_(std::make_unique<Impl>(api, sched, std::move(cfg))) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+frost_status HttpServer::start() {
+    Impl& m = *impl_;
+    if (!m.cfg.have_api_key && !is_loopback_host(m.cfg.host))
+        return fail(FROST_ERR_INVALID_ARG,
+                    "refusing to listen on non-loopback host %s without an API key (pass --api-key)", m.cfg.host.c_str());
+    boost::system::error_code ec;
+    const std::string host = m.cfg.host == "localhost" ? "127.0.0.1" : m.cfg.host;
+    const auto addr = net::ip::make_address(host, ec);
+    if (ec) return fail(FROST_ERR_INVALID_ARG, "bad host '%s': %s", m.cfg.host.c_str(), ec.message().c_str());
+    const tcp::endpoint ep(addr, m.cfg.port);
+    m.acceptor.open(ep.protocol(), ec);
+    if (!ec) m.acceptor.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) m.acceptor.bind(ep, ec);
+    if (!ec) m.acceptor.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) return fail(FROST_ERR_IO, "cannot listen on %s:%u: %s", m.cfg.host.c_str(), unsigned(m.cfg.port),
+                        ec.message().c_str());
+    m.port = m.acceptor.local_endpoint().port();
+    m.accept();
+    for (int i = 0; i < std::max(1, m.cfg.io_threads); ++i) m.threads.emplace_back([&m] { m.ioc.run(); });
+    m.started = true;
+    return FROST_OK;
+}
+
+uint16_t HttpServer::port() const { return impl_->port; }
+
+void HttpServer::stop() {
+    Impl& m = *impl_;
+    if (!m.started) return;
+    m.started = false;
+    net::post(m.ioc, [&m] {
+        beast::error_code ec;
+        m.acceptor.close(ec);
+    });
+    {
+        std::lock_guard<std::mutex> lock(m.mu);
+        for (auto& w : m.conns)
+            if (auto c = w.lock()) c->shutdown();
+    }
+    // Give the posted closes a moment to run, then stop the loop outright.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    m.ioc.stop();
+    for (auto& t : m.threads) t.join();
+    m.threads.clear();
+}
+
+}  // namespace frost::serve

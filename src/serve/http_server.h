@@ -1,0 +1,52 @@
+// HTTP/1.1 transport for the API on Boost.Beast/Asio (the only translation unit that includes
+// Beast, since it compiles slowly). Header <= 64 KiB (431), body <= max_body (413), a header
+// and body read timeout (408 when some bytes came, silent close on an idle keep-alive), a send
+// timeout per write (a slow reader is dropped and its request cancelled), and a watch on the
+// socket while a request runs so a client disconnect cancels it at once.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "frost/exec.h"
+
+namespace frost::serve {
+
+class Api;
+class Scheduler;
+
+struct ServerConfig {
+    std::string host = "127.0.0.1";
+    uint16_t port = 8000;  // 0: pick an ephemeral port (tests)
+    size_t max_header_bytes = 64 * 1024;
+    size_t max_body_bytes = 8 * 1024 * 1024;
+    int header_timeout_ms = 10000;  // whole header (and body) must arrive within this
+    int body_timeout_ms = 30000;
+    int send_timeout_ms = 10000;    // one write to the client
+    int io_threads = 2;
+    bool have_api_key = false;      // without one, only loopback binds are allowed (T37)
+};
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool is_loopback_host(const std::string& host);
+
+class HttpServer {
+public:
+    HttpServer(Api& api, Scheduler& sched, ServerConfig cfg);
+    ~HttpServer();
+    HttpServer(const HttpServer&) = delete;
+    HttpServer& operator=(const HttpServer&) = delete;
+
+    // Binds and starts the I/O threads. FROST_ERR_INVALID_ARG for a non-loopback host without
+    // an API key; FROST_ERR_IO when the address cannot be bound.
+    frost_status start();
+    uint16_t port() const;
+    // Stops accepting and closes every connection; joins the I/O threads. Idempotent.
+    void stop();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace frost::serve

@@ -1,0 +1,73 @@
+// Prometheus text exposition (format 0.0.4) of Metrics.
+#include "serve/metrics.h"
+
+#include <cstdio>
+
+namespace frost::serve {
+
+void Histogram::observe(double seconds) {
+    size_t i = 0;
+    while (i < kBounds.size() && seconds > kBounds[i]) ++i;
+    buckets_[i].fetch_add(1, std::memory_order_relaxed);
+    count_.fetch_add(1, std::memory_order_relaxed);
+    sum_us_.fetch_add(uint64_t(seconds * 1e6), std::memory_order_relaxed);
+}
+
+std::string Histogram::render(const std::string& name, const std::string& help) const {
+    std::string out = "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+    uint64_t cum = 0;
+    char buf[160];
+    for (size_t i = 0; i < kBounds.size(); ++i) {
+        cum += buckets_[i].load(std::memory_order_relaxed);
+        std::snprintf(buf, sizeof(buf), "%s_bucket{le=\"%g\"} %llu\n", name.c_str(), kBounds[i],
+                      (unsigned long long)cum);
+        out += buf;
+    }
+    cum += buckets_[kBounds.size()].load(std::memory_order_relaxed);
+    std::snprintf(buf, sizeof(buf), "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name.c_str(),
+                  (unsigned long long)cum, name.c_str(), double(sum_us_.load()) / 1e6, name.c_str(),
+                  (unsigned long long)count_.load());
+    out += buf;
+    return out;
+}
+
+namespace {
+void counter(std::string& out, const char* name, const char* type, const char* help, double v) {
+    char buf[320];
+    std::snprintf(buf, sizeof(buf), "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+    out += buf;
+}
+}  // namespace
+
+std::string Metrics::render() const {
+    std::string out;
+    counter(out, "frost_requests_total", "counter", "Generation requests received", double(requests_total.load()));
+    counter(out, "frost_rejected_queue_full_total", "counter", "Requests refused with 503 because the queue was full",
+            double(rejected_queue_full.load()));
+    counter(out, "frost_rejected_draining_total", "counter", "Requests refused during shutdown",
+            double(rejected_draining.load()));
+    counter(out, "frost_errors_total", "counter", "Requests that ended with an error", double(errors_total.load()));
+    counter(out, "frost_cancelled_total", "counter", "Requests cancelled by client disconnect",
+            double(cancelled_total.load()));
+    counter(out, "frost_queue_depth", "gauge", "Requests waiting for a slot", double(queue_depth.load()));
+    counter(out, "frost_active_requests", "gauge", "Requests holding a slot", double(active_requests.load()));
+    counter(out, "frost_prompt_tokens_total", "counter", "Prompt tokens", double(prompt_tokens_total.load()));
+    counter(out, "frost_cached_tokens_total", "counter", "Prompt tokens served from live state or capsules",
+            double(cached_tokens_total.load()));
+    counter(out, "frost_generated_tokens_total", "counter", "Completion tokens", double(generated_tokens_total.load()));
+    const double decode_s = double(decode_us_total.load()) / 1e6;
+    counter(out, "frost_decode_tokens_per_second", "gauge", "Generated tokens per second of decode time",
+            decode_s > 0 ? double(generated_tokens_total.load()) / decode_s : 0.0);
+    counter(out, "frost_prefix_hits_total", "counter", "Requests planned as append or restore", double(prefix_hits.load()));
+    counter(out, "frost_prefix_misses_total", "counter", "Requests planned as rebuild", double(prefix_misses.load()));
+    counter(out, "frost_capsules", "gauge", "Capsules in the store", double(capsules.load()));
+    static const char* kTiers[3] = {"device", "host", "disk"};
+    out += "# HELP frost_capsule_bytes Capsule bytes per tier\n# TYPE frost_capsule_bytes gauge\n";
+    for (int t = 0; t < 3; ++t)
+        out += std::string("frost_capsule_bytes{tier=\"") + kTiers[t] + "\"} " + std::to_string(capsule_bytes[t].load()) + "\n";
+    out += ttft.render("frost_ttft_seconds", "Time to first token, from admission to the first sampled token");
+    out += restore_latency.render("frost_restore_seconds", "Capsule restore latency");
+    return out;
+}
+
+}  // namespace frost::serve

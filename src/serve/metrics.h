@@ -1,0 +1,47 @@
+// Server metrics, updated lock-free by the engine and HTTP threads and rendered as Prometheus
+// text on GET /metrics: queue depth, TTFT histogram, tokens/s, capsule bytes per tier,
+// prefix hits/misses, restore latency.
+#pragma once
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace frost::serve {
+
+class Histogram {
+public:
+    static constexpr std::array<double, 12> kBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                       0.5,   1.0,  2.5,   5.0,  10.0, 30.0};
+    void observe(double seconds);
+    std::string render(const std::string& name, const std::string& help) const;
+
+private:
+    std::array<std::atomic<uint64_t>, kBounds.size() + 1> buckets_{};  // last = +Inf
+    std::atomic<uint64_t> count_{0};
+    std::atomic<uint64_t> sum_us_{0};
+};
+
+struct Metrics {
+    std::atomic<uint64_t> requests_total{0};
+    std::atomic<uint64_t> rejected_queue_full{0};
+    std::atomic<uint64_t> rejected_draining{0};
+    std::atomic<uint64_t> errors_total{0};
+    std::atomic<uint64_t> cancelled_total{0};
+    std::atomic<uint64_t> queue_depth{0};
+    std::atomic<uint64_t> active_requests{0};
+    std::atomic<uint64_t> prompt_tokens_total{0};
+    std::atomic<uint64_t> cached_tokens_total{0};
+    std::atomic<uint64_t> generated_tokens_total{0};
+    std::atomic<uint64_t> decode_us_total{0};   // engine time spent in decode steps
+    std::atomic<uint64_t> prefix_hits{0};       // append or restore
+    std::atomic<uint64_t> prefix_misses{0};     // rebuild
+    std::atomic<uint64_t> capsule_bytes[3] = {0, 0, 0};  // device, host, disk
+    std::atomic<uint64_t> capsules{0};
+    Histogram ttft;
+    Histogram restore_latency;
+
+    std::string render() const;
+};
+
+}  // namespace frost::serve

@@ -1,0 +1,71 @@
+// OpenAI-compatible request validation as pure functions: a body in, a GenRequest or an ApiError
+// naming the field out (T10/T11). Nothing here touches the engine; the prompt-length check that
+// needs token counts is the separate check_context() (T09).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "serve/api_error.h"
+
+namespace frost::serve {
+
+enum class Endpoint { Chat, Completion };
+
+struct RequestLimits {
+    int n_cap = 4;                  // max choices per request (served by fork)
+    int vocab_size = 0;             // 0 = unknown (then token-id checks only test >= 0)
+    size_t max_depth = 32;          // JSON nesting bound
+    size_t max_messages = 4096;
+    size_t max_stop = 4;            // stop strings per request (OpenAI's limit)
+    size_t max_stop_bytes = 256;    // per stop string
+    size_t max_tools = 128;
+    int64_t max_tokens_cap = 1 << 20;  // any larger max_tokens is nonsense before the ctx check
+    int default_max_tokens = 256;      // used when the request names none (always finite)
+};
+
+enum class ToolChoice { Auto, None, Required, Named };
+
+struct GenRequest {
+    Endpoint endpoint = Endpoint::Chat;
+    std::string model;
+    nlohmann::json messages = nlohmann::json::array();  // chat: validated OpenAI messages
+    std::string prompt_text;                            // completions: text prompt
+    std::vector<int32_t> prompt_ids;                    // completions: token-id prompt
+    bool prompt_is_ids = false;
+    bool stream = false;
+    bool include_usage = false;  // stream_options.include_usage
+    std::optional<int64_t> max_tokens;
+    double temperature = 1.0;
+    double top_p = 1.0;
+    int top_k = 0;  // 0 = disabled (-1 accepted as disabled too, as vLLM does)
+    uint64_t seed = 0;
+    bool seed_set = false;
+    int n = 1;
+    std::vector<std::string> stop;
+    nlohmann::json tools = nlohmann::json::array();
+    ToolChoice tool_choice = ToolChoice::Auto;
+    std::string tool_choice_name;
+    std::optional<bool> enable_thinking;  // top-level or chat_template_kwargs.enable_thinking
+    // Frost extensions.
+    std::string session_id;
+    std::string capsule_id;
+    bool pin_prefix = false;
+};
+
+// Validates and parses a body for `endpoint`. False + *err (status 400/413...) on the first bad
+// field found.
+bool parse_gen_request(Endpoint endpoint, std::string_view body, const RequestLimits& limits,
+                       GenRequest* out, ApiError* err);
+
+// After tokenisation: the prompt must leave room for at least one token, and max_tokens must fit.
+// Writes the resolved max new tokens (the default when unset, clamped to the context for the
+// default only). 400 context_length_exceeded names both counts.
+bool check_context(const GenRequest& req, size_t prompt_tokens, size_t context_len,
+                   const RequestLimits& limits, int64_t* max_new, ApiError* err);
+
+}  // namespace frost::serve

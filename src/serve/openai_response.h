@@ -1,0 +1,54 @@
+// Builds OpenAI response bodies from the engine's StreamEvents: SSE chunks for stream=true
+// (`data: {...}\n\n`, then `data: [DONE]\n\n`) or one JSON body once every choice finished.
+// Usage carries prompt_tokens_details.cached_tokens; a `frost` object reports the plan.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "serve/channel.h"
+#include "serve/openai_request.h"
+
+namespace frost::serve {
+
+class ResponseBuilder {
+public:
+    ResponseBuilder(Endpoint endpoint, std::string id, std::string model, int64_t created, int n,
+                    bool include_usage);
+
+    // Streaming: the opening chunk (chat: the assistant role delta), then one call per event.
+    std::string sse_open();
+    std::string sse(const StreamEvent& e);
+    // Non-streaming: feed every event, then final_json().
+    void add(const StreamEvent& e);
+    std::string final_json() const;
+
+    bool done() const { return finished_ == n_ || failed_; }
+    bool failed() const { return failed_; }
+    const ApiError& error() const { return error_; }
+
+    static std::string sse_error(const ApiError& e);  // `data: {"error":...}\n\n`
+
+private:
+    nlohmann::json chunk_base() const;
+    nlohmann::json usage_json() const;
+    void account(const StreamEvent& e);
+
+    Endpoint endpoint_;
+    std::string id_, model_;
+    int64_t created_;
+    int n_;
+    bool include_usage_;
+    int finished_ = 0;
+    bool failed_ = false;
+    ApiError error_;
+    std::vector<std::string> text_;               // per choice (non-stream)
+    std::vector<nlohmann::json> tool_calls_;      // per choice
+    std::vector<std::string> finish_;             // per choice
+    ChoiceUsage first_usage_;
+    size_t completion_tokens_ = 0;
+};
+
+}  // namespace frost::serve

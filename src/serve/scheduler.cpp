@@ -1,0 +1,506 @@
+// Engine-thread loop (see scheduler.h). Invariants: a slot's journal always equals the token ids
+// committed to that slot's live state (updated per prefill step and per decode), so a cancel at
+// any step leaves a slot whose journal is exact and reusable by the next request's plan.
+#include "serve/scheduler.h"
+
+#include <algorithm>
+
+#include "exec/error.h"
+#include "serve/ids.h"
+#include "serve/planner.h"
+#include "serve/stop_matcher.h"
+
+namespace frost::serve {
+
+namespace {
+constexpr auto kIdleWait = std::chrono::milliseconds(200);
+constexpr auto kBlockedWait = std::chrono::milliseconds(2);
+constexpr double kExpireEvery = 1.0;  // seconds between TTL sweeps
+}  // namespace
+
+struct Scheduler::Slot {
+    std::vector<int32_t> journal;  // ids committed to this slot's state
+    std::string owner;
+    uint64_t last_use = 0;
+    bool busy = false;
+};
+
+struct Scheduler::Active {
+    std::shared_ptr<Job> job;
+    int slot = -1;
+    int choice = 0;
+    enum class Phase { Start, Prefill, Decode } phase = Phase::Start;
+    size_t pos = 0;          // next prompt index to prefill
+    int32_t pending = -1;    // sampled, not yet committed
+    int64_t generated = 0;
+    bool first_token = true;
+    std::unique_ptr<Detokenizer> detok;
+    std::unique_ptr<StopMatcher> stop;
+    std::unique_ptr<StopMatcher> marker;  // tool-call markup: content stops streaming there
+    bool tools_on = false;
+    std::string full_text;    // everything generated (for tool-call parsing)
+    ChoiceUsage usage;
+};
+
+Scheduler::Scheduler(EngineIface& engine, const TextIface& text, SchedulerConfig cfg, Metrics* metrics)
+    : engine_(engine), text_(text), cfg_(std::move(cfg)), metrics_(metrics) {
+    epoch_ = std::chrono::steady_clock::now();
+    slots_.resize(size_t(std::max(0, engine_.slots())));
+    StoreHooks hooks;
+    hooks.move = [this](CapsuleRecord& r, Tier to) { return engine_.move(r.handle, to); };
+    hooks.drop = [this](CapsuleRecord& r) { engine_.drop(r.handle); };
+    store_ = std::make_unique<CapsuleStore>(cfg_.budgets, std::move(hooks), &log_, [this] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
+    });
+}
+
+Scheduler::~Scheduler() { stop(); }
+
+frost_status Scheduler::start() {
+    if (slots_.empty()) return fail(FROST_ERR_INVALID_ARG, "engine has no slots");
+    if (!cfg_.claim_log_path.empty()) FROST_TRY(log_.open_file(cfg_.claim_log_path));
+    running_ = true;
+    thread_ = std::thread([this] { loop(); });
+    return FROST_OK;
+}
+
+void Scheduler::begin_drain() { draining_ = true; }
+
+void Scheduler::stop() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!running_) return;
+        draining_ = true;
+        stop_requested_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    running_ = false;
+}
+
+Admit Scheduler::submit(std::shared_ptr<Job> job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (draining_) return Admit::Draining;
+    if (queue_.size() >= cfg_.queue_cap) return Admit::QueueFull;
+    job->enqueued = std::chrono::steady_clock::now();
+    queue_.push_back(std::move(job));
+    if (metrics_) metrics_->queue_depth = queue_.size();
+    woken_ = true;
+    cv_.notify_all();
+    return Admit::Ok;
+}
+
+void Scheduler::wake() {
+    std::lock_guard<std::mutex> lock(mu_);
+    woken_ = true;
+    cv_.notify_all();
+}
+
+size_t Scheduler::queue_depth() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return queue_.size();
+}
+
+bool Scheduler::control(const std::function<void(CapsuleStore&, ClaimLog&)>& fn, std::chrono::milliseconds timeout) {
+    if (!running_) {
+        fn(*store_, log_);
+        update_store_metrics();
+        return true;
+    }
+    auto done = std::make_shared<std::pair<std::mutex, std::condition_variable>>();
+    auto finished = std::make_shared<bool>(false);
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        controls_.push_back([this, fn, done, finished] {
+            fn(*store_, log_);
+            update_store_metrics();
+            std::lock_guard<std::mutex> l(done->first);
+            *finished = true;
+            done->second.notify_all();
+        });
+        woken_ = true;
+    }
+    cv_.notify_all();
+    std::unique_lock<std::mutex> l(done->first);
+    return done->second.wait_for(l, timeout, [&] { return *finished; });
+}
+
+void Scheduler::update_store_metrics() {
+    if (!metrics_) return;
+    for (int t = 0; t < kTierCount; ++t) metrics_->capsule_bytes[t] = store_->used(Tier(t));
+    metrics_->capsules = store_->size();
+}
+
+int Scheduler::pick_slot(const Job& job) {
+    int best = -1;
+    size_t best_score = 0;
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        const Slot& sl = slots_[s];
+        if (sl.busy) continue;
+        size_t score = 0;
+        // Live state is reused only within one API key's scope.
+        if (sl.owner == job.owner && !sl.journal.empty() && sl.journal.size() < job.prompt.size() &&
+            std::equal(sl.journal.begin(), sl.journal.end(), job.prompt.begin()))
+            score = sl.journal.size() + 1;
+        if (best < 0 || score > best_score || (score == best_score && sl.last_use < slots_[size_t(best)].last_use)) {
+            best = int(s);
+            best_score = score;
+        }
+    }
+    return best;
+}
+
+void Scheduler::admit_from_queue() {
+    std::vector<std::shared_ptr<Job>> cancelled;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto it = queue_.begin(); it != queue_.end();) {
+            if ((*it)->cancelled) {
+                cancelled.push_back(*it);
+                it = queue_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        while (!queue_.empty()) {
+            const int slot = pick_slot(*queue_.front());
+            if (slot < 0) break;
+            auto a = std::make_unique<Active>();
+            a->job = queue_.front();
+            queue_.pop_front();
+            a->slot = slot;
+            slots_[size_t(slot)].busy = true;
+            busy_slots_++;
+            active_.push_back(std::move(a));
+        }
+        if (metrics_) {
+            metrics_->queue_depth = queue_.size();
+            metrics_->active_requests = active_.size();
+        }
+    }
+    if (metrics_) metrics_->cancelled_total += cancelled.size();
+}
+
+void Scheduler::loop() {
+    double last_expire = 0;
+    for (;;) {
+        std::deque<std::function<void()>> controls;
+        bool stopping;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            controls.swap(controls_);
+            stopping = stop_requested_;
+        }
+        for (auto& c : controls) c();
+        if (stopping) break;
+
+        const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
+        if (now - last_expire >= kExpireEvery) {
+            if (store_->expire() > 0) update_store_metrics();
+            last_expire = now;
+        }
+        admit_from_queue();
+
+        bool progressed = false;
+        for (size_t i = 0; i < active_.size();) {
+            Active& a = *active_[i];
+            if (a.job->cancelled) {
+                if (metrics_) metrics_->cancelled_total++;
+                release(a);
+                active_.erase(active_.begin() + long(i));
+                progressed = true;
+                continue;
+            }
+            if (a.job->channel->full()) {  // slow reader: wait for it, never block the others
+                ++i;
+                continue;
+            }
+            progressed = true;
+            if (!step(a)) {
+                active_.erase(active_.begin() + long(i));
+                continue;
+            }
+            ++i;
+        }
+        if (metrics_) metrics_->active_requests = active_.size();
+        if (!progressed) {
+            std::unique_lock<std::mutex> lock(mu_);
+            cv_.wait_for(lock, active_.empty() ? kIdleWait : kBlockedWait,
+                         [this] { return woken_ || stop_requested_; });
+            woken_ = false;
+        }
+    }
+    // Shutdown: every job still admitted ends with a final error event.
+    ApiError e = make_error(503, "server_error", "shutting_down", "the server is shutting down");
+    for (auto& a : active_) fail_job(*a, e, false);
+    active_.clear();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& j : queue_) {
+        StreamEvent ev;
+        ev.kind = StreamEvent::Kind::Error;
+        ev.error = e;
+        j->channel->push_final(std::move(ev));
+    }
+    queue_.clear();
+}
+
+bool Scheduler::step(Active& a) {
+    switch (a.phase) {
+        case Active::Phase::Start: return start_choice(a);
+        case Active::Phase::Prefill: return prefill_step(a);
+        case Active::Phase::Decode: {
+            const auto t0 = std::chrono::steady_clock::now();
+            int32_t next = -1;
+            if (engine_.decode(a.slot, &next) != FROST_OK) {
+                fail_job(a, make_error(500, "server_error", "engine_error", "decode failed: " + last_error()), true);
+                return false;
+            }
+            if (metrics_)
+                metrics_->decode_us_total += uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                          std::chrono::steady_clock::now() - t0)
+                                                          .count());
+            slots_[size_t(a.slot)].journal.push_back(a.pending);
+            return handle_token(a, next);
+        }
+    }
+    return false;
+}
+
+bool Scheduler::start_choice(Active& a) {
+    Job& job = *a.job;
+    Slot& slot = slots_[size_t(a.slot)];
+    slot.last_use = ++use_clock_;
+    if (slot.owner != job.owner) {
+        slot.journal.clear();  // another tenant's live state is never planned against
+        slot.owner = job.owner;
+    }
+    PlanInput in;
+    in.prompt = &job.prompt;
+    in.journal = &slot.journal;
+    in.required_capsule = a.choice == 0 ? job.req.capsule_id : "";
+    std::vector<const CapsuleRecord*> caps = store_->list(job.owner);
+    for (const auto* c : caps) in.capsules.push_back(CapsuleView{c->id, &c->tokens, c->digest, true});
+    const Plan plan = plan_request(in);
+    if (plan.required_missing) {
+        fail_job(a, make_error(404, "invalid_request_error", "capsule_not_found",
+                               "capsule_id: no capsule '" + job.req.capsule_id + "' matches a prefix of this prompt"),
+                 false);
+        return false;
+    }
+    a.usage = ChoiceUsage{};
+    a.usage.prompt_tokens = job.prompt.size();
+    a.usage.plan_action = plan_action_name(plan.action);
+    a.usage.cached_tokens = plan.cached_tokens;
+    if (plan.action == PlanAction::Restore) {
+        const auto t0 = std::chrono::steady_clock::now();
+        CapsuleRecord rec;
+        if (store_->begin_restore(plan.capsule_id, job.owner, job.id, &rec) != FROST_OK) {
+            update_store_metrics();
+            slot.journal.clear();
+            fail_job(a, make_error(503, "server_error", "capsule_restore_failed",
+                                   "capsule " + plan.capsule_id + " could not be restored (refused): " + last_error()),
+                     true);
+            return false;
+        }
+        const frost_status st = engine_.restore(rec.handle, a.slot);
+        store_->end_restore(rec.id, st == FROST_OK, job.id, st == FROST_OK ? "" : last_error());
+        update_store_metrics();
+        if (st != FROST_OK) {
+            fail_job(a, make_error(503, "server_error", "capsule_restore_failed",
+                                   "capsule " + plan.capsule_id + " could not be restored (refused)"),
+                     true);
+            return false;
+        }
+        if (metrics_)
+            metrics_->restore_latency.observe(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        slot.journal = rec.tokens;
+        a.usage.capsule_id = rec.id;
+        a.pos = rec.tokens.size();
+    } else if (plan.action == PlanAction::Append) {
+        a.pos = slot.journal.size();
+    } else {
+        if (engine_.reset(a.slot) != FROST_OK) {
+            fail_job(a, make_error(500, "server_error", "engine_error", "reset failed: " + last_error()), true);
+            return false;
+        }
+        slot.journal.clear();
+        a.pos = 0;
+    }
+    if (metrics_) {
+        (plan.action == PlanAction::Rebuild ? metrics_->prefix_misses : metrics_->prefix_hits)++;
+        metrics_->prompt_tokens_total += job.prompt.size();
+        metrics_->cached_tokens_total += plan.cached_tokens;
+    }
+    Sampling s;
+    s.temperature = float(job.req.temperature);
+    s.top_k = job.req.top_k;
+    s.top_p = float(job.req.top_p);
+    s.seed = job.req.seed + uint64_t(a.choice);
+    if (engine_.set_sampling(a.slot, s) != FROST_OK) {
+        fail_job(a, make_error(500, "server_error", "engine_error", "sampling setup failed: " + last_error()), false);
+        return false;
+    }
+    a.detok = text_.detokenizer();
+    a.stop = std::make_unique<StopMatcher>(job.req.stop);
+    a.tools_on = job.req.endpoint == Endpoint::Chat && !job.req.tools.empty() &&
+                 job.req.tool_choice != ToolChoice::None;
+    a.marker = a.tools_on ? std::make_unique<StopMatcher>(std::vector<std::string>{text_.tool_call_marker()}) : nullptr;
+    a.full_text.clear();
+    a.generated = 0;
+    a.first_token = true;
+    a.phase = Active::Phase::Prefill;
+    return true;
+}
+
+void Scheduler::maybe_snapshot(Active& a) {
+    Job& job = *a.job;
+    Slot& slot = slots_[size_t(a.slot)];
+    if (!engine_.capsules_supported()) return;
+    const std::vector<int32_t>& ids = slot.journal;
+    const Digest d = token_digest(ids.data(), ids.size());
+    for (const auto* c : store_->list(job.owner))
+        if (c->digest == d && c->tokens == ids) return;  // already held
+    CapsuleRequest req;
+    req.id = new_id("cap");
+    req.owner = job.owner;
+    req.bytes = engine_.capsule_bytes(a.slot);
+    req.tier = Tier::Device;
+    req.pinned = job.req.pin_prefix;
+    req.tokens = ids;
+    req.session_id = job.req.session_id;
+    req.request_id = job.id;
+    Tier placed;
+    std::vector<std::string> blocking;
+    if (store_->admit(req, &placed, &blocking) != FROST_OK) {
+        update_store_metrics();
+        return;  // refused (logged with blocking ids); the request itself goes on
+    }
+    uint64_t handle = 0, bytes = 0;
+    if (engine_.snapshot(a.slot, placed, &handle, &bytes) != FROST_OK) store_->abandon(req.id, "snapshot failed: " + last_error());
+    else store_->materialize(req.id, handle, bytes);
+    update_store_metrics();
+}
+
+bool Scheduler::prefill_step(Active& a) {
+    Job& job = *a.job;
+    Slot& slot = slots_[size_t(a.slot)];
+    size_t end = std::min(job.prompt.size(), a.pos + cfg_.prefill_step);
+    const bool snap = cfg_.auto_capsules && a.choice == 0 && job.history_boundary > a.pos &&
+                      job.history_boundary < job.prompt.size();
+    if (snap) end = std::min(end, job.history_boundary);
+    int32_t next = -1;
+    if (engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, &next) != FROST_OK) {
+        fail_job(a, make_error(500, "server_error", "engine_error", "prefill failed: " + last_error()), true);
+        return false;
+    }
+    slot.journal.insert(slot.journal.end(), job.prompt.begin() + long(a.pos), job.prompt.begin() + long(end));
+    a.pos = end;
+    if (snap && a.pos == job.history_boundary) maybe_snapshot(a);
+    if (a.pos < job.prompt.size()) return true;
+    return handle_token(a, next);
+}
+
+void Scheduler::emit(Active& a, const std::string& text) {
+    if (text.empty()) return;
+    std::string out = text;
+    if (a.marker) out = a.marker->feed(text);
+    if (out.empty()) return;
+    StreamEvent e;
+    e.kind = StreamEvent::Kind::Delta;
+    e.index = a.choice;
+    e.text = std::move(out);
+    a.job->channel->push_final(std::move(e));
+}
+
+bool Scheduler::handle_token(Active& a, int32_t tok) {
+    Job& job = *a.job;
+    if (a.first_token) {
+        a.first_token = false;
+        if (metrics_ && a.choice == 0)
+            metrics_->ttft.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - job.enqueued).count());
+    }
+    a.generated++;
+    if (metrics_) metrics_->generated_tokens_total++;
+    if (text_.is_end_token(tok)) return finish_choice(a, "stop");
+    const std::string piece = a.detok->push(tok);
+    a.full_text += piece;
+    emit(a, a.stop->feed(piece));
+    if (a.stop->stopped()) return finish_choice(a, "stop");
+    if (a.generated >= job.max_new) return finish_choice(a, "length");
+    a.pending = tok;
+    a.phase = Active::Phase::Decode;
+    return true;
+}
+
+bool Scheduler::finish_choice(Active& a, const char* reason) {
+    Job& job = *a.job;
+    if (!a.stop->stopped()) {
+        const std::string tail = a.detok->flush();
+        a.full_text += tail;
+        emit(a, a.stop->feed(tail));
+        if (!a.stop->stopped()) emit(a, a.stop->flush());
+    }
+    std::string finish = reason;
+    if (a.tools_on) {
+        ParsedOutput parsed = text_.parse_output(a.full_text, true);
+        if (!parsed.tool_calls.empty()) {
+            StreamEvent e;
+            e.kind = StreamEvent::Kind::ToolCalls;
+            e.index = a.choice;
+            e.tool_calls = parsed.tool_calls;
+            job.channel->push_final(std::move(e));
+            finish = "tool_calls";
+        } else if (a.marker && a.marker->stopped()) {
+            // Markup began but did not parse as a call: send it as content rather than lose it.
+            const size_t at = a.full_text.find(text_.tool_call_marker());
+            if (at != std::string::npos) {
+                StreamEvent e;
+                e.kind = StreamEvent::Kind::Delta;
+                e.index = a.choice;
+                e.text = a.full_text.substr(at);
+                job.channel->push_final(std::move(e));
+            }
+        } else if (a.marker) {
+            emit(a, "");
+            StreamEvent e;
+            e.kind = StreamEvent::Kind::Delta;
+            e.index = a.choice;
+            e.text = a.marker->flush();
+            if (!e.text.empty()) job.channel->push_final(std::move(e));
+        }
+    }
+    StreamEvent fin;
+    fin.kind = StreamEvent::Kind::Finish;
+    fin.index = a.choice;
+    fin.finish_reason = finish;
+    a.usage.completion_tokens = size_t(a.generated);
+    fin.usage = a.usage;
+    job.channel->push_final(std::move(fin));
+    if (++a.choice < job.req.n) {
+        a.phase = Active::Phase::Start;
+        return true;
+    }
+    release(a);
+    return false;
+}
+
+void Scheduler::fail_job(Active& a, const ApiError& e, bool state_unknown) {
+    if (metrics_) metrics_->errors_total++;
+    StreamEvent ev;
+    ev.kind = StreamEvent::Kind::Error;
+    ev.error = e;
+    a.job->channel->push_final(std::move(ev));
+    if (state_unknown && a.slot >= 0) slots_[size_t(a.slot)].journal.clear();
+    release(a);
+}
+
+void Scheduler::release(Active& a) {
+    if (a.slot < 0) return;
+    slots_[size_t(a.slot)].busy = false;
+    slots_[size_t(a.slot)].last_use = ++use_clock_;
+    a.slot = -1;
+    busy_slots_--;
+}
+
+}  // namespace frost::serve

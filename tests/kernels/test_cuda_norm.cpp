@@ -1,0 +1,170 @@
+// CUDA normalisation kernels against fp64 references on fresh random bf16 inputs with poisoned
+// outputs: residual add + RMSNorm, q/k RMSNorm + partial NeoX RoPE, gated RMSNorm; determinism.
+#include <gtest/gtest.h>
+
+#if !FROST_WITH_CUDA
+TEST(CudaNorm, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
+#else
+#include <cmath>
+
+#include "kernels/cuda/lm_kernels.h"
+#include "kernels/cuda_test_util.h"
+
+namespace frost::test {
+namespace {
+
+using kernels::StepCursor;
+constexpr double kBf16Tol = 1e-2;
+
+TEST(CudaNorm, AddRmsNormMatchesReference) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("AddRmsNorm");
+    const int rows = 7, max_rows = 9, dim = 4096;
+    for (int with_delta = 0; with_delta < 2; ++with_delta) {
+        for (int last_only = 0; last_only < 2; ++last_only) {
+            auto h = uniform(rng, max_rows * dim, -2, 2);
+            auto delta = uniform(rng, max_rows * dim, -1, 1);
+            auto w = uniform(rng, dim, -0.5f, 0.5f, false);
+            Dev<uint16_t> dh(to_bf(h)), dd(to_bf(delta)), dy(max_rows * dim);
+            Dev<float> dw(w);
+            Dev<int32_t> dn(std::vector<int32_t>{rows});
+            kernels::AddRmsNormBf16Params p{bf(dh), with_delta ? bf(dd) : nullptr, dw.get(), bf(dy),
+                                            dim, 1, 1e-6f, max_rows, dn.get(), last_only};
+            CUDA_OK(kernels::add_rmsnorm_launch(p, nullptr));
+            auto y = from_bf(dy.download());
+            auto hout = from_bf(dh.download());
+            std::vector<double> ref;
+            std::vector<float> got;
+            for (int r = last_only ? rows - 1 : 0; r < rows; ++r) {
+                std::vector<double> hr(dim);
+                double ss = 0;
+                for (int i = 0; i < dim; ++i) {
+                    hr[i] = with_delta ? round_bf(h[r * dim + i] + delta[r * dim + i]) : h[r * dim + i];
+                    ss += hr[i] * hr[i];
+                    EXPECT_EQ(hout[r * dim + i], static_cast<float>(hr[i])) << "residual r" << r << " i" << i;
+                    if (HasFailure()) return;
+                }
+                const double rs = 1.0 / std::sqrt(ss / dim + 1e-6);
+                const int yr = last_only ? 0 : r;
+                for (int i = 0; i < dim; ++i) {
+                    ref.push_back(hr[i] * rs * (1.0 + w[i]));
+                    got.push_back(y[yr * dim + i]);
+                }
+            }
+            EXPECT_LE(rel_l2(ref, got), kBf16Tol) << "delta " << with_delta << " last " << last_only;
+            if (!last_only) {  // rows beyond the count stay untouched (still poison)
+                EXPECT_TRUE(std::isnan(y[rows * dim]));
+            }
+        }
+    }
+}
+
+TEST(CudaNorm, QkNormRopeMatchesReference) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("QkNormRope");
+    const int rows = 5, max_rows = 6, Hq = 4, Hkv = 2, d = 256, rot = 64, pos = 1234;
+    const float theta = 1e7f;
+    // q rows interleave [q_h | gate_h] per head like the fused projection; k follows in the row.
+    const int64_t row_stride = 2 * Hq * d + 2 * Hkv * d;
+    auto x = uniform(rng, max_rows * row_stride, -3, 3);
+    auto qw = uniform(rng, d, -0.3f, 0.3f, false), kw = uniform(rng, d, -0.3f, 0.3f, false);
+    Dev<uint16_t> dx(to_bf(x));
+    Dev<float> dqw(qw), dkw(kw);
+    StepCursor c{};
+    c.pos = pos;
+    c.n_tokens = rows;
+    Dev<StepCursor> dc(std::vector<StepCursor>{c});
+    kernels::QkNormRopeBf16Params p{};
+    p.q = bf(dx);
+    p.k = bf(dx) + 2 * Hq * d;
+    p.q_w = dqw.get();
+    p.k_w = dkw.get();
+    p.q_row_stride = row_stride;
+    p.q_head_stride = 2 * d;
+    p.k_row_stride = row_stride;
+    p.k_head_stride = d;
+    p.Hq = Hq;
+    p.Hkv = Hkv;
+    p.head_dim = d;
+    p.rotary_dim = rot;
+    p.zero_centred = 1;
+    p.eps = 1e-6f;
+    p.theta = theta;
+    p.max_rows = max_rows;
+    p.cursor = dc.get();
+    CUDA_OK(kernels::qk_norm_rope_launch(p, nullptr));
+    auto y = from_bf(dx.download());
+    std::vector<double> ref;
+    std::vector<float> got;
+    for (int r = 0; r < max_rows; ++r) {
+        for (int hh = 0; hh < Hq + Hkv; ++hh) {
+            const bool is_q = hh < Hq;
+            const int64_t off = r * row_stride + (is_q ? hh * 2 * d : 2 * Hq * d + (hh - Hq) * d);
+            const auto& w = is_q ? qw : kw;
+            if (r >= rows) {  // untouched rows keep their input
+                for (int i = 0; i < d; ++i) ASSERT_EQ(y[off + i], x[off + i]);
+                continue;
+            }
+            double ss = 0;
+            for (int i = 0; i < d; ++i) ss += double(x[off + i]) * x[off + i];
+            const double rs = 1.0 / std::sqrt(ss / d + 1e-6);
+            std::vector<double> n(d);
+            for (int i = 0; i < d; ++i) n[i] = x[off + i] * rs * (1.0 + w[i]);
+            for (int i = 0; i < d; ++i) {
+                double v = n[i];
+                if (i < rot) {
+                    const int fi = i % (rot / 2);
+                    const double ang = double(pos + r) * std::pow(double(theta), -2.0 * fi / rot);
+                    v = i < rot / 2 ? n[i] * std::cos(ang) - n[i + rot / 2] * std::sin(ang)
+                                    : n[i] * std::cos(ang) + n[i - rot / 2] * std::sin(ang);
+                }
+                ref.push_back(v);
+                got.push_back(y[off + i]);
+            }
+            if (is_q) {  // the gate half of each q head is not touched
+                for (int i = 0; i < d; ++i) ASSERT_EQ(y[off + d + i], x[off + d + i]);
+            }
+        }
+    }
+    EXPECT_LE(rel_l2(ref, got), kBf16Tol);
+}
+
+TEST(CudaNorm, GatedRmsNormMatchesReferenceAndIsDeterministic) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("GatedRmsNorm");
+    const int rows = 6, max_rows = 8, heads = 32, dim = 128;
+    const int64_t z_stride = heads * dim + 64;
+    auto x = uniform(rng, max_rows * heads * dim, -2, 2);
+    auto z = uniform(rng, max_rows * z_stride, -4, 4);
+    auto w = uniform(rng, dim, 0.5f, 1.5f, false);
+    Dev<uint16_t> dx(to_bf(x)), dz(to_bf(z)), dy(max_rows * heads * dim), dy2(max_rows * heads * dim);
+    Dev<float> dw(w);
+    Dev<int32_t> dn(std::vector<int32_t>{rows});
+    kernels::GatedRmsNormBf16Params p{bf(dx), bf(dz), dw.get(), bf(dy), z_stride, dim, heads, 1e-6f, max_rows, dn.get()};
+    CUDA_OK(kernels::gated_rmsnorm_launch(p, nullptr));
+    p.y = bf(dy2);
+    CUDA_OK(kernels::gated_rmsnorm_launch(p, nullptr));
+    auto y = from_bf(dy.download());
+    EXPECT_EQ(dy.download(), dy2.download());
+    std::vector<double> ref;
+    std::vector<float> got;
+    for (int r = 0; r < rows; ++r) {
+        for (int h = 0; h < heads; ++h) {
+            const float* xr = &x[(r * heads + h) * dim];
+            double ss = 0;
+            for (int i = 0; i < dim; ++i) ss += double(xr[i]) * xr[i];
+            const double rs = 1.0 / std::sqrt(ss / dim + 1e-6);
+            for (int i = 0; i < dim; ++i) {
+                const double zv = z[r * z_stride + h * dim + i];
+                ref.push_back(w[i] * xr[i] * rs * zv / (1.0 + std::exp(-zv)));
+                got.push_back(y[(r * heads + h) * dim + i]);
+            }
+        }
+    }
+    EXPECT_LE(rel_l2(ref, got), kBf16Tol);
+    EXPECT_TRUE(std::isnan(y[rows * heads * dim]));
+}
+
+}  // namespace
+}  // namespace frost::test
+#endif

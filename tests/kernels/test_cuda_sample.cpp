@@ -1,0 +1,73 @@
+// CUDA device sampling against the CPU sampler (cpu/sample.cpp): the same cursor (seed, counter,
+// temperature, top-k, top-p) must give the same token and advance the counter the same way,
+// greedy and random, on fresh random logits.
+#include <gtest/gtest.h>
+
+#if !FROST_WITH_CUDA
+TEST(CudaSample, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
+#else
+#include "kernels/cpu/kernels.h"
+#include "kernels/cuda/lm_kernels.h"
+#include "kernels/cuda_test_util.h"
+
+namespace frost::test {
+namespace {
+
+using kernels::StepCursor;
+
+struct Mode {
+    int32_t mode;
+    float temperature;
+    int32_t top_k;
+    float top_p;
+};
+
+void compare(int vocab, const Mode& m, int draws, const char* name) {
+    auto rng = fresh_rng(name);
+    const int rows = 2;
+    auto logits = uniform(rng, static_cast<size_t>(rows) * vocab, -4, 4, false);
+    // A few near-ties among the leaders, as real logits have.
+    for (int i = 0; i < 8; ++i) logits[vocab + rng() % vocab] = 6.0f + 0.01f * (i % 3);
+    Dev<float> dl(logits), work(kernels::sample_work_floats(vocab));
+    Dev<int32_t> dn(std::vector<int32_t>{rows}), tok(1);
+    std::vector<float> hwork(2 * static_cast<size_t>(vocab));
+    std::vector<int32_t> hidx(vocab);
+    StepCursor c{};
+    c.sample_mode = m.mode;
+    c.temperature = m.temperature;
+    c.top_k = m.top_k;
+    c.top_p = m.top_p;
+    c.rng_seed = (static_cast<uint64_t>(rng()) << 32) | rng();
+    c.rng_counter = rng() % 1000;
+    c.n_tokens = rows;
+    Dev<StepCursor> dc(std::vector<StepCursor>{c});
+    int32_t row_n = rows;
+    for (int d = 0; d < draws; ++d) {
+        tok.poison();
+        kernels::SampleParams gp{dl.get(), vocab, vocab, 1, dn.get(), work.get(), nullptr, dc.get(), tok.get()};
+        CUDA_OK(kernels::sample_launch(gp, nullptr));
+        int32_t cpu_tok = -1;
+        kernels::SampleParams cp{logits.data(), vocab, vocab, 1, &row_n, hwork.data(), hidx.data(), &c, &cpu_tok};
+        ASSERT_EQ(kernels::cpu::sample(cp), FROST_OK);
+        const StepCursor got = dc.download()[0];
+        EXPECT_EQ(tok.download()[0], cpu_tok) << "draw " << d;
+        EXPECT_EQ(got.last_token, cpu_tok);
+        EXPECT_EQ(got.rng_counter, c.rng_counter);
+    }
+}
+
+TEST(CudaSample, GreedyMatchesCpu) {
+    FROST_SKIP_WITHOUT_CUDA();
+    compare(248320, {kernels::kSampleGreedy, 1.0f, 0, 1.0f}, 2, "SampleGreedy");
+}
+
+TEST(CudaSample, TopKTopPMatchesCpu) {
+    FROST_SKIP_WITHOUT_CUDA();
+    compare(248320, {kernels::kSampleRandom, 0.8f, 50, 0.9f}, 20, "SampleTopKP");
+    compare(5000, {kernels::kSampleRandom, 1.3f, 256, 1.0f}, 20, "SampleTopK256");
+    compare(300, {kernels::kSampleRandom, 0.5f, 7, 0.5f}, 20, "SampleSmallVocab");
+}
+
+}  // namespace
+}  // namespace frost::test
+#endif

@@ -1,0 +1,75 @@
+// A small deterministic engine and byte-level text layer, for serve tests ONLY (never shipped):
+// the next token is a hash of the slot's whole committed state, so any state mix-up (wrong
+// restore, stale journal) changes the output, and the fake counts every prefilled token so tests
+// can prove cached tokens were not recomputed.
+#pragma once
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "serve/engine_iface.h"
+
+namespace frost::serve::testing {
+
+constexpr int32_t kEndId = 256;     // "<|im_end|>"
+constexpr int32_t kStartId = 257;   // "<|im_start|>"
+constexpr int kFakeVocab = 300;
+
+class FakeEngine : public EngineIface {
+public:
+    FakeEngine(int slots, size_t max_seq) : slots_(size_t(slots)), max_seq_(max_seq) {}
+
+    int slots() const override { return int(slots_.size()); }
+    size_t max_seq_len() const override { return max_seq_; }
+    int vocab_size() const override { return kFakeVocab; }
+    frost_status reset(int slot) override;
+    frost_status set_sampling(int slot, const Sampling& s) override;
+    frost_status prefill(int slot, const int32_t* ids, size_t n, int32_t* next) override;
+    frost_status decode(int slot, int32_t* next) override;
+
+    bool capsules_supported() const override { return capsules; }
+    uint64_t capsule_bytes(int slot) const override;
+    frost_status snapshot(int slot, Tier tier, uint64_t* handle, uint64_t* bytes) override;
+    frost_status restore(uint64_t handle, int slot) override;
+    frost_status move(uint64_t handle, Tier to) override;
+    void drop(uint64_t handle) override;
+
+    // Knobs.
+    std::atomic<int> step_delay_ms{0};   // sleep per prefill/decode call
+    std::atomic<int> end_after{1 << 30}; // emit the end token after this many decoded tokens
+    bool capsules = true;
+    std::atomic<bool> fail_restore{false};
+    // Observations.
+    std::atomic<uint64_t> prefilled_tokens{0};
+    std::atomic<uint64_t> restores{0};
+    size_t live_capsules() const;
+
+private:
+    struct SlotState {
+        std::vector<int32_t> committed;
+        int32_t pending = -1;
+        int decoded = 0;
+        uint64_t seed = 0;
+        float temperature = 0;
+    };
+    int32_t sample(const SlotState& s) const;
+    std::vector<SlotState> slots_;
+    size_t max_seq_;
+    mutable std::mutex mu_;
+    std::map<uint64_t, std::vector<int32_t>> capsules_;
+    uint64_t next_handle_ = 1;
+};
+
+class FakeText : public TextIface {
+public:
+    frost_status render_chat(const ChatRender& r, std::string* out) const override;
+    std::vector<int32_t> encode(std::string_view text) const override;
+    std::unique_ptr<Detokenizer> detokenizer() const override;
+    bool is_end_token(int32_t id) const override { return id == kEndId; }
+    ParsedOutput parse_output(const std::string& text, bool tools_enabled) const override;
+    std::string tool_call_marker() const override { return "<tool_call>"; }
+};
+
+}  // namespace frost::serve::testing

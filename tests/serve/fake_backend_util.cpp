@@ -1,0 +1,156 @@
+// FakeEngine / FakeText implementation (see fake_backend.h). Test-only.
+#include "serve/fake_backend.h"
+
+#include <chrono>
+#include <thread>
+
+namespace frost::serve::testing {
+
+namespace {
+constexpr char kImStart[] = "<|im_start|>";
+constexpr char kImEnd[] = "<|im_end|>";
+constexpr int kLetters = 26;
+}  // namespace
+
+frost_status FakeEngine::reset(int slot) {
+    std::lock_guard<std::mutex> lock(mu_);
+    slots_[size_t(slot)] = SlotState{};
+    return FROST_OK;
+}
+
+frost_status FakeEngine::set_sampling(int slot, const Sampling& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    slots_[size_t(slot)].seed = s.seed;
+    slots_[size_t(slot)].temperature = s.temperature;
+    slots_[size_t(slot)].decoded = 0;
+    return FROST_OK;
+}
+
+int32_t FakeEngine::sample(const SlotState& s) const {
+    if (s.decoded >= end_after) return kEndId;
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t id : s.committed) h = (h ^ uint64_t(uint32_t(id))) * 1099511628211ull;
+    if (s.temperature > 0) h ^= s.seed * 0x9E3779B97F4A7C15ull;
+    return int32_t('a' + (h >> 33) % kLetters);
+}
+
+frost_status FakeEngine::prefill(int slot, const int32_t* ids, size_t n, int32_t* next) {
+    if (step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms.load()));
+    std::lock_guard<std::mutex> lock(mu_);
+    SlotState& s = slots_[size_t(slot)];
+    if (s.committed.size() + n > max_seq_) return FROST_ERR_OUT_OF_RANGE;
+    s.committed.insert(s.committed.end(), ids, ids + n);
+    prefilled_tokens += n;
+    s.pending = sample(s);
+    *next = s.pending;
+    return FROST_OK;
+}
+
+frost_status FakeEngine::decode(int slot, int32_t* next) {
+    if (step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms.load()));
+    std::lock_guard<std::mutex> lock(mu_);
+    SlotState& s = slots_[size_t(slot)];
+    if (s.pending < 0 || s.committed.size() + 1 > max_seq_) return FROST_ERR_STATE;
+    s.committed.push_back(s.pending);
+    s.decoded++;
+    s.pending = sample(s);
+    *next = s.pending;
+    return FROST_OK;
+}
+
+uint64_t FakeEngine::capsule_bytes(int slot) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return 1000 + 4 * slots_[size_t(slot)].committed.size();
+}
+
+frost_status FakeEngine::snapshot(int slot, Tier, uint64_t* handle, uint64_t* bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    *handle = next_handle_++;
+    capsules_[*handle] = slots_[size_t(slot)].committed;
+    *bytes = 1000 + 4 * slots_[size_t(slot)].committed.size();
+    return FROST_OK;
+}
+
+frost_status FakeEngine::restore(uint64_t handle, int slot) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = capsules_.find(handle);
+    if (it == capsules_.end() || fail_restore) return FROST_ERR_CORRUPT;
+    slots_[size_t(slot)] = SlotState{};
+    slots_[size_t(slot)].committed = it->second;
+    restores++;
+    return FROST_OK;
+}
+
+frost_status FakeEngine::move(uint64_t handle, Tier) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return capsules_.count(handle) ? FROST_OK : FROST_ERR_NOT_FOUND;
+}
+
+void FakeEngine::drop(uint64_t handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    capsules_.erase(handle);
+}
+
+size_t FakeEngine::live_capsules() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return capsules_.size();
+}
+
+frost_status FakeText::render_chat(const ChatRender& r, std::string* out) const {
+    std::string s;
+    for (const auto& m : r.messages) {
+        s += kImStart;
+        s += m["role"].get<std::string>() + "\n";
+        if (m.contains("content") && m["content"].is_string()) s += m["content"].get<std::string>();
+        s += kImEnd;
+        s += "\n";
+    }
+    if (r.add_generation_prompt) s += std::string(kImStart) + "assistant\n";
+    *out = s;
+    return FROST_OK;
+}
+
+std::vector<int32_t> FakeText::encode(std::string_view text) const {
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < text.size();) {
+        if (text.compare(i, sizeof(kImStart) - 1, kImStart) == 0) {
+            ids.push_back(kStartId);
+            i += sizeof(kImStart) - 1;
+        } else if (text.compare(i, sizeof(kImEnd) - 1, kImEnd) == 0) {
+            ids.push_back(kEndId);
+            i += sizeof(kImEnd) - 1;
+        } else {
+            ids.push_back(int32_t(static_cast<unsigned char>(text[i])));
+            ++i;
+        }
+    }
+    return ids;
+}
+
+namespace {
+class ByteDetok : public Detokenizer {
+public:
+    std::string push(int32_t id) override { return id < 256 ? std::string(1, char(id)) : std::string(); }
+    std::string flush() override { return ""; }
+};
+}  // namespace
+
+std::unique_ptr<Detokenizer> FakeText::detokenizer() const { return std::make_unique<ByteDetok>(); }
+
+ParsedOutput FakeText::parse_output(const std::string& text, bool) const {
+    ParsedOutput p;
+    const size_t a = text.find("<tool_call>");
+    const size_t b = text.find("</tool_call>");
+    if (a == std::string::npos || b == std::string::npos || b < a) {
+        p.content = text;
+        return p;
+    }
+    p.content = text.substr(0, a);
+    auto j = nlohmann::json::parse(text.substr(a + 11, b - a - 11), nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.contains("name"))
+        p.tool_calls.push_back({{"type", "function"},
+                                {"function", {{"name", j["name"]}, {"arguments", j.value("arguments", nlohmann::json::object()).dump()}}}});
+    return p;
+}
+
+}  // namespace frost::serve::testing

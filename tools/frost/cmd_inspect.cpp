@@ -1,0 +1,139 @@
+// `frost inspect MODEL_DIR [--json]`: validate a model folder and describe it — parsed config,
+// unsupported features, tensor inventory, tying, fingerprint. Non-zero exit on any failure.
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "model/config.h"
+#include "model/fingerprint.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+
+namespace {
+
+using nlohmann::json;
+namespace fm = frost::model;
+
+constexpr const char* kUsage =
+    "usage: frost inspect MODEL_DIR [--json]\n"
+    "Validates config.json and every safetensors file (header, offsets, sizes), binds the weights to\n"
+    "the config, and prints the config, unsupported features, tensor inventory, tying and the\n"
+    "deployment fingerprint. Exit 1 with the reason on any validation failure.";
+
+const char* family_name(fm::Family f) {
+    switch (f) {
+        case fm::Family::Qwen35: return "qwen3.5";
+        case fm::Family::Qwen35Moe: return "qwen3.5-moe";
+        case fm::Family::Qwen3Next: return "qwen3-next";
+    }
+    return "?";
+}
+
+json config_json(const fm::ModelConfig& c) {
+    std::string kinds;
+    for (auto k : c.layer_types) kinds += k == fm::LayerKind::Linear ? 'L' : 'F';
+    return {{"family", family_name(c.family)}, {"model_type", c.model_type}, {"architecture", c.architecture},
+            {"multimodal_wrapper", c.multimodal_wrapper}, {"weight_prefix", c.weight_prefix},
+            {"hidden_size", c.hidden_size}, {"num_layers", c.num_layers}, {"layer_kinds", kinds},
+            {"linear_layers", c.num_linear_layers()}, {"full_layers", c.num_full_layers()},
+            {"vocab_size", c.vocab_size}, {"intermediate_size", c.intermediate_size},
+            {"num_heads", c.num_heads}, {"num_kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim},
+            {"rotary_dim", c.rotary_dim}, {"rope_theta", c.rope_theta},
+            {"lin_num_k_heads", c.lin_num_k_heads}, {"lin_num_v_heads", c.lin_num_v_heads},
+            {"lin_k_head_dim", c.lin_k_head_dim}, {"lin_v_head_dim", c.lin_v_head_dim},
+            {"conv_kernel", c.conv_kernel}, {"rms_norm_eps", c.rms_norm_eps},
+            {"max_position_embeddings", c.max_position_embeddings}, {"eos_token_ids", c.eos_token_ids},
+            {"num_experts", c.num_experts}, {"mtp_num_layers", c.mtp_num_layers}};
+}
+
+int fail_with(bool as_json, const std::string& stage) {
+    std::string msg = frost_last_error();
+    if (as_json) std::printf("%s\n", json({{"ok", false}, {"stage", stage}, {"error", msg}}).dump(2).c_str());
+    std::fprintf(stderr, "frost inspect: %s failed: %s\n", stage.c_str(), msg.c_str());
+    return 1;
+}
+
+int run_inspect(const std::vector<std::string>& args) {
+    std::string dir;
+    bool as_json = false;
+    for (const auto& a : args) {
+        if (a == "--json") as_json = true;
+        else if (dir.empty() && a.rfind("--", 0) != 0) dir = a;
+        else {
+            std::fprintf(stderr, "frost inspect: unexpected argument %s\n%s\n", a.c_str(), kUsage);
+            return 2;
+        }
+    }
+    if (dir.empty()) {
+        std::fprintf(stderr, "%s\n", kUsage);
+        return 2;
+    }
+    fm::ModelConfig cfg;
+    if (fm::load_config(dir, &cfg) != FROST_OK) return fail_with(as_json, "config");
+    std::shared_ptr<fm::Checkpoint> ck;
+    if (fm::Checkpoint::open_dir(dir, &ck) != FROST_OK) return fail_with(as_json, "safetensors");
+
+    std::map<std::string, uint64_t> dtype_count, dtype_bytes;
+    uint64_t skipped = 0, mtp = 0;
+    for (const auto& t : ck->tensors()) {
+        dtype_count[fm::dtype_name(t.dtype)]++;
+        dtype_bytes[fm::dtype_name(t.dtype)] += t.bytes;
+        if (t.name.rfind("model.visual.", 0) == 0) ++skipped;
+        if (t.name.rfind("mtp.", 0) == 0) ++mtp;
+    }
+    const auto unsupported = cfg.unsupported_features();
+    fm::ModelWeights w;
+    frost_status bind = fm::bind_weights(cfg, ck, &w);
+    std::string bind_error = bind == FROST_OK ? "" : frost_last_error();
+    fm::FingerprintResult fp;
+    if (fm::model_fingerprint(dir, &fp, !as_json) != FROST_OK) return fail_with(as_json, "fingerprint");
+
+    json inv = {{"files", ck->file_count()}, {"tensors", ck->tensors().size()}, {"bytes", ck->data_bytes()},
+                {"visual_tensors_skipped", skipped}, {"mtp_tensors", mtp}, {"dtypes", json::object()}};
+    for (const auto& [d, n] : dtype_count) inv["dtypes"][d] = {{"count", n}, {"bytes", dtype_bytes[d]}};
+    if (as_json) {
+        json out = {{"ok", bind == FROST_OK}, {"model_dir", dir}, {"config", config_json(cfg)},
+                    {"unsupported_features", unsupported}, {"inventory", inv},
+                    {"fingerprint", fp.hex}, {"fingerprint_cached", fp.cached}};
+        if (bind == FROST_OK) {
+            out["tied_embeddings"] = w.tied;
+            out["bound_bytes"] = w.total_bytes();
+        } else {
+            out["error"] = bind_error;
+        }
+        std::printf("%s\n", out.dump(2).c_str());
+    } else {
+        std::printf("model      %s\n", dir.c_str());
+        std::printf("family     %s (%s, %s%s)\n", family_name(cfg.family), cfg.model_type.c_str(), cfg.architecture.c_str(),
+                    cfg.multimodal_wrapper ? ", multimodal wrapper" : "");
+        std::printf("layers     %d (%d linear + %d full), H=%d, F=%d, vocab=%d\n", cfg.num_layers, cfg.num_linear_layers(),
+                    cfg.num_full_layers(), cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size);
+        std::printf("attention  Hq=%d Hkv=%d d=%d rotary=%d theta=%g\n", cfg.num_heads, cfg.num_kv_heads, cfg.head_dim,
+                    cfg.rotary_dim, cfg.rope_theta);
+        std::printf("deltanet   Hk=%d Hv=%d dk=%d dv=%d K=%d\n", cfg.lin_num_k_heads, cfg.lin_num_v_heads,
+                    cfg.lin_k_head_dim, cfg.lin_v_head_dim, cfg.conv_kernel);
+        std::string eos;
+        for (auto e : cfg.eos_token_ids) eos.append(eos.empty() ? "" : ",").append(std::to_string(e));
+        std::printf("eos        %s\n", eos.empty() ? "(none)" : eos.c_str());
+        std::printf("tensors    %zu in %zu file(s), %.3f GB", ck->tensors().size(), ck->file_count(), double(ck->data_bytes()) / 1e9);
+        for (const auto& [d, n] : dtype_count) std::printf(", %s x%llu", d.c_str(), (unsigned long long)n);
+        std::printf("\n");
+        if (skipped) std::printf("skipped    %llu model.visual.* tensors\n", (unsigned long long)skipped);
+        if (mtp) std::printf("mtp        %llu mtp.* tensors kept\n", (unsigned long long)mtp);
+        for (const auto& f : unsupported) std::printf("unsupported %s\n", f.c_str());
+        if (bind == FROST_OK) std::printf("embeddings %s\n", w.tied ? "tied (no lm_head.weight)" : "untied (lm_head.weight present)");
+        std::printf("fingerprint %s%s\n", fp.hex.c_str(), fp.from_cache ? " (cached)" : "");
+    }
+    if (bind != FROST_OK) {
+        std::fprintf(stderr, "frost inspect: weights do not bind: %s\n", bind_error.c_str());
+        return 1;
+    }
+    return 0;
+}
+
+}  // namespace
+
+FROST_COMMAND("inspect", "validate a model folder; print config, tensor inventory, fingerprint", kUsage, run_inspect);
