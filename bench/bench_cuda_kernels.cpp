@@ -2,8 +2,9 @@
 // 8 full layers, Hq16/Hkv4 x256, Hk16/Hv32 x128, F 12288, vocab 248320): the ceilings measured in
 // the same run (device copy bandwidth, cuBLASLt bf16 8192^3), then one prefill chunk and one
 // decode step, kernel by kernel: median time (CUDA events, warm-up, L2 flushed before every
-// timed launch), GB/s, TFLOP/s and % of the floor max(bytes / bandwidth, FLOPs / GEMM rate).
-// Usage: bench_cuda_kernels [out.json] [prefill_rows] [decode_pos...]
+// timed launch by a read-only pass), GB/s, TFLOP/s and % of the floor max(bytes / bandwidth,
+// FLOPs / GEMM rate).
+// Usage: bench_cuda_kernels [out.json] [prefill_rows[,rows...]] [decode_pos...]
 #if !FROST_WITH_CUDA
 #include <cstdio>
 int main() {
@@ -54,16 +55,18 @@ constexpr int kCeilGemm = 8192;
         }                                                                                     \
     } while (0)
 
+// The L2 is flushed by READING a buffer 5x its size (a GEMV over it): a memset would leave the L2
+// full of dirty lines whose write-back the timed kernel would pay (seen: ~12 us per kernel).
 struct Timer {
     cudaStream_t s;
     cudaEvent_t a, b;
-    void* flush;
+    GemmBf16Params flush;
     // Median over repeats of one launch; the flush runs outside the timed region.
     double median_ms(const std::function<cudaError_t()>& launch, bool flush_l2 = true) {
         for (int i = 0; i < kWarmup; ++i) CK(launch());
         std::vector<float> t;
         for (int i = 0; i < kRepeats; ++i) {
-            if (flush_l2) CK(cudaMemsetAsync(flush, i & 0xFF, kFlushBytes, s));
+            if (flush_l2) CK(gemv_launch(flush, s));
             CK(cudaEventRecord(a, s));
             CK(launch());
             CK(cudaEventRecord(b, s));
@@ -198,7 +201,7 @@ Model make_model(int max_rows, int max_seq, std::mt19937& rng, cudaStream_t s) {
     fill_bf16(m.k_cache, size_t(max_seq) * kHkv * kHd, 1.0f, rng, s);
     fill_bf16(m.v_cache, size_t(max_seq) * kHkv * kHd, 1.0f, rng, s);
     m.logits = dalloc<float>(kVocab);
-    m.sample_work = dalloc<float>(2 * sample_argmax_blocks(kVocab));
+    m.sample_work = dalloc<float>(sample_work_floats(kVocab));
     m.ids = dalloc<int32_t>(R);
     std::vector<int32_t> ids(R);
     for (auto& i : ids) i = static_cast<int32_t>(rng() % kVocab);
@@ -268,6 +271,12 @@ void run_phase(const char* phase, Model& m, int rows, int pos, Timer& t, GemmLt*
         add("gdn_recurrent", kLin, gdn_recurrent_cost(dp, rows), [=] { return gdn_recurrent_launch(dp, t.s); });
     } else {
         add("gdn_chunk", kLin, gdn_chunk_cost(dp, rows), [=] { return gdn_chunk_launch(dp, t.s); });
+        const std::pair<const char*, int> stages[] = {{"  gdn_chunk 1 prep (A, solve, P)", kGdnStagePrep},
+                                                      {"  gdn_chunk 2 state pass", kGdnStageState},
+                                                      {"  gdn_chunk 3 output", kGdnStageOut}};
+        for (auto [sname, st] : stages) {
+            out.push_back({phase, sname, 0, t.median_ms([=] { return gdn_chunk_launch_stages(dp, t.s, st); }), KernelCost{}});
+        }
     }
     GatedRmsNormBf16Params gn{m.gdn_o, m.lin_in + kQkvC, m.gn_w, m.gated, kLinN, kDk, kHv, 1e-6f, rows, m.n_rows};
     add("gated_rmsnorm", kLin, gated_rmsnorm_cost(gn, rows), [=] { return gated_rmsnorm_launch(gn, t.s); });
@@ -300,10 +309,174 @@ void run_phase(const char* phase, Model& m, int rows, int pos, Timer& t, GemmLt*
     AddRmsNormBf16Params fp{m.h, nullptr, m.norm_w, m.xnorm_last, kH, 1, 1e-6f, rows, m.n_rows, 1};
     add("final_norm (last row)", 1, add_rmsnorm_cost(fp, rows), [=] { return add_rmsnorm_launch(fp, t.s); });
     gemm("lm_head (fp32 logits)", 1, m.xnorm_last, m.w_head, m.logits, kH, kVocab, kVocab, kH, true, false, true);
-    SampleArgmaxParams sa{m.logits, kVocab, kVocab, 0, nullptr, m.sample_work, m.cursor, m.token};
+    SampleArgmaxParams sa{m.logits, kVocab, kVocab, 0, nullptr, m.sample_work, m.cursor, m.token, 0};
     add("sample_argmax", 1, sample_argmax_cost(sa), [=] { return sample_argmax_launch(sa, t.s); });
+    if (decode) {  // random mode (T 0.8, top-k 50, top-p 0.9): the same launches serve both modes
+        StepCursor c{};
+        c.pos = pos;
+        c.n_tokens = 1;
+        c.sample_mode = kSampleRandom;
+        c.temperature = 0.8f;
+        c.top_k = 50;
+        c.top_p = 0.9f;
+        CK(cudaMemcpy(m.cursor, &c, sizeof(c), cudaMemcpyHostToDevice));
+        SampleParams rp{m.logits, kVocab, kVocab, 0, nullptr, m.sample_work, nullptr, m.cursor, m.token};
+        out.push_back({phase, "sample (top-k 50, top-p 0.9)", 0, t.median_ms([=] { return sample_launch(rp, t.s); }),
+                       sample_argmax_cost(sa)});
+        set_cursor(m, pos, rows);
+    }
     for (auto* p : plans) gemm_plan_destroy(p);
     (void)ce;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole forward as one CUDA graph over distinct per-layer weights (no L2 flush: 16 GB of weights
+// stream through it anyway): the in-graph time of a decode step and of a prefill chunk, against
+// the floor of the bytes / FLOPs its kernels declare.
+struct LayerWeights {
+    bf16 *w_in, *w_out, *w_gate_up, *w_down;  // w_in: lin in_proj or full qkv; w_out: out / o proj
+    float* state;                             // linear layers
+    bf16 *conv_state, *k_cache, *v_cache;     // conv (linear) or KV cache (full)
+};
+
+bool is_full(int layer) { return layer % 4 == 3; }  // 3 linear : 1 full, as the 9B config
+
+std::vector<LayerWeights> make_layers(const Model& m, std::mt19937& rng, cudaStream_t s) {
+    std::vector<LayerWeights> ls(kLayers);
+    for (int l = 0; l < kLayers; ++l) {
+        LayerWeights& w = ls[l];
+        const size_t n_in = size_t(is_full(l) ? kFullN : kLinN) * kH;
+        const size_t n_out = size_t(kH) * (is_full(l) ? kHq * kHd : kHv * kDk);
+        w.w_in = dalloc<bf16>(n_in);
+        w.w_out = dalloc<bf16>(n_out);
+        w.w_gate_up = dalloc<bf16>(size_t(2 * kF) * kH);
+        w.w_down = dalloc<bf16>(size_t(kH) * kF);
+        fill_bf16(w.w_in, n_in, 0.03f, rng, s);
+        fill_bf16(w.w_out, n_out, 0.03f, rng, s);
+        fill_bf16(w.w_gate_up, size_t(2 * kF) * kH, 0.03f, rng, s);
+        fill_bf16(w.w_down, size_t(kH) * kF, 0.02f, rng, s);
+        if (is_full(l)) {
+            w.k_cache = dalloc<bf16>(size_t(m.max_seq) * kHkv * kHd);
+            w.v_cache = dalloc<bf16>(size_t(m.max_seq) * kHkv * kHd);
+            fill_bf16(w.k_cache, size_t(m.max_seq) * kHkv * kHd, 1.0f, rng, s);
+            fill_bf16(w.v_cache, size_t(m.max_seq) * kHkv * kHd, 1.0f, rng, s);
+        } else {
+            w.state = dalloc<float>(size_t(kHv) * kDk * kDk);
+            fill_f32(w.state, size_t(kHv) * kDk * kDk, -0.05f, 0.05f, rng);
+            w.conv_state = dalloc<bf16>(size_t(kQkvC) * (kConvK - 1));
+            fill_bf16(w.conv_state, size_t(kQkvC) * (kConvK - 1), 1.0f, rng, s);
+        }
+    }
+    return ls;
+}
+
+struct ForwardGraph {
+    double ms = 0;
+    KernelCost cost;
+    int kernels = 0;
+    bool ok = false;
+};
+
+// Records one forward of `rows` rows (1 = decode, GEMVs) at the cursor's position onto stream s.
+cudaError_t record_forward(const Model& m, const std::vector<LayerWeights>& ls, int rows, int pos, GemmLt* lt,
+                           std::vector<GemmPlan*>& plans, cudaStream_t s, KernelCost& total, int& kernels) {
+    cudaError_t err = cudaSuccess;
+    auto note = [&](cudaError_t e, KernelCost c) {
+        if (err == cudaSuccess) err = e;
+        total.bytes += c.bytes;
+        total.flops += c.flops;
+        ++kernels;
+    };
+    const bool decode = rows == 1;
+    auto gemm = [&](const bf16* x, const bf16* w, void* y, int64_t ldx, int64_t ldy, int N, int K, bool f32, bool acc,
+                    int M) {
+        GemmBf16Params p{x, w, y, ldx, ldy, M, N, K, f32, acc};
+        if (M == 1) return note(gemv_launch(p, s), gemm_cost(p));
+        GemmPlan* plan = nullptr;
+        const cudaError_t e = gemm_plan_create(lt, p, &plan);
+        if (e != cudaSuccess) return note(e, {});
+        plans.push_back(plan);
+        note(gemm_launch(plan, p, s), gemm_cost(p));
+    };
+    EmbedBf16Params ep{m.w_embed, m.ids, m.h, kVocab, kH, rows, m.n_rows};
+    note(embed_launch(ep, s), embed_cost(ep, rows));
+    for (int l = 0; l < kLayers; ++l) {
+        const LayerWeights& w = ls[l];
+        AddRmsNormBf16Params np{m.h, nullptr, m.norm_w, m.x, kH, 1, 1e-6f, rows, m.n_rows, 0};
+        note(add_rmsnorm_launch(np, s), add_rmsnorm_cost(np, rows));
+        if (!is_full(l)) {
+            gemm(m.x, w.w_in, m.lin_in, kH, kLinN, kLinN, kH, false, false, rows);
+            Conv1dBf16Params cp{m.lin_in, m.conv_w, w.conv_state, m.conv_out, kLinN, kQkvC, kConvK, kDk, 2 * kHk, kHk,
+                                1e-6f, 1.0f / std::sqrt(float(kDk)), rows, m.n_rows};
+            note(conv1d_launch(cp, s), conv1d_cost(cp, rows));
+            GdnGateBf16Params gp{m.lin_in + kQkvC + kHv * kDk, m.lin_in + kQkvC + kHv * kDk + kHv, m.A_log, m.dt_bias,
+                                 m.beta, m.g, kLinN, kHv, rows, m.n_rows};
+            note(gdn_gate_launch(gp, s), gdn_gate_cost(gp, rows));
+            GdnBf16Params dp{m.conv_out, m.conv_out + kHk * kDk, m.conv_out + 2 * kHk * kDk, m.beta, m.g, w.state,
+                             m.gdn_o, m.gdn_work, kQkvC, kHk, kHv, kDk, kDk, kGdnChunk, rows, m.cursor};
+            if (decode) {
+                note(gdn_recurrent_launch(dp, s), gdn_recurrent_cost(dp, rows));
+            } else {
+                note(gdn_chunk_launch(dp, s), gdn_chunk_cost(dp, rows));
+            }
+            GatedRmsNormBf16Params gn{m.gdn_o, m.lin_in + kQkvC, m.gn_w, m.gated, kLinN, kDk, kHv, 1e-6f, rows, m.n_rows};
+            note(gated_rmsnorm_launch(gn, s), gated_rmsnorm_cost(gn, rows));
+            gemm(m.gated, w.w_out, m.h, kHv * kDk, kH, kH, kHv * kDk, false, true, rows);
+        } else {
+            gemm(m.x, w.w_in, m.full_in, kH, kFullN, kFullN, kH, false, false, rows);
+            QkNormRopeBf16Params qp{m.full_in, m.full_in + 2 * kHq * kHd, m.qn_w, m.kn_w, kFullN, 2 * kHd, kFullN, kHd,
+                                    kHq, kHkv, kHd, kRot, 1, 1e-6f, 1e7f, rows, m.cursor};
+            note(qk_norm_rope_launch(qp, s), qk_norm_rope_cost(qp, rows));
+            KvAppendBf16Params kp{m.full_in + 2 * kHq * kHd, m.full_in + 2 * kHq * kHd + kHkv * kHd, w.k_cache, w.v_cache,
+                                  kFullN, kHkv * kHd, m.max_seq, rows, m.cursor};
+            note(kv_append_launch(kp, s), kv_append_cost(kp, rows));
+            AttentionBf16Params ap{m.full_in, m.full_in + kHd, w.k_cache, w.v_cache, m.attn_o, m.attn_work, kFullN,
+                                   2 * kHd, kHq, kHkv, kHd, 1.0f / 16.0f, m.max_seq, rows, m.cursor};
+            if (decode) {
+                note(attn_decode_launch(ap, s), attn_decode_cost(ap, pos));
+            } else {
+                note(attn_prefill_launch(ap, s), attn_prefill_cost(ap, rows, pos));
+            }
+            gemm(m.attn_o, w.w_out, m.h, kHq * kHd, kH, kH, kHq * kHd, false, true, rows);
+        }
+        note(add_rmsnorm_launch(np, s), add_rmsnorm_cost(np, rows));
+        gemm(m.x, w.w_gate_up, m.mlp_in, kH, 2 * kF, 2 * kF, kH, false, false, rows);
+        SwigluBf16Params sp{m.mlp_in, m.mlp_act, kF, rows, m.n_rows};
+        note(swiglu_launch(sp, s), swiglu_cost(sp, rows));
+        gemm(m.mlp_act, w.w_down, m.h, kF, kH, kH, kF, false, true, rows);
+    }
+    AddRmsNormBf16Params fp{m.h, nullptr, m.norm_w, m.xnorm_last, kH, 1, 1e-6f, rows, m.n_rows, 1};
+    note(add_rmsnorm_launch(fp, s), add_rmsnorm_cost(fp, rows));
+    gemm(m.xnorm_last, m.w_head, m.logits, kH, kVocab, kVocab, kH, true, false, 1);
+    SampleArgmaxParams sa{m.logits, kVocab, kVocab, 0, nullptr, m.sample_work, m.cursor, m.token, 0};
+    note(sample_argmax_launch(sa, s), sample_argmax_cost(sa));
+    return err;
+}
+
+ForwardGraph time_forward_graph(Model& m, const std::vector<LayerWeights>& ls, int rows, int pos, GemmLt* lt,
+                                Timer& t) {
+    ForwardGraph fg;
+    set_cursor(m, pos, rows);
+    std::vector<GemmPlan*> plans;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t err = cudaStreamBeginCapture(t.s, cudaStreamCaptureModeThreadLocal);
+    cudaError_t rec = cudaSuccess;
+    if (err == cudaSuccess) rec = record_forward(m, ls, rows, pos, lt, plans, t.s, fg.cost, fg.kernels);
+    if (err == cudaSuccess) err = cudaStreamEndCapture(t.s, &graph);
+    if (err == cudaSuccess) err = rec;
+    if (err == cudaSuccess) err = cudaGraphInstantiate(&exec, graph, 0);
+    if (err == cudaSuccess) {
+        fg.ms = t.median_ms([&] { return cudaGraphLaunch(exec, t.s); }, false);
+        fg.ok = true;
+    } else {
+        std::printf("forward graph (rows %d): %s\n", rows, cudaGetErrorString(err));
+        cudaGetLastError();
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    for (auto* p : plans) gemm_plan_destroy(p);
+    return fg;
 }
 
 void print_table(const char* title, const std::vector<Row>& rows, const std::string& phase, const Ceilings& ce) {
@@ -334,7 +507,13 @@ void print_table(const char* title, const std::vector<Row>& rows, const std::str
 
 int main(int argc, char** argv) {
     const std::string json_path = argc > 1 ? argv[1] : "bench_cuda_kernels.json";
-    const int prefill_rows = argc > 2 ? std::atoi(argv[2]) : 1024;
+    std::vector<int> prefill_sizes;
+    for (const char* c = argc > 2 ? argv[2] : "1024"; *c;) {
+        prefill_sizes.push_back(std::atoi(c));
+        while (*c && *c != ',') ++c;
+        if (*c == ',') ++c;
+    }
+    const int prefill_rows = *std::max_element(prefill_sizes.begin(), prefill_sizes.end());
     std::vector<int> decode_pos;
     for (int i = 3; i < argc; ++i) decode_pos.push_back(std::atoi(argv[i]));
     if (decode_pos.empty()) decode_pos = {1024, 32768};
@@ -347,7 +526,16 @@ int main(int argc, char** argv) {
     CK(cudaStreamCreate(&t.s));
     CK(cudaEventCreate(&t.a));
     CK(cudaEventCreate(&t.b));
-    t.flush = dalloc<uint8_t>(kFlushBytes);
+    {
+        constexpr int kFlushK = 4096;
+        const int rows = static_cast<int>(kFlushBytes / (kFlushK * sizeof(bf16)));
+        auto* fw = dalloc<bf16>(kFlushBytes / sizeof(bf16));
+        auto* fx = dalloc<bf16>(kFlushK);
+        auto* fy = dalloc<bf16>(rows);
+        CK(cudaMemset(fw, 0x3C, kFlushBytes));
+        CK(cudaMemset(fx, 0x3C, kFlushK * sizeof(bf16)));
+        t.flush = GemmBf16Params{fx, fw, fy, kFlushK, rows, 1, rows, kFlushK, 0, 0};
+    }
     std::mt19937 rng(std::random_device{}());
 
     // Ceilings.
@@ -397,13 +585,32 @@ int main(int argc, char** argv) {
         ap.max_seq = max_seq;
         m.attn_work = dalloc<float>(attn_decode_work_floats(ap));
     }
-    const std::string pre = "prefill " + std::to_string(prefill_rows) + " tokens from position 0";
-    run_phase(pre.c_str(), m, prefill_rows, 0, t, lt, ce, rows);
-    std::vector<std::string> phases{pre};
+    std::vector<std::string> phases;
+    for (int n : prefill_sizes) {
+        const std::string pre = "prefill " + std::to_string(n) + " tokens from position 0";
+        run_phase(pre.c_str(), m, n, 0, t, lt, ce, rows);
+        phases.push_back(pre);
+    }
     for (int pos : decode_pos) {
         const std::string ph = "decode step at position " + std::to_string(pos);
         run_phase(ph.c_str(), m, 1, pos, t, lt, ce, rows);
         phases.push_back(ph);
+    }
+    CK(cudaDeviceSynchronize());
+
+    // The per-kernel tables first, so they survive a failure in the graph section below.
+    std::printf("\n[%s] ceilings: copy %.0f GB/s (rw %.0f), GEMM %.0f TFLOP/s; %%floor = max(bytes/rw, flops/GEMM) / time\n",
+                prop.name, ce.copy_gbs, ce.rw_gbs, ce.gemm_tflops);
+    for (const auto& ph : phases) print_table(ph.c_str(), rows, ph, ce);
+    std::fflush(stdout);
+
+    // Whole-forward graphs over distinct per-layer weights.
+    std::vector<std::pair<std::string, ForwardGraph>> graphs;
+    {
+        const auto layers = make_layers(m, rng, t.s);
+        for (int n : prefill_sizes) graphs.push_back({"prefill " + std::to_string(n) + " tokens", time_forward_graph(m, layers, n, 0, lt, t)});
+        for (int pos : decode_pos)
+            graphs.push_back({"decode at position " + std::to_string(pos), time_forward_graph(m, layers, 1, pos, lt, t)});
     }
     CK(cudaDeviceSynchronize());
 
@@ -415,13 +622,22 @@ int main(int argc, char** argv) {
                                 {"median_us", r.ms * 1e3}, {"bytes", r.cost.bytes}, {"flops", r.cost.flops},
                                 {"floor_us", floor_ms(r.cost, ce) * 1e3}});
     }
+    std::printf("\nwhole forward, one CUDA graph, distinct weights per layer (kernels, ms, floor ms, floor/time)\n");
+    for (const auto& [name, fg] : graphs) {
+        if (!fg.ok) {
+            std::printf("%-28s failed\n", name.c_str());
+            continue;
+        }
+        const double fl = floor_ms(fg.cost, ce);
+        std::printf("%-28s %4d kernels %9.3f ms  floor %8.3f ms (%.2f GB, %.1f TFLOP)  %5.1f%%\n", name.c_str(),
+                    fg.kernels, fg.ms, fl, fg.cost.bytes / 1e9, fg.cost.flops / 1e12, 100.0 * fl / fg.ms);
+        j["forward_graphs"].push_back({{"name", name}, {"ms", fg.ms}, {"floor_ms", fl}, {"kernels", fg.kernels},
+                                       {"bytes", fg.cost.bytes}, {"flops", fg.cost.flops}});
+    }
     if (FILE* f = std::fopen(json_path.c_str(), "w")) {
         std::fputs(j.dump(1).c_str(), f);
         std::fclose(f);
     }
-    std::printf("\n[%s] ceilings: copy %.0f GB/s (rw %.0f), GEMM %.0f TFLOP/s; %%floor = max(bytes/rw, flops/GEMM) / time\n",
-                prop.name, ce.copy_gbs, ce.rw_gbs, ce.gemm_tflops);
-    for (const auto& ph : phases) print_table(ph.c_str(), rows, ph, ce);
     gemm_lt_destroy(lt);
     return 0;
 }

@@ -181,14 +181,7 @@ frost_status frost_stream_destroy(frost_stream* stream) {
     if (stream->capturing.load())
         return fail(FROST_ERR_STATE, "frost_stream_destroy: the stream is capturing a graph");
     frost_ctx* ctx = stream->ctx;
-    void* ev = nullptr;
-    // Drain without consuming the sticky error of other streams; this stream's own error dies
-    // with it.
-    if (ctx->backend->event_create(&ev) == FROST_OK) {
-        if (ctx->backend->event_record(ev, stream->handle) == FROST_OK)
-            (void)ctx->backend->event_sync(ev);
-        ctx->backend->event_destroy(ev);
-    }
+    // Drain; an unreported sticky error of this stream dies with it.
     (void)ctx->backend->stream_sync(stream->handle);
     {
         std::lock_guard<std::mutex> lock(ctx->mu);

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <mutex>
 
+#include "exec/objects.h"
+
 #include "frost/exec.h"
 
 namespace {
@@ -17,12 +19,18 @@ struct Gate {
 Gate g_gates[FROST_FAULT_KIND_COUNT];
 std::mutex g_arm_mutex;  // arming is rare; hits are lock-free
 
+// A C caller may pass any int; only 0 .. FROST_FAULT_KIND_COUNT-1 name a gate.
+bool valid_kind(const frost_fault_kind& kind) {
+    const int k = frost::exec::enum_value(kind);
+    return k >= 0 && k < FROST_FAULT_KIND_COUNT;
+}
+
 }  // namespace
 
 extern "C" {
 
 void frost_fault_arm(frost_fault_kind kind, uint64_t nth, int persistent) {
-    if (kind < 0 || kind >= FROST_FAULT_KIND_COUNT) return;
+    if (!valid_kind(kind)) return;
     std::lock_guard<std::mutex> lock(g_arm_mutex);
     g_gates[kind].calls = 0;
     g_gates[kind].persistent = persistent ? 1 : 0;
@@ -39,12 +47,12 @@ void frost_fault_clear(void) {
 }
 
 uint64_t frost_fault_calls(frost_fault_kind kind) {
-    if (kind < 0 || kind >= FROST_FAULT_KIND_COUNT) return 0;
+    if (!valid_kind(kind)) return 0;
     return g_gates[kind].calls.load();
 }
 
 int frost_fault_hit(frost_fault_kind kind) {
-    if (kind < 0 || kind >= FROST_FAULT_KIND_COUNT) return 0;
+    if (!valid_kind(kind)) return 0;
     Gate& g = g_gates[kind];
     const uint64_t n = ++g.calls;
     const uint64_t nth = g.nth.load();

@@ -155,6 +155,10 @@ struct RopeParams {
     int32_t head_dim;
     int32_t rotary_dim;
     float theta;
+    // 1: round each fp32 inv_freq to bf16 (round-to-nearest-even) before use. transformers does
+    // this implicitly when a model is cast with .to(bfloat16) (its inv_freq buffer is cast too),
+    // which is how the fixture goldens were made; 0: exact fp32 inv_freq.
+    int32_t inv_freq_bf16;
     int32_t max_rows;
     const StepCursor* cursor;
 };

@@ -26,6 +26,9 @@ struct EngineOptions {
     int sessions = 1;          // live BufferSets
     bool logits_all = false;   // keep the logits of every prefill row (eval); else last row only
     bool trace = false;        // copy named activations out after each step (debug, habit 7)
+    // RoPE inverse frequencies rounded to bf16, as transformers computes them for a model cast to
+    // bfloat16 (the fixture goldens were made that way); false = exact fp32 frequencies.
+    bool rope_inv_freq_bf16 = true;
 };
 
 struct SamplingConfig {
@@ -37,7 +40,7 @@ struct SamplingConfig {
 
 // One traced activation (options.trace): rows of the last step, [rows, width] fp32.
 struct TraceEntry {
-    std::string name;  // "embed", "attn_norm", "mixer_out", "ffn_norm", "layer_out", "final_norm"
+    std::string name;  // "embed" (layer -1); per layer "gdn_out" or "attn_out", "mixer_residual", "layer_out"
     int layer = -1;
     int width = 0;
     frost_buffer* buf = nullptr;  // [C_p, width]

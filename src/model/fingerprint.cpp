@@ -2,6 +2,7 @@
 #include "model/fingerprint.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -68,7 +69,16 @@ bool read_cache(const std::string& path, const nlohmann::json& keys, std::string
     }
 }
 
+// Writable for us AND marked writable: root passes access(W_OK) everywhere, but a folder whose
+// mode says read-only (shared fixtures, read-only model stores) must not receive a cache file.
+bool dir_writable(const std::string& dir) {
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0 || access(dir.c_str(), W_OK) != 0) return false;
+    return (st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) != 0;
+}
+
 bool write_cache(const std::string& dir, const nlohmann::json& keys, const std::string& hex) {
+    if (!dir_writable(dir)) return false;
     const std::string path = util::join_path(dir, kFingerprintCacheName);
     const std::string tmp = path + ".tmp." + std::to_string(getpid());
     nlohmann::json j = {{"format", kCacheFormat}, {"files", keys}, {"sha256", hex}};

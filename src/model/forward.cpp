@@ -119,6 +119,7 @@ struct ForwardRecorder {
         RopeParams rq{};
         rq.x = q; rq.row_stride = W; rq.head_stride = 2 * d; rq.heads = Hq; rq.head_dim = d;
         rq.rotary_dim = c().rotary_dim; rq.theta = static_cast<float>(c().rope_theta);
+        rq.inv_freq_bf16 = e->opts_.rope_inv_freq_bf16 ? 1 : 0;
         rq.max_rows = rows; rq.cursor = sp().cursor;
         FROST_TRY(ops::op_rope(st, rq, cost));
         RopeParams rk = rq;

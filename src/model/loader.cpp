@@ -1,6 +1,8 @@
-// Double-buffered weight upload: fill staging[k] with parallel preads, enqueue its async copies
-// and an event, switch to staging[k^1]; before refilling a staging buffer, wait for its event.
+// Weight upload: parallel preads into a pair of pinned staging buffers whose async host->device
+// copies overlap the next reads (GPU), or straight into the weight buffer when it is host memory.
 #include "model/loader.h"
+
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -133,47 +135,32 @@ struct Resources {
     frost_buffer* staging[2] = {nullptr, nullptr};
     frost_event* done[2] = {nullptr, nullptr};
     frost_buffer* weights = nullptr;
-    ~Resources() {
+    ~Resources() { release(); }
+    void release() {
         if (stream) frost_stream_sync(stream);
         for (auto* e : done) frost_event_destroy(e);
         for (auto* b : staging) frost_buffer_free(b);
         if (weights) frost_buffer_free(weights);
         frost_stream_destroy(stream);
+        stream = nullptr;
+        staging[0] = staging[1] = nullptr;
+        done[0] = done[1] = nullptr;
+        weights = nullptr;
     }
 };
 
-}  // namespace
-
-const UploadedTensor* UploadedWeights::find(const std::string& name) const {
-    auto it = tensors.find(name);
-    return it == tensors.end() ? nullptr : &it->second;
+void advise_huge_pages(void* p, size_t bytes) {
+    constexpr uintptr_t kHugePage = uintptr_t(2) << 20;
+    uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~(kHugePage - 1);
+    uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHugePage - 1);
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }
 
-frost_status UploadedWeights::release() {
-    frost_status s = frost_buffer_free(buffer);
-    buffer = nullptr;
-    tensors.clear();
-    return s;
-}
-
-frost_status upload_weights(frost_ctx* ctx, const ModelWeights& w, const WeightUploadOptions& opt, UploadedWeights* out) {
-    FROST_CHECK_ARG(ctx && out && w.checkpoint);
-    FROST_CHECK_ARG(opt.staging_bytes >= kWeightAlignment && opt.read_threads >= 1 && opt.read_chunk_bytes > 0);
-    const auto t0 = std::chrono::steady_clock::now();
-    FROST_TRY(w.checkpoint->check_intact());
-
-    std::map<std::string, size_t> index;
-    std::vector<Source> sources = gather(w, opt.include_mtp, &index);
-    size_t total = 0, payload = 0;
-    for (auto& s : sources) {
-        s.dst_offset = total;
-        total = align_up(total + s.bytes, kWeightAlignment);
-        payload += s.bytes;
-    }
-    if (total == 0) return fail(FROST_ERR_INVALID_ARG, "upload_weights: no tensors to upload");
-
-    Resources r;
-    FROST_TRY(frost_buffer_alloc(ctx, "weights", total, opt.space, &r.weights));
+// The GPU path: fill staging[k] with parallel preads, enqueue its async host->device copies and an
+// event, switch to staging[k^1]; before refilling a staging buffer, wait for its event.
+frost_status stage_and_copy(frost_ctx* ctx, const std::vector<Source>& sources, size_t payload,
+                            const WeightUploadOptions& opt, Resources& r, util::Progress* bar, uint64_t* from_files,
+                            uint64_t* from_memory) {
     const size_t staging = std::min(align_up(opt.staging_bytes, kWeightAlignment), align_up(payload, kWeightAlignment));
     FROST_TRY(frost_stream_create(ctx, 0, &r.stream));
     for (int k = 0; k < 2; ++k) {
@@ -184,9 +171,7 @@ frost_status upload_weights(frost_ctx* ctx, const ModelWeights& w, const WeightU
 
     // Walk the tensors in order, cutting them into staging-sized fills (a large tensor spans
     // several fills; many small ones share one).
-    util::Progress bar("loading weights", payload, opt.progress);
     size_t si = 0, s_off = 0;
-    uint64_t from_files = 0, from_memory = 0;
     bool used[2] = {false, false};
     for (int k = 0; si < sources.size(); k ^= 1) {
         if (used[k]) FROST_TRY(frost_event_sync(r.done[k]));  // its previous copies have finished
@@ -208,15 +193,54 @@ frost_status upload_weights(frost_ctx* ctx, const ModelWeights& w, const WeightU
         for (const auto& p : pieces) {
             FROST_TRY(frost_buffer_copy(r.weights, p.src->dst_offset + p.src_off, r.staging[k], p.staging_off, p.bytes,
                                         r.stream));
-            (p.src->fd >= 0 ? from_files : from_memory) += p.bytes;
+            (p.src->fd >= 0 ? *from_files : *from_memory) += p.bytes;
         }
         FROST_TRY(frost_event_record(r.done[k], r.stream));
         used[k] = true;
-        bar.add(fill);
+        bar->add(fill);
     }
     FROST_TRY(frost_stream_sync(r.stream));
-    bar.finish();
+    bar->finish();
 
+    return FROST_OK;
+}
+
+frost_status upload_into(frost_ctx* ctx, const ModelWeights& w, const WeightUploadOptions& opt, Resources& r,
+                         UploadedWeights* out) {
+    FROST_CHECK_ARG(opt.staging_bytes >= kWeightAlignment && opt.read_threads >= 1 && opt.read_chunk_bytes > 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    FROST_TRY(w.checkpoint->check_intact());
+
+    std::map<std::string, size_t> index;
+    std::vector<Source> sources = gather(w, opt.include_mtp, &index);
+    size_t total = 0, payload = 0;
+    for (auto& s : sources) {
+        s.dst_offset = total;
+        total = align_up(total + s.bytes, kWeightAlignment);
+        payload += s.bytes;
+    }
+    if (total == 0) return fail(FROST_ERR_INVALID_ARG, "upload_weights: no tensors to upload");
+
+    FROST_TRY(frost_buffer_alloc(ctx, "weights", total, opt.space, &r.weights));
+    util::Progress bar("loading weights", payload, opt.progress);
+    uint64_t from_files = 0, from_memory = 0;
+    if (opt.direct_when_host && frost_ctx_backend(ctx) == FROST_BACKEND_CPU) {
+        // One fill covering every tensor, read in place: pieces address the weight buffer itself.
+        // Fresh host memory costs one page fault per 4 KiB on first touch; transparent huge pages
+        // (a hint, ignored where unavailable) cut that by 512x for a multi-GB buffer.
+        advise_huge_pages(frost_buffer_ptr(r.weights), total);
+        std::vector<Piece> pieces;
+        for (const auto& s : sources) {
+            pieces.push_back({&s, 0, s.bytes, s.dst_offset});
+            (s.fd >= 0 ? from_files : from_memory) += s.bytes;
+        }
+        FROST_TRY(read_pieces(pieces, static_cast<uint8_t*>(frost_buffer_ptr(r.weights)), opt.read_threads,
+                              opt.read_chunk_bytes));
+        bar.set(payload);
+        bar.finish();
+    } else {
+        FROST_TRY(stage_and_copy(ctx, sources, payload, opt, r, &bar, &from_files, &from_memory));
+    }
     UploadedWeights u;
     u.buffer = r.weights;
     for (const auto& s : sources) u.tensors[s.name] = UploadedTensor{r.weights, s.dst_offset, s.bytes, s.dtype};
@@ -227,6 +251,33 @@ frost_status upload_weights(frost_ctx* ctx, const ModelWeights& w, const WeightU
     r.weights = nullptr;  // ownership moves to *out
     *out = std::move(u);
     return FROST_OK;
+}
+
+}  // namespace
+
+const UploadedTensor* UploadedWeights::find(const std::string& name) const {
+    auto it = tensors.find(name);
+    return it == tensors.end() ? nullptr : &it->second;
+}
+
+frost_status UploadedWeights::release() {
+    frost_status s = frost_buffer_free(buffer);
+    buffer = nullptr;
+    tensors.clear();
+    return s;
+}
+
+frost_status upload_weights(frost_ctx* ctx, const ModelWeights& w, const WeightUploadOptions& opt, UploadedWeights* out) {
+    FROST_CHECK_ARG(ctx && out && w.checkpoint);
+    Resources r;
+    frost_status s = upload_into(ctx, w, opt, r, out);
+    if (s != FROST_OK) {
+        // Releasing makes frost calls, which reset the thread's last error: keep the cause.
+        std::string cause = last_error();
+        r.release();
+        set_last_error(cause);
+    }
+    return s;
 }
 
 }  // namespace frost::model

@@ -20,6 +20,9 @@ struct WeightUploadOptions {
     size_t read_chunk_bytes = size_t(8) << 20;  // one pread's size (a job for one thread)
     bool include_mtp = false;                // also upload every mtp.* tensor
     bool progress = true;                    // progress bar on stderr (tty only, loads > 1 s)
+    // When the weight buffer is host-addressable (CPU backend) read straight into it with the
+    // same parallel preads, skipping the staging copy that only DMA to a GPU needs.
+    bool direct_when_host = true;
 };
 
 struct UploadedTensor {

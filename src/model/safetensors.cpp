@@ -44,11 +44,35 @@ struct StrictJson {
     std::string parse_error;
 };
 
+// Maximum bracket nesting of the text, skipping string contents. Run before parsing so a header of
+// 10^8 '[' is refused in one pass instead of being built into a DOM.
+int max_nesting(const char* p, const char* end) {
+    int depth = 0, deepest = 0;
+    bool in_string = false;
+    for (; p < end; ++p) {
+        if (in_string) {
+            if (*p == '\\') ++p;
+            else if (*p == '"') in_string = false;
+        } else if (*p == '"') {
+            in_string = true;
+        } else if (*p == '[' || *p == '{') {
+            deepest = std::max(deepest, ++depth);
+        } else if (*p == ']' || *p == '}') {
+            --depth;
+        }
+    }
+    return deepest;
+}
+
 bool parse_strict_json(const char* begin, const char* end, StrictJson* out) {
+    if (max_nesting(begin, end) > kMaxHeaderDepth) {
+        out->too_deep = true;
+        out->parse_error = "nesting deeper than " + std::to_string(kMaxHeaderDepth) + " levels";
+        return false;
+    }
     std::vector<std::set<std::string>> keys_stack;
-    auto cb = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+    auto cb = [&](int /*depth*/, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
         using E = nlohmann::json::parse_event_t;
-        if (depth > kMaxHeaderDepth) out->too_deep = true;
         if (ev == E::object_start) keys_stack.emplace_back();
         else if (ev == E::object_end && !keys_stack.empty()) keys_stack.pop_back();
         else if (ev == E::key && !keys_stack.empty()) {
@@ -163,10 +187,10 @@ frost_status parse_safetensors_prefix(const uint8_t* prefix, size_t prefix_size,
 
     StrictJson js;
     if (!parse_strict_json(json_begin, json_end, &js))
-        return corrupt(source, "header is not valid JSON/UTF-8: " + js.parse_error);
+        return corrupt(source, js.too_deep ? "header nests deeper than a safetensors header can"
+                                           : "header is not valid JSON/UTF-8: " + js.parse_error);
     if (!js.duplicate_key.empty())
         return corrupt(source, "duplicate key '" + js.duplicate_key + "' in header");
-    if (js.too_deep) return corrupt(source, "header nests deeper than a safetensors header can");
     if (!js.value.is_object()) return corrupt(source, "header is not a JSON object");
 
     out->header_bytes = n;

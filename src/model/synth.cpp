@@ -67,16 +67,28 @@ uint64_t name_seed(uint64_t seed, const std::string& name) {
     return h;
 }
 
-float draw(Init init, int64_t fan_in, float embed_std, uint64_t* s) {
-    const double u = uniform01(s);
-    const double sym = 2.0 * u - 1.0;  // U(-1, 1), std 1/sqrt(3)
+// Half-width of the uniform distribution for the "scaled symmetric" inits (std = width/sqrt(3)).
+double uniform_half_width(Init init, int64_t fan_in, double embed_std) {
     const double kSqrt3 = std::sqrt(3.0);
     switch (init) {
-        case Init::Linear: return float(sym * kSqrt3 / std::sqrt(double(fan_in)));
-        case Init::Conv: return float(sym * kSqrt3 / std::sqrt(double(kConvKernel)));
-        case Init::Embed: return float(sym * kSqrt3 * embed_std);
-        case Init::ZeroNorm: return float(0.1 * sym);
-        case Init::OneNorm: return float(1.0 + 0.1 * sym);
+        case Init::Linear: return kSqrt3 / std::sqrt(double(fan_in));
+        case Init::Conv: return kSqrt3 / std::sqrt(double(kConvKernel));
+        case Init::Embed: return kSqrt3 * embed_std;
+        case Init::ZeroNorm:
+        case Init::OneNorm: return 0.1;
+        default: return 1.0;
+    }
+}
+
+float draw(Init init, double half_width, uint64_t* s) {
+    const double u = uniform01(s);
+    const double sym = 2.0 * u - 1.0;  // U(-1, 1)
+    switch (init) {
+        case Init::Linear:
+        case Init::Conv:
+        case Init::Embed:
+        case Init::ZeroNorm: return float(sym * half_width);
+        case Init::OneNorm: return float(1.0 + sym * half_width);
         case Init::ALog: return float(std::log(1.0 + 15.0 * u));
         case Init::DtBias: {
             double dt = std::exp(std::log(1e-3) + u * (std::log(1e-1) - std::log(1e-3)));
@@ -166,10 +178,11 @@ frost_status write_shard(const std::string& path, const std::vector<const Planne
     for (size_t i = 0; s == FROST_OK && i < ts.size(); ++i) {
         const PlannedTensor& t = *ts[i];
         uint64_t rng = name_seed(seed, t.name);
+        const double half_width = uniform_half_width(t.init, t.fan_in, embed_std);
         uint64_t left = t.bytes / sizeof(uint16_t);
         while (s == FROST_OK && left > 0) {
             size_t n = size_t(std::min<uint64_t>(left, kChunkElems));
-            for (size_t j = 0; j < n; ++j) chunk[j] = util::f32_to_bf16(draw(t.init, t.fan_in, embed_std, &rng));
+            for (size_t j = 0; j < n; ++j) chunk[j] = util::f32_to_bf16(draw(t.init, half_width, &rng));
             s = write_all(fd, chunk.data(), n * sizeof(uint16_t), tmp);
             left -= n;
             bar->add(n * sizeof(uint16_t));

@@ -85,6 +85,8 @@ RobotCapsule* EpisodeHost::capsule(uint64_t seed) const {
 }
 
 frost_status EpisodeHost::reset(uint64_t seed) {
+    // A failed reset leaves no runnable episode (the state may be half restored).
+    started_ = false;
     // Nothing of the previous episode may still be reading or writing the state buffers.
     FROST_TRY(frost_stream_sync(s_critic_));
     FROST_TRY(frost_stream_sync(s_policy_));

@@ -48,7 +48,8 @@ public:
     frost_status warm_up();
     // Starts episode `seed`. The first time for a seed it writes the initial state and snapshots
     // it into that seed's episode-initial capsule; afterwards it restores that capsule (a reset).
-    // Blocking. Clears the interrupt flag and the tick counter.
+    // Blocking. Clears the interrupt flag and the tick counter. On failure (e.g. an injected copy
+    // fault) no episode runs until a later reset succeeds.
     frost_status reset(uint64_t seed);
     // One tick. obs: [obs_dim] f32 host (always copied into the obs port: never from a capsule);
     // action: [horizon * action_dim] f32 host output. FROST_ERR_STATE if the episode has ended.

@@ -3,6 +3,7 @@
 
 #include "exec/error.h"
 #include "robot/policy_ops.h"
+#include "robot/weights_file.h"
 
 namespace frost::robot {
 
@@ -63,8 +64,12 @@ frost_status Policy::create(frost_ctx* ctx, const std::string& name, const Polic
     p->cfg_ = cfg;
     p->name_ = name;
     const MlpShape shape{cfg.mlp_in(), cfg.hidden, cfg.chunk(), cfg.act};
-    FROST_TRY(Mlp::create(ctx, name + ".mlp", shape,
-                          mlp_synthetic_weights(shape, cfg.weight_seed, cfg.out_gain), s, &p->mlp_));
+    MlpHostWeights weights;
+    if (cfg.weights_file.empty())
+        weights = mlp_synthetic_weights(shape, cfg.weight_seed, cfg.out_gain);
+    else
+        FROST_TRY(load_mlp_weights(cfg.weights_file, name + ".mlp", shape, &weights));
+    FROST_TRY(Mlp::create(ctx, name + ".mlp", shape, std::move(weights), s, &p->mlp_));
     FROST_TRY(frost_graph_create(ctx, (name + ".step").c_str(), 1, &p->graph_));
 
     const size_t f = sizeof(float);

@@ -28,6 +28,9 @@ struct PolicyConfig {
     float max_period = 10000.0f;
     float out_gain = 1.0f;       // scale of the velocity head's weights
     uint64_t weight_seed = 1;
+    // Safetensors file with tensors "<policy name>.mlp.{w1,b1,g1,w2,b2,w3,b3}" (F32); empty =
+    // synthetic weights drawn from weight_seed.
+    std::string weights_file;
     kernels::PolicyAct act = kernels::PolicyAct::silu;
 
     int32_t chunk() const { return horizon * action_dim; }

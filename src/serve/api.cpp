@@ -3,10 +3,13 @@
 #include "serve/api.h"
 
 #include <chrono>
+#include <cmath>
+#include <optional>
 
 #include "exec/error.h"
 #include "serve/http_route.h"
 #include "serve/ids.h"
+#include "serve/json_guard.h"
 
 namespace frost::serve {
 
@@ -14,6 +17,7 @@ using nlohmann::json;
 
 namespace {
 constexpr const char* kCapsulesPrefix = "/v1/capsules";
+constexpr double kMaxTtlSeconds = 30.0 * 24 * 3600;
 
 int64_t unix_now() {
     return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -100,7 +104,7 @@ HttpOut Api::handle(const HttpIn& in) {
         return out;
     }
     if (path == "/v1/claims") return claims(route.query, owner);
-    if (path.rfind(kCapsulesPrefix, 0) == 0) return capsules(in.method, path, owner);
+    if (path.rfind(kCapsulesPrefix, 0) == 0) return capsules(in, path, owner);
     return error_reply(make_error(404, "invalid_request_error", "not_found", "no route " + path));
 }
 
@@ -120,7 +124,7 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
         ChatRender r;
         r.messages = job->req.messages;
         r.tools = job->req.tools;
-        r.enable_thinking = job->req.enable_thinking.value_or(true);
+        r.enable_thinking = job->req.enable_thinking;
         std::string text;
         if (text_.render_chat(r, &text) != FROST_OK)
             return error_reply(invalid_field("messages", "cannot render the chat template: " + last_error()));
@@ -161,8 +165,10 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
     return out;
 }
 
-HttpOut Api::capsules(const std::string& method, const std::string& path, const std::string& owner) {
-    // /v1/capsules, /v1/capsules/{id}, /v1/capsules/{id}/{pin|unpin}
+HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::string& owner) {
+    // GET /v1/capsules; GET|DELETE /v1/capsules/{id}; POST /v1/capsules/{id} with any of
+    // {"pinned": bool, "priority": int, "ttl_s": number}; POST /v1/capsules/{id}/{pin|unpin}.
+    const std::string& method = in.method;
     std::string rest = path.substr(std::string(kCapsulesPrefix).size());
     std::string id, verb;
     if (!rest.empty()) {
@@ -181,6 +187,28 @@ HttpOut Api::capsules(const std::string& method, const std::string& path, const 
         });
         return json_reply(200, json{{"object", "list"}, {"data", list}});
     }
+    // Updates are validated before the engine thread sees them.
+    std::optional<bool> set_pin;
+    std::optional<int> set_prio;
+    std::optional<double> set_ttl;
+    if (verb.empty() && method == "POST") {
+        json upd;
+        ApiError err;
+        if (!parse_json_body(in.body, cfg_.limits.max_depth, &upd, &err)) return error_reply(err);
+        for (auto it = upd.begin(); it != upd.end(); ++it) {
+            const std::string& k = it.key();
+            const json& v = it.value();
+            if (k == "pinned" && v.is_boolean()) set_pin = v.get<bool>();
+            else if (k == "priority" && v.is_number_integer() && v.get<int64_t>() >= -1000 && v.get<int64_t>() <= 1000)
+                set_prio = int(v.get<int64_t>());
+            else if (k == "ttl_s" && v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0 &&
+                     v.get<double>() <= kMaxTtlSeconds)
+                set_ttl = v.get<double>();
+            else
+                return error_reply(invalid_field(k, "expected pinned (bool), priority (int in [-1000, 1000]) or "
+                                                    "ttl_s (seconds, 0 = none)"));
+        }
+    }
     int status = 404;
     json body;
     const ApiError not_found = make_error(404, "invalid_request_error", "capsule_not_found", "no capsule '" + id + "'");
@@ -193,6 +221,12 @@ HttpOut Api::capsules(const std::string& method, const std::string& path, const 
         } else if (verb.empty() && method == "DELETE") {
             status = s.remove(id, owner) == FROST_OK ? 200 : 409;
             body = json{{"id", id}, {"deleted", status == 200}};
+        } else if (verb.empty() && method == "POST") {
+            status = 200;
+            if (set_pin && s.set_pinned(id, owner, *set_pin) != FROST_OK) status = 409;
+            if (set_prio) s.set_priority(id, owner, *set_prio);
+            if (set_ttl) s.set_ttl(id, owner, *set_ttl);
+            if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2);
         } else if ((verb == "pin" || verb == "unpin") && method == "POST") {
             status = s.set_pinned(id, owner, verb == "pin") == FROST_OK ? 200 : 409;
             if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2);

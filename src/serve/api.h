@@ -52,7 +52,7 @@ public:
 
 private:
     HttpOut generate(Endpoint ep, const HttpIn& in, const std::string& owner);
-    HttpOut capsules(const std::string& method, const std::string& path, const std::string& owner);
+    HttpOut capsules(const HttpIn& in, const std::string& path, const std::string& owner);
     HttpOut claims(const std::string& query, const std::string& owner);
     // "" when unauthorised; otherwise the owner scope of the presented key.
     std::string owner_of(const std::string& authorization) const;

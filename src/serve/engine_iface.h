@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,12 @@
 #include "serve/claim_log.h"
 
 namespace frost::serve {
+
+#define FROST_TRY_IFACE(expr)                  \
+    do {                                       \
+        frost_status s_ = (expr);              \
+        if (s_ != FROST_OK) return s_;         \
+    } while (0)
 
 struct Sampling {
     float temperature = 1.0f;  // <= 0: greedy
@@ -47,11 +54,24 @@ public:
     // Capsules. Engines without capsule support return FROST_ERR_UNSUPPORTED from snapshot and
     // the server then plans with live state only.
     virtual bool capsules_supported() const { return false; }
-    // Bytes a snapshot of the slot would take now.
-    virtual uint64_t capsule_bytes(int slot) const { return 0; }
+    // Whether prefill_snapshot() from position `from` to `to` can freeze a capsule (engines with
+    // an alignment unit A can only when floor(to/A)*A is past `from`).
+    virtual bool snapshot_possible(size_t from, size_t to) const { return capsules_supported() && to > from; }
+    // Bytes a capsule at boundary `tokens` would take (the store reserves this much first).
+    virtual uint64_t capsule_bytes_at(size_t tokens) const { return 0; }
     // Freezes the slot's committed state onto `tier`; *handle names it for the other calls.
     virtual frost_status snapshot(int slot, Tier tier, uint64_t* handle, uint64_t* bytes) {
         return FROST_ERR_UNSUPPORTED;
+    }
+    // prefill() that also freezes a capsule of the state after ids (engines with an alignment
+    // unit store it at the aligned boundary and re-prefill the rest on restore). *handle = 0
+    // when no capsule could be taken here; the prefill happened either way when OK is returned.
+    virtual frost_status prefill_snapshot(int slot, const int32_t* ids, size_t n, Tier tier, int32_t* next,
+                                          uint64_t* handle, uint64_t* bytes) {
+        *handle = 0;
+        FROST_TRY_IFACE(prefill(slot, ids, n, next));
+        if (snapshot(slot, tier, handle, bytes) != FROST_OK) *handle = 0;
+        return FROST_OK;
     }
     // Copies the capsule into the slot's live buffers; position = the capsule's boundary.
     virtual frost_status restore(uint64_t handle, int slot) { return FROST_ERR_UNSUPPORTED; }
@@ -70,7 +90,7 @@ public:
 struct ChatRender {
     nlohmann::json messages;   // validated OpenAI messages
     nlohmann::json tools;      // array (may be empty)
-    bool enable_thinking = true;
+    std::optional<bool> enable_thinking;  // unset: the template's default
     bool add_generation_prompt = true;
 };
 

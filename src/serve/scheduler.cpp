@@ -353,33 +353,38 @@ bool Scheduler::start_choice(Active& a) {
     return true;
 }
 
-void Scheduler::maybe_snapshot(Active& a) {
+bool Scheduler::prefill_and_snapshot(Active& a, size_t end, int32_t* next) {
     Job& job = *a.job;
     Slot& slot = slots_[size_t(a.slot)];
-    if (!engine_.capsules_supported()) return;
-    const std::vector<int32_t>& ids = slot.journal;
+    std::vector<int32_t> ids(job.prompt.begin(), job.prompt.begin() + long(end));
     const Digest d = token_digest(ids.data(), ids.size());
+    bool held = !engine_.snapshot_possible(a.pos, end);
     for (const auto* c : store_->list(job.owner))
-        if (c->digest == d && c->tokens == ids) return;  // already held
+        if (c->digest == d && c->tokens == ids) held = true;
+    if (held) return engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, next) == FROST_OK;
     CapsuleRequest req;
     req.id = new_id("cap");
     req.owner = job.owner;
-    req.bytes = engine_.capsule_bytes(a.slot);
+    req.bytes = engine_.capsule_bytes_at(end);
     req.tier = Tier::Device;
     req.pinned = job.req.pin_prefix;
-    req.tokens = ids;
+    req.tokens = std::move(ids);
     req.session_id = job.req.session_id;
     req.request_id = job.id;
     Tier placed;
     std::vector<std::string> blocking;
     if (store_->admit(req, &placed, &blocking) != FROST_OK) {
-        update_store_metrics();
-        return;  // refused (logged with blocking ids); the request itself goes on
+        update_store_metrics();  // refused (logged with blocking ids); the request itself goes on
+        return engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, next) == FROST_OK;
     }
     uint64_t handle = 0, bytes = 0;
-    if (engine_.snapshot(a.slot, placed, &handle, &bytes) != FROST_OK) store_->abandon(req.id, "snapshot failed: " + last_error());
-    else store_->materialize(req.id, handle, bytes);
+    const frost_status st =
+        engine_.prefill_snapshot(a.slot, job.prompt.data() + a.pos, end - a.pos, placed, next, &handle, &bytes);
+    if (st == FROST_OK && handle != 0) store_->materialize(req.id, handle, bytes);
+    else store_->abandon(req.id, st == FROST_OK ? "no capsule at this boundary" : "prefill failed");
     update_store_metrics();
+    (void)slot;
+    return st == FROST_OK;
 }
 
 bool Scheduler::prefill_step(Active& a) {
@@ -390,13 +395,15 @@ bool Scheduler::prefill_step(Active& a) {
                       job.history_boundary < job.prompt.size();
     if (snap) end = std::min(end, job.history_boundary);
     int32_t next = -1;
-    if (engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, &next) != FROST_OK) {
+    const bool ok = (snap && end == job.history_boundary)
+                        ? prefill_and_snapshot(a, end, &next)
+                        : engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, &next) == FROST_OK;
+    if (!ok) {
         fail_job(a, make_error(500, "server_error", "engine_error", "prefill failed: " + last_error()), true);
         return false;
     }
     slot.journal.insert(slot.journal.end(), job.prompt.begin() + long(a.pos), job.prompt.begin() + long(end));
     a.pos = end;
-    if (snap && a.pos == job.history_boundary) maybe_snapshot(a);
     if (a.pos < job.prompt.size()) return true;
     return handle_token(a, next);
 }

@@ -91,7 +91,8 @@ private:
     void emit(Active& a, const std::string& text);
     void fail_job(Active& a, const ApiError& e, bool state_unknown);
     void release(Active& a);
-    void maybe_snapshot(Active& a);
+    // Prefills prompt[pos, end) and freezes the state at `end` as a capsule (auto prefix reuse).
+    bool prefill_and_snapshot(Active& a, size_t end, int32_t* next);
     void update_store_metrics();
 
     EngineIface& engine_;

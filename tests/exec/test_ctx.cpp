@@ -218,6 +218,63 @@ TEST_P(ExecCtxP, NullArgumentsAreInvalidArgWithMessage) {
     EXPECT_EQ(frost_graph_has_variant(nullptr, 1), 0);
 }
 
+// The ctx may be used from several threads, each feeding its own stream: allocations, copies,
+// captures and replays interleave and every thread still sees its own results.
+frost_status record_count_cell(void* user, frost_stream* s) {
+    const CountArgs a{static_cast<uint64_t*>(user)};
+    return frost_launch_host(s, count_fn, &a, sizeof a);
+}
+
+TEST_P(ExecCtxP, ThreadsShareACtxEachWithItsOwnStream) {
+    constexpr int kThreads = 4, kRounds = 20;
+    constexpr size_t kBytes = 512;
+    // Captured up front: a buffer free drains every stream of the ctx, which must not meet a
+    // capture in progress on another thread.
+    std::vector<frost_stream*> streams(kThreads);
+    std::vector<frost_graph*> graphs(kThreads);
+    std::vector<uint64_t> counters(kThreads, 0);
+    for (int t = 0; t < kThreads; ++t) {
+        FROST_ASSERT_OK(frost_stream_create(ctx, t, &streams[t]));
+        FROST_ASSERT_OK(frost_graph_create(ctx, "g", 2, &graphs[t]));
+        FROST_ASSERT_OK(frost_graph_capture(graphs[t], 1, streams[t], record_count_cell, &counters[t]));
+    }
+    std::vector<std::string> errors(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+        threads.emplace_back([&, t] {
+            auto check = [&](frost_status st, const char* what) {
+                if (st != FROST_OK && errors[t].empty()) errors[t] = std::string(what) + ": " + frost_last_error();
+                return st == FROST_OK;
+            };
+            frost_stream* s = streams[t];
+            for (int r = 0; r < kRounds; ++r) {
+                frost_buffer *h = nullptr, *d = nullptr, *back = nullptr;
+                if (!check(frost_buffer_alloc(ctx, "h", kBytes, FROST_SPACE_HOST, &h), "alloc h") ||
+                    !check(frost_buffer_alloc(ctx, "d", kBytes, FROST_SPACE_DEVICE, &d), "alloc d") ||
+                    !check(frost_buffer_alloc(ctx, "back", kBytes, FROST_SPACE_HOST, &back), "alloc back"))
+                    return;
+                std::memset(frost_buffer_ptr(h), t * kRounds + r, kBytes);
+                check(frost_buffer_copy(d, 0, h, 0, kBytes, s), "h2d");
+                check(frost_buffer_copy(back, 0, d, 0, kBytes, s), "d2h");
+                check(frost_graph_replay(graphs[t], 1, s), "replay");
+                check(frost_stream_sync(s), "sync");
+                if (std::memcmp(frost_buffer_ptr(back), frost_buffer_ptr(h), kBytes) != 0 && errors[t].empty())
+                    errors[t] = "round trip mismatch in round " + std::to_string(r);
+                check(frost_buffer_free(h), "free h");
+                check(frost_buffer_free(d), "free d");
+                check(frost_buffer_free(back), "free back");
+            }
+        });
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < kThreads; ++t) {
+        EXPECT_EQ(errors[t], "") << "thread " << t;
+        EXPECT_EQ(counters[t], static_cast<uint64_t>(kRounds)) << "thread " << t;
+        FROST_EXPECT_OK(frost_graph_destroy(graphs[t]));
+        FROST_EXPECT_OK(frost_stream_destroy(streams[t]));
+    }
+    EXPECT_TRUE(same_stats(stats(), baseline)) << stats_str(stats());
+}
+
 TEST_P(ExecCtxP, DestroyWithPendingWorkAndLiveObjectsReleasesEverything) {
     frost_ctx* c = nullptr;
     FROST_ASSERT_OK(frost_ctx_create(GetParam(), 0, &c));

@@ -140,7 +140,7 @@ TEST(CudaElementwise, ArgmaxPicksLowestIndexOfMaximum) {
         Dev<int32_t> dn(std::vector<int32_t>{rows}), tok(1);
         StepCursor c{};
         Dev<StepCursor> dc(std::vector<StepCursor>{c});
-        kernels::SampleArgmaxParams p{dl.get(), vocab, vocab, 1, dn.get(), work.get(), dc.get(), tok.get()};
+        kernels::SampleArgmaxParams p{dl.get(), vocab, vocab, 1, dn.get(), work.get(), dc.get(), tok.get(), 0};
         CUDA_OK(kernels::sample_argmax_launch(p, nullptr));
         EXPECT_EQ(tok.download()[0], std::min(a, b));
         EXPECT_EQ(dc.download()[0].last_token, std::min(a, b));

@@ -8,6 +8,7 @@ TEST(CudaGdn, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #else
 #include <cmath>
 
+#include "kernels/cpu/kernels.h"
 #include "kernels/cuda/lm_kernels.h"
 #include "kernels/cuda_test_util.h"
 
@@ -148,6 +149,44 @@ TEST(CudaGdn, ChunkedMatchesRecurrenceOffGrid) {
     // 150 rows from position 21: chunks of 43, 64, 43; then decode steps; then a chunk that
     // starts off the grid again and crosses it.
     run_pieces({{150, true}, {1, false}, {2, false}, {100, true}, {64, true}}, 21, "GdnChunked");
+}
+
+// The engine's CPU reference (cpu/gdn.cpp) and this kernel agree on the chunk grid and the math.
+TEST(CudaGdn, ChunkedMatchesCpuReference) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("GdnVsCpu");
+    const int T = 200, pos = 21, max_rows = 256;
+    const Inputs in = make_inputs(rng, T);
+    auto s0 = uniform(rng, Hv * D * D, -0.2f, 0.2f, false);
+    Rig rig{Dev<uint16_t>(to_bf(in.qkv)), Dev<float>(in.beta), Dev<float>(in.g), Dev<float>(s0),
+            Dev<uint16_t>(max_rows * Hv * D), Dev<float>(work_floats(max_rows)), Dev<StepCursor>(1), max_rows};
+    StepCursor c{};
+    c.pos = pos;
+    c.n_tokens = T;
+    rig.cursor.upload(std::vector<StepCursor>{c});
+    CUDA_OK(kernels::gdn_chunk_launch(rig.params(0), nullptr));
+    std::vector<float> state = s0, o(static_cast<size_t>(T) * Hv * D, NAN);
+    kernels::GdnParams cp{};
+    cp.q = in.qkv.data();
+    cp.k = in.qkv.data() + Hk * D;
+    cp.v = in.qkv.data() + 2 * Hk * D;
+    cp.beta = in.beta.data();
+    cp.g = in.g.data();
+    cp.state = state.data();
+    cp.o = o.data();
+    cp.qk_row_stride = kStride;
+    cp.Hk = Hk;
+    cp.Hv = Hv;
+    cp.dk = D;
+    cp.dv = D;
+    cp.chunk = kernels::kGdnChunk;
+    cp.max_rows = T;
+    cp.cursor = &c;
+    ASSERT_EQ(kernels::cpu::gdn_chunked(cp), FROST_OK);
+    const auto got = from_bf(rig.o.download());
+    EXPECT_LE(rel_l2(std::vector<double>(o.begin(), o.end()), std::vector<float>(got.begin(), got.begin() + o.size())),
+              kBf16Tol);
+    EXPECT_LE(rel_l2(std::vector<double>(state.begin(), state.end()), rig.state.download()), kStateTol);
 }
 
 TEST(CudaGdn, ChunkedIsDeterministic) {

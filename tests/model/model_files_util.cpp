@@ -4,6 +4,8 @@
 
 #include <sys/stat.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -46,9 +48,23 @@ std::string random_bytes(size_t n) {
     return s;
 }
 
+// Temp folders made by a test process are removed when it exits (set FROST_KEEP_TEMP to keep).
+std::vector<std::string>& temp_dirs() {
+    static std::vector<std::string> dirs;
+    return dirs;
+}
+
+void remove_temp_dirs() {
+    if (std::getenv("FROST_KEEP_TEMP")) return;
+    std::error_code ec;
+    for (const auto& d : temp_dirs()) std::filesystem::remove_all(d, ec);
+}
+
 std::string make_temp_dir(const std::string& tag) {
     std::string tmpl = "/tmp/frost_" + tag + "_XXXXXX";
     if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    if (temp_dirs().empty()) std::atexit(remove_temp_dirs);
+    temp_dirs().push_back(tmpl);
     return tmpl;
 }
 

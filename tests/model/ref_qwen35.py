@@ -1,3 +1,8 @@
+# Independent float64 numpy forward of a Qwen3.5 dense hybrid checkpoint, written from
+# shared/design/model-qwen35.md §4 (sequential gated delta rule, fp32 norms, fp32 rope angles
+# from bf16-rounded inverse frequencies as in the fixture goldens). Debug tool, not run by ctest:
+# prints the relative L2 error against the golden logits of the first T prompt positions.
+# usage: ref_qwen35.py FIXTURE_DIR T
 import json, struct, numpy as np, sys
 d = sys.argv[1]; T = int(sys.argv[2])
 f=open(d+'/model.safetensors','rb'); n=struct.unpack('<Q',f.read(8))[0]; h=json.loads(f.read(n)); base=8+n
@@ -48,6 +53,8 @@ for l,kind in enumerate(cfg['layer_types']):
         rd=int(hd*cfg.get('partial_rotary_factor',cfg['rope_parameters']['partial_rotary_factor']))
         theta=cfg['rope_parameters']['rope_theta']
         inv=(1.0/(np.float32(theta)**(np.arange(0,rd,2).astype(np.float32)/np.float32(rd)))).astype(np.float32)
+        # transformers' .to(bfloat16) also casts the inv_freq buffer: round to bf16 (ties to even)
+        u=inv.view(np.uint32).astype(np.uint64); u=((u+0x7FFF+((u>>16)&1))>>16)<<16; inv=u.astype(np.uint32).view(np.float32)
         ang=(np.arange(T).astype(np.float32)[:,None]*inv[None,:]).astype(np.float32)
         cos=np.cos(np.concatenate([ang,ang],-1)).astype(np.float64); sin=np.sin(np.concatenate([ang,ang],-1)).astype(np.float64)
         def rope(x):

@@ -58,11 +58,6 @@ frost_status FakeEngine::decode(int slot, int32_t* next) {
     return FROST_OK;
 }
 
-uint64_t FakeEngine::capsule_bytes(int slot) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return 1000 + 4 * slots_[size_t(slot)].committed.size();
-}
-
 frost_status FakeEngine::snapshot(int slot, Tier, uint64_t* handle, uint64_t* bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     *handle = next_handle_++;

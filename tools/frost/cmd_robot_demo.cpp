@@ -37,9 +37,10 @@ constexpr const char* kUsage =
     "  --seeds     distinct episode seeds (default 2)\n"
     "  --json      print one JSON object instead of the table\n"
     "  --backend   cpu (default) or cuda\n"
-    "One extra episode is interrupted from another thread after 3 ticks; its actions must equal\n"
-    "the first 3 chunks of its seed. Exit code 1 if a digest, the interrupt prefix or the capture\n"
-    "count disagrees.";
+    "One extra episode (seed 1, a capsule reset) is interrupted from another thread after\n"
+    "min(3, T - 1) ticks; its chunks must equal the first chunks of episode 0. A planner -> actor\n"
+    "hand-off run (1:4, one interrupt) follows. Exit code 1 if a digest, the interrupt prefix,\n"
+    "the hand-off checks or a capture count disagrees.";
 
 constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
 constexpr uint64_t kFnvPrime = 0x100000001b3ull;
@@ -236,6 +237,8 @@ int run_robot_demo(const std::vector<std::string>& args) {
     if (EpisodeHost::create(ctx, cfg, &host) != FROST_OK) return fail_out("creating the episode host");
     if (host->warm_up() != FROST_OK) return fail_out("warm-up");
     const uint64_t captures_warm = host->capture_count();
+    // The interrupt must land before the timeout would end the episode.
+    const int32_t interrupt_after = std::min(kInterruptAfterTicks, ticks - 1);
 
     std::vector<double> tick_us, reset_first_us;
     std::vector<EpisodeRecord> recs;
@@ -246,14 +249,16 @@ int run_robot_demo(const std::vector<std::string>& args) {
         EpisodeRecord rec;
         rec.index = e;
         rec.interrupted_run = interrupted;
-        if (run_episode(*host, 1 + uint64_t(e % seeds), interrupted ? kInterruptAfterTicks : -1,
+        // The interrupted run replays episode 0's seed, so its chunks have a reference.
+        const uint64_t seed = interrupted ? 1 : 1 + uint64_t(e % seeds);
+        if (run_episode(*host, seed, interrupted ? interrupt_after : -1,
                         &tick_us, &rec) != FROST_OK)
             return fail_out("episode");
         if (rec.reset_from_capsule) reset_first_us.push_back(rec.first_action_us);
         if (interrupted) {
             // Its chunks must be the first chunks of the same seed's full episode.
-            const EpisodeRecord& full = recs[size_t(e % seeds)];
-            consistent = consistent && rec.end == "interrupt" && rec.ticks == kInterruptAfterTicks &&
+            const EpisodeRecord& full = recs.front();
+            consistent = consistent && rec.end == "interrupt" && rec.ticks == interrupt_after &&
                          std::equal(rec.actions.begin(), rec.actions.end(), full.actions.begin());
         } else {
             auto [it, fresh] = digest_of_seed.emplace(rec.seed, rec.digest);

@@ -73,8 +73,9 @@ frost_status rope(const RopeParams& p) {
         // fp32 angles exactly as transformers builds them: inv_freq in fp32, then pos * inv_freq.
         const float pos = static_cast<float>(pos0 + r);
         for (int i = 0; i < half; ++i) {
-            const float inv_freq =
+            float inv_freq =
                 1.0f / std::pow(p.theta, static_cast<float>(2 * i) / static_cast<float>(p.rotary_dim));
+            if (p.inv_freq_bf16) inv_freq = round_to_bf16(inv_freq);
             const float ang = pos * inv_freq;
             const float c = std::cos(ang), s = std::sin(ang);
             for (int h = 0; h < p.heads; ++h) {

@@ -39,6 +39,16 @@ inline float bf16_to_f32(uint16_t b) {
     return f;
 }
 
+// fp32 to the nearest bf16 value (ties to even), returned as fp32. Inputs are finite here.
+inline float round_to_bf16(float f) {
+    uint32_t u;
+    __builtin_memcpy(&u, &f, sizeof u);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    float r;
+    __builtin_memcpy(&r, &u, sizeof r);
+    return r;
+}
+
 // SplitMix64 finaliser; the sampler's uniform draw is splitmix64(seed ^ splitmix64(counter)).
 // Plain integer arithmetic, so the CUDA kernel reproduces every draw exactly.
 inline uint64_t splitmix64(uint64_t x) {

@@ -13,7 +13,8 @@ using namespace lm;
 constexpr int kD = kAttnHeadDim;
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * kWarp;
-constexpr int kPartial = kD + 2;  // o[d], max, sum
+constexpr int kPartial = kD + 4;  // o[d], max, sum, 2 pad floats: each partial stays 16-byte aligned
+constexpr int kKeysInFlight = 4;
 
 int max_splits(int max_seq) { return ceil_div(max_seq, kAttnDecodeSplit); }
 
@@ -44,24 +45,33 @@ __global__ void __launch_bounds__(kThreads) attn_decode_split_kernel(AttentionBf
 #pragma unroll
         for (int e = 0; e < kVec; ++e) acc[g][e] = 0.0f;
     }
-    for (int key = key_begin + warp; key < key_end; key += kWarps) {
-        const int64_t off = static_cast<int64_t>(key) * kv_dim + kvh * kD + lane * kVec;
-        float kf[kVec], vf[kVec];
-        load8(p.k_cache + off, kf);
-        load8(p.v_cache + off, vf);
+    // kKeysInFlight keys per warp per step: their K and V rows are loaded before any is used.
+    for (int key0 = key_begin + warp * kKeysInFlight; key0 < key_end; key0 += kWarps * kKeysInFlight) {
+        float kf[kKeysInFlight][kVec], vf[kKeysInFlight][kVec];
 #pragma unroll
-        for (int g = 0; g < G; ++g) {
-            float dot = 0.0f;
+        for (int u = 0; u < kKeysInFlight; ++u) {
+            const int key = min(key0 + u, key_end - 1);  // clamped rows are loaded, then skipped
+            const int64_t off = static_cast<int64_t>(key) * kv_dim + kvh * kD + lane * kVec;
+            load8(p.k_cache + off, kf[u]);
+            load8(p.v_cache + off, vf[u]);
+        }
 #pragma unroll
-            for (int e = 0; e < kVec; ++e) dot += q[g][e] * kf[e];
-            const float s = warp_sum(dot) * p.scale;
-            const float m_new = fmaxf(m[g], s);
-            const float alpha = expf(m[g] - m_new);
-            const float pr = expf(s - m_new);
-            m[g] = m_new;
-            l[g] = l[g] * alpha + pr;
+        for (int u = 0; u < kKeysInFlight; ++u) {
+            if (key0 + u >= key_end) break;
 #pragma unroll
-            for (int e = 0; e < kVec; ++e) acc[g][e] = acc[g][e] * alpha + pr * vf[e];
+            for (int g = 0; g < G; ++g) {
+                float dot = 0.0f;
+#pragma unroll
+                for (int e = 0; e < kVec; ++e) dot += q[g][e] * kf[u][e];
+                const float s = warp_sum(dot) * p.scale;
+                const float m_new = fmaxf(m[g], s);
+                const float alpha = expf(m[g] - m_new);
+                const float pr = expf(s - m_new);
+                m[g] = m_new;
+                l[g] = l[g] * alpha + pr;
+#pragma unroll
+                for (int e = 0; e < kVec; ++e) acc[g][e] = acc[g][e] * alpha + pr * vf[u][e];
+            }
         }
     }
 #pragma unroll
@@ -94,22 +104,51 @@ __global__ void __launch_bounds__(kThreads) attn_decode_split_kernel(AttentionBf
     }
 }
 
-// One block per q head, one thread per dim: merge the splits in order, normalise, gate.
-__global__ void attn_decode_merge_kernel(AttentionBf16Params p) {
+// One block per q head merges the splits: the block max of the split maxima first (max is exact
+// in any order), then warp w sums a fixed contiguous range of splits for its lanes' 8 dims each,
+// and the warp partials are added in warp order. The grouping depends only on the split count,
+// so the result is the same on every run; independent loads per warp keep the merge short at 32k.
+__global__ void __launch_bounds__(kThreads) attn_decode_merge_kernel(AttentionBf16Params p) {
+    __shared__ float red[kWarps];
+    __shared__ float o_s[kWarps][kD];
+    __shared__ float l_s[kWarps];
     const int len = p.cursor->pos + 1;
     const int splits = ceil_div_dev(len);
     const int qh = blockIdx.x;
-    const int d = threadIdx.x;
+    const int warp = threadIdx.x / kWarp;
+    const int lane = threadIdx.x % kWarp;
+    auto part = [&](int s) { return p.work + (static_cast<int64_t>(s) * p.Hq + qh) * kPartial; };
     float mx = -INFINITY;
-    for (int s = 0; s < splits; ++s) mx = fmaxf(mx, p.work[(static_cast<int64_t>(s) * p.Hq + qh) * kPartial + kD]);
-    float o = 0.0f, sum = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-        const float* part = p.work + (static_cast<int64_t>(s) * p.Hq + qh) * kPartial;
-        const float wt = expf(part[kD] - mx);
-        o += wt * part[d];
-        sum += wt * part[kD + 1];
+    for (int s = threadIdx.x; s < splits; s += kThreads) mx = fmaxf(mx, part(s)[kD]);
+    mx = warp_max(mx);
+    if (lane == 0) red[warp] = mx;
+    __syncthreads();
+    mx = red[0];
+    for (int w = 1; w < kWarps; ++w) mx = fmaxf(mx, red[w]);
+    const int per_warp = (splits + kWarps - 1) / kWarps;
+    const int s_begin = warp * per_warp, s_end = min(splits, s_begin + per_warp);
+    float o[kVec] = {}, sum = 0.0f;
+#pragma unroll 4
+    for (int s = s_begin; s < s_end; ++s) {
+        const float* ps = part(s);
+        const float wt = expf(ps[kD] - mx);
+        const float4 a = *reinterpret_cast<const float4*>(ps + lane * kVec);
+        const float4 b = *reinterpret_cast<const float4*>(ps + lane * kVec + 4);
+        o[0] += wt * a.x, o[1] += wt * a.y, o[2] += wt * a.z, o[3] += wt * a.w;
+        o[4] += wt * b.x, o[5] += wt * b.y, o[6] += wt * b.z, o[7] += wt * b.w;
+        sum += wt * ps[kD + 1];
     }
-    float out = o / sum;
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) o_s[warp][lane * kVec + e] = o[e];
+    if (lane == 0) l_s[warp] = sum;
+    __syncthreads();
+    const int d = threadIdx.x;  // kThreads == kD
+    float out = 0.0f, total = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+        out += o_s[w][d];
+        total += l_s[w];
+    }
+    out /= total;
     if (p.gate) out *= sigmoid(__bfloat162float(p.gate[qh * p.q_head_stride + d]));
     p.o[qh * kD + d] = __float2bfloat16(out);
 }
@@ -119,7 +158,8 @@ cudaError_t attn_decode_dispatch(const AttentionBf16Params& p, cudaStream_t stre
     attn_decode_split_kernel<G><<<dim3(max_splits(p.max_seq), p.Hkv), kThreads, 0, stream>>>(p);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
-    attn_decode_merge_kernel<<<p.Hq, kD, 0, stream>>>(p);
+    static_assert(kThreads == kD, "the merge maps one thread to one dim");
+    attn_decode_merge_kernel<<<p.Hq, kThreads, 0, stream>>>(p);
     return cudaGetLastError();
 }
 

@@ -1,8 +1,9 @@
 // Causal GQA prefill attention, flash style (online softmax, fp32 statistics) on bf16 tensor cores
 // (mma.sync m16n8k16, PTX ISA "Warp-level matrix multiply-accumulate"), head_dim 256, over the
 // contiguous cache [pos][kv_head][d]; the sigmoid output gate is fused into the epilogue.
-// A block is 64 query rows of one q head (4 warps x 16 rows); K and V tiles of 64 keys pass
-// through shared memory (V transposed so both operands load as 32-bit pairs).
+// A block is 64 query rows of one q head (4 warps x 16 rows); K and V tiles of 64 keys stream
+// into shared memory with cp.async, the next K tile loading behind the softmax and PV product
+// and the next V tile behind the next QKᵀ; V's B fragments come through ldmatrix.trans.
 #include <cstdint>
 
 #include "kernels/cuda/lm_common.cuh"
@@ -18,7 +19,6 @@ constexpr int kKeysPerTile = 64;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kQkPitch = kD + 8;     // bf16; 16-byte padding makes fragment loads conflict-free
-constexpr int kVtPitch = kKeysPerTile + 8;
 constexpr int kDTiles = kD / 8;      // n-tiles of the output
 constexpr int kKeyTiles = kKeysPerTile / 8;
 constexpr float kLog2e = 1.4426950408889634f;
@@ -26,10 +26,27 @@ constexpr float kLog2e = 1.4426950408889634f;
 struct Smem {
     bf16 q[kRowsPerBlock][kQkPitch];
     bf16 k[kKeysPerTile][kQkPitch];
-    bf16 vt[kD][kVtPitch];
+    bf16 v[kKeysPerTile][kQkPitch];  // row-major; B fragments come through ldmatrix.trans
 };
 
 __device__ inline uint32_t ld32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+__device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+// 16-byte global -> shared copy that bypasses registers; src_bytes 0 writes zeros (PTX cp.async).
+__device__ inline void cp_async16(void* dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Four 8x8 bf16 matrices transposed: the B fragments of two adjacent n-tiles (PTX ldmatrix).
+__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* row_addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(row_addr)));
+}
 
 __device__ inline uint32_t pack_bf16(float lo, float hi) {
     const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -45,12 +62,28 @@ __device__ inline void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+constexpr int kVecsPerRow = kD / kVec;
+
+// Issues the asynchronous copy of one 64-key tile of K or V (rows >= kv_len become zeros, so an
+// unwritten cache row can never leak a NaN through 0 * NaN).
+__device__ inline void load_kv_tile(bf16 (*dst)[kQkPitch], const bf16* cache, int key0, int kv_len, int kv_dim,
+                                    int kvh) {
+    for (int e = threadIdx.x; e < kKeysPerTile * kVecsPerRow; e += kThreads) {
+        const int r = e / kVecsPerRow, vi = e % kVecsPerRow;
+        const bool in = key0 + r < kv_len;
+        const bf16* src = cache + (static_cast<int64_t>(in ? key0 + r : 0) * kv_dim + kvh * kD + vi * kVec);
+        cp_async16(&dst[r][vi * kVec], src, in ? 16 : 0);
+    }
+    cp_async_commit();
+}
+
 __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
     const int rows = cursor_rows(p.cursor, p.max_rows);
     const int pos = p.cursor->pos;
-    const int row0 = blockIdx.x * kRowsPerBlock;
+    // Heaviest (last) row tiles first, so the causal imbalance does not form a tail.
+    const int row0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
     if (row0 >= rows) return;
     const int qh = blockIdx.y;
     const int kvh = qh / (p.Hq / p.Hkv);
@@ -60,17 +93,16 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Par
     const int g = lane / 4;  // fragment row group
     const int t = lane % 4;  // fragment column pair
 
-    constexpr int kVecsPerRow = kD / kVec;
     for (int e = threadIdx.x; e < kRowsPerBlock * kVecsPerRow; e += kThreads) {
         const int r = e / kVecsPerRow, vi = e % kVecsPerRow;
-        Bf16x8 v{};
-        if (row0 + r < rows) {
-            v = *reinterpret_cast<const Bf16x8*>(p.q + (row0 + r) * p.q_row_stride + qh * p.q_head_stride + vi * kVec);
-        }
-        *reinterpret_cast<Bf16x8*>(&sm.q[r][vi * kVec]) = v;
+        const bool in = row0 + r < rows;
+        cp_async16(&sm.q[r][vi * kVec], p.q + (in ? row0 + r : 0) * p.q_row_stride + qh * p.q_head_stride + vi * kVec,
+                   in ? 16 : 0);
     }
-
     const int kv_len = pos + min(rows, row0 + kRowsPerBlock);
+    load_kv_tile(sm.k, p.k_cache, 0, kv_len, kv_dim, kvh);  // group: Q + K(0)
+    load_kv_tile(sm.v, p.v_cache, 0, kv_len, kv_dim, kvh);  // group: V(0)
+
     const int qpos_lo = pos + row0 + warp * 16 + g;  // positions of this thread's two rows
     const int qpos_hi = qpos_lo + 8;
     const float scale = p.scale * kLog2e;
@@ -81,22 +113,8 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Par
     float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
 
     for (int key0 = 0; key0 < kv_len; key0 += kKeysPerTile) {
-        __syncthreads();  // previous tile fully consumed (and the Q tile stored, first time)
-        for (int e = threadIdx.x; e < kKeysPerTile * kVecsPerRow; e += kThreads) {
-            const int r = e / kVecsPerRow, vi = e % kVecsPerRow;
-            Bf16x8 kv{}, vv{};
-            if (key0 + r < kv_len) {  // unwritten cache rows become zeros (0 * NaN would poison)
-                const int64_t off = static_cast<int64_t>(key0 + r) * kv_dim + kvh * kD + vi * kVec;
-                kv = *reinterpret_cast<const Bf16x8*>(p.k_cache + off);
-                vv = *reinterpret_cast<const Bf16x8*>(p.v_cache + off);
-            }
-            *reinterpret_cast<Bf16x8*>(&sm.k[r][vi * kVec]) = kv;
-            const bf16* vs = reinterpret_cast<const bf16*>(&vv);
-#pragma unroll
-            for (int x = 0; x < kVec; ++x) sm.vt[vi * kVec + x][r] = vs[x];
-        }
+        cp_async_wait<1>();  // Q and this K tile have landed (V may still be in flight)
         __syncthreads();
-
         float s[kKeyTiles][4];
 #pragma unroll
         for (int n = 0; n < kKeyTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
@@ -110,6 +128,13 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Par
                 const bf16* kb = &sm.k[n * 8 + g][kk + 2 * t];
                 mma_bf16(s[n], a0, a1, a2, a3, ld32(kb), ld32(kb + 8));
             }
+        }
+        __syncthreads();  // every warp is done with this K tile: fetch the next one behind the softmax
+        const bool more = key0 + kKeysPerTile < kv_len;
+        if (more) {
+            load_kv_tile(sm.k, p.k_cache, key0 + kKeysPerTile, kv_len, kv_dim, kvh);
+        } else {
+            cp_async_commit();  // empty group keeps the wait counts uniform
         }
         // Scale into log2 units, mask the future, update the running max of each row.
         float mx_lo = m_lo, mx_hi = m_hi;
@@ -153,7 +178,12 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Par
             o[n][2] *= alpha_hi;
             o[n][3] *= alpha_hi;
         }
-        // O += P V: the S accumulators of key tiles 2k and 2k+1 are the A fragment of k-step k.
+        cp_async_wait<1>();  // this V tile has landed (the next K may still be in flight)
+        __syncthreads();
+        // O += P V: the S accumulators of key tiles 2k and 2k+1 are the A fragment of k-step k;
+        // ldmatrix.trans turns row-major V into the B fragments of two n-tiles at once.
+        const int mrow = lane % 16;          // key row within the k-step this lane addresses
+        const int mcol = (lane / 16) * 8;    // which of the two n-tiles
 #pragma unroll
         for (int ks = 0; ks < kKeyTiles / 2; ++ks) {
             const uint32_t a0 = pack_bf16(s[2 * ks][0], s[2 * ks][1]);
@@ -161,12 +191,21 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Par
             const uint32_t a2 = pack_bf16(s[2 * ks + 1][0], s[2 * ks + 1][1]);
             const uint32_t a3 = pack_bf16(s[2 * ks + 1][2], s[2 * ks + 1][3]);
 #pragma unroll
-            for (int n = 0; n < kDTiles; ++n) {
-                const bf16* vb = &sm.vt[n * 8 + g][ks * 16 + 2 * t];
-                mma_bf16(o[n], a0, a1, a2, a3, ld32(vb), ld32(vb + 8));
+            for (int n = 0; n < kDTiles; n += 2) {
+                uint32_t b[4];
+                ldmatrix_x4_trans(b, &sm.v[ks * 16 + mrow][n * 8 + mcol]);
+                mma_bf16(o[n], a0, a1, a2, a3, b[0], b[1]);
+                mma_bf16(o[n + 1], a0, a1, a2, a3, b[2], b[3]);
             }
         }
+        __syncthreads();  // every warp is done with this V tile
+        if (more) {
+            load_kv_tile(sm.v, p.v_cache, key0 + kKeysPerTile, kv_len, kv_dim, kvh);
+        } else {
+            cp_async_commit();
+        }
     }
+    cp_async_wait<0>();
 
 #pragma unroll
     for (int off = 1; off < 4; off *= 2) {

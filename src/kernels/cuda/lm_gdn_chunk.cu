@@ -1,9 +1,12 @@
-// Chunked gated-delta-rule prefill (spec §5, chunk 64), in two launches:
+// Chunked gated-delta-rule prefill (spec §5, chunk 64), in three launches (the FLA structure):
 //  1. prep, parallel over (chunk, value head): γ = within-chunk cumsum of g, A = strictly-lower
 //     β_i (k_i·k_j) e^{γ_i−γ_j}, the UT solves W = (I+A)⁻¹(β e^γ K), U = (I+A)⁻¹(β V) by forward
-//     substitution (one column per thread, in registers), and P = (Q Kᵀ) ⊙ e^{γ_i−γ_j} (i ≥ j);
-//  2. state pass, sequential over chunks, parallel over (value head, 32-column dv slice):
-//     V' = U − W S₀;  O = (Q ⊙ e^γ) S₀ + P V';  S = e^{γ_L} S₀ + (K ⊙ e^{γ_L−γ})ᵀ V'.
+//     substitution (one column per thread, in registers), P = (Q Kᵀ) ⊙ e^{γ_i−γ_j} (i ≥ j) and
+//     Kg = K ⊙ e^{γ_L−γ};
+//  2. state pass, sequential over chunks, parallel over (value head, 32-column dv slice), the
+//     next chunk's operands prefetched with cp.async: store S₀, V' = U − W S₀,
+//     S = e^{γ_L} S₀ + Kgᵀ V';
+//  3. output, parallel over (chunk, value head, dv half): O = (Q ⊙ e^γ) S₀ + P V'.
 // Everything in fp32; only exponentials of differences ≤ 0 are formed. Chunks sit at absolute
 // multiples of 64 from position 0, so the first chunk of a launch may be short.
 #include "kernels/cuda/lm_common.cuh"
@@ -15,18 +18,20 @@ using namespace lm;
 
 constexpr int kC = kGdnChunk;        // 64
 constexpr int kD = kGdnHeadDim;      // 128 (dk = dv)
-constexpr int kPad = kD + 1;         // smem row pitch: column walks hit distinct banks
 constexpr int kPrepThreads = 2 * kD; // one W column and one U column per thread
 constexpr int kSlice = 32;           // dv columns per state-pass block
 constexpr int kStateWarps = 8;
-constexpr int kStateThreads = kStateWarps * kWarp;
+constexpr int kStateThreads = kStateWarps * kWarp;  // output kernel
+constexpr int kPassThreads = 2 * kStateThreads;     // sequential state pass
 
-// Scratch layout per (chunk slot, value head), in floats.
-constexpr int64_t kWOff = 0;
-constexpr int64_t kUOff = kWOff + kC * kD;
-constexpr int64_t kPOff = kUOff + kC * kD;
-constexpr int64_t kGammaOff = kPOff + kC * kC;
-constexpr int64_t kSlotFloats = kGammaOff + kC;
+// Scratch layout per (chunk slot, value head), in floats (every block 16-byte aligned).
+constexpr int64_t kWOff = 0;                    // W [C, dk]
+constexpr int64_t kUOff = kWOff + kC * kD;      // U [C, dv], overwritten by V' in pass 2
+constexpr int64_t kKgOff = kUOff + kC * kD;     // Kg [C, dk]
+constexpr int64_t kPOff = kKgOff + kC * kD;     // P [C, C]
+constexpr int64_t kGammaOff = kPOff + kC * kC;  // γ [C]
+constexpr int64_t kSOff = kGammaOff + kC;       // S₀ [dk, dv], the state entering the chunk
+constexpr int64_t kSlotFloats = kSOff + kD * kD;
 
 __host__ __device__ inline int max_chunks(int max_rows) { return (max_rows + kC - 1) / kC + 1; }
 
@@ -43,12 +48,16 @@ __device__ inline bool chunk_range(int c, int pos, int rows, int& start, int& le
     return len > 0;
 }
 
+constexpr int kPrepPitch = kD + 4;  // fp32 rows: float4-aligned, rows 16 apart in distinct banks
+constexpr int kTileStride = 16;     // a thread's rows (and columns) of A/P are 16 apart
+
 struct PrepSmem {
-    float k[kC][kPad];
-    float q[kC][kPad];
+    float k[kC][kPrepPitch];
+    float q[kC][kPrepPitch];
     float a[kC][kC + 1];
     float gamma[kC];
     float beta[kC];
+    float tail_decay[kC];  // e^{γ_L − γ_r}
 };
 
 __global__ void __launch_bounds__(kPrepThreads) gdn_chunk_prep_kernel(GdnBf16Params p) {
@@ -62,11 +71,20 @@ __global__ void __launch_bounds__(kPrepThreads) gdn_chunk_prep_kernel(GdnBf16Par
     const int kh = h / (p.Hv / p.Hk);
     const int t = threadIdx.x;
 
-    for (int e = t; e < kC * kD; e += kPrepThreads) {
-        const int r = e / kD, d = e % kD;
-        const int64_t src = static_cast<int64_t>(start + r) * p.qkv_row_stride + kh * kD + d;
-        sm.k[r][d] = r < len ? __bfloat162float(p.k[src]) : 0.0f;
-        sm.q[r][d] = r < len ? __bfloat162float(p.q[src]) : 0.0f;
+    constexpr int kRowVecs8 = kD / kVec;
+    for (int e = t; e < kC * kRowVecs8; e += kPrepThreads) {
+        const int r = e / kRowVecs8, d = (e % kRowVecs8) * kVec;
+        float kv[kVec] = {}, qv[kVec] = {};
+        if (r < len) {
+            const int64_t src = static_cast<int64_t>(start + r) * p.qkv_row_stride + kh * kD + d;
+            load8(p.k + src, kv);
+            load8(p.q + src, qv);
+        }
+#pragma unroll
+        for (int x = 0; x < kVec; ++x) {
+            sm.k[r][d + x] = kv[x];
+            sm.q[r][d + x] = qv[x];
+        }
     }
     if (t == 0) {  // sequential cumsum: one fixed order
         float acc = 0.0f;
@@ -78,22 +96,46 @@ __global__ void __launch_bounds__(kPrepThreads) gdn_chunk_prep_kernel(GdnBf16Par
         }
     }
     __syncthreads();
+    if (t < kC) sm.tail_decay[t] = expf(sm.gamma[len - 1] - sm.gamma[t]);
 
     float* slot = p.work + (static_cast<int64_t>(c) * p.Hv + h) * kSlotFloats;
-    for (int e = t; e < kC * kC; e += kPrepThreads) {
-        const int i = e / kC, j = e % kC;
-        float kk = 0.0f, qk = 0.0f;
-        if (i >= j) {
-            for (int d = 0; d < kD; ++d) {
-                kk += sm.k[i][d] * sm.k[j][d];
-                qk += sm.q[i][d] * sm.k[j][d];
+    {
+        // A and P by 4x4 register tiles: rows ty + 16 m, columns tx + 16 n, float4 steps over dk.
+        const int ty = t / kTileStride, tx = t % kTileStride;
+        float kk[4][4] = {}, qk[4][4] = {};
+#pragma unroll 2
+        for (int d = 0; d < kD; d += 4) {
+            float4 ki[4], qi[4], kj[4];
+#pragma unroll
+            for (int m = 0; m < 4; ++m) {
+                ki[m] = *reinterpret_cast<const float4*>(&sm.k[ty + kTileStride * m][d]);
+                qi[m] = *reinterpret_cast<const float4*>(&sm.q[ty + kTileStride * m][d]);
+                kj[m] = *reinterpret_cast<const float4*>(&sm.k[tx + kTileStride * m][d]);
             }
+#pragma unroll
+            for (int m = 0; m < 4; ++m)
+#pragma unroll
+                for (int n = 0; n < 4; ++n) {
+                    kk[m][n] += ki[m].x * kj[n].x + ki[m].y * kj[n].y + ki[m].z * kj[n].z + ki[m].w * kj[n].w;
+                    qk[m][n] += qi[m].x * kj[n].x + qi[m].y * kj[n].y + qi[m].z * kj[n].z + qi[m].w * kj[n].w;
+                }
         }
-        const float decay = i >= j ? expf(sm.gamma[i] - sm.gamma[j]) : 0.0f;
-        sm.a[i][j] = i > j ? sm.beta[i] * kk * decay : 0.0f;
-        slot[kPOff + e] = qk * decay;
+#pragma unroll
+        for (int m = 0; m < 4; ++m)
+#pragma unroll
+            for (int n = 0; n < 4; ++n) {
+                const int i = ty + kTileStride * m, j = tx + kTileStride * n;
+                const float decay = i >= j ? expf(sm.gamma[i] - sm.gamma[j]) : 0.0f;
+                sm.a[i][j] = i > j ? sm.beta[i] * kk[m][n] * decay : 0.0f;
+                slot[kPOff + i * kC + j] = qk[m][n] * decay;
+            }
     }
     if (t < kC) slot[kGammaOff + t] = sm.gamma[t];
+    __syncthreads();  // tail_decay is visible
+    for (int e = t; e < kC * kD; e += kPrepThreads) {
+        const int r = e / kD, d = e % kD;
+        slot[kKgOff + e] = r < len ? sm.k[r][d] * sm.tail_decay[r] : 0.0f;
+    }
     __syncthreads();
 
     // Forward substitution x_i = rhs_i − Σ_{m<i} A_im x_m for this thread's column.
@@ -116,111 +158,198 @@ __global__ void __launch_bounds__(kPrepThreads) gdn_chunk_prep_kernel(GdnBf16Par
     for (int i = 0; i < kC; ++i) out[i * kD + d] = x[i];
 }
 
+constexpr int kRowPitch = kD + 4;     // fp32 rows of 128: 16-byte aligned, 4 banks apart
+constexpr int kSlicePitch = kSlice + 4;
+
+__device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ inline void cp_async16(void* dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ inline void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+struct StateBuf {
+    float w[kC][kRowPitch];
+    float kg[kC][kRowPitch];
+    float u[kC][kSlicePitch];  // U slice, then V'
+};
 struct StateSmem {
-    float s[kD][kSlice];      // S slice: rows dk, columns dv slice
-    float w[kC][kPad];        // W of the chunk
-    float qk[kC][kPad];       // Q ⊙ e^γ, then K ⊙ e^{γ_L − γ}
-    float pm[kC][kC + 1];     // P
-    float vp[kC][kSlice + 1]; // U slice, then V'
-    float gamma[kC];
+    float s[kD][kSlicePitch];  // S slice: rows dk, columns of the dv slice
+    StateBuf buf[2];
 };
 
-__global__ void __launch_bounds__(kStateThreads) gdn_chunk_state_kernel(GdnBf16Params p) {
-    extern __shared__ float smem_raw[];
+__device__ inline void prefetch_chunk(StateBuf& b, const float* slot, int j0) {
+    constexpr int kRowVecs = kD / 4, kSliceVecs = kSlice / 4;
+    for (int e = threadIdx.x; e < kC * kRowVecs; e += kPassThreads) {
+        const int r = e / kRowVecs, c4 = (e % kRowVecs) * 4;
+        cp_async16(&b.w[r][c4], slot + kWOff + r * kD + c4);
+        cp_async16(&b.kg[r][c4], slot + kKgOff + r * kD + c4);
+    }
+    for (int e = threadIdx.x; e < kC * kSliceVecs; e += kPassThreads) {
+        const int r = e / kSliceVecs, c4 = (e % kSliceVecs) * 4;
+        cp_async16(&b.u[r][c4], slot + kUOff + r * kD + j0 + c4);
+    }
+}
+
+// Thread (ty, tx), 64 x 8 of them: V' row ty and S rows 2ty, 2ty+1, columns 4tx..4tx+3 of the
+// slice. 16 warps per block keep the sequential pass latency-tolerant on one block per SM.
+__global__ void __launch_bounds__(kPassThreads) gdn_chunk_state_kernel(GdnBf16Params p) {
+    extern __shared__ __align__(16) float smem_raw[];
     StateSmem& sm = *reinterpret_cast<StateSmem*>(smem_raw);
     const int rows = cursor_rows(p.cursor, p.max_rows);
     const int pos = p.cursor->pos;
     const int h = blockIdx.x;
     const int j0 = blockIdx.y * kSlice;
-    const int kh = h / (p.Hv / p.Hk);
-    const int lane = threadIdx.x % kWarp;
-    const int warp = threadIdx.x / kWarp;
+    const int tx = threadIdx.x % 8, ty = threadIdx.x / 8;
+    const int c0 = 4 * tx;
     float* state = p.state + static_cast<int64_t>(h) * kD * kD;
-    for (int e = threadIdx.x; e < kD * kSlice; e += kStateThreads) {
-        sm.s[e / kSlice][e % kSlice] = state[(e / kSlice) * kD + j0 + e % kSlice];
+    float s[2][4];
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+        const float4 v = *reinterpret_cast<const float4*>(state + (2 * ty + m) * kD + j0 + c0);
+        s[m][0] = v.x, s[m][1] = v.y, s[m][2] = v.z, s[m][3] = v.w;
+        *reinterpret_cast<float4*>(&sm.s[2 * ty + m][c0]) = v;
     }
-    const int chunks = rows == 0 ? 0 : max_chunks(rows);
+    int chunks = 0;
+    for (int start, len; chunks < max_chunks(rows) && chunk_range(chunks, pos, rows, start, len);) ++chunks;
+    auto slot_of = [&](int c) { return p.work + (static_cast<int64_t>(c) * p.Hv + h) * kSlotFloats; };
+    if (chunks > 0) prefetch_chunk(sm.buf[0], slot_of(0), j0);
+    cp_async_commit();
     for (int c = 0; c < chunks; ++c) {
+        if (c + 1 < chunks) prefetch_chunk(sm.buf[(c + 1) & 1], slot_of(c + 1), j0);
+        cp_async_commit();
+        cp_async_wait1();  // chunk c has landed
+        __syncthreads();   // ... for every thread, and the previous state update is visible
+        StateBuf& b = sm.buf[c & 1];
+        float* slot = slot_of(c);
         int start, len;
-        if (!chunk_range(c, pos, rows, start, len)) break;
-        const float* slot = p.work + (static_cast<int64_t>(c) * p.Hv + h) * kSlotFloats;
-        __syncthreads();  // previous chunk's state update and smem reads are complete
-        if (threadIdx.x < kC) sm.gamma[threadIdx.x] = slot[kGammaOff + threadIdx.x];
-        for (int e = threadIdx.x; e < kC * kD; e += kStateThreads) sm.w[e / kD][e % kD] = slot[kWOff + e];
-        for (int e = threadIdx.x; e < kC * kC; e += kStateThreads) sm.pm[e / kC][e % kC] = slot[kPOff + e];
-        for (int e = threadIdx.x; e < kC * kSlice; e += kStateThreads) {
-            sm.vp[e / kSlice][e % kSlice] = slot[kUOff + (e / kSlice) * kD + j0 + e % kSlice];
-        }
-        __syncthreads();
-        for (int e = threadIdx.x; e < kC * kD; e += kStateThreads) {
-            const int r = e / kD, d = e % kD;
-            sm.qk[r][d] = r < len ? __bfloat162float(p.q[static_cast<int64_t>(start + r) * p.qkv_row_stride + kh * kD + d]) *
-                                        expf(sm.gamma[r])
-                                  : 0.0f;
-        }
-        // V' = U − W S₀: thread owns column lane, rows warp + 8 m.
-        constexpr int kRowsPerThread = kC / kStateWarps;
-        float acc[kRowsPerThread];
+        chunk_range(c, pos, rows, start, len);
+        const float decay = expf(slot[kGammaOff + len - 1]);
 #pragma unroll
-        for (int m = 0; m < kRowsPerThread; ++m) acc[m] = 0.0f;
+        for (int m = 0; m < 2; ++m) {
+            *reinterpret_cast<float4*>(slot + kSOff + (2 * ty + m) * kD + j0 + c0) =
+                make_float4(s[m][0], s[m][1], s[m][2], s[m][3]);
+        }
+        // V' = U − W S₀ for row ty.
+        float acc[4] = {};
+#pragma unroll 8
         for (int i = 0; i < kD; ++i) {
-            const float s = sm.s[i][lane];
-#pragma unroll
-            for (int m = 0; m < kRowsPerThread; ++m) acc[m] += sm.w[warp + kStateWarps * m][i] * s;
+            const float4 sv = *reinterpret_cast<const float4*>(&sm.s[i][c0]);
+            const float w0 = b.w[ty][i];
+            acc[0] += w0 * sv.x, acc[1] += w0 * sv.y, acc[2] += w0 * sv.z, acc[3] += w0 * sv.w;
         }
-#pragma unroll
-        for (int m = 0; m < kRowsPerThread; ++m) {
-            const int r = warp + kStateWarps * m;
-            sm.vp[r][lane] -= acc[m];
-        }
-        __syncthreads();
-        // O = (Q ⊙ e^γ) S₀ + P V'.
-#pragma unroll
-        for (int m = 0; m < kRowsPerThread; ++m) acc[m] = 0.0f;
-        for (int i = 0; i < kD; ++i) {
-            const float s = sm.s[i][lane];
-#pragma unroll
-            for (int m = 0; m < kRowsPerThread; ++m) acc[m] += sm.qk[warp + kStateWarps * m][i] * s;
-        }
-        for (int i = 0; i < kC; ++i) {
-            const float v = sm.vp[i][lane];
-#pragma unroll
-            for (int m = 0; m < kRowsPerThread; ++m) acc[m] += sm.pm[warp + kStateWarps * m][i] * v;
-        }
-#pragma unroll
-        for (int m = 0; m < kRowsPerThread; ++m) {
-            const int r = warp + kStateWarps * m;
-            if (r < len) p.o[(static_cast<int64_t>(start + r) * p.Hv + h) * kD + j0 + lane] = __float2bfloat16(acc[m]);
-        }
-        __syncthreads();  // qk (Q part) consumed
-        const float g_last = sm.gamma[len - 1];
-        for (int e = threadIdx.x; e < kC * kD; e += kStateThreads) {
-            const int r = e / kD, d = e % kD;
-            sm.qk[r][d] = r < len ? __bfloat162float(p.k[static_cast<int64_t>(start + r) * p.qkv_row_stride + kh * kD + d]) *
-                                        expf(g_last - sm.gamma[r])
-                                  : 0.0f;
+        {
+            float4 v = *reinterpret_cast<const float4*>(&b.u[ty][c0]);
+            v.x -= acc[0], v.y -= acc[1], v.z -= acc[2], v.w -= acc[3];
+            *reinterpret_cast<float4*>(&b.u[ty][c0]) = v;
+            *reinterpret_cast<float4*>(slot + kUOff + ty * kD + j0 + c0) = v;
         }
         __syncthreads();
-        // S = e^{γ_L} S₀ + Kgᵀ V': thread owns column lane, rows warp + 8 m of dk.
-        constexpr int kStateRowsPerThread = kD / kStateWarps;
-        const float decay = expf(g_last);
-        float upd[kStateRowsPerThread];
+        // S = e^{γ_L} S₀ + Kgᵀ V' for rows 2ty, 2ty+1 (rows of Kg past len are zero).
 #pragma unroll
-        for (int m = 0; m < kStateRowsPerThread; ++m) upd[m] = 0.0f;
-        for (int r = 0; r < len; ++r) {
-            const float v = sm.vp[r][lane];
+        for (int m = 0; m < 2; ++m)
 #pragma unroll
-            for (int m = 0; m < kStateRowsPerThread; ++m) upd[m] += sm.qk[r][warp + kStateWarps * m] * v;
+            for (int n = 0; n < 4; ++n) s[m][n] *= decay;
+#pragma unroll 8
+        for (int r = 0; r < kC; ++r) {
+            const float2 kv = *reinterpret_cast<const float2*>(&b.kg[r][2 * ty]);
+            const float4 vv = *reinterpret_cast<const float4*>(&b.u[r][c0]);
+            const float kk[2] = {kv.x, kv.y}, v4[4] = {vv.x, vv.y, vv.z, vv.w};
+#pragma unroll
+            for (int m = 0; m < 2; ++m)
+#pragma unroll
+                for (int n = 0; n < 4; ++n) s[m][n] += kk[m] * v4[n];
         }
 #pragma unroll
-        for (int m = 0; m < kStateRowsPerThread; ++m) {
-            const int i = warp + kStateWarps * m;
-            sm.s[i][lane] = decay * sm.s[i][lane] + upd[m];
-        }
+        for (int m = 0; m < 2; ++m)
+            *reinterpret_cast<float4*>(&sm.s[2 * ty + m][c0]) = make_float4(s[m][0], s[m][1], s[m][2], s[m][3]);
+        __syncthreads();  // buffer c&1 is free for the prefetch of chunk c + 2
+    }
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+        *reinterpret_cast<float4*>(state + (2 * ty + m) * kD + j0 + c0) = make_float4(s[m][0], s[m][1], s[m][2], s[m][3]);
+}
+
+constexpr int kOutCols = kD / 2;  // dv half per output block
+constexpr int kOutPitch = kOutCols + 4;
+
+struct OutSmem {
+    float qg[kC][kRowPitch];      // Q ⊙ e^γ
+    float s[kD][kOutPitch];       // S₀ half
+    float pm[kC][kC + 4];         // P
+    float vp[kC][kOutPitch];      // V' half
+    float eg[kC];                 // e^γ per row
+};
+
+// Thread (ty, tx): output rows 4ty..4ty+3, columns 4tx..4tx+3 of the dv half.
+__global__ void __launch_bounds__(kStateThreads) gdn_chunk_out_kernel(GdnBf16Params p) {
+    extern __shared__ __align__(16) float smem_raw[];
+    OutSmem& sm = *reinterpret_cast<OutSmem*>(smem_raw);
+    const int rows = cursor_rows(p.cursor, p.max_rows);
+    const int c = blockIdx.x, h = blockIdx.y, half = blockIdx.z;
+    int start, len;
+    if (!chunk_range(c, p.cursor->pos, rows, start, len)) return;
+    const int kh = h / (p.Hv / p.Hk);
+    const float* slot = p.work + (static_cast<int64_t>(c) * p.Hv + h) * kSlotFloats;
+    const int col0 = half * kOutCols;
+    if (threadIdx.x < kC) sm.eg[threadIdx.x] = expf(slot[kGammaOff + threadIdx.x]);
+    __syncthreads();
+    constexpr int kRowVecs8 = kD / kVec;
+    for (int e = threadIdx.x; e < kC * kRowVecs8; e += kStateThreads) {
+        const int r = e / kRowVecs8, d = (e % kRowVecs8) * kVec;
+        float qv[kVec] = {};
+        if (r < len) load8(p.q + static_cast<int64_t>(start + r) * p.qkv_row_stride + kh * kD + d, qv);
+#pragma unroll
+        for (int x = 0; x < kVec; ++x) sm.qg[r][d + x] = qv[x] * sm.eg[r];
+    }
+    constexpr int kHalfVecs = kOutCols / 4;
+    for (int e = threadIdx.x; e < kD * kHalfVecs; e += kStateThreads) {
+        const int i = e / kHalfVecs, c4 = (e % kHalfVecs) * 4;
+        *reinterpret_cast<float4*>(&sm.s[i][c4]) = *reinterpret_cast<const float4*>(slot + kSOff + i * kD + col0 + c4);
+    }
+    for (int e = threadIdx.x; e < kC * kHalfVecs; e += kStateThreads) {
+        const int r = e / kHalfVecs, c4 = (e % kHalfVecs) * 4;
+        *reinterpret_cast<float4*>(&sm.vp[r][c4]) = *reinterpret_cast<const float4*>(slot + kUOff + r * kD + col0 + c4);
+    }
+    for (int e = threadIdx.x; e < kC * kC / 4; e += kStateThreads) {
+        const int r = e / (kC / 4), c4 = (e % (kC / 4)) * 4;
+        *reinterpret_cast<float4*>(&sm.pm[r][c4]) = *reinterpret_cast<const float4*>(slot + kPOff + r * kC + c4);
     }
     __syncthreads();
-    for (int e = threadIdx.x; e < kD * kSlice; e += kStateThreads) {
-        state[(e / kSlice) * kD + j0 + e % kSlice] = sm.s[e / kSlice][e % kSlice];
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int cc = 4 * tx;
+    float acc[4][4] = {};
+#pragma unroll 4
+    for (int i = 0; i < kD; ++i) {
+        const float4 sv = *reinterpret_cast<const float4*>(&sm.s[i][cc]);
+        const float v4[4] = {sv.x, sv.y, sv.z, sv.w};
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+            const float q = sm.qg[4 * ty + m][i];
+#pragma unroll
+            for (int n = 0; n < 4; ++n) acc[m][n] += q * v4[n];
+        }
+    }
+#pragma unroll 4
+    for (int j = 0; j < kC; ++j) {
+        const float4 vv = *reinterpret_cast<const float4*>(&sm.vp[j][cc]);
+        const float v4[4] = {vv.x, vv.y, vv.z, vv.w};
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+            const float pr = sm.pm[4 * ty + m][j];
+#pragma unroll
+            for (int n = 0; n < 4; ++n) acc[m][n] += pr * v4[n];
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+        const int r = 4 * ty + m;
+        if (r >= len) continue;
+        bf16* out = p.o + (static_cast<int64_t>(start + r) * p.Hv + h) * kD + col0 + cc;
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(acc[m][0], acc[m][1]);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(acc[m][2], acc[m][3]);
+        reinterpret_cast<__nv_bfloat162*>(out)[0] = lo;
+        reinterpret_cast<__nv_bfloat162*>(out)[1] = hi;
     }
 }
 
@@ -231,22 +360,39 @@ size_t gdn_chunk_work_floats(const GdnBf16Params& p) {
 }
 
 cudaError_t gdn_chunk_launch(const GdnBf16Params& p, cudaStream_t stream) {
+    return gdn_chunk_launch_stages(p, stream, kGdnStageAll);
+}
+
+cudaError_t gdn_chunk_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages) {
     if (!p.q || !p.k || !p.v || !p.beta || !p.g || !p.state || !p.o || !p.work || !p.cursor ||
-        p.dk != kD || p.dv != kD || p.chunk != kC || p.Hk <= 0 || p.Hv <= 0 || p.Hv % p.Hk != 0 ||
+        p.dk != kD || p.dv != kD || p.chunk != kC || p.qkv_row_stride % kVec != 0 || p.Hk <= 0 || p.Hv <= 0 || p.Hv % p.Hk != 0 ||
         p.max_rows <= 0)
         return cudaErrorInvalidValue;
     const size_t prep_smem = sizeof(PrepSmem);
     const size_t state_smem = sizeof(StateSmem);
+    const size_t out_smem = sizeof(OutSmem);
     cudaError_t err = cudaFuncSetAttribute(gdn_chunk_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(prep_smem));
     if (err != cudaSuccess) return err;
     err = cudaFuncSetAttribute(gdn_chunk_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(state_smem));
     if (err != cudaSuccess) return err;
-    gdn_chunk_prep_kernel<<<dim3(max_chunks(p.max_rows), p.Hv), kPrepThreads, prep_smem, stream>>>(p);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    gdn_chunk_state_kernel<<<dim3(p.Hv, kD / kSlice), kStateThreads, state_smem, stream>>>(p);
-    return cudaGetLastError();
+    err = cudaFuncSetAttribute(gdn_chunk_out_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(out_smem));
+    if (err != cudaSuccess) return err;
+    if (stages & kGdnStagePrep) {
+        gdn_chunk_prep_kernel<<<dim3(max_chunks(p.max_rows), p.Hv), kPrepThreads, prep_smem, stream>>>(p);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    }
+    if (stages & kGdnStageState) {
+        gdn_chunk_state_kernel<<<dim3(p.Hv, kD / kSlice), kPassThreads, state_smem, stream>>>(p);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    }
+    if (stages & kGdnStageOut) {
+        gdn_chunk_out_kernel<<<dim3(max_chunks(p.max_rows), p.Hv, kD / kOutCols), kStateThreads, out_smem, stream>>>(p);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    }
+    return cudaSuccess;
 }
 
 KernelCost gdn_chunk_cost(const GdnBf16Params& p, int rows) {

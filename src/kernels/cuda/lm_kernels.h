@@ -48,6 +48,10 @@ KernelCost conv1d_cost(const Conv1dBf16Params& p, int rows);
 // Chunked gated-delta-rule prefill (spec §5). Scratch size in floats for max_rows rows:
 size_t gdn_chunk_work_floats(const GdnBf16Params& p);
 cudaError_t gdn_chunk_launch(const GdnBf16Params& p, cudaStream_t stream);
+// Measurement hook for the bench: only the named stages (each reads what the previous left in
+// p.work, so time them after one full launch). gdn_chunk_launch runs kGdnStageAll.
+enum GdnStage : int { kGdnStagePrep = 1, kGdnStageState = 2, kGdnStageOut = 4, kGdnStageAll = 7 };
+cudaError_t gdn_chunk_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages);
 KernelCost gdn_chunk_cost(const GdnBf16Params& p, int rows);
 
 // Recurrent gated-delta-rule (decode): token by token over the launch's rows, state in registers.

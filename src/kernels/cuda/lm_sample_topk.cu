@@ -87,26 +87,31 @@ __global__ void __launch_bounds__(kSortThreads) topk_tile_kernel(SampleParams p,
     for (int e = threadIdx.x; e < kK; e += kSortThreads) out[blockIdx.x * kK + e] = c[e];
 }
 
-// One thread: the CPU sampler's sequential weight sums over the sorted candidates.
-__global__ void topk_pick_kernel(SampleParams p, const Cand* cand) {
+// The CPU sampler's sequential weight sums over the sorted candidates: the weights are computed
+// in parallel (one per thread), the running sums stay sequential in thread 0, in candidate order.
+__global__ void __launch_bounds__(kK) topk_pick_kernel(SampleParams p, const Cand* cand) {
+    __shared__ float w[kK];
     StepCursor& cur = *p.cursor;
-    if (greedy(&cur) || threadIdx.x != 0) return;
+    if (greedy(&cur)) return;
     int n = cur.top_k > 0 ? min(cur.top_k, p.vocab) : p.vocab;
     n = min(n, kK);
     const float mx = cand[0].v;
     const float inv_t = 1.0f / cur.temperature;
-    auto weight = [&](int i) { return static_cast<float>(exp(static_cast<double>((cand[i].v - mx) * inv_t))); };
+    const int i = threadIdx.x;
+    if (i < n) w[i] = static_cast<float>(exp(static_cast<double>((cand[i].v - mx) * inv_t)));
+    __syncthreads();
+    if (i != 0) return;
     float total = 0.0f;
-    for (int i = 0; i < n; ++i) total += weight(i);
+    for (int j = 0; j < n; ++j) total += w[j];
     int kept = n;
     float kept_total = total;
     if (cur.top_p < 1.0f) {
         const float target = cur.top_p * total;
         float cum = 0.0f;
-        for (int i = 0; i < n; ++i) {
-            cum += weight(i);
+        for (int j = 0; j < n; ++j) {
+            cum += w[j];
             if (cum >= target) {
-                kept = i + 1;
+                kept = j + 1;
                 kept_total = cum;
                 break;
             }
@@ -116,10 +121,10 @@ __global__ void topk_pick_kernel(SampleParams p, const Cand* cand) {
     cur.rng_counter += 1;
     int token = cand[kept - 1].i;
     float cum = 0.0f;
-    for (int i = 0; i < kept; ++i) {
-        cum += weight(i);
+    for (int j = 0; j < kept; ++j) {
+        cum += w[j];
         if (cum > u) {
-            token = cand[i].i;
+            token = cand[j].i;
             break;
         }
     }
@@ -157,7 +162,7 @@ cudaError_t sample_launch(const SampleParams& p, cudaStream_t stream) {
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         std::swap(src, dst);
     }
-    topk_pick_kernel<<<1, kWarp, 0, stream>>>(p, src);
+    topk_pick_kernel<<<1, kK, 0, stream>>>(p, src);
     return cudaGetLastError();
 }
 

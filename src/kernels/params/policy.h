@@ -59,7 +59,7 @@ struct PolicyAxpyParams {
 
 // Counter-based Gaussian noise: out[i] = scale * N(seed, counter, i), where rng = {seed, counter}
 // is read from memory at run time (so one captured graph draws fresh noise at every replay).
-// Integer-only generator (see policy_noise.h), so CPU and CUDA produce bit-identical noise.
+// Integer-only generator (kernels/cpu/policy_noise.h): CPU and CUDA draw bit-identical noise.
 struct PolicyNoiseParams {
     float* out;           // [n]
     const uint64_t* rng;  // [2]: seed, counter

@@ -32,4 +32,5 @@ def run_jsonl(frost_bin, args, lines, tmp_path, name):
     src = tmp_path / name
     src.write_text("".join(json.dumps(x, ensure_ascii=True) + "\n" for x in lines), encoding="ascii")
     out = subprocess.run([frost_bin, *args, "--jsonl", str(src)], capture_output=True, check=True)
-    return [json.loads(l) for l in out.stdout.decode("utf-8").splitlines()]
+    # split on "\n" only: str.splitlines() would also split inside U+2028 / U+0085 in the text.
+    return [json.loads(l) for l in out.stdout.decode("utf-8").split("\n") if l]

@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Final comparison table: each Frost number next to its floor and to the same-run baseline.
+
+Reads the JSON the GPU benches write into one folder (default $OUT, else ./gpu-out):
+  baseline.json            bench/python/baseline_hf.py (transformers + ceilings)
+  bench_cuda_kernels.json  bench/bench_cuda_kernels.cpp (ceilings, whole-forward CUDA graphs)
+  any *.json holding "frost_results": [{"model": "9b"|"0.8b", "metric": M, "value": V, ...}], the
+    generic form for Frost's own benches, with M one of
+      ttft_ms (+ "tokens"), decode_ms (+ "context"), peak_gpu_bytes, capsule_ttft_ms (+ "prefix",
+      "suffix", "tier"), restore_GBps (+ "tier": device|host|disk), cold_start_s; "source" optional.
+Floors (design/performance.md): decode = fewest bytes a step moves / read bandwidth (2 x the D2D
+bytes-copied rate); prefill = max(FLOPs / bf16 GEMM rate, bytes / read bandwidth); restore = the
+copy ceiling of its tier. Each ceiling is the best measured in the run. Missing files print "n/a".
+"""
+import glob
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from qwen35_shapes import SHAPES, Costs  # noqa: E402
+
+SHAPE_ORDER = ["9b", "0.8b"]
+TTFT_SIZES = [1024, 4096, 16384, 32768]
+DECODE_CTX = [1024, 32768]
+NA = "n/a"
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        print("report: cannot read %s (%s)" % (path, e))
+        return None
+
+
+def collect(paths):
+    """Sort the JSON files into baseline, kernel bench and generic Frost rows."""
+    files = []
+    for p in paths:
+        files += sorted(glob.glob(os.path.join(p, "*.json"))) if os.path.isdir(p) else [p]
+    data = {"baseline": None, "kernels": None, "frost": [], "ignored": []}
+    for path in files:
+        if not os.path.exists(path):
+            continue
+        j = load(path)
+        if not isinstance(j, dict):
+            continue
+        if j.get("kind") == "frost_baseline_hf":
+            data["baseline"] = j
+        elif "forward_graphs" in j or "kernels" in j:
+            data["kernels"] = j
+        if isinstance(j.get("frost_results"), list):
+            for r in j["frost_results"]:
+                if isinstance(r, dict) and "metric" in r and "value" in r:
+                    data["frost"].append(dict(r, source=r.get("source", os.path.basename(path))))
+        elif j.get("kind") != "frost_baseline_hf" and "forward_graphs" not in j and "kernels" not in j:
+            data["ignored"].append(os.path.basename(path))
+    return data
+
+
+def ceilings(data):
+    """Best copy / GEMM / pinned-H2D rate measured in this run, with where it came from."""
+    ce = {}
+
+    def offer(key, value, src):
+        if isinstance(value, (int, float)) and value > 0 and (key not in ce or value > ce[key][0]):
+            ce[key] = (float(value), src)
+
+    b = (data["baseline"] or {}).get("ceilings", {})
+    offer("copy_GBps", b.get("d2d_copy_GBps"), "torch copy_")
+    offer("gemm_TFLOPs", b.get("gemm_bf16_TFLOPs"), b.get("gemm_label", "torch.matmul"))
+    offer("h2d_GBps", b.get("h2d_pinned_GBps"), "torch pinned copy_")
+    k = (data["kernels"] or {}).get("ceilings", {})
+    offer("copy_GBps", k.get("d2d_copy_GBps"), "cudaMemcpy D2D (bench_cuda_kernels)")
+    offer("gemm_TFLOPs", k.get("gemm_bf16_TFLOPs"), "cuBLASLt bf16 8192^3 (bench_cuda_kernels)")
+    offer("h2d_GBps", k.get("h2d_pinned_GBps"), "bench_cuda_kernels")
+    offer("disk_GBps", k.get("disk_read_GBps"), "bench_cuda_kernels")
+    for r in data["frost"]:
+        if r["metric"].startswith("ceiling_"):
+            offer(r["metric"][len("ceiling_"):], r["value"], r["source"])
+    return ce
+
+
+def frost_numbers(data):
+    """{(shape, metric, key): (value, source)} from the kernel bench graphs and the generic rows."""
+    out = {}
+    for g in (data["kernels"] or {}).get("forward_graphs", []):
+        name, ms = g.get("name", ""), g.get("ms")
+        words = name.split()
+        if ms is None or len(words) < 3:
+            continue
+        src = "bench_cuda_kernels graph"
+        if words[0] == "prefill" and words[1].isdigit():
+            out[("9b", "ttft_ms", int(words[1]))] = (ms, src)
+        elif words[0] == "decode" and words[-1].isdigit():
+            out[("9b", "decode_ms", int(words[-1]))] = (ms, src)
+    for r in data["frost"]:
+        key = r.get("tokens", r.get("context", r.get("prefix")))
+        if r["metric"] == "capsule_ttft_ms":
+            key = (r.get("tier", "device"), r.get("prefix"), r.get("suffix"))
+        elif r["metric"] == "restore_GBps":
+            key = r.get("tier", "device")
+        out[(r.get("model", "9b"), r["metric"], key)] = (r["value"], r["source"])
+    return out
+
+
+def baseline_numbers(data):
+    out = {}
+    for shape, e in ((data["baseline"] or {}).get("models") or {}).items():
+        for r in e.get("ttft", []):
+            out[(shape, "ttft_ms", r["tokens"])] = r.get("ttft_ms")
+        for r in e.get("decode", []):
+            out[(shape, "decode_ms", r["context"])] = r.get("ms_per_token")
+        if e.get("peak_gpu_bytes"):
+            out[(shape, "peak_gpu_bytes", None)] = e["peak_gpu_bytes"]
+    return out
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return NA
+    if unit == "x":
+        return "%.2fx" % v
+    if unit == "GB":
+        return "%.1f GB" % (v / 1e9)
+    return ("%.1f" % v) if v >= 10 else ("%.2f" % v)
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def main(argv):
+    paths = argv or [os.environ.get("OUT") or "gpu-out"]
+    data = collect(paths)
+    ce = ceilings(data)
+    rw = 2 * ce["copy_GBps"][0] * 1e9 if "copy_GBps" in ce else None
+    gemm = ce["gemm_TFLOPs"][0] * 1e12 if "gemm_TFLOPs" in ce else None
+    base = baseline_numbers(data)
+    frost = frost_numbers(data)
+    b = data["baseline"] or {}
+    print("== Frost vs floor vs baseline (%s, %s)" % (b.get("device", NA), b.get("date", NA)))
+    for key, label in [("copy_GBps", "D2D copy GB/s (bytes copied)"), ("gemm_TFLOPs", "bf16 GEMM TFLOP/s"),
+                       ("h2d_GBps", "pinned H2D GB/s"), ("disk_GBps", "sequential disk read GB/s")]:
+        print("  ceiling %-30s %s" % (label, "%.1f  [%s]" % ce[key] if key in ce else NA))
+    if b:
+        for shape, e in (b.get("models") or {}).items():
+            p = e.get("linear_attention_path", {}).get("summary", NA)
+            print("  baseline %s: transformers %s, attention %s, linear attention: %s" % (
+                shape, b.get("versions", {}).get("transformers", NA), e.get("attn_implementation", NA), p))
+    else:
+        print("  baseline: n/a (no baseline.json)")
+
+    head = "  %-24s %10s %10s %9s %10s %9s %10s  %s" % (
+        "metric", "floor", "baseline", "base/flr", "Frost", "Frost/flr", "Frost/base", "Frost source")
+    for shape in SHAPE_ORDER:
+        cfg = ((b.get("models") or {}).get(shape) or {}).get("config") or SHAPES[shape]
+        c = Costs(cfg)
+        print("\n%s (%.2f B params, %.1f GB bf16; ms unless noted)" % (shape, c.params / 1e9, c.weight_bytes() / 1e9))
+        print(head)
+        rows = []
+        for t in TTFT_SIZES:
+            fl = max(c.prefill_flops(t) / gemm, c.prefill_bytes(t) / rw) * 1e3 if gemm and rw else None
+            rows.append(("cold TTFT %dk" % (t // 1024), fl, base.get((shape, "ttft_ms", t)),
+                         frost.get((shape, "ttft_ms", t)), ""))
+        for ctx in DECODE_CTX:
+            fl = c.decode_bytes(ctx) / rw * 1e3 if rw else None
+            rows.append(("decode/token @%dk" % (ctx // 1024), fl, base.get((shape, "decode_ms", ctx)),
+                         frost.get((shape, "decode_ms", ctx)), ""))
+        mem_floor = c.weight_bytes() + c.kv_bytes(max(TTFT_SIZES + DECODE_CTX)) + c.state_bytes()
+        rows.append(("peak GPU memory", mem_floor, base.get((shape, "peak_gpu_bytes", None)),
+                     frost.get((shape, "peak_gpu_bytes", None)), "GB"))
+        for name, fl, bv, fv, unit in rows:
+            fval, fsrc = fv if fv else (None, "")
+            print("  %-24s %10s %10s %9s %10s %9s %10s  %s" % (
+                name, fmt(fl, unit), fmt(bv, unit), fmt(ratio(bv, fl), "x"), fmt(fval, unit),
+                fmt(ratio(fval, fl), "x"), fmt(ratio(fval, bv), "x"), fsrc))
+        extra = sorted((k, v) for k, v in frost.items()
+                       if k[0] == shape and k[1] in ("capsule_ttft_ms", "restore_GBps", "cold_start_s"))
+        for (s, metric, key), (val, src) in extra:
+            fl = None
+            if metric == "restore_GBps":
+                tier_ceiling = {"device": "copy_GBps", "host": "h2d_GBps", "disk": "disk_GBps"}.get(key)
+                fl = ce[tier_ceiling][0] if tier_ceiling in ce else None
+                print("  %-24s %10s %10s %9s %10s %9s %10s  %s" % (
+                    "restore GB/s (%s)" % key, fmt(fl), NA, NA, fmt(val), fmt(ratio(val, fl), "x"), NA, src))
+            else:
+                print("  %-24s %10s %10s %9s %10s %9s %10s  %s" % (
+                    "%s %s" % (metric, key), NA, NA, NA, fmt(val), NA, NA, src))
+    if data["ignored"]:
+        print("\nnot understood (no frost_results): %s" % ", ".join(data["ignored"]))
+    print("\nfloors: decode = (weights multiplied + KV read + state r/w) / (2 x copy GB/s); "
+          "TTFT = max(FLOPs / GEMM, bytes / (2 x copy)); memory = weights + KV(32k) + state. "
+          "Ratios: x/flr >= 1 (1 = at the floor); Frost/base < 1 = Frost faster.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

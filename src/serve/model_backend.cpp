@@ -1,0 +1,182 @@
+// ModelEngine / ModelText (see model_backend.h).
+#include "serve/model_backend.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+
+#include "exec/error.h"
+#include "text/tool_calls.h"
+
+namespace frost::serve {
+
+namespace {
+
+model::CapsuleTier to_model_tier(Tier t) {
+    switch (t) {
+        case Tier::Device: return model::CapsuleTier::Device;
+        case Tier::Host: return model::CapsuleTier::Host;
+        case Tier::Disk: return model::CapsuleTier::Disk;
+    }
+    return model::CapsuleTier::Host;
+}
+
+bool read_file(const std::string& path, std::string* out) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return false;
+    out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return true;
+}
+
+}  // namespace
+
+ModelEngine::ModelEngine(model::Engine& engine, model::CapsuleManager* capsules)
+    : engine_(engine), capsules_(capsules), sampling_(size_t(engine.sessions())) {}
+
+frost_status ModelEngine::reset(int slot) { return engine_.reset(slot, sampling_[size_t(slot)]); }
+
+frost_status ModelEngine::set_sampling(int slot, const Sampling& s) {
+    model::SamplingConfig c;
+    c.temperature = s.temperature;
+    c.top_k = s.top_k;
+    c.top_p = s.top_p;
+    c.seed = s.seed;
+    sampling_[size_t(slot)] = c;
+    return engine_.set_sampling(slot, c);
+}
+
+frost_status ModelEngine::prefill(int slot, const int32_t* ids, size_t n, int32_t* next) {
+    return engine_.prefill(slot, ids, n, next);
+}
+
+frost_status ModelEngine::decode(int slot, int32_t* next) { return engine_.decode(slot, next); }
+
+bool ModelEngine::snapshot_possible(size_t from, size_t to) const {
+    const size_t aligned = to / size_t(model::kCapsuleAlignment) * size_t(model::kCapsuleAlignment);
+    return capsules_ != nullptr && aligned > 0 && aligned >= from;
+}
+
+uint64_t ModelEngine::capsule_bytes_at(size_t tokens) const {
+    // Valid bytes of every state buffer at boundary `tokens`, each padded to the capsule page.
+    uint64_t total = 0;
+    for (const auto& b : engine_.state_buffers(0)) {
+        const uint64_t v = b.valid_bytes(int64_t(tokens));
+        total += (v + model::kCapsulePageBytes - 1) / model::kCapsulePageBytes * model::kCapsulePageBytes;
+    }
+    return total;
+}
+
+static uint64_t payload_bytes(model::CapsuleManager& m, model::CapsuleId id) {
+    model::CapsuleInfo info;
+    return m.info(id, &info) == FROST_OK ? uint64_t(info.meta.payload_bytes) : 0;
+}
+
+frost_status ModelEngine::snapshot(int slot, Tier tier, uint64_t* handle, uint64_t* bytes) {
+    if (!capsules_) return fail(FROST_ERR_UNSUPPORTED, "capsules are not enabled");
+    model::CapsuleId id = 0;
+    FROST_TRY(capsules_->snapshot(slot, to_model_tier(tier), &id));
+    *handle = id;
+    *bytes = payload_bytes(*capsules_, id);
+    return FROST_OK;
+}
+
+frost_status ModelEngine::prefill_snapshot(int slot, const int32_t* ids, size_t n, Tier tier, int32_t* next,
+                                           uint64_t* handle, uint64_t* bytes) {
+    *handle = 0;
+    if (!capsules_) return prefill(slot, ids, n, next);
+    // The manager freezes at floor(P/A)*A; that point must not lie before the current position.
+    const int64_t p0 = engine_.position(slot);
+    if (!snapshot_possible(size_t(p0), size_t(p0) + n)) return prefill(slot, ids, n, next);
+    model::CapsuleId id = 0;
+    FROST_TRY(capsules_->prefill_and_snapshot(slot, ids, n, to_model_tier(tier), &id, next));
+    *handle = id;
+    *bytes = payload_bytes(*capsules_, id);
+    return FROST_OK;
+}
+
+frost_status ModelEngine::restore(uint64_t handle, int slot) {
+    if (!capsules_) return fail(FROST_ERR_UNSUPPORTED, "capsules are not enabled");
+    int32_t next = -1;
+    FROST_TRY(capsules_->restore(model::CapsuleId(handle), slot, &next));
+    // Restore re-seeds nothing: apply this slot's sampling again so the request's seed holds.
+    return engine_.set_sampling(slot, sampling_[size_t(slot)]);
+}
+
+frost_status ModelEngine::move(uint64_t handle, Tier to) {
+    if (!capsules_) return fail(FROST_ERR_UNSUPPORTED, "capsules are not enabled");
+    return capsules_->move(model::CapsuleId(handle), to_model_tier(to));
+}
+
+void ModelEngine::drop(uint64_t handle) {
+    if (capsules_) capsules_->release(model::CapsuleId(handle));
+}
+
+frost_status ModelText::load(const std::string& dir, const std::vector<int32_t>& eos_ids,
+                             std::unique_ptr<ModelText>* out) {
+    auto t = std::unique_ptr<ModelText>(new ModelText());
+    FROST_TRY(text::Tokenizer::load(dir, &t->tok_));
+    std::string tmpl;
+    std::string cfg_text;
+    if (read_file(dir + "/tokenizer_config.json", &cfg_text)) {
+        auto cfg = nlohmann::json::parse(cfg_text, nullptr, false);
+        if (!cfg.is_discarded() && cfg.is_object() && cfg.contains("chat_template") && cfg["chat_template"].is_string())
+            tmpl = cfg["chat_template"].get<std::string>();
+    }
+    if (tmpl.empty()) read_file(dir + "/chat_template.jinja", &tmpl);
+    if (tmpl.empty()) return fail(FROST_ERR_NOT_FOUND, "%s: no chat template (tokenizer_config.json or chat_template.jinja)", dir.c_str());
+    if (!text::chat_template_kind_from_text(tmpl, &t->kind_))
+        return fail(FROST_ERR_UNSUPPORTED, "%s: the chat template is not a known Qwen template", dir.c_str());
+    t->end_ids_ = eos_ids;
+    for (const char* name : {"<|im_end|>", "<|endoftext|>"}) {
+        const int32_t id = t->tok_->token_to_id(name);
+        if (id >= 0) t->end_ids_.push_back(id);
+    }
+    *out = std::move(t);
+    return FROST_OK;
+}
+
+frost_status ModelText::render_chat(const ChatRender& r, std::string* out) const {
+    text::ChatOptions o;
+    o.add_generation_prompt = r.add_generation_prompt;
+    o.enable_thinking = r.enable_thinking;
+    // ordered_json keeps the client's key order, as the Python templates do.
+    const auto msgs = nlohmann::ordered_json::parse(r.messages.dump());
+    const auto tools = r.tools.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json::parse(r.tools.dump());
+    return text::render_chat(kind_, msgs, tools, o, out);
+}
+
+std::vector<int32_t> ModelText::encode(std::string_view s) const { return tok_->encode(s); }
+
+namespace {
+class StreamDetok : public Detokenizer {
+public:
+    explicit StreamDetok(const text::Tokenizer& t) : ds_(t, true) {}
+    std::string push(int32_t id) override { return ds_.push(id); }
+    std::string flush() override { return ds_.flush(); }
+
+private:
+    text::DecodeStream ds_;
+};
+}  // namespace
+
+std::unique_ptr<Detokenizer> ModelText::detokenizer() const { return std::make_unique<StreamDetok>(*tok_); }
+
+bool ModelText::is_end_token(int32_t id) const {
+    return std::find(end_ids_.begin(), end_ids_.end(), id) != end_ids_.end();
+}
+
+ParsedOutput ModelText::parse_output(const std::string& s, bool tools_enabled) const {
+    ParsedOutput p;
+    if (!tools_enabled) {
+        p.content = s;
+        return p;
+    }
+    const text::ParsedAssistant a = text::parse_tool_calls(s);
+    p.content = a.content;
+    if (a.tool_calls.is_array()) p.tool_calls = nlohmann::json::parse(a.tool_calls.dump());
+    return p;
+}
+
+std::string ModelText::tool_call_marker() const { return std::string(text::kToolCallOpen); }
+
+}  // namespace frost::serve

@@ -1,0 +1,69 @@
+// Adapters from the serve layer's narrow interfaces to the real runtime: ModelEngine drives a
+// frost::model::Engine (one session per slot) and its CapsuleManager; ModelText renders chats
+// with frost::text's Qwen templates, tokenises with the checkpoint's tokenizer and parses tool
+// calls. Built by `frost serve`; tests use a fake instead (tests/serve/fake_backend.h).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/capsule.h"
+#include "model/engine.h"
+#include "serve/engine_iface.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace frost::serve {
+
+class ModelEngine : public EngineIface {
+public:
+    // `capsules` may be null (then the server plans with live state only).
+    ModelEngine(model::Engine& engine, model::CapsuleManager* capsules);
+
+    int slots() const override { return engine_.sessions(); }
+    size_t max_seq_len() const override { return size_t(engine_.options().max_seq_len); }
+    int vocab_size() const override { return engine_.config().vocab_size; }
+    frost_status reset(int slot) override;
+    frost_status set_sampling(int slot, const Sampling& s) override;
+    frost_status prefill(int slot, const int32_t* ids, size_t n, int32_t* next) override;
+    frost_status decode(int slot, int32_t* next) override;
+
+    bool capsules_supported() const override { return capsules_ != nullptr; }
+    bool snapshot_possible(size_t from, size_t to) const override;
+    uint64_t capsule_bytes_at(size_t tokens) const override;
+    frost_status snapshot(int slot, Tier tier, uint64_t* handle, uint64_t* bytes) override;
+    frost_status prefill_snapshot(int slot, const int32_t* ids, size_t n, Tier tier, int32_t* next, uint64_t* handle,
+                                  uint64_t* bytes) override;
+    frost_status restore(uint64_t handle, int slot) override;
+    frost_status move(uint64_t handle, Tier to) override;
+    void drop(uint64_t handle) override;
+
+private:
+    model::Engine& engine_;
+    model::CapsuleManager* capsules_;
+    std::vector<model::SamplingConfig> sampling_;  // per slot, re-applied after reset
+};
+
+class ModelText : public TextIface {
+public:
+    // Loads tokenizer.json from `tokenizer_dir` and the chat template from its
+    // tokenizer_config.json ("chat_template") or chat_template.jinja; eos ids come from the model.
+    static frost_status load(const std::string& tokenizer_dir, const std::vector<int32_t>& eos_ids,
+                             std::unique_ptr<ModelText>* out);
+
+    frost_status render_chat(const ChatRender& r, std::string* out) const override;
+    std::vector<int32_t> encode(std::string_view text) const override;
+    std::unique_ptr<Detokenizer> detokenizer() const override;
+    bool is_end_token(int32_t id) const override;
+    ParsedOutput parse_output(const std::string& text, bool tools_enabled) const override;
+    std::string tool_call_marker() const override;
+
+    const text::Tokenizer& tokenizer() const { return *tok_; }
+
+private:
+    std::unique_ptr<text::Tokenizer> tok_;
+    text::ChatTemplateKind kind_ = text::ChatTemplateKind::kQwen3;
+    std::vector<int32_t> end_ids_;
+};
+
+}  // namespace frost::serve

@@ -1,0 +1,205 @@
+// `frost serve`: the OpenAI-compatible server over the real engine. Builds the engine and its
+// capsule manager, wires them to the serve layer (scheduler on the engine thread, HTTP threads),
+// and handles SIGTERM/SIGINT: stop admitting (503 + Retry-After), let streams finish for up to
+// --drain-timeout seconds, end the rest with a final SSE error event, then exit 0.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <pthread.h>
+
+#include "command.h"
+#include "engine_args.h"
+#include "exec/error.h"
+#include "model/capsule.h"
+#include "model/engine.h"
+#include "serve/api.h"
+#include "serve/http_server.h"
+#include "serve/model_backend.h"
+#include "serve/scheduler.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: frost serve --model DIR [--host H] [--port P] [--capsule-dir DIR] [--api-key K]...\n"
+    "                   [--sessions N] [--device-budget B] [--host-budget B] [--disk-budget B]\n"
+    "                   [--queue N] [--max-body B] [--max-seq-len N] [--prefill-chunk N]\n"
+    "                   [--backend cpu|cuda] [--tokenizer DIR] [--model-name NAME] [--n-cap N]\n"
+    "                   [--claim-log FILE] [--header-timeout-ms MS] [--send-timeout-ms MS]\n"
+    "                   [--drain-timeout S] [--no-capsules] [--public-metrics]\n"
+    "Serves POST /v1/chat/completions, POST /v1/completions, GET /v1/models, /v1/capsules,\n"
+    "/v1/claims, /metrics and /health (the only route without a key). Without --api-key the\n"
+    "server binds loopback only and refuses another --host. Sizes (B) take K, M, G suffixes.\n"
+    "Defaults: 127.0.0.1:8000, 2 sessions, queue 16, body 8M, device 1G, host 4G, disk 16G with\n"
+    "--capsule-dir (else 0), drain 20 s.";
+
+bool parse_size(const std::string& s, uint64_t* out) {
+    if (s.empty()) return false;
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (end == s.c_str() || v < 0) return false;
+    double mul = 1;
+    const std::string suf(end);
+    if (suf == "K" || suf == "k") mul = 1024.0;
+    else if (suf == "M" || suf == "m") mul = 1024.0 * 1024;
+    else if (suf == "G" || suf == "g") mul = 1024.0 * 1024 * 1024;
+    else if (!suf.empty()) return false;
+    *out = uint64_t(v * mul);
+    return true;
+}
+
+bool parse_int(const std::string& s, long lo, long hi, long* out) {
+    char* end = nullptr;
+    const long v = std::strtol(s.c_str(), &end, 10);
+    if (end == s.c_str() || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+constexpr int kDefaultPort = 8000;
+constexpr uint64_t kGiB = 1ull << 30;
+
+int run_serve(const std::vector<std::string>& args) {
+    using namespace frost;
+    std::string model_dir, tokenizer_dir, capsule_dir, claim_log, model_name;
+    serve::ServerConfig http_cfg;
+    http_cfg.port = kDefaultPort;
+    serve::ApiConfig api_cfg;
+    serve::SchedulerConfig sched_cfg;
+    model::EngineOptions eopts;
+    eopts.sessions = 2;
+    uint64_t budgets[3] = {kGiB, 4 * kGiB, 0};
+    bool disk_set = false, capsules = true;
+    long drain_s = 20;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        auto need = [&](std::string* v) {
+            if (i + 1 >= args.size()) return false;
+            *v = args[++i];
+            return true;
+        };
+        std::string v;
+        long n = 0;
+        bool ok = true;
+        if (a == "--no-capsules") capsules = false;
+        else if (a == "--public-metrics") api_cfg.public_metrics = true;
+        else if (!need(&v)) ok = false;
+        else if (a == "--model") model_dir = v;
+        else if (a == "--tokenizer") tokenizer_dir = v;
+        else if (a == "--host") http_cfg.host = v;
+        else if (a == "--port") { ok = parse_int(v, 0, 65535, &n); http_cfg.port = uint16_t(n); }
+        else if (a == "--capsule-dir") capsule_dir = v;
+        else if (a == "--api-key") { ok = !v.empty(); api_cfg.api_keys.push_back(v); }
+        else if (a == "--sessions") { ok = parse_int(v, 1, 64, &n); eopts.sessions = int(n); }
+        else if (a == "--device-budget") ok = parse_size(v, &budgets[0]);
+        else if (a == "--host-budget") ok = parse_size(v, &budgets[1]);
+        else if (a == "--disk-budget") { ok = parse_size(v, &budgets[2]); disk_set = true; }
+        else if (a == "--queue") { ok = parse_int(v, 1, 100000, &n); sched_cfg.queue_cap = size_t(n); }
+        else if (a == "--max-body") { uint64_t b = 0; ok = parse_size(v, &b) && b > 0; http_cfg.max_body_bytes = b; }
+        else if (a == "--max-seq-len") { ok = parse_int(v, 64, 1 << 22, &n); eopts.max_seq_len = int(n); }
+        else if (a == "--prefill-chunk") { ok = parse_int(v, 64, 1 << 16, &n) && n % 64 == 0; eopts.prefill_chunk = int(n); }
+        else if (a == "--backend") ok = cli::parse_backend(v, &eopts.backend);
+        else if (a == "--model-name") model_name = v;
+        else if (a == "--n-cap") { ok = parse_int(v, 1, 16, &n); api_cfg.limits.n_cap = int(n); }
+        else if (a == "--claim-log") claim_log = v;
+        else if (a == "--header-timeout-ms") { ok = parse_int(v, 100, 600000, &n); http_cfg.header_timeout_ms = int(n); }
+        else if (a == "--send-timeout-ms") { ok = parse_int(v, 100, 600000, &n); http_cfg.send_timeout_ms = int(n); }
+        else if (a == "--drain-timeout") ok = parse_int(v, 0, 25, &drain_s);
+        else {
+            std::fprintf(stderr, "frost serve: unknown option %s\n%s\n", a.c_str(), kUsage);
+            return 2;
+        }
+        if (!ok) {
+            std::fprintf(stderr, "frost serve: bad value for %s\n%s\n", a.c_str(), kUsage);
+            return 2;
+        }
+    }
+    if (model_dir.empty()) {
+        std::fprintf(stderr, "frost serve: --model is required\n%s\n", kUsage);
+        return 2;
+    }
+    http_cfg.have_api_key = !api_cfg.api_keys.empty();
+    if (!http_cfg.have_api_key && !serve::is_loopback_host(http_cfg.host)) {
+        std::fprintf(stderr, "frost serve: refusing to listen on %s without --api-key (loopback only)\n",
+                     http_cfg.host.c_str());
+        return 2;
+    }
+    if (!disk_set) budgets[2] = capsule_dir.empty() ? 0 : 16 * kGiB;
+    if (capsule_dir.empty()) budgets[2] = 0;
+
+    // Signals are taken synchronously by this thread; every thread started below (the
+    // kernels' thread pool included) inherits the mask.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);
+
+    std::unique_ptr<model::Engine> engine;
+    if (model::Engine::create(model_dir, eopts, &engine) != FROST_OK) {
+        std::fprintf(stderr, "frost serve: cannot load %s: %s\n", model_dir.c_str(), frost_last_error());
+        return 1;
+    }
+    std::unique_ptr<model::CapsuleManager> manager;
+    if (capsules) {
+        model::CapsuleManagerOptions mo;
+        mo.disk_dir = capsule_dir;
+        if (model::CapsuleManager::for_model_dir(*engine, model_dir, mo, &manager) != FROST_OK) {
+            std::fprintf(stderr, "frost serve: capsules disabled: %s\n", frost_last_error());
+            manager.reset();
+        }
+    }
+    if (tokenizer_dir.empty()) tokenizer_dir = model_dir;
+    std::unique_ptr<serve::ModelText> text;
+    if (serve::ModelText::load(tokenizer_dir, engine->config().eos_token_ids, &text) != FROST_OK) {
+        std::fprintf(stderr, "frost serve: tokenizer/chat template: %s (pass --tokenizer DIR)\n", frost_last_error());
+        return 1;
+    }
+    serve::ModelEngine eng(*engine, manager.get());
+    for (int t = 0; t < 3; ++t) sched_cfg.budgets.bytes[t] = budgets[t];
+    sched_cfg.claim_log_path = !claim_log.empty() ? claim_log : capsule_dir.empty() ? "" : capsule_dir + "/claims.jsonl";
+    api_cfg.model_name = model_name.empty() ? "frost" : model_name;
+
+    serve::Metrics metrics;
+    serve::Scheduler sched(eng, *text, sched_cfg, &metrics);
+    if (sched.start() != FROST_OK) {
+        std::fprintf(stderr, "frost serve: %s\n", frost_last_error());
+        return 1;
+    }
+    serve::Api api(sched, *text, eng, metrics, api_cfg);
+    serve::HttpServer http(api, sched, http_cfg);
+    if (http.start() != FROST_OK) {
+        std::fprintf(stderr, "frost serve: %s\n", frost_last_error());
+        sched.stop();
+        return 1;
+    }
+    std::printf("frost serve: model %s (%d sessions, max_seq_len %d, capsules %s) on http://%s:%u\n",
+                api_cfg.model_name.c_str(), eopts.sessions, eopts.max_seq_len, manager ? "on" : "off",
+                http_cfg.host.c_str(), unsigned(http.port()));
+    std::fflush(stdout);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::printf("frost serve: signal %d: draining (up to %ld s)\n", sig, drain_s);
+    std::fflush(stdout);
+    sched.begin_drain();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(drain_s);
+    while (std::chrono::steady_clock::now() < deadline && (sched.queue_depth() > 0 || sched.busy_slots() > 0))
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    sched.stop();  // ends what is left with a final error event
+    // Let the connections flush their last events before the I/O threads stop.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    http.stop();
+    std::printf("frost serve: stopped\n");
+    return 0;
+}
+
+}  // namespace
+
+FROST_COMMAND("serve", "OpenAI-compatible HTTP server with capsules", kUsage, run_serve);
