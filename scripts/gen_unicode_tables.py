@@ -18,6 +18,7 @@ REQUIRED_UNICODE = "16.0.0"
 
 MAX_CP = 0x110000
 CLASS_OF = {"L": 1, "M": 2, "N": 3}
+DIGIT_CLASS = 4  # Nd and Nl: numbers that also count as word characters (regex \w)
 
 
 def ranges(values):
@@ -38,7 +39,10 @@ def ranges(values):
 
 
 def category_class(cp):
-    return CLASS_OF.get(unicodedata.category(chr(cp))[0], 0)
+    cat = unicodedata.category(chr(cp))
+    if cat in ("Nd", "Nl"):
+        return DIGIT_CLASS
+    return CLASS_OF.get(cat[0], 0)
 
 
 def canonical_decomposition(cp):

@@ -84,14 +84,25 @@ class Costs:
 
     def prefill_flops(self, tokens):
         """FLOPs of a cold prefill of `tokens` + the first token's logits (lm_head on one row)."""
+        return self.extend_flops(0, tokens)
+
+    def extend_flops(self, prefix, tokens):
+        """FLOPs of appending `tokens` after `prefix` cached ones, + the first new token's logits."""
         T = tokens
         gemm = 2.0 * self.layer_params * T + 2.0 * self.head_params
-        # Causal attention: QK^T and PV over half the T x T square, per q head, per full layer.
-        attn = self.n_full * 4.0 * self.Hq * self.d * T * T / 2
+        # Attention: QK^T and PV of each new row over the prefix and the causal half of the new
+        # T x T square, per q head, per full layer.
+        attn = self.n_full * 4.0 * self.Hq * self.d * T * (prefix + T / 2)
         # Chunked gated delta rule, per token per head: state read/update/output (~6 dk dv) and the
         # intra-chunk products (~8 C dk); small next to the GEMMs, counted so the floor is honest.
         gdn = self.n_lin * self.Hv * T * (6.0 * self.dk * self.dv + 8.0 * GDN_CHUNK * self.dk)
         return gemm + attn + gdn
 
     def prefill_bytes(self, tokens):
-        return self.weight_bytes() + self.kv_bytes(tokens) + self.state_bytes()
+        return self.extend_bytes(0, tokens)
+
+    def extend_bytes(self, prefix, tokens):
+        """Every weight multiplied once (plus the embedding rows looked up), the prefix KV read, the
+        new KV written, the state written (and read when there is a prefix)."""
+        weights = (self.layer_params + self.head_params + tokens * self.H) * BF16_BYTES
+        return weights + self.kv_bytes(prefix + tokens) + (2 if prefix else 1) * self.state_bytes()

@@ -4,13 +4,18 @@
 Reads the JSON the GPU benches write into one folder (default $OUT, else ./gpu-out):
   baseline.json            bench/python/baseline_hf.py (transformers + ceilings)
   bench_cuda_kernels.json  bench/bench_cuda_kernels.cpp (ceilings, whole-forward CUDA graphs)
+  capsule_bench.json       `frost bench capsule` (cold vs capsule TTFT and restore GB/s per tier; the
+                           shape is read from the model path: "9b" or "0.8b" in it, else not tabled)
   any *.json holding "frost_results": [{"model": "9b"|"0.8b", "metric": M, "value": V, ...}], the
     generic form for Frost's own benches, with M one of
       ttft_ms (+ "tokens"), decode_ms (+ "context"), peak_gpu_bytes, capsule_ttft_ms (+ "prefix",
       "suffix", "tier"), restore_GBps (+ "tier": device|host|disk), cold_start_s; "source" optional.
 Floors (design/performance.md): decode = fewest bytes a step moves / read bandwidth (2 x the D2D
 bytes-copied rate); prefill = max(FLOPs / bf16 GEMM rate, bytes / read bandwidth); restore = the
-copy ceiling of its tier. Each ceiling is the best measured in the run. Missing files print "n/a".
+copy ceiling of its tier; capsule TTFT = capsule bytes at that ceiling + the suffix forward's floor.
+A capsule TTFT's baseline is the baseline's cold TTFT at the prefix length (what re-prefilling costs
+without capsules) when it measured that length. Each ceiling is the best measured in the run.
+Missing files print "n/a".
 """
 import glob
 import json
@@ -24,6 +29,7 @@ SHAPE_ORDER = ["9b", "0.8b"]
 TTFT_SIZES = [1024, 4096, 16384, 32768]
 DECODE_CTX = [1024, 32768]
 NA = "n/a"
+ROW = "  %-26s %10s %10s %9s %10s %9s %10s  %s"
 
 
 def load(path):
@@ -40,22 +46,27 @@ def collect(paths):
     files = []
     for p in paths:
         files += sorted(glob.glob(os.path.join(p, "*.json"))) if os.path.isdir(p) else [p]
-    data = {"baseline": None, "kernels": None, "frost": [], "ignored": []}
+    data = {"baseline": None, "kernels": None, "capsule": [], "frost": [], "ignored": []}
     for path in files:
         if not os.path.exists(path):
             continue
         j = load(path)
         if not isinstance(j, dict):
             continue
+        known = True
         if j.get("kind") == "frost_baseline_hf":
             data["baseline"] = j
         elif "forward_graphs" in j or "kernels" in j:
             data["kernels"] = j
+        elif j.get("bench") == "capsule" and isinstance(j.get("rows"), list):
+            data["capsule"].append(j)
+        else:
+            known = False
         if isinstance(j.get("frost_results"), list):
             for r in j["frost_results"]:
                 if isinstance(r, dict) and "metric" in r and "value" in r:
                     data["frost"].append(dict(r, source=r.get("source", os.path.basename(path))))
-        elif j.get("kind") != "frost_baseline_hf" and "forward_graphs" not in j and "kernels" not in j:
+        elif not known:
             data["ignored"].append(os.path.basename(path))
     return data
 
@@ -77,6 +88,11 @@ def ceilings(data):
     offer("gemm_TFLOPs", k.get("gemm_bf16_TFLOPs"), "cuBLASLt bf16 8192^3 (bench_cuda_kernels)")
     offer("h2d_GBps", k.get("h2d_pinned_GBps"), "bench_cuda_kernels")
     offer("disk_GBps", k.get("disk_read_GBps"), "bench_cuda_kernels")
+    for cap in data["capsule"]:
+        cg = cap.get("ceilings_gbps") or {}
+        offer("copy_GBps", cg.get("d2d"), "frost bench capsule D2D")
+        offer("h2d_GBps", cg.get("h2d"), "frost bench capsule H2D")
+        offer("disk_GBps", cg.get("disk_read"), "frost bench capsule file read")
     for r in data["frost"]:
         if r["metric"].startswith("ceiling_"):
             offer(r["metric"][len("ceiling_"):], r["value"], r["source"])
@@ -96,12 +112,28 @@ def frost_numbers(data):
             out[("9b", "ttft_ms", int(words[1]))] = (ms, src)
         elif words[0] == "decode" and words[-1].isdigit():
             out[("9b", "decode_ms", int(words[-1]))] = (ms, src)
+    for cap in data["capsule"]:
+        model = os.path.basename(str(cap.get("model", ""))).lower()
+        shape = next((s for s in SHAPE_ORDER if s in model.replace("08b", "0.8b")), None)
+        if shape is None:
+            continue
+        src = "frost bench capsule (%s)" % cap.get("backend", "?")
+        for r in cap["rows"]:
+            L, S = r.get("prefix_tokens"), r.get("suffix_tokens")
+            if L + S in TTFT_SIZES and "cold_ttft_ms" in r:
+                out[(shape, "ttft_ms", L + S)] = (r["cold_ttft_ms"], src)
+            for tier in ("device", "host", "disk"):
+                if "capsule_ttft_ms_" + tier in r:
+                    out[(shape, "capsule_ttft_ms", (tier, L, S))] = (r["capsule_ttft_ms_" + tier], src)
+                    out[(shape, "capsule_bytes", (tier, L, S))] = (r.get("capsule_bytes"), src)
+                if "restore_gbps_" + tier in r:
+                    out[(shape, "restore_GBps", (tier, L))] = (r["restore_gbps_" + tier], src)
     for r in data["frost"]:
         key = r.get("tokens", r.get("context", r.get("prefix")))
-        if r["metric"] == "capsule_ttft_ms":
+        if r["metric"] in ("capsule_ttft_ms", "capsule_bytes"):
             key = (r.get("tier", "device"), r.get("prefix"), r.get("suffix"))
         elif r["metric"] == "restore_GBps":
-            key = r.get("tier", "device")
+            key = (r.get("tier", "device"), r.get("prefix"))
         out[(r.get("model", "9b"), r["metric"], key)] = (r["value"], r["source"])
     return out
 
@@ -110,9 +142,18 @@ def baseline_numbers(data):
     out = {}
     for shape, e in ((data["baseline"] or {}).get("models") or {}).items():
         for r in e.get("ttft", []):
-            out[(shape, "ttft_ms", r["tokens"])] = r.get("ttft_ms")
+            v = r.get("ttft_ms")
+            if v is None and (r.get("sdpa") or {}).get("ttft_ms") is not None:
+                # Eager attention ran out of memory at this length; the baseline is then SDPA's.
+                v = r["sdpa"]["ttft_ms"]
+                out[(shape, "ttft_note", r["tokens"])] = "baseline: sdpa (eager oom)"
+            out[(shape, "ttft_ms", r["tokens"])] = v
         for r in e.get("decode", []):
             out[(shape, "decode_ms", r["context"])] = r.get("ms_per_token")
+        for r in e.get("ttft", []) + e.get("decode", []):
+            if not str(r.get("status", "ok")).startswith("ok"):
+                key = r.get("tokens", r.get("context"))
+                out.setdefault((shape, "ttft_note" if "tokens" in r else "decode_note", key), "baseline: " + r["status"])
         if e.get("peak_gpu_bytes"):
             out[(shape, "peak_gpu_bytes", None)] = e["peak_gpu_bytes"]
     return out
@@ -153,7 +194,7 @@ def main(argv):
     else:
         print("  baseline: n/a (no baseline.json)")
 
-    head = "  %-24s %10s %10s %9s %10s %9s %10s  %s" % (
+    head = ROW % (
         "metric", "floor", "baseline", "base/flr", "Frost", "Frost/flr", "Frost/base", "Frost source")
     for shape in SHAPE_ORDER:
         cfg = ((b.get("models") or {}).get(shape) or {}).get("config") or SHAPES[shape]
@@ -164,31 +205,46 @@ def main(argv):
         for t in TTFT_SIZES:
             fl = max(c.prefill_flops(t) / gemm, c.prefill_bytes(t) / rw) * 1e3 if gemm and rw else None
             rows.append(("cold TTFT %dk" % (t // 1024), fl, base.get((shape, "ttft_ms", t)),
-                         frost.get((shape, "ttft_ms", t)), ""))
+                         frost.get((shape, "ttft_ms", t)), base.get((shape, "ttft_note", t), "")))
         for ctx in DECODE_CTX:
             fl = c.decode_bytes(ctx) / rw * 1e3 if rw else None
             rows.append(("decode/token @%dk" % (ctx // 1024), fl, base.get((shape, "decode_ms", ctx)),
-                         frost.get((shape, "decode_ms", ctx)), ""))
+                         frost.get((shape, "decode_ms", ctx)), base.get((shape, "decode_note", ctx), "")))
         mem_floor = c.weight_bytes() + c.kv_bytes(max(TTFT_SIZES + DECODE_CTX)) + c.state_bytes()
         rows.append(("peak GPU memory", mem_floor, base.get((shape, "peak_gpu_bytes", None)),
                      frost.get((shape, "peak_gpu_bytes", None)), "GB"))
-        for name, fl, bv, fv, unit in rows:
+        for name, fl, bv, fv, note in rows:
+            unit = "GB" if note == "GB" else ""
             fval, fsrc = fv if fv else (None, "")
-            print("  %-24s %10s %10s %9s %10s %9s %10s  %s" % (
-                name, fmt(fl, unit), fmt(bv, unit), fmt(ratio(bv, fl), "x"), fmt(fval, unit),
-                fmt(ratio(fval, fl), "x"), fmt(ratio(fval, bv), "x"), fsrc))
-        extra = sorted((k, v) for k, v in frost.items()
-                       if k[0] == shape and k[1] in ("capsule_ttft_ms", "restore_GBps", "cold_start_s"))
-        for (s, metric, key), (val, src) in extra:
-            fl = None
+            fsrc = "; ".join(x for x in (fsrc, note if note != "GB" else "") if x)
+            print(ROW % (name, fmt(fl, unit), fmt(bv, unit), fmt(ratio(bv, fl), "x"), fmt(fval, unit),
+                         fmt(ratio(fval, fl), "x"), fmt(ratio(fval, bv), "x"), fsrc))
+        tier_ceiling = {"device": "copy_GBps", "host": "h2d_GBps", "disk": "disk_GBps"}
+        for (s_, metric, key), (val, src) in sorted(frost.items(), key=lambda kv: str(kv[0])):
+            if s_ != shape or metric not in ("capsule_ttft_ms", "restore_GBps", "cold_start_s"):
+                continue
+            fl, bv = None, None
             if metric == "restore_GBps":
-                tier_ceiling = {"device": "copy_GBps", "host": "h2d_GBps", "disk": "disk_GBps"}.get(key)
-                fl = ce[tier_ceiling][0] if tier_ceiling in ce else None
-                print("  %-24s %10s %10s %9s %10s %9s %10s  %s" % (
-                    "restore GB/s (%s)" % key, fmt(fl), NA, NA, fmt(val), fmt(ratio(val, fl), "x"), NA, src))
+                tier, prefix = key
+                ck = tier_ceiling.get(tier)
+                fl = ce[ck][0] if ck in ce else None
+                name = "restore GB/s %s @%s" % (tier, prefix)
+                # Bandwidth: the ratio to the ceiling is the fraction reached (<= 1).
+                print(ROW % (name, fmt(fl), NA, NA, fmt(val), fmt(ratio(val, fl), "x"), NA, src))
+                continue
+            if metric == "capsule_ttft_ms":
+                tier, prefix, suffix = key
+                nbytes = (frost.get((shape, "capsule_bytes", key)) or (None,))[0]
+                ck = tier_ceiling.get(tier)
+                if nbytes and ck in ce and gemm and rw and prefix is not None and suffix:
+                    fwd = max(c.extend_flops(prefix, suffix) / gemm, c.extend_bytes(prefix, suffix) / rw)
+                    fl = (nbytes / (ce[ck][0] * 1e9) + fwd) * 1e3
+                bv = base.get((shape, "ttft_ms", prefix))
+                name = "capsule TTFT %s %s+%s" % (tier, prefix, suffix)
             else:
-                print("  %-24s %10s %10s %9s %10s %9s %10s  %s" % (
-                    "%s %s" % (metric, key), NA, NA, NA, fmt(val), NA, NA, src))
+                name = "%s %s" % (metric, key)
+            print(ROW % (name, fmt(fl), fmt(bv), fmt(ratio(bv, fl), "x"), fmt(val), fmt(ratio(val, fl), "x"),
+                         fmt(ratio(val, bv), "x"), src))
     if data["ignored"]:
         print("\nnot understood (no frost_results): %s" % ", ".join(data["ignored"]))
     print("\nfloors: decode = (weights multiplied + KV read + state r/w) / (2 x copy GB/s); "

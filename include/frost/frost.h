@@ -104,6 +104,12 @@ frost_status frost_capsule_prefill_and_snapshot(frost_model* model, int session,
  * (NOT_FOUND), another deployment (INCOMPATIBLE), a damaged file (CORRUPT) or no room (OUT_OF_MEMORY)
  * leave the session untouched. */
 frost_status frost_capsule_restore(frost_model* model, frost_capsule_id id, int session, int32_t* next);
+/* Restore + append suffix[0..n) with the capsule's remainder and the suffix prefilled as one run
+ * from the aligned boundary, so the result is bitwise equal to a cold prefill of the whole prompt
+ * even when the capsule's boundary was not aligned. `sampling` (NULL: keep the capsule's) is
+ * applied before that prefill. *next = token sampled after the suffix (may be NULL). */
+frost_status frost_capsule_restore_append(frost_model* model, frost_capsule_id id, int session, const int32_t* suffix,
+                                          size_t n, const frost_sampling* sampling, int32_t* next);
 /* Restores the capsule into sessions[0..n) (distinct); next[i] (may be NULL) gets each one's token. */
 frost_status frost_capsule_fork(frost_model* model, frost_capsule_id id, const int* sessions, size_t n,
                                 int32_t* next);

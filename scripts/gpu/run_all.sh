@@ -32,5 +32,9 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   done
 fi
 
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  python3 bench/python/report.py "$OUT" 2>&1 | tee "$OUT/report.txt"
+fi
+
 echo; echo "==== summary ($(date -u +%F), $(cut -d, -f1 "$OUT/gpu.txt"))"
 printf '%s\n' "${summary[@]}"

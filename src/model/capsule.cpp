@@ -300,7 +300,12 @@ frost_status CapsuleManager::snapshot_locked(int session, int64_t requested, con
         s = capsule_file_write(c->path, m, frost_buffer_ptr(c->storage));
         frost_buffer_free(c->storage);
         c->storage = nullptr;
-        if (s != FROST_OK) return s;
+        if (s != FROST_OK) {
+            // A failed final directory fsync leaves a complete file behind; one of our own names
+            // would be an orphan (an explicit path keeps whatever the write left, old or new).
+            if (path.empty()) ::unlink(c->path.c_str());
+            return s;
+        }
         c->owns_file = true;
     }
     *out = next_id_++;
@@ -344,7 +349,9 @@ frost_status CapsuleManager::stage_to_host(Stored& c, frost_buffer** host, bool*
     return FROST_OK;
 }
 
-frost_status CapsuleManager::restore_into(const CapsuleMeta& meta, frost_buffer* src, int session, int32_t* next) {
+frost_status CapsuleManager::restore_into(const CapsuleMeta& meta, frost_buffer* src, int session,
+                                          const std::vector<int32_t>& suffix, const SamplingConfig* sampling,
+                                          int32_t* next) {
     // Last check before live buffers are touched: the stored cursor must sit at the stored boundary.
     if (const uint8_t* h = host_view(src)) {
         for (const auto& p : meta.parts) {
@@ -375,7 +382,12 @@ frost_status CapsuleManager::restore_into(const CapsuleMeta& meta, frost_buffer*
         return fail(s, "restore into session %d failed midway (%s); the session was reset to empty", session,
                     why.c_str());
     }
-    if (!meta.remainder.empty()) return engine_.prefill(session, meta.remainder.data(), meta.remainder.size(), next);
+    if (sampling) FROST_TRY(engine_.set_sampling(session, *sampling));
+    if (!meta.remainder.empty() || !suffix.empty()) {
+        std::vector<int32_t> run = meta.remainder;
+        run.insert(run.end(), suffix.begin(), suffix.end());
+        return engine_.prefill(session, run.data(), run.size(), next);
+    }
     if (next) {
         kernels::StepCursor cur{};
         FROST_TRY(engine_.read_cursor(session, &cur));
@@ -384,7 +396,9 @@ frost_status CapsuleManager::restore_into(const CapsuleMeta& meta, frost_buffer*
     return FROST_OK;
 }
 
-frost_status CapsuleManager::restore_many(Stored& c, const std::vector<int>& sessions, std::vector<int32_t>* next) {
+frost_status CapsuleManager::restore_many(Stored& c, const std::vector<int>& sessions,
+                                          const std::vector<int32_t>& suffix, const SamplingConfig* sampling,
+                                          std::vector<int32_t>* next) {
     if (sessions.empty()) return fail(FROST_ERR_INVALID_ARG, "restore: no target session");
     std::set<int> seen;
     for (int s : sessions) {
@@ -398,7 +412,8 @@ frost_status CapsuleManager::restore_many(Stored& c, const std::vector<int>& ses
     if (c.tier == CapsuleTier::Disk) FROST_TRY(stage_to_host(c, &src, &owned));
     std::vector<int32_t> toks(sessions.size(), -1);
     frost_status s = FROST_OK;
-    for (size_t i = 0; s == FROST_OK && i < sessions.size(); ++i) s = restore_into(c.meta, src, sessions[i], &toks[i]);
+    for (size_t i = 0; s == FROST_OK && i < sessions.size(); ++i)
+        s = restore_into(c.meta, src, sessions[i], suffix, sampling, &toks[i]);
     if (owned) frost_buffer_free(src);
     if (s == FROST_OK && next) *next = toks;
     return s;
@@ -409,7 +424,22 @@ frost_status CapsuleManager::restore(CapsuleId id, int session, int32_t* next) {
     Stored* c = nullptr;
     FROST_TRY(lookup(id, &c));
     std::vector<int32_t> toks;
-    FROST_TRY(restore_many(*c, {session}, &toks));
+    FROST_TRY(restore_many(*c, {session}, {}, nullptr, &toks));
+    if (next) *next = toks[0];
+    return FROST_OK;
+}
+
+frost_status CapsuleManager::restore_append(CapsuleId id, int session, const int32_t* suffix, size_t n,
+                                            int32_t* next, const SamplingConfig* sampling) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stored* c = nullptr;
+    FROST_TRY(lookup(id, &c));
+    if (n && !suffix) return fail(FROST_ERR_INVALID_ARG, "restore_append: suffix is null");
+    if (c->meta.requested_boundary + int64_t(n) > engine_.options().max_seq_len)
+        return fail(FROST_ERR_OUT_OF_RANGE, "restore_append: %lld + %zu tokens exceed max_seq_len %d",
+                    static_cast<long long>(c->meta.requested_boundary), n, engine_.options().max_seq_len);
+    std::vector<int32_t> toks;
+    FROST_TRY(restore_many(*c, {session}, std::vector<int32_t>(suffix, suffix + n), sampling, &toks));
     if (next) *next = toks[0];
     return FROST_OK;
 }
@@ -418,7 +448,7 @@ frost_status CapsuleManager::fork(CapsuleId id, const std::vector<int>& sessions
     std::lock_guard<std::mutex> lock(mu_);
     Stored* c = nullptr;
     FROST_TRY(lookup(id, &c));
-    return restore_many(*c, sessions, next);
+    return restore_many(*c, sessions, {}, nullptr, next);
 }
 
 frost_status CapsuleManager::rollback(int session, CapsuleId id, int32_t* next) {
@@ -435,7 +465,7 @@ frost_status CapsuleManager::rollback(int session, CapsuleId id, int32_t* next) 
         return fail(FROST_ERR_INVALID_ARG, "rollback: capsule %llu is not an earlier boundary of session %d",
                     static_cast<unsigned long long>(id), session);
     std::vector<int32_t> toks;
-    FROST_TRY(restore_many(*c, {session}, &toks));
+    FROST_TRY(restore_many(*c, {session}, {}, nullptr, &toks));
     if (next) *next = toks[0];
     return FROST_OK;
 }
@@ -465,6 +495,7 @@ frost_status CapsuleManager::move(CapsuleId id, CapsuleTier tier, const std::str
     if (tier == CapsuleTier::Disk) {
         new_path = path.empty() ? default_path(id) : path;
         s = capsule_file_write(new_path, c->meta, frost_buffer_ptr(host));
+        if (s != FROST_OK && path.empty()) ::unlink(new_path.c_str());
     } else if (tier == CapsuleTier::Host) {
         keep = host;  // the staging buffer (always owned here: the capsule was not on the host) becomes the storage
         owned = false;

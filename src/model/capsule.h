@@ -139,14 +139,23 @@ public:
     // is untouched. If a copy into the live buffers fails midway the session is reset to empty
     // (fail closed) and the error says so.
     frost_status restore(CapsuleId id, int session, int32_t* next);
-    // restore() into each of `sessions` (distinct); the capsule is validated (and read) once.
-    // next->at(i) is the token sampled in sessions[i].
+    // restore() followed by appending suffix[0..n), with the remainder and the suffix prefilled as
+    // ONE run from the stored (aligned) boundary: the chunks then fall where a cold prefill of
+    // ids ++ remainder ++ suffix puts them, so the logits are bitwise equal to the cold path even
+    // when the requested boundary was not aligned (restore() + a separate prefill splits at P).
+    // `sampling` (may be null: keep the capsule's) is applied after the copy, before that prefill.
+    frost_status restore_append(CapsuleId id, int session, const int32_t* suffix, size_t n, int32_t* next,
+                                const SamplingConfig* sampling = nullptr);
+    // restore() into each of `sessions` (distinct); the capsule is validated (and read) once, for
+    // all targets, before any is touched. next->at(i) is the token sampled in sessions[i]. A copy
+    // failure midway leaves the sessions before it restored and resets the failing one.
     frost_status fork(CapsuleId id, const std::vector<int>& sessions, std::vector<int32_t>* next);
     // restore() of an earlier boundary of the same session: the capsule's tokens must be a
     // prefix of the session's journal (else FROST_ERR_INVALID_ARG, nothing touched).
     frost_status rollback(int session, CapsuleId id, int32_t* next);
-    // Drops the capsule: frees its storage and deletes its file if the manager wrote it into
-    // disk_dir. FROST_ERR_NOT_FOUND for an unknown id.
+    // Drops the capsule: frees its storage and deletes its disk-tier file if the manager wrote it
+    // (snapshot or move to Disk; never a file imported by load() or exported by save()).
+    // FROST_ERR_NOT_FOUND for an unknown id.
     frost_status release(CapsuleId id);
 
     // Promotion / demotion. On failure the capsule stays where it was, intact.
@@ -170,8 +179,10 @@ private:
                                  CapsuleTier tier, const std::string& path, CapsuleId* out);
     frost_status check_layout(const CapsuleMeta& meta, int session) const;
     frost_status stage_to_host(Stored& c, frost_buffer** host, bool* owned);
-    frost_status restore_into(const CapsuleMeta& meta, frost_buffer* src, int session, int32_t* next);
-    frost_status restore_many(Stored& c, const std::vector<int>& sessions, std::vector<int32_t>* next);
+    frost_status restore_into(const CapsuleMeta& meta, frost_buffer* src, int session,
+                              const std::vector<int32_t>& suffix, const SamplingConfig* sampling, int32_t* next);
+    frost_status restore_many(Stored& c, const std::vector<int>& sessions, const std::vector<int32_t>& suffix,
+                              const SamplingConfig* sampling, std::vector<int32_t>* next);
     frost_status write_file(const CapsuleMeta& meta, frost_buffer* host, const std::string& path);
     std::string default_path(CapsuleId id) const;
     void free_storage(Stored& c);

@@ -75,7 +75,7 @@ frost_status parse_eos(const json& v, const std::string& src, std::vector<int32_
 frost_status parse_text(const json& root, const json& t, const std::string& src, ModelConfig* c) {
     Reader r{t, src, c->multimodal_wrapper ? "text_config." : ""};
     c->model_type = t.value("model_type", std::string());
-    if (c->model_type.empty() && !c->multimodal_wrapper) c->model_type = root.value("model_type", std::string());
+    if (c->model_type.empty()) c->model_type = root.value("model_type", std::string());  // qwen3_5 wrapper
     if (c->model_type == "qwen3_5_text" || c->model_type == "qwen3_5") c->family = Family::Qwen35;
     else if (c->model_type == "qwen3_5_moe_text" || c->model_type == "qwen3_5_moe") c->family = Family::Qwen35Moe;
     else if (c->model_type == "qwen3_next") c->family = Family::Qwen3Next;

@@ -166,7 +166,7 @@ frost_status frost_session_tokens(const frost_model* m, int session, int32_t* ou
 
 frost_status frost_capsule_snapshot(frost_model* m, int session, frost_tier tier, frost_capsule_id* out) {
     FROST_TRY(check(m));
-    CapsuleTier t;
+    CapsuleTier t = CapsuleTier::Device;
     FROST_TRY(to_tier(tier, &t));
     return m->capsules->snapshot(session, t, out);
 }
@@ -174,7 +174,7 @@ frost_status frost_capsule_snapshot(frost_model* m, int session, frost_tier tier
 frost_status frost_capsule_prefill_and_snapshot(frost_model* m, int session, const int32_t* ids, size_t n,
                                                 frost_tier tier, frost_capsule_id* out, int32_t* next) {
     FROST_TRY(check(m));
-    CapsuleTier t;
+    CapsuleTier t = CapsuleTier::Device;
     FROST_TRY(to_tier(tier, &t));
     return m->capsules->prefill_and_snapshot(session, ids, n, t, out, next);
 }
@@ -182,6 +182,13 @@ frost_status frost_capsule_prefill_and_snapshot(frost_model* m, int session, con
 frost_status frost_capsule_restore(frost_model* m, frost_capsule_id id, int session, int32_t* next) {
     FROST_TRY(check(m));
     return m->capsules->restore(id, session, next);
+}
+
+frost_status frost_capsule_restore_append(frost_model* m, frost_capsule_id id, int session, const int32_t* suffix,
+                                          size_t n, const frost_sampling* sampling, int32_t* next) {
+    FROST_TRY(check(m));
+    const SamplingConfig sc = to_sampling(sampling);
+    return m->capsules->restore_append(id, session, suffix, n, next, sampling ? &sc : nullptr);
 }
 
 frost_status frost_capsule_fork(frost_model* m, frost_capsule_id id, const int* sessions, size_t n, int32_t* next) {
@@ -205,7 +212,7 @@ frost_status frost_capsule_release(frost_model* m, frost_capsule_id id) {
 
 frost_status frost_capsule_move(frost_model* m, frost_capsule_id id, frost_tier tier) {
     FROST_TRY(check(m));
-    CapsuleTier t;
+    CapsuleTier t = CapsuleTier::Device;
     FROST_TRY(to_tier(tier, &t));
     return m->capsules->move(id, t);
 }
@@ -219,7 +226,7 @@ frost_status frost_capsule_save(frost_model* m, frost_capsule_id id, const char*
 frost_status frost_capsule_load(frost_model* m, const char* path, frost_tier tier, frost_capsule_id* out) {
     FROST_TRY(check(m));
     if (!path) return fail(FROST_ERR_INVALID_ARG, "frost_capsule_load: path is NULL");
-    CapsuleTier t;
+    CapsuleTier t = CapsuleTier::Device;
     FROST_TRY(to_tier(tier, &t));
     return m->capsules->load(path, t, out);
 }

@@ -34,6 +34,8 @@ constexpr size_t kHeaderAlign = 8;
 const SynthPreset kPresets[] = {
     // name   H     L   F      Hq Hkv d    Hk Hv dk   dv   vocab        tied   max_pos
     {"tiny", 256, 4, 512, 4, 1, 64, 2, 4, 32, 32, 4096, true, 32768},
+    // the smallest shape the CUDA kernels accept (head_dim 256, dk = dv = 128): GPU engine tests
+    {"tiny-gpu", 256, 4, 512, 2, 1, 256, 1, 2, 128, 128, 4096, true, 32768},
     {"0.8b", 1024, 24, 3584, 8, 2, 256, 16, 16, 128, 128, kQwen35Vocab, true, 262144},
     {"2b", 2048, 24, 6144, 8, 2, 256, 16, 16, 128, 128, kQwen35Vocab, true, 262144},
     {"4b", 2560, 32, 9216, 16, 4, 256, 16, 32, 128, 128, kQwen35Vocab, true, 262144},

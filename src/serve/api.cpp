@@ -17,6 +17,7 @@ using nlohmann::json;
 
 namespace {
 constexpr const char* kCapsulesPrefix = "/v1/capsules";
+constexpr const char* kSessionsPrefix = "/v1/sessions";
 constexpr double kMaxTtlSeconds = 30.0 * 24 * 3600;
 
 int64_t unix_now() {
@@ -104,6 +105,7 @@ HttpOut Api::handle(const HttpIn& in) {
         return out;
     }
     if (path == "/v1/claims") return claims(route.query, owner);
+    if (path == kSessionsPrefix || path.rfind(std::string(kSessionsPrefix) + "/", 0) == 0) return sessions(in, path, owner);
     if (path.rfind(kCapsulesPrefix, 0) == 0) return capsules(in, path, owner);
     return error_reply(make_error(404, "invalid_request_error", "not_found", "no route " + path));
 }
@@ -119,6 +121,9 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
                                           cfg_.model_name + "')"));
     if (sched_.draining())
         return error_reply(make_error(503, "server_error", "shutting_down", "the server is shutting down"));
+    if (!job->req.session_id.empty() && !owns_session(job->req.session_id, owner))
+        return error_reply(make_error(404, "invalid_request_error", "session_not_found",
+                                      "session_id: no session '" + job->req.session_id + "'"));
 
     if (ep == Endpoint::Chat) {
         ChatRender r;
@@ -238,6 +243,62 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
     if (status == 405) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "unsupported verb"));
     if (status == 409) return error_reply(make_error(409, "invalid_request_error", "conflict", "capsule is in use"));
     return json_reply(status, body);
+}
+
+bool Api::owns_session(const std::string& id, const std::string& owner) {
+    std::lock_guard<std::mutex> lock(sessions_mu_);
+    auto it = sessions_.find(id);
+    return it != sessions_.end() && it->second == owner;
+}
+
+HttpOut Api::sessions(const HttpIn& in, const std::string& path, const std::string& owner) {
+    // POST|GET /v1/sessions; GET|DELETE /v1/sessions/{id}. A session names a conversation: its
+    // requests record it on the capsules they make, and deleting it releases those capsules.
+    const std::string rest = path.size() > std::string(kSessionsPrefix).size()
+                                 ? path.substr(std::string(kSessionsPrefix).size() + 1)
+                                 : "";
+    if (rest.empty()) {
+        if (in.method == "POST") {
+            std::lock_guard<std::mutex> lock(sessions_mu_);
+            if (sessions_.size() >= cfg_.max_sessions)
+                return error_reply(make_error(429, "rate_limit_error", "too_many_sessions", "too many sessions"));
+            const std::string id = new_id("sess");
+            sessions_[id] = owner;
+            return json_reply(200, json{{"id", id}, {"object", "session"}});
+        }
+        if (in.method != "GET") return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET or POST"));
+        json list = json::array();
+        std::lock_guard<std::mutex> lock(sessions_mu_);
+        for (const auto& [id, o] : sessions_)
+            if (o == owner) list.push_back(json{{"id", id}, {"object", "session"}});
+        return json_reply(200, json{{"object", "list"}, {"data", list}});
+    }
+    std::string why;
+    if (rest.find('/') != std::string::npos || !valid_id(rest, &why)) return error_reply(invalid_field("session_id", why.empty() ? "bad id" : why));
+    if (!owns_session(rest, owner))
+        return error_reply(make_error(404, "invalid_request_error", "session_not_found", "no session '" + rest + "'"));
+    json caps = json::array();
+    bool busy = false;
+    if (in.method == "GET" || in.method == "DELETE") {
+        const bool del = in.method == "DELETE";
+        sched_.control([&](CapsuleStore& s, ClaimLog&) {
+            std::vector<std::string> ids;
+            for (const auto* r : s.list(owner))
+                if (r->session_id == rest) ids.push_back(r->id);
+            for (const auto& id : ids) {
+                if (del && s.remove(id, owner) != FROST_OK) busy = true;
+                caps.push_back(id);
+            }
+        });
+        if (del) {
+            if (busy) return error_reply(make_error(409, "invalid_request_error", "conflict", "a capsule of this session is in use"));
+            std::lock_guard<std::mutex> lock(sessions_mu_);
+            sessions_.erase(rest);
+            return json_reply(200, json{{"id", rest}, {"deleted", true}, {"capsules_released", caps}});
+        }
+        return json_reply(200, json{{"id", rest}, {"object", "session"}, {"capsules", caps}});
+    }
+    return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET or DELETE"));
 }
 
 HttpOut Api::claims(const std::string& query, const std::string& owner) {

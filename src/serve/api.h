@@ -3,7 +3,9 @@
 // endpoints live here so the Beast translation unit (http_server.cpp) only moves bytes.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +25,7 @@ struct ApiConfig {
     int retry_after_s = 1;
     size_t channel_cap = 64;  // events buffered per request before the engine waits for the reader
     bool public_metrics = false;  // /metrics without a key (opt-in)
+    size_t max_sessions = 4096;   // POST /v1/sessions beyond this: 429
 };
 
 struct HttpIn {
@@ -54,6 +57,8 @@ private:
     HttpOut generate(Endpoint ep, const HttpIn& in, const std::string& owner);
     HttpOut capsules(const HttpIn& in, const std::string& path, const std::string& owner);
     HttpOut claims(const std::string& query, const std::string& owner);
+    HttpOut sessions(const HttpIn& in, const std::string& path, const std::string& owner);
+    bool owns_session(const std::string& id, const std::string& owner);
     // "" when unauthorised; otherwise the owner scope of the presented key.
     std::string owner_of(const std::string& authorization) const;
 
@@ -62,6 +67,8 @@ private:
     const EngineIface& engine_;
     Metrics& metrics_;
     ApiConfig cfg_;
+    std::mutex sessions_mu_;
+    std::map<std::string, std::string> sessions_;  // session id -> owner (API-key scope)
 };
 
 }  // namespace frost::serve

@@ -106,6 +106,21 @@ private:
             disarm();
             return reply_and_close(413, "request body too large");
         }
+        if (beast::iequals(req[http::field::expect], "100-continue")) {
+            // curl and others wait for this before sending a large body.
+            static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+            arm(cfg_.send_timeout_ms, Timeout::Send);
+            net::async_write(sock_, net::buffer(kContinue), [self = shared_from_this()](beast::error_code e, size_t) {
+                self->disarm();
+                if (e) return self->close();
+                self->read_body();
+            });
+            return;
+        }
+        read_body();
+    }
+
+    void read_body() {
         arm(cfg_.body_timeout_ms, Timeout::Body);
         http::async_read(sock_, buffer_, *parser_,
                          [self = shared_from_this()](beast::error_code e, size_t) { self->on_body(e); });

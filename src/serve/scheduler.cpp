@@ -101,17 +101,18 @@ size_t Scheduler::queue_depth() const {
     return queue_.size();
 }
 
-bool Scheduler::control(const std::function<void(CapsuleStore&, ClaimLog&)>& fn, std::chrono::milliseconds timeout) {
-    if (!running_) {
-        fn(*store_, log_);
-        update_store_metrics();
-        return true;
-    }
+bool Scheduler::control(const std::function<void(CapsuleStore&, ClaimLog&)>& fn) {
     auto done = std::make_shared<std::pair<std::mutex, std::condition_variable>>();
     auto finished = std::make_shared<bool>(false);
     {
         std::lock_guard<std::mutex> lock(mu_);
-        controls_.push_back([this, fn, done, finished] {
+        if (!running_ || exited_) {
+            // No engine thread (not started, or gone): this thread is the only one left.
+            fn(*store_, log_);
+            update_store_metrics();
+            return true;
+        }
+        controls_.push_back([this, &fn, done, finished] {
             fn(*store_, log_);
             update_store_metrics();
             std::lock_guard<std::mutex> l(done->first);
@@ -121,8 +122,12 @@ bool Scheduler::control(const std::function<void(CapsuleStore&, ClaimLog&)>& fn,
         woken_ = true;
     }
     cv_.notify_all();
+    // Unbounded wait on purpose: the closure refers to the caller's stack, so the caller must not
+    // leave before it ran. The engine thread runs controls between steps (each step is bounded by
+    // prefill_step tokens) and drains them when it exits.
     std::unique_lock<std::mutex> l(done->first);
-    return done->second.wait_for(l, timeout, [&] { return *finished; });
+    done->second.wait(l, [&] { return *finished; });
+    return true;
 }
 
 void Scheduler::update_store_metrics() {
@@ -242,6 +247,10 @@ void Scheduler::loop() {
         j->channel->push_final(std::move(ev));
     }
     queue_.clear();
+    exited_ = true;
+    std::deque<std::function<void()>> left;
+    left.swap(controls_);
+    for (auto& c : left) c();  // under mu_: control() callers are blocked until these ran
 }
 
 bool Scheduler::step(Active& a) {

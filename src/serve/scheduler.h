@@ -67,10 +67,9 @@ public:
     Admit submit(std::shared_ptr<Job> job);
     void wake();  // a job was cancelled or a reader drained its channel
 
-    // Runs fn on the engine thread between steps (or inline when the thread is not running)
-    // and waits for it. False if the thread did not run it within timeout.
-    bool control(const std::function<void(CapsuleStore&, ClaimLog&)>& fn,
-                 std::chrono::milliseconds timeout = std::chrono::seconds(10));
+    // Runs fn on the engine thread between steps (or inline when no engine thread runs) and
+    // waits until it ran.
+    bool control(const std::function<void(CapsuleStore&, ClaimLog&)>& fn);
 
     size_t queue_depth() const;
     size_t busy_slots() const { return busy_slots_.load(); }
@@ -108,6 +107,7 @@ private:
     std::deque<std::function<void()>> controls_;
     bool stop_requested_ = false;
     bool woken_ = false;
+    bool exited_ = false;  // the engine thread left its loop
     std::atomic<bool> draining_{false};
     std::atomic<bool> running_{false};
     std::atomic<size_t> busy_slots_{0};

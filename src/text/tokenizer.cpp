@@ -47,11 +47,6 @@ uint32_t char_at(std::string_view text, size_t pos, size_t* len) {
     return one.empty() ? 0 : one[0];
 }
 
-bool is_word_char(uint32_t cp) {
-    const CharClass k = char_class(cp);
-    return k == CharClass::kLetter || k == CharClass::kNumber || cp == '_';
-}
-
 }  // namespace
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {

@@ -16,6 +16,8 @@ constexpr uint32_t kSurrogateFirst = 0xD800, kSurrogateLast = 0xDFFF;
 constexpr uint32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7;
 constexpr uint32_t kLCount = 19, kVCount = 21, kTCount = 28;
 constexpr uint32_t kNCount = kVCount * kTCount, kSCount = kLCount * kNCount;
+// Table value for Nd/Nl (kNumber for the pre-tokenizer, but also a word character).
+constexpr uint32_t kDigitClass = 4;
 // Every code point below this is NFC-stable and never composes with a neighbour.
 constexpr uint32_t kNfcTrivialBelow = 0x300;
 
@@ -179,7 +181,21 @@ CharClass char_class(uint32_t cp) {
         if (cp >= '0' && cp <= '9') return CharClass::kNumber;
         return CharClass::kOther;
     }
-    return static_cast<CharClass>(range_lookup(ucd::kCategoryRanges, ucd::kCategoryRangesCount, cp));
+    const uint32_t v = range_lookup(ucd::kCategoryRanges, ucd::kCategoryRangesCount, cp);
+    return v == kDigitClass ? CharClass::kNumber : static_cast<CharClass>(v);
+}
+
+bool is_word_char(uint32_t cp) {
+    switch (cp) {  // connector punctuation (Pc) and the joiners
+        case '_': case 0x200C: case 0x200D: case 0x203F: case 0x2040: case 0x2054: case 0xFE33: case 0xFE34:
+        case 0xFE4D: case 0xFE4E: case 0xFE4F: case 0xFF3F:
+            return true;
+        default:
+            break;
+    }
+    const uint32_t v = range_lookup(ucd::kCategoryRanges, ucd::kCategoryRangesCount, cp);
+    return v == static_cast<uint32_t>(CharClass::kLetter) || v == static_cast<uint32_t>(CharClass::kMark) ||
+           v == kDigitClass;
 }
 
 bool is_regex_space(uint32_t cp) {

@@ -29,6 +29,9 @@ void utf8_append(std::string& out, uint32_t cp);
 std::string utf8_encode(const std::vector<uint32_t>& cps);
 
 CharClass char_class(uint32_t cp);
+// Regex \w as Rust's regex crate defines it (letters, marks, Nd/Nl, connector punctuation,
+// joiners): what tokenizers' single_word added tokens treat as "inside a word".
+bool is_word_char(uint32_t cp);
 // Oniguruma's \s in Unicode mode: the White_Space property.
 bool is_regex_space(uint32_t cp);
 // Python's str.isspace(): what str.strip() / jinja's trim remove.

@@ -18,7 +18,7 @@ struct Composition {  // (a, b) -> c, sorted by (a, b)
 };
 
 extern const char* const kUnicodeVersion;
-extern const Range kCategoryRanges[];  // value: 1 = L*, 2 = M*, 3 = N*
+extern const Range kCategoryRanges[];  // value: 1 = L*, 2 = M*, 3 = No, 4 = Nd or Nl
 extern const size_t kCategoryRangesCount;
 extern const uint32_t kPythonSpace[];  // sorted code points where Python's str.isspace() is true
 extern const size_t kPythonSpaceCount;

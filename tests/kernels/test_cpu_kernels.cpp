@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace frost::kernels::cpu {
 namespace {
@@ -62,6 +64,24 @@ TEST(Gemm, MatchesFloat64AndIsRowInvariant) {
     p.y = acc.data(); p.accumulate = 1;
     ASSERT_EQ(gemm(p), FROST_OK);
     for (size_t i = 0; i < acc.size(); ++i) ASSERT_FLOAT_EQ(acc[i], 2 * y[i]);
+}
+
+TEST(ThreadPool, ResultsDoNotDependOnTheThreadCount) {
+    const int M = 9, K = 64, N = 50;
+    auto x = randv(size_t(M) * K), w = randv(size_t(N) * K);
+    const int saved = threads();
+    std::vector<std::vector<float>> ys;
+    for (int t : {1, 3, 2}) {
+        set_threads(t);
+        ys.push_back(poisoned(size_t(M) * N));
+        GemmParams p{};
+        p.x = x.data(); p.w = w.data(); p.y = ys.back().data(); p.ldx = K; p.ldy = N; p.K = K; p.N = N;
+        p.max_rows = M;
+        ASSERT_EQ(gemm(p), FROST_OK);
+    }
+    set_threads(saved);
+    EXPECT_EQ(0, std::memcmp(ys[0].data(), ys[1].data(), ys[0].size() * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(ys[0].data(), ys[2].data(), ys[0].size() * sizeof(float)));
 }
 
 // Naive float64 sequential gated delta rule (spec §4.1 step 7) for one launch.

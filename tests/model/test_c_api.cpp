@@ -76,6 +76,18 @@ TEST(CApi, CapsuleVerbsThroughTheCAbi) {
     EXPECT_EQ(firsts[0], next);
     EXPECT_EQ(firsts[1], next);
     EXPECT_EQ(decode_n(m, 2, 5), live5);
+    // Restore + append equals the live path of prefill(ids ++ suffix) in one run.
+    const int32_t suffix[3] = {5, 6, 7};
+    std::vector<int32_t> full = ids;
+    full.insert(full.end(), suffix, suffix + 3);
+    int32_t cold = -1, warm = -1;
+    C_OK(frost_session_reset(m, 2, NULL));
+    C_OK(frost_session_prefill(m, 2, full.data(), full.size(), &cold));
+    const int32_t cold5 = decode_n(m, 2, 5);
+    C_OK(frost_capsule_restore_append(m, cap, 1, suffix, 3, NULL, &warm));
+    EXPECT_EQ(warm, cold);
+    EXPECT_EQ(decode_n(m, 1, 5), cold5);
+    EXPECT_EQ(frost_session_position(m, 1), 108);
     // Rollback of session 0 to its own earlier boundary.
     C_OK(frost_capsule_rollback(m, 0, cap, &r));
     EXPECT_EQ(frost_session_position(m, 0), 100);

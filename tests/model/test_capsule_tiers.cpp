@@ -72,6 +72,7 @@ TEST_P(CapsuleTiers, AlignmentUnitIsStatedAndIs64) {
 // Boundaries at every chunk-grid point near the prompt end and +-1; from each tier.
 TEST_P(CapsuleTiers, BoundarySweepFromEveryTierEqualsCold) {
     const auto prompt = test::random_ids(200, seed);
+    const uint64_t captures = engine->capture_count();
     for (int P : {63, 64, 65, 127, 128, 129, 191, 192, 193}) {
         SCOPED_TRACE("boundary " + std::to_string(P));
         const std::vector<int32_t> ids(prompt.begin(), prompt.begin() + P);
@@ -95,6 +96,7 @@ TEST_P(CapsuleTiers, BoundarySweepFromEveryTierEqualsCold) {
         }
         ASSERT_EQ(mgr->release(id), FROST_OK);
     }
+    EXPECT_EQ(engine->capture_count(), captures) << "no restore, snapshot or tier move recaptures a graph";
     EXPECT_EQ(test::TempFiles::count(dir), 0u);
     EXPECT_TRUE(std::filesystem::is_empty(dir)) << "released disk capsules delete their files";
 }
@@ -241,6 +243,27 @@ TEST_P(CapsuleTiers, IoErrorsAtEveryWritePointFailCleanly) {
     EXPECT_EQ(mgr->restore(src, 1, nullptr), FROST_ERR_IO);
     frost_fault_clear();
     EXPECT_EQ(test::live_state(*engine, 1), live);
+}
+
+// A copy failing midway through a restore (after validation passed) fails closed: the session is
+// reset to empty rather than left half-restored, and the capsule itself still restores.
+TEST_P(CapsuleTiers, CopyFailureMidRestoreResetsTheSession) {
+    const auto ids = test::random_ids(128, seed);
+    const CapsuleId id = capture(ids, CapsuleTier::Device);
+    const auto want = test::live_state(*engine, 0);
+    const auto other = test::random_ids(70, seed + 1);
+    ASSERT_EQ(engine->reset(1), FROST_OK);
+    ASSERT_EQ(engine->prefill(1, other.data(), other.size(), nullptr), FROST_OK);
+    const frost_ctx_stats base = stats_of(*engine);
+    frost_fault_arm(FROST_FAULT_COPY, 3, 0);
+    EXPECT_EQ(mgr->restore(id, 1, nullptr), FROST_ERR_IO);
+    EXPECT_NE(std::string(frost_last_error()).find("reset"), std::string::npos) << frost_last_error();
+    frost_fault_clear();
+    EXPECT_EQ(engine->position(1), 0);
+    EXPECT_TRUE(engine->journal(1).empty());
+    EXPECT_TRUE(same_stats(stats_of(*engine), base));
+    ASSERT_EQ(mgr->restore(id, 1, nullptr), FROST_OK) << frost_last_error();
+    EXPECT_EQ(test::live_state(*engine, 1), want);
 }
 
 TEST_P(CapsuleTiers, LeftoverTempFilesAreRemovedAtStart) {

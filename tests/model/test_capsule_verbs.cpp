@@ -127,6 +127,22 @@ TEST_P(CapsuleVerbs, RestoreAppendEqualsColdFullPrefillBitwise) {
     }
 }
 
+// At an unaligned requested boundary (150: stored 128 + 22 remainder ids), restore_append runs
+// remainder + suffix as one prefill from 128, so the logits equal the cold prefill bitwise.
+TEST_P(CapsuleVerbs, RestoreAppendAtUnalignedBoundaryEqualsColdBitwise) {
+    const auto prefix = test::random_ids(150, seed);
+    const auto suffix = test::random_ids(61, seed + 1);
+    const CapsuleId id = capture(prefix, CapsuleTier::Device, nullptr);
+    std::vector<int32_t> full = prefix;
+    full.insert(full.end(), suffix.begin(), suffix.end());
+    const Continuation cold = test::cold_run(*engine, 1, full, kSteps);
+    test::poison_session(*engine, 2, 0xFF);
+    int32_t next = -1;
+    ASSERT_EQ(mgr->restore_append(id, 2, suffix.data(), suffix.size(), &next), FROST_OK) << frost_last_error();
+    EXPECT_EQ(engine->journal(2), full);
+    EXPECT_TRUE(test::same_continuation(test::continue_session(*engine, 2, next, kSteps), cold));
+}
+
 // Fork one capsule (stored 128, requested 150: a 22-token remainder) into 3 sessions with
 // different suffixes and seeds; each equals its own cold run (prefix prefilled, seed applied at
 // the branch point, suffix, sampled decode) and the branches differ from each other.

@@ -9,6 +9,7 @@
 
 #include "model/model_files_util.h"
 #include "model/safetensors.h"
+#include "util/fs.h"
 
 using namespace frost::model;
 using namespace frost::testing;
@@ -195,4 +196,17 @@ TEST(Safetensors, ShardedThroughIndex) {
     write_bytes(dir + "/model.safetensors.index.json", R"({"weight_map":{"a":"s1.safetensors","x":"s2.safetensors"}})");
     ASSERT_NE(Checkpoint::open_dir(dir, &ck), FROST_OK);
     EXPECT_NE(std::string(frost_last_error()).find("also appears in"), std::string::npos) << frost_last_error();
+}
+
+TEST(Safetensors, SeedCorpusValidAcceptedBadRefused) {
+    const std::string dir = std::string(FROST_SOURCE_DIR) + "/fuzz/corpus/safetensors";
+    std::vector<std::string> names;
+    std::string err;
+    ASSERT_TRUE(frost::util::list_dir(dir, &names, &err)) << err;
+    ASSERT_GE(names.size(), 10u);
+    for (const auto& n : names) {
+        std::string e = parse_error(read_bytes(dir + "/" + n));
+        if (n.rfind("valid_", 0) == 0) EXPECT_EQ(e, "") << n;
+        else EXPECT_NE(e, "") << n;
+    }
 }

@@ -184,7 +184,7 @@ TEST(Request, ContextLengthChecks) {
 TEST(Ids, RulesAndFreshIds) {
     std::string why;
     EXPECT_TRUE(valid_id("sess-0123_abc", &why));
-    for (const std::string bad : {std::string(""), std::string("../x"), std::string("a/b"), std::string("a\0b", 3),
+    for (const std::string& bad : {std::string(""), std::string("../x"), std::string("a/b"), std::string("a\0b", 3),
                                   std::string(10240, 'a'), std::string("caf\xC3\xA9"), std::string("-x"), std::string("a b"),
                                   std::string("a.b")})
         EXPECT_FALSE(valid_id(bad, &why)) << bad;
@@ -245,16 +245,26 @@ TEST(Stop, MatchesAcrossPiecesLikeANaiveSearch) {
             for (int i = 0; i < sl; ++i) st.push_back(alphabet[rng() % alphabet.size()]);
             stops.push_back(st);
         }
-        // Naive oracle: the text up to the earliest occurrence of any stop string.
+        // Oracle with the same piece boundaries: generation stops at the first piece after which
+        // the text contains a stop string, cut where the earliest contained stop string begins.
+        std::vector<size_t> ends;
+        for (size_t i = 0; i < text.size();) {
+            i = std::min(text.size(), i + 1 + rng() % 3);
+            ends.push_back(i);
+        }
         size_t cut = std::string::npos;
-        for (const auto& s : stops) cut = std::min(cut, text.find(s));
+        for (size_t e : ends) {
+            const std::string seen = text.substr(0, e);
+            for (const auto& st : stops) cut = std::min(cut, seen.find(st));
+            if (cut != std::string::npos) break;
+        }
         const std::string expect = cut == std::string::npos ? text : text.substr(0, cut);
         StopMatcher m(stops);
         std::string got;
-        for (size_t i = 0; i < text.size();) {
-            const size_t piece = 1 + rng() % 3;
-            got += m.feed(text.substr(i, piece));
-            i += piece;
+        size_t prev = 0;
+        for (size_t e : ends) {
+            got += m.feed(text.substr(prev, e - prev));
+            prev = e;
         }
         got += m.flush();
         ASSERT_EQ(got, expect) << "text=" << text;

@@ -4,6 +4,7 @@
 // capsule isolation (T14), multi-turn restore that equals a cold server, fail-closed restore.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -279,10 +280,11 @@ TEST(Http, DisconnectMidStreamFreesTheSlot) {
                                  "\r\nContent-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b));
     const std::string got = read_until(fd, "\"content\":\"", 5000);
     ASSERT_NE(got.find("data: "), std::string::npos);
-    EXPECT_EQ(s.sched->busy_slots(), 1u);
+    ASSERT_TRUE(eventually([&] { return s.sched->busy_slots() == 1 && s.metrics.generated_tokens_total > 0; }));
     close_fd(fd);
     EXPECT_TRUE(eventually([&] { return s.sched->busy_slots() == 0; }));
-    EXPECT_GE(s.metrics.cancelled_total.load(), 1u);
+    EXPECT_TRUE(eventually([&] { return s.metrics.cancelled_total.load() >= 1; }));
+    EXPECT_LT(s.metrics.generated_tokens_total.load(), 400u);  // cancelled, not run to the end
     // The freed slot serves the next request.
     EXPECT_EQ(s.post("/v1/chat/completions", chat_body({user("next")}, 3)).status, 200);
 }
@@ -433,7 +435,7 @@ TEST(Http, NChoicesAreServedOneAfterAnother) {
     EXPECT_EQ(j["choices"][1]["index"], 1);
     EXPECT_NE(j["choices"][0]["message"]["content"], j["choices"][1]["message"]["content"]);  // seeds differ
     EXPECT_EQ(j["usage"]["completion_tokens"], 10);
-    EXPECT_EQ(s.sched->busy_slots(), 0u);
+    EXPECT_TRUE(eventually([&] { return s.sched->busy_slots() == 0; }));
 }
 
 TEST(Http, SlowReaderIsDroppedAtTheSendTimeoutAndOthersAreServed) {
@@ -453,4 +455,77 @@ TEST(Http, SlowReaderIsDroppedAtTheSendTimeoutAndOthersAreServed) {
     EXPECT_TRUE(eventually([&] { return s.sched->busy_slots() == 0; }, 20000));
     EXPECT_LT(s.metrics.generated_tokens_total.load(), 60000u);  // it never ran to completion
     close_fd(fd);
+}
+
+TEST(Http, SessionsAreScopedPerKey) {
+    Server s;
+    const auto created = http_request(s.port, "POST", "/v1/sessions", "", kKey);
+    ASSERT_EQ(created.status, 200);
+    const std::string sid = json::parse(created.body)["id"];
+    json body = chat_body({{{"role", "system"}, {"content", "sess"}}, user("a")}, 2);
+    body["session_id"] = sid;
+    ASSERT_EQ(s.post("/v1/chat/completions", body).status, 200);
+    EXPECT_EQ(s.post("/v1/chat/completions", body, kKey2).status, 404);  // another key's session
+    body["session_id"] = "sess-unknown";
+    EXPECT_EQ(s.post("/v1/chat/completions", body).status, 404);
+    const json info = json::parse(http_request(s.port, "GET", "/v1/sessions/" + sid, "", kKey).body);
+    EXPECT_EQ(info["capsules"].size(), 1u);
+    EXPECT_EQ(http_request(s.port, "GET", "/v1/sessions/" + sid, "", kKey2).status, 404);
+    EXPECT_EQ(http_request(s.port, "GET", "/v1/sessions/..", "", kKey).status, 400);
+    EXPECT_EQ(json::parse(http_request(s.port, "GET", "/v1/sessions", "", kKey2).body)["data"].size(), 0u);
+    EXPECT_EQ(http_request(s.port, "DELETE", "/v1/sessions/" + sid, "", kKey).status, 200);
+    EXPECT_EQ(s.engine.live_capsules(), 0u);
+    EXPECT_EQ(http_request(s.port, "GET", "/v1/sessions/" + sid, "", kKey).status, 404);
+}
+
+TEST(Http, ExpectContinueIsAnswered) {
+    Server s;
+    const int fd = connect_loopback(s.port);
+    ASSERT_GE(fd, 0);
+    const std::string b = chat_body({user("continue")}, 2).dump();
+    ASSERT_TRUE(send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + std::string(kKey) +
+                                 "\r\nExpect: 100-continue\r\nContent-Length: " + std::to_string(b.size()) + "\r\n\r\n"));
+    EXPECT_NE(read_until(fd, "\r\n\r\n", 5000).find("100 Continue"), std::string::npos);
+    ASSERT_TRUE(send_all(fd, b));
+    EXPECT_EQ(read_response(fd).status, 200);
+    close_fd(fd);
+}
+
+TEST(Http, RacingCapsuleVerbsKeepCountersConsistent) {
+    // T15: many clients race pin/unpin/update/delete on one capsule while chats restore it; the
+    // answers are defined (200/404/409) and the store and engine agree afterwards.
+    Server s(Options{.slots = 2});
+    const json sys = {{"role", "system"}, {"content", "race"}};
+    ASSERT_EQ(s.post("/v1/chat/completions", chat_body({sys, user("a")}, 2)).status, 200);
+    const std::string id = json::parse(http_request(s.port, "GET", "/v1/capsules", "", kKey).body)["data"][0]["id"];
+    const std::string path = "/v1/capsules/" + id;
+    std::atomic<int> undefined{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 16; ++t) {
+        ts.emplace_back([&, t] {
+            for (int i = 0; i < 6; ++i) {
+                RawResponse r;
+                switch ((t + i) % 5) {
+                    case 0: r = http_request(s.port, "POST", path + "/pin", "", kKey); break;
+                    case 1: r = http_request(s.port, "POST", path + "/unpin", "", kKey); break;
+                    case 2: r = http_request(s.port, "POST", path, R"({"priority":2})", kKey); break;
+                    case 3: r = s.post("/v1/chat/completions", chat_body({sys, user("a"), {{"role", "assistant"}, {"content", "x"}}, user("b")}, 2)); break;
+                    default: r = http_request(s.port, "DELETE", path, "", kKey); break;
+                }
+                if (r.status != 200 && r.status != 404 && r.status != 409) undefined++;
+            }
+        });
+    }
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(undefined.load(), 0);
+    EXPECT_TRUE(eventually([&] { return s.sched->busy_slots() == 0; }));
+    size_t store_count = 0;
+    uint64_t listed = 0, used = 0;
+    s.sched->control([&](CapsuleStore& st, ClaimLog&) {
+        store_count = st.size();
+        for (const auto* r : st.list("key0")) listed += r->bytes;
+        for (int t = 0; t < 3; ++t) used += st.used(Tier(t));
+    });
+    EXPECT_EQ(store_count, s.engine.live_capsules());
+    EXPECT_EQ(listed, used);
 }

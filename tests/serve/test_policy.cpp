@@ -116,7 +116,9 @@ struct StoreFixture {
     std::unique_ptr<CapsuleStore> store;
 
     explicit StoreFixture(uint64_t dev, uint64_t host, uint64_t disk, const std::string& log_path = "") {
-        if (!log_path.empty()) EXPECT_EQ(log.open_file(log_path), FROST_OK);
+        if (!log_path.empty()) {
+            EXPECT_EQ(log.open_file(log_path), FROST_OK);
+        }
         StoreBudgets b;
         b.bytes[0] = dev;
         b.bytes[1] = host;

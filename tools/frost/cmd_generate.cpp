@@ -7,6 +7,7 @@
 #include "command.h"
 #include "engine_args.h"
 #include "exec/error.h"
+#include "model/capsule_generate.h"
 #include "model/engine.h"
 #include "model/generate.h"
 
@@ -17,11 +18,13 @@ constexpr const char* kUsage =
     "         [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--chat] [--json]\n"
     "  IDS: comma-separated token ids, or @FILE holding them. --temperature 0 (default) is greedy.\n"
     "  --chat wraps --prompt in a ChatML user turn. --json prints one object: ids, text (with a\n"
-    "  tokenizer), ttft_ms, ms_per_token, fingerprint (FNV-1a 64 of the last logits).";
+    "  tokenizer), ttft_ms, ms_per_token, fingerprint (FNV-1a 64 of the last logits).\n"
+    "       frost generate --model DIR --capsule FILE [--prompt-ids SUFFIX | --prompt TEXT] [options above]\n"
+    "  restores the capsule file (validated against DIR), appends the suffix if given, and continues.";
 
 int run_generate(const std::vector<std::string>& args) {
     using namespace frost;
-    std::string model, prompt, prompt_ids, backend = "cpu";
+    std::string model, prompt, prompt_ids, backend = "cpu", capsule;
     bool have_prompt = false, chat = false, as_json = false;
     model::GenerateRequest req;
     req.max_new_tokens = 32;
@@ -42,31 +45,43 @@ int run_generate(const std::vector<std::string>& args) {
             else if (a == "--top-k") req.sampling.top_k = std::stoi(v);
             else if (a == "--top-p") req.sampling.top_p = std::stof(v);
             else if (a == "--seed") req.sampling.seed = std::stoull(v);
+            else if (a == "--capsule") capsule = v;
             else { std::fprintf(stderr, "frost generate: unknown option %s\n%s\n", a.c_str(), kUsage); return 2; }
         }
     } catch (const std::exception&) {
         std::fprintf(stderr, "frost generate: bad numeric value\n%s\n", kUsage);
         return 2;
     }
-    if (model.empty() || have_prompt == !prompt_ids.empty()) { std::fprintf(stderr, "%s\n", kUsage); return 2; }
+    const bool prompt_given = have_prompt || !prompt_ids.empty();
+    if (model.empty() || (have_prompt && !prompt_ids.empty()) || (capsule.empty() && !prompt_given)) {
+        std::fprintf(stderr, "%s\n", kUsage);
+        return 2;
+    }
     model::EngineOptions opts;
     if (!cli::parse_backend(backend, &opts.backend)) { std::fprintf(stderr, "frost generate: --backend must be cpu or cuda\n"); return 2; }
     auto tok = cli::tokenizer_beside(model);
     if (have_prompt) {
         if (!tok) { std::fprintf(stderr, "frost generate: %s has no tokenizer.json; use --prompt-ids\n", model.c_str()); return 1; }
         req.prompt = tok->encode(chat ? cli::chatml_user_turn(prompt) : prompt);
-    } else {
+    } else if (!prompt_ids.empty()) {
         std::string err;
         if (!cli::read_prompt_ids(prompt_ids, &req.prompt, &err)) { std::fprintf(stderr, "frost generate: %s\n", err.c_str()); return 2; }
     }
-    opts.max_seq_len = static_cast<int>(req.prompt.size()) + req.max_new_tokens + 1;
+    int64_t capsule_tokens = 0;  // --capsule: the capsule's boundary P comes before the suffix
+    if (!capsule.empty() && model::capsule_file_boundary(capsule, &capsule_tokens) != FROST_OK) {
+        std::fprintf(stderr, "frost generate: %s\n", frost_last_error());
+        return 1;
+    }
+    opts.max_seq_len = static_cast<int>(capsule_tokens + static_cast<int64_t>(req.prompt.size())) + req.max_new_tokens + 1;
     std::unique_ptr<model::Engine> e;
     if (model::Engine::create(model, opts, &e) != FROST_OK) {
         std::fprintf(stderr, "frost generate: %s\n", frost_last_error());
         return 1;
     }
     model::GenerateResult res;
-    if (model::generate(*e, 0, req, &res) != FROST_OK) {
+    const frost_status gs = capsule.empty() ? model::generate(*e, 0, req, &res)
+                                            : model::generate_from_capsule(*e, model, 0, capsule, req, &res);
+    if (gs != FROST_OK) {
         std::fprintf(stderr, "frost generate: %s\n", frost_last_error());
         return 1;
     }
@@ -76,6 +91,7 @@ int run_generate(const std::vector<std::string>& args) {
         j["ids"] = res.ids;
         if (tok) j["text"] = text;
         j["prompt_tokens"] = req.prompt.size();
+        if (!capsule.empty()) j["capsule_tokens"] = capsule_tokens;
         j["ttft_ms"] = res.ttft_ms;
         j["ms_per_token"] = res.ms_per_token;
         j["fingerprint"] = res.fingerprint;

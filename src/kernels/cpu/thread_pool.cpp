@@ -27,7 +27,10 @@ public:
         stop_workers();
         n_threads_ = std::max(1, n);
         stop_ = false;
-        for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+        // New workers start at the current generation, so a job posted before they existed
+        // (already finished) is never mistaken for a new one.
+        const uint64_t gen = generation_;
+        for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i, gen] { worker(i, gen); });
     }
 
     void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
@@ -62,8 +65,7 @@ private:
         if (lo < hi) (*job_)(lo, hi);
     }
 
-    void worker(int index) {
-        uint64_t seen = 0;
+    void worker(int index, uint64_t seen) {
         t_inside_pool_job = true;
         for (;;) {
             std::unique_lock<std::mutex> lk(mu_);

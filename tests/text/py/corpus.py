@@ -6,7 +6,7 @@ import sys
 import unicodedata
 
 SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_call>", "</tool_call>", "<think>",
-            "</think>", "<tool_response>", "<|fim_prefix|>", "<|vision_pad|>"]
+            "</think>", "<tool_response>", "<|fim_prefix|>", "<|vision_pad|>", "<x>", " <x> ", "<|end|>"]
 
 FIXED = [
     "", " ", "  ", "\n", "\r\n", "\r\n\r\n", " \n ", "\t\t", "a", "Hello world", "Hello  world  ",
@@ -25,6 +25,7 @@ FIXED = [
     "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
     "text<|im_end|>more", " <|im_end|> ", "<|im_end|><|im_end|>", "<|im_end", "<|im_start|im_end|>",
     "<think>\nreason\n</think>\n\nanswer", "<tool_call>\n{\"name\": \"f\"}\n</tool_call>",
+    "a <x> b", "a<x>b", "_<x>_", "é<x>", "the  <x>  the <x>the", "<x><x>", " <|end|> ",
     "\ufffd", "\ufeffBOM", "\u200b\u200c\u200d", "a\u0300\u0300\u0300\u0300", "\u0300start mark",
     " \u0300", "x\u20dd", "\U00010000\U0010fffd", "\ue000 private",
 ]

@@ -18,10 +18,17 @@ QWEN35_REGEX = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M
 FETCHED = pathlib.Path(__file__).resolve().parents[3] / ".frost" / "tokenizer"
 
 
-@pytest.fixture(scope="module", params=["qwen3", "qwen3-vocab-qwen35-regex", "qwen35-fetched"])
+TINY_SEED = pathlib.Path(__file__).resolve().parents[3] / "fuzz" / "corpus" / "tokenizer" / "valid_string_merges.json"
+
+
+@pytest.fixture(scope="module", params=["qwen3", "qwen3-vocab-qwen35-regex", "qwen35-fetched", "tiny-added-flags"])
 def variant(request, tokenizer_dir, tmp_path_factory):
     if request.param == "qwen3":
         return tokenizer_dir
+    if request.param == "tiny-added-flags":  # added tokens with lstrip/rstrip/single_word/normalized
+        out = tmp_path_factory.mktemp("tiny")
+        (out / "tokenizer.json").write_bytes(TINY_SEED.read_bytes())
+        return out
     if request.param == "qwen35-fetched":
         if not (FETCHED / "tokenizer.json").exists():
             pytest.skip("run scripts/fetch_tokenizer.sh for the Qwen3.5 tokenizer")

@@ -1,0 +1,102 @@
+"""pytest for report.py and qwen35_shapes.py (no torch needed): the cost model against numbers derived
+by hand in design/performance.md, and the table's ratios on JSON files written here with random values.
+Run: .venv/bin/python -m pytest bench/python/test_report.py
+"""
+import json
+import os
+import random
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report  # noqa: E402
+from qwen35_shapes import SHAPES, Costs  # noqa: E402
+
+
+def test_param_counts_match_performance_md():
+    # performance.md: the 9B-style model has 8.95e9 parameters, 17.9 GB of bf16 weights.
+    c = Costs(SHAPES["9b"])
+    assert abs(c.params - 8.95e9) / 8.95e9 < 0.002
+    assert abs(c.weight_bytes() - 17.9e9) / 17.9e9 < 0.002
+    # 16k prefix: KV 512 MiB, recurrent state ~49 MiB (performance.md, capsule sizes).
+    assert c.kv_bytes(16384) == 512 << 20
+    rec = c.n_lin * c.Hv * c.dk * c.dv * 4
+    assert abs(rec / 2**20 - 48) < 1e-9 and c.state_bytes() > rec
+
+
+def test_layer_params_by_hand():
+    # Independent count from the tensor table of model-qwen35.md section 3 (9B column).
+    lin = 8192 * 4096 + 4096 * 4096 + 2 * 32 * 4096 + 4096 * 4096 + 8192 * 4
+    full = 8192 * 4096 + 2 * 1024 * 4096 + 4096 * 4096
+    mlp = 3 * 4096 * 12288
+    assert Costs(SHAPES["9b"]).layer_params == 24 * (lin + mlp) + 8 * (full + mlp)
+    tied = Costs(SHAPES["0.8b"])
+    assert tied.params == tied.layer_params + 248320 * 1024
+
+
+def write(d, name, obj):
+    with open(os.path.join(d, name), "w") as f:
+        json.dump(obj, f)
+
+
+def row(text, label):
+    line = next(l for l in text.splitlines() if l.strip().startswith(label))
+    return line.split()
+
+
+def test_table_ratios(tmp_path, capsys):
+    rng = random.Random()
+    copy, gemm = rng.uniform(1000, 2000), rng.uniform(500, 900)
+    base_dec, frost_dec = rng.uniform(30, 80), rng.uniform(5, 20)
+    base_ttft = rng.uniform(100, 300)
+    write(tmp_path, "baseline.json", {
+        "kind": "frost_baseline_hf", "device": "TestGPU", "date": "d", "versions": {"transformers": "x"},
+        "ceilings": {"d2d_copy_GBps": copy, "gemm_bf16_TFLOPs": gemm, "gemm_label": "torch"},
+        "models": {"9b": {"config": SHAPES["9b"], "attn_implementation": "eager",
+                          "ttft": [{"tokens": 4096, "status": "ok", "ttft_ms": base_ttft},
+                                   {"tokens": 32768, "status": "oom", "sdpa": {"status": "ok", "ttft_ms": 5000.0}}],
+                          "decode": [{"context": 1024, "status": "ok", "ms_per_token": base_dec}],
+                          "peak_gpu_bytes": 30e9}}})
+    # The kernel bench measured a slower copy: the best ceiling must win.
+    write(tmp_path, "bench_cuda_kernels.json", {
+        "ceilings": {"d2d_copy_GBps": copy / 2, "gemm_bf16_TFLOPs": gemm / 2},
+        "forward_graphs": [{"name": "decode at position 1024", "ms": frost_dec}]})
+    write(tmp_path, "e2e.json", {"frost_results": [
+        {"model": "0.8b", "metric": "restore_GBps", "tier": "device", "prefix": 2048, "value": copy * 0.9}]})
+    cap_ttft, cap_bytes = rng.uniform(8, 20), rng.randint(100, 600) << 20
+    write(tmp_path, "capsule_bench.json", {
+        "bench": "capsule", "model": "/x/model-9b", "backend": "cuda", "ceilings_gbps": {"d2d": copy / 3},
+        "rows": [{"prefix_tokens": 4032, "suffix_tokens": 64, "cold_ttft_ms": 999.0, "capsule_bytes": cap_bytes,
+                  "capsule_ttft_ms_device": cap_ttft, "restore_gbps_device": copy / 2},
+                 {"prefix_tokens": 4096, "suffix_tokens": 64, "cold_ttft_ms": 1.0, "capsule_bytes": cap_bytes,
+                  "capsule_ttft_ms_device": cap_ttft, "restore_gbps_device": copy / 2}]})
+    write(tmp_path, "other.json", {"something": 1})
+    assert report.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    c9 = Costs(SHAPES["9b"])
+    floor = c9.decode_bytes(1024) / (2 * copy * 1e9) * 1e3
+    cells = row(out, "decode/token @1k")
+    assert float(cells[2]) == float("%.2f" % floor)
+    assert cells[4] == "%.2fx" % (base_dec / floor)
+    assert cells[6] == "%.2fx" % (frost_dec / floor)
+    assert cells[7] == "%.2fx" % (frost_dec / base_dec)
+    t4 = row(out, "cold TTFT 4k")
+    fl4 = max(c9.prefill_flops(4096) / (gemm * 1e12), c9.prefill_bytes(4096) / (2 * copy * 1e9)) * 1e3
+    assert t4[5] == "%.2fx" % (base_ttft / fl4)  # 3 words in the label
+    assert "sdpa (eager oom)" in " ".join(row(out, "cold TTFT 32k"))
+    assert "0.90x" in " ".join(row(out, "restore GB/s device @2048"))
+    # Capsule rows: prefix 4032 + 64 = 4096 is also a cold-TTFT point of the main table.
+    assert row(out, "cold TTFT 4k")[6] == "999.0"
+    cap = row(out, "capsule TTFT device 4096+64")
+    fwd = max(c9.extend_flops(4096, 64) / (gemm * 1e12), c9.extend_bytes(4096, 64) / (2 * copy * 1e9))
+    cap_floor = (cap_bytes / (copy * 1e9) + fwd) * 1e3
+    assert cap[4] == "%.2f" % cap_floor or cap[4] == "%.1f" % cap_floor
+    assert cap[5] == "%.1f" % base_ttft and cap[9] == "%.2fx" % (cap_ttft / base_ttft)
+    assert "0.50x" in " ".join(row(out, "restore GB/s device @4096"))
+    assert re.search(r"not understood.*other\.json", out)
+
+
+def test_missing_files_print_na(tmp_path, capsys):
+    assert report.main([str(tmp_path / "absent")]) == 0
+    out = capsys.readouterr().out
+    assert row(out, "decode/token @32k")[2:] == ["n/a"] * 6
