@@ -18,7 +18,6 @@ using nlohmann::json;
 namespace {
 constexpr const char* kCapsulesPrefix = "/v1/capsules";
 constexpr const char* kSessionsPrefix = "/v1/sessions";
-constexpr double kMaxTtlSeconds = 30.0 * 24 * 3600;
 
 int64_t unix_now() {
     return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -32,6 +31,8 @@ HttpOut json_reply(int status, const json& j) {
     return out;
 }
 
+}  // namespace
+
 json capsule_json(const CapsuleRecord& r) {
     return json{{"id", r.id},
                 {"object", "capsule"},
@@ -44,7 +45,6 @@ json capsule_json(const CapsuleRecord& r) {
                 {"session_id", r.session_id},
                 {"digest", digest_hex(r.digest)}};
 }
-}  // namespace
 
 Api::Api(Scheduler& sched, const TextIface& text, const EngineIface& engine, Metrics& metrics, ApiConfig cfg)
     : sched_(sched), text_(text), engine_(engine), metrics_(metrics), cfg_(std::move(cfg)) {
@@ -184,8 +184,13 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
         std::string why;
         if (!valid_id(id, &why)) return error_reply(invalid_field("capsule_id", why));
     }
+    if (id.empty() && method == "POST") return create_capsule(in, owner);
+    if (verb == "fork" || verb == "rollback") {
+        if (method != "POST") return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use POST"));
+        return generate_from_capsule(in, id, owner);
+    }
     if (id.empty()) {
-        if (method != "GET") return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET"));
+        if (method != "GET") return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET or POST"));
         json list = json::array();
         sched_.control([&](CapsuleStore& s, ClaimLog&) {
             for (const auto* r : s.list(owner)) list.push_back(capsule_json(*r));

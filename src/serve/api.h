@@ -46,6 +46,12 @@ struct HttpOut {
     std::unique_ptr<ResponseBuilder> builder;
 };
 
+constexpr double kMaxTtlSeconds = 30.0 * 24 * 3600;  // ttl_s bound on capsule endpoints
+constexpr int kMaxCapsulePriority = 1000;             // priority in [-this, this]
+
+// The JSON object that describes a capsule in the capsule endpoints.
+nlohmann::json capsule_json(const CapsuleRecord& r);
+
 class Api {
 public:
     Api(Scheduler& sched, const TextIface& text, const EngineIface& engine, Metrics& metrics, ApiConfig cfg);
@@ -56,6 +62,10 @@ public:
 private:
     HttpOut generate(Endpoint ep, const HttpIn& in, const std::string& owner);
     HttpOut capsules(const HttpIn& in, const std::string& path, const std::string& owner);
+    // POST /v1/capsules (capsule_api.cpp): freezes a messages / prompt prefix as a capsule.
+    HttpOut create_capsule(const HttpIn& in, const std::string& owner);
+    // POST /v1/capsules/{id}/fork|rollback: a generation that starts from that capsule.
+    HttpOut generate_from_capsule(const HttpIn& in, const std::string& id, const std::string& owner);
     HttpOut claims(const std::string& query, const std::string& owner);
     HttpOut sessions(const HttpIn& in, const std::string& path, const std::string& owner);
     bool owns_session(const std::string& id, const std::string& owner);

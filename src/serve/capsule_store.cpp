@@ -251,4 +251,37 @@ std::vector<const CapsuleRecord*> CapsuleStore::list(const std::string& owner) c
     return out;
 }
 
+std::vector<const CapsuleRecord*> CapsuleStore::all() const {
+    std::vector<const CapsuleRecord*> out;
+    for (const auto& [id, r] : recs_)
+        if (r.materialized) out.push_back(&r);
+    return out;
+}
+
+double CapsuleStore::ttl_left(const CapsuleRecord& r) const {
+    if (r.expires_at <= 0) return 0;
+    return std::max(r.expires_at - clock_(), 0.0);
+}
+
+frost_status CapsuleStore::adopt(CapsuleRecord rec, double ttl_left_s) {
+    if (recs_.count(rec.id)) return fail(FROST_ERR_STATE, "adopt: capsule %s is already indexed", rec.id.c_str());
+    if (!make_room(rec.tier, rec.bytes, rec.id, nullptr))
+        return fail(FROST_ERR_OUT_OF_MEMORY, "adopt: no room for capsule %s (%llu bytes) on the %s tier",
+                    rec.id.c_str(), (unsigned long long)rec.bytes, tier_name(rec.tier));
+    rec.materialized = true;
+    rec.busy = 0;
+    rec.last_use = ++use_clock_;
+    rec.digest = token_digest(rec.tokens.data(), rec.tokens.size());
+    rec.expires_at = (rec.ttl_s > 0 && ttl_left_s > 0) ? clock_() + ttl_left_s : 0;
+    used_[int(rec.tier)] += rec.bytes;
+    const std::string id = rec.id;
+    recs_.emplace(id, std::move(rec));
+    return FROST_OK;
+}
+
+void CapsuleStore::set_persisted(const std::string& id, bool persisted) {
+    auto it = recs_.find(id);
+    if (it != recs_.end()) it->second.persisted = persisted;
+}
+
 }  // namespace frost::serve

@@ -45,6 +45,7 @@ struct CapsuleRecord {
     std::string session_id;    // the session it was taken from, may be empty
     bool materialized = false;
     int busy = 0;              // restores in flight: never moved or dropped meanwhile
+    bool persisted = false;    // its <capsule-dir> file pair exists (adopted at start or flushed)
 };
 
 struct StoreHooks {
@@ -97,9 +98,19 @@ public:
     frost_status remove(const std::string& id, const std::string& owner);
     // Expires every capsule past its deadline; returns how many.
     size_t expire();
+    // Indexes a capsule whose bytes already exist (re-indexed from disk at start): no claim
+    // event, since the claim is still live in the previous run's log. rec.tokens, tier, bytes,
+    // handle and owner must be set; ttl_left_s > 0 sets the deadline that far from now.
+    // FROST_ERR_STATE for a known id, FROST_ERR_OUT_OF_MEMORY when the tier has no room.
+    frost_status adopt(CapsuleRecord rec, double ttl_left_s);
+    // Marks a capsule's file pair as written (persistence), so dropping it removes the pair.
+    void set_persisted(const std::string& id, bool persisted);
 
     const CapsuleRecord* find(const std::string& id, const std::string& owner) const;
     std::vector<const CapsuleRecord*> list(const std::string& owner) const;
+    std::vector<const CapsuleRecord*> all() const;  // every owner: persistence only
+    // Seconds until the capsule's TTL deadline (0 when it has none).
+    double ttl_left(const CapsuleRecord& r) const;
     uint64_t used(Tier t) const { return used_[int(t)]; }
     uint64_t budget(Tier t) const { return budgets_.bytes[int(t)]; }
     size_t size() const { return recs_.size(); }

@@ -1,6 +1,8 @@
 // ClaimLog implementation: in-memory ring plus an append-only JSONL file.
 #include "serve/claim_log.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "exec/error.h"
@@ -41,6 +43,7 @@ ClaimLog::~ClaimLog() {
 frost_status ClaimLog::open_file(const std::string& path) {
     std::lock_guard<std::mutex> lock(mu_);
     if (frost_fault_hit(FROST_FAULT_IO)) return fail(FROST_ERR_IO, "claim log %s: injected I/O error", path.c_str());
+    continue_from(path);
     std::FILE* f = std::fopen(path.c_str(), "a");
     if (!f) return fail(FROST_ERR_IO, "claim log %s: cannot open for append", path.c_str());
     if (file_) std::fclose(file_);
@@ -48,9 +51,39 @@ frost_status ClaimLog::open_file(const std::string& path) {
     return FROST_OK;
 }
 
+void ClaimLog::continue_from(const std::string& path) {
+    // Only the tail matters: the last complete line carries the highest seq and time.
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return;
+    std::string tail(kTailBytes, '\0');
+    size_t got = 0;
+    if (std::fseek(f, 0, SEEK_END) == 0) {
+        const long size = std::ftell(f);
+        const long from = size > long(kTailBytes) ? size - long(kTailBytes) : 0;
+        if (size > 0 && std::fseek(f, from, SEEK_SET) == 0) got = std::fread(tail.data(), 1, tail.size(), f);
+    }
+    std::fclose(f);
+    tail.resize(got);
+    size_t end = tail.find_last_not_of("\n");
+    while (end != std::string::npos) {
+        const size_t start = tail.rfind('\n', end);
+        const size_t b = start == std::string::npos ? 0 : start + 1;
+        const nlohmann::json j = nlohmann::json::parse(tail.substr(b, end + 1 - b), nullptr, false);
+        if (j.is_object() && j.contains("seq") && j["seq"].is_number_unsigned() && j.contains("time") &&
+            j["time"].is_number()) {
+            next_seq_ = std::max(next_seq_, j["seq"].get<uint64_t>() + 1);
+            time_base_ = std::max(time_base_, j["time"].get<double>());
+            return;
+        }
+        if (start == std::string::npos || start == 0) return;
+        end = tail.find_last_not_of("\n", start - 1);
+    }
+}
+
 uint64_t ClaimLog::append(ClaimEvent e) {
     std::lock_guard<std::mutex> lock(mu_);
     e.seq = next_seq_++;
+    e.time += time_base_;
     if (file_) {
         const std::string line = claim_event_json(e) + "\n";
         if (frost_fault_hit(FROST_FAULT_IO) || std::fwrite(line.data(), 1, line.size(), file_) != line.size() ||

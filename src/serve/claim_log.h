@@ -60,6 +60,8 @@ public:
     ClaimLog& operator=(const ClaimLog&) = delete;
 
     // Appends to `path` from now on (created if absent). FROST_ERR_IO if it cannot be opened.
+    // An existing log (a previous run's) is continued: seq goes on after its last event and
+    // times are offset by its last time, so one file replays as one ordered history.
     frost_status open_file(const std::string& path);
     // Assigns seq, stores and writes the event; returns the seq. A failed file write is counted
     // (write_errors()) and the in-memory log still records the event: the store's decision has
@@ -71,7 +73,10 @@ public:
 private:
     mutable std::mutex mu_;
     std::deque<ClaimEvent> events_;
+    static constexpr size_t kTailBytes = 64 * 1024;  // enough for the last event line
+    void continue_from(const std::string& path);
     uint64_t next_seq_ = 1;
+    double time_base_ = 0;  // the previous run's last event time
     uint64_t write_errors_ = 0;
     std::FILE* file_ = nullptr;
 };

@@ -77,6 +77,15 @@ public:
     virtual frost_status restore(uint64_t handle, int slot) { return FROST_ERR_UNSUPPORTED; }
     virtual frost_status move(uint64_t handle, Tier to) { return FROST_ERR_UNSUPPORTED; }
     virtual void drop(uint64_t handle) {}
+    // Persistence across restarts. persist: writes the capsule (any tier; it stays there) as a
+    // crash-safe, self-validating file at `path`. import: validates the file at `path` against
+    // the running deployment (every length, offset, checksum) and indexes it on the disk tier
+    // (the file stays the caller's); *tokens = its boundary ids.
+    virtual frost_status persist(uint64_t handle, const std::string& path) { return FROST_ERR_UNSUPPORTED; }
+    virtual frost_status import(const std::string& path, uint64_t* handle, uint64_t* bytes,
+                                std::vector<int32_t>* tokens) {
+        return FROST_ERR_UNSUPPORTED;
+    }
 };
 
 // Streaming detokenizer: complete UTF-8 only.

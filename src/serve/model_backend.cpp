@@ -111,6 +111,31 @@ void ModelEngine::drop(uint64_t handle) {
     if (capsules_) capsules_->release(model::CapsuleId(handle));
 }
 
+frost_status ModelEngine::persist(uint64_t handle, const std::string& path) {
+    if (!capsules_) return fail(FROST_ERR_UNSUPPORTED, "capsules are not enabled");
+    return capsules_->save(model::CapsuleId(handle), path);
+}
+
+frost_status ModelEngine::import(const std::string& path, uint64_t* handle, uint64_t* bytes,
+                                 std::vector<int32_t>* tokens) {
+    if (!capsules_) return fail(FROST_ERR_UNSUPPORTED, "capsules are not enabled");
+    model::CapsuleId id = 0;
+    FROST_TRY(capsules_->load(path, model::CapsuleTier::Disk, &id));
+    model::CapsuleInfo info;
+    const frost_status st = capsules_->info(id, &info);
+    if (st != FROST_OK) {
+        capsules_->release(id);
+        return st;
+    }
+    // The serve layer indexes a capsule by its requested boundary: stored ids, then the
+    // remainder that every restore re-prefills.
+    tokens->assign(info.meta.ids.begin(), info.meta.ids.end());
+    tokens->insert(tokens->end(), info.meta.remainder.begin(), info.meta.remainder.end());
+    *handle = id;
+    *bytes = uint64_t(info.meta.payload_bytes);
+    return FROST_OK;
+}
+
 frost_status ModelText::load(const std::string& dir, const std::vector<int32_t>& eos_ids,
                              std::unique_ptr<ModelText>* out) {
     auto t = std::unique_ptr<ModelText>(new ModelText());

@@ -37,6 +37,9 @@ public:
     frost_status restore(uint64_t handle, int slot) override;
     frost_status move(uint64_t handle, Tier to) override;
     void drop(uint64_t handle) override;
+    frost_status persist(uint64_t handle, const std::string& path) override;
+    frost_status import(const std::string& path, uint64_t* handle, uint64_t* bytes,
+                        std::vector<int32_t>* tokens) override;
 
 private:
     model::Engine& engine_;

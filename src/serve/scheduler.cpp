@@ -9,6 +9,7 @@
 #include "serve/ids.h"
 #include "serve/planner.h"
 #include "serve/stop_matcher.h"
+#include "util/fs.h"
 
 namespace frost::serve {
 
@@ -40,6 +41,8 @@ struct Scheduler::Active {
     bool tools_on = false;
     std::string full_text;    // everything generated (for tool-call parsing)
     ChoiceUsage usage;
+    std::string made_capsule;  // the capsule this request froze (or found already held)
+    std::string capsule_refusal;  // why none was frozen, when the store refused
 };
 
 Scheduler::Scheduler(EngineIface& engine, const TextIface& text, SchedulerConfig cfg, Metrics* metrics)
@@ -48,7 +51,11 @@ Scheduler::Scheduler(EngineIface& engine, const TextIface& text, SchedulerConfig
     slots_.resize(size_t(std::max(0, engine_.slots())));
     StoreHooks hooks;
     hooks.move = [this](CapsuleRecord& r, Tier to) { return engine_.move(r.handle, to); };
-    hooks.drop = [this](CapsuleRecord& r) { engine_.drop(r.handle); };
+    hooks.drop = [this](CapsuleRecord& r) {
+        engine_.drop(r.handle);
+        // A dropped capsule must not come back at the next start.
+        if (r.persisted) remove_persisted(cfg_.capsule_dir, r.id);
+    };
     store_ = std::make_unique<CapsuleStore>(cfg_.budgets, std::move(hooks), &log_, [this] {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
     });
@@ -58,7 +65,14 @@ Scheduler::~Scheduler() { stop(); }
 
 frost_status Scheduler::start() {
     if (slots_.empty()) return fail(FROST_ERR_INVALID_ARG, "engine has no slots");
+    std::string err;
+    if (persistence_on() && !util::make_dirs(cfg_.capsule_dir, &err))
+        return fail(FROST_ERR_IO, "capsule dir %s: %s", cfg_.capsule_dir.c_str(), err.c_str());
     if (!cfg_.claim_log_path.empty()) FROST_TRY(log_.open_file(cfg_.claim_log_path));
+    if (persistence_on()) {
+        reindex_ = reindex_capsule_dir(cfg_.capsule_dir, engine_, *store_, &log_, wall_clock_s());
+        update_store_metrics();
+    }
     running_ = true;
     thread_ = std::thread([this] { loop(); });
     return FROST_OK;
@@ -76,6 +90,8 @@ void Scheduler::stop() {
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
     running_ = false;
+    // The engine thread is gone: this thread alone owns the store now.
+    if (persistence_on()) flush_ = flush_capsule_dir(cfg_.capsule_dir, engine_, *store_, wall_clock_s());
 }
 
 Admit Scheduler::submit(std::shared_ptr<Job> job) {
@@ -369,7 +385,10 @@ bool Scheduler::prefill_and_snapshot(Active& a, size_t end, int32_t* next) {
     const Digest d = token_digest(ids.data(), ids.size());
     bool held = !engine_.snapshot_possible(a.pos, end);
     for (const auto* c : store_->list(job.owner))
-        if (c->digest == d && c->tokens == ids) held = true;
+        if (c->digest == d && c->tokens == ids) {
+            held = true;
+            a.made_capsule = c->id;
+        }
     if (held) return engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, next) == FROST_OK;
     CapsuleRequest req;
     req.id = new_id("cap");
@@ -377,19 +396,25 @@ bool Scheduler::prefill_and_snapshot(Active& a, size_t end, int32_t* next) {
     req.bytes = engine_.capsule_bytes_at(end);
     req.tier = Tier::Device;
     req.pinned = job.req.pin_prefix;
+    req.priority = job.capsule_priority;
+    req.ttl_s = job.capsule_ttl_s;
     req.tokens = std::move(ids);
     req.session_id = job.req.session_id;
     req.request_id = job.id;
     Tier placed;
     std::vector<std::string> blocking;
     if (store_->admit(req, &placed, &blocking) != FROST_OK) {
+        a.capsule_refusal = last_error();
+        for (const auto& b : blocking) a.capsule_refusal += (b == blocking.front() ? " (blocking: " : ", ") + b;
+        if (!blocking.empty()) a.capsule_refusal += ")";
         update_store_metrics();  // refused (logged with blocking ids); the request itself goes on
         return engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, next) == FROST_OK;
     }
     uint64_t handle = 0, bytes = 0;
     const frost_status st =
         engine_.prefill_snapshot(a.slot, job.prompt.data() + a.pos, end - a.pos, placed, next, &handle, &bytes);
-    if (st == FROST_OK && handle != 0) store_->materialize(req.id, handle, bytes);
+    if (st == FROST_OK && handle != 0 && store_->materialize(req.id, handle, bytes) == FROST_OK) a.made_capsule = req.id;
+    else if (st == FROST_OK && handle != 0) a.capsule_refusal = last_error();
     else store_->abandon(req.id, st == FROST_OK ? "no capsule at this boundary" : "prefill failed");
     update_store_metrics();
     (void)slot;
@@ -400,11 +425,13 @@ bool Scheduler::prefill_step(Active& a) {
     Job& job = *a.job;
     Slot& slot = slots_[size_t(a.slot)];
     size_t end = std::min(job.prompt.size(), a.pos + cfg_.prefill_step);
-    const bool snap = cfg_.auto_capsules && a.choice == 0 && job.history_boundary > a.pos &&
-                      job.history_boundary < job.prompt.size();
-    if (snap) end = std::min(end, job.history_boundary);
+    // A chat turn freezes its resent history; a capsule-only request its whole prompt.
+    const size_t snap_at = job.capsule_only ? job.prompt.size() : job.history_boundary;
+    const bool snap = (cfg_.auto_capsules || job.capsule_only) && a.choice == 0 && snap_at > a.pos &&
+                      (job.capsule_only || snap_at < job.prompt.size());
+    if (snap) end = std::min(end, snap_at);
     int32_t next = -1;
-    const bool ok = (snap && end == job.history_boundary)
+    const bool ok = (snap && end == snap_at)
                         ? prefill_and_snapshot(a, end, &next)
                         : engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, &next) == FROST_OK;
     if (!ok) {
@@ -414,7 +441,27 @@ bool Scheduler::prefill_step(Active& a) {
     slot.journal.insert(slot.journal.end(), job.prompt.begin() + long(a.pos), job.prompt.begin() + long(end));
     a.pos = end;
     if (a.pos < job.prompt.size()) return true;
+    if (job.capsule_only) return finish_capsule_only(a);
     return handle_token(a, next);
+}
+
+bool Scheduler::finish_capsule_only(Active& a) {
+    if (a.made_capsule.empty()) {
+        const std::string why = !a.capsule_refusal.empty() ? a.capsule_refusal
+                                : engine_.capsules_supported()
+                                    ? "the prefix is too short to freeze (below the engine's alignment unit)"
+                                    : "capsules are not enabled on this server";
+        fail_job(a, make_error(409, "invalid_request_error", "capsule_refused", "no capsule was made: " + why), false);
+        return false;
+    }
+    StreamEvent fin;
+    fin.kind = StreamEvent::Kind::Finish;
+    fin.finish_reason = "capsule";
+    a.usage.capsule_id = a.made_capsule;
+    fin.usage = a.usage;
+    a.job->channel->push_final(std::move(fin));
+    release(a);
+    return false;
 }
 
 void Scheduler::emit(Active& a, const std::string& text) {

@@ -24,6 +24,7 @@
 #include "serve/engine_iface.h"
 #include "serve/metrics.h"
 #include "serve/openai_request.h"
+#include "serve/persistence.h"
 
 namespace frost::serve {
 
@@ -34,6 +35,11 @@ struct Job {
     std::vector<int32_t> prompt;
     size_t history_boundary = 0;  // auto-capsule point (chat: end of the resent history); 0 = none
     int64_t max_new = 0;
+    // POST /v1/capsules: prefill the whole prompt and freeze it as a capsule (pinned when
+    // req.pin_prefix); no token is generated. The Finish event's usage.capsule_id names it.
+    bool capsule_only = false;
+    int capsule_priority = 0;
+    double capsule_ttl_s = 0;
     std::shared_ptr<Channel> channel;
     std::atomic<bool> cancelled{false};
     std::chrono::steady_clock::time_point enqueued;
@@ -45,6 +51,8 @@ struct SchedulerConfig {
     bool auto_capsules = true;  // snapshot each chat request's history boundary
     StoreBudgets budgets;
     std::string claim_log_path;  // empty: in memory only
+    // Persistence (persistence.h): re-indexed at start(), flushed at stop(). Empty: none.
+    std::string capsule_dir;
 };
 
 enum class Admit { Ok, QueueFull, Draining };
@@ -75,6 +83,9 @@ public:
     size_t busy_slots() const { return busy_slots_.load(); }
     bool capsules_supported() const { return engine_.capsules_supported(); }
     const SchedulerConfig& config() const { return cfg_; }
+    // What start() found in the capsule dir, and what stop() wrote there.
+    const ReindexReport& reindex_report() const { return reindex_; }
+    const FlushReport& flush_report() const { return flush_; }
 
 private:
     struct Slot;
@@ -87,6 +98,7 @@ private:
     bool prefill_step(Active& a);
     bool handle_token(Active& a, int32_t tok);
     bool finish_choice(Active& a, const char* reason);
+    bool finish_capsule_only(Active& a);
     void emit(Active& a, const std::string& text);
     void fail_job(Active& a, const ApiError& e, bool state_unknown);
     void release(Active& a);
@@ -100,6 +112,9 @@ private:
     Metrics* metrics_;
     ClaimLog log_;
     std::unique_ptr<CapsuleStore> store_;
+    bool persistence_on() const { return !cfg_.capsule_dir.empty() && engine_.capsules_supported(); }
+    ReindexReport reindex_;
+    FlushReport flush_;
 
     mutable std::mutex mu_;
     std::condition_variable cv_;

@@ -24,6 +24,8 @@ GREEDY_TOKENS = 16           # enough to cover prefill + many decode steps, chea
 SAMPLED_TOKENS = 16
 CAPSULE_PREFIX = 100         # not a multiple of the 64-token alignment: exercises the remainder
 CAPSULE_SUFFIX = 7
+# fresh random inputs each run; FROST_TEST_SEED=N replays a failing run (the seed is in messages)
+SEED = int(os.environ.get("FROST_TEST_SEED", random.SystemRandom().randrange(1 << 30)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,6 +88,15 @@ def write_safetensors(path, header, meta):
     Path(path).write_bytes(struct.pack("<Q", len(text)) + text + bytes(blob))
 
 
+def writable_copy(src, dst):
+    """Copies a fixture folder without its (read-only) modes, so tests may damage the copy and
+    frost may cache its fingerprint beside it."""
+    shutil.copytree(src, dst, copy_function=shutil.copyfile)
+    for d in [dst, *[p for p in Path(dst).rglob("*") if p.is_dir()]]:
+        os.chmod(d, 0o755)
+    return Path(dst)
+
+
 # ---------------------------------------------------------------------------------------------
 # fixtures: private copies so no cache file lands in the shared folder
 
@@ -94,9 +105,7 @@ def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
     out = {}
     for name in MODEL_FIXTURES:
-        dst = root / name
-        shutil.copytree(FIXTURES / name, dst)
-        out[name] = dst
+        out[name] = writable_copy(FIXTURES / name, root / name)
     return out
 
 
@@ -199,15 +208,17 @@ def test_inspect_fixture_matches_config(models, name):
     if "text_config" in cfg:
         assert visual > 0
     assert len(j["fingerprint"]) >= 16
+    # the fingerprint is cached beside the (copied) model and read back unchanged
+    assert j["fingerprint_cached"] is True
+    again = frost_json("inspect", d, "--json")
+    assert again["fingerprint"] == j["fingerprint"]
     # plain-text form too
     p = frost("inspect", d, check=0)
     assert f"vocab={text_cfg['vocab_size']}" in p.stdout
 
 
 def broken_copy(models, tmp_path, name, tag):
-    d = tmp_path / tag
-    shutil.copytree(models[name], d)
-    return d
+    return writable_copy(models[name], tmp_path / tag)
 
 
 @pytest.mark.parametrize("name", MODEL_FIXTURES)
@@ -323,6 +334,16 @@ def test_generate_fingerprint_depends_on_logits(models, golden):
     assert a["fingerprint"] != b["fingerprint"]
 
 
+def test_generate_prompt_ids_from_file(models, golden, tmp_path):
+    name = MODEL_FIXTURES[1]
+    g = golden[name]
+    ids_file = tmp_path / "ids.csv"
+    ids_file.write_text(", ".join(map(str, g["prompt_ids"])) + "\n")
+    j = generate(models[name], f"@{ids_file}", "--max-new-tokens", 3, "--temperature", 0, "--backend", "cpu")
+    assert j["ids"] == g["greedy_ids"][:3]
+    assert j["prompt_tokens"] == len(g["prompt_ids"])
+
+
 def test_generate_seeded_sampling_is_reproducible(models, golden):
     name = MODEL_FIXTURES[0]
     g = golden[name]
@@ -336,6 +357,20 @@ def test_generate_seeded_sampling_is_reproducible(models, golden):
     others = [generate(models[name], prompt, *sample, "--seed", s)["ids"] for s in (6, 7, 1234)]
     assert any(o != first["ids"] for o in others), "every seed sampled the same tokens (vocab 2048)"
     assert all(0 <= t < g["vocab_size"] for o in others for t in o)
+    nucleus = ["--max-new-tokens", SAMPLED_TOKENS, "--temperature", 1.0, "--top-p", 0.9]
+    a = generate(models[name], prompt, *nucleus, "--seed", 9)
+    b = generate(models[name], prompt, *nucleus, "--seed", 9)
+    assert a["ids"] == b["ids"] and len(a["ids"]) == SAMPLED_TOKENS
+
+
+def test_generate_plain_output(models, golden):
+    name = MODEL_FIXTURES[0]
+    g = golden[name]
+    p = frost("generate", "--model", models[name], "--prompt-ids", csv(g["prompt_ids"]), "--max-new-tokens", 4,
+              check=0)
+    lines = p.stdout.splitlines()
+    assert lines[0] == csv(g["greedy_ids"][:4])  # --temperature defaults to greedy
+    assert lines[1].startswith("fingerprint ")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,7 +381,7 @@ def test_synth_inspect_generate(synth_tiny):
     assert j["ok"] is True
     assert j["config"]["multimodal_wrapper"] is True  # the released layout
     vocab = j["config"]["vocab_size"]
-    rng = random.Random(11)
+    rng = random.Random(SEED)
     prompt = [rng.randrange(vocab) for _ in range(12)]
     g = generate(synth_tiny, csv(prompt), "--max-new-tokens", 6, "--temperature", 0)
     assert len(g["ids"]) == 6 and all(0 <= t < vocab for t in g["ids"])
@@ -357,6 +392,15 @@ def test_synth_is_deterministic(synth_tiny, tmp_path):
     frost("synth", "--out", d, "--preset", "tiny", "--seed", 3, check=0)
     for f in sorted(synth_tiny.glob("*.safetensors")):
         assert (d / f.name).read_bytes() == f.read_bytes(), f.name
+
+
+def test_synth_vocab_and_seed(synth_tiny, tmp_path):
+    d = tmp_path / "v"
+    frost("synth", "--out", d, "--preset", "tiny", "--vocab", 3000, "--seed", 4, check=0)
+    j = frost_json("inspect", d, "--json")
+    assert j["config"]["vocab_size"] == 3000
+    other = frost_json("inspect", synth_tiny, "--json")
+    assert j["fingerprint"] != other["fingerprint"]
 
 
 def test_synth_with_tokenizer_generates_text(synth_tok):
@@ -371,6 +415,11 @@ def test_synth_with_tokenizer_generates_text(synth_tok):
     assert isinstance(g.get("text"), str), f"generate with a tokenizer gives no text: {g}"
     assert len(g["ids"]) == 8
     assert g["text"] == tok.decode(g["ids"], skip_special_tokens=False)
+    assert g["prompt_tokens"] == len(tok.encode("Hello", add_special_tokens=False).ids)
+    chat = frost_json("generate", "--model", synth_tok, "--prompt", "Hello", "--chat", "--max-new-tokens", 2,
+                      "--temperature", 0, "--json")
+    turn = "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
+    assert chat["prompt_tokens"] == len(tok.encode(turn, add_special_tokens=False).ids)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -398,7 +447,7 @@ TOKENIZER_CORPUS = [
 def test_tokenize_jsonl_matches_tokenizers_package(tmp_path):
     import tokenizers
     tok = tokenizers.Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json"))
-    rng = random.Random(7)
+    rng = random.Random(SEED)
     corpus = list(TOKENIZER_CORPUS)
     pool = "".join(TOKENIZER_CORPUS[:13])
     corpus += ["".join(rng.choice(pool) for _ in range(rng.randrange(1, 80))) for _ in range(20)]
@@ -409,7 +458,13 @@ def test_tokenize_jsonl_matches_tokenizers_package(tmp_path):
     lines = p.stdout.splitlines()
     assert len(lines) == len(corpus)
     for s, line in zip(corpus, lines):
-        assert json.loads(line) == tok.encode(s, add_special_tokens=False).ids, repr(s)
+        assert json.loads(line) == tok.encode(s, add_special_tokens=False).ids, f"{s!r} (seed {SEED})"
+    # --file: raw bytes, CRLF kept; default output is comma-separated
+    raw = tmp_path / "raw.txt"
+    text = "\r\n".join(TOKENIZER_CORPUS)
+    raw.write_bytes(text.encode("utf-8"))
+    p = frost("tokenize", "--tokenizer", TOKENIZER_DIR, "--file", raw, check=0)
+    assert p.stdout.strip() == csv(tok.encode(text, add_special_tokens=False).ids)
     # the empty string encodes to nothing
     p = frost("tokenize", "--tokenizer", TOKENIZER_DIR, "--text", "", "--json", check=0)
     assert json.loads(p.stdout) == []
@@ -465,22 +520,32 @@ def test_capsule_snapshot_inspect_verify(models, capsule_file):
     assert info["stored_boundary"] <= len(ids)
     assert info["stored_boundary"] % 64 == 0
     assert info["bytes"]["total"] > 0
-    v = frost("capsule", "verify", f, "--model", models[MODEL_FIXTURES[0]], check=0)
-    assert v.stdout.strip()
+    v = frost_json("capsule", "verify", f, "--model", models[MODEL_FIXTURES[0]], "--json")
+    assert v["ok"] is True and v["requested_boundary"] == len(ids)
+    assert v["next_token"] == snap["next_token"]
 
 
 def test_capsule_verify_refuses_flipped_bytes(models, capsule_file, tmp_path):
     f, _, _ = capsule_file
     raw = f.read_bytes()
-    rng = random.Random(3)
+    rng = random.Random(SEED)
     where = [16, len(raw) // 2, len(raw) - 1] + [rng.randrange(len(raw)) for _ in range(2)]
     for pos in where:
         bad = tmp_path / f"flip{pos}.capsule"
         b = bytearray(raw)
         b[pos] ^= 0x40
         bad.write_bytes(b)
-        err = refused(frost("capsule", "verify", bad, "--model", models[MODEL_FIXTURES[0]]))
-        assert err, pos
+        p = frost("capsule", "verify", bad, "--model", models[MODEL_FIXTURES[0]])
+        assert p.returncode > 0 and p.stderr.strip(), f"flip at byte {pos} of {len(raw)} accepted (seed {SEED})"
+    # `capsule inspect` checks the payload checksums too
+    b = bytearray(raw)
+    b[len(raw) // 2] ^= 0x01
+    bad = tmp_path / "inspect.capsule"
+    bad.write_bytes(b)
+    p = frost("capsule", "inspect", bad, "--json")
+    assert p.returncode > 0
+    report = json.loads(p.stdout)
+    assert report["checksums_ok"] is False and report["error"], report
     trunc = tmp_path / "trunc.capsule"
     trunc.write_bytes(raw[: len(raw) // 2])
     refused(frost("capsule", "verify", trunc, "--model", models[MODEL_FIXTURES[0]]))
@@ -539,3 +604,13 @@ def test_missing_model_dir(tmp_path):
 
 def test_missing_prompt_ids_file(models, tmp_path):
     refused(frost("generate", "--model", models[MODEL_FIXTURES[0]], "--prompt-ids", f"@{tmp_path}/none.txt"))
+
+
+def test_generate_from_capsule_without_suffix_equals_cold(models, capsule_file):
+    f, prefix, snap = capsule_file
+    name = MODEL_FIXTURES[0]
+    warm = frost_json("generate", "--model", models[name], "--capsule", f, "--max-new-tokens", 5,
+                      "--temperature", 0, "--json")
+    cold = generate(models[name], csv(prefix), "--max-new-tokens", 5, "--temperature", 0)
+    assert warm["ids"] == cold["ids"]
+    assert warm["ids"][0] == snap["next_token"]

@@ -165,12 +165,19 @@ int run_serve(const std::vector<std::string>& args) {
     for (int t = 0; t < 3; ++t) sched_cfg.budgets.bytes[t] = budgets[t];
     sched_cfg.claim_log_path = !claim_log.empty() ? claim_log : capsule_dir.empty() ? "" : capsule_dir + "/claims.jsonl";
     api_cfg.model_name = model_name.empty() ? "frost" : model_name;
+    if (manager) sched_cfg.capsule_dir = capsule_dir;
 
     serve::Metrics metrics;
     serve::Scheduler sched(eng, *text, sched_cfg, &metrics);
     if (sched.start() != FROST_OK) {
         std::fprintf(stderr, "frost serve: %s\n", frost_last_error());
         return 1;
+    }
+    if (!sched_cfg.capsule_dir.empty()) {
+        const serve::ReindexReport& r = sched.reindex_report();
+        for (const auto& note : r.notes) std::fprintf(stderr, "frost serve: capsule dir: %s\n", note.c_str());
+        std::printf("frost serve: capsule dir %s: %zu re-indexed, %zu quarantined, %zu temp removed, %zu expired\n",
+                    capsule_dir.c_str(), r.adopted, r.quarantined, r.temp_removed, r.expired);
     }
     serve::Api api(sched, *text, eng, metrics, api_cfg);
     serve::HttpServer http(api, sched, http_cfg);
@@ -192,7 +199,12 @@ int run_serve(const std::vector<std::string>& args) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(drain_s);
     while (std::chrono::steady_clock::now() < deadline && (sched.queue_depth() > 0 || sched.busy_slots() > 0))
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    sched.stop();  // ends what is left with a final error event
+    sched.stop();  // ends what is left with a final error event, then flushes the capsules
+    if (!sched_cfg.capsule_dir.empty()) {
+        const serve::FlushReport& f = sched.flush_report();
+        for (const auto& note : f.notes) std::fprintf(stderr, "frost serve: capsule dir: %s\n", note.c_str());
+        std::printf("frost serve: %zu capsules persisted to %s (%zu failed)\n", f.written, capsule_dir.c_str(), f.failed);
+    }
     // Let the connections flush their last events before the I/O threads stop.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     http.stop();

@@ -1,0 +1,284 @@
+// Capsule-directory persistence (see persistence.h): sidecars, start-up re-indexing with
+// quarantine, and the flush on a graceful stop. Every write/fsync/rename/read passes the I/O
+// fault gate first so the failure paths are testable.
+#include "serve/persistence.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "exec/error.h"
+#include "model/capsule_file.h"
+#include "serve/ids.h"
+#include "util/fs.h"
+
+namespace frost::serve {
+
+namespace {
+
+using nlohmann::json;
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string capsule_file(const std::string& dir, const std::string& id) {
+    return util::join_path(dir, id + kCapsuleFileExt);
+}
+
+std::string sidecar_file(const std::string& dir, const std::string& id) {
+    return util::join_path(dir, id + kSidecarExt);
+}
+
+frost_status fsync_dir(const std::string& dir) {
+    if (frost_fault_hit(FROST_FAULT_IO)) return fail(FROST_ERR_IO, "fsync %s: injected I/O error", dir.c_str());
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return fail(FROST_ERR_IO, "fsync %s: cannot open the directory", dir.c_str());
+    const int rc = ::fsync(fd);
+    ::close(fd);
+    return rc == 0 ? FROST_OK : fail(FROST_ERR_IO, "fsync %s failed", dir.c_str());
+}
+
+// Temp file in the same directory, write, fsync, rename, fsync the directory: a crash leaves the
+// old sidecar or the new one, and at worst a temp file that the next start removes.
+frost_status write_atomic(const std::string& dir, const std::string& path, const std::string& data) {
+    const std::string tmp = path + model::kCapsuleTempMarker + std::to_string(::getpid());
+    if (frost_fault_hit(FROST_FAULT_IO)) return fail(FROST_ERR_IO, "write %s: injected I/O error", tmp.c_str());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return fail(FROST_ERR_IO, "cannot create %s", tmp.c_str());
+    std::string err;
+    bool ok = util::write_full(fd, data.data(), data.size(), &err);
+    if (ok && frost_fault_hit(FROST_FAULT_IO)) ok = false, err = "injected I/O error at fsync";
+    if (ok && ::fsync(fd) != 0) ok = false, err = "fsync failed";
+    ::close(fd);
+    if (ok && frost_fault_hit(FROST_FAULT_IO)) ok = false, err = "injected I/O error at rename";
+    if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) ok = false, err = "rename failed";
+    if (!ok) {
+        ::unlink(tmp.c_str());
+        return fail(FROST_ERR_IO, "write %s: %s", path.c_str(), err.c_str());
+    }
+    return fsync_dir(dir);
+}
+
+// Moves `name` into <dir>/quarantine/ (kept for inspection, never served again).
+void quarantine(const std::string& dir, const std::string& name, const std::string& why, ReindexReport* rep) {
+    const std::string qdir = util::join_path(dir, kQuarantineDir);
+    std::string err;
+    const std::string from = util::join_path(dir, name);
+    if (!util::make_dirs(qdir, &err) || frost_fault_hit(FROST_FAULT_IO) ||
+        ::rename(from.c_str(), util::join_path(qdir, name).c_str()) != 0) {
+        // It cannot be kept aside: it must still never be served, so it goes.
+        ::unlink(from.c_str());
+        rep->notes.push_back("removed " + name + " (quarantine failed): " + why);
+    } else {
+        rep->notes.push_back("quarantined " + name + ": " + why);
+    }
+    rep->quarantined++;
+}
+
+void log_gone(ClaimLog* log, const std::string& id, const char* event, const std::string& reason, bool pinned) {
+    if (!log) return;
+    ClaimEvent e;
+    e.claim_id = id;
+    e.event = event;
+    e.tier = Tier::Disk;
+    e.pinned = pinned;
+    e.reason = reason;
+    log->append(std::move(e));
+}
+
+}  // namespace
+
+double wall_clock_s() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string sidecar_to_json(const SidecarMeta& m) {
+    json j = {{"format", kSidecarFormat}, {"id", m.id},         {"owner", m.owner},
+              {"pinned", m.pinned},       {"priority", m.priority}, {"ttl_s", m.ttl_s},
+              {"expires_unix", m.expires_unix}, {"session_id", m.session_id}, {"token_digest", m.token_digest}};
+    return j.dump(2) + "\n";
+}
+
+frost_status sidecar_from_json(const std::string& text, SidecarMeta* out) {
+    const json j = json::parse(text, nullptr, false);
+    if (!j.is_object()) return fail(FROST_ERR_CORRUPT, "sidecar: not a JSON object");
+    auto str = [&](const char* k, std::string* v) {
+        if (!j.contains(k) || !j[k].is_string()) return false;
+        *v = j[k].get<std::string>();
+        return true;
+    };
+    std::string format, why;
+    SidecarMeta m;
+    if (!str("format", &format) || format != kSidecarFormat)
+        return fail(FROST_ERR_CORRUPT, "sidecar: format is not %s", kSidecarFormat);
+    if (!str("id", &m.id) || !valid_id(m.id, &why)) return fail(FROST_ERR_CORRUPT, "sidecar: bad id (%s)", why.c_str());
+    if (!str("owner", &m.owner) || m.owner.empty()) return fail(FROST_ERR_CORRUPT, "sidecar: bad owner");
+    if (!str("session_id", &m.session_id)) return fail(FROST_ERR_CORRUPT, "sidecar: bad session_id");
+    if (!str("token_digest", &m.token_digest)) return fail(FROST_ERR_CORRUPT, "sidecar: bad token_digest");
+    if (!j.contains("pinned") || !j["pinned"].is_boolean()) return fail(FROST_ERR_CORRUPT, "sidecar: bad pinned");
+    if (!j.contains("priority") || !j["priority"].is_number_integer())
+        return fail(FROST_ERR_CORRUPT, "sidecar: bad priority");
+    if (!j.contains("ttl_s") || !j["ttl_s"].is_number() || j["ttl_s"].get<double>() < 0)
+        return fail(FROST_ERR_CORRUPT, "sidecar: bad ttl_s");
+    if (!j.contains("expires_unix") || !j["expires_unix"].is_number() || j["expires_unix"].get<double>() < 0)
+        return fail(FROST_ERR_CORRUPT, "sidecar: bad expires_unix");
+    m.pinned = j["pinned"].get<bool>();
+    const int64_t prio = j["priority"].get<int64_t>();
+    if (prio < INT32_MIN || prio > INT32_MAX) return fail(FROST_ERR_CORRUPT, "sidecar: priority out of range");
+    m.priority = int(prio);
+    m.ttl_s = j["ttl_s"].get<double>();
+    m.expires_unix = j["expires_unix"].get<double>();
+    *out = std::move(m);
+    return FROST_OK;
+}
+
+ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, CapsuleStore& store, ClaimLog* log,
+                                  double now_unix) {
+    ReindexReport rep;
+    std::vector<std::string> names;
+    std::string err;
+    if (!util::list_dir(dir, &names, &err)) {
+        if (!util::make_dirs(dir, &err)) rep.notes.push_back("cannot create " + dir + ": " + err);
+        return rep;
+    }
+    struct Pair {
+        bool capsule = false, sidecar = false;
+    };
+    std::map<std::string, Pair> pairs;  // stem -> which halves exist
+    for (const auto& name : names) {
+        if (name.find(model::kCapsuleTempMarker) != std::string::npos) {
+            ::unlink(util::join_path(dir, name).c_str());
+            rep.temp_removed++;
+            rep.notes.push_back("removed temp file " + name + " (an interrupted write)");
+        } else if (ends_with(name, kCapsuleFileExt)) {
+            pairs[name.substr(0, name.size() - std::string(kCapsuleFileExt).size())].capsule = true;
+        } else if (ends_with(name, kSidecarExt)) {
+            pairs[name.substr(0, name.size() - std::string(kSidecarExt).size())].sidecar = true;
+        }
+    }
+    for (const auto& [stem, p] : pairs) {
+        const std::string cap_name = stem + kCapsuleFileExt, side_name = stem + kSidecarExt;
+        auto quarantine_pair = [&](const std::string& why, const SidecarMeta* m) {
+            if (p.capsule) quarantine(dir, cap_name, why, &rep);
+            if (p.sidecar) quarantine(dir, side_name, why, &rep);
+            if (m) log_gone(log, m->id, claim_event::kEvicted, "quarantined at start: " + why, m->pinned);
+        };
+        if (!p.sidecar) {
+            quarantine_pair("capsule file without a sidecar (owner unknown)", nullptr);
+            continue;
+        }
+        if (!p.capsule) {
+            quarantine_pair("sidecar without a capsule file", nullptr);
+            continue;
+        }
+        SidecarMeta m;
+        std::string text;
+        if (frost_fault_hit(FROST_FAULT_IO) || !util::read_file(sidecar_file(dir, stem), &text, &err)) {
+            quarantine_pair("sidecar unreadable", nullptr);
+            continue;
+        }
+        if (sidecar_from_json(text, &m) != FROST_OK) {
+            quarantine_pair(last_error(), nullptr);
+            continue;
+        }
+        if (m.id != stem) {
+            quarantine_pair("sidecar id '" + m.id + "' does not match the file name", nullptr);
+            continue;
+        }
+        if (m.expires_unix > 0 && m.expires_unix <= now_unix) {
+            remove_persisted(dir, m.id);
+            rep.expired++;
+            rep.notes.push_back("expired " + m.id + " (TTL passed while stopped)");
+            log_gone(log, m.id, claim_event::kExpired, "ttl", m.pinned);
+            continue;
+        }
+        uint64_t handle = 0, bytes = 0;
+        std::vector<int32_t> tokens;
+        if (engine.import(capsule_file(dir, stem), &handle, &bytes, &tokens) != FROST_OK) {
+            quarantine_pair("capsule file rejected: " + last_error(), &m);
+            continue;
+        }
+        if (digest_hex(token_digest(tokens.data(), tokens.size())) != m.token_digest) {
+            engine.drop(handle);
+            quarantine_pair("capsule tokens do not match the sidecar's digest", &m);
+            continue;
+        }
+        CapsuleRecord rec;
+        rec.id = m.id;
+        rec.owner = m.owner;
+        rec.bytes = bytes;
+        rec.tier = Tier::Disk;
+        rec.pinned = m.pinned;
+        rec.priority = m.priority;
+        rec.ttl_s = m.ttl_s;
+        rec.tokens = std::move(tokens);
+        rec.handle = handle;
+        rec.session_id = m.session_id;
+        rec.persisted = true;
+        const double ttl_left = m.expires_unix > 0 ? m.expires_unix - now_unix : 0;
+        if (store.adopt(std::move(rec), ttl_left) != FROST_OK) {
+            const std::string why = last_error();
+            engine.drop(handle);
+            remove_persisted(dir, m.id);
+            rep.notes.push_back("dropped " + m.id + ": " + why);
+            log_gone(log, m.id, claim_event::kEvicted, "no room at start: " + why, m.pinned);
+            continue;
+        }
+        rep.adopted++;
+    }
+    return rep;
+}
+
+FlushReport flush_capsule_dir(const std::string& dir, EngineIface& engine, CapsuleStore& store, double now_unix) {
+    FlushReport rep;
+    std::string err;
+    if (!util::make_dirs(dir, &err)) {
+        rep.notes.push_back("cannot create " + dir + ": " + err);
+        return rep;
+    }
+    std::vector<std::string> done;
+    for (const CapsuleRecord* r : store.all()) {
+        frost_status st = FROST_OK;
+        if (!r->persisted || !util::file_exists(capsule_file(dir, r->id))) st = engine.persist(r->handle, capsule_file(dir, r->id));
+        if (st == FROST_OK) {
+            SidecarMeta m;
+            m.id = r->id;
+            m.owner = r->owner;
+            m.pinned = r->pinned;
+            m.priority = r->priority;
+            m.ttl_s = r->ttl_s;
+            const double left = store.ttl_left(*r);
+            m.expires_unix = r->expires_at > 0 ? now_unix + left : 0;
+            m.session_id = r->session_id;
+            m.token_digest = digest_hex(r->digest);
+            st = write_atomic(dir, sidecar_file(dir, r->id), sidecar_to_json(m));
+        }
+        if (st != FROST_OK) {
+            // A capsule file without its sidecar would be quarantined at the next start: remove both.
+            const std::string why = last_error();
+            remove_persisted(dir, r->id);
+            rep.failed++;
+            rep.notes.push_back("not persisted " + r->id + ": " + why);
+            continue;
+        }
+        rep.written++;
+        done.push_back(r->id);
+    }
+    for (const auto& id : done) store.set_persisted(id, true);
+    return rep;
+}
+
+void remove_persisted(const std::string& dir, const std::string& id) {
+    std::string why;
+    if (dir.empty() || !valid_id(id, &why)) return;
+    ::unlink(capsule_file(dir, id).c_str());
+    ::unlink(sidecar_file(dir, id).c_str());
+}
+
+}  // namespace frost::serve

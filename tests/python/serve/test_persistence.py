@@ -1,0 +1,136 @@
+"""Restart persistence of `frost serve` over the REAL CPU engine (reliability T16, T21, T22):
+a chat turn freezes a capsule, SIGTERM flushes it to --capsule-dir, a new server on the same
+directory re-indexes it and the next turn is a restore whose greedy output equals a capsule-free
+server's; a corrupted capsule, an orphan file and a stray temp file found at start are
+quarantined or removed and the server still serves; the claim log stays one valid history."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+openai = pytest.importorskip("openai")
+
+FROST = os.environ.get("FROST_BIN", "")
+SHARED = os.environ.get("FROST_SHARED_DIR", "")
+SOURCE = os.environ.get("FROST_SOURCE_DIR", "")
+BUILD = os.environ.get("FROST_BINARY_DIR", "/tmp")
+KEY = "sk-frost-persist"
+SYSTEM = ("You are a careful coding agent. Read the repository before you change it. " * 10).strip()
+TOOLS = [{"type": "function", "function": {"name": "run_shell", "description": "Run a shell command",
+                                           "parameters": {"type": "object",
+                                                          "properties": {"cmd": {"type": "string"}},
+                                                          "required": ["cmd"]}}}]
+TURN1 = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Which tests are failing?"}]
+TURN2 = TURN1 + [{"role": "assistant", "content": "Let me run the test suite."},
+                 {"role": "user", "content": "Run only the serve tests."}]
+
+pytestmark = pytest.mark.skipif(not FROST or not os.path.exists(FROST), reason="FROST_BIN not set")
+
+
+@pytest.fixture(scope="module")
+def model_dir():
+    tok = os.path.join(SHARED, "fixtures", "tokenizer-qwen3")
+    if not os.path.exists(os.path.join(tok, "tokenizer.json")):
+        pytest.skip("no ../shared tokenizer fixture")
+    out = os.path.join(BUILD, "serve_py_model")
+    if not os.path.exists(os.path.join(out, "model.safetensors")):
+        subprocess.run([FROST, "synth", "--out", out, "--preset", "tiny", "--tokenizer", tok],
+                       check=True, capture_output=True, timeout=300)
+    return out
+
+
+class Server:
+    def __init__(self, model, extra=()):
+        args = [FROST, "serve", "--model", model, "--port", "0", "--max-seq-len", "1024", "--sessions", "2",
+                "--api-key", KEY] + list(extra)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines = []
+        self.port = None
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+        assert self.port, "server did not start: " + "".join(self.lines)
+        self.client = openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key=KEY, max_retries=0,
+                                    timeout=120)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        out, _ = self.proc.communicate(timeout=30)
+        self.lines.append(out)
+        return self.proc.returncode
+
+    def chat(self, messages):
+        return self.client.chat.completions.create(model="frost", messages=messages, tools=TOOLS, max_tokens=6,
+                                                   temperature=0)
+
+
+def frost_extra(r):
+    return (r.model_extra or {}).get("frost", {})
+
+
+def test_restart_restores_and_quarantines(model_dir, tmp_path):
+    caps = tmp_path / "caps"
+    first = Server(model_dir, ["--capsule-dir", str(caps)])
+    try:
+        first.chat(TURN1)
+    finally:
+        assert first.stop() == 0
+    assert "capsules persisted" in "".join(first.lines)
+    pairs = sorted(f[:-len(".frostcap")] for f in os.listdir(caps) if f.endswith(".frostcap"))
+    assert pairs, os.listdir(caps)
+    for cid in pairs:
+        side = json.loads((caps / (cid + ".json")).read_text())
+        assert side["id"] == cid and side["owner"] == "key0"
+    good = pairs[0]
+
+    # What a crash or a bad disk leaves behind: a capsule with one flipped payload byte (its
+    # sidecar intact), a capsule without a sidecar, a half-written temp file.
+    data = bytearray((caps / (good + ".frostcap")).read_bytes())
+    data[-1 - int.from_bytes(os.urandom(2), "little") % 512] ^= 0x5A
+    (caps / "cap-corrupt.frostcap").write_bytes(bytes(data))
+    side = json.loads((caps / (good + ".json")).read_text())
+    side["id"] = "cap-corrupt"
+    (caps / "cap-corrupt.json").write_text(json.dumps(side))
+    (caps / "cap-orphan.frostcap").write_bytes(os.urandom(4096))
+    (caps / ("x.frostcap.frost-tmp." + str(os.getpid()))).write_bytes(os.urandom(100))
+
+    second = Server(model_dir, ["--capsule-dir", str(caps)])
+    try:
+        banner = "".join(second.lines)
+        assert re.search(r"%d re-indexed, [1-9]\d* quarantined, [1-9]\d* temp removed" % len(pairs), banner), banner
+        quarantined = sorted(os.listdir(caps / "quarantine"))
+        assert quarantined == ["cap-corrupt.frostcap", "cap-corrupt.json", "cap-orphan.frostcap"]
+        assert not [f for f in os.listdir(caps) if ".frost-tmp." in f]
+        r2 = second.chat(TURN2)
+        fx = frost_extra(r2)
+        assert fx.get("plan") == "restore", fx
+        assert fx.get("capsule_id") in pairs
+        assert r2.usage.prompt_tokens_details.cached_tokens >= 64
+    finally:
+        assert second.stop() == 0
+
+    cold = Server(model_dir, ["--no-capsules"])
+    try:
+        c2 = cold.chat(TURN2)
+        assert frost_extra(c2).get("plan") == "rebuild"
+    finally:
+        assert cold.stop() == 0
+    assert c2.choices[0].message.content == r2.choices[0].message.content
+    assert c2.usage.completion_tokens == r2.usage.completion_tokens
+
+    # Both runs appended to one claim log, which must replay as one ordered history.
+    checker = os.path.join(SOURCE, "scripts", "claimlog_check.py")
+    res = subprocess.run([sys.executable, checker, str(caps / "claims.jsonl")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -1,0 +1,244 @@
+// Capsule-directory persistence without a model: sidecar parsing, CapsuleStore::adopt, the claim
+// log continuing a previous run's file, and a flush -> re-index round trip through real files
+// with an engine whose capsule "file" is its token list (the real engine's file validation is
+// covered end to end by tests/python/serve/test_persistence.py).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "exec/error.h"
+#include "serve/persistence.h"
+#include "util/fs.h"
+
+namespace frost::serve {
+namespace {
+
+// Capsule files are "TOKENS <n> <id>..." text; anything else is refused like a corrupt file.
+class FileEngine : public EngineIface {
+public:
+    int slots() const override { return 1; }
+    size_t max_seq_len() const override { return 4096; }
+    int vocab_size() const override { return 1000; }
+    frost_status reset(int) override { return FROST_OK; }
+    frost_status set_sampling(int, const Sampling&) override { return FROST_OK; }
+    frost_status prefill(int, const int32_t*, size_t, int32_t*) override { return FROST_OK; }
+    frost_status decode(int, int32_t*) override { return FROST_OK; }
+    bool capsules_supported() const override { return true; }
+    void drop(uint64_t h) override { caps.erase(h); }
+    frost_status persist(uint64_t h, const std::string& path) override {
+        std::ofstream out(path);
+        out << "TOKENS " << caps.at(h).size();
+        for (int32_t t : caps.at(h)) out << ' ' << t;
+        return out ? FROST_OK : fail(FROST_ERR_IO, "cannot write %s", path.c_str());
+    }
+    frost_status import(const std::string& path, uint64_t* h, uint64_t* bytes, std::vector<int32_t>* tokens) override {
+        std::ifstream in(path);
+        std::string magic;
+        size_t n = 0;
+        if (!(in >> magic >> n) || magic != "TOKENS") return fail(FROST_ERR_CORRUPT, "bad magic in %s", path.c_str());
+        tokens->resize(n);
+        for (auto& t : *tokens)
+            if (!(in >> t)) return fail(FROST_ERR_CORRUPT, "truncated %s", path.c_str());
+        *h = next++;
+        caps[*h] = *tokens;
+        *bytes = 100 + 4 * n;
+        return FROST_OK;
+    }
+    std::map<uint64_t, std::vector<int32_t>> caps;
+    uint64_t next = 1;
+};
+
+std::string temp_dir() {
+    char tmpl[] = "/tmp/frost-serve-persist-XXXXXX";
+    const char* d = ::mkdtemp(tmpl);
+    EXPECT_NE(d, nullptr);
+    return d ? d : "";
+}
+
+std::vector<int32_t> random_tokens(std::mt19937& rng, size_t n) {
+    std::uniform_int_distribution<int32_t> tok(0, 999);
+    std::vector<int32_t> v(n);
+    for (auto& t : v) t = tok(rng);
+    return v;
+}
+
+struct Fixture {
+    double now = 0;
+    ClaimLog log;
+    FileEngine engine;
+    std::unique_ptr<CapsuleStore> store;
+    explicit Fixture(uint64_t disk_budget = 1 << 20) {
+        StoreBudgets b;
+        b.bytes[0] = b.bytes[1] = b.bytes[2] = disk_budget;
+        StoreHooks hooks;
+        hooks.drop = [this](CapsuleRecord& r) { engine.drop(r.handle); };
+        store = std::make_unique<CapsuleStore>(b, hooks, &log, [this] { return now; });
+    }
+    // A capsule as a chat turn would leave it: admitted, then materialized by the engine.
+    void add(const std::string& id, const std::string& owner, std::vector<int32_t> tokens, bool pinned, int prio,
+             double ttl) {
+        CapsuleRequest req;
+        req.id = id;
+        req.owner = owner;
+        req.bytes = 100 + 4 * tokens.size();
+        req.pinned = pinned;
+        req.priority = prio;
+        req.ttl_s = ttl;
+        req.tokens = tokens;
+        Tier placed;
+        std::vector<std::string> blocking;
+        ASSERT_EQ(store->admit(req, &placed, &blocking), FROST_OK);
+        const uint64_t h = engine.next++;
+        engine.caps[h] = tokens;
+        ASSERT_EQ(store->materialize(id, h, req.bytes), FROST_OK);
+    }
+};
+
+TEST(ServePersistence, SidecarRoundTripAndRejections) {
+    SidecarMeta m;
+    m.id = "cap-0123abc";
+    m.owner = "key1";
+    m.pinned = true;
+    m.priority = -3;
+    m.ttl_s = 12.5;
+    m.expires_unix = 1.7e9;
+    m.session_id = "sess-1";
+    m.token_digest = "ab12";
+    SidecarMeta back;
+    ASSERT_EQ(sidecar_from_json(sidecar_to_json(m), &back), FROST_OK) << last_error();
+    EXPECT_EQ(back.id, m.id);
+    EXPECT_EQ(back.owner, m.owner);
+    EXPECT_TRUE(back.pinned);
+    EXPECT_EQ(back.priority, -3);
+    EXPECT_DOUBLE_EQ(back.ttl_s, 12.5);
+    EXPECT_DOUBLE_EQ(back.expires_unix, 1.7e9);
+    EXPECT_EQ(back.session_id, "sess-1");
+    EXPECT_EQ(back.token_digest, "ab12");
+    for (const char* bad : {"", "[]", "{\"format\":\"other\"}",
+                            R"({"format":"frost-serve-capsule-v1","id":"../etc","owner":"k","pinned":false,"priority":0,"ttl_s":0,"expires_unix":0,"session_id":"","token_digest":""})",
+                            R"({"format":"frost-serve-capsule-v1","id":"cap-1","owner":"k","pinned":1,"priority":0,"ttl_s":0,"expires_unix":0,"session_id":"","token_digest":""})",
+                            R"({"format":"frost-serve-capsule-v1","id":"cap-1","owner":"k","pinned":false,"priority":0,"ttl_s":-1,"expires_unix":0,"session_id":"","token_digest":""})"})
+        EXPECT_EQ(sidecar_from_json(bad, &back), FROST_ERR_CORRUPT) << bad;
+}
+
+TEST(ServePersistence, FlushThenReindexRestoresTheIndex) {
+    std::mt19937 rng(std::random_device{}());
+    const std::string dir = temp_dir();
+    const auto t1 = random_tokens(rng, 70), t2 = random_tokens(rng, 130), t3 = random_tokens(rng, 9);
+    {
+        Fixture a;
+        a.add("cap-a", "key0", t1, true, 5, 0);
+        a.add("cap-b", "key1", t2, false, -1, 3600);
+        a.add("cap-gone", "key0", t3, false, 0, 0.5);
+        const FlushReport f = flush_capsule_dir(dir, a.engine, *a.store, 1000.0);
+        EXPECT_EQ(f.written, 3u);
+        EXPECT_EQ(f.failed, 0u);
+    }
+    // Damage: a corrupt capsule with a valid sidecar, an orphan sidecar, a temp file.
+    ASSERT_TRUE(util::write_file(dir + "/cap-bad.frostcap", "garbage", nullptr));
+    std::string side;
+    ASSERT_TRUE(util::read_file(dir + "/cap-a.json", &side, nullptr));
+    const size_t at = side.find("cap-a");
+    ASSERT_NE(at, std::string::npos);
+    side.replace(at, 5, "cap-bad");
+    ASSERT_TRUE(util::write_file(dir + "/cap-bad.json", side, nullptr));
+    ASSERT_TRUE(util::write_file(dir + "/cap-lost.json", side, nullptr));
+    ASSERT_TRUE(util::write_file(dir + "/cap-x.json.frost-tmp.77", "{", nullptr));
+
+    Fixture b;
+    // 1000 s later on the wall clock: cap-gone's 0.5 s TTL passed while stopped.
+    const ReindexReport r = reindex_capsule_dir(dir, b.engine, *b.store, &b.log, 2000.0);
+    for (const auto& n : r.notes) SCOPED_TRACE(n);
+    EXPECT_EQ(r.adopted, 2u);
+    EXPECT_EQ(r.expired, 1u);
+    EXPECT_EQ(r.temp_removed, 1u);
+    EXPECT_EQ(r.quarantined, 3u);  // cap-bad pair + cap-lost sidecar
+    EXPECT_TRUE(util::file_exists(dir + "/quarantine/cap-bad.frostcap"));
+    EXPECT_TRUE(util::file_exists(dir + "/quarantine/cap-bad.json"));
+    EXPECT_TRUE(util::file_exists(dir + "/quarantine/cap-lost.json"));
+    EXPECT_FALSE(util::file_exists(dir + "/cap-x.json.frost-tmp.77"));
+    EXPECT_FALSE(util::file_exists(dir + "/cap-gone.frostcap"));
+
+    const CapsuleRecord* a = b.store->find("cap-a", "key0");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->tokens, t1);
+    EXPECT_TRUE(a->pinned);
+    EXPECT_EQ(a->priority, 5);
+    EXPECT_EQ(a->tier, Tier::Disk);
+    EXPECT_EQ(a->digest, token_digest(t1.data(), t1.size()));
+    EXPECT_EQ(b.store->find("cap-a", "key1"), nullptr);  // owner scope survives the restart
+    const CapsuleRecord* bb = b.store->find("cap-b", "key1");
+    ASSERT_NE(bb, nullptr);
+    EXPECT_EQ(bb->tokens, t2);
+    EXPECT_NEAR(b.store->ttl_left(*bb), 3600 - 1000, 1e-6);
+    // The quarantined claim and the expired one end in the log.
+    int evicted = 0, expired = 0;
+    for (const auto& e : b.log.recent()) {
+        evicted += e.event == "evicted" && e.claim_id == "cap-bad";
+        expired += e.event == "expired" && e.claim_id == "cap-gone";
+    }
+    EXPECT_EQ(evicted, 1);
+    EXPECT_EQ(expired, 1);
+    std::string why;
+    std::vector<std::string> names;
+    ASSERT_TRUE(util::list_dir(dir + "/quarantine", &names, &why));
+    for (const auto& n : names) ::unlink((dir + "/quarantine/" + n).c_str());
+    ::rmdir((dir + "/quarantine").c_str());
+    ASSERT_TRUE(util::list_dir(dir, &names, &why));
+    for (const auto& n : names) ::unlink((dir + "/" + n).c_str());
+    ::rmdir(dir.c_str());
+}
+
+TEST(ServePersistence, AdoptRespectsBudgetAndDuplicates) {
+    Fixture f(500);
+    CapsuleRecord r;
+    r.id = "cap-1";
+    r.owner = "key0";
+    r.tier = Tier::Disk;
+    r.bytes = 400;
+    r.tokens = {1, 2, 3};
+    EXPECT_EQ(f.store->adopt(r, 0), FROST_OK);
+    EXPECT_EQ(f.store->adopt(r, 0), FROST_ERR_STATE);
+    r.id = "cap-2";
+    r.bytes = 600;  // over the whole tier budget
+    EXPECT_EQ(f.store->adopt(r, 0), FROST_ERR_OUT_OF_MEMORY);
+    EXPECT_EQ(f.store->used(Tier::Disk), 400u);
+}
+
+TEST(ServePersistence, ClaimLogContinuesAPreviousRun) {
+    const std::string dir = temp_dir();
+    const std::string path = dir + "/claims.jsonl";
+    {
+        ClaimLog first;
+        ASSERT_EQ(first.open_file(path), FROST_OK);
+        for (int i = 0; i < 3; ++i) {
+            ClaimEvent e;
+            e.claim_id = "cap-1";
+            e.event = i == 0 ? "accepted" : i == 1 ? "materialized" : "pinned";
+            e.time = 10.0 + i;
+            first.append(e);
+        }
+    }
+    ClaimLog second;
+    ASSERT_EQ(second.open_file(path), FROST_OK);
+    ClaimEvent e;
+    e.claim_id = "cap-1";
+    e.event = "unpinned";
+    e.time = 0.5;  // the new process's clock starts over
+    EXPECT_EQ(second.append(e), 4u);
+    std::string text;
+    ASSERT_TRUE(util::read_file(path, &text, nullptr));
+    const std::string last = text.substr(text.rfind('\n', text.size() - 2) + 1);
+    EXPECT_NE(last.find("\"seq\":4"), std::string::npos) << last;
+    EXPECT_NE(last.find("\"time\":12.5"), std::string::npos) << last;
+    ::unlink(path.c_str());
+    ::rmdir(dir.c_str());
+}
+
+}  // namespace
+}  // namespace frost::serve
