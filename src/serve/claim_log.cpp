@@ -2,6 +2,7 @@
 #include "serve/claim_log.h"
 
 #include <algorithm>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -52,32 +53,34 @@ frost_status ClaimLog::open_file(const std::string& path) {
 }
 
 void ClaimLog::continue_from(const std::string& path) {
-    // Only the tail matters: the last complete line carries the highest seq and time.
+    // Replays the previous run's events: seq and time go on after its last one, and the claims
+    // still live at its end are remembered (a restarted store may only end those).
     std::FILE* f = std::fopen(path.c_str(), "rb");
     if (!f) return;
-    std::string tail(kTailBytes, '\0');
-    size_t got = 0;
-    if (std::fseek(f, 0, SEEK_END) == 0) {
-        const long size = std::ftell(f);
-        const long from = size > long(kTailBytes) ? size - long(kTailBytes) : 0;
-        if (size > 0 && std::fseek(f, from, SEEK_SET) == 0) got = std::fread(tail.data(), 1, tail.size(), f);
+    std::map<std::string, std::string> last_event;  // claim -> its last event
+    std::string line;
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, f)) {
+        line += buf;
+        if (line.empty() || line.back() != '\n') continue;
+        const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+        line.clear();
+        if (!j.is_object()) continue;
+        if (j.contains("seq") && j["seq"].is_number_unsigned())
+            next_seq_ = std::max(next_seq_, j["seq"].get<uint64_t>() + 1);
+        if (j.contains("time") && j["time"].is_number()) time_base_ = std::max(time_base_, j["time"].get<double>());
+        if (j.contains("claim_id") && j["claim_id"].is_string() && j.contains("event") && j["event"].is_string())
+            last_event[j["claim_id"].get<std::string>()] = j["event"].get<std::string>();
     }
     std::fclose(f);
-    tail.resize(got);
-    size_t end = tail.find_last_not_of("\n");
-    while (end != std::string::npos) {
-        const size_t start = tail.rfind('\n', end);
-        const size_t b = start == std::string::npos ? 0 : start + 1;
-        const nlohmann::json j = nlohmann::json::parse(tail.substr(b, end + 1 - b), nullptr, false);
-        if (j.is_object() && j.contains("seq") && j["seq"].is_number_unsigned() && j.contains("time") &&
-            j["time"].is_number()) {
-            next_seq_ = std::max(next_seq_, j["seq"].get<uint64_t>() + 1);
-            time_base_ = std::max(time_base_, j["time"].get<double>());
-            return;
-        }
-        if (start == std::string::npos || start == 0) return;
-        end = tail.find_last_not_of("\n", start - 1);
-    }
+    for (const auto& [id, ev] : last_event)
+        if (ev != claim_event::kExpired && ev != claim_event::kEvicted && ev != claim_event::kRefused)
+            previously_live_.insert(id);
+}
+
+bool ClaimLog::previously_live(const std::string& claim_id) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return previously_live_.count(claim_id) > 0;
 }
 
 uint64_t ClaimLog::append(ClaimEvent e) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -69,12 +70,15 @@ public:
     uint64_t append(ClaimEvent e);
     std::vector<ClaimEvent> recent(const std::string& claim_id = "") const;
     uint64_t write_errors() const;
+    // Whether the file continued by open_file() left this claim live (re-indexing after a
+    // restart may end only such claims, so the file stays one valid history).
+    bool previously_live(const std::string& claim_id) const;
 
 private:
     mutable std::mutex mu_;
     std::deque<ClaimEvent> events_;
-    static constexpr size_t kTailBytes = 64 * 1024;  // enough for the last event line
     void continue_from(const std::string& path);
+    std::set<std::string> previously_live_;
     uint64_t next_seq_ = 1;
     double time_base_ = 0;  // the previous run's last event time
     uint64_t write_errors_ = 0;

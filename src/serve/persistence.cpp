@@ -51,14 +51,20 @@ frost_status write_atomic(const std::string& dir, const std::string& path, const
     if (frost_fault_hit(FROST_FAULT_IO)) return fail(FROST_ERR_IO, "write %s: injected I/O error", tmp.c_str());
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return fail(FROST_ERR_IO, "cannot create %s", tmp.c_str());
-    std::string err;
-    bool ok = util::write_full(fd, data.data(), data.size(), &err);
-    if (ok && frost_fault_hit(FROST_FAULT_IO)) ok = false, err = "injected I/O error at fsync";
-    if (ok && ::fsync(fd) != 0) ok = false, err = "fsync failed";
-    ::close(fd);
-    if (ok && frost_fault_hit(FROST_FAULT_IO)) ok = false, err = "injected I/O error at rename";
-    if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) ok = false, err = "rename failed";
-    if (!ok) {
+    // Empty when every step passed, else the first step that failed.
+    const std::string err = [&]() -> std::string {
+        std::string why;
+        const bool written = util::write_full(fd, data.data(), data.size(), &why);
+        if (!written) why = "write: " + why;
+        else if (frost_fault_hit(FROST_FAULT_IO)) why = "injected I/O error at fsync";
+        else if (::fsync(fd) != 0) why = "fsync failed";
+        ::close(fd);
+        if (!why.empty()) return why;
+        if (frost_fault_hit(FROST_FAULT_IO)) return "injected I/O error at rename";
+        if (::rename(tmp.c_str(), path.c_str()) != 0) return "rename failed";
+        return "";
+    }();
+    if (!err.empty()) {
         ::unlink(tmp.c_str());
         return fail(FROST_ERR_IO, "write %s: %s", path.c_str(), err.c_str());
     }
@@ -82,7 +88,7 @@ void quarantine(const std::string& dir, const std::string& name, const std::stri
 }
 
 void log_gone(ClaimLog* log, const std::string& id, const char* event, const std::string& reason, bool pinned) {
-    if (!log) return;
+    if (!log || !log->previously_live(id)) return;  // a claim this log never had: nothing to end
     ClaimEvent e;
     e.claim_id = id;
     e.event = event;

@@ -48,8 +48,8 @@ struct ReindexReport {
     std::vector<std::string> notes;  // one line per removed / quarantined / expired file, with why
 };
 
-// Re-indexes `dir` into `store` (disk tier). Claims that were live in the previous run's log and
-// cannot come back are logged `evicted` (quarantined) or `expired`.
+// Re-indexes `dir` into `store` (disk tier). Claims that were live in the previous run's log
+// (ClaimLog::previously_live) and cannot come back are logged `evicted` (quarantined) or `expired`.
 ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, CapsuleStore& store, ClaimLog* log,
                                   double now_unix);
 

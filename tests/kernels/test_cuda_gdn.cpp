@@ -143,9 +143,13 @@ void run_pieces(const std::vector<std::pair<int, bool>>& pieces, int pos0, const
     }
 }
 
-TEST(CudaGdn, RecurrentMatchesReference) { run_pieces({{1, false}, {1, false}, {3, false}}, 5, "GdnRecurrent"); }
+TEST(CudaGdn, RecurrentMatchesReference) {
+    FROST_SKIP_WITHOUT_CUDA();
+    run_pieces({{1, false}, {1, false}, {3, false}}, 5, "GdnRecurrent");
+}
 
 TEST(CudaGdn, ChunkedMatchesRecurrenceOffGrid) {
+    FROST_SKIP_WITHOUT_CUDA();
     // 150 rows from position 21: chunks of 43, 64, 43; then decode steps; then a chunk that
     // starts off the grid again and crosses it.
     run_pieces({{150, true}, {1, false}, {2, false}, {100, true}, {64, true}}, 21, "GdnChunked");

@@ -171,6 +171,12 @@ def test_help_lists_the_issue_commands_and_each_has_usage():
         assert name in p.stdout
 
 
+def test_dispatch_exit_codes():
+    assert frost().returncode == 2  # no command: the list, exit 2
+    p = frost("inspect", "--help", check=0)
+    assert "usage: frost inspect" in p.stdout
+
+
 def test_unknown_command_exits_2():
     p = frost("no-such-command")
     assert p.returncode == 2
@@ -229,8 +235,10 @@ def test_inspect_refuses_truncated_file(models, tmp_path, name):
     f.write_bytes(raw[: len(raw) * 2 // 3])
     err = refused(frost("inspect", d))
     assert "model.safetensors" in err
-    err = refused(frost("inspect", d, "--json"))
-    assert "model.safetensors" in err
+    p = frost("inspect", d, "--json")
+    assert "model.safetensors" in refused(p)
+    report = json.loads(p.stdout)
+    assert report["ok"] is False and "model.safetensors" in report["error"]
 
 
 @pytest.mark.parametrize("name", MODEL_FIXTURES)
@@ -614,3 +622,10 @@ def test_generate_from_capsule_without_suffix_equals_cold(models, capsule_file):
     cold = generate(models[name], csv(prefix), "--max-new-tokens", 5, "--temperature", 0)
     assert warm["ids"] == cold["ids"]
     assert warm["ids"][0] == snap["next_token"]
+
+
+def test_shared_fixtures_untouched():
+    """Runs last (file order): nothing above may have written into the shared fixture folders."""
+    for name in [*MODEL_FIXTURES, TOKENIZER_DIR.name]:
+        extra = sorted(p.name for p in (FIXTURES / name).iterdir() if p.name.startswith("."))
+        assert not extra, f"files written into the shared {name}: {extra}"

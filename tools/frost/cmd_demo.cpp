@@ -1,13 +1,18 @@
 // `frost demo`: runs the hybrid LM engine on a built-in default that needs no download: a tiny
 // synthetic Qwen3.5 checkpoint made on first use under .frost/demo-model (with the real tokenizer
-// from .frost/tokenizer/ when scripts/fetch_tokenizer.sh has put it there), then prints what it
-// did. Random weights: the text is gibberish; the point is the pipeline and its numbers.
+// from .frost/tokenizer/ when scripts/fetch_tokenizer.sh has put it there), prints what it did,
+// then shows the capsule signature (demo_signature.h). Random weights: the text is gibberish; the
+// point is the pipeline, its exactness and its numbers.
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 
 #include "command.h"
+#include "demo_signature.h"
 #include "engine_args.h"
 #include "exec/error.h"
+#include "model/capsule.h"
 #include "model/engine.h"
 #include "model/generate.h"
 #include "model/synth.h"
@@ -15,16 +20,19 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: frost demo [--dir D] [--max-new-tokens N] [--prompt TEXT]\n"
-    "  D defaults to .frost (demo model in D/demo-model, tokenizer looked up in D/tokenizer).";
+    "usage: frost demo [--dir D] [--max-new-tokens N] [--prompt TEXT] [--prefix-tokens P]\n"
+    "  D defaults to .frost (demo model in D/demo-model, tokenizer looked up in D/tokenizer,\n"
+    "  disk-tier capsules in D/capsules). P: shared prefix of the capsule part, rounded down to a\n"
+    "  multiple of 64 (default 2048; 0 skips the capsule part).";
 constexpr const char* kDefaultPrompt = "Freeze the state, restore it by memory copy.";
 constexpr int kDemoIdsFallback[] = {9707, 11, 1879, 0, 42, 7, 1001, 256};
+constexpr int kDefaultPrefixTokens = 2048;  // keeps the whole demo well under 20 s on 2 CPU cores
 
 int run_demo(const std::vector<std::string>& args) {
     namespace fs = std::filesystem;
     using namespace frost;
     std::string dir = ".frost", prompt = kDefaultPrompt;
-    int max_new = 16;
+    int max_new = 16, prefix_tokens = kDefaultPrefixTokens;
     try {
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string& a = args[i];
@@ -34,6 +42,7 @@ int run_demo(const std::vector<std::string>& args) {
             if (a == "--dir") dir = v;
             else if (a == "--max-new-tokens") max_new = std::stoi(v);
             else if (a == "--prompt") prompt = v;
+            else if (a == "--prefix-tokens") prefix_tokens = std::stoi(v);
             else { std::fprintf(stderr, "frost demo: unknown option %s\n%s\n", a.c_str(), kUsage); return 2; }
         }
     } catch (const std::exception&) {
@@ -65,8 +74,14 @@ int run_demo(const std::vector<std::string>& args) {
         std::printf("no tokenizer (run scripts/fetch_tokenizer.sh to get one): using built-in token ids\n");
         req.prompt.assign(std::begin(kDemoIdsFallback), std::end(kDemoIdsFallback));
     }
+    prefix_tokens = std::max(0, prefix_tokens) / model::kCapsuleAlignment * model::kCapsuleAlignment;
     model::EngineOptions opts;
     opts.max_seq_len = static_cast<int>(req.prompt.size()) + max_new + 1;
+    if (prefix_tokens > 0) {
+        // The tokenizer's ids are folded into the checkpoint's vocab (mod) below; that is no larger.
+        opts.sessions = cli::demo::kSignatureSessions;
+        opts.max_seq_len = std::max(opts.max_seq_len, cli::demo::signature_seq_len(prefix_tokens, tok.get(), INT32_MAX));
+    }
     std::unique_ptr<model::Engine> e;
     if (model::Engine::create(model_dir, opts, &e) != FROST_OK) {
         std::fprintf(stderr, "frost demo: %s\n", frost_last_error());
@@ -91,8 +106,16 @@ int run_demo(const std::vector<std::string>& args) {
     if (tok) std::printf("generated text %s\n", tok->decode(res.ids).c_str());
     std::printf("greedy, cpu backend: TTFT %.2f ms, %.3f ms/token, logits fingerprint %s\n", res.ttft_ms,
                 res.ms_per_token, res.fingerprint.c_str());
-    std::printf("(random weights: the text is meaningless; capsules come in a later demo)\n");
-    return 0;
+    std::printf("(random weights: the text is meaningless)\n");
+    if (prefix_tokens == 0) return 0;
+    const std::string cap_dir = dir + "/capsules";
+    fs::create_directories(cap_dir, ec);
+    std::unique_ptr<model::CapsuleManager> mgr;
+    if (model::CapsuleManager::for_model_dir(*e, model_dir, {cap_dir}, &mgr) != FROST_OK) {
+        std::fprintf(stderr, "frost demo: %s\n", frost_last_error());
+        return 1;
+    }
+    return cli::demo::show_signature(*e, *mgr, tok.get(), prefix_tokens);
 }
 
 }  // namespace

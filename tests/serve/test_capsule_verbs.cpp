@@ -1,0 +1,189 @@
+// The capsule verbs over HTTP on a real loopback server over the fake engine: create from a
+// messages prefix or token ids (with pin / priority / TTL), fork (n choices from one capsule),
+// rollback (back to an earlier boundary while the live state went further), per-key isolation,
+// and the 400/404/405/409 answers. Outputs are compared with a capsule-free server's.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "serve/api.h"
+#include "serve/fake_backend.h"
+#include "serve/http_client.h"
+#include "serve/http_server.h"
+#include "serve/scheduler.h"
+
+using namespace frost::serve;
+using namespace frost::serve::testing;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kKey = "sk-verbs-0";
+constexpr const char* kOtherKey = "sk-verbs-1";
+
+struct VerbServer {
+    FakeEngine engine{2, 1024};
+    FakeText text;
+    Metrics metrics;
+    std::unique_ptr<Scheduler> sched;
+    std::unique_ptr<Api> api;
+    std::unique_ptr<HttpServer> http;
+
+    explicit VerbServer(bool capsules = true) {
+        engine.capsules = capsules;
+        SchedulerConfig sc;
+        sc.budgets.bytes[0] = sc.budgets.bytes[1] = 1 << 20;
+        sched = std::make_unique<Scheduler>(engine, text, sc, &metrics);
+        EXPECT_EQ(sched->start(), FROST_OK);
+        ApiConfig ac;
+        ac.model_name = "fake";
+        ac.api_keys = {kKey, kOtherKey};
+        api = std::make_unique<Api>(*sched, text, engine, metrics, ac);
+        ServerConfig cfg;
+        cfg.port = 0;
+        cfg.have_api_key = true;
+        http = std::make_unique<HttpServer>(*api, *sched, cfg);
+        EXPECT_EQ(http->start(), FROST_OK);
+    }
+    ~VerbServer() {
+        http->stop();
+        sched->stop();
+    }
+    RawResponse req(const std::string& method, const std::string& path, const json& body = nullptr,
+                    const std::string& key = kKey) {
+        return http_request(http->port(), method, path, body.is_null() ? "" : body.dump(), key);
+    }
+};
+
+json msg(const char* role, const std::string& s) { return json{{"role", role}, {"content", s}}; }
+
+std::string random_words(std::mt19937& rng, int n) {
+    static const char* kWords[] = {"alpha", "build", "cache", "delta", "engine", "frost", "graph", "host"};
+    std::uniform_int_distribution<int> w(0, 7);
+    std::string s;
+    for (int i = 0; i < n; ++i) s += std::string(i ? " " : "") + kWords[w(rng)];
+    return s;
+}
+
+json chat(const std::vector<json>& messages, int max_tokens = 6) {
+    return json{{"model", "fake"}, {"messages", json(messages)}, {"max_tokens", max_tokens}, {"temperature", 0}};
+}
+
+std::string content(const json& j, int i = 0) { return j["choices"][i]["message"]["content"].get<std::string>(); }
+
+TEST(CapsuleVerbs, CreateFromMessagesThenForkAndRollback) {
+    std::mt19937 rng(std::random_device{}());
+    VerbServer s;
+    VerbServer cold(false);
+    const std::vector<json> base = {msg("system", random_words(rng, 30)), msg("user", random_words(rng, 8))};
+
+    auto r = s.req("POST", "/v1/capsules", json{{"messages", json(base)}, {"pinned", true}, {"priority", 7}, {"ttl_s", 600}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json cap = json::parse(r.body);
+    const std::string id = cap["id"];
+    EXPECT_EQ(cap["object"], "capsule");
+    EXPECT_TRUE(cap["pinned"].get<bool>());
+    EXPECT_EQ(cap["priority"], 7);
+    EXPECT_EQ(cap["ttl_s"], 600);
+    EXPECT_GT(cap["tokens"].get<int>(), 100);
+    EXPECT_EQ(cap["frost"]["plan"], "rebuild");
+    // The same prefix again is the same capsule, not a second copy.
+    r = s.req("POST", "/v1/capsules", json{{"messages", json(base)}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(json::parse(r.body)["id"], id);
+    EXPECT_EQ(s.req("GET", "/v1/capsules", nullptr).body.find(id) != std::string::npos, true);
+
+    // Another key sees nothing, and cannot fork it.
+    std::vector<json> branch = base;
+    branch.push_back(msg("assistant", "ok"));
+    branch.push_back(msg("user", random_words(rng, 5)));
+    EXPECT_EQ(s.req("GET", "/v1/capsules/" + id, nullptr, kOtherKey).status, 404);
+    EXPECT_EQ(s.req("POST", "/v1/capsules/" + id + "/fork", chat(branch), kOtherKey).status, 404);
+
+    // Fork: two choices, each restored from the capsule, equal to a cold server's.
+    json fork_body = chat(branch);
+    fork_body["n"] = 2;
+    const uint64_t prefilled_before = s.engine.prefilled_tokens;
+    r = s.req("POST", "/v1/capsules/" + id + "/fork", fork_body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json fj = json::parse(r.body);
+    EXPECT_EQ(fj["frost"]["plan"], "restore");
+    EXPECT_EQ(fj["frost"]["capsule_id"], id);
+    EXPECT_EQ(fj["usage"]["prompt_tokens_details"]["cached_tokens"], cap["tokens"]);
+    // Only the suffix is prefilled, once per choice: the capsule's tokens are never recomputed.
+    const uint64_t suffix = fj["usage"]["prompt_tokens"].get<uint64_t>() - cap["tokens"].get<uint64_t>();
+    EXPECT_LE(s.engine.prefilled_tokens - prefilled_before, 2 * suffix);
+    const auto cr = cold.req("POST", "/v1/chat/completions", chat(branch));
+    ASSERT_EQ(cr.status, 200) << cr.body;
+    EXPECT_EQ(content(fj, 0), content(json::parse(cr.body)));
+    EXPECT_EQ(content(fj, 1), content(json::parse(cr.body)));
+
+    // Rollback: the live state runs further down one branch; the rollback returns to the capsule.
+    std::vector<json> longer = branch;
+    longer.push_back(msg("assistant", content(fj)));
+    longer.push_back(msg("user", random_words(rng, 6)));
+    ASSERT_EQ(s.req("POST", "/v1/chat/completions", chat(longer)).status, 200);
+    std::vector<json> other = base;
+    other.push_back(msg("assistant", "no"));
+    other.push_back(msg("user", random_words(rng, 4)));
+    r = s.req("POST", "/v1/capsules/" + id + "/rollback", chat(other));
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json rj = json::parse(r.body);
+    EXPECT_EQ(rj["frost"]["plan"], "restore");
+    EXPECT_EQ(rj["frost"]["capsule_id"], id);
+    const auto cr2 = cold.req("POST", "/v1/chat/completions", chat(other));
+    EXPECT_EQ(content(rj), content(json::parse(cr2.body)));
+    // A rollback whose prompt does not extend the capsule is a 404 naming it, never a rebuild.
+    r = s.req("POST", "/v1/capsules/" + id + "/rollback", chat({msg("user", "unrelated")}));
+    EXPECT_EQ(r.status, 404) << r.body;
+}
+
+TEST(CapsuleVerbs, CreateFromTokenIdsAndBadRequests) {
+    std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<int> tok(1, 200);
+    VerbServer s;
+    std::vector<int> ids(90);
+    for (auto& t : ids) t = tok(rng);
+    auto r = s.req("POST", "/v1/capsules", json{{"prompt", ids}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json cap = json::parse(r.body);
+    EXPECT_EQ(cap["tokens"], 90);
+    EXPECT_FALSE(cap["pinned"].get<bool>());
+    std::vector<int> more = ids;
+    more.push_back(7);
+    more.push_back(9);
+    r = s.req("POST", "/v1/capsules/" + cap["id"].get<std::string>() + "/fork",
+              json{{"prompt", more}, {"max_tokens", 3}, {"temperature", 0}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(json::parse(r.body)["frost"]["plan"], "restore");
+
+    auto param = [](const RawResponse& x) { return json::parse(x.body)["error"]["param"]; };
+    r = s.req("POST", "/v1/capsules", json{{"prompt", ids}, {"messages", json::array()}});
+    EXPECT_EQ(r.status, 400);
+    r = s.req("POST", "/v1/capsules", json{{"prompt", ids}, {"max_tokens", 4}});
+    EXPECT_EQ(r.status, 400);
+    EXPECT_EQ(param(r), "max_tokens");
+    r = s.req("POST", "/v1/capsules", json{{"prompt", ids}, {"priority", 5000}});
+    EXPECT_EQ(param(r), "priority");
+    r = s.req("POST", "/v1/capsules", json{{"prompt", ids}, {"ttl_s", -1}});
+    EXPECT_EQ(param(r), "ttl_s");
+    r = s.req("POST", "/v1/capsules", json{{"prompt", ids}, {"session_id", "../../etc"}});
+    EXPECT_EQ(param(r), "session_id");
+    r = s.req("POST", "/v1/capsules/" + cap["id"].get<std::string>() + "/fork",
+              json{{"prompt", more}, {"capsule_id", "cap-other"}});
+    EXPECT_EQ(param(r), "capsule_id");
+    EXPECT_EQ(s.req("GET", "/v1/capsules/" + cap["id"].get<std::string>() + "/fork").status, 405);
+    EXPECT_EQ(s.req("POST", "/v1/capsules/bad.id/fork", json{{"prompt", more}}).status, 400);
+    EXPECT_EQ(s.req("POST", "/v1/capsules/cap-missing/rollback", json{{"prompt", more}}).status, 404);
+}
+
+TEST(CapsuleVerbs, CreateIsRefusedWithoutCapsules) {
+    VerbServer s(false);
+    const auto r = s.req("POST", "/v1/capsules", json{{"prompt", std::vector<int>(80, 5)}});
+    EXPECT_EQ(r.status, 409) << r.body;
+    EXPECT_EQ(json::parse(r.body)["error"]["code"], "capsule_refused");
+}
+
+}  // namespace
