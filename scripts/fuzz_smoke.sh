@@ -19,10 +19,16 @@ for t in "${targets[@]}"; do
   work="$build/fuzz-corpus/${t#fuzz_}"   # new inputs go here, the checked-in corpus stays read-only
   mkdir -p "$work"
   echo "== $t: ${secs}s on $corpus"
+  # libFuzzer's progress lines go to a log; the summary (runs, coverage) and any crash are printed.
+  log="$build/fuzz-artifacts/$t.log"
   if ! "$build/fuzz/$t" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
-       -artifact_prefix="$build/fuzz-artifacts/$t-" "$work" "$corpus"; then
+       -artifact_prefix="$build/fuzz-artifacts/$t-" "$work" "$corpus" >"$log" 2>&1; then
+    tail -40 "$log"
     echo "!! $t failed"
     status=1
+  else
+    grep -E "^Done|stat::number_of_executed_units" "$log" | tail -2
+    tail -1 "$log"
   fi
 done
 exit $status

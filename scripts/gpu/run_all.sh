@@ -7,6 +7,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 what=${1:-all}
+# Tests find the fixtures at <repo>/../shared; the device tool carries a copy in <repo>/shared.
+if [ ! -d ../shared ] && [ -d shared ]; then ln -s "$PWD/shared" ../shared; fi
 summary=()
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 
@@ -19,7 +21,7 @@ summary+=("build: ok in $(( $(date +%s) - t0 )) s")
 if [ "$what" = tests ] || [ "$what" = all ]; then
   t0=$(date +%s)
   # Python reference tests need packages the GPU image has (torch, transformers, tokenizers).
-  ctest --test-dir build-gpu -j8 --timeout 600 -E "_py_" >"$OUT/ctest.log" 2>&1
+  ctest --test-dir build-gpu -j8 --timeout 600 --output-on-failure -E "_py_" >"$OUT/ctest.log" 2>&1
   rc=$?
   grep -E "tests passed|tests failed|\*\*\*Failed|Failed  |Timeout" "$OUT/ctest.log" | head -40
   summary+=("ctest (rc=$rc): $(grep -E 'tests passed' "$OUT/ctest.log") in $(( $(date +%s) - t0 )) s")
