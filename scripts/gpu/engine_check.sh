@@ -7,7 +7,7 @@
 # (./gpu-out elsewhere).
 # Carried inputs (device tool `carry`), used only where the machine lacks them:
 #   build-cudaengine-deps/usr            GoogleTest, nlohmann_json, the Boost headers serve includes
-#   build-cudaengine-deps/shared/fixtures  the shared fixtures (../shared does not travel)
+#   build-cudaengine-deps/shared/fixtures  the shared fixtures, when <repo>/shared is absent
 # Usage: scripts/gpu/engine_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,10 +19,9 @@ DEPS=$PWD/build-cudaengine-deps
 summary=()
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 
-# TEMPORARY (until the engine hooks land in the tree): apply them to this copy only.
-[[ -f "$DEPS/hook.py" ]] && python3 "$DEPS/hook.py" .
-
-# Tests find the fixtures at <repo>/../shared (FROST_SHARED_DIR).
+# Tests find the fixtures at <repo>/../shared (FROST_SHARED_DIR); the device tool carries a copy
+# in <repo>/shared.
+if [[ ! -d ../shared && -d shared ]]; then ln -s "$PWD/shared" ../shared; fi
 if [[ ! -d ../shared/fixtures/qwen35-tiny-a && -d "$DEPS/shared/fixtures" ]]; then
   mkdir -p ../shared && cp -r "$DEPS/shared/fixtures" ../shared/ || echo "engine_check: could not place ../shared"
 fi

@@ -17,8 +17,13 @@ import sys
 import numpy as np
 import torch
 
-MAX_REL_L2 = 0.2          # per position (see tests/model/test_cuda_engine.cpp for the bf16 floor)
-MEAN_REL_L2 = 3e-2        # over positions
+# The bf16 floor of this engine's design on this checkpoint, measured by the float reference with bf16
+# rounding inserted wherever the engine rounds (tests/model/ref_qwen35_bf16.py, run in float32) against
+# the same reference unrounded, same 128 ids: rel L2 mean 0.0545, max 0.0699, argmax agreement 0.797,
+# top-1 14 of 14 where the margin > 8 rms. It grows with depth (4 layers: mean 0.026), so a per-depth
+# bound, not the fixtures' 3e-2: a defect (wrong op, weight or layout) puts logits off by order 1.
+MAX_REL_L2 = 0.2          # per position
+MEAN_REL_L2 = 0.08        # over positions (floor 0.0545)
 TOP1_NOISE_MULTIPLE = 8.0
 WRAPPER_PREFIX = "model.language_model."
 

@@ -51,7 +51,13 @@ frost_status Engine::create_from_weights(const ModelWeights& w, const EngineOpti
                                          std::unique_ptr<Engine>* out) {
     if (!out) return fail(FROST_ERR_INVALID_ARG, "Engine::create: out is null");
     std::unique_ptr<Engine> e(new Engine());
-    FROST_TRY(e->init(w, opts));
+    const frost_status s = e->init(w, opts);
+    if (s != FROST_OK) {
+        const std::string cause = last_error();  // the destructor's frost calls reset the message
+        e.reset();
+        set_last_error(cause);
+        return s;
+    }
     *out = std::move(e);
     return FROST_OK;
 }
@@ -75,6 +81,7 @@ frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
         return fail(FROST_ERR_INVALID_ARG, "engine: config lacks a dense MLP width, rotary dim or layers");
     FROST_TRY(frost_ctx_create(opts.backend, opts.device, &ctx_));
     FROST_TRY(frost_stream_create(ctx_, 0, &stream_));
+    if (opts.backend == FROST_BACKEND_CUDA) return CudaBuild::init(*this, w);  // engine_cuda.cpp
     FROST_TRY(alloc_weights(w));
     FROST_TRY(alloc_scratch());
     for (int i = 0; i < opts.sessions; ++i) FROST_TRY(alloc_session(i));

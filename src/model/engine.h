@@ -12,6 +12,7 @@
 #include "kernels/params.h"
 #include "model/buffers.h"
 #include "model/config.h"
+#include "model/engine_cuda.h"
 #include "model/weights.h"
 
 namespace frost::model {
@@ -120,6 +121,7 @@ private:
     frost_status check_session(int session) const;
     frost_status write_cursor_field(int session, size_t offset, const void* src, size_t bytes);
     friend struct ForwardRecorder;
+    friend struct CudaBuild;  // engine_cuda.cpp: the CUDA path fills the same registry
 
 public:
     // Device pointers of the converted weights and the static buffers (forward.cpp reads them).
@@ -189,6 +191,7 @@ private:
     frost_buffer* out_token_buf_ = nullptr;
     frost_buffer* logits_buf_ = nullptr;
     int last_rows_ = 0;                  // rows of the last step (trace read-back)
+    std::unique_ptr<CudaState, CudaStateDeleter> cuda_;  // CUDA backend only (engine_cuda.h)
 };
 
 // ShapeKey of a step graph: phase (prefill/decode) and rows of the bucket.

@@ -21,7 +21,8 @@ struct SynthPreset {
     int max_positions = 0;
 };
 
-// Presets: tiny, 0.8b, 2b, 4b, 9b, 27b (spec model-qwen35.md §2; 2b values are a plausible guess).
+// Presets: tiny, tiny-gpu (smallest shape the CUDA kernels accept), 0.8b, 2b, 4b, 9b, 27b (spec
+// model-qwen35.md §2; 2b values are a plausible guess).
 bool find_synth_preset(const std::string& name, SynthPreset* out);
 std::vector<std::string> synth_preset_names();
 

@@ -47,7 +47,9 @@ const std::string& capsule_model_dir(int variant) {
     if (it != dirs.end()) return it->second;
     model::SynthOptions o;
     o.out_dir = temp_root().path + "/model-" + std::to_string(variant);
-    o.preset = "tiny";
+    // The CUDA kernels need head_dim 256 and dk = dv = 128: where CUDA runs, both backends use
+    // the smallest such preset so one model serves the whole suite.
+    o.preset = frost_backend_available(FROST_BACKEND_CUDA) ? "tiny-gpu" : "tiny";
     o.vocab = kCapsuleVocab;
     o.seed = 1000 + uint64_t(variant);
     const frost_status s = model::synth_checkpoint(o);

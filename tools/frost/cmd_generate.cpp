@@ -9,6 +9,7 @@
 #include "exec/error.h"
 #include "model/capsule_generate.h"
 #include "model/engine.h"
+#include "model/engine_cuda.h"
 #include "model/generate.h"
 
 namespace {
@@ -96,6 +97,13 @@ int run_generate(const std::vector<std::string>& args) {
         j["ms_per_token"] = res.ms_per_token;
         j["fingerprint"] = res.fingerprint;
         j["backend"] = backend;
+        const model::CudaEngineInfo ci = model::cuda_engine_info(*e);
+        if (ci.active) {  // load-time facts of the CUDA engine: graphs are never captured later
+            j["graphs"] = ci.graphs;
+            j["capture_ms"] = ci.capture_ms;
+            j["weights_upload_ms"] = ci.weights_ms;
+            j["gemm_plans"] = ci.gemm_plans;
+        }
         std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
         if (tok) std::printf("%s\n", text.c_str());
@@ -105,6 +113,10 @@ int run_generate(const std::vector<std::string>& args) {
         }
         std::printf("fingerprint %s  ttft %.2f ms  %.2f ms/token\n", res.fingerprint.c_str(), res.ttft_ms,
                     res.ms_per_token);
+        const model::CudaEngineInfo ci = model::cuda_engine_info(*e);
+        if (ci.active)
+            std::printf("cuda engine: %zu graphs captured at load in %.1f ms (%zu GEMM plans), weights uploaded in %.1f ms\n",
+                        ci.graphs, ci.capture_ms, ci.gemm_plans, ci.weights_ms);
     }
     return 0;
 }

@@ -8,7 +8,7 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: frost synth --out DIR --preset {tiny,0.8b,2b,4b,9b,27b} [--vocab N] [--seed S] [--tokenizer DIR]\n"
+    "usage: frost synth --out DIR --preset {tiny,tiny-gpu,0.8b,2b,4b,9b,27b} [--vocab N] [--seed S] [--tokenizer DIR]\n"
     "                   [--shard-gb G]\n"
     "Writes a valid Qwen3.5 checkpoint (multimodal-wrapper layout) with deterministic random bf16\n"
     "weights, streamed tensor by tensor; sharded with model.safetensors.index.json above --shard-gb (4).\n"
