@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 what=${1:-all}
 # Tests find the fixtures at <repo>/../shared; the device tool carries a copy in <repo>/shared.
-if [ ! -d ../shared ] && [ -d shared ]; then ln -s "$PWD/shared" ../shared; fi
+if [ ! -d ../shared ] && [ -d shared ]; then ln -s "$PWD/shared" ../shared; chmod -R a-w shared/fixtures; fi
 summary=()
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 
