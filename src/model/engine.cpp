@@ -162,7 +162,9 @@ frost_status Engine::alloc_scratch() {
 frost_status Engine::alloc_session(int index) {
     auto list = std::make_unique<BufferList>(ctx_);
     SessionPtrs sp{};
-    const std::string pre = "s" + std::to_string(index) + ".";
+    // (built with append: GCC 12 warns falsely (-Wrestrict) on "s" + std::to_string(...))
+    std::string pre = "s";
+    pre.append(std::to_string(index)).append(".");
     FROST_TRY(list->add(pre + "cursor", BufferRole::Cursor, kCursorBytes, &sp.cursor_buf));
     sp.cursor = static_cast<StepCursor*>(frost_buffer_ptr(sp.cursor_buf));
     const int L = cfg_.num_layers;

@@ -322,7 +322,9 @@ frost_status CudaBuild::alloc_session(Engine& e, int index) {
     auto list = std::make_unique<BufferList>(e.ctx_);
     Engine::SessionPtrs sp{};
     CudaSession ss;
-    const std::string pre = "s" + std::to_string(index) + ".";
+    // (built with append: GCC 12 warns falsely (-Wrestrict) on "s" + std::to_string(...))
+    std::string pre = "s";
+    pre.append(std::to_string(index)).append(".");
     FROST_TRY(list->add(pre + "cursor", BufferRole::Cursor, sizeof(StepCursor), &sp.cursor_buf));
     sp.cursor = static_cast<StepCursor*>(frost_buffer_ptr(sp.cursor_buf));
     ss.cursor = sp.cursor;
