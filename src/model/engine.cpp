@@ -81,7 +81,10 @@ frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
         return fail(FROST_ERR_INVALID_ARG, "engine: config lacks a dense MLP width, rotary dim or layers");
     FROST_TRY(frost_ctx_create(opts.backend, opts.device, &ctx_));
     FROST_TRY(frost_stream_create(ctx_, 0, &stream_));
-    if (opts.backend == FROST_BACKEND_CUDA) return CudaBuild::init(*this, w);  // engine_cuda.cpp
+    if (opts.backend == FROST_BACKEND_CUDA) {
+        FROST_TRY(CudaBuild::init(*this, w));  // engine_cuda.cpp
+        return alloc_prompt_staging();
+    }
     FROST_TRY(alloc_weights(w));
     FROST_TRY(alloc_scratch());
     for (int i = 0; i < opts.sessions; ++i) FROST_TRY(alloc_session(i));
@@ -89,7 +92,14 @@ frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
         FROST_TRY(capture_session(i));
         FROST_TRY(reset(i));
     }
-    return FROST_OK;
+    return alloc_prompt_staging();
+}
+
+frost_status Engine::alloc_prompt_staging() {
+    const size_t chunks = size_t(opts_.max_seq_len) / kGdnChunk + 2;  // a partial first chunk adds one
+    return scratch_bufs_->add("staging.prompt", BufferRole::Scratch,
+                              sizeof(int32_t) * (size_t(opts_.max_seq_len) + chunks), &prompt_staging_, -1, 0,
+                              FROST_SPACE_HOST_PINNED);
 }
 
 frost_status Engine::alloc_scratch() {
@@ -289,6 +299,12 @@ frost_status Engine::prefill(int session, const int32_t* ids, size_t n, int32_t*
     if (host_pos_[session] + static_cast<int64_t>(n) > opts_.max_seq_len)
         return fail(FROST_ERR_OUT_OF_RANGE, "prefill: %zu tokens at position %lld exceed max_seq_len %d", n,
                     static_cast<long long>(host_pos_[session]), opts_.max_seq_len);
+    if (!(all_logits && opts_.logits_all)) {
+        FROST_TRY(prefill_pipelined(session, ids, n));
+        if (next) std::memcpy(next, static_cast<uint8_t*>(frost_buffer_ptr(staging_)) +
+                                        sizeof(int32_t) * opts_.prefill_chunk + kCursorBytes, sizeof(int32_t));
+        return FROST_OK;
+    }
     const int64_t Cp = opts_.prefill_chunk;
     const int V = cfg_.vocab_size;
     size_t done = 0;
@@ -307,6 +323,47 @@ frost_status Engine::prefill(int session, const int32_t* ids, size_t n, int32_t*
     }
     if (next) std::memcpy(next, static_cast<uint8_t*>(frost_buffer_ptr(staging_)) +
                                     sizeof(int32_t) * opts_.prefill_chunk + kCursorBytes, sizeof(int32_t));
+    return FROST_OK;
+}
+
+// Every chunk of a prompt on the absolute C_p grid, enqueued back to back with ONE host sync at the
+// end: each chunk's ids and row count come from their own slot of the pinned prompt staging, so no
+// upload waits for the previous chunk's graph (run_chunk syncs per step because its slots are shared).
+frost_status Engine::prefill_pipelined(int session, const int32_t* ids, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+        if (ids[i] < 0 || ids[i] >= cfg_.vocab_size)
+            return fail(FROST_ERR_INVALID_ARG, "engine: token id %d at index %zu outside vocabulary [0, %d)",
+                        ids[i], i, cfg_.vocab_size);
+    FROST_TRY(frost_stream_sync(stream_));  // earlier steps may still read the staging slots
+    int32_t* prompt = static_cast<int32_t*>(frost_buffer_ptr(prompt_staging_));
+    const size_t counts_off = size_t(opts_.max_seq_len);
+    std::memcpy(prompt, ids, sizeof(int32_t) * n);
+    const int64_t Cp = opts_.prefill_chunk;
+    frost_buffer* cursor = sessions_[session].cursor_buf;
+    size_t done = 0, chunk = 0;
+    int64_t pos = host_pos_[session];
+    while (done < n) {
+        const int64_t boundary = (pos / Cp + 1) * Cp;  // absolute grid from position 0
+        const int take = static_cast<int>(std::min<int64_t>(boundary - pos, static_cast<int64_t>(n - done)));
+        prompt[counts_off + chunk] = take;
+        FROST_TRY(frost_buffer_copy(scratch_ids_buf_, 0, prompt_staging_, sizeof(int32_t) * done,
+                                    sizeof(int32_t) * take, stream_));
+        FROST_TRY(frost_buffer_copy(cursor, offsetof(StepCursor, n_tokens), prompt_staging_,
+                                    sizeof(int32_t) * (counts_off + chunk), sizeof(int32_t), stream_));
+        const int bucket = (take + kGdnChunk - 1) / kGdnChunk * kGdnChunk;
+        FROST_TRY(frost_graph_replay(graphs_[session], step_key(false, bucket), stream_));
+        last_rows_ = bucket;
+        pos += take;
+        done += take;
+        ++chunk;
+    }
+    uint8_t* st = static_cast<uint8_t*>(frost_buffer_ptr(staging_));
+    const size_t token_off = sizeof(int32_t) * opts_.prefill_chunk + kCursorBytes;
+    FROST_TRY(frost_buffer_copy(staging_, token_off, out_token_buf_, 0, sizeof(int32_t), stream_));
+    FROST_TRY(frost_stream_sync(stream_));
+    host_pos_[session] = pos;
+    journal_[session].insert(journal_[session].end(), ids, ids + n);
+    std::memcpy(&last_token_[session], st + token_off, sizeof(int32_t));
     return FROST_OK;
 }
 

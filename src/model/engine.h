@@ -118,6 +118,8 @@ private:
     frost_status alloc_session(int index);
     frost_status capture_session(int index);
     frost_status run_chunk(int session, const int32_t* ids, int n, bool decode_graph);
+    frost_status prefill_pipelined(int session, const int32_t* ids, size_t n);
+    frost_status alloc_prompt_staging();
     frost_status check_session(int session) const;
     frost_status write_cursor_field(int session, size_t offset, const void* src, size_t bytes);
     friend struct ForwardRecorder;
@@ -188,6 +190,9 @@ private:
     std::vector<TraceEntry> trace_;
     frost_buffer* staging_ = nullptr;    // host-pinned: ids / cursor fields / token read-back
     frost_buffer* scratch_ids_buf_ = nullptr;
+    // host-pinned: a whole prompt's ids [max_seq] then one row count per chunk [max_seq / 64 + 2], so
+    // every chunk's uploads are enqueued before the first runs (no slot is reused mid-prefill)
+    frost_buffer* prompt_staging_ = nullptr;
     frost_buffer* out_token_buf_ = nullptr;
     frost_buffer* logits_buf_ = nullptr;
     int last_rows_ = 0;                  // rows of the last step (trace read-back)

@@ -17,6 +17,7 @@
 
 #include "kernels/cuda/lm_kernels.h"
 #include "model/forward_cuda.h"
+#include "model/weight_stager.h"
 #include "util/bf16.h"
 #endif
 
@@ -88,78 +89,89 @@ frost_status check_shapes(const ModelConfig& c) {
     return fail(FROST_ERR_UNSUPPORTED, "cuda engine: the CUDA kernels do not support this model: %s", bad.c_str());
 }
 
-// Appends a checkpoint tensor as bf16 bits / as fp32 values.
-frost_status append_bf16(const TensorView& v, std::vector<uint16_t>* out) {
-    if (!v.present()) return fail(FROST_ERR_INVALID_ARG, "tensor %s is absent", v.name.c_str());
+// Converts a checkpoint tensor's elements to bf16 bits / fp32 values into `out` (numel entries).
+frost_status convert_bf16(const TensorView& v, uint16_t* out) {
     const int64_t n = v.numel();
-    const size_t old = out->size();
-    out->resize(old + n);
-    if (v.dtype == DType::BF16) {
-        std::memcpy(out->data() + old, v.data, sizeof(uint16_t) * n);
-    } else if (v.dtype == DType::F32) {
-        const float* s = static_cast<const float*>(v.data);
-        for (int64_t i = 0; i < n; ++i) (*out)[old + i] = util::f32_to_bf16(s[i]);
-    } else {
-        return fail(FROST_ERR_UNSUPPORTED, "tensor %s: dtype %s not supported by the cuda engine", v.name.c_str(),
-                    dtype_name(v.dtype));
-    }
-    return FROST_OK;
-}
-
-frost_status append_f32(const TensorView& v, std::vector<float>* out) {
-    if (!v.present()) return fail(FROST_ERR_INVALID_ARG, "tensor %s is absent", v.name.c_str());
-    const int64_t n = v.numel();
-    const size_t old = out->size();
-    out->resize(old + n);
     if (v.dtype == DType::F32) {
-        std::memcpy(out->data() + old, v.data, sizeof(float) * n);
-    } else if (v.dtype == DType::BF16) {
-        const uint16_t* s = static_cast<const uint16_t*>(v.data);
-        for (int64_t i = 0; i < n; ++i) (*out)[old + i] = util::bf16_to_f32(s[i]);
-    } else {
-        return fail(FROST_ERR_UNSUPPORTED, "tensor %s: dtype %s not supported by the cuda engine", v.name.c_str(),
-                    dtype_name(v.dtype));
+        const float* s = static_cast<const float*>(v.data);
+        for (int64_t i = 0; i < n; ++i) out[i] = util::f32_to_bf16(s[i]);
+        return FROST_OK;
     }
-    return FROST_OK;
+    return fail(FROST_ERR_UNSUPPORTED, "tensor %s: dtype %s not supported by the cuda engine", v.name.c_str(),
+                dtype_name(v.dtype));
 }
 
-// Converts on the host, then one H2D copy into a new weight buffer.
+frost_status convert_f32(const TensorView& v, float* out) {
+    const int64_t n = v.numel();
+    if (v.dtype == DType::BF16) {
+        const uint16_t* s = static_cast<const uint16_t*>(v.data);
+        for (int64_t i = 0; i < n; ++i) out[i] = util::bf16_to_f32(s[i]);
+        return FROST_OK;
+    }
+    return fail(FROST_ERR_UNSUPPORTED, "tensor %s: dtype %s not supported by the cuda engine", v.name.c_str(),
+                dtype_name(v.dtype));
+}
+
+// Lays every weight out in its own device buffer and queues the bytes on a WeightStager: tensors
+// already in the target dtype go straight from the mmap'd checkpoint, others are converted on the
+// host first. Nothing is copied until run() (one pipelined pass over the whole model).
 struct Uploader {
-    frost_ctx* ctx;
     frost_stream* stream;
     BufferList* list;
+    WeightStager stager;
 
-    frost_status upload(const std::string& name, const void* data, size_t bytes, void** out) {
-        frost_buffer* b = nullptr;
-        FROST_TRY(list->add(name, BufferRole::Weights, bytes, &b));
-        frost_buffer* h = nullptr;
-        FROST_TRY(frost_buffer_wrap(ctx, "weight_staging", const_cast<void*>(data), bytes, FROST_SPACE_HOST, &h));
-        frost_status s = frost_buffer_copy(b, 0, h, 0, bytes, stream);
-        if (s == FROST_OK) s = frost_stream_sync(stream);
-        frost_buffer_free(h);
-        FROST_TRY(s);
-        *out = frost_buffer_ptr(b);
+    frost_status alloc(const std::string& name, size_t bytes, frost_buffer** out) {
+        return list->add(name, BufferRole::Weights, bytes, out);
+    }
+
+    static frost_status present(const TensorView& v) {
+        if (!v.present()) return fail(FROST_ERR_INVALID_ARG, "tensor %s is absent", v.name.c_str());
         return FROST_OK;
     }
 
     // Row-concatenation of `parts` ([rows_i, cols] each) as bf16, zero rows up to `padded_rows`.
     frost_status bf16w(const std::string& name, const std::vector<const TensorView*>& parts, int64_t padded_rows,
                        int64_t cols, const bf16** out) {
-        std::vector<uint16_t> host;
-        for (const auto* p : parts) FROST_TRY(append_bf16(*p, &host));
-        if (padded_rows > 0) host.resize(size_t(padded_rows) * cols, 0);
-        void* d = nullptr;
-        FROST_TRY(upload(name, host.data(), host.size() * sizeof(uint16_t), &d));
-        *out = static_cast<const bf16*>(d);
+        size_t used = 0;
+        for (const auto* p : parts) {
+            FROST_TRY(present(*p));
+            used += size_t(p->numel()) * sizeof(uint16_t);
+        }
+        const size_t bytes = std::max(used, size_t(std::max<int64_t>(padded_rows, 0)) * size_t(cols) * sizeof(uint16_t));
+        frost_buffer* b = nullptr;
+        FROST_TRY(alloc(name, bytes, &b));
+        size_t off = 0;
+        for (const auto* p : parts) {
+            const size_t pb = size_t(p->numel()) * sizeof(uint16_t);
+            if (p->dtype == DType::BF16)
+                stager.add(p->data, pb, b, off);
+            else
+                FROST_TRY(convert_bf16(*p, static_cast<uint16_t*>(stager.add_owned(pb, b, off))));
+            off += pb;
+        }
+        if (bytes > used) FROST_TRY(frost_buffer_fill(b, used, 0, bytes - used, stream));
+        *out = static_cast<const bf16*>(frost_buffer_ptr(b));
         return FROST_OK;
     }
 
     frost_status f32w(const std::string& name, const std::vector<const TensorView*>& parts, const float** out) {
-        std::vector<float> host;
-        for (const auto* p : parts) FROST_TRY(append_f32(*p, &host));
-        void* d = nullptr;
-        FROST_TRY(upload(name, host.data(), host.size() * sizeof(float), &d));
-        *out = static_cast<const float*>(d);
+        size_t bytes = 0;
+        for (const auto* p : parts) {
+            FROST_TRY(present(*p));
+            bytes += size_t(p->numel()) * sizeof(float);
+        }
+        frost_buffer* b = nullptr;
+        FROST_TRY(alloc(name, bytes, &b));
+        size_t off = 0;
+        for (const auto* p : parts) {
+            const size_t pb = size_t(p->numel()) * sizeof(float);
+            if (p->dtype == DType::F32)
+                stager.add(p->data, pb, b, off);
+            else
+                FROST_TRY(convert_f32(*p, static_cast<float*>(stager.add_owned(pb, b, off))));
+            off += pb;
+        }
+        *out = static_cast<const float*>(frost_buffer_ptr(b));
         return FROST_OK;
     }
 };
@@ -230,8 +242,9 @@ frost_status CudaBuild::init(Engine& e, const ModelWeights& w) {
 
     const auto t_weights = Clock::now();
     e.weight_bufs_ = std::make_unique<BufferList>(e.ctx_);
-    Uploader up{e.ctx_, e.stream_, e.weight_bufs_.get()};
+    Uploader up{e.stream_, e.weight_bufs_.get(), WeightStager()};
     FROST_TRY(upload_all(c, w, up, cs));
+    FROST_TRY(up.stager.run(e.ctx_, e.stream_));
     cs.info.weights_ms = ms_since(t_weights);
     cs.info.weight_bytes = e.weight_bufs_->total_bytes();
 
@@ -292,7 +305,10 @@ frost_status CudaBuild::alloc_scratch(Engine& e) {
     kernels::AttentionBf16Params attn_shape{};
     attn_shape.Hq = std::max(1, c.num_heads);
     attn_shape.max_seq = e.opts_.max_seq_len;
-    FROST_TRY(add("attn_work", kernels::attn_decode_work_floats(attn_shape), &s.attn_work));
+    attn_shape.max_rows = static_cast<int32_t>(R);  // prefill buckets 64..C_p may split their keys
+    const size_t attn_work = std::max(kernels::attn_decode_work_floats(attn_shape),
+                                      kernels::attn_prefill_work_floats(attn_shape));
+    FROST_TRY(add("attn_work", attn_work, &s.attn_work));
     FROST_TRY(add("sample_work", kernels::sample_work_floats(static_cast<int>(V)), &s.sample_work));
     FROST_TRY(add("out_token", 1, &s.out_token));
     e.out_token_buf_ = last;
@@ -375,7 +391,8 @@ frost_status CudaBuild::capture_all(Engine& e) {
     auto record = [](void* user, frost_stream* st) -> frost_status {
         const auto* j = static_cast<const CaptureJob*>(user);
         return record_cuda_forward(j->e->cfg_, j->e->opts_.logits_all, j->e->opts_.max_seq_len, *j->cs, j->session,
-                                   j->rows, j->decode, static_cast<cudaStream_t>(frost_stream_native(st)));
+                                   j->rows, j->decode, static_cast<cudaStream_t>(frost_stream_native(st)),
+                                   j->e->opts_.rope_inv_freq_bf16);
     };
     FROST_TRY(frost_stream_sync(e.stream_));
     const auto t0 = Clock::now();
