@@ -2,11 +2,22 @@
 # The one script for the GPU machine (device tool): builds Frost with CUDA, runs every test (the
 # contract, kernel-parity, engine, capsule and robot suites run on both backends there), then the
 # benchmarks, and prints a short table last. Logs go to $OUT (or ./gpu-out when run elsewhere).
-#   usage: scripts/gpu/run_all.sh [tests|bench|all]   (default all)
+#   usage: scripts/gpu/run_all.sh [tests|bench|all] [bench names...]   (default all; names such as
+#          "engine capsule" pick scripts/gpu/bench_<name>.sh, default every one)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
+# The device tool brings back at most 8 files from $OUT: every log and JSON goes to a work folder,
+# and $OUT receives the report, the summary and one archive of the rest (also if the run is cut off).
+RESULTS=${OUT:-$PWD/gpu-out}; mkdir -p "$RESULTS"
+export OUT=$(mktemp -d /tmp/frost-gpu.XXXXXX)
+pack() {
+  cp "$OUT/report.txt" "$OUT/summary.txt" "$RESULTS/" 2>/dev/null
+  (cd "$OUT" && find . -type f -size -4M | tar czf "$RESULTS/gpu-logs.tgz" -T - 2>/dev/null)  # no capsule files
+}
+trap pack EXIT
 what=${1:-all}
+shift || true
+only=("$@")
 # Tests find the fixtures at <repo>/../shared; the device tool carries a copy in <repo>/shared.
 if [ ! -d ../shared ] && [ -d shared ]; then ln -s "$PWD/shared" ../shared; chmod -R a-w shared/fixtures; fi
 summary=()
@@ -30,7 +41,11 @@ fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   for s in scripts/gpu/bench_*.sh; do
     [ -x "$s" ] || continue
+    name=$(basename "$s" .sh); name=${name#bench_}
+    if [ ${#only[@]} -gt 0 ] && [[ ! " ${only[*]} " =~ " $name " ]]; then continue; fi
+    t1=$(date +%s)
     echo "== $s"; "$s" 2>&1 | tee "$OUT/$(basename "$s" .sh).log" | tail -40
+    summary+=("bench $name: $(( $(date +%s) - t1 )) s")
   done
 fi
 
@@ -38,5 +53,5 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   python3 bench/python/report.py "$OUT" 2>&1 | tee "$OUT/report.txt"
 fi
 
-echo; echo "==== summary ($(date -u +%F), $(cut -d, -f1 "$OUT/gpu.txt"))"
-printf '%s\n' "${summary[@]}"
+{ echo; echo "==== summary ($(date -u +%F), $(cut -d, -f1 "$OUT/gpu.txt"))"
+  printf '%s\n' "${summary[@]}"; } | tee "$OUT/summary.txt"
