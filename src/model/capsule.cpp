@@ -49,6 +49,16 @@ std::vector<int64_t> shape_of(const ModelConfig& c, CapsulePartKind k, size_t by
     }
 }
 
+// Sets the bytes between and after the parts of a host payload to zero.
+void zero_gaps(const CapsuleMeta& m, uint8_t* payload) {
+    size_t at = 0;
+    for (const auto& p : m.parts) {
+        if (p.offset > at) std::memset(payload + at, 0, p.offset - at);
+        at = p.offset + p.bytes;
+    }
+    if (m.payload_bytes > at) std::memset(payload + at, 0, m.payload_bytes - at);
+}
+
 size_t round_page(size_t n) { return (n + kCapsulePageBytes - 1) / kCapsulePageBytes * kCapsulePageBytes; }
 
 int64_t now_unix_ms() {
@@ -70,6 +80,7 @@ struct CapsuleManager::Stored {
     frost_buffer* storage = nullptr;  // [payload_bytes]: device (Device tier) or pinned (Host tier)
     std::string path;                 // Disk tier: the file
     bool owns_file = false;           // the manager wrote the file and deletes it on release
+    bool layout_checked = false;      // check_layout passed once (meta and engine layout are fixed)
 };
 
 const char* capsule_tier_name(CapsuleTier t) {
@@ -125,7 +136,8 @@ std::string deployment_mismatch(const Deployment& cap, const Deployment& run) {
 }
 
 CapsuleManager::CapsuleManager(Engine& engine, const std::string& model_digest, const CapsuleManagerOptions& opts)
-    : engine_(engine), opts_(opts), deployment_(deployment_of(engine, model_digest)) {
+    : engine_(engine), opts_(opts), deployment_(deployment_of(engine, model_digest)),
+      staging_(std::make_unique<CapsuleStaging>()) {
     if (!opts_.disk_dir.empty()) capsule_remove_temp_files(opts_.disk_dir);
 }
 
@@ -133,6 +145,17 @@ CapsuleManager::~CapsuleManager() {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& kv : capsules_) free_storage(*kv.second);
     capsules_.clear();
+    staging_->release();
+}
+
+void CapsuleManager::trim_staging() {
+    std::lock_guard<std::mutex> lock(mu_);
+    staging_->release();
+}
+
+bool CapsuleManager::has_staging() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !staging_->empty();
 }
 
 frost_status CapsuleManager::for_model_dir(Engine& engine, const std::string& model_dir,
@@ -277,23 +300,26 @@ frost_status CapsuleManager::snapshot_locked(int session, int64_t requested, con
     if (s != FROST_OK)
         return add_context(s, std::string("snapshot to the ") + capsule_tier_name(tier) + " tier (" +
                                   std::to_string(at) + " bytes)");
+    // Every copy back to back on the engine's stream, one sync at the end: the copies are ordered
+    // after any work already enqueued on the live buffers, so no sync is needed before them.
     frost_stream* st = engine_.stream();
-    s = frost_stream_sync(st);
+    s = FROST_OK;
     for (size_t i = 0; s == FROST_OK && i < live.size(); ++i)
         s = frost_buffer_copy(c->storage, m.parts[i].offset, live[i].buf, 0, m.parts[i].bytes, st);
-    // The padding must be zero (the file reader checks it); fill the gaps after each part.
-    for (size_t i = 0; s == FROST_OK && i < m.parts.size(); ++i) {
-        const size_t end = m.parts[i].offset + m.parts[i].bytes;
-        const size_t next = i + 1 < m.parts.size() ? m.parts[i + 1].offset : at;
-        if (next > end) s = frost_buffer_fill(c->storage, end, 0, next - end, st);
-    }
     const frost_status sync = frost_stream_sync(st);
     if (s == FROST_OK) s = sync;
     if (s != FROST_OK) {
         free_storage(*c);
         return add_context(s, "snapshot copy");
     }
-    if (const uint8_t* h = host_view(c->storage)) capsule_compute_checksums(&m, h);
+    // The gaps between parts must be zero wherever the bytes can reach a file (the reader checks
+    // them). Host-visible storage is zeroed here on the host; GPU storage keeps undefined gaps
+    // (a fill launch per gap would cost more than the copies of small parts) and every host copy
+    // of it is zeroed in stage_to_host.
+    if (uint8_t* h = const_cast<uint8_t*>(host_view(c->storage))) {
+        zero_gaps(m, h);
+        capsule_compute_checksums(&m, h);
+    }
     c->tier = tier;
     if (tier == CapsuleTier::Disk) {
         c->path = path.empty() ? default_path(next_id_) : path;
@@ -342,10 +368,55 @@ frost_status CapsuleManager::stage_to_host(Stored& c, frost_buffer** host, bool*
         frost_buffer_free(b);
         return add_context(s, "capsule copy device -> host");
     }
-    const uint8_t* h = static_cast<const uint8_t*>(frost_buffer_ptr(b));
+    uint8_t* h = static_cast<uint8_t*>(frost_buffer_ptr(b));
+    zero_gaps(c.meta, h);  // undefined in GPU storage (see snapshot_locked)
     if (!c.meta.checksums_valid) capsule_compute_checksums(&c.meta, h);
     *host = b;
     *owned = true;
+    return FROST_OK;
+}
+
+// Disk tier: validate the file's header, then stream its payload into a device scratch area of
+// payload size, verifying every chunk on its pinned staging copy as it goes (see
+// CapsuleFileReader::read_payload_into); only a fully verified scratch is committed into the
+// live buffers, by restore_into's D2D copies. The price of this choice: one extra copy of the
+// payload at D2D bandwidth (~0.7 ms per GiB on an H100, well under 1% of reading it at a few GB/s)
+// and payload_bytes of transient device memory. In exchange an I/O error or a checksum mismatch
+// anywhere in the file leaves the live session untouched, which streaming straight into the live
+// buffers could not promise, and reading the file twice (verify pass, copy pass) would cost 2x.
+frost_status CapsuleManager::stage_disk_to_device(Stored& c, int session, frost_buffer** scratch) {
+    CapsuleFileReader r;
+    FROST_TRY(r.open(c.path));
+    if (r.meta().prefix_digest != c.meta.prefix_digest || r.meta().payload_bytes != c.meta.payload_bytes)
+        return fail(FROST_ERR_CORRUPT, "capsule file %s no longer holds this capsule", c.path.c_str());
+    FROST_TRY(check_layout(r.meta(), session));
+    FROST_TRY(read_file_to_device(r, scratch));
+    c.meta.parts = r.meta().parts;  // the file's checksums are authoritative
+    c.meta.checksums_valid = true;
+    return FROST_OK;
+}
+
+frost_status CapsuleManager::read_through_staging(CapsuleFileReader& r, frost_buffer* dst) {
+    const bool fresh = staging_->empty();
+    if (fresh)
+        FROST_TRY(staging_->alloc(engine_.ctx(), std::max(opts_.disk_chunk_bytes, kCapsulePageBytes),
+                                  std::max(opts_.disk_staging_slots, 2)));
+    const frost_status s = r.read_payload_into(dst, *staging_, engine_.stream());
+    if (s != FROST_OK && fresh) staging_->release();  // a failed call leaves no allocation of its own behind
+    return s;
+}
+
+frost_status CapsuleManager::read_file_to_device(CapsuleFileReader& r, frost_buffer** out) {
+    const size_t n = r.meta().payload_bytes;
+    frost_buffer* d = nullptr;
+    frost_status s = frost_buffer_alloc(engine_.ctx(), "capsule.storage", std::max<size_t>(n, 1), FROST_SPACE_DEVICE, &d);
+    if (s != FROST_OK) return add_context(s, "capsule file read into device memory (" + std::to_string(n) + " bytes)");
+    s = read_through_staging(r, d);
+    if (s != FROST_OK) {
+        frost_buffer_free(d);
+        return s;
+    }
+    *out = d;
     return FROST_OK;
 }
 
@@ -364,17 +435,41 @@ frost_status CapsuleManager::restore_into(const CapsuleMeta& meta, frost_buffer*
                             static_cast<long long>(meta.stored_boundary));
         }
     }
+    // Pair each live buffer with its part: by position first (parts are stored in the engine's
+    // buffer order), by name otherwise. check_layout proved every pair exists and matches.
+    struct Copy {
+        frost_buffer* dst;
+        const CapsulePart* part;
+    };
     const auto live = engine_.state_buffers(session);
-    frost_stream* st = engine_.stream();
-    frost_status s = frost_stream_sync(st);
-    for (const auto& b : live) {
-        if (s != FROST_OK) break;
-        const std::string name = strip_session(b.name);
-        for (const auto& p : meta.parts)
-            if (p.name == name) s = frost_buffer_copy(b.buf, 0, src, p.offset, p.bytes, st);
+    std::vector<Copy> copies;
+    copies.reserve(live.size());
+    for (size_t i = 0; i < live.size(); ++i) {
+        const std::string name = strip_session(live[i].name);
+        const CapsulePart* part = i < meta.parts.size() && meta.parts[i].name == name ? &meta.parts[i] : nullptr;
+        for (size_t j = 0; !part && j < meta.parts.size(); ++j)
+            if (meta.parts[j].name == name) part = &meta.parts[j];
+        if (!part) return fail(FROST_ERR_INCOMPATIBLE, "capsule lacks state buffer %s", name.c_str());
+        copies.push_back({live[i].buf, part});
     }
-    const frost_status sync = frost_stream_sync(st);
-    if (s == FROST_OK) s = sync;
+    // Largest first, so the device has the long KV copies to run while the host enqueues the
+    // small recurrent/conv ones behind them instead of idling between small launches.
+    std::stable_sort(copies.begin(), copies.end(),
+                     [](const Copy& a, const Copy& b) { return a.part->bytes > b.part->bytes; });
+    // KV parts hold only rows [0, Pa) (CapsulePart::bytes = valid_bytes(Pa)), so rows >= Pa of a
+    // live KV buffer keep whatever they held (another prompt's keys, poison). That is safe: a step
+    // at position p writes its own rows [p, p + n) before attention reads them, and attention
+    // reads keys [0, kv_len) only, so a stale row is always rewritten before it is read (tested:
+    // test_capsule_pipeline StaleKvRowsBeyondTheBoundaryDoNotMatter).
+    // All copies go back to back on the engine's stream with no sync before (stream order puts
+    // them after any work already enqueued) and none after: adopt_restored_state reads the cursor
+    // back through the same stream, which waits for every copy and reports an asynchronous failure.
+    frost_stream* st = engine_.stream();
+    frost_status s = FROST_OK;
+    for (const auto& c : copies) {
+        s = frost_buffer_copy(c.dst, 0, src, c.part->offset, c.part->bytes, st);
+        if (s != FROST_OK) break;
+    }
     if (s == FROST_OK) s = engine_.adopt_restored_state(session, meta.ids);
     if (s != FROST_OK) {
         const std::string why = frost_last_error();
@@ -406,15 +501,21 @@ frost_status CapsuleManager::restore_many(Stored& c, const std::vector<int>& ses
             return fail(FROST_ERR_INVALID_ARG, "restore: session %d out of range [0, %d)", s, engine_.sessions());
         if (!seen.insert(s).second) return fail(FROST_ERR_INVALID_ARG, "fork: session %d named twice", s);
     }
-    FROST_TRY(check_layout(c.meta, sessions[0]));
+    if (!c.layout_checked) {  // the metadata and the engine's layout never change: check once
+        FROST_TRY(check_layout(c.meta, sessions[0]));
+        c.layout_checked = true;
+    }
     frost_buffer* src = c.storage;
-    bool owned = false;
-    if (c.tier == CapsuleTier::Disk) FROST_TRY(stage_to_host(c, &src, &owned));
+    frost_buffer* scratch = nullptr;
+    if (c.tier == CapsuleTier::Disk) {
+        FROST_TRY(stage_disk_to_device(c, sessions[0], &scratch));
+        src = scratch;
+    }
     std::vector<int32_t> toks(sessions.size(), -1);
     frost_status s = FROST_OK;
     for (size_t i = 0; s == FROST_OK && i < sessions.size(); ++i)
         s = restore_into(c.meta, src, sessions[i], suffix, sampling, &toks[i]);
-    if (owned) frost_buffer_free(src);
+    if (scratch) frost_buffer_free(scratch);
     if (s == FROST_OK && next) *next = toks;
     return s;
 }
@@ -486,6 +587,17 @@ frost_status CapsuleManager::move(CapsuleId id, CapsuleTier tier, const std::str
     if (c->tier == tier) return FROST_OK;
     if (tier == CapsuleTier::Disk && path.empty() && opts_.disk_dir.empty())
         return fail(FROST_ERR_INVALID_ARG, "move: disk tier needs a path or a manager disk_dir");
+    if (c->tier == CapsuleTier::Disk && tier == CapsuleTier::Device) {
+        // Promotion straight into the device storage through the pipelined, verified read (the
+        // serving store promotes this way before a restore): no payload-sized pinned buffer.
+        frost_buffer* d = nullptr;
+        FROST_TRY(stage_disk_to_device(*c, 0, &d));
+        free_storage(*c);
+        c->storage = d;
+        c->tier = tier;
+        c->path.clear();
+        return FROST_OK;
+    }
     frost_buffer* host = nullptr;
     bool owned = false;
     FROST_TRY(stage_to_host(*c, &host, &owned));
@@ -539,28 +651,20 @@ frost_status CapsuleManager::load(const std::string& path, CapsuleTier tier, Cap
     CapsuleFileReader r;
     FROST_TRY(r.open(path));
     FROST_TRY(check_layout(r.meta(), 0));
-    frost_buffer* host = nullptr;
-    FROST_TRY(r.read_payload(engine_.ctx(), &host));
     auto c = std::make_unique<Stored>();
     c->meta = r.meta();
     c->tier = tier;
-    frost_status s = FROST_OK;
-    if (tier == CapsuleTier::Host) {
-        c->storage = host;
-        host = nullptr;
-    } else if (tier == CapsuleTier::Device) {
-        s = frost_buffer_alloc(engine_.ctx(), "capsule.storage", std::max<size_t>(c->meta.payload_bytes, 1),
-                               FROST_SPACE_DEVICE, &c->storage);
-        if (s == FROST_OK) s = frost_buffer_copy(c->storage, 0, host, 0, c->meta.payload_bytes, engine_.stream());
-        const frost_status sync = frost_stream_sync(engine_.stream());
-        if (s == FROST_OK) s = sync;
-    } else {
-        c->path = path;  // not owned: release never deletes an imported file
+    if (tier == CapsuleTier::Device) {
+        FROST_TRY(read_file_to_device(r, &c->storage));
+        *out = next_id_++;
+        capsules_[*out] = std::move(c);
+        return FROST_OK;
     }
-    if (host) frost_buffer_free(host);
-    if (s != FROST_OK) {
-        free_storage(*c);
-        return add_context(s, "capsule load into the " + std::string(capsule_tier_name(tier)) + " tier");
+    if (tier == CapsuleTier::Host) {
+        FROST_TRY(r.read_payload(engine_.ctx(), &c->storage));  // the pinned copy becomes the storage
+    } else {
+        FROST_TRY(read_through_staging(r, nullptr));  // disk: verify every byte once, keep nothing
+        c->path = path;  // not owned: release never deletes an imported file
     }
     *out = next_id_++;
     capsules_[*out] = std::move(c);

@@ -102,10 +102,20 @@ struct CapsuleInfo {
     CapsuleMeta meta;
 };
 
+// Disk-tier restores stream the file through a ring of pinned staging slots (see
+// CapsuleFileReader::read_payload_into); these size it.
+constexpr size_t kCapsuleDiskChunkBytes = size_t(16) << 20;  // one pread / one H2D copy
+constexpr int kCapsuleDiskStagingSlots = 4;                  // chunks in flight (read, hash, DMA)
+
 struct CapsuleManagerOptions {
     std::string disk_dir;  // where disk-tier capsules go (snapshot/move to Disk without a path);
                            // leftover temp files there are removed when the manager starts
+    size_t disk_chunk_bytes = kCapsuleDiskChunkBytes;  // >= kCapsulePageBytes; any size (tests use odd ones)
+    int disk_staging_slots = kCapsuleDiskStagingSlots;  // >= 2
 };
+
+struct CapsuleStaging;     // capsule_file.h
+class CapsuleFileReader;   // capsule_file.h
 
 class CapsuleManager {
 public:
@@ -171,6 +181,10 @@ public:
     size_t count() const;
     // Copies the capsule's payload to host memory (out resized to payload_bytes), any tier.
     frost_status read_payload(CapsuleId id, std::vector<uint8_t>* out);
+    // Frees the pinned staging ring that disk-tier restores allocate on first use and keep
+    // (disk_staging_slots x disk_chunk_bytes). A failed restore never leaves a ring it allocated.
+    void trim_staging();
+    bool has_staging() const;
 
 private:
     struct Stored;
@@ -179,6 +193,10 @@ private:
                                  CapsuleTier tier, const std::string& path, CapsuleId* out);
     frost_status check_layout(const CapsuleMeta& meta, int session) const;
     frost_status stage_to_host(Stored& c, frost_buffer** host, bool* owned);
+    frost_status stage_disk_to_device(Stored& c, int session, frost_buffer** scratch);
+    // r.read_payload_into(dst) through staging_, allocating the ring on first use.
+    frost_status read_through_staging(CapsuleFileReader& r, frost_buffer* dst);
+    frost_status read_file_to_device(CapsuleFileReader& r, frost_buffer** out);
     frost_status restore_into(const CapsuleMeta& meta, frost_buffer* src, int session,
                               const std::vector<int32_t>& suffix, const SamplingConfig* sampling, int32_t* next);
     frost_status restore_many(Stored& c, const std::vector<int>& sessions, const std::vector<int32_t>& suffix,
@@ -192,6 +210,7 @@ private:
     Deployment deployment_;
     mutable std::mutex mu_;  // one verb at a time: a release never races a restore from it
     std::map<CapsuleId, std::unique_ptr<Stored>> capsules_;
+    std::unique_ptr<CapsuleStaging> staging_;  // disk-read ring, allocated on first disk restore
     CapsuleId next_id_ = 1;
 };
 

@@ -1,6 +1,7 @@
 // Capsule files: crash-safe write (temp + write + fsync + rename + directory fsync) and
 // fail-closed read (fixed header, trailer checksum, metadata, exact file size, then the payload
-// with per-buffer checksums and zero gaps), all before any caller touches a live buffer.
+// with per-buffer checksums and zero gaps), all before any caller touches a live buffer. The
+// restore path reads the payload pipelined through a small pinned staging ring (read_payload_into).
 #include "model/capsule_file.h"
 
 #include <fcntl.h>
@@ -10,7 +11,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -24,6 +27,13 @@ namespace {
 constexpr size_t kWriteChunkBytes = size_t(8) << 20;  // one write() call
 constexpr size_t kReadChunkBytes = size_t(8) << 20;   // one pread() job
 constexpr int kReadThreads = 4;                       // preads in flight
+constexpr int kPipelineReaders = 2;                   // pread threads of read_payload_into
+
+bool all_zero(const uint8_t* p, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+        if (p[i]) return false;
+    return true;
+}
 
 void put_u32(uint8_t* p, uint32_t v) {
     for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
@@ -271,6 +281,204 @@ frost_status CapsuleFileReader::read_payload(frost_ctx* ctx, frost_buffer** out)
     }
     *out = buf;
     return FROST_OK;
+}
+
+}  // namespace frost::model
+
+namespace frost::model {
+
+frost_status CapsuleStaging::alloc(frost_ctx* ctx, size_t chunk, int n_slots) {
+    if (!empty()) return fail(FROST_ERR_STATE, "capsule staging: already allocated");
+    if (chunk < kCapsulePageBytes || n_slots < 2)
+        return fail(FROST_ERR_INVALID_ARG, "capsule staging: chunk %zu must be >= %zu and slots %d >= 2", chunk,
+                    kCapsulePageBytes, n_slots);
+    chunk_bytes = chunk;
+    for (int i = 0; i < n_slots; ++i) {
+        frost_buffer* b = nullptr;
+        frost_event* ev = nullptr;
+        frost_status s = frost_buffer_alloc(ctx, "capsule.read_staging", chunk, FROST_SPACE_HOST_PINNED, &b);
+        if (s == FROST_OK) {
+            slots.push_back(b);
+            s = frost_event_create(ctx, &ev);
+        }
+        if (s == FROST_OK) done.push_back(ev);
+        if (s != FROST_OK) {
+            const std::string why = frost_last_error();
+            release();
+            return fail(s, "capsule read staging (%d x %zu pinned bytes): %s", n_slots, chunk, why.c_str());
+        }
+    }
+    return FROST_OK;
+}
+
+void CapsuleStaging::release() {
+    for (frost_buffer* b : slots) frost_buffer_free(b);  // syncs the ctx: no copy still reads it
+    for (frost_event* e : done) frost_event_destroy(e);
+    slots.clear();
+    done.clear();
+    chunk_bytes = 0;
+}
+
+namespace {
+
+// The payload as an ordered cover of segments: each buffer (hashed) and each gap (must be zero).
+struct Segment {
+    size_t begin = 0, end = 0;
+    int part = -1;  // index into meta.parts, -1 for a gap
+};
+
+std::vector<Segment> payload_segments(const CapsuleMeta& m) {
+    std::vector<Segment> v;
+    size_t at = 0;
+    for (size_t i = 0; i < m.parts.size(); ++i) {
+        const auto& p = m.parts[i];
+        if (p.offset > at) v.push_back({at, p.offset, -1});
+        v.push_back({p.offset, p.offset + p.bytes, int(i)});
+        at = p.offset + p.bytes;
+    }
+    if (m.payload_bytes > at) v.push_back({at, m.payload_bytes, -1});
+    return v;
+}
+
+// Verifies the payload chunk by chunk, in order: streams each buffer's bytes into its XXH64 and
+// compares when the buffer ends; checks gaps are zero.
+class ChunkVerifier {
+public:
+    ChunkVerifier(const CapsuleMeta& m, const std::string& path) : meta_(m), path_(path), segs_(payload_segments(m)) {}
+    // `p` holds payload bytes [begin, end).
+    frost_status feed(const uint8_t* p, size_t begin, size_t end) {
+        while (seg_ < segs_.size()) {
+            const Segment& g = segs_[seg_];
+            if (g.begin >= end && g.end > g.begin) break;
+            const size_t lo = std::max(g.begin, begin), hi = std::min(g.end, end);
+            if (hi > lo) {
+                if (g.part >= 0) hash_.update(p + (lo - begin), hi - lo);
+                else if (!all_zero(p + (lo - begin), hi - lo)) return gap_error(g);
+            }
+            if (g.end > end) break;
+            if (g.part >= 0) FROST_TRY(finish_part(g.part));
+            ++seg_;
+        }
+        return FROST_OK;
+    }
+    // Zero-length buffers at the very end (an empty payload) are checked here.
+    frost_status finish() { return feed(nullptr, meta_.payload_bytes, meta_.payload_bytes); }
+
+private:
+    frost_status finish_part(int i) {
+        const auto& part = meta_.parts[size_t(i)];
+        const bool ok = hash_.digest() == part.checksum;
+        hash_ = util::Hash64();
+        if (!ok)
+            return fail(FROST_ERR_CORRUPT, "capsule file %s: checksum mismatch in buffer %s", path_.c_str(),
+                        part.name.c_str());
+        return FROST_OK;
+    }
+    frost_status gap_error(const Segment& g) const {
+        if (g.end == meta_.payload_bytes && g.begin > 0)
+            return fail(FROST_ERR_CORRUPT, "capsule file %s: non-zero padding after the last buffer", path_.c_str());
+        const size_t next = seg_ + 1 < segs_.size() ? seg_ + 1 : seg_;
+        const int part = segs_[next].part;
+        return fail(FROST_ERR_CORRUPT, "capsule file %s: non-zero padding before buffer %s", path_.c_str(),
+                    part >= 0 ? meta_.parts[size_t(part)].name.c_str() : "?");
+    }
+    const CapsuleMeta& meta_;
+    const std::string& path_;
+    std::vector<Segment> segs_;
+    size_t seg_ = 0;
+    util::Hash64 hash_;
+};
+
+}  // namespace
+
+frost_status CapsuleFileReader::read_payload_into(frost_buffer* dst, CapsuleStaging& staging, frost_stream* stream) {
+    if (fd_ < 0) return fail(FROST_ERR_STATE, "CapsuleFileReader: not open");
+    if (!stream || staging.empty()) return fail(FROST_ERR_INVALID_ARG, "read_payload_into: null stream or staging");
+    if (dst && frost_buffer_bytes(dst) < meta_.payload_bytes)
+        return fail(FROST_ERR_OUT_OF_RANGE, "read_payload_into: destination holds %zu bytes, the payload %zu",
+                    frost_buffer_bytes(dst), meta_.payload_bytes);
+    const size_t C = staging.chunk_bytes;
+    const size_t slots = staging.slots.size();
+    const size_t K = (meta_.payload_bytes + C - 1) / C;
+    // A hint only: the kernel may read ahead further for one long sequential scan.
+    (void)::posix_fadvise(fd_, off_t(payload_start_), off_t(meta_.payload_bytes), POSIX_FADV_SEQUENTIAL);
+
+    enum : uint8_t { kPending = 0, kRead = 1, kFailed = 2 };
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<uint8_t> state(K, kPending);
+    std::vector<frost_status> status(K, FROST_OK);
+    std::vector<std::string> errors(K);
+    size_t released = 0;  // chunks [0, released) have their copy out enqueued and event recorded
+    bool stop = false;
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    auto reader = [&] {
+        for (;;) {
+            if (failed) return;
+            const size_t k = next.fetch_add(1);
+            if (k >= K) return;
+            const size_t slot = k % slots;
+            frost_status s = FROST_OK;
+            if (k >= slots) {  // the slot last held chunk k - slots: wait until its copy is enqueued, then done
+                std::unique_lock<std::mutex> lock(mu);
+                cv.wait(lock, [&] { return stop || released > k - slots; });
+                if (stop) return;
+                lock.unlock();
+                s = frost_event_sync(staging.done[slot]);
+            }
+            const size_t off = k * C, len = std::min(C, meta_.payload_bytes - off);
+            if (s == FROST_OK)
+                s = gated_read(fd_, frost_buffer_ptr(staging.slots[slot]), len, payload_start_ + off, path_);
+            std::lock_guard<std::mutex> lock(mu);
+            state[k] = s == FROST_OK ? kRead : kFailed;
+            if (s != FROST_OK) {
+                status[k] = s;
+                errors[k] = frost_last_error();
+                failed = true;
+            }
+            cv.notify_all();
+            if (s != FROST_OK) return;
+        }
+    };
+    std::vector<std::thread> pool;
+    const size_t readers = std::min<size_t>(kPipelineReaders, K);
+    frost_status s = FROST_OK;
+    try {
+        for (size_t t = 0; t < readers; ++t) pool.emplace_back(reader);
+    } catch (const std::exception&) {
+        s = fail(FROST_ERR_OUT_OF_MEMORY, "capsule file %s: cannot start a reader thread", path_.c_str());
+    }
+    ChunkVerifier verify(meta_, path_);
+    for (size_t k = 0; s == FROST_OK && k < K; ++k) {
+        {
+            std::unique_lock<std::mutex> lock(mu);
+            cv.wait(lock, [&] { return state[k] != kPending; });
+            if (state[k] == kFailed) {
+                s = fail(status[k], "%s", errors[k].c_str());
+                break;
+            }
+        }
+        const size_t slot = k % slots, off = k * C, len = std::min(C, meta_.payload_bytes - off);
+        s = verify.feed(static_cast<const uint8_t*>(frost_buffer_ptr(staging.slots[slot])), off, off + len);
+        if (s == FROST_OK && dst) s = frost_buffer_copy(dst, off, staging.slots[slot], 0, len, stream);
+        if (s == FROST_OK && dst) s = frost_event_record(staging.done[slot], stream);
+        std::lock_guard<std::mutex> lock(mu);
+        released = k + 1;
+        cv.notify_all();
+    }
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        stop = true;
+        failed = failed || s != FROST_OK;
+        cv.notify_all();
+    }
+    for (auto& t : pool) t.join();
+    if (s == FROST_OK) s = verify.finish();
+    // Drain the copies out of the staging slots (also on failure: the slots are reused next time
+    // and the destination may be freed by the caller right after).
+    const frost_status sync = frost_stream_sync(stream);
+    return s != FROST_OK ? s : sync;
 }
 
 }  // namespace frost::model

@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -39,9 +40,30 @@ frost_status capsule_meta_from_json(const nlohmann::json& j, CapsuleMeta* out);
 // at `path` is intact (a failed directory fsync after the rename is reported, the new file complete).
 frost_status capsule_file_write(const std::string& path, const CapsuleMeta& meta, const void* payload);
 
+// A ring of host-pinned staging slots for pipelined payload reads, with one event per slot that
+// marks when the slot's last copy out has completed (so a pread never overwrites bytes a DMA is
+// still reading). Owned by a CapsuleManager and kept between restores: pinning is slow (the
+// driver maps and zeroes every page), so it is paid once, not per restore.
+struct CapsuleStaging {
+    std::vector<frost_buffer*> slots;  // host-pinned, [chunk_bytes] each
+    std::vector<frost_event*> done;    // done[i]: the last copy out of slots[i] has completed
+    size_t chunk_bytes = 0;
+
+    CapsuleStaging() = default;
+    ~CapsuleStaging() { release(); }
+    CapsuleStaging(const CapsuleStaging&) = delete;
+    CapsuleStaging& operator=(const CapsuleStaging&) = delete;
+
+    bool empty() const { return slots.empty(); }
+    // All or nothing: on failure nothing stays allocated. chunk_bytes >= kCapsulePageBytes, slots >= 2.
+    frost_status alloc(frost_ctx* ctx, size_t chunk_bytes, int n_slots);
+    void release();  // frees every slot and event (after the ctx has drained their copies)
+};
+
 // Reads a capsule file in two steps over one open descriptor: open() validates the fixed header,
 // the trailer checksum, the metadata and the file size; read_payload() then reads the payload with
 // large parallel preads into a pinned buffer and verifies every checksum and the zero gaps.
+// read_payload_into() is the pipelined form used by restore (see there).
 class CapsuleFileReader {
 public:
     CapsuleFileReader() = default;
@@ -55,6 +77,16 @@ public:
     // Allocates a host-pinned buffer on ctx (via frost_buffer_alloc) and fills it; on any failure
     // the buffer is freed and *out untouched.
     frost_status read_payload(frost_ctx* ctx, frost_buffer** out);
+    // Pipelined read of the payload into dst[0, payload_bytes) (any space; a device buffer for
+    // restore): reader threads pread chunk k into staging slot k % slots (large sequential reads,
+    // waiting on the slot's event first) while this thread verifies chunk k on the staging copy
+    // (per-buffer XXH64, streamed across chunks in order, and the zero gaps) and then enqueues its
+    // copy slot -> dst on `stream`. Hashing chunk k overlaps the pread of k+1.. and the DMA of
+    // k-1, so the read rate, not the hash or the copy, sets the time. Returns after the stream has
+    // drained every copy and every check passed. On failure dst holds partial bytes and must not be
+    // used (the caller keeps live state untouched); every pread passes frost_fault_hit(FROST_FAULT_IO).
+    // dst may be null: verify the payload only (import of a file onto the disk tier).
+    frost_status read_payload_into(frost_buffer* dst, CapsuleStaging& staging, frost_stream* stream);
 
 private:
     std::string path_;

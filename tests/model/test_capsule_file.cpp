@@ -89,8 +89,12 @@ protected:
         ++refusals;
     }
     void TearDown() override {
-        if (engine) EXPECT_EQ(test::live_state(*engine, 1), live) << "live session touched";
-        if (mgr) EXPECT_EQ(mgr->count(), size_t(0));
+        if (engine) {
+            EXPECT_EQ(test::live_state(*engine, 1), live) << "live session touched";
+        }
+        if (mgr) {
+            EXPECT_EQ(mgr->count(), size_t(0));
+        }
     }
     std::unique_ptr<Engine> engine;
     std::unique_ptr<CapsuleManager> mgr;
@@ -214,8 +218,9 @@ TEST_P(CapsuleFile, ReSignedHeadersOfAnotherDeploymentAreIncompatible) {
         spit(bad, resign(bytes, x));
         CapsuleId id = 0;
         EXPECT_EQ(mgr->load(bad, CapsuleTier::Host, &id), c.want) << c.what << ": " << frost_last_error();
-        if (c.want == FROST_ERR_INCOMPATIBLE)
+        if (c.want == FROST_ERR_INCOMPATIBLE) {
             EXPECT_NE(std::string(frost_last_error()).find(c.what), std::string::npos) << frost_last_error();
+        }
     }
     spit(bad, resign(bytes, j));  // control: an unchanged re-signed header is accepted
     CapsuleId id = 0;

@@ -113,7 +113,9 @@ TEST_P(CapsuleTiers, DeviceHostDiskDeviceRoundTripKeepsEveryByte) {
         ASSERT_EQ(mgr->info(id, &info), FROST_OK);
         EXPECT_EQ(info.tier, t);
         EXPECT_TRUE(info.meta.checksums_valid);
-        if (t == CapsuleTier::Disk) EXPECT_TRUE(std::filesystem::exists(info.path));
+        if (t == CapsuleTier::Disk) {
+            EXPECT_TRUE(std::filesystem::exists(info.path));
+        }
         ASSERT_EQ(mgr->read_payload(id, &now), FROST_OK);
         EXPECT_EQ(now, original) << capsule_tier_name(t);
     }

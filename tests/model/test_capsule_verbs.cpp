@@ -59,9 +59,10 @@ TEST_P(CapsuleVerbs, ByteRestoreEqualsSnapshotAndChecksums) {
     for (size_t i = 0; i < after.size(); ++i) {
         EXPECT_EQ(after[i].first, before[i].first);
         EXPECT_EQ(after[i].second, before[i].second) << "buffer " << after[i].first;
-        if (info.meta.checksums_valid)
+        if (info.meta.checksums_valid) {
             EXPECT_EQ(util::hash64(after[i].second.data(), after[i].second.size()), info.meta.parts[i].checksum)
                 << after[i].first;
+        }
     }
     // Introspection: the parts are complete and sized by the role declaration.
     const CapsuleBytes b = info.meta.bytes();
@@ -249,8 +250,9 @@ TEST_P(CapsuleVerbs, KvOnlyRestoreDiverges) {
         for (const auto& b : engine->state_buffers(session))
             for (const auto& p : info.meta.parts)
                 if (b.name.substr(b.name.find('.') + 1) == p.name &&
-                    (p.kind == CapsulePartKind::Kv || p.kind == CapsulePartKind::Cursor))
+                    (p.kind == CapsulePartKind::Kv || p.kind == CapsulePartKind::Cursor)) {
                     ASSERT_EQ(frost_buffer_copy(b.buf, 0, src, p.offset, p.bytes, engine->stream()), FROST_OK);
+                }
         ASSERT_EQ(frost_stream_sync(engine->stream()), FROST_OK);
         frost_buffer_free(src);
         ASSERT_EQ(engine->adopt_restored_state(session, info.meta.ids), FROST_OK) << frost_last_error();

@@ -204,6 +204,15 @@ int run_bench_capsule(const std::vector<std::string>& args) {
             mgr->info(id, &info);
             const uint64_t bytes = info.meta.bytes().total();
             max_payload = std::max(max_payload, info.meta.payload_bytes);
+            // Bytes a restore moves: the parts' valid bytes into the live buffers (device, host);
+            // from disk the whole payload is read (parts + 4 KiB alignment gaps), which is what the
+            // file-read ceiling is compared with.
+            const uint64_t moved = t == fm::CapsuleTier::Disk ? info.meta.payload_bytes : bytes;
+            // One untimed restore first: the disk tier allocates its pinned staging ring on first
+            // use, and the first copies touch cold pages. The timed region is the manager's restore
+            // alone: its copies plus the one stream sync inside it (the engine's cursor read-back);
+            // the bench adds no sync of its own.
+            if (mgr->restore(id, 1, nullptr) != FROST_OK) return fail_msg("restore (warm-up)");
             const double restore = time_ms(reps, [&] { return mgr->restore(id, 1, nullptr) == FROST_OK; });
             int32_t tok = -1;
             const double ttft = time_ms(reps, [&] {
@@ -218,7 +227,8 @@ int run_bench_capsule(const std::vector<std::string>& args) {
             row["snapshot_ms_" + tn] = snap;
             row["restore_ms_" + tn] = restore;
             row["snapshot_gbps_" + tn] = gbps(bytes, snap);
-            row["restore_gbps_" + tn] = gbps(bytes, restore);
+            row["restore_bytes_" + tn] = moved;
+            row["restore_gbps_" + tn] = gbps(moved, restore);
             row["capsule_ttft_ms_" + tn] = ttft;
             row["ttft_speedup_" + tn] = ttft > 0 ? cold / ttft : 0;
             mgr->release(id);
