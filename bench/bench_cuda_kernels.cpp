@@ -45,6 +45,7 @@ constexpr int kWarmup = 3, kRepeats = 25;
 constexpr size_t kFlushBytes = 256u << 20;  // > 5x the H100's 50 MB L2
 constexpr size_t kCopyBytes = 1u << 30;
 constexpr int kCeilGemm = 8192;
+constexpr int kLongPos = 32768, kLongRows = 64;  // the attn_prefill row of a suffix after a long prefix
 
 #define CK(expr)                                                                              \
     do {                                                                                      \
@@ -259,6 +260,14 @@ void run_phase(const char* phase, Model& m, int rows, int pos, Timer& t, GemmLt*
 
     // Gated DeltaNet layer.
     gemm("lin in_proj (qkv|z|b|a)", kLin, m.x, m.w_lin, m.lin_in, kH, kLinN, kLinN, kH, false, false, false);
+    if (decode) {  // the decode graph's form: the pre-norm folded into the GEMV's staging
+        GemmBf16Params fp{m.h, m.w_lin, m.lin_in, kH, kLinN, 1, kLinN, kH, 0, 0};
+        fp.norm_w = m.norm_w;
+        fp.norm_eps = 1e-6f;
+        fp.norm_zero_centred = 1;
+        out.push_back({phase, "lin in_proj +rmsnorm [gemv]", 0, t.median_ms([=] { return gemv_launch(fp, t.s); }),
+                       gemm_cost(fp)});
+    }
     Conv1dBf16Params cp{m.lin_in, m.conv_w, m.conv_state, m.conv_out, kLinN, kQkvC, kConvK, kDk, 2 * kHk, kHk,
                         1e-6f, 1.0f / std::sqrt(float(kDk)), rows, m.n_rows};
     add("conv1d+silu+l2norm", kLin, conv1d_cost(cp, rows), [=] { return conv1d_launch(cp, t.s); });
@@ -269,6 +278,14 @@ void run_phase(const char* phase, Model& m, int rows, int pos, Timer& t, GemmLt*
                      m.gdn_work, kQkvC, kHk, kHv, kDk, kDk, kGdnChunk, rows, m.cursor};
     if (decode) {
         add("gdn_recurrent", kLin, gdn_recurrent_cost(dp, rows), [=] { return gdn_recurrent_launch(dp, t.s); });
+        GdnBf16Params fdp = dp;  // the decode graph's fused form: gates computed inside
+        fdp.gate_b = gp.b;
+        fdp.gate_a = gp.a;
+        fdp.A_log = m.A_log;
+        fdp.dt_bias = m.dt_bias;
+        fdp.gate_row_stride = kLinN;
+        out.push_back({phase, "gdn_recurrent+gate (fused)", 0,
+                       t.median_ms([=] { return gdn_recurrent_launch(fdp, t.s); }), gdn_recurrent_cost(fdp, rows)});
     } else {
         add("gdn_chunk", kLin, gdn_chunk_cost(dp, rows), [=] { return gdn_chunk_launch(dp, t.s); });
         const std::pair<const char*, int> stages[] = {{"  gdn_chunk 1 prep (A, solve, P)", kGdnStagePrep},
@@ -296,6 +313,19 @@ void run_phase(const char* phase, Model& m, int rows, int pos, Timer& t, GemmLt*
         add("attn_decode", kFull, attn_decode_cost(ap, pos), [=] { return attn_decode_launch(ap, t.s); });
     } else {
         add("attn_prefill", kFull, attn_prefill_cost(ap, rows, pos), [=] { return attn_prefill_launch(ap, t.s); });
+        if (m.max_rows >= kLongRows && m.max_seq >= kLongPos + kLongRows) {
+            // A short chunk after a long restored prefix: the split-KV launch vs the single kernel.
+            AttentionBf16Params lp = ap;
+            lp.max_rows = kLongRows;
+            const KernelCost lc = attn_prefill_cost(lp, kLongRows, kLongPos);
+            const int splits = attn_prefill_splits(lp);
+            set_cursor(m, kLongPos, kLongRows);
+            const std::string sname = "attn_prefill 64@32768 S" + std::to_string(splits);
+            out.push_back({phase, sname, 0, t.median_ms([=] { return attn_prefill_launch(lp, t.s); }), lc});
+            out.push_back({phase, "attn_prefill 64@32768 S1", 0,
+                           t.median_ms([=] { return attn_prefill_launch_splits(lp, t.s, 1); }), lc});
+            set_cursor(m, pos, rows);
+        }
     }
     gemm("full o_proj (+res)", kFull, m.attn_o, m.w_o, m.h, kHq * kHd, kH, kH, kHq * kHd, false, true, false);
 
@@ -303,6 +333,12 @@ void run_phase(const char* phase, Model& m, int rows, int pos, Timer& t, GemmLt*
     gemm("mlp gate_up", kLayers, m.x, m.w_gate_up, m.mlp_in, kH, 2 * kF, 2 * kF, kH, false, false, false);
     SwigluBf16Params sp{m.mlp_in, m.mlp_act, kF, rows, m.n_rows};
     add("swiglu", kLayers, swiglu_cost(sp, rows), [=] { return swiglu_launch(sp, t.s); });
+    if (decode) {
+        GemmBf16Params sg{m.x, m.w_gate_up, m.mlp_act, kH, kF, 1, 2 * kF, kH, 0, 0};
+        sg.swiglu = 1;
+        out.push_back({phase, "mlp gate_up+swiglu [gemv]", 0, t.median_ms([=] { return gemv_launch(sg, t.s); }),
+                       gemm_cost(sg)});
+    }
     gemm("mlp down (+res)", kLayers, m.mlp_act, m.w_down, m.h, kF, kH, kH, kF, false, true, false);
 
     // Head: final norm of the last row, lm_head, greedy sample.
@@ -377,9 +413,21 @@ struct ForwardGraph {
     bool ok = false;
 };
 
+// How a decode step is recorded: pdl = programmatic dependent launch of the GEMVs, norms, conv1d
+// and GDN recurrence; fused = gdn_gate inside the recurrence and SwiGLU inside the gate_up GEMV;
+// fold_norm = each RMSNorm inside the GEMV after it (measured slower, off in the engine). pdl +
+// fused = model/forward_cuda.cpp's decode (the unsuffixed graph line); all off = the sequence
+// before these changes.
+struct DecodeOpts {
+    bool pdl = false;
+    bool fused = false;
+    bool fold_norm = false;  // the RMSNorms folded into the GEMVs that consume them
+};
+
 // Records one forward of `rows` rows (1 = decode, GEMVs) at the cursor's position onto stream s.
 cudaError_t record_forward(const Model& m, const std::vector<LayerWeights>& ls, int rows, int pos, GemmLt* lt,
-                           std::vector<GemmPlan*>& plans, cudaStream_t s, KernelCost& total, int& kernels) {
+                           std::vector<GemmPlan*>& plans, cudaStream_t s, KernelCost& total, int& kernels,
+                           DecodeOpts opt) {
     cudaError_t err = cudaSuccess;
     auto note = [&](cudaError_t e, KernelCost c) {
         if (err == cudaSuccess) err = e;
@@ -388,9 +436,18 @@ cudaError_t record_forward(const Model& m, const std::vector<LayerWeights>& ls, 
         ++kernels;
     };
     const bool decode = rows == 1;
+    const bool fold = decode && opt.fold_norm;
+    auto fold_into = [&](GemmBf16Params& p) {
+        p.x = m.h;
+        p.norm_w = m.norm_w;
+        p.norm_eps = 1e-6f;
+        p.norm_zero_centred = 1;
+    };
     auto gemm = [&](const bf16* x, const bf16* w, void* y, int64_t ldx, int64_t ldy, int N, int K, bool f32, bool acc,
-                    int M) {
+                    int M, bool normed = false) {
         GemmBf16Params p{x, w, y, ldx, ldy, M, N, K, f32, acc};
+        p.pdl = decode && opt.pdl;
+        if (fold && normed) fold_into(p);
         if (M == 1) return note(gemv_launch(p, s), gemm_cost(p));
         GemmPlan* plan = nullptr;
         const cudaError_t e = gemm_plan_create(lt, p, &plan);
@@ -403,27 +460,39 @@ cudaError_t record_forward(const Model& m, const std::vector<LayerWeights>& ls, 
     for (int l = 0; l < kLayers; ++l) {
         const LayerWeights& w = ls[l];
         AddRmsNormBf16Params np{m.h, nullptr, m.norm_w, m.x, kH, 1, 1e-6f, rows, m.n_rows, 0};
-        note(add_rmsnorm_launch(np, s), add_rmsnorm_cost(np, rows));
+        np.pdl = decode && opt.pdl;
+        if (!fold) note(add_rmsnorm_launch(np, s), add_rmsnorm_cost(np, rows));
         if (!is_full(l)) {
-            gemm(m.x, w.w_in, m.lin_in, kH, kLinN, kLinN, kH, false, false, rows);
+            gemm(m.x, w.w_in, m.lin_in, kH, kLinN, kLinN, kH, false, false, rows, true);
             Conv1dBf16Params cp{m.lin_in, m.conv_w, w.conv_state, m.conv_out, kLinN, kQkvC, kConvK, kDk, 2 * kHk, kHk,
                                 1e-6f, 1.0f / std::sqrt(float(kDk)), rows, m.n_rows};
+            cp.pdl = decode && opt.pdl;
             note(conv1d_launch(cp, s), conv1d_cost(cp, rows));
             GdnGateBf16Params gp{m.lin_in + kQkvC + kHv * kDk, m.lin_in + kQkvC + kHv * kDk + kHv, m.A_log, m.dt_bias,
                                  m.beta, m.g, kLinN, kHv, rows, m.n_rows};
-            note(gdn_gate_launch(gp, s), gdn_gate_cost(gp, rows));
             GdnBf16Params dp{m.conv_out, m.conv_out + kHk * kDk, m.conv_out + 2 * kHk * kDk, m.beta, m.g, w.state,
                              m.gdn_o, m.gdn_work, kQkvC, kHk, kHv, kDk, kDk, kGdnChunk, rows, m.cursor};
+            if (decode && opt.fused) {
+                dp.gate_b = gp.b;
+                dp.gate_a = gp.a;
+                dp.A_log = m.A_log;
+                dp.dt_bias = m.dt_bias;
+                dp.gate_row_stride = kLinN;
+            } else {
+                note(gdn_gate_launch(gp, s), gdn_gate_cost(gp, rows));
+            }
+            dp.pdl = decode && opt.pdl;
             if (decode) {
                 note(gdn_recurrent_launch(dp, s), gdn_recurrent_cost(dp, rows));
             } else {
                 note(gdn_chunk_launch(dp, s), gdn_chunk_cost(dp, rows));
             }
             GatedRmsNormBf16Params gn{m.gdn_o, m.lin_in + kQkvC, m.gn_w, m.gated, kLinN, kDk, kHv, 1e-6f, rows, m.n_rows};
+            gn.pdl = decode && opt.pdl;
             note(gated_rmsnorm_launch(gn, s), gated_rmsnorm_cost(gn, rows));
             gemm(m.gated, w.w_out, m.h, kHv * kDk, kH, kH, kHv * kDk, false, true, rows);
         } else {
-            gemm(m.x, w.w_in, m.full_in, kH, kFullN, kFullN, kH, false, false, rows);
+            gemm(m.x, w.w_in, m.full_in, kH, kFullN, kFullN, kH, false, false, rows, true);
             QkNormRopeBf16Params qp{m.full_in, m.full_in + 2 * kHq * kHd, m.qn_w, m.kn_w, kFullN, 2 * kHd, kFullN, kHd,
                                     kHq, kHkv, kHd, kRot, 1, 1e-6f, 1e7f, rows, m.cursor};
             note(qk_norm_rope_launch(qp, s), qk_norm_rope_cost(qp, rows));
@@ -439,22 +508,31 @@ cudaError_t record_forward(const Model& m, const std::vector<LayerWeights>& ls, 
             }
             gemm(m.attn_o, w.w_out, m.h, kHq * kHd, kH, kH, kHq * kHd, false, true, rows);
         }
-        note(add_rmsnorm_launch(np, s), add_rmsnorm_cost(np, rows));
-        gemm(m.x, w.w_gate_up, m.mlp_in, kH, 2 * kF, 2 * kF, kH, false, false, rows);
-        SwigluBf16Params sp{m.mlp_in, m.mlp_act, kF, rows, m.n_rows};
-        note(swiglu_launch(sp, s), swiglu_cost(sp, rows));
+        if (!fold) note(add_rmsnorm_launch(np, s), add_rmsnorm_cost(np, rows));
+        if (decode && opt.fused) {
+            GemmBf16Params sg{m.x, w.w_gate_up, m.mlp_act, kH, kF, 1, 2 * kF, kH, 0, 0};
+            sg.swiglu = 1;
+            sg.pdl = opt.pdl;
+            if (fold) fold_into(sg);
+            note(gemv_launch(sg, s), gemm_cost(sg));
+        } else {
+            gemm(m.x, w.w_gate_up, m.mlp_in, kH, 2 * kF, 2 * kF, kH, false, false, rows);
+            SwigluBf16Params sp{m.mlp_in, m.mlp_act, kF, rows, m.n_rows};
+            note(swiglu_launch(sp, s), swiglu_cost(sp, rows));
+        }
         gemm(m.mlp_act, w.w_down, m.h, kF, kH, kH, kF, false, true, rows);
     }
     AddRmsNormBf16Params fp{m.h, nullptr, m.norm_w, m.xnorm_last, kH, 1, 1e-6f, rows, m.n_rows, 1};
-    note(add_rmsnorm_launch(fp, s), add_rmsnorm_cost(fp, rows));
-    gemm(m.xnorm_last, m.w_head, m.logits, kH, kVocab, kVocab, kH, true, false, 1);
+    fp.pdl = decode && opt.pdl;
+    if (!fold) note(add_rmsnorm_launch(fp, s), add_rmsnorm_cost(fp, rows));
+    gemm(m.xnorm_last, m.w_head, m.logits, kH, kVocab, kVocab, kH, true, false, 1, true);
     SampleArgmaxParams sa{m.logits, kVocab, kVocab, 0, nullptr, m.sample_work, m.cursor, m.token, 0};
     note(sample_argmax_launch(sa, s), sample_argmax_cost(sa));
     return err;
 }
 
 ForwardGraph time_forward_graph(Model& m, const std::vector<LayerWeights>& ls, int rows, int pos, GemmLt* lt,
-                                Timer& t) {
+                                Timer& t, DecodeOpts opt = {}) {
     ForwardGraph fg;
     set_cursor(m, pos, rows);
     std::vector<GemmPlan*> plans;
@@ -462,7 +540,7 @@ ForwardGraph time_forward_graph(Model& m, const std::vector<LayerWeights>& ls, i
     cudaGraphExec_t exec = nullptr;
     cudaError_t err = cudaStreamBeginCapture(t.s, cudaStreamCaptureModeThreadLocal);
     cudaError_t rec = cudaSuccess;
-    if (err == cudaSuccess) rec = record_forward(m, ls, rows, pos, lt, plans, t.s, fg.cost, fg.kernels);
+    if (err == cudaSuccess) rec = record_forward(m, ls, rows, pos, lt, plans, t.s, fg.cost, fg.kernels, opt);
     if (err == cudaSuccess) err = cudaStreamEndCapture(t.s, &graph);
     if (err == cudaSuccess) err = rec;
     if (err == cudaSuccess) err = cudaGraphInstantiate(&exec, graph, 0);
@@ -517,7 +595,8 @@ int main(int argc, char** argv) {
     std::vector<int> decode_pos;
     for (int i = 3; i < argc; ++i) decode_pos.push_back(std::atoi(argv[i]));
     if (decode_pos.empty()) decode_pos = {1024, 32768};
-    const int max_seq = std::max(prefill_rows, *std::max_element(decode_pos.begin(), decode_pos.end())) + 64;
+    const int max_seq =
+        std::max({prefill_rows, *std::max_element(decode_pos.begin(), decode_pos.end()), kLongPos + kLongRows}) + 64;
 
     cudaDeviceProp prop{};
     CK(cudaGetDeviceProperties(&prop, 0));
@@ -583,7 +662,8 @@ int main(int argc, char** argv) {
         AttentionBf16Params ap{};
         ap.Hq = kHq;
         ap.max_seq = max_seq;
-        m.attn_work = dalloc<float>(attn_decode_work_floats(ap));
+        ap.max_rows = prefill_rows;  // prefill buckets up to prefill_rows may split their keys
+        m.attn_work = dalloc<float>(std::max(attn_decode_work_floats(ap), attn_prefill_work_floats(ap)));
     }
     std::vector<std::string> phases;
     for (int n : prefill_sizes) {
@@ -609,8 +689,14 @@ int main(int argc, char** argv) {
     {
         const auto layers = make_layers(m, rng, t.s);
         for (int n : prefill_sizes) graphs.push_back({"prefill " + std::to_string(n) + " tokens", time_forward_graph(m, layers, n, 0, lt, t)});
-        for (int pos : decode_pos)
-            graphs.push_back({"decode at position " + std::to_string(pos), time_forward_graph(m, layers, 1, pos, lt, t)});
+        for (int pos : decode_pos) {
+            const std::string d = "decode at position " + std::to_string(pos);
+            graphs.push_back({d + " serial", time_forward_graph(m, layers, 1, pos, lt, t, {false, false})});
+            graphs.push_back({d + " fused", time_forward_graph(m, layers, 1, pos, lt, t, {false, true})});
+            graphs.push_back({d + " pdl", time_forward_graph(m, layers, 1, pos, lt, t, {true, false})});
+            graphs.push_back({d, time_forward_graph(m, layers, 1, pos, lt, t, {true, true})});
+            graphs.push_back({d + " +norm", time_forward_graph(m, layers, 1, pos, lt, t, {true, true, true})});
+        }
     }
     CK(cudaDeviceSynchronize());
 
@@ -625,11 +711,11 @@ int main(int argc, char** argv) {
     std::printf("\nwhole forward, one CUDA graph, distinct weights per layer (kernels, ms, floor ms, floor/time)\n");
     for (const auto& [name, fg] : graphs) {
         if (!fg.ok) {
-            std::printf("%-28s failed\n", name.c_str());
+            std::printf("%-34s failed\n", name.c_str());
             continue;
         }
         const double fl = floor_ms(fg.cost, ce);
-        std::printf("%-28s %4d kernels %9.3f ms  floor %8.3f ms (%.2f GB, %.1f TFLOP)  %5.1f%%\n", name.c_str(),
+        std::printf("%-34s %4d kernels %9.3f ms  floor %8.3f ms (%.2f GB, %.1f TFLOP)  %5.1f%%\n", name.c_str(),
                     fg.kernels, fg.ms, fl, fg.cost.bytes / 1e9, fg.cost.flops / 1e12, 100.0 * fl / fg.ms);
         j["forward_graphs"].push_back({{"name", name}, {"ms", fg.ms}, {"floor_ms", fl}, {"kernels", fg.kernels},
                                        {"bytes", fg.cost.bytes}, {"flops", fg.cost.flops}});

@@ -62,7 +62,7 @@ struct CudaScratch {
     bf16* fin = nullptr;          // [logit_rows, H] final norm
     float* logits = nullptr;      // [logit_rows, vocab] fp32 (what the host reads)
     float* gdn_work = nullptr;    // gdn_chunk_work_floats(R) floats
-    float* attn_work = nullptr;   // attn_decode_work_floats(max_seq) floats
+    float* attn_work = nullptr;   // max(attn_decode_work_floats, attn_prefill_work_floats) floats
     float* sample_work = nullptr; // sample_work_floats(vocab) floats
     int32_t* out_token = nullptr; // [1]
     int proj_width = 0;
@@ -90,8 +90,9 @@ struct CudaState {
 // Enqueues one step of `rows` rows (the bucket's capacity; 1 = decode: input from the cursor's
 // last token, recurrent GDN, GEMV projections) for `session` on `stream`, which is capturing.
 // A kernel that refuses its shape fails with FROST_ERR_UNSUPPORTED naming the kernel and shape.
+// rope_inv_freq_bf16: EngineOptions::rope_inv_freq_bf16 (RoPE inv_freq rounded to bf16).
 frost_status record_cuda_forward(const ModelConfig& cfg, bool logits_all, int max_seq, CudaState& cs,
-                                 int session, int rows, bool decode, cudaStream_t stream);
+                                 int session, int rows, bool decode, cudaStream_t stream, bool rope_inv_freq_bf16);
 
 }  // namespace frost::model
 #endif  // FROST_WITH_CUDA

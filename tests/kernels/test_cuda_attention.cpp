@@ -1,11 +1,13 @@
-// CUDA attention: the flash prefill kernel and the split decode kernel against an fp64 causal GQA
-// softmax with the sigmoid gate, over a cache whose unwritten rows hold NaN (they must never leak
-// in), plus bitwise determinism of both.
+// CUDA attention: the flash prefill kernel (single-kernel and split-KV paths) and the split decode
+// kernel against an fp64 causal GQA softmax with the sigmoid gate, over a cache whose unwritten rows
+// hold NaN (they must never leak in) and NaN-poisoned outputs and work areas (an empty split's
+// partial must never be read), plus bitwise determinism.
 #include <gtest/gtest.h>
 
 #if !FROST_WITH_CUDA
 TEST(CudaAttention, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #else
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/lm_kernels.h"
@@ -16,14 +18,20 @@ namespace {
 
 using kernels::StepCursor;
 constexpr double kBf16Tol = 1e-2;
+constexpr double kRowTol = 2e-2;  // one row (all heads): bf16 output rounding is ~4e-3 of it
 constexpr int D = 256;
 
 struct Case {
     int Hq, Hkv, pos, rows, max_rows, max_seq;
+    bool gate = true;
+    int splits = 0;    // prefill: 0 = the launcher's choice, else forced (attn_prefill_launch_splits)
+    int row_step = 1;  // reference checked on every row_step-th row (and the last) at long positions
 };
 
 // q rows: per head [q (D) | gate (D)]; cache [max_seq, Hkv, D] valid for [0, pos + rows).
 void run_case(const Case& k, bool decode, const char* name) {
+    SCOPED_TRACE(testing::Message() << name << ": Hq " << k.Hq << " Hkv " << k.Hkv << " pos " << k.pos << " rows "
+                                    << k.rows << "/" << k.max_rows << " gate " << k.gate << " splits " << k.splits);
     auto rng = fresh_rng(name);
     const int64_t q_stride = 2 * k.Hq * D + 64;
     const int valid = k.pos + k.rows;
@@ -38,7 +46,7 @@ void run_case(const Case& k, bool decode, const char* name) {
     Dev<StepCursor> dc(std::vector<StepCursor>{c});
     kernels::AttentionBf16Params p{};
     p.q = bf(dq);
-    p.gate = bf(dq) + D;
+    p.gate = k.gate ? bf(dq) + D : nullptr;
     p.k_cache = bf(dk);
     p.v_cache = bf(dv);
     p.o = bf(dout);
@@ -51,9 +59,16 @@ void run_case(const Case& k, bool decode, const char* name) {
     p.max_seq = k.max_seq;
     p.max_rows = k.max_rows;
     p.cursor = dc.get();
-    Dev<float> work(decode ? kernels::attn_decode_work_floats(p) : 1);
+    const size_t work_floats = decode ? kernels::attn_decode_work_floats(p)
+                                      : std::max(kernels::attn_prefill_work_floats(p),
+                                                 kernels::attn_prefill_split_work_floats(p, k.splits));
+    Dev<float> work(std::max<size_t>(1, work_floats));  // NaN-poisoned
     p.work = work.get();
-    auto launch = [&] { return decode ? kernels::attn_decode_launch(p, nullptr) : kernels::attn_prefill_launch(p, nullptr); };
+    auto launch = [&] {
+        if (decode) return kernels::attn_decode_launch(p, nullptr);
+        if (k.splits > 0) return kernels::attn_prefill_launch_splits(p, nullptr, k.splits);
+        return kernels::attn_prefill_launch(p, nullptr);
+    };
     CUDA_OK(launch());
     p.o = bf(dout2);
     CUDA_OK(launch());
@@ -63,8 +78,12 @@ void run_case(const Case& k, bool decode, const char* name) {
     std::vector<double> ref;
     std::vector<float> got;
     const int G = k.Hq / k.Hkv;
+    double worst_row = 0;  // a row broken alone (e.g. one crossing a split boundary) shows here
+    int worst = -1;
     for (int r = 0; r < k.rows; ++r) {
+        if (r % k.row_step != 0 && r != k.rows - 1) continue;
         const int qpos = k.pos + r;
+        const size_t row_begin = ref.size();
         for (int h = 0; h < k.Hq; ++h) {
             const float* qh = &q[r * q_stride + h * 2 * D];
             const int kvh = h / G;
@@ -78,16 +97,26 @@ void run_case(const Case& k, bool decode, const char* name) {
             }
             double sum = 0;
             for (auto& x : s) sum += (x = std::exp(x - mx));
+            std::vector<double> acc(D, 0.0);
+            for (int j = 0; j <= qpos; ++j) {
+                const float* vj = &vc[(static_cast<size_t>(j) * k.Hkv + kvh) * D];
+                for (int i = 0; i < D; ++i) acc[i] += s[j] * vj[i];
+            }
             for (int i = 0; i < D; ++i) {
-                double acc = 0;
-                for (int j = 0; j <= qpos; ++j) acc += s[j] * vc[(static_cast<size_t>(j) * k.Hkv + kvh) * D + i];
-                const double gt = qh[D + i];
-                ref.push_back(acc / sum / (1 + std::exp(-gt)));
+                const double gt = k.gate ? 1 / (1 + std::exp(-double(qh[D + i]))) : 1.0;
+                ref.push_back(acc[i] / sum * gt);
                 got.push_back(out[(r * k.Hq + h) * D + i]);
             }
         }
+        const double e = rel_l2(std::vector<double>(ref.begin() + row_begin, ref.end()),
+                                std::vector<float>(got.begin() + row_begin, got.end()));
+        if (!(e <= worst_row)) {  // also catches NaN
+            worst_row = e;
+            worst = r;
+        }
     }
     EXPECT_LE(rel_l2(ref, got), kBf16Tol);
+    EXPECT_LE(worst_row, kRowTol) << "row " << worst;
     if (k.rows < k.max_rows) {
         EXPECT_TRUE(std::isnan(out[k.rows * k.Hq * D])) << "wrote past the valid rows";
     }
@@ -101,6 +130,40 @@ TEST(CudaAttention, PrefillMatchesReference) {
 TEST(CudaAttention, PrefillFromPositionZeroGqa4) {
     FROST_SKIP_WITHOUT_CUDA();
     run_case({8, 2, 0, 64, 64, 128}, false, "AttnPrefill0");
+}
+
+// Short chunks (the 64/128-row buckets) at short and long positions, GQA groups 1/2/4, with and
+// without the gate: small launches take the split-KV path (checked), whose partials are merged by
+// the combine kernel. Rows at pos 100 with 128 rows cross 64-key split boundaries.
+TEST(CudaAttention, PrefillSplitKvMatchesReference) {
+    FROST_SKIP_WITHOUT_CUDA();
+    const Case cases[] = {
+        {4, 4, 0, 64, 64, 128, true},            // most splits empty: pos + rows < S * 64
+        {8, 4, 0, 128, 128, 192, false},
+        {8, 2, 100, 64, 64, 200, false},
+        {4, 4, 100, 128, 128, 300, true},
+        {8, 4, 4000, 64, 64, 4100, true, 0, 3},
+        {16, 4, 4000, 120, 128, 4200, false, 0, 5},  // valid rows < bucket rows
+        {4, 1, 33000, 64, 64, 33100, true, 0, 9},
+        {4, 2, 33000, 128, 128, 33200, false, 0, 13},
+    };
+    for (const Case& k : cases) {
+        kernels::AttentionBf16Params p{};
+        p.Hq = k.Hq;
+        p.max_rows = k.max_rows;
+        EXPECT_GT(kernels::attn_prefill_splits(p), 1) << "this launch should split its keys";
+        run_case(k, false, "AttnPrefillSplit");
+    }
+}
+
+// Forced split counts: the single-kernel path, an uneven split, and 16 splits of which most are
+// empty, so a partial nobody wrote (NaN in the poisoned work area) must be skipped by the combine.
+TEST(CudaAttention, PrefillForcedSplitsMatchReference) {
+    FROST_SKIP_WITHOUT_CUDA();
+    run_case({8, 2, 100, 128, 128, 256, true, 1}, false, "AttnPrefillS1");
+    run_case({8, 4, 1000, 100, 128, 1200, true, 3}, false, "AttnPrefillS3");
+    run_case({4, 1, 100, 64, 64, 200, false, 16}, false, "AttnPrefillS16");
+    run_case({4, 2, 0, 128, 128, 128, true, 16}, false, "AttnPrefillS16Pos0");
 }
 
 TEST(CudaAttention, DecodeMatchesReference) {

@@ -59,8 +59,11 @@ TEST(CudaNorm, AddRmsNormMatchesReference) {
     }
 }
 
-TEST(CudaNorm, QkNormRopeMatchesReference) {
-    FROST_SKIP_WITHOUT_CUDA();
+// bf16_freq: inv_freq rounded to bf16 as the CPU kernel does (EngineOptions::rope_inv_freq_bf16),
+// else exact. The output is also checked to be far from the other setting's reference, so a
+// kernel that ignored the flag would fail.
+void check_qk_norm_rope(int bf16_freq) {
+    SCOPED_TRACE(bf16_freq ? "inv_freq bf16" : "inv_freq fp32");
     auto rng = fresh_rng("QkNormRope");
     const int rows = 5, max_rows = 6, Hq = 4, Hkv = 2, d = 256, rot = 64, pos = 1234;
     const float theta = 1e7f;
@@ -92,10 +95,16 @@ TEST(CudaNorm, QkNormRopeMatchesReference) {
     p.theta = theta;
     p.max_rows = max_rows;
     p.cursor = dc.get();
+    p.inv_freq_bf16 = bf16_freq;
     CUDA_OK(kernels::qk_norm_rope_launch(p, nullptr));
     auto y = from_bf(dx.download());
-    std::vector<double> ref;
+    std::vector<double> ref, ref_other;
     std::vector<float> got;
+    // inv_freq of slot fi: fp64 exact, or the CPU kernel's fp32 value rounded to bf16.
+    auto inv_freq = [&](int fi, bool bf16) {
+        if (!bf16) return std::pow(double(theta), -2.0 * fi / rot);
+        return double(round_bf(1.0f / std::pow(theta, static_cast<float>(2 * fi) / static_cast<float>(rot))));
+    };
     for (int r = 0; r < max_rows; ++r) {
         for (int hh = 0; hh < Hq + Hkv; ++hh) {
             const bool is_q = hh < Hq;
@@ -111,14 +120,15 @@ TEST(CudaNorm, QkNormRopeMatchesReference) {
             std::vector<double> n(d);
             for (int i = 0; i < d; ++i) n[i] = x[off + i] * rs * (1.0 + w[i]);
             for (int i = 0; i < d; ++i) {
-                double v = n[i];
-                if (i < rot) {
+                double v[2] = {n[i], n[i]};  // [this setting, the other setting]
+                for (int which = 0; which < 2 && i < rot; ++which) {
                     const int fi = i % (rot / 2);
-                    const double ang = double(pos + r) * std::pow(double(theta), -2.0 * fi / rot);
-                    v = i < rot / 2 ? n[i] * std::cos(ang) - n[i + rot / 2] * std::sin(ang)
-                                    : n[i] * std::cos(ang) + n[i - rot / 2] * std::sin(ang);
+                    const double ang = double(pos + r) * inv_freq(fi, (which == 0) == (bf16_freq == 1));
+                    v[which] = i < rot / 2 ? n[i] * std::cos(ang) - n[i + rot / 2] * std::sin(ang)
+                                           : n[i] * std::cos(ang) + n[i - rot / 2] * std::sin(ang);
                 }
-                ref.push_back(v);
+                ref.push_back(v[0]);
+                ref_other.push_back(v[1]);
                 got.push_back(y[off + i]);
             }
             if (is_q) {  // the gate half of each q head is not touched
@@ -127,6 +137,13 @@ TEST(CudaNorm, QkNormRopeMatchesReference) {
         }
     }
     EXPECT_LE(rel_l2(ref, got), kBf16Tol);
+    EXPECT_GT(rel_l2(ref_other, got), 5 * kBf16Tol) << "the two settings must be distinguishable";
+}
+
+TEST(CudaNorm, QkNormRopeMatchesReference) {
+    FROST_SKIP_WITHOUT_CUDA();
+    check_qk_norm_rope(0);
+    check_qk_norm_rope(1);
 }
 
 TEST(CudaNorm, GatedRmsNormMatchesReferenceAndIsDeterministic) {

@@ -4,6 +4,10 @@
 // A block is 64 query rows of one q head (4 warps x 16 rows); K and V tiles of 64 keys stream
 // into shared memory with cp.async, the next K tile loading behind the softmax and PV product
 // and the next V tile behind the next QKᵀ; V's B fragments come through ldmatrix.trans.
+// Split-KV: when the row tiles x heads of a launch fill few SMs (a short chunk at a long position),
+// grid.z = S blocks share one row tile's keys, each writing an unnormalised fp32 partial (o, row
+// max, row sum) to p.work; a combine launch merges the S partials in split order (deterministic).
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/lm_common.cuh"
@@ -22,6 +26,9 @@ constexpr int kQkPitch = kD + 8;     // bf16; 16-byte padding makes fragment loa
 constexpr int kDTiles = kD / 8;      // n-tiles of the output
 constexpr int kKeyTiles = kKeysPerTile / 8;
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kBlocksPerSm = 2;       // ~99 KB of shared memory per block: two fit in an H100 SM
+constexpr int kStats = 2;             // per partial row: max (log2 units), sum
+constexpr int kCombineWarps = 4;      // combine: one warp per (row, q head), 8 dims per lane
 
 struct Smem {
     bf16 q[kRowsPerBlock][kQkPitch];
@@ -63,20 +70,38 @@ __device__ inline void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_
 }
 
 constexpr int kVecsPerRow = kD / kVec;
+static_assert(kD == kWarp * kVec, "the combine maps one lane to 8 dims");
 
-// Issues the asynchronous copy of one 64-key tile of K or V (rows >= kv_len become zeros, so an
+// Keys per split of a row tile whose keys are [0, kv_len): ceil(kv_len / splits) rounded up to
+// whole 64-key tiles, so a split boundary never falls inside a tile. Split s covers
+// [s * span, min((s + 1) * span, kv_len)); splits past kv_len are empty.
+__device__ inline int split_span(int kv_len, int splits) {
+    const int tiles = (kv_len + kKeysPerTile - 1) / kKeysPerTile;
+    return (tiles + splits - 1) / splits * kKeysPerTile;
+}
+
+// Work layout of the split path (fp32; R = row tiles * 64 of the launch): o partials
+// [S][Hq][R][d], then statistics [S][Hq][R][kStats].
+__device__ inline int64_t partial_row(int split, int qh, int row, int Hq, int R) {
+    return (static_cast<int64_t>(split) * Hq + qh) * R + row;
+}
+
+// Issues the asynchronous copy of one 64-key tile of K or V (rows >= key_end become zeros, so an
 // unwritten cache row can never leak a NaN through 0 * NaN).
-__device__ inline void load_kv_tile(bf16 (*dst)[kQkPitch], const bf16* cache, int key0, int kv_len, int kv_dim,
+__device__ inline void load_kv_tile(bf16 (*dst)[kQkPitch], const bf16* cache, int key0, int key_end, int kv_dim,
                                     int kvh) {
     for (int e = threadIdx.x; e < kKeysPerTile * kVecsPerRow; e += kThreads) {
         const int r = e / kVecsPerRow, vi = e % kVecsPerRow;
-        const bool in = key0 + r < kv_len;
+        const bool in = key0 + r < key_end;
         const bf16* src = cache + (static_cast<int64_t>(in ? key0 + r : 0) * kv_dim + kvh * kD + vi * kVec);
         cp_async16(&dst[r][vi * kVec], src, in ? 16 : 0);
     }
     cp_async_commit();
 }
 
+// kSplit: block z of gridDim.z covers its split of the keys and writes a partial to p.work;
+// otherwise the block covers every key and writes the normalised, gated bf16 output.
+template <bool kSplit>
 __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
@@ -92,6 +117,14 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Par
     const int lane = threadIdx.x % kWarp;
     const int g = lane / 4;  // fragment row group
     const int t = lane % 4;  // fragment column pair
+    const int kv_len = pos + min(rows, row0 + kRowsPerBlock);
+    int key_begin = 0, key_end = kv_len;
+    if constexpr (kSplit) {
+        const int span = split_span(kv_len, gridDim.z);
+        key_begin = blockIdx.z * span;
+        if (key_begin >= kv_len) return;  // empty split: the combine skips it
+        key_end = min(kv_len, key_begin + span);
+    }
 
     for (int e = threadIdx.x; e < kRowsPerBlock * kVecsPerRow; e += kThreads) {
         const int r = e / kVecsPerRow, vi = e % kVecsPerRow;
@@ -99,9 +132,8 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Par
         cp_async16(&sm.q[r][vi * kVec], p.q + (in ? row0 + r : 0) * p.q_row_stride + qh * p.q_head_stride + vi * kVec,
                    in ? 16 : 0);
     }
-    const int kv_len = pos + min(rows, row0 + kRowsPerBlock);
-    load_kv_tile(sm.k, p.k_cache, 0, kv_len, kv_dim, kvh);  // group: Q + K(0)
-    load_kv_tile(sm.v, p.v_cache, 0, kv_len, kv_dim, kvh);  // group: V(0)
+    load_kv_tile(sm.k, p.k_cache, key_begin, key_end, kv_dim, kvh);  // group: Q + K(first)
+    load_kv_tile(sm.v, p.v_cache, key_begin, key_end, kv_dim, kvh);  // group: V(first)
 
     const int qpos_lo = pos + row0 + warp * 16 + g;  // positions of this thread's two rows
     const int qpos_hi = qpos_lo + 8;
@@ -112,7 +144,7 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Par
     for (int n = 0; n < kDTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
 
-    for (int key0 = 0; key0 < kv_len; key0 += kKeysPerTile) {
+    for (int key0 = key_begin; key0 < key_end; key0 += kKeysPerTile) {
         cp_async_wait<1>();  // Q and this K tile have landed (V may still be in flight)
         __syncthreads();
         float s[kKeyTiles][4];
@@ -130,9 +162,9 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Par
             }
         }
         __syncthreads();  // every warp is done with this K tile: fetch the next one behind the softmax
-        const bool more = key0 + kKeysPerTile < kv_len;
+        const bool more = key0 + kKeysPerTile < key_end;
         if (more) {
-            load_kv_tile(sm.k, p.k_cache, key0 + kKeysPerTile, kv_len, kv_dim, kvh);
+            load_kv_tile(sm.k, p.k_cache, key0 + kKeysPerTile, key_end, kv_dim, kvh);
         } else {
             cp_async_commit();  // empty group keeps the wait counts uniform
         }
@@ -154,8 +186,15 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Par
             mx_lo = fmaxf(mx_lo, __shfl_xor_sync(kFullMask, mx_lo, off));
             mx_hi = fmaxf(mx_hi, __shfl_xor_sync(kFullMask, mx_hi, off));
         }
-        // Key 0 is visible to every row, so after the first tile both maxima are finite.
-        const float alpha_lo = exp2f(m_lo - mx_lo), alpha_hi = exp2f(m_hi - mx_hi);
+        // Unsplit, key 0 is visible to every row, so after the first tile both maxima are finite.
+        // A split starting past a row's position gives that row no key at all: its max stays
+        // -inf, and exponents are taken against 0 instead so that p = 0, alpha = 0 (never NaN).
+        float base_lo = mx_lo, base_hi = mx_hi;
+        if constexpr (kSplit) {
+            if (mx_lo == -INFINITY) base_lo = 0.0f;
+            if (mx_hi == -INFINITY) base_hi = 0.0f;
+        }
+        const float alpha_lo = exp2f(m_lo - base_lo), alpha_hi = exp2f(m_hi - base_hi);
         m_lo = mx_lo;
         m_hi = mx_hi;
         float sum_lo = 0.0f, sum_hi = 0.0f;
@@ -163,8 +202,8 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Par
         for (int n = 0; n < kKeyTiles; ++n) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                s[n][e] = exp2f(s[n][e] - m_lo);
-                s[n][2 + e] = exp2f(s[n][2 + e] - m_hi);
+                s[n][e] = exp2f(s[n][e] - base_lo);
+                s[n][2 + e] = exp2f(s[n][2 + e] - base_hi);
                 sum_lo += s[n][e];
                 sum_hi += s[n][2 + e];
             }
@@ -200,7 +239,7 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Par
         }
         __syncthreads();  // every warp is done with this V tile
         if (more) {
-            load_kv_tile(sm.v, p.v_cache, key0 + kKeysPerTile, kv_len, kv_dim, kvh);
+            load_kv_tile(sm.v, p.v_cache, key0 + kKeysPerTile, key_end, kv_dim, kvh);
         } else {
             cp_async_commit();
         }
@@ -212,8 +251,28 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Par
         l_lo += __shfl_xor_sync(kFullMask, l_lo, off);
         l_hi += __shfl_xor_sync(kFullMask, l_hi, off);
     }
-    const float inv_lo = 1.0f / l_lo, inv_hi = 1.0f / l_hi;
     const int r_lo = row0 + warp * 16 + g, r_hi = r_lo + 8;
+    if constexpr (kSplit) {
+        const int R = gridDim.x * kRowsPerBlock;
+        float* stats = p.work + static_cast<int64_t>(gridDim.z) * p.Hq * R * kD;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int r = half ? r_hi : r_lo;
+            if (r >= rows) continue;
+            const int64_t pr = partial_row(blockIdx.z, qh, r, p.Hq, R);
+            float* out = p.work + pr * kD;
+#pragma unroll
+            for (int n = 0; n < kDTiles; ++n) {
+                *reinterpret_cast<float2*>(out + n * 8 + 2 * t) = make_float2(o[n][2 * half], o[n][2 * half + 1]);
+            }
+            if (t == 0) {
+                stats[pr * kStats] = half ? m_hi : m_lo;
+                stats[pr * kStats + 1] = half ? l_hi : l_lo;
+            }
+        }
+        return;
+    }
+    const float inv_lo = 1.0f / l_lo, inv_hi = 1.0f / l_hi;
     const int out_stride = p.Hq * kD;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -236,18 +295,108 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Par
     }
 }
 
+// One warp per (row, q head) merges the partials of the splits that hold keys of the row's tile,
+// in split order: max of the maxima, then weights 2^(m_s - max) (0 for a split the row cannot
+// see), normalise, gate, round to bf16 exactly like the unsplit epilogue.
+__global__ void __launch_bounds__(kCombineWarps * kWarp) attn_prefill_combine_kernel(AttentionBf16Params p,
+                                                                                    int splits, int R) {
+    const int rows = cursor_rows(p.cursor, p.max_rows);
+    const int item = blockIdx.x * kCombineWarps + threadIdx.x / kWarp;
+    const int lane = threadIdx.x % kWarp;
+    if (item >= rows * p.Hq) return;
+    const int r = item / p.Hq, qh = item % p.Hq;
+    const int kv_len = p.cursor->pos + min(rows, (r / kRowsPerBlock + 1) * kRowsPerBlock);
+    const int span = split_span(kv_len, splits);
+    const int used = (kv_len + span - 1) / span;  // splits that hold at least one key
+    const float* stats = p.work + static_cast<int64_t>(splits) * p.Hq * R * kD;
+    float mx = -INFINITY;
+    for (int s = 0; s < used; ++s) mx = fmaxf(mx, stats[partial_row(s, qh, r, p.Hq, R) * kStats]);
+    float acc[kVec] = {};
+    float total = 0.0f;
+    for (int s = 0; s < used; ++s) {
+        const int64_t pr = partial_row(s, qh, r, p.Hq, R);
+        const float ms = stats[pr * kStats];
+        if (ms == -INFINITY) continue;  // no key of this split is visible to the row
+        const float w = exp2f(ms - mx);
+        total += w * stats[pr * kStats + 1];
+        const float* po = p.work + pr * kD + lane * kVec;
+        const float4 a = *reinterpret_cast<const float4*>(po);
+        const float4 b = *reinterpret_cast<const float4*>(po + 4);
+        acc[0] += w * a.x, acc[1] += w * a.y, acc[2] += w * a.z, acc[3] += w * a.w;
+        acc[4] += w * b.x, acc[5] += w * b.y, acc[6] += w * b.z, acc[7] += w * b.w;
+    }
+    const float inv = 1.0f / total;
+    float gv[kVec];
+    if (p.gate) load8(p.gate + r * p.q_row_stride + qh * p.q_head_stride + lane * kVec, gv);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+        acc[e] *= inv;
+        if (p.gate) acc[e] *= sigmoid(gv[e]);
+    }
+    store8(p.o + static_cast<int64_t>(r) * p.Hq * kD + qh * kD + lane * kVec, acc);
+}
+
+int row_tiles(const AttentionBf16Params& p) { return ceil_div(p.max_rows, kRowsPerBlock); }
+
+// Splits for `tiles` row tiles: as many as keep the launch within one wave of resident blocks
+// (kBlocksPerSm per SM), at most kAttnPrefillMaxSplits; 1 when the tiles alone fill half of it.
+int splits_for(int tiles, int Hq) {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 1;
+    }
+    const int s = kBlocksPerSm * sms / (tiles * Hq);
+    return s >= 2 ? std::min(s, kAttnPrefillMaxSplits) : 1;
+}
+
 }  // namespace
 
+int attn_prefill_splits(const AttentionBf16Params& p) {
+    if (p.max_rows <= 0 || p.Hq <= 0) return 1;
+    return splits_for(row_tiles(p), p.Hq);
+}
+
+size_t attn_prefill_split_work_floats(const AttentionBf16Params& p, int splits) {
+    if (splits <= 1 || p.max_rows <= 0 || p.Hq <= 0) return 0;
+    return static_cast<size_t>(splits) * row_tiles(p) * kRowsPerBlock * p.Hq * (kD + kStats);
+}
+
+size_t attn_prefill_work_floats(const AttentionBf16Params& p) {
+    size_t most = 0;
+    AttentionBf16Params b = p;
+    for (int tiles = 1; tiles <= row_tiles(p); ++tiles) {  // every bucket 64, 128, ..., max_rows
+        b.max_rows = tiles * kRowsPerBlock;
+        most = std::max(most, attn_prefill_split_work_floats(b, attn_prefill_splits(b)));
+    }
+    return most;
+}
+
 cudaError_t attn_prefill_launch(const AttentionBf16Params& p, cudaStream_t stream) {
+    return attn_prefill_launch_splits(p, stream, attn_prefill_splits(p));
+}
+
+cudaError_t attn_prefill_launch_splits(const AttentionBf16Params& p, cudaStream_t stream, int splits) {
     if (!p.q || !p.k_cache || !p.v_cache || !p.o || !p.cursor || p.head_dim != kD || p.Hq <= 0 ||
         p.Hkv <= 0 || p.Hq % p.Hkv != 0 || p.max_rows <= 0 || p.q_row_stride % kVec != 0 ||
-        p.q_head_stride % kVec != 0)
+        p.q_head_stride % kVec != 0 || splits < 1 || splits > kAttnPrefillMaxSplits || (splits > 1 && !p.work))
         return cudaErrorInvalidValue;
     const int smem = static_cast<int>(sizeof(Smem));
-    cudaError_t err = cudaFuncSetAttribute(attn_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    const int tiles = row_tiles(p);
+    if (splits == 1) {
+        cudaError_t err = cudaFuncSetAttribute(attn_prefill_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (err != cudaSuccess) return err;
+        attn_prefill_kernel<false><<<dim3(tiles, p.Hq), kThreads, smem, stream>>>(p);
+        return cudaGetLastError();
+    }
+    cudaError_t err = cudaFuncSetAttribute(attn_prefill_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
-    const dim3 grid(ceil_div(p.max_rows, kRowsPerBlock), p.Hq);
-    attn_prefill_kernel<<<grid, kThreads, smem, stream>>>(p);
+    attn_prefill_kernel<true><<<dim3(tiles, p.Hq, splits), kThreads, smem, stream>>>(p);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    const int items = p.max_rows * p.Hq;
+    attn_prefill_combine_kernel<<<ceil_div(items, kCombineWarps), kCombineWarps * kWarp, 0, stream>>>(
+        p, splits, tiles * kRowsPerBlock);
     return cudaGetLastError();
 }
 

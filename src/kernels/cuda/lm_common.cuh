@@ -79,4 +79,53 @@ __device__ inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 inline int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
+// GDN gates of one (row, head) (family GdnGateParams): β = sigmoid(b), g = -exp(A_log) *
+// softplus(a + dt_bias). One definition for the gate kernel and the decode recurrence that fuses
+// it, so both produce the same bits.
+constexpr float kSoftplusLinear = 20.0f;  // torch softplus returns x above this
+__device__ inline void gdn_gate_values(float b, float a_raw, float A_log, float dt_bias, float& beta, float& g) {
+    const float a = a_raw + dt_bias;
+    const float softplus = a > kSoftplusLinear ? a : log1pf(expf(a));
+    beta = sigmoid(b);
+    g = -expf(A_log) * softplus;
+}
+
+// Programmatic dependent launch (Hopper). A kernel launched with the programmatic-serialisation
+// attribute may start while its predecessor still runs; pdl_wait() returns once the predecessor
+// has completed and its writes are visible, so nothing a predecessor writes may be touched (read
+// or written) before it. Every thread calls it before any early return, so the kernel never
+// completes before its predecessor (later kernels rely on that order). Without the attribute
+// it returns at once.
+__device__ inline void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the next kernel start early when it was launched with the attribute (its own pdl_wait
+// still covers all of this kernel). Called after pdl_wait() so at most one kernel runs ahead.
+__device__ inline void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream
+// serialisation when pdl is set (recorded as a programmatic edge by stream capture).
+template <class... KArgs, class... Args>
+cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                          bool pdl, Args&&... args) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args&&>(args)...);
+}
+
 }  // namespace frost::kernels::lm

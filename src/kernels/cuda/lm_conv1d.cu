@@ -1,7 +1,8 @@
 // Causal depthwise conv1d + SiLU of the GDN qkv channels with its K-1 input state (spec §4.1 step 2),
 // fused with the q/k l2norm (step 4). One thread per channel slides a K-tap window in registers
 // down a tile of rows, so each input is read once per tile; a block is one 128-channel head, so
-// the l2norm is one block reduction per row. Prefill and decode share this launcher.
+// the l2norm is one block reduction per row. Prefill and decode share this launcher (decode
+// graphs launch it programmatically: weights load before the wait).
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_kernels.h"
 
@@ -23,13 +24,15 @@ __device__ inline float conv_input(const Conv1dBf16Params& p, int ch, int r) {
 template <int K>
 __global__ void __launch_bounds__(kConvChannelsPerBlock) conv1d_kernel(Conv1dBf16Params p, int update_state) {
     __shared__ float scratch[kWarp];
-    const int rows = launch_rows(p.n_rows, p.max_rows);
     const int ch = blockIdx.x * kConvChannelsPerBlock + threadIdx.x;
-    const int r0 = blockIdx.y * kConvRowsPerBlock;
-    if (r0 >= rows && !update_state) return;
-    float w[K];
+    float w[K];  // weights depend on no earlier kernel: loaded before the programmatic wait
 #pragma unroll
     for (int j = 0; j < K; ++j) w[j] = p.w[static_cast<int64_t>(ch) * K + j];
+    pdl_wait();
+    pdl_launch_dependents();
+    const int rows = launch_rows(p.n_rows, p.max_rows);
+    const int r0 = blockIdx.y * kConvRowsPerBlock;
+    if (r0 >= rows && !update_state) return;
     float win[K - 1];  // win[K-2] is the newest input before the current row
 #pragma unroll
     for (int j = 0; j < K - 1; ++j) win[j] = conv_input<K>(p, ch, r0 - (K - 1) + j);
@@ -78,8 +81,9 @@ template <int K>
 cudaError_t conv1d_dispatch(const Conv1dBf16Params& p, cudaStream_t stream) {
     const int tiles = ceil_div(p.max_rows, kConvRowsPerBlock);
     const dim3 grid(p.channels / kConvChannelsPerBlock, tiles);
-    conv1d_kernel<K><<<grid, kConvChannelsPerBlock, 0, stream>>>(p, tiles == 1 ? 1 : 0);
-    cudaError_t err = cudaGetLastError();
+    cudaError_t err = launch_kernel(conv1d_kernel<K>, grid, dim3(kConvChannelsPerBlock), 0, stream, p.pdl != 0, p,
+                                    tiles == 1 ? 1 : 0);
+    if (err == cudaSuccess) err = cudaGetLastError();
     if (err != cudaSuccess || tiles == 1) return err;
     conv1d_state_kernel<K><<<p.channels / kConvChannelsPerBlock, kConvChannelsPerBlock, 0, stream>>>(p);
     return cudaGetLastError();

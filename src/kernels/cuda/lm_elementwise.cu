@@ -9,7 +9,6 @@ namespace {
 using namespace lm;
 
 constexpr int kThreads = 256;
-constexpr float kSoftplusLinear = 20.0f;  // torch softplus returns x above this
 
 // One thread per 8-element vector of a [rows, dim] output.
 __global__ void embed_kernel(EmbedBf16Params p) {
@@ -50,11 +49,11 @@ __global__ void gdn_gate_kernel(GdnGateBf16Params p) {
     if (i >= rows * p.heads) return;
     const int row = i / p.heads;
     const int h = i % p.heads;
-    const float b = __bfloat162float(p.b[row * p.in_row_stride + h]);
-    const float a = __bfloat162float(p.a[row * p.in_row_stride + h]) + p.dt_bias[h];
-    const float softplus = a > kSoftplusLinear ? a : log1pf(expf(a));
-    p.beta[i] = sigmoid(b);
-    p.g[i] = -expf(p.A_log[h]) * softplus;
+    float beta, g;
+    gdn_gate_values(__bfloat162float(p.b[row * p.in_row_stride + h]), __bfloat162float(p.a[row * p.in_row_stride + h]),
+                    p.A_log[h], p.dt_bias[h], beta, g);
+    p.beta[i] = beta;
+    p.g[i] = g;
 }
 
 __global__ void kv_append_kernel(KvAppendBf16Params p) {

@@ -2,7 +2,8 @@
 //   S <- α S;  u = Sᵀk;  δ = β (v − u);  S <- S + k δᵀ;  o = Sᵀq,
 // with the fp32 state [Hv, dk, dv] held in registers for the whole launch. A block owns one value
 // head and a 32-column slice of dv (columns are independent); its 8 warps split dk, and the two
-// dk-reductions per token go through shared memory in warp order (deterministic).
+// dk-reductions per token go through shared memory in warp order (deterministic). Decode graphs
+// fuse the GDN gates in (β, g from the raw projections) and launch it programmatically.
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_kernels.h"
 
@@ -17,6 +18,8 @@ constexpr int kRowsPerWarp = kGdnHeadDim / kWarps;
 __global__ void __launch_bounds__(kWarps * kWarp) gdn_recurrent_kernel(GdnBf16Params p) {
     __shared__ float qs[kGdnHeadDim], ks[kGdnHeadDim], vs[kSlice];
     __shared__ float red[kWarps][kSlice];
+    pdl_wait();  // everything below (cursor, q/k/v, gates, state) may come from the predecessor
+    pdl_launch_dependents();
     const int rows = cursor_rows(p.cursor, p.max_rows);
     const int h = blockIdx.x;
     const int j0 = blockIdx.y * kSlice;
@@ -35,8 +38,16 @@ __global__ void __launch_bounds__(kWarps * kWarp) gdn_recurrent_kernel(GdnBf16Pa
             ks[d] = __bfloat162float(p.k[row + kh * kGdnHeadDim + d]);
         }
         if (threadIdx.x < kSlice) vs[threadIdx.x] = __bfloat162float(p.v[row + h * kGdnHeadDim + j0 + threadIdx.x]);
-        const float alpha = expf(p.g[r * p.Hv + h]);
-        const float beta = p.beta[r * p.Hv + h];
+        float beta, g;
+        if (p.gate_b) {
+            const int64_t gi = r * p.gate_row_stride + h;
+            gdn_gate_values(__bfloat162float(p.gate_b[gi]), __bfloat162float(p.gate_a[gi]), p.A_log[h], p.dt_bias[h],
+                            beta, g);
+        } else {
+            beta = p.beta[r * p.Hv + h];
+            g = p.g[r * p.Hv + h];
+        }
+        const float alpha = expf(g);
         __syncthreads();
         float part = 0.0f;
 #pragma unroll
@@ -74,19 +85,22 @@ __global__ void __launch_bounds__(kWarps * kWarp) gdn_recurrent_kernel(GdnBf16Pa
 }  // namespace
 
 cudaError_t gdn_recurrent_launch(const GdnBf16Params& p, cudaStream_t stream) {
-    if (!p.q || !p.k || !p.v || !p.beta || !p.g || !p.state || !p.o || !p.cursor ||
+    const bool fused_gate = p.gate_b != nullptr;
+    if (fused_gate ? (!p.gate_a || !p.A_log || !p.dt_bias) : (!p.beta || !p.g)) return cudaErrorInvalidValue;
+    if (!p.q || !p.k || !p.v || !p.state || !p.o || !p.cursor ||
         p.dk != kGdnHeadDim || p.dv != kGdnHeadDim || p.Hk <= 0 || p.Hv <= 0 || p.Hv % p.Hk != 0 ||
         p.max_rows <= 0)
         return cudaErrorInvalidValue;
     const dim3 grid(p.Hv, kGdnHeadDim / kSlice);
-    gdn_recurrent_kernel<<<grid, kWarps * kWarp, 0, stream>>>(p);
+    const cudaError_t err = launch_kernel(gdn_recurrent_kernel, grid, dim3(kWarps * kWarp), 0, stream, p.pdl != 0, p);
+    if (err != cudaSuccess) return err;
     return cudaGetLastError();
 }
 
 KernelCost gdn_recurrent_cost(const GdnBf16Params& p, int rows) {
     const double state = static_cast<double>(p.Hv) * p.dk * p.dv * sizeof(float) * 2.0;
     const double io = static_cast<double>(rows) *
-                      ((2.0 * p.Hk * p.dk + p.Hv * p.dv) * sizeof(bf16) + 2.0 * p.Hv * sizeof(float) +
+                      ((2.0 * p.Hk * p.dk + p.Hv * p.dv) * sizeof(bf16) + 2.0 * p.Hv * (p.gate_b ? sizeof(bf16) : sizeof(float)) +
                        p.Hv * p.dv * sizeof(bf16));
     return {state + io, static_cast<double>(rows) * p.Hv * p.dk * p.dv * 6.0};
 }

@@ -1,6 +1,7 @@
 // Decode GEMV: y[n] = Σ_k x[k] W[n, k] for one row of x, the weight-streaming step of batch-1
 // decode. x is staged once per block in shared memory; each warp streams whole weight rows with
-// 16-byte loads (four in flight per lane) and reduces in a fixed butterfly order.
+// 16-byte loads (four in flight per lane) and reduces in a fixed butterfly order. Decode variants:
+// programmatic dependent launch, and the MLP gate_up projection fused with SwiGLU.
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_kernels.h"
 
@@ -10,61 +11,128 @@ using namespace lm;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * kWarp;
-constexpr int kUnroll = 4;
+constexpr int kUnroll = 4;  // 16-byte loads in flight per lane (8 measured no faster for N = 4096, 2026-11-22 H100)
 constexpr int kMaxK = 16384;  // x staged in 32 KiB of shared memory
+constexpr int kMinBlocksPerSm = 4;  // <= 64 registers: four blocks per SM, as the plain GEMV reaches
+constexpr int kNormMaxVecs = 4;  // folded RMSNorm: 16-byte vectors per thread, so K <= 8192
+
+__device__ inline void dot8(float& acc, const Bf16x8& wv, const Bf16x8& xv) {
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+        const float2 a = __bfloat1622float2(wv.h[h]);
+        const float2 b = __bfloat1622float2(xv.h[h]);
+        acc += a.x * b.x + a.y * b.y;
+    }
+}
+
+__device__ inline Bf16x8 load_w(const Bf16x8* w) {
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(w));
+    return *reinterpret_cast<const Bf16x8*>(&raw);
+}
+
+// Stages bf16(rmsnorm(h) * g) into xs with add_rmsnorm_kernel's thread mapping, arithmetic and
+// reduction order (256 threads, vector vi = thread + j * 256), so the bits equal that kernel's.
+template <int kVecs>
+__device__ inline void stage_rmsnorm(const GemmBf16Params& p, bf16* xs, float* scratch) {
+    const int nvec = p.K / kVec;
+    float v[kVecs][kVec];
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kVecs; ++j) {
+        const int vi = threadIdx.x + j * kThreads;
+        if (vi >= nvec) continue;
+        load8(p.x + vi * kVec, v[j]);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) ss += v[j][e] * v[j][e];
+    }
+    const float rs = rsqrtf(block_sum(ss, scratch) / p.K + p.norm_eps);
+    const float one = p.norm_zero_centred ? 1.0f : 0.0f;
+#pragma unroll
+    for (int j = 0; j < kVecs; ++j) {
+        const int vi = threadIdx.x + j * kThreads;
+        if (vi >= nvec) continue;
+        float out[kVec];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) out[e] = v[j][e] * rs * (one + p.norm_w[vi * kVec + e]);
+        store8(xs + vi * kVec, out);
+    }
+}
 
 // x is staged once per block in shared memory (measured 1-5% faster than every warp reading it
-// through the read-only cache, 2026-11-22 H100).
-__global__ void __launch_bounds__(kThreads) gemv_kernel(GemmBf16Params p) {
+// through the read-only cache, 2026-11-22 H100). The weights do not depend on earlier kernels, so
+// each warp issues its first kUnroll loads before pdl_wait(): under programmatic launch they
+// overlap the predecessor's tail. kSwiglu: warps [0, kWarps/2) take gate rows, the others the
+// matching up rows, and the block combines them into the [F] activation. kNormVecs > 0: x is the
+// residual stream, normalised while staged (GemmBf16Params::norm_w).
+template <bool kSwiglu, int kNormVecs>
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) gemv_kernel(GemmBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
+    __shared__ float row_sum[kWarps];
+    __shared__ float norm_scratch[kWarp];
     bf16* xs = reinterpret_cast<bf16*>(smem_raw);
     const int vecs = p.K / kVec;
-    for (int i = threadIdx.x; i < vecs; i += kThreads) {
-        reinterpret_cast<Bf16x8*>(xs)[i] = reinterpret_cast<const Bf16x8*>(p.x)[i];
+    const int warp = threadIdx.x / kWarp;
+    const int lane = threadIdx.x % kWarp;
+    constexpr int kHalf = kWarps / 2;
+    const int F = p.N / 2;
+    const int j = blockIdx.x * kHalf + warp % kHalf;  // swiglu: activation index of this warp
+    const int n = kSwiglu ? (warp < kHalf ? j : F + j) : blockIdx.x * kWarps + warp;
+    const bool valid = kSwiglu ? j < F : n < p.N;
+    const Bf16x8* w = reinterpret_cast<const Bf16x8*>(p.w + static_cast<int64_t>(valid ? n : 0) * p.K);
+    const bool first_group = valid && lane + (kUnroll - 1) * kWarp < vecs;
+    Bf16x8 wv0[kUnroll];
+    if (first_group) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) wv0[u] = load_w(w + lane + u * kWarp);
+    }
+    pdl_wait();
+    pdl_launch_dependents();
+    if constexpr (kNormVecs > 0) {
+        stage_rmsnorm<kNormVecs>(p, xs, norm_scratch);
+    } else {
+        for (int i = threadIdx.x; i < vecs; i += kThreads) {
+            reinterpret_cast<Bf16x8*>(xs)[i] = reinterpret_cast<const Bf16x8*>(p.x)[i];
+        }
     }
     __syncthreads();
-    const int n = blockIdx.x * kWarps + threadIdx.x / kWarp;
-    const int lane = threadIdx.x % kWarp;
-    if (n >= p.N) return;
-    const Bf16x8* w = reinterpret_cast<const Bf16x8*>(p.w + static_cast<int64_t>(n) * p.K);
+    const Bf16x8* xv = reinterpret_cast<const Bf16x8*>(xs);
     float acc = 0.0f;
     int i = lane;
-    for (; i + (kUnroll - 1) * kWarp < vecs; i += kUnroll * kWarp) {
-        Bf16x8 wv[kUnroll];
+    if (first_group) {
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const uint4 raw = __ldg(reinterpret_cast<const uint4*>(w + i + u * kWarp));
-            wv[u] = *reinterpret_cast<const Bf16x8*>(&raw);
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const Bf16x8 xv = reinterpret_cast<const Bf16x8*>(xs)[i + u * kWarp];
-#pragma unroll
-            for (int h = 0; h < 4; ++h) {
-                const float2 a = __bfloat1622float2(wv[u].h[h]);
-                const float2 b = __bfloat1622float2(xv.h[h]);
-                acc += a.x * b.x + a.y * b.y;
-            }
-        }
+        for (int u = 0; u < kUnroll; ++u) dot8(acc, wv0[u], xv[i + u * kWarp]);
+        i += kUnroll * kWarp;
     }
-    for (; i < vecs; i += kWarp) {
-        const Bf16x8 wv = w[i];
-        const Bf16x8 xv = reinterpret_cast<const Bf16x8*>(xs)[i];
+    if (valid) {
+        for (; i + (kUnroll - 1) * kWarp < vecs; i += kUnroll * kWarp) {
+            Bf16x8 wv[kUnroll];
 #pragma unroll
-        for (int h = 0; h < 4; ++h) {
-            const float2 a = __bfloat1622float2(wv.h[h]);
-            const float2 b = __bfloat1622float2(xv.h[h]);
-            acc += a.x * b.x + a.y * b.y;
+            for (int u = 0; u < kUnroll; ++u) wv[u] = load_w(w + i + u * kWarp);
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u) dot8(acc, wv[u], xv[i + u * kWarp]);
         }
+        for (; i < vecs; i += kWarp) dot8(acc, w[i], xv[i]);
     }
     acc = warp_sum(acc);
-    if (lane != 0) return;
-    if (p.out_f32) {
-        float* y = static_cast<float*>(p.y) + n;
-        *y = p.accumulate ? *y + acc : acc;
+    if constexpr (kSwiglu) {
+        if (lane == 0) row_sum[warp] = acc;
+        __syncthreads();
+        if (threadIdx.x >= kHalf) return;
+        const int jj = blockIdx.x * kHalf + threadIdx.x;
+        if (jj >= F) return;
+        // The unfused pipeline rounds both projections to bf16, then swiglu_kernel's arithmetic.
+        const float gate = __bfloat162float(__float2bfloat16(row_sum[threadIdx.x]));
+        const float up = __bfloat162float(__float2bfloat16(row_sum[kHalf + threadIdx.x]));
+        static_cast<bf16*>(p.y)[jj] = __float2bfloat16(silu(gate) * up);
     } else {
-        bf16* y = static_cast<bf16*>(p.y) + n;
-        *y = __float2bfloat16(p.accumulate ? __bfloat162float(*y) + acc : acc);
+        if (lane != 0 || !valid) return;
+        if (p.out_f32) {
+            float* y = static_cast<float*>(p.y) + n;
+            *y = p.accumulate ? *y + acc : acc;
+        } else {
+            bf16* y = static_cast<bf16*>(p.y) + n;
+            *y = __float2bfloat16(p.accumulate ? __bfloat162float(*y) + acc : acc);
+        }
     }
 }
 
@@ -74,15 +142,31 @@ cudaError_t gemv_launch(const GemmBf16Params& p, cudaStream_t stream) {
     if (!p.x || !p.w || !p.y || p.M != 1 || p.N <= 0 || p.K <= 0 || p.K % kVec != 0 || p.K > kMaxK ||
         reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || reinterpret_cast<uintptr_t>(p.w) % 16 != 0)
         return cudaErrorInvalidValue;
+    if (p.swiglu && (p.N % 2 != 0 || p.out_f32 || p.accumulate)) return cudaErrorInvalidValue;
+    if (p.norm_w && p.K > kThreads * kNormMaxVecs * kVec) return cudaErrorInvalidValue;
     const size_t smem = static_cast<size_t>(p.K) * sizeof(bf16);
-    gemv_kernel<<<ceil_div(p.N, kWarps), kThreads, smem, stream>>>(p);
+    const bool pdl = p.pdl != 0;
+    const dim3 grid(p.swiglu ? ceil_div(p.N / 2, kWarps / 2) : ceil_div(p.N, kWarps));
+    // Folded norm: as many vectors per thread as K needs (2 for K <= 4096 keeps the registers low).
+    const int norm_vecs = !p.norm_w ? 0 : (p.K <= kThreads * 2 * kVec ? 2 : kNormMaxVecs);
+    cudaError_t err;
+    switch ((p.swiglu ? 8 : 0) + norm_vecs) {
+        case 0: err = launch_kernel(gemv_kernel<false, 0>, grid, dim3(kThreads), smem, stream, pdl, p); break;
+        case 2: err = launch_kernel(gemv_kernel<false, 2>, grid, dim3(kThreads), smem, stream, pdl, p); break;
+        case 4: err = launch_kernel(gemv_kernel<false, 4>, grid, dim3(kThreads), smem, stream, pdl, p); break;
+        case 8: err = launch_kernel(gemv_kernel<true, 0>, grid, dim3(kThreads), smem, stream, pdl, p); break;
+        case 10: err = launch_kernel(gemv_kernel<true, 2>, grid, dim3(kThreads), smem, stream, pdl, p); break;
+        default: err = launch_kernel(gemv_kernel<true, 4>, grid, dim3(kThreads), smem, stream, pdl, p); break;
+    }
+    if (err != cudaSuccess) return err;
     return cudaGetLastError();
 }
 
 KernelCost gemm_cost(const GemmBf16Params& p) {
     const double out_bytes = p.out_f32 ? sizeof(float) : sizeof(bf16);
+    const double outs = p.swiglu ? p.N / 2 : p.N;  // the fused SwiGLU writes one value per row pair
     const double bytes = static_cast<double>(p.N) * p.K * sizeof(bf16) + static_cast<double>(p.M) * p.K * sizeof(bf16) +
-                         static_cast<double>(p.M) * p.N * out_bytes * (p.accumulate ? 2.0 : 1.0);
+                         static_cast<double>(p.M) * outs * out_bytes * (p.accumulate ? 2.0 : 1.0);
     return {bytes, 2.0 * p.M * static_cast<double>(p.N) * p.K};
 }
 

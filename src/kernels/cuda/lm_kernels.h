@@ -18,6 +18,7 @@ constexpr int kGdnChunk = 64;
 constexpr int kGdnHeadDim = 128;
 constexpr int kAttnHeadDim = 256;
 constexpr int kAttnDecodeSplit = 128;  // keys per decode split
+constexpr int kAttnPrefillMaxSplits = 16;  // KV splits of one prefill row tile
 constexpr int kSampleMaxTopK = 256;    // candidates the device sampler orders exactly
 
 cudaError_t embed_launch(const EmbedBf16Params& p, cudaStream_t stream);
@@ -58,8 +59,18 @@ KernelCost gdn_chunk_cost(const GdnBf16Params& p, int rows);
 cudaError_t gdn_recurrent_launch(const GdnBf16Params& p, cudaStream_t stream);
 KernelCost gdn_recurrent_cost(const GdnBf16Params& p, int rows);
 
-// Flash-style causal prefill attention (tensor cores, d = 256), sigmoid gate fused.
+// Flash-style causal prefill attention (tensor cores, d = 256), sigmoid gate fused. When the
+// launch's row tiles x q heads fill few SMs it splits the keys of each row tile over
+// attn_prefill_splits(p) blocks and merges them with a second (combine) kernel; the split count
+// depends only on p.max_rows, p.Hq and the device's SM count, never on the position.
+// p.work needs attn_prefill_work_floats(p) floats: the most any bucket 64, 128, ..., p.max_rows needs.
+size_t attn_prefill_work_floats(const AttentionBf16Params& p);
+int attn_prefill_splits(const AttentionBf16Params& p);
 cudaError_t attn_prefill_launch(const AttentionBf16Params& p, cudaStream_t stream);
+// Test / bench hook: a given split count in [1, kAttnPrefillMaxSplits] (1 = the single-kernel
+// path); p.work then needs attn_prefill_split_work_floats(p, splits) floats.
+size_t attn_prefill_split_work_floats(const AttentionBf16Params& p, int splits);
+cudaError_t attn_prefill_launch_splits(const AttentionBf16Params& p, cudaStream_t stream, int splits);
 KernelCost attn_prefill_cost(const AttentionBf16Params& p, int rows, int pos);
 
 // Decode attention (one row) split over the KV length; lengths from the cursor. Scratch floats:
@@ -84,6 +95,8 @@ cudaError_t cursor_launch(const CursorParams& p, cudaStream_t stream);
 
 // Decode GEMV (M = 1 row of x, bf16 weights streamed once with 16-byte loads); same params as
 // the GEMM (M must be 1, K a multiple of 8). Deterministic: fixed per-row reduction order.
+// Decode forms (GemmBf16Params tail fields): swiglu (gate_up with SwiGLU in the epilogue),
+// norm_w (RMSNorm of x folded into the staging), pdl (programmatic dependent launch).
 cudaError_t gemv_launch(const GemmBf16Params& p, cudaStream_t stream);
 KernelCost gemm_cost(const GemmBf16Params& p);
 

@@ -16,6 +16,8 @@ constexpr int kHeadMaxPerLane = 8;       // head_dim <= 32 lanes * 8 = 256
 // One block per row: h += delta (rounded to bf16 as the residual stream is), then RMSNorm.
 __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf16Params p) {
     __shared__ float scratch[kWarp];
+    pdl_wait();  // programmatic launch (decode graphs): h comes from the predecessor
+    pdl_launch_dependents();
     const int rows = launch_rows(p.n_rows, p.max_rows);
     int row = blockIdx.x;
     if (p.last_row_only) {
@@ -94,7 +96,9 @@ __global__ void qk_norm_rope_kernel(QkNormRopeBf16Params p) {
         const int i = lane + e * kWarp;
         if (e >= per_lane || i >= p.rotary_dim) continue;
         const int fi = i % (p.rotary_dim / 2);  // frequency slot
-        const float inv_freq = 1.0f / powf(p.theta, static_cast<float>(2 * fi) / p.rotary_dim);
+        float inv_freq = 1.0f / powf(p.theta, static_cast<float>(2 * fi) / p.rotary_dim);
+        // A model cast to bf16 holds its inv_freq buffer in bf16 (round to nearest even, as the CPU kernel).
+        if (p.inv_freq_bf16) inv_freq = __bfloat162float(__float2bfloat16_rn(inv_freq));
         float s, c;
         sincosf(pos * inv_freq, &s, &c);
         // Partner index is known at compile time only through e; select it from the unrolled set.
@@ -113,6 +117,8 @@ __global__ void qk_norm_rope_kernel(QkNormRopeBf16Params p) {
 
 // One warp per (row, value head): y = w * norm(o) * silu(z).
 __global__ void gated_rmsnorm_kernel(GatedRmsNormBf16Params p) {
+    pdl_wait();  // programmatic launch (decode graphs): x comes from the predecessor
+    pdl_launch_dependents();
     const int rows = launch_rows(p.n_rows, p.max_rows);
     const int item = blockIdx.x * kHeadWarpsPerBlock + threadIdx.x / kWarp;
     const int lane = threadIdx.x % kWarp;
@@ -146,7 +152,8 @@ cudaError_t add_rmsnorm_launch(const AddRmsNormBf16Params& p, cudaStream_t strea
         p.dim > kNormThreads * kNormMaxVecPerThread * kVec || p.max_rows <= 0)
         return cudaErrorInvalidValue;
     const int blocks = p.last_row_only ? 1 : p.max_rows;
-    add_rmsnorm_kernel<<<blocks, kNormThreads, 0, stream>>>(p);
+    const cudaError_t err = launch_kernel(add_rmsnorm_kernel, dim3(blocks), dim3(kNormThreads), 0, stream, p.pdl != 0, p);
+    if (err != cudaSuccess) return err;
     return cudaGetLastError();
 }
 
@@ -177,7 +184,9 @@ cudaError_t gated_rmsnorm_launch(const GatedRmsNormBf16Params& p, cudaStream_t s
         p.dim > kWarp * kHeadMaxPerLane || p.heads <= 0 || p.max_rows <= 0)
         return cudaErrorInvalidValue;
     const int items = p.max_rows * p.heads;
-    gated_rmsnorm_kernel<<<ceil_div(items, kHeadWarpsPerBlock), kHeadWarpsPerBlock * kWarp, 0, stream>>>(p);
+    const cudaError_t err = launch_kernel(gated_rmsnorm_kernel, dim3(ceil_div(items, kHeadWarpsPerBlock)),
+                                          dim3(kHeadWarpsPerBlock * kWarp), 0, stream, p.pdl != 0, p);
+    if (err != cudaSuccess) return err;
     return cudaGetLastError();
 }
 

@@ -39,6 +39,7 @@ struct AddRmsNormBf16Params {
     int32_t max_rows;
     const int32_t* n_rows;   // may be null
     int32_t last_row_only;
+    int32_t pdl = 0;         // 1: programmatic dependent launch (decode graphs; see lm_common.cuh)
 };
 
 // Per-head zero-centred RMSNorm of q and k over head_dim, then partial NeoX RoPE on the first
@@ -59,6 +60,7 @@ struct QkNormRopeBf16Params {
     float theta;
     int32_t max_rows;
     const StepCursor* cursor;  // pos, n_tokens (rows)
+    int32_t inv_freq_bf16 = 0;  // 1: inv_freq rounded to bf16 (RopeParams::inv_freq_bf16, the CPU rule)
 };
 
 // Gated RMSNorm per value head (family GatedRmsNormParams): y = w ⊙ norm(o) ⊙ silu(z).
@@ -73,6 +75,7 @@ struct GatedRmsNormBf16Params {
     float eps;
     int32_t max_rows;
     const int32_t* n_rows;
+    int32_t pdl = 0;         // 1: programmatic dependent launch (decode graphs; see lm_common.cuh)
 };
 
 // Causal depthwise conv1d (K taps, tap K-1 = current token) + SiLU over this launch's rows, with
@@ -95,6 +98,7 @@ struct Conv1dBf16Params {
     float q_scale;
     int32_t max_rows;
     const int32_t* n_rows;
+    int32_t pdl = 0;         // 1: programmatic dependent launch (decode graphs; see lm_common.cuh)
 };
 
 // β = sigmoid(b); g = -exp(A_log) * softplus(a + dt_bias) in fp32 (family GdnGateParams).
@@ -131,6 +135,14 @@ struct GdnBf16Params {
     int32_t chunk;           // 64
     int32_t max_rows;
     const StepCursor* cursor;  // pos, n_tokens
+    // Recurrent kernel only: when gate_b is set, β and g come from the raw projections
+    // (GdnGateBf16Params formulas, same bits) and beta/g are neither read nor written.
+    const bf16* gate_b = nullptr;    // [rows, Hv] row stride gate_row_stride
+    const bf16* gate_a = nullptr;    // [rows, Hv] row stride gate_row_stride
+    const float* A_log = nullptr;    // [Hv]
+    const float* dt_bias = nullptr;  // [Hv]
+    int64_t gate_row_stride = 0;
+    int32_t pdl = 0;                 // recurrent kernel: programmatic dependent launch
 };
 
 // Copies this launch's K and V rows into the contiguous cache at cursor->pos + row
@@ -150,14 +162,17 @@ struct KvAppendBf16Params {
 // Causal GQA attention of this launch's rows (absolute position pos + row) over cache
 // [0, pos + row], fp32 softmax, then o *= sigmoid(gate) when gate != null (family AttentionParams).
 // Decode (rows == 1) splits the KV length into fixed kAttnDecodeSplit-key pieces whose partial
-// results (work) are merged in split order, so the result does not depend on timing.
+// results (work) are merged in split order, so the result does not depend on timing. Prefill
+// splits each 64-row tile's keys into attn_prefill_splits() pieces when the launch is small (a
+// count fixed at launch, so a captured graph serves every position) and merges them the same way.
 struct AttentionBf16Params {
     const bf16* q;           // [rows, Hq, d] with q_row_stride / q_head_stride
     const bf16* gate;        // [rows, Hq, d] same strides as q, may be null
     const bf16* k_cache;     // [max_seq, Hkv, d]
     const bf16* v_cache;     // [max_seq, Hkv, d]
     bf16* o;                 // [rows, Hq*d] contiguous
-    float* work;             // decode scratch: attn_decode_work_floats() floats; unused by prefill
+    float* work;             // scratch: attn_decode_work_floats() floats (decode), attn_prefill_work_floats()
+                             // (prefill; may be null when that is 0)
     int64_t q_row_stride, q_head_stride;
     int32_t Hq, Hkv;
     int32_t head_dim;        // 256
@@ -186,6 +201,17 @@ struct GemmBf16Params {
     int32_t M, N, K;
     int32_t out_f32;
     int32_t accumulate;
+    // GEMV only. swiglu: w is [gate | up] ([2F, K], N = 2F) and y receives the bf16 [F] vector
+    // silu(bf16(x·w_gate)) * bf16(x·w_up), rounded exactly as the swiglu kernel (bf16 out, no
+    // accumulate). pdl: programmatic dependent launch (weights prefetched before the wait).
+    int32_t swiglu = 0;
+    int32_t pdl = 0;
+    // GEMV only. norm_w set: x is the residual stream row h [K] (K <= 8192) and the GEMV consumes
+    // bf16(h * rsqrt(mean(h^2) + norm_eps) * g), g = 1 + norm_w when norm_zero_centred else norm_w:
+    // the bits add_rmsnorm (delta null) would write, so decode folds the pre-norm in.
+    const float* norm_w = nullptr;  // [K]
+    float norm_eps = 0.0f;
+    int32_t norm_zero_centred = 0;
 };
 
 // Greedy sampling on the device (family SampleParams): the lowest index of the largest logit
