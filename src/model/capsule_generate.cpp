@@ -39,7 +39,9 @@ frost_status generate_from_capsule(Engine& e, const std::string& model_dir, int 
     out->ids.clear();
     const auto t0 = Clock::now();
     CapsuleId id = 0;
-    FROST_TRY(mgr->load(path, CapsuleTier::Host, &id));
+    // Device tier: the file streams through the manager's pinned staging ring into device memory,
+    // verified chunk by chunk (no payload-sized pinned buffer); restore is then a D2D copy.
+    FROST_TRY(mgr->load(path, CapsuleTier::Device, &id));
     int32_t next = -1;
     // Remainder and suffix in one prefill run (bitwise equal to a cold prefill of the whole prompt);
     // req.sampling replaces the capsule's before that run (its seed starts at the branch point).
