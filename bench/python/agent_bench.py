@@ -9,7 +9,7 @@ once with capsules and once with --no-capsules and reports time-to-first-token (
 and the cached-token ratio, as JSON and an SVG plot (written by hand: no plotting dependency).
 
   python bench/python/agent_bench.py --frost build/tools/frost/frost --model /tmp/tiny \
-      --out-json agent_bench.json --out-svg agent_bench.svg
+      --out-json agent_bench.json --out-svg agent_bench.svg [--server-args="--backend cuda"]
 """
 import argparse
 import http.client
@@ -17,6 +17,7 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -132,7 +133,7 @@ def run_mode(args, capsules, workload, tools):
         extra = ["--capsule-dir", tmp]
     else:
         extra = ["--no-capsules"]
-    srv = Server(args.frost, args.model, extra, args.max_seq_len, args.slots)
+    srv = Server(args.frost, args.model, extra + shlex.split(args.server_args), args.max_seq_len, args.slots)
     records = []
     records_meta = {}
     histories = [[{"role": "system", "content": system}] for _ in tasks]
@@ -257,6 +258,8 @@ def main(argv):
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--no-pin-prefix", action="store_true",
                     help="do not pre-create the pinned system+tools capsule in the capsules run")
+    ap.add_argument("--server-args", default="",
+                    help='extra `frost serve` arguments for both runs, one string: --server-args="--backend cuda"')
     ap.add_argument("--out-json", default="agent_bench.json")
     ap.add_argument("--out-svg", default="agent_bench.svg")
     args = ap.parse_args(argv)
@@ -272,7 +275,7 @@ def main(argv):
         recs, extra = run_mode(args, caps, workload, tools)
         results[mode] = {"records": recs, "summary": summarize(recs), **extra}
     meta = {k: getattr(args, k) for k in ("model", "sessions", "slots", "turns", "max_tokens", "prefix_words",
-                                           "branch_turn", "retry_turn", "seed")}
+                                           "branch_turn", "retry_turn", "seed", "server_args")}
     with open(args.out_json, "w") as f:
         json.dump({"config": meta, "results": results}, f, indent=1)
     write_svg(args.out_svg, results)

@@ -10,6 +10,7 @@
 #include "serve/http_route.h"
 #include "serve/ids.h"
 #include "serve/json_guard.h"
+#include "serve/reasoning_split.h"
 
 namespace frost::serve {
 
@@ -134,6 +135,9 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
         if (text_.render_chat(r, &text) != FROST_OK)
             return error_reply(invalid_field("messages", "cannot render the chat template: " + last_error()));
         job->prompt = text_.encode(text);
+        // Thinking not explicitly disabled: split <think> text into reasoning_content.
+        job->split_reasoning = job->req.enable_thinking != std::optional<bool>(false);
+        job->starts_in_reasoning = job->split_reasoning && prompt_opens_thinking(text);
         // The resent history (without the generation prompt) is the point the next turn's
         // request shares with this one, whatever the client does with the thinking block.
         r.add_generation_prompt = false;
@@ -157,17 +161,25 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
     out.stream = job->req.stream;
     out.builder = std::make_unique<ResponseBuilder>(ep, job->id, model, unix_now(), job->req.n, job->req.include_usage);
     const Admit a = sched_.submit(job);
+    if (a != Admit::Ok) return rejection(a);
+    out.job = job;
+    if (out.stream) out.content_type = "text/event-stream";
+    return out;
+}
+
+HttpOut Api::rejection(Admit a) {
     if (a == Admit::QueueFull) {
         metrics_.rejected_queue_full++;
         return error_reply(make_error(503, "server_error", "queue_full", "the request queue is full; retry later"));
     }
-    if (a == Admit::Draining) {
-        metrics_.rejected_draining++;
-        return error_reply(make_error(503, "server_error", "shutting_down", "the server is shutting down"));
+    if (a == Admit::KeyLimit) {
+        metrics_.rejected_key_limit++;
+        return error_reply(make_error(429, "rate_limit_exceeded", "rate_limit_exceeded",
+                                      "too many requests in flight for this API key (at most " +
+                                          std::to_string(sched_.config().max_per_key) + "); retry later"));
     }
-    out.job = job;
-    if (out.stream) out.content_type = "text/event-stream";
-    return out;
+    metrics_.rejected_draining++;
+    return error_reply(make_error(503, "server_error", "shutting_down", "the server is shutting down"));
 }
 
 HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::string& owner) {

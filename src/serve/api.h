@@ -66,6 +66,9 @@ private:
     HttpOut create_capsule(const HttpIn& in, const std::string& owner);
     // POST /v1/capsules/{id}/fork|rollback: a generation that starts from that capsule.
     HttpOut generate_from_capsule(const HttpIn& in, const std::string& id, const std::string& owner);
+    // The reply to a job the scheduler did not admit: 503 queue_full / shutting_down, 429
+    // rate_limit_exceeded (per-key limit); all with Retry-After, before any SSE byte.
+    HttpOut rejection(Admit a);
     HttpOut claims(const std::string& query, const std::string& owner);
     HttpOut sessions(const HttpIn& in, const std::string& path, const std::string& owner);
     bool owns_session(const std::string& id, const std::string& owner);

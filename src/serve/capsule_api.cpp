@@ -129,11 +129,7 @@ HttpOut Api::create_capsule(const HttpIn& in, const std::string& owner) {
     job->owner = owner;
     job->channel = std::make_shared<Channel>(cfg_.channel_cap);
     const Admit a = sched_.submit(job);
-    if (a == Admit::QueueFull) {
-        metrics_.rejected_queue_full++;
-        return error_reply(make_error(503, "server_error", "queue_full", "the request queue is full; retry later"));
-    }
-    if (a == Admit::Draining) return error_reply(make_error(503, "server_error", "shutting_down", "the server is shutting down"));
+    if (a != Admit::Ok) return rejection(a);
     const std::optional<StreamEvent> ev = wait_final(*job);
     if (!ev) return error_reply(make_error(504, "server_error", "timeout", "the capsule was not made in time"));
     if (ev->kind == StreamEvent::Kind::Error) return error_reply(ev->error);

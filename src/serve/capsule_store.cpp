@@ -203,13 +203,16 @@ frost_status CapsuleStore::set_pinned(const std::string& id, const std::string& 
     if (it->second.pinned == pinned) return FROST_OK;
     it->second.pinned = pinned;
     log(it->second, pinned ? claim_event::kPinned : claim_event::kUnpinned);
+    notify_changed(it->second);
     return FROST_OK;
 }
 
 frost_status CapsuleStore::set_priority(const std::string& id, const std::string& owner, int priority) {
     auto it = recs_.find(id);
     if (it == recs_.end() || it->second.owner != owner) return fail(FROST_ERR_NOT_FOUND, "no capsule %s", id.c_str());
+    if (it->second.priority == priority) return FROST_OK;
     it->second.priority = priority;
+    notify_changed(it->second);
     return FROST_OK;
 }
 
@@ -218,6 +221,7 @@ frost_status CapsuleStore::set_ttl(const std::string& id, const std::string& own
     if (it == recs_.end() || it->second.owner != owner) return fail(FROST_ERR_NOT_FOUND, "no capsule %s", id.c_str());
     it->second.ttl_s = ttl_s;
     it->second.expires_at = ttl_s > 0 ? clock_() + ttl_s : 0;
+    notify_changed(it->second);
     return FROST_OK;
 }
 
@@ -277,6 +281,10 @@ frost_status CapsuleStore::adopt(CapsuleRecord rec, double ttl_left_s) {
     const std::string id = rec.id;
     recs_.emplace(id, std::move(rec));
     return FROST_OK;
+}
+
+void CapsuleStore::notify_changed(const CapsuleRecord& r) {
+    if (r.materialized && hooks_.changed) hooks_.changed(r);
 }
 
 void CapsuleStore::set_persisted(const std::string& id, bool persisted) {

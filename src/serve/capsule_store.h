@@ -53,6 +53,9 @@ struct StoreHooks {
     std::function<frost_status(CapsuleRecord& rec, Tier to)> move;
     // Releases the capsule's bytes (eviction, expiry, deletion, failed restore).
     std::function<void(CapsuleRecord& rec)> drop;
+    // A materialized capsule's policy (pin, priority, TTL) changed: persistence rewrites its
+    // sidecar. May be empty.
+    std::function<void(const CapsuleRecord& rec)> changed;
 };
 
 struct CapsuleRequest {
@@ -123,6 +126,7 @@ private:
     bool make_room(Tier t, uint64_t bytes, const std::string& keep, std::vector<std::string>* blocking);
     void demote_or_evict(CapsuleRecord& r);
     void drop(const std::string& id, const char* event, const std::string& reason);
+    void notify_changed(const CapsuleRecord& r);
 
     StoreBudgets budgets_;
     StoreHooks hooks_;

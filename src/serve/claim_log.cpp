@@ -57,7 +57,7 @@ void ClaimLog::continue_from(const std::string& path) {
     // still live at its end are remembered (a restarted store may only end those).
     std::FILE* f = std::fopen(path.c_str(), "rb");
     if (!f) return;
-    std::map<std::string, std::string> last_event;  // claim -> its last event
+    std::map<std::string, OpenClaim> last_event;  // claim -> its last event
     std::string line;
     char buf[4096];
     while (std::fgets(buf, sizeof buf, f)) {
@@ -69,13 +69,24 @@ void ClaimLog::continue_from(const std::string& path) {
         if (j.contains("seq") && j["seq"].is_number_unsigned())
             next_seq_ = std::max(next_seq_, j["seq"].get<uint64_t>() + 1);
         if (j.contains("time") && j["time"].is_number()) time_base_ = std::max(time_base_, j["time"].get<double>());
-        if (j.contains("claim_id") && j["claim_id"].is_string() && j.contains("event") && j["event"].is_string())
-            last_event[j["claim_id"].get<std::string>()] = j["event"].get<std::string>();
+        if (j.contains("claim_id") && j["claim_id"].is_string() && j.contains("event") && j["event"].is_string()) {
+            OpenClaim& c = last_event[j["claim_id"].get<std::string>()];
+            c.last_event = j["event"].get<std::string>();
+            for (int t = 0; t < kTierCount; ++t)
+                if (j.contains("tier") && j["tier"] == tier_name(Tier(t))) c.tier = Tier(t);
+            if (j.contains("pinned") && j["pinned"].is_boolean()) c.pinned = j["pinned"].get<bool>();
+        }
     }
     std::fclose(f);
-    for (const auto& [id, ev] : last_event)
-        if (ev != claim_event::kExpired && ev != claim_event::kEvicted && ev != claim_event::kRefused)
-            previously_live_.insert(id);
+    for (const auto& [id, c] : last_event)
+        if (c.last_event != claim_event::kExpired && c.last_event != claim_event::kEvicted &&
+            c.last_event != claim_event::kRefused)
+            previously_live_[id] = c;
+}
+
+std::map<std::string, ClaimLog::OpenClaim> ClaimLog::previously_live_claims() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return previously_live_;
 }
 
 bool ClaimLog::previously_live(const std::string& claim_id) const {
@@ -87,6 +98,12 @@ uint64_t ClaimLog::append(ClaimEvent e) {
     std::lock_guard<std::mutex> lock(mu_);
     e.seq = next_seq_++;
     e.time += time_base_;
+    if (e.event == claim_event::kExpired || e.event == claim_event::kEvicted ||
+        (e.event == claim_event::kRefused && previously_live_.count(e.claim_id) &&
+         previously_live_[e.claim_id].last_event == claim_event::kAccepted))
+        previously_live_.erase(e.claim_id);
+    else if (previously_live_.count(e.claim_id))
+        previously_live_[e.claim_id].last_event = e.event;
     if (file_) {
         const std::string line = claim_event_json(e) + "\n";
         if (frost_fault_hit(FROST_FAULT_IO) || std::fwrite(line.data(), 1, line.size(), file_) != line.size() ||

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -73,12 +74,20 @@ public:
     // Whether the file continued by open_file() left this claim live (re-indexing after a
     // restart may end only such claims, so the file stays one valid history).
     bool previously_live(const std::string& claim_id) const;
+    // The previous run's claims that are still live now (an ending event appended since removes
+    // one), with their last event: after a crash these are the capsules that did not come back.
+    struct OpenClaim {
+        std::string last_event;
+        Tier tier = Tier::Device;
+        bool pinned = false;
+    };
+    std::map<std::string, OpenClaim> previously_live_claims() const;
 
 private:
     mutable std::mutex mu_;
     std::deque<ClaimEvent> events_;
     void continue_from(const std::string& path);
-    std::set<std::string> previously_live_;
+    std::map<std::string, OpenClaim> previously_live_;
     uint64_t next_seq_ = 1;
     double time_base_ = 0;  // the previous run's last event time
     uint64_t write_errors_ = 0;

@@ -75,6 +75,12 @@ public:
     }
     // Copies the capsule into the slot's live buffers; position = the capsule's boundary.
     virtual frost_status restore(uint64_t handle, int slot) { return FROST_ERR_UNSUPPORTED; }
+    // n > 1 as one batched fork: copies slot `from`'s committed state (any position, journal
+    // included) into each slot of `to` by memory copy, so a prompt is prefilled once for all
+    // choices. The targets keep their own sampling (re-seeded). On failure a target may be
+    // half-written: the caller resets it.
+    virtual bool fork_live_supported() const { return false; }
+    virtual frost_status fork_live(int from, const std::vector<int>& to) { return FROST_ERR_UNSUPPORTED; }
     virtual frost_status move(uint64_t handle, Tier to) { return FROST_ERR_UNSUPPORTED; }
     virtual void drop(uint64_t handle) {}
     // Persistence across restarts. persist: writes the capsule (any tier; it stays there) as a
@@ -86,6 +92,12 @@ public:
                                 std::vector<int32_t>* tokens) {
         return FROST_ERR_UNSUPPORTED;
     }
+    // Crash durability: moves the capsule (any tier) onto the disk tier as the crash-safe file
+    // `path` (temp, fsync, rename, directory fsync), then indexes that file, so it is durable
+    // and verified when OK is returned. The file stays the CALLER's: drop() never deletes it.
+    // *handle may change (the old one is released). On failure the capsule stays where it was
+    // under the old handle and no file is left at `path`.
+    virtual frost_status move_to_file(uint64_t* handle, const std::string& path) { return FROST_ERR_UNSUPPORTED; }
 };
 
 // Streaming detokenizer: complete UTF-8 only.

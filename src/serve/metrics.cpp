@@ -46,6 +46,8 @@ std::string Metrics::render() const {
             double(rejected_queue_full.load()));
     counter(out, "frost_rejected_draining_total", "counter", "Requests refused during shutdown",
             double(rejected_draining.load()));
+    counter(out, "frost_rejected_key_limit_total", "counter", "Requests refused with 429 by the per-key limit",
+            double(rejected_key_limit.load()));
     counter(out, "frost_errors_total", "counter", "Requests that ended with an error", double(errors_total.load()));
     counter(out, "frost_cancelled_total", "counter", "Requests cancelled by client disconnect",
             double(cancelled_total.load()));

@@ -26,6 +26,7 @@ struct Metrics {
     std::atomic<uint64_t> requests_total{0};
     std::atomic<uint64_t> rejected_queue_full{0};
     std::atomic<uint64_t> rejected_draining{0};
+    std::atomic<uint64_t> rejected_key_limit{0};
     std::atomic<uint64_t> errors_total{0};
     std::atomic<uint64_t> cancelled_total{0};
     std::atomic<uint64_t> queue_depth{0};

@@ -1,6 +1,8 @@
 // ModelEngine / ModelText (see model_backend.h).
 #include "serve/model_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
 #include <iterator>
@@ -26,6 +28,12 @@ bool read_file(const std::string& path, std::string* out) {
     if (!in) return false;
     out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     return true;
+}
+
+// "s0.layer3.k_cache" -> "layer3.k_cache": buffers of two sessions match by this name.
+std::string session_free_name(const std::string& name) {
+    const size_t dot = name.find('.');
+    return dot == std::string::npos ? name : name.substr(dot + 1);
 }
 
 }  // namespace
@@ -102,6 +110,31 @@ frost_status ModelEngine::restore(uint64_t handle, int slot) {
     return engine_.set_sampling(slot, sampling_[size_t(slot)]);
 }
 
+frost_status ModelEngine::fork_live(int from, const std::vector<int>& to) {
+    // The same public path a capsule restore takes (state_buffers + adopt_restored_state), from
+    // one live session straight into another: no capsule, no alignment constraint.
+    const int64_t pos = engine_.position(from);
+    const std::vector<int32_t> journal = engine_.journal(from);
+    const auto src = engine_.state_buffers(from);
+    if (src.empty()) return fail(FROST_ERR_INVALID_ARG, "fork_live: bad source slot %d", from);
+    for (int t : to) {
+        if (t == from) return fail(FROST_ERR_INVALID_ARG, "fork_live: slot %d is the source", t);
+        const auto dst = engine_.state_buffers(t);
+        if (dst.size() != src.size()) return fail(FROST_ERR_INVALID_ARG, "fork_live: bad target slot %d", t);
+        frost_stream* st = engine_.stream();
+        for (size_t i = 0; i < src.size(); ++i) {
+            if (session_free_name(dst[i].name) != session_free_name(src[i].name))
+                return fail(FROST_ERR_STATE, "fork_live: buffer tables differ (%s vs %s)", src[i].name.c_str(),
+                            dst[i].name.c_str());
+            FROST_TRY(frost_buffer_copy(dst[i].buf, 0, src[i].buf, 0, src[i].valid_bytes(pos), st));
+        }
+        FROST_TRY(frost_stream_sync(st));
+        FROST_TRY(engine_.adopt_restored_state(t, journal));
+        FROST_TRY(engine_.set_sampling(t, sampling_[size_t(t)]));
+    }
+    return FROST_OK;
+}
+
 frost_status ModelEngine::move(uint64_t handle, Tier to) {
     if (!capsules_) return fail(FROST_ERR_UNSUPPORTED, "capsules are not enabled");
     return capsules_->move(model::CapsuleId(handle), to_model_tier(to));
@@ -133,6 +166,25 @@ frost_status ModelEngine::import(const std::string& path, uint64_t* handle, uint
     tokens->insert(tokens->end(), info.meta.remainder.begin(), info.meta.remainder.end());
     *handle = id;
     *bytes = uint64_t(info.meta.payload_bytes);
+    return FROST_OK;
+}
+
+frost_status ModelEngine::move_to_file(uint64_t* handle, const std::string& path) {
+    if (!capsules_) return fail(FROST_ERR_UNSUPPORTED, "capsules are not enabled");
+    // CapsuleManager::move(Disk, path) would own (and delete at shutdown) the file, so the file
+    // is written with save() and indexed with load() instead: load re-reads and checks it, so
+    // the capsule is verified on disk before it is acknowledged. The model layer has no
+    // "move to a file the caller owns" verb yet; that would save the re-read.
+    const model::CapsuleId old = model::CapsuleId(*handle);
+    FROST_TRY(capsules_->save(old, path));
+    model::CapsuleId id = 0;
+    const frost_status st = capsules_->load(path, model::CapsuleTier::Disk, &id);
+    if (st != FROST_OK) {
+        ::unlink(path.c_str());
+        return st;
+    }
+    capsules_->release(old);
+    *handle = id;
     return FROST_OK;
 }
 

@@ -35,11 +35,14 @@ public:
     frost_status prefill_snapshot(int slot, const int32_t* ids, size_t n, Tier tier, int32_t* next, uint64_t* handle,
                                   uint64_t* bytes) override;
     frost_status restore(uint64_t handle, int slot) override;
+    bool fork_live_supported() const override { return true; }
+    frost_status fork_live(int from, const std::vector<int>& to) override;
     frost_status move(uint64_t handle, Tier to) override;
     void drop(uint64_t handle) override;
     frost_status persist(uint64_t handle, const std::string& path) override;
     frost_status import(const std::string& path, uint64_t* handle, uint64_t* bytes,
                         std::vector<int32_t>* tokens) override;
+    frost_status move_to_file(uint64_t* handle, const std::string& path) override;
 
 private:
     model::Engine& engine_;

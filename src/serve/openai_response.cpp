@@ -28,7 +28,7 @@ json indexed_calls(const json& calls) {
 ResponseBuilder::ResponseBuilder(Endpoint endpoint, std::string id, std::string model, int64_t created, int n,
                                  bool include_usage)
     : endpoint_(endpoint), id_(std::move(id)), model_(std::move(model)), created_(created), n_(n),
-      include_usage_(include_usage), text_(size_t(n)), tool_calls_(size_t(n), json::array()),
+      include_usage_(include_usage), text_(size_t(n)), reasoning_(size_t(n)), tool_calls_(size_t(n), json::array()),
       finish_(size_t(n)) {}
 
 json ResponseBuilder::chunk_base() const {
@@ -77,8 +77,13 @@ std::string ResponseBuilder::sse(const StreamEvent& e) {
     json c = chunk_base();
     json choice = {{"index", e.index}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
     if (e.kind == StreamEvent::Kind::Delta) {
-        if (endpoint_ == Endpoint::Chat) choice["delta"] = {{"content", e.text}};
-        else choice["text"] = e.text;
+        if (endpoint_ == Endpoint::Chat) {
+            choice["delta"] = json::object();
+            if (!e.reasoning.empty()) choice["delta"]["reasoning_content"] = e.reasoning;
+            if (!e.text.empty() || e.reasoning.empty()) choice["delta"]["content"] = e.text;
+        } else {
+            choice["text"] = e.reasoning + e.text;  // completions have no reasoning field
+        }
     } else if (e.kind == StreamEvent::Kind::ToolCalls) {
         choice["delta"] = {{"tool_calls", indexed_calls(e.tool_calls)}};
     } else {  // Finish
@@ -106,7 +111,10 @@ void ResponseBuilder::add(const StreamEvent& e) {
     account(e);
     if (e.index < 0 || e.index >= n_) return;
     const size_t i = size_t(e.index);
-    if (e.kind == StreamEvent::Kind::Delta) text_[i] += e.text;
+    if (e.kind == StreamEvent::Kind::Delta) {
+        text_[i] += e.text;
+        reasoning_[i] += e.reasoning;
+    }
     else if (e.kind == StreamEvent::Kind::ToolCalls) tool_calls_[i] = indexed_calls(e.tool_calls);
     else if (e.kind == StreamEvent::Kind::Finish) finish_[i] = e.finish_reason;
 }
@@ -122,6 +130,7 @@ std::string ResponseBuilder::final_json() const {
         json ch = {{"index", i}, {"logprobs", nullptr}, {"finish_reason", finish_[k]}};
         if (endpoint_ == Endpoint::Chat) {
             json msg = {{"role", "assistant"}, {"content", text_[k]}};
+            if (!reasoning_[k].empty()) msg["reasoning_content"] = reasoning_[k];
             if (!tool_calls_[k].empty()) {
                 json calls = tool_calls_[k];
                 for (auto& c : calls) c.erase("index");

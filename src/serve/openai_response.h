@@ -45,6 +45,7 @@ private:
     bool failed_ = false;
     ApiError error_;
     std::vector<std::string> text_;               // per choice (non-stream)
+    std::vector<std::string> reasoning_;          // per choice (non-stream)
     std::vector<nlohmann::json> tool_calls_;      // per choice
     std::vector<std::string> finish_;             // per choice
     ChoiceUsage first_usage_;

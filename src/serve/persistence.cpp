@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -96,6 +97,28 @@ void log_gone(ClaimLog* log, const std::string& id, const char* event, const std
     e.pinned = pinned;
     e.reason = reason;
     log->append(std::move(e));
+}
+
+// Ends a claim the previous run left live whose capsule did not come back, along the claim
+// state machine from its last event, so the continued log replays as one valid history.
+void end_lost_claim(ClaimLog* log, const std::string& id, const ClaimLog::OpenClaim& c) {
+    const std::string why = "lost at restart: not in the capsule dir (memory tier at a crash, or never persisted)";
+    auto add = [&](const char* event, std::vector<std::string> blocking = {}) {
+        ClaimEvent e;
+        e.claim_id = id;
+        e.event = event;
+        e.tier = c.tier;
+        e.pinned = c.pinned;
+        e.reason = why;
+        e.blocking = std::move(blocking);
+        log->append(std::move(e));
+    };
+    const std::string& last = c.last_event;
+    if (last == claim_event::kAccepted) return add(claim_event::kRefused);
+    if (last == claim_event::kRestoreRequired) add(claim_event::kRestorationFailed);
+    if (last == claim_event::kRestoreRequired || last == claim_event::kRestorationFailed)
+        add(claim_event::kRefused, {id});
+    add(claim_event::kEvicted);
 }
 
 }  // namespace
@@ -238,7 +261,39 @@ ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, C
         }
         rep.adopted++;
     }
+    if (log) {
+        std::set<std::string> kept;
+        for (const CapsuleRecord* r : store.all()) kept.insert(r->id);
+        for (const auto& [id, c] : log->previously_live_claims()) {
+            if (kept.count(id)) continue;
+            end_lost_claim(log, id, c);
+            rep.lost++;
+        }
+    }
     return rep;
+}
+
+frost_status write_sidecar(const std::string& dir, const CapsuleRecord& r, double ttl_left_s, double now_unix) {
+    SidecarMeta m;
+    m.id = r.id;
+    m.owner = r.owner;
+    m.pinned = r.pinned;
+    m.priority = r.priority;
+    m.ttl_s = r.ttl_s;
+    m.expires_unix = r.expires_at > 0 ? now_unix + ttl_left_s : 0;
+    m.session_id = r.session_id;
+    m.token_digest = digest_hex(r.digest);
+    return write_atomic(dir, sidecar_file(dir, r.id), sidecar_to_json(m));
+}
+
+frost_status persist_to_disk(const std::string& dir, EngineIface& engine, CapsuleRecord& rec, double ttl_left_s,
+                             double now_unix) {
+    std::string why;
+    if (!valid_id(rec.id, &why)) return fail(FROST_ERR_INVALID_ARG, "persist: bad capsule id (%s)", why.c_str());
+    FROST_TRY(engine.move_to_file(&rec.handle, capsule_file(dir, rec.id)));
+    rec.persisted = true;
+    // The sidecar is the acknowledgement: without it the next start quarantines the file.
+    return write_sidecar(dir, rec, ttl_left_s, now_unix);
 }
 
 FlushReport flush_capsule_dir(const std::string& dir, EngineIface& engine, CapsuleStore& store, double now_unix) {
@@ -252,19 +307,7 @@ FlushReport flush_capsule_dir(const std::string& dir, EngineIface& engine, Capsu
     for (const CapsuleRecord* r : store.all()) {
         frost_status st = FROST_OK;
         if (!r->persisted || !util::file_exists(capsule_file(dir, r->id))) st = engine.persist(r->handle, capsule_file(dir, r->id));
-        if (st == FROST_OK) {
-            SidecarMeta m;
-            m.id = r->id;
-            m.owner = r->owner;
-            m.pinned = r->pinned;
-            m.priority = r->priority;
-            m.ttl_s = r->ttl_s;
-            const double left = store.ttl_left(*r);
-            m.expires_unix = r->expires_at > 0 ? now_unix + left : 0;
-            m.session_id = r->session_id;
-            m.token_digest = digest_hex(r->digest);
-            st = write_atomic(dir, sidecar_file(dir, r->id), sidecar_to_json(m));
-        }
+        if (st == FROST_OK) st = write_sidecar(dir, *r, store.ttl_left(*r), now_unix);
         if (st != FROST_OK) {
             // A capsule file without its sidecar would be quarantined at the next start: remove both.
             const std::string why = last_error();

@@ -1,5 +1,6 @@
-// Persistence of the capsule store across a restart (issue 7, reliability T16/T21/T22). On a
-// graceful stop every capsule is written to <capsule-dir>/<id>.frostcap (the engine's
+// Persistence of the capsule store across a restart (issue 7, reliability T16/T18/T21/T22).
+// A capsule that lands on the disk tier is written at once (persist_to_disk); on a
+// graceful stop every other capsule is written to <capsule-dir>/<id>.frostcap (the engine's
 // self-validating capsule file) beside a small sidecar <id>.json with what the file does not
 // hold: owner scope, pin, priority, TTL deadline, session. On start the directory is re-indexed:
 // temp files are removed, every pair is validated against the running deployment (the engine's
@@ -45,11 +46,14 @@ struct ReindexReport {
     size_t temp_removed = 0;
     size_t quarantined = 0;
     size_t expired = 0;
+    size_t lost = 0;  // claims the previous run left live that did not come back (ended in the log)
     std::vector<std::string> notes;  // one line per removed / quarantined / expired file, with why
 };
 
 // Re-indexes `dir` into `store` (disk tier). Claims that were live in the previous run's log
-// (ClaimLog::previously_live) and cannot come back are logged `evicted` (quarantined) or `expired`.
+// (ClaimLog::previously_live) and cannot come back are logged `evicted` (quarantined) or `expired`;
+// the previous run's other live claims that are not in the dir (a crash lost the memory tiers)
+// are ended too (refused / evicted, by their last state), so the log stays one valid history.
 ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, CapsuleStore& store, ClaimLog* log,
                                   double now_unix);
 
@@ -65,6 +69,17 @@ FlushReport flush_capsule_dir(const std::string& dir, EngineIface& engine, Capsu
 
 // Removes a capsule's persisted pair (the store dropped it: deletion, eviction, expiry).
 void remove_persisted(const std::string& dir, const std::string& id);
+
+// Crash durability (T18/T22): the moment a capsule lands on the disk tier (demotion or a direct
+// create there) its bytes become <dir>/<id>.frostcap through engine.move_to_file() and its
+// sidecar is written right after, both with temp + fsync + rename + directory fsync, so an
+// acknowledged disk-tier capsule survives SIGKILL and is re-indexed by the next start.
+// rec.handle may change; rec.persisted is set once the capsule file exists (so a later drop
+// removes the pair even if the sidecar write failed). ttl_left_s: seconds to the TTL deadline.
+frost_status persist_to_disk(const std::string& dir, EngineIface& engine, CapsuleRecord& rec, double ttl_left_s,
+                             double now_unix);
+// (Re)writes the sidecar of a persisted capsule (its pin, priority or TTL changed).
+frost_status write_sidecar(const std::string& dir, const CapsuleRecord& rec, double ttl_left_s, double now_unix);
 
 double wall_clock_s();
 

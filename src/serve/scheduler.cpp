@@ -8,6 +8,7 @@
 #include "exec/error.h"
 #include "serve/ids.h"
 #include "serve/planner.h"
+#include "serve/reasoning_split.h"
 #include "serve/stop_matcher.h"
 #include "util/fs.h"
 
@@ -39,9 +40,16 @@ struct Scheduler::Active {
     std::unique_ptr<StopMatcher> stop;
     std::unique_ptr<StopMatcher> marker;  // tool-call markup: content stops streaming there
     bool tools_on = false;
-    std::string full_text;    // everything generated (for tool-call parsing)
+    std::unique_ptr<ReasoningSplitter> think;  // set when the job splits reasoning
+    std::string content_text;  // the content part of the output (tool calls are parsed here only)
     ChoiceUsage usage;
     std::string made_capsule;  // the capsule this request froze (or found already held)
+    // n > 1 as one batched fork: choice 0 prefills the prompt up to its last token, its state is
+    // copied into fork_slots (claimed at start), and each other choice runs there as its own
+    // Active from that point. `batched` marks every member of such a group.
+    bool batched = false;
+    bool forked = false;
+    std::vector<int> fork_slots;
     std::string capsule_refusal;  // why none was frozen, when the store refused
 };
 
@@ -50,11 +58,22 @@ Scheduler::Scheduler(EngineIface& engine, const TextIface& text, SchedulerConfig
     epoch_ = std::chrono::steady_clock::now();
     slots_.resize(size_t(std::max(0, engine_.slots())));
     StoreHooks hooks;
-    hooks.move = [this](CapsuleRecord& r, Tier to) { return engine_.move(r.handle, to); };
+    hooks.move = [this](CapsuleRecord& r, Tier to) {
+        // Landing on disk makes the capsule durable at once (file + sidecar), not at stop().
+        if (to == Tier::Disk && persistence_on())
+            return persist_to_disk(cfg_.capsule_dir, engine_, r, store_->ttl_left(r), wall_clock_s());
+        return engine_.move(r.handle, to);
+    };
     hooks.drop = [this](CapsuleRecord& r) {
         engine_.drop(r.handle);
         // A dropped capsule must not come back at the next start.
         if (r.persisted) remove_persisted(cfg_.capsule_dir, r.id);
+    };
+    hooks.changed = [this](const CapsuleRecord& r) {
+        // Best effort: on failure the previous sidecar (old policy) stays valid and stop()
+        // rewrites it; the capsule itself stays durable.
+        if (r.persisted && persistence_on())
+            (void)write_sidecar(cfg_.capsule_dir, r, store_->ttl_left(r), wall_clock_s());
     };
     store_ = std::make_unique<CapsuleStore>(cfg_.budgets, std::move(hooks), &log_, [this] {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
@@ -98,6 +117,10 @@ Admit Scheduler::submit(std::shared_ptr<Job> job) {
     std::lock_guard<std::mutex> lock(mu_);
     if (draining_) return Admit::Draining;
     if (queue_.size() >= cfg_.queue_cap) return Admit::QueueFull;
+    auto it = per_key_.find(job->owner);
+    if (cfg_.max_per_key > 0 && it != per_key_.end() && it->second >= cfg_.max_per_key) return Admit::KeyLimit;
+    per_key_[job->owner]++;
+    job->key_counted = true;
     job->enqueued = std::chrono::steady_clock::now();
     queue_.push_back(std::move(job));
     if (metrics_) metrics_->queue_depth = queue_.size();
@@ -110,6 +133,25 @@ void Scheduler::wake() {
     std::lock_guard<std::mutex> lock(mu_);
     woken_ = true;
     cv_.notify_all();
+}
+
+size_t Scheduler::in_flight(const std::string& owner) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = per_key_.find(owner);
+    return it == per_key_.end() ? 0 : it->second;
+}
+
+void Scheduler::uncount(Job& job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    uncount_locked(job);
+}
+
+void Scheduler::uncount_locked(Job& job) {
+    if (!job.key_counted) return;
+    job.key_counted = false;
+    auto it = per_key_.find(job.owner);
+    if (it == per_key_.end()) return;
+    if (--it->second == 0) per_key_.erase(it);
 }
 
 size_t Scheduler::queue_depth() const {
@@ -177,6 +219,7 @@ void Scheduler::admit_from_queue() {
         std::lock_guard<std::mutex> lock(mu_);
         for (auto it = queue_.begin(); it != queue_.end();) {
             if ((*it)->cancelled) {
+                uncount_locked(**it);
                 cancelled.push_back(*it);
                 it = queue_.erase(it);
             } else {
@@ -243,6 +286,9 @@ void Scheduler::loop() {
             }
             ++i;
         }
+        // Choices forked during this round join the round-robin from the next one.
+        for (auto& f : forks_) active_.push_back(std::move(f));
+        forks_.clear();
         if (metrics_) metrics_->active_requests = active_.size();
         if (!progressed) {
             std::unique_lock<std::mutex> lock(mu_);
@@ -257,6 +303,7 @@ void Scheduler::loop() {
     active_.clear();
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& j : queue_) {
+        uncount_locked(*j);
         StreamEvent ev;
         ev.kind = StreamEvent::Kind::Error;
         ev.error = e;
@@ -357,6 +404,14 @@ bool Scheduler::start_choice(Active& a) {
         metrics_->prompt_tokens_total += job.prompt.size();
         metrics_->cached_tokens_total += plan.cached_tokens;
     }
+    if (!init_choice(a)) return false;
+    if (a.choice == 0) job.choices_left = job.req.n;
+    if (a.choice == 0 && job.req.n > 1) claim_fork_slots(a);
+    return true;
+}
+
+bool Scheduler::init_choice(Active& a) {
+    Job& job = *a.job;
     Sampling s;
     s.temperature = float(job.req.temperature);
     s.top_k = job.req.top_k;
@@ -371,11 +426,72 @@ bool Scheduler::start_choice(Active& a) {
     a.tools_on = job.req.endpoint == Endpoint::Chat && !job.req.tools.empty() &&
                  job.req.tool_choice != ToolChoice::None;
     a.marker = a.tools_on ? std::make_unique<StopMatcher>(std::vector<std::string>{text_.tool_call_marker()}) : nullptr;
-    a.full_text.clear();
+    a.think = job.split_reasoning ? std::make_unique<ReasoningSplitter>(job.starts_in_reasoning) : nullptr;
+    a.content_text.clear();
     a.generated = 0;
     a.first_token = true;
     a.phase = Active::Phase::Prefill;
     return true;
+}
+
+void Scheduler::claim_fork_slots(Active& a) {
+    Job& job = *a.job;
+    const size_t P = job.prompt.size();
+    if (!engine_.fork_live_supported() || job.capsule_only || P < 2 || a.pos > P - 1) return;
+    std::vector<int> free;
+    for (size_t s = 0; s < slots_.size(); ++s)
+        if (!slots_[s].busy) free.push_back(int(s));
+    if (free.size() < size_t(job.req.n - 1)) return;  // not enough slots now: one after another
+    // Least recently used first: their live state is the least likely to be planned against.
+    std::sort(free.begin(), free.end(), [&](int x, int y) { return slots_[size_t(x)].last_use < slots_[size_t(y)].last_use; });
+    free.resize(size_t(job.req.n - 1));
+    for (int s : free) {
+        slots_[size_t(s)].busy = true;
+        slots_[size_t(s)].journal.clear();
+        slots_[size_t(s)].owner = job.owner;
+        busy_slots_++;
+    }
+    a.batched = true;
+    a.fork_slots = std::move(free);
+}
+
+void Scheduler::free_fork_slots(Active& a) {
+    for (int s : a.fork_slots) {
+        slots_[size_t(s)].busy = false;
+        slots_[size_t(s)].last_use = ++use_clock_;
+        busy_slots_--;
+    }
+    a.fork_slots.clear();
+}
+
+void Scheduler::fork_choices(Active& a) {
+    a.forked = true;
+    if (engine_.fork_live(a.slot, a.fork_slots) != FROST_OK) {
+        // Nothing is lost: the other choices run one after another as without the fork.
+        for (int s : a.fork_slots) slots_[size_t(s)].journal.clear();
+        free_fork_slots(a);
+        a.batched = false;
+        return;
+    }
+    // Each child owns its slot from here; the ones not handed out yet stay in a.fork_slots.
+    std::vector<int> slots;
+    slots.swap(a.fork_slots);
+    for (size_t i = 0; i < slots.size(); ++i) {
+        auto c = std::make_unique<Active>();
+        c->job = a.job;
+        c->slot = slots[i];
+        c->choice = int(i) + 1;
+        c->batched = c->forked = true;
+        c->pos = a.pos;
+        c->usage = a.usage;
+        slots_[size_t(c->slot)].journal = slots_[size_t(a.slot)].journal;
+        slots_[size_t(c->slot)].last_use = ++use_clock_;
+        if (!init_choice(*c)) {  // failed (and cancelled) the whole job; c released its slot
+            a.fork_slots.assign(slots.begin() + long(i) + 1, slots.end());
+            return;
+        }
+        forks_.push_back(std::move(c));
+    }
 }
 
 bool Scheduler::prefill_and_snapshot(Active& a, size_t end, int32_t* next) {
@@ -411,20 +527,58 @@ bool Scheduler::prefill_and_snapshot(Active& a, size_t end, int32_t* next) {
         return engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, next) == FROST_OK;
     }
     uint64_t handle = 0, bytes = 0;
-    const frost_status st =
-        engine_.prefill_snapshot(a.slot, job.prompt.data() + a.pos, end - a.pos, placed, next, &handle, &bytes);
-    if (st == FROST_OK && handle != 0 && store_->materialize(req.id, handle, bytes) == FROST_OK) a.made_capsule = req.id;
-    else if (st == FROST_OK && handle != 0) a.capsule_refusal = last_error();
-    else store_->abandon(req.id, st == FROST_OK ? "no capsule at this boundary" : "prefill failed");
+    // A capsule placed on disk is frozen on the host first and then written as its durable
+    // file pair (persist_to_disk), so it is acknowledged (materialized) only once it would
+    // survive a crash.
+    const bool to_file = placed == Tier::Disk && persistence_on();
+    const frost_status st = engine_.prefill_snapshot(a.slot, job.prompt.data() + a.pos, end - a.pos,
+                                                     to_file ? Tier::Host : placed, next, &handle, &bytes);
+    std::string disk_error;
+    if (st == FROST_OK && handle != 0 && to_file && !persist_new_capsule(req, &handle, &disk_error)) {
+        store_->abandon(req.id, "disk write failed: " + disk_error);
+        a.capsule_refusal = "disk write failed: " + disk_error;
+    } else if (st == FROST_OK && handle != 0 && store_->materialize(req.id, handle, bytes) == FROST_OK) {
+        a.made_capsule = req.id;
+        if (to_file) store_->set_persisted(req.id, true);
+    } else if (st == FROST_OK && handle != 0) {
+        a.capsule_refusal = last_error();
+    } else {
+        store_->abandon(req.id, st == FROST_OK ? "no capsule at this boundary" : "prefill failed");
+    }
     update_store_metrics();
     (void)slot;
     return st == FROST_OK;
 }
 
+bool Scheduler::persist_new_capsule(const CapsuleRequest& req, uint64_t* handle, std::string* why) {
+    // The record as materialize() will make it (what the sidecar needs), before it exists.
+    CapsuleRecord rec;
+    rec.id = req.id;
+    rec.owner = req.owner;
+    rec.pinned = req.pinned;
+    rec.priority = req.priority;
+    rec.ttl_s = req.ttl_s;
+    rec.expires_at = req.ttl_s > 0 ? 1 : 0;  // only "has a deadline" matters here
+    rec.tokens = req.tokens;
+    rec.digest = token_digest(req.tokens.data(), req.tokens.size());
+    rec.session_id = req.session_id;
+    rec.handle = *handle;
+    const frost_status st = persist_to_disk(cfg_.capsule_dir, engine_, rec, req.ttl_s, wall_clock_s());
+    *handle = rec.handle;
+    if (st == FROST_OK) return true;
+    *why = last_error();
+    engine_.drop(rec.handle);
+    if (rec.persisted) remove_persisted(cfg_.capsule_dir, rec.id);
+    return false;
+}
+
 bool Scheduler::prefill_step(Active& a) {
     Job& job = *a.job;
     Slot& slot = slots_[size_t(a.slot)];
+    if (a.batched && !a.forked && a.pos + 1 == job.prompt.size()) fork_choices(a);
+    if (job.cancelled) return true;  // a fork failed the job: the loop releases every member
     size_t end = std::min(job.prompt.size(), a.pos + cfg_.prefill_step);
+    if (a.batched && !a.forked) end = std::min(end, job.prompt.size() - 1);  // the fork point
     // A chat turn freezes its resent history; a capsule-only request its whole prompt.
     const size_t snap_at = job.capsule_only ? job.prompt.size() : job.history_boundary;
     const bool snap = (cfg_.auto_capsules || job.capsule_only) && a.choice == 0 && snap_at > a.pos &&
@@ -459,6 +613,7 @@ bool Scheduler::finish_capsule_only(Active& a) {
     fin.finish_reason = "capsule";
     a.usage.capsule_id = a.made_capsule;
     fin.usage = a.usage;
+    uncount(*a.job);
     a.job->channel->push_final(std::move(fin));
     release(a);
     return false;
@@ -466,13 +621,21 @@ bool Scheduler::finish_capsule_only(Active& a) {
 
 void Scheduler::emit(Active& a, const std::string& text) {
     if (text.empty()) return;
-    std::string out = text;
-    if (a.marker) out = a.marker->feed(text);
-    if (out.empty()) return;
+    if (!a.think) return emit_split(a, "", text);
+    const SplitText s = a.think->feed(text);
+    emit_split(a, s.reasoning, s.content);
+}
+
+void Scheduler::emit_split(Active& a, const std::string& reasoning, const std::string& content) {
+    a.content_text += content;
+    std::string out = content;
+    if (a.marker && !content.empty()) out = a.marker->feed(content);
+    if (out.empty() && reasoning.empty()) return;
     StreamEvent e;
     e.kind = StreamEvent::Kind::Delta;
     e.index = a.choice;
     e.text = std::move(out);
+    e.reasoning = reasoning;
     a.job->channel->push_final(std::move(e));
 }
 
@@ -487,7 +650,6 @@ bool Scheduler::handle_token(Active& a, int32_t tok) {
     if (metrics_) metrics_->generated_tokens_total++;
     if (text_.is_end_token(tok)) return finish_choice(a, "stop");
     const std::string piece = a.detok->push(tok);
-    a.full_text += piece;
     emit(a, a.stop->feed(piece));
     if (a.stop->stopped()) return finish_choice(a, "stop");
     if (a.generated >= job.max_new) return finish_choice(a, "length");
@@ -500,13 +662,16 @@ bool Scheduler::finish_choice(Active& a, const char* reason) {
     Job& job = *a.job;
     if (!a.stop->stopped()) {
         const std::string tail = a.detok->flush();
-        a.full_text += tail;
         emit(a, a.stop->feed(tail));
         if (!a.stop->stopped()) emit(a, a.stop->flush());
     }
+    if (a.think) {
+        const SplitText s = a.think->flush();
+        emit_split(a, s.reasoning, s.content);
+    }
     std::string finish = reason;
     if (a.tools_on) {
-        ParsedOutput parsed = text_.parse_output(a.full_text, true);
+        ParsedOutput parsed = text_.parse_output(a.content_text, true);
         if (!parsed.tool_calls.empty()) {
             StreamEvent e;
             e.kind = StreamEvent::Kind::ToolCalls;
@@ -516,12 +681,12 @@ bool Scheduler::finish_choice(Active& a, const char* reason) {
             finish = "tool_calls";
         } else if (a.marker && a.marker->stopped()) {
             // Markup began but did not parse as a call: send it as content rather than lose it.
-            const size_t at = a.full_text.find(text_.tool_call_marker());
+            const size_t at = a.content_text.find(text_.tool_call_marker());
             if (at != std::string::npos) {
                 StreamEvent e;
                 e.kind = StreamEvent::Kind::Delta;
                 e.index = a.choice;
-                e.text = a.full_text.substr(at);
+                e.text = a.content_text.substr(at);
                 job.channel->push_final(std::move(e));
             }
         } else if (a.marker) {
@@ -539,8 +704,10 @@ bool Scheduler::finish_choice(Active& a, const char* reason) {
     fin.finish_reason = finish;
     a.usage.completion_tokens = size_t(a.generated);
     fin.usage = a.usage;
+    // The per-key place is free before the client can see the end (it may send again at once).
+    if (--job.choices_left <= 0) uncount(job);
     job.channel->push_final(std::move(fin));
-    if (++a.choice < job.req.n) {
+    if (!a.batched && ++a.choice < job.req.n) {
         a.phase = Active::Phase::Start;
         return true;
     }
@@ -553,12 +720,17 @@ void Scheduler::fail_job(Active& a, const ApiError& e, bool state_unknown) {
     StreamEvent ev;
     ev.kind = StreamEvent::Kind::Error;
     ev.error = e;
+    uncount(*a.job);
+    if (a.batched) a.job->cancelled = true;  // an error ends the whole request: its other forks stop too
     a.job->channel->push_final(std::move(ev));
     if (state_unknown && a.slot >= 0) slots_[size_t(a.slot)].journal.clear();
     release(a);
 }
 
 void Scheduler::release(Active& a) {
+    // A fork group holds its place until its last choice ends (or the request is cancelled).
+    if (!a.batched || a.job->choices_left <= 0 || a.job->cancelled) uncount(*a.job);
+    free_fork_slots(a);
     if (a.slot < 0) return;
     slots_[size_t(a.slot)].busy = false;
     slots_[size_t(a.slot)].last_use = ++use_clock_;

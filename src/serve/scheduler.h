@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,15 +39,24 @@ struct Job {
     // POST /v1/capsules: prefill the whole prompt and freeze it as a capsule (pinned when
     // req.pin_prefix); no token is generated. The Finish event's usage.capsule_id names it.
     bool capsule_only = false;
+    // Chat with thinking not disabled: <think>...</think> text goes to reasoning_content;
+    // starts_in_reasoning when the generation prompt already opened the block (Qwen3.5/3.6).
+    bool split_reasoning = false;
+    bool starts_in_reasoning = false;
     int capsule_priority = 0;
     double capsule_ttl_s = 0;
     std::shared_ptr<Channel> channel;
     std::atomic<bool> cancelled{false};
     std::chrono::steady_clock::time_point enqueued;
+    bool key_counted = false;
+    int choices_left = 0;      // choices not yet finished (engine thread)  // holds one of its owner's max_per_key places (engine thread / mu_)
 };
 
 struct SchedulerConfig {
     size_t queue_cap = 16;
+    // Requests queued + running per API key (tenant); beyond it submit() answers KeyLimit (429)
+    // while the global queue may still have room. 0 = no per-key limit.
+    size_t max_per_key = 0;
     size_t prefill_step = 256;  // tokens per prefill step: bounds cancel latency during prefill
     bool auto_capsules = true;  // snapshot each chat request's history boundary
     StoreBudgets budgets;
@@ -55,7 +65,7 @@ struct SchedulerConfig {
     std::string capsule_dir;
 };
 
-enum class Admit { Ok, QueueFull, Draining };
+enum class Admit { Ok, QueueFull, KeyLimit, Draining };
 
 class Scheduler {
 public:
@@ -80,6 +90,8 @@ public:
     bool control(const std::function<void(CapsuleStore&, ClaimLog&)>& fn);
 
     size_t queue_depth() const;
+    // Requests of `owner` queued or running now (what max_per_key bounds).
+    size_t in_flight(const std::string& owner) const;
     size_t busy_slots() const { return busy_slots_.load(); }
     bool capsules_supported() const { return engine_.capsules_supported(); }
     const SchedulerConfig& config() const { return cfg_; }
@@ -95,15 +107,30 @@ private:
     int pick_slot(const Job& job);
     bool step(Active& a);  // false when the job is finished (slot released)
     bool start_choice(Active& a);
+    // Per-choice setup: sampling (seed + choice), detokenizer, stop / tool / reasoning matchers.
+    bool init_choice(Active& a);
+    // n > 1: claims n-1 free slots for a batched fork (else the choices run one after another).
+    void claim_fork_slots(Active& a);
+    void free_fork_slots(Active& a);
+    // At the prompt's last token: copies choice 0's state into the claimed slots, one Active each.
+    void fork_choices(Active& a);
     bool prefill_step(Active& a);
     bool handle_token(Active& a, int32_t tok);
     bool finish_choice(Active& a, const char* reason);
     bool finish_capsule_only(Active& a);
     void emit(Active& a, const std::string& text);
+    // Sends already split text: reasoning as is, content through the tool-call marker hold.
+    void emit_split(Active& a, const std::string& reasoning, const std::string& content);
     void fail_job(Active& a, const ApiError& e, bool state_unknown);
     void release(Active& a);
+    // Gives the job's per-key place back (idempotent); every way a job ends passes here.
+    void uncount(Job& job);
+    void uncount_locked(Job& job);
     // Prefills prompt[pos, end) and freezes the state at `end` as a capsule (auto prefix reuse).
     bool prefill_and_snapshot(Active& a, size_t end, int32_t* next);
+    // Writes a capsule that the store placed on disk as its durable file pair before it is
+    // materialized. False: nothing is left (engine capsule dropped, files removed), *why says why.
+    bool persist_new_capsule(const CapsuleRequest& req, uint64_t* handle, std::string* why);
     void update_store_metrics();
 
     EngineIface& engine_;
@@ -120,6 +147,7 @@ private:
     std::condition_variable cv_;
     std::deque<std::shared_ptr<Job>> queue_;
     std::deque<std::function<void()>> controls_;
+    std::map<std::string, size_t> per_key_;  // owner -> queued + running requests (under mu_)
     bool stop_requested_ = false;
     bool woken_ = false;
     bool exited_ = false;  // the engine thread left its loop
@@ -130,6 +158,7 @@ private:
 
     std::vector<Slot> slots_;                 // engine thread only
     std::vector<std::unique_ptr<Active>> active_;  // engine thread only
+    std::vector<std::unique_ptr<Active>> forks_;   // forked this round, join active_ after it
     uint64_t use_clock_ = 0;
     std::chrono::steady_clock::time_point epoch_;
 };

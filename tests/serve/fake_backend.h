@@ -33,6 +33,8 @@ public:
     uint64_t capsule_bytes_at(size_t tokens) const override { return 1000 + 4 * tokens; }
     frost_status snapshot(int slot, Tier tier, uint64_t* handle, uint64_t* bytes) override;
     frost_status restore(uint64_t handle, int slot) override;
+    bool fork_live_supported() const override { return fork_live_on; }
+    frost_status fork_live(int from, const std::vector<int>& to) override;
     frost_status move(uint64_t handle, Tier to) override;
     void drop(uint64_t handle) override;
 
@@ -40,7 +42,11 @@ public:
     std::atomic<int> step_delay_ms{0};   // sleep per prefill/decode call
     std::atomic<int> end_after{1 << 30}; // emit the end token after this many decoded tokens
     bool capsules = true;
+    bool fork_live_on = true;  // n > 1 as a batched fork (else one choice after another)
+    std::atomic<uint64_t> forks{0};
     std::atomic<bool> fail_restore{false};
+    // When not empty: the output is exactly these ids, then the end token (set before use).
+    std::vector<int32_t> script;
     // Observations.
     std::atomic<uint64_t> prefilled_tokens{0};
     std::atomic<uint64_t> restores{0};

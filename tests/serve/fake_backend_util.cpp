@@ -27,6 +27,7 @@ frost_status FakeEngine::set_sampling(int slot, const Sampling& s) {
 }
 
 int32_t FakeEngine::sample(const SlotState& s) const {
+    if (!script.empty()) return size_t(s.decoded) < script.size() ? script[size_t(s.decoded)] : kEndId;
     if (s.decoded >= end_after) return kEndId;
     uint64_t h = 1469598103934665603ull;
     for (int32_t id : s.committed) h = (h ^ uint64_t(uint32_t(id))) * 1099511628211ull;
@@ -73,6 +74,17 @@ frost_status FakeEngine::restore(uint64_t handle, int slot) {
     slots_[size_t(slot)] = SlotState{};
     slots_[size_t(slot)].committed = it->second;
     restores++;
+    return FROST_OK;
+}
+
+frost_status FakeEngine::fork_live(int from, const std::vector<int>& to) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int t : to) {
+        if (t == from) return FROST_ERR_INVALID_ARG;
+        slots_[size_t(t)] = SlotState{};
+        slots_[size_t(t)].committed = slots_[size_t(from)].committed;
+    }
+    forks++;
     return FROST_OK;
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <random>
 #include <chrono>
 #include <thread>
 
@@ -34,6 +35,7 @@ struct Options {
     int header_timeout_ms = 5000;
     int send_timeout_ms = 10000;
     size_t channel_cap = 64;
+    size_t max_per_key = 0;
 };
 
 struct Server {
@@ -50,6 +52,7 @@ struct Server {
         engine.capsules = o.capsules;
         SchedulerConfig sc;
         sc.queue_cap = o.queue_cap;
+        sc.max_per_key = o.max_per_key;
         sc.budgets.bytes[0] = 1 << 20;
         sc.budgets.bytes[1] = 1 << 20;
         sched = std::make_unique<Scheduler>(engine, text, sc, &metrics);
@@ -528,4 +531,147 @@ TEST(Http, RacingCapsuleVerbsKeepCountersConsistent) {
     });
     EXPECT_EQ(store_count, s.engine.live_capsules());
     EXPECT_EQ(listed, used);
+}
+
+namespace {
+// Opens a streaming chat request on its own connection and waits for its first SSE bytes.
+int open_stream(uint16_t port, const std::string& key, const std::string& prompt, int max_tokens) {
+    json body = chat_body({user(prompt)}, max_tokens);
+    body["stream"] = true;
+    const int fd = connect_loopback(port);
+    if (fd < 0) return -1;
+    const std::string b = body.dump();
+    send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key +
+                     "\r\nContent-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b);
+    return fd;
+}
+}  // namespace
+
+TEST(Http, PerKeyLimitIs429WithRetryAfterAndReleasedOnEveryPath) {
+    Server s(Options{.slots = 1, .queue_cap = 8, .step_delay_ms = 10, .max_per_key = 2});
+    // Key 0 fills its two places: one running, one queued behind it.
+    const int a = open_stream(s.port, kKey, "first", 400);
+    const int b = open_stream(s.port, kKey, "second", 400);
+    ASSERT_GE(a, 0);
+    ASSERT_GE(b, 0);
+    ASSERT_NE(read_until(a, "data: ", 5000).find("data: "), std::string::npos);
+    ASSERT_TRUE(eventually([&] { return s.sched->in_flight("key0") == 2; }));
+
+    // The third of key 0, streamed or not, is refused before any SSE byte.
+    json third = chat_body({user("third")}, 4);
+    third["stream"] = true;
+    for (const bool stream : {true, false}) {
+        third["stream"] = stream;
+        const RawResponse r = s.post("/v1/chat/completions", third);
+        ASSERT_EQ(r.status, 429) << r.body;
+        EXPECT_EQ(r.headers.count("retry-after"), 1u);
+        EXPECT_EQ(r.headers.at("content-type").find("application/json"), 0u);
+        const json err = json::parse(r.body)["error"];
+        EXPECT_EQ(err["type"], "rate_limit_exceeded");
+        EXPECT_EQ(err["code"], "rate_limit_exceeded");
+        EXPECT_EQ(r.body.find("data:"), std::string::npos);
+    }
+    // Capsule creation counts against the same places.
+    EXPECT_EQ(s.post("/v1/capsules", json{{"prompt", std::string(80, 'x')}}).status, 429);
+    EXPECT_EQ(s.metrics.rejected_key_limit.load(), 3u);
+    EXPECT_EQ(s.metrics.rejected_queue_full.load(), 0u);  // the global queue had room
+
+    // Another key is still admitted (it queues behind key 0's running request).
+    const int c = open_stream(s.port, kKey2, "other tenant", 2);
+    ASSERT_GE(c, 0);
+    ASSERT_TRUE(eventually([&] { return s.sched->in_flight("key1") == 1; }));
+
+    // Disconnect (running and queued) gives the places back.
+    close_fd(a);
+    close_fd(b);
+    EXPECT_TRUE(eventually([&] { return s.sched->in_flight("key0") == 0; }, 5000));
+    EXPECT_NE(read_until(c, "[DONE]", 10000).find("[DONE]"), std::string::npos);
+    close_fd(c);
+    EXPECT_TRUE(eventually([&] { return s.sched->in_flight("key1") == 0; }));
+
+    // Done and error paths give it back too: a finished request, then a 404 from the engine
+    // thread (an unknown capsule_id), then two in a row still fit.
+    EXPECT_EQ(s.post("/v1/chat/completions", chat_body({user("done")}, 2)).status, 200);
+    json missing = chat_body({user("needs a capsule")}, 2);
+    missing["capsule_id"] = "cap-missing";
+    EXPECT_EQ(s.post("/v1/chat/completions", missing).status, 404);
+    EXPECT_EQ(s.sched->in_flight("key0"), 0u);
+    EXPECT_EQ(s.post("/v1/chat/completions", chat_body({user("again")}, 2)).status, 200);
+    EXPECT_EQ(s.post("/v1/chat/completions", chat_body({user("and again")}, 2)).status, 200);
+    EXPECT_EQ(s.sched->in_flight("key0"), 0u);
+}
+
+TEST(Http, QueueFullStays503WithAPerKeyLimit) {
+    // Per-key room left, global queue full: the answer is still the global 503.
+    Server s(Options{.slots = 1, .queue_cap = 1, .step_delay_ms = 10, .max_per_key = 8});
+    const int a = open_stream(s.port, kKey, "running", 400);
+    ASSERT_NE(read_until(a, "data: ", 5000).find("data: "), std::string::npos);
+    const int b = open_stream(s.port, kKey2, "queued", 400);
+    ASSERT_TRUE(eventually([&] { return s.sched->queue_depth() == 1; }));
+    const RawResponse r = s.post("/v1/chat/completions", chat_body({user("no room")}, 2));
+    EXPECT_EQ(r.status, 503);
+    EXPECT_EQ(json::parse(r.body)["error"]["code"], "queue_full");
+    close_fd(a);
+    close_fd(b);
+}
+
+TEST(Http, NChoicesAreOneBatchedForkThatPrefillsThePromptOnce) {
+    std::mt19937 rng(std::random_device{}());
+    const uint64_t seed = rng() % 1000;
+    std::string prompt;
+    for (int i = 0; i < 60; ++i) prompt += char('a' + rng() % 26);
+    // Reference: each choice alone (seed + choice), on a server without the fork.
+    std::vector<std::string> want;
+    {
+        Server ref(Options{.slots = 1, .capsules = false});
+        ref.engine.fork_live_on = false;
+        for (int c = 0; c < 3; ++c) {
+            json one = chat_body({user(prompt)}, 6);
+            one["temperature"] = 0.9;
+            one["seed"] = seed + uint64_t(c);
+            const auto r = ref.post("/v1/chat/completions", one);
+            ASSERT_EQ(r.status, 200) << r.body;
+            want.push_back(json::parse(r.body)["choices"][0]["message"]["content"]);
+        }
+    }
+    Server s(Options{.slots = 3, .capsules = false});
+    json body = chat_body({user(prompt)}, 6);
+    body["n"] = 3;
+    body["temperature"] = 0.9;
+    body["seed"] = seed;
+    const uint64_t before = s.engine.prefilled_tokens.load();
+    for (const bool stream : {false, true}) {
+        body["stream"] = stream;
+        const uint64_t p0 = s.engine.prefilled_tokens.load();
+        const auto r = s.post("/v1/chat/completions", body);
+        ASSERT_EQ(r.status, 200) << r.body;
+        std::vector<std::string> got(3);
+        if (!stream) {
+            const json j = json::parse(r.body);
+            ASSERT_EQ(j["choices"].size(), 3u);
+            for (const auto& ch : j["choices"]) got[ch["index"].get<size_t>()] = ch["message"]["content"];
+            EXPECT_EQ(j["usage"]["completion_tokens"], 18);
+            // Prompt prefilled once (P tokens: P-1 shared, the last one per choice), not 3 times.
+            const uint64_t P = j["usage"]["prompt_tokens"];
+            EXPECT_EQ(s.engine.prefilled_tokens.load() - p0, P + 2);
+        } else {
+            for (size_t at = 0; (at = r.body.find("data: {", at)) != std::string::npos; ++at) {
+                const json c = json::parse(r.body.substr(at + 6, r.body.find("\n\n", at) - at - 6));
+                for (const auto& ch : c["choices"])
+                    if (ch["delta"].contains("content")) got[ch["index"].get<size_t>()] += ch["delta"]["content"].get<std::string>();
+            }
+        }
+        EXPECT_EQ(got, want) << "stream " << stream;
+    }
+    EXPECT_EQ(s.engine.forks.load(), 2u);
+    EXPECT_GT(s.engine.prefilled_tokens.load(), before);
+    EXPECT_TRUE(eventually([&] { return s.sched->busy_slots() == 0; }));
+    // Fewer free slots than choices: one after another, same outputs.
+    Server one(Options{.slots = 1, .capsules = false});
+    body["stream"] = false;
+    const auto r = one.post("/v1/chat/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json j = json::parse(r.body);
+    for (size_t c = 0; c < 3; ++c) EXPECT_EQ(j["choices"][c]["message"]["content"], want[c]);
+    EXPECT_EQ(one.engine.forks.load(), 0u);
 }

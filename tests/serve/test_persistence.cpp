@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <random>
@@ -49,8 +50,27 @@ public:
         *bytes = 100 + 4 * n;
         return FROST_OK;
     }
+    // Like the real engine: a crash-safe file the caller owns, indexed under a new handle.
+    frost_status move_to_file(uint64_t* h, const std::string& path) override {
+        if (!caps.count(*h)) return fail(FROST_ERR_NOT_FOUND, "no capsule");
+        const std::string tmp = path + ".frost-tmp.x";
+        std::vector<int32_t> t = caps.at(*h);
+        {
+            std::ofstream out(tmp);
+            out << "TOKENS " << t.size();
+            for (int32_t v : t) out << ' ' << v;
+            if (!out) return fail(FROST_ERR_IO, "cannot write %s", tmp.c_str());
+        }
+        if (::rename(tmp.c_str(), path.c_str()) != 0) return fail(FROST_ERR_IO, "rename");
+        caps.erase(*h);
+        *h = next++;
+        caps[*h] = t;
+        files++;
+        return FROST_OK;
+    }
     std::map<uint64_t, std::vector<int32_t>> caps;
     uint64_t next = 1;
+    int files = 0;
 };
 
 std::string temp_dir() {
@@ -266,4 +286,129 @@ TEST(ServePersistence, ClaimLogContinuesAPreviousRun) {
 }
 
 }  // namespace
+}  // namespace frost::serve
+
+namespace frost::serve {
+namespace {
+
+// The scheduler's wiring of the store to persistence: a capsule landing on disk is written at
+// once (persist_to_disk), a policy change rewrites the sidecar, a drop removes the pair.
+struct DurableFixture {
+    double now = 0;
+    std::string dir;
+    ClaimLog log;
+    FileEngine engine;
+    std::unique_ptr<CapsuleStore> store;
+    DurableFixture(const std::string& d, uint64_t memory_budget) : dir(d) {
+        StoreBudgets b;
+        b.bytes[0] = b.bytes[1] = memory_budget;
+        b.bytes[2] = 1 << 20;
+        StoreHooks hooks;
+        hooks.move = [this](CapsuleRecord& r, Tier to) {
+            if (to == Tier::Disk) return persist_to_disk(dir, engine, r, store->ttl_left(r), 5000.0);
+            return FROST_OK;
+        };
+        hooks.drop = [this](CapsuleRecord& r) {
+            engine.drop(r.handle);
+            if (r.persisted) remove_persisted(dir, r.id);
+        };
+        hooks.changed = [this](const CapsuleRecord& r) {
+            if (r.persisted) (void)write_sidecar(dir, r, store->ttl_left(r), 5000.0);
+        };
+        store = std::make_unique<CapsuleStore>(b, hooks, &log, [this] { return now; });
+    }
+    void add(const std::string& id, std::vector<int32_t> tokens) {
+        CapsuleRequest req;
+        req.id = id;
+        req.owner = "key1";
+        req.bytes = 100 + 4 * tokens.size();
+        req.tokens = tokens;
+        Tier placed;
+        std::vector<std::string> blocking;
+        ASSERT_EQ(store->admit(req, &placed, &blocking), FROST_OK);
+        const uint64_t h = engine.next++;
+        engine.caps[h] = tokens;
+        ASSERT_EQ(store->materialize(id, h, req.bytes), FROST_OK);
+    }
+    SidecarMeta sidecar(const std::string& id) {
+        std::string text, why;
+        SidecarMeta m;
+        EXPECT_TRUE(util::read_file(dir + "/" + id + ".json", &text, &why)) << id;
+        EXPECT_EQ(sidecar_from_json(text, &m), FROST_OK) << text;
+        return m;
+    }
+};
+
+std::vector<std::string> dir_names(const std::string& dir) {
+    std::vector<std::string> names;
+    std::string why;
+    util::list_dir(dir, &names, &why);
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+void remove_dir(const std::string& dir) {
+    for (const auto& n : dir_names(dir)) ::unlink((dir + "/" + n).c_str());
+    ::rmdir(dir.c_str());
+}
+
+}  // namespace
+
+TEST(ServePersistence, DemotionToDiskIsDurableAtOnceWithoutAFlush) {
+    std::mt19937 rng(std::random_device{}());
+    const std::string dir = temp_dir();
+    const auto t0 = random_tokens(rng, 25), t1 = random_tokens(rng, 25), t2 = random_tokens(rng, 25);
+    {
+        DurableFixture a(dir, 250);  // device and host hold one 200-byte capsule each
+        a.add("cap-a", t0);
+        a.add("cap-b", t1);
+        EXPECT_TRUE(dir_names(dir).empty());  // memory tiers only so far
+        a.add("cap-c", t2);                    // a -> disk, b -> host, c on device
+        EXPECT_EQ(a.store->find("cap-a", "key1")->tier, Tier::Disk);
+        EXPECT_EQ(dir_names(dir), (std::vector<std::string>{"cap-a.frostcap", "cap-a.json"}));
+        EXPECT_EQ(a.sidecar("cap-a").owner, "key1");
+        EXPECT_FALSE(a.sidecar("cap-a").pinned);
+        ASSERT_EQ(a.store->set_pinned("cap-a", "key1", true), FROST_OK);
+        ASSERT_EQ(a.store->set_priority("cap-a", "key1", 9), FROST_OK);
+        ASSERT_EQ(a.store->set_ttl("cap-a", "key1", 60), FROST_OK);
+        const SidecarMeta m = a.sidecar("cap-a");
+        EXPECT_TRUE(m.pinned);
+        EXPECT_EQ(m.priority, 9);
+        EXPECT_DOUBLE_EQ(m.expires_unix, 5060.0);
+        a.add("cap-d", random_tokens(rng, 25));  // b -> disk too
+        ASSERT_EQ(a.store->remove("cap-b", "key1"), FROST_OK);
+        EXPECT_EQ(dir_names(dir), (std::vector<std::string>{"cap-a.frostcap", "cap-a.json"}));
+        // No flush_capsule_dir(): this scope ends like a crash.
+    }
+    DurableFixture b(dir, 250);
+    const ReindexReport r = reindex_capsule_dir(dir, b.engine, *b.store, &b.log, 5010.0);
+    EXPECT_EQ(r.adopted, 1u);
+    EXPECT_EQ(r.quarantined, 0u);
+    const CapsuleRecord* got = b.store->find("cap-a", "key1");
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(got->tokens, t0);
+    EXPECT_TRUE(got->pinned);
+    EXPECT_EQ(got->priority, 9);
+    EXPECT_NEAR(b.store->ttl_left(*got), 50.0, 1e-6);
+    remove_dir(dir);
+}
+
+TEST(ServePersistence, FailedDiskWriteAtDemotionEvictsAndLeavesNoFile) {
+    std::mt19937 rng(std::random_device{}());
+    // Each gated step of the sidecar write (write, fsync, rename, directory fsync) in turn.
+    for (uint64_t nth = 1; nth <= 4; ++nth) {
+        const std::string dir = temp_dir();
+        DurableFixture a(dir, 250);
+        a.add("cap-a", random_tokens(rng, 25));
+        a.add("cap-b", random_tokens(rng, 25));
+        frost_fault_arm(FROST_FAULT_IO, nth, 0);
+        a.add("cap-c", random_tokens(rng, 25));  // a's demotion to disk fails
+        frost_fault_clear();
+        EXPECT_EQ(a.store->find("cap-a", "key1"), nullptr) << "nth " << nth;
+        EXPECT_EQ(a.engine.caps.size(), 2u) << "nth " << nth;
+        EXPECT_TRUE(dir_names(dir).empty()) << "nth " << nth << ": " << (dir_names(dir).empty() ? "" : dir_names(dir)[0]);
+        remove_dir(dir);
+    }
+}
+
 }  // namespace frost::serve

@@ -2,6 +2,7 @@
 // capsule manager, wires them to the serve layer (scheduler on the engine thread, HTTP threads),
 // and handles SIGTERM/SIGINT: stop admitting (503 + Retry-After), let streams finish for up to
 // --drain-timeout seconds, end the rest with a final SSE error event, then exit 0.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -28,7 +29,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: frost serve --model DIR [--host H] [--port P] [--capsule-dir DIR] [--api-key K]...\n"
     "                   [--sessions N] [--device-budget B] [--host-budget B] [--disk-budget B]\n"
-    "                   [--queue N] [--max-body B] [--max-seq-len N] [--prefill-chunk N]\n"
+    "                   [--queue N] [--max-per-key N] [--max-body B] [--max-seq-len N] [--prefill-chunk N]\n"
     "                   [--backend cpu|cuda] [--tokenizer DIR] [--model-name NAME] [--n-cap N]\n"
     "                   [--claim-log FILE] [--header-timeout-ms MS] [--send-timeout-ms MS]\n"
     "                   [--drain-timeout S] [--no-capsules] [--public-metrics]\n"
@@ -36,7 +37,9 @@ constexpr const char* kUsage =
     "/v1/claims, /metrics and /health (the only route without a key). Without --api-key the\n"
     "server binds loopback only and refuses another --host. Sizes (B) take K, M, G suffixes.\n"
     "Defaults: 127.0.0.1:8000, 2 sessions, queue 16, body 8M, device 1G, host 4G, disk 16G with\n"
-    "--capsule-dir (else 0), drain 20 s.";
+    "--capsule-dir (else 0), drain 20 s. --max-per-key (requests queued + running per API key,\n"
+    "excess gets 429 + Retry-After) defaults to sessions + queue/2: one key can fill every slot\n"
+    "and half the queue, so the other half always stays open to the other keys; 0 = no limit.";
 
 bool parse_size(const std::string& s, uint64_t* out) {
     if (s.empty()) return false;
@@ -76,6 +79,7 @@ int run_serve(const std::vector<std::string>& args) {
     uint64_t budgets[3] = {kGiB, 4 * kGiB, 0};
     bool disk_set = false, capsules = true;
     long drain_s = 20;
+    long max_per_key = -1;  // -1: the default below
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
         auto need = [&](std::string* v) {
@@ -100,6 +104,7 @@ int run_serve(const std::vector<std::string>& args) {
         else if (a == "--host-budget") ok = parse_size(v, &budgets[1]);
         else if (a == "--disk-budget") { ok = parse_size(v, &budgets[2]); disk_set = true; }
         else if (a == "--queue") { ok = parse_int(v, 1, 100000, &n); sched_cfg.queue_cap = size_t(n); }
+        else if (a == "--max-per-key") { ok = parse_int(v, 0, 1000000, &n); max_per_key = n; }
         else if (a == "--max-body") { uint64_t b = 0; ok = parse_size(v, &b) && b > 0; http_cfg.max_body_bytes = b; }
         else if (a == "--max-seq-len") { ok = parse_int(v, 64, 1 << 22, &n); eopts.max_seq_len = int(n); }
         else if (a == "--prefill-chunk") { ok = parse_int(v, 64, 1 << 16, &n) && n % 64 == 0; eopts.prefill_chunk = int(n); }
@@ -131,6 +136,8 @@ int run_serve(const std::vector<std::string>& args) {
     }
     if (!disk_set) budgets[2] = capsule_dir.empty() ? 0 : 16 * kGiB;
     if (capsule_dir.empty()) budgets[2] = 0;
+    sched_cfg.max_per_key = max_per_key >= 0 ? size_t(max_per_key)
+                                             : size_t(eopts.sessions) + std::max<size_t>(1, sched_cfg.queue_cap / 2);
 
     // Signals are taken synchronously by this thread; every thread started below (the
     // kernels' thread pool included) inherits the mask.
@@ -176,8 +183,9 @@ int run_serve(const std::vector<std::string>& args) {
     if (!sched_cfg.capsule_dir.empty()) {
         const serve::ReindexReport& r = sched.reindex_report();
         for (const auto& note : r.notes) std::fprintf(stderr, "frost serve: capsule dir: %s\n", note.c_str());
-        std::printf("frost serve: capsule dir %s: %zu re-indexed, %zu quarantined, %zu temp removed, %zu expired\n",
-                    capsule_dir.c_str(), r.adopted, r.quarantined, r.temp_removed, r.expired);
+        std::printf("frost serve: capsule dir %s: %zu re-indexed, %zu quarantined, %zu temp removed, %zu expired, "
+                    "%zu claims lost\n",
+                    capsule_dir.c_str(), r.adopted, r.quarantined, r.temp_removed, r.expired, r.lost);
     }
     serve::Api api(sched, *text, eng, metrics, api_cfg);
     serve::HttpServer http(api, sched, http_cfg);

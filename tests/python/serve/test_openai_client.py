@@ -141,6 +141,17 @@ def test_multi_turn_agent_restores_and_matches_cold(model_dir, warm):
     assert r1.usage.prompt_tokens < r2.usage.prompt_tokens
 
 
+def test_n_choices_are_a_batched_fork_of_the_real_state(warm):
+    # Two slots are free, so n=2 prefills once and copies the live state (KV, recurrent, conv,
+    # cursor) into the second slot: greedy, both choices equal a single request's output.
+    msgs = [{"role": "user", "content": "Name three prime numbers and explain why they are prime."}]
+    one = chat(warm, msgs, max_tokens=8)
+    two = chat(warm, msgs, max_tokens=8, n=2)
+    assert len(two.choices) == 2
+    assert [c.message.content for c in two.choices] == [one.choices[0].message.content] * 2
+    assert two.usage.completion_tokens == 2 * one.usage.completion_tokens
+
+
 def test_bad_inputs_are_400(warm):
     msgs = [{"role": "user", "content": "x"}]
     for kw in ({"n": 100}, {"temperature": 5}, {"top_p": 0}, {"max_tokens": 0}, {"max_tokens": 10 ** 9}):
