@@ -14,7 +14,6 @@ and the cached-token ratio, as JSON and an SVG plot (written by hand: no plottin
 import argparse
 import http.client
 import json
-import os
 import random
 import re
 import shlex

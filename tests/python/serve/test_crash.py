@@ -7,77 +7,23 @@ start-up recovery, then restarted, recovers the same state (idempotent re-index)
 import json
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 
 import pytest
+from serve_proc import FROST, SOURCE, ServeProcess, serve_args
 
-FROST = os.environ.get("FROST_BIN", "")
-SHARED = os.environ.get("FROST_SHARED_DIR", "")
-BUILD = os.environ.get("FROST_BINARY_DIR", "/tmp")
-SOURCE = os.environ.get("FROST_SOURCE_DIR", "")
 KEY = "sk-frost-crash"
 ALIGN = 64  # the engine's capsule alignment unit: these prefixes are stored exactly
 
 pytestmark = pytest.mark.skipif(not FROST or not os.path.exists(FROST), reason="FROST_BIN not set")
 
 
-@pytest.fixture(scope="module")
-def model_dir():
-    tok = os.path.join(SHARED, "fixtures", "tokenizer-qwen3")
-    if not os.path.exists(os.path.join(tok, "tokenizer.json")):
-        pytest.skip("no ../shared tokenizer fixture")
-    out = os.path.join(BUILD, "serve_py_model")
-    if not os.path.exists(os.path.join(out, "model.safetensors")):
-        subprocess.run([FROST, "synth", "--out", out, "--preset", "tiny", "--tokenizer", tok],
-                       check=True, capture_output=True, timeout=300)
-    return out
-
-
-def spawn(model, extra):
-    args = [FROST, "serve", "--model", model, "--port", "0", "--max-seq-len", "1024", "--sessions", "1",
-            "--api-key", KEY] + list(extra)
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-class Server:
+class Server(ServeProcess):
     def __init__(self, model, extra=()):
-        self.proc = spawn(model, extra)
-        self.lines = []
-        self.port = None
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.lines.append(line)
-            m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                self.port = int(m.group(1))
-                break
-        assert self.port, "server did not start: " + "".join(self.lines)
-
-    def kill(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.communicate(timeout=30)
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        out, _ = self.proc.communicate(timeout=30)
-        self.lines.append(out)
-        return self.proc.returncode
-
-    def api(self, method, path, body=None):
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Authorization": "Bearer " + KEY})
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return json.load(r)
+        super().__init__(model, extra, key=KEY, sessions=1)
 
     def complete(self, ids, capsule_id=None):
         body = {"model": "frost", "prompt": ids, "max_tokens": 8, "temperature": 0}
@@ -163,7 +109,8 @@ def test_sigkill_keeps_every_disk_capsule(model_dir, tmp_path):
     (caps / "cap-bad.json").write_text(json.dumps(side))
     (caps / ("y.frostcap.frost-tmp." + str(os.getpid()))).write_bytes(os.urandom(64))
     for delay in (0.05, 0.3):
-        p = spawn(model_dir, extra)
+        p = subprocess.Popen(serve_args(model_dir, extra, KEY, 1), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
         time.sleep(delay)
         p.send_signal(signal.SIGKILL)
         p.communicate(timeout=30)

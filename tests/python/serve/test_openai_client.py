@@ -6,19 +6,14 @@ whose later turn is a capsule restore and equals a cold (capsule-free) server, b
 and SIGTERM (in-flight stream ends, exit 0 within 25 s)."""
 import json
 import os
-import re
 import signal
-import subprocess
-import time
 import urllib.request
 
 import pytest
+from serve_proc import FROST, ServeProcess
 
 openai = pytest.importorskip("openai")
 
-FROST = os.environ.get("FROST_BIN", "")
-SHARED = os.environ.get("FROST_SHARED_DIR", "")
-BUILD = os.environ.get("FROST_BINARY_DIR", "/tmp")
 KEY = "sk-frost-test"
 SYSTEM = ("You are a careful coding agent working in a large repository. " * 12).strip()
 TOOLS = [{"type": "function", "function": {"name": "run_shell", "description": "Run a shell command",
@@ -29,50 +24,10 @@ TOOLS = [{"type": "function", "function": {"name": "run_shell", "description": "
 pytestmark = pytest.mark.skipif(not FROST or not os.path.exists(FROST), reason="FROST_BIN not set")
 
 
-@pytest.fixture(scope="module")
-def model_dir():
-    tok = os.path.join(SHARED, "fixtures", "tokenizer-qwen3")
-    if not os.path.exists(os.path.join(tok, "tokenizer.json")):
-        pytest.skip("no ../shared tokenizer fixture")
-    out = os.path.join(BUILD, "serve_py_model")
-    if not os.path.exists(os.path.join(out, "model.safetensors")):
-        subprocess.run([FROST, "synth", "--out", out, "--preset", "tiny", "--tokenizer", tok],
-                       check=True, capture_output=True, timeout=300)
-    return out
-
-
-class Server:
+class Server(ServeProcess):
     def __init__(self, model, extra=(), key=KEY):
-        args = [FROST, "serve", "--model", model, "--port", "0", "--max-seq-len", "1024", "--sessions", "2"]
-        if key:
-            args += ["--api-key", key]
-        args += list(extra)
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.port = None
-        deadline = time.time() + 120
-        lines = []
-        while time.time() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                self.port = int(m.group(1))
-                break
-        assert self.port, "server did not start: " + "".join(lines)
-        self.base = f"http://127.0.0.1:{self.port}"
+        super().__init__(model, extra, key=key, sessions=2)
         self.client = openai.OpenAI(base_url=self.base + "/v1", api_key=key or "none", max_retries=0, timeout=120)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
 
 
 @pytest.fixture(scope="module")

@@ -6,20 +6,14 @@ quarantined or removed and the server still serves; the claim log stays one vali
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
+from serve_proc import FROST, SOURCE, ServeProcess
 
 openai = pytest.importorskip("openai")
 
-FROST = os.environ.get("FROST_BIN", "")
-SHARED = os.environ.get("FROST_SHARED_DIR", "")
-SOURCE = os.environ.get("FROST_SOURCE_DIR", "")
-BUILD = os.environ.get("FROST_BINARY_DIR", "/tmp")
 KEY = "sk-frost-persist"
 SYSTEM = ("You are a careful coding agent. Read the repository before you change it. " * 10).strip()
 TOOLS = [{"type": "function", "function": {"name": "run_shell", "description": "Run a shell command",
@@ -33,51 +27,10 @@ TURN2 = TURN1 + [{"role": "assistant", "content": "Let me run the test suite."},
 pytestmark = pytest.mark.skipif(not FROST or not os.path.exists(FROST), reason="FROST_BIN not set")
 
 
-@pytest.fixture(scope="module")
-def model_dir():
-    tok = os.path.join(SHARED, "fixtures", "tokenizer-qwen3")
-    if not os.path.exists(os.path.join(tok, "tokenizer.json")):
-        pytest.skip("no ../shared tokenizer fixture")
-    out = os.path.join(BUILD, "serve_py_model")
-    if not os.path.exists(os.path.join(out, "model.safetensors")):
-        subprocess.run([FROST, "synth", "--out", out, "--preset", "tiny", "--tokenizer", tok],
-                       check=True, capture_output=True, timeout=300)
-    return out
-
-
-class Server:
+class Server(ServeProcess):
     def __init__(self, model, extra=()):
-        args = [FROST, "serve", "--model", model, "--port", "0", "--max-seq-len", "1024", "--sessions", "2",
-                "--api-key", KEY] + list(extra)
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines = []
-        self.port = None
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.lines.append(line)
-            m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                self.port = int(m.group(1))
-                break
-        assert self.port, "server did not start: " + "".join(self.lines)
-        self.client = openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key=KEY, max_retries=0,
-                                    timeout=120)
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        out, _ = self.proc.communicate(timeout=30)
-        self.lines.append(out)
-        return self.proc.returncode
-
-    def api(self, method, path, body=None):
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Authorization": "Bearer " + KEY})
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return json.load(r)
+        super().__init__(model, extra, key=KEY, sessions=2)
+        self.client = openai.OpenAI(base_url=self.base + "/v1", api_key=KEY, max_retries=0, timeout=120)
 
     def chat(self, messages):
         return self.client.chat.completions.create(model="frost", messages=messages, tools=TOOLS, max_tokens=6,

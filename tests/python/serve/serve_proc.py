@@ -1,0 +1,86 @@
+"""What the end-to-end server tests share: the synthetic model they serve (made once, under a file
+lock, because ctest runs these files in parallel against the same folder) and a real `frost serve`
+process on an ephemeral loopback port."""
+import fcntl
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+
+FROST = os.environ.get("FROST_BIN", "")
+SHARED = os.environ.get("FROST_SHARED_DIR", "")
+BUILD = os.environ.get("FROST_BINARY_DIR", "/tmp")
+SOURCE = os.environ.get("FROST_SOURCE_DIR", "")
+START_TIMEOUT_S = 120
+
+
+def synth_model_dir():
+    """A tiny synthetic checkpoint whose vocab is the real Qwen3 tokenizer's; None without the fixture."""
+    tok = os.path.join(SHARED, "fixtures", "tokenizer-qwen3")
+    if not os.path.exists(os.path.join(tok, "tokenizer.json")):
+        return None
+    out = os.path.join(BUILD, "serve_py_model")
+    with open(out + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = os.path.join(out, ".complete")
+        if not os.path.exists(done):
+            subprocess.run([FROST, "synth", "--out", out, "--preset", "tiny", "--tokenizer", tok],
+                           check=True, capture_output=True, timeout=300)
+            open(done, "w").close()
+    return out
+
+
+def serve_args(model, extra=(), key=None, sessions=2, max_seq_len=1024):
+    args = [FROST, "serve", "--model", model, "--port", "0", "--max-seq-len", str(max_seq_len),
+            "--sessions", str(sessions)]
+    return args + (["--api-key", key] if key else []) + list(extra)
+
+
+class ServeProcess:
+    """`frost serve --port 0` with the given arguments; waits for the "on http://127.0.0.1:PORT" line."""
+
+    def __init__(self, model, extra=(), key=None, sessions=2, max_seq_len=1024):
+        self.key = key
+        self.proc = subprocess.Popen(serve_args(model, extra, key, sessions, max_seq_len), stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self.lines = []
+        self.port = None
+        deadline = time.time() + START_TIMEOUT_S
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+        assert self.port, "server did not start: " + "".join(self.lines)
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        """SIGTERM (graceful: flushes capsules); returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                out, _ = self.proc.communicate(timeout=30)
+                self.lines.append(out or "")
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def kill(self):
+        """SIGKILL: nothing is flushed."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.communicate(timeout=30)
+
+    def api(self, method, path, body=None, timeout=120):
+        headers = {"Authorization": "Bearer " + self.key} if self.key else {}
+        req = urllib.request.Request(self.base + path, method=method, headers=headers,
+                                     data=None if body is None else json.dumps(body).encode())
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.load(r)
