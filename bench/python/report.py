@@ -10,6 +10,10 @@ Reads the JSON the GPU benches write into one folder (default $OUT, else ./gpu-o
     generic form for Frost's own benches, with M one of
       ttft_ms (+ "tokens"), decode_ms (+ "context"), peak_gpu_bytes, capsule_ttft_ms (+ "prefix",
       "suffix", "tier"), restore_GBps (+ "tier": device|host|disk), cold_start_s; "source" optional.
+  engine_bench_<shape>.json `frost bench engine` ("bench": "engine"): its frost_results as above, plus
+    "cold_start" (phases_s, total_s, floor_s) and "memory" (peak_bytes over the pre-engine baseline,
+    floor_bytes = weights + KV(max_seq_len) + recurrent/conv state, engine_bytes by role), printed
+    under the shape's table as the cold-start breakdown and peak memory against that floor.
 Floors (design/performance.md): decode = fewest bytes a step moves / read bandwidth (2 x the D2D
 bytes-copied rate); prefill = max(FLOPs / bf16 GEMM rate, bytes / read bandwidth); restore = the
 copy ceiling of its tier; capsule TTFT = capsule bytes at that ceiling + the suffix forward's floor.
@@ -46,7 +50,7 @@ def collect(paths):
     files = []
     for p in paths:
         files += sorted(glob.glob(os.path.join(p, "*.json"))) if os.path.isdir(p) else [p]
-    data = {"baseline": None, "kernels": None, "capsule": [], "frost": [], "ignored": []}
+    data = {"baseline": None, "kernels": None, "capsule": [], "engine": {}, "frost": [], "ignored": []}
     for path in files:
         if not os.path.exists(path):
             continue
@@ -60,6 +64,8 @@ def collect(paths):
             data["kernels"] = j
         elif j.get("bench") == "capsule" and isinstance(j.get("rows"), list):
             data["capsule"].append(j)
+        elif j.get("bench") == "engine" and isinstance(j.get("frost_results"), list):
+            data["engine"][str(j.get("model", ""))] = j
         else:
             known = False
         if isinstance(j.get("frost_results"), list):
@@ -159,6 +165,29 @@ def baseline_numbers(data):
     return out
 
 
+def engine_lines(j):
+    """The cold-start breakdown and peak memory against its floor from one `frost bench engine` run."""
+    if not j:
+        return
+    cold, mem = j.get("cold_start") or {}, j.get("memory") or {}
+    phases = cold.get("phases_s") or {}
+    total, floor = cold.get("total_s"), cold.get("floor_s")
+    if total is not None:
+        parts = ", ".join("%s %.3f" % (k, v) for k, v in phases.items() if isinstance(v, (int, float)))
+        print("  cold start %.3f s (floor %s s = %s, %s): %s" % (
+            total, fmt(floor), cold.get("floor", "n/a"), fmt(ratio(total, floor), "x"), parts))
+    peak, mfloor = mem.get("peak_bytes"), mem.get("floor_bytes")
+    if peak is not None:
+        fl = mem.get("floor") or {}
+        eng = mem.get("engine_bytes") or {}
+        print("  peak %s memory %s over baseline vs floor %s at max_seq %s (%s): floor = weights %s + KV %s + "
+              "state %s; engine buffers: weights %s, scratch %s, state %s" % (
+                  "GPU" if j.get("backend") == "cuda" else "host", gb(peak), gb(mfloor),
+                  mem.get("max_seq_len", NA), fmt(ratio(peak, mfloor), "x"), gb(fl.get("weights")),
+                  gb(fl.get("kv_max_seq")), gb(fl.get("recurrent_conv_state")),
+                  gb(eng.get("weights")), gb(eng.get("scratch")), gb(eng.get("state"))))
+
+
 def fmt(v, unit=""):
     if v is None:
         return NA
@@ -167,6 +196,10 @@ def fmt(v, unit=""):
     if unit == "GB":
         return "%.1f GB" % (v / 1e9)
     return ("%.1f" % v) if v >= 10 else ("%.2f" % v)
+
+
+def gb(v):
+    return NA if v is None else "%.2f GB" % (v / 1e9)
 
 
 def ratio(a, b):
@@ -241,10 +274,14 @@ def main(argv):
                     fl = (nbytes / (ce[ck][0] * 1e9) + fwd) * 1e3
                 bv = base.get((shape, "ttft_ms", prefix))
                 name = "capsule TTFT %s %s+%s" % (tier, prefix, suffix)
+            elif metric == "cold_start_s":
+                fl = (data["engine"].get(shape) or {}).get("cold_start", {}).get("floor_s") or None
+                name = "cold start (s)"
             else:
                 name = "%s %s" % (metric, key)
             print(ROW % (name, fmt(fl), fmt(bv), fmt(ratio(bv, fl), "x"), fmt(val), fmt(ratio(val, fl), "x"),
                          fmt(ratio(val, bv), "x"), src))
+        engine_lines(data["engine"].get(shape))
     if data["ignored"]:
         print("\nnot understood (no frost_results): %s" % ", ".join(data["ignored"]))
     print("\nfloors: decode = (weights multiplied + KV read + state r/w) / (2 x copy GB/s); "

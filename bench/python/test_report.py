@@ -100,3 +100,53 @@ def test_missing_files_print_na(tmp_path, capsys):
     assert report.main([str(tmp_path / "absent")]) == 0
     out = capsys.readouterr().out
     assert row(out, "decode/token @32k")[2:] == ["n/a"] * 6
+
+
+def test_engine_bench_rows(tmp_path, capsys):
+    # `frost bench engine` output (the shape cmd_bench_engine.cpp writes): its rows replace the kernel
+    # bench's graph rows, and its cold-start breakdown and memory-vs-floor lines are printed.
+    rng = random.Random()
+    copy = rng.uniform(1000, 2000)
+    graph_ttft, eng_ttft, eng_dec = rng.uniform(50, 90), rng.uniform(100, 200), rng.uniform(5, 9)
+    write(tmp_path, "bench_cuda_kernels.json", {
+        "ceilings": {"d2d_copy_GBps": copy / 2},
+        "forward_graphs": [{"name": "prefill 4096 tokens", "ms": graph_ttft}]})
+    phases = {"process_start_to_bench": 0.02, "device_init": rng.uniform(0.1, 0.4), "weight_load": 0.001,
+              "weight_upload": rng.uniform(2, 9), "graph_capture": rng.uniform(0.2, 2), "engine_other": 0.3,
+              "warmup": 0.05}
+    total = sum(phases.values())
+    cold_floor = rng.uniform(0.5, 1.5)
+    peak, floor = rng.randint(18, 25) * 10**9, 19.1e9
+    src = "frost bench engine (cuda)"
+    write(tmp_path, "engine_bench_9b.json", {
+        "bench": "engine", "model": "9b", "backend": "cuda",
+        "frost_results": [
+            {"model": "9b", "metric": "ttft_ms", "tokens": 4096, "value": eng_ttft, "source": src},
+            {"model": "9b", "metric": "decode_ms", "context": 32768, "value": eng_dec, "source": src},
+            {"model": "9b", "metric": "peak_gpu_bytes", "value": peak, "source": src},
+            {"model": "9b", "metric": "cold_start_s", "value": total, "source": src},
+            {"model": "9b", "metric": "ceiling_copy_GBps", "value": copy, "source": src}],
+        "cold_start": {"phases_s": phases, "total_s": total, "floor_s": cold_floor, "floor": "h2d"},
+        "memory": {"peak_bytes": peak, "floor_bytes": floor, "max_seq_len": 32960,
+                   "floor": {"weights": 17.9e9, "kv_max_seq": 1.1e9, "recurrent_conv_state": 0.1e9},
+                   "engine_bytes": {"weights": 18.0e9, "scratch": 0.9e9, "state": 1.2e9}}})
+    assert report.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "not understood" not in out
+    t4 = row(out, "cold TTFT 4k")
+    assert t4[6] == "%.1f" % eng_ttft and t4[-1] == "(cuda)"  # the engine row wins over the graph
+    c9 = Costs(SHAPES["9b"])
+    d32 = row(out, "decode/token @32k")
+    assert d32[2] == "%.2f" % (c9.decode_bytes(32768) / (2 * copy * 1e9) * 1e3)  # the engine's ceiling
+    assert d32[5] == "%.2f" % eng_dec
+    pk = row(out, "peak GPU memory")  # GB cells are two words
+    assert pk[7:9] == ["%.1f" % (peak / 1e9), "GB"] and pk[-1] == "(cuda)"
+    cs = row(out, "cold start (s)")
+    assert cs[3] == "%.2f" % cold_floor and cs[6] == "%.2f" % total and cs[7] == "%.2fx" % (total / cold_floor)
+    line = " ".join(row(out, "cold start %.3f s" % total))
+    assert "(floor %.2f s" % cold_floor in line and "%.2fx" % (total / cold_floor) in line
+    for name, v in phases.items():
+        assert "%s %.3f" % (name, v) in line
+    mem = " ".join(row(out, "peak GPU memory %.2f GB" % (peak / 1e9)))
+    assert "vs floor 19.10 GB at max_seq 32960 (%.2fx)" % (peak / floor) in mem
+    assert "weights 17.90 GB + KV 1.10 GB + state 0.10 GB" in mem and "scratch 0.90 GB" in mem

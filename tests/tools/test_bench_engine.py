@@ -1,0 +1,114 @@
+# `frost bench engine` end to end on the CPU backend (tiny synthetic preset): the JSON that
+# scripts/gpu/bench_engine.sh writes and bench/python/report.py reads has every metric with a
+# positive value, cold-start phases that add up to at most the total, and floors that agree with an
+# independent count from the written config.json (bench/python/qwen35_shapes.py's cost model).
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench" / "python"))
+from qwen35_shapes import Costs  # noqa: E402
+
+FROST_BIN = os.environ.get("FROST_BIN", "")
+RUN_TIMEOUT_S = 120
+TTFT = [128, 256]
+DECODE = [128]
+STEPS = 4
+FP32_OVER_BF16 = 2   # the CPU engine stores weights and KV in fp32, the cost model counts bf16
+SEQ_SLACK = 64       # cmd_bench_engine.cpp: max_seq_len = longest run + decode steps + 64
+
+
+def frost(*args):
+    assert FROST_BIN and Path(FROST_BIN).exists(), "set FROST_BIN to the built frost binary"
+    return subprocess.run([FROST_BIN, *map(str, args)], capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    out = tmp_path_factory.mktemp("engine-bench")
+    p = frost("bench", "engine", "--preset", "tiny", "--backend", "cpu", "--ttft", ",".join(map(str, TTFT)),
+              "--decode", ",".join(map(str, DECODE)), "--decode-steps", STEPS, "--chunk", 256, "--reps", 2,
+              "--out-dir", out, "--json")
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout), out / "model-tiny", p.stderr
+
+
+def shape_config(model_dir):
+    """config.json (text_config) in the key names of qwen35_shapes.SHAPES."""
+    cfg = json.loads((model_dir / "config.json").read_text())
+    t = cfg.get("text_config", cfg)
+    kinds = t["layer_types"]
+    interval = len(kinds) // kinds.count("full_attention")
+    assert all((k == "full_attention") == ((i + 1) % interval == 0) for i, k in enumerate(kinds))
+    keys = ["hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+            "linear_num_key_heads", "linear_num_value_heads", "vocab_size", "head_dim", "linear_key_head_dim",
+            "linear_value_head_dim", "linear_conv_kernel_dim"]
+    shape = {k: t[k] for k in keys}
+    shape["full_attention_interval"] = interval
+    shape["tie_word_embeddings"] = cfg.get("tie_word_embeddings", t.get("tie_word_embeddings", False))
+    return shape
+
+
+def tensor_bytes(model_dir):
+    total = 0
+    for f in model_dir.glob("*.safetensors"):
+        with open(f, "rb") as fh:
+            n = struct.unpack("<Q", fh.read(8))[0]
+            header = json.loads(fh.read(n))
+        total += sum(v["data_offsets"][1] - v["data_offsets"][0] for k, v in header.items() if k != "__metadata__")
+    return total
+
+
+def test_every_metric_positive(bench):
+    j, _, table = bench
+    assert j["bench"] == "engine" and j["backend"] == "cpu" and j["model"] == "tiny"
+    rows = j["frost_results"]
+    assert all(r["model"] == "tiny" and r["source"] == "frost bench engine (cpu)" for r in rows)
+    got = {(r["metric"], r.get("tokens", r.get("context"))): r["value"] for r in rows}
+    want = [("ttft_ms", t) for t in TTFT] + [("decode_ms", c) for c in DECODE] + \
+           [("peak_host_bytes", None), ("cold_start_s", None), ("ceiling_copy_GBps", None)]
+    for key in want:
+        assert key in got, "missing %s in %s" % (key, sorted(map(str, got)))
+        assert got[key] > 0, "%s = %s" % (key, got[key])
+    assert [r["tokens"] for r in j["ttft"]] == TTFT and [r["context"] for r in j["decode"]] == DECODE
+    assert all(r["steps"] == STEPS and r["floor_ms"] > 0 for r in j["decode"])
+    assert "cold start" in table and "decode @" in table
+
+
+def test_cold_start_phases(bench):
+    cold = bench[0]["cold_start"]
+    phases = cold["phases_s"]
+    for name in ("process_start_to_bench", "weight_load", "engine_create", "warmup"):
+        assert name in phases, sorted(phases)
+    assert all(v >= 0 for v in phases.values())
+    assert phases["weight_load"] > 0 and phases["engine_create"] > 0 and phases["warmup"] > 0
+    assert sum(phases.values()) <= cold["total_s"] * (1 + 1e-9)
+    assert cold["total_s"] > 0 and cold["floor_s"] > 0 and cold["excluded_s"]["synth"] >= 0
+
+
+def test_floors_match_independent_count(bench):
+    j, model_dir, _ = bench
+    mem = j["memory"]
+    c = Costs(shape_config(model_dir))
+    max_seq = max(TTFT + DECODE) + STEPS + SEQ_SLACK
+    assert mem["max_seq_len"] == max_seq
+    assert mem["floor"]["weights"] == pytest.approx(c.weight_bytes() * FP32_OVER_BF16, rel=1e-9)
+    assert mem["floor"]["kv_max_seq"] == pytest.approx(c.kv_bytes(max_seq) * FP32_OVER_BF16, rel=1e-9)
+    rec = c.n_lin * c.Hv * c.dk * c.dv * 4
+    assert mem["floor"]["recurrent_conv_state"] == pytest.approx(rec + c.n_lin * c.conv_ch * (c.K - 1) * 4, rel=1e-9)
+    # The floor is a lower bound on what the engine really allocated for each part.
+    assert mem["engine_bytes"]["weights"] >= mem["floor"]["weights"]
+    assert mem["engine_bytes"]["state"] >= mem["floor"]["kv_max_seq"] + mem["floor"]["recurrent_conv_state"]
+    assert mem["peak_bytes"] > 0
+    assert j["cold_start"]["checkpoint_bytes"] == tensor_bytes(model_dir)
+
+
+def test_bad_lengths_refused(tmp_path):
+    p = frost("bench", "engine", "--preset", "tiny", "--ttft", "0,128", "--out-dir", tmp_path)
+    assert p.returncode == 2 and "--ttft" in p.stderr

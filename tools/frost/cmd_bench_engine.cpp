@@ -1,0 +1,507 @@
+// `frost bench engine`: the serving numbers of issue 6 measured through the real Engine (host loop
+// included, not kernel-level graphs): cold start from process start to ready (weight load, upload,
+// graph capture, warm-up), cold TTFT per prompt length, decode ms/token at a context, peak device
+// memory (cudaMemGetInfo; process RSS on the CPU backend), each beside its floor from ModelConfig
+// and copy ceilings measured in the same run. JSON rows use report.py's "frost_results" form.
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#if FROST_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "bench_registry.h"
+#include "engine_args.h"
+#include "model/engine.h"
+#include "model/engine_cuda.h"
+#include "model/synth.h"
+#include "model/weights.h"
+
+namespace {
+
+namespace fm = frost::model;
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::ordered_json;  // keeps phases in the order they ran
+
+constexpr const char* kUsage =
+    "usage: frost bench engine [--model DIR | --preset NAME] [--backend cpu|cuda] [--ttft N1,N2,...]\n"
+    "         [--decode C1,C2,...] [--decode-steps N] [--chunk C_p] [--reps N] [--out-dir DIR] [--json]\n"
+    "  Cold start (process start -> ready), cold TTFT per prompt length (median of --reps after one\n"
+    "  warm-up), decode ms/token at each context, peak device memory; each beside its floor. Without\n"
+    "  --model a synthetic checkpoint of --preset (default tiny) is written under --out-dir\n"
+    "  (default ./engine-bench). --json prints JSON on stdout and the table on stderr.";
+
+constexpr int kWarmupTokens = 64;          // warm-up prefill length (one GDN chunk)
+constexpr int kSeqSlack = 64;              // max_seq_len = longest run + decode steps + this
+constexpr double kBytesPerGB = 1e9;
+constexpr int kCeilingReps = 5;
+constexpr size_t kCeilingBytesCuda = size_t(256) << 20;  // large enough to reach copy bandwidth
+constexpr size_t kCeilingBytesCpu = size_t(16) << 20;    // keeps the CPU test fast
+constexpr int kFp32 = 4, kBf16 = 2;
+const char* const kShapePresets[] = {"9b", "0.8b", "2b", "4b", "27b", "tiny", "tiny-gpu"};
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+double s_since(Clock::time_point t0) { return ms_since(t0) / 1e3; }
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Seconds from this process's start to now: /proc/self/stat field 22 (starttime, clock ticks after
+// boot) against CLOCK_BOOTTIME. Resolution is one tick (10 ms at the usual 100 Hz); -1 if unreadable.
+double seconds_since_process_start() {
+    std::ifstream f("/proc/self/stat");
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t close = stat.rfind(')');  // comm may hold spaces; fields resume after it
+    if (close == std::string::npos) return -1;
+    std::istringstream rest(stat.substr(close + 2));
+    std::string field;
+    constexpr int kStartTimeAfterComm = 20;  // field 22 overall; fields 3.. follow the comm
+    for (int i = 0; i < kStartTimeAfterComm && rest >> field; ++i) {}
+    unsigned long long ticks = 0;
+    if (!(rest >> ticks)) return -1;
+    timespec now{};
+    if (clock_gettime(CLOCK_BOOTTIME, &now) != 0) return -1;
+    const double boot_s = double(now.tv_sec) + double(now.tv_nsec) / 1e9;
+    return std::max(0.0, boot_s - double(ticks) / double(sysconf(_SC_CLK_TCK)));
+}
+
+// "VmRSS:   1234 kB" style field of /proc/self/status, in bytes (0 if absent).
+uint64_t proc_status_bytes(const char* key) {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    const size_t n = std::string(key).size();
+    while (std::getline(f, line))
+        if (line.compare(0, n, key) == 0) return std::strtoull(line.c_str() + n, nullptr, 10) * 1024;
+    return 0;
+}
+
+// Device memory in use (cudaMemGetInfo total - free) on CUDA, resident set size on the CPU,
+// sampled after every phase; the peak is the largest sample minus the baseline before the engine.
+struct MemProbe {
+    bool cuda = false;
+    uint64_t baseline = 0, peak = 0;
+    json samples = json::array();
+
+    uint64_t used() const {
+#if FROST_WITH_CUDA
+        if (cuda) {
+            size_t free_b = 0, total_b = 0;
+            if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
+            return total_b - free_b;
+        }
+#endif
+        return proc_status_bytes("VmRSS:");
+    }
+    void sample(const std::string& phase) {
+        const uint64_t u = used();
+        peak = std::max(peak, u);
+        samples.push_back({{"phase", phase}, {"used_bytes", u}});
+    }
+    uint64_t peak_delta() const {
+        // On the CPU the kernel's high-water mark also sees peaks between samples.
+        const uint64_t p = cuda ? peak : std::max(peak, proc_status_bytes("VmHWM:"));
+        return p > baseline ? p - baseline : 0;
+    }
+};
+
+// Initialises the driver (the availability probe) and creates the CUDA runtime's primary context
+// (what the engine's ctx attaches to), so the memory baseline is read before any engine allocation;
+// returns that wall time in seconds.
+frost_status init_device(MemProbe* m, int device, double* seconds) {
+    const auto t0 = Clock::now();
+    if (m->cuda && !frost_backend_available(FROST_BACKEND_CUDA)) {
+        std::fprintf(stderr, "frost bench engine: the cuda backend is not available in this build or machine\n");
+        return FROST_ERR_UNSUPPORTED;
+    }
+#if FROST_WITH_CUDA
+    if (m->cuda && (cudaSetDevice(device) != cudaSuccess || cudaFree(nullptr) != cudaSuccess)) {
+        std::fprintf(stderr, "frost bench engine: CUDA init failed\n");
+        return FROST_ERR_BACKEND;
+    }
+#endif
+    *seconds = s_since(t0);
+    m->baseline = m->used();
+    m->peak = m->baseline;
+    m->samples.push_back({{"phase", "baseline"}, {"used_bytes", m->baseline}});
+    return FROST_OK;
+}
+
+// Costs of one forward from ModelConfig, at the dtypes the backend stores (CUDA: bf16 weights,
+// KV and conv state; CPU: fp32), recurrent state fp32 on both.
+struct Costs {
+    double layer_params = 0, head_params = 0, params = 0;
+    double state_bytes = 0, kv_bytes_per_pos = 0, wbytes = 0;
+    const fm::ModelConfig* c = nullptr;
+
+    Costs(const fm::ModelConfig& cfg, bool tied, bool bf16) : c(&cfg) {
+        const double H = cfg.hidden_size, C = cfg.conv_dim(), V = cfg.lin_v_dim(), Hv = cfg.lin_num_v_heads;
+        const double d = cfg.head_dim, Hq = cfg.num_heads, Hkv = cfg.num_kv_heads;
+        const double lin = H * C + H * V + 2 * H * Hv + V * H + C * cfg.conv_kernel;  // qkv,z,b,a,out,conv
+        const double full = H * 2 * Hq * d + 2 * H * Hkv * d + Hq * d * H;           // q|gate,k,v,o
+        const double mlp = 3.0 * H * cfg.intermediate_size;
+        layer_params = cfg.num_linear_layers() * (lin + mlp) + cfg.num_full_layers() * (full + mlp);
+        head_params = double(cfg.vocab_size) * H;
+        params = layer_params + head_params + (tied ? 0 : head_params);
+        wbytes = bf16 ? kBf16 : kFp32;
+        state_bytes = cfg.num_linear_layers() *
+                      (double(Hv) * cfg.lin_k_head_dim * cfg.lin_v_head_dim * kFp32 + C * (cfg.conv_kernel - 1) * wbytes);
+        kv_bytes_per_pos = cfg.num_full_layers() * 2 * Hkv * d * wbytes;
+    }
+    double weight_bytes() const { return params * wbytes; }
+    double kv_bytes(double ctx) const { return kv_bytes_per_pos * ctx; }
+    // Fewest bytes one decode step moves: weights multiplied (one embedding row), KV read, state r/w.
+    double decode_bytes(double ctx) const { return (layer_params + head_params) * wbytes + kv_bytes(ctx) + 2 * state_bytes; }
+    // Cold prefill of T tokens + the first token's logits: GEMMs, causal attention, chunked GDN.
+    double prefill_flops(double T) const {
+        const double attn = c->num_full_layers() * 4.0 * c->num_heads * c->head_dim * T * (T / 2);
+        const double gdn = c->num_linear_layers() * double(c->lin_num_v_heads) * T *
+                           (6.0 * c->lin_k_head_dim * c->lin_v_head_dim + 8.0 * fm::kGdnChunk * c->lin_k_head_dim);
+        return 2.0 * layer_params * T + 2.0 * head_params + attn + gdn;
+    }
+    double prefill_bytes(double T) const {
+        return (layer_params + head_params + T * c->hidden_size) * wbytes + kv_bytes(T) + state_bytes;
+    }
+};
+
+// Median-of-reps copy rates (GB/s of bytes copied) through the contract the engine uses.
+struct Ceilings {
+    double d2d_gbps = 0, h2d_gbps = 0;
+};
+
+Ceilings measure_ceilings(fm::Engine& e, size_t bytes) {
+    Ceilings c;
+    frost_buffer *d0 = nullptr, *d1 = nullptr, *h = nullptr;
+    frost_stream* st = e.stream();
+    if (frost_buffer_alloc(e.ctx(), "bench.d0", bytes, FROST_SPACE_DEVICE, &d0) == FROST_OK &&
+        frost_buffer_alloc(e.ctx(), "bench.d1", bytes, FROST_SPACE_DEVICE, &d1) == FROST_OK &&
+        frost_buffer_alloc(e.ctx(), "bench.h", bytes, FROST_SPACE_HOST_PINNED, &h) == FROST_OK &&
+        frost_buffer_fill(d0, 0, 1, bytes, st) == FROST_OK && frost_buffer_fill(h, 0, 2, bytes, st) == FROST_OK &&
+        frost_stream_sync(st) == FROST_OK) {
+        auto rate = [&](frost_buffer* dst, frost_buffer* src) {
+            std::vector<double> ms;
+            for (int i = 0; i <= kCeilingReps; ++i) {  // the first copy is a warm-up
+                const auto t0 = Clock::now();
+                if (frost_buffer_copy(dst, 0, src, 0, bytes, st) != FROST_OK || frost_stream_sync(st) != FROST_OK)
+                    return 0.0;
+                if (i) ms.push_back(ms_since(t0));
+            }
+            const double m = median(ms);
+            return m > 0 ? double(bytes) / kBytesPerGB / (m / 1e3) : 0.0;
+        };
+        c.d2d_gbps = rate(d1, d0);
+        c.h2d_gbps = rate(d1, h);
+    }
+    frost_buffer_free(d0);
+    frost_buffer_free(d1);
+    frost_buffer_free(h);
+    return c;
+}
+
+std::vector<int32_t> random_ids(size_t n, std::mt19937_64& rng, int vocab) {
+    std::uniform_int_distribution<int32_t> d(0, vocab - 1);
+    std::vector<int32_t> v(n);
+    for (auto& x : v) x = d(rng);
+    return v;
+}
+
+// The report's shape name: the synth preset whose shape the config has, else "9b"/"0.8b" in the
+// path, else the folder name.
+std::string shape_name(const fm::ModelConfig& c, const std::string& dir) {
+    for (const char* name : kShapePresets) {
+        fm::SynthPreset p;
+        if (fm::find_synth_preset(name, &p) && p.hidden == c.hidden_size && p.layers == c.num_layers &&
+            p.ffn == c.intermediate_size && p.heads == c.num_heads && p.lin_v_heads == c.lin_num_v_heads)
+            return name;
+    }
+    std::string base = std::filesystem::path(dir).lexically_normal().filename().string();
+    if (base.empty()) base = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();
+    std::string lower = base;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+    if (lower.find("0.8b") != std::string::npos || lower.find("08b") != std::string::npos) return "0.8b";
+    if (lower.find("9b") != std::string::npos) return "9b";
+    return base;
+}
+
+int fail_msg(const char* what) {
+    std::fprintf(stderr, "frost bench engine: %s: %s\n", what, frost_last_error());
+    return 1;
+}
+
+double ratio(double v, double floor) { return floor > 0 ? v / floor : 0; }
+
+struct Args {
+    std::string model, preset = "tiny", backend = "cpu", out_dir = "engine-bench";
+    std::vector<int32_t> ttft = {1024, 4096, 16384, 32768}, decode = {1024, 32768};
+    int decode_steps = 64, chunk = 2048, reps = 3;
+    bool json = false;
+};
+
+// Returns -1 when parsing succeeded, else the exit code.
+int parse_args(const std::vector<std::string>& args, Args* a) {
+    try {
+        for (size_t i = 0; i < args.size(); ++i) {
+            const std::string& k = args[i];
+            if (k == "--json") { a->json = true; continue; }
+            if (k == "--help" || k == "-h") { std::printf("%s\n", kUsage); return 0; }
+            if (i + 1 >= args.size()) { std::fprintf(stderr, "%s\n", kUsage); return 2; }
+            const std::string& v = args[++i];
+            if (k == "--model") a->model = v;
+            else if (k == "--preset") a->preset = v;
+            else if (k == "--backend") a->backend = v;
+            else if (k == "--out-dir") a->out_dir = v;
+            else if (k == "--decode-steps") a->decode_steps = std::max(1, std::stoi(v));
+            else if (k == "--chunk") a->chunk = std::stoi(v);
+            else if (k == "--reps") a->reps = std::max(1, std::stoi(v));
+            else if (k == "--ttft" || k == "--decode") {
+                auto* list = k == "--ttft" ? &a->ttft : &a->decode;
+                if (!fm::parse_id_list(v, list) || list->empty() ||
+                    std::any_of(list->begin(), list->end(), [](int32_t n) { return n <= 0; })) {
+                    std::fprintf(stderr, "frost bench engine: %s wants positive N1,N2,...\n", k.c_str());
+                    return 2;
+                }
+            } else {
+                std::fprintf(stderr, "frost bench engine: unknown option %s\n%s\n", k.c_str(), kUsage);
+                return 2;
+            }
+        }
+    } catch (const std::exception&) {
+        std::fprintf(stderr, "frost bench engine: bad numeric value\n%s\n", kUsage);
+        return 2;
+    }
+    if (a->chunk <= 0 || a->chunk % fm::kGdnChunk) {
+        std::fprintf(stderr, "frost bench engine: --chunk must be a positive multiple of %d\n", fm::kGdnChunk);
+        return 2;
+    }
+    return -1;
+}
+
+int run_bench_engine(const std::vector<std::string>& args) {
+    // t0 of the cold start is the process start (/proc/self/stat), read before anything else.
+    const double startup_s = seconds_since_process_start();
+    const auto t_entry = Clock::now();
+    Args a;
+    if (const int rc = parse_args(args, &a); rc >= 0) return rc;
+    fm::EngineOptions eo;
+    if (!frost::cli::parse_backend(a.backend, &eo.backend)) {
+        std::fprintf(stderr, "frost bench engine: --backend must be cpu or cuda\n");
+        return 2;
+    }
+    const bool cuda = eo.backend == FROST_BACKEND_CUDA;
+    double synth_s = 0;  // excluded from the cold start: it writes the checkpoint being loaded
+    const bool from_preset = a.model.empty();
+    if (from_preset) {
+        a.model = a.out_dir + "/model-" + a.preset;
+        const auto t = Clock::now();
+        std::error_code ec;
+        std::filesystem::create_directories(a.out_dir, ec);
+        fm::SynthOptions so;
+        so.out_dir = a.model;
+        so.preset = a.preset;
+        if (!std::filesystem::exists(a.model + "/config.json") && fm::synth_checkpoint(so) != FROST_OK)
+            return fail_msg("synthesising the model");
+        synth_s = s_since(t);
+    }
+    const int max_len = std::max(*std::max_element(a.ttft.begin(), a.ttft.end()),
+                                 *std::max_element(a.decode.begin(), a.decode.end()));
+    eo.max_seq_len = max_len + a.decode_steps + kSeqSlack;
+    eo.prefill_chunk = a.chunk;
+    eo.sessions = 1;
+
+    // ---- cold start: device init, weight files -> host, engine create (upload + capture), warm-up.
+    MemProbe mem;
+    mem.cuda = cuda;
+    double device_init_s = 0;
+    if (init_device(&mem, eo.device, &device_init_s) != FROST_OK) return 1;
+    auto t = Clock::now();
+    fm::ModelWeights w;
+    if (fm::load_weights(a.model, &w) != FROST_OK) return fail_msg("loading the weights");
+    const double load_s = s_since(t);
+    mem.sample("weights_loaded");
+    t = Clock::now();
+    std::unique_ptr<fm::Engine> e;
+    if (fm::Engine::create_from_weights(w, eo, &e) != FROST_OK) return fail_msg("creating the engine");
+    const double create_s = s_since(t);
+    mem.sample("engine_created");
+    const fm::CudaEngineInfo ci = fm::cuda_engine_info(*e);
+    std::mt19937_64 rng(std::random_device{}());
+    const int vocab = e->config().vocab_size;
+    t = Clock::now();
+    {
+        const auto ids = random_ids(kWarmupTokens, rng, vocab);
+        int32_t tok = -1;
+        if (e->reset(0) != FROST_OK || e->prefill(0, ids.data(), ids.size(), &tok) != FROST_OK ||
+            e->decode(0, &tok) != FROST_OK || e->reset(0) != FROST_OK)
+            return fail_msg("warm-up");
+    }
+    const double warmup_s = s_since(t);
+    // Ready: the wall time from process start, less the synthesis that only the bench does.
+    const double total_s = std::max(0.0, startup_s) + s_since(t_entry) - synth_s;
+    mem.sample("warmed_up");
+    // The engine holds its own copy of the weights: drop the checkpoint mapping.
+    const bool tied = w.tied;
+    const uint64_t file_bytes = w.total_bytes();
+    w = fm::ModelWeights{};
+    json phases = {{"process_start_to_bench", std::max(0.0, startup_s)}, {"device_init", device_init_s},
+                   {"weight_load", load_s}};
+    if (ci.active) {
+        const double up = ci.weights_ms / 1e3, cap = ci.capture_ms / 1e3;
+        phases["weight_upload"] = up;
+        phases["graph_capture"] = cap;
+        phases["engine_other"] = std::max(0.0, create_s - up - cap);  // ctx, buffers, GEMM plans
+    } else {
+        phases["engine_create"] = create_s;  // CPU: conversion + capture, not split by the Engine
+    }
+    phases["warmup"] = warmup_s;
+    double named_s = 0;
+    for (const auto& [k, v] : phases.items()) named_s += v.get<double>();
+    // Memory samples, argument parsing and clock reads between the phases.
+    const double between_s = std::max(0.0, total_s - named_s);
+
+    // ---- cold TTFT and decode through the Engine's own host loop.
+    const std::string model_name = from_preset ? a.preset : shape_name(e->config(), a.model);
+    const std::string source = std::string("frost bench engine (") + a.backend + ")";
+    const Costs costs(e->config(), tied, cuda);
+    json results = json::array(), ttft_rows = json::array(), decode_rows = json::array();
+    std::vector<int32_t> decode_todo = a.decode;
+    auto run_decode = [&](int ctx_len) -> bool {
+        std::vector<double> step_ms;
+        int32_t tok = -1;
+        const auto t_all = Clock::now();
+        for (int i = 0; i < a.decode_steps; ++i) {
+            const auto ts = Clock::now();
+            if (e->decode(0, &tok) != FROST_OK) return false;
+            step_ms.push_back(ms_since(ts));
+        }
+        const double per_tok = ms_since(t_all) / a.decode_steps;
+        decode_rows.push_back({{"context", ctx_len}, {"ms_per_token", per_tok}, {"median_step_ms", median(step_ms)},
+                               {"steps", a.decode_steps}, {"floor_bytes", costs.decode_bytes(ctx_len)}});
+        mem.sample("decode_" + std::to_string(ctx_len));
+        decode_todo.erase(std::remove(decode_todo.begin(), decode_todo.end(), ctx_len), decode_todo.end());
+        return true;
+    };
+    for (int L : a.ttft) {
+        const auto ids = random_ids(size_t(L), rng, vocab);
+        std::vector<double> ms;
+        for (int r = 0; r <= a.reps; ++r) {  // rep 0 is the warm-up
+            int32_t tok = -1;
+            if (e->reset(0) != FROST_OK) return fail_msg("reset");
+            const auto t0 = Clock::now();
+            if (e->prefill(0, ids.data(), ids.size(), &tok) != FROST_OK) return fail_msg("prefill");
+            if (r) ms.push_back(ms_since(t0));
+        }
+        const double med = median(ms);
+        ttft_rows.push_back({{"tokens", L}, {"ms", med}, {"min_ms", *std::min_element(ms.begin(), ms.end())},
+                             {"reps", a.reps}, {"flops", costs.prefill_flops(L)}, {"floor_bytes", costs.prefill_bytes(L)}});
+        mem.sample("ttft_" + std::to_string(L));
+        // The session now holds exactly L tokens: a decode context of L reuses it.
+        if (std::find(decode_todo.begin(), decode_todo.end(), L) != decode_todo.end() && !run_decode(L))
+            return fail_msg("decode");
+    }
+    for (int c : std::vector<int32_t>(decode_todo)) {
+        const auto ids = random_ids(size_t(c), rng, vocab);
+        if (e->reset(0) != FROST_OK || e->prefill(0, ids.data(), ids.size(), nullptr) != FROST_OK)
+            return fail_msg("decode context prefill");
+        if (!run_decode(c)) return fail_msg("decode");
+    }
+    std::sort(decode_rows.begin(), decode_rows.end(),
+              [](const json& x, const json& y) { return x["context"].get<int>() < y["context"].get<int>(); });
+
+    // ---- memory: engine accounting by role and the floor from ModelConfig.
+    uint64_t by_role[4] = {0, 0, 0, 0};
+    for (const auto& nb : e->buffers(0)) by_role[static_cast<int>(nb.role)] += frost_buffer_bytes(nb.buf);
+    const double floor_mem = costs.weight_bytes() + costs.kv_bytes(eo.max_seq_len) + costs.state_bytes;
+    const uint64_t peak = mem.peak_delta();
+    json memory = {{"measure", cuda ? "cudaMemGetInfo total-free, sampled after each phase" : "process RSS (VmHWM)"},
+                   {"baseline_bytes", mem.baseline}, {"peak_bytes", peak}, {"samples", mem.samples},
+                   {"max_seq_len", eo.max_seq_len},
+                   {"engine_bytes", {{"weights", by_role[int(fm::BufferRole::Weights)]},
+                                     {"scratch", by_role[int(fm::BufferRole::Scratch)]},
+                                     {"state", by_role[int(fm::BufferRole::State)] + by_role[int(fm::BufferRole::Cursor)]}}},
+                   {"floor_bytes", floor_mem},
+                   {"floor", {{"weights", costs.weight_bytes()}, {"kv_max_seq", costs.kv_bytes(eo.max_seq_len)},
+                              {"recurrent_conv_state", costs.state_bytes}}},
+                   {"peak_over_floor", ratio(double(peak), floor_mem)}};
+    if (ci.active)
+        memory["cuda_engine_info"] = {{"weight_bytes", ci.weight_bytes}, {"scratch_bytes", ci.scratch_bytes},
+                                      {"session_bytes", ci.session_bytes}, {"graphs", ci.graphs},
+                                      {"gemm_plans", ci.gemm_plans}};
+
+    // ---- ceilings (after the memory samples: their buffers are not the engine's) and floors.
+    const Ceilings ce = measure_ceilings(*e, cuda ? kCeilingBytesCuda : kCeilingBytesCpu);
+    const double rw = 2 * ce.d2d_gbps * kBytesPerGB;  // read + write bandwidth of a copy
+    const double cold_floor_s = ce.h2d_gbps > 0 ? double(file_bytes) / (ce.h2d_gbps * kBytesPerGB) : 0;
+    for (auto& r : ttft_rows) {
+        const double fl = rw > 0 ? r["floor_bytes"].get<double>() / rw * 1e3 : 0;
+        r["bandwidth_floor_ms"] = fl;
+        r["ms_over_bandwidth_floor"] = ratio(r["ms"].get<double>(), fl);
+        r["achieved_tflops"] = r["flops"].get<double>() / (r["ms"].get<double>() / 1e3) / 1e12;
+        results.push_back({{"model", model_name}, {"metric", "ttft_ms"}, {"tokens", r["tokens"]},
+                           {"value", r["ms"]}, {"source", source}});
+    }
+    for (auto& r : decode_rows) {
+        const double fl = rw > 0 ? r["floor_bytes"].get<double>() / rw * 1e3 : 0;
+        r["floor_ms"] = fl;
+        r["ms_over_floor"] = ratio(r["ms_per_token"].get<double>(), fl);
+        results.push_back({{"model", model_name}, {"metric", "decode_ms"}, {"context", r["context"]},
+                           {"value", r["ms_per_token"]}, {"source", source}});
+    }
+    results.push_back({{"model", model_name}, {"metric", cuda ? "peak_gpu_bytes" : "peak_host_bytes"},
+                       {"value", peak}, {"source", source}});
+    results.push_back({{"model", model_name}, {"metric", "cold_start_s"}, {"value", total_s}, {"source", source}});
+    results.push_back({{"model", model_name}, {"metric", "ceiling_copy_GBps"}, {"value", ce.d2d_gbps}, {"source", source}});
+    if (cuda)
+        results.push_back({{"model", model_name}, {"metric", "ceiling_h2d_GBps"}, {"value", ce.h2d_gbps}, {"source", source}});
+    const json cold = {{"t0", "process start (/proc/self/stat starttime vs CLOCK_BOOTTIME, 10 ms ticks)"},
+                       {"phases_s", phases}, {"between_phases_s", between_s}, {"total_s", total_s},
+                       {"excluded_s", {{"synth", synth_s}}},
+                       {"notes", {{"weight_load", "model::load_weights: config, map and bind (pages read lazily)"},
+                                  {"weight_upload", "CudaEngineInfo.weights_ms: page reads, bf16 conversion, H2D"},
+                                  {"engine_other", "ctx + stream, buffer allocation, GEMM plans"}}},
+                       {"checkpoint_bytes", file_bytes},
+                       {"floor_s", cold_floor_s},
+                       {"floor", "checkpoint bytes at the pinned H2D copy rate (page cache warm)"},
+                       {"total_over_floor", ratio(total_s, cold_floor_s)}};
+    const json out = {{"bench", "engine"}, {"model", model_name}, {"model_dir", a.model}, {"backend", a.backend},
+                      {"prefill_chunk", a.chunk}, {"reps", a.reps}, {"decode_steps", a.decode_steps},
+                      {"ceilings_gbps", {{"d2d", ce.d2d_gbps}, {"h2d_pinned", ce.h2d_gbps}}},
+                      {"frost_results", results}, {"cold_start", cold}, {"memory", memory},
+                      {"ttft", ttft_rows}, {"decode", decode_rows}};
+
+    FILE* tbl = a.json ? stderr : stdout;
+    std::fprintf(tbl, "engine bench %s (%s, C_p %d, max_seq %d): copy %.1f GB/s, pinned H2D %.1f GB/s\n",
+                 model_name.c_str(), a.backend.c_str(), a.chunk, eo.max_seq_len, ce.d2d_gbps, ce.h2d_gbps);
+    std::fprintf(tbl, "  cold start %.3f s (floor %.3f s, %.1fx):", total_s, cold_floor_s, ratio(total_s, cold_floor_s));
+    for (const auto& [k, v] : phases.items()) std::fprintf(tbl, " %s %.3f", k.c_str(), v.get<double>());
+    std::fprintf(tbl, "  [synth %.1f s excluded]\n", synth_s);
+    for (const auto& r : ttft_rows)
+        std::fprintf(tbl, "  cold TTFT %6d tok: %10.2f ms  %8.3g TFLOP/s  %6.1fx bandwidth floor\n", r["tokens"].get<int>(),
+                     r["ms"].get<double>(), r["achieved_tflops"].get<double>(), r["ms_over_bandwidth_floor"].get<double>());
+    for (const auto& r : decode_rows)
+        std::fprintf(tbl, "  decode @%6d: %8.3f ms/token (floor %.3f ms, %.2fx)\n", r["context"].get<int>(),
+                     r["ms_per_token"].get<double>(), r["floor_ms"].get<double>(), r["ms_over_floor"].get<double>());
+    std::fprintf(tbl, "  peak %s memory %.3f GB over baseline (floor %.3f GB, %.2fx)\n", cuda ? "GPU" : "host",
+                 double(peak) / kBytesPerGB, floor_mem / kBytesPerGB, ratio(double(peak), floor_mem));
+    if (a.json) std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+}
+
+}  // namespace
+
+FROST_BENCH_KIND("engine", "cold start, cold TTFT, decode ms/token and peak memory through the Engine, vs floors",
+                 run_bench_engine);
