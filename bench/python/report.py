@@ -281,6 +281,13 @@ def main(argv):
                 name = "%s %s" % (metric, key)
             print(ROW % (name, fmt(fl), fmt(bv), fmt(ratio(bv, fl), "x"), fmt(val), fmt(ratio(val, fl), "x"),
                          fmt(ratio(val, bv), "x"), src))
+            if metric == "capsule_ttft_ms":
+                # performance.md's capsule target: TTFT <= 1.25 x (restore at the tier's copy ceiling +
+                # one measured suffix-sized forward), when the engine bench measured that forward.
+                fwd_ms = (frost.get((shape, "ttft_ms", suffix)) or (None,))[0]
+                if fwd_ms and nbytes and ck in ce:
+                    ref = nbytes / (ce[ck][0] * 1e9) * 1e3 + fwd_ms
+                    print("    vs restore at ceiling + measured %d-token forward (%.2f ms): %.2fx" % (suffix, ref, val / ref))
         engine_lines(data["engine"].get(shape))
     if data["ignored"]:
         print("\nnot understood (no frost_results): %s" % ", ".join(data["ignored"]))

@@ -11,7 +11,7 @@ for preset in 0.8b 9b; do
   dir=/tmp/frost-synth-$preset
   [ -f "$dir/config.json" ] || "$FROST" synth --out "$dir" --preset "$preset" >/dev/null 2>&1
   # The table goes to the log (stderr with --json), the JSON to its own file.
-  timeout 300 "$FROST" bench engine --model "$dir" --backend cuda --ttft 1024,4096,16384,32768 \
+  timeout 300 "$FROST" bench engine --model "$dir" --backend cuda --ttft 64,1024,4096,16384,32768 \
     --decode 1024,32768 --decode-steps 64 --chunk 2048 --reps 3 --json \
     >"$OUT/engine_bench_$preset.json" 2>"$OUT/engine_bench_$preset.log"
   echo "engine bench $preset: rc=$?"; tail -12 "$OUT/engine_bench_$preset.log"
