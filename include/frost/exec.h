@@ -172,6 +172,23 @@ int frost_buffer_is_wrapped(const frost_buffer* buf);
 frost_status frost_buffer_copy(frost_buffer* dst, size_t dst_off, const frost_buffer* src,
                                size_t src_off, size_t bytes, frost_stream* stream);
 
+/* One copy of a batch: `bytes` from src[src_off..) to dst[dst_off..). */
+typedef struct frost_copy_op {
+    frost_buffer* dst;
+    size_t dst_off;
+    const frost_buffer* src;
+    size_t src_off;
+    size_t bytes;
+} frost_copy_op;
+
+/* Enqueues `n` copies on `stream` as one unit: every op is checked first (rules of
+ * frost_buffer_copy, plus: no op's destination may overlap another op's source or destination,
+ * because the copies of a batch may run in any order or concurrently), and either all are enqueued
+ * or none is and nothing is written. The fault gate is passed once per op before anything is
+ * enqueued. Device-to-device ops run as one launch on the cuda backend (restoring a capsule's many
+ * small state buffers costs one launch, not one per buffer). Legal during capture. */
+frost_status frost_buffer_copy_batch(const frost_copy_op* ops, size_t n, frost_stream* stream);
+
 /* Sets `bytes` bytes of buf[off..) to `value` asynchronously on `stream`. Range rules as copy. */
 frost_status frost_buffer_fill(frost_buffer* buf, size_t off, uint8_t value, size_t bytes,
                                frost_stream* stream);

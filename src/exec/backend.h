@@ -39,6 +39,23 @@ public:
                               frost_space src_space, size_t bytes) = 0;
     virtual frost_status fill(void* stream, void* dst, frost_space space, uint8_t value,
                               size_t bytes) = 0;
+    // Checked copies that may run in any order (no op overlaps another); the default enqueues
+    // them one by one, a backend may do better (cuda: device-to-device ops in one launch).
+    struct CopyOp {
+        void* dst;
+        frost_space dst_space;
+        const void* src;
+        frost_space src_space;
+        size_t bytes;
+    };
+    virtual frost_status copy_batch(void* stream, const CopyOp* ops, size_t n) {
+        for (size_t i = 0; i < n; ++i) {
+            const frost_status s =
+                copy(stream, ops[i].dst, ops[i].dst_space, ops[i].src, ops[i].src_space, ops[i].bytes);
+            if (s != FROST_OK) return s;
+        }
+        return FROST_OK;
+    }
     virtual frost_status launch_host(void* stream, frost_host_fn fn, const void* args,
                                      size_t args_bytes) = 0;
 

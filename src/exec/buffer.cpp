@@ -2,6 +2,7 @@
 // accounting per space, and the overflow-safe range checks of copy and fill (an out-of-range or
 // overlapping request is refused before anything is enqueued, so it writes nothing).
 #include <cstdint>
+#include <vector>
 
 #include "exec/objects.h"
 
@@ -135,6 +136,55 @@ frost_status frost_buffer_copy(frost_buffer* dst, size_t dst_off, const frost_bu
                                           dst->space, static_cast<const char*>(src->ptr) + src_off,
                                           src->space, bytes);
     });
+}
+
+frost_status frost_buffer_copy_batch(const frost_copy_op* ops, size_t n, frost_stream* stream) {
+    constexpr const char* what = "frost_buffer_copy_batch";
+    FROST_CHECK_ARG(stream != nullptr);
+    FROST_CHECK_ARG(ops != nullptr || n == 0);
+    struct Range {
+        uintptr_t lo, hi;
+    };
+    std::vector<frost::exec::Backend::CopyOp> todo;
+    std::vector<Range> dsts, srcs;
+    try {
+        todo.reserve(n);
+        dsts.reserve(n);
+        srcs.reserve(n);
+    } catch (const std::bad_alloc&) {
+        return fail(FROST_ERR_OUT_OF_MEMORY, "%s: out of host memory for %zu ops", what, n);
+    }
+    for (size_t i = 0; i < n; ++i) {
+        const frost_copy_op& op = ops[i];
+        if (op.dst == nullptr || op.src == nullptr)
+            return fail(FROST_ERR_INVALID_ARG, "%s: op %zu has a null buffer", what, i);
+        if (op.dst->ctx != stream->ctx || op.src->ctx != stream->ctx)
+            return fail(FROST_ERR_INVALID_ARG, "%s: op %zu ('%s' <- '%s'): buffers must belong to the stream's ctx",
+                        what, i, op.dst->name.c_str(), op.src->name.c_str());
+        FROST_TRY(check_range(what, "destination", op.dst, op.dst_off, op.bytes));
+        FROST_TRY(check_range(what, "source", op.src, op.src_off, op.bytes));
+        if (op.bytes == 0) continue;
+        const Range d{reinterpret_cast<uintptr_t>(op.dst->ptr) + op.dst_off, 0};
+        const Range s{reinterpret_cast<uintptr_t>(op.src->ptr) + op.src_off, 0};
+        dsts.push_back({d.lo, d.lo + op.bytes});
+        srcs.push_back({s.lo, s.lo + op.bytes});
+        todo.push_back({static_cast<char*>(op.dst->ptr) + op.dst_off, op.dst->space,
+                        static_cast<const char*>(op.src->ptr) + op.src_off, op.src->space, op.bytes});
+    }
+    // Ops may run concurrently: a destination may overlap no source and no other destination.
+    // (Batches are a few hundred ops at most - capsule parts - so the quadratic check is cheap.)
+    auto overlap = [](const Range& a, const Range& b) { return a.lo < b.hi && b.lo < a.hi; };
+    for (size_t i = 0; i < dsts.size(); ++i)
+        for (size_t j = 0; j < dsts.size(); ++j)
+            if (overlap(dsts[i], srcs[j]) || (i != j && overlap(dsts[i], dsts[j])))
+                return fail(FROST_ERR_INVALID_ARG, "%s: the destination of one op overlaps %s of another", what,
+                            overlap(dsts[i], srcs[j]) ? "the source" : "the destination");
+    for (size_t i = 0; i < todo.size(); ++i)
+        if (frost_fault_hit(FROST_FAULT_COPY))
+            return fail(FROST_ERR_IO, "%s: injected copy failure at op %zu of %zu; nothing was enqueued", what, i,
+                        todo.size());
+    if (todo.empty()) return FROST_OK;
+    return guarded(what, [&] { return stream->ctx->backend->copy_batch(stream->handle, todo.data(), todo.size()); });
 }
 
 frost_status frost_buffer_fill(frost_buffer* buf, size_t off, uint8_t value, size_t bytes,

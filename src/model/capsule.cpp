@@ -302,10 +302,13 @@ frost_status CapsuleManager::snapshot_locked(int session, int64_t requested, con
                                   std::to_string(at) + " bytes)");
     // Every copy back to back on the engine's stream, one sync at the end: the copies are ordered
     // after any work already enqueued on the live buffers, so no sync is needed before them.
+    // One batch: on the GPU every device-to-device part moves in a single launch.
     frost_stream* st = engine_.stream();
-    s = FROST_OK;
-    for (size_t i = 0; s == FROST_OK && i < live.size(); ++i)
-        s = frost_buffer_copy(c->storage, m.parts[i].offset, live[i].buf, 0, m.parts[i].bytes, st);
+    std::vector<frost_copy_op> ops;
+    ops.reserve(live.size());
+    for (size_t i = 0; i < live.size(); ++i)
+        ops.push_back({c->storage, m.parts[i].offset, live[i].buf, 0, m.parts[i].bytes});
+    s = frost_buffer_copy_batch(ops.data(), ops.size(), st);
     const frost_status sync = frost_stream_sync(st);
     if (s == FROST_OK) s = sync;
     if (s != FROST_OK) {
@@ -452,8 +455,8 @@ frost_status CapsuleManager::restore_into(const CapsuleMeta& meta, frost_buffer*
         if (!part) return fail(FROST_ERR_INCOMPATIBLE, "capsule lacks state buffer %s", name.c_str());
         copies.push_back({live[i].buf, part});
     }
-    // Largest first, so the device has the long KV copies to run while the host enqueues the
-    // small recurrent/conv ones behind them instead of idling between small launches.
+    // Largest first: where a backend copies op by op (host tiers), the device gets the long KV
+    // copies to run while the small recurrent/conv ones are enqueued behind them.
     std::stable_sort(copies.begin(), copies.end(),
                      [](const Copy& a, const Copy& b) { return a.part->bytes > b.part->bytes; });
     // KV parts hold only rows [0, Pa) (CapsulePart::bytes = valid_bytes(Pa)), so rows >= Pa of a
@@ -464,12 +467,13 @@ frost_status CapsuleManager::restore_into(const CapsuleMeta& meta, frost_buffer*
     // All copies go back to back on the engine's stream with no sync before (stream order puts
     // them after any work already enqueued) and none after: adopt_restored_state reads the cursor
     // back through the same stream, which waits for every copy and reports an asynchronous failure.
+    // One batch (a single launch for device-to-device parts on the GPU, instead of one copy and
+    // one gap per small recurrent/conv buffer); refused as a whole before anything is written.
     frost_stream* st = engine_.stream();
-    frost_status s = FROST_OK;
-    for (const auto& c : copies) {
-        s = frost_buffer_copy(c.dst, 0, src, c.part->offset, c.part->bytes, st);
-        if (s != FROST_OK) break;
-    }
+    std::vector<frost_copy_op> ops;
+    ops.reserve(copies.size());
+    for (const auto& c : copies) ops.push_back({c.dst, 0, src, c.part->offset, c.part->bytes});
+    frost_status s = frost_buffer_copy_batch(ops.data(), ops.size(), st);
     if (s == FROST_OK) s = engine_.adopt_restored_state(session, meta.ids);
     if (s != FROST_OK) {
         const std::string why = frost_last_error();

@@ -61,6 +61,7 @@ public:
                       frost_space src_space, size_t bytes) override;
     frost_status fill(void* stream, void* dst, frost_space space, uint8_t value,
                       size_t bytes) override;
+    frost_status copy_batch(void* stream, const CopyOp* ops, size_t n) override;
     frost_status launch_host(void* stream, frost_host_fn fn, const void* args,
                              size_t args_bytes) override;
 

@@ -6,9 +6,11 @@
 // synchronization behavior" section for why pageable copies are not plain async nodes).
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "exec/backends/cuda/cuda_backend.h"
 #include "exec/backends/cuda/cuda_check.h"
+#include "exec/backends/cuda/cuda_copy_batch.h"
 
 namespace frost::exec::cuda {
 
@@ -107,6 +109,26 @@ frost_status CudaBackend::copy(void* stream, void* dst, frost_space dst_space, c
         FROST_CUDA_TRY(cudaStreamSynchronize(s->handle));
     }
     FROST_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s->handle));
+    return FROST_OK;
+}
+
+frost_status CudaBackend::copy_batch(void* stream, const CopyOp* ops, size_t n) {
+    CudaStream* s = static_cast<CudaStream*>(stream);
+    FROST_TRY(use_device());
+    std::vector<CopyRun> runs;
+    try {
+        runs.reserve(n);
+    } catch (const std::bad_alloc&) {
+        return fail(FROST_ERR_OUT_OF_MEMORY, "cuda backend: out of host memory for a copy batch");
+    }
+    for (size_t i = 0; i < n; ++i) {
+        if (ops[i].dst_space == FROST_SPACE_DEVICE && ops[i].src_space == FROST_SPACE_DEVICE)
+            runs.push_back({ops[i].dst, ops[i].src, ops[i].bytes});
+        else
+            FROST_TRY(copy(stream, ops[i].dst, ops[i].dst_space, ops[i].src, ops[i].src_space, ops[i].bytes));
+    }
+    if (runs.empty()) return FROST_OK;
+    FROST_CUDA_TRY(launch_copy_batch(runs.data(), runs.size(), s->handle));
     return FROST_OK;
 }
 
