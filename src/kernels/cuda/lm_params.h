@@ -143,6 +143,9 @@ struct GdnBf16Params {
     const float* dt_bias = nullptr;  // [Hv]
     int64_t gate_row_stride = 0;
     int32_t pdl = 0;                 // recurrent kernel: programmatic dependent launch
+    // Chunked kernel: 1 runs every product on fp32 CUDA cores (the reference path tests compare
+    // with); 0 runs the state-pass and output products on TF32 tensor cores (fp32 accumulate).
+    int32_t chunk_fp32 = 0;
 };
 
 // Copies this launch's K and V rows into the contiguous cache at cursor->pos + row
