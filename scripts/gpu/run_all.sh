@@ -26,8 +26,13 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 t0=$(date +%s)
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFROST_CUDA=ON -DFROST_NATIVE=ON \
   >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-ninja -C build-gpu -j16 >"$OUT/build.log" 2>&1 || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
-summary+=("build: ok in $(( $(date +%s) - t0 )) s")
+# -k 0: one broken target must not hide the results of every other suite and bench.
+if ninja -C build-gpu -j16 -k 0 >"$OUT/build.log" 2>&1; then
+  summary+=("build: ok in $(( $(date +%s) - t0 )) s")
+else
+  grep -E "error|FAILED" "$OUT/build.log" | head -40
+  summary+=("build: FAILED for some targets (see build.log) in $(( $(date +%s) - t0 )) s")
+fi
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
   t0=$(date +%s)
