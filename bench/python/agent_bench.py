@@ -142,7 +142,10 @@ def run_mode(args, capsules, workload, tools):
         prompt = usage.get("prompt_tokens", 0)
         cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
         records.append({"kind": kind, "session": sid, "turn": t, "ttft_s": ttft, "prompt_tokens": prompt,
-                        "cached_tokens": cached, "plan": frost.get("plan", "")})
+                        "cached_tokens": cached, "plan": frost.get("plan", ""),
+                        "timings_ms": frost.get("timings_ms", {}),
+                        "deferred_store_ms": frost.get("deferred_store_ms", 0.0),
+                        "prefill_calls": frost.get("prefill_calls", 0)})
         return text
 
     try:
@@ -199,6 +202,39 @@ def summarize(records):
                 "cached_ratio": cached / prompt if prompt else 0.0, "plans": plans}
     later = [r for r in records if r["turn"] > 0]
     return {"all": block(records), "after_first_turn": block(later)}
+
+
+# Server phases up to the first token, in timeline order (timings_ms of the "frost" extension).
+TTFT_PHASES = ["parse", "template", "tokenize", "queue", "plan", "restore", "prefill", "snapshot", "store",
+               "engine_other", "emit"]
+
+
+def phase_breakdown(records):
+    """Per plan: median of each server phase (ms) and of the client-seen TTFT."""
+    out = {}
+    for plan in sorted({r["plan"] for r in records}):
+        rs = [r for r in records if r["plan"] == plan and r.get("timings_ms")]
+        if not rs:
+            continue
+        row = {ph: pct([r["timings_ms"].get(ph, 0.0) for r in rs], 50) for ph in TTFT_PHASES}
+        row["server_ttft"] = pct([sum(r["timings_ms"].get(ph, 0.0) for ph in TTFT_PHASES) for r in rs], 50)
+        row["client_ttft"] = pct([1e3 * r["ttft_s"] for r in rs], 50)
+        row["deferred_store"] = pct([r.get("deferred_store_ms", 0.0) for r in rs], 50)
+        row["prefill_calls"] = pct([r.get("prefill_calls", 0) for r in rs], 50)
+        row["requests"] = len(rs)
+        out[plan] = row
+    return out
+
+
+def print_breakdown(results):
+    cols = TTFT_PHASES + ["server_ttft", "client_ttft", "deferred_store", "prefill_calls"]
+    short = {"engine_other": "eng_oth", "server_ttft": "srv_ttft", "client_ttft": "cli_ttft",
+             "deferred_store": "deferred", "prefill_calls": "calls", "template": "templ", "tokenize": "tokens", "snapshot": "snap"}
+    print("median ms per phase (server timings_ms) by plan")
+    print(f"{'mode':<12} {'plan':<8} {'n':>3} " + " ".join(f"{short.get(c, c):>8}" for c in cols))
+    for mode, res in results.items():
+        for plan, row in res.get("phases", {}).items():
+            print(f"{mode:<12} {plan:<8} {row['requests']:>3} " + " ".join(f"{row[c]:>8.2f}" for c in cols))
 
 
 def write_svg(path, results):
@@ -272,7 +308,7 @@ def main(argv):
         rng_branch = random.Random(args.seed + 1)
         workload = build_workload(rng, args.sessions, args.turns, args.prefix_words)
         recs, extra = run_mode(args, caps, workload, tools)
-        results[mode] = {"records": recs, "summary": summarize(recs), **extra}
+        results[mode] = {"records": recs, "summary": summarize(recs), "phases": phase_breakdown(recs), **extra}
     meta = {k: getattr(args, k) for k in ("model", "sessions", "slots", "turns", "max_tokens", "prefix_words",
                                            "branch_turn", "retry_turn", "seed", "server_args")}
     with open(args.out_json, "w") as f:
@@ -283,6 +319,7 @@ def main(argv):
         for scope, s in res["summary"].items():
             print(f"{mode:<12} {scope:<17} {s['requests']:>4} {s['ttft_p50_ms']:>8.1f} {s['ttft_p90_ms']:>8.1f} "
                   f"{s['ttft_p99_ms']:>8.1f} {100 * s['cached_ratio']:>6.1f}%  {s['plans']}")
+    print_breakdown(results)
     print(f"wrote {args.out_json} and {args.out_svg}")
     return 0
 

@@ -114,6 +114,7 @@ HttpOut Api::handle(const HttpIn& in) {
 HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
     metrics_.requests_total++;
     auto job = std::make_shared<Job>();
+    job->times.received = std::chrono::steady_clock::now();
     ApiError err;
     if (!parse_gen_request(ep, in.body, cfg_.limits, &job->req, &err)) return error_reply(err);
     if (!job->req.model.empty() && job->req.model != cfg_.model_name)
@@ -131,23 +132,41 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
         r.messages = job->req.messages;
         r.tools = job->req.tools;
         r.enable_thinking = job->req.enable_thinking;
-        std::string text;
-        if (text_.render_chat(r, &text) != FROST_OK)
-            return error_reply(invalid_field("messages", "cannot render the chat template: " + last_error()));
-        job->prompt = text_.encode(text);
+        std::string text, hist;
+        bool hist_ok;
+        {
+            PhaseTimer t(job->times, Phase::Template);
+            if (text_.render_chat(r, &text) != FROST_OK)
+                return error_reply(invalid_field("messages", "cannot render the chat template: " + last_error()));
+            // The resent history (without the generation prompt) is the point the next turn's
+            // request shares with this one, whatever the client does with the thinking block.
+            r.add_generation_prompt = false;
+            hist_ok = text_.render_chat(r, &hist) == FROST_OK && hist.size() < text.size() &&
+                      text.compare(0, hist.size(), hist) == 0;
+        }
         // Thinking not explicitly disabled: split <think> text into reasoning_content.
         job->split_reasoning = job->req.enable_thinking != std::optional<bool>(false);
         job->starts_in_reasoning = job->split_reasoning && prompt_opens_thinking(text);
-        // The resent history (without the generation prompt) is the point the next turn's
-        // request shares with this one, whatever the client does with the thinking block.
-        r.add_generation_prompt = false;
-        std::string hist;
-        if (text_.render_chat(r, &hist) == FROST_OK && hist.size() < text.size() && text.compare(0, hist.size(), hist) == 0) {
-            const std::vector<int32_t> h = text_.encode(hist);
-            if (h.size() < job->prompt.size() && std::equal(h.begin(), h.end(), job->prompt.begin()))
-                job->history_boundary = h.size();
+        PhaseTimer t(job->times, Phase::Tokenize);
+        const std::string_view suffix = std::string_view(text).substr(hist_ok ? hist.size() : 0);
+        if (hist_ok && text_.split_safe(hist, suffix)) {
+            // History ids from the previous turn's where they still apply (token_cache.h), then
+            // only the generation prompt: the boundary is exact by construction.
+            job->prompt = token_cache_.encode(text_, owner, hist);
+            job->history_boundary = job->prompt.size();
+            const std::vector<int32_t> tail = text_.encode(suffix);
+            job->prompt.insert(job->prompt.end(), tail.begin(), tail.end());
+            if (tail.empty()) job->history_boundary = 0;
+        } else {
+            job->prompt = text_.encode(text);
+            if (hist_ok) {
+                const std::vector<int32_t> h = text_.encode(hist);
+                if (h.size() < job->prompt.size() && std::equal(h.begin(), h.end(), job->prompt.begin()))
+                    job->history_boundary = h.size();
+            }
         }
     } else {
+        PhaseTimer t(job->times, Phase::Tokenize);
         job->prompt = job->req.prompt_is_ids ? job->req.prompt_ids : text_.encode(job->req.prompt_text);
     }
     if (!check_context(job->req, job->prompt.size(), engine_.max_seq_len(), cfg_.limits, &job->max_new, &err))
@@ -160,6 +179,7 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
     HttpOut out;
     out.stream = job->req.stream;
     out.builder = std::make_unique<ResponseBuilder>(ep, job->id, model, unix_now(), job->req.n, job->req.include_usage);
+    out.builder->set_metrics(&metrics_);
     const Admit a = sched_.submit(job);
     if (a != Admit::Ok) return rejection(a);
     out.job = job;

@@ -15,6 +15,7 @@
 #include "serve/openai_request.h"
 #include "serve/openai_response.h"
 #include "serve/scheduler.h"
+#include "serve/token_cache.h"
 
 namespace frost::serve {
 
@@ -81,6 +82,7 @@ private:
     Metrics& metrics_;
     ApiConfig cfg_;
     std::mutex sessions_mu_;
+    TokenCache token_cache_;  // resent histories: ids reused, only new text encoded
     std::map<std::string, std::string> sessions_;  // session id -> owner (API-key scope)
 };
 

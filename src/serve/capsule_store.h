@@ -106,6 +106,10 @@ public:
     // handle and owner must be set; ttl_left_s > 0 sets the deadline that far from now.
     // FROST_ERR_STATE for a known id, FROST_ERR_OUT_OF_MEMORY when the tier has no room.
     frost_status adopt(CapsuleRecord rec, double ttl_left_s);
+    // Demotes/evicts unpinned idle capsules until `bytes` more fit on tier t (the owner calls it
+    // off the critical path, so a later admit() finds room without moving anything). False when
+    // the tier is disabled, smaller than `bytes`, or held by pins and restores (nothing moved).
+    bool make_headroom(Tier t, uint64_t bytes) { return budgets_.bytes[int(t)] > 0 && make_room(t, bytes, "", nullptr); }
     // Marks a capsule's file pair as written (persistence), so dropping it removes the pair.
     void set_persisted(const std::string& id, bool persisted);
 

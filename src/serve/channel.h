@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/api_error.h"
+#include "serve/timings.h"
 
 namespace frost::serve {
 
@@ -22,6 +23,9 @@ struct ChoiceUsage {
     size_t cached_tokens = 0;
     std::string plan_action;  // append | restore | rebuild
     std::string capsule_id;   // restore: which capsule
+    // Choice 0's Finish: the engine-side phase timings (the I/O thread adds its own pickups).
+    bool has_timings = false;
+    PhaseTimes timings;
 };
 
 struct StreamEvent {

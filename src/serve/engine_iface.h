@@ -57,6 +57,10 @@ public:
     // Whether prefill_snapshot() from position `from` to `to` can freeze a capsule (engines with
     // an alignment unit A can only when floor(to/A)*A is past `from`).
     virtual bool snapshot_possible(size_t from, size_t to) const { return capsules_supported() && to > from; }
+    // Where a capsule requested at boundary `to` is stored (engines with an alignment unit A:
+    // floor(to/A)*A). A snapshot requested exactly there carries no remainder, so its restore is
+    // a pure copy and the next request prefills from that point in one run.
+    virtual size_t snapshot_point(size_t to) const { return to; }
     // Bytes a capsule at boundary `tokens` would take (the store reserves this much first).
     virtual uint64_t capsule_bytes_at(size_t tokens) const { return 0; }
     // Freezes the slot's committed state onto `tier`; *handle names it for the other calls.
@@ -126,6 +130,10 @@ public:
     virtual ~TextIface() = default;
     virtual frost_status render_chat(const ChatRender& r, std::string* out) const = 0;
     virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+    // True when encode(left + right) == encode(left) + encode(right) is guaranteed (the cut lies
+    // before an added token that cannot interact with its left): lets the server encode only the
+    // new part of a resent history. false (the default) always encodes the whole text.
+    virtual bool split_safe(std::string_view left, std::string_view right) const { return false; }
     virtual std::unique_ptr<Detokenizer> detokenizer() const = 0;
     // Ids that end generation (EOS, <|im_end|>); never emitted as text.
     virtual bool is_end_token(int32_t id) const = 0;

@@ -14,21 +14,33 @@ void Histogram::observe(double seconds) {
 }
 
 std::string Histogram::render(const std::string& name, const std::string& help) const {
-    std::string out = "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+    return "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n" + render_series(name, "");
+}
+
+std::string Histogram::render_series(const std::string& name, const std::string& labels) const {
+    std::string out;
+    const std::string pre = labels.empty() ? "" : labels + ",";
+    const std::string sel = labels.empty() ? "" : "{" + labels + "}";
     uint64_t cum = 0;
-    char buf[160];
+    char buf[320];
     for (size_t i = 0; i < kBounds.size(); ++i) {
         cum += buckets_[i].load(std::memory_order_relaxed);
-        std::snprintf(buf, sizeof(buf), "%s_bucket{le=\"%g\"} %llu\n", name.c_str(), kBounds[i],
+        std::snprintf(buf, sizeof(buf), "%s_bucket{%sle=\"%g\"} %llu\n", name.c_str(), pre.c_str(), kBounds[i],
                       (unsigned long long)cum);
         out += buf;
     }
     cum += buckets_[kBounds.size()].load(std::memory_order_relaxed);
-    std::snprintf(buf, sizeof(buf), "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name.c_str(),
-                  (unsigned long long)cum, name.c_str(), double(sum_us_.load()) / 1e6, name.c_str(),
-                  (unsigned long long)count_.load());
+    std::snprintf(buf, sizeof(buf), "%s_bucket{%sle=\"+Inf\"} %llu\n%s_sum%s %.6f\n%s_count%s %llu\n",
+                  name.c_str(), pre.c_str(), (unsigned long long)cum, name.c_str(), sel.c_str(),
+                  double(sum_us_.load()) / 1e6, name.c_str(), sel.c_str(), (unsigned long long)count_.load());
     out += buf;
     return out;
+}
+
+void Metrics::observe_phases(const PhaseTimes& t) {
+    constexpr double kMsPerSecond = 1000.0;
+    for (size_t i = 0; i < kPhaseCount; ++i) phase[i].observe(t.ms[i] / kMsPerSecond);
+    deferred_store.observe(t.deferred_store_ms / kMsPerSecond);
 }
 
 namespace {
@@ -69,6 +81,12 @@ std::string Metrics::render() const {
         out += std::string("frost_capsule_bytes{tier=\"") + kTiers[t] + "\"} " + std::to_string(capsule_bytes[t].load()) + "\n";
     out += ttft.render("frost_ttft_seconds", "Time to first token, from admission to the first sampled token");
     out += restore_latency.render("frost_restore_seconds", "Capsule restore latency");
+    out += "# HELP frost_phase_seconds Per-request time by phase up to the first token (and after it), "
+           "as in the timings_ms response object\n# TYPE frost_phase_seconds histogram\n";
+    for (size_t i = 0; i < kPhaseCount; ++i)
+        out += phase[i].render_series("frost_phase_seconds", std::string("phase=\"") + phase_name(Phase(i)) + "\"");
+    out += deferred_store.render("frost_deferred_store_seconds",
+                                 "Capsule store work moved after the first token (durable writes, demotions)");
     return out;
 }
 

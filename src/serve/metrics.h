@@ -7,14 +7,20 @@
 #include <cstdint>
 #include <string>
 
+#include "serve/timings.h"
+
 namespace frost::serve {
 
 class Histogram {
 public:
-    static constexpr std::array<double, 12> kBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                                       0.5,   1.0,  2.5,   5.0,  10.0, 30.0};
+    // Sub-millisecond buckets too: server-side phases (plan, store, emit) live there.
+    static constexpr std::array<double, 15> kBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                       0.25,   0.5,   1.0,    2.5,   5.0,  10.0,  30.0};
     void observe(double seconds);
     std::string render(const std::string& name, const std::string& help) const;
+    // Only the sample lines (`name_bucket{labels,le=..}`, `_sum`, `_count`): one series of a
+    // labelled family whose HELP/TYPE the caller writes once. `labels` like `phase="plan"`.
+    std::string render_series(const std::string& name, const std::string& labels) const;
 
 private:
     std::array<std::atomic<uint64_t>, kBounds.size() + 1> buckets_{};  // last = +Inf
@@ -41,6 +47,10 @@ struct Metrics {
     std::atomic<uint64_t> capsules{0};
     Histogram ttft;
     Histogram restore_latency;
+    // Per-request phase timings (timings.h), observed when choice 0's Finish is picked up.
+    std::array<Histogram, kPhaseCount> phase;
+    Histogram deferred_store;
+    void observe_phases(const PhaseTimes& t);
 
     std::string render() const;
 };

@@ -64,6 +64,10 @@ bool ModelEngine::snapshot_possible(size_t from, size_t to) const {
     return capsules_ != nullptr && aligned > 0 && aligned >= from;
 }
 
+size_t ModelEngine::snapshot_point(size_t to) const {
+    return capsules_ ? to / size_t(model::kCapsuleAlignment) * size_t(model::kCapsuleAlignment) : to;
+}
+
 uint64_t ModelEngine::capsule_bytes_at(size_t tokens) const {
     // Valid bytes of every state buffer at boundary `tokens`, each padded to the capsule page.
     uint64_t total = 0;
@@ -203,6 +207,8 @@ frost_status ModelText::load(const std::string& dir, const std::vector<int32_t>&
     if (tmpl.empty()) return fail(FROST_ERR_NOT_FOUND, "%s: no chat template (tokenizer_config.json or chat_template.jinja)", dir.c_str());
     if (!text::chat_template_kind_from_text(tmpl, &t->kind_))
         return fail(FROST_ERR_UNSUPPORTED, "%s: the chat template is not a known Qwen template", dir.c_str());
+    for (const auto& a : t->tok_->added_tokens())
+        t->split_tokens_.push_back(SplitToken{a.content, a.lstrip, a.single_word, a.normalized});
     t->end_ids_ = eos_ids;
     for (const char* name : {"<|im_end|>", "<|endoftext|>"}) {
         const int32_t id = t->tok_->token_to_id(name);
@@ -223,6 +229,10 @@ frost_status ModelText::render_chat(const ChatRender& r, std::string* out) const
 }
 
 std::vector<int32_t> ModelText::encode(std::string_view s) const { return tok_->encode(s); }
+
+bool ModelText::split_safe(std::string_view left, std::string_view right) const {
+    return split_is_safe(left, right, split_tokens_);
+}
 
 namespace {
 class StreamDetok : public Detokenizer {

@@ -10,6 +10,7 @@
 #include "model/capsule.h"
 #include "model/engine.h"
 #include "serve/engine_iface.h"
+#include "serve/token_cache.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -30,6 +31,7 @@ public:
 
     bool capsules_supported() const override { return capsules_ != nullptr; }
     bool snapshot_possible(size_t from, size_t to) const override;
+    size_t snapshot_point(size_t to) const override;
     uint64_t capsule_bytes_at(size_t tokens) const override;
     frost_status snapshot(int slot, Tier tier, uint64_t* handle, uint64_t* bytes) override;
     frost_status prefill_snapshot(int slot, const int32_t* ids, size_t n, Tier tier, int32_t* next, uint64_t* handle,
@@ -59,6 +61,7 @@ public:
 
     frost_status render_chat(const ChatRender& r, std::string* out) const override;
     std::vector<int32_t> encode(std::string_view text) const override;
+    bool split_safe(std::string_view left, std::string_view right) const override;
     std::unique_ptr<Detokenizer> detokenizer() const override;
     bool is_end_token(int32_t id) const override;
     ParsedOutput parse_output(const std::string& text, bool tools_enabled) const override;
@@ -68,6 +71,7 @@ public:
 
 private:
     std::unique_ptr<text::Tokenizer> tok_;
+    std::vector<SplitToken> split_tokens_;  // the tokenizer's added tokens, for split_safe()
     text::ChatTemplateKind kind_ = text::ChatTemplateKind::kQwen3;
     std::vector<int32_t> end_ids_;
 };

@@ -1,6 +1,8 @@
 // ResponseBuilder implementation (see openai_response.h).
 #include "serve/openai_response.h"
 
+#include <algorithm>
+
 #include "serve/ids.h"
 
 namespace frost::serve {
@@ -47,6 +49,18 @@ json ResponseBuilder::usage_json() const {
 }
 
 void ResponseBuilder::account(const StreamEvent& e) {
+    const SteadyTime now = std::chrono::steady_clock::now();
+    if (e.index == 0 && first_pickup_ == SteadyTime{}) first_pickup_ = now;
+    if (e.kind == StreamEvent::Kind::Finish && e.index == 0 && e.usage.has_timings) {
+        // Emit: first token sampled -> first event picked up here; AfterFirst: from then until
+        // this Finish was picked up (decode and the store work deferred past the first token).
+        timings_ = e.usage.timings;
+        if (timings_.first_token != SteadyTime{})
+            timings_.ms[size_t(Phase::Emit)] = std::max(0.0, ms_between(timings_.first_token, first_pickup_));
+        timings_.ms[size_t(Phase::AfterFirst)] = std::max(0.0, ms_between(first_pickup_, now));
+        has_timings_ = true;
+        if (metrics_) metrics_->observe_phases(timings_);
+    }
     if (e.kind == StreamEvent::Kind::Finish) {
         if (e.index == 0) first_usage_ = e.usage;
         completion_tokens_ += e.usage.completion_tokens;
@@ -92,14 +106,15 @@ std::string ResponseBuilder::sse(const StreamEvent& e) {
         choice["finish_reason"] = e.finish_reason;
     }
     c["choices"] = json::array({choice});
+    // Without a usage chunk the last finish chunk is the final one: it carries the extension.
+    if (finished_ == n_ && !include_usage_) c["frost"] = frost_json();
     std::string out = data_line(c);
     if (finished_ == n_) {
         if (include_usage_) {
             json u = chunk_base();
             u["choices"] = json::array();
             u["usage"] = usage_json();
-            u["frost"] = {{"plan", first_usage_.plan_action}, {"cached_tokens", first_usage_.cached_tokens}};
-            if (!first_usage_.capsule_id.empty()) u["frost"]["capsule_id"] = first_usage_.capsule_id;
+            u["frost"] = frost_json();
             out += data_line(u);
         }
         out += "data: [DONE]\n\n";
@@ -145,9 +160,22 @@ std::string ResponseBuilder::final_json() const {
     }
     body["choices"] = choices;
     body["usage"] = usage_json();
-    body["frost"] = {{"plan", first_usage_.plan_action}, {"cached_tokens", first_usage_.cached_tokens}};
-    if (!first_usage_.capsule_id.empty()) body["frost"]["capsule_id"] = first_usage_.capsule_id;
+    body["frost"] = frost_json();
     return dump(body);
+}
+
+json ResponseBuilder::frost_json() const {
+    json f = {{"plan", first_usage_.plan_action}, {"cached_tokens", first_usage_.cached_tokens}};
+    if (!first_usage_.capsule_id.empty()) f["capsule_id"] = first_usage_.capsule_id;
+    if (has_timings_) {
+        json t = json::object();
+        for (size_t i = 0; i < kPhaseCount; ++i) t[phase_name(Phase(i))] = timings_.ms[i];
+        f["timings_ms"] = t;
+        // Informative, already inside after_first_token: not one of the summed phases.
+        f["deferred_store_ms"] = timings_.deferred_store_ms;
+        f["prefill_calls"] = timings_.prefill_calls;
+    }
+    return f;
 }
 
 std::string ResponseBuilder::sse_error(const ApiError& e) {

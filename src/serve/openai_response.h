@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/channel.h"
+#include "serve/metrics.h"
 #include "serve/openai_request.h"
 
 namespace frost::serve {
@@ -31,7 +32,14 @@ public:
 
     static std::string sse_error(const ApiError& e);  // `data: {"error":...}\n\n`
 
+    // Choice 0's phase timings are observed here once complete (may be null).
+    void set_metrics(Metrics* m) { metrics_ = m; }
+    // The complete timings (engine part + this thread's pickups); valid once choice 0 finished.
+    const PhaseTimes& timings() const { return timings_; }
+    bool has_timings() const { return has_timings_; }
+
 private:
+    nlohmann::json frost_json() const;
     nlohmann::json chunk_base() const;
     nlohmann::json usage_json() const;
     void account(const StreamEvent& e);
@@ -50,6 +58,10 @@ private:
     std::vector<std::string> finish_;             // per choice
     ChoiceUsage first_usage_;
     size_t completion_tokens_ = 0;
+    Metrics* metrics_ = nullptr;
+    SteadyTime first_pickup_{};  // this (I/O) thread first saw an event of choice 0
+    bool has_timings_ = false;
+    PhaseTimes timings_;
 };
 
 }  // namespace frost::serve

@@ -34,20 +34,37 @@ Plan plan_request(const PlanInput& in) {
             append_len = in.journal->size();
     }
 
-    // Digest of each distinct prefix length that some capsule could cover, computed once.
-    std::map<size_t, Digest> prefix_digest;
-    const CapsuleView* best = nullptr;
-    for (const auto& c : in.capsules) {
-        if (!c.usable || !c.tokens) continue;
+    auto candidate = [&](const CapsuleView& c) {
+        if (!c.usable || !c.tokens) return false;
         const size_t len = c.tokens->size();
-        if (len == 0 || len > usable_len) continue;
-        if (!in.required_capsule.empty() && c.id != in.required_capsule) continue;
-        auto it = prefix_digest.find(len);
-        if (it == prefix_digest.end()) it = prefix_digest.emplace(len, token_digest(prompt.data(), len)).first;
-        if (it->second != c.digest) continue;
+        if (len == 0 || len > usable_len) return false;
+        return in.required_capsule.empty() || c.id == in.required_capsule;
+    };
+    // Digest of each distinct prefix length that some capsule could cover, all from one pass
+    // over the prompt (O(prompt) hashing however many capsules and lengths there are).
+    std::map<size_t, Digest> prefix_digest;
+    for (const auto& c : in.capsules)
+        if (candidate(c)) prefix_digest.emplace(c.tokens->size(), Digest{});
+    TokenDigester dig;
+    for (auto& [len, d] : prefix_digest) {  // ascending lengths
+        dig.update(prompt.data() + dig.size(), len - dig.size());
+        d = dig.digest();
+    }
+    // Longest first, so the first verified match is the answer and shorter prefixes of the same
+    // conversation (every earlier turn's capsule) are never compared token by token.
+    std::vector<const CapsuleView*> order;
+    for (const auto& c : in.capsules)
+        if (candidate(c)) order.push_back(&c);
+    std::stable_sort(order.begin(), order.end(), [](const CapsuleView* x, const CapsuleView* y) {
+        return x->tokens->size() > y->tokens->size();
+    });
+    const CapsuleView* best = nullptr;
+    for (const CapsuleView* c : order) {
+        if (prefix_digest.at(c->tokens->size()) != c->digest) continue;
         // Digest equality is a candidate, never a proof: verify every token.
-        if (!std::equal(c.tokens->begin(), c.tokens->end(), prompt.begin())) continue;
-        if (!best || len > best->tokens->size()) best = &c;
+        if (!std::equal(c->tokens->begin(), c->tokens->end(), prompt.begin())) continue;
+        best = c;
+        break;
     }
 
     if (!in.required_capsule.empty()) {

@@ -4,6 +4,7 @@
 #include "serve/scheduler.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "exec/error.h"
 #include "serve/ids.h"
@@ -27,8 +28,18 @@ struct Scheduler::Slot {
     bool busy = false;
 };
 
+// A capsule frozen at the history boundary whose acknowledgement (durable files, materialized)
+// waits until the request's first token is out.
+struct Scheduler::PendingCapsule {
+    CapsuleRequest req;
+    uint64_t handle = 0;
+    uint64_t bytes = 0;
+    bool to_file = false;  // placed on disk: written as its file pair before it is materialized
+};
+
 struct Scheduler::Active {
     std::shared_ptr<Job> job;
+    std::unique_ptr<PendingCapsule> pending_capsule;
     int slot = -1;
     int choice = 0;
     enum class Phase { Start, Prefill, Decode } phase = Phase::Start;
@@ -122,6 +133,11 @@ Admit Scheduler::submit(std::shared_ptr<Job> job) {
     per_key_[job->owner]++;
     job->key_counted = true;
     job->enqueued = std::chrono::steady_clock::now();
+    PhaseTimes& t = job->times;
+    if (t.received == SteadyTime{}) t.received = job->enqueued;
+    t.enqueued = job->enqueued;
+    t.ms[size_t(Phase::Parse)] = std::max(0.0, ms_between(t.received, t.enqueued) - t.ms[size_t(Phase::Template)] -
+                                                   t.ms[size_t(Phase::Tokenize)]);
     queue_.push_back(std::move(job));
     if (metrics_) metrics_->queue_depth = queue_.size();
     woken_ = true;
@@ -232,6 +248,8 @@ void Scheduler::admit_from_queue() {
             auto a = std::make_unique<Active>();
             a->job = queue_.front();
             queue_.pop_front();
+            a->job->times.dequeued = std::chrono::steady_clock::now();
+            a->job->times.ms[size_t(Phase::Queue)] = ms_between(a->job->times.enqueued, a->job->times.dequeued);
             a->slot = slot;
             slots_[size_t(slot)].busy = true;
             busy_slots_++;
@@ -346,6 +364,7 @@ bool Scheduler::start_choice(Active& a) {
         slot.journal.clear();  // another tenant's live state is never planned against
         slot.owner = job.owner;
     }
+    std::optional<PhaseTimer> plan_timer(std::in_place, times(a), Phase::Plan);
     PlanInput in;
     in.prompt = &job.prompt;
     in.journal = &slot.journal;
@@ -353,6 +372,7 @@ bool Scheduler::start_choice(Active& a) {
     std::vector<const CapsuleRecord*> caps = store_->list(job.owner);
     for (const auto* c : caps) in.capsules.push_back(CapsuleView{c->id, &c->tokens, c->digest, true});
     const Plan plan = plan_request(in);
+    plan_timer.reset();
     if (plan.required_missing) {
         fail_job(a, make_error(404, "invalid_request_error", "capsule_not_found",
                                "capsule_id: no capsule '" + job.req.capsule_id + "' matches a prefix of this prompt"),
@@ -366,7 +386,12 @@ bool Scheduler::start_choice(Active& a) {
     if (plan.action == PlanAction::Restore) {
         const auto t0 = std::chrono::steady_clock::now();
         CapsuleRecord rec;
-        if (store_->begin_restore(plan.capsule_id, job.owner, job.id, &rec) != FROST_OK) {
+        // The store's part (claim events, a promotion to the device tier) counts as store work;
+        // Restore is the engine's copy into the slot.
+        std::optional<PhaseTimer> store_timer(std::in_place, times(a), Phase::Store);
+        const frost_status began = store_->begin_restore(plan.capsule_id, job.owner, job.id, &rec);
+        store_timer.reset();
+        if (began != FROST_OK) {
             update_store_metrics();
             slot.journal.clear();
             fail_job(a, make_error(503, "server_error", "capsule_restore_failed",
@@ -374,9 +399,15 @@ bool Scheduler::start_choice(Active& a) {
                      true);
             return false;
         }
-        const frost_status st = engine_.restore(rec.handle, a.slot);
+        frost_status st;
+        {
+            PhaseTimer t(times(a), Phase::Restore);
+            st = engine_.restore(rec.handle, a.slot);
+        }
+        store_timer.emplace(times(a), Phase::Store);
         store_->end_restore(rec.id, st == FROST_OK, job.id, st == FROST_OK ? "" : last_error());
         update_store_metrics();
+        store_timer.reset();
         if (st != FROST_OK) {
             fail_job(a, make_error(503, "server_error", "capsule_restore_failed",
                                    "capsule " + plan.capsule_id + " could not be restored (refused)"),
@@ -496,7 +527,13 @@ void Scheduler::fork_choices(Active& a) {
 
 bool Scheduler::prefill_and_snapshot(Active& a, size_t end, int32_t* next) {
     Job& job = *a.job;
-    Slot& slot = slots_[size_t(a.slot)];
+    PhaseTimes& tm = times(a);
+    auto plain_prefill = [&] {
+        tm.prefill_calls++;
+        PhaseTimer t(tm, Phase::Prefill);
+        return engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, next) == FROST_OK;
+    };
+    std::optional<PhaseTimer> store_timer(std::in_place, tm, Phase::Store);
     std::vector<int32_t> ids(job.prompt.begin(), job.prompt.begin() + long(end));
     const Digest d = token_digest(ids.data(), ids.size());
     bool held = !engine_.snapshot_possible(a.pos, end);
@@ -505,49 +542,83 @@ bool Scheduler::prefill_and_snapshot(Active& a, size_t end, int32_t* next) {
             held = true;
             a.made_capsule = c->id;
         }
-    if (held) return engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, next) == FROST_OK;
-    CapsuleRequest req;
-    req.id = new_id("cap");
-    req.owner = job.owner;
-    req.bytes = engine_.capsule_bytes_at(end);
-    req.tier = Tier::Device;
-    req.pinned = job.req.pin_prefix;
-    req.priority = job.capsule_priority;
-    req.ttl_s = job.capsule_ttl_s;
-    req.tokens = std::move(ids);
-    req.session_id = job.req.session_id;
-    req.request_id = job.id;
+    if (held) {
+        store_timer.reset();
+        return plain_prefill();
+    }
+    PendingCapsule p;
+    p.req.id = new_id("cap");
+    p.req.owner = job.owner;
+    p.req.bytes = engine_.capsule_bytes_at(end);
+    p.req.tier = Tier::Device;
+    p.req.pinned = job.req.pin_prefix;
+    p.req.priority = job.capsule_priority;
+    p.req.ttl_s = job.capsule_ttl_s;
+    p.req.tokens = std::move(ids);
+    p.req.session_id = job.req.session_id;
+    p.req.request_id = job.id;
     Tier placed;
     std::vector<std::string> blocking;
-    if (store_->admit(req, &placed, &blocking) != FROST_OK) {
+    if (store_->admit(p.req, &placed, &blocking) != FROST_OK) {
         a.capsule_refusal = last_error();
         for (const auto& b : blocking) a.capsule_refusal += (b == blocking.front() ? " (blocking: " : ", ") + b;
         if (!blocking.empty()) a.capsule_refusal += ")";
         update_store_metrics();  // refused (logged with blocking ids); the request itself goes on
-        return engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, next) == FROST_OK;
+        store_timer.reset();
+        return plain_prefill();
     }
-    uint64_t handle = 0, bytes = 0;
+    store_timer.reset();
     // A capsule placed on disk is frozen on the host first and then written as its durable
     // file pair (persist_to_disk), so it is acknowledged (materialized) only once it would
     // survive a crash.
-    const bool to_file = placed == Tier::Disk && persistence_on();
-    const frost_status st = engine_.prefill_snapshot(a.slot, job.prompt.data() + a.pos, end - a.pos,
-                                                     to_file ? Tier::Host : placed, next, &handle, &bytes);
+    p.to_file = placed == Tier::Disk && persistence_on();
+    frost_status st;
+    {
+        tm.prefill_calls++;
+        PhaseTimer t(tm, Phase::Snapshot);
+        st = engine_.prefill_snapshot(a.slot, job.prompt.data() + a.pos, end - a.pos,
+                                      p.to_file ? Tier::Host : placed, next, &p.handle, &p.bytes);
+    }
+    if (st != FROST_OK || p.handle == 0) {
+        PhaseTimer t(tm, Phase::Store);
+        store_->abandon(p.req.id, st == FROST_OK ? "no capsule at this boundary" : "prefill failed");
+        update_store_metrics();
+        return st == FROST_OK;
+    }
+    // The state at the boundary is frozen; acknowledging it (durable files, materialized) is
+    // bookkeeping that the first token need not wait for. A capsule-only request has no first
+    // token and answers with the capsule, so it finishes here.
+    a.pending_capsule = std::make_unique<PendingCapsule>(std::move(p));
+    if (job.capsule_only) {
+        PhaseTimer t(tm, Phase::Store);
+        finalize_capsule(a);
+    }
+    return true;
+}
+
+void Scheduler::finalize_capsule(Active& a) {
+    if (!a.pending_capsule) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_ptr<PendingCapsule> p = std::move(a.pending_capsule);
     std::string disk_error;
-    if (st == FROST_OK && handle != 0 && to_file && !persist_new_capsule(req, &handle, &disk_error)) {
-        store_->abandon(req.id, "disk write failed: " + disk_error);
+    if (p->to_file && !persist_new_capsule(p->req, &p->handle, &disk_error)) {
+        store_->abandon(p->req.id, "disk write failed: " + disk_error);
         a.capsule_refusal = "disk write failed: " + disk_error;
-    } else if (st == FROST_OK && handle != 0 && store_->materialize(req.id, handle, bytes) == FROST_OK) {
-        a.made_capsule = req.id;
-        if (to_file) store_->set_persisted(req.id, true);
-    } else if (st == FROST_OK && handle != 0) {
-        a.capsule_refusal = last_error();
+    } else if (store_->materialize(p->req.id, p->handle, p->bytes) == FROST_OK) {
+        a.made_capsule = p->req.id;
+        if (p->to_file) store_->set_persisted(p->req.id, true);
+        // Room for the next capsule of this size on the device tier is made now, off the
+        // critical path, so the next admission need not demote (or write files) before its
+        // first token. Best effort: a tier held by pins or restores just stays as it is.
+        if (!a.job->capsule_only) store_->make_headroom(Tier::Device, p->bytes);
     } else {
-        store_->abandon(req.id, st == FROST_OK ? "no capsule at this boundary" : "prefill failed");
+        a.capsule_refusal = last_error();
+        engine_.drop(p->handle);  // its record went away meanwhile: nothing may keep the bytes
+        if (p->to_file) remove_persisted(cfg_.capsule_dir, p->req.id);
     }
     update_store_metrics();
-    (void)slot;
-    return st == FROST_OK;
+    if (!a.job->capsule_only)
+        a.job->times.deferred_store_ms += ms_between(t0, std::chrono::steady_clock::now());
 }
 
 bool Scheduler::persist_new_capsule(const CapsuleRequest& req, uint64_t* handle, std::string* why) {
@@ -579,15 +650,22 @@ bool Scheduler::prefill_step(Active& a) {
     if (job.cancelled) return true;  // a fork failed the job: the loop releases every member
     size_t end = std::min(job.prompt.size(), a.pos + cfg_.prefill_step);
     if (a.batched && !a.forked) end = std::min(end, job.prompt.size() - 1);  // the fork point
-    // A chat turn freezes its resent history; a capsule-only request its whole prompt.
-    const size_t snap_at = job.capsule_only ? job.prompt.size() : job.history_boundary;
+    // A chat turn freezes its resent history, at the point the engine stores it (the alignment
+    // grid below): no remainder to re-prefill on restore, and one engine call fewer per turn.
+    // A capsule-only request freezes exactly its whole prompt (its remainder is stored).
+    const size_t snap_at = job.capsule_only ? job.prompt.size() : engine_.snapshot_point(job.history_boundary);
     const bool snap = (cfg_.auto_capsules || job.capsule_only) && a.choice == 0 && snap_at > a.pos &&
                       (job.capsule_only || snap_at < job.prompt.size());
     if (snap) end = std::min(end, snap_at);
     int32_t next = -1;
-    const bool ok = (snap && end == snap_at)
-                        ? prefill_and_snapshot(a, end, &next)
-                        : engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, &next) == FROST_OK;
+    bool ok;
+    if (snap && end == snap_at) {
+        ok = prefill_and_snapshot(a, end, &next);
+    } else {
+        times(a).prefill_calls++;
+        PhaseTimer t(times(a), Phase::Prefill);
+        ok = engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, &next) == FROST_OK;
+    }
     if (!ok) {
         fail_job(a, make_error(500, "server_error", "engine_error", "prefill failed: " + last_error()), true);
         return false;
@@ -639,7 +717,28 @@ void Scheduler::emit_split(Active& a, const std::string& reasoning, const std::s
     a.job->channel->push_final(std::move(e));
 }
 
+PhaseTimes& Scheduler::times(Active& a) {
+    // Only choice 0 up to its first token is the request's time to first token.
+    return (a.choice == 0 && a.first_token) ? a.job->times : scratch_times_;
+}
+
 bool Scheduler::handle_token(Active& a, int32_t tok) {
+    const bool first = a.first_token && a.choice == 0;
+    if (first) {
+        PhaseTimes& t = a.job->times;
+        t.first_token = std::chrono::steady_clock::now();
+        double engine_ms = ms_between(t.dequeued, t.first_token);
+        for (Phase p : {Phase::Plan, Phase::Restore, Phase::Prefill, Phase::Snapshot, Phase::Store})
+            engine_ms -= t.ms[size_t(p)];
+        t.ms[size_t(Phase::EngineOther)] = std::max(0.0, engine_ms);
+    }
+    const bool going = handle_token_events(a, tok);
+    // The first token's event is out (or the choice ended): now the deferred store work.
+    if (a.pending_capsule) finalize_capsule(a);
+    return going;
+}
+
+bool Scheduler::handle_token_events(Active& a, int32_t tok) {
     Job& job = *a.job;
     if (a.first_token) {
         a.first_token = false;
@@ -704,6 +803,10 @@ bool Scheduler::finish_choice(Active& a, const char* reason) {
     fin.finish_reason = finish;
     a.usage.completion_tokens = size_t(a.generated);
     fin.usage = a.usage;
+    if (a.choice == 0) {
+        fin.usage.has_timings = true;
+        fin.usage.timings = job.times;
+    }
     // The per-key place is free before the client can see the end (it may send again at once).
     if (--job.choices_left <= 0) uncount(job);
     job.channel->push_final(std::move(fin));
@@ -728,6 +831,9 @@ void Scheduler::fail_job(Active& a, const ApiError& e, bool state_unknown) {
 }
 
 void Scheduler::release(Active& a) {
+    // A request that ends before its first token (error, cancel, shutdown) still acknowledges
+    // the capsule it froze: the state at the boundary is valid.
+    if (a.pending_capsule) finalize_capsule(a);
     // A fork group holds its place until its last choice ends (or the request is cancelled).
     if (!a.batched || a.job->choices_left <= 0 || a.job->cancelled) uncount(*a.job);
     free_fork_slots(a);

@@ -26,6 +26,7 @@
 #include "serve/metrics.h"
 #include "serve/openai_request.h"
 #include "serve/persistence.h"
+#include "serve/timings.h"
 
 namespace frost::serve {
 
@@ -48,6 +49,9 @@ struct Job {
     std::shared_ptr<Channel> channel;
     std::atomic<bool> cancelled{false};
     std::chrono::steady_clock::time_point enqueued;
+    // Phase timings of choice 0 up to its first token: the I/O thread's part is written before
+    // submit(), the engine's after it; a copy travels in the Finish event (timings.h).
+    PhaseTimes times;
     bool key_counted = false;
     int choices_left = 0;      // choices not yet finished (engine thread)  // holds one of its owner's max_per_key places (engine thread / mu_)
 };
@@ -102,6 +106,7 @@ public:
 private:
     struct Slot;
     struct Active;
+    struct PendingCapsule;
     void loop();
     void admit_from_queue();
     int pick_slot(const Job& job);
@@ -115,7 +120,14 @@ private:
     // At the prompt's last token: copies choice 0's state into the claimed slots, one Active each.
     void fork_choices(Active& a);
     bool prefill_step(Active& a);
+    // Records the first token's time, runs handle_token_events, then any deferred capsule work.
     bool handle_token(Active& a, int32_t tok);
+    bool handle_token_events(Active& a, int32_t tok);
+    // Where this Active's phase times go: the job's until choice 0's first token, else nowhere.
+    PhaseTimes& times(Active& a);
+    // Acknowledges the capsule prefill_and_snapshot froze: durable files (disk tier), then
+    // materialized, then headroom on the device tier for the next one. Idempotent.
+    void finalize_capsule(Active& a);
     bool finish_choice(Active& a, const char* reason);
     bool finish_capsule_only(Active& a);
     void emit(Active& a, const std::string& text);
@@ -161,6 +173,7 @@ private:
     std::vector<std::unique_ptr<Active>> forks_;   // forked this round, join active_ after it
     uint64_t use_clock_ = 0;
     std::chrono::steady_clock::time_point epoch_;
+    PhaseTimes scratch_times_;  // phases after the first token land here, unreported
 };
 
 }  // namespace frost::serve

@@ -19,4 +19,18 @@ Digest sha256(const void* data, size_t bytes);
 Digest token_digest(const int32_t* ids, size_t n);
 std::string digest_hex(const Digest& d);
 
+// token_digest() of a growing prefix: one pass over the ids gives the digest of every prefix
+// length asked for (the planner's candidate lengths), instead of one pass per length.
+class TokenDigester {
+public:
+    TokenDigester();
+    void update(const int32_t* ids, size_t n);
+    Digest digest() const;  // of everything fed so far; feeding may continue
+    size_t size() const { return n_; }
+
+private:
+    Sha256 s_;
+    size_t n_ = 0;
+};
+
 }  // namespace frost::serve

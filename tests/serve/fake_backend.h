@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "serve/engine_iface.h"
+#include "serve/token_cache.h"
 
 namespace frost::serve::testing {
 
@@ -31,6 +32,8 @@ public:
 
     bool capsules_supported() const override { return capsules; }
     uint64_t capsule_bytes_at(size_t tokens) const override { return 1000 + 4 * tokens; }
+    // align > 0: capsules are stored on an align-token grid, as the real engine's are.
+    size_t snapshot_point(size_t to) const override { return align > 0 ? to / align * align : to; }
     frost_status snapshot(int slot, Tier tier, uint64_t* handle, uint64_t* bytes) override;
     frost_status restore(uint64_t handle, int slot) override;
     bool fork_live_supported() const override { return fork_live_on; }
@@ -42,6 +45,7 @@ public:
     std::atomic<int> step_delay_ms{0};   // sleep per prefill/decode call
     std::atomic<int> end_after{1 << 30}; // emit the end token after this many decoded tokens
     bool capsules = true;
+    size_t align = 0;
     bool fork_live_on = true;  // n > 1 as a batched fork (else one choice after another)
     std::atomic<uint64_t> forks{0};
     std::atomic<bool> fail_restore{false};
@@ -72,6 +76,8 @@ class FakeText : public TextIface {
 public:
     frost_status render_chat(const ChatRender& r, std::string* out) const override;
     std::vector<int32_t> encode(std::string_view text) const override;
+    bool split_safe(std::string_view left, std::string_view right) const override;
+    mutable std::atomic<uint64_t> encoded_bytes{0};  // observation: bytes passed to encode()
     std::unique_ptr<Detokenizer> detokenizer() const override;
     bool is_end_token(int32_t id) const override { return id == kEndId; }
     ParsedOutput parse_output(const std::string& text, bool tools_enabled) const override;

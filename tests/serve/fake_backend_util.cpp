@@ -117,7 +117,13 @@ frost_status FakeText::render_chat(const ChatRender& r, std::string* out) const 
     return FROST_OK;
 }
 
+bool FakeText::split_safe(std::string_view left, std::string_view right) const {
+    static const std::vector<SplitToken> kTokens = {SplitToken{kImStart}, SplitToken{kImEnd}};
+    return split_is_safe(left, right, kTokens);
+}
+
 std::vector<int32_t> FakeText::encode(std::string_view text) const {
+    encoded_bytes += text.size();
     std::vector<int32_t> ids;
     for (size_t i = 0; i < text.size();) {
         if (text.compare(i, sizeof(kImStart) - 1, kImStart) == 0) {
