@@ -159,7 +159,9 @@ TEST(Fingerprint, CachedReusedAndInvalidated) {
     // Fingerprint equals the documented SHA-256 construction for a fixture (read-only: not cached).
     FingerprintResult fx;
     ASSERT_EQ(model_fingerprint(fixture_dir("qwen35-tiny-a"), &fx), FROST_OK);
-    EXPECT_FALSE(fx.cached);
+    // Only meaningful where the folder is really read-only for us: root (the GPU machine runs
+    // tests as root) may write into a chmod a-w folder, and then the cache is legitimately kept.
+    if (access(fixture_dir("qwen35-tiny-a").c_str(), W_OK) != 0) EXPECT_FALSE(fx.cached);
     FingerprintResult fx2;
     ASSERT_EQ(model_fingerprint(fixture_dir("qwen35-tiny-a"), &fx2), FROST_OK);
     EXPECT_EQ(fx.hex, fx2.hex);
