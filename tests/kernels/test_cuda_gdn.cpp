@@ -134,7 +134,9 @@ void run_pieces(const std::vector<std::pair<int, bool>>& pieces, int pos0, const
     Rig rig{Dev<uint16_t>(to_bf(in.qkv)), Dev<float>(in.beta), Dev<float>(in.g), Dev<float>(s0),
             Dev<uint16_t>(max_rows * Hv * D), Dev<float>(work_floats(max_rows)), Dev<StepCursor>(1), max_rows};
     int t0 = 0;
+    bool tf32_seen = false;  // the state error is cumulative: a TF32 chunk's rounding carries on
     for (auto [n, chunked] : pieces) {
+        tf32_seen = tf32_seen || chunked;
         StepCursor c{};
         c.pos = pos0 + t0;
         c.n_tokens = n;
@@ -152,7 +154,9 @@ void run_pieces(const std::vector<std::pair<int, bool>>& pieces, int pos0, const
         }
         const double s_err = rel_l2(S, rig.state.download());
         std::printf("gdn piece at %d n %d chunked %d: state rel %.2e\n", t0, n, int(chunked), s_err);
-        EXPECT_LE(s_err, chunked ? kTcStateTol : kStateTol) << "state after piece at " << t0;
+        // A recurrent piece after a TF32 chunked one inherits that piece's error (measured on the
+        // H100: 1.65e-4 one token after a 2.3e-4 chunk), so the bound follows the history.
+        EXPECT_LE(s_err, tf32_seen ? kTcStateTol : kStateTol) << "state after piece at " << t0;
         t0 += n;
     }
 }
