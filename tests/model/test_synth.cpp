@@ -161,7 +161,9 @@ TEST(Fingerprint, CachedReusedAndInvalidated) {
     ASSERT_EQ(model_fingerprint(fixture_dir("qwen35-tiny-a"), &fx), FROST_OK);
     // Only meaningful where the folder is really read-only for us: root (the GPU machine runs
     // tests as root) may write into a chmod a-w folder, and then the cache is legitimately kept.
-    if (access(fixture_dir("qwen35-tiny-a").c_str(), W_OK) != 0) EXPECT_FALSE(fx.cached);
+    if (access(fixture_dir("qwen35-tiny-a").c_str(), W_OK) != 0) {
+        EXPECT_FALSE(fx.cached);
+    }
     FingerprintResult fx2;
     ASSERT_EQ(model_fingerprint(fixture_dir("qwen35-tiny-a"), &fx2), FROST_OK);
     EXPECT_EQ(fx.hex, fx2.hex);
