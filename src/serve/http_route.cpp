@@ -82,7 +82,7 @@ bool normalize_target(std::string_view target, RoutePath* out, std::string* why)
         }
         pos = end + 1;
     }
-    if (canon.empty()) canon = "/";
+    if (canon.empty()) canon.push_back('/');  // (push_back: GCC 12 warns falsely (-Wrestrict) on = "/")
     out->path = canon;
     return true;
 }
