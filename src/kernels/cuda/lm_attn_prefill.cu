@@ -38,15 +38,6 @@ struct Smem {
 
 __device__ inline uint32_t ld32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
-__device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-
-// 16-byte global -> shared copy that bypasses registers; src_bytes 0 writes zeros (PTX cp.async).
-__device__ inline void cp_async16(void* dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
-}
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 // Four 8x8 bf16 matrices transposed: the B fragments of two adjacent n-tiles (PTX ldmatrix).
 __device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* row_addr) {

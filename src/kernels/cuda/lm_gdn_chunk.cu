@@ -244,13 +244,6 @@ __global__ void __launch_bounds__(kPrepThreads) gdn_chunk_prep_kernel(GdnBf16Par
 constexpr int kRowPitch = kD + 4;     // fp32 rows of 128: 16-byte aligned, 4 banks apart
 constexpr int kSlicePitch = kSlice + 4;
 
-__device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-__device__ inline void cp_async16(void* dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
-}
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ inline void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
-__device__ inline void cp_async_wait0() { asm volatile("cp.async.wait_group 0;\n" ::); }
 
 struct StateBuf {
     float w[kC][kRowPitch];
@@ -262,7 +255,9 @@ struct StateSmem {
     StateBuf buf[2];
 };
 
-__device__ inline void prefetch_chunk(StateBuf& b, const float* slot, int j0) {
+// W, Kg rows and this block's U slice of one chunk slot into a staging buffer (fp32 or TF32 layout).
+template <class Buf>
+__device__ inline void prefetch_chunk(Buf& b, const float* slot, int j0) {
     constexpr int kRowVecs = kD / 4, kSliceVecs = kSlice / 4;
     for (int e = threadIdx.x; e < kC * kRowVecs; e += kPassThreads) {
         const int r = e / kRowVecs, c4 = (e % kRowVecs) * 4;
@@ -302,7 +297,7 @@ __global__ void __launch_bounds__(kPassThreads) gdn_chunk_state_kernel(GdnBf16Pa
     for (int c = 0; c < chunks; ++c) {
         if (c + 1 < chunks) prefetch_chunk(sm.buf[(c + 1) & 1], slot_of(c + 1), j0);
         cp_async_commit();
-        cp_async_wait1();  // chunk c has landed
+        cp_async_wait<1>();  // chunk c has landed
         __syncthreads();   // ... for every thread, and the previous state update is visible
         StateBuf& b = sm.buf[c & 1];
         float* slot = slot_of(c);
@@ -457,16 +452,7 @@ struct TcStateSmem {
 };
 
 __device__ inline void prefetch_chunk_tc(TcStateBuf& b, const float* slot, int j0) {
-    constexpr int kRowVecs = kD / 4, kSliceVecs = kSlice / 4;
-    for (int e = threadIdx.x; e < kC * kRowVecs; e += kPassThreads) {
-        const int r = e / kRowVecs, c4 = (e % kRowVecs) * 4;
-        cp_async16(&b.w[r][c4], slot + kWOff + r * kD + c4);
-        cp_async16(&b.kg[r][c4], slot + kKgOff + r * kD + c4);
-    }
-    for (int e = threadIdx.x; e < kC * kSliceVecs; e += kPassThreads) {
-        const int r = e / kSliceVecs, c4 = (e % kSliceVecs) * 4;
-        cp_async16(&b.u[r][c4], slot + kUOff + r * kD + j0 + c4);
-    }
+    prefetch_chunk(b, slot, j0);
     if (threadIdx.x < kC / 4) cp_async16(&b.gamma[4 * threadIdx.x], slot + kGammaOff + 4 * threadIdx.x);
 }
 
@@ -505,7 +491,7 @@ __global__ void __launch_bounds__(kPassThreads) gdn_chunk_state_tc_kernel(GdnBf1
     for (int c = 0; c < chunks; ++c) {
         if (c + 1 < chunks) prefetch_chunk_tc(sm.buf[(c + 1) & 1], slot_of(c + 1), j0);
         cp_async_commit();
-        cp_async_wait1();  // chunk c has landed
+        cp_async_wait<1>();  // chunk c has landed
         __syncthreads();   // ... for every thread, and the previous state update is visible
         TcStateBuf& b = sm.buf[c & 1];
         float* slot = slot_of(c);
@@ -619,7 +605,7 @@ __global__ void __launch_bounds__(kStateThreads) gdn_chunk_out_tc_kernel(GdnBf16
 #pragma unroll
         for (int x = 0; x < kVec; ++x) sm.qg[r][d + x] = qv[x];
     }
-    cp_async_wait0();
+    cp_async_wait<0>();
     __syncthreads();
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     const int g = lane / 4, q = lane % 4;
