@@ -30,12 +30,6 @@ frost_status generate_from_capsule(Engine& e, const std::string& model_dir, int 
     if (req.max_new_tokens < 1) return fail(FROST_ERR_INVALID_ARG, "generate: max_new_tokens must be >= 1");
     std::unique_ptr<CapsuleManager> mgr;
     FROST_TRY(CapsuleManager::for_model_dir(e, model_dir, {}, &mgr));
-    const auto& eos = e.config().eos_token_ids;
-    auto is_eos = [&](int32_t t) {
-        for (int32_t x : eos)
-            if (x == t) return true;
-        return false;
-    };
     out->ids.clear();
     const auto t0 = Clock::now();
     CapsuleId id = 0;
@@ -47,16 +41,8 @@ frost_status generate_from_capsule(Engine& e, const std::string& model_dir, int 
     // req.sampling replaces the capsule's before that run (its seed starts at the branch point).
     FROST_TRY(mgr->restore_append(id, session, req.prompt.data(), req.prompt.size(), &next, &req.sampling));
     out->ttft_ms = ms_since(t0);
-    out->ids.push_back(next);
-    const auto t1 = Clock::now();
     int steps = 0;
-    while (static_cast<int>(out->ids.size()) < req.max_new_tokens && !(req.stop_at_eos && is_eos(next)) &&
-           e.position(session) < e.options().max_seq_len) {
-        FROST_TRY(e.decode(session, &next));
-        out->ids.push_back(next);
-        ++steps;
-    }
-    out->ms_per_token = steps ? ms_since(t1) / steps : 0.0;
+    FROST_TRY(decode_rest(e, session, req, next, out, &steps));
     out->last_logits.clear();
     out->fingerprint.clear();
     if (steps > 0 || !req.prompt.empty()) {  // else no step ran since the restore: no logits exist

@@ -46,31 +46,39 @@ bool parse_id_list(const std::string& csv, std::vector<int32_t>* out) {
     return !out->empty();
 }
 
-frost_status generate(Engine& e, int session, const GenerateRequest& req, GenerateResult* out) {
-    if (req.prompt.empty()) return fail(FROST_ERR_INVALID_ARG, "generate: empty prompt");
-    if (req.max_new_tokens < 1) return fail(FROST_ERR_INVALID_ARG, "generate: max_new_tokens must be >= 1");
-    FROST_TRY(e.reset(session, req.sampling));
+frost_status decode_rest(Engine& e, int session, const GenerateRequest& req, int32_t first, GenerateResult* out,
+                         int* steps) {
     const auto& eos = e.config().eos_token_ids;
     auto is_eos = [&](int32_t t) {
         for (int32_t x : eos)
             if (x == t) return true;
         return false;
     };
+    int32_t next = first;
+    out->ids.push_back(next);
+    const auto t1 = Clock::now();
+    int n = 0;
+    while (static_cast<int>(out->ids.size()) < req.max_new_tokens && !(req.stop_at_eos && is_eos(next)) &&
+           e.position(session) < e.options().max_seq_len) {
+        FROST_TRY(e.decode(session, &next));
+        out->ids.push_back(next);
+        ++n;
+    }
+    out->ms_per_token = n ? ms_since(t1) / n : 0.0;
+    if (steps) *steps = n;
+    return FROST_OK;
+}
+
+frost_status generate(Engine& e, int session, const GenerateRequest& req, GenerateResult* out) {
+    if (req.prompt.empty()) return fail(FROST_ERR_INVALID_ARG, "generate: empty prompt");
+    if (req.max_new_tokens < 1) return fail(FROST_ERR_INVALID_ARG, "generate: max_new_tokens must be >= 1");
+    FROST_TRY(e.reset(session, req.sampling));
     out->ids.clear();
     const auto t0 = Clock::now();
     int32_t next = -1;
     FROST_TRY(e.prefill(session, req.prompt.data(), req.prompt.size(), &next));
     out->ttft_ms = ms_since(t0);
-    out->ids.push_back(next);
-    const auto t1 = Clock::now();
-    int steps = 0;
-    while (static_cast<int>(out->ids.size()) < req.max_new_tokens && !(req.stop_at_eos && is_eos(next)) &&
-           e.position(session) < e.options().max_seq_len) {
-        FROST_TRY(e.decode(session, &next));
-        out->ids.push_back(next);
-        ++steps;
-    }
-    out->ms_per_token = steps ? ms_since(t1) / steps : 0.0;
+    FROST_TRY(decode_rest(e, session, req, next, out, nullptr));
     FROST_TRY(e.last_logits(session, &out->last_logits));
     out->fingerprint = logits_fingerprint(out->last_logits);
     return FROST_OK;

@@ -28,6 +28,12 @@ struct GenerateResult {
 // Resets `session`, then runs the request.
 frost_status generate(Engine& e, int session, const GenerateRequest& req, GenerateResult* out);
 
+// After the first sampled token `first` (already the result of a prefill or restore): appends it,
+// then decodes until max_new_tokens, EOS (if req.stop_at_eos) or max_seq_len; sets ids and
+// ms_per_token, returns the number of decode steps in *steps. Shared by every generate path.
+frost_status decode_rest(Engine& e, int session, const GenerateRequest& req, int32_t first, GenerateResult* out,
+                         int* steps);
+
 // FNV-1a 64 over the float bytes, as 16 lowercase hex digits.
 std::string logits_fingerprint(const std::vector<float>& logits);
 

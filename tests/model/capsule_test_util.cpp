@@ -1,6 +1,7 @@
 // Implementation of the capsule suite helpers (capsule_test_util.h).
 #include "model/capsule_test_util.h"
 
+#include <fstream>
 #include <unistd.h>
 
 #include <cstring>
@@ -157,6 +158,30 @@ size_t TempFiles::count(const std::string& dir) {
     for (const auto& f : std::filesystem::directory_iterator(dir))
         if (f.path().filename().string().find(model::kCapsuleTempMarker) != std::string::npos) ++n;
     return n;
+}
+
+frost_ctx_stats stats_of(const model::Engine& e) {
+    frost_ctx_stats s{};
+    EXPECT_EQ(frost_ctx_get_stats(e.ctx(), &s), FROST_OK);
+    return s;
+}
+
+::testing::AssertionResult same_stats(const frost_ctx_stats& a, const frost_ctx_stats& b) {
+    if (a.live_buffers == b.live_buffers && a.bytes_device == b.bytes_device &&
+        a.bytes_host_pinned == b.bytes_host_pinned && a.bytes_host == b.bytes_host)
+        return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "buffers " << a.live_buffers << " vs " << b.live_buffers << ", device "
+                                         << a.bytes_device << " vs " << b.bytes_device << ", pinned "
+                                         << a.bytes_host_pinned << " vs " << b.bytes_host_pinned;
+}
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void spit(const std::string& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
 }
 
 }  // namespace frost::test

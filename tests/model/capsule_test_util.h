@@ -49,6 +49,15 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> live_state(model::Engi
 // Fills every state and scratch buffer of the session (weights excluded) with `value`.
 void poison_session(model::Engine& e, int session, uint8_t value);
 
+// The ctx's live buffer count and bytes per space, and a comparison that names what differs
+// (fault tests: every counter back to its baseline).
+frost_ctx_stats stats_of(const model::Engine& e);
+::testing::AssertionResult same_stats(const frost_ctx_stats& a, const frost_ctx_stats& b);
+// A whole file's bytes ("" if unreadable).
+std::string slurp(const std::string& path);
+// Replaces a file's bytes.
+void spit(const std::string& path, const std::string& bytes);
+
 struct TempFiles {
     static size_t count(const std::string& dir);  // files whose name holds the temp marker
 };

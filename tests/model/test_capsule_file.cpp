@@ -20,13 +20,8 @@ namespace {
 
 constexpr int kRandomPayloadFlips = 1500;
 
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-void spit(const std::string& path, const std::string& bytes) {
-    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
-}
+using test::slurp;
+using test::spit;
 
 uint64_t header_len(const std::string& f) {
     uint64_t h = 0;

@@ -23,28 +23,10 @@ constexpr int kSteps = 16;
 constexpr int kPrefix = 192;     // aligned boundary (3 x A)
 constexpr int kChunksWanted = 9;  // the staging chunk is sized so the payload spans about this many
 
-frost_ctx_stats stats_of(const Engine& e) {
-    frost_ctx_stats s{};
-    EXPECT_EQ(frost_ctx_get_stats(e.ctx(), &s), FROST_OK);
-    return s;
-}
-
-::testing::AssertionResult same_stats(const frost_ctx_stats& a, const frost_ctx_stats& b) {
-    if (a.live_buffers == b.live_buffers && a.bytes_device == b.bytes_device &&
-        a.bytes_host_pinned == b.bytes_host_pinned && a.bytes_host == b.bytes_host)
-        return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "buffers " << a.live_buffers << " vs " << b.live_buffers << ", device "
-                                         << a.bytes_device << " vs " << b.bytes_device << ", pinned "
-                                         << a.bytes_host_pinned << " vs " << b.bytes_host_pinned;
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-void spit(const std::string& path, const std::string& bytes) {
-    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
-}
+using test::same_stats;
+using test::slurp;
+using test::spit;
+using test::stats_of;
 
 // Raw bytes [off, off + n) of a live buffer.
 std::vector<uint8_t> raw_bytes(Engine& e, frost_buffer* b, size_t off, size_t n) {

@@ -17,25 +17,9 @@ using test::Continuation;
 
 constexpr int kSweepSteps = 32;  // T24: greedy output identical for >= 32 tokens
 
-frost_ctx_stats stats_of(const Engine& e) {
-    frost_ctx_stats s{};
-    EXPECT_EQ(frost_ctx_get_stats(e.ctx(), &s), FROST_OK);
-    return s;
-}
-
-::testing::AssertionResult same_stats(const frost_ctx_stats& a, const frost_ctx_stats& b) {
-    if (a.live_buffers == b.live_buffers && a.bytes_device == b.bytes_device &&
-        a.bytes_host_pinned == b.bytes_host_pinned && a.bytes_host == b.bytes_host)
-        return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "buffers " << a.live_buffers << " vs " << b.live_buffers << ", device "
-                                         << a.bytes_device << " vs " << b.bytes_device << ", pinned "
-                                         << a.bytes_host_pinned << " vs " << b.bytes_host_pinned;
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using test::same_stats;
+using test::slurp;
+using test::stats_of;
 
 class CapsuleTiers : public ::testing::TestWithParam<frost_backend> {
 protected:

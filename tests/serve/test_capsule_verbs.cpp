@@ -10,6 +10,7 @@
 
 #include "serve/api.h"
 #include "serve/fake_backend.h"
+#include "serve/fake_server.h"
 #include "serve/http_client.h"
 #include "serve/http_server.h"
 #include "serve/scheduler.h"
@@ -27,33 +28,17 @@ struct VerbServer {
     FakeEngine engine{2, 1024};
     FakeText text;
     Metrics metrics;
-    std::unique_ptr<Scheduler> sched;
-    std::unique_ptr<Api> api;
-    std::unique_ptr<HttpServer> http;
+    FakeServerStack stack;
 
     explicit VerbServer(bool capsules = true) {
         engine.capsules = capsules;
         SchedulerConfig sc;
         sc.budgets.bytes[0] = sc.budgets.bytes[1] = 1 << 20;
-        sched = std::make_unique<Scheduler>(engine, text, sc, &metrics);
-        EXPECT_EQ(sched->start(), FROST_OK);
-        ApiConfig ac;
-        ac.model_name = "fake";
-        ac.api_keys = {kKey, kOtherKey};
-        api = std::make_unique<Api>(*sched, text, engine, metrics, ac);
-        ServerConfig cfg;
-        cfg.port = 0;
-        cfg.have_api_key = true;
-        http = std::make_unique<HttpServer>(*api, *sched, cfg);
-        EXPECT_EQ(http->start(), FROST_OK);
-    }
-    ~VerbServer() {
-        http->stop();
-        sched->stop();
+        stack.start(engine, text, metrics, sc, {kKey, kOtherKey});
     }
     RawResponse req(const std::string& method, const std::string& path, const json& body = nullptr,
                     const std::string& key = kKey) {
-        return http_request(http->port(), method, path, body.is_null() ? "" : body.dump(), key);
+        return http_request(stack.port(), method, path, body.is_null() ? "" : body.dump(), key);
     }
 };
 

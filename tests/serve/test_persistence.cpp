@@ -93,7 +93,9 @@ struct Fixture {
     FileEngine engine;
     std::unique_ptr<CapsuleStore> store;
     explicit Fixture(uint64_t disk_budget = 1 << 20, const std::string& log_path = "") {
-        if (!log_path.empty()) EXPECT_EQ(log.open_file(log_path), FROST_OK);
+        if (!log_path.empty()) {
+            EXPECT_EQ(log.open_file(log_path), FROST_OK);
+        }
         StoreBudgets b;
         b.bytes[0] = b.bytes[1] = b.bytes[2] = disk_budget;
         StoreHooks hooks;

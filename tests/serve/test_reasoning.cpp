@@ -14,6 +14,7 @@
 
 #include "serve/api.h"
 #include "serve/fake_backend.h"
+#include "serve/fake_server.h"
 #include "serve/http_client.h"
 #include "serve/http_server.h"
 #include "serve/openai_response.h"
@@ -167,32 +168,16 @@ struct ScriptedServer {
     FakeEngine engine{1, 2048};
     FakeText text;
     Metrics metrics;
-    std::unique_ptr<Scheduler> sched;
-    std::unique_ptr<Api> api;
-    std::unique_ptr<HttpServer> http;
+    FakeServerStack stack;
 
     explicit ScriptedServer(const std::string& output) {
         engine.script = byte_ids(output);
         SchedulerConfig sc;
         sc.budgets.bytes[0] = 1 << 20;
-        sched = std::make_unique<Scheduler>(engine, text, sc, &metrics);
-        EXPECT_EQ(sched->start(), FROST_OK);
-        ApiConfig ac;
-        ac.model_name = "fake";
-        ac.api_keys = {kKey};
-        api = std::make_unique<Api>(*sched, text, engine, metrics, ac);
-        ServerConfig cfg;
-        cfg.port = 0;
-        cfg.have_api_key = true;
-        http = std::make_unique<HttpServer>(*api, *sched, cfg);
-        EXPECT_EQ(http->start(), FROST_OK);
-    }
-    ~ScriptedServer() {
-        http->stop();
-        sched->stop();
+        stack.start(engine, text, metrics, sc, {kKey});
     }
     RawResponse post(const json& body) {
-        return http_request(http->port(), "POST", "/v1/chat/completions", body.dump(), kKey);
+        return http_request(stack.port(), "POST", "/v1/chat/completions", body.dump(), kKey);
     }
 };
 

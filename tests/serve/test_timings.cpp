@@ -18,6 +18,7 @@
 
 #include "serve/api.h"
 #include "serve/fake_backend.h"
+#include "serve/fake_server.h"
 #include "serve/http_client.h"
 #include "serve/http_server.h"
 #include "serve/planner.h"
@@ -38,9 +39,7 @@ struct Server {
     FakeEngine engine{2, 2048};
     FakeText text;
     Metrics metrics;
-    std::unique_ptr<Scheduler> sched;
-    std::unique_ptr<Api> api;
-    std::unique_ptr<HttpServer> http;
+    FakeServerStack stack;
     uint16_t port = 0;
 
     explicit Server(size_t align = 0, bool capsules = true) {
@@ -50,22 +49,8 @@ struct Server {
         sc.budgets.bytes[0] = kBudget;
         sc.budgets.bytes[1] = kBudget;
         sc.prefill_step = 16;  // several prefill steps per request
-        sched = std::make_unique<Scheduler>(engine, text, sc, &metrics);
-        EXPECT_EQ(sched->start(), FROST_OK);
-        ApiConfig ac;
-        ac.model_name = "fake";
-        ac.api_keys = {kKey};
-        api = std::make_unique<Api>(*sched, text, engine, metrics, ac);
-        ServerConfig cfg;
-        cfg.port = 0;
-        cfg.have_api_key = true;
-        http = std::make_unique<HttpServer>(*api, *sched, cfg);
-        EXPECT_EQ(http->start(), FROST_OK);
-        port = http->port();
-    }
-    ~Server() {
-        http->stop();
-        sched->stop();
+        stack.start(engine, text, metrics, sc, {kKey});
+        port = stack.port();
     }
     // The response and the wall time (ms) the client saw around it.
     std::pair<RawResponse, double> post(const std::string& path, const json& body) {

@@ -1,0 +1,30 @@
+// FakeServerStack (fake_server.h).
+#include "serve/fake_server.h"
+
+#include <gtest/gtest.h>
+
+namespace frost::serve::testing {
+
+void FakeServerStack::start(EngineIface& engine, const TextIface& text, Metrics& metrics, const SchedulerConfig& sc,
+                            const std::vector<std::string>& keys) {
+    sched_ = std::make_unique<Scheduler>(engine, text, sc, &metrics);
+    EXPECT_EQ(sched_->start(), FROST_OK);
+    ApiConfig ac;
+    ac.model_name = "fake";
+    ac.api_keys = keys;
+    api_ = std::make_unique<Api>(*sched_, text, engine, metrics, ac);
+    ServerConfig cfg;
+    cfg.port = 0;
+    cfg.have_api_key = !keys.empty();
+    http_ = std::make_unique<HttpServer>(*api_, *sched_, cfg);
+    EXPECT_EQ(http_->start(), FROST_OK);
+}
+
+FakeServerStack::~FakeServerStack() {
+    if (http_) http_->stop();
+    if (sched_) sched_->stop();
+}
+
+uint16_t FakeServerStack::port() const { return http_ ? http_->port() : 0; }
+
+}  // namespace frost::serve::testing
