@@ -260,11 +260,6 @@ frost_status Engine::run_chunk(int session, const int32_t* ids, int n, bool deco
     if (host_pos_[session] + n > opts_.max_seq_len)
         return fail(FROST_ERR_OUT_OF_RANGE, "engine: session %d would exceed max_seq_len %d (at %lld + %d)",
                     session, opts_.max_seq_len, static_cast<long long>(host_pos_[session]), n);
-    const int vocab = cfg_.vocab_size;
-    for (int i = 0; ids && i < n; ++i)
-        if (ids[i] < 0 || ids[i] >= vocab)
-            return fail(FROST_ERR_INVALID_ARG, "engine: token id %d at index %d outside vocabulary [0, %d)",
-                        ids[i], i, vocab);
     uint8_t* st = static_cast<uint8_t*>(frost_buffer_ptr(staging_));
     const size_t token_off = sizeof(int32_t) * opts_.prefill_chunk + kCursorBytes;
     frost_shape_key key;
@@ -299,6 +294,11 @@ frost_status Engine::prefill(int session, const int32_t* ids, size_t n, int32_t*
     if (host_pos_[session] + static_cast<int64_t>(n) > opts_.max_seq_len)
         return fail(FROST_ERR_OUT_OF_RANGE, "prefill: %zu tokens at position %lld exceed max_seq_len %d", n,
                     static_cast<long long>(host_pos_[session]), opts_.max_seq_len);
+    // Every id is checked before any chunk runs, so a bad id anywhere leaves the session untouched.
+    for (size_t i = 0; i < n; ++i)
+        if (ids[i] < 0 || ids[i] >= cfg_.vocab_size)
+            return fail(FROST_ERR_INVALID_ARG, "engine: token id %d at index %zu outside vocabulary [0, %d)",
+                        ids[i], i, cfg_.vocab_size);
     if (!(all_logits && opts_.logits_all)) {
         FROST_TRY(prefill_pipelined(session, ids, n));
         if (next) std::memcpy(next, static_cast<uint8_t*>(frost_buffer_ptr(staging_)) +
@@ -330,10 +330,6 @@ frost_status Engine::prefill(int session, const int32_t* ids, size_t n, int32_t*
 // end: each chunk's ids and row count come from their own slot of the pinned prompt staging, so no
 // upload waits for the previous chunk's graph (run_chunk syncs per step because its slots are shared).
 frost_status Engine::prefill_pipelined(int session, const int32_t* ids, size_t n) {
-    for (size_t i = 0; i < n; ++i)
-        if (ids[i] < 0 || ids[i] >= cfg_.vocab_size)
-            return fail(FROST_ERR_INVALID_ARG, "engine: token id %d at index %zu outside vocabulary [0, %d)",
-                        ids[i], i, cfg_.vocab_size);
     FROST_TRY(frost_stream_sync(stream_));  // earlier steps may still read the staging slots
     int32_t* prompt = static_cast<int32_t*>(frost_buffer_ptr(prompt_staging_));
     const size_t counts_off = size_t(opts_.max_seq_len);

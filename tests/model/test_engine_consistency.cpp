@@ -121,6 +121,12 @@ TEST(EngineConsistency, RefusesBadInputWithoutSideEffects) {
     std::vector<int32_t> many(400, 1);
     EXPECT_EQ(e->prefill(0, many.data(), many.size(), &next), FROST_ERR_OUT_OF_RANGE);
     EXPECT_EQ(e->position(0), 0);
+    // A bad id in a later chunk (C_p = 64): refused before the first chunk runs.
+    std::vector<int32_t> late(150, 1);
+    late[140] = -3;
+    EXPECT_EQ(e->prefill(0, late.data(), late.size(), &next), FROST_ERR_INVALID_ARG);
+    EXPECT_EQ(e->position(0), 0);
+    EXPECT_TRUE(e->journal(0).empty());
 }
 
 }  // namespace
