@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Coding-agent benchmark on the GPU machine (issue 7): bench/python/agent_bench.py (stdlib only)
 # against a real `frost serve --backend cuda`, with and without capsules, over a synthetic
-# 0.8b-preset model whose vocab matches the real Qwen3 tokenizer (../shared/fixtures). JSON to
+# 0.8b-preset model whose vocab matches the real Qwen3 tokenizer (tests/fixtures). JSON to
 # $OUT/agent_bench_gpu.json (the only file it puts in $OUT); the SVG goes to $AGENT_BENCH_SVG.
 # Env: AGENT_BENCH_PRESET (0.8b), AGENT_BENCH_BACKEND (cuda), AGENT_BENCH_ARGS (extra bench
 # arguments), FROST_BIN. CPU check: AGENT_BENCH_PRESET=tiny AGENT_BENCH_BACKEND=cpu
@@ -14,7 +14,7 @@ PRESET=${AGENT_BENCH_PRESET:-0.8b}
 BACKEND=${AGENT_BENCH_BACKEND:-cuda}
 SVG=${AGENT_BENCH_SVG:-/tmp/agent_bench_gpu_$PRESET.svg}
 PY=${PYTHON:-python3}
-TOK=../shared/fixtures/tokenizer-qwen3
+TOK=tests/fixtures/tokenizer-qwen3
 [ -f "$TOK/tokenizer.json" ] || { echo "agent bench: no tokenizer fixture at $TOK"; exit 1; }
 model=/tmp/frost-agent-synth-$PRESET
 if [ ! -f "$model/config.json" ] || [ ! -f "$model/tokenizer.json" ]; then

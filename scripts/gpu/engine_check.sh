@@ -7,7 +7,6 @@
 # (./gpu-out elsewhere).
 # Carried inputs (device tool `carry`), used only where the machine lacks them:
 #   build-cudaengine-deps/usr            GoogleTest, nlohmann_json, the Boost headers serve includes
-#   build-cudaengine-deps/shared/fixtures  the shared fixtures, when <repo>/shared is absent
 # Usage: scripts/gpu/engine_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,12 +18,6 @@ DEPS=$PWD/build-cudaengine-deps
 summary=()
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 
-# Tests find the fixtures at <repo>/../shared (FROST_SHARED_DIR); the device tool carries a copy
-# in <repo>/shared.
-if [[ ! -d ../shared && -d shared ]]; then ln -s "$PWD/shared" ../shared; fi
-if [[ ! -d ../shared/fixtures/qwen35-tiny-a && -d "$DEPS/shared/fixtures" ]]; then
-  mkdir -p ../shared && cp -r "$DEPS/shared/fixtures" ../shared/ || echo "engine_check: could not place ../shared"
-fi
 
 CONFIG=(-DFROST_CUDA=ON -DCMAKE_BUILD_TYPE=Release
   # CMake 3.25 does not know nvcc's C++20 flag; naming it is harmless on newer CMake.
@@ -90,7 +83,7 @@ hrc=$?
 summary+=("transformers 0.8b (rc=$hrc): $(tail -1 "$OUT/engine_vs_hf.log")")
 rm -f /tmp/frost-0.8b-logits.f32
 
-FIX=../shared/fixtures/qwen35-tiny-a
+FIX=tests/fixtures/qwen35-tiny-a
 if [[ -d $FIX ]]; then
   PIDS=$(python3 -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["prompt_ids"])))' "$FIX/golden.json")
   for be in cpu cuda; do

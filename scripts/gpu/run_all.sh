@@ -18,8 +18,8 @@ trap pack EXIT
 what=${1:-all}
 shift || true
 only=("$@")
-# Tests find the fixtures at <repo>/../shared; the device tool carries a copy in <repo>/shared.
-if [ ! -d ../shared ] && [ -d shared ]; then ln -s "$PWD/shared" ../shared; chmod -R a-w shared/fixtures; fi
+# Tests read their fixtures from tests/fixtures (read-only here, as a user's model folder may be).
+chmod -R a-w tests/fixtures
 summary=()
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 

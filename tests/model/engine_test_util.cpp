@@ -1,4 +1,4 @@
-// Reading the transformers goldens of shared/fixtures (format: shared/fixtures/README.md).
+// Reading the transformers goldens of tests/fixtures (format: tests/fixtures/README.md).
 #include "model/engine_test_util.h"
 
 #include <cmath>
@@ -24,7 +24,7 @@ bool read_f32(const std::string& path, std::vector<float>* out) {
 }  // namespace
 
 std::string fixture_dir(const std::string& name) {
-    return std::string(FROST_SHARED_DIR) + "/fixtures/" + name;
+    return std::string(FROST_FIXTURES_DIR) + "/" + name;
 }
 
 bool load_golden(const std::string& dir, Golden* g, std::string* err) {

@@ -15,7 +15,7 @@ struct Golden {
     std::vector<float> logits_greedy;  // [greedy, vocab]
 };
 
-std::string fixture_dir(const std::string& name);  // FROST_SHARED_DIR/fixtures/<name>
+std::string fixture_dir(const std::string& name);  // FROST_FIXTURES_DIR/<name> (tests/fixtures)
 bool load_golden(const std::string& dir, Golden* out, std::string* err);
 double rel_l2(const float* a, const float* ref, size_t n);
 

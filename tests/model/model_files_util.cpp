@@ -107,6 +107,6 @@ std::vector<RawTensor> read_tensors(const std::string& path) {
     return out;
 }
 
-std::string fixture_dir(const std::string& name) { return std::string(FROST_SHARED_DIR) + "/fixtures/" + name; }
+std::string fixture_dir(const std::string& name) { return std::string(FROST_FIXTURES_DIR) + "/" + name; }
 
 }  // namespace frost::testing

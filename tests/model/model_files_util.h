@@ -29,6 +29,6 @@ void copy_config(const std::string& src_dir, const std::string& dst_dir);
 // Reads every tensor of a single-file checkpoint into RawTensors (header order).
 std::vector<RawTensor> read_tensors(const std::string& safetensors_path);
 
-std::string fixture_dir(const std::string& name);  // FROST_SHARED_DIR/fixtures/<name>
+std::string fixture_dir(const std::string& name);  // FROST_FIXTURES_DIR/<name> (tests/fixtures)
 
 }  // namespace frost::testing

@@ -1,6 +1,6 @@
 // The CPU engine reproduces the transformers goldens of both fixtures (text-only and multimodal
 // layouts): relative L2 <= 1e-3 at every stored prompt position and every greedy step, and every
-// greedy token identical (shared/fixtures/README.md). The goldens' RoPE uses bf16-rounded inverse
+// greedy token identical (tests/fixtures/README.md). The goldens' RoPE uses bf16-rounded inverse
 // frequencies (the generator cast the model to bf16, buffers included), which is the engine's
 // default (EngineOptions::rope_inv_freq_bf16); with exact fp32 frequencies the drift reaches
 // ~1.5e-2 by position 200, which the last test pins down so the cause stays documented.

@@ -36,7 +36,7 @@ std::string random_text(std::mt19937& rng) {
 
 TEST(TokenCache, CachedEncodeEqualsFullEncodeWithTheRealQwen3Tokenizer) {
     std::unique_ptr<ModelText> text;
-    ASSERT_EQ(ModelText::load(std::string(FROST_SHARED_DIR) + "/fixtures/tokenizer-qwen3", {}, &text), FROST_OK);
+    ASSERT_EQ(ModelText::load(std::string(FROST_FIXTURES_DIR) + "/tokenizer-qwen3", {}, &text), FROST_OK);
     std::mt19937 rng(std::random_device{}());
     TokenCache cache;
     size_t checked = 0;

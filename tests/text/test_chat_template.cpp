@@ -92,7 +92,7 @@ TEST(ChatTemplate, KindFromTemplateText) {
 
 TEST(ChatTemplate, KindFromFixtureDirAndPlainJsonOverload) {
     ChatTemplateKind k = ChatTemplateKind::kQwen36;
-    ASSERT_EQ(chat_template_kind_from_dir(std::string(FROST_SHARED_DIR) + "/fixtures/tokenizer-qwen3", &k), FROST_OK)
+    ASSERT_EQ(chat_template_kind_from_dir(std::string(FROST_FIXTURES_DIR) + "/tokenizer-qwen3", &k), FROST_OK)
         << frost::last_error();
     EXPECT_EQ(k, ChatTemplateKind::kQwen3);
     EXPECT_EQ(chat_template_kind_from_dir("/nonexistent-dir", &k), FROST_ERR_NOT_FOUND);

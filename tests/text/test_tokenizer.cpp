@@ -13,7 +13,7 @@ using frost::text::testing::qwen3_tokenizer;
 
 #define REQUIRE_TOKENIZER()                                                  \
     const Tokenizer* tok = qwen3_tokenizer();                                \
-    if (!tok) GTEST_SKIP() << "no fixture tokenizer in " FROST_SHARED_DIR;
+    if (!tok) GTEST_SKIP() << "no fixture tokenizer in " FROST_FIXTURES_DIR;
 
 TEST(Tokenizer, LoadsQwen3Fixture) {
     REQUIRE_TOKENIZER();

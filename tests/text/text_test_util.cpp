@@ -8,7 +8,7 @@
 
 namespace frost::text::testing {
 
-std::string qwen3_tokenizer_dir() { return std::string(FROST_SHARED_DIR) + "/fixtures/tokenizer-qwen3"; }
+std::string qwen3_tokenizer_dir() { return std::string(FROST_FIXTURES_DIR) + "/tokenizer-qwen3"; }
 
 const Tokenizer* qwen3_tokenizer() {
     static const std::unique_ptr<Tokenizer> tok = [] {

@@ -9,7 +9,7 @@
 
 namespace frost::text::testing {
 
-// The real Qwen3 tokenizer from ../shared/fixtures; nullptr when the fixture is missing.
+// The real Qwen3 tokenizer from tests/fixtures; nullptr when the fixture is missing.
 const Tokenizer* qwen3_tokenizer();
 std::string qwen3_tokenizer_dir();
 

@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 FROST_BIN = os.environ.get("FROST_BIN", "")
-SHARED = Path(os.environ.get("FROST_SHARED_DIR", Path(__file__).resolve().parents[2] / ".." / "shared"))
-FIXTURES = SHARED / "fixtures"
+FIXTURES = Path(os.environ.get("FROST_FIXTURES_DIR", Path(__file__).resolve().parents[1] / "fixtures"))
 TOKENIZER_DIR = FIXTURES / "tokenizer-qwen3"
 MODEL_FIXTURES = ["qwen35-tiny-a", "qwen35-tiny-a-vl"]
 

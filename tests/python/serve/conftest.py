@@ -12,5 +12,5 @@ import serve_proc  # noqa: E402
 def model_dir():
     out = serve_proc.synth_model_dir()
     if out is None:
-        pytest.skip("no ../shared tokenizer fixture")
+        pytest.fail("fixture missing: tests/fixtures/tokenizer-qwen3/tokenizer.json (the repository ships it)")
     return out

@@ -11,7 +11,7 @@ import time
 import urllib.request
 
 FROST = os.environ.get("FROST_BIN", "")
-SHARED = os.environ.get("FROST_SHARED_DIR", "")
+FIXTURES = os.environ.get("FROST_FIXTURES_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures"))
 BUILD = os.environ.get("FROST_BINARY_DIR", "/tmp")
 SOURCE = os.environ.get("FROST_SOURCE_DIR", "")
 START_TIMEOUT_S = 120
@@ -19,7 +19,7 @@ START_TIMEOUT_S = 120
 
 def synth_model_dir():
     """A tiny synthetic checkpoint whose vocab is the real Qwen3 tokenizer's; None without the fixture."""
-    tok = os.path.join(SHARED, "fixtures", "tokenizer-qwen3")
+    tok = os.path.join(FIXTURES, "tokenizer-qwen3")
     if not os.path.exists(os.path.join(tok, "tokenizer.json")):
         return None
     out = os.path.join(BUILD, "serve_py_model")

@@ -1,6 +1,6 @@
 """End-to-end tests of `frost serve` over the REAL CPU engine with the official `openai` client:
 a synthetic tiny Qwen3.5 checkpoint whose vocabulary matches the real Qwen3 tokenizer
-(`frost synth --tokenizer ../shared/fixtures/tokenizer-qwen3`), served on 127.0.0.1.
+(`frost synth --tokenizer tests/fixtures/tokenizer-qwen3`), served on 127.0.0.1.
 Covers chat/completions streamed and not, usage.cached_tokens, a multi-turn agent conversation
 whose later turn is a capsule restore and equals a cold (capsule-free) server, bad inputs, auth,
 and SIGTERM (in-flight stream ends, exit 0 within 25 s)."""

@@ -1,5 +1,5 @@
 """Shared fixtures for the text layer's Python reference tests: the frost binary (FROST_BIN) and
-the real Qwen3 tokenizer folder (FROST_TOKENIZER_DIR, default ../shared/fixtures/tokenizer-qwen3)."""
+the real Qwen3 tokenizer folder (FROST_TOKENIZER_DIR, default tests/fixtures/tokenizer-qwen3)."""
 import json
 import os
 import pathlib
@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
-DEFAULT_TOKENIZER_DIR = HERE.parents[3] / "shared" / "fixtures" / "tokenizer-qwen3"
+DEFAULT_TOKENIZER_DIR = HERE.parents[1] / "fixtures" / "tokenizer-qwen3"
 
 
 @pytest.fixture(scope="session")
