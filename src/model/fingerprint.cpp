@@ -5,6 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
+#include <cerrno>
+#include <cstdlib>
+
 #include <algorithm>
 #include <vector>
 
@@ -18,7 +22,7 @@
 namespace frost::model {
 namespace {
 
-constexpr const char* kCacheFormat = "frost-fingerprint-v1";
+constexpr const char* kCacheFormat = "frost-fingerprint-v2";  // v2: keyed by the folder's real path
 constexpr size_t kHashChunkBytes = size_t(8) << 20;
 
 struct FileKey {
@@ -52,6 +56,12 @@ nlohmann::json keys_json(const std::vector<FileKey>& files) {
     return a;
 }
 
+// The folder's canonical path (symlinks resolved), so two spellings of one folder share a cache.
+std::string real_dir(const std::string& dir) {
+    char buf[PATH_MAX];
+    return realpath(dir.c_str(), buf) ? std::string(buf) : dir;
+}
+
 bool read_cache(const std::string& path, const nlohmann::json& keys, std::string* hex) {
     std::string text, err;
     if (frost_fault_hit(FROST_FAULT_IO) || !util::read_file(path, &text, &err)) return false;
@@ -69,17 +79,23 @@ bool read_cache(const std::string& path, const nlohmann::json& keys, std::string
     }
 }
 
-// Writable for us AND marked writable: root passes access(W_OK) everywhere, but a folder whose
-// mode says read-only (shared fixtures, read-only model stores) must not receive a cache file.
-bool dir_writable(const std::string& dir) {
+// mkdir -p for the cache folder (0700: digests reveal which models a user has).
+bool make_dirs(const std::string& dir) {
+    std::string cur;
+    size_t pos = 0;
+    while (pos != std::string::npos) {
+        pos = dir.find('/', pos + 1);
+        cur = dir.substr(0, pos);
+        if (cur.empty()) continue;
+        if (mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST) return false;
+    }
     struct stat st;
-    if (stat(dir.c_str(), &st) != 0 || access(dir.c_str(), W_OK) != 0) return false;
-    return (st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) != 0;
+    return stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-bool write_cache(const std::string& dir, const nlohmann::json& keys, const std::string& hex) {
-    if (!dir_writable(dir)) return false;
-    const std::string path = util::join_path(dir, kFingerprintCacheName);
+bool write_cache(const std::string& path, const nlohmann::json& keys, const std::string& hex) {
+    const size_t slash = path.rfind('/');
+    if (slash == std::string::npos || !make_dirs(path.substr(0, slash))) return false;
     const std::string tmp = path + ".tmp." + std::to_string(getpid());
     nlohmann::json j = {{"format", kCacheFormat}, {"files", keys}, {"sha256", hex}};
     std::string err;
@@ -121,12 +137,28 @@ frost_status hash_file(const std::string& path, const FileKey& key, util::Sha256
 
 }  // namespace
 
+std::string user_cache_dir() {
+    const char* v = std::getenv("FROST_CACHE_DIR");
+    if (v && *v) return v;
+    v = std::getenv("XDG_CACHE_HOME");
+    if (v && *v == '/') return util::join_path(v, "frost");
+    v = std::getenv("HOME");
+    if (v && *v) return util::join_path(util::join_path(v, ".cache"), "frost");
+    return "/tmp/frost-cache-" + std::to_string(getuid());
+}
+
+std::string fingerprint_cache_path(const std::string& model_dir) {
+    const std::string real = real_dir(model_dir);
+    const auto d = util::sha256(real.data(), real.size());
+    return util::join_path(util::join_path(user_cache_dir(), "fingerprints"), util::to_hex(d.data(), 16) + ".json");
+}
+
 frost_status model_fingerprint(const std::string& model_dir, FingerprintResult* out, bool show_progress) {
     FROST_CHECK_ARG(out != nullptr);
     std::vector<FileKey> files;
     FROST_TRY(list_files(model_dir, &files));
-    const nlohmann::json keys = keys_json(files);
-    const std::string cache_path = util::join_path(model_dir, kFingerprintCacheName);
+    const nlohmann::json keys = {{"dir", real_dir(model_dir)}, {"files", keys_json(files)}};
+    const std::string cache_path = fingerprint_cache_path(model_dir);
     FingerprintResult r;
     if (read_cache(cache_path, keys, &r.hex)) {
         r.from_cache = r.cached = true;
@@ -143,7 +175,8 @@ frost_status model_fingerprint(const std::string& model_dir, FingerprintResult* 
     r.hex = util::to_hex(d.data(), d.size());
     // A file that changed while we hashed must not be cached under its old key.
     std::vector<FileKey> after;
-    if (list_files(model_dir, &after) == FROST_OK && keys_json(after) == keys) r.cached = write_cache(model_dir, keys, r.hex);
+    if (list_files(model_dir, &after) == FROST_OK && keys_json(after) == keys["files"])
+        r.cached = write_cache(cache_path, keys, r.hex);
     *out = r;
     return FROST_OK;
 }

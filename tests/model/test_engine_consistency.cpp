@@ -53,6 +53,7 @@ std::vector<uint8_t> state_bytes(const Engine& e, int64_t pos) {
 TEST(EngineConsistency, ChunkSizesAndTokenByTokenGiveSameGreedyTokens) {
     const auto p = prompt();
     auto e64 = make(64), e256 = make(256);
+    ASSERT_TRUE(e64 && e256) << "engine on fixture qwen35-tiny-a failed to load";
     const auto a = greedy(*e64, p, 12), b = greedy(*e256, p, 12);
     EXPECT_EQ(a, b);
     // Token by token through the decode graph (recurrent GDN form).
@@ -71,6 +72,7 @@ TEST(EngineConsistency, StatesOnThe64GridAreBitwiseEqualAcrossChunkSizes) {
     const auto p = prompt();
     const int P = 192;  // multiple of 64
     auto e64 = make(64), e128 = make(128), e256 = make(256);
+    ASSERT_TRUE(e64 && e128 && e256) << "engine on fixture qwen35-tiny-a failed to load";
     int32_t n1, n2, n3;
     ASSERT_EQ(e64->prefill(0, p.data(), P, &n1), FROST_OK);
     ASSERT_EQ(e128->prefill(0, p.data(), 100, nullptr), FROST_OK);  // off-grid call split...
@@ -91,6 +93,7 @@ TEST(EngineConsistency, StatesOnThe64GridAreBitwiseEqualAcrossChunkSizes) {
 TEST(EngineConsistency, SeededSamplingIsReproducibleAndAdvancesTheCursor) {
     const auto p = prompt();
     auto e = make(128);
+    ASSERT_TRUE(e) << "engine on fixture qwen35-tiny-a failed to load";
     GenerateRequest r;
     r.prompt = std::vector<int32_t>(p.begin(), p.begin() + 40);
     r.max_new_tokens = 10;
@@ -114,6 +117,7 @@ TEST(EngineConsistency, SeededSamplingIsReproducibleAndAdvancesTheCursor) {
 
 TEST(EngineConsistency, RefusesBadInputWithoutSideEffects) {
     auto e = make(64);
+    ASSERT_TRUE(e) << "engine on fixture qwen35-tiny-a failed to load";
     const int32_t bad[] = {1, 2, 99999};
     int32_t next;
     EXPECT_EQ(e->prefill(0, bad, 3, &next), FROST_ERR_INVALID_ARG);

@@ -7,8 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "model/fingerprint.h"
 #include "model/model_files_util.h"
@@ -130,20 +132,24 @@ TEST(Synth, TokenizerCopiedAndVocabRaised) {
 
 TEST(Fingerprint, CachedReusedAndInvalidated) {
     std::string dir = synth(3);
+    const std::string cache_dir = make_temp_dir("fp_cache");
+    ASSERT_EQ(setenv("FROST_CACHE_DIR", cache_dir.c_str(), 1), 0);
+    const std::string cache_file = fingerprint_cache_path(dir);
+    EXPECT_EQ(cache_file.rfind(cache_dir, 0), 0u) << cache_file;
     FingerprintResult r1, r2, r3, r4;
     ASSERT_EQ(model_fingerprint(dir, &r1), FROST_OK) << frost_last_error();
     EXPECT_EQ(r1.hex.size(), 64u);
     EXPECT_FALSE(r1.from_cache);
     EXPECT_TRUE(r1.cached);
-    ASSERT_TRUE(frost::util::file_exists(dir + "/" + kFingerprintCacheName));
+    ASSERT_TRUE(frost::util::file_exists(cache_file));
     ASSERT_EQ(model_fingerprint(dir, &r2), FROST_OK);
     EXPECT_TRUE(r2.from_cache);
     EXPECT_EQ(r2.hex, r1.hex);
-    // The cache really is trusted when sizes and mtimes match: plant a different digest.
-    std::string cache = read_bytes(dir + "/" + kFingerprintCacheName);
+    // The cache really is trusted when path, sizes and mtimes match: plant a different digest.
+    std::string cache = read_bytes(cache_file);
     std::string planted = cache;
     planted.replace(planted.find(r1.hex), 64, std::string(64, 'a'));
-    write_bytes(dir + "/" + kFingerprintCacheName, planted);
+    write_bytes(cache_file, planted);
     ASSERT_EQ(model_fingerprint(dir, &r3), FROST_OK);
     EXPECT_EQ(r3.hex, std::string(64, 'a'));
     // Same size, new content and mtime: recomputed, different.
@@ -156,16 +162,44 @@ TEST(Fingerprint, CachedReusedAndInvalidated) {
     EXPECT_FALSE(r4.from_cache);
     EXPECT_NE(r4.hex, r1.hex);
     EXPECT_NE(r4.hex, std::string(64, 'a'));
-    // Fingerprint equals the documented SHA-256 construction for a fixture (read-only: not cached).
-    FingerprintResult fx;
-    ASSERT_EQ(model_fingerprint(fixture_dir("qwen35-tiny-a"), &fx), FROST_OK);
-    // Only meaningful where the folder is really read-only for us: root (the GPU machine runs
-    // tests as root) may write into a chmod a-w folder, and then the cache is legitimately kept.
-    if (access(fixture_dir("qwen35-tiny-a").c_str(), W_OK) != 0) {
-        EXPECT_FALSE(fx.cached);
-    }
-    FingerprintResult fx2;
+    // Fingerprint of a fixture: the same twice, distinct from the synthetic model's.
+    FingerprintResult fx, fx2;
+    ASSERT_EQ(model_fingerprint(fixture_dir("qwen35-tiny-a"), &fx), FROST_OK) << frost_last_error();
     ASSERT_EQ(model_fingerprint(fixture_dir("qwen35-tiny-a"), &fx2), FROST_OK);
     EXPECT_EQ(fx.hex, fx2.hex);
     EXPECT_NE(fx.hex, r1.hex);
+    unsetenv("FROST_CACHE_DIR");
+}
+
+// Frost never writes into a model folder (issue: the suite used to drop .frost-fingerprint.json
+// into the fixtures): the folder's listing is unchanged after fingerprinting, a read-only folder
+// works and is cached elsewhere, and an unwritable cache folder still yields the digest.
+TEST(Fingerprint, NeverWritesIntoTheModelFolder) {
+    std::string dir = synth(3);
+    const std::string cache_dir = make_temp_dir("fp_cache_ro");
+    ASSERT_EQ(setenv("FROST_CACHE_DIR", cache_dir.c_str(), 1), 0);
+    std::vector<std::string> before, after;
+    std::string err;
+    ASSERT_TRUE(frost::util::list_dir(dir, &before, &err)) << err;
+    ASSERT_EQ(chmod(dir.c_str(), 0555), 0);
+    FingerprintResult r1, r2;
+    ASSERT_EQ(model_fingerprint(dir, &r1), FROST_OK) << frost_last_error();
+    EXPECT_TRUE(r1.cached);
+    ASSERT_EQ(model_fingerprint(dir, &r2), FROST_OK);
+    EXPECT_TRUE(r2.from_cache);
+    EXPECT_EQ(r1.hex, r2.hex);
+    ASSERT_TRUE(frost::util::list_dir(dir, &after, &err)) << err;
+    std::sort(before.begin(), before.end());
+    std::sort(after.begin(), after.end());
+    EXPECT_EQ(before, after);
+    ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+    // A cache location that cannot exist (a regular file in its path): digest still returned.
+    const std::string blocker = cache_dir + "/file";
+    write_bytes(blocker, "x");
+    ASSERT_EQ(setenv("FROST_CACHE_DIR", (blocker + "/sub").c_str(), 1), 0);
+    FingerprintResult r3;
+    ASSERT_EQ(model_fingerprint(dir, &r3), FROST_OK) << frost_last_error();
+    EXPECT_FALSE(r3.cached);
+    EXPECT_EQ(r3.hex, r1.hex);
+    unsetenv("FROST_CACHE_DIR");
 }

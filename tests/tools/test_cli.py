@@ -88,8 +88,7 @@ def write_safetensors(path, header, meta):
 
 
 def writable_copy(src, dst):
-    """Copies a fixture folder without its (read-only) modes, so tests may damage the copy and
-    frost may cache its fingerprint beside it."""
+    """Copies a fixture folder without its (read-only) modes, so tests may damage the copy."""
     shutil.copytree(src, dst, copy_function=shutil.copyfile)
     for d in [dst, *[p for p in Path(dst).rglob("*") if p.is_dir()]]:
         os.chmod(d, 0o755)
@@ -97,7 +96,7 @@ def writable_copy(src, dst):
 
 
 # ---------------------------------------------------------------------------------------------
-# fixtures: private copies so no cache file lands in the shared folder
+# fixtures: private copies, so tests that damage a model never touch tests/fixtures
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory):
@@ -213,8 +212,9 @@ def test_inspect_fixture_matches_config(models, name):
     if "text_config" in cfg:
         assert visual > 0
     assert len(j["fingerprint"]) >= 16
-    # the fingerprint is cached beside the (copied) model and read back unchanged
+    # the fingerprint is cached in the user's cache folder (never beside the model) and read back
     assert j["fingerprint_cached"] is True
+    assert not [p.name for p in Path(d).iterdir() if p.name.startswith(".")]
     again = frost_json("inspect", d, "--json")
     assert again["fingerprint"] == j["fingerprint"]
     # plain-text form too
@@ -623,8 +623,8 @@ def test_generate_from_capsule_without_suffix_equals_cold(models, capsule_file):
     assert warm["ids"][0] == snap["next_token"]
 
 
-def test_shared_fixtures_untouched():
-    """Runs last (file order): nothing above may have written into the shared fixture folders."""
+def test_fixtures_untouched():
+    """Runs last (file order): nothing above may have written into the repository's fixture folders."""
     for name in [*MODEL_FIXTURES, TOKENIZER_DIR.name]:
         extra = sorted(p.name for p in (FIXTURES / name).iterdir() if p.name.startswith("."))
-        assert not extra, f"files written into the shared {name}: {extra}"
+        assert not extra, f"files written into tests/fixtures/{name}: {extra}"

@@ -15,7 +15,7 @@ DEFAULT_TOKENIZER_DIR = HERE.parents[1] / "fixtures" / "tokenizer-qwen3"
 def frost_bin():
     path = os.environ.get("FROST_BIN")
     if not path or not os.path.exists(path):
-        pytest.skip("FROST_BIN does not name the frost binary")
+        pytest.fail("FROST_BIN does not name the frost binary (run through ctest)")
     return path
 
 
@@ -23,7 +23,7 @@ def frost_bin():
 def tokenizer_dir():
     d = pathlib.Path(os.environ.get("FROST_TOKENIZER_DIR", str(DEFAULT_TOKENIZER_DIR)))
     if not (d / "tokenizer.json").exists():
-        pytest.skip(f"no tokenizer.json in {d}")
+        pytest.fail(f"fixture missing: no tokenizer.json in {d}")
     return d
 
 

@@ -31,7 +31,7 @@ def variant(request, tokenizer_dir, tmp_path_factory):
         return out
     if request.param == "qwen35-fetched":
         if not (FETCHED / "tokenizer.json").exists():
-            pytest.skip("run scripts/fetch_tokenizer.sh for the Qwen3.5 tokenizer")
+            pytest.fail("no Qwen3.5 tokenizer in .frost/tokenizer: scripts/setup.sh fetches it")
         return FETCHED
     doc = json.loads((tokenizer_dir / "tokenizer.json").read_text(encoding="utf-8"))
     doc["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = QWEN35_REGEX
