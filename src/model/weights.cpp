@@ -6,6 +6,7 @@
 
 #include "exec/error.h"
 #include "model/deinterleave.h"
+#include "model/quant/dequant.h"
 #include "model/safetensors.h"
 
 namespace frost::model {
@@ -32,10 +33,13 @@ struct Binder {
     const Checkpoint& ck;
     std::set<std::string> used;
     std::vector<std::string> problems;
+    const quant::QuantPlan* plan;  // quantized linears, by module name (empty when not quantized)
+    ModelWeights* owner;           // owns dequantized storage
 
     // Binds `name` into *out if present with the right shape and dtype; records a problem if not.
     void bind(const std::string& name, std::vector<int64_t> shape, TensorView* out, DTypeRule rule = DTypeRule::Bf16) {
         used.insert(name);
+        if (const quant::QuantModule* q = plan->find_weight(name)) return bind_quantized(*q, name, shape, out);
         const CheckpointTensor* t = ck.find(name);
         if (!t) {
             problems.push_back("missing: " + name + " " + shape_str(shape));
@@ -49,6 +53,35 @@ struct Binder {
             problems.push_back("wrong shape: " + name + " is " + shape_str(t->shape) + ", expected " + shape_str(shape));
         if (dtype_ok && t->shape == shape) *out = t->view();
     }
+
+    // A quantized linear binds as its fp32 dequantization (exact: one fp32 rounding at most), in
+    // storage owned by the weights; both engines take fp32 views (the CUDA upload rounds to bf16).
+    void bind_quantized(const quant::QuantModule& q, const std::string& name, const std::vector<int64_t>& shape,
+                        TensorView* out) {
+        used.insert(q.tensors.begin(), q.tensors.end());
+        const std::vector<int64_t> logical = {q.out, q.in};
+        if (logical != shape) {
+            problems.push_back("wrong shape: " + name + " (" + quant::scheme_name(q.args.scheme) + ") is " +
+                               shape_str(logical) + ", expected " + shape_str(shape));
+            return;
+        }
+        TensorView v;
+        v.name = name;
+        v.dtype = DType::F32;
+        v.shape = shape;
+        v.bytes = size_t(q.out) * size_t(q.in) * sizeof(float);
+        owner->owned.emplace_back(new (std::nothrow) uint8_t[v.bytes]);
+        if (!owner->owned.back()) {
+            problems.push_back("out of memory: cannot dequantize " + name + " (" + std::to_string(v.bytes) + " bytes)");
+            return;
+        }
+        v.data = owner->owned.back().get();
+        if (quant::dequantize_module(q, static_cast<float*>(const_cast<void*>(v.data))) != FROST_OK) {
+            problems.push_back("cannot dequantize " + name + ": " + last_error());
+            return;
+        }
+        *out = std::move(v);
+    }
 };
 
 // Qwen3-Next fused projections -> Qwen3.5 views in storage owned by `w`.
@@ -58,6 +91,10 @@ void bind_qwen3next_linear(Binder& b, const ModelConfig& c, const std::string& p
     b.bind(p + "in_proj_qkvz.weight", {2 * Q + 2 * V, H}, &qkvz);
     b.bind(p + "in_proj_ba.weight", {2 * Hv, H}, &ba);
     if (!qkvz.present() || !ba.present()) return;
+    if (qkvz.dtype != DType::BF16 || ba.dtype != DType::BF16) {  // de-interleave moves bf16 rows
+        b.problems.push_back("unsupported: quantized fused projections " + p + "in_proj_qkvz / in_proj_ba");
+        return;
+    }
     const size_t row_bytes = size_t(H) * dtype_size(DType::BF16);
     QkvzSplit split{c.lin_num_k_heads, c.lin_num_v_heads, c.lin_k_head_dim, c.lin_v_head_dim, row_bytes};
     auto make = [&](const std::string& name, int64_t rows) {
@@ -104,6 +141,11 @@ uint64_t ModelWeights::total_bytes() const {
 }
 
 frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, ModelWeights* out) {
+    return bind_weights(c, std::move(ck), quant::QuantConfig{}, out);
+}
+
+frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, const quant::QuantConfig& qc,
+                          ModelWeights* out) {
     // Features the dense engine cannot execute stop here; MTP alone does not (its weights are kept).
     std::vector<std::string> blocking = c.other_unsupported;
     if (c.is_moe())
@@ -117,7 +159,10 @@ frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, 
     ModelWeights w;
     w.config = c;
     w.checkpoint = ck;
-    Binder b{*ck, {}, {}};
+    auto plan = std::make_shared<quant::QuantPlan>();
+    FROST_TRY(quant::build_quant_plan(qc, *ck, plan.get()));
+    w.quant = plan;
+    Binder b{*ck, {}, {}, plan.get(), &w};
     const std::string& P = c.weight_prefix;
     const int64_t H = c.hidden_size, V = c.vocab_size, F = c.intermediate_size;
     const int64_t Vd = c.lin_v_dim(), C = c.conv_dim(), Hv = c.lin_num_v_heads;
@@ -190,10 +235,12 @@ frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, 
 frost_status load_weights(const std::string& model_dir, ModelWeights* out) {
     ModelConfig c;
     FROST_TRY(load_config(model_dir, &c));
+    quant::QuantConfig qc;
+    FROST_TRY(quant::load_quant_config(model_dir, &qc));
     std::shared_ptr<Checkpoint> ck;
     FROST_TRY(Checkpoint::open_dir(model_dir, &ck));
     FROST_TRY(ck->check_intact());
-    frost_status s = bind_weights(c, ck, out);
+    frost_status s = bind_weights(c, ck, qc, out);
     if (s != FROST_OK) return add_context(s, model_dir);
     return FROST_OK;
 }

@@ -64,6 +64,10 @@ struct LayerWeights {
 };
 
 class Checkpoint;  // safetensors.h: the memory-mapped files the views point into
+namespace quant {
+struct QuantConfig;  // model/quant/quant_config.h
+struct QuantPlan;    // model/quant/quant_plan.h: which linears are stored quantized, and how
+}  // namespace quant
 
 struct ModelWeights {
     ModelConfig config;
@@ -74,7 +78,8 @@ struct ModelWeights {
     std::vector<LayerWeights> layers;          // size L
     std::map<std::string, TensorView> mtp;     // every mtp.* tensor, kept for later use
     std::shared_ptr<Checkpoint> checkpoint;    // keeps the mapping alive
-    std::vector<std::unique_ptr<uint8_t[]>> owned;  // storage for copied / de-interleaved tensors
+    std::vector<std::unique_ptr<uint8_t[]>> owned;  // storage for copied / de-interleaved / dequantized tensors
+    std::shared_ptr<const quant::QuantPlan> quant;  // never null after binding; empty plan when not quantized
     uint64_t total_bytes() const;              // bytes of every bound tensor (LM only)
 };
 
@@ -85,5 +90,9 @@ frost_status load_weights(const std::string& model_dir, ModelWeights* out);
 // Binds an already opened checkpoint against a parsed config (load_weights = load_config +
 // Checkpoint::open_dir + this). FROST_ERR_UNSUPPORTED for MoE and other unexecuted features.
 frost_status bind_weights(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint, ModelWeights* out);
+// Same for a quantized checkpoint: every linear the config quantizes is validated
+// (model/quant/quant_plan.h) and bound as its fp32 dequantization in `owned` storage.
+frost_status bind_weights(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint,
+                          const quant::QuantConfig& quant, ModelWeights* out);
 
 }  // namespace frost::model
