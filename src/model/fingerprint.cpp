@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exec/error.h"
+#include "model/quant/quant_config.h"
 #include "util/fs.h"
 #include "util/progress.h"
 #include "util/sha256.h"
@@ -18,7 +19,9 @@
 namespace frost::model {
 namespace {
 
-constexpr const char* kCacheFormat = "frost-fingerprint-v1";
+// v2: quantized folders also hash their weight format (v1 caches of such folders are stale).
+constexpr const char* kCacheFormat = "frost-fingerprint-v2";
+constexpr const char* kQuantRecord = "quantization";
 constexpr size_t kHashChunkBytes = size_t(8) << 20;
 
 struct FileKey {
@@ -125,9 +128,16 @@ frost_status model_fingerprint(const std::string& model_dir, FingerprintResult* 
     FROST_CHECK_ARG(out != nullptr);
     std::vector<FileKey> files;
     FROST_TRY(list_files(model_dir, &files));
+    // The weight format is part of the deployment: two folders whose bytes agree but whose
+    // quantization_config is read differently must not share capsules.
+    // A config Frost cannot read counts as unquantized here (its bytes are hashed all the same;
+    // loading the folder reports the problem).
+    quant::QuantConfig qc;
+    if (quant::load_quant_config(model_dir, &qc) != FROST_OK) qc = quant::QuantConfig{};
     const nlohmann::json keys = keys_json(files);
     const std::string cache_path = util::join_path(model_dir, kFingerprintCacheName);
     FingerprintResult r;
+    r.quant = qc.summary();
     if (read_cache(cache_path, keys, &r.hex)) {
         r.from_cache = r.cached = true;
         *out = r;
@@ -139,6 +149,10 @@ frost_status model_fingerprint(const std::string& model_dir, FingerprintResult* 
     util::Sha256 h;
     for (const auto& f : files) FROST_TRY(hash_file(util::join_path(model_dir, f.name), f, &h, &bar));
     bar.finish();
+    if (qc.quantized()) {  // absent for bf16 folders, so their digests stay what they were
+        const std::string rec = std::string(kQuantRecord) + '\0' + r.quant;
+        h.update(rec.data(), rec.size());
+    }
     auto d = h.finish();
     r.hex = util::to_hex(d.data(), d.size());
     // A file that changed while we hashed must not be cached under its old key.
