@@ -104,7 +104,11 @@ def main():
             flatten(wrap, flat)
             shutil.rmtree(wrap)
             cases.append((fmt, flat))
-        cases.append(("fixture fp8-tiny-a", ROOT / "tests/fixtures/fp8-tiny-a"))
+        fixture = tmp / "fp8-tiny-a"  # a copy: frost caches the fingerprint beside the weights
+        fixture.mkdir()
+        for f in ("config.json", "model.safetensors"):
+            shutil.copy(ROOT / "tests/fixtures/fp8-tiny-a" / f, fixture / f)
+        cases.append(("fixture fp8-tiny-a", fixture))
         for name, d in cases:
             try:
                 n, differing, total, worst = compare(frost, d, a.device, tmp)

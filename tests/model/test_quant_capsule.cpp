@@ -8,6 +8,7 @@
 #include "model/capsule_test_util.h"
 #include "model/engine.h"
 #include "model/engine_test_util.h"
+#include "model/model_files_util.h"
 #include "model/synth.h"
 
 namespace frost::model {
@@ -27,7 +28,10 @@ std::unique_ptr<Engine> engine_for(const std::string& dir) {
 }
 
 TEST(QuantCapsule, RestoreContinuesLikeColdOnFp8Fixture) {
-    const std::string dir = test::fixture_dir("fp8-tiny-a");
+    // A copy: the manager caches the fingerprint beside the weights, and fixtures are never written.
+    const std::string dir = test::capsule_temp_dir("quant_capsule_fixture");
+    testing::copy_config(test::fixture_dir("fp8-tiny-a"), dir);
+    testing::write_bytes(dir + "/model.safetensors", testing::read_bytes(test::fixture_dir("fp8-tiny-a") + "/model.safetensors"));
     auto e = engine_for(dir);
     ASSERT_TRUE(e);
     CapsuleManagerOptions mo;

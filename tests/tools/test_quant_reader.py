@@ -10,6 +10,7 @@
 import json
 import os
 import random
+import shutil
 import struct
 import subprocess
 from pathlib import Path
@@ -167,4 +168,9 @@ def test_synth_format_matches_independent_reader(fmt, tmp_path):
 def test_transformers_fp8_fixture_matches_independent_reader(tmp_path):
     fixture = FIXTURES / "fp8-tiny-a"
     assert (fixture / "model.safetensors").exists(), f"missing fixture {fixture}"
-    assert check_bit_for_bit(fixture, tmp_path) == 31
+    model = tmp_path / "fp8-tiny-a"  # a copy: inspect caches the fingerprint beside the weights
+    model.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(fixture / name, model / name)
+    assert check_bit_for_bit(model, tmp_path) == 31
+    assert not [p.name for p in fixture.iterdir() if p.name.startswith(".")], "wrote into the shared fixture"
