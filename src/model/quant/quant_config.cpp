@@ -54,7 +54,7 @@ void string_list(const json& obj, const char* key, const std::string& where, std
 
 void parse_fp8(const json& q, const std::string& w, QuantConfig* c, Problems* p) {
     check_keys(q, {"quant_method", "fmt", "activation_scheme", "weight_block_size", "modules_to_not_convert",
-                   "modules_to_convert", "scale_fmt", "dequantize"},
+                   "modules_to_convert", "scale_fmt", "dequantize", "expert_dtype"},
                w, p);
     c->fp8.scheme = Scheme::Fp8Block;
     c->fp8.format = "fp8";
@@ -67,6 +67,8 @@ void parse_fp8(const json& q, const std::string& w, QuantConfig* c, Problems* p)
     if (const json* m = field(q, "modules_to_convert"); m && !m->is_null())
         p->add(w + ".modules_to_convert: an explicit conversion list is not supported (got " + dump(*m) + ")");
     if (const json* d = field(q, "dequantize"); d && !d->is_boolean()) p->add(w + ".dequantize: must be a boolean");
+    // Which dtype transformers gives MoE experts; a module's dtype on disk is what the plan reads.
+    if (const json* x = field(q, "expert_dtype"); x && !x->is_string()) p->add(w + ".expert_dtype: must be a string");
     const json* b = field(q, "weight_block_size");
     if (!b || !b->is_array() || b->size() != 2 || !(*b)[0].is_number_integer() || !(*b)[1].is_number_integer() ||
         (*b)[0].get<int64_t>() <= 0 || (*b)[1].get<int64_t>() <= 0 || (*b)[0].get<int64_t>() > 65536 ||
@@ -164,7 +166,9 @@ void parse_weights(const json& wj, const std::string& fmt, const json* acts, con
 
 void parse_compressed(const json& q, const std::string& w, QuantConfig* c, Problems* p) {
     check_keys(q, {"quant_method", "format", "config_groups", "ignore", "quantization_status", "kv_cache_scheme",
-                   "sparsity_config", "transform_config", "global_compression_ratio", "version", "provider"},
+                   "sparsity_config", "transform_config", "global_compression_ratio", "version", "provider",
+                   // loader switches transformers may serialise beside the format; they change no bytes
+                   "run_compressed", "dequantize", "use_optimized_inference"},
                w, p);
     if (const json* f = field(q, "format"); f && f->is_string()) c->format = f->get<std::string>();
     else if (f && !f->is_null()) p->add(w + ".format: must be a string");
