@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -102,6 +103,64 @@ RawTensor* find(std::vector<RawTensor>& ts, const std::string& name) {
     for (auto& t : ts)
         if (t.name == name) return &t;
     return nullptr;
+}
+
+bool same_bytes(const TensorView& a, const TensorView& b) {
+    return a.bytes == b.bytes && a.dtype == b.dtype && std::memcmp(a.data, b.data, a.bytes) == 0;
+}
+
+// A mixed-precision compressed-tensors checkpoint as llm-compressor writes one with two recipes:
+// group_0 (nvfp4) targets "Linear", group_1 (fp8 per channel) targets the attention by regex (a
+// regex beats the class), and the ignore list keeps the GDN gate projections in bf16. Each module
+// must bind exactly as in the single-format checkpoint it was taken from.
+TEST(QuantSynthMixed, GroupsRegexPrecedenceAndIgnoreList) {
+    const std::string nv = synth("nvfp4", 21), f8 = synth("fp8-dynamic", 21), bf = synth("", 21);
+    std::vector<RawTensor> mixed;
+    auto take = [&](const std::string& dir, auto pred) {
+        for (auto& t : read_tensors(dir + "/model.safetensors"))
+            if (pred(t.name)) mixed.push_back(t);
+    };
+    auto is_attn = [](const std::string& n) { return n.find(".self_attn.") != std::string::npos && n.find("_norm.") == std::string::npos; };
+    auto is_gate_ab = [](const std::string& n) {
+        return n.find(".in_proj_a.") != std::string::npos || n.find(".in_proj_b.") != std::string::npos;
+    };
+    take(nv, [&](const std::string& n) { return !is_attn(n) && !is_gate_ab(n); });
+    take(f8, is_attn);
+    take(bf, is_gate_ab);
+    auto cfg = nlohmann::json::parse(read_bytes(nv + "/config.json"));
+    auto f8_cfg = nlohmann::json::parse(read_bytes(f8 + "/config.json"));
+    auto& q = cfg["quantization_config"];
+    q["format"] = "mixed-precision";
+    q["config_groups"]["group_1"] = f8_cfg["quantization_config"]["config_groups"]["group_0"];
+    q["config_groups"]["group_1"]["targets"] = {"re:.*self_attn\\.(q|k|v|o)_proj$"};
+    q["ignore"].push_back("re:.*linear_attn\\.in_proj_[ab]$");
+    std::string dir = make_temp_dir("quant_synth_mixed");
+    write_bytes(dir + "/config.json", cfg.dump());
+    write_bytes(dir + "/model.safetensors", safetensors_bytes(mixed));
+    ModelWeights w, wn, wf, wb;
+    ASSERT_EQ(load_weights(dir, &w), FROST_OK) << frost_last_error();
+    ASSERT_EQ(load_weights(nv, &wn), FROST_OK);
+    ASSERT_EQ(load_weights(f8, &wf), FROST_OK);
+    ASSERT_EQ(load_weights(bf, &wb), FROST_OK);
+    EXPECT_EQ(w.quant->modules.size(), 31u - 6);  // in_proj_a / in_proj_b of 3 GDN layers stay bf16
+    EXPECT_EQ(w.quant->plain.size(), 6u);
+    for (const auto& [m, p] : w.quant->plain) EXPECT_NE(p.reason.find("ignored"), std::string::npos) << m;
+    for (size_t l = 0; l < w.layers.size(); ++l) {
+        const auto &a = w.layers[l], &n = wn.layers[l];
+        EXPECT_TRUE(same_bytes(a.mlp_down, n.mlp_down)) << l;
+        if (a.kind == LayerKind::Linear) {
+            EXPECT_TRUE(same_bytes(a.lin.in_proj_qkv, n.lin.in_proj_qkv)) << l;
+            EXPECT_EQ(a.lin.in_proj_a.dtype, DType::BF16);
+            EXPECT_TRUE(same_bytes(a.lin.in_proj_a, wb.layers[l].lin.in_proj_a)) << l;
+            EXPECT_TRUE(same_bytes(a.lin.in_proj_b, wb.layers[l].lin.in_proj_b)) << l;
+        } else {
+            EXPECT_TRUE(same_bytes(a.full.q_proj, wf.layers[l].full.q_proj)) << l;
+            EXPECT_TRUE(same_bytes(a.full.o_proj, wf.layers[l].full.o_proj)) << l;
+            const std::string m = "model.language_model.layers." + std::to_string(l) + ".self_attn.k_proj";
+            EXPECT_STREQ(quant::scheme_name(w.quant->modules.at(m).args.scheme), "fp8-channel");
+            EXPECT_EQ(w.quant->modules.at(m).group, "group_1");
+        }
+    }
 }
 
 TEST(QuantSynthValidation, EveryCompressedTensorsProblemListed) {
