@@ -8,6 +8,7 @@
 #include "model/deinterleave.h"
 #include "model/quant/dequant.h"
 #include "model/safetensors.h"
+#include "util/bf16.h"
 
 namespace frost::model {
 namespace {
@@ -35,6 +36,7 @@ struct Binder {
     std::vector<std::string> problems;
     const quant::QuantPlan* plan;  // quantized linears, by module name (empty when not quantized)
     ModelWeights* owner;           // owns dequantized storage
+    DType dequant_to;              // F32 or BF16 (WeightLoadOptions)
 
     // Binds `name` into *out if present with the right shape and dtype; records a problem if not.
     void bind(const std::string& name, std::vector<int64_t> shape, TensorView* out, DTypeRule rule = DTypeRule::Bf16) {
@@ -67,18 +69,25 @@ struct Binder {
         }
         TensorView v;
         v.name = name;
-        v.dtype = DType::F32;
+        v.dtype = dequant_to;
         v.shape = shape;
-        v.bytes = size_t(q.out) * size_t(q.in) * sizeof(float);
+        const size_t n = size_t(q.out) * size_t(q.in);
+        v.bytes = n * dtype_size(dequant_to);
         owner->owned.emplace_back(new (std::nothrow) uint8_t[v.bytes]);
-        if (!owner->owned.back()) {
+        std::unique_ptr<float[]> tmp(dequant_to == DType::F32 ? nullptr : new (std::nothrow) float[n]);
+        if (!owner->owned.back() || (dequant_to != DType::F32 && !tmp)) {
             problems.push_back("out of memory: cannot dequantize " + name + " (" + std::to_string(v.bytes) + " bytes)");
             return;
         }
         v.data = owner->owned.back().get();
-        if (quant::dequantize_module(q, static_cast<float*>(const_cast<void*>(v.data))) != FROST_OK) {
+        float* f32 = dequant_to == DType::F32 ? static_cast<float*>(const_cast<void*>(v.data)) : tmp.get();
+        if (quant::dequantize_module(q, f32) != FROST_OK) {
             problems.push_back("cannot dequantize " + name + ": " + last_error());
             return;
+        }
+        if (dequant_to == DType::BF16) {
+            uint16_t* dst = static_cast<uint16_t*>(const_cast<void*>(v.data));
+            for (size_t i = 0; i < n; ++i) dst[i] = util::f32_to_bf16(f32[i]);
         }
         *out = std::move(v);
     }
@@ -145,7 +154,10 @@ frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, 
 }
 
 frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, const quant::QuantConfig& qc,
-                          ModelWeights* out) {
+                          ModelWeights* out, const WeightLoadOptions& opts) {
+    if (opts.dequant_dtype != DType::F32 && opts.dequant_dtype != DType::BF16)
+        return fail(FROST_ERR_INVALID_ARG, "WeightLoadOptions::dequant_dtype must be F32 or BF16, got %s",
+                    dtype_name(opts.dequant_dtype));
     // Features the dense engine cannot execute stop here; MTP alone does not (its weights are kept).
     std::vector<std::string> blocking = c.other_unsupported;
     if (c.is_moe())
@@ -162,7 +174,7 @@ frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, 
     auto plan = std::make_shared<quant::QuantPlan>();
     FROST_TRY(quant::build_quant_plan(qc, *ck, plan.get()));
     w.quant = plan;
-    Binder b{*ck, {}, {}, plan.get(), &w};
+    Binder b{*ck, {}, {}, plan.get(), &w, opts.dequant_dtype};
     const std::string& P = c.weight_prefix;
     const int64_t H = c.hidden_size, V = c.vocab_size, F = c.intermediate_size;
     const int64_t Vd = c.lin_v_dim(), C = c.conv_dim(), Hv = c.lin_num_v_heads;
@@ -232,7 +244,7 @@ frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, 
     return FROST_OK;
 }
 
-frost_status load_weights(const std::string& model_dir, ModelWeights* out) {
+frost_status load_weights(const std::string& model_dir, ModelWeights* out, const WeightLoadOptions& opts) {
     ModelConfig c;
     FROST_TRY(load_config(model_dir, &c));
     quant::QuantConfig qc;
@@ -240,7 +252,7 @@ frost_status load_weights(const std::string& model_dir, ModelWeights* out) {
     std::shared_ptr<Checkpoint> ck;
     FROST_TRY(Checkpoint::open_dir(model_dir, &ck));
     FROST_TRY(ck->check_intact());
-    frost_status s = bind_weights(c, ck, qc, out);
+    frost_status s = bind_weights(c, ck, qc, out, opts);
     if (s != FROST_OK) return add_context(s, model_dir);
     return FROST_OK;
 }

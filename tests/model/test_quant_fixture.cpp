@@ -14,6 +14,7 @@
 #include "model/quant/dequant.h"
 #include "model/quant/quant_plan.h"
 #include "model/safetensors.h"
+#include "util/bf16.h"
 
 namespace frost::model {
 namespace {
@@ -138,6 +139,30 @@ TEST(QuantFixture, BindsEveryFp8LinearAsItsDequantization) {
             const float want = float(e4m3(qb[r * 384 + c]) * double(sf[(r / 128) * 3 + c / 128]));
             ASSERT_EQ(got[r * 384 + c], want) << r << "," << c;
         }
+}
+
+// WeightLoadOptions::dequant_dtype = BF16 (half the host memory, for the bf16 CUDA upload): every
+// quantized linear is the fp32 dequantization rounded to nearest even; bf16 tensors are untouched.
+TEST(QuantFixture, Bf16DequantizationIsTheRoundedFp32One) {
+    ModelWeights f32, b16;
+    ASSERT_EQ(load_weights(test::fixture_dir(kFixture), &f32), FROST_OK) << frost_last_error();
+    WeightLoadOptions o;
+    o.dequant_dtype = DType::BF16;
+    ASSERT_EQ(load_weights(test::fixture_dir(kFixture), &b16, o), FROST_OK) << frost_last_error();
+    for (size_t l = 0; l < f32.layers.size(); ++l) {
+        for (auto member : {&LayerWeights::mlp_gate, &LayerWeights::mlp_up, &LayerWeights::mlp_down}) {
+            const TensorView &a = f32.layers[l].*member, &b = b16.layers[l].*member;
+            ASSERT_EQ(a.dtype, DType::F32);
+            ASSERT_EQ(b.dtype, DType::BF16);
+            ASSERT_EQ(b.bytes * 2, a.bytes);
+            const auto* fa = static_cast<const float*>(a.data);
+            const auto* hb = static_cast<const uint16_t*>(b.data);
+            for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(hb[i], util::f32_to_bf16(fa[i])) << a.name << " " << i;
+        }
+    }
+    EXPECT_EQ(b16.final_norm.dtype, DType::BF16);
+    o.dequant_dtype = DType::F16;
+    EXPECT_EQ(load_weights(test::fixture_dir(kFixture), &b16, o), FROST_ERR_INVALID_ARG);
 }
 
 }  // namespace
