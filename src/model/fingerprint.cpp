@@ -19,9 +19,7 @@
 namespace frost::model {
 namespace {
 
-// v2: quantized folders also hash their weight format (v1 caches of such folders are stale).
-constexpr const char* kCacheFormat = "frost-fingerprint-v2";
-constexpr const char* kQuantRecord = "quantization";
+constexpr const char* kCacheFormat = "frost-fingerprint-v1";
 constexpr size_t kHashChunkBytes = size_t(8) << 20;
 
 struct FileKey {
@@ -128,15 +126,13 @@ frost_status model_fingerprint(const std::string& model_dir, FingerprintResult* 
     FROST_CHECK_ARG(out != nullptr);
     std::vector<FileKey> files;
     FROST_TRY(list_files(model_dir, &files));
-    // The weight format is part of the deployment: two folders whose bytes agree but whose
-    // quantization_config is read differently must not share capsules.
+    const nlohmann::json keys = keys_json(files);
+    const std::string cache_path = util::join_path(model_dir, kFingerprintCacheName);
+    FingerprintResult r;
     // A config Frost cannot read counts as unquantized here (its bytes are hashed all the same;
     // loading the folder reports the problem).
     quant::QuantConfig qc;
     if (quant::load_quant_config(model_dir, &qc) != FROST_OK) qc = quant::QuantConfig{};
-    const nlohmann::json keys = keys_json(files);
-    const std::string cache_path = util::join_path(model_dir, kFingerprintCacheName);
-    FingerprintResult r;
     r.quant = qc.summary();
     if (read_cache(cache_path, keys, &r.hex)) {
         r.from_cache = r.cached = true;
@@ -150,6 +146,7 @@ frost_status model_fingerprint(const std::string& model_dir, FingerprintResult* 
     for (const auto& f : files) FROST_TRY(hash_file(util::join_path(model_dir, f.name), f, &h, &bar));
     bar.finish();
     if (qc.quantized()) {  // absent for bf16 folders, so their digests stay what they were
+        constexpr const char* kQuantRecord = "quantization";
         const std::string rec = std::string(kQuantRecord) + '\0' + r.quant;
         h.update(rec.data(), rec.size());
     }

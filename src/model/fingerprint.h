@@ -14,13 +14,15 @@ struct FingerprintResult {
     std::string hex;          // 64 lowercase hex digits
     bool from_cache = false;  // true when the cache matched and nothing was hashed
     bool cached = false;      // true when the result is now in the cache file
-    std::string quant;        // quant::QuantConfig::summary() of config.json ("none" for bf16)
+    // quant::QuantConfig::summary() of config.json ("none" for bf16). The weight format is part of
+    // the deployment: a quantized folder's digest ends with "quantization", a NUL and this string
+    // after the files (bf16 digests are unchanged).
+    std::string quant;
 };
 
 // Digest = SHA-256 of, for each file in order (config.json, then the safetensors files sorted by
 // name, plus model.safetensors.index.json when present): its name, a NUL, its size as 8 bytes
-// little-endian, then its bytes; for a quantized folder then "quantization", a NUL and
-// QuantConfig::summary() (bf16 digests are unchanged by this). A cache that is unreadable, stale or malformed is recomputed; a
+// little-endian, then its bytes. A cache that is unreadable, stale or malformed is recomputed; a
 // folder that is not writable is hashed without caching.
 frost_status model_fingerprint(const std::string& model_dir, FingerprintResult* out, bool show_progress = false);
 
