@@ -34,6 +34,13 @@ constexpr int kInt4Offset = 8;
 template <int F>
 constexpr int chunk_elems() { return F == kGemvQuantFp8Block || F == kGemvQuantFp8Channel ? kFp8PerChunk : kFp4PerChunk; }
 
+// x in shared memory, swizzled: lane L reads the P = E/8 16-byte pieces of chunk c = base + L, so
+// unswizzled the 8 lanes of a 128-bit access phase would hit only 8/P of the 8 bank groups (P-way
+// conflicts). Piece v of chunk c is stored at c*P + (v ^ ((c / (8/P)) % P)): the 8 lanes then
+// cover all 8 bank groups for every v.
+template <int P>
+__device__ inline int x_piece(int c, int v) { return c * P + (v ^ ((c / (8 / P)) % P)); }
+
 __device__ inline uint4 load_chunk(const uint4* p) { return __ldg(p); }
 
 __device__ inline float2 fp8x2_to_float2(uint32_t two) {
@@ -142,8 +149,9 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
     }
     pdl_wait();
     pdl_launch_dependents();
+    constexpr int P = E / kVec;  // 16-byte x pieces per chunk
     for (int i = threadIdx.x; i < p.K / kVec; i += kThreads)
-        reinterpret_cast<Bf16x8*>(xs)[i] = reinterpret_cast<const Bf16x8*>(p.x)[i];
+        reinterpret_cast<Bf16x8*>(xs)[x_piece<P>(i / P, i % P)] = reinterpret_cast<const Bf16x8*>(p.x)[i];
     __syncthreads();
     float acc[kRows] = {};
     for (int c = lane; c < chunks; c += kWarp * kUnroll) {
@@ -160,7 +168,7 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
             float xf[E];
 #pragma unroll
             for (int v = 0; v < E / kVec; ++v) {
-                const Bf16x8 xv = reinterpret_cast<const Bf16x8*>(xs)[cc * (E / kVec) + v];
+                const Bf16x8 xv = reinterpret_cast<const Bf16x8*>(xs)[x_piece<P>(cc, v)];
 #pragma unroll
                 for (int h = 0; h < 4; ++h) {
                     const float2 f = __bfloat1622float2(xv.h[h]);
