@@ -2,7 +2,8 @@
 // but NaN, every e2m1 / int4 code, random scales and zero points) are dequantized by
 // model/quant/dequant.h, multiplied with the same bf16 x in fp64, and compared with the kernel's
 // fp32 output (relative L2 <= 1e-5) and bf16 output (<= 1e-2); the output is poisoned first and
-// two runs are bitwise equal. Odd row counts cover the last warp's half-empty row pair.
+// two runs are bitwise equal. Odd row counts cover the last warp's half-empty row pair. The
+// device dequantization to bf16 must equal the CPU one rounded to bf16, bit for bit.
 #include <gtest/gtest.h>
 
 #if !FROST_WITH_CUDA
@@ -119,6 +120,13 @@ void run_case(const Case& c) {
     p.out_f32 = 0;
     p.y = yb.get();
     CUDA_OK(kernels::gemv_quant_launch(p, nullptr));
+    // The whole weight dequantized on the device: bitwise the CPU reference rounded to bf16.
+    Dev<uint16_t> wb(static_cast<size_t>(N * K));
+    CUDA_OK(kernels::dequant_bf16_launch(p, bf(wb), nullptr));
+    const auto wdev = wb.download();
+    size_t differ = 0;
+    for (size_t i = 0; i < w.size(); ++i) differ += wdev[i] != f2bf(w[i]);
+    EXPECT_EQ(differ, 0u) << c.name << ": device dequantization differs from the CPU one";
     const auto got = yf.download();
     EXPECT_EQ(0, std::memcmp(got.data(), yf2.download().data(), got.size() * sizeof(float))) << c.name << ": not deterministic";
     EXPECT_LE(rel_l2(ref, got), kF32Tol) << c.name;

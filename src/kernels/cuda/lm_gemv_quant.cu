@@ -191,31 +191,95 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
     }
 }
 
+// One thread per 16-byte chunk: its E weights as fp32 (one rounding: the product with the scale,
+// the order the CPU reference uses), stored as bf16.
+template <int F>
+__global__ void __launch_bounds__(kThreads) dequant_bf16_kernel(GemvQuantParams p, bf16* out) {
+    constexpr int E = chunk_elems<F>();
+    const int chunks = p.K / E;
+    const int64_t t = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+    if (t >= static_cast<int64_t>(p.N) * chunks) return;
+    const int n = static_cast<int>(t / chunks), c = static_cast<int>(t % chunks);
+    const uint4 w = load_chunk(static_cast<const uint4*>(p.w) + t);
+    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+    float v[E];
+    if constexpr (F == kGemvQuantFp8Block || F == kGemvQuantFp8Channel) {
+        float s;
+        if constexpr (F == kGemvQuantFp8Block) {
+            const int scale_cols = (p.K + p.block_k - 1) / p.block_k;
+            s = __ldg(static_cast<const float*>(p.scale) + (n / p.block_n) * scale_cols + c * E / p.block_k);
+        } else {
+            s = __ldg(static_cast<const float*>(p.scale) + n);
+        }
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const float2 f = fp8x2_to_float2(words[i / 2] >> (16 * (i % 2)));
+            v[2 * i] = f.x * s;
+            v[2 * i + 1] = f.y * s;
+        }
+    } else if constexpr (F == kGemvQuantNvfp4) {
+        const int groups = p.K / kNvfp4Group;
+        const uint16_t s2 = __ldg(static_cast<const uint16_t*>(p.scale) + (n * groups + c * 2) / 2);
+        const float s[2] = {__fdiv_rn(fp8_to_float(s2), p.global_scale), __fdiv_rn(fp8_to_float(s2 >> 8), p.global_scale)};
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            const uint32_t b = words[i / 4] >> (8 * (i % 4));
+            const uint32_t h = ((b & 0x8u) << 12) | ((b & 0x7u) << 9) | ((b & 0x80u) << 24) | ((b & 0x70u) << 21);
+            const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+            v[2 * i] = (f.x * kE2m1Unscale) * s[i / 8];  // exact e2m1 value, then the one rounding
+            v[2 * i + 1] = (f.y * kE2m1Unscale) * s[i / 8];
+        }
+    } else {
+        const int groups = p.K / p.group_size;
+        const int g = c * E / p.group_size;
+        const float s = __bfloat162float(__ldg(static_cast<const bf16*>(p.scale) + static_cast<int64_t>(n) * groups + g));
+        int zp = kInt4Offset;
+        if (p.zero_point) zp = (__ldg(p.zero_point + (n / 8) * groups + g) >> (4 * (n % 8))) & 0xF;
+        const __half2 bias = __float2half2_rn(kInt4Magic1024 + static_cast<float>(zp));
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const uint32_t h = ((words[i] >> (4 * j)) & 0x000F000Fu) | kInt4Magic;
+                const float2 f = __half22float2(__hsub2(*reinterpret_cast<const __half2*>(&h), bias));
+                v[i * 8 + j] = f.x * s;
+                v[i * 8 + j + 4] = f.y * s;
+            }
+    }
+    bf16* dst = out + static_cast<int64_t>(n) * p.K + static_cast<int64_t>(c) * E;
+#pragma unroll
+    for (int i = 0; i < E / kVec; ++i) {
+        float o[kVec];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) o[e] = v[i * kVec + e];
+        store8(dst + i * kVec, o);
+    }
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The format checks shared by both launchers.
+bool supported(const GemvQuantParams& p) {
+    if (!p.w || !p.scale || p.N <= 0 || p.K <= 0 || !aligned16(p.w)) return false;
+    switch (p.format) {
+        case kGemvQuantFp8Block:
+            return p.K % kFp8PerChunk == 0 && p.block_n > 0 && p.block_k > 0 && p.block_k % kFp8PerChunk == 0;
+        case kGemvQuantFp8Channel:
+            return p.K % kFp8PerChunk == 0;
+        case kGemvQuantNvfp4:
+            return p.K % kFp4PerChunk == 0 && p.global_scale > 0.0f;
+        case kGemvQuantInt4:
+            return p.K % kFp4PerChunk == 0 && p.group_size > 0 && p.group_size % kFp4PerChunk == 0 &&
+                   p.K % p.group_size == 0;
+        default:
+            return false;
+    }
+}
 
 }  // namespace
 
 cudaError_t gemv_quant_launch(const GemvQuantParams& p, cudaStream_t stream) {
-    if (!p.x || !p.w || !p.y || !p.scale || p.N <= 0 || p.K <= 0 || p.K > kGemvQuantMaxK || !aligned16(p.x) ||
-        !aligned16(p.w))
-        return cudaErrorInvalidValue;
-    switch (p.format) {
-        case kGemvQuantFp8Block:
-            if (p.K % kFp8PerChunk || p.block_n <= 0 || p.block_k <= 0 || p.block_k % kFp8PerChunk) return cudaErrorInvalidValue;
-            break;
-        case kGemvQuantFp8Channel:
-            if (p.K % kFp8PerChunk) return cudaErrorInvalidValue;
-            break;
-        case kGemvQuantNvfp4:
-            if (p.K % kFp4PerChunk || !(p.global_scale > 0.0f)) return cudaErrorInvalidValue;
-            break;
-        case kGemvQuantInt4:
-            if (p.K % kFp4PerChunk || p.group_size <= 0 || p.group_size % kFp4PerChunk || p.K % p.group_size)
-                return cudaErrorInvalidValue;
-            break;
-        default:
-            return cudaErrorInvalidValue;
-    }
+    if (!supported(p) || !p.x || !p.y || p.K > kGemvQuantMaxK || !aligned16(p.x)) return cudaErrorInvalidValue;
     const size_t smem = static_cast<size_t>(p.K) * sizeof(bf16);
     const dim3 grid(ceil_div(p.N, kWarps * kRows));
     const bool pdl = p.pdl != 0;
@@ -235,6 +299,19 @@ cudaError_t gemv_quant_launch(const GemvQuantParams& p, cudaStream_t stream) {
             break;
     }
     if (err != cudaSuccess) return err;
+    return cudaGetLastError();
+}
+
+cudaError_t dequant_bf16_launch(const GemvQuantParams& p, bf16* out, cudaStream_t stream) {
+    if (!supported(p) || !out || !aligned16(out)) return cudaErrorInvalidValue;
+    const int64_t chunks = static_cast<int64_t>(p.N) * (p.K / (p.format <= kGemvQuantFp8Channel ? kFp8PerChunk : kFp4PerChunk));
+    const dim3 grid(ceil_div(chunks, kThreads));
+    switch (p.format) {
+        case kGemvQuantFp8Block: dequant_bf16_kernel<kGemvQuantFp8Block><<<grid, kThreads, 0, stream>>>(p, out); break;
+        case kGemvQuantFp8Channel: dequant_bf16_kernel<kGemvQuantFp8Channel><<<grid, kThreads, 0, stream>>>(p, out); break;
+        case kGemvQuantNvfp4: dequant_bf16_kernel<kGemvQuantNvfp4><<<grid, kThreads, 0, stream>>>(p, out); break;
+        default: dequant_bf16_kernel<kGemvQuantInt4><<<grid, kThreads, 0, stream>>>(p, out); break;
+    }
     return cudaGetLastError();
 }
 

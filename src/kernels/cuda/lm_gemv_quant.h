@@ -41,6 +41,10 @@ struct GemvQuantParams {
 constexpr int kGemvQuantMaxK = 16384;  // x is staged in 32 KiB of shared memory
 
 cudaError_t gemv_quant_launch(const GemvQuantParams& p, cudaStream_t stream);
+// Dequantizes the whole weight of `p` (x, y, out_f32 unused) into bf16 out [N, K]: each value the
+// fp32 one the CPU reference computes, rounded to nearest even (bitwise equal to it). The operand
+// a prefill GEMM on 4-bit weights feeds cuBLASLt, and a device-side alternative to host dequant.
+cudaError_t dequant_bf16_launch(const GemvQuantParams& p, bf16* out, cudaStream_t stream);
 // Bytes every launch must move: the quantized weights, their scales / zero points, x and y.
 KernelCost gemv_quant_cost(const GemvQuantParams& p);
 
