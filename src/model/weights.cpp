@@ -42,6 +42,10 @@ struct Binder {
     void bind(const std::string& name, std::vector<int64_t> shape, TensorView* out, DTypeRule rule = DTypeRule::Bf16) {
         used.insert(name);
         if (const quant::QuantModule* q = plan->find_weight(name)) return bind_quantized(*q, name, shape, out);
+        if (const auto* bad = plan->find_invalid(name)) {  // its problems are already listed
+            used.insert(bad->begin(), bad->end());
+            return;
+        }
         const CheckpointTensor* t = ck.find(name);
         if (!t) {
             problems.push_back("missing: " + name + " " + shape_str(shape));
@@ -172,9 +176,11 @@ frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, 
     w.config = c;
     w.checkpoint = ck;
     auto plan = std::make_shared<quant::QuantPlan>();
-    FROST_TRY(quant::build_quant_plan(qc, *ck, plan.get()));
+    std::vector<std::string> quant_problems;  // listed with the binding's own, in one error
+    FROST_TRY(quant::build_quant_plan(qc, *ck, plan.get(), &quant_problems));
     w.quant = plan;
-    Binder b{*ck, {}, {}, plan.get(), &w, opts.dequant_dtype};
+    Binder b{*ck, {}, std::move(quant_problems), plan.get(), &w, opts.dequant_dtype};
+    for (const auto& [m, names] : plan->invalid) b.used.insert(names.begin(), names.end());
     const std::string& P = c.weight_prefix;
     const int64_t H = c.hidden_size, V = c.vocab_size, F = c.intermediate_size;
     const int64_t Vd = c.lin_v_dim(), C = c.conv_dim(), Hv = c.lin_num_v_heads;

@@ -66,6 +66,21 @@ TEST(QuantPlan, EveryFp8ProblemListedInOneError) {
         << e;
 }
 
+// Quantization problems and the dense binder's own are one list, each reported once.
+TEST(QuantPlan, QuantAndBindingProblemsInOneError) {
+    auto ts = read_tensors(fixture_dir("fp8-tiny-a") + "/model.safetensors");
+    std::vector<RawTensor> bad;
+    for (auto& t : ts)
+        if (t.name != "model.layers.0.mlp.up_proj.weight_scale_inv" && t.name != "model.layers.2.input_layernorm.weight")
+            bad.push_back(t);
+    ModelWeights w;
+    ASSERT_EQ(load_weights(fp8_model_with(bad), &w), FROST_ERR_INCOMPATIBLE);
+    const std::string e = frost_last_error();
+    EXPECT_NE(e.find("(2 problems)"), std::string::npos) << e;
+    EXPECT_NE(e.find("missing: model.layers.0.mlp.up_proj.weight_scale_inv"), std::string::npos) << e;
+    EXPECT_NE(e.find("missing: model.layers.2.input_layernorm.weight [256]"), std::string::npos) << e;
+}
+
 TEST(QuantPlan, ScaleWithoutFp8WeightOrWeightWithoutConfigRefused) {
     // A bf16 weight beside a scale is not what the quantizer writes.
     auto ts = read_tensors(fixture_dir("fp8-tiny-a") + "/model.safetensors");

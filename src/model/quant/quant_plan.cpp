@@ -51,7 +51,12 @@ bool is_linear(const std::string& module, const Params& p) {
 
 struct Checker {
     std::vector<std::string> problems;
-    void add(const std::string& s) { problems.push_back(s); }
+    std::string current;         // the module being planned ("" for config-level checks)
+    std::set<std::string> bad;   // modules with at least one problem
+    void add(const std::string& s) {
+        problems.push_back(s);
+        if (!current.empty()) bad.insert(current);
+    }
 
     // Requires param `name` of module `m` with one of `dtypes` and `shape`; returns it or nullptr.
     const CheckpointTensor* need(const std::string& m, const Params& p, const std::string& name,
@@ -97,6 +102,7 @@ void add_tensor(QuantModule* qm, const CheckpointTensor* t) {
 void plan_fp8(const QuantConfig& c, const std::map<std::string, Params>& mods, Checker* ck, QuantPlan* plan) {
     const WeightArgs& a = c.fp8;
     for (const auto& [m, p] : mods) {
+        ck->current = m;
         auto w = p.find("weight");
         auto s = p.find("weight_scale_inv");
         const bool f8 = w != p.end() && w->second->dtype == DType::F8_E4M3;
@@ -310,6 +316,7 @@ void plan_compressed(const QuantConfig& c, const std::map<std::string, Params>& 
                     "quantization_config.config_groups." + c.groups[g].name + ".targets");
     }
     for (const auto& [m, p] : mods) {
+        ck->current = m;
         bool quant_tensors = false;
         for (const auto& [name, t] : p)
             quant_tensors = quant_tensors || kQuantParams.count(name) || (name == "weight" && t->dtype == DType::F8_E4M3);
@@ -368,6 +375,28 @@ const QuantModule* QuantPlan::find_weight(const std::string& weight_name) const 
 }
 
 frost_status build_quant_plan(const QuantConfig& config, const Checkpoint& ck, QuantPlan* out) {
+    std::vector<std::string> pr;
+    FROST_TRY(build_quant_plan(config, ck, out, &pr));
+    if (!pr.empty()) {
+        std::string list;
+        for (size_t i = 0; i < pr.size() && i < size_t(kMaxListedProblems); ++i) list += "\n  " + pr[i];
+        if (pr.size() > size_t(kMaxListedProblems))
+            list += "\n  ... and " + std::to_string(pr.size() - kMaxListedProblems) + " more";
+        return fail(FROST_ERR_INCOMPATIBLE, "quantized checkpoint (%s) does not match its quantization_config (%zu problems):%s",
+                    config.summary().c_str(), pr.size(), list.c_str());
+    }
+    return FROST_OK;
+}
+
+const std::vector<std::string>* QuantPlan::find_invalid(const std::string& tensor_name) const {
+    const size_t dot = tensor_name.rfind('.');
+    if (dot == std::string::npos) return nullptr;
+    auto it = invalid.find(tensor_name.substr(0, dot));
+    return it == invalid.end() ? nullptr : &it->second;
+}
+
+frost_status build_quant_plan(const QuantConfig& config, const Checkpoint& ck, QuantPlan* out,
+                              std::vector<std::string>* problems) {
     QuantPlan plan;
     plan.config = config;
     if (!config.quantized()) {
@@ -384,15 +413,15 @@ frost_status build_quant_plan(const QuantConfig& config, const Checkpoint& ck, Q
     Checker checker;
     if (config.method == Method::Fp8) plan_fp8(config, mods, &checker, &plan);
     else plan_compressed(config, mods, &checker, &plan);
-    if (!checker.problems.empty()) {
-        const auto& pr = checker.problems;
-        std::string list;
-        for (size_t i = 0; i < pr.size() && i < size_t(kMaxListedProblems); ++i) list += "\n  " + pr[i];
-        if (pr.size() > size_t(kMaxListedProblems))
-            list += "\n  ... and " + std::to_string(pr.size() - kMaxListedProblems) + " more";
-        return fail(FROST_ERR_INCOMPATIBLE, "quantized checkpoint (%s) does not match its quantization_config (%zu problems):%s",
-                    config.summary().c_str(), pr.size(), list.c_str());
+    // A module with a problem is neither quantized nor plain: binding skips its tensors (already
+    // reported here) instead of reporting them a second time as wrong-dtype or unexpected.
+    for (const auto& m : checker.bad) {
+        plan.modules.erase(m);
+        plan.plain.erase(m);
+        auto& names = plan.invalid[m];
+        for (const auto& [param, t] : mods[m]) names.push_back(t->name);
     }
+    problems->insert(problems->end(), checker.problems.begin(), checker.problems.end());
     *out = std::move(plan);
     return FROST_OK;
 }

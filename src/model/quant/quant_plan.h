@@ -43,13 +43,22 @@ struct QuantPlan {
     QuantConfig config;
     std::map<std::string, QuantModule> modules;  // by module name
     std::map<std::string, PlainModule> plain;    // linears stored unquantized, by module name
+    // Modules whose tensors failed validation -> every tensor name of the module (the problems are
+    // reported by build_quant_plan; binding skips these tensors).
+    std::map<std::string, std::vector<std::string>> invalid;
     // The quantized module whose weight is `weight_name` ("<module>.weight"), or nullptr.
     const QuantModule* find_weight(const std::string& weight_name) const;
+    // The tensors of the invalid module that `tensor_name` belongs to, or nullptr.
+    const std::vector<std::string>* find_invalid(const std::string& tensor_name) const;
 };
 
 // Builds and validates the plan. A checkpoint without quantization_config gets an empty plan.
 // FROST_ERR_INCOMPATIBLE with every problem listed when tensors do not match the config.
 frost_status build_quant_plan(const QuantConfig& config, const Checkpoint& ck, QuantPlan* out);
+// Same, appending every problem to *problems (one line each) instead of failing, so weight binding
+// lists them with its own in one error. *out then holds the modules that passed.
+frost_status build_quant_plan(const QuantConfig& config, const Checkpoint& ck, QuantPlan* out,
+                              std::vector<std::string>* problems);
 
 // compressed-tensors name matching: "re:<regex>" matches when the regex matches at the start of
 // the name (Python re.match); anything else must equal the name. Bad regexes are reported by
