@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exec/error.h"
+#include "model/quant/quant_config.h"
 #include "util/fs.h"
 #include "util/progress.h"
 #include "util/sha256.h"
@@ -160,6 +161,11 @@ frost_status model_fingerprint(const std::string& model_dir, FingerprintResult* 
     const nlohmann::json keys = {{"dir", real_dir(model_dir)}, {"files", keys_json(files)}};
     const std::string cache_path = fingerprint_cache_path(model_dir);
     FingerprintResult r;
+    // A config Frost cannot read counts as unquantized here (its bytes are hashed all the same;
+    // loading the folder reports the problem).
+    quant::QuantConfig qc;
+    if (quant::load_quant_config(model_dir, &qc) != FROST_OK) qc = quant::QuantConfig{};
+    r.quant = qc.summary();
     if (read_cache(cache_path, keys, &r.hex)) {
         r.from_cache = r.cached = true;
         *out = r;
@@ -171,6 +177,11 @@ frost_status model_fingerprint(const std::string& model_dir, FingerprintResult* 
     util::Sha256 h;
     for (const auto& f : files) FROST_TRY(hash_file(util::join_path(model_dir, f.name), f, &h, &bar));
     bar.finish();
+    if (qc.quantized()) {  // absent for bf16 folders, so their digests stay what they were
+        constexpr const char* kQuantRecord = "quantization";
+        const std::string rec = std::string(kQuantRecord) + '\0' + r.quant;
+        h.update(rec.data(), rec.size());
+    }
     auto d = h.finish();
     r.hex = util::to_hex(d.data(), d.size());
     // A file that changed while we hashed must not be cached under its old key.

@@ -18,6 +18,10 @@ struct FingerprintResult {
     std::string hex;          // 64 lowercase hex digits
     bool from_cache = false;  // true when the cache matched and nothing was hashed
     bool cached = false;      // true when the result is now in the cache file
+    // quant::QuantConfig::summary() of config.json ("none" for bf16). The weight format is part of
+    // the deployment: a quantized folder's digest ends with "quantization", a NUL and this string
+    // after the files (bf16 digests are unchanged).
+    std::string quant;
 };
 
 // Digest = SHA-256 of, for each file in order (config.json, then the safetensors files sorted by

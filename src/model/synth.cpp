@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exec/error.h"
+#include "model/quant/quant_writer.h"
 #include "util/bf16.h"
 #include "util/fs.h"
 #include "util/progress.h"
@@ -48,11 +49,18 @@ enum class Init { Linear, Embed, ZeroNorm, OneNorm, ALog, DtBias, Conv };
 struct PlannedTensor {
     std::string name;
     std::vector<int64_t> shape;
-    Init init;
+    Init init = Init::Linear;
     int64_t fan_in = 1;
     uint64_t bytes = 0;
     size_t shard = 0;
     uint64_t begin = 0;
+    std::string dtype = "BF16";
+    // --quant: part `quant_part` of the tensors replacing `module`.weight (shape `weight_shape`);
+    // part 0 carries the bytes of all parts so a module never straddles two shards.
+    int quant_part = -1;
+    std::string module;
+    std::vector<int64_t> weight_shape;
+    uint64_t group_bytes = 0;
 };
 
 uint64_t splitmix64(uint64_t* s) {
@@ -107,7 +115,12 @@ std::vector<PlannedTensor> plan(const SynthPreset& p, int vocab) {
     const int64_t C = 2 * Q + V, Hv = p.lin_v_heads, d = p.head_dim;
     auto add = [&](std::string n, std::vector<int64_t> shape, Init init) {
         int64_t fan_in = shape.size() == 2 ? shape[1] : 1;
-        t.push_back({std::move(n), std::move(shape), init, fan_in, 0, 0, 0});
+        PlannedTensor pt;
+        pt.name = std::move(n);
+        pt.shape = std::move(shape);
+        pt.init = init;
+        pt.fan_in = fan_in;
+        t.push_back(std::move(pt));
     };
     add(P + "embed_tokens.weight", {vocab, H}, Init::Embed);
     for (int i = 0; i < p.layers; ++i) {
@@ -148,6 +161,35 @@ std::vector<PlannedTensor> plan(const SynthPreset& p, int vocab) {
     return t;
 }
 
+// Replaces every projection weight (Init::Linear) by the tensors of quantized format `f`; the
+// embedding and lm_head stay bf16, as the published tools leave them.
+std::vector<PlannedTensor> quantize_plan(std::vector<PlannedTensor> in, quant::WriteFormat f) {
+    std::vector<PlannedTensor> out;
+    for (auto& t : in) {
+        if (t.init != Init::Linear) {
+            out.push_back(std::move(t));
+            continue;
+        }
+        const std::string module = t.name.substr(0, t.name.size() - std::string(".weight").size());
+        const auto layout = quant::quant_layout(f, module, t.shape[0], t.shape[1]);
+        uint64_t group = 0;
+        for (const auto& q : layout) group += q.bytes;
+        for (size_t i = 0; i < layout.size(); ++i) {
+            PlannedTensor p = t;
+            p.name = layout[i].name;
+            p.shape = layout[i].shape;
+            p.dtype = layout[i].dtype;
+            p.bytes = layout[i].bytes;
+            p.quant_part = int(i);
+            p.module = module;
+            p.weight_shape = t.shape;
+            p.group_bytes = i == 0 ? group : 0;
+            out.push_back(std::move(p));
+        }
+    }
+    return out;
+}
+
 std::string shard_name(size_t i, size_t n) {
     if (n == 1) return "model.safetensors";
     char buf[64];
@@ -163,10 +205,10 @@ frost_status write_all(int fd, const void* p, size_t n, const std::string& path)
 }
 
 frost_status write_shard(const std::string& path, const std::vector<const PlannedTensor*>& ts, uint64_t seed,
-                         float embed_std, util::Progress* bar) {
+                         float embed_std, quant::WriteFormat qf, util::Progress* bar) {
     json h = json::object();
     h["__metadata__"] = {{"format", "pt"}};
-    for (const auto* t : ts) h[t->name] = {{"dtype", "BF16"}, {"shape", t->shape}, {"data_offsets", {t->begin, t->begin + t->bytes}}};
+    for (const auto* t : ts) h[t->name] = {{"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {t->begin, t->begin + t->bytes}}};
     std::string header = h.dump();
     header.append((kHeaderAlign - header.size() % kHeaderAlign) % kHeaderAlign, ' ');  // aligns the data region
     const std::string tmp = path + ".partial";
@@ -177,8 +219,22 @@ frost_status write_shard(const std::string& path, const std::vector<const Planne
     frost_status s = write_all(fd, len, sizeof(len), tmp);
     if (s == FROST_OK) s = write_all(fd, header.data(), header.size(), tmp);
     std::vector<uint16_t> chunk(kChunkElems);
+    std::vector<std::string> blobs;  // the quantized tensors of the current module
     for (size_t i = 0; s == FROST_OK && i < ts.size(); ++i) {
         const PlannedTensor& t = *ts[i];
+        if (t.quant_part >= 0) {
+            if (t.quant_part == 0) {
+                // The same bf16 values the unquantized synth writes, then quantized as the tool would.
+                uint64_t rng = name_seed(seed, t.module + ".weight");
+                const double half_width = uniform_half_width(t.init, t.fan_in, embed_std);
+                std::vector<float> w(size_t(t.weight_shape[0] * t.weight_shape[1]));
+                for (auto& x : w) x = util::bf16_to_f32(util::f32_to_bf16(draw(t.init, half_width, &rng)));
+                blobs = quant::quantize_linear(qf, w.data(), t.weight_shape[0], t.weight_shape[1]);
+            }
+            s = write_all(fd, blobs[size_t(t.quant_part)].data(), t.bytes, tmp);
+            bar->add(t.bytes);
+            continue;
+        }
         uint64_t rng = name_seed(seed, t.name);
         const double half_width = uniform_half_width(t.init, t.fan_in, embed_std);
         uint64_t left = t.bytes / sizeof(uint16_t);
@@ -308,13 +364,20 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
     std::string err;
     if (!util::make_dirs(opt.out_dir, &err)) return fail(FROST_ERR_IO, "%s", err.c_str());
     std::vector<PlannedTensor> tensors = plan(p, vocab);
+    quant::WriteFormat qf = quant::WriteFormat::Fp8Block;
+    if (!opt.quant.empty()) {
+        if (!quant::parse_write_format(opt.quant, &qf))
+            return fail(FROST_ERR_INVALID_ARG, "unknown --quant '%s' (one of %s)", opt.quant.c_str(), quant::write_format_names());
+        tensors = quantize_plan(std::move(tensors), qf);
+    }
     float embed_std = float(2.0 / std::sqrt(double(p.hidden)));
 
     // Shards: tensors in order, a new shard when the next tensor would pass shard_bytes.
     uint64_t total = 0, in_shard = 0;
     size_t shard = 0;
     for (auto& t : tensors) {
-        if (in_shard > 0 && in_shard + t.bytes > opt.shard_bytes) {
+        const uint64_t unit = t.quant_part > 0 ? 0 : std::max(t.bytes, t.group_bytes);  // a module's parts stay together
+        if (in_shard > 0 && unit > 0 && in_shard + unit > opt.shard_bytes) {
             ++shard;
             in_shard = 0;
         }
@@ -333,7 +396,7 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
                 in.push_back(&t);
                 weight_map[t.name] = shard_name(s, shards);
             }
-        FROST_TRY(write_shard(util::join_path(opt.out_dir, shard_name(s, shards)), in, opt.seed, embed_std, &bar));
+        FROST_TRY(write_shard(util::join_path(opt.out_dir, shard_name(s, shards)), in, opt.seed, embed_std, qf, &bar));
     }
     bar.finish();
     auto write_json = [&](const std::string& name, const json& j) -> frost_status {
@@ -356,6 +419,14 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
         {"text_config", text_config(p, vocab, eos)},
         {"frost_synthetic", {{"preset", p.name}, {"seed", opt.seed}}},
     };
+    if (!opt.quant.empty()) {
+        // Modules the tools leave in bf16: the LM head (ignored by every recipe) and the vision tower.
+        const std::vector<std::string> keep = qf == quant::WriteFormat::Fp8Block
+                                                  ? std::vector<std::string>{"lm_head", "model.visual"}
+                                                  : std::vector<std::string>{"lm_head", "re:model\\.visual\\..*"};
+        config["quantization_config"] = quant::quant_config_json(qf, keep);
+        config["frost_synthetic"]["quant"] = opt.quant;
+    }
     if (vocab > kQwen35ImEnd) {
         config["image_token_id"] = 248056;
         config["video_token_id"] = 248057;

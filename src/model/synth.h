@@ -34,6 +34,9 @@ struct SynthOptions {
     std::string tokenizer_dir;     // copy tokenizer.json / tokenizer_config.json from here if set
     uint64_t shard_bytes = 4000000000ULL;  // above this, weights are split into shards + index
     bool progress = false;
+    // "" (bf16) or a quantized format written as the published tools do: fp8 (Qwen block 128),
+    // fp8-dynamic, nvfp4, int4, int4-asym (compressed-tensors). See model/quant/quant_writer.h.
+    std::string quant;
 };
 
 struct SynthSummary {

@@ -6,7 +6,9 @@
 
 #include "exec/error.h"
 #include "model/deinterleave.h"
+#include "model/quant/dequant.h"
 #include "model/safetensors.h"
+#include "util/bf16.h"
 
 namespace frost::model {
 namespace {
@@ -32,10 +34,18 @@ struct Binder {
     const Checkpoint& ck;
     std::set<std::string> used;
     std::vector<std::string> problems;
+    const quant::QuantPlan* plan;  // quantized linears, by module name (empty when not quantized)
+    ModelWeights* owner;           // owns dequantized storage
+    DType dequant_to;              // F32 or BF16 (WeightLoadOptions)
 
     // Binds `name` into *out if present with the right shape and dtype; records a problem if not.
     void bind(const std::string& name, std::vector<int64_t> shape, TensorView* out, DTypeRule rule = DTypeRule::Bf16) {
         used.insert(name);
+        if (const quant::QuantModule* q = plan->find_weight(name)) return bind_quantized(*q, name, shape, out);
+        if (const auto* bad = plan->find_invalid(name)) {  // its problems are already listed
+            used.insert(bad->begin(), bad->end());
+            return;
+        }
         const CheckpointTensor* t = ck.find(name);
         if (!t) {
             problems.push_back("missing: " + name + " " + shape_str(shape));
@@ -49,6 +59,42 @@ struct Binder {
             problems.push_back("wrong shape: " + name + " is " + shape_str(t->shape) + ", expected " + shape_str(shape));
         if (dtype_ok && t->shape == shape) *out = t->view();
     }
+
+    // A quantized linear binds as its fp32 dequantization (exact: one fp32 rounding at most), in
+    // storage owned by the weights; both engines take fp32 views (the CUDA upload rounds to bf16).
+    void bind_quantized(const quant::QuantModule& q, const std::string& name, const std::vector<int64_t>& shape,
+                        TensorView* out) {
+        used.insert(q.tensors.begin(), q.tensors.end());
+        const std::vector<int64_t> logical = {q.out, q.in};
+        if (logical != shape) {
+            problems.push_back("wrong shape: " + name + " (" + quant::scheme_name(q.args.scheme) + ") is " +
+                               shape_str(logical) + ", expected " + shape_str(shape));
+            return;
+        }
+        TensorView v;
+        v.name = name;
+        v.dtype = dequant_to;
+        v.shape = shape;
+        const size_t n = size_t(q.out) * size_t(q.in);
+        v.bytes = n * dtype_size(dequant_to);
+        owner->owned.emplace_back(new (std::nothrow) uint8_t[v.bytes]);
+        std::unique_ptr<float[]> tmp(dequant_to == DType::F32 ? nullptr : new (std::nothrow) float[n]);
+        if (!owner->owned.back() || (dequant_to != DType::F32 && !tmp)) {
+            problems.push_back("out of memory: cannot dequantize " + name + " (" + std::to_string(v.bytes) + " bytes)");
+            return;
+        }
+        v.data = owner->owned.back().get();
+        float* f32 = dequant_to == DType::F32 ? static_cast<float*>(const_cast<void*>(v.data)) : tmp.get();
+        if (quant::dequantize_module(q, f32) != FROST_OK) {
+            problems.push_back("cannot dequantize " + name + ": " + last_error());
+            return;
+        }
+        if (dequant_to == DType::BF16) {
+            uint16_t* dst = static_cast<uint16_t*>(const_cast<void*>(v.data));
+            for (size_t i = 0; i < n; ++i) dst[i] = util::f32_to_bf16(f32[i]);
+        }
+        *out = std::move(v);
+    }
 };
 
 // Qwen3-Next fused projections -> Qwen3.5 views in storage owned by `w`.
@@ -58,6 +104,10 @@ void bind_qwen3next_linear(Binder& b, const ModelConfig& c, const std::string& p
     b.bind(p + "in_proj_qkvz.weight", {2 * Q + 2 * V, H}, &qkvz);
     b.bind(p + "in_proj_ba.weight", {2 * Hv, H}, &ba);
     if (!qkvz.present() || !ba.present()) return;
+    if (qkvz.dtype != DType::BF16 || ba.dtype != DType::BF16) {  // de-interleave moves bf16 rows
+        b.problems.push_back("unsupported: quantized fused projections " + p + "in_proj_qkvz / in_proj_ba");
+        return;
+    }
     const size_t row_bytes = size_t(H) * dtype_size(DType::BF16);
     QkvzSplit split{c.lin_num_k_heads, c.lin_num_v_heads, c.lin_k_head_dim, c.lin_v_head_dim, row_bytes};
     auto make = [&](const std::string& name, int64_t rows) {
@@ -104,6 +154,14 @@ uint64_t ModelWeights::total_bytes() const {
 }
 
 frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, ModelWeights* out) {
+    return bind_weights(c, std::move(ck), quant::QuantConfig{}, out);
+}
+
+frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, const quant::QuantConfig& qc,
+                          ModelWeights* out, const WeightLoadOptions& opts) {
+    if (opts.dequant_dtype != DType::F32 && opts.dequant_dtype != DType::BF16)
+        return fail(FROST_ERR_INVALID_ARG, "WeightLoadOptions::dequant_dtype must be F32 or BF16, got %s",
+                    dtype_name(opts.dequant_dtype));
     // Features the dense engine cannot execute stop here; MTP alone does not (its weights are kept).
     std::vector<std::string> blocking = c.other_unsupported;
     if (c.is_moe())
@@ -117,7 +175,12 @@ frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, 
     ModelWeights w;
     w.config = c;
     w.checkpoint = ck;
-    Binder b{*ck, {}, {}};
+    auto plan = std::make_shared<quant::QuantPlan>();
+    std::vector<std::string> quant_problems;  // listed with the binding's own, in one error
+    FROST_TRY(quant::build_quant_plan(qc, *ck, plan.get(), &quant_problems));
+    w.quant = plan;
+    Binder b{*ck, {}, std::move(quant_problems), plan.get(), &w, opts.dequant_dtype};
+    for (const auto& [m, names] : plan->invalid) b.used.insert(names.begin(), names.end());
     const std::string& P = c.weight_prefix;
     const int64_t H = c.hidden_size, V = c.vocab_size, F = c.intermediate_size;
     const int64_t Vd = c.lin_v_dim(), C = c.conv_dim(), Hv = c.lin_num_v_heads;
@@ -187,13 +250,15 @@ frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, 
     return FROST_OK;
 }
 
-frost_status load_weights(const std::string& model_dir, ModelWeights* out) {
+frost_status load_weights(const std::string& model_dir, ModelWeights* out, const WeightLoadOptions& opts) {
     ModelConfig c;
     FROST_TRY(load_config(model_dir, &c));
+    quant::QuantConfig qc;
+    FROST_TRY(quant::load_quant_config(model_dir, &qc));
     std::shared_ptr<Checkpoint> ck;
     FROST_TRY(Checkpoint::open_dir(model_dir, &ck));
     FROST_TRY(ck->check_intact());
-    frost_status s = bind_weights(c, ck, out);
+    frost_status s = bind_weights(c, ck, qc, out, opts);
     if (s != FROST_OK) return add_context(s, model_dir);
     return FROST_OK;
 }

@@ -64,6 +64,10 @@ struct LayerWeights {
 };
 
 class Checkpoint;  // safetensors.h: the memory-mapped files the views point into
+namespace quant {
+struct QuantConfig;  // model/quant/quant_config.h
+struct QuantPlan;    // model/quant/quant_plan.h: which linears are stored quantized, and how
+}  // namespace quant
 
 struct ModelWeights {
     ModelConfig config;
@@ -74,16 +78,27 @@ struct ModelWeights {
     std::vector<LayerWeights> layers;          // size L
     std::map<std::string, TensorView> mtp;     // every mtp.* tensor, kept for later use
     std::shared_ptr<Checkpoint> checkpoint;    // keeps the mapping alive
-    std::vector<std::unique_ptr<uint8_t[]>> owned;  // storage for copied / de-interleaved tensors
+    std::vector<std::unique_ptr<uint8_t[]>> owned;  // storage for copied / de-interleaved / dequantized tensors
+    std::shared_ptr<const quant::QuantPlan> quant;  // never null after binding; empty plan when not quantized
     uint64_t total_bytes() const;              // bytes of every bound tensor (LM only)
 };
 
 // Opens MODEL_DIR (config.json + model.safetensors or model.safetensors.index.json), validates and
 // binds every tensor. On mismatch: FROST_ERR_INCOMPATIBLE and frost_last_error() lists every
 // missing, unexpected and wrong-shaped/dtype tensor. model.visual.* is skipped; mtp.* is kept.
-frost_status load_weights(const std::string& model_dir, ModelWeights* out);
+// How quantized linears are materialised at load. F32 (default): exact, what the fp32 CPU engine
+// needs for the goldens. BF16: half the host memory (the CUDA engine rounds to bf16 anyway); each
+// value is the fp32 dequantization rounded to nearest even.
+struct WeightLoadOptions {
+    DType dequant_dtype = DType::F32;  // F32 or BF16
+};
+frost_status load_weights(const std::string& model_dir, ModelWeights* out, const WeightLoadOptions& opts = {});
 // Binds an already opened checkpoint against a parsed config (load_weights = load_config +
 // Checkpoint::open_dir + this). FROST_ERR_UNSUPPORTED for MoE and other unexecuted features.
 frost_status bind_weights(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint, ModelWeights* out);
+// Same for a quantized checkpoint: every linear the config quantizes is validated
+// (model/quant/quant_plan.h) and bound as its fp32 dequantization in `owned` storage.
+frost_status bind_weights(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint,
+                          const quant::QuantConfig& quant, ModelWeights* out, const WeightLoadOptions& opts = {});
 
 }  // namespace frost::model

@@ -3,14 +3,19 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "exec/error.h"
 #include "model/config.h"
 #include "model/fingerprint.h"
+#include "model/quant/dequant.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
+#include "util/bf16.h"
+#include "util/fs.h"
 
 namespace {
 
@@ -18,10 +23,52 @@ using nlohmann::json;
 namespace fm = frost::model;
 
 constexpr const char* kUsage =
-    "usage: frost inspect MODEL_DIR [--json]\n"
+    "usage: frost inspect MODEL_DIR [--json] [--modules] [--dump-tensor NAME --out FILE]\n"
     "Validates config.json and every safetensors file (header, offsets, sizes), binds the weights to\n"
-    "the config, and prints the config, unsupported features, tensor inventory, tying and the\n"
-    "deployment fingerprint. Exit 1 with the reason on any validation failure.";
+    "the config, and prints the config, unsupported features, tensor inventory, tying, the\n"
+    "quantization format (per module with --modules; always in --json) and the deployment\n"
+    "fingerprint. Exit 1 with the reason on any validation failure.\n"
+    "--dump-tensor writes tensor NAME as Frost reads it (a quantized `<module>.weight` dequantized)\n"
+    "to FILE as float32 little-endian, row-major; its shape is printed.";
+
+namespace fq = frost::model::quant;
+
+// Tensor `name` as fp32: a quantized linear's weight dequantized exactly as weight binding does,
+// any other tensor converted from its stored float dtype.
+frost_status tensor_f32(const fm::Checkpoint& ck, const fq::QuantPlan& plan, const std::string& name,
+                        std::vector<float>* out, std::vector<int64_t>* shape) {
+    if (const fq::QuantModule* q = plan.find_weight(name)) {
+        out->resize(size_t(q->out * q->in));
+        *shape = {q->out, q->in};
+        return fq::dequantize_module(*q, out->data());
+    }
+    const fm::CheckpointTensor* t = ck.find(name);
+    if (!t) return frost::fail(FROST_ERR_NOT_FOUND, "no tensor '%s' in the checkpoint", name.c_str());
+    *shape = t->shape;
+    int64_t n = 1;
+    for (int64_t d : t->shape) n *= d;
+    out->resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) {
+        switch (t->dtype) {
+            case fm::DType::F32: (*out)[i] = static_cast<const float*>(t->data)[i]; break;
+            case fm::DType::BF16: (*out)[i] = frost::util::bf16_to_f32(static_cast<const uint16_t*>(t->data)[i]); break;
+            case fm::DType::F16: (*out)[i] = fq::f16_to_f32(static_cast<const uint16_t*>(t->data)[i]); break;
+            default:
+                return frost::fail(FROST_ERR_UNSUPPORTED, "tensor '%s' is %s, not a float tensor Frost reads directly",
+                            name.c_str(), fm::dtype_name(t->dtype));
+        }
+    }
+    return FROST_OK;
+}
+
+json quant_json(const fq::QuantPlan& plan) {
+    json mods = json::object(), plain = json::object();
+    for (const auto& [m, q] : plan.modules)
+        mods[m] = {{"format", fq::scheme_name(q.args.scheme)}, {"layout", q.args.describe()}, {"group", q.group},
+                   {"shape", {q.out, q.in}}, {"stored_bytes", q.stored_bytes}};
+    for (const auto& [m, p] : plan.plain) plain[m] = {{"format", "bf16"}, {"reason", p.reason}};
+    return {{"method", plan.config.summary()}, {"quantized_modules", mods}, {"unquantized_linears", plain}};
+}
 
 const char* family_name(fm::Family f) {
     switch (f) {
@@ -57,17 +104,20 @@ int fail_with(bool as_json, const std::string& stage) {
 }
 
 int run_inspect(const std::vector<std::string>& args) {
-    std::string dir;
-    bool as_json = false;
-    for (const auto& a : args) {
+    std::string dir, dump_name, dump_out;
+    bool as_json = false, modules = false;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
         if (a == "--json") as_json = true;
+        else if (a == "--modules") modules = true;
+        else if ((a == "--dump-tensor" || a == "--out") && i + 1 < args.size()) (a == "--out" ? dump_out : dump_name) = args[++i];
         else if (dir.empty() && a.rfind("--", 0) != 0) dir = a;
         else {
             std::fprintf(stderr, "frost inspect: unexpected argument %s\n%s\n", a.c_str(), kUsage);
             return 2;
         }
     }
-    if (dir.empty()) {
+    if (dir.empty() || dump_name.empty() != dump_out.empty()) {
         std::fprintf(stderr, "%s\n", kUsage);
         return 2;
     }
@@ -75,6 +125,8 @@ int run_inspect(const std::vector<std::string>& args) {
     if (fm::load_config(dir, &cfg) != FROST_OK) return fail_with(as_json, "config");
     std::shared_ptr<fm::Checkpoint> ck;
     if (fm::Checkpoint::open_dir(dir, &ck) != FROST_OK) return fail_with(as_json, "safetensors");
+    fq::QuantConfig qc;
+    if (fq::load_quant_config(dir, &qc) != FROST_OK) return fail_with(as_json, "quantization_config");
 
     std::map<std::string, uint64_t> dtype_count, dtype_bytes;
     uint64_t skipped = 0, mtp = 0;
@@ -86,8 +138,20 @@ int run_inspect(const std::vector<std::string>& args) {
     }
     const auto unsupported = cfg.unsupported_features();
     fm::ModelWeights w;
-    frost_status bind = fm::bind_weights(cfg, ck, &w);
+    frost_status bind = fm::bind_weights(cfg, ck, qc, &w);
     std::string bind_error = bind == FROST_OK ? "" : frost_last_error();
+    if (bind == FROST_OK && !dump_name.empty()) {
+        std::vector<float> values;
+        std::vector<int64_t> shape;
+        std::string err;
+        if (tensor_f32(*ck, *w.quant, dump_name, &values, &shape) != FROST_OK) return fail_with(as_json, "dump-tensor");
+        if (!frost::util::write_file(dump_out, std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)), &err)) {
+            std::fprintf(stderr, "frost inspect: %s\n", err.c_str());
+            return 1;
+        }
+        std::printf("%s\n", json({{"tensor", dump_name}, {"shape", shape}, {"dtype", "F32"}, {"out", dump_out}}).dump().c_str());
+        return 0;
+    }
     fm::FingerprintResult fp;
     if (fm::model_fingerprint(dir, &fp, !as_json) != FROST_OK) return fail_with(as_json, "fingerprint");
 
@@ -101,6 +165,7 @@ int run_inspect(const std::vector<std::string>& args) {
         if (bind == FROST_OK) {
             out["tied_embeddings"] = w.tied;
             out["bound_bytes"] = w.total_bytes();
+            out["quantization"] = quant_json(*w.quant);
         } else {
             out["error"] = bind_error;
         }
@@ -125,6 +190,18 @@ int run_inspect(const std::vector<std::string>& args) {
         if (mtp) std::printf("mtp        %llu mtp.* tensors kept\n", (unsigned long long)mtp);
         for (const auto& f : unsupported) std::printf("unsupported %s\n", f.c_str());
         if (bind == FROST_OK) std::printf("embeddings %s\n", w.tied ? "tied (no lm_head.weight)" : "untied (lm_head.weight present)");
+        if (bind == FROST_OK && qc.quantized()) {
+            std::map<std::string, int> per_format;
+            for (const auto& [m, q] : w.quant->modules) per_format[q.args.describe()]++;
+            std::printf("quant      %s\n", qc.summary().c_str());
+            for (const auto& [f, n] : per_format) std::printf("           %d linears %s\n", n, f.c_str());
+            std::printf("           %zu linears bf16\n", w.quant->plain.size());
+            if (modules) {
+                for (const auto& [m, q] : w.quant->modules)
+                    std::printf("  %-60s %s\n", m.c_str(), fq::scheme_name(q.args.scheme));
+                for (const auto& [m, p] : w.quant->plain) std::printf("  %-60s bf16 (%s)\n", m.c_str(), p.reason.c_str());
+            }
+        }
         std::printf("fingerprint %s%s\n", fp.hex.c_str(), fp.from_cache ? " (cached)" : "");
     }
     if (bind != FROST_OK) {

@@ -9,10 +9,12 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: frost synth --out DIR --preset {tiny,tiny-gpu,0.8b,2b,4b,9b,27b} [--vocab N] [--seed S] [--tokenizer DIR]\n"
-    "                   [--shard-gb G]\n"
+    "                   [--shard-gb G] [--quant fp8|fp8-dynamic|nvfp4|int4|int4-asym]\n"
     "Writes a valid Qwen3.5 checkpoint (multimodal-wrapper layout) with deterministic random bf16\n"
     "weights, streamed tensor by tensor; sharded with model.safetensors.index.json above --shard-gb (4).\n"
-    "--tokenizer copies tokenizer.json/tokenizer_config.json from DIR and sizes the vocab to fit it.";
+    "--tokenizer copies tokenizer.json/tokenizer_config.json from DIR and sizes the vocab to fit it.\n"
+    "--quant writes every projection quantized as the published tools do (fp8: Qwen's block-128 FP8;\n"
+    "fp8-dynamic, nvfp4, int4, int4-asym: llm-compressor's compressed-tensors); lm_head stays bf16.";
 
 int run_synth(const std::vector<std::string>& args) {
     frost::model::SynthOptions opt;
@@ -31,6 +33,7 @@ int run_synth(const std::vector<std::string>& args) {
             else if (a == "--seed") opt.seed = std::stoull(v);
             else if (a == "--tokenizer") opt.tokenizer_dir = v;
             else if (a == "--shard-gb") opt.shard_bytes = uint64_t(std::stod(v) * 1e9);
+            else if (a == "--quant") opt.quant = v;
             else {
                 std::fprintf(stderr, "frost synth: unknown option %s\n%s\n", a.c_str(), kUsage);
                 return 2;
@@ -49,8 +52,9 @@ int run_synth(const std::vector<std::string>& args) {
         std::fprintf(stderr, "frost synth: %s\n", frost_last_error());
         return 1;
     }
-    std::printf("wrote %s: preset %s, vocab %d, %zu tensors, %.3f GB in %zu file(s)\n", opt.out_dir.c_str(),
-                opt.preset.c_str(), s.vocab, s.tensors, double(s.tensor_bytes) / 1e9, s.shards);
+    std::printf("wrote %s: preset %s%s%s, vocab %d, %zu tensors, %.3f GB in %zu file(s)\n", opt.out_dir.c_str(),
+                opt.preset.c_str(), opt.quant.empty() ? "" : ", quant ", opt.quant.c_str(), s.vocab, s.tensors,
+                double(s.tensor_bytes) / 1e9, s.shards);
     return 0;
 }
 

@@ -1,0 +1,180 @@
+// Quantized decode GEMV (issue 15) on the 9B decode shapes (H 4096, F 12288, fused GDN in_proj,
+// fused attention qkv, out / o / down projections), against the bf16 GEMV of lm_gemv.cu in the
+// same run. The ceiling is measured in the same run (device-to-device copy: bytes read + written
+// per second); each kernel's floor is its bytes (gemv_quant_cost: quantized weights + scales + x +
+// y) over that rate. Prints median time (CUDA events, warm-up, L2 flushed by reading 256 MiB before
+// every timed launch), GB/s, and time / floor (1.00 = at the quantized-bytes floor).
+// Usage: bench_quant_gemv [repeats]
+#if !FROST_WITH_CUDA
+#include <cstdio>
+int main() {
+    std::printf("bench_quant_gemv: built without CUDA\n");
+    return 0;
+}
+#else
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/lm_gemv_quant.h"
+#include "kernels/cuda/lm_kernels.h"
+
+using namespace frost::kernels;
+
+namespace {
+
+constexpr int kH = 4096, kF = 12288;
+constexpr int kLinIn = 2 * 16 * 128 + 32 * 128 + 32 * 128 + 2 * 32;  // qkv | z | b | a = 12352
+constexpr int kFullQkv = 2 * 16 * 256 + 2 * 4 * 256;                  // q+gate | k | v = 10240
+constexpr int kWarmup = 3;
+constexpr size_t kFlushBytes = 256u << 20;  // > 5x the H100's 50 MB L2
+constexpr size_t kCopyBytes = 1u << 30;
+
+#define CK(expr)                                                                                       \
+    do {                                                                                               \
+        const cudaError_t e_ = (expr);                                                                 \
+        if (e_ != cudaSuccess) {                                                                       \
+            std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+            std::exit(1);                                                                              \
+        }                                                                                              \
+    } while (0)
+
+struct Shape {
+    const char* name;
+    int N, K;
+};
+const Shape kShapes[] = {{"mlp gate|up (x2)", kF, kH}, {"mlp down", kH, kF},     {"gdn in_proj", kLinIn, kH},
+                         {"gdn out_proj", kH, kH},     {"attn qkv", kFullQkv, kH}, {"attn o_proj", kH, kH}};
+
+struct Timer {
+    cudaStream_t s;
+    cudaEvent_t a, b;
+    GemmBf16Params flush;
+    int repeats;
+    double median_ms(const std::function<cudaError_t()>& launch) {
+        for (int i = 0; i < kWarmup; ++i) CK(launch());
+        std::vector<float> t;
+        for (int i = 0; i < repeats; ++i) {
+            CK(gemv_launch(flush, s));  // reading a large buffer evicts the weights from L2
+            CK(cudaEventRecord(a, s));
+            CK(launch());
+            CK(cudaEventRecord(b, s));
+            CK(cudaEventSynchronize(b));
+            float ms = 0;
+            CK(cudaEventElapsedTime(&ms, a, b));
+            t.push_back(ms);
+        }
+        std::sort(t.begin(), t.end());
+        return t[t.size() / 2];
+    }
+};
+
+void* dalloc(size_t bytes) {
+    void* p = nullptr;
+    CK(cudaMalloc(&p, bytes + 256));
+    return p;
+}
+
+// Random bytes (weights, fp8 scales avoided: see fill_scales) from a host pattern.
+void fill_bytes(void* p, size_t n, std::mt19937& rng) {
+    std::vector<uint8_t> h(n);
+    for (auto& b : h) b = uint8_t(rng());
+    for (size_t i = 0; i < n; ++i)
+        if ((h[i] & 0x7F) == 0x7F) h[i] = 0x3F;  // no fp8 NaN codes
+    CK(cudaMemcpy(p, h.data(), n, cudaMemcpyHostToDevice));
+}
+
+double copy_gbs(cudaStream_t s, Timer& t) {
+    void* a = dalloc(kCopyBytes);
+    void* b = dalloc(kCopyBytes);
+    const double ms = t.median_ms([&] { return cudaMemcpyAsync(b, a, kCopyBytes, cudaMemcpyDeviceToDevice, s); });
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+    return 2.0 * kCopyBytes / (ms * 1e-3) / 1e9;  // read + write
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Timer t{};
+    t.repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 25;
+    CK(cudaStreamCreate(&t.s));
+    CK(cudaEventCreate(&t.a));
+    CK(cudaEventCreate(&t.b));
+    std::mt19937 rng(7);
+    const int flush_k = 8192;
+    const int flush_n = int(kFlushBytes / (flush_k * sizeof(bf16)));
+    t.flush = GemmBf16Params{static_cast<bf16*>(dalloc(flush_k * 2)), static_cast<bf16*>(dalloc(kFlushBytes)),
+                             dalloc(size_t(flush_n) * 4), flush_k, flush_n, 1, flush_n, flush_k, 1, 0};
+    fill_bytes(const_cast<bf16*>(t.flush.x), flush_k * 2, rng);
+    CK(cudaMemset(const_cast<bf16*>(t.flush.w), 0, kFlushBytes));
+    const double gbs = copy_gbs(t.s, t);
+    cudaDeviceProp prop{};
+    CK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device %s; copy ceiling %.0f GB/s (read + write); floor = bytes / ceiling\n", prop.name, gbs);
+    std::printf("%-18s %-12s %10s %9s %8s %9s %7s\n", "shape", "format", "MB", "us", "GB/s", "floor us", "ratio");
+
+    bf16* x = static_cast<bf16*>(dalloc(size_t(kF) * 2));
+    CK(cudaMemset(x, 0x3c, size_t(kF) * 2));  // bf16 ~0.0115: finite, no overflow in any format
+    void* y = dalloc(size_t(kLinIn) * 4);
+    const size_t max_w = size_t(kF) * kH * 2;  // bf16 is the largest layout
+    void* w = dalloc(max_w);
+    void* scale = dalloc(size_t(kF) * kH / 16 * 4);
+    void* zp = dalloc(size_t(kF) * kH / 128);
+    fill_bytes(w, max_w, rng);
+    {
+        // Scales: positive, finite in every dtype they are read as (fp32, bf16, e4m3 bytes 0x38).
+        std::vector<uint8_t> h(size_t(kF) * kH / 16 * 4, 0x38);
+        CK(cudaMemcpy(scale, h.data(), h.size(), cudaMemcpyHostToDevice));
+        fill_bytes(zp, size_t(kF) * kH / 128, rng);
+    }
+    struct Fmt {
+        const char* name;
+        int format;  // -1: bf16 gemv_launch
+        bool zero_point;
+    };
+    const Fmt fmts[] = {{"bf16", -1, false},
+                        {"fp8-block", kGemvQuantFp8Block, false},
+                        {"fp8-channel", kGemvQuantFp8Channel, false},
+                        {"nvfp4", kGemvQuantNvfp4, false},
+                        {"int4", kGemvQuantInt4, false},
+                        {"int4-zp", kGemvQuantInt4, true}};
+    for (const Shape& sh : kShapes) {
+        for (const Fmt& f : fmts) {
+            KernelCost cost;
+            std::function<cudaError_t()> launch;
+            if (f.format < 0) {
+                GemmBf16Params p{x, static_cast<const bf16*>(w), y, sh.K, sh.N, 1, sh.N, sh.K, 0, 0};
+                cost = gemm_cost(p);
+                launch = [p, &t] { return gemv_launch(p, t.s); };
+            } else {
+                GemvQuantParams p{};
+                p.x = x;
+                p.w = w;
+                p.scale = scale;
+                p.zero_point = f.zero_point ? static_cast<const int32_t*>(zp) : nullptr;
+                p.global_scale = 2688.0f;
+                p.y = y;
+                p.N = sh.N;
+                p.K = sh.K;
+                p.format = f.format;
+                p.block_n = p.block_k = 128;
+                p.group_size = 128;
+                cost = gemv_quant_cost(p);
+                launch = [p, &t] { return gemv_quant_launch(p, t.s); };
+            }
+            const double ms = t.median_ms(launch);
+            const double floor_ms = cost.bytes / (gbs * 1e9) * 1e3;
+            std::printf("%-18s %-12s %10.2f %9.2f %8.0f %9.2f %7.2f\n", sh.name, f.name, cost.bytes / 1e6, ms * 1e3,
+                        cost.bytes / (ms * 1e-3) / 1e9, floor_ms * 1e3, ms / floor_ms);
+        }
+    }
+    return 0;
+}
+#endif

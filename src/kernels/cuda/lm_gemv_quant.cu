@@ -1,0 +1,343 @@
+// Quantized decode GEMV (see lm_gemv_quant.h). Like lm_gemv.cu: x staged once per block in shared
+// memory, each warp streams weight rows with 16-byte read-only loads and reduces in a fixed
+// butterfly order (deterministic). Each warp owns kRows rows so one x fragment read from shared
+// memory serves kRows weight chunks (4-bit formats read 4 bytes of x per weight byte). A 16-byte
+// chunk holds 16 (fp8) or 32 (4-bit) weights; a chunk never straddles a scale group, so the
+// per-chunk dot is computed unscaled and multiplied by its scale once.
+// Dequantization in registers: fp8 pairs with the hardware e4m3x2 -> f16x2 conversion (sm_89+;
+// emulated below); e2m1 by placing its 3 magnitude bits at fp16 bits 9..11 (that fp16 is exactly
+// e2m1 * 2^-14, the 2^14 folded into the group scale); int4 by OR-ing two nibbles into the
+// mantissas of fp16 1024.0 and subtracting 1024 + zero point (exact in fp16).
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cmath>
+
+#include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gemv_quant.h"
+
+namespace frost::kernels {
+namespace {
+using namespace lm;
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * kWarp;
+constexpr int kRows = 2;    // weight rows per warp (x fragment reuse)
+constexpr int kUnroll = 2;  // chunks per lane in flight, per row: kRows * kUnroll 16-byte loads
+constexpr int kFp8PerChunk = 16, kFp4PerChunk = 32;
+constexpr int kNvfp4Group = 16;
+constexpr float kE2m1Unscale = 16384.0f;  // 2^14: fp16 with e2m1 bits at 9..11 is value * 2^-14
+constexpr uint32_t kInt4Magic = 0x64006400u;  // fp16 1024.0 in both halves
+constexpr float kInt4Magic1024 = 1024.0f;
+constexpr int kInt4Offset = 8;
+
+template <int F>
+constexpr int chunk_elems() { return F == kGemvQuantFp8Block || F == kGemvQuantFp8Channel ? kFp8PerChunk : kFp4PerChunk; }
+
+// x in shared memory, swizzled: lane L reads the P = E/8 16-byte pieces of chunk c = base + L, so
+// unswizzled the 8 lanes of a 128-bit access phase would hit only 8/P of the 8 bank groups (P-way
+// conflicts). Piece v of chunk c is stored at c*P + (v ^ ((c / (8/P)) % P)): the 8 lanes then
+// cover all 8 bank groups for every v.
+template <int P>
+__device__ inline int x_piece(int c, int v) { return c * P + (v ^ ((c / (8 / P)) % P)); }
+
+__device__ inline uint4 load_chunk(const uint4* p) { return __ldg(p); }
+
+__device__ inline float2 fp8x2_to_float2(uint32_t two) {
+    const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xFFFFu), __NV_E4M3);
+    return __half22float2(*reinterpret_cast<const __half2*>(&r));
+}
+
+__device__ inline float fp8_to_float(uint32_t byte) {
+    const __half_raw r = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(byte & 0xFFu), __NV_E4M3);
+    return __half2float(*reinterpret_cast<const __half*>(&r));
+}
+
+// Σ fp8(w_i) * x_i over 16 weights (element i is byte i of the chunk).
+__device__ inline float dot_fp8(const uint4& w, const float* xf) {
+    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const float2 f = fp8x2_to_float2(words[i] >> (16 * h));
+            acc += f.x * xf[i * 4 + h * 2] + f.y * xf[i * 4 + h * 2 + 1];
+        }
+    }
+    return acc;
+}
+
+// Σ e2m1(w_i) * 2^-14 * x_i over each 16-weight half of a 32-weight chunk (one NVFP4 group each).
+__device__ inline float2 dot_fp4(const uint4& w, const float* xf) {
+    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+    float acc[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const uint32_t b = words[i] >> (8 * j);  // low nibble: element 2j, high nibble: 2j + 1
+            const uint32_t h = ((b & 0x8u) << 12) | ((b & 0x7u) << 9) | ((b & 0x80u) << 24) | ((b & 0x70u) << 21);
+            const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+            const int k = i * 8 + j * 2;
+            acc[i / 2] += f.x * xf[k] + f.y * xf[k + 1];
+        }
+    }
+    return make_float2(acc[0], acc[1]);
+}
+
+// Σ (q_i - zp) * x_i over 32 weights; word i holds elements 8i..8i+7, element 8i+j at bits 4j.
+__device__ inline float dot_int4(const uint4& w, const float* xf, __half2 bias) {
+    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const uint32_t h = ((words[i] >> (4 * j)) & 0x000F000Fu) | kInt4Magic;  // nibbles j and j + 4
+            const float2 f = __half22float2(__hsub2(*reinterpret_cast<const __half2*>(&h), bias));
+            acc += f.x * xf[i * 8 + j] + f.y * xf[i * 8 + j + 4];
+        }
+    }
+    return acc;
+}
+
+// The scaled contribution of chunk c of row n.
+template <int F>
+__device__ inline float chunk_dot(const GemvQuantParams& p, const uint4& w, const float* xf, int n, int c) {
+    if constexpr (F == kGemvQuantFp8Block) {
+        const int k0 = c * kFp8PerChunk;
+        const int scale_cols = (p.K + p.block_k - 1) / p.block_k;
+        const float s = __ldg(static_cast<const float*>(p.scale) + (n / p.block_n) * scale_cols + k0 / p.block_k);
+        return s * dot_fp8(w, xf);
+    } else if constexpr (F == kGemvQuantFp8Channel) {
+        return dot_fp8(w, xf);  // the row scale is applied once after the reduction
+    } else if constexpr (F == kGemvQuantNvfp4) {
+        const int groups = p.K / kNvfp4Group;
+        const uint16_t s2 = __ldg(static_cast<const uint16_t*>(p.scale) + (n * groups + c * 2) / 2);
+        const float s0 = __fdiv_rn(fp8_to_float(s2), p.global_scale) * kE2m1Unscale;
+        const float s1 = __fdiv_rn(fp8_to_float(s2 >> 8), p.global_scale) * kE2m1Unscale;
+        const float2 d = dot_fp4(w, xf);
+        return s0 * d.x + s1 * d.y;
+    } else {
+        const int groups = p.K / p.group_size;
+        const int g = c * kFp4PerChunk / p.group_size;
+        const float s = __bfloat162float(__ldg(static_cast<const bf16*>(p.scale) + static_cast<int64_t>(n) * groups + g));
+        int zp = kInt4Offset;
+        if (p.zero_point) zp = (__ldg(p.zero_point + (n / 8) * groups + g) >> (4 * (n % 8))) & 0xF;
+        const __half2 bias = __float2half2_rn(kInt4Magic1024 + static_cast<float>(zp));
+        return s * dot_int4(w, xf, bias);
+    }
+}
+
+template <int F>
+__global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    bf16* xs = reinterpret_cast<bf16*>(smem_raw);
+    constexpr int E = chunk_elems<F>();
+    const int chunks = p.K / E;
+    const int warp = threadIdx.x / kWarp;
+    const int lane = threadIdx.x % kWarp;
+    const int n0 = (blockIdx.x * kWarps + warp) * kRows;
+    const int64_t row_chunks = chunks;  // 16-byte chunks per weight row
+    const uint4* rows[kRows];
+    bool valid[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+        valid[r] = n0 + r < p.N;
+        rows[r] = static_cast<const uint4*>(p.w) + (valid[r] ? n0 + r : 0) * row_chunks;
+    }
+    pdl_wait();
+    pdl_launch_dependents();
+    constexpr int P = E / kVec;  // 16-byte x pieces per chunk
+    for (int i = threadIdx.x; i < p.K / kVec; i += kThreads)
+        reinterpret_cast<Bf16x8*>(xs)[x_piece<P>(i / P, i % P)] = reinterpret_cast<const Bf16x8*>(p.x)[i];
+    __syncthreads();
+    float acc[kRows] = {};
+    for (int c = lane; c < chunks; c += kWarp * kUnroll) {
+        uint4 wv[kUnroll][kRows];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+            for (int r = 0; r < kRows; ++r)
+                if (c + u * kWarp < chunks && valid[r]) wv[u][r] = load_chunk(rows[r] + c + u * kWarp);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int cc = c + u * kWarp;
+            if (cc >= chunks) break;
+            float xf[E];
+#pragma unroll
+            for (int v = 0; v < E / kVec; ++v) {
+                const Bf16x8 xv = reinterpret_cast<const Bf16x8*>(xs)[x_piece<P>(cc, v)];
+#pragma unroll
+                for (int h = 0; h < 4; ++h) {
+                    const float2 f = __bfloat1622float2(xv.h[h]);
+                    xf[v * kVec + 2 * h] = f.x;
+                    xf[v * kVec + 2 * h + 1] = f.y;
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < kRows; ++r)
+                if (valid[r]) acc[r] += chunk_dot<F>(p, wv[u][r], xf, n0 + r, cc);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+        float a = warp_sum(acc[r]);
+        if (lane != 0 || !valid[r]) continue;
+        if constexpr (F == kGemvQuantFp8Channel) a *= __ldg(static_cast<const float*>(p.scale) + n0 + r);
+        if (p.out_f32) static_cast<float*>(p.y)[n0 + r] = a;
+        else static_cast<bf16*>(p.y)[n0 + r] = __float2bfloat16(a);
+    }
+}
+
+// One thread per 16-byte chunk: its E weights as fp32 (one rounding: the product with the scale,
+// the order the CPU reference uses), stored as bf16.
+template <int F>
+__global__ void __launch_bounds__(kThreads) dequant_bf16_kernel(GemvQuantParams p, bf16* out) {
+    constexpr int E = chunk_elems<F>();
+    const int chunks = p.K / E;
+    const int64_t t = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+    if (t >= static_cast<int64_t>(p.N) * chunks) return;
+    const int n = static_cast<int>(t / chunks), c = static_cast<int>(t % chunks);
+    const uint4 w = load_chunk(static_cast<const uint4*>(p.w) + t);
+    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+    float v[E];
+    if constexpr (F == kGemvQuantFp8Block || F == kGemvQuantFp8Channel) {
+        float s;
+        if constexpr (F == kGemvQuantFp8Block) {
+            const int scale_cols = (p.K + p.block_k - 1) / p.block_k;
+            s = __ldg(static_cast<const float*>(p.scale) + (n / p.block_n) * scale_cols + c * E / p.block_k);
+        } else {
+            s = __ldg(static_cast<const float*>(p.scale) + n);
+        }
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const float2 f = fp8x2_to_float2(words[i / 2] >> (16 * (i % 2)));
+            v[2 * i] = f.x * s;
+            v[2 * i + 1] = f.y * s;
+        }
+    } else if constexpr (F == kGemvQuantNvfp4) {
+        const int groups = p.K / kNvfp4Group;
+        const uint16_t s2 = __ldg(static_cast<const uint16_t*>(p.scale) + (n * groups + c * 2) / 2);
+        const float s[2] = {__fdiv_rn(fp8_to_float(s2), p.global_scale), __fdiv_rn(fp8_to_float(s2 >> 8), p.global_scale)};
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            const uint32_t b = words[i / 4] >> (8 * (i % 4));
+            const uint32_t h = ((b & 0x8u) << 12) | ((b & 0x7u) << 9) | ((b & 0x80u) << 24) | ((b & 0x70u) << 21);
+            const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+            v[2 * i] = (f.x * kE2m1Unscale) * s[i / 8];  // exact e2m1 value, then the one rounding
+            v[2 * i + 1] = (f.y * kE2m1Unscale) * s[i / 8];
+        }
+    } else {
+        const int groups = p.K / p.group_size;
+        const int g = c * E / p.group_size;
+        const float s = __bfloat162float(__ldg(static_cast<const bf16*>(p.scale) + static_cast<int64_t>(n) * groups + g));
+        int zp = kInt4Offset;
+        if (p.zero_point) zp = (__ldg(p.zero_point + (n / 8) * groups + g) >> (4 * (n % 8))) & 0xF;
+        const __half2 bias = __float2half2_rn(kInt4Magic1024 + static_cast<float>(zp));
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const uint32_t h = ((words[i] >> (4 * j)) & 0x000F000Fu) | kInt4Magic;
+                const float2 f = __half22float2(__hsub2(*reinterpret_cast<const __half2*>(&h), bias));
+                v[i * 8 + j] = f.x * s;
+                v[i * 8 + j + 4] = f.y * s;
+            }
+    }
+    bf16* dst = out + static_cast<int64_t>(n) * p.K + static_cast<int64_t>(c) * E;
+#pragma unroll
+    for (int i = 0; i < E / kVec; ++i) {
+        float o[kVec];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) o[e] = v[i * kVec + e];
+        store8(dst + i * kVec, o);
+    }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The format checks shared by both launchers.
+bool supported(const GemvQuantParams& p) {
+    if (!p.w || !p.scale || p.N <= 0 || p.K <= 0 || !aligned16(p.w)) return false;
+    switch (p.format) {
+        case kGemvQuantFp8Block:
+            return p.K % kFp8PerChunk == 0 && p.block_n > 0 && p.block_k > 0 && p.block_k % kFp8PerChunk == 0;
+        case kGemvQuantFp8Channel:
+            return p.K % kFp8PerChunk == 0;
+        case kGemvQuantNvfp4:
+            return p.K % kFp4PerChunk == 0 && p.global_scale > 0.0f;
+        case kGemvQuantInt4:
+            return p.K % kFp4PerChunk == 0 && p.group_size > 0 && p.group_size % kFp4PerChunk == 0 &&
+                   p.K % p.group_size == 0;
+        default:
+            return false;
+    }
+}
+
+}  // namespace
+
+cudaError_t gemv_quant_launch(const GemvQuantParams& p, cudaStream_t stream) {
+    if (!supported(p) || !p.x || !p.y || p.K > kGemvQuantMaxK || !aligned16(p.x)) return cudaErrorInvalidValue;
+    const size_t smem = static_cast<size_t>(p.K) * sizeof(bf16);
+    const dim3 grid(ceil_div(p.N, kWarps * kRows));
+    const bool pdl = p.pdl != 0;
+    cudaError_t err;
+    switch (p.format) {
+        case kGemvQuantFp8Block:
+            err = launch_kernel(gemv_quant_kernel<kGemvQuantFp8Block>, grid, dim3(kThreads), smem, stream, pdl, p);
+            break;
+        case kGemvQuantFp8Channel:
+            err = launch_kernel(gemv_quant_kernel<kGemvQuantFp8Channel>, grid, dim3(kThreads), smem, stream, pdl, p);
+            break;
+        case kGemvQuantNvfp4:
+            err = launch_kernel(gemv_quant_kernel<kGemvQuantNvfp4>, grid, dim3(kThreads), smem, stream, pdl, p);
+            break;
+        default:
+            err = launch_kernel(gemv_quant_kernel<kGemvQuantInt4>, grid, dim3(kThreads), smem, stream, pdl, p);
+            break;
+    }
+    if (err != cudaSuccess) return err;
+    return cudaGetLastError();
+}
+
+cudaError_t dequant_bf16_launch(const GemvQuantParams& p, bf16* out, cudaStream_t stream) {
+    if (!supported(p) || !out || !aligned16(out)) return cudaErrorInvalidValue;
+    const int64_t chunks = static_cast<int64_t>(p.N) * (p.K / (p.format <= kGemvQuantFp8Channel ? kFp8PerChunk : kFp4PerChunk));
+    const dim3 grid(ceil_div(chunks, kThreads));
+    switch (p.format) {
+        case kGemvQuantFp8Block: dequant_bf16_kernel<kGemvQuantFp8Block><<<grid, kThreads, 0, stream>>>(p, out); break;
+        case kGemvQuantFp8Channel: dequant_bf16_kernel<kGemvQuantFp8Channel><<<grid, kThreads, 0, stream>>>(p, out); break;
+        case kGemvQuantNvfp4: dequant_bf16_kernel<kGemvQuantNvfp4><<<grid, kThreads, 0, stream>>>(p, out); break;
+        default: dequant_bf16_kernel<kGemvQuantInt4><<<grid, kThreads, 0, stream>>>(p, out); break;
+    }
+    return cudaGetLastError();
+}
+
+KernelCost gemv_quant_cost(const GemvQuantParams& p) {
+    const double N = p.N, K = p.K;
+    double w = 0, s = 0;
+    switch (p.format) {
+        case kGemvQuantFp8Block:
+            w = N * K;
+            s = std::ceil(N / p.block_n) * std::ceil(K / p.block_k) * sizeof(float);
+            break;
+        case kGemvQuantFp8Channel:
+            w = N * K;
+            s = N * sizeof(float);
+            break;
+        case kGemvQuantNvfp4:
+            w = N * K / 2;
+            s = N * K / kNvfp4Group;
+            break;
+        default:
+            w = N * K / 2;
+            s = N * (K / p.group_size) * sizeof(bf16) + (p.zero_point ? std::ceil(N / 8) * (K / p.group_size) * 4 : 0);
+            break;
+    }
+    const double bytes = w + s + K * sizeof(bf16) + N * (p.out_f32 ? sizeof(float) : sizeof(bf16));
+    return {bytes, 2.0 * N * K};
+}
+
+}  // namespace frost::kernels

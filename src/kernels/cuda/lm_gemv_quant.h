@@ -1,0 +1,51 @@
+// Decode GEMV over quantized weights (issue 15): y[n] = Σ_k x[k] W[n, k] with W dequantized in
+// registers from the stored format, so only the quantized bytes cross DRAM. bf16 activations in,
+// fp32 accumulation, bf16 or fp32 out. Formats and layouts are the checkpoints' own
+// (model/quant/dequant.h is the CPU reference): FP8 e4m3 with a block-128 or per-row fp32 scale,
+// NVFP4 (e2m1 pairs, low nibble first, fp8 scale per 16, divided by a global scale) and INT4
+// (8 per int32 from bit 0 stored q + 8, bf16 scale per group, optional packed zero points).
+// Launchers enqueue on `stream`, never synchronise, and return cudaErrorInvalidValue for params
+// outside the supported set. Defined only in builds with FROST_WITH_CUDA.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/lm_params.h"
+
+namespace frost::kernels {
+
+enum GemvQuantFormat : int32_t {
+    kGemvQuantFp8Block = 0,    // w u8 [N, K] e4m3; scale f32 [ceil(N/block_n), K/block_k]
+    kGemvQuantFp8Channel = 1,  // w u8 [N, K] e4m3; scale f32 [N]
+    kGemvQuantNvfp4 = 2,       // w u8 [N, K/2]; scale u8 (e4m3) [N, K/16]; global_scale divides
+    kGemvQuantInt4 = 3,        // w i32 [N, K/8]; scale bf16 [N, K/group_size]; zero_point optional
+};
+
+struct GemvQuantParams {
+    const bf16* x;               // [K]
+    const void* w;               // layout per format (above), rows contiguous, 16-byte aligned
+    const void* scale;           // per format (above)
+    const int32_t* zero_point;   // INT4 only, may be null (symmetric): [ceil(N/8), K/group_size],
+                                 // row r of a column at bits 4*(r%8) of word [r/8], stored zp + 8
+    float global_scale;          // NVFP4 only: w = e2m1 * fp8(scale) / global_scale
+    void* y;                     // [N] bf16, or fp32 when out_f32
+    int32_t N, K;
+    int32_t format;              // GemvQuantFormat
+    int32_t block_n, block_k;    // FP8 block: the scale block (block_k a multiple of 16)
+    int32_t group_size;          // INT4: a multiple of 32
+    int32_t out_f32;
+    int32_t pdl;                 // programmatic dependent launch
+};
+
+constexpr int kGemvQuantMaxK = 16384;  // x is staged in 32 KiB of shared memory
+
+cudaError_t gemv_quant_launch(const GemvQuantParams& p, cudaStream_t stream);
+// Dequantizes the whole weight of `p` (x, y, out_f32 unused) into bf16 out [N, K]: each value the
+// fp32 one the CPU reference computes, rounded to nearest even (bitwise equal to it). The operand
+// a prefill GEMM on 4-bit weights feeds cuBLASLt, and a device-side alternative to host dequant.
+cudaError_t dequant_bf16_launch(const GemvQuantParams& p, bf16* out, cudaStream_t stream);
+// Bytes every launch must move: the quantized weights, their scales / zero points, x and y.
+KernelCost gemv_quant_cost(const GemvQuantParams& p);
+
+}  // namespace frost::kernels
