@@ -271,15 +271,40 @@ frost_status Engine::alloc_session(int index) {
     return FROST_OK;
 }
 
-frost_status Engine::record(int session, int rows, bool decode, const ops::OpObserver* observer, frost_stream* st) {
-    const ops::Exec ex{st, backend_.get(), observer};
+frost_status Engine::record(int session, int rows, bool decode, const ops::OpObserver* observer, frost_stream* st,
+                            bool dry_run, int64_t context) {
+    const ops::Exec ex{st, backend_.get(), observer, dry_run, context};
     qwen35::StepSpec step;
     step.rows = rows;
     step.decode = decode;
     step.logits_all = opts_.logits_all;
     step.rope_inv_freq_bf16 = opts_.rope_inv_freq_bf16;
     return qwen35::record_step(ex, cfg_, weights_, scratch_, sessions_[session], step,
-                               opts_.trace ? &trace_hook_ : nullptr);
+                               opts_.trace && !dry_run ? &trace_hook_ : nullptr);
+}
+
+frost_status Engine::step_cost(int rows, bool decode, int64_t pos, ops::OpCost* out) {
+    if (!out) return fail(FROST_ERR_INVALID_ARG, "step_cost: out is null");
+    *out = ops::OpCost{};
+    const ops::OpObserver sum = [out](const ops::OpRecord& r) { out->add(r.cost); };
+    // Keys per attention row: the causal average over the step's rows.
+    const int64_t context = decode ? pos + 1 : pos + (rows + 1) / 2;
+    return record(0, rows, decode, &sum, stream_, true, std::max<int64_t>(1, context));
+}
+
+frost_status Engine::prefill_cost(int64_t n, ops::OpCost* out) {
+    if (!out) return fail(FROST_ERR_INVALID_ARG, "prefill_cost: out is null");
+    ops::OpCost total;
+    for (int64_t pos = 0; pos < n;) {
+        const int64_t take = std::min<int64_t>(opts_.prefill_chunk - pos % opts_.prefill_chunk, n - pos);
+        const int bucket = int((take + kGdnChunk - 1) / kGdnChunk * kGdnChunk);
+        ops::OpCost c;
+        FROST_TRY(step_cost(bucket, false, pos, &c));
+        total.add(c);
+        pos += take;
+    }
+    *out = total;
+    return FROST_OK;
 }
 
 frost_shape_key step_key(bool decode, int rows) {
@@ -314,7 +339,8 @@ frost_status Engine::record_ops(int session, int rows, bool decode, const ops::O
     if (decode ? rows != 1 : (rows <= 0 || rows % kGdnChunk || rows > opts_.prefill_chunk))
         return fail(FROST_ERR_INVALID_ARG, "record_ops: rows %d is not a %s bucket", rows, decode ? "decode" : "prefill");
     FROST_TRY(frost_stream_sync(stream_));
-    FROST_TRY(record(session, rows, decode, &observer, stream_));
+    const int64_t pos = host_pos_[session];  // costs at the step's context (as step_cost)
+    FROST_TRY(record(session, rows, decode, &observer, stream_, false, decode ? pos + 1 : pos + (rows + 1) / 2));
     return frost_stream_sync(stream_);
 }
 

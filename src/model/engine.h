@@ -125,9 +125,14 @@ public:
     ops::Backend& backend() const { return *backend_; }
 
     // Enqueues one step of the session's forward directly on the engine's stream (no graph),
-    // telling `observer` every op it launches with a replay closure: the per-kernel bench times
-    // the model's own recorded ops with it. The step RUNS: it changes the session's state.
+    // telling `observer` every op it launches (costs at the session's position) with a replay
+    // closure: the per-op bench times the model's own recorded ops with it. The step RUNS: it
+    // changes the session's device state (not the host mirrors: reset the session afterwards).
     frost_status record_ops(int session, int rows, bool decode, const ops::OpObserver& observer);
+    // Bytes and FLOPs of one step (the ops' cost model) with the step's rows at position `pos`,
+    // without running anything; prefill_cost sums the chunks of an n-token prefill from 0.
+    frost_status step_cost(int rows, bool decode, int64_t pos, ops::OpCost* out);
+    frost_status prefill_cost(int64_t n, ops::OpCost* out);
 
 private:
     Engine() = default;
@@ -135,7 +140,8 @@ private:
     frost_status alloc_scratch();
     frost_status alloc_session(int index);
     frost_status capture_session(int index);
-    frost_status record(int session, int rows, bool decode, const ops::OpObserver* observer, frost_stream* st);
+    frost_status record(int session, int rows, bool decode, const ops::OpObserver* observer, frost_stream* st,
+                        bool dry_run = false, int64_t context = 0);
     frost_status trace_copy(frost_stream* st, const char* name, int layer, const ops::Tensor& src);
     frost_status run_chunk(int session, const int32_t* ids, int n, bool decode_graph);
     frost_status prefill_pipelined(int session, const int32_t* ids, size_t n);

@@ -50,7 +50,7 @@ frost_status dispatch(const Exec& ex, OpKind k, const char* label, const P& p, c
         Backend* b = ex.backend;
         (*ex.observer)(OpRecord{k, label, c, [b, p, fn](frost_stream* s) { return fn(Exec{s, b, nullptr}, p); }});
     }
-    return fn(ex, p);
+    return ex.dry_run ? FROST_OK : fn(ex, p);
 }
 
 #define OP_ENTRY(kind, slot)                                                                  \
@@ -135,7 +135,7 @@ static frost_status check_attention(const AttentionOp& p, const char* name) {
 frost_status op_attention_prefill(const Exec& ex, const AttentionOp& p, const char* label) {
     FROST_TRY(check_attention(p, "attention_prefill"));
     OP_REQUIRE(ex.stream != nullptr && ex.backend != nullptr, "attention_prefill");
-    return dispatch(ex, OpKind::AttentionPrefill, label, p, cost_of(p, p.k_cache.shape[0]),
+    return dispatch(ex, OpKind::AttentionPrefill, label, p, cost_of(p, ex.context > 0 ? ex.context : p.k_cache.shape[0]),
                     ex.backend->table().attention_prefill);
 }
 
@@ -143,7 +143,7 @@ frost_status op_attention_decode(const Exec& ex, const AttentionOp& p, const cha
     FROST_TRY(check_attention(p, "attention_decode"));
     OP_REQUIRE(p.max_rows == 1, "attention_decode");
     OP_REQUIRE(ex.stream != nullptr && ex.backend != nullptr, "attention_decode");
-    return dispatch(ex, OpKind::AttentionDecode, label, p, cost_of(p, p.k_cache.shape[0]),
+    return dispatch(ex, OpKind::AttentionDecode, label, p, cost_of(p, ex.context > 0 ? ex.context : p.k_cache.shape[0]),
                     ex.backend->table().attention_decode);
 }
 

@@ -216,6 +216,10 @@ struct Exec {
     frost_stream* stream = nullptr;
     Backend* backend = nullptr;
     const OpObserver* observer = nullptr;
+    // Cost queries: dry_run checks and reports every op (observer) without launching it;
+    // context > 0 is the number of keys an attention row attends (else the cache capacity).
+    bool dry_run = false;
+    int64_t context = 0;
 };
 
 frost_status op_embed(const Exec& ex, const EmbedOp& p, const char* label = "embed");
