@@ -338,9 +338,20 @@ frost_status Engine::record_ops(int session, int rows, bool decode, const ops::O
     FROST_TRY(check_session(session));
     if (decode ? rows != 1 : (rows <= 0 || rows % kGdnChunk || rows > opts_.prefill_chunk))
         return fail(FROST_ERR_INVALID_ARG, "record_ops: rows %d is not a %s bucket", rows, decode ? "decode" : "prefill");
-    FROST_TRY(frost_stream_sync(stream_));
+    // A prefill step of a full bucket; the cursor is put back afterwards, so the replays run at the
+    // step's position (and the host mirrors stay true); the state buffers keep the step's writes.
+    StepCursor c0{};
+    FROST_TRY(read_cursor(session, &c0));
+    StepCursor c = c0;
+    if (!decode) {
+        c.n_tokens = rows;  // a full bucket of token id 0 (the ids area may hold anything)
+        FROST_TRY(frost_buffer_fill(scratch_ids_buf_, 0, 0, sizeof(int32_t) * size_t(rows), stream_));
+    }
+    FROST_TRY(write_cursor_field(session, 0, &c, sizeof c));
     const int64_t pos = host_pos_[session];  // costs at the step's context (as step_cost)
     FROST_TRY(record(session, rows, decode, &observer, stream_, false, decode ? pos + 1 : pos + (rows + 1) / 2));
+    FROST_TRY(frost_stream_sync(stream_));
+    FROST_TRY(write_cursor_field(session, 0, &c0, sizeof c0));
     return frost_stream_sync(stream_);
 }
 

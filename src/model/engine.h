@@ -126,8 +126,9 @@ public:
 
     // Enqueues one step of the session's forward directly on the engine's stream (no graph),
     // telling `observer` every op it launches (costs at the session's position) with a replay
-    // closure: the per-op bench times the model's own recorded ops with it. The step RUNS: it
-    // changes the session's device state (not the host mirrors: reset the session afterwards).
+    // closure: the per-op bench times the model's own recorded ops with it. A prefill step covers
+    // the whole bucket. The step RUNS: its state writes stay (reset the session before reuse); the
+    // cursor is put back, so replays run at the step's position.
     frost_status record_ops(int session, int rows, bool decode, const ops::OpObserver& observer);
     // Bytes and FLOPs of one step (the ops' cost model) with the step's rows at position `pos`,
     // without running anything; prefill_cost sums the chunks of an n-token prefill from 0.

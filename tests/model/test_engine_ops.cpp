@@ -34,14 +34,23 @@ TEST_P(EngineOps, RecordOpsReportsEveryOpOfTheForwardInOrder) {
     EXPECT_EQ(n[ops::OpKind::AttentionDecode], c.num_full_layers());
     EXPECT_EQ(n[ops::OpKind::GdnChunk], 0);
     EXPECT_EQ(n[ops::OpKind::Swiglu], 0);  // fused into the gate_up GEMV at decode
-    // The step ran: the session advanced by one token.
-    EXPECT_EQ(e->position(0), 10);  // record_ops does not touch the host mirror...
+    // The step ran (its cursor advance among the ops) and the cursor was put back, so replays run
+    // at the step's position and the host mirror stays true.
+    EXPECT_EQ(e->position(0), 10);
     kernels::StepCursor cur{};
     ASSERT_EQ(e->read_cursor(0, &cur), FROST_OK);
-    EXPECT_EQ(cur.pos, 11);  // ...but the device cursor moved
+    EXPECT_EQ(cur.pos, 10);
+    ASSERT_EQ(seen.front().replay(e->stream()), FROST_OK);  // the recorded decode_begin and advance, replayed
+    ASSERT_EQ(seen.back().replay(e->stream()), FROST_OK);
+    ASSERT_EQ(frost_stream_sync(e->stream()), FROST_OK);
+    ASSERT_EQ(e->read_cursor(0, &cur), FROST_OK);
+    EXPECT_EQ(cur.pos, 11);
+    ASSERT_EQ(e->adopt_restored_state(0, [&] { auto j = e->journal(0); j.push_back(0); return j; }()), FROST_OK)
+        << frost_last_error();
     // Prefill records the unfused forms.
     seen.clear();
-    ASSERT_EQ(e->record_ops(0, 64, false, [&](const ops::OpRecord& r) { seen.push_back(r); }), FROST_OK);
+    ASSERT_EQ(e->record_ops(0, 64, false, [&](const ops::OpRecord& r) { seen.push_back(r); }), FROST_OK)
+        << frost_last_error();
     n.clear();
     for (const auto& r : seen) ++n[r.kind];
     EXPECT_EQ(n[ops::OpKind::GdnChunk], c.num_linear_layers());
