@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Per-kernel table and whole-forward graphs of the 9B-style shapes (bench/bench_cuda_kernels.cpp),
-# with the copy and GEMM ceilings measured in the same run. Expects build-gpu from run_all.sh.
+# Per-op table of the 9B-style engine (bench/bench_cuda_kernels.cpp: the engine's own recorded ops,
+# each timed alone), with the copy and GEMM ceilings measured in the same run. Whole-step times are
+# `frost bench engine`'s (bench_engine.sh). Expects build-gpu from run_all.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 BUILD=${FROST_GPU_BUILD_DIR:-build-gpu}
-"$BUILD/bench/bench_cuda_kernels" "$OUT/bench_cuda_kernels.json" 1024,4096,16384 1024 32768 \
+dir=/tmp/frost-synth-9b  # shared with bench_engine.sh
+[ -f "$dir/config.json" ] || "$BUILD/tools/frost/frost" synth --out "$dir" --preset 9b >/dev/null 2>&1
+"$BUILD/bench/bench_cuda_kernels" "$OUT/bench_cuda_kernels.json" "$dir" 2048 1024 32768 \
   >"$OUT/bench_cuda_kernels.log" 2>&1
 rc=$?
 sed -n '/ceilings/,$p' "$OUT/bench_cuda_kernels.log" | tail -60

@@ -35,14 +35,14 @@ cmake -S . -B "$BUILD" "${CONFIG[@]}" >"$OUT/engine_configure.log" 2>&1 ||
 grep -q 'frost: CUDA backend ON' "$OUT/engine_configure.log" ||
   { echo "engine_check: the configure did not enable CUDA" >&2; exit 1; }
 mapfile -t TESTS < <(cmake --build "$BUILD" --target help 2>/dev/null |
-  grep -oE 'model_test_(cuda_engine|capsule_[A-Za-z0-9_]*|engine_fixtures)' | sort -u)
+  grep -oE 'model_test_(cuda_engine|capsule_[A-Za-z0-9_]*|engine_fixtures|state_layout)|ops_test_backend_ops' | sort -u)
 cmake --build "$BUILD" -j "$JOBS" --target frost "${TESTS[@]}" >"$OUT/engine_build.log" 2>&1 ||
   { grep -E "error|Error" "$OUT/engine_build.log" | head -40; exit 1; }
 summary+=("build: ok in $(( $(date +%s) - t0 )) s (${TESTS[*]})")
 
 # Engine + capsule tests (each test executable is one ctest entry named after it).
 t0=$(date +%s)
-ctest --test-dir "$BUILD" -R 'model_test_(cuda_engine|capsule_|engine_fixtures)' --output-on-failure \
+ctest --test-dir "$BUILD" -R 'model_test_(cuda_engine|capsule_|engine_fixtures|state_layout)|ops_test_backend_ops' --output-on-failure \
   --timeout 300 >"$OUT/engine_ctest.log" 2>&1
 rc=$?
 grep -E "\*\*\*Failed|Failure|Expected|Which is|Value of|actual|error|Timeout|SKIPPED|tests passed" \

@@ -41,6 +41,9 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   rc=$?
   grep -E "tests passed|tests failed|\*\*\*Failed|Failed  |Timeout" "$OUT/ctest.log" | head -40
   summary+=("ctest (rc=$rc): $(grep -E 'tests passed' "$OUT/ctest.log") in $(( $(date +%s) - t0 )) s")
+  # Backend parity of every op (tests/ops/test_backend_ops.cpp: CPU fp32 reference vs CUDA).
+  summary+=("backend ops parity (cpu vs cuda): $(grep -cE 'ops_test_backend_ops\..* Passed' "$OUT/ctest.log") passed," \
+            "$(grep -cE 'ops_test_backend_ops\..*\*\*\*Failed' "$OUT/ctest.log") failed")
 fi
 
 if [ "$what" = bench ] || [ "$what" = all ]; then

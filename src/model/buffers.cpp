@@ -33,7 +33,13 @@ frost_status BufferList::add(const std::string& name, BufferRole role, size_t by
     frost_buffer* b = nullptr;
     frost_status s = frost_buffer_alloc(ctx_, name.c_str(), bytes, space, &b);
     if (s != FROST_OK) return add_context(s, "engine buffer " + name);
-    list_.push_back(NamedBuffer{name, role, b, layer, bytes_per_position});
+    NamedBuffer nb;
+    nb.name = name;
+    nb.role = role;
+    nb.buf = b;
+    nb.layer = layer;
+    nb.bytes_per_position = bytes_per_position;
+    list_.push_back(std::move(nb));
     *out = b;
     return FROST_OK;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "frost/exec.h"
+#include "ops/tensor.h"
 
 namespace frost::model {
 
@@ -19,12 +20,20 @@ enum class BufferRole : uint8_t {
 };
 const char* buffer_role_name(BufferRole r);
 
+// What a state buffer holds (the state layout declares it; capsules record it per part).
+enum class StateKind : uint8_t { None = 0, Cursor = 1, Kv = 2, Recurrent = 3, Conv = 4 };
+
 struct NamedBuffer {
     std::string name;           // e.g. "s0.layer3.k_cache", "s0.cursor", "scratch.proj"
     BufferRole role = BufferRole::Scratch;
     frost_buffer* buf = nullptr;
     int layer = -1;             // model layer, -1 for none
     size_t bytes_per_position = 0;  // > 0 for KV caches: [pos][kv_head][head_dim] rows
+    // State and cursor buffers: what the state layout declared (element dtype, kind, shape; a KV
+    // shape's first dimension is positions, max_seq_len of them).
+    ops::DType dtype = ops::DType::U8;
+    StateKind kind = StateKind::None;
+    std::vector<int64_t> shape;
 
     // Bytes of this buffer that hold the state after `position` tokens: the prefix [0, P) for a
     // KV cache (one contiguous run), the whole buffer otherwise.
@@ -44,6 +53,7 @@ public:
                      int layer = -1, size_t bytes_per_position = 0,
                      frost_space space = FROST_SPACE_DEVICE);
     const std::vector<NamedBuffer>& list() const { return list_; }
+    NamedBuffer& back() { return list_.back(); }
     uint64_t total_bytes() const;
 
 private:

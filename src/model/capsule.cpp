@@ -19,34 +19,31 @@
 namespace frost::model {
 namespace {
 
-constexpr const char* kStateDtype = "f32";  // the CPU/fp32 engine's state and compute dtype
-
 // "s3.layer1.k_cache" -> "layer1.k_cache": capsules are independent of the session slot.
 std::string strip_session(const std::string& name) {
     const size_t dot = name.find('.');
     return dot == std::string::npos ? name : name.substr(dot + 1);
 }
 
-bool ends_with(const std::string& s, const std::string& tail) {
-    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
+// Kind, dtype and shape of a part come from the state layout the engine allocated by
+// (NamedBuffer fields), never from the buffer's name.
 CapsulePartKind kind_of(const NamedBuffer& b) {
-    if (b.role == BufferRole::Cursor) return CapsulePartKind::Cursor;
-    if (b.bytes_per_position > 0) return CapsulePartKind::Kv;
-    if (ends_with(b.name, "recurrent_state")) return CapsulePartKind::Recurrent;
-    if (ends_with(b.name, "conv_state")) return CapsulePartKind::Conv;
+    switch (b.kind) {
+        case StateKind::Cursor: return CapsulePartKind::Cursor;
+        case StateKind::Kv: return CapsulePartKind::Kv;
+        case StateKind::Recurrent: return CapsulePartKind::Recurrent;
+        case StateKind::Conv: return CapsulePartKind::Conv;
+        case StateKind::None: break;
+    }
     return CapsulePartKind::Other;
 }
 
-std::vector<int64_t> shape_of(const ModelConfig& c, CapsulePartKind k, size_t bytes, int64_t P) {
-    switch (k) {
-        case CapsulePartKind::Cursor: return {int64_t(bytes)};
-        case CapsulePartKind::Kv: return {P, c.num_kv_heads, c.head_dim};
-        case CapsulePartKind::Recurrent: return {c.lin_num_v_heads, c.lin_k_head_dim, c.lin_v_head_dim};
-        case CapsulePartKind::Conv: return {c.conv_dim(), c.conv_kernel - 1};
-        default: return {int64_t(bytes / sizeof(float))};
-    }
+// The declared shape, a KV buffer's positions cut to the stored boundary P.
+std::vector<int64_t> shape_of(const NamedBuffer& b, int64_t P) {
+    std::vector<int64_t> s = b.shape;
+    if (b.kind == StateKind::Kv && !s.empty()) s[0] = P;
+    if (s.empty()) s.push_back(int64_t(b.buf ? frost_buffer_bytes(b.buf) : 0));
+    return s;
 }
 
 // Sets the bytes between and after the parts of a host payload to zero.
@@ -103,7 +100,7 @@ bool parse_capsule_tier(const std::string& s, CapsuleTier* out) {
 Deployment deployment_of(const Engine& e, const std::string& model_digest) {
     Deployment d;
     d.model_digest = model_digest;
-    d.dtype = kStateDtype;
+    d.dtype = ops::dtype_name(e.backend().act_dtype());
     d.engine_abi = kCapsuleEngineAbi;
     d.alignment = kCapsuleAlignment;
     d.max_seq_len = e.options().max_seq_len;
@@ -114,7 +111,7 @@ Deployment deployment_of(const Engine& e, const std::string& model_digest) {
     for (const auto& b : e.state_buffers(0)) {
         const size_t fixed = b.bytes_per_position ? 0 : frost_buffer_bytes(b.buf);
         table += strip_session(b.name) + "|" + buffer_role_name(b.role) + "|" + std::to_string(b.bytes_per_position) +
-                 "|" + std::to_string(fixed) + "\n";
+                 "|" + std::to_string(fixed) + "|" + ops::dtype_name(b.dtype) + "\n";
     }
     d.layout_digest = util::sha256_hex(table.data(), table.size());
     return d;
@@ -126,6 +123,10 @@ std::string deployment_mismatch(const Deployment& cap, const Deployment& run) {
     };
     if (cap.model_digest != run.model_digest) return diff("model digest", cap.model_digest, run.model_digest);
     if (cap.dtype != run.dtype) return diff("dtype", cap.dtype, run.dtype);
+    if (cap.engine_abi == 1 && run.engine_abi != 1)
+        return diff("engine ABI", "1", std::to_string(run.engine_abi)) +
+               ": ABI 1 capsules record every state part as f32, also the bf16 KV and conv state of CUDA "
+               "engines, so their metadata cannot be trusted; re-create the capsule from its token ids";
     if (cap.engine_abi != run.engine_abi)
         return diff("engine ABI", std::to_string(cap.engine_abi), std::to_string(run.engine_abi));
     if (cap.alignment != run.alignment)
@@ -208,6 +209,9 @@ frost_status CapsuleManager::check_layout(const CapsuleMeta& meta, int session) 
         if (part->role != b.role || part->bytes != b.valid_bytes(meta.stored_boundary) ||
             part->bytes_per_position != b.bytes_per_position)
             return fail(FROST_ERR_INCOMPATIBLE, "capsule buffer %s does not match the session's layout", name.c_str());
+        if (part->dtype != ops::dtype_name(b.dtype))
+            return fail(FROST_ERR_INCOMPATIBLE, "capsule buffer %s holds %s, the session's is %s", name.c_str(),
+                        part->dtype.c_str(), ops::dtype_name(b.dtype));
     }
     return FROST_OK;
 }
@@ -285,10 +289,10 @@ frost_status CapsuleManager::snapshot_locked(int session, int64_t requested, con
         p.role = b.role;
         p.kind = kind_of(b);
         p.layer = b.layer;
-        p.dtype = p.kind == CapsulePartKind::Cursor ? "u8" : kStateDtype;
+        p.dtype = ops::dtype_name(b.dtype);
         p.bytes_per_position = b.bytes_per_position;
         p.bytes = b.valid_bytes(Pa);
-        p.shape = shape_of(engine_.config(), p.kind, p.bytes, Pa);
+        p.shape = shape_of(b, Pa);
         p.offset = at;
         at = round_page(at + p.bytes);
         m.parts.push_back(std::move(p));

@@ -20,7 +20,9 @@ namespace frost::model {
 
 // Version of the state semantics a capsule depends on (buffer set, cursor layout, kernels' state
 // format). Bump it whenever the engine's state buffers change meaning: old capsules are refused.
-constexpr uint32_t kCapsuleEngineAbi = 1;
+// 2: every part records its true dtype from the state layout (ABI 1 wrote "f32" for all parts,
+// wrong for the bf16 KV / conv state of CUDA engines): ABI 1 capsules are refused, saying so.
+constexpr uint32_t kCapsuleEngineAbi = 2;
 // The alignment unit A this build guarantees: restore at a multiple of A + append is bitwise equal
 // to a cold prefill (tests/model/test_capsule_alignment.cpp proves it for A = kGdnChunk).
 constexpr int kCapsuleAlignment = kGdnChunk;
@@ -34,7 +36,7 @@ bool parse_capsule_tier(const std::string& s, CapsuleTier* out);
 // Everything a capsule must match to be restored into a running engine (its fingerprint).
 struct Deployment {
     std::string model_digest;   // model_fingerprint(): SHA-256 over config.json + weight files
-    std::string dtype;          // dtype of the engine's state and compute ("f32")
+    std::string dtype;          // the engine's activation dtype ("f32" CPU, "bf16" CUDA)
     uint32_t engine_abi = 0;    // kCapsuleEngineAbi
     int alignment = 0;          // A
     int max_seq_len = 0;        // recorded; KV is stored per position, so any engine whose
@@ -58,7 +60,7 @@ struct CapsulePart {
     BufferRole role = BufferRole::State;
     CapsulePartKind kind = CapsulePartKind::Other;
     int layer = -1;
-    std::string dtype;              // "f32" or "u8" (the cursor record)
+    std::string dtype;              // the state layout's dtype: "f32", "bf16", or "u8" (the cursor record)
     std::vector<int64_t> shape;     // e.g. KV [P, Hkv, d]; recurrent [Hv, dk, dv]; conv [C, K-1]
     size_t bytes_per_position = 0;  // > 0 for KV caches
     size_t offset = 0;              // from the payload start; a multiple of kCapsulePageBytes

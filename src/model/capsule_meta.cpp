@@ -7,6 +7,7 @@
 
 #include "exec/error.h"
 #include "model/capsule_file.h"
+#include "ops/tensor.h"
 #include "util/sha256.h"
 
 namespace frost::model {
@@ -193,6 +194,10 @@ frost_status capsule_meta_from_json(const nlohmann::json& j, CapsuleMeta* out) {
                 return fail(FROST_ERR_CORRUPT, "capsule metadata: buffer %s has an unknown kind", p.name.c_str());
             p.layer = b.at("layer").get<int>();
             p.dtype = b.at("dtype").get<std::string>();
+            ops::DType dt;
+            if (!ops::dtype_from_name(p.dtype.c_str(), &dt))
+                return fail(FROST_ERR_CORRUPT, "capsule metadata: buffer %s has an unknown dtype %s", p.name.c_str(),
+                            p.dtype.c_str());
             p.shape = b.at("shape").get<std::vector<int64_t>>();
             p.bytes_per_position = b.at("bytes_per_position").get<uint64_t>();
             p.offset = b.at("offset").get<uint64_t>();

@@ -3,14 +3,32 @@
 #include "model/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "exec/error.h"
+#include "model/qwen35/shape_check.h"
 
 namespace frost::model {
 namespace {
 
 using kernels::StepCursor;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// A state buffer's view from its declared shape: [d0, d1] or [d0, d1, d2] contiguous.
+ops::Tensor view_of(void* p, const qwen35::StateSpec& s) {
+    if (s.shape.size() == 2) return ops::mat(p, s.dtype, s.shape[0], s.shape[1], s.shape[1]);
+    return ops::cube(p, s.dtype, s.shape[0], s.shape[1], s.shape[2]);
+}
+
+// Keeps the status of a failed call and prefixes its message; FROST_OK passes untouched.
+frost_status with_context(frost_status s, const std::string& context) {
+    return s == FROST_OK ? s : add_context(s, context);
+}
 
 constexpr size_t kCursorBytes = sizeof(StepCursor);
 constexpr size_t kSamplingOffset = offsetof(StepCursor, sample_mode);
@@ -36,6 +54,7 @@ Engine::~Engine() {
     session_bufs_.clear();
     scratch_bufs_.reset();
     weight_bufs_.reset();
+    backend_.reset();
     if (stream_) frost_stream_destroy(stream_);
     if (ctx_) frost_ctx_destroy(ctx_);
 }
@@ -68,8 +87,7 @@ frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
     const auto unsupported = cfg_.unsupported_features();
     for (const auto& f : unsupported)
         if (f.find("MTP") == std::string::npos)  // an unused MTP head does not change the LM
-            return fail(FROST_ERR_UNSUPPORTED, "engine: the dense fp32 engine does not execute %s",
-                        f.c_str());
+            return fail(FROST_ERR_UNSUPPORTED, "engine: the dense engine does not execute %s", f.c_str());
     if (opts.prefill_chunk <= 0 || opts.prefill_chunk % kGdnChunk)
         return fail(FROST_ERR_INVALID_ARG, "engine: prefill_chunk must be a positive multiple of %d, got %d",
                     kGdnChunk, opts.prefill_chunk);
@@ -79,20 +97,33 @@ frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
     if (cfg_.intermediate_size <= 0 || cfg_.rotary_dim <= 0 || cfg_.num_layers <= 0 ||
         static_cast<int>(w.layers.size()) != cfg_.num_layers)
         return fail(FROST_ERR_INVALID_ARG, "engine: config lacks a dense MLP width, rotary dim or layers");
+    if (opts.backend == FROST_BACKEND_CUDA) {
+        if (opts.trace)
+            return fail(FROST_ERR_UNSUPPORTED, "cuda engine: activation tracing (EngineOptions::trace) is CPU-only");
+        FROST_TRY(qwen35::check_cuda_shapes(cfg_));
+    }
     FROST_TRY(frost_ctx_create(opts.backend, opts.device, &ctx_));
     FROST_TRY(frost_stream_create(ctx_, 0, &stream_));
-    if (opts.backend == FROST_BACKEND_CUDA) {
-        FROST_TRY(CudaBuild::init(*this, w));  // engine_cuda.cpp
-        return alloc_prompt_staging();
-    }
-    FROST_TRY(alloc_weights(w));
+    FROST_TRY(ops::Backend::create(ctx_, stream_, &backend_));
+    prec_ = qwen35::precision_for(backend_->act_dtype());
+    info_.active = opts.backend == FROST_BACKEND_CUDA;
+
+    const auto t_weights = Clock::now();
+    weight_bufs_ = std::make_unique<BufferList>(ctx_);
+    FROST_TRY(qwen35::bind_weights(ctx_, stream_, cfg_, w, prec_, weight_bufs_.get(), &weights_));
+    info_.weights_ms = ms_since(t_weights);
+    info_.weight_bytes = weight_bufs_->total_bytes();
+
     FROST_TRY(alloc_scratch());
     for (int i = 0; i < opts.sessions; ++i) FROST_TRY(alloc_session(i));
-    for (int i = 0; i < opts.sessions; ++i) {
-        FROST_TRY(capture_session(i));
-        FROST_TRY(reset(i));
-    }
-    return alloc_prompt_staging();
+    FROST_TRY(frost_stream_sync(stream_));
+    const auto t_capture = Clock::now();
+    for (int i = 0; i < opts.sessions; ++i) FROST_TRY(capture_session(i));
+    info_.capture_ms = ms_since(t_capture);
+    for (int i = 0; i < opts.sessions; ++i) FROST_TRY(reset(i));
+    FROST_TRY(alloc_prompt_staging());
+    info_.scratch_bytes = scratch_bufs_->total_bytes() + backend_->owned_bytes();
+    return FROST_OK;
 }
 
 frost_status Engine::alloc_prompt_staging() {
@@ -102,49 +133,51 @@ frost_status Engine::alloc_prompt_staging() {
                               FROST_SPACE_HOST_PINNED);
 }
 
+// Shared scratch for C_p rows in the backend's activation dtype (fp32 logits, beta / g and work
+// areas), the backend's own work areas, and the host staging area.
 frost_status Engine::alloc_scratch() {
     scratch_bufs_ = std::make_unique<BufferList>(ctx_);
     BufferList& L = *scratch_bufs_;
-    const int R = opts_.prefill_chunk, H = cfg_.hidden_size, V = cfg_.vocab_size;
-    int proj = 2 * cfg_.intermediate_size, core = 1;
-    if (cfg_.num_linear_layers() > 0) {
-        proj = std::max(proj, cfg_.conv_dim() + cfg_.lin_v_dim() + 2 * cfg_.lin_num_v_heads);
-        core = std::max(core, cfg_.lin_v_dim());
-    }
-    if (cfg_.num_full_layers() > 0) {
-        proj = std::max(proj, 2 * cfg_.num_heads * cfg_.head_dim + 2 * cfg_.num_kv_heads * cfg_.head_dim);
-        core = std::max(core, cfg_.num_heads * cfg_.head_dim);
-    }
-    ScratchPtrs& s = scratch_;
-    s.proj_width = proj;
-    s.core_width = core;
-    s.logit_rows = opts_.logits_all ? R : 1;
-    const size_t F4 = sizeof(float);
-    frost_buffer* b = nullptr;
-    auto fl = [&](const char* name, size_t n, float** p) -> frost_status {
-        FROST_TRY(L.add(std::string("scratch.") + name, BufferRole::Scratch, n * F4, &b));
-        *p = static_cast<float*>(frost_buffer_ptr(b));
+    const qwen35::Dims d = qwen35::dims_of(cfg_, prec_);
+    const size_t R = opts_.prefill_chunk, H = cfg_.hidden_size, V = cfg_.vocab_size;
+    const size_t Hv = std::max(1, cfg_.lin_num_v_heads);
+    const size_t logit_rows = opts_.logits_all ? R : 1;
+    const ops::DType act = prec_.act, f32 = ops::DType::F32, i32 = ops::DType::I32;
+    frost_buffer* last = nullptr;
+    // A view of `count` elements (none when count is 0 and `optional`).
+    auto add = [&](const char* name, ops::DType t, size_t count, ops::Tensor* out, bool optional = false) {
+        if (count == 0 && optional) return FROST_OK;
+        const size_t bytes = std::max<size_t>(1, count) * ops::dtype_bits(t) / 8;
+        FROST_TRY(L.add(std::string("scratch.") + name, BufferRole::Scratch, bytes, &last));
+        *out = ops::vec(frost_buffer_ptr(last), t, int64_t(std::max<size_t>(1, count)));
         return FROST_OK;
     };
-    FROST_TRY(L.add("scratch.ids", BufferRole::Scratch, sizeof(int32_t) * R, &scratch_ids_buf_));
-    s.ids = static_cast<int32_t*>(frost_buffer_ptr(scratch_ids_buf_));
-    FROST_TRY(fl("x", size_t(R) * H, &s.x));
-    FROST_TRY(fl("xn", size_t(R) * H, &s.xn));
-    FROST_TRY(fl("proj", size_t(R) * proj, &s.proj));
-    FROST_TRY(fl("conv_out", size_t(R) * std::max(1, cfg_.conv_dim()), &s.conv_out));
-    FROST_TRY(fl("beta", size_t(R) * std::max(1, cfg_.lin_num_v_heads), &s.beta));
-    FROST_TRY(fl("g", size_t(R) * std::max(1, cfg_.lin_num_v_heads), &s.g));
-    FROST_TRY(fl("core", size_t(R) * core, &s.core));
-    FROST_TRY(fl("core2", size_t(R) * std::max(1, cfg_.lin_v_dim()), &s.core2));
-    FROST_TRY(fl("act", size_t(R) * cfg_.intermediate_size, &s.act));
-    FROST_TRY(fl("fin", size_t(s.logit_rows) * H, &s.fin));
-    FROST_TRY(fl("logits", size_t(s.logit_rows) * V, &s.logits));
-    logits_buf_ = b;
-    FROST_TRY(fl("sample_work", size_t(2) * V, &s.sample_work));
-    FROST_TRY(L.add("scratch.sample_idx", BufferRole::Scratch, sizeof(int32_t) * V, &b));
-    s.sample_idx = static_cast<int32_t*>(frost_buffer_ptr(b));
-    FROST_TRY(L.add("scratch.out_token", BufferRole::Scratch, sizeof(int32_t), &out_token_buf_));
-    s.out_token = static_cast<int32_t*>(frost_buffer_ptr(out_token_buf_));
+    qwen35::ScratchViews& s = scratch_;
+    ops::Tensor ids, out_token;
+    FROST_TRY(add("ids", i32, R, &ids));
+    scratch_ids_buf_ = last;
+    s.ids = ids.as<int32_t>();
+    FROST_TRY(add("h", act, R * H, &s.h));
+    FROST_TRY(add("x", act, R * H, &s.x));
+    FROST_TRY(add("proj", act, R * d.proj_width, &s.proj));
+    FROST_TRY(add("conv_out", act, R * std::max(1, cfg_.conv_dim()), &s.conv_out));
+    FROST_TRY(add("beta", f32, R * Hv, &s.beta));
+    FROST_TRY(add("g", f32, R * Hv, &s.g));
+    FROST_TRY(add("core", act, R * d.core_width, &s.core));
+    FROST_TRY(add("gated", act, R * std::max(1, cfg_.lin_v_dim()), &s.gated));
+    FROST_TRY(add("act", act, R * cfg_.intermediate_size, &s.act));
+    FROST_TRY(add("fin", act, logit_rows * H, &s.fin));
+    FROST_TRY(add("logits", f32, logit_rows * V, &s.logits));
+    logits_buf_ = last;
+    FROST_TRY(add("gdn_work", f32, backend_->gdn_work_floats(int(Hv), int(R)), &s.gdn_work, true));
+    FROST_TRY(add("attn_work", f32,
+                  backend_->attn_work_floats(std::max(1, cfg_.num_heads), opts_.max_seq_len, int(R)), &s.attn_work,
+                  true));
+    FROST_TRY(add("sample_work", f32, backend_->sample_work_floats(int(V)), &s.sample_work));
+    FROST_TRY(add("sample_idx", i32, backend_->sample_idx_ints(int(V)), &s.sample_idx, true));
+    FROST_TRY(add("out_token", i32, 1, &out_token));
+    out_token_buf_ = last;
+    s.out_token = out_token.as<int32_t>();
     // Host staging: [ids (R int32) | cursor fields (64 B) | token read-back (4 B)].
     FROST_TRY(L.add("staging", BufferRole::Scratch, sizeof(int32_t) * R + kCursorBytes + sizeof(int32_t),
                     &staging_, -1, 0, FROST_SPACE_HOST_PINNED));
@@ -152,65 +185,174 @@ frost_status Engine::alloc_scratch() {
         auto add_trace = [&](const std::string& name, int layer, int width) -> frost_status {
             TraceEntry t{name, layer, width, nullptr};
             FROST_TRY(L.add("trace." + name + "." + std::to_string(layer), BufferRole::Scratch,
-                            F4 * size_t(R) * width, &t.buf));
+                            sizeof(float) * R * width, &t.buf));
             trace_.push_back(t);
             return FROST_OK;
         };
-        FROST_TRY(add_trace("embed", -1, H));
+        FROST_TRY(add_trace("embed", -1, int(H)));
         for (int l = 0; l < cfg_.num_layers; ++l) {
             if (cfg_.is_linear(l))
                 FROST_TRY(add_trace("gdn_out", l, cfg_.lin_v_dim()));
             else
                 FROST_TRY(add_trace("attn_out", l, cfg_.num_heads * cfg_.head_dim));
-            FROST_TRY(add_trace("mixer_residual", l, H));
-            FROST_TRY(add_trace("layer_out", l, H));
+            FROST_TRY(add_trace("mixer_residual", l, int(H)));
+            FROST_TRY(add_trace("layer_out", l, int(H)));
         }
+        trace_hook_ = [this](frost_stream* st, const char* name, int layer, const ops::Tensor& src) {
+            return trace_copy(st, name, layer, src);
+        };
     }
     return FROST_OK;
 }
 
+// Debug copy-out of a named activation (habit 7): the rows of the step into its trace buffer.
+frost_status Engine::trace_copy(frost_stream* st, const char* name, int layer, const ops::Tensor& src) {
+    for (const auto& t : trace_) {
+        if (t.name != name || t.layer != layer) continue;
+        const uint8_t* p = static_cast<const uint8_t*>(src.data);
+        for (const auto& b : scratch_bufs_->list()) {
+            const uint8_t* base = static_cast<const uint8_t*>(frost_buffer_ptr(b.buf));
+            if (p < base || p >= base + frost_buffer_bytes(b.buf)) continue;
+            const size_t bytes = size_t(src.rows()) * size_t(src.shape[1]) * ops::dtype_bits(src.dtype) / 8;
+            return frost_buffer_copy(t.buf, 0, b.buf, size_t(p - base), bytes, st);
+        }
+        return fail(FROST_ERR_STATE, "trace %s: source is not a scratch buffer", name);
+    }
+    return FROST_OK;
+}
+
+// One session: every buffer the state layout declares (names, roles, kinds, dtypes, shapes), the
+// views the forward reads, its graph and the host mirrors.
 frost_status Engine::alloc_session(int index) {
     auto list = std::make_unique<BufferList>(ctx_);
-    SessionPtrs sp{};
+    qwen35::SessionViews sv;
+    const int L = cfg_.num_layers;
+    sv.conv.assign(L, ops::Tensor{});
+    sv.rec.assign(L, ops::Tensor{});
+    sv.k_cache.assign(L, ops::Tensor{});
+    sv.v_cache.assign(L, ops::Tensor{});
     // (built with append: GCC 12 warns falsely (-Wrestrict) on "s" + std::to_string(...))
     std::string pre = "s";
     pre.append(std::to_string(index)).append(".");
-    FROST_TRY(list->add(pre + "cursor", BufferRole::Cursor, kCursorBytes, &sp.cursor_buf));
-    sp.cursor = static_cast<StepCursor*>(frost_buffer_ptr(sp.cursor_buf));
-    const int L = cfg_.num_layers;
-    sp.conv_state.assign(L, nullptr);
-    sp.rec_state.assign(L, nullptr);
-    sp.k_cache.assign(L, nullptr);
-    sp.v_cache.assign(L, nullptr);
-    frost_buffer* b = nullptr;
-    for (int l = 0; l < L; ++l) {
-        const std::string lp = pre + "layer" + std::to_string(l) + ".";
-        if (cfg_.is_linear(l)) {
-            const size_t conv = size_t(cfg_.conv_dim()) * (cfg_.conv_kernel - 1) * sizeof(float);
-            FROST_TRY(list->add(lp + "conv_state", BufferRole::State, conv, &b, l));
-            sp.conv_state[l] = static_cast<float*>(frost_buffer_ptr(b));
-            const size_t rec = size_t(cfg_.lin_num_v_heads) * cfg_.lin_k_head_dim *
-                               cfg_.lin_v_head_dim * sizeof(float);
-            FROST_TRY(list->add(lp + "recurrent_state", BufferRole::State, rec, &b, l));
-            sp.rec_state[l] = static_cast<float*>(frost_buffer_ptr(b));
-        } else {
-            const size_t per_pos = size_t(cfg_.num_kv_heads) * cfg_.head_dim * sizeof(float);
-            const size_t bytes = per_pos * opts_.max_seq_len;
-            FROST_TRY(list->add(lp + "k_cache", BufferRole::State, bytes, &b, l, per_pos));
-            sp.k_cache[l] = static_cast<float*>(frost_buffer_ptr(b));
-            FROST_TRY(list->add(lp + "v_cache", BufferRole::State, bytes, &b, l, per_pos));
-            sp.v_cache[l] = static_cast<float*>(frost_buffer_ptr(b));
+    frost_buffer* cursor_buf = nullptr;
+    for (const qwen35::StateSpec& spec : qwen35::state_layout(cfg_, prec_, opts_.max_seq_len)) {
+        frost_buffer* b = nullptr;
+        FROST_TRY(list->add(pre + spec.name, spec.role, spec.bytes(), &b, spec.layer, spec.bytes_per_position()));
+        NamedBuffer& nb = list->back();
+        nb.dtype = spec.dtype;
+        nb.kind = spec.kind;
+        nb.shape = spec.shape;
+        void* p = frost_buffer_ptr(b);
+        switch (spec.kind) {
+            case StateKind::Cursor:
+                sv.cursor = static_cast<StepCursor*>(p);
+                cursor_buf = b;
+                break;
+            case StateKind::Conv: sv.conv[spec.layer] = view_of(p, spec); break;
+            case StateKind::Recurrent: sv.rec[spec.layer] = view_of(p, spec); break;
+            case StateKind::Kv:
+                (spec.name.find("v_cache") != std::string::npos ? sv.v_cache : sv.k_cache)[spec.layer] =
+                    view_of(p, spec);
+                break;
+            case StateKind::None: break;
         }
     }
+    if (!cursor_buf) return fail(FROST_ERR_STATE, "engine: the state layout declares no cursor");
     frost_graph* g = nullptr;
     FROST_TRY(frost_graph_create(ctx_, (pre + "steps").c_str(), 0, &g));
     graphs_.push_back(g);
-    sessions_.push_back(std::move(sp));
+    info_.session_bytes = list->total_bytes();
+    sessions_.push_back(std::move(sv));
+    cursor_bufs_.push_back(cursor_buf);
     session_bufs_.push_back(std::move(list));
     host_pos_.push_back(0);
     journal_.emplace_back();
     last_token_.push_back(0);
     return FROST_OK;
+}
+
+frost_status Engine::record(int session, int rows, bool decode, const ops::OpObserver* observer, frost_stream* st,
+                            bool dry_run, int64_t context) {
+    const ops::Exec ex{st, backend_.get(), observer, dry_run, context};
+    qwen35::StepSpec step;
+    step.rows = rows;
+    step.decode = decode;
+    step.logits_all = opts_.logits_all;
+    step.rope_inv_freq_bf16 = opts_.rope_inv_freq_bf16;
+    return qwen35::record_step(ex, cfg_, weights_, scratch_, sessions_[session], step,
+                               opts_.trace && !dry_run ? &trace_hook_ : nullptr);
+}
+
+frost_status Engine::step_cost(int rows, bool decode, int64_t pos, ops::OpCost* out) {
+    if (!out) return fail(FROST_ERR_INVALID_ARG, "step_cost: out is null");
+    *out = ops::OpCost{};
+    const ops::OpObserver sum = [out](const ops::OpRecord& r) { out->add(r.cost); };
+    // Keys per attention row: the causal average over the step's rows.
+    const int64_t context = decode ? pos + 1 : pos + (rows + 1) / 2;
+    return record(0, rows, decode, &sum, stream_, true, std::max<int64_t>(1, context));
+}
+
+frost_status Engine::prefill_cost(int64_t n, ops::OpCost* out) {
+    if (!out) return fail(FROST_ERR_INVALID_ARG, "prefill_cost: out is null");
+    ops::OpCost total;
+    for (int64_t pos = 0; pos < n;) {
+        const int64_t take = std::min<int64_t>(opts_.prefill_chunk - pos % opts_.prefill_chunk, n - pos);
+        const int bucket = int((take + kGdnChunk - 1) / kGdnChunk * kGdnChunk);
+        ops::OpCost c;
+        FROST_TRY(step_cost(bucket, false, pos, &c));
+        total.add(c);
+        pos += take;
+    }
+    *out = total;
+    return FROST_OK;
+}
+
+frost_shape_key step_key(bool decode, int rows) {
+    return (static_cast<frost_shape_key>(decode ? 1 : 0) << 32) | static_cast<uint32_t>(rows);
+}
+
+// Every step graph is captured here, at load, never on a request's path: per session one graph
+// per prefill bucket (64, 128, ..., C_p) and ONE decode graph that serves every position.
+frost_status Engine::capture_session(int index) {
+    struct Job {
+        Engine* e;
+        int session, rows;
+        bool decode;
+    };
+    auto fn = [](void* user, frost_stream* st) -> frost_status {
+        const Job* j = static_cast<const Job*>(user);
+        return j->e->record(j->session, j->rows, j->decode, nullptr, st);
+    };
+    frost_graph* g = graphs_[index];
+    for (int rows = kGdnChunk; rows <= opts_.prefill_chunk; rows += kGdnChunk) {
+        Job j{this, index, rows, false};
+        FROST_TRY(with_context(frost_graph_capture(g, step_key(false, rows), stream_, fn, &j),
+                               "engine: capture of prefill bucket " + std::to_string(rows)));
+    }
+    Job j{this, index, 1, true};
+    return with_context(frost_graph_capture(g, step_key(true, 1), stream_, fn, &j),
+                        "engine: capture of the decode graph");
+}
+
+frost_status Engine::record_ops(int session, int rows, bool decode, const ops::OpObserver& observer) {
+    FROST_TRY(check_session(session));
+    if (decode ? rows != 1 : (rows <= 0 || rows % kGdnChunk || rows > opts_.prefill_chunk))
+        return fail(FROST_ERR_INVALID_ARG, "record_ops: rows %d is not a %s bucket", rows, decode ? "decode" : "prefill");
+    // A prefill step of a full bucket; the cursor is put back afterwards, so the replays run at the
+    // step's position (and the host mirrors stay true); the state buffers keep the step's writes.
+    StepCursor c0{};
+    FROST_TRY(read_cursor(session, &c0));
+    StepCursor c = c0;
+    if (!decode) {
+        c.n_tokens = rows;  // a full bucket of token id 0 (the ids area may hold anything)
+        FROST_TRY(frost_buffer_fill(scratch_ids_buf_, 0, 0, sizeof(int32_t) * size_t(rows), stream_));
+    }
+    FROST_TRY(write_cursor_field(session, 0, &c, sizeof c));
+    const int64_t pos = host_pos_[session];  // costs at the step's context (as step_cost)
+    FROST_TRY(record(session, rows, decode, &observer, stream_, false, decode ? pos + 1 : pos + (rows + 1) / 2));
+    FROST_TRY(frost_stream_sync(stream_));
+    FROST_TRY(write_cursor_field(session, 0, &c0, sizeof c0));
+    return frost_stream_sync(stream_);
 }
 
 frost_status Engine::check_session(int session) const {
@@ -223,7 +365,7 @@ frost_status Engine::write_cursor_field(int session, size_t offset, const void* 
     uint8_t* st = static_cast<uint8_t*>(frost_buffer_ptr(staging_));
     const size_t area = sizeof(int32_t) * opts_.prefill_chunk;
     std::memcpy(st + area + offset, src, bytes);
-    return frost_buffer_copy(sessions_[session].cursor_buf, offset, staging_, area + offset, bytes, stream_);
+    return frost_buffer_copy(cursor_bufs_[session], offset, staging_, area + offset, bytes, stream_);
 }
 
 frost_status Engine::reset(int session, const SamplingConfig& sampling) {
@@ -335,7 +477,7 @@ frost_status Engine::prefill_pipelined(int session, const int32_t* ids, size_t n
     const size_t counts_off = size_t(opts_.max_seq_len);
     std::memcpy(prompt, ids, sizeof(int32_t) * n);
     const int64_t Cp = opts_.prefill_chunk;
-    frost_buffer* cursor = sessions_[session].cursor_buf;
+    frost_buffer* cursor = cursor_bufs_[session];
     size_t done = 0, chunk = 0;
     int64_t pos = host_pos_[session];
     while (done < n) {
@@ -395,7 +537,7 @@ frost_status Engine::last_logits(int session, std::vector<float>* out) {
 
 frost_status Engine::read_cursor(int session, StepCursor* out) {
     FROST_TRY(check_session(session));
-    return read_back(ctx_, stream_, sessions_[session].cursor_buf, 0, out, sizeof(StepCursor));
+    return read_back(ctx_, stream_, cursor_bufs_[session], 0, out, sizeof(StepCursor));
 }
 
 int64_t Engine::position(int session) const {
@@ -420,6 +562,23 @@ frost_status Engine::adopt_restored_state(int session, const std::vector<int32_t
     return FROST_OK;
 }
 
+frost_status Engine::fork(int src, int dst) {
+    FROST_TRY(check_session(src));
+    FROST_TRY(check_session(dst));
+    if (src == dst) return fail(FROST_ERR_INVALID_ARG, "fork: session %d is both source and target", src);
+    const auto& from = session_bufs_[src]->list();
+    const auto& to = session_bufs_[dst]->list();
+    FROST_TRY(frost_stream_sync(stream_));
+    const int64_t pos = host_pos_[src];
+    for (size_t i = 0; i < from.size(); ++i)  // one layout: same order, sizes and dtypes
+        FROST_TRY(frost_buffer_copy(to[i].buf, 0, from[i].buf, 0, from[i].valid_bytes(pos), stream_));
+    FROST_TRY(frost_stream_sync(stream_));
+    host_pos_[dst] = pos;
+    journal_[dst] = journal_[src];
+    last_token_[dst] = last_token_[src];
+    return FROST_OK;
+}
+
 std::vector<NamedBuffer> Engine::state_buffers(int session) const {
     if (session < 0 || session >= sessions()) return {};
     return session_bufs_[session]->list();
@@ -441,6 +600,22 @@ frost_status Engine::read_trace(const std::string& name, int layer, std::vector<
     }
     return fail(FROST_ERR_NOT_FOUND, "trace: no activation %s at layer %d (engine built with trace=%d)",
                 name.c_str(), layer, opts_.trace ? 1 : 0);
+}
+
+uint64_t Engine::weight_bytes() const { return weight_bufs_ ? weight_bufs_->total_bytes() : 0; }
+
+CudaEngineInfo Engine::info() const {
+    CudaEngineInfo i = info_;
+    i.graphs = 0;
+    for (frost_graph* g : graphs_) i.graphs += frost_graph_variant_count(g);
+    i.captures = capture_count();
+    i.gemm_plans = backend_ ? backend_->gemm_plans() : 0;
+    return i;
+}
+
+CudaEngineInfo cuda_engine_info(const Engine& e) {
+    CudaEngineInfo i = e.info();
+    return i.active ? i : CudaEngineInfo{};
 }
 
 uint64_t Engine::capture_count() const {

@@ -1,7 +1,10 @@
-// The Qwen3.5 dense hybrid LM engine (architecture.md "The engine"): fp32 weights in frost
-// buffers, one static BufferSet per session, prefill in chunk-size-bucket graphs (64..C_p), one
-// captured decode graph per session replayed per token, sampling on the device. The host writes
-// token ids (and the count of a prefill chunk) into input buffers and reads back one token id.
+// The Qwen3.5 dense hybrid LM engine (architecture.md "The engine"), one engine for every
+// backend: the op table comes from the context's backend (ops::Backend), dtypes from the state
+// layout and weight table (qwen35/layout.h, qwen35/weight_table.h), and the one forward
+// (qwen35/forward.cpp) is captured per session into chunk-size-bucket prefill graphs (64..C_p)
+// and one decode graph replayed per token, sampling on the device. The host writes token ids
+// (and the count of a prefill chunk) into input buffers and reads back one token id. The engine
+// owns every mutation of live state (reset, restore adoption, fork).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -13,11 +16,13 @@
 #include "model/buffers.h"
 #include "model/config.h"
 #include "model/engine_cuda.h"
+#include "model/qwen35/forward.h"
 #include "model/weights.h"
+#include "ops/ops.h"
 
 namespace frost::model {
 
-constexpr int kGdnChunk = 64;  // gated-delta-rule chunk = alignment unit A this build guarantees
+constexpr int kGdnChunk = qwen35::kGdnChunk;  // gated-delta-rule chunk = alignment unit A this build guarantees
 
 struct EngineOptions {
     frost_backend backend = FROST_BACKEND_CPU;
@@ -98,6 +103,11 @@ public:
     // and nothing changes) and `ids` as the journal.
     frost_status adopt_restored_state(int session, const std::vector<int32_t>& ids);
 
+    // Live fork: copies session `src`'s state + cursor (the valid bytes of every state-layout
+    // buffer) into session `dst` on the device, with its position, last token and journal. The
+    // sampling settings travel with the cursor (set_sampling afterwards to change them).
+    frost_status fork(int src, int dst);
+
     // Every buffer of the session (state + cursor + the scratch it uses) and the shared weights.
     std::vector<NamedBuffer> buffers(int session) const;
     // The session's state + cursor buffers only: what a capsule snapshots.
@@ -109,80 +119,50 @@ public:
     // Graph captures so far (all sessions): unchanged by prefill/decode once warmed up.
     uint64_t capture_count() const;
     uint64_t weight_bytes() const;
+    // Load figures of this engine (any backend; `active` is true on CUDA).
+    CudaEngineInfo info() const;
+    // The backend object the ops dispatch to (op table, per-engine backend state).
+    ops::Backend& backend() const { return *backend_; }
+
+    // Enqueues one step of the session's forward directly on the engine's stream (no graph),
+    // telling `observer` every op it launches (costs at the session's position) with a replay
+    // closure: the per-op bench times the model's own recorded ops with it. A prefill step covers
+    // the whole bucket. The step RUNS: its state writes stay (reset the session before reuse); the
+    // cursor is put back, so replays run at the step's position.
+    frost_status record_ops(int session, int rows, bool decode, const ops::OpObserver& observer);
+    // Bytes and FLOPs of one step (the ops' cost model) with the step's rows at position `pos`,
+    // without running anything; prefill_cost sums the chunks of an n-token prefill from 0.
+    frost_status step_cost(int rows, bool decode, int64_t pos, ops::OpCost* out);
+    frost_status prefill_cost(int64_t n, ops::OpCost* out);
 
 private:
     Engine() = default;
     frost_status init(const ModelWeights& w, const EngineOptions& opts);
-    frost_status alloc_weights(const ModelWeights& w);
     frost_status alloc_scratch();
     frost_status alloc_session(int index);
     frost_status capture_session(int index);
+    frost_status record(int session, int rows, bool decode, const ops::OpObserver* observer, frost_stream* st,
+                        bool dry_run = false, int64_t context = 0);
+    frost_status trace_copy(frost_stream* st, const char* name, int layer, const ops::Tensor& src);
     frost_status run_chunk(int session, const int32_t* ids, int n, bool decode_graph);
     frost_status prefill_pipelined(int session, const int32_t* ids, size_t n);
     frost_status alloc_prompt_staging();
     frost_status check_session(int session) const;
     frost_status write_cursor_field(int session, size_t offset, const void* src, size_t bytes);
-    friend struct ForwardRecorder;
-    friend struct CudaBuild;  // engine_cuda.cpp: the CUDA path fills the same registry
 
-public:
-    // Device pointers of the converted weights and the static buffers (forward.cpp reads them).
-    struct LayerPtrs {
-        const float* in_ln;       // [H]
-        const float* post_ln;     // [H]
-        const float* in_proj;     // linear: [C + V + 2Hv, H] = [qkv; z; b; a]; full: [2Hq d + 2Hkv d, H]
-        const float* conv_w;      // [C, K] (linear)
-        const float* A_log;       // [Hv]
-        const float* dt_bias;     // [Hv]
-        const float* gdn_norm;    // [dv]
-        const float* out_proj;    // linear [H, V]; full o_proj [H, Hq d]
-        const float* q_norm;      // [d] (full)
-        const float* k_norm;      // [d] (full)
-        const float* gate_up;     // [2F, H]
-        const float* down;        // [H, F]
-    };
-    struct SessionPtrs {
-        kernels::StepCursor* cursor;
-        std::vector<float*> conv_state;  // per layer [C, K-1] (linear layers; null otherwise)
-        std::vector<float*> rec_state;   // per layer [Hv, dk, dv]
-        std::vector<float*> k_cache;     // per layer [max_seq, Hkv, d] (full layers)
-        std::vector<float*> v_cache;
-        frost_buffer* cursor_buf = nullptr;
-    };
-    struct ScratchPtrs {
-        int32_t* ids;        // [C_p]
-        float* x;            // [C_p, H] residual stream
-        float* xn;           // [C_p, H]
-        float* proj;         // [C_p, proj_width]
-        float* conv_out;     // [C_p, C]
-        float* beta;         // [C_p, Hv]
-        float* g;            // [C_p, Hv]
-        float* core;         // [C_p, max(V, Hq d)]
-        float* core2;        // [C_p, V]
-        float* act;          // [C_p, F]
-        float* fin;          // [logit_rows, H]
-        float* logits;       // [logit_rows, vocab]
-        float* sample_work;  // [2 vocab]
-        int32_t* sample_idx; // [vocab]
-        int32_t* out_token;  // [1]
-        int proj_width = 0;
-        int core_width = 0;
-        int logit_rows = 0;
-    };
-
-private:
     ModelConfig cfg_;
     EngineOptions opts_;
     frost_ctx* ctx_ = nullptr;
     frost_stream* stream_ = nullptr;
+    std::unique_ptr<ops::Backend> backend_;
+    qwen35::Precision prec_;
     std::unique_ptr<BufferList> weight_bufs_, scratch_bufs_;
     std::vector<std::unique_ptr<BufferList>> session_bufs_;
-    const float* embed_ = nullptr;       // [vocab, H]
-    const float* final_norm_ = nullptr;  // [H]
-    const float* lm_head_ = nullptr;     // [vocab, H]
-    std::vector<LayerPtrs> layers_;
-    ScratchPtrs scratch_{};
-    std::vector<SessionPtrs> sessions_;
+    qwen35::WeightViews weights_;
+    qwen35::ScratchViews scratch_;
+    std::vector<qwen35::SessionViews> sessions_;
+    std::vector<frost_buffer*> cursor_bufs_;   // per session: its cursor buffer
+    qwen35::TraceHook trace_hook_;
     std::vector<int64_t> host_pos_;      // host mirror of each cursor's position
     std::vector<std::vector<int32_t>> journal_;  // per session: ids folded into the state
     std::vector<int32_t> last_token_;    // host mirror of each cursor's last_token
@@ -196,7 +176,7 @@ private:
     frost_buffer* out_token_buf_ = nullptr;
     frost_buffer* logits_buf_ = nullptr;
     int last_rows_ = 0;                  // rows of the last step (trace read-back)
-    std::unique_ptr<CudaState, CudaStateDeleter> cuda_;  // CUDA backend only (engine_cuda.h)
+    CudaEngineInfo info_;                // load figures (weights_ms, capture_ms, bytes)
 };
 
 // ShapeKey of a step graph: phase (prefill/decode) and rows of the bucket.

@@ -1,215 +1,198 @@
-// Op dispatch for every kernel family: record-time checks of the params, the cost estimate, then
-// the CPU host launch (kernel runs from a copy of the params) or the CUDA table's launcher.
+// The one dispatch point of the ops layer: record-time checks of each op's params, the observer
+// hook (cost + a replay closure), then the Backend's table entry for the op.
 #include "ops/ops.h"
 
 #include "exec/error.h"
-#include "kernels/cpu/kernels.h"
 
 namespace frost::ops {
-namespace {
 
-bool is_cuda(frost_stream* s) {
-    return frost_ctx_backend(frost_stream_ctx(s)) == FROST_BACKEND_CUDA;
+const char* op_name(OpKind k) {
+    switch (k) {
+        case OpKind::Embed: return "embed";
+        case OpKind::AddRmsNorm: return "add_rmsnorm";
+        case OpKind::QkNormRope: return "qk_norm_rope";
+        case OpKind::Conv1dSiluL2: return "conv1d_silu_l2";
+        case OpKind::GdnGate: return "gdn_gate";
+        case OpKind::GdnChunk: return "gdn_chunk";
+        case OpKind::GdnStep: return "gdn_step";
+        case OpKind::GatedRmsNorm: return "gated_rmsnorm";
+        case OpKind::KvAppend: return "kv_append";
+        case OpKind::AttentionPrefill: return "attention_prefill";
+        case OpKind::AttentionDecode: return "attention_decode";
+        case OpKind::Gemm: return "gemm";
+        case OpKind::Swiglu: return "swiglu";
+        case OpKind::Sample: return "sample";
+        case OpKind::Cursor: return "cursor";
+        case OpKind::Count: break;
+    }
+    return "unknown";
 }
 
+namespace {
+
 // Fails with a message naming the op and the broken rule.
-#define OP_REQUIRE(cond, name)                                                                 \
-    do {                                                                                       \
-        if (!(cond))                                                                           \
+#define OP_REQUIRE(cond, name)                                                                     \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
             return ::frost::fail(FROST_ERR_INVALID_ARG, "op_%s: invalid params: %s", name, #cond); \
     } while (0)
 
-constexpr double kF = sizeof(float);
-
-OpCost cost_of(const EmbedParams& p) { return {0, 2.0 * kF * p.max_rows * p.dim}; }
-OpCost cost_of(const RmsNormParams& p) {
-    const double n = static_cast<double>(p.last_row_only ? 1 : p.max_rows) * p.heads * p.dim;
-    return {4 * n, 2 * kF * n};
-}
-OpCost cost_of(const GatedRmsNormParams& p) {
-    const double n = static_cast<double>(p.max_rows) * p.heads * p.dim;
-    return {8 * n, 3 * kF * n};
-}
-OpCost cost_of(const GemmParams& p) {
-    const double m = p.max_rows, k = p.K, n = p.N;
-    return {2 * m * n * k, kF * (n * k + m * k + m * n * (p.accumulate ? 2 : 1))};
-}
-OpCost cost_of(const Conv1dParams& p) {
-    const double n = static_cast<double>(p.max_rows) * p.channels;
-    return {2.0 * n * p.kernel, 2 * kF * n};
-}
-OpCost cost_of(const L2NormParams& p) {
-    const double n = static_cast<double>(p.max_rows) * p.heads * p.dim;
-    return {3 * n, 2 * kF * n};
-}
-OpCost cost_of(const GdnGateParams& p) {
-    const double n = static_cast<double>(p.max_rows) * p.heads;
-    return {10 * n, 4 * kF * n};
-}
-OpCost cost_gdn(const GdnParams& p, bool chunked) {
-    const double rows = p.max_rows, kv = static_cast<double>(p.dk) * p.dv;
-    const double state = kF * p.Hv * kv;
-    const double per_token = chunked ? 8 * kv + 2.0 * p.chunk * (p.dk + p.dv) : 8 * kv;
-    return {rows * p.Hv * per_token,
-            2 * state * (chunked ? (rows + p.chunk - 1) / p.chunk : rows) +
-                kF * rows * (2.0 * p.Hk * p.dk + 2.0 * p.Hv * p.dv)};
-}
-OpCost cost_of(const RopeParams& p) {
-    const double n = static_cast<double>(p.max_rows) * p.heads * p.rotary_dim;
-    return {3 * n, 2 * kF * n};
-}
-OpCost cost_of(const KvAppendParams& p) { return {0, 4 * kF * p.max_rows * p.kv_dim}; }
-OpCost cost_of(const AttentionParams& p) {
-    // Cost depends on the position; estimated at the row capacity over a context of max_rows.
-    const double ctx = p.max_rows, rows = p.max_rows;
-    return {4.0 * rows * ctx * p.Hq * p.head_dim, 2 * kF * ctx * p.Hkv * p.head_dim};
-}
-OpCost cost_of(const SwigluParams& p) { return {5.0 * p.max_rows * p.F, 3 * kF * p.max_rows * p.F}; }
-OpCost cost_of(const SampleParams& p) { return {2.0 * p.vocab, kF * p.vocab}; }
-OpCost cost_of(const CursorParams&) { return {0, sizeof(StepCursor)}; }
+bool f32(const Tensor& t) { return !t.empty() && t.dtype == DType::F32; }
+bool has(const Tensor& t) { return !t.empty() && t.rank > 0; }
 
 template <class P>
-frost_status launch(frost_stream* s, const char* name, const P& p, frost_host_fn cpu_fn,
-                    frost_status (*cuda_fn)(void*, const P&)) {
-    if (is_cuda(s)) {
-        if (!cuda_fn)
-            return fail(FROST_ERR_UNSUPPORTED, "op_%s: no CUDA kernel in this build yet", name);
-        return cuda_fn(frost_stream_native(s), p);
+frost_status dispatch(const Exec& ex, OpKind k, const char* label, const P& p, const OpCost& c,
+                      frost_status (*fn)(const Exec&, const P&)) {
+    if (!fn)
+        return fail(FROST_ERR_UNSUPPORTED, "op_%s: no implementation on the %s backend", op_name(k),
+                    ex.backend->kind() == FROST_BACKEND_CUDA ? "cuda" : "cpu");
+    if (ex.observer && *ex.observer) {
+        Backend* b = ex.backend;
+        (*ex.observer)(OpRecord{k, label, c, [b, p, fn](frost_stream* s) { return fn(Exec{s, b, nullptr}, p); }});
     }
-    return frost_launch_host(s, cpu_fn, &p, sizeof p);
+    return ex.dry_run ? FROST_OK : fn(ex, p);
 }
 
-// Host thunks: run the CPU kernel on the copied params and name the op if it refuses its data.
-#define OP_THUNK(name, P, fn)                                                             \
-    frost_status thunk_##name(const void* args) {                                          \
-        frost_status st = kernels::cpu::fn(*static_cast<const P*>(args));                 \
-        if (st != FROST_OK) return fail(st, "op_" #name ": kernel rejected its inputs (%s)", \
-                                        frost_status_name(st));                            \
-        return FROST_OK;                                                                   \
-    }
-OP_THUNK(embed, EmbedParams, embed)
-OP_THUNK(rmsnorm, RmsNormParams, rmsnorm)
-OP_THUNK(gated_rmsnorm, GatedRmsNormParams, gated_rmsnorm)
-OP_THUNK(gemm, GemmParams, gemm)
-OP_THUNK(conv1d, Conv1dParams, conv1d)
-OP_THUNK(l2norm, L2NormParams, l2norm)
-OP_THUNK(gdn_gates, GdnGateParams, gdn_gates)
-OP_THUNK(gdn_chunked, GdnParams, gdn_chunked)
-OP_THUNK(gdn_recurrent, GdnParams, gdn_recurrent)
-OP_THUNK(rope, RopeParams, rope)
-OP_THUNK(kv_append, KvAppendParams, kv_append)
-OP_THUNK(attention, AttentionParams, attention)
-OP_THUNK(swiglu, SwigluParams, swiglu)
-OP_THUNK(sample, SampleParams, sample)
-OP_THUNK(cursor, CursorParams, cursor_op)
-#undef OP_THUNK
+#define OP_ENTRY(kind, slot)                                                                  \
+    OP_REQUIRE(ex.stream != nullptr && ex.backend != nullptr, op_name(OpKind::kind));          \
+    return dispatch(ex, OpKind::kind, label, p, cost_of(p), ex.backend->table().slot)
 
-void account(OpCost* cost, const OpCost& c) {
-    if (cost) cost->add(c);
-}
-
-bool valid_gdn(const GdnParams& p) {
-    return p.q && p.k && p.v && p.beta && p.g && p.state && p.o && p.cursor && p.Hk > 0 &&
-           p.Hv > 0 && p.Hv % p.Hk == 0 && p.dk > 0 && p.dv > 0 && p.max_rows > 0;
+bool valid_gdn_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& state, const Tensor& o) {
+    return q.rank == 3 && k.rank == 3 && v.rank == 3 && has(o) && f32(state) && state.rank == 3 &&
+           q.shape[1] > 0 && v.shape[1] % q.shape[1] == 0 && q.stride[0] == k.stride[0] &&
+           k.stride[0] == v.stride[0] && state.shape[0] == v.shape[1];
 }
 
 }  // namespace
 
-#define OP_CHECK_STREAM(name) OP_REQUIRE(s != nullptr, name)
+frost_status op_embed(const Exec& ex, const EmbedOp& p, const char* label) {
+    OP_REQUIRE(has(p.table) && p.ids && has(p.y) && p.rows.max > 0, "embed");
+    OP_REQUIRE(p.table.rank == 2 && p.y.shape[1] == p.table.shape[1], "embed");
+    OP_ENTRY(Embed, embed);
+}
 
-frost_status op_embed(frost_stream* s, const EmbedParams& p, OpCost* cost) {
-    OP_CHECK_STREAM("embed");
-    OP_REQUIRE(p.table && p.ids && p.y && p.dim > 0 && p.vocab > 0 && p.max_rows > 0, "embed");
-    account(cost, cost_of(p));
-    return launch(s, "embed", p, thunk_embed, cuda_op_table().embed);
+frost_status op_add_rmsnorm(const Exec& ex, const AddRmsNormOp& p, const char* label) {
+    OP_REQUIRE(has(p.h) && f32(p.w) && has(p.y) && p.rows.max > 0 && p.eps > 0, "add_rmsnorm");
+    OP_REQUIRE(p.h.rank == 2 && p.w.shape[0] == p.h.shape[1], "add_rmsnorm");
+    OP_ENTRY(AddRmsNorm, add_rmsnorm);
 }
-frost_status op_rmsnorm(frost_stream* s, const RmsNormParams& p, OpCost* cost) {
-    OP_CHECK_STREAM("rmsnorm");
-    OP_REQUIRE(p.x && p.w && p.y && p.dim > 0 && p.heads > 0 && p.max_rows > 0 && p.eps > 0, "rmsnorm");
-    account(cost, cost_of(p));
-    return launch(s, "rmsnorm", p, thunk_rmsnorm, cuda_op_table().rmsnorm);
+
+frost_status op_qk_norm_rope(const Exec& ex, const QkNormRopeOp& p, const char* label) {
+    OP_REQUIRE(p.q.rank == 3 && p.k.rank == 3 && f32(p.q_w) && f32(p.k_w) && p.cursor, "qk_norm_rope");
+    OP_REQUIRE(p.q.shape[2] == p.k.shape[2] && p.rotary_dim > 0 && p.rotary_dim % 2 == 0 &&
+                   p.rotary_dim <= p.q.shape[2] && p.max_rows > 0 && p.eps > 0,
+               "qk_norm_rope");
+    OP_ENTRY(QkNormRope, qk_norm_rope);
 }
-frost_status op_gated_rmsnorm(frost_stream* s, const GatedRmsNormParams& p, OpCost* cost) {
-    OP_CHECK_STREAM("gated_rmsnorm");
-    OP_REQUIRE(p.x && p.z && p.w && p.y && p.dim > 0 && p.heads > 0 && p.max_rows > 0, "gated_rmsnorm");
-    account(cost, cost_of(p));
-    return launch(s, "gated_rmsnorm", p, thunk_gated_rmsnorm, cuda_op_table().gated_rmsnorm);
+
+frost_status op_conv1d_silu_l2(const Exec& ex, const Conv1dSiluL2Op& p, const char* label) {
+    OP_REQUIRE(has(p.x) && f32(p.w) && has(p.state) && has(p.y) && p.rows.max > 0, "conv1d_silu_l2");
+    OP_REQUIRE(p.w.rank == 2 && p.w.shape[1] >= 2 && p.w.shape[1] <= 8 && p.x.shape[1] == p.w.shape[0],
+               "conv1d_silu_l2");
+    OP_REQUIRE(p.l2_dim >= 0 && int64_t(p.l2_dim) * p.l2_heads <= p.w.shape[0], "conv1d_silu_l2");
+    OP_ENTRY(Conv1dSiluL2, conv1d_silu_l2);
 }
-frost_status op_gemm(frost_stream* s, const GemmParams& p, OpCost* cost) {
-    OP_CHECK_STREAM("gemm");
-    OP_REQUIRE(p.x && p.w && p.y && p.K > 0 && p.N > 0 && p.max_rows > 0, "gemm");
-    OP_REQUIRE(p.ldx >= p.K && p.ldy >= p.N, "gemm");
-    account(cost, cost_of(p));
-    return launch(s, "gemm", p, thunk_gemm, cuda_op_table().gemm);
+
+frost_status op_gdn_gate(const Exec& ex, const GdnGateOp& p, const char* label) {
+    OP_REQUIRE(has(p.a) && has(p.b) && f32(p.A_log) && f32(p.dt_bias) && f32(p.beta) && f32(p.g), "gdn_gate");
+    OP_REQUIRE(p.rows.max > 0 && p.a.shape[1] == p.A_log.shape[0], "gdn_gate");
+    OP_ENTRY(GdnGate, gdn_gate);
 }
-frost_status op_conv1d(frost_stream* s, const Conv1dParams& p, OpCost* cost) {
-    OP_CHECK_STREAM("conv1d");
-    OP_REQUIRE(p.x && p.w && p.state && p.y && p.channels > 0 && p.max_rows > 0, "conv1d");
-    OP_REQUIRE(p.kernel >= 2 && p.kernel <= 8, "conv1d");
-    account(cost, cost_of(p));
-    return launch(s, "conv1d", p, thunk_conv1d, cuda_op_table().conv1d);
+
+frost_status op_gdn_chunk(const Exec& ex, const GdnChunkOp& p, const char* label) {
+    OP_REQUIRE(valid_gdn_qkv(p.q, p.k, p.v, p.state, p.o) && f32(p.beta) && f32(p.g) && p.cursor, "gdn_chunk");
+    OP_REQUIRE(p.chunk > 0 && p.chunk <= 64 && p.max_rows > 0, "gdn_chunk");
+    OP_ENTRY(GdnChunk, gdn_chunk);
 }
-frost_status op_l2norm(frost_stream* s, const L2NormParams& p, OpCost* cost) {
-    OP_CHECK_STREAM("l2norm");
-    OP_REQUIRE(p.x && p.heads > 0 && p.dim > 0 && p.max_rows > 0, "l2norm");
-    account(cost, cost_of(p));
-    return launch(s, "l2norm", p, thunk_l2norm, cuda_op_table().l2norm);
+
+frost_status op_gdn_step(const Exec& ex, const GdnStepOp& p, const char* label) {
+    OP_REQUIRE(valid_gdn_qkv(p.q, p.k, p.v, p.state, p.o) && p.cursor && p.max_rows > 0, "gdn_step");
+    OP_REQUIRE(has(p.a) && has(p.b) && f32(p.A_log) && f32(p.dt_bias) && f32(p.beta) && f32(p.g), "gdn_step");
+    OP_ENTRY(GdnStep, gdn_step);
 }
-frost_status op_gdn_gates(frost_stream* s, const GdnGateParams& p, OpCost* cost) {
-    OP_CHECK_STREAM("gdn_gates");
-    OP_REQUIRE(p.a && p.b && p.A_log && p.dt_bias && p.beta && p.g && p.heads > 0, "gdn_gates");
-    account(cost, cost_of(p));
-    return launch(s, "gdn_gates", p, thunk_gdn_gates, cuda_op_table().gdn_gates);
+
+frost_status op_gated_rmsnorm(const Exec& ex, const GatedRmsNormOp& p, const char* label) {
+    OP_REQUIRE(has(p.x) && has(p.z) && f32(p.w) && has(p.y) && p.heads > 0 && p.dim > 0 && p.rows.max > 0,
+               "gated_rmsnorm");
+    OP_ENTRY(GatedRmsNorm, gated_rmsnorm);
 }
-frost_status op_gdn_chunked(frost_stream* s, const GdnParams& p, OpCost* cost) {
-    OP_CHECK_STREAM("gdn_chunked");
-    OP_REQUIRE(valid_gdn(p) && p.chunk > 0 && p.chunk <= 64, "gdn_chunked");
-    account(cost, cost_gdn(p, true));
-    return launch(s, "gdn_chunked", p, thunk_gdn_chunked, cuda_op_table().gdn_chunked);
+
+frost_status op_kv_append(const Exec& ex, const KvAppendOp& p, const char* label) {
+    OP_REQUIRE(has(p.k) && has(p.v) && p.k_cache.rank == 3 && p.v_cache.rank == 3 && p.cursor && p.max_rows > 0,
+               "kv_append");
+    OP_REQUIRE(p.k.shape[1] == p.k_cache.shape[1] * p.k_cache.shape[2], "kv_append");
+    OP_ENTRY(KvAppend, kv_append);
 }
-frost_status op_gdn_recurrent(frost_stream* s, const GdnParams& p, OpCost* cost) {
-    OP_CHECK_STREAM("gdn_recurrent");
-    OP_REQUIRE(valid_gdn(p), "gdn_recurrent");
-    account(cost, cost_gdn(p, false));
-    return launch(s, "gdn_recurrent", p, thunk_gdn_recurrent, cuda_op_table().gdn_recurrent);
+
+static frost_status check_attention(const AttentionOp& p, const char* name) {
+    OP_REQUIRE(p.q.rank == 3 && p.k_cache.rank == 3 && p.v_cache.rank == 3 && has(p.o) && p.cursor, name);
+    OP_REQUIRE(p.k_cache.shape[1] > 0 && p.q.shape[1] % p.k_cache.shape[1] == 0 &&
+                   p.q.shape[2] == p.k_cache.shape[2] && p.max_rows > 0,
+               name);
+    return FROST_OK;
 }
-frost_status op_rope(frost_stream* s, const RopeParams& p, OpCost* cost) {
-    OP_CHECK_STREAM("rope");
-    OP_REQUIRE(p.x && p.cursor && p.heads > 0 && p.max_rows > 0, "rope");
-    OP_REQUIRE(p.rotary_dim > 0 && p.rotary_dim % 2 == 0 && p.rotary_dim <= p.head_dim, "rope");
-    account(cost, cost_of(p));
-    return launch(s, "rope", p, thunk_rope, cuda_op_table().rope);
+
+frost_status op_attention_prefill(const Exec& ex, const AttentionOp& p, const char* label) {
+    FROST_TRY(check_attention(p, "attention_prefill"));
+    OP_REQUIRE(ex.stream != nullptr && ex.backend != nullptr, "attention_prefill");
+    return dispatch(ex, OpKind::AttentionPrefill, label, p, cost_of(p, ex.context > 0 ? ex.context : p.k_cache.shape[0]),
+                    ex.backend->table().attention_prefill);
 }
-frost_status op_kv_append(frost_stream* s, const KvAppendParams& p, OpCost* cost) {
-    OP_CHECK_STREAM("kv_append");
-    OP_REQUIRE(p.k && p.v && p.k_cache && p.v_cache && p.cursor && p.kv_dim > 0 && p.max_seq > 0, "kv_append");
-    account(cost, cost_of(p));
-    return launch(s, "kv_append", p, thunk_kv_append, cuda_op_table().kv_append);
+
+frost_status op_attention_decode(const Exec& ex, const AttentionOp& p, const char* label) {
+    FROST_TRY(check_attention(p, "attention_decode"));
+    OP_REQUIRE(p.max_rows == 1, "attention_decode");
+    OP_REQUIRE(ex.stream != nullptr && ex.backend != nullptr, "attention_decode");
+    return dispatch(ex, OpKind::AttentionDecode, label, p, cost_of(p, ex.context > 0 ? ex.context : p.k_cache.shape[0]),
+                    ex.backend->table().attention_decode);
 }
-frost_status op_attention(frost_stream* s, const AttentionParams& p, OpCost* cost) {
-    OP_CHECK_STREAM("attention");
-    OP_REQUIRE(p.q && p.k_cache && p.v_cache && p.o && p.cursor && p.head_dim > 0, "attention");
-    OP_REQUIRE(p.Hkv > 0 && p.Hq > 0 && p.Hq % p.Hkv == 0 && p.max_seq > 0, "attention");
-    account(cost, cost_of(p));
-    return launch(s, "attention", p, thunk_attention, cuda_op_table().attention);
+
+frost_status op_gemm(const Exec& ex, const GemmOp& p, const char* label) {
+    OP_REQUIRE(p.x.rank == 2 && p.w.rank == 2 && p.y.rank == 2 && has(p.x) && has(p.w) && has(p.y), "gemm");
+    OP_REQUIRE(p.x.shape[1] == p.w.shape[1] && p.x.shape[0] == p.y.shape[0] && p.x.shape[0] > 0, "gemm");
+    OP_REQUIRE(p.x.stride[0] >= p.x.shape[1] && p.y.stride[0] >= p.y.shape[1], "gemm");
+    OP_REQUIRE(p.epilogue == Epilogue::SwiGLU ? p.w.shape[0] == 2 * p.y.shape[1] : p.w.shape[0] == p.y.shape[1],
+               "gemm");
+    OP_ENTRY(Gemm, gemm);
 }
-frost_status op_swiglu(frost_stream* s, const SwigluParams& p, OpCost* cost) {
-    OP_CHECK_STREAM("swiglu");
-    OP_REQUIRE(p.x && p.y && p.F > 0 && p.max_rows > 0, "swiglu");
-    account(cost, cost_of(p));
-    return launch(s, "swiglu", p, thunk_swiglu, cuda_op_table().swiglu);
+
+frost_status op_swiglu(const Exec& ex, const SwigluOp& p, const char* label) {
+    OP_REQUIRE(has(p.x) && has(p.y) && p.x.shape[1] == 2 * p.y.shape[1] && p.rows.max > 0, "swiglu");
+    OP_ENTRY(Swiglu, swiglu);
 }
-frost_status op_sample(frost_stream* s, const SampleParams& p, OpCost* cost) {
-    OP_CHECK_STREAM("sample");
-    OP_REQUIRE(p.logits && p.cursor && p.out_token && p.work && p.work_idx && p.vocab > 0, "sample");
-    account(cost, cost_of(p));
-    return launch(s, "sample", p, thunk_sample, cuda_op_table().sample);
+
+frost_status op_sample(const Exec& ex, const SampleOp& p, const char* label) {
+    OP_REQUIRE(f32(p.logits) && p.logits.rank == 2 && p.cursor && p.out_token && f32(p.work), "sample");
+    OP_ENTRY(Sample, sample);
 }
-frost_status op_cursor(frost_stream* s, const CursorParams& p, OpCost* cost) {
-    OP_CHECK_STREAM("cursor");
+
+frost_status op_cursor(const Exec& ex, const CursorOpParams& p, const char* label) {
     OP_REQUIRE(p.cursor && (p.op == kCursorAdvance || (p.op == kCursorDecodeBegin && p.ids)), "cursor");
-    account(cost, cost_of(p));
-    return launch(s, "cursor", p, thunk_cursor, cuda_op_table().cursor);
+    OP_ENTRY(Cursor, cursor);
+}
+
+bool op_table_complete(const OpTable& t, OpKind* missing) {
+    const void* slots[kOpCount] = {
+        reinterpret_cast<const void*>(t.embed),          reinterpret_cast<const void*>(t.add_rmsnorm),
+        reinterpret_cast<const void*>(t.qk_norm_rope),   reinterpret_cast<const void*>(t.conv1d_silu_l2),
+        reinterpret_cast<const void*>(t.gdn_gate),       reinterpret_cast<const void*>(t.gdn_chunk),
+        reinterpret_cast<const void*>(t.gdn_step),       reinterpret_cast<const void*>(t.gated_rmsnorm),
+        reinterpret_cast<const void*>(t.kv_append),      reinterpret_cast<const void*>(t.attention_prefill),
+        reinterpret_cast<const void*>(t.attention_decode), reinterpret_cast<const void*>(t.gemm),
+        reinterpret_cast<const void*>(t.swiglu),         reinterpret_cast<const void*>(t.sample),
+        reinterpret_cast<const void*>(t.cursor)};
+    for (int i = 0; i < kOpCount; ++i)
+        if (!slots[i]) {
+            if (missing) *missing = static_cast<OpKind>(i);
+            return false;
+        }
+    return true;
+}
+
+frost_status Backend::create(frost_ctx* ctx, frost_stream* stream, std::unique_ptr<Backend>* out) {
+    if (!ctx || !out) return fail(FROST_ERR_INVALID_ARG, "ops::Backend::create: null argument");
+    if (frost_ctx_backend(ctx) == FROST_BACKEND_CUDA) return make_cuda_backend(ctx, stream, out);
+    return make_cpu_backend(out);
 }
 
 }  // namespace frost::ops

@@ -1,59 +1,313 @@
-// Op dispatch: the only way model code launches a kernel. `op_<name>(stream, params)` enqueues
-// the kernel on the stream (or into the graph being captured on it): on the CPU backend through
-// frost_launch_host with the params copied by value, on CUDA through the launcher registered in
-// the CUDA op table (ops/cuda_table.cpp); until a CUDA launcher exists the op fails with
-// FROST_ERR_UNSUPPORTED naming it. Params are checked here, once, at record time.
+// The ops layer: the vocabulary the model's forward is written in. Each op takes a params struct
+// of tensor views (tensor.h) plus the per-step values it reads from the device (row count,
+// StepCursor), and is implemented twice behind one dispatch point (op_<name> below -> the
+// Backend's OpTable): cpu/ composes the fp32 reference kernels (bf16 inputs are widened), cuda/
+// wraps the bf16 launchers of src/kernels/cuda. Fused ops exist where the CUDA path fuses; the
+// forward decides which to call per step, identically on both backends. Every op reports its
+// bytes and FLOPs (cost.h: the one cost model) and, when an OpObserver is attached, itself.
 #pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+
 #include "frost/exec.h"
 #include "kernels/params.h"
+#include "ops/tensor.h"
 
 namespace frost::ops {
 
-using namespace frost::kernels;  // params structs are the op vocabulary
+using kernels::CursorOp;
+using kernels::kCursorAdvance;
+using kernels::kCursorDecodeBegin;
+using kernels::StepCursor;
 
-// Work of one launch at its row capacity, for benches (performance.md: bytes and FLOPs are part
-// of a kernel's contract). Accumulated into *cost when the caller passes one.
+// Rows a per-token op touches: *n if non-null (clamped to max), else max.
+struct Rows {
+    int32_t max = 0;
+    const int32_t* n = nullptr;
+};
+
+enum class OpKind : int {
+    Embed, AddRmsNorm, QkNormRope, Conv1dSiluL2, GdnGate, GdnChunk, GdnStep, GatedRmsNorm, KvAppend,
+    AttentionPrefill, AttentionDecode, Gemm, Swiglu, Sample, Cursor,
+    Count
+};
+const char* op_name(OpKind k);
+constexpr int kOpCount = static_cast<int>(OpKind::Count);
+
+// y[r] = table[ids[r]].
+struct EmbedOp {
+    Tensor table;           // [vocab, dim]
+    const int32_t* ids;     // [max rows] device
+    Tensor y;               // [rows, dim]
+    Rows rows;
+};
+
+// (h += delta when delta is set) then y = h * rsqrt(mean(h^2) + eps) * g, g = 1 + w if zero_centred.
+// last_row_only: only row (*n - 1) is normalised, into y row 0 (the final norm before lm_head).
+struct AddRmsNormOp {
+    Tensor h;               // [rows, dim] residual stream
+    Tensor delta;           // [rows, dim] or empty
+    Tensor w;               // [dim] f32
+    Tensor y;               // [rows, dim]
+    float eps = 0;
+    int32_t zero_centred = 1;
+    int32_t last_row_only = 0;
+    Rows rows;
+    int32_t pdl = 0;        // launch hint: programmatic dependent launch (decode graphs)
+};
+
+// Per-head zero-centred RMSNorm of q and k, then partial NeoX RoPE at position cursor->pos + row.
+struct QkNormRopeOp {
+    Tensor q;               // [rows, Hq, d] in place
+    Tensor k;               // [rows, Hkv, d] in place
+    Tensor q_w, k_w;        // [d] f32
+    int32_t rotary_dim = 0;
+    float eps = 0;
+    float theta = 0;
+    int32_t inv_freq_bf16 = 0;
+    int32_t max_rows = 0;
+    const StepCursor* cursor = nullptr;
+};
+
+// Causal depthwise conv1d (state = last K-1 inputs) + SiLU, then l2norm of the first l2_heads
+// heads of l2_dim channels (q heads then k heads), q heads also scaled by q_scale.
+struct Conv1dSiluL2Op {
+    Tensor x;               // [rows, C] pre-activation
+    Tensor w;               // [C, K] f32
+    Tensor state;           // [C, K-1] in place
+    Tensor y;               // [rows, C]
+    int32_t l2_dim = 0, l2_heads = 0, l2_q_heads = 0;
+    float l2_eps = 0, q_scale = 1;
+    Rows rows;
+    int32_t pdl = 0;
+};
+
+// beta = sigmoid(b); g = -exp(A_log) * softplus(a + dt_bias).
+struct GdnGateOp {
+    Tensor b, a;            // [rows, Hv] with a row stride
+    Tensor A_log, dt_bias;  // [Hv] f32
+    Tensor beta, g;         // [rows, Hv] f32
+    Rows rows;
+};
+
+// Gated delta rule over the rows (chunked at absolute multiples of `chunk`), beta/g given.
+struct GdnChunkOp {
+    Tensor q, k;            // [rows, Hk, dk] (q l2-normed and scaled, k l2-normed)
+    Tensor v;               // [rows, Hv, dv]
+    Tensor beta, g;         // [rows, Hv] f32
+    Tensor state;           // [Hv, dk, dv] f32 in place
+    Tensor o;               // [rows, Hv * dv]
+    Tensor work;            // backend scratch (gdn_work_floats), may be empty on CPU
+    int32_t chunk = 64;
+    int32_t max_rows = 0;
+    const StepCursor* cursor = nullptr;
+};
+
+// One recurrent gated-delta-rule step per row with the gate fused: beta and g come from the raw
+// projections b / a (GdnGateOp's formulas); beta / g views are scratch the CPU side fills.
+struct GdnStepOp {
+    Tensor q, k, v, state, o;   // as GdnChunkOp
+    Tensor b, a;                // [rows, Hv] raw gate inputs
+    Tensor A_log, dt_bias;      // [Hv] f32
+    Tensor beta, g;             // [rows, Hv] f32 scratch
+    int32_t max_rows = 0;
+    const StepCursor* cursor = nullptr;
+    int32_t pdl = 0;
+};
+
+// y = w * rmsnorm(x) * silu(z) per value head.
+struct GatedRmsNormOp {
+    Tensor x;               // [rows, heads * dim] contiguous
+    Tensor z;               // [rows, heads * dim] with a row stride
+    Tensor w;               // [dim] f32
+    Tensor y;               // [rows, heads * dim]
+    int32_t heads = 0, dim = 0;
+    float eps = 0;
+    Rows rows;
+    int32_t pdl = 0;
+};
+
+// Copies this launch's K / V rows into the caches at cursor->pos + row.
+struct KvAppendOp {
+    Tensor k, v;            // [rows, kv_dim] with a row stride
+    Tensor k_cache, v_cache;  // [max_seq, Hkv, d]
+    int32_t max_rows = 0;
+    const StepCursor* cursor = nullptr;
+};
+
+// Causal GQA attention over cache [0, pos + row], then o *= sigmoid(gate) when gate is set.
+struct AttentionOp {
+    Tensor q;               // [rows, Hq, d]
+    Tensor gate;            // same geometry as q, or empty
+    Tensor k_cache, v_cache;  // [max_seq, Hkv, d]
+    Tensor o;               // [rows, Hq * d]
+    Tensor work;            // backend scratch (attn_work_floats), may be empty on CPU
+    float scale = 0;
+    int32_t max_rows = 0;
+    const StepCursor* cursor = nullptr;
+};
+
+enum class Epilogue : int32_t {
+    None = 0,      // y = x W^T
+    Residual = 1,  // y += x W^T (the fused residual add)
+    SwiGLU = 2,    // W = [gate; up] ([2F, K]): y = silu(x W_gate^T) * (x W_up^T), y [rows, F]
+};
+
+// y = x W^T over M = x.rows rows (a GEMV when M == 1), with an epilogue.
+struct GemmOp {
+    Tensor x;               // [M, K] with row stride
+    Tensor w;               // [N, K] (N = 2F for SwiGLU)
+    Tensor y;               // [M, N] (or [M, F]); f32 or the activation dtype
+    Tensor tmp;             // SwiGLU on CPU: [M, 2F] for the projection before the epilogue
+    Epilogue epilogue = Epilogue::None;
+    const int32_t* n_rows = nullptr;  // valid rows (CPU skips the rest; CUDA computes all M)
+    int32_t pdl = 0;
+};
+
+// y[r, i] = silu(x[r, i]) * x[r, F + i].
+struct SwigluOp {
+    Tensor x;               // [rows, 2F]
+    Tensor y;               // [rows, F]
+    Rows rows;
+};
+
+// Samples one token with the cursor's sampling settings; writes *out_token and cursor->last_token.
+struct SampleOp {
+    Tensor logits;          // [rows, vocab] f32; row (*n_rows - 1) if select_last_row else row 0
+    int32_t select_last_row = 0;
+    const int32_t* n_rows = nullptr;
+    Tensor work;            // f32 scratch (sample_work_floats)
+    Tensor work_idx;        // i32 scratch (sample_idx_ints; empty on CUDA)
+    StepCursor* cursor = nullptr;
+    int32_t* out_token = nullptr;
+};
+
+struct CursorOpParams {
+    StepCursor* cursor = nullptr;
+    int32_t* ids = nullptr;  // decode_begin writes last_token to ids[0]
+    int32_t op = kCursorAdvance;
+};
+
+// Work of one launch at its row capacity (performance.md: bytes and FLOPs are part of a kernel's
+// contract). `rows` / `pos` override the capacity / context length where they matter.
 struct OpCost {
     double flops = 0;
     double bytes = 0;
     void add(const OpCost& o) { flops += o.flops; bytes += o.bytes; }
 };
 
-frost_status op_embed(frost_stream* s, const EmbedParams& p, OpCost* cost = nullptr);
-frost_status op_rmsnorm(frost_stream* s, const RmsNormParams& p, OpCost* cost = nullptr);
-frost_status op_gated_rmsnorm(frost_stream* s, const GatedRmsNormParams& p, OpCost* cost = nullptr);
-frost_status op_gemm(frost_stream* s, const GemmParams& p, OpCost* cost = nullptr);
-frost_status op_conv1d(frost_stream* s, const Conv1dParams& p, OpCost* cost = nullptr);
-frost_status op_l2norm(frost_stream* s, const L2NormParams& p, OpCost* cost = nullptr);
-frost_status op_gdn_gates(frost_stream* s, const GdnGateParams& p, OpCost* cost = nullptr);
-frost_status op_gdn_chunked(frost_stream* s, const GdnParams& p, OpCost* cost = nullptr);
-frost_status op_gdn_recurrent(frost_stream* s, const GdnParams& p, OpCost* cost = nullptr);
-frost_status op_rope(frost_stream* s, const RopeParams& p, OpCost* cost = nullptr);
-frost_status op_kv_append(frost_stream* s, const KvAppendParams& p, OpCost* cost = nullptr);
-frost_status op_attention(frost_stream* s, const AttentionParams& p, OpCost* cost = nullptr);
-frost_status op_swiglu(frost_stream* s, const SwigluParams& p, OpCost* cost = nullptr);
-frost_status op_sample(frost_stream* s, const SampleParams& p, OpCost* cost = nullptr);
-frost_status op_cursor(frost_stream* s, const CursorParams& p, OpCost* cost = nullptr);
+class Backend;
 
-// CUDA launchers: one slot per op, taking the native cudaStream_t. The CUDA-kernels engineer
-// fills the table in cuda_table.cpp under FROST_WITH_CUDA; a null slot makes the op UNSUPPORTED.
-struct CudaOpTable {
-    frost_status (*embed)(void* stream, const EmbedParams&) = nullptr;
-    frost_status (*rmsnorm)(void* stream, const RmsNormParams&) = nullptr;
-    frost_status (*gated_rmsnorm)(void* stream, const GatedRmsNormParams&) = nullptr;
-    frost_status (*gemm)(void* stream, const GemmParams&) = nullptr;
-    frost_status (*conv1d)(void* stream, const Conv1dParams&) = nullptr;
-    frost_status (*l2norm)(void* stream, const L2NormParams&) = nullptr;
-    frost_status (*gdn_gates)(void* stream, const GdnGateParams&) = nullptr;
-    frost_status (*gdn_chunked)(void* stream, const GdnParams&) = nullptr;
-    frost_status (*gdn_recurrent)(void* stream, const GdnParams&) = nullptr;
-    frost_status (*rope)(void* stream, const RopeParams&) = nullptr;
-    frost_status (*kv_append)(void* stream, const KvAppendParams&) = nullptr;
-    frost_status (*attention)(void* stream, const AttentionParams&) = nullptr;
-    frost_status (*swiglu)(void* stream, const SwigluParams&) = nullptr;
-    frost_status (*sample)(void* stream, const SampleParams&) = nullptr;
-    frost_status (*cursor)(void* stream, const CursorParams&) = nullptr;
+// What an attached observer is told of every op the forward enqueues: its kind, a label naming
+// its place in the model, its cost, and a closure that enqueues the very same launch again (the
+// per-kernel bench times the model's own ops with it).
+struct OpRecord {
+    OpKind kind;
+    const char* label;
+    OpCost cost;
+    std::function<frost_status(frost_stream*)> replay;
 };
-const CudaOpTable& cuda_op_table();
+using OpObserver = std::function<void(const OpRecord&)>;
+
+// Where ops go: the stream, the engine's backend object (op table + per-engine state such as the
+// cuBLASLt plan cache) and an optional observer.
+struct Exec {
+    frost_stream* stream = nullptr;
+    Backend* backend = nullptr;
+    const OpObserver* observer = nullptr;
+    // Cost queries: dry_run checks and reports every op (observer) without launching it;
+    // context > 0 is the number of keys an attention row attends (else the cache capacity).
+    bool dry_run = false;
+    int64_t context = 0;
+};
+
+frost_status op_embed(const Exec& ex, const EmbedOp& p, const char* label = "embed");
+frost_status op_add_rmsnorm(const Exec& ex, const AddRmsNormOp& p, const char* label = "rmsnorm");
+frost_status op_qk_norm_rope(const Exec& ex, const QkNormRopeOp& p, const char* label = "qk_norm_rope");
+frost_status op_conv1d_silu_l2(const Exec& ex, const Conv1dSiluL2Op& p, const char* label = "conv1d+silu+l2norm");
+frost_status op_gdn_gate(const Exec& ex, const GdnGateOp& p, const char* label = "gdn_gate");
+frost_status op_gdn_chunk(const Exec& ex, const GdnChunkOp& p, const char* label = "gdn_chunk");
+frost_status op_gdn_step(const Exec& ex, const GdnStepOp& p, const char* label = "gdn_step+gate");
+frost_status op_gated_rmsnorm(const Exec& ex, const GatedRmsNormOp& p, const char* label = "gated_rmsnorm");
+frost_status op_kv_append(const Exec& ex, const KvAppendOp& p, const char* label = "kv_append");
+frost_status op_attention_prefill(const Exec& ex, const AttentionOp& p, const char* label = "attn_prefill");
+frost_status op_attention_decode(const Exec& ex, const AttentionOp& p, const char* label = "attn_decode");
+frost_status op_gemm(const Exec& ex, const GemmOp& p, const char* label = "gemm");
+frost_status op_swiglu(const Exec& ex, const SwigluOp& p, const char* label = "swiglu");
+frost_status op_sample(const Exec& ex, const SampleOp& p, const char* label = "sample");
+frost_status op_cursor(const Exec& ex, const CursorOpParams& p, const char* label = "cursor");
+
+// The one cost model (cost.cpp), at the params' row capacity.
+OpCost cost_of(const EmbedOp& p);
+OpCost cost_of(const AddRmsNormOp& p);
+OpCost cost_of(const QkNormRopeOp& p);
+OpCost cost_of(const Conv1dSiluL2Op& p);
+OpCost cost_of(const GdnGateOp& p);
+OpCost cost_of(const GdnChunkOp& p);
+OpCost cost_of(const GdnStepOp& p);
+OpCost cost_of(const GatedRmsNormOp& p);
+OpCost cost_of(const KvAppendOp& p);
+OpCost cost_of(const AttentionOp& p, int64_t context);  // context: keys attended per row
+OpCost cost_of(const GemmOp& p);
+OpCost cost_of(const SwigluOp& p);
+OpCost cost_of(const SampleOp& p);
+OpCost cost_of(const CursorOpParams& p);
+
+// One function per op, per backend. cpu/cpu_ops.cpp and cuda/cuda_ops.cpp fill one each.
+struct OpTable {
+    frost_status (*embed)(const Exec&, const EmbedOp&) = nullptr;
+    frost_status (*add_rmsnorm)(const Exec&, const AddRmsNormOp&) = nullptr;
+    frost_status (*qk_norm_rope)(const Exec&, const QkNormRopeOp&) = nullptr;
+    frost_status (*conv1d_silu_l2)(const Exec&, const Conv1dSiluL2Op&) = nullptr;
+    frost_status (*gdn_gate)(const Exec&, const GdnGateOp&) = nullptr;
+    frost_status (*gdn_chunk)(const Exec&, const GdnChunkOp&) = nullptr;
+    frost_status (*gdn_step)(const Exec&, const GdnStepOp&) = nullptr;
+    frost_status (*gated_rmsnorm)(const Exec&, const GatedRmsNormOp&) = nullptr;
+    frost_status (*kv_append)(const Exec&, const KvAppendOp&) = nullptr;
+    frost_status (*attention_prefill)(const Exec&, const AttentionOp&) = nullptr;
+    frost_status (*attention_decode)(const Exec&, const AttentionOp&) = nullptr;
+    frost_status (*gemm)(const Exec&, const GemmOp&) = nullptr;
+    frost_status (*swiglu)(const Exec&, const SwigluOp&) = nullptr;
+    frost_status (*sample)(const Exec&, const SampleOp&) = nullptr;
+    frost_status (*cursor)(const Exec&, const CursorOpParams&) = nullptr;
+};
+
+// Per-engine backend object: the op table of the context's backend plus that backend's own
+// state. Sizes of the scratch the backend's implementations need come from here too.
+class Backend {
+public:
+    virtual ~Backend() = default;
+    // The backend of `ctx` (CPU or CUDA); `stream` is where its load-time work runs.
+    static frost_status create(frost_ctx* ctx, frost_stream* stream, std::unique_ptr<Backend>* out);
+
+    frost_backend kind() const { return kind_; }
+    const OpTable& table() const { return *table_; }
+    // Activation dtype of this backend's forward (weights and KV follow the model's tables).
+    virtual DType act_dtype() const = 0;
+    virtual size_t sample_work_floats(int vocab) const = 0;
+    virtual size_t sample_idx_ints(int vocab) const = 0;
+    virtual size_t gdn_work_floats(int Hv, int max_rows) const = 0;
+    virtual size_t attn_work_floats(int Hq, int max_seq, int max_rows) const = 0;
+    // Distinct GEMM shapes planned so far (CUDA: cuBLASLt plans; CPU: 0).
+    virtual size_t gemm_plans() const { return 0; }
+    // Device bytes the backend holds itself (CUDA: the cuBLASLt workspace).
+    virtual uint64_t owned_bytes() const { return 0; }
+
+protected:
+    Backend(frost_backend k, const OpTable* t) : kind_(k), table_(t) {}
+
+private:
+    frost_backend kind_;
+    const OpTable* table_;
+};
+
+// Backend factories (cpu/cpu_ops.cpp, cuda/cuda_ops.cpp; the CUDA one fails without CUDA).
+frost_status make_cpu_backend(std::unique_ptr<Backend>* out);
+frost_status make_cuda_backend(frost_ctx* ctx, frost_stream* stream, std::unique_ptr<Backend>* out);
+
+// The table of each backend, for coverage checks (every slot must be filled).
+const OpTable& cpu_op_table();
+bool op_table_complete(const OpTable& t, OpKind* missing);
 
 }  // namespace frost::ops

@@ -30,12 +30,6 @@ bool read_file(const std::string& path, std::string* out) {
     return true;
 }
 
-// "s0.layer3.k_cache" -> "layer3.k_cache": buffers of two sessions match by this name.
-std::string session_free_name(const std::string& name) {
-    const size_t dot = name.find('.');
-    return dot == std::string::npos ? name : name.substr(dot + 1);
-}
-
 }  // namespace
 
 ModelEngine::ModelEngine(model::Engine& engine, model::CapsuleManager* capsules)
@@ -115,25 +109,10 @@ frost_status ModelEngine::restore(uint64_t handle, int slot) {
 }
 
 frost_status ModelEngine::fork_live(int from, const std::vector<int>& to) {
-    // The same public path a capsule restore takes (state_buffers + adopt_restored_state), from
-    // one live session straight into another: no capsule, no alignment constraint.
-    const int64_t pos = engine_.position(from);
-    const std::vector<int32_t> journal = engine_.journal(from);
-    const auto src = engine_.state_buffers(from);
-    if (src.empty()) return fail(FROST_ERR_INVALID_ARG, "fork_live: bad source slot %d", from);
+    // The engine owns every mutation of live state: Engine::fork copies the state-layout buffers,
+    // cursor and journal on the device; the request's sampling is applied afterwards.
     for (int t : to) {
-        if (t == from) return fail(FROST_ERR_INVALID_ARG, "fork_live: slot %d is the source", t);
-        const auto dst = engine_.state_buffers(t);
-        if (dst.size() != src.size()) return fail(FROST_ERR_INVALID_ARG, "fork_live: bad target slot %d", t);
-        frost_stream* st = engine_.stream();
-        for (size_t i = 0; i < src.size(); ++i) {
-            if (session_free_name(dst[i].name) != session_free_name(src[i].name))
-                return fail(FROST_ERR_STATE, "fork_live: buffer tables differ (%s vs %s)", src[i].name.c_str(),
-                            dst[i].name.c_str());
-            FROST_TRY(frost_buffer_copy(dst[i].buf, 0, src[i].buf, 0, src[i].valid_bytes(pos), st));
-        }
-        FROST_TRY(frost_stream_sync(st));
-        FROST_TRY(engine_.adopt_restored_state(t, journal));
+        FROST_TRY(engine_.fork(from, t));
         FROST_TRY(engine_.set_sampling(t, sampling_[size_t(t)]));
     }
     return FROST_OK;

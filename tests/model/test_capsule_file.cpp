@@ -194,7 +194,7 @@ TEST_P(CapsuleFile, ReSignedHeadersOfAnotherDeploymentAreIncompatible) {
     };
     const std::vector<Case> cases = {
         {"engine ABI", [](nlohmann::json& x) { x["deployment"]["engine_abi"] = kCapsuleEngineAbi + 1; }, FROST_ERR_INCOMPATIBLE},
-        {"dtype", [](nlohmann::json& x) { x["deployment"]["dtype"] = "bf16"; }, FROST_ERR_INCOMPATIBLE},
+        {"dtype", [](nlohmann::json& x) { x["deployment"]["dtype"] = "f16"; }, FROST_ERR_INCOMPATIBLE},
         {"backend", [](nlohmann::json& x) { x["deployment"]["backend"] = "tpu"; }, FROST_ERR_INCOMPATIBLE},
         {"alignment unit", [](nlohmann::json& x) { x["deployment"]["alignment"] = 128; }, FROST_ERR_INCOMPATIBLE},
         {"model digest", [](nlohmann::json& x) { x["deployment"]["model_digest"] = std::string(64, '0'); }, FROST_ERR_INCOMPATIBLE},
@@ -221,6 +221,35 @@ TEST_P(CapsuleFile, ReSignedHeadersOfAnotherDeploymentAreIncompatible) {
     CapsuleId id = 0;
     ASSERT_EQ(mgr->load(bad, CapsuleTier::Host, &id), FROST_OK) << frost_last_error();
     ASSERT_EQ(mgr->release(id), FROST_OK);
+}
+
+// ABI 1 capsules recorded "f32" for every part (wrong for CUDA's bf16 KV / conv state): they are
+// refused with a message that says why and what to do, on both backends.
+TEST_P(CapsuleFile, Abi1CapsulesWithTheWrongDtypeRecordAreRefusedSayingWhy) {
+    nlohmann::json j = nlohmann::json::parse(bytes.substr(24, header_len(bytes)));
+    j["deployment"]["engine_abi"] = 1;
+    for (auto& b : j["buffers"])
+        if (b["kind"] != "cursor") b["dtype"] = "f32";
+    spit(bad, resign(bytes, j));
+    CapsuleId id = 0;
+    EXPECT_EQ(mgr->load(bad, CapsuleTier::Host, &id), FROST_ERR_INCOMPATIBLE);
+    const std::string msg = frost_last_error();
+    EXPECT_NE(msg.find("engine ABI"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("re-create the capsule"), std::string::npos) << msg;
+}
+
+// A part whose recorded dtype differs from the session's buffer is refused naming both.
+TEST_P(CapsuleFile, APartWithAnotherDtypeIsRefusedNamingIt) {
+    nlohmann::json j = nlohmann::json::parse(bytes.substr(24, header_len(bytes)));
+    for (auto& b : j["buffers"])
+        if (b["kind"] == "recurrent") {
+            b["dtype"] = "bf16";
+            break;
+        }
+    spit(bad, resign(bytes, j));
+    CapsuleId id = 0;
+    EXPECT_EQ(mgr->load(bad, CapsuleTier::Host, &id), FROST_ERR_INCOMPATIBLE);
+    EXPECT_NE(std::string(frost_last_error()).find("holds bf16"), std::string::npos) << frost_last_error();
 }
 
 TEST_P(CapsuleFile, AnotherModelsCapsuleIsIncompatible) {

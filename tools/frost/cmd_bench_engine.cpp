@@ -51,7 +51,6 @@ constexpr double kBytesPerGB = 1e9;
 constexpr int kCeilingReps = 5;
 constexpr size_t kCeilingBytesCuda = size_t(256) << 20;  // large enough to reach copy bandwidth
 constexpr size_t kCeilingBytesCpu = size_t(16) << 20;    // keeps the CPU test fast
-constexpr int kFp32 = 4, kBf16 = 2;
 const char* const kShapePresets[] = {"9b", "0.8b", "2b", "4b", "27b", "tiny", "tiny-gpu"};
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
@@ -142,40 +141,27 @@ frost_status init_device(MemProbe* m, int device, double* seconds) {
     return FROST_OK;
 }
 
-// Costs of one forward from ModelConfig, at the dtypes the backend stores (CUDA: bf16 weights,
-// KV and conv state; CPU: fp32), recurrent state fp32 on both.
+// Floors of the engine's work from the engine itself: bytes / FLOPs from the ops' cost model over
+// the steps the engine records (Engine::step_cost / prefill_cost), memory from its state layout.
 struct Costs {
-    double layer_params = 0, head_params = 0, params = 0;
-    double state_bytes = 0, kv_bytes_per_pos = 0, wbytes = 0;
-    const fm::ModelConfig* c = nullptr;
+    fm::Engine* e = nullptr;
+    double weights = 0, kv_max_seq = 0, state_bytes = 0;
 
-    Costs(const fm::ModelConfig& cfg, bool tied, bool bf16) : c(&cfg) {
-        const double H = cfg.hidden_size, C = cfg.conv_dim(), V = cfg.lin_v_dim(), Hv = cfg.lin_num_v_heads;
-        const double d = cfg.head_dim, Hq = cfg.num_heads, Hkv = cfg.num_kv_heads;
-        const double lin = H * C + H * V + 2 * H * Hv + V * H + C * cfg.conv_kernel;  // qkv,z,b,a,out,conv
-        const double full = H * 2 * Hq * d + 2 * H * Hkv * d + Hq * d * H;           // q|gate,k,v,o
-        const double mlp = 3.0 * H * cfg.intermediate_size;
-        layer_params = cfg.num_linear_layers() * (lin + mlp) + cfg.num_full_layers() * (full + mlp);
-        head_params = double(cfg.vocab_size) * H;
-        params = layer_params + head_params + (tied ? 0 : head_params);
-        wbytes = bf16 ? kBf16 : kFp32;
-        state_bytes = cfg.num_linear_layers() *
-                      (double(Hv) * cfg.lin_k_head_dim * cfg.lin_v_head_dim * kFp32 + C * (cfg.conv_kernel - 1) * wbytes);
-        kv_bytes_per_pos = cfg.num_full_layers() * 2 * Hkv * d * wbytes;
+    explicit Costs(fm::Engine& engine) : e(&engine) {
+        weights = double(engine.weight_bytes());
+        for (const auto& b : engine.state_buffers(0)) {
+            if (b.kind == fm::StateKind::Kv) kv_max_seq += double(frost_buffer_bytes(b.buf));
+            if (b.kind == fm::StateKind::Conv || b.kind == fm::StateKind::Recurrent)
+                state_bytes += double(frost_buffer_bytes(b.buf));
+        }
     }
-    double weight_bytes() const { return params * wbytes; }
-    double kv_bytes(double ctx) const { return kv_bytes_per_pos * ctx; }
-    // Fewest bytes one decode step moves: weights multiplied (one embedding row), KV read, state r/w.
-    double decode_bytes(double ctx) const { return (layer_params + head_params) * wbytes + kv_bytes(ctx) + 2 * state_bytes; }
-    // Cold prefill of T tokens + the first token's logits: GEMMs, causal attention, chunked GDN.
-    double prefill_flops(double T) const {
-        const double attn = c->num_full_layers() * 4.0 * c->num_heads * c->head_dim * T * (T / 2);
-        const double gdn = c->num_linear_layers() * double(c->lin_num_v_heads) * T *
-                           (6.0 * c->lin_k_head_dim * c->lin_v_head_dim + 8.0 * fm::kGdnChunk * c->lin_k_head_dim);
-        return 2.0 * layer_params * T + 2.0 * head_params + attn + gdn;
+    double decode_bytes(int ctx) const {
+        frost::ops::OpCost c;
+        return e->step_cost(1, true, ctx, &c) == FROST_OK ? c.bytes : 0.0;
     }
-    double prefill_bytes(double T) const {
-        return (layer_params + head_params + T * c->hidden_size) * wbytes + kv_bytes(T) + state_bytes;
+    frost::ops::OpCost prefill(int T) const {
+        frost::ops::OpCost c;
+        return e->prefill_cost(T, &c) == FROST_OK ? c : frost::ops::OpCost{};
     }
 };
 
@@ -354,7 +340,6 @@ int run_bench_engine(const std::vector<std::string>& args) {
     const double total_s = std::max(0.0, startup_s) + s_since(t_entry) - synth_s;
     mem.sample("warmed_up");
     // The engine holds its own copy of the weights: drop the checkpoint mapping.
-    const bool tied = w.tied;
     const uint64_t file_bytes = w.total_bytes();
     w = fm::ModelWeights{};
     json phases = {{"process_start_to_bench", std::max(0.0, startup_s)}, {"device_init", device_init_s},
@@ -376,7 +361,7 @@ int run_bench_engine(const std::vector<std::string>& args) {
     // ---- cold TTFT and decode through the Engine's own host loop.
     const std::string model_name = from_preset ? a.preset : shape_name(e->config(), a.model);
     const std::string source = std::string("frost bench engine (") + a.backend + ")";
-    const Costs costs(e->config(), tied, cuda);
+    const Costs costs(*e);
     json results = json::array(), ttft_rows = json::array(), decode_rows = json::array();
     std::vector<int32_t> decode_todo = a.decode;
     auto run_decode = [&](int ctx_len) -> bool {
@@ -407,7 +392,7 @@ int run_bench_engine(const std::vector<std::string>& args) {
         }
         const double med = median(ms);
         ttft_rows.push_back({{"tokens", L}, {"ms", med}, {"min_ms", *std::min_element(ms.begin(), ms.end())},
-                             {"reps", a.reps}, {"flops", costs.prefill_flops(L)}, {"floor_bytes", costs.prefill_bytes(L)}});
+                             {"reps", a.reps}, {"flops", costs.prefill(L).flops}, {"floor_bytes", costs.prefill(L).bytes}});
         mem.sample("ttft_" + std::to_string(L));
         // The session now holds exactly L tokens: a decode context of L reuses it.
         if (std::find(decode_todo.begin(), decode_todo.end(), L) != decode_todo.end() && !run_decode(L))
@@ -425,7 +410,7 @@ int run_bench_engine(const std::vector<std::string>& args) {
     // ---- memory: engine accounting by role and the floor from ModelConfig.
     uint64_t by_role[4] = {0, 0, 0, 0};
     for (const auto& nb : e->buffers(0)) by_role[static_cast<int>(nb.role)] += frost_buffer_bytes(nb.buf);
-    const double floor_mem = costs.weight_bytes() + costs.kv_bytes(eo.max_seq_len) + costs.state_bytes;
+    const double floor_mem = costs.weights + costs.kv_max_seq + costs.state_bytes;
     const uint64_t peak = mem.peak_delta();
     json memory = {{"measure", cuda ? "cudaMemGetInfo total-free, sampled after each phase" : "process RSS (VmHWM)"},
                    {"baseline_bytes", mem.baseline}, {"peak_bytes", peak}, {"samples", mem.samples},
@@ -434,7 +419,7 @@ int run_bench_engine(const std::vector<std::string>& args) {
                                      {"scratch", by_role[int(fm::BufferRole::Scratch)]},
                                      {"state", by_role[int(fm::BufferRole::State)] + by_role[int(fm::BufferRole::Cursor)]}}},
                    {"floor_bytes", floor_mem},
-                   {"floor", {{"weights", costs.weight_bytes()}, {"kv_max_seq", costs.kv_bytes(eo.max_seq_len)},
+                   {"floor", {{"weights", costs.weights}, {"kv_max_seq", costs.kv_max_seq},
                               {"recurrent_conv_state", costs.state_bytes}}},
                    {"peak_over_floor", ratio(double(peak), floor_mem)}};
     if (ci.active)

@@ -1,0 +1,197 @@
+// THE Qwen3.5 layer sequence (spec §4), the only copy in the tree: embed; per layer pre-norm ->
+// mixer (Gated DeltaNet or gated attention: one is_linear switch) -> post-norm -> MLP, residual
+// adds fused into the output GEMMs; final norm, lm_head, sample, cursor advance. Per step the
+// forward picks the fused op both backends implement: decode runs the GDN step with its gate
+// fused, the gate_up GEMV with SwiGLU in its epilogue and attention_decode; prefill runs the gate
+// + chunked GDN, GEMM + swiglu and attention_prefill. `pdl` marks the launches a decode graph
+// chains with programmatic dependent launch (a hint the CPU ignores).
+#include "model/qwen35/forward.h"
+
+#include <cmath>
+
+#include "exec/error.h"
+
+namespace frost::model::qwen35 {
+namespace {
+
+using ops::Epilogue;
+using ops::Tensor;
+
+// A [rows, cols] view with row stride ld, `off` elements into a scratch / weight view.
+Tensor at(const Tensor& base, int64_t off, int64_t rows, int64_t cols, int64_t ld) {
+    return ops::mat(base.offset(off).data, base.dtype, rows, cols, ld);
+}
+Tensor heads_at(const Tensor& base, int64_t off, int64_t rows, int64_t n, int64_t dim, int64_t ld, int64_t hs) {
+    return ops::heads(base.offset(off).data, base.dtype, rows, n, dim, ld, hs);
+}
+
+struct Forward {
+    const ops::Exec& ex;
+    const ModelConfig& c;
+    const WeightViews& w;
+    const ScratchViews& s;
+    const SessionViews& ss;
+    const StepSpec& step;
+    const TraceHook* trace_hook;
+
+    int rows() const { return step.rows; }
+    int32_t pdl() const { return step.decode ? 1 : 0; }
+    const int32_t* n_rows() const { return &ss.cursor->n_tokens; }
+    ops::Rows rws() const { return {step.rows, n_rows()}; }
+    float eps() const { return static_cast<float>(c.rms_norm_eps); }
+
+    frost_status trace(const char* name, int layer, const Tensor& src) {
+        return trace_hook && *trace_hook ? (*trace_hook)(ex.stream, name, layer, src) : FROST_OK;
+    }
+
+    // y (+)= x Wᵀ over x's rows.
+    frost_status gemm(const char* label, const Tensor& x, const Tensor& wt, const Tensor& y, Epilogue ep,
+                      const Tensor& tmp = Tensor{}) {
+        ops::GemmOp g;
+        g.x = x; g.w = wt; g.y = y; g.tmp = tmp; g.epilogue = ep; g.pdl = pdl();
+        g.n_rows = x.rows() > 1 ? n_rows() : nullptr;
+        return ops::op_gemm(ex, g, label);
+    }
+
+    frost_status norm(const char* label, const Tensor& weight) {
+        ops::AddRmsNormOp n;
+        n.h = at(s.h, 0, rows(), c.hidden_size, c.hidden_size);
+        n.w = weight; n.y = at(s.x, 0, rows(), c.hidden_size, c.hidden_size);
+        n.eps = eps(); n.rows = rws(); n.pdl = pdl();
+        return ops::op_add_rmsnorm(ex, n, label);
+    }
+
+    Tensor h_rows() const { return at(s.h, 0, rows(), c.hidden_size, c.hidden_size); }
+    Tensor x_rows() const { return at(s.x, 0, rows(), c.hidden_size, c.hidden_size); }
+
+    frost_status linear_mixer(int l) {
+        const LayerWeightViews& L = w.layers[l];
+        const int C = c.conv_dim(), V = c.lin_v_dim(), Q = c.lin_q_dim();
+        const int Hv = c.lin_num_v_heads, Hk = c.lin_num_k_heads, dk = c.lin_k_head_dim, dv = c.lin_v_head_dim;
+        const int64_t W = L.in_proj.shape[0];  // [qkv | z | b | a | row padding]
+        FROST_TRY(gemm("gemm lin in_proj", x_rows(), L.in_proj, at(s.proj, 0, rows(), W, W), Epilogue::None));
+        ops::Conv1dSiluL2Op cv;
+        cv.x = at(s.proj, 0, rows(), C, W); cv.w = L.conv_w; cv.state = ss.conv[l];
+        cv.y = at(s.conv_out, 0, rows(), C, C);
+        cv.l2_dim = dk; cv.l2_heads = 2 * Hk; cv.l2_q_heads = Hk; cv.l2_eps = kL2Eps;
+        cv.q_scale = 1.0f / std::sqrt(static_cast<float>(dk)); cv.rows = rws(); cv.pdl = pdl();
+        FROST_TRY(ops::op_conv1d_silu_l2(ex, cv, "conv1d+silu+l2norm"));
+        const Tensor q = heads_at(s.conv_out, 0, rows(), Hk, dk, C, dk);
+        const Tensor k = heads_at(s.conv_out, Q, rows(), Hk, dk, C, dk);
+        const Tensor v = heads_at(s.conv_out, 2 * Q, rows(), Hv, dv, C, dv);
+        const Tensor b = at(s.proj, C + V, rows(), Hv, W);
+        const Tensor a = at(s.proj, C + V + Hv, rows(), Hv, W);
+        const Tensor beta = at(s.beta, 0, rows(), Hv, Hv), g = at(s.g, 0, rows(), Hv, Hv);
+        const Tensor core = at(s.core, 0, rows(), V, V);
+        if (step.decode) {
+            ops::GdnStepOp d;
+            d.q = q; d.k = k; d.v = v; d.state = ss.rec[l]; d.o = core; d.b = b; d.a = a;
+            d.A_log = L.A_log; d.dt_bias = L.dt_bias; d.beta = beta; d.g = g;
+            d.max_rows = rows(); d.cursor = ss.cursor; d.pdl = pdl();
+            FROST_TRY(ops::op_gdn_step(ex, d, "gdn_recurrent+gate"));
+        } else {
+            ops::GdnGateOp gp;
+            gp.b = b; gp.a = a; gp.A_log = L.A_log; gp.dt_bias = L.dt_bias; gp.beta = beta; gp.g = g; gp.rows = rws();
+            FROST_TRY(ops::op_gdn_gate(ex, gp, "gdn_gate"));
+            ops::GdnChunkOp d;
+            d.q = q; d.k = k; d.v = v; d.beta = beta; d.g = g; d.state = ss.rec[l]; d.o = core; d.work = s.gdn_work;
+            d.chunk = kGdnChunk; d.max_rows = rows(); d.cursor = ss.cursor;
+            FROST_TRY(ops::op_gdn_chunk(ex, d, "gdn_chunk"));
+        }
+        FROST_TRY(trace("gdn_out", l, core));
+        ops::GatedRmsNormOp gn;
+        gn.x = core; gn.z = at(s.proj, C, rows(), V, W); gn.w = L.gdn_norm; gn.y = at(s.gated, 0, rows(), V, V);
+        gn.heads = Hv; gn.dim = dv; gn.eps = eps(); gn.rows = rws(); gn.pdl = pdl();
+        FROST_TRY(ops::op_gated_rmsnorm(ex, gn, "gated_rmsnorm"));
+        return gemm("gemm lin out_proj", gn.y, L.out_proj, h_rows(), Epilogue::Residual);
+    }
+
+    frost_status full_mixer(int l) {
+        const LayerWeightViews& L = w.layers[l];
+        const int Hq = c.num_heads, Hkv = c.num_kv_heads, d = c.head_dim;
+        const int64_t W = L.in_proj.shape[0];  // [q|gate interleaved per head | k | v]
+        FROST_TRY(gemm("gemm full qkv_proj", x_rows(), L.in_proj, at(s.proj, 0, rows(), W, W), Epilogue::None));
+        const int64_t k_off = int64_t(2) * Hq * d, v_off = k_off + int64_t(Hkv) * d;
+        ops::QkNormRopeOp qk;
+        qk.q = heads_at(s.proj, 0, rows(), Hq, d, W, 2 * d);
+        qk.k = heads_at(s.proj, k_off, rows(), Hkv, d, W, d);
+        qk.q_w = L.q_norm; qk.k_w = L.k_norm; qk.rotary_dim = c.rotary_dim; qk.eps = eps();
+        qk.theta = static_cast<float>(c.rope_theta); qk.inv_freq_bf16 = step.rope_inv_freq_bf16 ? 1 : 0;
+        qk.max_rows = rows(); qk.cursor = ss.cursor;
+        FROST_TRY(ops::op_qk_norm_rope(ex, qk, "qk_norm_rope"));
+        ops::KvAppendOp kv;
+        kv.k = at(s.proj, k_off, rows(), int64_t(Hkv) * d, W);
+        kv.v = at(s.proj, v_off, rows(), int64_t(Hkv) * d, W);
+        kv.k_cache = ss.k_cache[l]; kv.v_cache = ss.v_cache[l]; kv.max_rows = rows(); kv.cursor = ss.cursor;
+        FROST_TRY(ops::op_kv_append(ex, kv, "kv_append"));
+        ops::AttentionOp ap;
+        ap.q = qk.q;
+        if (c.attn_output_gate) ap.gate = heads_at(s.proj, d, rows(), Hq, d, W, 2 * d);
+        ap.k_cache = kv.k_cache; ap.v_cache = kv.v_cache;
+        ap.o = at(s.core, 0, rows(), int64_t(Hq) * d, int64_t(Hq) * d); ap.work = s.attn_work;
+        ap.scale = 1.0f / std::sqrt(static_cast<float>(d)); ap.max_rows = rows(); ap.cursor = ss.cursor;
+        FROST_TRY(step.decode ? ops::op_attention_decode(ex, ap, "attn_decode")
+                              : ops::op_attention_prefill(ex, ap, "attn_prefill"));
+        FROST_TRY(trace("attn_out", l, ap.o));
+        return gemm("gemm full o_proj", ap.o, L.out_proj, h_rows(), Epilogue::Residual);
+    }
+
+    // The MLP step of layer l (dense SwiGLU; a mixture-of-experts layer branches here).
+    frost_status mlp(int l) {
+        const LayerWeightViews& L = w.layers[l];
+        const int F = c.intermediate_size;
+        const Tensor act = at(s.act, 0, rows(), F, F), up = at(s.proj, 0, rows(), 2 * F, 2 * F);
+        if (step.decode) {  // gate_up GEMV with SwiGLU in its epilogue (same bits as the two kernels)
+            FROST_TRY(gemm("gemv mlp gate_up+swiglu", x_rows(), L.gate_up, act, Epilogue::SwiGLU, up));
+        } else {
+            FROST_TRY(gemm("gemm mlp gate_up", x_rows(), L.gate_up, up, Epilogue::None));
+            ops::SwigluOp sw;
+            sw.x = up; sw.y = act; sw.rows = rws();
+            FROST_TRY(ops::op_swiglu(ex, sw, "swiglu"));
+        }
+        return gemm("gemm mlp down", act, L.down, h_rows(), Epilogue::Residual);
+    }
+
+    frost_status record() {
+        const int H = c.hidden_size, V = c.vocab_size;
+        if (step.decode) {
+            ops::CursorOpParams cp{ss.cursor, s.ids, kernels::kCursorDecodeBegin};
+            FROST_TRY(ops::op_cursor(ex, cp, "cursor decode_begin"));
+        }
+        ops::EmbedOp ep{w.embed, s.ids, h_rows(), rws()};
+        FROST_TRY(ops::op_embed(ex, ep, "embed"));
+        FROST_TRY(trace("embed", -1, ep.y));
+        for (int l = 0; l < c.num_layers; ++l) {
+            FROST_TRY(norm("rmsnorm input", w.layers[l].in_ln));
+            FROST_TRY(c.is_linear(l) ? linear_mixer(l) : full_mixer(l));
+            FROST_TRY(trace("mixer_residual", l, h_rows()));
+            FROST_TRY(norm("rmsnorm post_attention", w.layers[l].post_ln));
+            FROST_TRY(mlp(l));
+            FROST_TRY(trace("layer_out", l, h_rows()));
+        }
+        // Final norm + lm_head: every row for eval (logits_all), else only the last valid row.
+        const int lm_rows = step.logits_all ? rows() : 1;
+        ops::AddRmsNormOp fn;
+        fn.h = h_rows(); fn.w = w.final_norm; fn.y = at(s.fin, 0, lm_rows, H, H);
+        fn.eps = eps(); fn.last_row_only = lm_rows == 1 ? 1 : 0; fn.rows = rws(); fn.pdl = pdl();
+        FROST_TRY(ops::op_add_rmsnorm(ex, fn, "final rmsnorm"));
+        const Tensor logits = at(s.logits, 0, lm_rows, V, V);
+        FROST_TRY(gemm("gemm lm_head", fn.y, w.lm_head, logits, Epilogue::None));
+        ops::SampleOp sm;
+        sm.logits = logits; sm.select_last_row = lm_rows == 1 ? 0 : 1; sm.n_rows = n_rows();
+        sm.work = s.sample_work; sm.work_idx = s.sample_idx; sm.cursor = ss.cursor; sm.out_token = s.out_token;
+        FROST_TRY(ops::op_sample(ex, sm, "sample"));
+        ops::CursorOpParams adv{ss.cursor, nullptr, kernels::kCursorAdvance};
+        return ops::op_cursor(ex, adv, "cursor advance");
+    }
+};
+
+}  // namespace
+
+frost_status record_step(const ops::Exec& ex, const ModelConfig& c, const WeightViews& w, const ScratchViews& s,
+                         const SessionViews& ss, const StepSpec& step, const TraceHook* trace) {
+    Forward f{ex, c, w, s, ss, step, trace};
+    return f.record();
+}
+
+}  // namespace frost::model::qwen35

@@ -1,0 +1,54 @@
+// The Qwen3.5 hybrid forward of one step, written once against the ops layer (ops/ops.h) and
+// recorded on either backend: the dtypes come from the views (state layout, weight table,
+// scratch), so the text has no backend branch. Rows = the bucket's capacity (1 = decode); the
+// true count of a prefill chunk is read from the cursor at run time.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "model/config.h"
+#include "model/qwen35/weight_table.h"
+#include "ops/ops.h"
+
+namespace frost::model::qwen35 {
+
+// Activations shared by every session (one stream runs one step at a time). R = C_p rows; each
+// view is [R, width] contiguous in the backend's activation dtype unless noted.
+struct ScratchViews {
+    int32_t* ids = nullptr;   // [R] token inputs
+    ops::Tensor h;            // residual stream [R, H]
+    ops::Tensor x;            // normed mixer / MLP input [R, H]
+    ops::Tensor proj;         // projection outputs [R, proj_width]
+    ops::Tensor conv_out;     // conv + SiLU + l2norm (q | k | v) [R, C]
+    ops::Tensor beta, g;      // [R, Hv] f32
+    ops::Tensor core;         // GDN / attention output [R, core_width]
+    ops::Tensor gated;        // gated RMSNorm output [R, V]
+    ops::Tensor act;          // SwiGLU output [R, F]
+    ops::Tensor fin;          // final norm [logit_rows, H]
+    ops::Tensor logits;       // [logit_rows, vocab] f32
+    ops::Tensor gdn_work, attn_work, sample_work;  // f32 backend scratch
+    ops::Tensor sample_idx;   // i32 backend scratch (may be empty)
+    int32_t* out_token = nullptr;  // [1]
+};
+
+// One session's state, as views of the buffers the state layout declared.
+struct SessionViews {
+    kernels::StepCursor* cursor = nullptr;
+    std::vector<ops::Tensor> conv, rec, k_cache, v_cache;  // per layer (empty where the kind is absent)
+};
+
+// Debug copy-out of a named activation (EngineOptions::trace): called after the op producing it.
+using TraceHook = std::function<frost_status(frost_stream*, const char* name, int layer, const ops::Tensor& src)>;
+
+struct StepSpec {
+    int rows = 1;             // bucket capacity
+    bool decode = false;      // input from cursor.last_token, recurrent GDN, GEMV forms, PDL
+    bool logits_all = false;  // lm_head over every row (eval), else the last row only
+    bool rope_inv_freq_bf16 = true;
+};
+
+// Enqueues one whole step on ex.stream (normally while it is being captured into a graph).
+frost_status record_step(const ops::Exec& ex, const ModelConfig& c, const WeightViews& w, const ScratchViews& s,
+                         const SessionViews& ss, const StepSpec& step, const TraceHook* trace);
+
+}  // namespace frost::model::qwen35

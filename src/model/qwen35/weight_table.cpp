@@ -1,0 +1,123 @@
+// The Qwen3.5 weight table and its binder (weight_table.h).
+#include "model/qwen35/weight_table.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "exec/error.h"
+#include "model/weight_stager.h"
+#include "util/bf16.h"
+
+namespace frost::model::qwen35 {
+
+std::vector<WeightSpec> weight_table(const ModelConfig& c, const ModelWeights& w, const Precision& p,
+                                     WeightViews* v) {
+    const Dims d = dims_of(c, p);
+    const int64_t H = c.hidden_size;
+    std::vector<WeightSpec> t;
+    auto matrix = [&](std::string name, std::vector<const TensorView*> parts, int64_t cols, int64_t padded,
+                      ops::Tensor* slot) {
+        t.push_back({std::move(name), WeightForm::Matrix, std::move(parts), cols, padded, slot});
+    };
+    auto vector = [&](std::string name, const TensorView* part, ops::Tensor* slot) {
+        t.push_back({std::move(name), WeightForm::Vector, {part}, 0, 0, slot});
+    };
+    matrix("w.embed_tokens", {&w.embed_tokens}, H, 0, &v->embed);
+    vector("w.final_norm", &w.final_norm, &v->final_norm);
+    if (!w.tied) matrix("w.lm_head", {&w.lm_head}, H, 0, &v->lm_head);
+    v->layers.assign(c.num_layers, LayerWeightViews{});
+    for (int l = 0; l < c.num_layers; ++l) {
+        const LayerWeights& lw = w.layers[l];
+        LayerWeightViews& L = v->layers[l];
+        const std::string pre = "w.layer" + std::to_string(l) + ".";
+        vector(pre + "input_layernorm", &lw.input_layernorm, &L.in_ln);
+        vector(pre + "post_attention_layernorm", &lw.post_attention_layernorm, &L.post_ln);
+        if (c.is_linear(l)) {
+            const auto& a = lw.lin;
+            matrix(pre + "in_proj_qkvzba", {&a.in_proj_qkv, &a.in_proj_z, &a.in_proj_b, &a.in_proj_a}, H, d.lin_width,
+                   &L.in_proj);
+            vector(pre + "conv1d", &a.conv1d, &L.conv_w);
+            vector(pre + "A_log", &a.A_log, &L.A_log);
+            vector(pre + "dt_bias", &a.dt_bias, &L.dt_bias);
+            vector(pre + "gdn_norm", &a.norm, &L.gdn_norm);
+            matrix(pre + "out_proj", {&a.out_proj}, c.lin_v_dim(), 0, &L.out_proj);
+        } else {
+            const auto& a = lw.full;
+            matrix(pre + "qkv_proj", {&a.q_proj, &a.k_proj, &a.v_proj}, H, d.full_width, &L.in_proj);
+            vector(pre + "q_norm", &a.q_norm, &L.q_norm);
+            vector(pre + "k_norm", &a.k_norm, &L.k_norm);
+            matrix(pre + "o_proj", {&a.o_proj}, int64_t(c.num_heads) * c.head_dim, 0, &L.out_proj);
+        }
+        matrix(pre + "mlp_gate_up", {&lw.mlp_gate, &lw.mlp_up}, H, 0, &L.gate_up);
+        matrix(pre + "mlp_down", {&lw.mlp_down}, c.intermediate_size, 0, &L.down);
+    }
+    return t;
+}
+
+namespace {
+
+// Writes `v`'s elements as `to` (f32 or bf16) into out; bf16 -> f32 is exact, f32 -> bf16 rounds
+// to nearest even.
+frost_status convert(const TensorView& v, ops::DType to, void* out) {
+    const int64_t n = v.numel();
+    if (to == ops::DType::F32 && v.dtype == DType::BF16) {
+        const uint16_t* s = static_cast<const uint16_t*>(v.data);
+        float* o = static_cast<float*>(out);
+        for (int64_t i = 0; i < n; ++i) o[i] = util::bf16_to_f32(s[i]);
+        return FROST_OK;
+    }
+    if (to == ops::DType::BF16 && v.dtype == DType::F32) {
+        const float* s = static_cast<const float*>(v.data);
+        uint16_t* o = static_cast<uint16_t*>(out);
+        for (int64_t i = 0; i < n; ++i) o[i] = util::f32_to_bf16(s[i]);
+        return FROST_OK;
+    }
+    return fail(FROST_ERR_UNSUPPORTED, "tensor %s: dtype %s cannot be bound as %s", v.name.c_str(),
+                dtype_name(v.dtype), ops::dtype_name(to));
+}
+
+bool same_dtype(DType a, ops::DType b) {
+    return (a == DType::F32 && b == ops::DType::F32) || (a == DType::BF16 && b == ops::DType::BF16);
+}
+
+}  // namespace
+
+frost_status bind_weights(frost_ctx* ctx, frost_stream* stream, const ModelConfig& c, const ModelWeights& w,
+                          const Precision& p, BufferList* list, WeightViews* views) {
+    // Nothing is copied until run(): one pipelined pass over the whole model (weight_stager.h).
+    WeightStager stager;
+    for (const WeightSpec& s : weight_table(c, w, p, views)) {
+        const ops::DType dt = s.form == WeightForm::Matrix ? p.matrix : ops::DType::F32;
+        const size_t esz = ops::dtype_bits(dt) / 8;
+        int64_t used_elems = 0;
+        for (const TensorView* t : s.parts) {
+            if (!t->present()) return fail(FROST_ERR_INVALID_ARG, "tensor %s is absent", t->name.c_str());
+            used_elems += t->numel();
+        }
+        const int64_t rows = s.form == WeightForm::Matrix ? std::max(used_elems / s.cols, s.padded_rows) : used_elems;
+        const size_t used = size_t(used_elems) * esz;
+        const size_t bytes = s.form == WeightForm::Matrix ? std::max(used, size_t(rows) * size_t(s.cols) * esz) : used;
+        frost_buffer* b = nullptr;
+        FROST_TRY(list->add(s.name, BufferRole::Weights, bytes, &b));
+        size_t off = 0;
+        for (const TensorView* t : s.parts) {
+            const size_t pb = size_t(t->numel()) * esz;
+            if (same_dtype(t->dtype, dt))
+                stager.add(t->data, pb, b, off);
+            else
+                FROST_TRY(convert(*t, dt, stager.add_owned(pb, b, off)));
+            off += pb;
+        }
+        if (bytes > used) FROST_TRY(frost_buffer_fill(b, used, 0, bytes - used, stream));
+        void* ptr = frost_buffer_ptr(b);
+        *s.slot = s.form == WeightForm::Matrix ? ops::mat(ptr, dt, rows, s.cols, s.cols)
+                                               : ops::vec(ptr, dt, used_elems);
+        const auto& shape = s.parts[0]->shape;  // conv1d [C, 1, K] or [C, K] -> [C, K]
+        if (s.form == WeightForm::Vector && shape.size() >= 2)
+            *s.slot = ops::mat(ptr, dt, shape[0], shape.back(), shape.back());
+    }
+    if (w.tied) views->lm_head = views->embed;
+    return stager.run(ctx, stream);
+}
+
+}  // namespace frost::model::qwen35

@@ -1,0 +1,61 @@
+// The weight binding of Qwen3.5, declared once as data: every device weight the forward reads,
+// which checkpoint tensors it is the row-concatenation of (the fusion list: GDN [qkv; z; b; a],
+// attention [q|gate; k; v], MLP [gate; up]), its form (a GEMM matrix in the backend's matrix
+// dtype with rows padded to row_align, or a small fp32 vector) and where its view goes.
+// bind_weights() uploads the table on either backend; tensors are read through ModelWeights
+// (TensorView), so a loader that dequantizes below it changes nothing here.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "frost/exec.h"
+#include "model/buffers.h"
+#include "model/qwen35/layout.h"
+#include "model/weights.h"
+#include "ops/tensor.h"
+
+namespace frost::model::qwen35 {
+
+struct LayerWeightViews {
+    ops::Tensor in_ln, post_ln;              // [H] f32 zero-centred
+    ops::Tensor in_proj;                     // linear [lin_width, H]; full [full_width, H]
+    ops::Tensor conv_w;                      // [C, K] f32 (linear)
+    ops::Tensor A_log, dt_bias;              // [Hv] f32 (linear)
+    ops::Tensor gdn_norm;                    // [dv] f32 (linear)
+    ops::Tensor out_proj;                    // linear [H, V]; full o_proj [H, Hq d]
+    ops::Tensor q_norm, k_norm;              // [d] f32 (full)
+    ops::Tensor gate_up;                     // [2F, H]
+    ops::Tensor down;                        // [H, F]
+};
+
+struct WeightViews {
+    ops::Tensor embed;       // [vocab, H]
+    ops::Tensor final_norm;  // [H] f32
+    ops::Tensor lm_head;     // [vocab, H] (== embed when tied)
+    std::vector<LayerWeightViews> layers;
+};
+
+enum class WeightForm : uint8_t {
+    Matrix = 0,  // GEMM operand [rows, cols] in Precision::matrix
+    Vector = 1,  // small weight, fp32, shape of the checkpoint tensor flattened
+};
+
+struct WeightSpec {
+    std::string name;                        // buffer name, "w.layer3.in_proj_qkvzba"
+    WeightForm form = WeightForm::Vector;
+    std::vector<const TensorView*> parts;    // row-concatenated in this order
+    int64_t cols = 0;                        // Matrix: columns (K)
+    int64_t padded_rows = 0;                 // Matrix: zero rows up to this count (0: none)
+    ops::Tensor* slot = nullptr;             // the view bind_weights fills
+};
+
+// The table for `w` (pointers into w and into *views, which it sizes).
+std::vector<WeightSpec> weight_table(const ModelConfig& c, const ModelWeights& w, const Precision& p,
+                                     WeightViews* views);
+
+// Allocates and uploads every weight of the table into `list` (role Weights) on `stream`; fills
+// each spec's slot; `tied` makes lm_head the embedding's view.
+frost_status bind_weights(frost_ctx* ctx, frost_stream* stream, const ModelConfig& c, const ModelWeights& w,
+                          const Precision& p, BufferList* list, WeightViews* views);
+
+}  // namespace frost::model::qwen35

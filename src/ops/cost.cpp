@@ -1,0 +1,85 @@
+// The one cost model of the ops (ops.h cost_of): bytes each op must move (inputs read once,
+// outputs written once, in the views' dtypes) and its FLOPs, at the params' row capacity. The CLI
+// and the per-kernel bench both read these numbers; nothing else estimates an op's work.
+#include "ops/ops.h"
+
+namespace frost::ops {
+namespace {
+
+double B(const Tensor& t) { return t.empty() ? 0.0 : double(dtype_bits(t.dtype)) / 8.0; }
+
+}  // namespace
+
+OpCost cost_of(const EmbedOp& p) {
+    const double n = double(p.rows.max) * p.y.shape[1];
+    return {0, n * (B(p.table) + B(p.y)) + 4.0 * p.rows.max};
+}
+
+OpCost cost_of(const AddRmsNormOp& p) {
+    const double rows = p.last_row_only ? 1 : p.rows.max, n = rows * p.h.shape[1];
+    return {4 * n, n * (B(p.h) * (p.delta.empty() ? 1 : 3) + B(p.delta) + B(p.y)) + 4.0 * p.h.shape[1]};
+}
+
+OpCost cost_of(const QkNormRopeOp& p) {
+    const double d = p.q.shape[2], n = double(p.max_rows) * (p.q.shape[1] + p.k.shape[1]) * d;
+    return {4 * n + 3.0 * n * p.rotary_dim / d, 2 * B(p.q) * n + 8 * d};
+}
+
+OpCost cost_of(const Conv1dSiluL2Op& p) {
+    const double C = p.x.shape[1], K = p.w.shape[1], n = double(p.rows.max) * C;
+    return {n * (2 * K + 4) + 3.0 * p.rows.max * p.l2_dim * p.l2_heads,
+            n * (B(p.x) + B(p.y)) + C * K * 4 + 2 * C * (K - 1) * B(p.state)};
+}
+
+OpCost cost_of(const GdnGateOp& p) {
+    const double n = double(p.rows.max) * p.a.shape[1];
+    return {10 * n, n * (2 * B(p.a) + 8)};
+}
+
+// State read + written once per launch, q/k/v/o once per row, beta/g (fp32) once per row.
+static OpCost gdn_cost(const Tensor& q, const Tensor& v, const Tensor& state, int rows, int chunk) {
+    const double Hk = q.shape[1], dk = q.shape[2], Hv = v.shape[1], dv = v.shape[2];
+    const double kv = dk * dv;
+    const double per_token = chunk > 0 ? 8 * kv + 2.0 * chunk * (dk + dv) : 8 * kv;
+    return {double(rows) * Hv * per_token,
+            2 * B(state) * Hv * kv + double(rows) * B(q) * (2 * Hk * dk + 2 * Hv * dv) + double(rows) * Hv * 8};
+}
+
+OpCost cost_of(const GdnChunkOp& p) { return gdn_cost(p.q, p.v, p.state, p.max_rows, p.chunk); }
+OpCost cost_of(const GdnStepOp& p) { return gdn_cost(p.q, p.v, p.state, p.max_rows, 0); }
+
+OpCost cost_of(const GatedRmsNormOp& p) {
+    const double n = double(p.rows.max) * p.heads * p.dim;
+    return {8 * n, n * (B(p.x) + B(p.z) + B(p.y)) + 4.0 * p.dim};
+}
+
+OpCost cost_of(const KvAppendOp& p) {
+    const double n = double(p.max_rows) * p.k.shape[1];
+    return {0, 2 * n * (B(p.k) + B(p.k_cache))};
+}
+
+OpCost cost_of(const AttentionOp& p, int64_t context) {
+    const double rows = p.max_rows, ctx = double(context), Hq = p.q.shape[1], d = p.q.shape[2];
+    const double Hkv = p.k_cache.shape[1];
+    return {4.0 * rows * ctx * Hq * d, 2 * B(p.k_cache) * ctx * Hkv * d + rows * Hq * d * (2 * B(p.q) + B(p.o))};
+}
+
+OpCost cost_of(const GemmOp& p) {
+    const double m = p.x.shape[0], k = p.x.shape[1], n = p.w.shape[0];
+    const double out = double(p.y.shape[1]) * m * B(p.y) * (p.epilogue == Epilogue::Residual ? 2 : 1);
+    return {2 * m * n * k, n * k * B(p.w) + m * k * B(p.x) + out};
+}
+
+OpCost cost_of(const SwigluOp& p) {
+    const double n = double(p.rows.max) * p.y.shape[1];
+    return {5 * n, n * (2 * B(p.x) + B(p.y))};
+}
+
+OpCost cost_of(const SampleOp& p) {
+    const double v = p.logits.shape[1];
+    return {2 * v, 4 * v};
+}
+
+OpCost cost_of(const CursorOpParams&) { return {0, sizeof(StepCursor)}; }
+
+}  // namespace frost::ops

@@ -1,0 +1,383 @@
+// The CPU op table: every op composes the fp32 reference kernels of src/kernels/cpu, run as a host
+// node from a copy of the params (frost_launch_host), so a captured CPU graph replays it. Fused
+// ops call the reference kernels in the order the unfused CPU forward did, so CPU numerics are the
+// reference's bit for bit. bf16 views (parity tests) are widened to fp32 over their index space
+// and written back rounded to bf16 after the kernel ran.
+#include <cstring>
+#include <vector>
+
+#include "exec/error.h"
+#include "kernels/cpu/kernels.h"
+#include "ops/ops.h"
+#include "util/bf16.h"
+
+namespace frost::ops {
+namespace {
+
+namespace K = kernels;
+
+// fp32 views of an op's tensors: f32 views pass through; bf16 views are widened into owned
+// buffers with the same strides; views marked written are narrowed back by finish().
+class Widen {
+public:
+    float* in(const Tensor& t) { return get(t, false); }
+    float* out(const Tensor& t) { return get(t, true); }
+    frost_status status() const { return status_; }
+    // Writes every widened output back in its own dtype (rounded to nearest even for bf16).
+    void finish() {
+        for (auto& o : outs_) visit(o.t, [&](int64_t off) {
+            static_cast<uint16_t*>(o.t.data)[off] = util::f32_to_bf16(o.f[off]);
+        });
+    }
+
+private:
+    struct Out {
+        Tensor t;
+        float* f;
+    };
+    template <class F>
+    static void visit(const Tensor& t, F&& f) {
+        int64_t idx[kMaxRank] = {};
+        const int64_t n = t.numel();
+        for (int64_t i = 0; i < n; ++i) {
+            int64_t off = 0;
+            for (int d = 0; d < t.rank; ++d) off += idx[d] * t.stride[d];
+            f(off);
+            for (int d = t.rank - 1; d >= 0; --d) {
+                if (++idx[d] < t.shape[d]) break;
+                idx[d] = 0;
+            }
+        }
+    }
+    float* get(const Tensor& t, bool written) {
+        if (t.empty()) return nullptr;
+        if (t.dtype == DType::F32) return t.as<float>();
+        if (t.dtype != DType::BF16) {
+            status_ = fail(FROST_ERR_UNSUPPORTED, "cpu ops: dtype %s is not supported by the reference kernels",
+                           dtype_name(t.dtype));
+            return nullptr;
+        }
+        bufs_.emplace_back(size_t(t.span()), 0.0f);
+        float* f = bufs_.back().data();
+        const uint16_t* src = t.as<const uint16_t>();
+        visit(t, [&](int64_t off) { f[off] = util::bf16_to_f32(src[off]); });
+        if (written) outs_.push_back({t, f});
+        return f;
+    }
+    std::vector<std::vector<float>> bufs_;
+    std::vector<Out> outs_;
+    frost_status status_ = FROST_OK;
+};
+
+frost_status named(frost_status st, const char* op) {
+    if (st == FROST_OK) return st;
+    return fail(st, "op_%s (cpu): kernel rejected its inputs (%s)", op, frost_status_name(st));
+}
+
+const int32_t* cursor_rows(const StepCursor* c) { return &c->n_tokens; }
+
+frost_status run(const EmbedOp& p) {
+    Widen w;
+    K::EmbedParams e{};
+    e.table = p.table.data;
+    if (p.table.dtype != DType::F32 && p.table.dtype != DType::BF16)
+        return fail(FROST_ERR_UNSUPPORTED, "op_embed (cpu): table dtype %s", dtype_name(p.table.dtype));
+    e.table_type = p.table.dtype == DType::BF16 ? K::WeightType::BF16 : K::WeightType::F32;
+    e.ids = p.ids;
+    e.y = w.out(p.y);
+    e.vocab = int32_t(p.table.shape[0]);
+    e.dim = int32_t(p.table.shape[1]);
+    e.max_rows = p.rows.max;
+    e.n_rows = p.rows.n;
+    FROST_TRY(w.status());
+    FROST_TRY(named(K::cpu::embed(e), "embed"));
+    w.finish();
+    return FROST_OK;
+}
+
+frost_status run(const AddRmsNormOp& p) {
+    Widen w;
+    float* h = p.delta.empty() ? w.in(p.h) : w.out(p.h);
+    const float* delta = w.in(p.delta);
+    K::RmsNormParams r{};
+    r.x = h;
+    r.w = w.in(p.w);
+    r.y = w.out(p.y);
+    FROST_TRY(w.status());
+    const int64_t dim = p.h.shape[1];
+    if (delta) {
+        const int32_t rows = K::cpu::launch_rows(p.rows.n, p.rows.max);
+        for (int32_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < dim; ++j) h[i * p.h.stride[0] + j] += delta[i * p.delta.stride[0] + j];
+    }
+    r.x_row_stride = p.h.stride[0];
+    r.y_row_stride = p.y.stride[0];
+    r.dim = int32_t(dim);
+    r.heads = 1;
+    r.zero_centred = p.zero_centred;
+    r.eps = p.eps;
+    r.max_rows = p.rows.max;
+    r.n_rows = p.rows.n;
+    r.last_row_only = p.last_row_only;
+    FROST_TRY(named(K::cpu::rmsnorm(r), "add_rmsnorm"));
+    w.finish();
+    return FROST_OK;
+}
+
+frost_status run(const QkNormRopeOp& p) {
+    Widen w;
+    float* q = w.out(p.q);
+    float* k = w.out(p.k);
+    const float* qw = w.in(p.q_w);
+    const float* kw = w.in(p.k_w);
+    FROST_TRY(w.status());
+    const int32_t d = int32_t(p.q.shape[2]);
+    K::RmsNormParams qn{};
+    qn.x = q; qn.y = q; qn.w = qw;
+    qn.x_row_stride = qn.y_row_stride = p.q.stride[0];
+    qn.x_head_stride = qn.y_head_stride = p.q.stride[1];
+    qn.dim = d; qn.heads = int32_t(p.q.shape[1]); qn.zero_centred = 1; qn.eps = p.eps;
+    qn.max_rows = p.max_rows; qn.n_rows = cursor_rows(p.cursor);
+    FROST_TRY(named(K::cpu::rmsnorm(qn), "qk_norm_rope"));
+    K::RmsNormParams kn = qn;
+    kn.x = k; kn.y = k; kn.w = kw;
+    kn.x_row_stride = kn.y_row_stride = p.k.stride[0];
+    kn.x_head_stride = kn.y_head_stride = p.k.stride[1];
+    kn.heads = int32_t(p.k.shape[1]);
+    FROST_TRY(named(K::cpu::rmsnorm(kn), "qk_norm_rope"));
+    K::RopeParams rq{};
+    rq.x = q; rq.row_stride = p.q.stride[0]; rq.head_stride = p.q.stride[1]; rq.heads = int32_t(p.q.shape[1]);
+    rq.head_dim = d; rq.rotary_dim = p.rotary_dim; rq.theta = p.theta; rq.inv_freq_bf16 = p.inv_freq_bf16;
+    rq.max_rows = p.max_rows; rq.cursor = p.cursor;
+    FROST_TRY(named(K::cpu::rope(rq), "qk_norm_rope"));
+    K::RopeParams rk = rq;
+    rk.x = k; rk.row_stride = p.k.stride[0]; rk.head_stride = p.k.stride[1]; rk.heads = int32_t(p.k.shape[1]);
+    FROST_TRY(named(K::cpu::rope(rk), "qk_norm_rope"));
+    w.finish();
+    return FROST_OK;
+}
+
+frost_status run(const Conv1dSiluL2Op& p) {
+    Widen w;
+    K::Conv1dParams c{};
+    c.x = w.in(p.x);
+    c.w = w.in(p.w);
+    c.state = w.out(p.state);
+    c.y = w.out(p.y);
+    FROST_TRY(w.status());
+    c.x_row_stride = p.x.stride[0];
+    c.channels = int32_t(p.w.shape[0]);
+    c.kernel = int32_t(p.w.shape[1]);
+    c.max_rows = p.rows.max;
+    c.n_rows = p.rows.n;
+    FROST_TRY(named(K::cpu::conv1d(c), "conv1d_silu_l2"));
+    if (p.l2_dim > 0) {
+        K::L2NormParams qn{};
+        qn.x = c.y; qn.row_stride = p.y.stride[0]; qn.heads = p.l2_q_heads; qn.dim = p.l2_dim; qn.eps = p.l2_eps;
+        qn.scale = p.q_scale; qn.max_rows = p.rows.max; qn.n_rows = p.rows.n;
+        if (qn.heads > 0) FROST_TRY(named(K::cpu::l2norm(qn), "conv1d_silu_l2"));
+        K::L2NormParams kn = qn;
+        kn.x = c.y + int64_t(p.l2_q_heads) * p.l2_dim; kn.heads = p.l2_heads - p.l2_q_heads; kn.scale = 1.0f;
+        if (kn.heads > 0) FROST_TRY(named(K::cpu::l2norm(kn), "conv1d_silu_l2"));
+    }
+    w.finish();
+    return FROST_OK;
+}
+
+K::GdnGateParams gate_params(Widen& w, const Tensor& b, const Tensor& a, const Tensor& A_log, const Tensor& dt,
+                             const Tensor& beta, const Tensor& g, int32_t max_rows, const int32_t* n) {
+    K::GdnGateParams gp{};
+    gp.b = w.in(b); gp.a = w.in(a); gp.A_log = w.in(A_log); gp.dt_bias = w.in(dt);
+    gp.beta = w.out(beta); gp.g = w.out(g);
+    gp.in_row_stride = a.stride[0]; gp.heads = int32_t(a.shape[1]); gp.max_rows = max_rows; gp.n_rows = n;
+    return gp;
+}
+
+frost_status run(const GdnGateOp& p) {
+    Widen w;
+    const K::GdnGateParams gp = gate_params(w, p.b, p.a, p.A_log, p.dt_bias, p.beta, p.g, p.rows.max, p.rows.n);
+    FROST_TRY(w.status());
+    FROST_TRY(named(K::cpu::gdn_gates(gp), "gdn_gate"));
+    w.finish();
+    return FROST_OK;
+}
+
+K::GdnParams gdn_params(Widen& w, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta,
+                        const Tensor& g, const Tensor& state, const Tensor& o, int32_t max_rows,
+                        const StepCursor* cursor) {
+    K::GdnParams d{};
+    d.q = w.in(q); d.k = w.in(k); d.v = w.in(v); d.beta = w.in(beta); d.g = w.in(g);
+    d.state = w.out(state); d.o = w.out(o);
+    d.qk_row_stride = q.stride[0];
+    d.Hk = int32_t(q.shape[1]); d.Hv = int32_t(v.shape[1]); d.dk = int32_t(q.shape[2]); d.dv = int32_t(v.shape[2]);
+    d.chunk = 64; d.max_rows = max_rows; d.cursor = cursor;
+    return d;
+}
+
+frost_status run(const GdnChunkOp& p) {
+    Widen w;
+    K::GdnParams d = gdn_params(w, p.q, p.k, p.v, p.beta, p.g, p.state, p.o, p.max_rows, p.cursor);
+    d.chunk = p.chunk;
+    FROST_TRY(w.status());
+    FROST_TRY(named(K::cpu::gdn_chunked(d), "gdn_chunk"));
+    w.finish();
+    return FROST_OK;
+}
+
+// Gate then recurrence: the two reference kernels the unfused forward ran, in that order.
+frost_status run(const GdnStepOp& p) {
+    Widen w;
+    const K::GdnGateParams gp =
+        gate_params(w, p.b, p.a, p.A_log, p.dt_bias, p.beta, p.g, p.max_rows, cursor_rows(p.cursor));
+    const K::GdnParams d = gdn_params(w, p.q, p.k, p.v, p.beta, p.g, p.state, p.o, p.max_rows, p.cursor);
+    FROST_TRY(w.status());
+    FROST_TRY(named(K::cpu::gdn_gates(gp), "gdn_step"));
+    FROST_TRY(named(K::cpu::gdn_recurrent(d), "gdn_step"));
+    w.finish();
+    return FROST_OK;
+}
+
+frost_status run(const GatedRmsNormOp& p) {
+    Widen w;
+    K::GatedRmsNormParams g{};
+    g.x = w.in(p.x); g.z = w.in(p.z); g.w = w.in(p.w); g.y = w.out(p.y);
+    FROST_TRY(w.status());
+    g.z_row_stride = p.z.stride[0]; g.dim = p.dim; g.heads = p.heads; g.eps = p.eps;
+    g.max_rows = p.rows.max; g.n_rows = p.rows.n;
+    FROST_TRY(named(K::cpu::gated_rmsnorm(g), "gated_rmsnorm"));
+    w.finish();
+    return FROST_OK;
+}
+
+frost_status run(const KvAppendOp& p) {
+    Widen w;
+    K::KvAppendParams k{};
+    k.k = w.in(p.k); k.v = w.in(p.v); k.k_cache = w.out(p.k_cache); k.v_cache = w.out(p.v_cache);
+    FROST_TRY(w.status());
+    k.src_row_stride = p.k.stride[0]; k.kv_dim = int32_t(p.k.shape[1]); k.max_seq = int32_t(p.k_cache.shape[0]);
+    k.max_rows = p.max_rows; k.cursor = p.cursor;
+    FROST_TRY(named(K::cpu::kv_append(k), "kv_append"));
+    w.finish();
+    return FROST_OK;
+}
+
+frost_status run(const AttentionOp& p) {
+    Widen w;
+    K::AttentionParams a{};
+    a.q = w.in(p.q); a.gate = w.in(p.gate); a.k_cache = w.in(p.k_cache); a.v_cache = w.in(p.v_cache);
+    a.o = w.out(p.o);
+    FROST_TRY(w.status());
+    a.q_row_stride = p.q.stride[0]; a.q_head_stride = p.q.stride[1];
+    a.Hq = int32_t(p.q.shape[1]); a.Hkv = int32_t(p.k_cache.shape[1]); a.head_dim = int32_t(p.q.shape[2]);
+    a.scale = p.scale; a.max_seq = int32_t(p.k_cache.shape[0]); a.max_rows = p.max_rows; a.cursor = p.cursor;
+    FROST_TRY(named(K::cpu::attention(a), "attention"));
+    w.finish();
+    return FROST_OK;
+}
+
+frost_status run(const GemmOp& p) {
+    Widen w;
+    const bool swiglu = p.epilogue == Epilogue::SwiGLU;
+    if (swiglu && p.tmp.empty())
+        return fail(FROST_ERR_INVALID_ARG, "op_gemm (cpu): the SwiGLU epilogue needs a tmp [M, 2F] view");
+    K::GemmParams g{};
+    g.x = w.in(p.x);
+    g.w = w.in(p.w);
+    g.y = swiglu ? w.out(p.tmp) : w.out(p.y);
+    float* act = swiglu ? w.out(p.y) : nullptr;
+    FROST_TRY(w.status());
+    g.ldx = p.x.stride[0];
+    g.ldy = swiglu ? p.tmp.stride[0] : p.y.stride[0];
+    g.K = int32_t(p.x.shape[1]);
+    g.N = int32_t(p.w.shape[0]);
+    g.max_rows = int32_t(p.x.shape[0]);
+    g.n_rows = p.n_rows;
+    g.accumulate = p.epilogue == Epilogue::Residual ? 1 : 0;
+    FROST_TRY(named(K::cpu::gemm(g), "gemm"));
+    if (swiglu) {
+        K::SwigluParams s{};
+        s.x = g.y; s.y = act; s.F = int32_t(p.y.shape[1]); s.max_rows = g.max_rows; s.n_rows = p.n_rows;
+        FROST_TRY(named(K::cpu::swiglu(s), "gemm+swiglu"));
+    }
+    w.finish();
+    return FROST_OK;
+}
+
+frost_status run(const SwigluOp& p) {
+    Widen w;
+    K::SwigluParams s{};
+    s.x = w.in(p.x); s.y = w.out(p.y);
+    FROST_TRY(w.status());
+    s.F = int32_t(p.y.shape[1]); s.max_rows = p.rows.max; s.n_rows = p.rows.n;
+    FROST_TRY(named(K::cpu::swiglu(s), "swiglu"));
+    w.finish();
+    return FROST_OK;
+}
+
+frost_status run(const SampleOp& p) {
+    if (p.work_idx.empty() || p.work_idx.dtype != DType::I32)
+        return fail(FROST_ERR_INVALID_ARG, "op_sample (cpu): work_idx must be an i32 view of sample_idx_ints()");
+    K::SampleParams s{};
+    s.logits = p.logits.as<const float>(); s.row_stride = p.logits.stride[0]; s.vocab = int32_t(p.logits.shape[1]);
+    s.select_last_row = p.select_last_row; s.n_rows = p.n_rows;
+    s.work = p.work.as<float>(); s.work_idx = p.work_idx.as<int32_t>(); s.cursor = p.cursor; s.out_token = p.out_token;
+    return named(K::cpu::sample(s), "sample");
+}
+
+frost_status run(const CursorOpParams& p) {
+    K::CursorParams c{p.cursor, p.ids, p.op};
+    return named(K::cpu::cursor_op(c), "cursor");
+}
+
+// Host node per op: the params are copied into the launch (frost_launch_host), the kernel runs
+// from that copy when the stream (or the graph it was captured into) reaches it.
+template <class P>
+frost_status host_thunk(const void* args) {
+    return run(*static_cast<const P*>(args));
+}
+template <class P>
+frost_status enqueue(const Exec& ex, const P& p) {
+    return frost_launch_host(ex.stream, host_thunk<P>, &p, sizeof p);
+}
+
+class CpuBackend final : public Backend {
+public:
+    CpuBackend() : Backend(FROST_BACKEND_CPU, &cpu_op_table()) {}
+    DType act_dtype() const override { return DType::F32; }
+    size_t sample_work_floats(int vocab) const override { return 2 * size_t(vocab); }
+    size_t sample_idx_ints(int vocab) const override { return size_t(vocab); }
+    size_t gdn_work_floats(int, int) const override { return 0; }
+    size_t attn_work_floats(int, int, int) const override { return 0; }
+};
+
+}  // namespace
+
+const OpTable& cpu_op_table() {
+    static const OpTable t = [] {
+        OpTable o;
+        o.embed = enqueue<EmbedOp>;
+        o.add_rmsnorm = enqueue<AddRmsNormOp>;
+        o.qk_norm_rope = enqueue<QkNormRopeOp>;
+        o.conv1d_silu_l2 = enqueue<Conv1dSiluL2Op>;
+        o.gdn_gate = enqueue<GdnGateOp>;
+        o.gdn_chunk = enqueue<GdnChunkOp>;
+        o.gdn_step = enqueue<GdnStepOp>;
+        o.gated_rmsnorm = enqueue<GatedRmsNormOp>;
+        o.kv_append = enqueue<KvAppendOp>;
+        o.attention_prefill = enqueue<AttentionOp>;
+        o.attention_decode = enqueue<AttentionOp>;
+        o.gemm = enqueue<GemmOp>;
+        o.swiglu = enqueue<SwigluOp>;
+        o.sample = enqueue<SampleOp>;
+        o.cursor = enqueue<CursorOpParams>;
+        return o;
+    }();
+    return t;
+}
+
+frost_status make_cpu_backend(std::unique_ptr<Backend>* out) {
+    *out = std::make_unique<CpuBackend>();
+    return FROST_OK;
+}
+
+}  // namespace frost::ops

@@ -1,0 +1,327 @@
+// The CUDA op table: thin wrappers that turn each op's tensor views into the bf16 params of the
+// launchers in src/kernels/cuda (lm_kernels.h) and enqueue them on the stream's native CUDA
+// stream. Activations / big weights / KV / conv state are bf16, recurrent state, beta / g, small
+// weights and logits fp32: a view of another dtype is refused naming the op and the tensor.
+// The backend object owns the per-engine cuBLASLt handle, its workspace and the plan cache (one
+// plan per GEMM shape, created on first use, i.e. while the graphs are captured at load).
+#include "ops/ops.h"
+
+#include "exec/error.h"
+
+#if FROST_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
+
+#include "kernels/cuda/lm_gemm.h"
+#include "kernels/cuda/lm_kernels.h"
+#endif
+
+namespace frost::ops {
+
+#if !FROST_WITH_CUDA
+
+frost_status make_cuda_backend(frost_ctx*, frost_stream*, std::unique_ptr<Backend>*) {
+    return fail(FROST_ERR_UNSUPPORTED, "ops: this build has no CUDA (configure with -DFROST_CUDA=ON)");
+}
+
+#else
+
+namespace {
+
+namespace K = kernels;
+using K::bf16;
+
+// M, N, K, ldx, ldy, out_f32, accumulate.
+using GemmShapeKey = std::array<int64_t, 7>;
+
+const OpTable& cuda_op_table();
+
+class CudaBackend final : public Backend {
+public:
+    CudaBackend() : Backend(FROST_BACKEND_CUDA, &cuda_op_table()) {}
+    ~CudaBackend() override {
+        for (auto& [shape, plan] : plans_) K::gemm_plan_destroy(plan);
+        K::gemm_lt_destroy(lt_);
+        if (workspace_) frost_buffer_free(workspace_);
+    }
+    frost_status init(frost_ctx* ctx) {
+        FROST_TRY(frost_buffer_alloc(ctx, "ops.gemm_workspace", K::kGemmWorkspaceBytes, FROST_SPACE_DEVICE,
+                                     &workspace_));
+        int lt_status = 0;
+        const cudaError_t e = K::gemm_lt_create(frost_buffer_ptr(workspace_), K::kGemmWorkspaceBytes, &lt_, &lt_status);
+        if (e != cudaSuccess)
+            return fail(FROST_ERR_BACKEND, "cuda ops: cuBLASLt handle: %s (status %d)", cudaGetErrorString(e), lt_status);
+        return FROST_OK;
+    }
+    DType act_dtype() const override { return DType::BF16; }
+    size_t sample_work_floats(int vocab) const override { return K::sample_work_floats(vocab); }
+    size_t sample_idx_ints(int) const override { return 0; }
+    size_t gdn_work_floats(int Hv, int max_rows) const override {
+        K::GdnBf16Params p{};
+        p.Hv = Hv;
+        p.max_rows = max_rows;
+        return K::gdn_chunk_work_floats(p);
+    }
+    size_t attn_work_floats(int Hq, int max_seq, int max_rows) const override {
+        K::AttentionBf16Params p{};
+        p.Hq = Hq;
+        p.max_seq = max_seq;
+        p.max_rows = max_rows;  // prefill buckets 64..C_p may split their keys
+        return std::max(K::attn_decode_work_floats(p), K::attn_prefill_work_floats(p));
+    }
+    size_t gemm_plans() const override { return plans_.size(); }
+    uint64_t owned_bytes() const override { return K::kGemmWorkspaceBytes; }
+
+    // The plan of this GEMM's shape, created once.
+    cudaError_t plan(const K::GemmBf16Params& p, K::GemmPlan** out) {
+        const GemmShapeKey key{p.M, p.N, p.K, p.ldx, p.ldy, p.out_f32, p.accumulate};
+        auto it = plans_.find(key);
+        if (it == plans_.end()) {
+            K::GemmPlan* plan = nullptr;
+            const cudaError_t e = K::gemm_plan_create(lt_, p, &plan);
+            if (e != cudaSuccess) return e;
+            it = plans_.emplace(key, plan).first;
+        }
+        *out = it->second;
+        return cudaSuccess;
+    }
+
+private:
+    frost_buffer* workspace_ = nullptr;
+    K::GemmLt* lt_ = nullptr;
+    std::map<GemmShapeKey, K::GemmPlan*> plans_;
+};
+
+cudaStream_t native(const Exec& ex) { return static_cast<cudaStream_t>(frost_stream_native(ex.stream)); }
+
+// Converts a launcher's refusal into a status naming the op.
+frost_status check(cudaError_t e, const char* op) {
+    if (e == cudaSuccess) return FROST_OK;
+    cudaGetLastError();  // clear the sticky launch error so later captures start clean
+    if (e == cudaErrorInvalidValue || e == cudaErrorNotSupported)
+        return fail(FROST_ERR_UNSUPPORTED, "op_%s (cuda): the kernel refuses this shape (%s)", op, cudaGetErrorString(e));
+    return fail(FROST_ERR_BACKEND, "op_%s (cuda): launch failed: %s", op, cudaGetErrorString(e));
+}
+
+// Typed pointer of a view of the dtype this backend's kernel takes; else a refusal naming both.
+#define NEED(view, dt, op)                                                                                  \
+    do {                                                                                                    \
+        if ((view).empty() || (view).dtype != (dt))                                                         \
+            return fail(FROST_ERR_UNSUPPORTED, "op_%s (cuda): %s must be a %s view, got %s", op, #view,      \
+                        dtype_name(dt), (view).empty() ? "none" : dtype_name((view).dtype));                 \
+    } while (0)
+
+bf16* B(const Tensor& t) { return t.as<bf16>(); }
+float* F(const Tensor& t) { return t.as<float>(); }
+
+frost_status embed(const Exec& ex, const EmbedOp& p) {
+    NEED(p.table, DType::BF16, "embed");
+    NEED(p.y, DType::BF16, "embed");
+    K::EmbedBf16Params e{B(p.table), p.ids, B(p.y), int32_t(p.table.shape[0]), int32_t(p.table.shape[1]),
+                         p.rows.max, p.rows.n};
+    return check(K::embed_launch(e, native(ex)), "embed");
+}
+
+frost_status add_rmsnorm(const Exec& ex, const AddRmsNormOp& p) {
+    NEED(p.h, DType::BF16, "add_rmsnorm");
+    NEED(p.y, DType::BF16, "add_rmsnorm");
+    if (!p.delta.empty()) NEED(p.delta, DType::BF16, "add_rmsnorm");
+    if (p.h.stride[0] != p.h.shape[1])
+        return fail(FROST_ERR_UNSUPPORTED, "op_add_rmsnorm (cuda): h must be contiguous rows");
+    K::AddRmsNormBf16Params n{B(p.h), p.delta.empty() ? nullptr : B(p.delta), F(p.w), B(p.y), int32_t(p.h.shape[1]),
+                              p.zero_centred, p.eps, p.rows.max, p.rows.n, p.last_row_only};
+    n.pdl = p.pdl;
+    return check(K::add_rmsnorm_launch(n, native(ex)), "add_rmsnorm");
+}
+
+frost_status qk_norm_rope(const Exec& ex, const QkNormRopeOp& p) {
+    NEED(p.q, DType::BF16, "qk_norm_rope");
+    NEED(p.k, DType::BF16, "qk_norm_rope");
+    K::QkNormRopeBf16Params q{B(p.q), B(p.k), F(p.q_w), F(p.k_w), p.q.stride[0], p.q.stride[1], p.k.stride[0],
+                              p.k.stride[1], int32_t(p.q.shape[1]), int32_t(p.k.shape[1]), int32_t(p.q.shape[2]),
+                              p.rotary_dim, 1, p.eps, p.theta, p.max_rows, p.cursor, p.inv_freq_bf16};
+    return check(K::qk_norm_rope_launch(q, native(ex)), "qk_norm_rope");
+}
+
+frost_status conv1d_silu_l2(const Exec& ex, const Conv1dSiluL2Op& p) {
+    NEED(p.x, DType::BF16, "conv1d_silu_l2");
+    NEED(p.state, DType::BF16, "conv1d_silu_l2");
+    NEED(p.y, DType::BF16, "conv1d_silu_l2");
+    K::Conv1dBf16Params c{B(p.x), F(p.w), B(p.state), B(p.y), p.x.stride[0], int32_t(p.w.shape[0]),
+                          int32_t(p.w.shape[1]), p.l2_dim, p.l2_heads, p.l2_q_heads, p.l2_eps, p.q_scale,
+                          p.rows.max, p.rows.n};
+    c.pdl = p.pdl;
+    return check(K::conv1d_launch(c, native(ex)), "conv1d_silu_l2");
+}
+
+frost_status gdn_gate(const Exec& ex, const GdnGateOp& p) {
+    NEED(p.a, DType::BF16, "gdn_gate");
+    NEED(p.b, DType::BF16, "gdn_gate");
+    K::GdnGateBf16Params g{B(p.b), B(p.a), F(p.A_log), F(p.dt_bias), F(p.beta), F(p.g), p.a.stride[0],
+                           int32_t(p.a.shape[1]), p.rows.max, p.rows.n};
+    return check(K::gdn_gate_launch(g, native(ex)), "gdn_gate");
+}
+
+K::GdnBf16Params gdn_params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& g,
+                            const Tensor& state, const Tensor& o, const Tensor& work, int32_t max_rows,
+                            const StepCursor* cursor) {
+    return K::GdnBf16Params{B(q), B(k), B(v), F(beta), F(g), F(state), B(o), work.empty() ? nullptr : F(work),
+                            q.stride[0], int32_t(q.shape[1]), int32_t(v.shape[1]), int32_t(q.shape[2]),
+                            int32_t(v.shape[2]), K::kGdnChunk, max_rows, cursor};
+}
+
+#define NEED_QKVO(p, op)                  \
+    NEED((p).q, DType::BF16, op);         \
+    NEED((p).k, DType::BF16, op);         \
+    NEED((p).v, DType::BF16, op);         \
+    NEED((p).o, DType::BF16, op)
+
+frost_status gdn_chunk(const Exec& ex, const GdnChunkOp& p) {
+    NEED_QKVO(p, "gdn_chunk");
+    NEED(p.work, DType::F32, "gdn_chunk");
+    K::GdnBf16Params d = gdn_params(p.q, p.k, p.v, p.beta, p.g, p.state, p.o, p.work, p.max_rows, p.cursor);
+    d.chunk = p.chunk;
+    return check(K::gdn_chunk_launch(d, native(ex)), "gdn_chunk");
+}
+
+// The recurrence computes beta and g itself from the raw projections: one launch fewer.
+frost_status gdn_step(const Exec& ex, const GdnStepOp& p) {
+    NEED_QKVO(p, "gdn_step");
+    NEED(p.a, DType::BF16, "gdn_step");
+    NEED(p.b, DType::BF16, "gdn_step");
+    K::GdnBf16Params d = gdn_params(p.q, p.k, p.v, p.beta, p.g, p.state, p.o, Tensor{}, p.max_rows, p.cursor);
+    d.gate_b = B(p.b);
+    d.gate_a = B(p.a);
+    d.A_log = F(p.A_log);
+    d.dt_bias = F(p.dt_bias);
+    d.gate_row_stride = p.a.stride[0];
+    d.pdl = p.pdl;
+    return check(K::gdn_recurrent_launch(d, native(ex)), "gdn_step");
+}
+
+frost_status gated_rmsnorm(const Exec& ex, const GatedRmsNormOp& p) {
+    NEED(p.x, DType::BF16, "gated_rmsnorm");
+    NEED(p.z, DType::BF16, "gated_rmsnorm");
+    NEED(p.y, DType::BF16, "gated_rmsnorm");
+    K::GatedRmsNormBf16Params g{B(p.x), B(p.z), F(p.w), B(p.y), p.z.stride[0], p.dim, p.heads, p.eps,
+                                p.rows.max, p.rows.n};
+    g.pdl = p.pdl;
+    return check(K::gated_rmsnorm_launch(g, native(ex)), "gated_rmsnorm");
+}
+
+frost_status kv_append(const Exec& ex, const KvAppendOp& p) {
+    NEED(p.k, DType::BF16, "kv_append");
+    NEED(p.v, DType::BF16, "kv_append");
+    NEED(p.k_cache, DType::BF16, "kv_append");
+    NEED(p.v_cache, DType::BF16, "kv_append");
+    K::KvAppendBf16Params k{B(p.k), B(p.v), B(p.k_cache), B(p.v_cache), p.k.stride[0], int32_t(p.k.shape[1]),
+                            int32_t(p.k_cache.shape[0]), p.max_rows, p.cursor};
+    return check(K::kv_append_launch(k, native(ex)), "kv_append");
+}
+
+frost_status attention_params(const AttentionOp& p, const char* op, K::AttentionBf16Params* out) {
+    NEED(p.q, DType::BF16, op);
+    NEED(p.k_cache, DType::BF16, op);
+    NEED(p.v_cache, DType::BF16, op);
+    NEED(p.o, DType::BF16, op);
+    if (!p.gate.empty()) NEED(p.gate, DType::BF16, op);
+    *out = K::AttentionBf16Params{B(p.q), p.gate.empty() ? nullptr : B(p.gate), B(p.k_cache), B(p.v_cache), B(p.o),
+                                  p.work.empty() ? nullptr : F(p.work), p.q.stride[0], p.q.stride[1],
+                                  int32_t(p.q.shape[1]), int32_t(p.k_cache.shape[1]), int32_t(p.q.shape[2]),
+                                  p.scale, int32_t(p.k_cache.shape[0]), p.max_rows, p.cursor};
+    return FROST_OK;
+}
+
+frost_status attention_prefill(const Exec& ex, const AttentionOp& p) {
+    K::AttentionBf16Params a{};
+    FROST_TRY(attention_params(p, "attention_prefill", &a));
+    return check(K::attn_prefill_launch(a, native(ex)), "attention_prefill");
+}
+
+frost_status attention_decode(const Exec& ex, const AttentionOp& p) {
+    K::AttentionBf16Params a{};
+    FROST_TRY(attention_params(p, "attention_decode", &a));
+    return check(K::attn_decode_launch(a, native(ex)), "attention_decode");
+}
+
+// GEMV for one row (the decode forms: SwiGLU epilogue, PDL), cuBLASLt with a cached plan otherwise.
+frost_status gemm(const Exec& ex, const GemmOp& p) {
+    NEED(p.x, DType::BF16, "gemm");
+    NEED(p.w, DType::BF16, "gemm");
+    if (p.y.empty() || (p.y.dtype != DType::BF16 && p.y.dtype != DType::F32))
+        return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): y must be a bf16 or f32 view");
+    const int32_t M = int32_t(p.x.shape[0]);
+    K::GemmBf16Params g{B(p.x), B(p.w), p.y.data, p.x.stride[0], p.y.stride[0], M, int32_t(p.w.shape[0]),
+                        int32_t(p.x.shape[1]), p.y.dtype == DType::F32 ? 1 : 0,
+                        p.epilogue == Epilogue::Residual ? 1 : 0};
+    g.pdl = p.pdl;
+    if (p.epilogue == Epilogue::SwiGLU) {
+        if (M != 1 || p.y.dtype != DType::BF16)
+            return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): the SwiGLU epilogue is a bf16 GEMV (M = 1), got M = %d", M);
+        g.swiglu = 1;
+        return check(K::gemv_launch(g, native(ex)), "gemm+swiglu");
+    }
+    if (M == 1) return check(K::gemv_launch(g, native(ex)), "gemm");
+    K::GemmPlan* plan = nullptr;
+    FROST_TRY(check(static_cast<CudaBackend*>(ex.backend)->plan(g, &plan), "gemm (plan)"));
+    return check(K::gemm_launch(plan, g, native(ex)), "gemm");
+}
+
+frost_status swiglu(const Exec& ex, const SwigluOp& p) {
+    NEED(p.x, DType::BF16, "swiglu");
+    NEED(p.y, DType::BF16, "swiglu");
+    K::SwigluBf16Params s{B(p.x), B(p.y), int32_t(p.y.shape[1]), p.rows.max, p.rows.n};
+    return check(K::swiglu_launch(s, native(ex)), "swiglu");
+}
+
+frost_status sample(const Exec& ex, const SampleOp& p) {
+    K::SampleParams s{};
+    s.logits = F(p.logits); s.row_stride = p.logits.stride[0]; s.vocab = int32_t(p.logits.shape[1]);
+    s.select_last_row = p.select_last_row; s.n_rows = p.n_rows; s.work = F(p.work); s.work_idx = nullptr;
+    s.cursor = p.cursor; s.out_token = p.out_token;
+    return check(K::sample_launch(s, native(ex)), "sample");
+}
+
+frost_status cursor(const Exec& ex, const CursorOpParams& p) {
+    K::CursorParams c{p.cursor, p.ids, p.op};
+    return check(K::cursor_launch(c, native(ex)), "cursor");
+}
+
+const OpTable& cuda_op_table() {
+    static const OpTable t = [] {
+        OpTable o;
+        o.embed = embed;
+        o.add_rmsnorm = add_rmsnorm;
+        o.qk_norm_rope = qk_norm_rope;
+        o.conv1d_silu_l2 = conv1d_silu_l2;
+        o.gdn_gate = gdn_gate;
+        o.gdn_chunk = gdn_chunk;
+        o.gdn_step = gdn_step;
+        o.gated_rmsnorm = gated_rmsnorm;
+        o.kv_append = kv_append;
+        o.attention_prefill = attention_prefill;
+        o.attention_decode = attention_decode;
+        o.gemm = gemm;
+        o.swiglu = swiglu;
+        o.sample = sample;
+        o.cursor = cursor;
+        return o;
+    }();
+    return t;
+}
+
+}  // namespace
+
+frost_status make_cuda_backend(frost_ctx* ctx, frost_stream*, std::unique_ptr<Backend>* out) {
+    auto b = std::make_unique<CudaBackend>();
+    FROST_TRY(b->init(ctx));
+    *out = std::move(b);
+    return FROST_OK;
+}
+
+#endif  // FROST_WITH_CUDA
+
+}  // namespace frost::ops

@@ -1,0 +1,55 @@
+// Tensor views: what every op reads and writes. A view is a pointer, a dtype, a shape and
+// element strides (row-major by convention: dim 0 is the row / token dimension); it owns nothing.
+// The dtype is carried in the view so one forward text serves fp32 (CPU) and bf16 (CUDA) buffers:
+// the backend's op implementation checks it. fp8 / int4 views carry per-block fp32 scales.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace frost::ops {
+
+enum class DType : uint8_t {
+    F32 = 0,
+    BF16 = 1,
+    I32 = 2,
+    U8 = 3,        // raw bytes (the cursor record)
+    FP8_E4M3 = 4,  // room for quantized weights: values with `scale` per scale_block elements
+    INT4 = 5,      // two values per byte, with `scale`
+};
+const char* dtype_name(DType t);       // "f32", "bf16", "i32", "u8", "fp8_e4m3", "int4"
+bool dtype_from_name(const char* name, DType* out);
+size_t dtype_bits(DType t);            // 32, 16, 32, 8, 8, 4
+
+constexpr int kMaxRank = 4;
+
+struct Tensor {
+    void* data = nullptr;
+    DType dtype = DType::F32;
+    int32_t rank = 0;
+    int64_t shape[kMaxRank] = {};
+    int64_t stride[kMaxRank] = {};  // in elements
+    const float* scale = nullptr;   // FP8_E4M3 / INT4 only
+    int32_t scale_block = 0;
+
+    bool empty() const { return data == nullptr; }
+    template <class T>
+    T* as() const { return static_cast<T*>(data); }
+    // Elements from data[0] to the last addressed element + 1 (the span a copy must cover).
+    int64_t span() const;
+    int64_t numel() const;
+    int64_t rows() const { return rank > 0 ? shape[0] : 0; }
+    int64_t row_stride() const { return rank > 1 ? stride[0] : 1; }
+    // The same view `elems` elements further on (e.g. a column block of a fused projection).
+    Tensor offset(int64_t elems) const;
+};
+
+// [n] contiguous.
+Tensor vec(void* data, DType t, int64_t n);
+// [rows, cols] with row stride ld (elements).
+Tensor mat(void* data, DType t, int64_t rows, int64_t cols, int64_t ld);
+// [rows, heads, dim] with row stride ld and head stride hs (dim contiguous).
+Tensor heads(void* data, DType t, int64_t rows, int64_t nheads, int64_t dim, int64_t ld, int64_t hs);
+// Reshape view of `t` (same data / dtype): [d0, d1, d2] contiguous.
+Tensor cube(void* data, DType t, int64_t d0, int64_t d1, int64_t d2);
+
+}  // namespace frost::ops

@@ -1,0 +1,85 @@
+// The engine's ops as the bench and the CLI see them: record_ops tells an observer every op of
+// one step (the sequence the graphs captured), step_cost sums the ops' cost model without running
+// anything, and a decode step's bytes grow with the context by exactly the KV rows it reads.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "model/capsule_test_util.h"
+
+namespace frost::model {
+namespace {
+
+class EngineOps : public ::testing::TestWithParam<frost_backend> {};
+
+TEST_P(EngineOps, RecordOpsReportsEveryOpOfTheForwardInOrder) {
+    auto e = test::capsule_engine(GetParam(), 1);
+    ASSERT_TRUE(e);
+    const ModelConfig& c = e->config();
+    const auto ids = test::random_ids(10, 0xabc + GetParam());
+    ASSERT_EQ(e->prefill(0, ids.data(), ids.size(), nullptr), FROST_OK);
+    std::vector<ops::OpRecord> seen;
+    ASSERT_EQ(e->record_ops(0, 1, true, [&](const ops::OpRecord& r) { seen.push_back(r); }), FROST_OK)
+        << frost_last_error();
+    // decode: cursor, embed, per layer 2 norms + mixer (5 ops either kind) + 2 MLP GEMMs, then final
+    // norm, lm_head, sample, cursor advance.
+    const size_t per_layer = 2 + 5 + 2;
+    ASSERT_EQ(seen.size(), 2 + per_layer * size_t(c.num_layers) + 4);
+    EXPECT_EQ(seen.front().kind, ops::OpKind::Cursor);
+    EXPECT_EQ(seen[1].kind, ops::OpKind::Embed);
+    EXPECT_EQ(seen.back().kind, ops::OpKind::Cursor);
+    std::map<ops::OpKind, int> n;
+    for (const auto& r : seen) ++n[r.kind];
+    EXPECT_EQ(n[ops::OpKind::GdnStep], c.num_linear_layers());
+    EXPECT_EQ(n[ops::OpKind::AttentionDecode], c.num_full_layers());
+    EXPECT_EQ(n[ops::OpKind::GdnChunk], 0);
+    EXPECT_EQ(n[ops::OpKind::Swiglu], 0);  // fused into the gate_up GEMV at decode
+    // The step ran (its cursor advance among the ops) and the cursor was put back, so replays run
+    // at the step's position and the host mirror stays true.
+    EXPECT_EQ(e->position(0), 10);
+    kernels::StepCursor cur{};
+    ASSERT_EQ(e->read_cursor(0, &cur), FROST_OK);
+    EXPECT_EQ(cur.pos, 10);
+    ASSERT_EQ(seen.front().replay(e->stream()), FROST_OK);  // the recorded decode_begin and advance, replayed
+    ASSERT_EQ(seen.back().replay(e->stream()), FROST_OK);
+    ASSERT_EQ(frost_stream_sync(e->stream()), FROST_OK);
+    ASSERT_EQ(e->read_cursor(0, &cur), FROST_OK);
+    EXPECT_EQ(cur.pos, 11);
+    ASSERT_EQ(e->adopt_restored_state(0, [&] { auto j = e->journal(0); j.push_back(0); return j; }()), FROST_OK)
+        << frost_last_error();
+    // Prefill records the unfused forms.
+    seen.clear();
+    ASSERT_EQ(e->record_ops(0, 64, false, [&](const ops::OpRecord& r) { seen.push_back(r); }), FROST_OK)
+        << frost_last_error();
+    n.clear();
+    for (const auto& r : seen) ++n[r.kind];
+    EXPECT_EQ(n[ops::OpKind::GdnChunk], c.num_linear_layers());
+    EXPECT_EQ(n[ops::OpKind::GdnGate], c.num_linear_layers());
+    EXPECT_EQ(n[ops::OpKind::Swiglu], c.num_layers);
+    EXPECT_EQ(n[ops::OpKind::AttentionPrefill], c.num_full_layers());
+    EXPECT_EQ(e->record_ops(0, 3, false, [](const ops::OpRecord&) {}), FROST_ERR_INVALID_ARG);
+}
+
+TEST_P(EngineOps, StepCostRunsNothingAndGrowsByTheKvRowsRead) {
+    auto e = test::capsule_engine(GetParam(), 1);
+    ASSERT_TRUE(e);
+    const auto ids = test::random_ids(70, 0xdef + GetParam());
+    ASSERT_EQ(e->prefill(0, ids.data(), ids.size(), nullptr), FROST_OK);
+    const auto before = test::live_state(*e, 0);
+    ops::OpCost a, b;
+    ASSERT_EQ(e->step_cost(1, true, 100, &a), FROST_OK);
+    ASSERT_EQ(e->step_cost(1, true, 101, &b), FROST_OK);
+    EXPECT_EQ(test::live_state(*e, 0), before);  // nothing ran
+    double kv_row = 0;  // bytes of one position of every K and V cache
+    for (const auto& nb : e->state_buffers(0)) kv_row += double(nb.bytes_per_position);
+    EXPECT_DOUBLE_EQ(b.bytes - a.bytes, kv_row);
+    EXPECT_GT(a.flops, 0);
+    ops::OpCost p;
+    ASSERT_EQ(e->prefill_cost(200, &p), FROST_OK);
+    EXPECT_GT(p.flops, 100 * a.flops);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, EngineOps, ::testing::ValuesIn(test::capsule_backends()), test::backend_label);
+
+}  // namespace
+}  // namespace frost::model

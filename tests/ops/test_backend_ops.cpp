@@ -1,0 +1,562 @@
+// Backend parity of every op, in the style of llama.cpp's test-backend-ops: each case builds one op
+// over the shapes the Qwen3.5 models use (head_dim 256, GDN heads of 128, decode and prefill row
+// counts), on fresh random inputs, and runs it twice:
+//   reference: the CPU backend on fp32 views holding bf16-representable values;
+//   candidate: the CUDA backend (bf16 activations) where this build and machine have one, else the
+//              CPU backend on bf16 views (its widen / narrow path).
+// Outputs are compared with a tolerance by dtype (bf16 outputs: relative to the output's scale;
+// fp32 outputs: tighter; ids, tokens and cursors: exact). A coverage test fails for any op of
+// ops::OpKind without a case, and for any backend table with an empty slot.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "exec/error.h"
+#include "ops/ops.h"
+#include "util/bf16.h"
+
+namespace frost::ops {
+namespace {
+
+using kernels::StepCursor;
+
+enum class Kind { Act, F32, I32, Bytes };  // Act: f32 on the reference, the candidate's activation dtype
+enum class Use { In, Out, InOut, Scratch };  // Scratch: written, not compared (e.g. CPU-only temporaries)
+
+struct Arg {
+    std::string name;
+    Kind kind = Kind::Act;
+    Use use = Use::In;
+    size_t count = 0;                                   // elements (bytes for Bytes)
+    std::function<size_t(const Backend&)> sized;        // backend-dependent count (work areas)
+    std::vector<float> f;                               // Act / F32 initial values
+    std::vector<int32_t> i;                             // I32 initial values
+    std::vector<uint8_t> bytes;                         // Bytes initial values
+};
+
+// Device pointers and dtypes of one run's arguments, by name.
+struct Bound {
+    std::map<std::string, void*> ptr;
+    std::map<std::string, DType> dt;
+    std::map<std::string, size_t> count;
+    void* p(const std::string& n) const { return ptr.at(n); }
+    DType d(const std::string& n) const { return dt.at(n); }
+    Tensor m(const std::string& n, int64_t off, int64_t rows, int64_t cols, int64_t ld) const {
+        return mat(p(n), d(n), rows, cols, ld).offset(off);
+    }
+    Tensor h(const std::string& n, int64_t off, int64_t rows, int64_t nh, int64_t dim, int64_t ld, int64_t hs) const {
+        return heads(p(n), d(n), rows, nh, dim, ld, hs).offset(off);
+    }
+    Tensor v(const std::string& n) const {
+        return count.at(n) ? vec(p(n), d(n), int64_t(count.at(n))) : Tensor{};
+    }
+    template <class T>
+    T* as(const std::string& n) const { return static_cast<T*>(p(n)); }
+};
+
+struct Case {
+    std::string name;
+    OpKind op;
+    std::vector<Arg> args;
+    std::function<frost_status(const Exec&, const Bound&)> launch;
+};
+
+// ---------------------------------------------------------------- inputs
+
+std::mt19937_64& rng() {
+    static std::mt19937_64 r(std::random_device{}());
+    return r;
+}
+float bf16_round(float x) { return util::bf16_to_f32(util::f32_to_bf16(x)); }
+std::vector<float> normal(size_t n, float scale = 1.0f) {
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = bf16_round(d(rng()));
+    return v;
+}
+std::vector<float> uniform(size_t n, float lo, float hi) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    std::vector<float> v(n);
+    for (auto& x : v) x = bf16_round(d(rng()));
+    return v;
+}
+// Poison for outputs: the same on both sides, so untouched elements compare equal and written
+// ones cannot pass by accident.
+std::vector<float> poison(size_t n) { return std::vector<float>(n, -777.0f); }
+
+std::vector<uint8_t> cursor_bytes(int pos, int n_tokens, int last_token = 0, int mode = kernels::kSampleGreedy,
+                                  float temperature = 0.0f, int top_k = 0, float top_p = 1.0f, uint64_t seed = 0) {
+    StepCursor c{};
+    c.pos = pos;
+    c.n_tokens = n_tokens;
+    c.last_token = last_token;
+    c.sample_mode = mode;
+    c.rng_seed = seed;
+    c.temperature = temperature;
+    c.top_k = top_k;
+    c.top_p = top_p;
+    std::vector<uint8_t> b(sizeof c);
+    std::memcpy(b.data(), &c, sizeof c);
+    return b;
+}
+
+Arg act(std::string n, Use u, std::vector<float> init) {
+    Arg a;
+    a.name = std::move(n); a.kind = Kind::Act; a.use = u; a.count = init.size(); a.f = std::move(init);
+    return a;
+}
+Arg f32(std::string n, Use u, std::vector<float> init) {
+    Arg a = act(std::move(n), u, std::move(init));
+    a.kind = Kind::F32;
+    return a;
+}
+Arg i32(std::string n, Use u, std::vector<int32_t> init) {
+    Arg a;
+    a.name = std::move(n); a.kind = Kind::I32; a.use = u; a.count = init.size(); a.i = std::move(init);
+    return a;
+}
+Arg bytes(std::string n, Use u, std::vector<uint8_t> init) {
+    Arg a;
+    a.name = std::move(n); a.kind = Kind::Bytes; a.use = u; a.count = init.size(); a.bytes = std::move(init);
+    return a;
+}
+Arg work(std::string n, std::function<size_t(const Backend&)> sized) {
+    Arg a;
+    a.name = std::move(n); a.kind = Kind::F32; a.use = Use::Scratch; a.sized = std::move(sized);
+    return a;
+}
+Arg rows_arg(int n) { return i32("n", Use::In, {n}); }
+
+// l2-normalised heads of `dim` (what the GDN kernels expect of q and k), bf16-representable.
+void normalise_heads(std::vector<float>& v, size_t row_stride, size_t rows, size_t off, int heads, int dim) {
+    for (size_t r = 0; r < rows; ++r)
+        for (int h = 0; h < heads; ++h) {
+            float* x = v.data() + r * row_stride + off + size_t(h) * dim;
+            double s = 0;
+            for (int i = 0; i < dim; ++i) s += double(x[i]) * x[i];
+            const float inv = float(1.0 / std::sqrt(s + 1e-6));
+            for (int i = 0; i < dim; ++i) x[i] = bf16_round(x[i] * inv);
+        }
+}
+
+// ---------------------------------------------------------------- model shapes
+
+constexpr int H = 256, F = 512, VOCAB = 1000;
+constexpr int Hq = 4, Hkv = 2, D = 256, ROT = 64;                // gated attention
+constexpr int Hk = 2, Hv = 4, DK = 128, DV = 128, KC = 4;        // Gated DeltaNet
+constexpr int Q = Hk * DK, VW = Hv * DV, C = 2 * Q + VW;         // 256, 512, 1024
+constexpr int WL = C + VW + 2 * Hv;                              // GDN in_proj width (1544, a multiple of 8)
+constexpr int WF = 2 * Hq * D + 2 * Hkv * D;                     // attention qkv width (3072)
+constexpr int MAX_SEQ = 256;
+constexpr float EPS = 1e-6f;
+
+std::vector<Case> cases() {
+    std::vector<Case> cs;
+    for (int rows : {64, 1}) {
+        const int n = rows == 1 ? 1 : 37;
+        const std::string tag = rows == 1 ? " decode" : " prefill";
+        {
+            std::vector<int32_t> ids(rows);
+            for (auto& t : ids) t = int32_t(rng()() % VOCAB);
+            cs.push_back({"embed" + tag, OpKind::Embed,
+                          {act("table", Use::In, normal(size_t(VOCAB) * H)), i32("ids", Use::In, ids),
+                           act("y", Use::Out, poison(size_t(rows) * H)), rows_arg(n)},
+                          [rows](const Exec& ex, const Bound& b) {
+                              EmbedOp p{b.m("table", 0, VOCAB, H, H), b.as<int32_t>("ids"), b.m("y", 0, rows, H, H),
+                                        {rows, b.as<int32_t>("n")}};
+                              return op_embed(ex, p);
+                          }});
+        }
+        for (int last : {0, 1}) {
+            if (last && rows == 1) continue;
+            cs.push_back({"add_rmsnorm" + tag + (last ? " last_row" : ""), OpKind::AddRmsNorm,
+                          {act("h", Use::In, normal(size_t(rows) * H, 3.0f)), f32("w", Use::In, normal(H, 0.3f)),
+                           act("y", Use::Out, poison(size_t(last ? 1 : rows) * H)), rows_arg(n)},
+                          [rows, last](const Exec& ex, const Bound& b) {
+                              AddRmsNormOp p;
+                              p.h = b.m("h", 0, rows, H, H); p.w = b.v("w");
+                              p.y = b.m("y", 0, last ? 1 : rows, H, H); p.eps = EPS; p.last_row_only = last;
+                              p.rows = {rows, b.as<int32_t>("n")}; p.pdl = rows == 1;
+                              return op_add_rmsnorm(ex, p);
+                          }});
+        }
+        cs.push_back({"add_rmsnorm+delta" + tag, OpKind::AddRmsNorm,
+                      {act("h", Use::InOut, normal(size_t(rows) * H)), act("delta", Use::In, normal(size_t(rows) * H)),
+                       f32("w", Use::In, normal(H, 0.3f)), act("y", Use::Out, poison(size_t(rows) * H)), rows_arg(n)},
+                      [rows](const Exec& ex, const Bound& b) {
+                          AddRmsNormOp p;
+                          p.h = b.m("h", 0, rows, H, H); p.delta = b.m("delta", 0, rows, H, H); p.w = b.v("w");
+                          p.y = b.m("y", 0, rows, H, H); p.eps = EPS; p.rows = {rows, b.as<int32_t>("n")};
+                          return op_add_rmsnorm(ex, p);
+                      }});
+        cs.push_back({"qk_norm_rope" + tag, OpKind::QkNormRope,
+                      {act("proj", Use::InOut, normal(size_t(rows) * WF)), f32("qw", Use::In, normal(D, 0.2f)),
+                       f32("kw", Use::In, normal(D, 0.2f)), bytes("cursor", Use::In, cursor_bytes(rows == 1 ? 190 : 21, n))},
+                      [rows](const Exec& ex, const Bound& b) {
+                          QkNormRopeOp p;
+                          p.q = b.h("proj", 0, rows, Hq, D, WF, 2 * D);
+                          p.k = b.h("proj", 2 * Hq * D, rows, Hkv, D, WF, D);
+                          p.q_w = b.v("qw"); p.k_w = b.v("kw"); p.rotary_dim = ROT; p.eps = EPS; p.theta = 1e7f;
+                          p.inv_freq_bf16 = 1; p.max_rows = rows; p.cursor = b.as<StepCursor>("cursor");
+                          return op_qk_norm_rope(ex, p);
+                      }});
+        cs.push_back({"conv1d_silu_l2" + tag, OpKind::Conv1dSiluL2,
+                      {act("proj", Use::In, normal(size_t(rows) * WL)), f32("w", Use::In, normal(size_t(C) * KC, 0.5f)),
+                       act("state", Use::InOut, normal(size_t(C) * (KC - 1))),
+                       act("y", Use::Out, poison(size_t(rows) * C)), rows_arg(n)},
+                      [rows](const Exec& ex, const Bound& b) {
+                          Conv1dSiluL2Op p;
+                          p.x = b.m("proj", 0, rows, C, WL); p.w = b.m("w", 0, C, KC, KC);
+                          p.state = b.m("state", 0, C, KC - 1, KC - 1); p.y = b.m("y", 0, rows, C, C);
+                          p.l2_dim = DK; p.l2_heads = 2 * Hk; p.l2_q_heads = Hk; p.l2_eps = EPS;
+                          p.q_scale = 1.0f / std::sqrt(float(DK)); p.rows = {rows, b.as<int32_t>("n")}; p.pdl = rows == 1;
+                          return op_conv1d_silu_l2(ex, p);
+                      }});
+        cs.push_back({"gdn_gate" + tag, OpKind::GdnGate,
+                      {act("proj", Use::In, normal(size_t(rows) * WL)), f32("A_log", Use::In, uniform(Hv, -1.0f, 1.0f)),
+                       f32("dt", Use::In, normal(Hv)), f32("beta", Use::Out, poison(size_t(rows) * Hv)),
+                       f32("g", Use::Out, poison(size_t(rows) * Hv)), rows_arg(n)},
+                      [rows](const Exec& ex, const Bound& b) {
+                          GdnGateOp p;
+                          p.b = b.m("proj", C + VW, rows, Hv, WL); p.a = b.m("proj", C + VW + Hv, rows, Hv, WL);
+                          p.A_log = b.v("A_log"); p.dt_bias = b.v("dt"); p.beta = b.m("beta", 0, rows, Hv, Hv);
+                          p.g = b.m("g", 0, rows, Hv, Hv); p.rows = {rows, b.as<int32_t>("n")};
+                          return op_gdn_gate(ex, p);
+                      }});
+        cs.push_back({"gated_rmsnorm" + tag, OpKind::GatedRmsNorm,
+                      {act("core", Use::In, normal(size_t(rows) * VW)), act("proj", Use::In, normal(size_t(rows) * WL)),
+                       f32("w", Use::In, normal(DV, 0.5f)), act("y", Use::Out, poison(size_t(rows) * VW)), rows_arg(n)},
+                      [rows](const Exec& ex, const Bound& b) {
+                          GatedRmsNormOp p;
+                          p.x = b.m("core", 0, rows, VW, VW); p.z = b.m("proj", C, rows, VW, WL); p.w = b.v("w");
+                          p.y = b.m("y", 0, rows, VW, VW); p.heads = Hv; p.dim = DV; p.eps = EPS;
+                          p.rows = {rows, b.as<int32_t>("n")}; p.pdl = rows == 1;
+                          return op_gated_rmsnorm(ex, p);
+                      }});
+        cs.push_back({"kv_append" + tag, OpKind::KvAppend,
+                      {act("proj", Use::In, normal(size_t(rows) * WF)),
+                       act("kc", Use::InOut, normal(size_t(MAX_SEQ) * Hkv * D)),
+                       act("vc", Use::InOut, normal(size_t(MAX_SEQ) * Hkv * D)),
+                       bytes("cursor", Use::In, cursor_bytes(rows == 1 ? 200 : 17, n))},
+                      [rows](const Exec& ex, const Bound& b) {
+                          KvAppendOp p;
+                          p.k = b.m("proj", 2 * Hq * D, rows, Hkv * D, WF);
+                          p.v = b.m("proj", 2 * Hq * D + Hkv * D, rows, Hkv * D, WF);
+                          p.k_cache = b.h("kc", 0, MAX_SEQ, Hkv, D, Hkv * D, D);
+                          p.v_cache = b.h("vc", 0, MAX_SEQ, Hkv, D, Hkv * D, D);
+                          p.max_rows = rows; p.cursor = b.as<StepCursor>("cursor");
+                          return op_kv_append(ex, p);
+                      }});
+        cs.push_back({rows == 1 ? "attention_decode" : "attention_prefill",
+                      rows == 1 ? OpKind::AttentionDecode : OpKind::AttentionPrefill,
+                      {act("proj", Use::In, normal(size_t(rows) * WF)),
+                       act("kc", Use::In, normal(size_t(MAX_SEQ) * Hkv * D)),
+                       act("vc", Use::In, normal(size_t(MAX_SEQ) * Hkv * D)),
+                       act("o", Use::Out, poison(size_t(rows) * Hq * D)),
+                       work("work", [rows](const Backend& be) { return be.attn_work_floats(Hq, MAX_SEQ, rows); }),
+                       bytes("cursor", Use::In, cursor_bytes(rows == 1 ? 200 : 30, n))},
+                      [rows](const Exec& ex, const Bound& b) {
+                          AttentionOp p;
+                          p.q = b.h("proj", 0, rows, Hq, D, WF, 2 * D); p.gate = b.h("proj", D, rows, Hq, D, WF, 2 * D);
+                          p.k_cache = b.h("kc", 0, MAX_SEQ, Hkv, D, Hkv * D, D);
+                          p.v_cache = b.h("vc", 0, MAX_SEQ, Hkv, D, Hkv * D, D);
+                          p.o = b.m("o", 0, rows, Hq * D, Hq * D); p.work = b.v("work");
+                          p.scale = 1.0f / std::sqrt(float(D)); p.max_rows = rows; p.cursor = b.as<StepCursor>("cursor");
+                          return rows == 1 ? op_attention_decode(ex, p) : op_attention_prefill(ex, p);
+                      }});
+        // GEMM epilogues as the forward uses them: projections, residual outputs, fp32 logits, the
+        // decode SwiGLU GEMV.
+        for (int ep = 0; ep < 3; ++ep) {
+            if (ep == 2 && rows != 1) continue;
+            const int N = ep == 2 ? 2 * F : 384, out_cols = ep == 2 ? F : N;
+            cs.push_back({std::string("gemm ") + (ep == 0 ? "none" : ep == 1 ? "residual" : "swiglu") + tag, OpKind::Gemm,
+                          {act("x", Use::In, normal(size_t(rows) * H)), act("w", Use::In, normal(size_t(N) * H, 0.05f)),
+                           act("y", ep == 1 ? Use::InOut : Use::Out,
+                               ep == 1 ? normal(size_t(rows) * out_cols) : poison(size_t(rows) * out_cols)),
+                           act("tmp", Use::Scratch, poison(size_t(rows) * N))},
+                          [rows, ep, N, out_cols](const Exec& ex, const Bound& b) {
+                              GemmOp p;
+                              p.x = b.m("x", 0, rows, H, H); p.w = b.m("w", 0, N, H, H);
+                              p.y = b.m("y", 0, rows, out_cols, out_cols); p.tmp = b.m("tmp", 0, rows, N, N);
+                              p.epilogue = Epilogue(ep); p.pdl = rows == 1;
+                              return op_gemm(ex, p);
+                          }});
+        }
+        cs.push_back({"gemm lm_head f32" + tag, OpKind::Gemm,
+                      {act("x", Use::In, normal(size_t(rows) * H)), act("w", Use::In, normal(size_t(VOCAB) * H, 0.05f)),
+                       f32("y", Use::Out, poison(size_t(rows) * VOCAB))},
+                      [rows](const Exec& ex, const Bound& b) {
+                          GemmOp p;
+                          p.x = b.m("x", 0, rows, H, H); p.w = b.m("w", 0, VOCAB, H, H);
+                          p.y = b.m("y", 0, rows, VOCAB, VOCAB);
+                          return op_gemm(ex, p);
+                      }});
+    }
+    // Gated delta rule: prefill over a chunk boundary (pos 40, 100 rows), decode step with its gate.
+    {
+        const int rows = 128, n = 100;
+        auto qkv = normal(size_t(rows) * C);
+        normalise_heads(qkv, C, rows, 0, 2 * Hk, DK);
+        cs.push_back({"gdn_chunk prefill", OpKind::GdnChunk,
+                      {act("qkv", Use::In, qkv), f32("beta", Use::In, uniform(size_t(rows) * Hv, 0.05f, 0.95f)),
+                       f32("g", Use::In, uniform(size_t(rows) * Hv, -0.5f, -0.01f)),
+                       f32("state", Use::InOut, normal(size_t(Hv) * DK * DV, 0.05f)),
+                       act("o", Use::Out, poison(size_t(rows) * VW)),
+                       work("work", [](const Backend& be) { return be.gdn_work_floats(Hv, 128); }),
+                       bytes("cursor", Use::In, cursor_bytes(40, n))},
+                      [rows](const Exec& ex, const Bound& b) {
+                          GdnChunkOp p;
+                          p.q = b.h("qkv", 0, rows, Hk, DK, C, DK); p.k = b.h("qkv", Q, rows, Hk, DK, C, DK);
+                          p.v = b.h("qkv", 2 * Q, rows, Hv, DV, C, DV);
+                          p.beta = b.m("beta", 0, rows, Hv, Hv); p.g = b.m("g", 0, rows, Hv, Hv);
+                          p.state = b.h("state", 0, Hv, DK, DV, DK * DV, DV); p.o = b.m("o", 0, rows, VW, VW);
+                          p.work = b.v("work"); p.chunk = 64; p.max_rows = rows; p.cursor = b.as<StepCursor>("cursor");
+                          return op_gdn_chunk(ex, p);
+                      }});
+        auto q1 = normal(C);
+        normalise_heads(q1, C, 1, 0, 2 * Hk, DK);
+        cs.push_back({"gdn_step+gate decode", OpKind::GdnStep,
+                      {act("qkv", Use::In, q1), act("proj", Use::In, normal(WL)),
+                       f32("A_log", Use::In, uniform(Hv, -1.0f, 1.0f)), f32("dt", Use::In, normal(Hv)),
+                       f32("beta", Use::Scratch, poison(Hv)), f32("g", Use::Scratch, poison(Hv)),
+                       f32("state", Use::InOut, normal(size_t(Hv) * DK * DV, 0.05f)),
+                       act("o", Use::Out, poison(VW)), bytes("cursor", Use::In, cursor_bytes(77, 1))},
+                      [](const Exec& ex, const Bound& b) {
+                          GdnStepOp p;
+                          p.q = b.h("qkv", 0, 1, Hk, DK, C, DK); p.k = b.h("qkv", Q, 1, Hk, DK, C, DK);
+                          p.v = b.h("qkv", 2 * Q, 1, Hv, DV, C, DV);
+                          p.b = b.m("proj", C + VW, 1, Hv, WL); p.a = b.m("proj", C + VW + Hv, 1, Hv, WL);
+                          p.A_log = b.v("A_log"); p.dt_bias = b.v("dt"); p.beta = b.m("beta", 0, 1, Hv, Hv);
+                          p.g = b.m("g", 0, 1, Hv, Hv); p.state = b.h("state", 0, Hv, DK, DV, DK * DV, DV);
+                          p.o = b.m("o", 0, 1, VW, VW); p.max_rows = 1; p.cursor = b.as<StepCursor>("cursor"); p.pdl = 1;
+                          return op_gdn_step(ex, p);
+                      }});
+    }
+    cs.push_back({"swiglu prefill", OpKind::Swiglu,
+                  {act("x", Use::In, normal(size_t(64) * 2 * F)), act("y", Use::Out, poison(size_t(64) * F)), rows_arg(50)},
+                  [](const Exec& ex, const Bound& b) {
+                      SwigluOp p{b.m("x", 0, 64, 2 * F, 2 * F), b.m("y", 0, 64, F, F), {64, b.as<int32_t>("n")}};
+                      return op_swiglu(ex, p);
+                  }});
+    // Sampling: greedy over the last valid row, and seeded top-k / top-p (same draw on both).
+    for (int mode = 0; mode < 2; ++mode) {
+        cs.push_back({mode ? "sample top-k top-p" : "sample greedy", OpKind::Sample,
+                      {f32("logits", Use::In, normal(size_t(4) * VOCAB, 2.0f)), rows_arg(3),
+                       work("work", [](const Backend& be) { return be.sample_work_floats(VOCAB); }),
+                       i32("idx", Use::Scratch, std::vector<int32_t>(VOCAB, 0)), i32("tok", Use::Out, {-1}),
+                       bytes("cursor", Use::In,
+                             mode ? cursor_bytes(9, 3, 0, kernels::kSampleRandom, 0.8f, 40, 0.9f, rng()())
+                                  : cursor_bytes(9, 3))},
+                      [](const Exec& ex, const Bound& b) {
+                          SampleOp p;
+                          p.logits = b.m("logits", 0, 4, VOCAB, VOCAB); p.select_last_row = 1;
+                          p.n_rows = b.as<int32_t>("n"); p.work = b.v("work");
+                          p.work_idx = vec(b.p("idx"), DType::I32, VOCAB);
+                          p.cursor = b.as<StepCursor>("cursor"); p.out_token = b.as<int32_t>("tok");
+                          return op_sample(ex, p);
+                      }});
+    }
+    for (int op : {int(kernels::kCursorDecodeBegin), int(kernels::kCursorAdvance)}) {
+        cs.push_back({op ? "cursor advance" : "cursor decode_begin", OpKind::Cursor,
+                      {bytes("cursor", Use::InOut, cursor_bytes(12, 5, 321)), i32("ids", Use::Out, {-1, -1})},
+                      [op](const Exec& ex, const Bound& b) {
+                          CursorOpParams p{b.as<StepCursor>("cursor"), b.as<int32_t>("ids"), op};
+                          return op_cursor(ex, p);
+                      }});
+    }
+    return cs;
+}
+
+// ---------------------------------------------------------------- one run of a case
+
+struct Side {
+    frost_ctx* ctx = nullptr;
+    frost_stream* st = nullptr;
+    std::unique_ptr<Backend> backend;
+    DType act = DType::F32;
+    explicit Side(frost_backend b, DType act_dtype) : act(act_dtype) {
+        EXPECT_EQ(frost_ctx_create(b, 0, &ctx), FROST_OK) << frost_last_error();
+        EXPECT_EQ(frost_stream_create(ctx, 0, &st), FROST_OK);
+        EXPECT_EQ(Backend::create(ctx, st, &backend), FROST_OK) << frost_last_error();
+    }
+    ~Side() {
+        backend.reset();
+        if (ctx) frost_ctx_destroy(ctx);
+    }
+};
+
+// Every compared argument's values after the run, as f32 (ints / bytes widened exactly).
+using Result = std::map<std::string, std::vector<double>>;
+
+frost_status copy(Side& s, frost_buffer* dst, frost_buffer* src, size_t bytes) {
+    FROST_TRY(frost_buffer_copy(dst, 0, src, 0, bytes, s.st));
+    return frost_stream_sync(s.st);
+}
+
+Result run_case(Side& s, const Case& c) {
+    Result out;
+    Bound b;
+    std::vector<frost_buffer*> bufs;
+    std::vector<std::vector<uint8_t>> host(c.args.size());
+    for (size_t i = 0; i < c.args.size(); ++i) {
+        const Arg& a = c.args[i];
+        const size_t n = a.sized ? a.sized(*s.backend) : a.count;
+        const DType dt = a.kind == Kind::Act ? s.act : a.kind == Kind::F32 ? DType::F32
+                         : a.kind == Kind::I32 ? DType::I32 : DType::U8;
+        const size_t esz = dtype_bits(dt) / 8;
+        std::vector<uint8_t>& h = host[i];
+        h.assign(std::max<size_t>(1, n) * esz, 0);
+        for (size_t k = 0; k < n && !a.sized; ++k) {
+            if (dt == DType::BF16) {
+                const uint16_t v = util::f32_to_bf16(a.f[k]);
+                std::memcpy(h.data() + 2 * k, &v, 2);
+            } else if (dt == DType::F32) {
+                std::memcpy(h.data() + 4 * k, &a.f[k], 4);
+            } else if (dt == DType::I32) {
+                std::memcpy(h.data() + 4 * k, &a.i[k], 4);
+            } else {
+                h[k] = a.bytes[k];
+            }
+        }
+        frost_buffer* dev = nullptr;
+        frost_buffer* wrap = nullptr;
+        EXPECT_EQ(frost_buffer_alloc(s.ctx, a.name.c_str(), h.size(), FROST_SPACE_DEVICE, &dev), FROST_OK);
+        EXPECT_EQ(frost_buffer_wrap(s.ctx, "host", h.data(), h.size(), FROST_SPACE_HOST, &wrap), FROST_OK);
+        EXPECT_EQ(copy(s, dev, wrap, h.size()), FROST_OK) << frost_last_error();
+        frost_buffer_free(wrap);
+        bufs.push_back(dev);
+        b.ptr[a.name] = frost_buffer_ptr(dev);
+        b.dt[a.name] = dt;
+        b.count[a.name] = n;
+    }
+    const frost_status st = c.launch(Exec{s.st, s.backend.get(), nullptr}, b);
+    EXPECT_EQ(st, FROST_OK) << c.name << ": " << frost_last_error();
+    EXPECT_EQ(frost_stream_sync(s.st), FROST_OK) << c.name << ": " << frost_last_error();
+    for (size_t i = 0; i < c.args.size(); ++i) {
+        const Arg& a = c.args[i];
+        if (a.use == Use::In || a.use == Use::Scratch) continue;
+        std::vector<uint8_t>& h = host[i];
+        frost_buffer* wrap = nullptr;
+        EXPECT_EQ(frost_buffer_wrap(s.ctx, "host", h.data(), h.size(), FROST_SPACE_HOST, &wrap), FROST_OK);
+        EXPECT_EQ(copy(s, wrap, bufs[i], h.size()), FROST_OK);
+        frost_buffer_free(wrap);
+        const DType dt = b.dt[a.name];
+        std::vector<double>& v = out[a.name];
+        for (size_t k = 0; k < b.count[a.name]; ++k) {
+            if (dt == DType::BF16) {
+                uint16_t x;
+                std::memcpy(&x, h.data() + 2 * k, 2);
+                v.push_back(util::bf16_to_f32(x));
+            } else if (dt == DType::F32) {
+                float x;
+                std::memcpy(&x, h.data() + 4 * k, 4);
+                v.push_back(x);
+            } else if (dt == DType::I32) {
+                int32_t x;
+                std::memcpy(&x, h.data() + 4 * k, 4);
+                v.push_back(x);
+            } else {
+                v.push_back(h[k]);
+            }
+        }
+    }
+    for (frost_buffer* f : bufs) frost_buffer_free(f);
+    return out;
+}
+
+// Relative error against the reference's scale: bf16 outputs carry ~2^-8 per element and the
+// candidate's fp32 accumulation order differs; exact kinds must match exactly.
+double tolerance(Kind k, DType cand_act) {
+    if (k == Kind::I32 || k == Kind::Bytes) return 0.0;
+    if (k == Kind::Act && cand_act == DType::BF16) return 2e-2;
+    return cand_act == DType::BF16 ? 5e-3 : 1e-5;  // fp32 outputs computed from bf16-held inputs
+}
+
+void compare(const Case& c, const Result& ref, const Result& cand, DType cand_act) {
+    for (const Arg& a : c.args) {
+        if (a.use == Use::In || a.use == Use::Scratch) continue;
+        const auto& r = ref.at(a.name);
+        const auto& x = cand.at(a.name);
+        ASSERT_EQ(r.size(), x.size()) << c.name << " " << a.name;
+        double scale = 0, worst = 0;
+        size_t at = 0;
+        for (double v : r) scale = std::max(scale, std::fabs(v));
+        for (size_t i = 0; i < r.size(); ++i) {
+            const double e = std::fabs(r[i] - x[i]);
+            if (!(e <= worst)) {
+                worst = e;
+                at = i;
+            }
+        }
+        const double tol = tolerance(a.kind, cand_act) * std::max(scale, 1e-6);
+        EXPECT_LE(worst, tol) << c.name << ": output " << a.name << " differs at element " << at << " (ref "
+                              << r[at] << ", got " << x[at] << "; scale " << scale << ")";
+    }
+}
+
+bool cuda_here() { return frost_backend_available(FROST_BACKEND_CUDA) != 0; }
+
+// ---------------------------------------------------------------- tests
+
+TEST(BackendOps, EveryOpHasAParityCaseAndEveryTableIsComplete) {
+    std::set<OpKind> covered;
+    for (const Case& c : cases()) covered.insert(c.op);
+    for (int k = 0; k < kOpCount; ++k)
+        EXPECT_TRUE(covered.count(OpKind(k))) << "op " << op_name(OpKind(k)) << " has no parity case";
+    OpKind missing = OpKind::Count;
+    EXPECT_TRUE(op_table_complete(cpu_op_table(), &missing)) << "cpu table lacks " << op_name(missing);
+    if (cuda_here()) {
+        Side gpu(FROST_BACKEND_CUDA, DType::BF16);
+        ASSERT_TRUE(gpu.backend);
+        EXPECT_TRUE(op_table_complete(gpu.backend->table(), &missing)) << "cuda table lacks " << op_name(missing);
+    }
+}
+
+class Parity : public ::testing::TestWithParam<int> {};
+
+TEST_P(Parity, CandidateMatchesTheFp32Reference) {
+    const Case c = cases()[size_t(GetParam())];
+    Side ref(FROST_BACKEND_CPU, DType::F32);
+    const bool gpu = cuda_here();
+    Side cand(gpu ? FROST_BACKEND_CUDA : FROST_BACKEND_CPU, DType::BF16);
+    ASSERT_TRUE(ref.backend && cand.backend);
+    const Result r = run_case(ref, c);
+    const Result x = run_case(cand, c);
+    compare(c, r, x, cand.act);
+    // The case's outputs were written at all (not left at their poison).
+    for (const Arg& a : c.args)
+        if (a.use == Use::Out && a.kind != Kind::I32 && a.kind != Kind::Bytes) {
+            const auto& v = r.at(a.name);
+            EXPECT_TRUE(std::any_of(v.begin(), v.end(), [](double d) { return d != -777.0; }))
+                << c.name << ": " << a.name << " never written";
+        }
+}
+
+const std::vector<std::string>& case_names() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> v;
+        for (const Case& c : cases()) v.push_back(c.name);
+        return v;
+    }();
+    return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, Parity, ::testing::Range(0, int(case_names().size())),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                             std::string n = case_names()[size_t(i.param)];
+                             for (char& ch : n)
+                                 if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                             return n + "_" + std::to_string(i.param);
+                         });
+
+}  // namespace
+}  // namespace frost::ops
