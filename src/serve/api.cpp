@@ -34,19 +34,6 @@ HttpOut json_reply(int status, const json& j) {
 
 }  // namespace
 
-json capsule_json(const CapsuleRecord& r) {
-    return json{{"id", r.id},
-                {"object", "capsule"},
-                {"tokens", r.tokens.size()},
-                {"bytes", r.bytes},
-                {"tier", tier_name(r.tier)},
-                {"pinned", r.pinned},
-                {"priority", r.priority},
-                {"ttl_s", r.ttl_s},
-                {"session_id", r.session_id},
-                {"digest", digest_hex(r.digest)}};
-}
-
 Api::Api(Scheduler& sched, const TextIface& text, const EngineIface& engine, Metrics& metrics, ApiConfig cfg)
     : sched_(sched), text_(text), engine_(engine), metrics_(metrics), cfg_(std::move(cfg)) {
     if (cfg_.limits.vocab_size == 0) cfg_.limits.vocab_size = engine_.vocab_size();
@@ -282,10 +269,27 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
     return json_reply(status, body);
 }
 
+bool Api::session_idle(const SessionEntry& e, std::chrono::steady_clock::time_point now) const {
+    return cfg_.session_idle_s > 0 && std::chrono::duration<double>(now - e.last_used).count() >= cfg_.session_idle_s;
+}
+
+void Api::expire_sessions_locked(std::chrono::steady_clock::time_point now) {
+    for (auto it = sessions_.begin(); it != sessions_.end();)
+        it = session_idle(it->second, now) ? sessions_.erase(it) : std::next(it);
+}
+
 bool Api::owns_session(const std::string& id, const std::string& owner) {
     std::lock_guard<std::mutex> lock(sessions_mu_);
+    const auto now = std::chrono::steady_clock::now();
     auto it = sessions_.find(id);
-    return it != sessions_.end() && it->second == owner;
+    if (it == sessions_.end()) return false;
+    if (session_idle(it->second, now)) {  // idle too long: gone, for its owner too
+        sessions_.erase(it);
+        return false;
+    }
+    if (it->second.owner != owner) return false;
+    it->second.last_used = now;  // every use keeps it alive
+    return true;
 }
 
 HttpOut Api::sessions(const HttpIn& in, const std::string& path, const std::string& owner) {
@@ -295,19 +299,29 @@ HttpOut Api::sessions(const HttpIn& in, const std::string& path, const std::stri
                                  ? path.substr(std::string(kSessionsPrefix).size() + 1)
                                  : "";
     if (rest.empty()) {
+        const auto now = std::chrono::steady_clock::now();
         if (in.method == "POST") {
             std::lock_guard<std::mutex> lock(sessions_mu_);
+            expire_sessions_locked(now);
+            size_t mine = 0;
+            for (const auto& [id, e] : sessions_) mine += e.owner == owner;
+            if (cfg_.max_sessions_per_key > 0 && mine >= cfg_.max_sessions_per_key)
+                return error_reply(make_error(429, "rate_limit_error", "too_many_sessions",
+                                              "this API key holds " + std::to_string(mine) + " sessions (at most " +
+                                                  std::to_string(cfg_.max_sessions_per_key) +
+                                                  "); delete one or let one go idle"));
             if (sessions_.size() >= cfg_.max_sessions)
                 return error_reply(make_error(429, "rate_limit_error", "too_many_sessions", "too many sessions"));
             const std::string id = new_id("sess");
-            sessions_[id] = owner;
+            sessions_[id] = SessionEntry{owner, now};
             return json_reply(200, json{{"id", id}, {"object", "session"}});
         }
         if (in.method != "GET") return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET or POST"));
         json list = json::array();
         std::lock_guard<std::mutex> lock(sessions_mu_);
-        for (const auto& [id, o] : sessions_)
-            if (o == owner) list.push_back(json{{"id", id}, {"object", "session"}});
+        expire_sessions_locked(now);
+        for (const auto& [id, e] : sessions_)
+            if (e.owner == owner) list.push_back(json{{"id", id}, {"object", "session"}});
         return json_reply(200, json{{"object", "list"}, {"data", list}});
     }
     std::string why;

@@ -371,8 +371,17 @@ bool Scheduler::start_choice(Active& a) {
     in.required_capsule = a.choice == 0 ? job.req.capsule_id : "";
     std::vector<const CapsuleRecord*> caps = store_->list(job.owner);
     for (const auto* c : caps) in.capsules.push_back(CapsuleView{c->id, &c->tokens, c->digest, true});
-    const Plan plan = plan_request(in);
+    Plan plan = plan_request(in);
     plan_timer.reset();
+    // A capsule-only request must freeze its whole prompt. From a live or restored state the
+    // engine can freeze only when its alignment grid point below the end lies at or past that
+    // state (an extension of a few tokens past an unaligned capsule cannot): then it starts over
+    // from position 0, which always can, so an extension by any length works.
+    if (job.capsule_only && !plan.required_missing && plan.action != PlanAction::Rebuild &&
+        !engine_.snapshot_possible(plan.cached_tokens, job.prompt.size())) {
+        plan.action = PlanAction::Rebuild;
+        plan.cached_tokens = 0;
+    }
     if (plan.required_missing) {
         fail_job(a, make_error(404, "invalid_request_error", "capsule_not_found",
                                "capsule_id: no capsule '" + job.req.capsule_id + "' matches a prefix of this prompt"),
@@ -441,14 +450,19 @@ bool Scheduler::start_choice(Active& a) {
     return true;
 }
 
-bool Scheduler::init_choice(Active& a) {
-    Job& job = *a.job;
+Sampling Scheduler::choice_sampling(const Active& a) const {
+    const Job& job = *a.job;
     Sampling s;
     s.temperature = float(job.req.temperature);
     s.top_k = job.req.top_k;
     s.top_p = float(job.req.top_p);
     s.seed = job.req.seed + uint64_t(a.choice);
-    if (engine_.set_sampling(a.slot, s) != FROST_OK) {
+    return s;
+}
+
+bool Scheduler::init_choice(Active& a) {
+    Job& job = *a.job;
+    if (engine_.set_sampling(a.slot, choice_sampling(a)) != FROST_OK) {
         fail_job(a, make_error(500, "server_error", "engine_error", "sampling setup failed: " + last_error()), false);
         return false;
     }
@@ -650,6 +664,17 @@ bool Scheduler::prefill_step(Active& a) {
     if (job.cancelled) return true;  // a fork failed the job: the loop releases every member
     size_t end = std::min(job.prompt.size(), a.pos + cfg_.prefill_step);
     if (a.batched && !a.forked) end = std::min(end, job.prompt.size() - 1);  // the fork point
+    // Seeded sampling must not depend on how the prompt was cut: the engine draws from its RNG
+    // once per prefill chunk, so the number of draws before the first token would follow the
+    // prefill steps, the snapshot point and the fork point (load). A sampled choice prefills its
+    // last prompt token alone, right after its RNG restarts from seed + choice: its first token
+    // is always draw 0 (issue 13 B6).
+    const bool sampled = job.req.temperature > 0 && !job.capsule_only;
+    if (sampled && a.pos + 1 < job.prompt.size()) end = std::min(end, job.prompt.size() - 1);
+    if (sampled && a.pos + 1 == job.prompt.size() && engine_.set_sampling(a.slot, choice_sampling(a)) != FROST_OK) {
+        fail_job(a, make_error(500, "server_error", "engine_error", "sampling setup failed: " + last_error()), false);
+        return false;
+    }
     // A chat turn freezes its resent history, at the point the engine stores it (the alignment
     // grid below): no remainder to re-prefill on restore, and one engine call fewer per turn.
     // A capsule-only request freezes exactly its whole prompt (its remainder is stored).
@@ -691,6 +716,15 @@ bool Scheduler::finish_capsule_only(Active& a) {
     fin.finish_reason = "capsule";
     a.usage.capsule_id = a.made_capsule;
     fin.usage = a.usage;
+    Job& job = *a.job;
+    if (const CapsuleRecord* r = store_->find(a.made_capsule, job.owner)) {
+        // An existing capsule of exactly this prefix is returned as is: apply the request's policy.
+        if (job.capsule_pin && r->pinned != *job.capsule_pin) store_->set_pinned(r->id, job.owner, *job.capsule_pin);
+        if (r->priority != job.capsule_priority) store_->set_priority(r->id, job.owner, job.capsule_priority);
+        if (job.capsule_ttl_s > 0) store_->set_ttl(r->id, job.owner, job.capsule_ttl_s);
+        fin.capsule = capsule_json(*store_->find(a.made_capsule, job.owner));
+        update_store_metrics();
+    }
     uncount(*a.job);
     a.job->channel->push_final(std::move(fin));
     release(a);

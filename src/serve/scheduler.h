@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +47,9 @@ struct Job {
     bool starts_in_reasoning = false;
     int capsule_priority = 0;
     double capsule_ttl_s = 0;
+    // Capsule-only: the request's pinned field; applied (with priority, ttl) to an existing
+    // capsule of the same prefix on the engine thread, so the reply needs no control() round.
+    std::optional<bool> capsule_pin;
     std::shared_ptr<Channel> channel;
     std::atomic<bool> cancelled{false};
     std::chrono::steady_clock::time_point enqueued;
@@ -114,6 +118,7 @@ private:
     bool start_choice(Active& a);
     // Per-choice setup: sampling (seed + choice), detokenizer, stop / tool / reasoning matchers.
     bool init_choice(Active& a);
+    Sampling choice_sampling(const Active& a) const;  // the request's sampling, seed + choice
     // n > 1: claims n-1 free slots for a batched fork (else the choices run one after another).
     void claim_fork_slots(Active& a);
     void free_fork_slots(Active& a);

@@ -33,13 +33,16 @@ constexpr const char* kUsage =
     "                   [--backend cpu|cuda] [--tokenizer DIR] [--model-name NAME] [--n-cap N]\n"
     "                   [--claim-log FILE] [--header-timeout-ms MS] [--send-timeout-ms MS]\n"
     "                   [--drain-timeout S] [--no-capsules] [--public-metrics]\n"
+    "                   [--sessions-per-key N] [--session-idle-s S]\n"
     "Serves POST /v1/chat/completions, POST /v1/completions, GET /v1/models, /v1/capsules,\n"
     "/v1/claims, /metrics and /health (the only route without a key). Without --api-key the\n"
     "server binds loopback only and refuses another --host. Sizes (B) take K, M, G suffixes.\n"
     "Defaults: 127.0.0.1:8000, 2 sessions, queue 16, body 8M, device 1G, host 4G, disk 16G with\n"
     "--capsule-dir (else 0), drain 20 s. --max-per-key (requests queued + running per API key,\n"
     "excess gets 429 + Retry-After) defaults to sessions + queue/2: one key can fill every slot\n"
-    "and half the queue, so the other half always stays open to the other keys; 0 = no limit.";
+    "and half the queue, so the other half always stays open to the other keys; 0 = no limit.\n"
+    "--sessions-per-key (named sessions one key may hold, default 256; 0 = no limit) and\n"
+    "--session-idle-s (a session unused this long is gone, default 3600; 0 = never).";
 
 bool parse_size(const std::string& s, uint64_t* out) {
     if (s.empty()) return false;
@@ -115,6 +118,8 @@ int run_serve(const std::vector<std::string>& args) {
         else if (a == "--header-timeout-ms") { ok = parse_int(v, 100, 600000, &n); http_cfg.header_timeout_ms = int(n); }
         else if (a == "--send-timeout-ms") { ok = parse_int(v, 100, 600000, &n); http_cfg.send_timeout_ms = int(n); }
         else if (a == "--drain-timeout") ok = parse_int(v, 0, 25, &drain_s);
+        else if (a == "--sessions-per-key") { ok = parse_int(v, 0, 1000000, &n); api_cfg.max_sessions_per_key = size_t(n); }
+        else if (a == "--session-idle-s") { ok = parse_int(v, 0, 30 * 24 * 3600, &n); api_cfg.session_idle_s = double(n); }
         else {
             std::fprintf(stderr, "frost serve: unknown option %s\n%s\n", a.c_str(), kUsage);
             return 2;
