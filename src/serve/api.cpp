@@ -2,6 +2,7 @@
 // (400 on ambiguity), then auth on the canonical path (401, constant-time), then the handler.
 #include "serve/api.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -94,7 +95,7 @@ HttpOut Api::handle(const HttpIn& in) {
     }
     if (path == "/v1/claims") return claims(route.query, owner);
     if (path == kSessionsPrefix || path.rfind(std::string(kSessionsPrefix) + "/", 0) == 0) return sessions(in, path, owner);
-    if (path.rfind(kCapsulesPrefix, 0) == 0) return capsules(in, path, owner);
+    if (path.rfind(kCapsulesPrefix, 0) == 0) return capsules(in, path, route.query, owner);
     return error_reply(make_error(404, "invalid_request_error", "not_found", "no route " + path));
 }
 
@@ -189,7 +190,7 @@ HttpOut Api::rejection(Admit a) {
     return error_reply(make_error(503, "server_error", "shutting_down", "the server is shutting down"));
 }
 
-HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::string& owner) {
+HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::string& query, const std::string& owner) {
     // GET /v1/capsules; GET|DELETE /v1/capsules/{id}; POST /v1/capsules/{id} with any of
     // {"pinned": bool, "priority": int, "ttl_s": number}; POST /v1/capsules/{id}/{pin|unpin}.
     const std::string& method = in.method;
@@ -238,6 +239,12 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
                                                     "ttl_s (seconds, 0 = none)"));
         }
     }
+    bool force = false;
+    for (size_t at = 0; at <= query.size();) {
+        const size_t amp = std::min(query.find('&', at), query.size());
+        if (query.compare(at, amp - at, "force=true") == 0) force = true;
+        at = amp + 1;
+    }
     int status = 404;
     json body;
     const ApiError not_found = make_error(404, "invalid_request_error", "capsule_not_found", "no capsule '" + id + "'");
@@ -248,6 +255,13 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
             status = 200;
             body = capsule_json(*r);
         } else if (verb.empty() && method == "DELETE") {
+            // A pin is a promise the caller made: deleting through it takes an explicit
+            // unpin first, or ?force=true (which logs the unpin, then the deletion).
+            if (r->pinned && !force) {
+                status = 423;
+                return;
+            }
+            if (r->pinned) s.set_pinned(id, owner, false);
             status = s.remove(id, owner) == FROST_OK ? 200 : 409;
             body = json{{"id", id}, {"deleted", status == 200}};
         } else if (verb.empty() && method == "POST") {
@@ -266,6 +280,10 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
     if (status == 404) return error_reply(not_found);
     if (status == 405) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "unsupported verb"));
     if (status == 409) return error_reply(make_error(409, "invalid_request_error", "conflict", "capsule is in use"));
+    if (status == 423)
+        return error_reply(make_error(409, "invalid_request_error", "capsule_pinned",
+                                      "capsule '" + id + "' is pinned: unpin it first (POST /v1/capsules/" + id +
+                                          "/unpin) or delete with ?force=true"));
     return json_reply(status, body);
 }
 
@@ -353,15 +371,21 @@ HttpOut Api::sessions(const HttpIn& in, const std::string& path, const std::stri
 }
 
 HttpOut Api::claims(const std::string& query, const std::string& owner) {
-    // Events of the caller's own claims only.
+    // Events of the caller's own claims only, those of capsules already gone included (their
+    // last event says why: evicted / expired / refused with its reason). ?claim_id=ID narrows.
+    std::string only;
+    for (size_t at = 0; at < query.size();) {
+        const size_t amp = std::min(query.find('&', at), query.size());
+        if (query.compare(at, 9, "claim_id=") == 0) only = query.substr(at + 9, amp - at - 9);
+        at = amp + 1;
+    }
     json events = json::array();
-    sched_.control([&](CapsuleStore& s, ClaimLog& log) {
-        for (const auto& e : log.recent()) {
-            if (!s.find(e.claim_id, owner)) continue;
+    sched_.control([&](CapsuleStore&, ClaimLog& log) {
+        for (const auto& e : log.recent(only)) {
+            if (e.owner != owner) continue;
             events.push_back(json::parse(claim_event_json(e), nullptr, false));
         }
     });
-    (void)query;
     return json_reply(200, json{{"object", "list"}, {"data", events}});
 }
 

@@ -69,7 +69,8 @@ public:
 
 private:
     HttpOut generate(Endpoint ep, const HttpIn& in, const std::string& owner);
-    HttpOut capsules(const HttpIn& in, const std::string& path, const std::string& owner);
+    // `query`: DELETE of a pinned capsule needs force=true (else 409 capsule_pinned).
+    HttpOut capsules(const HttpIn& in, const std::string& path, const std::string& query, const std::string& owner);
     // POST /v1/capsules (capsule_api.cpp): freezes a messages / prompt prefix as a capsule.
     HttpOut create_capsule(const HttpIn& in, const std::string& owner);
     // POST /v1/capsules/{id}/fork|rollback: a generation that starts from that capsule.

@@ -23,6 +23,7 @@ void CapsuleStore::log(const CapsuleRecord& r, const char* event, const std::str
     e.request_id = request_id;
     e.reason = reason;
     e.blocking = std::move(blocking);
+    e.owner = r.owner;
     log_->append(std::move(e));
 }
 

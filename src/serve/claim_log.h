@@ -48,6 +48,9 @@ struct ClaimEvent {
     std::string request_id;               // may be empty
     std::vector<std::string> blocking;    // refused: the claims in the way
     std::string reason;                   // refused/evicted/restoration_failed: why
+    // The claim's API-key scope (memory only, not in the file): GET /v1/claims shows a caller
+    // the events of its claims, the one that ended them included, after the capsule is gone.
+    std::string owner;
 };
 
 std::string claim_event_json(const ClaimEvent& e);  // one line, no newline

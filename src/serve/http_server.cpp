@@ -47,6 +47,45 @@ bool is_parse_error(const beast::error_code& ec) {
            ec != http::error::header_limit && ec != http::error::body_limit && ec != http::error::buffer_overflow;
 }
 
+}  // namespace
+
+int parse_http_request(const std::string& bytes, size_t max_header_bytes, size_t max_body_bytes, std::string* method,
+                       std::string* target, std::string* authorization, std::string* body) {
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(std::uint32_t(std::min<size_t>(max_header_bytes, UINT32_MAX)));
+    parser.body_limit(max_body_bytes);
+    parser.eager(true);
+    beast::error_code ec;
+    size_t used = 0;
+    // The parser takes what it can per call, as a connection's reads feed it.
+    while (!parser.is_done() && used < bytes.size()) {
+        const size_t n = parser.put(net::buffer(bytes.data() + used, bytes.size() - used), ec);
+        if (ec == http::error::need_more) {
+            if (n == 0) return -1;
+            ec = {};
+        }
+        if (ec == http::error::header_limit) return 431;
+        if (ec == http::error::body_limit) return 413;
+        if (ec) return 400;
+        used += n;
+        if (n == 0) break;
+    }
+    if (!parser.is_done()) {
+        parser.put_eof(ec);
+        if (ec && ec != http::error::partial_message) return 400;
+        if (!parser.is_done()) return -1;
+    }
+    const auto& req = parser.get();
+    if (req.version() != 10 && req.version() != kHttpVersion11) return 400;
+    *method = std::string(req.method_string());
+    *target = std::string(req.target());
+    *authorization = std::string(req[http::field::authorization]);
+    *body = req.body();
+    return 0;
+}
+
+namespace {
+
 class Connection : public std::enable_shared_from_this<Connection> {
 public:
     Connection(tcp::socket sock, Api& api, Scheduler& sched, const ServerConfig& cfg)

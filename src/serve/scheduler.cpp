@@ -72,7 +72,7 @@ Scheduler::Scheduler(EngineIface& engine, const TextIface& text, SchedulerConfig
     hooks.move = [this](CapsuleRecord& r, Tier to) {
         // Landing on disk makes the capsule durable at once (file + sidecar), not at stop().
         if (to == Tier::Disk && persistence_on())
-            return persist_to_disk(cfg_.capsule_dir, engine_, r, store_->ttl_left(r), wall_clock_s());
+            return persist_to_disk(cfg_.capsule_dir, engine_, r, store_->ttl_left(r), wall_clock_s(), auth_.get());
         return engine_.move(r.handle, to);
     };
     hooks.drop = [this](CapsuleRecord& r) {
@@ -84,7 +84,7 @@ Scheduler::Scheduler(EngineIface& engine, const TextIface& text, SchedulerConfig
         // Best effort: on failure the previous sidecar (old policy) stays valid and stop()
         // rewrites it; the capsule itself stays durable.
         if (r.persisted && persistence_on())
-            (void)write_sidecar(cfg_.capsule_dir, r, store_->ttl_left(r), wall_clock_s());
+            (void)write_sidecar(cfg_.capsule_dir, r, store_->ttl_left(r), wall_clock_s(), auth_.get());
     };
     store_ = std::make_unique<CapsuleStore>(cfg_.budgets, std::move(hooks), &log_, [this] {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
@@ -98,9 +98,13 @@ frost_status Scheduler::start() {
     std::string err;
     if (persistence_on() && !util::make_dirs(cfg_.capsule_dir, &err))
         return fail(FROST_ERR_IO, "capsule dir %s: %s", cfg_.capsule_dir.c_str(), err.c_str());
+    if (persistence_on() && cfg_.sidecar_owner_keys) {
+        auth_ = std::make_unique<SidecarAuth>();
+        FROST_TRY(load_sidecar_auth(cfg_.capsule_dir, *cfg_.sidecar_owner_keys, auth_.get()));
+    }
     if (!cfg_.claim_log_path.empty()) FROST_TRY(log_.open_file(cfg_.claim_log_path));
     if (persistence_on()) {
-        reindex_ = reindex_capsule_dir(cfg_.capsule_dir, engine_, *store_, &log_, wall_clock_s());
+        reindex_ = reindex_capsule_dir(cfg_.capsule_dir, engine_, *store_, &log_, wall_clock_s(), auth_.get());
         update_store_metrics();
     }
     running_ = true;
@@ -121,7 +125,7 @@ void Scheduler::stop() {
     if (thread_.joinable()) thread_.join();
     running_ = false;
     // The engine thread is gone: this thread alone owns the store now.
-    if (persistence_on()) flush_ = flush_capsule_dir(cfg_.capsule_dir, engine_, *store_, wall_clock_s());
+    if (persistence_on()) flush_ = flush_capsule_dir(cfg_.capsule_dir, engine_, *store_, wall_clock_s(), auth_.get());
 }
 
 Admit Scheduler::submit(std::shared_ptr<Job> job) {
@@ -648,7 +652,7 @@ bool Scheduler::persist_new_capsule(const CapsuleRequest& req, uint64_t* handle,
     rec.digest = token_digest(req.tokens.data(), req.tokens.size());
     rec.session_id = req.session_id;
     rec.handle = *handle;
-    const frost_status st = persist_to_disk(cfg_.capsule_dir, engine_, rec, req.ttl_s, wall_clock_s());
+    const frost_status st = persist_to_disk(cfg_.capsule_dir, engine_, rec, req.ttl_s, wall_clock_s(), auth_.get());
     *handle = rec.handle;
     if (st == FROST_OK) return true;
     *why = last_error();

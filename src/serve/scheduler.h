@@ -71,6 +71,9 @@ struct SchedulerConfig {
     std::string claim_log_path;  // empty: in memory only
     // Persistence (persistence.h): re-indexed at start(), flushed at stop(). Empty: none.
     std::string capsule_dir;
+    // Set (the server always sets it): sidecars are authenticated (SidecarAuth) with these
+    // owner scopes and their API keys; a sidecar naming another scope is refused at start.
+    std::optional<std::map<std::string, std::string>> sidecar_owner_keys;
 };
 
 enum class Admit { Ok, QueueFull, KeyLimit, Draining };
@@ -157,6 +160,7 @@ private:
     ClaimLog log_;
     std::unique_ptr<CapsuleStore> store_;
     bool persistence_on() const { return !cfg_.capsule_dir.empty() && engine_.capsules_supported(); }
+    std::unique_ptr<SidecarAuth> auth_;  // null: sidecars unauthenticated (tests of the format)
     ReindexReport reindex_;
     FlushReport flush_;
 

@@ -207,7 +207,8 @@ TEST(Route, NormalisationRefusesAmbiguousSpellings) {
     EXPECT_EQ(p.path, "/v1/models");
     for (const char* bad : {"//v1/models", "/v1//models", "/v1/../health", "/v1/./models", "/v1%2Fmodels", "/v1%2fmodels",
                             "/v1/%2e%2e/health", "/v1\\models", "/v1/models%", "/v1/models%zz", "v1/models", "",
-                            "/v1/mod\x01ls", "/v1/caf\xC3\xA9", "http://x/v1/models"})
+                            "/v1/mod\x01ls", "/v1/caf\xC3\xA9", "http://x/v1/models",
+                            "/v1/capsules/x%3Fy", "/v1/models%23", "/.%3Fmodels/-"})
         EXPECT_FALSE(normalize_target(bad, &p, &why)) << bad;
     EXPECT_TRUE(is_public_path("/health"));
     EXPECT_FALSE(is_public_path("/metrics"));
@@ -306,7 +307,8 @@ TEST(Request, DeepArgumentsStringIsRefused) {
     auto body = [](size_t depth) {
         std::string args;
         for (size_t i = 0; i < depth; ++i) args += "{\\\"a\\\":";
-        args += "1" + std::string(depth, '}');
+        args += '1';
+        args.append(depth, '}');
         return std::string(R"({"messages":[{"role":"user","content":"q"},{"role":"assistant","content":null,)"
                            R"("tool_calls":[{"type":"function","function":{"name":"f","arguments":")") +
                args + "\"}}]}]}";

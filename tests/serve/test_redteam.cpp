@@ -88,7 +88,8 @@ TEST(RedTeam, B1DeepArgumentsStringIs400AndTheServerStaysUp) {
     RedServer s;
     std::string args;
     for (int i = 0; i < 10000; ++i) args += "{\"a\":";
-    args += "1" + std::string(10000, '}');
+    args += '1';
+    args.append(10000, '}');
     const json msgs = json::array({user("q"), json{{"role", "assistant"}, {"content", nullptr},
                                                    {"tool_calls", json::array({json{{"type", "function"},
                                                                                     {"id", "c1"},
@@ -263,4 +264,97 @@ TEST(RedTeam, B8SessionsArePerKeyAndExpireWhenIdle) {
     EXPECT_EQ(again.status, 200) << again.body;
     const json list = json::parse(s.req("GET", "/v1/sessions").body);
     EXPECT_EQ(list["data"].size(), 2u);  // mine[0] and the new one
+}
+
+namespace {
+// Sends raw bytes on a fresh connection; returns the response and whether the server closed.
+std::pair<RawResponse, bool> raw_exchange(uint16_t port, const std::string& bytes) {
+    const int fd = connect_loopback(port);
+    send_all(fd, bytes);
+    RawResponse r = read_response(fd, 3000);
+    const bool closed = wait_closed(fd, 3000);
+    close_fd(fd);
+    return {r, closed};
+}
+}  // namespace
+
+// Malformed HTTP is answered 400 with Connection: close (was: a silent close).
+TEST(RedTeam, MalformedHttpGets400AndConnectionClose) {
+    RedServer s(1);
+    const std::string post = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + std::string(kKey) + "\r\n";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"bad Content-Length", post + "Content-Length: 12x\r\n\r\n{}"},
+        {"negative Content-Length", post + "Content-Length: -2\r\n\r\n{}"},
+        {"duplicate Content-Length", post + "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{} "},
+        {"Content-Length with chunked", post + "Content-Length: 7\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"},
+        {"bad chunk size", post + "Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"},
+        {"NUL in a header", std::string("GET /health HTTP/1.1\r\nHost: x\r\nX-A: a") + '\0' + "b\r\n\r\n"},
+        {"bare LF", "GET /health HTTP/1.1\nHost: x\n\n"},
+        {"HTTP/0.9", "GET /health\r\n\r\n"},
+        {"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"},
+        {"HTTP/3.0", "GET /health HTTP/3.0\r\nHost: x\r\n\r\n"},
+    };
+    for (const auto& [name, bytes] : cases) {
+        const auto [r, closed] = raw_exchange(s.stack.port(), bytes);
+        EXPECT_EQ(r.status, 400) << name << ": " << r.body;
+        EXPECT_EQ(r.headers.count("connection") ? r.headers.at("connection") : "", "close") << name;
+        EXPECT_TRUE(closed) << name;
+    }
+    EXPECT_EQ(s.req("GET", "/health").status, 200);
+}
+
+// HEAD works wherever GET does: same status and Content-Length, no body.
+TEST(RedTeam, HeadIsGetWithoutABody) {
+    RedServer s(1);
+    for (const std::string path : {"/health", "/v1/models", "/v1/capsules", "/metrics", "/v1/nothing"}) {
+        const RawResponse get = s.req("GET", path);
+        const int fd = connect_loopback(s.stack.port());
+        send_all(fd, "HEAD " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + kKey + "\r\n\r\n");
+        const std::string head = read_until(fd, "\r\n\r\n", 3000);
+        // Nothing may follow the header: the next bytes on a keep-alive connection are the
+        // next response's. A second request shows the framing is intact.
+        send_all(fd, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+        const RawResponse next = read_response(fd, 3000);
+        close_fd(fd);
+        ASSERT_NE(head.find("\r\n\r\n"), std::string::npos) << path;
+        EXPECT_EQ(head.substr(0, 12), "HTTP/1.1 " + std::to_string(get.status)) << path << ": " << head;
+        EXPECT_NE(head.find("Content-Length: " + std::to_string(get.body.size()) + "\r\n"), std::string::npos)
+            << path << ": " << head;
+        EXPECT_EQ(head.size(), head.find("\r\n\r\n") + 4) << "HEAD sent a body: " << path;
+        EXPECT_EQ(next.status, 200) << path;
+    }
+}
+
+// Deleting a pinned capsule takes an explicit unpin or ?force=true; /v1/claims then still shows
+// the caller why the capsule went (and only to its owner).
+TEST(RedTeam, PinnedDeleteNeedsForceAndClaimsShowWhy) {
+    std::mt19937 rng(std::random_device{}());
+    RedServer s(1);
+    auto r = s.req("POST", "/v1/capsules", json{{"prompt", random_ids(rng, 80)}, {"pinned", true}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    const std::string id = json::parse(r.body)["id"];
+    r = s.req("DELETE", "/v1/capsules/" + id);
+    EXPECT_EQ(r.status, 409) << r.body;
+    EXPECT_NE(r.body.find("capsule_pinned"), std::string::npos) << r.body;
+    EXPECT_EQ(s.req("GET", "/v1/capsules/" + id).status, 200);
+    r = s.req("DELETE", "/v1/capsules/" + id + "?force=true");
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(s.req("GET", "/v1/capsules/" + id).status, 404);
+    // An unpinned one needs no force.
+    r = s.req("POST", "/v1/capsules", json{{"prompt", random_ids(rng, 90)}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    const std::string other = json::parse(r.body)["id"];
+    EXPECT_EQ(s.req("DELETE", "/v1/capsules/" + other).status, 200);
+    // The gone capsule's history, with the reason, for its owner only.
+    const json mine = json::parse(s.req("GET", "/v1/claims?claim_id=" + id).body);
+    ASSERT_FALSE(mine["data"].empty());
+    const json last = mine["data"].back();
+    EXPECT_EQ(last["claim_id"], id);
+    EXPECT_EQ(last["event"], "evicted");
+    EXPECT_EQ(last["reason"], "deleted");
+    bool unpinned = false;
+    for (const auto& e : mine["data"]) unpinned |= e["event"] == "unpinned";
+    EXPECT_TRUE(unpinned) << "force deletes through an unpin the log records";
+    const json theirs = json::parse(s.req("GET", "/v1/claims", nullptr, kOtherKey).body);
+    EXPECT_TRUE(theirs["data"].empty()) << theirs.dump();
 }

@@ -3,6 +3,7 @@
 // and handles SIGTERM/SIGINT: stop admitting (503 + Retry-After), let streams finish for up to
 // --drain-timeout seconds, end the rest with a final SSE error event, then exit 0.
 #include <algorithm>
+#include <map>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include "serve/api.h"
 #include "serve/http_server.h"
 #include "serve/model_backend.h"
+#include "serve/persistence.h"
 #include "serve/scheduler.h"
 
 namespace {
@@ -158,6 +160,8 @@ int run_serve(const std::vector<std::string>& args) {
         std::fprintf(stderr, "frost serve: cannot load %s: %s\n", model_dir.c_str(), frost_last_error());
         return 1;
     }
+    // Before the capsule manager starts: it removes temp files of interrupted writes as well.
+    const size_t temp_at_start = capsule_dir.empty() ? 0 : serve::count_temp_files(capsule_dir);
     std::unique_ptr<model::CapsuleManager> manager;
     if (capsules) {
         model::CapsuleManagerOptions mo;
@@ -178,6 +182,11 @@ int run_serve(const std::vector<std::string>& args) {
     sched_cfg.claim_log_path = !claim_log.empty() ? claim_log : capsule_dir.empty() ? "" : capsule_dir + "/claims.jsonl";
     api_cfg.model_name = model_name.empty() ? "frost" : model_name;
     if (manager) sched_cfg.capsule_dir = capsule_dir;
+    // Sidecars are bound to the API key that owns them (HMAC with the capsule dir's secret).
+    std::map<std::string, std::string> owner_keys;
+    if (api_cfg.api_keys.empty()) owner_keys["local"] = "";
+    for (size_t i = 0; i < api_cfg.api_keys.size(); ++i) owner_keys["key" + std::to_string(i)] = api_cfg.api_keys[i];
+    sched_cfg.sidecar_owner_keys = std::move(owner_keys);
 
     serve::Metrics metrics;
     serve::Scheduler sched(eng, *text, sched_cfg, &metrics);
@@ -190,7 +199,7 @@ int run_serve(const std::vector<std::string>& args) {
         for (const auto& note : r.notes) std::fprintf(stderr, "frost serve: capsule dir: %s\n", note.c_str());
         std::printf("frost serve: capsule dir %s: %zu re-indexed, %zu quarantined, %zu temp removed, %zu expired, "
                     "%zu claims lost\n",
-                    capsule_dir.c_str(), r.adopted, r.quarantined, r.temp_removed, r.expired, r.lost);
+                    capsule_dir.c_str(), r.adopted, r.quarantined, std::max(temp_at_start, r.temp_removed), r.expired, r.lost);
     }
     serve::Api api(sched, *text, eng, metrics, api_cfg);
     serve::HttpServer http(api, sched, http_cfg);
