@@ -211,11 +211,11 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
     }
     if (id.empty()) {
         if (method != "GET") return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET or POST"));
-        json list = json::array();
-        sched_.control([&](CapsuleStore& s, ClaimLog&) {
+        return on_engine([owner](CapsuleStore& s, ClaimLog&) {
+            json list = json::array();
             for (const auto* r : s.list(owner)) list.push_back(capsule_json(*r));
+            return json_reply(200, json{{"object", "list"}, {"data", list}});
         });
-        return json_reply(200, json{{"object", "list"}, {"data", list}});
     }
     // Updates are validated before the engine thread sees them.
     std::optional<bool> set_pin;
@@ -245,46 +245,49 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
         if (query.compare(at, amp - at, "force=true") == 0) force = true;
         at = amp + 1;
     }
-    int status = 404;
-    json body;
-    const ApiError not_found = make_error(404, "invalid_request_error", "capsule_not_found", "no capsule '" + id + "'");
-    sched_.control([&](CapsuleStore& s, ClaimLog&) {
-        const CapsuleRecord* r = s.find(id, owner);
-        if (!r) return;  // another key's id looks exactly like a missing one (no oracle)
-        if (verb.empty() && method == "GET") {
-            status = 200;
-            body = capsule_json(*r);
-        } else if (verb.empty() && method == "DELETE") {
-            // A pin is a promise the caller made: deleting through it takes an explicit
-            // unpin first, or ?force=true (which logs the unpin, then the deletion).
-            if (r->pinned && !force) {
-                status = 423;
-                return;
+    // The store is the engine thread's: the operation runs there (HttpOut::on_engine).
+    return on_engine([this, id, verb, method, owner, force, set_pin, set_prio, set_ttl](CapsuleStore& s, ClaimLog&) {
+        int status = 404;
+        json body;
+        [&] {  // sets status and body
+            const CapsuleRecord* r = s.find(id, owner);
+            if (!r) return;  // another key's id looks exactly like a missing one (no oracle)
+            if (verb.empty() && method == "GET") {
+                status = 200;
+                body = capsule_json(*r);
+            } else if (verb.empty() && method == "DELETE") {
+                // A pin is a promise the caller made: deleting through it takes an explicit
+                // unpin first, or ?force=true (which logs the unpin, then the deletion).
+                if (r->pinned && !force) {
+                    status = 423;
+                    return;
+                }
+                if (r->pinned) s.set_pinned(id, owner, false);
+                status = s.remove(id, owner) == FROST_OK ? 200 : 409;
+                body = json{{"id", id}, {"deleted", status == 200}};
+            } else if (verb.empty() && method == "POST") {
+                status = 200;
+                if (set_pin && s.set_pinned(id, owner, *set_pin) != FROST_OK) status = 409;
+                if (set_prio) s.set_priority(id, owner, *set_prio);
+                if (set_ttl) s.set_ttl(id, owner, *set_ttl);
+                if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2);
+            } else if ((verb == "pin" || verb == "unpin") && method == "POST") {
+                status = s.set_pinned(id, owner, verb == "pin") == FROST_OK ? 200 : 409;
+                if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2);
+            } else {
+                status = 405;
             }
-            if (r->pinned) s.set_pinned(id, owner, false);
-            status = s.remove(id, owner) == FROST_OK ? 200 : 409;
-            body = json{{"id", id}, {"deleted", status == 200}};
-        } else if (verb.empty() && method == "POST") {
-            status = 200;
-            if (set_pin && s.set_pinned(id, owner, *set_pin) != FROST_OK) status = 409;
-            if (set_prio) s.set_priority(id, owner, *set_prio);
-            if (set_ttl) s.set_ttl(id, owner, *set_ttl);
-            if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2);
-        } else if ((verb == "pin" || verb == "unpin") && method == "POST") {
-            status = s.set_pinned(id, owner, verb == "pin") == FROST_OK ? 200 : 409;
-            if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2);
-        } else {
-            status = 405;
-        }
+        }();
+        if (status == 404)
+            return error_reply(make_error(404, "invalid_request_error", "capsule_not_found", "no capsule '" + id + "'"));
+        if (status == 405) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "unsupported verb"));
+        if (status == 409) return error_reply(make_error(409, "invalid_request_error", "conflict", "capsule is in use"));
+        if (status == 423)
+            return error_reply(make_error(409, "invalid_request_error", "capsule_pinned",
+                                          "capsule '" + id + "' is pinned: unpin it first (POST /v1/capsules/" + id +
+                                              "/unpin) or delete with ?force=true"));
+        return json_reply(status, body);
     });
-    if (status == 404) return error_reply(not_found);
-    if (status == 405) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "unsupported verb"));
-    if (status == 409) return error_reply(make_error(409, "invalid_request_error", "conflict", "capsule is in use"));
-    if (status == 423)
-        return error_reply(make_error(409, "invalid_request_error", "capsule_pinned",
-                                      "capsule '" + id + "' is pinned: unpin it first (POST /v1/capsules/" + id +
-                                          "/unpin) or delete with ?force=true"));
-    return json_reply(status, body);
 }
 
 bool Api::session_idle(const SessionEntry& e, std::chrono::steady_clock::time_point now) const {
@@ -346,11 +349,11 @@ HttpOut Api::sessions(const HttpIn& in, const std::string& path, const std::stri
     if (rest.find('/') != std::string::npos || !valid_id(rest, &why)) return error_reply(invalid_field("session_id", why.empty() ? "bad id" : why));
     if (!owns_session(rest, owner))
         return error_reply(make_error(404, "invalid_request_error", "session_not_found", "no session '" + rest + "'"));
-    json caps = json::array();
-    bool busy = false;
     if (in.method == "GET" || in.method == "DELETE") {
         const bool del = in.method == "DELETE";
-        sched_.control([&](CapsuleStore& s, ClaimLog&) {
+        return on_engine([this, del, rest, owner](CapsuleStore& s, ClaimLog&) {
+            json caps = json::array();
+            bool busy = false;
             std::vector<std::string> ids;
             for (const auto* r : s.list(owner))
                 if (r->session_id == rest) ids.push_back(r->id);
@@ -358,14 +361,14 @@ HttpOut Api::sessions(const HttpIn& in, const std::string& path, const std::stri
                 if (del && s.remove(id, owner) != FROST_OK) busy = true;
                 caps.push_back(id);
             }
+            if (del) {
+                if (busy) return error_reply(make_error(409, "invalid_request_error", "conflict", "a capsule of this session is in use"));
+                std::lock_guard<std::mutex> lock(sessions_mu_);
+                sessions_.erase(rest);
+                return json_reply(200, json{{"id", rest}, {"deleted", true}, {"capsules_released", caps}});
+            }
+            return json_reply(200, json{{"id", rest}, {"object", "session"}, {"capsules", caps}});
         });
-        if (del) {
-            if (busy) return error_reply(make_error(409, "invalid_request_error", "conflict", "a capsule of this session is in use"));
-            std::lock_guard<std::mutex> lock(sessions_mu_);
-            sessions_.erase(rest);
-            return json_reply(200, json{{"id", rest}, {"deleted", true}, {"capsules_released", caps}});
-        }
-        return json_reply(200, json{{"id", rest}, {"object", "session"}, {"capsules", caps}});
     }
     return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET or DELETE"));
 }
@@ -379,14 +382,29 @@ HttpOut Api::claims(const std::string& query, const std::string& owner) {
         if (query.compare(at, 9, "claim_id=") == 0) only = query.substr(at + 9, amp - at - 9);
         at = amp + 1;
     }
-    json events = json::array();
-    sched_.control([&](CapsuleStore&, ClaimLog& log) {
+    return on_engine([only, owner](CapsuleStore&, ClaimLog& log) {
+        json events = json::array();
         for (const auto& e : log.recent(only)) {
             if (e.owner != owner) continue;
             events.push_back(json::parse(claim_event_json(e), nullptr, false));
         }
+        return json_reply(200, json{{"object", "list"}, {"data", events}});
     });
-    return json_reply(200, json{{"object", "list"}, {"data", events}});
+}
+
+HttpOut Api::on_engine(std::function<HttpOut(CapsuleStore&, ClaimLog&)> fn) {
+    HttpOut out;
+    out.on_engine = std::move(fn);
+    return out;
+}
+
+HttpOut Api::finish(HttpOut out) {
+    // Tests and tools that call handle() directly get the reply made inline (this thread waits
+    // for the engine); the HTTP server runs on_engine itself without waiting (http_server.cpp).
+    if (!out.on_engine) return out;
+    HttpOut done;
+    sched_.control([&](CapsuleStore& s, ClaimLog& l) { done = out.on_engine(s, l); });
+    return done;
 }
 
 }  // namespace frost::serve

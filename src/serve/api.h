@@ -54,6 +54,10 @@ struct HttpOut {
     // Set with `job` instead of a builder: the connection waits (without blocking its thread)
     // for the job's final event and answers what this returns (POST /v1/capsules).
     std::function<HttpOut(const StreamEvent&)> on_final;
+    // Set instead of a reply: the store or claim log must be read or changed on the engine thread.
+    // The connection queues it there (Scheduler::post_control) and answers what it returns; no
+    // I/O thread ever waits for the engine (issue 13 B2). Api::finish() runs it inline instead.
+    std::function<HttpOut(CapsuleStore&, ClaimLog&)> on_engine;
 };
 
 constexpr double kMaxTtlSeconds = 30.0 * 24 * 3600;  // ttl_s bound on capsule endpoints
@@ -63,7 +67,10 @@ constexpr int kMaxCapsulePriority = 1000;             // priority in [-this, thi
 class Api {
 public:
     Api(Scheduler& sched, const TextIface& text, const EngineIface& engine, Metrics& metrics, ApiConfig cfg);
+    // The reply; it may carry on_engine (see HttpOut), which the caller must run on the engine
+    // thread: the HTTP server queues it, finish(handle(in)) runs it inline and waits.
     HttpOut handle(const HttpIn& in);
+    HttpOut finish(HttpOut out);
     HttpOut error_reply(const ApiError& e) const;
     const ApiConfig& config() const { return cfg_; }
 
@@ -79,6 +86,7 @@ private:
     // rate_limit_exceeded (per-key limit); all with Retry-After, before any SSE byte.
     HttpOut rejection(Admit a);
     HttpOut claims(const std::string& query, const std::string& owner);
+    static HttpOut on_engine(std::function<HttpOut(CapsuleStore&, ClaimLog&)> fn);
     HttpOut sessions(const HttpIn& in, const std::string& path, const std::string& owner);
     bool owns_session(const std::string& id, const std::string& owner);
     // "" when unauthorised; otherwise the owner scope of the presented key.

@@ -200,6 +200,20 @@ private:
         in.authorization = std::string(req[http::field::authorization]);
         in.body = std::move(req.body());
         HttpOut out = api_.handle(in);
+        if (out.on_engine) {
+            // Made on the engine thread between steps; this thread goes back to its other
+            // connections and writes the reply when it is posted back.
+            auto self = shared_from_this();
+            auto exec = sock_.get_executor();
+            sched_.post_control([self, exec, fn = std::move(out.on_engine)](CapsuleStore& s, ClaimLog& l) {
+                auto reply = std::make_shared<HttpOut>(fn(s, l));
+                net::post(exec, [self, reply] {
+                    if (self->closed_) return;
+                    self->write_simple(reply->status, reply->content_type, std::move(reply->body), reply->headers);
+                });
+            });
+            return;
+        }
         if (!out.job) return write_simple(out.status, out.content_type, std::move(out.body), out.headers);
         job_ = out.job;
         builder_ = std::move(out.builder);

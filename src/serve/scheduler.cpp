@@ -166,6 +166,25 @@ bool Scheduler::control(const std::function<void(CapsuleStore&, ClaimLog&)>& fn)
     return true;
 }
 
+void Scheduler::post_control(std::function<void(CapsuleStore&, ClaimLog&)> fn) {
+    {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (running_ && !exited_) {
+            controls_.push_back([this, fn = std::move(fn)] {
+                fn(*store_, log_);
+                update_store_metrics();
+            });
+            woken_ = true;
+            lock.unlock();
+            cv_.notify_all();
+            return;
+        }
+    }
+    // No engine thread (not started, or gone): this thread is the only one left.
+    fn(*store_, log_);
+    update_store_metrics();
+}
+
 void Scheduler::update_store_metrics() {
     if (!metrics_) return;
     for (int t = 0; t < kTierCount; ++t) metrics_->capsule_bytes[t] = store_->used(Tier(t));

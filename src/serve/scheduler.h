@@ -99,6 +99,9 @@ public:
     // Runs fn on the engine thread between steps (or inline when no engine thread runs) and
     // waits until it ran.
     bool control(const std::function<void(CapsuleStore&, ClaimLog&)>& fn);
+    // Queues fn for the engine thread between steps and returns at once (runs it inline when no
+    // engine thread runs). For the HTTP threads, which must never wait for the engine.
+    void post_control(std::function<void(CapsuleStore&, ClaimLog&)> fn);
 
     size_t queue_depth() const;
     // Requests of `owner` queued or running now (what max_per_key bounds).

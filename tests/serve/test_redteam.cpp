@@ -138,6 +138,41 @@ TEST(RedTeam, B2CapsuleCreatesBehindBusySlotsDoNotStallTheServer) {
     }
 }
 
+// B2, the rule behind it: store and claim-log reads (GET /v1/capsules, /v1/claims, sessions)
+// run on the engine thread between steps; while a step takes long, those requests wait there,
+// never in an I/O thread, so /health and every other connection keep answering at once.
+TEST(RedTeam, B2EngineThreadRepliesDoNotHoldIoThreads) {
+    std::mt19937 rng(std::random_device{}());
+    RedServer s(1);
+    s.engine.step_delay_ms = 1500;  // every engine call takes 1.5 s
+    const int stream = s.send_only("/v1/completions", json{{"prompt", random_text(rng, 20)}, {"max_tokens", 50},
+                                                          {"stream", true}, {"temperature", 0}});
+    ASSERT_TRUE(eventually([&] { return s.metrics.active_requests.load() == 1; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the engine is inside a step now
+    std::vector<int> reads;
+    for (const char* path : {"/v1/capsules", "/v1/claims", "/v1/capsules"}) {
+        const int fd = connect_loopback(s.stack.port());
+        send_all(fd, std::string("GET ") + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + kKey + "\r\n\r\n");
+        reads.push_back(fd);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto t0 = std::chrono::steady_clock::now();
+    const int fd = connect_loopback(s.stack.port());
+    ASSERT_TRUE(send_all(fd, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+    const RawResponse h = read_response(fd, 5000);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    close_fd(fd);
+    EXPECT_EQ(h.status, 200);
+    EXPECT_LT(ms, 500.0) << "/health waited behind requests that wait for the engine";
+    for (int r : reads) {
+        const RawResponse g = read_response(r, 10000);
+        close_fd(r);
+        EXPECT_EQ(g.status, 200) << g.body;
+    }
+    s.engine.step_delay_ms = 0;
+    close_fd(stream);
+}
+
 // B3: top_p 1e-46 underflowed to 0 as the engine's float: 500, and the slot stayed poisoned.
 // Now a 400 naming top_p, and every later request on every slot is served.
 TEST(RedTeam, B3TinyTopPIs400AndLeavesNoState) {
