@@ -285,7 +285,10 @@ ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, C
             pairs[name.substr(0, name.size() - std::string(kSidecarExt).size())].sidecar = true;
         }
     }
-    for (const auto& [stem, p] : pairs) {
+    for (const auto& entry : pairs) {
+        // Named, not structured bindings: the lambda below captures them (clang 14 cannot).
+        const std::string& stem = entry.first;
+        const Pair& p = entry.second;
         const std::string cap_name = stem + kCapsuleFileExt, side_name = stem + kSidecarExt;
         auto quarantine_pair = [&](const std::string& why, const SidecarMeta* m) {
             if (p.capsule) quarantine(dir, cap_name, why, &rep);
