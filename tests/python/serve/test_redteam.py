@@ -1,11 +1,15 @@
 """Regression tests of issue 13 part B over the REAL CPU engine (tiny synthetic checkpoint with the
 Qwen3 vocabulary) and the official `openai` client, on 127.0.0.1: the failures that need the real
-sampler to show (B3: a float underflow in top_p; B6: seeded choices that depended on load)."""
+sampler to show (B3: a float underflow in top_p; B6: seeded choices that depended on load; B7: an
+extension past an unaligned capsule), and B1/B2 end to end."""
 import json
 import os
 import random
 import socket
+import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 from serve_proc import FROST, ServeProcess
@@ -79,3 +83,62 @@ def test_b6_seeded_choices_do_not_depend_on_load(server):
         assert texts(2) == [alone, alone_next]
     finally:
         held.close()
+
+
+def test_b1_deep_arguments_string_is_400_and_the_server_stays_up(server):
+    deep = "{\"a\":" * 10000 + "1" + "}" * 10000
+    msgs = [{"role": "user", "content": "q"},
+            {"role": "assistant", "content": None,
+             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": deep}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "r"}]
+    with pytest.raises(openai.BadRequestError) as e:
+        server.client.chat.completions.create(model="frost", messages=msgs, max_tokens=2)
+    assert "function.arguments" in str(e.value)
+    with pytest.raises(urllib.error.HTTPError) as e2:
+        server.api("POST", "/v1/capsules", {"messages": msgs})
+    assert e2.value.code == 400
+    assert server.api("GET", "/health")["status"] == "ok"
+
+
+def test_b2_capsule_creates_behind_busy_slots_do_not_stall_health(server):
+    rng = random.Random()
+    held = [server.hold_slot() for _ in range(2)]
+    results = []
+    try:
+        time.sleep(1.0)  # both slots are held by unread streams
+        threads = [threading.Thread(target=lambda: results.append(
+            server.api("POST", "/v1/capsules", {"prompt": words(rng, 120)}, timeout=120))) for _ in range(2)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        for _ in range(3):
+            t0 = time.time()
+            with urllib.request.urlopen(server.base + "/health", timeout=5) as r:
+                assert r.status == 200
+            assert time.time() - t0 < 1.0
+    finally:
+        for h in held:
+            h.close()
+    for t in threads:
+        t.join(timeout=120)
+    assert len(results) == 2 and all(r["object"] == "capsule" for r in results)
+
+
+def test_b7_capsule_extension_by_a_few_tokens_on_the_real_engine(model_dir, server):
+    rng = random.Random()
+    base = [rng.randrange(1000, 20000) for _ in range(rng.randrange(700, 900))]
+    parent = server.api("POST", "/v1/capsules", {"prompt": base})
+    assert parent["tokens"] == len(base)
+    ext = base + [rng.randrange(1000, 20000) for _ in range(3)]
+    child = server.api("POST", "/v1/capsules", {"prompt": ext, "capsule_id": parent["id"]})
+    assert child["tokens"] == len(ext)
+    turn = ext + [rng.randrange(1000, 20000)]
+    body = {"model": "frost", "prompt": turn, "max_tokens": 8, "temperature": 0}
+    warm = server.api("POST", "/v1/completions", dict(body, capsule_id=child["id"]))
+    assert warm["frost"]["plan"] == "restore"
+    cold = Server(model_dir, extra=["--no-capsules"])
+    try:
+        ref = cold.api("POST", "/v1/completions", body)
+    finally:
+        cold.stop()
+    assert warm["choices"][0]["text"] == ref["choices"][0]["text"]
