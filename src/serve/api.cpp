@@ -2,6 +2,7 @@
 // (400 on ambiguity), then auth on the canonical path (401, constant-time), then the handler.
 #include "serve/api.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -33,19 +34,6 @@ HttpOut json_reply(int status, const json& j) {
 }
 
 }  // namespace
-
-json capsule_json(const CapsuleRecord& r) {
-    return json{{"id", r.id},
-                {"object", "capsule"},
-                {"tokens", r.tokens.size()},
-                {"bytes", r.bytes},
-                {"tier", tier_name(r.tier)},
-                {"pinned", r.pinned},
-                {"priority", r.priority},
-                {"ttl_s", r.ttl_s},
-                {"session_id", r.session_id},
-                {"digest", digest_hex(r.digest)}};
-}
 
 Api::Api(Scheduler& sched, const TextIface& text, const EngineIface& engine, Metrics& metrics, ApiConfig cfg)
     : sched_(sched), text_(text), engine_(engine), metrics_(metrics), cfg_(std::move(cfg)) {
@@ -107,7 +95,7 @@ HttpOut Api::handle(const HttpIn& in) {
     }
     if (path == "/v1/claims") return claims(route.query, owner);
     if (path == kSessionsPrefix || path.rfind(std::string(kSessionsPrefix) + "/", 0) == 0) return sessions(in, path, owner);
-    if (path.rfind(kCapsulesPrefix, 0) == 0) return capsules(in, path, owner);
+    if (path.rfind(kCapsulesPrefix, 0) == 0) return capsules(in, path, route.query, owner);
     return error_reply(make_error(404, "invalid_request_error", "not_found", "no route " + path));
 }
 
@@ -202,7 +190,7 @@ HttpOut Api::rejection(Admit a) {
     return error_reply(make_error(503, "server_error", "shutting_down", "the server is shutting down"));
 }
 
-HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::string& owner) {
+HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::string& query, const std::string& owner) {
     // GET /v1/capsules; GET|DELETE /v1/capsules/{id}; POST /v1/capsules/{id} with any of
     // {"pinned": bool, "priority": int, "ttl_s": number}; POST /v1/capsules/{id}/{pin|unpin}.
     const std::string& method = in.method;
@@ -223,11 +211,11 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
     }
     if (id.empty()) {
         if (method != "GET") return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET or POST"));
-        json list = json::array();
-        sched_.control([&](CapsuleStore& s, ClaimLog&) {
+        return on_engine([owner](CapsuleStore& s, ClaimLog&) {
+            json list = json::array();
             for (const auto* r : s.list(owner)) list.push_back(capsule_json(*r));
+            return json_reply(200, json{{"object", "list"}, {"data", list}});
         });
-        return json_reply(200, json{{"object", "list"}, {"data", list}});
     }
     // Updates are validated before the engine thread sees them.
     std::optional<bool> set_pin;
@@ -251,41 +239,78 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
                                                     "ttl_s (seconds, 0 = none)"));
         }
     }
-    int status = 404;
-    json body;
-    const ApiError not_found = make_error(404, "invalid_request_error", "capsule_not_found", "no capsule '" + id + "'");
-    sched_.control([&](CapsuleStore& s, ClaimLog&) {
-        const CapsuleRecord* r = s.find(id, owner);
-        if (!r) return;  // another key's id looks exactly like a missing one (no oracle)
-        if (verb.empty() && method == "GET") {
-            status = 200;
-            body = capsule_json(*r);
-        } else if (verb.empty() && method == "DELETE") {
-            status = s.remove(id, owner) == FROST_OK ? 200 : 409;
-            body = json{{"id", id}, {"deleted", status == 200}};
-        } else if (verb.empty() && method == "POST") {
-            status = 200;
-            if (set_pin && s.set_pinned(id, owner, *set_pin) != FROST_OK) status = 409;
-            if (set_prio) s.set_priority(id, owner, *set_prio);
-            if (set_ttl) s.set_ttl(id, owner, *set_ttl);
-            if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2);
-        } else if ((verb == "pin" || verb == "unpin") && method == "POST") {
-            status = s.set_pinned(id, owner, verb == "pin") == FROST_OK ? 200 : 409;
-            if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2);
-        } else {
-            status = 405;
-        }
+    bool force = false;
+    for (size_t at = 0; at <= query.size();) {
+        const size_t amp = std::min(query.find('&', at), query.size());
+        if (query.compare(at, amp - at, "force=true") == 0) force = true;
+        at = amp + 1;
+    }
+    // The store is the engine thread's: the operation runs there (HttpOut::on_engine).
+    return on_engine([this, id, verb, method, owner, force, set_pin, set_prio, set_ttl](CapsuleStore& s, ClaimLog&) {
+        int status = 404;
+        json body;
+        [&] {  // sets status and body
+            const CapsuleRecord* r = s.find(id, owner);
+            if (!r) return;  // another key's id looks exactly like a missing one (no oracle)
+            if (verb.empty() && method == "GET") {
+                status = 200;
+                body = capsule_json(*r);
+            } else if (verb.empty() && method == "DELETE") {
+                // A pin is a promise the caller made: deleting through it takes an explicit
+                // unpin first, or ?force=true (which logs the unpin, then the deletion).
+                if (r->pinned && !force) {
+                    status = 423;
+                    return;
+                }
+                if (r->pinned) s.set_pinned(id, owner, false);
+                status = s.remove(id, owner) == FROST_OK ? 200 : 409;
+                body = json{{"id", id}, {"deleted", status == 200}};
+            } else if (verb.empty() && method == "POST") {
+                status = 200;
+                if (set_pin && s.set_pinned(id, owner, *set_pin) != FROST_OK) status = 409;
+                if (set_prio) s.set_priority(id, owner, *set_prio);
+                if (set_ttl) s.set_ttl(id, owner, *set_ttl);
+                if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2);
+            } else if ((verb == "pin" || verb == "unpin") && method == "POST") {
+                status = s.set_pinned(id, owner, verb == "pin") == FROST_OK ? 200 : 409;
+                if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2);
+            } else {
+                status = 405;
+            }
+        }();
+        if (status == 404)
+            return error_reply(make_error(404, "invalid_request_error", "capsule_not_found", "no capsule '" + id + "'"));
+        if (status == 405) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "unsupported verb"));
+        if (status == 409) return error_reply(make_error(409, "invalid_request_error", "conflict", "capsule is in use"));
+        if (status == 423)
+            return error_reply(make_error(409, "invalid_request_error", "capsule_pinned",
+                                          "capsule '" + id + "' is pinned: unpin it first (POST /v1/capsules/" + id +
+                                              "/unpin) or delete with ?force=true"));
+        return json_reply(status, body);
     });
-    if (status == 404) return error_reply(not_found);
-    if (status == 405) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "unsupported verb"));
-    if (status == 409) return error_reply(make_error(409, "invalid_request_error", "conflict", "capsule is in use"));
-    return json_reply(status, body);
+}
+
+bool Api::session_idle(const SessionEntry& e, std::chrono::steady_clock::time_point now) const {
+    return cfg_.session_idle_s > 0 && std::chrono::duration<double>(now - e.last_used).count() >= cfg_.session_idle_s;
+}
+
+void Api::expire_sessions_locked(std::chrono::steady_clock::time_point now) {
+    for (auto it = sessions_.begin(); it != sessions_.end();)
+        it = session_idle(it->second, now) ? sessions_.erase(it) : std::next(it);
 }
 
 bool Api::owns_session(const std::string& id, const std::string& owner) {
     std::lock_guard<std::mutex> lock(sessions_mu_);
+    const auto now = std::chrono::steady_clock::now();
     auto it = sessions_.find(id);
-    return it != sessions_.end() && it->second == owner;
+    if (it == sessions_.end()) return false;
+    if (session_idle(it->second, now)) {  // idle too long: gone, for its owner too
+        sessions_.erase(it);
+        return false;
+    }
+    if (it->second.owner != owner) return false;
+    it->second.last_used = now;  // every use keeps it alive
+    return true;
 }
 
 HttpOut Api::sessions(const HttpIn& in, const std::string& path, const std::string& owner) {
@@ -295,30 +320,40 @@ HttpOut Api::sessions(const HttpIn& in, const std::string& path, const std::stri
                                  ? path.substr(std::string(kSessionsPrefix).size() + 1)
                                  : "";
     if (rest.empty()) {
+        const auto now = std::chrono::steady_clock::now();
         if (in.method == "POST") {
             std::lock_guard<std::mutex> lock(sessions_mu_);
+            expire_sessions_locked(now);
+            size_t mine = 0;
+            for (const auto& [id, e] : sessions_) mine += e.owner == owner;
+            if (cfg_.max_sessions_per_key > 0 && mine >= cfg_.max_sessions_per_key)
+                return error_reply(make_error(429, "rate_limit_error", "too_many_sessions",
+                                              "this API key holds " + std::to_string(mine) + " sessions (at most " +
+                                                  std::to_string(cfg_.max_sessions_per_key) +
+                                                  "); delete one or let one go idle"));
             if (sessions_.size() >= cfg_.max_sessions)
                 return error_reply(make_error(429, "rate_limit_error", "too_many_sessions", "too many sessions"));
             const std::string id = new_id("sess");
-            sessions_[id] = owner;
+            sessions_[id] = SessionEntry{owner, now};
             return json_reply(200, json{{"id", id}, {"object", "session"}});
         }
         if (in.method != "GET") return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET or POST"));
         json list = json::array();
         std::lock_guard<std::mutex> lock(sessions_mu_);
-        for (const auto& [id, o] : sessions_)
-            if (o == owner) list.push_back(json{{"id", id}, {"object", "session"}});
+        expire_sessions_locked(now);
+        for (const auto& [id, e] : sessions_)
+            if (e.owner == owner) list.push_back(json{{"id", id}, {"object", "session"}});
         return json_reply(200, json{{"object", "list"}, {"data", list}});
     }
     std::string why;
     if (rest.find('/') != std::string::npos || !valid_id(rest, &why)) return error_reply(invalid_field("session_id", why.empty() ? "bad id" : why));
     if (!owns_session(rest, owner))
         return error_reply(make_error(404, "invalid_request_error", "session_not_found", "no session '" + rest + "'"));
-    json caps = json::array();
-    bool busy = false;
     if (in.method == "GET" || in.method == "DELETE") {
         const bool del = in.method == "DELETE";
-        sched_.control([&](CapsuleStore& s, ClaimLog&) {
+        return on_engine([this, del, rest, owner](CapsuleStore& s, ClaimLog&) {
+            json caps = json::array();
+            bool busy = false;
             std::vector<std::string> ids;
             for (const auto* r : s.list(owner))
                 if (r->session_id == rest) ids.push_back(r->id);
@@ -326,29 +361,50 @@ HttpOut Api::sessions(const HttpIn& in, const std::string& path, const std::stri
                 if (del && s.remove(id, owner) != FROST_OK) busy = true;
                 caps.push_back(id);
             }
+            if (del) {
+                if (busy) return error_reply(make_error(409, "invalid_request_error", "conflict", "a capsule of this session is in use"));
+                std::lock_guard<std::mutex> lock(sessions_mu_);
+                sessions_.erase(rest);
+                return json_reply(200, json{{"id", rest}, {"deleted", true}, {"capsules_released", caps}});
+            }
+            return json_reply(200, json{{"id", rest}, {"object", "session"}, {"capsules", caps}});
         });
-        if (del) {
-            if (busy) return error_reply(make_error(409, "invalid_request_error", "conflict", "a capsule of this session is in use"));
-            std::lock_guard<std::mutex> lock(sessions_mu_);
-            sessions_.erase(rest);
-            return json_reply(200, json{{"id", rest}, {"deleted", true}, {"capsules_released", caps}});
-        }
-        return json_reply(200, json{{"id", rest}, {"object", "session"}, {"capsules", caps}});
     }
     return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET or DELETE"));
 }
 
 HttpOut Api::claims(const std::string& query, const std::string& owner) {
-    // Events of the caller's own claims only.
-    json events = json::array();
-    sched_.control([&](CapsuleStore& s, ClaimLog& log) {
-        for (const auto& e : log.recent()) {
-            if (!s.find(e.claim_id, owner)) continue;
+    // Events of the caller's own claims only, those of capsules already gone included (their
+    // last event says why: evicted / expired / refused with its reason). ?claim_id=ID narrows.
+    std::string only;
+    for (size_t at = 0; at < query.size();) {
+        const size_t amp = std::min(query.find('&', at), query.size());
+        if (query.compare(at, 9, "claim_id=") == 0) only = query.substr(at + 9, amp - at - 9);
+        at = amp + 1;
+    }
+    return on_engine([only, owner](CapsuleStore&, ClaimLog& log) {
+        json events = json::array();
+        for (const auto& e : log.recent(only)) {
+            if (e.owner != owner) continue;
             events.push_back(json::parse(claim_event_json(e), nullptr, false));
         }
+        return json_reply(200, json{{"object", "list"}, {"data", events}});
     });
-    (void)query;
-    return json_reply(200, json{{"object", "list"}, {"data", events}});
+}
+
+HttpOut Api::on_engine(std::function<HttpOut(CapsuleStore&, ClaimLog&)> fn) {
+    HttpOut out;
+    out.on_engine = std::move(fn);
+    return out;
+}
+
+HttpOut Api::finish(HttpOut out) {
+    // Tests and tools that call handle() directly get the reply made inline (this thread waits
+    // for the engine); the HTTP server runs on_engine itself without waiting (http_server.cpp).
+    if (!out.on_engine) return out;
+    HttpOut done;
+    sched_.control([&](CapsuleStore& s, ClaimLog& l) { done = out.on_engine(s, l); });
+    return done;
 }
 
 }  // namespace frost::serve

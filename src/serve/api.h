@@ -2,7 +2,9 @@
 // events the connection streams) out. Routing, auth, validation, tokenisation and the capsule
 // endpoints live here so the Beast translation unit (http_server.cpp) only moves bytes.
 #pragma once
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,7 +28,11 @@ struct ApiConfig {
     int retry_after_s = 1;
     size_t channel_cap = 64;  // events buffered per request before the engine waits for the reader
     bool public_metrics = false;  // /metrics without a key (opt-in)
-    size_t max_sessions = 4096;   // POST /v1/sessions beyond this: 429
+    size_t max_sessions = 4096;   // POST /v1/sessions beyond this (all keys): 429
+    // One key cannot take every session: its own live sessions are bounded (429 beyond), and a
+    // session unused (no request naming it, no GET) for session_idle_s is gone (0 = never).
+    size_t max_sessions_per_key = 256;
+    double session_idle_s = 3600;
 };
 
 struct HttpIn {
@@ -45,24 +51,33 @@ struct HttpOut {
     std::shared_ptr<Job> job;
     bool stream = false;
     std::unique_ptr<ResponseBuilder> builder;
+    // Set with `job` instead of a builder: the connection waits (without blocking its thread)
+    // for the job's final event and answers what this returns (POST /v1/capsules).
+    std::function<HttpOut(const StreamEvent&)> on_final;
+    // Set instead of a reply: the store or claim log must be read or changed on the engine thread.
+    // The connection queues it there (Scheduler::post_control) and answers what it returns; no
+    // I/O thread ever waits for the engine (issue 13 B2). Api::finish() runs it inline instead.
+    std::function<HttpOut(CapsuleStore&, ClaimLog&)> on_engine;
 };
 
 constexpr double kMaxTtlSeconds = 30.0 * 24 * 3600;  // ttl_s bound on capsule endpoints
 constexpr int kMaxCapsulePriority = 1000;             // priority in [-this, this]
 
-// The JSON object that describes a capsule in the capsule endpoints.
-nlohmann::json capsule_json(const CapsuleRecord& r);
 
 class Api {
 public:
     Api(Scheduler& sched, const TextIface& text, const EngineIface& engine, Metrics& metrics, ApiConfig cfg);
+    // The reply; it may carry on_engine (see HttpOut), which the caller must run on the engine
+    // thread: the HTTP server queues it, finish(handle(in)) runs it inline and waits.
     HttpOut handle(const HttpIn& in);
+    HttpOut finish(HttpOut out);
     HttpOut error_reply(const ApiError& e) const;
     const ApiConfig& config() const { return cfg_; }
 
 private:
     HttpOut generate(Endpoint ep, const HttpIn& in, const std::string& owner);
-    HttpOut capsules(const HttpIn& in, const std::string& path, const std::string& owner);
+    // `query`: DELETE of a pinned capsule needs force=true (else 409 capsule_pinned).
+    HttpOut capsules(const HttpIn& in, const std::string& path, const std::string& query, const std::string& owner);
     // POST /v1/capsules (capsule_api.cpp): freezes a messages / prompt prefix as a capsule.
     HttpOut create_capsule(const HttpIn& in, const std::string& owner);
     // POST /v1/capsules/{id}/fork|rollback: a generation that starts from that capsule.
@@ -71,6 +86,7 @@ private:
     // rate_limit_exceeded (per-key limit); all with Retry-After, before any SSE byte.
     HttpOut rejection(Admit a);
     HttpOut claims(const std::string& query, const std::string& owner);
+    static HttpOut on_engine(std::function<HttpOut(CapsuleStore&, ClaimLog&)> fn);
     HttpOut sessions(const HttpIn& in, const std::string& path, const std::string& owner);
     bool owns_session(const std::string& id, const std::string& owner);
     // "" when unauthorised; otherwise the owner scope of the presented key.
@@ -83,7 +99,14 @@ private:
     ApiConfig cfg_;
     std::mutex sessions_mu_;
     TokenCache token_cache_;  // resent histories: ids reused, only new text encoded
-    std::map<std::string, std::string> sessions_;  // session id -> owner (API-key scope)
+    struct SessionEntry {
+        std::string owner;  // API-key scope
+        std::chrono::steady_clock::time_point last_used;
+    };
+    // Drops idle sessions (sessions_mu_ held).
+    void expire_sessions_locked(std::chrono::steady_clock::time_point now);
+    bool session_idle(const SessionEntry& e, std::chrono::steady_clock::time_point now) const;
+    std::map<std::string, SessionEntry> sessions_;  // session id -> owner, last use
 };
 
 }  // namespace frost::serve

@@ -3,10 +3,7 @@
 // rollback (POST /v1/capsules/{id}/fork|rollback: a generation forced to start from that capsule:
 // `n` choices fork it, and a conversation that went further returns to its earlier boundary).
 // Bodies are validated by the same parser as the generation endpoints, so errors name fields.
-#include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <mutex>
 
 #include "exec/error.h"
 #include "serve/api.h"
@@ -55,24 +52,6 @@ bool take_store_fields(json* body, std::optional<bool>* pinned, int* priority, d
         if (body->contains(gen_only))
             return *err = invalid_field(gen_only, "a capsule is created without generating; remove this field"), false;
     return true;
-}
-
-// Blocks until the job's final event (Finish or Error). Empty on timeout (the job is cancelled).
-std::optional<StreamEvent> wait_final(Job& job) {
-    auto sync = std::make_shared<std::pair<std::mutex, std::condition_variable>>();
-    job.channel->set_notify([sync] {
-        std::lock_guard<std::mutex> l(sync->first);
-        sync->second.notify_all();
-    });
-    const auto deadline = std::chrono::steady_clock::now() + kCreateTimeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-        while (auto ev = job.channel->try_pop())
-            if (ev->kind == StreamEvent::Kind::Finish || ev->kind == StreamEvent::Kind::Error) return ev;
-        std::unique_lock<std::mutex> l(sync->first);
-        sync->second.wait_for(l, kPollEvery);
-    }
-    job.cancelled = true;
-    return std::nullopt;
 }
 
 }  // namespace
@@ -124,28 +103,26 @@ HttpOut Api::create_capsule(const HttpIn& in, const std::string& owner) {
     job->capsule_only = true;
     job->capsule_priority = priority;
     job->capsule_ttl_s = ttl_s;
+    job->capsule_pin = pinned;
     job->req.temperature = 0;
     job->id = new_id("capreq");
     job->owner = owner;
     job->channel = std::make_shared<Channel>(cfg_.channel_cap);
     const Admit a = sched_.submit(job);
     if (a != Admit::Ok) return rejection(a);
-    const std::optional<StreamEvent> ev = wait_final(*job);
-    if (!ev) return error_reply(make_error(504, "server_error", "timeout", "the capsule was not made in time"));
-    if (ev->kind == StreamEvent::Kind::Error) return error_reply(ev->error);
-    json out;
-    sched_.control([&](CapsuleStore& s, ClaimLog&) {
-        if (const CapsuleRecord* r = s.find(ev->usage.capsule_id, owner)) {
-            // An existing capsule of exactly this prefix is returned as is: apply the request's policy.
-            if (pinned && r->pinned != *pinned) s.set_pinned(r->id, owner, *pinned);
-            if (r->priority != priority) s.set_priority(r->id, owner, priority);
-            if (ttl_s > 0) s.set_ttl(r->id, owner, ttl_s);
-            if (const CapsuleRecord* r2 = s.find(ev->usage.capsule_id, owner)) out = capsule_json(*r2);
-        }
-    });
-    if (out.is_null()) return error_reply(make_error(409, "invalid_request_error", "capsule_refused", "the capsule was evicted at once"));
-    out["frost"] = json{{"plan", ev->usage.plan_action}, {"cached_tokens", ev->usage.cached_tokens}};
-    return reply(200, out);
+    // The reply is made when the job's final event arrives; the I/O thread never waits for the
+    // engine (two creates behind busy slots must not stall every other connection).
+    HttpOut out;
+    out.job = job;
+    out.on_final = [this](const StreamEvent& ev) {
+        if (ev.kind == StreamEvent::Kind::Error) return error_reply(ev.error);
+        if (ev.capsule.is_null())
+            return error_reply(make_error(409, "invalid_request_error", "capsule_refused", "the capsule was evicted at once"));
+        json cap = ev.capsule;
+        cap["frost"] = json{{"plan", ev.usage.plan_action}, {"cached_tokens", ev.usage.cached_tokens}};
+        return reply(200, cap);
+    };
+    return out;
 }
 
 HttpOut Api::generate_from_capsule(const HttpIn& in, const std::string& id, const std::string& owner) {

@@ -23,6 +23,7 @@ void CapsuleStore::log(const CapsuleRecord& r, const char* event, const std::str
     e.request_id = request_id;
     e.reason = reason;
     e.blocking = std::move(blocking);
+    e.owner = r.owner;
     log_->append(std::move(e));
 }
 
@@ -59,10 +60,13 @@ bool CapsuleStore::make_room(Tier t, uint64_t bytes, const std::string& keep, st
 
 void CapsuleStore::demote_or_evict(CapsuleRecord& r) {
     const std::string id = r.id;
-    if (r.tier != Tier::Disk) {
-        const Tier next = Tier(int(r.tier) + 1);
+    // Nearest lower tier that has (or can make) room, falling through the others: a capsule
+    // leaves the store only when no lower tier can take it (issue 13 B4: a host tier too small
+    // for it must not send it away while the disk tier has room).
+    for (int t = int(r.tier) + 1; t < kTierCount; ++t) {
+        const Tier next = Tier(t);
         // The lower tier makes its own room (recursively demoting its own LRU victims).
-        if (budgets_.bytes[int(next)] > 0 && make_room(next, r.bytes, id, nullptr)) {
+        if (budgets_.bytes[t] > 0 && make_room(next, r.bytes, id, nullptr)) {
             log(r, claim_event::kDemoted);
             const Tier from = r.tier;
             if (hooks_.move && hooks_.move(r, next) == FROST_OK) {
@@ -290,6 +294,19 @@ void CapsuleStore::notify_changed(const CapsuleRecord& r) {
 void CapsuleStore::set_persisted(const std::string& id, bool persisted) {
     auto it = recs_.find(id);
     if (it != recs_.end()) it->second.persisted = persisted;
+}
+
+nlohmann::json capsule_json(const CapsuleRecord& r) {
+    return nlohmann::json{{"id", r.id},
+                {"object", "capsule"},
+                {"tokens", r.tokens.size()},
+                {"bytes", r.bytes},
+                {"tier", tier_name(r.tier)},
+                {"pinned", r.pinned},
+                {"priority", r.priority},
+                {"ttl_s", r.ttl_s},
+                {"session_id", r.session_id},
+                {"digest", digest_hex(r.digest)}};
 }
 
 }  // namespace frost::serve

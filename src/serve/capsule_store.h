@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "frost/exec.h"
 #include "serve/claim_log.h"
 #include "serve/sha256.h"
@@ -140,5 +142,8 @@ private:
     uint64_t used_[kTierCount] = {0, 0, 0};
     uint64_t use_clock_ = 0;
 };
+
+// The JSON object that describes a capsule in the capsule endpoints.
+nlohmann::json capsule_json(const CapsuleRecord& r);
 
 }  // namespace frost::serve

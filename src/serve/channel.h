@@ -38,6 +38,7 @@ struct StreamEvent {
     std::string finish_reason;     // Finish: stop | length | tool_calls
     ChoiceUsage usage;             // Finish
     ApiError error;                // Error: ends the whole request
+    nlohmann::json capsule;        // Finish of a capsule-only job: the capsule (capsule_json)
 };
 
 class Channel {

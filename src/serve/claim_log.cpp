@@ -1,7 +1,14 @@
 // ClaimLog implementation: in-memory ring plus an append-only JSONL file.
 #include "serve/claim_log.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -38,18 +45,93 @@ std::string claim_event_json(const ClaimEvent& e) {
 }
 
 ClaimLog::~ClaimLog() {
-    if (file_) std::fclose(file_);
+    if (fd_ >= 0) ::close(fd_);
 }
 
 frost_status ClaimLog::open_file(const std::string& path) {
     std::lock_guard<std::mutex> lock(mu_);
     if (frost_fault_hit(FROST_FAULT_IO)) return fail(FROST_ERR_IO, "claim log %s: injected I/O error", path.c_str());
     continue_from(path);
-    std::FILE* f = std::fopen(path.c_str(), "a");
-    if (!f) return fail(FROST_ERR_IO, "claim log %s: cannot open for append", path.c_str());
-    if (file_) std::fclose(file_);
-    file_ = f;
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return fail(FROST_ERR_IO, "claim log %s: cannot open for append: %s", path.c_str(), std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        ::close(fd);
+        return fail(FROST_ERR_IO, "claim log %s: %s", path.c_str(), std::strerror(errno));
+    }
+    // A torn last record (no newline) would glue the next event onto it: cut it off.
+    uint64_t whole = uint64_t(st.st_size);
+    if (whole > 0) {
+        std::FILE* f = std::fopen(path.c_str(), "rb");
+        char ch = '\n';
+        while (f && whole > 0 && std::fseek(f, long(whole - 1), SEEK_SET) == 0 && std::fread(&ch, 1, 1, f) == 1 && ch != '\n')
+            --whole;
+        if (f) std::fclose(f);
+    }
+    if (whole < uint64_t(st.st_size)) {
+        if (::ftruncate(fd, off_t(whole)) != 0) {
+            ::close(fd);
+            return fail(FROST_ERR_IO, "claim log %s: cannot cut its torn last record: %s", path.c_str(), std::strerror(errno));
+        }
+        repaired_bytes_ += uint64_t(st.st_size) - whole;
+        std::fprintf(stderr, "frost serve: claim log %s: cut a torn last record (%llu bytes)\n", path.c_str(),
+                     (unsigned long long)(uint64_t(st.st_size) - whole));
+    }
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+    path_ = path;
+    good_bytes_ = whole;
     return FROST_OK;
+}
+
+bool ClaimLog::write_record_locked(const std::string& line) {
+    size_t done = 0;
+    // The fault gate stands for a full disk: the write stops part-way, as ENOSPC leaves it.
+    if (frost_fault_hit(FROST_FAULT_IO)) {
+        const ssize_t n = ::write(fd_, line.data(), line.size() / 2);
+        (void)n;
+        errno = ENOSPC;
+        return false;
+    }
+    while (done < line.size()) {
+        const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            if (n == 0) errno = ENOSPC;
+            return false;
+        }
+        done += size_t(n);
+    }
+    return true;
+}
+
+void ClaimLog::write_pending_locked() {
+    size_t written = 0;
+    while (!unwritten_.empty()) {
+        const std::string& line = unwritten_.front();
+        if (!write_record_locked(line)) {
+            const int err = errno;
+            ++write_errors_;
+            // Never leave half a record: cut the file back to its last whole one (truncating
+            // frees space, so this works on a full disk too).
+            if (::ftruncate(fd_, off_t(good_bytes_)) != 0) { /* retried before the next write */ }
+            if (!failing_)
+                std::fprintf(stderr,
+                             "frost serve: claim log %s: write failed (%s); events wait in memory and are "
+                             "written in order once it works again\n",
+                             path_.c_str(), std::strerror(err));
+            failing_ = true;
+            return;
+        }
+        good_bytes_ += line.size();
+        unwritten_.pop_front();
+        ++written;
+    }
+    if (failing_) {
+        std::fprintf(stderr, "frost serve: claim log %s: writable again (%zu delayed events written, %llu lost)\n",
+                     path_.c_str(), written, (unsigned long long)lost_);
+        failing_ = false;
+    }
 }
 
 void ClaimLog::continue_from(const std::string& path) {
@@ -104,11 +186,13 @@ uint64_t ClaimLog::append(ClaimEvent e) {
         previously_live_.erase(e.claim_id);
     else if (previously_live_.count(e.claim_id))
         previously_live_[e.claim_id].last_event = e.event;
-    if (file_) {
-        const std::string line = claim_event_json(e) + "\n";
-        if (frost_fault_hit(FROST_FAULT_IO) || std::fwrite(line.data(), 1, line.size(), file_) != line.size() ||
-            std::fflush(file_) != 0)
-            ++write_errors_;
+    if (fd_ >= 0) {
+        unwritten_.push_back(claim_event_json(e) + "\n");
+        if (unwritten_.size() > kMemoryEvents) {  // bounded: the oldest waiting event is given up
+            unwritten_.pop_front();
+            ++lost_;
+        }
+        write_pending_locked();
     }
     events_.push_back(std::move(e));
     if (events_.size() > kMemoryEvents) events_.pop_front();
@@ -126,6 +210,21 @@ std::vector<ClaimEvent> ClaimLog::recent(const std::string& claim_id) const {
 uint64_t ClaimLog::write_errors() const {
     std::lock_guard<std::mutex> lock(mu_);
     return write_errors_;
+}
+
+size_t ClaimLog::unwritten() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return unwritten_.size();
+}
+
+uint64_t ClaimLog::lost() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lost_;
+}
+
+uint64_t ClaimLog::repaired_bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return repaired_bytes_;
 }
 
 }  // namespace frost::serve

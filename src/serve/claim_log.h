@@ -48,6 +48,9 @@ struct ClaimEvent {
     std::string request_id;               // may be empty
     std::vector<std::string> blocking;    // refused: the claims in the way
     std::string reason;                   // refused/evicted/restoration_failed: why
+    // The claim's API-key scope (memory only, not in the file): GET /v1/claims shows a caller
+    // the events of its claims, the one that ended them included, after the capsule is gone.
+    std::string owner;
 };
 
 std::string claim_event_json(const ClaimEvent& e);  // one line, no newline
@@ -63,14 +66,20 @@ public:
 
     // Appends to `path` from now on (created if absent). FROST_ERR_IO if it cannot be opened.
     // An existing log (a previous run's) is continued: seq goes on after its last event and
-    // times are offset by its last time, so one file replays as one ordered history.
+    // times are offset by its last time, so one file replays as one ordered history. A torn
+    // last record (a crash or a full disk mid-write) is cut off first (repaired_bytes()).
     frost_status open_file(const std::string& path);
-    // Assigns seq, stores and writes the event; returns the seq. A failed file write is counted
-    // (write_errors()) and the in-memory log still records the event: the store's decision has
-    // already happened and must stay visible through the API.
+    // Assigns seq, stores and writes the event; returns the seq. Records are whole lines or
+    // nothing: a failed or short write (ENOSPC) is truncated back to the last whole record,
+    // counted (write_errors()), reported once on stderr, and the event waits in memory
+    // (unwritten()) to be written, in order, by the next append that succeeds. The in-memory
+    // log records the event either way: the store's decision has already happened.
     uint64_t append(ClaimEvent e);
     std::vector<ClaimEvent> recent(const std::string& claim_id = "") const;
     uint64_t write_errors() const;
+    size_t unwritten() const;       // events waiting for the file (bounded by kMemoryEvents)
+    uint64_t lost() const;          // events dropped from that wait (the file then has a seq gap)
+    uint64_t repaired_bytes() const;  // torn tail bytes open_file() cut off
     // Whether the file continued by open_file() left this claim live (re-indexing after a
     // restart may end only such claims, so the file stays one valid history).
     bool previously_live(const std::string& claim_id) const;
@@ -91,7 +100,16 @@ private:
     uint64_t next_seq_ = 1;
     double time_base_ = 0;  // the previous run's last event time
     uint64_t write_errors_ = 0;
-    std::FILE* file_ = nullptr;
+    // Writes unwritten_ in order; stops at the first failure (the file is cut back to good_bytes_).
+    void write_pending_locked();
+    bool write_record_locked(const std::string& line);
+    int fd_ = -1;
+    std::string path_;
+    uint64_t good_bytes_ = 0;  // file size up to the last whole record
+    std::deque<std::string> unwritten_;
+    uint64_t lost_ = 0;
+    uint64_t repaired_bytes_ = 0;
+    bool failing_ = false;
 };
 
 }  // namespace frost::serve

@@ -45,10 +45,11 @@ bool normalize_target(std::string_view target, RoutePath* out, std::string* why)
                 return false;
             }
             c = char(hi * 16 + lo);
-            // An encoded separator or dot could change the route after a proxy decodes it:
-            // refuse rather than guess which reading the client meant.
-            if (c == '/' || c == '\\' || c == '.' || c == '%') {
-                *why = "encoded '/', '\\\\', '.' or '%' in path";
+            // An encoded separator or dot could change the route after a proxy decodes it (and
+            // a decoded '?' or '#' would end the path there): refuse rather than guess which
+            // reading the client meant. (Found by fuzz/fuzz_http_request.cpp.)
+            if (c == '/' || c == '\\' || c == '.' || c == '%' || c == '?' || c == '#') {
+                *why = "encoded '/', '\\\\', '.', '%', '?' or '#' in path";
                 return false;
             }
             i += 2;

@@ -38,6 +38,54 @@ namespace {
 constexpr size_t kWatchBytes = 4096;
 constexpr int kHttpVersion11 = 11;
 
+// A request the parser refused as malformed (bad or duplicate Content-Length, Content-Length
+// with chunked, bad chunk size, bad bytes or bare LF in the head, a request line without an
+// HTTP/1.x version...): answered 400 + Connection: close, never a silent close.
+bool is_parse_error(const beast::error_code& ec) {
+    if (ec.category() != http::make_error_code(http::error::bad_version).category()) return false;
+    return ec != http::error::end_of_stream && ec != http::error::partial_message && ec != http::error::need_more &&
+           ec != http::error::header_limit && ec != http::error::body_limit && ec != http::error::buffer_overflow;
+}
+
+}  // namespace
+
+int parse_http_request(const std::string& bytes, size_t max_header_bytes, size_t max_body_bytes, std::string* method,
+                       std::string* target, std::string* authorization, std::string* body) {
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(std::uint32_t(std::min<size_t>(max_header_bytes, UINT32_MAX)));
+    parser.body_limit(max_body_bytes);
+    parser.eager(true);
+    beast::error_code ec;
+    size_t used = 0;
+    // The parser takes what it can per call, as a connection's reads feed it.
+    while (!parser.is_done() && used < bytes.size()) {
+        const size_t n = parser.put(net::buffer(bytes.data() + used, bytes.size() - used), ec);
+        if (ec == http::error::need_more) {
+            if (n == 0) return -1;
+            ec = {};
+        }
+        if (ec == http::error::header_limit) return 431;
+        if (ec == http::error::body_limit) return 413;
+        if (ec) return 400;
+        used += n;
+        if (n == 0) break;
+    }
+    if (!parser.is_done()) {
+        parser.put_eof(ec);
+        if (ec && ec != http::error::partial_message) return 400;
+        if (!parser.is_done()) return -1;
+    }
+    const auto& req = parser.get();
+    if (req.version() != 10 && req.version() != kHttpVersion11) return 400;
+    *method = std::string(req.method_string());
+    *target = std::string(req.target());
+    *authorization = std::string(req[http::field::authorization]);
+    *body = req.body();
+    return 0;
+}
+
+namespace {
+
 class Connection : public std::enable_shared_from_this<Connection> {
 public:
     Connection(tcp::socket sock, Api& api, Scheduler& sched, const ServerConfig& cfg)
@@ -98,9 +146,15 @@ private:
             if (timed_out_ == Timeout::Header && (got > 0 || buffer_.size() > 0))
                 return reply_and_close(408, "request timeout");
             if (ec == http::error::body_limit) return reply_and_close(413, "request body too large");
+            if (is_parse_error(ec)) return reply_and_close(400, ("malformed HTTP request: " + ec.message()).c_str());
             return close();
         }
         const auto& req = parser_->get();
+        // HTTP/1.0 and 1.1 only (an HTTP/2 preface "PRI * HTTP/2.0" parses as a request line).
+        if (req.version() != 10 && req.version() != kHttpVersion11) {
+            disarm();
+            return reply_and_close(400, "malformed HTTP request: only HTTP/1.0 and HTTP/1.1 are served");
+        }
         if (req[http::field::content_length].size() > 0 && parser_->content_length() &&
             *parser_->content_length() > cfg_.max_body_bytes) {
             disarm();
@@ -132,20 +186,39 @@ private:
         if (ec) {
             if (ec == http::error::body_limit) return reply_and_close(413, "request body too large");
             if (timed_out_ == Timeout::Body) return reply_and_close(408, "request timeout");
+            if (is_parse_error(ec)) return reply_and_close(400, ("malformed HTTP request: " + ec.message()).c_str());
             return close();
         }
         auto& req = parser_->get();
         keep_alive_ = req.keep_alive();
         HttpIn in;
         in.method = std::string(req.method_string());
+        // HEAD is GET without the body (same status and headers, Content-Length of the body).
+        head_ = in.method == "HEAD";
+        if (head_) in.method = "GET";
         in.target = std::string(req.target());
         in.authorization = std::string(req[http::field::authorization]);
         in.body = std::move(req.body());
         HttpOut out = api_.handle(in);
+        if (out.on_engine) {
+            // Made on the engine thread between steps; this thread goes back to its other
+            // connections and writes the reply when it is posted back.
+            auto self = shared_from_this();
+            auto exec = sock_.get_executor();
+            sched_.post_control([self, exec, fn = std::move(out.on_engine)](CapsuleStore& s, ClaimLog& l) {
+                auto reply = std::make_shared<HttpOut>(fn(s, l));
+                net::post(exec, [self, reply] {
+                    if (self->closed_) return;
+                    self->write_simple(reply->status, reply->content_type, std::move(reply->body), reply->headers);
+                });
+            });
+            return;
+        }
         if (!out.job) return write_simple(out.status, out.content_type, std::move(out.body), out.headers);
         job_ = out.job;
         builder_ = std::move(out.builder);
-        streaming_ = out.stream;
+        on_final_ = std::move(out.on_final);
+        streaming_ = out.stream && !on_final_;
         std::weak_ptr<Connection> weak = shared_from_this();
         auto exec = sock_.get_executor();
         job_->channel->set_notify([weak, exec] {
@@ -196,6 +269,17 @@ private:
     void pump() {
         if (closed_ || writing_ || !job_ || (streaming_ && !header_sent_)) return;
         bool drained = false;
+        if (on_final_) {  // a job answered by one reply made from its final event
+            std::optional<StreamEvent> last;
+            while (auto ev = job_->channel->try_pop())
+                if (ev->kind == StreamEvent::Kind::Finish || ev->kind == StreamEvent::Kind::Error) last = std::move(ev);
+            sched_.wake();
+            if (!last) return;
+            finish_job();
+            const HttpOut r = on_final_(*last);
+            on_final_ = nullptr;
+            return write_simple(r.status, r.content_type, r.body, r.headers);
+        }
         while (auto ev = job_->channel->try_pop()) {
             drained = true;
             if (streaming_) out_ += builder_->sse(*ev);
@@ -258,6 +342,24 @@ private:
 
     void write_simple(int status, const std::string& content_type, std::string body,
                       const std::vector<std::pair<std::string, std::string>>& headers) {
+        if (head_) {
+            head_ = false;
+            auto res = std::make_shared<http::response<http::empty_body>>(http::status(status), kHttpVersion11);
+            res->set(http::field::content_type, content_type);
+            for (const auto& [k, v] : headers) res->set(k, v);
+            res->keep_alive(keep_alive_);
+            res->content_length(body.size());
+            writing_ = true;
+            arm(cfg_.send_timeout_ms, Timeout::Send);
+            auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*res);
+            http::async_write_header(sock_, *sr, [self = shared_from_this(), res, sr](beast::error_code ec, size_t) {
+                self->disarm();
+                self->writing_ = false;
+                if (ec || !self->keep_alive_) return self->close();
+                self->after_job();
+            });
+            return;
+        }
         auto res = std::make_shared<http::response<http::string_body>>(http::status(status), kHttpVersion11);
         res->set(http::field::content_type, content_type);
         for (const auto& [k, v] : headers) res->set(k, v);
@@ -276,7 +378,8 @@ private:
 
     void reply_and_close(int status, const char* msg) {
         keep_alive_ = false;
-        ApiError e = make_error(status, "invalid_request_error", status == 408 ? "timeout" : "limit_exceeded", msg);
+        ApiError e = make_error(status, "invalid_request_error",
+                                status == 408 ? "timeout" : status == 400 ? "malformed_request" : "limit_exceeded", msg);
         write_simple(status, "application/json", api_error_body(e), {});
     }
 
@@ -294,8 +397,10 @@ private:
     bool watching_ = false;
     bool streaming_ = false;
     bool header_sent_ = false;
+    bool head_ = false;  // the request was HEAD: the reply carries no body
     std::shared_ptr<Job> job_;
     std::unique_ptr<ResponseBuilder> builder_;
+    std::function<HttpOut(const StreamEvent&)> on_final_;
     std::string out_;
 };
 

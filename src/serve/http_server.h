@@ -30,6 +30,14 @@ struct ServerConfig {
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool is_loopback_host(const std::string& host);
 
+// One request head + body parsed from `bytes` by the same parser and rules a connection uses
+// (header and body limits, HTTP/1.x only, malformed framing refused), without a socket: for the
+// fuzzer and tests. Returns the status the server would answer without routing (0 = parsed:
+// *method / *target / *authorization / *body are set; 400 malformed, 413 body or 431 header too
+// large; -1 = the bytes end before the request does).
+int parse_http_request(const std::string& bytes, size_t max_header_bytes, size_t max_body_bytes, std::string* method,
+                       std::string* target, std::string* authorization, std::string* body);
+
 class HttpServer {
 public:
     HttpServer(Api& api, Scheduler& sched, ServerConfig cfg);

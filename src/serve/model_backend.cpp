@@ -43,8 +43,11 @@ frost_status ModelEngine::set_sampling(int slot, const Sampling& s) {
     c.top_k = s.top_k;
     c.top_p = s.top_p;
     c.seed = s.seed;
+    // Kept only once the engine accepted it: reset() re-applies it, so a refused value must not
+    // stay behind for the slot's next request (issue 13 B3).
+    FROST_TRY(engine_.set_sampling(slot, c));
     sampling_[size_t(slot)] = c;
-    return engine_.set_sampling(slot, c);
+    return FROST_OK;
 }
 
 frost_status ModelEngine::prefill(int slot, const int32_t* ids, size_t n, int32_t* next) {

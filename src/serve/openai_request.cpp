@@ -82,6 +82,22 @@ bool get_number(Ctx& c, const json& body, const char* key, double lo, double hi,
     return true;
 }
 
+// The sampling values reach the engine as float: a double that rounds to 0 (or to a subnormal)
+// there would pass a check made in double and then fail in the engine. Checked in float.
+bool get_float(Ctx& c, const json& body, const char* key, float lo, float hi, bool lo_open, double* out) {
+    double v = *out;
+    if (!get_number(c, body, key, lo, hi, lo_open, &v)) return false;
+    const float f = float(v);
+    if ((v != 0 && !std::isnormal(f)) || f > hi || f < lo || (lo_open && f == lo)) {
+        char buf[160];
+        std::snprintf(buf, sizeof(buf), "must be 0 or a normal 32-bit float in %s%g, %g], got %g", lo_open ? "(" : "[",
+                      double(lo), double(hi), v);
+        return c.fail(key, buf);
+    }
+    *out = double(f);
+    return true;
+}
+
 bool get_bool(Ctx& c, const json& obj, const char* key, const std::string& param, std::optional<bool>* out) {
     auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return true;
@@ -127,7 +143,7 @@ bool check_content(Ctx& c, const json& m, const std::string& p, const std::strin
     return true;
 }
 
-bool check_tool_calls(Ctx& c, const json& m, const std::string& p) {
+bool check_tool_calls(Ctx& c, const json& m, const std::string& p, const RequestLimits& lim) {
     auto it = m.find("tool_calls");
     if (it == m.end() || it->is_null()) return true;
     if (!it->is_array()) return c.fail(p + ".tool_calls", "must be an array");
@@ -142,6 +158,11 @@ bool check_tool_calls(Ctx& c, const json& m, const std::string& p) {
         auto args = fn->find("arguments");
         if (args != fn->end() && !args->is_string() && !args->is_object())
             return c.fail(pp + ".function.arguments", "must be a JSON string or object");
+        // The body's depth guard cannot see inside a string; the chat template parses it.
+        if (args != fn->end() && args->is_string() &&
+            json_nesting_depth(args->get_ref<const std::string&>(), lim.max_arguments_depth) > lim.max_arguments_depth)
+            return c.fail(pp + ".function.arguments",
+                          "JSON nested deeper than " + std::to_string(lim.max_arguments_depth) + " levels");
     }
     return true;
 }
@@ -166,7 +187,7 @@ bool check_messages(Ctx& c, const json& body, const RequestLimits& lim, GenReque
         std::string tmp;
         if (!get_string(c, m, "name", p + ".name", &tmp)) return false;
         if (!get_string(c, m, "reasoning_content", p + ".reasoning_content", &tmp)) return false;
-        if (r == "assistant" && !check_tool_calls(c, m, p)) return false;
+        if (r == "assistant" && !check_tool_calls(c, m, p, lim)) return false;
         if (r == "tool" && !get_string(c, m, "tool_call_id", p + ".tool_call_id", &tmp)) return false;
     }
     out->messages = *it;
@@ -361,8 +382,8 @@ bool parse_gen_request(Endpoint endpoint, std::string_view body_text, const Requ
     if (!get_int(c, body, "max_completion_tokens", 1, lim.max_tokens_cap, &mct)) return false;
     r.max_tokens = mct ? mct : mt;
 
-    if (!get_number(c, body, "temperature", 0.0, kMaxTemperature, false, &r.temperature)) return false;
-    if (!get_number(c, body, "top_p", 0.0, 1.0, true, &r.top_p)) return false;
+    if (!get_float(c, body, "temperature", 0.0f, float(kMaxTemperature), false, &r.temperature)) return false;
+    if (!get_float(c, body, "top_p", 0.0f, 1.0f, true, &r.top_p)) return false;
     std::optional<int64_t> top_k;
     if (!get_int(c, body, "top_k", -1, kMaxTopK, &top_k)) return false;
     if (top_k) r.top_k = *top_k < 0 ? 0 : int(*top_k);

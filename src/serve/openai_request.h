@@ -20,6 +20,7 @@ struct RequestLimits {
     int n_cap = 4;                  // max choices per request (served by fork)
     int vocab_size = 0;             // 0 = unknown (then token-id checks only test >= 0)
     size_t max_depth = 32;          // JSON nesting bound
+    size_t max_arguments_depth = 64;  // inside a tool call's arguments string (the template's bound)
     size_t max_messages = 4096;
     size_t max_stop = 4;            // stop strings per request (OpenAI's limit)
     size_t max_stop_bytes = 256;    // per stop string

@@ -6,8 +6,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <random>
 #include <map>
 #include <set>
 
@@ -15,6 +17,7 @@
 
 #include "exec/error.h"
 #include "model/capsule_file.h"
+#include "serve/http_route.h"
 #include "serve/ids.h"
 #include "util/fs.h"
 
@@ -123,20 +126,111 @@ void end_lost_claim(ClaimLog* log, const std::string& id, const ClaimLog::OpenCl
 
 }  // namespace
 
+size_t count_temp_files(const std::string& dir) {
+    std::vector<std::string> names;
+    std::string err;
+    if (!util::list_dir(dir, &names, &err)) return 0;
+    size_t n = 0;
+    for (const auto& name : names) n += name.find(model::kCapsuleTempMarker) != std::string::npos;
+    return n;
+}
+
 double wall_clock_s() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string sidecar_to_json(const SidecarMeta& m) {
+namespace {
+
+std::string hmac_sha256_hex(const std::string& key, const std::string& msg) {
+    std::string k = key;
+    if (k.size() > util::Sha256::kBlockBytes) {
+        const Digest d = sha256(k.data(), k.size());
+        k.assign(reinterpret_cast<const char*>(d.data()), d.size());
+    }
+    k.resize(util::Sha256::kBlockBytes, '\0');
+    std::string ipad = k, opad = k;
+    for (size_t i = 0; i < k.size(); ++i) {
+        ipad[i] = char(ipad[i] ^ 0x36);
+        opad[i] = char(opad[i] ^ 0x5c);
+    }
+    util::Sha256 inner;
+    inner.update(ipad.data(), ipad.size());
+    inner.update(msg.data(), msg.size());
+    const Digest ih = inner.finish();
+    util::Sha256 outer;
+    outer.update(opad.data(), opad.size());
+    outer.update(ih.data(), ih.size());
+    const Digest oh = outer.finish();
+    return util::to_hex(oh.data(), oh.size());
+}
+
+// What the mac covers: every field but the mac (key-sorted compact JSON), then the owner's key.
+std::string sidecar_mac(const json& fields_without_mac, const std::string& owner_key, const SidecarAuth& auth) {
+    return hmac_sha256_hex(auth.secret, fields_without_mac.dump() + "\n" + owner_key);
+}
+
+}  // namespace
+
+frost_status load_sidecar_auth(const std::string& dir, std::map<std::string, std::string> owner_keys,
+                               SidecarAuth* out) {
+    const std::string path = util::join_path(dir, kSidecarSecretFile);
+    std::string text, err;
+    if (!util::read_file(path, &text, &err)) {
+        std::string raw(32, '\0');
+        std::random_device rd;
+        for (auto& ch : raw) ch = char(rd() & 0xFF);
+        const std::string hex = util::to_hex(reinterpret_cast<const uint8_t*>(raw.data()), raw.size());
+        const std::string tmp = path + model::kCapsuleTempMarker + std::to_string(::getpid());
+        const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0) return fail(FROST_ERR_IO, "cannot create %s", tmp.c_str());
+        const bool ok = util::write_full(fd, hex.data(), hex.size(), &err) && ::fsync(fd) == 0;
+        ::close(fd);
+        // link() fails if another start made the secret meanwhile: then that one is read.
+        const bool linked = ok && ::link(tmp.c_str(), path.c_str()) == 0;
+        ::unlink(tmp.c_str());
+        if (linked) (void)fsync_dir(dir);
+        if (!util::read_file(path, &text, &err)) return fail(FROST_ERR_IO, "sidecar secret %s: %s", path.c_str(), err.c_str());
+    }
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    if (text.size() != 64) return fail(FROST_ERR_CORRUPT, "sidecar secret %s: not 64 hex digits", path.c_str());
+    out->secret.clear();
+    for (size_t i = 0; i < 64; i += 2) {
+        const int hi = std::isxdigit(uint8_t(text[i])) ? std::stoi(text.substr(i, 1), nullptr, 16) : -1;
+        const int lo = std::isxdigit(uint8_t(text[i + 1])) ? std::stoi(text.substr(i + 1, 1), nullptr, 16) : -1;
+        if (hi < 0 || lo < 0) return fail(FROST_ERR_CORRUPT, "sidecar secret %s: not 64 hex digits", path.c_str());
+        out->secret.push_back(char(hi * 16 + lo));
+    }
+    out->owner_keys = std::move(owner_keys);
+    return FROST_OK;
+}
+
+std::string sidecar_to_json(const SidecarMeta& m, const SidecarAuth* auth) {
     json j = {{"format", kSidecarFormat}, {"id", m.id},         {"owner", m.owner},
               {"pinned", m.pinned},       {"priority", m.priority}, {"ttl_s", m.ttl_s},
               {"expires_unix", m.expires_unix}, {"session_id", m.session_id}, {"token_digest", m.token_digest}};
+    if (auth) {
+        auto k = auth->owner_keys.find(m.owner);
+        j["mac"] = sidecar_mac(j, k == auth->owner_keys.end() ? std::string() : k->second, *auth);
+    }
     return j.dump(2) + "\n";
 }
 
-frost_status sidecar_from_json(const std::string& text, SidecarMeta* out) {
-    const json j = json::parse(text, nullptr, false);
+frost_status sidecar_from_json(const std::string& text, SidecarMeta* out, const SidecarAuth* auth) {
+    json j = json::parse(text, nullptr, false);
     if (!j.is_object()) return fail(FROST_ERR_CORRUPT, "sidecar: not a JSON object");
+    if (auth) {
+        if (!j.contains("mac") || !j["mac"].is_string())
+            return fail(FROST_ERR_CORRUPT, "sidecar: not authenticated (no mac)");
+        const std::string mac = j["mac"].get<std::string>();
+        j.erase("mac");
+        const std::string owner = j.contains("owner") && j["owner"].is_string() ? j["owner"].get<std::string>() : "";
+        auto k = auth->owner_keys.find(owner);
+        if (k == auth->owner_keys.end())
+            return fail(FROST_ERR_CORRUPT, "sidecar: names an unknown key '%s' (not configured on this server)",
+                        owner.substr(0, 32).c_str());
+        if (!ct_equal(mac, sidecar_mac(j, k->second, *auth)))
+            return fail(FROST_ERR_CORRUPT, "sidecar: not authenticated (mac mismatch: edited, or its key changed)");
+    }
     auto str = [&](const char* k, std::string* v) {
         if (!j.contains(k) || !j[k].is_string()) return false;
         *v = j[k].get<std::string>();
@@ -168,7 +262,7 @@ frost_status sidecar_from_json(const std::string& text, SidecarMeta* out) {
 }
 
 ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, CapsuleStore& store, ClaimLog* log,
-                                  double now_unix) {
+                                  double now_unix, const SidecarAuth* auth) {
     ReindexReport rep;
     std::vector<std::string> names;
     std::string err;
@@ -191,7 +285,10 @@ ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, C
             pairs[name.substr(0, name.size() - std::string(kSidecarExt).size())].sidecar = true;
         }
     }
-    for (const auto& [stem, p] : pairs) {
+    for (const auto& entry : pairs) {
+        // Named, not structured bindings: the lambda below captures them (clang 14 cannot).
+        const std::string& stem = entry.first;
+        const Pair& p = entry.second;
         const std::string cap_name = stem + kCapsuleFileExt, side_name = stem + kSidecarExt;
         auto quarantine_pair = [&](const std::string& why, const SidecarMeta* m) {
             if (p.capsule) quarantine(dir, cap_name, why, &rep);
@@ -212,7 +309,7 @@ ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, C
             quarantine_pair("sidecar unreadable", nullptr);
             continue;
         }
-        if (sidecar_from_json(text, &m) != FROST_OK) {
+        if (sidecar_from_json(text, &m, auth) != FROST_OK) {
             quarantine_pair(last_error(), nullptr);
             continue;
         }
@@ -273,7 +370,8 @@ ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, C
     return rep;
 }
 
-frost_status write_sidecar(const std::string& dir, const CapsuleRecord& r, double ttl_left_s, double now_unix) {
+frost_status write_sidecar(const std::string& dir, const CapsuleRecord& r, double ttl_left_s, double now_unix,
+                           const SidecarAuth* auth) {
     SidecarMeta m;
     m.id = r.id;
     m.owner = r.owner;
@@ -283,20 +381,21 @@ frost_status write_sidecar(const std::string& dir, const CapsuleRecord& r, doubl
     m.expires_unix = r.expires_at > 0 ? now_unix + ttl_left_s : 0;
     m.session_id = r.session_id;
     m.token_digest = digest_hex(r.digest);
-    return write_atomic(dir, sidecar_file(dir, r.id), sidecar_to_json(m));
+    return write_atomic(dir, sidecar_file(dir, r.id), sidecar_to_json(m, auth));
 }
 
 frost_status persist_to_disk(const std::string& dir, EngineIface& engine, CapsuleRecord& rec, double ttl_left_s,
-                             double now_unix) {
+                             double now_unix, const SidecarAuth* auth) {
     std::string why;
     if (!valid_id(rec.id, &why)) return fail(FROST_ERR_INVALID_ARG, "persist: bad capsule id (%s)", why.c_str());
     FROST_TRY(engine.move_to_file(&rec.handle, capsule_file(dir, rec.id)));
     rec.persisted = true;
     // The sidecar is the acknowledgement: without it the next start quarantines the file.
-    return write_sidecar(dir, rec, ttl_left_s, now_unix);
+    return write_sidecar(dir, rec, ttl_left_s, now_unix, auth);
 }
 
-FlushReport flush_capsule_dir(const std::string& dir, EngineIface& engine, CapsuleStore& store, double now_unix) {
+FlushReport flush_capsule_dir(const std::string& dir, EngineIface& engine, CapsuleStore& store, double now_unix,
+                              const SidecarAuth* auth) {
     FlushReport rep;
     std::string err;
     if (!util::make_dirs(dir, &err)) {
@@ -307,7 +406,7 @@ FlushReport flush_capsule_dir(const std::string& dir, EngineIface& engine, Capsu
     for (const CapsuleRecord* r : store.all()) {
         frost_status st = FROST_OK;
         if (!r->persisted || !util::file_exists(capsule_file(dir, r->id))) st = engine.persist(r->handle, capsule_file(dir, r->id));
-        if (st == FROST_OK) st = write_sidecar(dir, *r, store.ttl_left(*r), now_unix);
+        if (st == FROST_OK) st = write_sidecar(dir, *r, store.ttl_left(*r), now_unix, auth);
         if (st != FROST_OK) {
             // A capsule file without its sidecar would be quarantined at the next start: remove both.
             const std::string why = last_error();

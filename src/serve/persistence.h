@@ -9,6 +9,7 @@
 // Runs on the engine thread (or before it starts / after it stopped): the store is not shared.
 #pragma once
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,9 +38,26 @@ struct SidecarMeta {
     std::string token_digest;  // digest_hex(token_digest(tokens)): cross-checks the capsule file
 };
 
-std::string sidecar_to_json(const SidecarMeta& m);
-// FROST_ERR_CORRUPT naming the field on any problem (bad JSON, wrong format, invalid id).
-frost_status sidecar_from_json(const std::string& text, SidecarMeta* out);
+// Authenticates sidecars so the capsule dir cannot be used to hand one key's capsule to another:
+// each sidecar carries "mac" = HMAC-SHA256(secret, its other fields + the owner's API key), the
+// secret being 32 random bytes kept in <capsule-dir>/.sidecar-secret (0600, made at first
+// start). A re-index refuses (quarantines) a sidecar without a valid mac, one naming an owner
+// scope that no configured key has, and one whose key changed (keys reordered or replaced).
+struct SidecarAuth {
+    std::string secret;                              // raw bytes
+    std::map<std::string, std::string> owner_keys;   // owner scope ("key0", "local") -> API key
+};
+constexpr const char* kSidecarSecretFile = ".sidecar-secret";
+// Reads the dir's secret, creating it when absent. FROST_ERR_IO when it cannot.
+frost_status load_sidecar_auth(const std::string& dir, std::map<std::string, std::string> owner_keys,
+                               SidecarAuth* out);
+
+// auth: adds the mac (persist / write) or requires it (from_json); null: unauthenticated (tests
+// of the format only; the server always passes its auth).
+std::string sidecar_to_json(const SidecarMeta& m, const SidecarAuth* auth = nullptr);
+// FROST_ERR_CORRUPT naming the field on any problem (bad JSON, wrong format, invalid id, and
+// with auth: no or a wrong mac, an owner no configured key has).
+frost_status sidecar_from_json(const std::string& text, SidecarMeta* out, const SidecarAuth* auth = nullptr);
 
 struct ReindexReport {
     size_t adopted = 0;
@@ -55,7 +73,7 @@ struct ReindexReport {
 // the previous run's other live claims that are not in the dir (a crash lost the memory tiers)
 // are ended too (refused / evicted, by their last state), so the log stays one valid history.
 ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, CapsuleStore& store, ClaimLog* log,
-                                  double now_unix);
+                                  double now_unix, const SidecarAuth* auth = nullptr);
 
 struct FlushReport {
     size_t written = 0;
@@ -65,7 +83,8 @@ struct FlushReport {
 
 // Writes every materialized capsule of the store (all owners) and its sidecar into `dir`.
 // A capsule whose file is already there (adopted at start) only gets a fresh sidecar.
-FlushReport flush_capsule_dir(const std::string& dir, EngineIface& engine, CapsuleStore& store, double now_unix);
+FlushReport flush_capsule_dir(const std::string& dir, EngineIface& engine, CapsuleStore& store, double now_unix,
+                              const SidecarAuth* auth = nullptr);
 
 // Removes a capsule's persisted pair (the store dropped it: deletion, eviction, expiry).
 void remove_persisted(const std::string& dir, const std::string& id);
@@ -77,10 +96,15 @@ void remove_persisted(const std::string& dir, const std::string& id);
 // rec.handle may change; rec.persisted is set once the capsule file exists (so a later drop
 // removes the pair even if the sidecar write failed). ttl_left_s: seconds to the TTL deadline.
 frost_status persist_to_disk(const std::string& dir, EngineIface& engine, CapsuleRecord& rec, double ttl_left_s,
-                             double now_unix);
+                             double now_unix, const SidecarAuth* auth = nullptr);
 // (Re)writes the sidecar of a persisted capsule (its pin, priority or TTL changed).
-frost_status write_sidecar(const std::string& dir, const CapsuleRecord& rec, double ttl_left_s, double now_unix);
+frost_status write_sidecar(const std::string& dir, const CapsuleRecord& rec, double ttl_left_s, double now_unix,
+                           const SidecarAuth* auth = nullptr);
 
 double wall_clock_s();
+
+// Temp files of interrupted writes in `dir` now. Counted before the engine's capsule manager
+// starts (it sweeps them too), so the start banner reports every one removed.
+size_t count_temp_files(const std::string& dir);
 
 }  // namespace frost::serve

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +47,9 @@ struct Job {
     bool starts_in_reasoning = false;
     int capsule_priority = 0;
     double capsule_ttl_s = 0;
+    // Capsule-only: the request's pinned field; applied (with priority, ttl) to an existing
+    // capsule of the same prefix on the engine thread, so the reply needs no control() round.
+    std::optional<bool> capsule_pin;
     std::shared_ptr<Channel> channel;
     std::atomic<bool> cancelled{false};
     std::chrono::steady_clock::time_point enqueued;
@@ -67,6 +71,9 @@ struct SchedulerConfig {
     std::string claim_log_path;  // empty: in memory only
     // Persistence (persistence.h): re-indexed at start(), flushed at stop(). Empty: none.
     std::string capsule_dir;
+    // Set (the server always sets it): sidecars are authenticated (SidecarAuth) with these
+    // owner scopes and their API keys; a sidecar naming another scope is refused at start.
+    std::optional<std::map<std::string, std::string>> sidecar_owner_keys;
 };
 
 enum class Admit { Ok, QueueFull, KeyLimit, Draining };
@@ -92,6 +99,9 @@ public:
     // Runs fn on the engine thread between steps (or inline when no engine thread runs) and
     // waits until it ran.
     bool control(const std::function<void(CapsuleStore&, ClaimLog&)>& fn);
+    // Queues fn for the engine thread between steps and returns at once (runs it inline when no
+    // engine thread runs). For the HTTP threads, which must never wait for the engine.
+    void post_control(std::function<void(CapsuleStore&, ClaimLog&)> fn);
 
     size_t queue_depth() const;
     // Requests of `owner` queued or running now (what max_per_key bounds).
@@ -114,6 +124,7 @@ private:
     bool start_choice(Active& a);
     // Per-choice setup: sampling (seed + choice), detokenizer, stop / tool / reasoning matchers.
     bool init_choice(Active& a);
+    Sampling choice_sampling(const Active& a) const;  // the request's sampling, seed + choice
     // n > 1: claims n-1 free slots for a batched fork (else the choices run one after another).
     void claim_fork_slots(Active& a);
     void free_fork_slots(Active& a);
@@ -152,6 +163,7 @@ private:
     ClaimLog log_;
     std::unique_ptr<CapsuleStore> store_;
     bool persistence_on() const { return !cfg_.capsule_dir.empty() && engine_.capsules_supported(); }
+    std::unique_ptr<SidecarAuth> auth_;  // null: sidecars unauthenticated (tests of the format)
     ReindexReport reindex_;
     FlushReport flush_;
 

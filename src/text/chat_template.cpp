@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "exec/error.h"
 #include "text/unicode.h"
@@ -17,6 +20,9 @@ using ojson = nlohmann::ordered_json;
 namespace {
 
 constexpr std::string_view kImStart = "<|im_start|>";
+// Every recursive walk of user JSON here (python_json_dumps, nlohmann's dump) is bounded by this
+// nesting depth: deeper input is refused before the walk, so no input can exhaust the stack.
+constexpr size_t kMaxRenderDepth = kMaxChatJsonDepth;
 constexpr std::string_view kImEnd = "<|im_end|>";
 
 // ---- Python string semantics -------------------------------------------------------------
@@ -83,6 +89,29 @@ std::string scalar_text(const ojson* v) {  // {{ v }} for a name-like field
 const ojson& call_function(const ojson& call) {
     const ojson* f = field(call, "function");
     return f ? *f : call;
+}
+
+// Deepest object/array nesting of a JSON text, brackets inside strings ignored; stops counting
+// once past `limit` (one linear pass, no recursion).
+size_t text_json_depth(std::string_view text, size_t limit) {
+    size_t depth = 0, deepest = 0;
+    bool in_string = false, escaped = false;
+    for (char ch : text) {
+        if (in_string) {
+            if (escaped) escaped = false;
+            else if (ch == '\\') escaped = true;
+            else if (ch == '"') in_string = false;
+            continue;
+        }
+        if (ch == '"') in_string = true;
+        else if (ch == '[' || ch == '{') {
+            if (++depth > deepest) deepest = depth;
+            if (deepest > limit) return deepest;
+        } else if ((ch == ']' || ch == '}') && depth > 0) {
+            --depth;
+        }
+    }
+    return deepest;
 }
 
 struct Renderer {
@@ -288,6 +317,9 @@ struct Renderer {
                         const ojson* args = field(f, "arguments");
                         ojson parsed;
                         if (args && args->is_string()) {  // OpenAI wire form: a JSON string
+                            // The depth guard of the request body cannot see inside this string.
+                            if (text_json_depth(args->get_ref<const std::string&>(), kMaxRenderDepth) > kMaxRenderDepth)
+                                return invalid("tool_call arguments string nests JSON too deeply");
                             parsed = ojson::parse(args->get<std::string>(), nullptr, false);
                             if (parsed.is_discarded() || !parsed.is_object())
                                 return invalid("tool_call arguments string is not a JSON object");
@@ -320,7 +352,9 @@ struct Renderer {
 
 }  // namespace
 
-std::string python_json_dumps(const ojson& x) {
+namespace {
+std::string dumps_at(const ojson& x, size_t depth) {
+    if (depth > kMaxChatJsonDepth) throw std::invalid_argument("JSON nested deeper than the chat template allows");
     switch (x.type()) {
         case ojson::value_t::object: {
             std::string s = "{";
@@ -328,19 +362,22 @@ std::string python_json_dumps(const ojson& x) {
             for (auto it = x.begin(); it != x.end(); ++it) {
                 if (!first) s += ", ";
                 first = false;
-                s += ojson(it.key()).dump(-1, ' ', false, ojson::error_handler_t::replace) + ": " + python_json_dumps(it.value());
+                s += ojson(it.key()).dump(-1, ' ', false, ojson::error_handler_t::replace) + ": " + dumps_at(it.value(), depth + 1);
             }
             return s + "}";
         }
         case ojson::value_t::array: {
             std::string s = "[";
-            for (size_t i = 0; i < x.size(); ++i) s += (i ? ", " : "") + python_json_dumps(x[i]);
+            for (size_t i = 0; i < x.size(); ++i) s += (i ? ", " : "") + dumps_at(x[i], depth + 1);
             return s + "]";
         }
         default:  // nlohmann escapes strings exactly as json.dumps(ensure_ascii=False) does
             return x.dump(-1, ' ', false, ojson::error_handler_t::replace);
     }
 }
+}  // namespace
+
+std::string python_json_dumps(const ojson& x) { return dumps_at(x, 1); }
 
 std::string python_str(const ojson& x) {
     if (x.is_null()) return "None";
@@ -389,8 +426,28 @@ frost_status chat_template_kind_from_dir(const std::string& dir, ChatTemplateKin
     return FROST_OK;
 }
 
+namespace {
+template <class Json>
+size_t value_depth(const Json& root, size_t limit) {  // iterative: no recursion on user data
+    std::vector<std::pair<const Json*, size_t>> todo{{&root, 1}};
+    size_t deepest = 0;
+    while (!todo.empty()) {
+        auto [v, d] = todo.back();
+        todo.pop_back();
+        if (!v->is_structured()) continue;
+        deepest = std::max(deepest, d);
+        if (deepest > limit) return deepest;
+        for (const auto& child : *v) todo.emplace_back(&child, d + 1);
+    }
+    return deepest;
+}
+}  // namespace
+
 frost_status render_chat(ChatTemplateKind kind, const nlohmann::json& messages, const nlohmann::json& tools,
                          const ChatOptions& options, std::string* out) {
+    // dump() below recurses: bound the depth first.
+    if (value_depth(messages, kMaxRenderDepth) > kMaxRenderDepth || value_depth(tools, kMaxRenderDepth) > kMaxRenderDepth)
+        return fail(FROST_ERR_INVALID_ARG, "chat template: messages or tools nest deeper than %zu levels", kMaxRenderDepth);
     const ojson m = ojson::parse(messages.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     const ojson t = ojson::parse(tools.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return render_chat(kind, m, t, options, out);
@@ -401,6 +458,8 @@ frost_status render_chat(ChatTemplateKind kind, const ojson& messages, const ojs
     if (!out) return fail(FROST_ERR_INVALID_ARG, "render_chat: out is null");
     if (!messages.is_array()) return fail(FROST_ERR_INVALID_ARG, "chat template: messages must be an array");
     if (!tools.is_null() && !tools.is_array()) return fail(FROST_ERR_INVALID_ARG, "chat template: tools must be an array");
+    if (value_depth(messages, kMaxRenderDepth) > kMaxRenderDepth || value_depth(tools, kMaxRenderDepth) > kMaxRenderDepth)
+        return fail(FROST_ERR_INVALID_ARG, "chat template: messages or tools nest deeper than %zu levels", kMaxRenderDepth);
     Renderer r{kind, messages, tools, options, std::string()};
     frost_status s;
     try {

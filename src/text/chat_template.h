@@ -25,6 +25,11 @@ struct ChatOptions {
     bool preserve_thinking = false;  // Qwen3.6 only: keep reasoning of every assistant turn
 };
 
+// Deepest JSON nesting the renderer accepts anywhere: in messages and tools, and inside a
+// tool call's arguments string (which a request body's depth guard cannot see into). Deeper
+// input is refused with FROST_ERR_INVALID_ARG before any recursive walk.
+constexpr size_t kMaxChatJsonDepth = 64;
+
 // Recognises the kind from a chat template's text (tokenizer_config.json "chat_template" or
 // chat_template.jinja); false when it is none of the known Qwen templates.
 bool chat_template_kind_from_text(std::string_view template_text, ChatTemplateKind* out);
@@ -53,6 +58,7 @@ frost_status render_chat(ChatTemplateKind kind, const nlohmann::json& messages, 
                          const ChatOptions& options, std::string* out);
 
 // Python's json.dumps(x, ensure_ascii=False) — the `tojson` filter transformers installs.
+// Throws std::invalid_argument for x nested deeper than kMaxChatJsonDepth (bounded recursion).
 std::string python_json_dumps(const nlohmann::ordered_json& x);
 // Python's str(x) for a JSON scalar (True, None, 1.5) — jinja's `| string`.
 std::string python_str(const nlohmann::ordered_json& x);

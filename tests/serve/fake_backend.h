@@ -34,6 +34,14 @@ public:
     uint64_t capsule_bytes_at(size_t tokens) const override { return 1000 + 4 * tokens; }
     // align > 0: capsules are stored on an align-token grid, as the real engine's are.
     size_t snapshot_point(size_t to) const override { return align > 0 ? to / align * align : to; }
+    // As the real engine: with an alignment unit, a capsule is frozen at the grid point below
+    // `to`, which must lie at or past the current position `from`.
+    bool snapshot_possible(size_t from, size_t to) const override {
+        if (!capsules || to <= from) return false;
+        if (align == 0) return true;
+        const size_t at = to / align * align;
+        return at > 0 && at >= from;
+    }
     frost_status snapshot(int slot, Tier tier, uint64_t* handle, uint64_t* bytes) override;
     frost_status restore(uint64_t handle, int slot) override;
     bool fork_live_supported() const override { return fork_live_on; }
@@ -63,6 +71,9 @@ private:
         int decoded = 0;
         uint64_t seed = 0;
         float temperature = 0;
+        // As the real engine's sampler: every prefill call and decode step draws once from the
+        // RNG; set_sampling restarts the count (so a sampled token depends on the draw index).
+        uint64_t draws = 0;
     };
     int32_t sample(const SlotState& s) const;
     std::vector<SlotState> slots_;

@@ -19,7 +19,10 @@ frost_status FakeEngine::reset(int slot) {
 }
 
 frost_status FakeEngine::set_sampling(int slot, const Sampling& s) {
+    // The real engine refuses these (model::Engine::set_sampling); so does the fake.
+    if (s.top_k < 0 || !(s.top_p > 0.0f && s.top_p <= 1.0f)) return FROST_ERR_INVALID_ARG;
     std::lock_guard<std::mutex> lock(mu_);
+    slots_[size_t(slot)].draws = 0;
     slots_[size_t(slot)].seed = s.seed;
     slots_[size_t(slot)].temperature = s.temperature;
     slots_[size_t(slot)].decoded = 0;
@@ -31,7 +34,7 @@ int32_t FakeEngine::sample(const SlotState& s) const {
     if (s.decoded >= end_after) return kEndId;
     uint64_t h = 1469598103934665603ull;
     for (int32_t id : s.committed) h = (h ^ uint64_t(uint32_t(id))) * 1099511628211ull;
-    if (s.temperature > 0) h ^= s.seed * 0x9E3779B97F4A7C15ull;
+    if (s.temperature > 0) h ^= (s.seed + 0x632BE59BD9B4E019ull * s.draws) * 0x9E3779B97F4A7C15ull;
     return int32_t('a' + (h >> 33) % kLetters);
 }
 
@@ -43,6 +46,7 @@ frost_status FakeEngine::prefill(int slot, const int32_t* ids, size_t n, int32_t
     s.committed.insert(s.committed.end(), ids, ids + n);
     prefilled_tokens += n;
     s.pending = sample(s);
+    s.draws++;
     *next = s.pending;
     return FROST_OK;
 }
@@ -55,6 +59,7 @@ frost_status FakeEngine::decode(int slot, int32_t* next) {
     s.committed.push_back(s.pending);
     s.decoded++;
     s.pending = sample(s);
+    s.draws++;
     *next = s.pending;
     return FROST_OK;
 }

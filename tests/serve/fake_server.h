@@ -17,8 +17,9 @@ namespace frost::serve::testing {
 class FakeServerStack {
 public:
     // Starts scheduler and HTTP server (gtest failures, not exceptions, on a start error).
+    // `base` supplies the API settings other than model name and keys.
     void start(EngineIface& engine, const TextIface& text, Metrics& metrics, const SchedulerConfig& sc,
-               const std::vector<std::string>& keys);
+               const std::vector<std::string>& keys, const ApiConfig& base = ApiConfig{});
     ~FakeServerStack();  // stops the HTTP server, then the scheduler
     uint16_t port() const;
 

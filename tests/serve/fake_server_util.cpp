@@ -6,10 +6,10 @@
 namespace frost::serve::testing {
 
 void FakeServerStack::start(EngineIface& engine, const TextIface& text, Metrics& metrics, const SchedulerConfig& sc,
-                            const std::vector<std::string>& keys) {
+                            const std::vector<std::string>& keys, const ApiConfig& base) {
     sched_ = std::make_unique<Scheduler>(engine, text, sc, &metrics);
     EXPECT_EQ(sched_->start(), FROST_OK);
-    ApiConfig ac;
+    ApiConfig ac = base;
     ac.model_name = "fake";
     ac.api_keys = keys;
     api_ = std::make_unique<Api>(*sched_, text, engine, metrics, ac);

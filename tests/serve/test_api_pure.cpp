@@ -207,7 +207,8 @@ TEST(Route, NormalisationRefusesAmbiguousSpellings) {
     EXPECT_EQ(p.path, "/v1/models");
     for (const char* bad : {"//v1/models", "/v1//models", "/v1/../health", "/v1/./models", "/v1%2Fmodels", "/v1%2fmodels",
                             "/v1/%2e%2e/health", "/v1\\models", "/v1/models%", "/v1/models%zz", "v1/models", "",
-                            "/v1/mod\x01ls", "/v1/caf\xC3\xA9", "http://x/v1/models"})
+                            "/v1/mod\x01ls", "/v1/caf\xC3\xA9", "http://x/v1/models",
+                            "/v1/capsules/x%3Fy", "/v1/models%23", "/.%3Fmodels/-"})
         EXPECT_FALSE(normalize_target(bad, &p, &why)) << bad;
     EXPECT_TRUE(is_public_path("/health"));
     EXPECT_FALSE(is_public_path("/metrics"));
@@ -284,4 +285,37 @@ TEST(Sha256, KnownVectors) {
     const int32_t a[] = {1, 2, 3}, b[] = {1, 2, 4};
     EXPECT_NE(token_digest(a, 3), token_digest(b, 3));
     EXPECT_NE(token_digest(a, 2), token_digest(a, 3));
+}
+
+// Issue 13 B3: top_p 1e-46 passed the double check, became 0 as the engine's float and failed
+// there (500), poisoning the slot. Sampling values are validated as the float they become.
+TEST(Request, SamplingValuesAreValidatedAsFloat) {
+    for (const char* v : {"1e-46", "1e-39", "4e-45"}) {
+        expect_bad(Endpoint::Chat, chat(std::string("\"top_p\":") + v), "top_p");
+        expect_bad(Endpoint::Chat, chat(std::string("\"temperature\":") + v), "temperature");
+    }
+    GenRequest r;
+    ApiError e;
+    ASSERT_TRUE(parse_gen_request(Endpoint::Chat, chat("\"top_p\":1e-30,\"temperature\":0"), limits(), &r, &e)) << e.message;
+    EXPECT_GT(float(r.top_p), 0.0f);
+    EXPECT_EQ(r.temperature, 0.0);
+}
+
+// Issue 13 B1: a tool call's arguments string nested past the bound is a 400 naming that field
+// (the body's own depth guard cannot see inside strings).
+TEST(Request, DeepArgumentsStringIsRefused) {
+    auto body = [](size_t depth) {
+        std::string args;
+        for (size_t i = 0; i < depth; ++i) args += "{\\\"a\\\":";
+        args += '1';
+        args.append(depth, '}');
+        return std::string(R"({"messages":[{"role":"user","content":"q"},{"role":"assistant","content":null,)"
+                           R"("tool_calls":[{"type":"function","function":{"name":"f","arguments":")") +
+               args + "\"}}]}]}";
+    };
+    expect_bad(Endpoint::Chat, body(10000), "messages[1].tool_calls[0].function.arguments");
+    expect_bad(Endpoint::Chat, body(limits().max_arguments_depth + 1), "function.arguments");
+    GenRequest r;
+    ApiError e;
+    EXPECT_TRUE(parse_gen_request(Endpoint::Chat, body(limits().max_arguments_depth), limits(), &r, &e)) << e.message;
 }

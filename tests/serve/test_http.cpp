@@ -419,6 +419,9 @@ TEST(Http, CapsuleUpdatesAreValidated) {
     for (const char* bad : {R"({"pinned":1})", R"({"priority":1e9})", R"({"ttl_s":-1})", R"({"nope":1})", "[", R"({"priority":"3"})"})
         EXPECT_EQ(http_request(s.port, "POST", path, bad, kKey).status, 400) << bad;
     EXPECT_EQ(http_request(s.port, "POST", path, R"({"pinned":false})", kKey2).status, 404);
+    // Pinned: deleting it takes an unpin first (or ?force=true, tests/serve/test_redteam.cpp).
+    EXPECT_EQ(http_request(s.port, "DELETE", path, "", kKey).status, 409);
+    EXPECT_EQ(http_request(s.port, "POST", path + "/unpin", "", kKey).status, 200);
     EXPECT_EQ(http_request(s.port, "DELETE", path, "", kKey).status, 200);
     EXPECT_EQ(http_request(s.port, "GET", path, "", kKey).status, 404);
     EXPECT_EQ(s.engine.live_capsules(), 0u);  // the bytes were released too

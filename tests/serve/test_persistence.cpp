@@ -12,6 +12,8 @@
 #include <random>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "exec/error.h"
 #include "serve/persistence.h"
 #include "util/fs.h"
@@ -411,6 +413,77 @@ TEST(ServePersistence, FailedDiskWriteAtDemotionEvictsAndLeavesNoFile) {
         EXPECT_TRUE(dir_names(dir).empty()) << "nth " << nth << ": " << (dir_names(dir).empty() ? "" : dir_names(dir)[0]);
         remove_dir(dir);
     }
+}
+
+// Issue 13: restart re-indexing must not be able to hand one key's capsule to another. Sidecars
+// carry an HMAC (the dir's secret, the owner's API key): an edited owner, a sidecar naming a
+// key this server does not have, one without a mac, and the keys reordered are all refused.
+TEST(ServePersistence, SidecarsAreAuthenticatedAndBoundToTheirKey) {
+    std::mt19937 rng(std::random_device{}());
+    const std::string dir = temp_dir();
+    const std::map<std::string, std::string> keys{{"key0", "sk-alpha"}, {"key1", "sk-beta"}};
+    SidecarAuth auth;
+    ASSERT_EQ(load_sidecar_auth(dir, keys, &auth), FROST_OK);
+    SidecarAuth again;  // the secret is kept in the dir: a restart reads the same one
+    ASSERT_EQ(load_sidecar_auth(dir, keys, &again), FROST_OK);
+    EXPECT_EQ(again.secret, auth.secret);
+    EXPECT_EQ(auth.secret.size(), 32u);
+    {
+        Fixture a(1 << 20);
+        a.add("cap-own", "key0", random_tokens(rng, 40), false, 0, 0);
+        a.add("cap-moved", "key0", random_tokens(rng, 40), false, 0, 0);
+        a.add("cap-ghost", "key0", random_tokens(rng, 40), false, 0, 0);
+        a.add("cap-plain", "key1", random_tokens(rng, 40), false, 0, 0);
+        const FlushReport f = flush_capsule_dir(dir, a.engine, *a.store, 1000.0, &auth);
+        ASSERT_EQ(f.written, 4u);
+    }
+    auto edit = [&](const std::string& id, const std::string& from, const std::string& to) {
+        std::string side;
+        ASSERT_TRUE(util::read_file(dir + "/" + id + ".json", &side, nullptr));
+        const size_t at = side.find(from);
+        ASSERT_NE(at, std::string::npos) << side;
+        side.replace(at, from.size(), to);
+        ASSERT_TRUE(util::write_file(dir + "/" + id + ".json", side, nullptr));
+    };
+    edit("cap-moved", "\"owner\": \"key0\"", "\"owner\": \"key1\"");  // hand it to another key
+    edit("cap-ghost", "\"owner\": \"key0\"", "\"owner\": \"key7\"");  // a key this server lacks
+    {
+        // An unauthenticated sidecar (an old or planted one) is refused too.
+        std::string side;
+        ASSERT_TRUE(util::read_file(dir + "/cap-plain.json", &side, nullptr));
+        nlohmann::json j = nlohmann::json::parse(side);
+        j.erase("mac");
+        ASSERT_TRUE(util::write_file(dir + "/cap-plain.json", j.dump(2), nullptr));
+    }
+    Fixture b(1 << 20);
+    const ReindexReport r = reindex_capsule_dir(dir, b.engine, *b.store, &b.log, 1001.0, &auth);
+    std::string notes;
+    for (const auto& n : r.notes) notes += n + "\n";
+    EXPECT_EQ(r.adopted, 1u) << notes;
+    EXPECT_NE(b.store->find("cap-own", "key0"), nullptr) << notes;
+    EXPECT_EQ(b.store->find("cap-moved", "key1"), nullptr);
+    EXPECT_EQ(b.store->find("cap-moved", "key0"), nullptr);
+    EXPECT_EQ(b.store->find("cap-ghost", "key7"), nullptr);
+    EXPECT_EQ(b.store->find("cap-plain", "key1"), nullptr);
+    EXPECT_NE(notes.find("unknown key 'key7'"), std::string::npos) << notes;
+    EXPECT_NE(notes.find("mac mismatch"), std::string::npos) << notes;
+    EXPECT_NE(notes.find("no mac"), std::string::npos) << notes;
+    // The same files under reordered keys: key0's capsule now names another key's scope.
+    SidecarAuth swapped;
+    ASSERT_EQ(load_sidecar_auth(dir, {{"key0", "sk-beta"}, {"key1", "sk-alpha"}}, &swapped), FROST_OK);
+    SidecarMeta m;
+    std::string side;
+    ASSERT_TRUE(util::read_file(dir + "/cap-own.json", &side, nullptr));
+    EXPECT_EQ(sidecar_from_json(side, &m, &auth), FROST_OK);
+    EXPECT_EQ(sidecar_from_json(side, &m, &swapped), FROST_ERR_CORRUPT);
+    std::string why;
+    std::vector<std::string> names;
+    if (util::list_dir(dir + "/quarantine", &names, &why))
+        for (const auto& n : names) ::unlink((dir + "/quarantine/" + n).c_str());
+    ::rmdir((dir + "/quarantine").c_str());
+    ASSERT_TRUE(util::list_dir(dir, &names, &why));
+    for (const auto& n : names) ::unlink((dir + "/" + n).c_str());
+    ::rmdir(dir.c_str());
 }
 
 }  // namespace frost::serve

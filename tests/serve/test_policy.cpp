@@ -298,3 +298,31 @@ TEST(Store, RandomWorkloadKeepsCountersAndPassesTheClaimChecker) {
     const std::string cmd = std::string(FROST_PYTHON_EXE) + " " + FROST_SOURCE_DIR + "/scripts/claimlog_check.py " + path;
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
+
+// Issue 13 B4: with a host tier too small for a capsule, demotion went host-or-nothing and
+// evicted (deleting the files of) capsules while the disk tier had room. Demotion falls through
+// to any lower tier that has room; only when none has is a capsule evicted.
+TEST(Store, DemotionFallsThroughToAnyTierWithRoom) {
+    StoreFixture f(300, 100, 10000);
+    ASSERT_EQ(f.add("a", 200), FROST_OK);
+    EXPECT_EQ(f.tier("a"), Tier::Device);
+    ASSERT_EQ(f.add("b", 200), FROST_OK);  // a cannot fit the host tier at all: disk
+    ASSERT_NE(f.store->find("a", "k"), nullptr) << "evicted while the disk tier had room";
+    EXPECT_EQ(f.tier("a"), Tier::Disk);
+    // Host full of a pinned capsule: the device's victim skips the host tier too.
+    StoreFixture g(300, 200, 10000);
+    ASSERT_EQ(g.add("p", 150), FROST_OK);
+    ASSERT_EQ(g.add("q", 150), FROST_OK);  // device 300 full: p, q
+    ASSERT_EQ(g.add("h", 150), FROST_OK);  // p -> host
+    EXPECT_EQ(g.tier("p"), Tier::Host);
+    ASSERT_EQ(g.store->set_pinned("p", "k", true), FROST_OK);
+    ASSERT_EQ(g.add("x", 150), FROST_OK);  // q must leave the device; host holds pinned p: disk
+    ASSERT_NE(g.store->find("q", "k"), nullptr);
+    EXPECT_EQ(g.tier("q"), Tier::Disk);
+    // With no room anywhere below, the capsule is evicted (as before).
+    StoreFixture e(300, 100, 100);
+    ASSERT_EQ(e.add("a", 200), FROST_OK);
+    ASSERT_EQ(e.add("b", 200), FROST_OK);
+    EXPECT_EQ(e.store->find("a", "k"), nullptr);
+    for (StoreFixture* s : {&f, &g, &e}) EXPECT_EQ(s->live_handles.size(), s->store->size());
+}

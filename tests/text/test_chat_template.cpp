@@ -101,3 +101,58 @@ TEST(ChatTemplate, KindFromFixtureDirAndPlainJsonOverload) {
     ASSERT_EQ(render_chat(ChatTemplateKind::kQwen3, msgs, nlohmann::json(), ChatOptions{}, &out), FROST_OK);
     EXPECT_EQ(out, "<|im_start|>user\nHi<|im_end|>\n");
 }
+
+namespace {
+// "{"a": {"a": ... 1 ... }}" nested `depth` objects deep, as a JSON text (no recursion to build).
+std::string nested_object_text(size_t depth) {
+    std::string s;
+    for (size_t i = 0; i < depth; ++i) s += "{\"a\": ";
+    s += "1";
+    s.append(depth, '}');
+    return s;
+}
+ojson call_with_arguments(const ojson& args) {
+    ojson m = ojson::parse(R"([{"role":"user","content":"q"},
+        {"role":"assistant","content":"","tool_calls":[{"type":"function","function":{"name":"f"}}]}])");
+    m[1]["tool_calls"][0]["function"]["arguments"] = args;
+    return m;
+}
+}  // namespace
+
+// Issue 13 B1: a tool call's arguments STRING holding JSON nested 10,000 deep (the body's own
+// depth guard cannot see inside strings) crashed the Qwen3.5 renderer's recursive re-serialiser.
+TEST(ChatTemplate, DeepArgumentsStringIsRefusedNotACrash) {
+    for (ChatTemplateKind kind : {ChatTemplateKind::kQwen35, ChatTemplateKind::kQwen36}) {
+        for (size_t depth : {size_t(kMaxChatJsonDepth) + 1, size_t(10000), size_t(200000)}) {
+            std::string out = "untouched";
+            EXPECT_EQ(render_chat(kind, call_with_arguments(nested_object_text(depth)), nullptr, ChatOptions{}, &out),
+                      FROST_ERR_INVALID_ARG)
+                << depth;
+            EXPECT_NE(frost::last_error().find("too deeply"), std::string::npos) << frost::last_error();
+            EXPECT_EQ(out, "untouched");
+        }
+        // At the bound it still renders, and the value is re-serialised as json.dumps would.
+        std::string out;
+        const std::string ok = nested_object_text(kMaxChatJsonDepth - 1);
+        ASSERT_EQ(render_chat(kind, call_with_arguments(ok), nullptr, ChatOptions{}, &out), FROST_OK) << frost::last_error();
+        EXPECT_NE(out.find("<parameter=a>\n" + nested_object_text(kMaxChatJsonDepth - 2) + "\n</parameter>"),
+                  std::string::npos);
+    }
+}
+
+// Deep values given as JSON (not a string) are refused before any recursive walk, by both
+// overloads, and python_json_dumps itself refuses to recurse past the bound.
+TEST(ChatTemplate, DeepMessagesAndToolsAreRefused) {
+    const ojson deep = ojson::parse(nested_object_text(5000));
+    std::string out = "untouched";
+    for (ChatTemplateKind kind : {ChatTemplateKind::kQwen3, ChatTemplateKind::kQwen35}) {
+        EXPECT_EQ(render_chat(kind, call_with_arguments(deep), nullptr, ChatOptions{}, &out), FROST_ERR_INVALID_ARG);
+        const ojson msgs = ojson::parse(R"([{"role":"user","content":"q"}])");
+        EXPECT_EQ(render_chat(kind, msgs, ojson::array({deep}), ChatOptions{}, &out), FROST_ERR_INVALID_ARG);
+        const nlohmann::json plain = nlohmann::json::parse(nested_object_text(5000));
+        EXPECT_EQ(render_chat(kind, nlohmann::json::array({plain}), nlohmann::json::array(), ChatOptions{}, &out),
+                  FROST_ERR_INVALID_ARG);
+    }
+    EXPECT_EQ(out, "untouched");
+    EXPECT_THROW(python_json_dumps(deep), std::invalid_argument);
+}

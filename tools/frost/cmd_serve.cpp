@@ -3,6 +3,7 @@
 // and handles SIGTERM/SIGINT: stop admitting (503 + Retry-After), let streams finish for up to
 // --drain-timeout seconds, end the rest with a final SSE error event, then exit 0.
 #include <algorithm>
+#include <map>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include "serve/api.h"
 #include "serve/http_server.h"
 #include "serve/model_backend.h"
+#include "serve/persistence.h"
 #include "serve/scheduler.h"
 
 namespace {
@@ -33,13 +35,16 @@ constexpr const char* kUsage =
     "                   [--backend cpu|cuda] [--tokenizer DIR] [--model-name NAME] [--n-cap N]\n"
     "                   [--claim-log FILE] [--header-timeout-ms MS] [--send-timeout-ms MS]\n"
     "                   [--drain-timeout S] [--no-capsules] [--public-metrics]\n"
+    "                   [--sessions-per-key N] [--session-idle-s S]\n"
     "Serves POST /v1/chat/completions, POST /v1/completions, GET /v1/models, /v1/capsules,\n"
     "/v1/claims, /metrics and /health (the only route without a key). Without --api-key the\n"
     "server binds loopback only and refuses another --host. Sizes (B) take K, M, G suffixes.\n"
     "Defaults: 127.0.0.1:8000, 2 sessions, queue 16, body 8M, device 1G, host 4G, disk 16G with\n"
     "--capsule-dir (else 0), drain 20 s. --max-per-key (requests queued + running per API key,\n"
     "excess gets 429 + Retry-After) defaults to sessions + queue/2: one key can fill every slot\n"
-    "and half the queue, so the other half always stays open to the other keys; 0 = no limit.";
+    "and half the queue, so the other half always stays open to the other keys; 0 = no limit.\n"
+    "--sessions-per-key (named sessions one key may hold, default 256; 0 = no limit) and\n"
+    "--session-idle-s (a session unused this long is gone, default 3600; 0 = never).";
 
 bool parse_size(const std::string& s, uint64_t* out) {
     if (s.empty()) return false;
@@ -115,6 +120,8 @@ int run_serve(const std::vector<std::string>& args) {
         else if (a == "--header-timeout-ms") { ok = parse_int(v, 100, 600000, &n); http_cfg.header_timeout_ms = int(n); }
         else if (a == "--send-timeout-ms") { ok = parse_int(v, 100, 600000, &n); http_cfg.send_timeout_ms = int(n); }
         else if (a == "--drain-timeout") ok = parse_int(v, 0, 25, &drain_s);
+        else if (a == "--sessions-per-key") { ok = parse_int(v, 0, 1000000, &n); api_cfg.max_sessions_per_key = size_t(n); }
+        else if (a == "--session-idle-s") { ok = parse_int(v, 0, 30 * 24 * 3600, &n); api_cfg.session_idle_s = double(n); }
         else {
             std::fprintf(stderr, "frost serve: unknown option %s\n%s\n", a.c_str(), kUsage);
             return 2;
@@ -153,6 +160,8 @@ int run_serve(const std::vector<std::string>& args) {
         std::fprintf(stderr, "frost serve: cannot load %s: %s\n", model_dir.c_str(), frost_last_error());
         return 1;
     }
+    // Before the capsule manager starts: it removes temp files of interrupted writes as well.
+    const size_t temp_at_start = capsule_dir.empty() ? 0 : serve::count_temp_files(capsule_dir);
     std::unique_ptr<model::CapsuleManager> manager;
     if (capsules) {
         model::CapsuleManagerOptions mo;
@@ -173,6 +182,11 @@ int run_serve(const std::vector<std::string>& args) {
     sched_cfg.claim_log_path = !claim_log.empty() ? claim_log : capsule_dir.empty() ? "" : capsule_dir + "/claims.jsonl";
     api_cfg.model_name = model_name.empty() ? "frost" : model_name;
     if (manager) sched_cfg.capsule_dir = capsule_dir;
+    // Sidecars are bound to the API key that owns them (HMAC with the capsule dir's secret).
+    std::map<std::string, std::string> owner_keys;
+    if (api_cfg.api_keys.empty()) owner_keys["local"] = "";
+    for (size_t i = 0; i < api_cfg.api_keys.size(); ++i) owner_keys["key" + std::to_string(i)] = api_cfg.api_keys[i];
+    sched_cfg.sidecar_owner_keys = std::move(owner_keys);
 
     serve::Metrics metrics;
     serve::Scheduler sched(eng, *text, sched_cfg, &metrics);
@@ -185,7 +199,7 @@ int run_serve(const std::vector<std::string>& args) {
         for (const auto& note : r.notes) std::fprintf(stderr, "frost serve: capsule dir: %s\n", note.c_str());
         std::printf("frost serve: capsule dir %s: %zu re-indexed, %zu quarantined, %zu temp removed, %zu expired, "
                     "%zu claims lost\n",
-                    capsule_dir.c_str(), r.adopted, r.quarantined, r.temp_removed, r.expired, r.lost);
+                    capsule_dir.c_str(), r.adopted, r.quarantined, std::max(temp_at_start, r.temp_removed), r.expired, r.lost);
     }
     serve::Api api(sched, *text, eng, metrics, api_cfg);
     serve::HttpServer http(api, sched, http_cfg);

@@ -3,6 +3,8 @@ a chat turn freezes a capsule, SIGTERM flushes it to --capsule-dir, a new server
 directory re-indexes it and the next turn is a restore whose greedy output equals a capsule-free
 server's; a corrupted capsule, an orphan file and a stray temp file found at start are
 quarantined or removed and the server still serves; the claim log stays one valid history."""
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -37,6 +39,15 @@ class Server(ServeProcess):
                                                    temperature=0)
 
 
+def sign(side, caps, key):
+    """What the server writes (src/serve/persistence.h SidecarAuth), computed independently:
+    HMAC-SHA256 keyed by the dir's secret over the other fields (sorted, compact) + the key."""
+    secret = bytes.fromhex((caps / ".sidecar-secret").read_text().strip())
+    fields = {k: v for k, v in side.items() if k != "mac"}
+    msg = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n" + key
+    return dict(fields, mac=hmac.new(secret, msg.encode(), hashlib.sha256).hexdigest())
+
+
 def frost_extra(r):
     return (r.model_extra or {}).get("frost", {})
 
@@ -65,19 +76,28 @@ def test_restart_restores_and_quarantines(model_dir, tmp_path):
     data[-1 - int.from_bytes(os.urandom(2), "little") % 512] ^= 0x5A
     (caps / "cap-corrupt.frostcap").write_bytes(bytes(data))
     side = json.loads((caps / (good + ".json")).read_text())
+    assert sign(side, caps, KEY)["mac"] == side["mac"]  # the server's mac, recomputed here
     side["id"] = "cap-corrupt"
-    (caps / "cap-corrupt.json").write_text(json.dumps(side))
+    (caps / "cap-corrupt.json").write_text(json.dumps(sign(side, caps, KEY)))
+    # A valid capsule handed to a key this server does not have, and one moved by editing its
+    # sidecar without the secret: both refused (the sidecars are authenticated).
+    for cid, owner, signed in (("cap-stranger", "key5", True), ("cap-edited", "key0", False)):
+        (caps / (cid + ".frostcap")).write_bytes((caps / (good + ".frostcap")).read_bytes())
+        s2 = dict(side, id=cid, owner=owner)
+        (caps / (cid + ".json")).write_text(json.dumps(sign(s2, caps, KEY) if signed else dict(s2, priority=9)))
     (caps / "cap-orphan.frostcap").write_bytes(os.urandom(4096))
     (caps / ("x.frostcap.frost-tmp." + str(os.getpid()))).write_bytes(os.urandom(100))
 
     second = Server(model_dir, ["--capsule-dir", str(caps)])
     try:
         banner = "".join(second.lines)
-        # The temp file may already be gone: the engine's capsule manager also sweeps temp files.
-        assert re.search(r"%d re-indexed, 3 quarantined" % len(pairs), banner), banner
+        # The engine's capsule manager sweeps temp files too; the banner counts every one removed.
+        assert re.search(r"%d re-indexed, 7 quarantined, 1 temp removed" % len(pairs), banner), banner
         assert "checksum mismatch" in banner and "without a sidecar" in banner
+        assert "unknown key 'key5'" in banner and "mac mismatch" in banner
         quarantined = sorted(os.listdir(caps / "quarantine"))
-        assert quarantined == ["cap-corrupt.frostcap", "cap-corrupt.json", "cap-orphan.frostcap"]
+        assert quarantined == ["cap-corrupt.frostcap", "cap-corrupt.json", "cap-edited.frostcap", "cap-edited.json",
+                               "cap-orphan.frostcap", "cap-stranger.frostcap", "cap-stranger.json"]
         assert not [f for f in os.listdir(caps) if ".frost-tmp." in f]
         kept = second.api("GET", "/v1/capsules/" + made[0]["id"])
         assert (kept["tier"], kept["pinned"], kept["priority"], kept["tokens"]) == ("disk", True, 3, made[0]["tokens"])

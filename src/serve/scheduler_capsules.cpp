@@ -1,0 +1,161 @@
+// The capsule lifecycle on the engine thread: freezing a prefix during prefill (admission to the
+// store), acknowledging it (durable files for the disk tier, materialized) and answering a
+// capsule-only request (POST /v1/capsules).
+#include "serve/scheduler.h"
+
+#include <optional>
+
+#include "exec/error.h"
+#include "serve/ids.h"
+#include "serve/scheduler_state.h"
+
+namespace frost::serve {
+
+bool Scheduler::prefill_and_snapshot(Active& a, size_t end, int32_t* next) {
+    Job& job = *a.job;
+    PhaseTimes& tm = times(a);
+    auto plain_prefill = [&] {
+        tm.prefill_calls++;
+        PhaseTimer t(tm, Phase::Prefill);
+        return engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, next) == FROST_OK;
+    };
+    std::optional<PhaseTimer> store_timer(std::in_place, tm, Phase::Store);
+    std::vector<int32_t> ids(job.prompt.begin(), job.prompt.begin() + long(end));
+    const Digest d = token_digest(ids.data(), ids.size());
+    bool held = !engine_.snapshot_possible(a.pos, end);
+    for (const auto* c : store_->list(job.owner))
+        if (c->digest == d && c->tokens == ids) {
+            held = true;
+            a.made_capsule = c->id;
+        }
+    if (held) {
+        store_timer.reset();
+        return plain_prefill();
+    }
+    PendingCapsule p;
+    p.req.id = new_id("cap");
+    p.req.owner = job.owner;
+    p.req.bytes = engine_.capsule_bytes_at(end);
+    p.req.tier = Tier::Device;
+    p.req.pinned = job.req.pin_prefix;
+    p.req.priority = job.capsule_priority;
+    p.req.ttl_s = job.capsule_ttl_s;
+    p.req.tokens = std::move(ids);
+    p.req.session_id = job.req.session_id;
+    p.req.request_id = job.id;
+    Tier placed;
+    std::vector<std::string> blocking;
+    if (store_->admit(p.req, &placed, &blocking) != FROST_OK) {
+        a.capsule_refusal = last_error();
+        for (const auto& b : blocking) a.capsule_refusal += (b == blocking.front() ? " (blocking: " : ", ") + b;
+        if (!blocking.empty()) a.capsule_refusal += ")";
+        update_store_metrics();  // refused (logged with blocking ids); the request itself goes on
+        store_timer.reset();
+        return plain_prefill();
+    }
+    store_timer.reset();
+    // A capsule placed on disk is frozen on the host first and then written as its durable
+    // file pair (persist_to_disk), so it is acknowledged (materialized) only once it would
+    // survive a crash.
+    p.to_file = placed == Tier::Disk && persistence_on();
+    frost_status st;
+    {
+        tm.prefill_calls++;
+        PhaseTimer t(tm, Phase::Snapshot);
+        st = engine_.prefill_snapshot(a.slot, job.prompt.data() + a.pos, end - a.pos,
+                                      p.to_file ? Tier::Host : placed, next, &p.handle, &p.bytes);
+    }
+    if (st != FROST_OK || p.handle == 0) {
+        PhaseTimer t(tm, Phase::Store);
+        store_->abandon(p.req.id, st == FROST_OK ? "no capsule at this boundary" : "prefill failed");
+        update_store_metrics();
+        return st == FROST_OK;
+    }
+    // The state at the boundary is frozen; acknowledging it (durable files, materialized) is
+    // bookkeeping that the first token need not wait for. A capsule-only request has no first
+    // token and answers with the capsule, so it finishes here.
+    a.pending_capsule = std::make_unique<PendingCapsule>(std::move(p));
+    if (job.capsule_only) {
+        PhaseTimer t(tm, Phase::Store);
+        finalize_capsule(a);
+    }
+    return true;
+}
+
+void Scheduler::finalize_capsule(Active& a) {
+    if (!a.pending_capsule) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_ptr<PendingCapsule> p = std::move(a.pending_capsule);
+    std::string disk_error;
+    if (p->to_file && !persist_new_capsule(p->req, &p->handle, &disk_error)) {
+        store_->abandon(p->req.id, "disk write failed: " + disk_error);
+        a.capsule_refusal = "disk write failed: " + disk_error;
+    } else if (store_->materialize(p->req.id, p->handle, p->bytes) == FROST_OK) {
+        a.made_capsule = p->req.id;
+        if (p->to_file) store_->set_persisted(p->req.id, true);
+        // Room for the next capsule of this size on the device tier is made now, off the
+        // critical path, so the next admission need not demote (or write files) before its
+        // first token. Best effort: a tier held by pins or restores just stays as it is.
+        if (!a.job->capsule_only) store_->make_headroom(Tier::Device, p->bytes);
+    } else {
+        a.capsule_refusal = last_error();
+        engine_.drop(p->handle);  // its record went away meanwhile: nothing may keep the bytes
+        if (p->to_file) remove_persisted(cfg_.capsule_dir, p->req.id);
+    }
+    update_store_metrics();
+    if (!a.job->capsule_only)
+        a.job->times.deferred_store_ms += ms_between(t0, std::chrono::steady_clock::now());
+}
+
+bool Scheduler::persist_new_capsule(const CapsuleRequest& req, uint64_t* handle, std::string* why) {
+    // The record as materialize() will make it (what the sidecar needs), before it exists.
+    CapsuleRecord rec;
+    rec.id = req.id;
+    rec.owner = req.owner;
+    rec.pinned = req.pinned;
+    rec.priority = req.priority;
+    rec.ttl_s = req.ttl_s;
+    rec.expires_at = req.ttl_s > 0 ? 1 : 0;  // only "has a deadline" matters here
+    rec.tokens = req.tokens;
+    rec.digest = token_digest(req.tokens.data(), req.tokens.size());
+    rec.session_id = req.session_id;
+    rec.handle = *handle;
+    const frost_status st = persist_to_disk(cfg_.capsule_dir, engine_, rec, req.ttl_s, wall_clock_s(), auth_.get());
+    *handle = rec.handle;
+    if (st == FROST_OK) return true;
+    *why = last_error();
+    engine_.drop(rec.handle);
+    if (rec.persisted) remove_persisted(cfg_.capsule_dir, rec.id);
+    return false;
+}
+
+bool Scheduler::finish_capsule_only(Active& a) {
+    if (a.made_capsule.empty()) {
+        const std::string why = !a.capsule_refusal.empty() ? a.capsule_refusal
+                                : engine_.capsules_supported()
+                                    ? "the prefix is too short to freeze (below the engine's alignment unit)"
+                                    : "capsules are not enabled on this server";
+        fail_job(a, make_error(409, "invalid_request_error", "capsule_refused", "no capsule was made: " + why), false);
+        return false;
+    }
+    StreamEvent fin;
+    fin.kind = StreamEvent::Kind::Finish;
+    fin.finish_reason = "capsule";
+    a.usage.capsule_id = a.made_capsule;
+    fin.usage = a.usage;
+    Job& job = *a.job;
+    if (const CapsuleRecord* r = store_->find(a.made_capsule, job.owner)) {
+        // An existing capsule of exactly this prefix is returned as is: apply the request's policy.
+        if (job.capsule_pin && r->pinned != *job.capsule_pin) store_->set_pinned(r->id, job.owner, *job.capsule_pin);
+        if (r->priority != job.capsule_priority) store_->set_priority(r->id, job.owner, job.capsule_priority);
+        if (job.capsule_ttl_s > 0) store_->set_ttl(r->id, job.owner, job.capsule_ttl_s);
+        fin.capsule = capsule_json(*store_->find(a.made_capsule, job.owner));
+        update_store_metrics();
+    }
+    uncount(*a.job);
+    a.job->channel->push_final(std::move(fin));
+    release(a);
+    return false;
+}
+
+}  // namespace frost::serve

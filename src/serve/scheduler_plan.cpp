@@ -1,0 +1,187 @@
+// Planning a choice (append / restore / rebuild against the slot's journal and the caller's
+// capsules), its sampling, and the prefill steps up to its first token (see scheduler.h).
+#include "serve/scheduler.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "exec/error.h"
+#include "serve/planner.h"
+#include "serve/scheduler_state.h"
+
+namespace frost::serve {
+
+bool Scheduler::start_choice(Active& a) {
+    Job& job = *a.job;
+    Slot& slot = slots_[size_t(a.slot)];
+    slot.last_use = ++use_clock_;
+    if (slot.owner != job.owner) {
+        slot.journal.clear();  // another tenant's live state is never planned against
+        slot.owner = job.owner;
+    }
+    std::optional<PhaseTimer> plan_timer(std::in_place, times(a), Phase::Plan);
+    PlanInput in;
+    in.prompt = &job.prompt;
+    in.journal = &slot.journal;
+    in.required_capsule = a.choice == 0 ? job.req.capsule_id : "";
+    std::vector<const CapsuleRecord*> caps = store_->list(job.owner);
+    for (const auto* c : caps) in.capsules.push_back(CapsuleView{c->id, &c->tokens, c->digest, true});
+    Plan plan = plan_request(in);
+    plan_timer.reset();
+    // A capsule-only request must freeze its whole prompt. From a live or restored state the
+    // engine can freeze only when its alignment grid point below the end lies at or past that
+    // state (an extension of a few tokens past an unaligned capsule cannot): then it starts over
+    // from position 0, which always can, so an extension by any length works.
+    if (job.capsule_only && !plan.required_missing && plan.action != PlanAction::Rebuild &&
+        !engine_.snapshot_possible(plan.cached_tokens, job.prompt.size())) {
+        plan.action = PlanAction::Rebuild;
+        plan.cached_tokens = 0;
+    }
+    if (plan.required_missing) {
+        fail_job(a, make_error(404, "invalid_request_error", "capsule_not_found",
+                               "capsule_id: no capsule '" + job.req.capsule_id + "' matches a prefix of this prompt"),
+                 false);
+        return false;
+    }
+    a.usage = ChoiceUsage{};
+    a.usage.prompt_tokens = job.prompt.size();
+    a.usage.plan_action = plan_action_name(plan.action);
+    a.usage.cached_tokens = plan.cached_tokens;
+    if (plan.action == PlanAction::Restore) {
+        const auto t0 = std::chrono::steady_clock::now();
+        CapsuleRecord rec;
+        // The store's part (claim events, a promotion to the device tier) counts as store work;
+        // Restore is the engine's copy into the slot.
+        std::optional<PhaseTimer> store_timer(std::in_place, times(a), Phase::Store);
+        const frost_status began = store_->begin_restore(plan.capsule_id, job.owner, job.id, &rec);
+        store_timer.reset();
+        if (began != FROST_OK) {
+            update_store_metrics();
+            slot.journal.clear();
+            fail_job(a, make_error(503, "server_error", "capsule_restore_failed",
+                                   "capsule " + plan.capsule_id + " could not be restored (refused): " + last_error()),
+                     true);
+            return false;
+        }
+        frost_status st;
+        {
+            PhaseTimer t(times(a), Phase::Restore);
+            st = engine_.restore(rec.handle, a.slot);
+        }
+        store_timer.emplace(times(a), Phase::Store);
+        store_->end_restore(rec.id, st == FROST_OK, job.id, st == FROST_OK ? "" : last_error());
+        update_store_metrics();
+        store_timer.reset();
+        if (st != FROST_OK) {
+            fail_job(a, make_error(503, "server_error", "capsule_restore_failed",
+                                   "capsule " + plan.capsule_id + " could not be restored (refused)"),
+                     true);
+            return false;
+        }
+        if (metrics_)
+            metrics_->restore_latency.observe(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        slot.journal = rec.tokens;
+        a.usage.capsule_id = rec.id;
+        a.pos = rec.tokens.size();
+    } else if (plan.action == PlanAction::Append) {
+        a.pos = slot.journal.size();
+    } else {
+        if (engine_.reset(a.slot) != FROST_OK) {
+            fail_job(a, make_error(500, "server_error", "engine_error", "reset failed: " + last_error()), true);
+            return false;
+        }
+        slot.journal.clear();
+        a.pos = 0;
+    }
+    if (metrics_) {
+        (plan.action == PlanAction::Rebuild ? metrics_->prefix_misses : metrics_->prefix_hits)++;
+        metrics_->prompt_tokens_total += job.prompt.size();
+        metrics_->cached_tokens_total += plan.cached_tokens;
+    }
+    if (!init_choice(a)) return false;
+    if (a.choice == 0) job.choices_left = job.req.n;
+    if (a.choice == 0 && job.req.n > 1) claim_fork_slots(a);
+    return true;
+}
+
+Sampling Scheduler::choice_sampling(const Active& a) const {
+    const Job& job = *a.job;
+    Sampling s;
+    s.temperature = float(job.req.temperature);
+    s.top_k = job.req.top_k;
+    s.top_p = float(job.req.top_p);
+    s.seed = job.req.seed + uint64_t(a.choice);
+    return s;
+}
+
+bool Scheduler::init_choice(Active& a) {
+    Job& job = *a.job;
+    if (engine_.set_sampling(a.slot, choice_sampling(a)) != FROST_OK) {
+        fail_job(a, make_error(500, "server_error", "engine_error", "sampling setup failed: " + last_error()), false);
+        return false;
+    }
+    a.detok = text_.detokenizer();
+    a.stop = std::make_unique<StopMatcher>(job.req.stop);
+    a.tools_on = job.req.endpoint == Endpoint::Chat && !job.req.tools.empty() &&
+                 job.req.tool_choice != ToolChoice::None;
+    a.marker = a.tools_on ? std::make_unique<StopMatcher>(std::vector<std::string>{text_.tool_call_marker()}) : nullptr;
+    a.think = job.split_reasoning ? std::make_unique<ReasoningSplitter>(job.starts_in_reasoning) : nullptr;
+    a.content_text.clear();
+    a.generated = 0;
+    a.first_token = true;
+    a.phase = Active::Phase::Prefill;
+    return true;
+}
+
+bool Scheduler::prefill_step(Active& a) {
+    Job& job = *a.job;
+    Slot& slot = slots_[size_t(a.slot)];
+    if (a.batched && !a.forked && a.pos + 1 == job.prompt.size()) fork_choices(a);
+    if (job.cancelled) return true;  // a fork failed the job: the loop releases every member
+    size_t end = std::min(job.prompt.size(), a.pos + cfg_.prefill_step);
+    if (a.batched && !a.forked) end = std::min(end, job.prompt.size() - 1);  // the fork point
+    // Seeded sampling must not depend on how the prompt was cut: the engine draws from its RNG
+    // once per prefill chunk, so the number of draws before the first token would follow the
+    // prefill steps, the snapshot point and the fork point (load). A sampled choice prefills its
+    // last prompt token alone, right after its RNG restarts from seed + choice: its first token
+    // is always draw 0 (issue 13 B6).
+    const bool sampled = job.req.temperature > 0 && !job.capsule_only;
+    if (sampled && a.pos + 1 < job.prompt.size()) end = std::min(end, job.prompt.size() - 1);
+    if (sampled && a.pos + 1 == job.prompt.size() && engine_.set_sampling(a.slot, choice_sampling(a)) != FROST_OK) {
+        fail_job(a, make_error(500, "server_error", "engine_error", "sampling setup failed: " + last_error()), false);
+        return false;
+    }
+    // A chat turn freezes its resent history, at the point the engine stores it (the alignment
+    // grid below): no remainder to re-prefill on restore, and one engine call fewer per turn.
+    // A capsule-only request freezes exactly its whole prompt (its remainder is stored).
+    const size_t snap_at = job.capsule_only ? job.prompt.size() : engine_.snapshot_point(job.history_boundary);
+    const bool snap = (cfg_.auto_capsules || job.capsule_only) && a.choice == 0 && snap_at > a.pos &&
+                      (job.capsule_only || snap_at < job.prompt.size());
+    if (snap) end = std::min(end, snap_at);
+    int32_t next = -1;
+    bool ok;
+    if (snap && end == snap_at) {
+        ok = prefill_and_snapshot(a, end, &next);
+    } else {
+        times(a).prefill_calls++;
+        PhaseTimer t(times(a), Phase::Prefill);
+        ok = engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, &next) == FROST_OK;
+    }
+    if (!ok) {
+        fail_job(a, make_error(500, "server_error", "engine_error", "prefill failed: " + last_error()), true);
+        return false;
+    }
+    slot.journal.insert(slot.journal.end(), job.prompt.begin() + long(a.pos), job.prompt.begin() + long(end));
+    a.pos = end;
+    if (a.pos < job.prompt.size()) return true;
+    if (job.capsule_only) return finish_capsule_only(a);
+    return handle_token(a, next);
+}
+
+PhaseTimes& Scheduler::times(Active& a) {
+    // Only choice 0 up to its first token is the request's time to first token.
+    return (a.choice == 0 && a.first_token) ? a.job->times : scratch_times_;
+}
+
+}  // namespace frost::serve
