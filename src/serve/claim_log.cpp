@@ -17,23 +17,6 @@
 
 namespace frost::serve {
 
-const char* tier_name(Tier t) {
-    switch (t) {
-        case Tier::Device: return "device";
-        case Tier::Host: return "host";
-        case Tier::Disk: return "disk";
-    }
-    return "?";
-}
-
-bool parse_tier(const std::string& s, Tier* out) {
-    if (s == "device") *out = Tier::Device;
-    else if (s == "host") *out = Tier::Host;
-    else if (s == "disk") *out = Tier::Disk;
-    else return false;
-    return true;
-}
-
 std::string claim_event_json(const ClaimEvent& e) {
     nlohmann::json j = {{"seq", e.seq},           {"time", e.time},     {"claim_id", e.claim_id},
                         {"event", e.event},       {"tier", tier_name(e.tier)}, {"bytes", e.bytes},

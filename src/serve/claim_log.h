@@ -13,13 +13,15 @@
 #include <vector>
 
 #include "frost/exec.h"
+#include "model/capsule.h"
 
 namespace frost::serve {
 
-enum class Tier : uint8_t { Device = 0, Host = 1, Disk = 2 };
+// The one tier enum: serve's store, claim log and API speak the model layer's capsule tiers.
+using Tier = model::CapsuleTier;
 constexpr int kTierCount = 3;
-const char* tier_name(Tier t);
-bool parse_tier(const std::string& s, Tier* out);
+inline const char* tier_name(Tier t) { return model::capsule_tier_name(t); }
+inline bool parse_tier(const std::string& s, Tier* out) { return model::parse_capsule_tier(s, out); }
 
 // Event names, exactly as written to the log.
 namespace claim_event {

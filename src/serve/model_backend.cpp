@@ -14,15 +14,6 @@ namespace frost::serve {
 
 namespace {
 
-model::CapsuleTier to_model_tier(Tier t) {
-    switch (t) {
-        case Tier::Device: return model::CapsuleTier::Device;
-        case Tier::Host: return model::CapsuleTier::Host;
-        case Tier::Disk: return model::CapsuleTier::Disk;
-    }
-    return model::CapsuleTier::Host;
-}
-
 bool read_file(const std::string& path, std::string* out) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return false;
@@ -83,7 +74,7 @@ static uint64_t payload_bytes(model::CapsuleManager& m, model::CapsuleId id) {
 frost_status ModelEngine::snapshot(int slot, Tier tier, uint64_t* handle, uint64_t* bytes) {
     if (!capsules_) return fail(FROST_ERR_UNSUPPORTED, "capsules are not enabled");
     model::CapsuleId id = 0;
-    FROST_TRY(capsules_->snapshot(slot, to_model_tier(tier), &id));
+    FROST_TRY(capsules_->snapshot(slot, tier, &id));
     *handle = id;
     *bytes = payload_bytes(*capsules_, id);
     return FROST_OK;
@@ -97,7 +88,7 @@ frost_status ModelEngine::prefill_snapshot(int slot, const int32_t* ids, size_t 
     const int64_t p0 = engine_.position(slot);
     if (!snapshot_possible(size_t(p0), size_t(p0) + n)) return prefill(slot, ids, n, next);
     model::CapsuleId id = 0;
-    FROST_TRY(capsules_->prefill_and_snapshot(slot, ids, n, to_model_tier(tier), &id, next));
+    FROST_TRY(capsules_->prefill_and_snapshot(slot, ids, n, tier, &id, next));
     *handle = id;
     *bytes = payload_bytes(*capsules_, id);
     return FROST_OK;
@@ -123,7 +114,7 @@ frost_status ModelEngine::fork_live(int from, const std::vector<int>& to) {
 
 frost_status ModelEngine::move(uint64_t handle, Tier to) {
     if (!capsules_) return fail(FROST_ERR_UNSUPPORTED, "capsules are not enabled");
-    return capsules_->move(model::CapsuleId(handle), to_model_tier(to));
+    return capsules_->move(model::CapsuleId(handle), to);
 }
 
 void ModelEngine::drop(uint64_t handle) {
