@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "exec/error.h"
+#include "kernels/params/moe.h"
 
 namespace frost::model {
 namespace {
@@ -76,9 +77,16 @@ frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
     if (opts.max_seq_len <= 0 || opts.sessions <= 0)
         return fail(FROST_ERR_INVALID_ARG, "engine: max_seq_len (%d) and sessions (%d) must be > 0",
                     opts.max_seq_len, opts.sessions);
-    if (cfg_.intermediate_size <= 0 || cfg_.rotary_dim <= 0 || cfg_.num_layers <= 0 ||
+    const bool any_dense_mlp = cfg_.num_moe_layers() < cfg_.num_layers;
+    if ((any_dense_mlp && cfg_.intermediate_size <= 0) || cfg_.rotary_dim <= 0 || cfg_.num_layers <= 0 ||
         static_cast<int>(w.layers.size()) != cfg_.num_layers)
         return fail(FROST_ERR_INVALID_ARG, "engine: config lacks a dense MLP width, rotary dim or layers");
+    // MoE runs on the CPU reference path only until the CUDA MoE kernels are wired in.
+    if (cfg_.is_moe() && opts.backend == FROST_BACKEND_CUDA)
+        return fail(FROST_ERR_UNSUPPORTED,
+                    "engine: MoE experts (%d, top-%d) run on the CPU backend only; the CUDA engine has no MoE "
+                    "kernels wired in yet (use --backend cpu)",
+                    cfg_.num_experts, cfg_.num_experts_per_tok);
     FROST_TRY(frost_ctx_create(opts.backend, opts.device, &ctx_));
     FROST_TRY(frost_stream_create(ctx_, 0, &stream_));
     if (opts.backend == FROST_BACKEND_CUDA) {
@@ -136,7 +144,7 @@ frost_status Engine::alloc_scratch() {
     FROST_TRY(fl("g", size_t(R) * std::max(1, cfg_.lin_num_v_heads), &s.g));
     FROST_TRY(fl("core", size_t(R) * core, &s.core));
     FROST_TRY(fl("core2", size_t(R) * std::max(1, cfg_.lin_v_dim()), &s.core2));
-    FROST_TRY(fl("act", size_t(R) * cfg_.intermediate_size, &s.act));
+    FROST_TRY(fl("act", size_t(R) * std::max(1, cfg_.intermediate_size), &s.act));
     FROST_TRY(fl("fin", size_t(s.logit_rows) * H, &s.fin));
     FROST_TRY(fl("logits", size_t(s.logit_rows) * V, &s.logits));
     logits_buf_ = b;
@@ -148,6 +156,7 @@ frost_status Engine::alloc_scratch() {
     // Host staging: [ids (R int32) | cursor fields (64 B) | token read-back (4 B)].
     FROST_TRY(L.add("staging", BufferRole::Scratch, sizeof(int32_t) * R + kCursorBytes + sizeof(int32_t),
                     &staging_, -1, 0, FROST_SPACE_HOST_PINNED));
+    if (cfg_.is_moe()) FROST_TRY(alloc_moe_scratch());
     if (opts_.trace) {
         auto add_trace = [&](const std::string& name, int layer, int width) -> frost_status {
             TraceEntry t{name, layer, width, nullptr};
@@ -163,9 +172,28 @@ frost_status Engine::alloc_scratch() {
             else
                 FROST_TRY(add_trace("attn_out", l, cfg_.num_heads * cfg_.head_dim));
             FROST_TRY(add_trace("mixer_residual", l, H));
+            if (cfg_.is_moe_layer(l)) FROST_TRY(add_trace("router_probs", l, cfg_.num_experts));
             FROST_TRY(add_trace("layer_out", l, H));
         }
     }
+    return FROST_OK;
+}
+
+// Router outputs and per-row expert scratch of the MoE op (one set, reused by every MoE layer).
+frost_status Engine::alloc_moe_scratch() {
+    BufferList& L = *scratch_bufs_;
+    const size_t R = size_t(opts_.prefill_chunk), E = size_t(cfg_.num_experts), k = size_t(cfg_.num_experts_per_tok);
+    const size_t work = size_t(kernels::moe_work_floats(cfg_.hidden_size, cfg_.moe_intermediate_size,
+                                                        cfg_.shared_expert_intermediate_size));
+    frost_buffer* b = nullptr;
+    FROST_TRY(L.add("scratch.moe_probs", BufferRole::Scratch, sizeof(float) * R * E, &b));
+    scratch_.moe_probs = static_cast<float*>(frost_buffer_ptr(b));
+    FROST_TRY(L.add("scratch.moe_ids", BufferRole::Scratch, sizeof(int32_t) * R * k, &b));
+    scratch_.moe_ids = static_cast<int32_t*>(frost_buffer_ptr(b));
+    FROST_TRY(L.add("scratch.moe_w", BufferRole::Scratch, sizeof(float) * R * k, &b));
+    scratch_.moe_w = static_cast<float*>(frost_buffer_ptr(b));
+    FROST_TRY(L.add("scratch.moe_work", BufferRole::Scratch, sizeof(float) * R * work, &b));
+    scratch_.moe_work = static_cast<float*>(frost_buffer_ptr(b));
     return FROST_OK;
 }
 

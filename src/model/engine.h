@@ -41,7 +41,8 @@ struct SamplingConfig {
 
 // One traced activation (options.trace): rows of the last step, [rows, width] fp32.
 struct TraceEntry {
-    std::string name;  // "embed" (layer -1); per layer "gdn_out" or "attn_out", "mixer_residual", "layer_out"
+    std::string name;  // "embed" (layer -1); per layer "gdn_out" or "attn_out", "mixer_residual", "layer_out",
+                       // and "router_probs" ([rows, E]) on MoE layers
     int layer = -1;
     int width = 0;
     frost_buffer* buf = nullptr;  // [C_p, width]
@@ -114,6 +115,8 @@ private:
     Engine() = default;
     frost_status init(const ModelWeights& w, const EngineOptions& opts);
     frost_status alloc_weights(const ModelWeights& w);
+    frost_status alloc_moe_weights(const ModelWeights& w, int layer);  // engine_weights.cpp
+    frost_status alloc_moe_scratch();                                  // engine.cpp
     frost_status alloc_scratch();
     frost_status alloc_session(int index);
     frost_status capture_session(int index);
@@ -138,8 +141,15 @@ public:
         const float* out_proj;    // linear [H, V]; full o_proj [H, Hq d]
         const float* q_norm;      // [d] (full)
         const float* k_norm;      // [d] (full)
-        const float* gate_up;     // [2F, H]
+        const float* gate_up;     // [2F, H] (dense MLP layers)
         const float* down;        // [H, F]
+        // MoE layers (config.is_moe_layer; null otherwise), layouts of kernels/params/moe.h.
+        const float* moe_router;      // [E, H]
+        const float* moe_gate_up;     // [E, 2I, H] per expert [gate; up]
+        const float* moe_down;        // [E, H, I]
+        const float* shared_gate_up;  // [2Is, H]
+        const float* shared_down;     // [H, Is]
+        const float* shared_gate;     // [H]
     };
     struct SessionPtrs {
         kernels::StepCursor* cursor;
@@ -165,6 +175,10 @@ public:
         float* sample_work;  // [2 vocab]
         int32_t* sample_idx; // [vocab]
         int32_t* out_token;  // [1]
+        float* moe_probs;    // [C_p, E] router probabilities of the MoE layer just run (MoE models)
+        int32_t* moe_ids;    // [C_p, k] selected experts
+        float* moe_w;        // [C_p, k] their weights
+        float* moe_work;     // [C_p, moe_work_floats]
         int proj_width = 0;
         int core_width = 0;
         int logit_rows = 0;

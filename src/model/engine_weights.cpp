@@ -99,10 +99,35 @@ frost_status Engine::alloc_weights(const ModelWeights& w) {
             FROST_TRY(b.make(pre + "k_norm", {&a.k_norm}, &p.k_norm));
             FROST_TRY(b.make(pre + "o_proj", {&a.o_proj}, &p.out_proj));
         }
-        FROST_TRY(b.make(pre + "mlp_gate_up", {&lw.mlp_gate, &lw.mlp_up}, &p.gate_up));
-        FROST_TRY(b.make(pre + "mlp_down", {&lw.mlp_down}, &p.down));
+        if (lw.is_moe) {
+            FROST_TRY(alloc_moe_weights(w, l));
+        } else {
+            FROST_TRY(b.make(pre + "mlp_gate_up", {&lw.mlp_gate, &lw.mlp_up}, &p.gate_up));
+            FROST_TRY(b.make(pre + "mlp_down", {&lw.mlp_down}, &p.down));
+        }
     }
     return FROST_OK;
+}
+
+// MoE MLP of one layer: router, experts fused as [E, 2I, H] (per expert [gate; up]) and
+// [E, H, I], shared expert [gate; up] and down, shared gate [H].
+frost_status Engine::alloc_moe_weights(const ModelWeights& w, int l) {
+    WeightBuilder b{ctx_, stream_, weight_bufs_.get()};
+    const MoeWeights& m = w.layers[l].moe;
+    LayerPtrs& p = layers_[l];
+    const std::string pre = "w.layer" + std::to_string(l) + ".moe_";
+    std::vector<const TensorView*> gate_up, down;
+    for (size_t e = 0; e < m.gate.size(); ++e) {
+        gate_up.push_back(&m.gate[e]);
+        gate_up.push_back(&m.up[e]);
+        down.push_back(&m.down[e]);
+    }
+    FROST_TRY(b.make(pre + "router", {&m.router}, &p.moe_router));
+    FROST_TRY(b.make(pre + "experts_gate_up", gate_up, &p.moe_gate_up));
+    FROST_TRY(b.make(pre + "experts_down", down, &p.moe_down));
+    FROST_TRY(b.make(pre + "shared_gate_up", {&m.shared_gate, &m.shared_up}, &p.shared_gate_up));
+    FROST_TRY(b.make(pre + "shared_down", {&m.shared_down}, &p.shared_down));
+    return b.make(pre + "shared_expert_gate", {&m.shared_expert_gate}, &p.shared_gate);
 }
 
 uint64_t Engine::weight_bytes() const { return weight_bufs_ ? weight_bufs_->total_bytes() : 0; }

@@ -143,12 +143,28 @@ struct ForwardRecorder {
 
     frost_status mlp(frost_stream* st, int l) {
         const auto& L = e->layers_[l];
+        if (c().is_moe_layer(l)) return moe(st, l);
         const int H = c().hidden_size, F = c().intermediate_size;
         FROST_TRY(gemm(st, s().xn, H, L.gate_up, H, 2 * F, s().proj, 2 * F, false, rows, n_rows()));
         SwigluParams sw{};
         sw.x = s().proj; sw.y = s().act; sw.F = F; sw.max_rows = rows; sw.n_rows = n_rows();
         FROST_TRY(ops::op_swiglu(st, sw, cost));
         return gemm(st, s().act, F, L.down, F, H, s().x, H, true, rows, n_rows());
+    }
+
+    // MoE hook: router + routed experts + gated shared expert, residual added into x.
+    frost_status moe(frost_stream* st, int l) {
+        const auto& L = e->layers_[l];
+        MoeParams mp{};
+        mp.x = s().xn; mp.y = s().x; mp.router = L.moe_router;
+        mp.experts_gate_up = L.moe_gate_up; mp.experts_down = L.moe_down;
+        mp.shared_gate_up = L.shared_gate_up; mp.shared_down = L.shared_down; mp.shared_gate = L.shared_gate;
+        mp.probs = s().moe_probs; mp.topk_ids = s().moe_ids; mp.topk_w = s().moe_w; mp.work = s().moe_work;
+        mp.H = c().hidden_size; mp.E = c().num_experts; mp.k = c().num_experts_per_tok;
+        mp.I = c().moe_intermediate_size; mp.Is = c().shared_expert_intermediate_size;
+        mp.norm_topk = c().norm_topk_prob ? 1 : 0; mp.max_rows = rows; mp.n_rows = n_rows();
+        FROST_TRY(ops::op_moe(st, mp, cost));
+        return trace(st, "router_probs", l, s().moe_probs, c().num_experts);
     }
 
     frost_status record(frost_stream* st) {

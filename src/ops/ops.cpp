@@ -2,8 +2,11 @@
 // the CPU host launch (kernel runs from a copy of the params) or the CUDA table's launcher.
 #include "ops/ops.h"
 
+#include <algorithm>
+
 #include "exec/error.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/moe.h"
 
 namespace frost::ops {
 namespace {
@@ -67,6 +70,14 @@ OpCost cost_of(const AttentionParams& p) {
 OpCost cost_of(const SwigluParams& p) { return {5.0 * p.max_rows * p.F, 3 * kF * p.max_rows * p.F}; }
 OpCost cost_of(const SampleParams& p) { return {2.0 * p.vocab, kF * p.vocab}; }
 OpCost cost_of(const CursorParams&) { return {0, sizeof(StepCursor)}; }
+OpCost cost_of(const MoeParams& p) {
+    // Per row: router E·H, k routed experts of 3·I·H, the shared expert 3·Is·H (+ its gate H).
+    const double rows = p.max_rows, H = p.H;
+    const double macs = H * (p.E + 3.0 * p.k * p.I + 3.0 * p.Is + 1);
+    // Weights read: router, the shared expert, and at most min(E, rows·k) distinct experts.
+    const double experts = std::min<double>(p.E, rows * p.k);
+    return {2 * rows * macs, kF * (H * (p.E + 3.0 * experts * p.I + 3.0 * p.Is + 1) + 2 * rows * H)};
+}
 
 template <class P>
 frost_status launch(frost_stream* s, const char* name, const P& p, frost_host_fn cpu_fn,
@@ -102,6 +113,7 @@ OP_THUNK(attention, AttentionParams, attention)
 OP_THUNK(swiglu, SwigluParams, swiglu)
 OP_THUNK(sample, SampleParams, sample)
 OP_THUNK(cursor, CursorParams, cursor_op)
+OP_THUNK(moe, MoeParams, moe)
 #undef OP_THUNK
 
 void account(OpCost* cost, const OpCost& c) {
@@ -210,6 +222,16 @@ frost_status op_cursor(frost_stream* s, const CursorParams& p, OpCost* cost) {
     OP_REQUIRE(p.cursor && (p.op == kCursorAdvance || (p.op == kCursorDecodeBegin && p.ids)), "cursor");
     account(cost, cost_of(p));
     return launch(s, "cursor", p, thunk_cursor, cuda_op_table().cursor);
+}
+
+frost_status op_moe(frost_stream* s, const MoeParams& p, OpCost* cost) {
+    OP_CHECK_STREAM("moe");
+    OP_REQUIRE(p.x && p.y && p.router && p.experts_gate_up && p.experts_down, "moe");
+    OP_REQUIRE(p.shared_gate_up && p.shared_down && p.shared_gate, "moe");
+    OP_REQUIRE(p.probs && p.topk_ids && p.topk_w && p.work, "moe");
+    OP_REQUIRE(p.H > 0 && p.E > 0 && p.k >= 1 && p.k <= p.E && p.I > 0 && p.Is > 0 && p.max_rows > 0, "moe");
+    account(cost, cost_of(p));
+    return launch<MoeParams>(s, "moe", p, thunk_moe, nullptr);
 }
 
 }  // namespace frost::ops

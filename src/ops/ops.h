@@ -6,6 +6,7 @@
 #pragma once
 #include "frost/exec.h"
 #include "kernels/params.h"
+#include "kernels/params/moe.h"
 
 namespace frost::ops {
 
@@ -34,6 +35,9 @@ frost_status op_attention(frost_stream* s, const AttentionParams& p, OpCost* cos
 frost_status op_swiglu(frost_stream* s, const SwigluParams& p, OpCost* cost = nullptr);
 frost_status op_sample(frost_stream* s, const SampleParams& p, OpCost* cost = nullptr);
 frost_status op_cursor(frost_stream* s, const CursorParams& p, OpCost* cost = nullptr);
+// Sparse MoE MLP with fused residual add (params/moe.h). CPU only for now: on CUDA it fails
+// with FROST_ERR_UNSUPPORTED until the lm_moe.cu launchers are wired into a table slot.
+frost_status op_moe(frost_stream* s, const MoeParams& p, OpCost* cost = nullptr);
 
 // CUDA launchers: one slot per op, taking the native cudaStream_t. The CUDA-kernels engineer
 // fills the table in cuda_table.cpp under FROST_WITH_CUDA; a null slot makes the op UNSUPPORTED.
