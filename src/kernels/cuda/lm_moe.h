@@ -1,4 +1,4 @@
-// CUDA launchers of the sparse MoE MLP, decode path (bf16 weights and activations, fp32 router,
+// CUDA launchers of the sparse MoE MLP, decode and prefill paths (bf16 weights and activations, fp32 router,
 // accumulation and mixing weights). Family MoeParams (kernels/params/moe.h), same math:
 //   moe_router_launch:  probs = softmax_fp32(router · x) over all E experts; the k largest
 //                       (ties: lower id first) into topk_ids / topk_w (renormalised when
@@ -8,6 +8,7 @@
 //                       recapture) and the shared expert: act = silu(gate · x) ⊙ (up · x), then
 //                       out = Σ_j w_j · down_j act_j + shared_w · down_s act_s. Only the selected
 //                       experts' weights are read. One warp per output element.
+// moe_prefill_launch: the same result for many rows, tokens grouped by expert (see below).
 // Rows = *n_rows (clamped to max_rows) read on the device. Every launcher enqueues on `stream`,
 // never synchronises, and returns its cudaError_t (cudaErrorInvalidValue for params outside the
 // supported set: H, I, Is multiples of 8; 1 <= k <= kMoeMaxTopK; E <= kMoeMaxExperts).
@@ -42,7 +43,30 @@ struct MoeBf16Params {
     int32_t norm_topk;
     int32_t max_rows;
     const int32_t* n_rows;        // [1] device, may be null (= max_rows)
+    // Prefill only (moe_prefill_launch): fixed-capacity grouping buffers for max_rows x (k + 1)
+    // entries (every (row, selected expert) pair, plus every row once for the shared expert,
+    // which is group E), sized by moe_prefill_scratch(); the counts live on the device.
+    int32_t* group_offsets;       // [E + 2]: first entry of each group, then the entry total
+    int32_t* entry_row;           // [entries] source row of each grouped entry
+    int32_t* entry_pos;           // [max_rows, k + 1] grouped entry of (row, slot); slot k = shared
+    bf16* xg;                     // [entries + 16, H] gathered input rows (16: last tile's padding)
+    float* hg;                    // [entries + 16, 2 max(I, Is)] gate | up projections
+    bf16* ag;                     // [entries + 16, max(I, Is)] silu(gate) * up
+    float* yg;                    // [entries + 16, H] each entry's expert output
 };
+
+// Prefill: router, then tokens grouped by expert inside the launch (deterministic order: by
+// row within each group), grouped GEMMs on tensor cores (bf16 WMMA, fp32 accumulation; every
+// 16-row tile runs once per group it touches, with that group's weights), SwiGLU, and a
+// per-row combine in slot order. Needs H, I, Is multiples of 16. Graph-capturable: the grid is
+// sized for the capacity and blocks past the device-side entry count exit.
+cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream);
+struct MoePrefillScratch {
+    size_t offsets_ints, entry_row_ints, entry_pos_ints;  // int32 counts
+    size_t xg_elems, ag_elems;                            // bf16 counts
+    size_t hg_floats, yg_floats;                          // float counts
+};
+MoePrefillScratch moe_prefill_scratch(const MoeBf16Params& p);
 
 cudaError_t moe_router_launch(const MoeBf16Params& p, cudaStream_t stream);
 cudaError_t moe_experts_launch(const MoeBf16Params& p, cudaStream_t stream);
