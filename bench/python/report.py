@@ -188,6 +188,31 @@ def engine_lines(j):
                   gb(eng.get("weights")), gb(eng.get("scratch")), gb(eng.get("state"))))
 
 
+def engine_table(model, j, gemm, rw):
+    """A shape only `frost bench engine` ran (e.g. 35b-a3b, FROST_BENCH_MOE=1): its TTFT and decode
+    rows against floors from the engine's own cost model (bytes and FLOPs it reports per row; for a
+    mixture-of-experts model the active experts only), with this run's ceilings."""
+    print("\n%s (frost bench engine only; floors from the engine's cost model, MoE: active experts; "
+          "ms unless noted)" % model)
+    print(ROW % ("metric", "floor", "baseline", "base/flr", "Frost", "Frost/flr", "Frost/base", "Frost source"))
+    src = "frost bench engine (%s)" % j.get("backend", "?")
+    for r in j.get("ttft") or []:
+        t, ms, fb, fl_ops = r.get("tokens"), r.get("ms"), r.get("floor_bytes"), r.get("flops")
+        if not t or ms is None:
+            continue
+        fl = max(fl_ops / gemm, fb / rw) * 1e3 if gemm and rw and fb is not None and fl_ops is not None else None
+        name = "cold TTFT %dk" % (t // 1024) if t % 1024 == 0 else "cold TTFT %d" % t
+        print(ROW % (name, fmt(fl), NA, NA, fmt(ms), fmt(ratio(ms, fl), "x"), NA, src))
+    for r in j.get("decode") or []:
+        ctx, ms, fb = r.get("context"), r.get("ms_per_token"), r.get("floor_bytes")
+        if ctx is None or ms is None:
+            continue
+        fl = fb / rw * 1e3 if rw and fb is not None else None
+        name = "decode/token @%dk" % (ctx // 1024) if ctx % 1024 == 0 else "decode/token @%d" % ctx
+        print(ROW % (name, fmt(fl), NA, NA, fmt(ms), fmt(ratio(ms, fl), "x"), NA, src))
+    engine_lines(j)
+
+
 def fmt(v, unit=""):
     if v is None:
         return NA
@@ -289,6 +314,9 @@ def main(argv):
                     ref = nbytes / (ce[ck][0] * 1e9) * 1e3 + fwd_ms
                     print("    vs restore at ceiling + measured %d-token forward (%.2f ms): %.2fx" % (suffix, ref, val / ref))
         engine_lines(data["engine"].get(shape))
+    for model, j in sorted(data["engine"].items()):
+        if model not in SHAPE_ORDER:
+            engine_table(model, j, gemm, rw)
     if data["ignored"]:
         print("\nnot understood (no frost_results): %s" % ", ".join(data["ignored"]))
     print("\nfloors: decode = (weights multiplied + KV read + state r/w) / (2 x copy GB/s); "

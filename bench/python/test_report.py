@@ -150,3 +150,30 @@ def test_engine_bench_rows(tmp_path, capsys):
     mem = " ".join(row(out, "peak GPU memory %.2f GB" % (peak / 1e9)))
     assert "vs floor 19.10 GB at max_seq 32960 (%.2fx)" % (peak / floor) in mem
     assert "weights 17.90 GB + KV 1.10 GB + state 0.10 GB" in mem and "scratch 0.90 GB" in mem
+
+
+def test_engine_only_shape_uses_its_own_floors(tmp_path, capsys):
+    # A shape only the engine bench ran (35b-a3b, FROST_BENCH_MOE=1) gets its own table, floors from
+    # the floor_bytes / flops the engine's cost model reported (active experts for MoE).
+    rng = random.Random()
+    copy, gemm = rng.uniform(1000, 2000), rng.uniform(500, 900)
+    fb_dec, fb_ttft, flops = rng.uniform(3e9, 6e9), rng.uniform(6e9, 9e9), rng.uniform(1e13, 9e13)
+    dec_ms, ttft_ms = rng.uniform(3, 9), rng.uniform(100, 900)
+    write(tmp_path, "bench_cuda_kernels.json", {"ceilings": {"d2d_copy_GBps": copy, "gemm_bf16_TFLOPs": gemm},
+                                                "forward_graphs": []})
+    src = "frost bench engine (cuda)"
+    write(tmp_path, "engine_bench_35b-a3b.json", {
+        "bench": "engine", "model": "35b-a3b", "backend": "cuda",
+        "frost_results": [{"model": "35b-a3b", "metric": "decode_ms", "context": 1024, "value": dec_ms,
+                           "source": src}],
+        "ttft": [{"tokens": 16384, "ms": ttft_ms, "floor_bytes": fb_ttft, "flops": flops}],
+        "decode": [{"context": 1024, "ms_per_token": dec_ms, "floor_bytes": fb_dec}]})
+    assert report.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "35b-a3b (frost bench engine only" in out
+    rw = 2 * copy * 1e9
+    # The 9b / 0.8b tables come first (n/a); the last match is the 35b-a3b table's.
+    d = [ln.split() for ln in out.splitlines() if ln.strip().startswith("decode/token @1k")][-1]
+    assert d[2] == report.fmt(fb_dec / rw * 1e3) and d[5] == report.fmt(dec_ms)
+    t = [ln.split() for ln in out.splitlines() if ln.strip().startswith("cold TTFT 16k")][-1]
+    assert t[3] == report.fmt(max(flops / (gemm * 1e12), fb_ttft / rw) * 1e3) and t[6] == report.fmt(ttft_ms)

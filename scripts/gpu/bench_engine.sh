@@ -1,17 +1,36 @@
 #!/usr/bin/env bash
-# Serving numbers through the real Engine (issue 6): `frost bench engine` on the 0.8B-style and
-# 9B-style synthetic models: cold start (process start -> ready, by phase), cold TTFT at 1k/4k/16k/32k,
-# decode ms/token at 1k and 32k context, peak GPU memory, each beside its floor. Writes
+# Serving numbers through the real Engine (issue 6): `frost bench engine` on synthetic models: cold
+# start (process start -> ready, by phase), cold TTFT, decode ms/token at 1k and 32k context, peak
+# GPU memory, each beside its floor (the ops' cost model; for MoE the ACTIVE experts only). Writes
 # $OUT/engine_bench_<preset>.json ("frost_results", read by bench/python/report.py). Expects build-gpu.
+#   scripts/gpu/bench_engine.sh [PRESET...]   presets to bench (default: 0.8b 9b)
+#   FROST_BENCH_MOE=1                         also bench 35b-a3b (Qwen3.5-35B-A3B shape, 256 experts
+#                                             top-8): TTFT 1k..16k, decode 1k/32k. Its synthetic
+#                                             checkpoint is ~70 GB: it needs that much free disk
+#                                             ($FROST_SYNTH_DIR, default /tmp) and GPU memory.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 FROST=${FROST_GPU_BUILD_DIR:-build-gpu}/tools/frost/frost
-for preset in 0.8b 9b; do
-  dir=/tmp/frost-synth-$preset
-  [ -f "$dir/config.json" ] || "$FROST" synth --out "$dir" --preset "$preset" >/dev/null 2>&1
+SYNTH_DIR=${FROST_SYNTH_DIR:-/tmp}
+presets=("$@")
+[ ${#presets[@]} -gt 0 ] || presets=(0.8b 9b)
+if [ "${FROST_BENCH_MOE:-0}" = 1 ]; then
+  case " ${presets[*]} " in *" 35b-a3b "*) ;; *) presets+=(35b-a3b) ;; esac
+fi
+for preset in "${presets[@]}"; do
+  dir=$SYNTH_DIR/frost-synth-$preset
+  ttft=64,1024,4096,16384,32768
+  limit=300
+  case "$preset" in
+    35b-a3b) ttft=1024,2048,4096,8192,16384; limit=600 ;;  # 35B weights: TTFT 1k..16k
+  esac
+  if [ ! -f "$dir/config.json" ]; then
+    "$FROST" synth --out "$dir" --preset "$preset" >"$OUT/engine_bench_${preset}_synth.log" 2>&1 \
+      || { echo "engine bench $preset: synth failed (see $OUT/engine_bench_${preset}_synth.log)"; continue; }
+  fi
   # The table goes to the log (stderr with --json), the JSON to its own file.
-  timeout 300 "$FROST" bench engine --model "$dir" --backend cuda --ttft 64,1024,4096,16384,32768 \
+  timeout "$limit" "$FROST" bench engine --model "$dir" --backend cuda --ttft "$ttft" \
     --decode 1024,32768 --decode-steps 64 --chunk 2048 --reps 3 --json \
     >"$OUT/engine_bench_$preset.json" 2>"$OUT/engine_bench_$preset.log"
   echo "engine bench $preset: rc=$?"; tail -12 "$OUT/engine_bench_$preset.log"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA engine on the GPU machine: configures a CUDA build in build-gpu (reused if present),
 # builds the frost CLI, the CUDA engine tests and the capsule suite, runs them (fixtures vs the
-# transformers goldens, CUDA vs CPU engine, determinism, captures only at load; capsules on both
+# transformers goldens incl. the MoE fixtures, CUDA vs CPU engine, determinism, captures only at load; capsules on both
 # backends), then `frost generate --backend cuda` on a synthetic 0.8B-shape model and
 # `frost eval --backend cuda` on a fixture, and prints a short summary. Logs go to $OUT
 # (./gpu-out elsewhere).
@@ -35,23 +35,24 @@ cmake -S . -B "$BUILD" "${CONFIG[@]}" >"$OUT/engine_configure.log" 2>&1 ||
 grep -q 'frost: CUDA backend ON' "$OUT/engine_configure.log" ||
   { echo "engine_check: the configure did not enable CUDA" >&2; exit 1; }
 mapfile -t TESTS < <(cmake --build "$BUILD" --target help 2>/dev/null |
-  grep -oE 'model_test_(cuda_engine|capsule_[A-Za-z0-9_]*|engine_fixtures|state_layout)|ops_test_backend_ops' | sort -u)
+  grep -oE 'model_test_(cuda_engine[A-Za-z0-9_]*|capsule_[A-Za-z0-9_]*|engine_fixtures|engine_moe_fixtures|state_layout)|ops_test_backend_ops' | sort -u)
 cmake --build "$BUILD" -j "$JOBS" --target frost "${TESTS[@]}" >"$OUT/engine_build.log" 2>&1 ||
   { grep -E "error|Error" "$OUT/engine_build.log" | head -40; exit 1; }
 summary+=("build: ok in $(( $(date +%s) - t0 )) s (${TESTS[*]})")
 
 # Engine + capsule tests (each test executable is one ctest entry named after it).
 t0=$(date +%s)
-ctest --test-dir "$BUILD" -R 'model_test_(cuda_engine|capsule_|engine_fixtures|state_layout)|ops_test_backend_ops' --output-on-failure \
+ctest --test-dir "$BUILD" -R 'model_test_(cuda_engine|capsule_|engine_fixtures|engine_moe_fixtures|state_layout)|ops_test_backend_ops' --output-on-failure \
   --timeout 300 >"$OUT/engine_ctest.log" 2>&1
 rc=$?
 grep -E "\*\*\*Failed|Failure|Expected|Which is|Value of|actual|error|Timeout|SKIPPED|tests passed" \
   "$OUT/engine_ctest.log" | head -60
 summary+=("ctest (rc=$rc): $(grep -E 'tests passed' "$OUT/engine_ctest.log") in $(( $(date +%s) - t0 )) s")
-for b in "$BUILD"/tests/model/model_test_cuda_engine; do
-  [[ -x $b ]] && "$b" --gtest_brief=1 >"$OUT/cuda_engine_gtest.log" 2>&1
-  summary+=("cuda engine gtest: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/cuda_engine_gtest.log" | tr '\n' ' ')")
-  while read -r line; do summary+=("$line"); done < <(grep -h '^\[ cuda vs' "$OUT/cuda_engine_gtest.log")
+for b in "$BUILD"/tests/model/model_test_cuda_engine "$BUILD"/tests/model/model_test_cuda_engine_moe; do
+  log=$OUT/$(basename "$b" | sed 's/^model_test_//')_gtest.log  # cuda_engine_gtest.log, cuda_engine_moe_gtest.log
+  [[ -x $b ]] && "$b" --gtest_brief=1 >"$log" 2>&1
+  summary+=("$(basename "$b") gtest: $(grep -E '^\[  (PASSED|FAILED) ' "$log" | tr '\n' ' ')")
+  while read -r line; do summary+=("$line"); done < <(grep -hE '^\[ cuda (moe )?vs' "$log")
 done
 
 # frost generate on a synthetic 0.8B-shape model (vocab 248320), greedy, then eval on a fixture.

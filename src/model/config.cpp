@@ -72,6 +72,42 @@ frost_status parse_eos(const json& v, const std::string& src, std::vector<int32_
     return add(v);
 }
 
+// MoE geometry and which layers are sparse (Qwen3-Next decoder_sparse_step / mlp_only_layers;
+// transformers Qwen3NextDecoderLayer). Qwen3.5-MoE makes every layer sparse and ignores both.
+frost_status parse_moe_layout(const json& t, const Reader& r, ModelConfig* c) {
+    const std::string& src = r.src;
+    if (!c->is_moe()) return FROST_OK;
+    if (c->num_experts_per_tok < 1 || c->num_experts_per_tok > c->num_experts)
+        return fail(FROST_ERR_INVALID_ARG, "%s: field '%snum_experts_per_tok' = %d must be in [1, num_experts = %d]",
+                    src.c_str(), r.prefix.c_str(), c->num_experts_per_tok, c->num_experts);
+    if (c->moe_intermediate_size < 1)
+        return fail(FROST_ERR_INVALID_ARG, "%s: field '%smoe_intermediate_size' must be > 0 for a MoE model",
+                    src.c_str(), r.prefix.c_str());
+    if (c->shared_expert_intermediate_size < 1)
+        return fail(FROST_ERR_INVALID_ARG, "%s: field '%sshared_expert_intermediate_size' must be > 0 for a MoE model",
+                    src.c_str(), r.prefix.c_str());
+    if (c->family != Family::Qwen3Next) return FROST_OK;
+    FROST_TRY(r.get_int("decoder_sparse_step", &c->decoder_sparse_step, false));
+    auto mol = t.find("mlp_only_layers");
+    if (mol != t.end() && !mol->is_null()) {
+        if (!mol->is_array())
+            return fail(FROST_ERR_INVALID_ARG, "%s: field '%smlp_only_layers' must be a list of layer indices",
+                        src.c_str(), r.prefix.c_str());
+        for (const auto& v : *mol) {
+            if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c->num_layers)
+                return fail(FROST_ERR_INVALID_ARG, "%s: field '%smlp_only_layers' entry %s is not a layer index in [0, %d)",
+                            src.c_str(), r.prefix.c_str(), v.dump().c_str(), c->num_layers);
+            c->mlp_only_layers.push_back(int(v.get<int64_t>()));
+        }
+    }
+    if (c->num_moe_layers() < c->num_layers && c->intermediate_size <= 0)
+        return fail(FROST_ERR_INVALID_ARG,
+                    "%s: %d layer(s) keep a dense MLP (decoder_sparse_step / mlp_only_layers) but '%sintermediate_size' is "
+                    "missing or 0",
+                    src.c_str(), c->num_layers - c->num_moe_layers(), r.prefix.c_str());
+    return FROST_OK;
+}
+
 frost_status parse_text(const json& root, const json& t, const std::string& src, ModelConfig* c) {
     Reader r{t, src, c->multimodal_wrapper ? "text_config." : ""};
     c->model_type = t.value("model_type", std::string());
@@ -170,12 +206,7 @@ frost_status parse_text(const json& root, const json& t, const std::string& src,
     std::string act = t.value("hidden_act", std::string("silu"));
     if (act != "silu") c->other_unsupported.push_back("hidden_act '" + act + "' (only silu)");
     if (!c->attn_output_gate) c->other_unsupported.push_back("attn_output_gate false (ungated attention)");
-    auto mol = t.find("mlp_only_layers");
-    if (mol != t.end() && mol->is_array() && !mol->empty() && c->is_moe())
-        c->other_unsupported.push_back("mlp_only_layers (mixed dense/MoE layers)");
-    int sparse_step = 1;
-    FROST_TRY(r.get_int("decoder_sparse_step", &sparse_step, false));
-    if (sparse_step != 1 && c->is_moe()) c->other_unsupported.push_back("decoder_sparse_step != 1");
+    FROST_TRY(parse_moe_layout(t, r, c));
     if (!c->is_moe() && c->intermediate_size <= 0)
         return fail(FROST_ERR_INVALID_ARG, "%s: a dense model needs intermediate_size > 0", src.c_str());
 
@@ -199,10 +230,20 @@ int ModelConfig::num_linear_layers() const {
 
 int ModelConfig::num_full_layers() const { return int(layer_types.size()) - num_linear_layers(); }
 
+bool ModelConfig::is_moe_layer(int layer) const {
+    if (!is_moe() || layer < 0 || layer >= num_layers) return false;
+    if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end()) return false;
+    return decoder_sparse_step > 0 && (layer + 1) % decoder_sparse_step == 0;
+}
+
+int ModelConfig::num_moe_layers() const {
+    int n = 0;
+    for (int l = 0; l < num_layers; ++l) n += is_moe_layer(l);
+    return n;
+}
+
 std::vector<std::string> ModelConfig::unsupported_features() const {
     std::vector<std::string> f;
-    if (is_moe())
-        f.push_back("MoE experts (" + std::to_string(num_experts) + ", top-" + std::to_string(num_experts_per_tok) + ")");
     if (mtp_num_layers > 0)
         f.push_back("MTP head (" + std::to_string(mtp_num_layers) + (mtp_num_layers == 1 ? " layer)" : " layers)"));
     f.insert(f.end(), other_unsupported.begin(), other_unsupported.end());

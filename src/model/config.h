@@ -1,7 +1,8 @@
 // Model hyperparameters: one validated struct for Qwen3.5/3.6 (nested text_config or flat),
 // Qwen3.5-MoE and Qwen3-Next (flat, legacy rope fields). Spec: shared/design/model-qwen35.md §1-2.
-// Parsing never silently ignores a feature: MoE and MTP are parsed and reported by
-// unsupported_features(), and the dense engine refuses a config that needs them.
+// Parsing never silently ignores a feature: what the engine does not execute (MTP, attention
+// biases, ...) is reported by unsupported_features(). MoE layers (Qwen3.5-MoE: every layer;
+// Qwen3-Next: per decoder_sparse_step / mlp_only_layers) run on the CPU reference path.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -48,12 +49,16 @@ struct ModelConfig {
     bool tie_word_embeddings = false;  // as declared; weights.cpp decides from the tensors present
     std::vector<int32_t> eos_token_ids;
 
-    // MoE (parsed, not yet executed by the engine).
-    int num_experts = 0;
-    int num_experts_per_tok = 0;
-    int moe_intermediate_size = 0;
-    int shared_expert_intermediate_size = 0;
-    bool norm_topk_prob = true;
+    // MoE (spec §1, §4 "MoE block"). A layer is MoE when is_moe_layer(l); its MLP is a router
+    // [E, H] + E SwiGLU experts of width moe_intermediate_size + a shared SwiGLU expert of width
+    // shared_expert_intermediate_size scaled by sigmoid(shared_expert_gate . x).
+    int num_experts = 0;                      // E (0: dense model)
+    int num_experts_per_tok = 0;              // k
+    int moe_intermediate_size = 0;            // I
+    int shared_expert_intermediate_size = 0;  // Is
+    bool norm_topk_prob = true;               // renormalise the top-k weights (always for Qwen3.5-MoE)
+    int decoder_sparse_step = 1;              // Qwen3-Next: layer l is MoE when (l+1) % step == 0
+    std::vector<int> mlp_only_layers;         // Qwen3-Next: layers that keep a dense MLP
 
     int mtp_num_layers = 0;  // MTP head layers (parsed; weights kept, not executed yet)
 
@@ -69,10 +74,14 @@ struct ModelConfig {
     int num_linear_layers() const;
     int num_full_layers() const;
     bool is_moe() const { return num_experts > 0; }
+    // transformers Qwen3NextDecoderLayer's rule (Qwen3.5-MoE: step 1, no mlp_only_layers).
+    bool is_moe_layer(int layer) const;
+    int num_moe_layers() const;
     bool is_linear(int layer) const { return layer_types[layer] == LayerKind::Linear; }
 
-    // Human-readable list of parsed features the dense engine does not execute ("MoE experts
-    // (256, top-8)", "MTP head (1 layer)"); empty when fully supported.
+    // Human-readable list of parsed features the engine does not execute ("MTP head (1 layer)",
+    // "attention_bias ..."); empty when fully supported. MoE is executed (CPU backend), so it is
+    // not listed; the CUDA engine refuses MoE itself until its kernels are wired in.
     std::vector<std::string> unsupported_features() const;
 };
 

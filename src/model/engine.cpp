@@ -94,7 +94,8 @@ frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
     if (opts.max_seq_len <= 0 || opts.sessions <= 0)
         return fail(FROST_ERR_INVALID_ARG, "engine: max_seq_len (%d) and sessions (%d) must be > 0",
                     opts.max_seq_len, opts.sessions);
-    if (cfg_.intermediate_size <= 0 || cfg_.rotary_dim <= 0 || cfg_.num_layers <= 0 ||
+    const bool any_dense_mlp = cfg_.num_moe_layers() < cfg_.num_layers;
+    if ((any_dense_mlp && cfg_.intermediate_size <= 0) || cfg_.rotary_dim <= 0 || cfg_.num_layers <= 0 ||
         static_cast<int>(w.layers.size()) != cfg_.num_layers)
         return fail(FROST_ERR_INVALID_ARG, "engine: config lacks a dense MLP width, rotary dim or layers");
     if (opts.backend == FROST_BACKEND_CUDA) {
@@ -165,7 +166,7 @@ frost_status Engine::alloc_scratch() {
     FROST_TRY(add("g", f32, R * Hv, &s.g));
     FROST_TRY(add("core", act, R * d.core_width, &s.core));
     FROST_TRY(add("gated", act, R * std::max(1, cfg_.lin_v_dim()), &s.gated));
-    FROST_TRY(add("act", act, R * cfg_.intermediate_size, &s.act));
+    FROST_TRY(add("act", act, R * std::max(1, cfg_.intermediate_size), &s.act));
     FROST_TRY(add("fin", act, logit_rows * H, &s.fin));
     FROST_TRY(add("logits", f32, logit_rows * V, &s.logits));
     logits_buf_ = last;
@@ -181,6 +182,16 @@ frost_status Engine::alloc_scratch() {
     // Host staging: [ids (R int32) | cursor fields (64 B) | token read-back (4 B)].
     FROST_TRY(L.add("staging", BufferRole::Scratch, sizeof(int32_t) * R + kCursorBytes + sizeof(int32_t),
                     &staging_, -1, 0, FROST_SPACE_HOST_PINNED));
+    if (cfg_.is_moe()) {  // router outputs and expert scratch, one set for every MoE layer
+        const size_t E = cfg_.num_experts, k = cfg_.num_experts_per_tok;
+        FROST_TRY(add("moe_probs", f32, R * E, &s.moe_probs));
+        FROST_TRY(add("moe_ids", i32, R * k, &s.moe_ids));
+        FROST_TRY(add("moe_w", f32, R * k, &s.moe_w));
+        FROST_TRY(add("moe_work", f32,
+                      backend_->moe_work_floats(int(H), int(E), int(k), cfg_.moe_intermediate_size,
+                                                cfg_.shared_expert_intermediate_size, int(R)),
+                      &s.moe_work, true));
+    }
     if (opts_.trace) {
         auto add_trace = [&](const std::string& name, int layer, int width) -> frost_status {
             TraceEntry t{name, layer, width, nullptr};
@@ -196,6 +207,7 @@ frost_status Engine::alloc_scratch() {
             else
                 FROST_TRY(add_trace("attn_out", l, cfg_.num_heads * cfg_.head_dim));
             FROST_TRY(add_trace("mixer_residual", l, int(H)));
+            if (cfg_.is_moe_layer(l)) FROST_TRY(add_trace("router_probs", l, cfg_.num_experts));
             FROST_TRY(add_trace("layer_out", l, int(H)));
         }
         trace_hook_ = [this](frost_stream* st, const char* name, int layer, const ops::Tensor& src) {

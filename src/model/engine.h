@@ -46,7 +46,8 @@ struct SamplingConfig {
 
 // One traced activation (options.trace): rows of the last step, [rows, width] fp32.
 struct TraceEntry {
-    std::string name;  // "embed" (layer -1); per layer "gdn_out" or "attn_out", "mixer_residual", "layer_out"
+    std::string name;  // "embed" (layer -1); per layer "gdn_out" or "attn_out", "mixer_residual", "layer_out",
+                       // and "router_probs" ([rows, E]) on MoE layers
     int layer = -1;
     int width = 0;
     frost_buffer* buf = nullptr;  // [C_p, width]

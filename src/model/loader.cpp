@@ -60,6 +60,19 @@ void collect(const TensorView& v, const Checkpoint& ck, std::vector<Source>* out
     out->push_back(std::move(s));
 }
 
+// A MoE layer's router, experts (in expert order, gate / up / down each) and shared expert.
+// Slices of a fused expert tensor are not file tensors by name, so they come from memory.
+void collect_moe(const MoeWeights& m, const Checkpoint& ck, std::vector<Source>* s, std::map<std::string, size_t>* seen) {
+    collect(m.router, ck, s, seen);
+    for (size_t e = 0; e < m.gate.size(); ++e) {
+        collect(m.gate[e], ck, s, seen);
+        collect(m.up[e], ck, s, seen);
+        collect(m.down[e], ck, s, seen);
+    }
+    for (const TensorView* v : {&m.shared_gate, &m.shared_up, &m.shared_down, &m.shared_expert_gate})
+        collect(*v, ck, s, seen);
+}
+
 std::vector<Source> gather(const ModelWeights& w, bool include_mtp, std::map<std::string, size_t>* seen) {
     std::vector<Source> s;
     const Checkpoint& ck = *w.checkpoint;
@@ -76,6 +89,7 @@ std::vector<Source> gather(const ModelWeights& w, bool include_mtp, std::map<std
                                         &L.full.q_norm, &L.full.k_norm})
                 collect(*v, ck, &s, seen);
         }
+        if (L.is_moe) collect_moe(L.moe, ck, &s, seen);
     }
     collect(w.final_norm, ck, &s, seen);
     if (!w.tied) collect(w.lm_head, ck, &s, seen);

@@ -26,6 +26,8 @@ namespace {
 using nlohmann::json;
 
 constexpr int kQwen35Vocab = 248320;
+constexpr int kQwen3NextVocab = 151936;
+constexpr int32_t kQwen3NextEos = 151645;  // <|im_end|> of the Qwen3 tokenizer
 constexpr int32_t kQwen35EndOfText = 248044, kQwen35ImEnd = 248046;
 constexpr int kConvKernel = 4;
 constexpr int kVocabRound = 64;          // pad a tokenizer-derived vocab like the released models
@@ -42,7 +44,14 @@ const SynthPreset kPresets[] = {
     {"4b", 2560, 32, 9216, 16, 4, 256, 16, 32, 128, 128, kQwen35Vocab, true, 262144},
     {"9b", 4096, 32, 12288, 16, 4, 256, 16, 32, 128, 128, kQwen35Vocab, false, 262144},
     {"27b", 5120, 64, 17408, 24, 4, 256, 16, 48, 128, 128, kQwen35Vocab, false, 262144},
+    // MoE. name      H    L   F     Hq Hkv d   Hk Hv dk   dv   vocab         tied   max_pos  E    k   I    Is   next   step
+    {"moe-tiny", 256, 4, 0, 4, 1, 64, 2, 4, 32, 32, 4096, true, 32768, 8, 2, 64, 128, false, 1},
+    {"35b-a3b", 2048, 40, 0, 16, 2, 256, 16, 32, 128, 128, kQwen35Vocab, false, 262144, 256, 8, 512, 512, false, 1},
+    {"next-moe-tiny", 256, 4, 512, 4, 1, 64, 2, 4, 32, 32, 4096, true, 32768, 8, 2, 64, 128, true, 2},
+    {"next-80b-a3b", 2048, 48, 5120, 16, 2, 256, 16, 32, 128, 128, kQwen3NextVocab, false, 262144, 512, 10, 512, 512, true, 1},
 };
+
+bool is_moe_layer(const SynthPreset& p, int layer) { return p.moe_experts > 0 && (layer + 1) % p.sparse_step == 0; }
 
 enum class Init { Linear, Embed, ZeroNorm, OneNorm, ALog, DtBias, Conv };
 
@@ -110,7 +119,7 @@ float draw(Init init, double half_width, uint64_t* s) {
 
 std::vector<PlannedTensor> plan(const SynthPreset& p, int vocab) {
     std::vector<PlannedTensor> t;
-    const std::string P = "model.language_model.";
+    const std::string P = p.qwen3_next ? "model." : "model.language_model.";
     const int64_t H = p.hidden, F = p.ffn, Q = int64_t(p.lin_k_heads) * p.lin_k_dim, V = int64_t(p.lin_v_heads) * p.lin_v_dim;
     const int64_t C = 2 * Q + V, Hv = p.lin_v_heads, d = p.head_dim;
     auto add = [&](std::string n, std::vector<int64_t> shape, Init init) {
@@ -128,10 +137,15 @@ std::vector<PlannedTensor> plan(const SynthPreset& p, int vocab) {
         add(l + "input_layernorm.weight", {H}, Init::ZeroNorm);
         if ((i + 1) % 4 != 0) {
             const std::string a = l + "linear_attn.";
-            add(a + "in_proj_qkv.weight", {C, H}, Init::Linear);
-            add(a + "in_proj_z.weight", {V, H}, Init::Linear);
-            add(a + "in_proj_b.weight", {Hv, H}, Init::Linear);
-            add(a + "in_proj_a.weight", {Hv, H}, Init::Linear);
+            if (p.qwen3_next) {  // fused, grouped per key head (de-interleaved at load)
+                add(a + "in_proj_qkvz.weight", {C + V, H}, Init::Linear);
+                add(a + "in_proj_ba.weight", {2 * Hv, H}, Init::Linear);
+            } else {
+                add(a + "in_proj_qkv.weight", {C, H}, Init::Linear);
+                add(a + "in_proj_z.weight", {V, H}, Init::Linear);
+                add(a + "in_proj_b.weight", {Hv, H}, Init::Linear);
+                add(a + "in_proj_a.weight", {Hv, H}, Init::Linear);
+            }
             add(a + "conv1d.weight", {C, 1, kConvKernel}, Init::Conv);
             add(a + "A_log", {Hv}, Init::ALog);
             add(a + "dt_bias", {Hv}, Init::DtBias);
@@ -147,6 +161,21 @@ std::vector<PlannedTensor> plan(const SynthPreset& p, int vocab) {
             add(a + "k_norm.weight", {d}, Init::ZeroNorm);
         }
         add(l + "post_attention_layernorm.weight", {H}, Init::ZeroNorm);
+        if (is_moe_layer(p, i)) {
+            const int64_t I = p.moe_ffn, Is = p.moe_shared_ffn;
+            add(l + "mlp.gate.weight", {p.moe_experts, H}, Init::Linear);
+            for (int e = 0; e < p.moe_experts; ++e) {
+                const std::string x = l + "mlp.experts." + std::to_string(e) + ".";
+                add(x + "gate_proj.weight", {I, H}, Init::Linear);
+                add(x + "up_proj.weight", {I, H}, Init::Linear);
+                add(x + "down_proj.weight", {H, I}, Init::Linear);
+            }
+            add(l + "mlp.shared_expert.gate_proj.weight", {Is, H}, Init::Linear);
+            add(l + "mlp.shared_expert.up_proj.weight", {Is, H}, Init::Linear);
+            add(l + "mlp.shared_expert.down_proj.weight", {H, Is}, Init::Linear);
+            add(l + "mlp.shared_expert_gate.weight", {1, H}, Init::Linear);
+            continue;
+        }
         add(l + "mlp.gate_proj.weight", {F, H}, Init::Linear);
         add(l + "mlp.up_proj.weight", {F, H}, Init::Linear);
         add(l + "mlp.down_proj.weight", {H, F}, Init::Linear);
@@ -281,8 +310,8 @@ frost_status scan_tokenizer(const std::string& dir, int* max_id, std::vector<int
 json text_config(const SynthPreset& p, int vocab, const std::vector<int32_t>& eos) {
     json layer_types = json::array();
     for (int i = 0; i < p.layers; ++i) layer_types.push_back((i + 1) % 4 == 0 ? "full_attention" : "linear_attention");
-    return {
-        {"model_type", "qwen3_5_text"},
+    json t = {
+        {"model_type", p.qwen3_next ? "qwen3_next" : p.moe_experts > 0 ? "qwen3_5_moe_text" : "qwen3_5_text"},
         {"attention_bias", false},
         {"attn_output_gate", true},
         {"dtype", "bfloat16"},
@@ -291,7 +320,6 @@ json text_config(const SynthPreset& p, int vocab, const std::vector<int32_t>& eo
         {"head_dim", p.head_dim},
         {"hidden_act", "silu"},
         {"hidden_size", p.hidden},
-        {"intermediate_size", p.ffn},
         {"layer_types", layer_types},
         {"linear_conv_kernel_dim", kConvKernel},
         {"linear_key_head_dim", p.lin_k_dim},
@@ -311,6 +339,28 @@ json text_config(const SynthPreset& p, int vocab, const std::vector<int32_t>& eo
         {"tie_word_embeddings", p.tied},
         {"vocab_size", vocab},
     };
+    if (p.ffn > 0) t["intermediate_size"] = p.ffn;
+    if (p.moe_experts > 0) {
+        t["num_experts"] = p.moe_experts;
+        t["num_experts_per_tok"] = p.moe_top_k;
+        t["moe_intermediate_size"] = p.moe_ffn;
+        t["shared_expert_intermediate_size"] = p.moe_shared_ffn;
+        t["router_aux_loss_coef"] = 0.001;
+        t["output_router_logits"] = false;
+    }
+    if (p.qwen3_next) {
+        // Released Qwen3-Next files: legacy top-level rope fields, layer kinds from the interval.
+        t.erase("rope_parameters");
+        t.erase("layer_types");
+        t.erase("mtp_num_hidden_layers");
+        t.erase("mamba_ssm_dtype");
+        t["rope_theta"] = 1e7;
+        t["partial_rotary_factor"] = 0.25;
+        t["norm_topk_prob"] = true;
+        t["decoder_sparse_step"] = p.sparse_step;
+        t["mlp_only_layers"] = json::array();
+    }
+    return t;
 }
 
 frost_status copy_file(const std::string& from, const std::string& to) {
@@ -357,6 +407,8 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
         }
     } else if (vocab > kQwen35ImEnd) {
         eos = {kQwen35ImEnd, kQwen35EndOfText};
+    } else if (p.qwen3_next && vocab > kQwen3NextEos) {
+        eos = {kQwen3NextEos};
     } else {
         eos = {vocab - 1};  // no tokenizer: the last id stands in for end-of-text
     }
@@ -412,9 +464,10 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
     } else {
         unlink(util::join_path(opt.out_dir, "model.safetensors.index.json").c_str());
     }
+    const bool moe = p.moe_experts > 0;
     json config = {
-        {"architectures", {"Qwen3_5ForConditionalGeneration"}},
-        {"model_type", "qwen3_5"},
+        {"architectures", {moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"}},
+        {"model_type", moe ? "qwen3_5_moe" : "qwen3_5"},
         {"tie_word_embeddings", p.tied},
         {"text_config", text_config(p, vocab, eos)},
         {"frost_synthetic", {{"preset", p.name}, {"seed", opt.seed}}},
@@ -427,11 +480,23 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
         config["quantization_config"] = quant::quant_config_json(qf, keep);
         config["frost_synthetic"]["quant"] = opt.quant;
     }
-    if (vocab > kQwen35ImEnd) {
+    if (p.qwen3_next) {  // flat: the text fields at top level
+        config = text_config(p, vocab, eos);
+        config["architectures"] = {"Qwen3NextForCausalLM"};
+        config["frost_synthetic"] = {{"preset", p.name}, {"seed", opt.seed}};
+    } else if (vocab > kQwen35ImEnd) {
         config["image_token_id"] = 248056;
         config["video_token_id"] = 248057;
         config["vision_start_token_id"] = 248053;
         config["vision_end_token_id"] = 248054;
+    }
+    if (!opt.quant.empty()) {
+        // Modules the tools leave in bf16: the LM head (ignored by every recipe) and the vision tower.
+        const std::vector<std::string> keep = qf == quant::WriteFormat::Fp8Block
+                                                  ? std::vector<std::string>{"lm_head", "model.visual"}
+                                                  : std::vector<std::string>{"lm_head", "re:model\\.visual\\..*"};
+        config["quantization_config"] = quant::quant_config_json(qf, keep);
+        config["frost_synthetic"]["quant"] = opt.quant;
     }
     FROST_TRY(write_json("config.json", config));
     FROST_TRY(write_json("generation_config.json", {{"eos_token_id", eos}, {"do_sample", false}}));

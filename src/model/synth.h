@@ -1,6 +1,8 @@
 // Synthetic checkpoints: a valid Qwen3.5 model folder in the released multimodal-wrapper layout
 // (config.json with text_config, model.language_model.* tensors, index + shards above
 // shard_bytes) with deterministic random bf16 weights, streamed to disk tensor by tensor.
+// MoE presets write Qwen3.5-MoE (same wrapper, per-expert tensors as released) or Qwen3-Next
+// (flat config and model.* keys, fused in_proj_qkvz / in_proj_ba, per-expert tensors).
 // Used by CPU tests, demos and benchmarks at real sizes without downloading anything.
 #pragma once
 #include <cstdint>
@@ -19,10 +21,17 @@ struct SynthPreset {
     int vocab = 0;
     bool tied = false;
     int max_positions = 0;
+    // MoE (moe_experts > 0). Qwen3.5-MoE makes every layer sparse; Qwen3-Next layer l is sparse
+    // when (l+1) % sparse_step == 0 (dense layers then use `ffn`).
+    int moe_experts = 0, moe_top_k = 0, moe_ffn = 0, moe_shared_ffn = 0;
+    bool qwen3_next = false;  // Qwen3-Next layout (Qwen3NextForCausalLM)
+    int sparse_step = 1;
 };
 
 // Presets: tiny, tiny-gpu (smallest shape the CUDA kernels accept), 0.8b, 2b, 4b, 9b, 27b (spec
-// model-qwen35.md §2; 2b values are a plausible guess).
+// model-qwen35.md §2; 2b values are a plausible guess); MoE: moe-tiny (tests), 35b-a3b
+// (Qwen3.5/3.6-35B-A3B), next-moe-tiny (Qwen3-Next layout, every other layer sparse, tests),
+// next-80b-a3b (Qwen3-Next-80B-A3B).
 bool find_synth_preset(const std::string& name, SynthPreset* out);
 std::vector<std::string> synth_preset_names();
 

@@ -2,6 +2,7 @@
 // checked for shape and dtype, and every problem is collected so one error lists them all (T07).
 #include "model/weights.h"
 
+#include <map>
 #include <set>
 
 #include "exec/error.h"
@@ -128,6 +129,103 @@ void bind_qwen3next_linear(Binder& b, const ModelConfig& c, const std::string& p
     deinterleave_ba(split, ba.data, const_cast<void*>(lin->in_proj_b.data), const_cast<void*>(lin->in_proj_a.data));
 }
 
+// Row block [row0, row0 + rows) of `t`'s leading dimension `index` (a [N, rows_total, cols]
+// tensor): a zero-copy view with shape {rows, cols}.
+TensorView slice_rows(const TensorView& t, int64_t index, int64_t row0, int64_t rows, const std::string& name) {
+    const int64_t cols = t.shape.back(), per_index = t.shape[1] * cols;
+    const size_t es = dtype_size(t.dtype);
+    TensorView v;
+    v.name = name;
+    v.dtype = t.dtype;
+    v.shape = {rows, cols};
+    v.bytes = size_t(rows * cols) * es;
+    v.data = static_cast<const uint8_t*>(t.data) + size_t(index * per_index + row0 * cols) * es;
+    return v;
+}
+
+// Problems of one layer's experts that differ only in the expert index become one line
+// ("missing: ...experts.{e}.up_proj.weight [64,128] for experts 0-255 (256)"), so a checkpoint
+// with a wrong expert geometry still fits every mismatch in one readable error.
+void group_expert_problems(const std::string& experts_prefix, size_t first, std::vector<std::string>* problems) {
+    std::vector<std::string> patterns;
+    std::map<std::string, std::vector<int64_t>> ids;
+    std::map<std::string, std::string> single;
+    for (size_t i = first; i < problems->size(); ++i) {
+        const std::string& pr = (*problems)[i];
+        size_t at = pr.find(experts_prefix);
+        size_t num = at == std::string::npos ? at : at + experts_prefix.size();
+        size_t dot = num == std::string::npos ? num : pr.find('.', num);
+        std::string key = pr;
+        int64_t id = -1;
+        if (dot != std::string::npos) {
+            id = std::stoll(pr.substr(num, dot - num));
+            key = pr.substr(0, num) + "{e}" + pr.substr(dot);
+        }
+        if (!ids.count(key)) patterns.push_back(key);
+        ids[key].push_back(id);
+        single[key] = pr;
+    }
+    std::vector<std::string> out(problems->begin(), problems->begin() + long(first));
+    for (const auto& key : patterns) {
+        const auto& v = ids[key];
+        if (v.size() == 1 || v[0] < 0) {
+            out.push_back(single[key]);
+            continue;
+        }
+        std::string list;  // "0-3,7": runs of consecutive ids
+        for (size_t j = 0; j < v.size();) {
+            size_t k = j;
+            while (k + 1 < v.size() && v[k + 1] == v[k] + 1) ++k;
+            if (!list.empty()) list += ",";
+            list += std::to_string(v[j]);
+            if (k > j) list.append("-").append(std::to_string(v[k]));
+            j = k + 1;
+        }
+        out.push_back(key + " for experts " + list + " (" + std::to_string(v.size()) + ")");
+    }
+    *problems = std::move(out);
+}
+
+// MoE MLP of one layer, prefix p = "...layers.N.". Per-expert tensors unless the file holds the
+// fused mlp.experts.gate_up_proj (then mlp.experts.down_proj is fused too).
+void bind_moe(Binder& b, const ModelConfig& c, const std::string& p, MoeWeights* m) {
+    const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
+    const int64_t Is = c.shared_expert_intermediate_size;
+    const std::string mp = p + "mlp.";
+    b.bind(mp + "gate.weight", {E, H}, &m->router);
+    b.bind(mp + "shared_expert.gate_proj.weight", {Is, H}, &m->shared_gate);
+    b.bind(mp + "shared_expert.up_proj.weight", {Is, H}, &m->shared_up);
+    b.bind(mp + "shared_expert.down_proj.weight", {H, Is}, &m->shared_down);
+    b.bind(mp + "shared_expert_gate.weight", {1, H}, &m->shared_expert_gate);
+    m->gate.assign(size_t(E), TensorView{});
+    m->up.assign(size_t(E), TensorView{});
+    m->down.assign(size_t(E), TensorView{});
+    const std::string fused_gu = mp + "experts.gate_up_proj", fused_down = mp + "experts.down_proj";
+    if (b.ck.find(fused_gu)) {
+        TensorView gu, dn;
+        b.bind(fused_gu, {E, 2 * I, H}, &gu);
+        b.bind(fused_down, {E, H, I}, &dn);
+        for (int64_t e = 0; e < E; ++e) {
+            std::string tag = "[";  // (append: GCC 12 warns falsely (-Wrestrict) on "[" + std::to_string(...))
+            tag.append(std::to_string(e)).append("]");
+            if (gu.present()) {
+                m->gate[size_t(e)] = slice_rows(gu, e, 0, I, fused_gu + tag + ".gate");
+                m->up[size_t(e)] = slice_rows(gu, e, I, I, fused_gu + tag + ".up");
+            }
+            if (dn.present()) m->down[size_t(e)] = slice_rows(dn, e, 0, H, fused_down + tag);
+        }
+        return;
+    }
+    const size_t first_problem = b.problems.size();
+    for (int64_t e = 0; e < E; ++e) {
+        const std::string ep = mp + "experts." + std::to_string(e) + ".";
+        b.bind(ep + "gate_proj.weight", {I, H}, &m->gate[size_t(e)]);
+        b.bind(ep + "up_proj.weight", {I, H}, &m->up[size_t(e)]);
+        b.bind(ep + "down_proj.weight", {H, I}, &m->down[size_t(e)]);
+    }
+    group_expert_problems(mp + "experts.", first_problem, &b.problems);
+}
+
 }  // namespace
 
 int64_t TensorView::numel() const {
@@ -149,8 +247,50 @@ uint64_t ModelWeights::total_bytes() const {
             add(l.full.q_proj); add(l.full.k_proj); add(l.full.v_proj); add(l.full.o_proj);
             add(l.full.q_norm); add(l.full.k_norm);
         }
+        if (l.is_moe) {
+            const MoeWeights& m = l.moe;
+            add(m.router); add(m.shared_gate); add(m.shared_up); add(m.shared_down); add(m.shared_expert_gate);
+            for (size_t e = 0; e < m.gate.size(); ++e) { add(m.gate[e]); add(m.up[e]); add(m.down[e]); }
+        }
     }
     return s;
+}
+
+ParamCounts count_params(const ModelWeights& w) {
+    ParamCounts pc;
+    auto add = [&](const TensorView& v) { pc.total += uint64_t(v.numel()); };
+    add(w.embed_tokens);
+    add(w.final_norm);
+    if (!w.tied) add(w.lm_head);
+    uint64_t idle = 0;  // routed-expert parameters a token does not read
+    for (const auto& l : w.layers) {
+        for (const TensorView* v : {&l.input_layernorm, &l.post_attention_layernorm})
+            add(*v);
+        if (l.kind == LayerKind::Linear) {
+            for (const TensorView* v : {&l.lin.in_proj_qkv, &l.lin.in_proj_z, &l.lin.in_proj_b, &l.lin.in_proj_a,
+                                        &l.lin.conv1d, &l.lin.A_log, &l.lin.dt_bias, &l.lin.norm, &l.lin.out_proj})
+                add(*v);
+        } else {
+            for (const TensorView* v : {&l.full.q_proj, &l.full.k_proj, &l.full.v_proj, &l.full.o_proj,
+                                        &l.full.q_norm, &l.full.k_norm})
+                add(*v);
+        }
+        if (!l.is_moe) {
+            for (const TensorView* v : {&l.mlp_gate, &l.mlp_up, &l.mlp_down}) add(*v);
+            continue;
+        }
+        const MoeWeights& m = l.moe;
+        for (const TensorView* v : {&m.router, &m.shared_gate, &m.shared_up, &m.shared_down, &m.shared_expert_gate})
+            add(*v);
+        uint64_t per_expert = 0;
+        for (size_t e = 0; e < m.gate.size(); ++e) {
+            per_expert = uint64_t(m.gate[e].numel() + m.up[e].numel() + m.down[e].numel());
+            pc.total += per_expert;
+        }
+        idle += per_expert * uint64_t(w.config.num_experts - w.config.num_experts_per_tok);
+    }
+    pc.active = pc.total - idle;
+    return pc;
 }
 
 frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, ModelWeights* out) {
@@ -162,15 +302,12 @@ frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, 
     if (opts.dequant_dtype != DType::F32 && opts.dequant_dtype != DType::BF16)
         return fail(FROST_ERR_INVALID_ARG, "WeightLoadOptions::dequant_dtype must be F32 or BF16, got %s",
                     dtype_name(opts.dequant_dtype));
-    // Features the dense engine cannot execute stop here; MTP alone does not (its weights are kept).
-    std::vector<std::string> blocking = c.other_unsupported;
-    if (c.is_moe())
-        blocking.insert(blocking.begin(), "MoE experts (" + std::to_string(c.num_experts) + ", top-" +
-                                              std::to_string(c.num_experts_per_tok) + ")");
+    // Features the engine cannot execute stop here; MTP alone does not (its weights are kept).
+    const std::vector<std::string>& blocking = c.other_unsupported;
     if (!blocking.empty()) {
         std::string list;
         for (const auto& f : blocking) list += "\n  " + f;
-        return fail(FROST_ERR_UNSUPPORTED, "model needs features the dense engine does not run yet:%s", list.c_str());
+        return fail(FROST_ERR_UNSUPPORTED, "model needs features the engine does not run yet:%s", list.c_str());
     }
     ModelWeights w;
     w.config = c;
@@ -202,9 +339,14 @@ frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, 
         const std::string p = P + "layers." + std::to_string(i) + ".";
         b.bind(p + "input_layernorm.weight", {H}, &L.input_layernorm);
         b.bind(p + "post_attention_layernorm.weight", {H}, &L.post_attention_layernorm);
-        b.bind(p + "mlp.gate_proj.weight", {F, H}, &L.mlp_gate);
-        b.bind(p + "mlp.up_proj.weight", {F, H}, &L.mlp_up);
-        b.bind(p + "mlp.down_proj.weight", {H, F}, &L.mlp_down);
+        L.is_moe = c.is_moe_layer(i);
+        if (L.is_moe) {
+            bind_moe(b, c, p, &L.moe);
+        } else {
+            b.bind(p + "mlp.gate_proj.weight", {F, H}, &L.mlp_gate);
+            b.bind(p + "mlp.up_proj.weight", {F, H}, &L.mlp_up);
+            b.bind(p + "mlp.down_proj.weight", {H, F}, &L.mlp_down);
+        }
         if (L.kind == LayerKind::Linear) {
             const std::string a = p + "linear_attn.";
             if (c.family == Family::Qwen3Next) {
@@ -243,8 +385,9 @@ frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, 
         for (size_t i = 0; i < b.problems.size() && i < size_t(kMaxListedProblems); ++i) list += "\n  " + b.problems[i];
         if (b.problems.size() > size_t(kMaxListedProblems))
             list += "\n  ... and " + std::to_string(b.problems.size() - kMaxListedProblems) + " more";
-        return fail(FROST_ERR_INCOMPATIBLE, "checkpoint does not match config (%zu problems):%s", b.problems.size(),
-                    list.c_str());
+        // set_last_error, not fail(): fail() formats into a fixed buffer and would cut the list.
+        set_last_error("checkpoint does not match config (" + std::to_string(b.problems.size()) + " problems):" + list);
+        return FROST_ERR_INCOMPATIBLE;
     }
     *out = std::move(w);
     return FROST_OK;

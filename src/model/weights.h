@@ -52,8 +52,24 @@ struct FullAttnWeights {          // gated softmax attention layer
     TensorView k_norm;            // [d] zero-centred
 };
 
+// Sparse MoE MLP of one layer (spec §3 "MoE MLP"). Per-expert views whichever layout the file
+// uses: per-expert tensors (mlp.experts.{e}.gate_proj|up_proj|down_proj.weight) are bound as
+// they are; the fused layout (mlp.experts.gate_up_proj [E, 2I, H] gate-then-up, no .weight
+// suffix, and mlp.experts.down_proj [E, H, I]) is sliced into per-expert views (zero copy).
+struct MoeWeights {
+    TensorView router;                   // [E, H] mlp.gate.weight
+    std::vector<TensorView> gate;        // E x [I, H]
+    std::vector<TensorView> up;          // E x [I, H]
+    std::vector<TensorView> down;        // E x [H, I]
+    TensorView shared_gate;              // [Is, H] mlp.shared_expert.gate_proj.weight
+    TensorView shared_up;                // [Is, H]
+    TensorView shared_down;              // [H, Is]
+    TensorView shared_expert_gate;       // [1, H] sigmoid gate of the shared expert
+};
+
 struct LayerWeights {
     LayerKind kind = LayerKind::Linear;
+    bool is_moe = false;                  // config.is_moe_layer(): moe is bound, mlp_* are absent
     TensorView input_layernorm;           // [H] zero-centred
     TensorView post_attention_layernorm;  // [H] zero-centred
     LinearAttnWeights lin;                // valid when kind == Linear
@@ -61,6 +77,7 @@ struct LayerWeights {
     TensorView mlp_gate;                  // [F, H]
     TensorView mlp_up;                    // [F, H]
     TensorView mlp_down;                  // [H, F]
+    MoeWeights moe;                       // valid when is_moe
 };
 
 class Checkpoint;  // safetensors.h: the memory-mapped files the views point into
@@ -86,6 +103,7 @@ struct ModelWeights {
 // Opens MODEL_DIR (config.json + model.safetensors or model.safetensors.index.json), validates and
 // binds every tensor. On mismatch: FROST_ERR_INCOMPATIBLE and frost_last_error() lists every
 // missing, unexpected and wrong-shaped/dtype tensor. model.visual.* is skipped; mtp.* is kept.
+// MoE layers bind their router, experts and shared expert (see MoeWeights).
 // How quantized linears are materialised at load. F32 (default): exact, what the fp32 CPU engine
 // needs for the goldens. BF16: half the host memory (the CUDA engine rounds to bf16 anyway); each
 // value is the fp32 dequantization rounded to nearest even.
@@ -94,11 +112,21 @@ struct WeightLoadOptions {
 };
 frost_status load_weights(const std::string& model_dir, ModelWeights* out, const WeightLoadOptions& opts = {});
 // Binds an already opened checkpoint against a parsed config (load_weights = load_config +
-// Checkpoint::open_dir + this). FROST_ERR_UNSUPPORTED for MoE and other unexecuted features.
+// Checkpoint::open_dir + this). FROST_ERR_UNSUPPORTED for features the engine does not execute
+// (attention biases, rope scaling, ...; MTP alone is kept, not refused).
 frost_status bind_weights(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint, ModelWeights* out);
 // Same for a quantized checkpoint: every linear the config quantizes is validated
 // (model/quant/quant_plan.h) and bound as its fp32 dequantization in `owned` storage.
 frost_status bind_weights(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint,
                           const quant::QuantConfig& quant, ModelWeights* out, const WeightLoadOptions& opts = {});
+
+// Parameter counts of the language model as bound (embeddings, every layer, final norm, lm_head
+// unless tied; model.visual.* and mtp.* excluded). active = what one token reads: total minus
+// the (E - k) routed experts each MoE layer leaves idle. Equal for a dense model.
+struct ParamCounts {
+    uint64_t total = 0;
+    uint64_t active = 0;
+};
+ParamCounts count_params(const ModelWeights& w);
 
 }  // namespace frost::model

@@ -3,6 +3,8 @@
 // and the per-kernel bench both read these numbers; nothing else estimates an op's work.
 #include "ops/ops.h"
 
+#include <algorithm>
+
 namespace frost::ops {
 namespace {
 
@@ -81,5 +83,18 @@ OpCost cost_of(const SampleOp& p) {
 }
 
 OpCost cost_of(const CursorOpParams&) { return {0, sizeof(StepCursor)}; }
+
+OpCost cost_of(const MoeOp& p) {
+    // Per row: router E.H MACs, k routed experts of 3.I.H, the shared expert 3.Is.H and its gate H.
+    const double rows = p.rows.max, H = double(p.x.shape[1]);
+    const double macs = H * (p.E + 3.0 * p.k * p.I + 3.0 * p.Is + 1);
+    // Weights read: router, shared expert + gate, and the distinct experts the rows can select
+    // (at most min(E, rows.k)): ACTIVE weights, never all E experts.
+    const double experts = std::min<double>(p.E, rows * p.k);
+    const double wbytes = B(p.router) * p.E * H + experts * p.I * H * (2 * B(p.experts_gate_up) + B(p.experts_down)) +
+                          p.Is * H * (2 * B(p.shared_gate_up) + B(p.shared_down)) + B(p.shared_gate) * H;
+    const double io = rows * H * (B(p.x) + 2 * B(p.y)) + rows * (4.0 * p.E + 8.0 * p.k);
+    return {2 * rows * macs, wbytes + io};
+}
 
 }  // namespace frost::ops

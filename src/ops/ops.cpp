@@ -23,6 +23,7 @@ const char* op_name(OpKind k) {
         case OpKind::Swiglu: return "swiglu";
         case OpKind::Sample: return "sample";
         case OpKind::Cursor: return "cursor";
+        case OpKind::Moe: return "moe";
         case OpKind::Count: break;
     }
     return "unknown";
@@ -171,6 +172,34 @@ frost_status op_cursor(const Exec& ex, const CursorOpParams& p, const char* labe
     OP_ENTRY(Cursor, cursor);
 }
 
+frost_status op_moe(const Exec& ex, const MoeOp& p, const char* label) {
+    OP_REQUIRE(p.E > 0 && p.k >= 1 && p.k <= p.E && p.I > 0 && p.Is > 0 && p.rows.max > 0, "moe");
+    OP_REQUIRE(p.x.rank == 2 && p.y.rank == 2 && has(p.x) && has(p.y) && p.x.shape[1] == p.y.shape[1], "moe");
+    OP_REQUIRE(p.x.shape[0] >= p.rows.max && p.y.shape[0] >= p.rows.max, "moe");
+    OP_REQUIRE(p.x.stride[0] == p.x.shape[1] && p.y.stride[0] == p.y.shape[1], "moe");
+    const int64_t H = p.x.shape[1];
+    OP_REQUIRE(has(p.router) && p.router.rank == 2 && p.router.shape[0] == p.E && p.router.shape[1] == H, "moe");
+    OP_REQUIRE(has(p.experts_gate_up) && p.experts_gate_up.shape[0] == int64_t(p.E) * 2 * p.I &&
+                   p.experts_gate_up.shape[1] == H,
+               "moe");
+    OP_REQUIRE(has(p.experts_down) && p.experts_down.shape[0] == int64_t(p.E) * H && p.experts_down.shape[1] == p.I,
+               "moe");
+    OP_REQUIRE(has(p.shared_gate_up) && p.shared_gate_up.shape[0] == 2 * int64_t(p.Is) &&
+                   p.shared_gate_up.shape[1] == H,
+               "moe");
+    OP_REQUIRE(has(p.shared_down) && p.shared_down.shape[0] == H && p.shared_down.shape[1] == p.Is, "moe");
+    OP_REQUIRE(has(p.shared_gate) && p.shared_gate.numel() == H, "moe");
+    OP_REQUIRE(f32(p.probs) && p.probs.numel() >= int64_t(p.rows.max) * p.E, "moe");
+    OP_REQUIRE(!p.topk_ids.empty() && p.topk_ids.dtype == DType::I32 && p.topk_ids.numel() >= int64_t(p.rows.max) * p.k,
+               "moe");
+    OP_REQUIRE(f32(p.topk_w) && p.topk_w.numel() >= int64_t(p.rows.max) * p.k, "moe");
+    OP_REQUIRE(ex.stream != nullptr && ex.backend != nullptr, "moe");
+    OP_REQUIRE(p.work.numel() >= int64_t(ex.backend->moe_work_floats(int(H), p.E, p.k, p.I, p.Is, p.rows.max)) &&
+                   (p.work.empty() || p.work.dtype == DType::F32),
+               "moe");
+    return dispatch(ex, OpKind::Moe, label, p, cost_of(p), ex.backend->table().moe);
+}
+
 bool op_table_complete(const OpTable& t, OpKind* missing) {
     const void* slots[kOpCount] = {
         reinterpret_cast<const void*>(t.embed),          reinterpret_cast<const void*>(t.add_rmsnorm),
@@ -180,7 +209,7 @@ bool op_table_complete(const OpTable& t, OpKind* missing) {
         reinterpret_cast<const void*>(t.kv_append),      reinterpret_cast<const void*>(t.attention_prefill),
         reinterpret_cast<const void*>(t.attention_decode), reinterpret_cast<const void*>(t.gemm),
         reinterpret_cast<const void*>(t.swiglu),         reinterpret_cast<const void*>(t.sample),
-        reinterpret_cast<const void*>(t.cursor)};
+        reinterpret_cast<const void*>(t.cursor),         reinterpret_cast<const void*>(t.moe)};
     for (int i = 0; i < kOpCount; ++i)
         if (!slots[i]) {
             if (missing) *missing = static_cast<OpKind>(i);

@@ -29,7 +29,7 @@ struct Rows {
 
 enum class OpKind : int {
     Embed, AddRmsNorm, QkNormRope, Conv1dSiluL2, GdnGate, GdnChunk, GdnStep, GatedRmsNorm, KvAppend,
-    AttentionPrefill, AttentionDecode, Gemm, Swiglu, Sample, Cursor,
+    AttentionPrefill, AttentionDecode, Gemm, Swiglu, Sample, Cursor, Moe,
     Count
 };
 const char* op_name(OpKind k);
@@ -189,6 +189,29 @@ struct CursorOpParams {
     int32_t op = kCursorAdvance;
 };
 
+// Sparse mixture-of-experts MLP of one layer with the residual add fused (the math of
+// kernels/params/moe.h): per row, fp32 softmax router over E experts, top-k (ties: lower id),
+// weights renormalised when norm_topk, routed SwiGLU experts + the sigmoid-gated shared expert,
+// y += the sum. The selected ids / weights are written to device memory (topk_ids / topk_w), so
+// a captured decode graph follows new routing every step without recapture.
+struct MoeOp {
+    Tensor x;                // [rows, H] post-attention norm output (contiguous)
+    Tensor y;                // [rows, H] residual stream (contiguous), accumulated into
+    Tensor router;           // [E, H]
+    Tensor experts_gate_up;  // [E * 2I, H]: expert e = rows [e*2I, e*2I + I) gate, then I rows up
+    Tensor experts_down;     // [E * H, I]: expert e = rows [e*H, (e+1)*H)
+    Tensor shared_gate_up;   // [2Is, H]
+    Tensor shared_down;      // [H, Is]
+    Tensor shared_gate;      // [1, H] (the shared expert's sigmoid gate)
+    Tensor probs;            // [rows, E] f32 out: router probabilities (kept for traces)
+    Tensor topk_ids;         // [rows, k] i32 out
+    Tensor topk_w;           // [rows, k] f32 out
+    Tensor work;             // f32 backend scratch (Backend::moe_work_floats)
+    int32_t E = 0, k = 0, I = 0, Is = 0;
+    int32_t norm_topk = 1;
+    Rows rows;
+};
+
 // Work of one launch at its row capacity (performance.md: bytes and FLOPs are part of a kernel's
 // contract). `rows` / `pos` override the capacity / context length where they matter.
 struct OpCost {
@@ -237,6 +260,7 @@ frost_status op_gemm(const Exec& ex, const GemmOp& p, const char* label = "gemm"
 frost_status op_swiglu(const Exec& ex, const SwigluOp& p, const char* label = "swiglu");
 frost_status op_sample(const Exec& ex, const SampleOp& p, const char* label = "sample");
 frost_status op_cursor(const Exec& ex, const CursorOpParams& p, const char* label = "cursor");
+frost_status op_moe(const Exec& ex, const MoeOp& p, const char* label = "moe");
 
 // The one cost model (cost.cpp), at the params' row capacity.
 OpCost cost_of(const EmbedOp& p);
@@ -253,6 +277,9 @@ OpCost cost_of(const GemmOp& p);
 OpCost cost_of(const SwigluOp& p);
 OpCost cost_of(const SampleOp& p);
 OpCost cost_of(const CursorOpParams& p);
+// Active work only: the router, the k routed experts of each row (at most min(E, rows * k)
+// distinct experts' weights read) and the shared expert; the idle experts cost nothing.
+OpCost cost_of(const MoeOp& p);
 
 // One function per op, per backend. cpu/cpu_ops.cpp and cuda/cuda_ops.cpp fill one each.
 struct OpTable {
@@ -271,6 +298,7 @@ struct OpTable {
     frost_status (*swiglu)(const Exec&, const SwigluOp&) = nullptr;
     frost_status (*sample)(const Exec&, const SampleOp&) = nullptr;
     frost_status (*cursor)(const Exec&, const CursorOpParams&) = nullptr;
+    frost_status (*moe)(const Exec&, const MoeOp&) = nullptr;
 };
 
 // Per-engine backend object: the op table of the context's backend plus that backend's own
@@ -289,6 +317,8 @@ public:
     virtual size_t sample_idx_ints(int vocab) const = 0;
     virtual size_t gdn_work_floats(int Hv, int max_rows) const = 0;
     virtual size_t attn_work_floats(int Hq, int max_seq, int max_rows) const = 0;
+    // f32 elements of MoeOp::work for max_rows rows (experts of width I, shared of width Is).
+    virtual size_t moe_work_floats(int H, int E, int k, int I, int Is, int max_rows) const = 0;
     // Distinct GEMM shapes planned so far (CUDA: cuBLASLt plans; CPU: 0).
     virtual size_t gemm_plans() const { return 0; }
     // Device bytes the backend holds itself (CUDA: the cuBLASLt workspace).

@@ -39,6 +39,9 @@ bool load_golden(const std::string& dir, Golden* g, std::string* err) {
         g->greedy_ids = j.at("greedy_ids").get<std::vector<int32_t>>();
         g->prompt_logit_positions = j.at("prompt_logit_positions").get<std::vector<int32_t>>();
         g->vocab = j.at("vocab_size").get<int>();
+        // Dense goldens omit the field or hold null.
+        const auto gap = j.find("min_router_topk_gap");
+        g->min_router_topk_gap = gap != j.end() && gap->is_number() ? gap->get<double>() : -1.0;
     } catch (const std::exception& e) {
         *err = e.what();
         return false;

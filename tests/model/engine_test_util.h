@@ -11,6 +11,7 @@ struct Golden {
     std::vector<int32_t> greedy_ids;
     std::vector<int32_t> prompt_logit_positions;
     int vocab = 0;
+    double min_router_topk_gap = -1;   // MoE goldens: smallest k-th vs (k+1)-th router gap (-1: dense)
     std::vector<float> logits_prompt;  // [positions, vocab]
     std::vector<float> logits_greedy;  // [greedy, vocab]
 };

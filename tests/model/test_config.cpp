@@ -1,5 +1,6 @@
 // Config parsing: both fixture layouts, Qwen3-Next legacy rope fields and derived layer_types,
-// MoE / MTP reported as unsupported, and clear errors naming the field.
+// MTP reported as unsupported, MoE layout (sparse step, mlp_only_layers), and clear errors naming
+// the field.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -78,10 +79,46 @@ TEST(Config, Qwen3NextLegacyRopeDerivedLayersAndMoeReported) {
     EXPECT_EQ(c.num_experts, 512);
     EXPECT_EQ(c.mtp_num_layers, 1);
     EXPECT_EQ(c.eos_token_ids, std::vector<int32_t>{151645});
+    EXPECT_EQ(c.num_experts_per_tok, 10);
+    EXPECT_EQ(c.num_moe_layers(), 48);
     auto f = c.unsupported_features();
-    ASSERT_EQ(f.size(), 2u);
-    EXPECT_EQ(f[0], "MoE experts (512, top-10)");
-    EXPECT_EQ(f[1], "MTP head (1 layer)");
+    ASSERT_EQ(f.size(), 1u) << "MoE is executed, so only the MTP head is reported";
+    EXPECT_EQ(f[0], "MTP head (1 layer)");
+}
+
+TEST(Config, Qwen3NextSparseStepMlpOnlyLayersAndNormTopk) {
+    json j = qwen3_next_flat();
+    j["decoder_sparse_step"] = 2;
+    j["mlp_only_layers"] = {1, 8};
+    j["norm_topk_prob"] = false;
+    ModelConfig c;
+    ASSERT_EQ(parse_config(j.dump(), "next.json", &c), FROST_OK) << frost_last_error();
+    EXPECT_FALSE(c.norm_topk_prob);
+    for (int l = 0; l < 48; ++l) EXPECT_EQ(c.is_moe_layer(l), (l + 1) % 2 == 0 && l != 1) << l;
+    EXPECT_EQ(c.num_moe_layers(), 23);
+    // Qwen3.5-MoE renormalises always and ignores both layout fields (every layer is sparse).
+    j["model_type"] = "qwen3_5_moe_text";
+    ASSERT_EQ(parse_config(j.dump(), "moe.json", &c), FROST_OK) << frost_last_error();
+    EXPECT_TRUE(c.norm_topk_prob);
+    EXPECT_EQ(c.num_moe_layers(), 48);
+}
+
+TEST(Config, MoeErrorsNameTheField) {
+    json j = qwen3_next_flat();
+    j["mlp_only_layers"] = {48};
+    EXPECT_NE(parse_err(j).find("'mlp_only_layers' entry 48 is not a layer index in [0, 48)"), std::string::npos)
+        << parse_err(j);
+    j = qwen3_next_flat();
+    j["num_experts_per_tok"] = 513;
+    EXPECT_NE(parse_err(j).find("'num_experts_per_tok' = 513 must be in [1, num_experts = 512]"), std::string::npos)
+        << parse_err(j);
+    j = qwen3_next_flat();
+    j.erase("moe_intermediate_size");
+    EXPECT_NE(parse_err(j).find("'moe_intermediate_size' must be > 0"), std::string::npos) << parse_err(j);
+    j = qwen3_next_flat();
+    j["decoder_sparse_step"] = 2;
+    j.erase("intermediate_size");
+    EXPECT_NE(parse_err(j).find("24 layer(s) keep a dense MLP"), std::string::npos) << parse_err(j);
 }
 
 TEST(Config, Qwen35MoeWrapperAndExtraFeatures) {

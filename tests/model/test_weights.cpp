@@ -124,16 +124,24 @@ TEST(Weights, TiedWhenLmHeadAbsentMtpKeptF32ALogAccepted) {
     EXPECT_EQ(w.mtp["mtp.fc.weight"].shape, (std::vector<int64_t>{128, 256}));
 }
 
-TEST(Weights, MoeConfigRefusedAsUnsupported) {
+TEST(Weights, MoeConfigOnADenseCheckpointListsTheMissingExperts) {
     std::string dir = make_temp_dir("weights_moe");
     auto cfg = nlohmann::json::parse(read_bytes(fixture_dir("qwen35-tiny-a") + "/config.json"));
     cfg["num_experts"] = 8;
     cfg["num_experts_per_tok"] = 2;
+    cfg["moe_intermediate_size"] = 64;
+    cfg["shared_expert_intermediate_size"] = 96;
     write_bytes(dir + "/config.json", cfg.dump());
     write_bytes(dir + "/model.safetensors", read_bytes(fixture_dir("qwen35-tiny-a") + "/model.safetensors"));
     ModelWeights w;
-    EXPECT_EQ(load_weights(dir, &w), FROST_ERR_UNSUPPORTED);
-    EXPECT_NE(std::string(frost_last_error()).find("MoE experts (8, top-2)"), std::string::npos) << frost_last_error();
+    EXPECT_EQ(load_weights(dir, &w), FROST_ERR_INCOMPATIBLE);
+    const std::string e = frost_last_error();
+    EXPECT_NE(e.find("missing: model.layers.0.mlp.gate.weight [8,128]"), std::string::npos) << e;
+    // 4 layers x (router, 3 expert groups, 4 shared tensors missing; 3 dense ones unexpected).
+    EXPECT_NE(e.find("(44 problems)"), std::string::npos) << e;
+    EXPECT_NE(e.find("missing: model.layers.3.mlp.experts.{e}.down_proj.weight [128,64] for experts 0-7 (8)"),
+              std::string::npos) << e;
+    EXPECT_NE(e.find("unexpected: model.layers.3.mlp.down_proj.weight"), std::string::npos) << e;
 }
 
 TEST(Weights, DeinterleaveMatchesReferencePermutation) {

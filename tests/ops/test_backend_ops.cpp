@@ -365,6 +365,37 @@ std::vector<Case> cases() {
                           return op_sample(ex, p);
                       }});
     }
+    // MoE: decode (one row: router + expert GEMVs reading the ids from device memory) and prefill
+    // (37 of 64 rows: grouped by expert). Experts / widths are multiples of 16 as the kernels need.
+    for (int rows : {64, 1}) {
+        constexpr int E = 8, TOPK = 2, I = 128, IS = 256;
+        const int n = rows == 1 ? 1 : 37;
+        cs.push_back({std::string("moe") + (rows == 1 ? " decode" : " prefill"), OpKind::Moe,
+                      {act("x", Use::In, normal(size_t(rows) * H)), act("y", Use::InOut, normal(size_t(rows) * H)),
+                       act("router", Use::In, normal(size_t(E) * H, 0.1f)),
+                       act("gu", Use::In, normal(size_t(E) * 2 * I * H, 0.06f)),
+                       act("down", Use::In, normal(size_t(E) * H * I, 0.08f)),
+                       act("sgu", Use::In, normal(size_t(2) * IS * H, 0.06f)),
+                       act("sdown", Use::In, normal(size_t(H) * IS, 0.06f)), act("sg", Use::In, normal(H, 0.1f)),
+                       f32("probs", Use::Out, poison(size_t(rows) * E)),
+                       i32("ids", Use::Out, std::vector<int32_t>(size_t(rows) * TOPK, -1)),
+                       f32("w", Use::Out, poison(size_t(rows) * TOPK)),
+                       work("work", [rows](const Backend& be) { return be.moe_work_floats(H, E, TOPK, I, IS, rows); }),
+                       rows_arg(n)},
+                      [rows](const Exec& ex, const Bound& b) {
+                          MoeOp p;
+                          p.x = b.m("x", 0, rows, H, H); p.y = b.m("y", 0, rows, H, H);
+                          p.router = b.m("router", 0, E, H, H); p.experts_gate_up = b.m("gu", 0, E * 2 * I, H, H);
+                          p.experts_down = b.m("down", 0, E * H, I, I); p.shared_gate_up = b.m("sgu", 0, 2 * IS, H, H);
+                          p.shared_down = b.m("sdown", 0, H, IS, IS); p.shared_gate = b.m("sg", 0, 1, H, H);
+                          p.probs = b.m("probs", 0, rows, E, E);
+                          p.topk_ids = mat(b.p("ids"), DType::I32, rows, TOPK, TOPK);
+                          p.topk_w = b.m("w", 0, rows, TOPK, TOPK); p.work = b.v("work");
+                          p.E = E; p.k = TOPK; p.I = I; p.Is = IS; p.norm_topk = rows == 1 ? 0 : 1;
+                          p.rows = {rows, b.as<int32_t>("n")};
+                          return op_moe(ex, p);
+                      }});
+    }
     for (int op : {int(kernels::kCursorDecodeBegin), int(kernels::kCursorAdvance)}) {
         cs.push_back({op ? "cursor advance" : "cursor decode_begin", OpKind::Cursor,
                       {bytes("cursor", Use::InOut, cursor_bytes(12, 5, 321)), i32("ids", Use::Out, {-1, -1})},

@@ -51,7 +51,7 @@ constexpr double kBytesPerGB = 1e9;
 constexpr int kCeilingReps = 5;
 constexpr size_t kCeilingBytesCuda = size_t(256) << 20;  // large enough to reach copy bandwidth
 constexpr size_t kCeilingBytesCpu = size_t(16) << 20;    // keeps the CPU test fast
-const char* const kShapePresets[] = {"9b", "0.8b", "2b", "4b", "27b", "tiny", "tiny-gpu"};
+const char* const kShapePresets[] = {"9b", "0.8b", "2b", "4b", "27b", "tiny", "tiny-gpu", "35b-a3b"};
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 double s_since(Clock::time_point t0) { return ms_since(t0) / 1e3; }
@@ -212,7 +212,8 @@ std::string shape_name(const fm::ModelConfig& c, const std::string& dir) {
     for (const char* name : kShapePresets) {
         fm::SynthPreset p;
         if (fm::find_synth_preset(name, &p) && p.hidden == c.hidden_size && p.layers == c.num_layers &&
-            p.ffn == c.intermediate_size && p.heads == c.num_heads && p.lin_v_heads == c.lin_num_v_heads)
+            p.ffn == c.intermediate_size && p.heads == c.num_heads && p.lin_v_heads == c.lin_num_v_heads &&
+            p.moe_experts == c.num_experts)
             return name;
     }
     std::string base = std::filesystem::path(dir).lexically_normal().filename().string();

@@ -1,5 +1,5 @@
 // `frost inspect MODEL_DIR [--json]`: validate a model folder and describe it — parsed config,
-// unsupported features, tensor inventory, tying, fingerprint. Non-zero exit on any failure.
+// unsupported features, tensor inventory, tying, total / active parameters, fingerprint. Non-zero exit on any failure.
 #include <cstdio>
 #include <map>
 #include <string>
@@ -93,7 +93,11 @@ json config_json(const fm::ModelConfig& c) {
             {"lin_k_head_dim", c.lin_k_head_dim}, {"lin_v_head_dim", c.lin_v_head_dim},
             {"conv_kernel", c.conv_kernel}, {"rms_norm_eps", c.rms_norm_eps},
             {"max_position_embeddings", c.max_position_embeddings}, {"eos_token_ids", c.eos_token_ids},
-            {"num_experts", c.num_experts}, {"mtp_num_layers", c.mtp_num_layers}};
+            {"num_experts", c.num_experts}, {"num_experts_per_tok", c.num_experts_per_tok},
+            {"moe_intermediate_size", c.moe_intermediate_size},
+            {"shared_expert_intermediate_size", c.shared_expert_intermediate_size},
+            {"norm_topk_prob", c.norm_topk_prob}, {"moe_layers", c.num_moe_layers()},
+            {"mtp_num_layers", c.mtp_num_layers}};
 }
 
 int fail_with(bool as_json, const std::string& stage) {
@@ -166,6 +170,8 @@ int run_inspect(const std::vector<std::string>& args) {
             out["tied_embeddings"] = w.tied;
             out["bound_bytes"] = w.total_bytes();
             out["quantization"] = quant_json(*w.quant);
+            const fm::ParamCounts pc = fm::count_params(w);
+            out["params"] = {{"total", pc.total}, {"active", pc.active}};
         } else {
             out["error"] = bind_error;
         }
@@ -189,7 +195,17 @@ int run_inspect(const std::vector<std::string>& args) {
         if (skipped) std::printf("skipped    %llu model.visual.* tensors\n", (unsigned long long)skipped);
         if (mtp) std::printf("mtp        %llu mtp.* tensors kept\n", (unsigned long long)mtp);
         for (const auto& f : unsupported) std::printf("unsupported %s\n", f.c_str());
-        if (bind == FROST_OK) std::printf("embeddings %s\n", w.tied ? "tied (no lm_head.weight)" : "untied (lm_head.weight present)");
+        if (cfg.is_moe())
+            std::printf("moe        %d of %d layers, %d experts top-%d (%s), expert FFN %d, shared %d\n",
+                        cfg.num_moe_layers(), cfg.num_layers, cfg.num_experts, cfg.num_experts_per_tok,
+                        cfg.norm_topk_prob ? "renormalised" : "not renormalised", cfg.moe_intermediate_size,
+                        cfg.shared_expert_intermediate_size);
+        if (bind == FROST_OK) {
+            std::printf("embeddings %s\n", w.tied ? "tied (no lm_head.weight)" : "untied (lm_head.weight present)");
+            const fm::ParamCounts pc = fm::count_params(w);
+            std::printf("params     %.6g B total, %.6g B active per token (%llu / %llu)\n", double(pc.total) / 1e9,
+                        double(pc.active) / 1e9, (unsigned long long)pc.total, (unsigned long long)pc.active);
+        }
         if (bind == FROST_OK && qc.quantized()) {
             std::map<std::string, int> per_format;
             for (const auto& [m, q] : w.quant->modules) per_format[q.args.describe()]++;

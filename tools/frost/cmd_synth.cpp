@@ -1,4 +1,4 @@
-// `frost synth`: write a synthetic Qwen3.5 checkpoint (see src/model/synth.h).
+// `frost synth`: write a synthetic Qwen3.5 / Qwen3.5-MoE / Qwen3-Next checkpoint (see src/model/synth.h).
 #include <cstdio>
 #include <string>
 
@@ -8,10 +8,13 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: frost synth --out DIR --preset {tiny,tiny-gpu,0.8b,2b,4b,9b,27b} [--vocab N] [--seed S] [--tokenizer DIR]\n"
-    "                   [--shard-gb G] [--quant fp8|fp8-dynamic|nvfp4|int4|int4-asym]\n"
-    "Writes a valid Qwen3.5 checkpoint (multimodal-wrapper layout) with deterministic random bf16\n"
-    "weights, streamed tensor by tensor; sharded with model.safetensors.index.json above --shard-gb (4).\n"
+    "usage: frost synth --out DIR --preset PRESET [--vocab N] [--seed S] [--tokenizer DIR] [--shard-gb G]\n"
+    "                   [--quant fp8|fp8-dynamic|nvfp4|int4|int4-asym]\n"
+    "PRESET: dense tiny, tiny-gpu, 0.8b, 2b, 4b, 9b, 27b; MoE moe-tiny, 35b-a3b (Qwen3.5/3.6-35B-A3B),\n"
+    "next-moe-tiny, next-80b-a3b (Qwen3-Next-80B-A3B).\n"
+    "Writes a valid checkpoint (Qwen3.5 / Qwen3.5-MoE multimodal-wrapper layout, Qwen3-Next flat layout)\n"
+    "with deterministic random bf16 weights, streamed tensor by tensor; sharded with\n"
+    "model.safetensors.index.json above --shard-gb (4).\n"
     "--tokenizer copies tokenizer.json/tokenizer_config.json from DIR and sizes the vocab to fit it.\n"
     "--quant writes every projection quantized as the published tools do (fp8: Qwen's block-128 FP8;\n"
     "fp8-dynamic, nvfp4, int4, int4-asym: llm-compressor's compressed-tensors); lm_head stays bf16.";

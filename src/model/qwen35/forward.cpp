@@ -1,5 +1,6 @@
 // THE Qwen3.5 layer sequence (spec §4), the only copy in the tree: embed; per layer pre-norm ->
-// mixer (Gated DeltaNet or gated attention: one is_linear switch) -> post-norm -> MLP, residual
+// mixer (Gated DeltaNet or gated attention: one is_linear switch) -> post-norm -> MLP (dense, or
+// mixture-of-experts: one is_moe_layer switch), residual
 // adds fused into the output GEMMs; final norm, lm_head, sample, cursor advance. Per step the
 // forward picks the fused op both backends implement: decode runs the GDN step with its gate
 // fused, the gate_up GEMV with SwiGLU in its epilogue and attention_decode; prefill runs the gate
@@ -136,8 +137,28 @@ struct Forward {
         return gemm("gemm full o_proj", ap.o, L.out_proj, h_rows(), Epilogue::Residual);
     }
 
-    // The MLP step of layer l (dense SwiGLU; a mixture-of-experts layer branches here).
+    // Mixture-of-experts MLP: router + k routed experts + gated shared expert, added into h. The
+    // same op on decode and prefill; the backend picks its decode / grouped-prefill kernels.
+    frost_status moe(int l) {
+        const LayerWeightViews& L = w.layers[l];
+        const int E = c.num_experts, k = c.num_experts_per_tok;
+        ops::MoeOp m;
+        m.x = x_rows(); m.y = h_rows(); m.router = L.moe_router;
+        m.experts_gate_up = L.moe_gate_up; m.experts_down = L.moe_down;
+        m.shared_gate_up = L.shared_gate_up; m.shared_down = L.shared_down; m.shared_gate = L.shared_gate;
+        m.probs = at(s.moe_probs, 0, rows(), E, E);
+        m.topk_ids = at(s.moe_ids, 0, rows(), k, k);
+        m.topk_w = at(s.moe_w, 0, rows(), k, k);
+        m.work = s.moe_work;
+        m.E = E; m.k = k; m.I = c.moe_intermediate_size; m.Is = c.shared_expert_intermediate_size;
+        m.norm_topk = c.norm_topk_prob ? 1 : 0; m.rows = rws();
+        FROST_TRY(ops::op_moe(ex, m, step.decode ? "moe decode" : "moe prefill"));
+        return trace("router_probs", l, m.probs);
+    }
+
+    // The MLP step of layer l (dense SwiGLU; a mixture-of-experts layer branches to moe()).
     frost_status mlp(int l) {
+        if (c.is_moe_layer(l)) return moe(l);
         const LayerWeightViews& L = w.layers[l];
         const int F = c.intermediate_size;
         const Tensor act = at(s.act, 0, rows(), F, F), up = at(s.proj, 0, rows(), 2 * F, 2 * F);

@@ -28,6 +28,11 @@ struct ScratchViews {
     ops::Tensor logits;       // [logit_rows, vocab] f32
     ops::Tensor gdn_work, attn_work, sample_work;  // f32 backend scratch
     ops::Tensor sample_idx;   // i32 backend scratch (may be empty)
+    // MoE models only (one set, reused by every MoE layer): router outputs and expert scratch.
+    ops::Tensor moe_probs;    // [R, E] f32 router probabilities of the MoE layer just run
+    ops::Tensor moe_ids;      // [R, k] i32 selected experts
+    ops::Tensor moe_w;        // [R, k] f32 their mixing weights
+    ops::Tensor moe_work;     // f32 backend scratch (Backend::moe_work_floats)
     int32_t* out_token = nullptr;  // [1]
 };
 

@@ -6,6 +6,7 @@
 #include "exec/error.h"
 #if FROST_WITH_CUDA
 #include "kernels/cuda/lm_kernels.h"
+#include "kernels/cuda/lm_moe.h"
 #endif
 
 namespace frost::model::qwen35 {
@@ -30,6 +31,18 @@ frost_status check_cuda_shapes(const ModelConfig& c) {
     const auto n = [](int v) { return std::to_string(v); };
     rule(c.hidden_size % kRowAlign == 0 && c.hidden_size <= kMaxGemvK,
          "hidden_size must be a multiple of 8 and <= 16384, got " + n(c.hidden_size));
+    if (c.is_moe()) {  // lm_moe.h: WMMA tiles of 16 in the grouped prefill GEMMs
+        rule(c.hidden_size % 16 == 0, "MoE needs hidden_size a multiple of 16, got " + n(c.hidden_size));
+        rule(c.moe_intermediate_size > 0 && c.moe_intermediate_size % 16 == 0,
+             "moe_intermediate_size must be a positive multiple of 16, got " + n(c.moe_intermediate_size));
+        rule(c.shared_expert_intermediate_size > 0 && c.shared_expert_intermediate_size % 16 == 0,
+             "shared_expert_intermediate_size must be a positive multiple of 16, got " +
+                 n(c.shared_expert_intermediate_size));
+        rule(c.num_experts <= kernels::kMoeMaxExperts && c.num_experts_per_tok >= 1 &&
+                 c.num_experts_per_tok <= kernels::kMoeMaxTopK,
+             "num_experts must be <= 1024 and num_experts_per_tok 1..32, got " + n(c.num_experts) + " and " +
+                 n(c.num_experts_per_tok));
+    }
     rule(c.intermediate_size % kRowAlign == 0 && c.intermediate_size <= kMaxGemvK,
          "intermediate_size must be a multiple of 8 and <= 16384, got " + n(c.intermediate_size));
     if (c.num_full_layers() > 0) {

@@ -48,8 +48,26 @@ std::vector<WeightSpec> weight_table(const ModelConfig& c, const ModelWeights& w
             vector(pre + "k_norm", &a.k_norm, &L.k_norm);
             matrix(pre + "o_proj", {&a.o_proj}, int64_t(c.num_heads) * c.head_dim, 0, &L.out_proj);
         }
-        matrix(pre + "mlp_gate_up", {&lw.mlp_gate, &lw.mlp_up}, H, 0, &L.gate_up);
-        matrix(pre + "mlp_down", {&lw.mlp_down}, c.intermediate_size, 0, &L.down);
+        if (c.is_moe_layer(l)) {
+            // Experts packed so expert e is one row block: [E, 2I, H] (gate rows, then up rows) and
+            // [E, H, I]; the router and the shared expert's sigmoid gate are GEMV operands too.
+            const MoeWeights& m = lw.moe;
+            std::vector<const TensorView*> gate_up, down;
+            for (size_t e = 0; e < m.gate.size(); ++e) {
+                gate_up.push_back(&m.gate[e]);
+                gate_up.push_back(&m.up[e]);
+                down.push_back(&m.down[e]);
+            }
+            matrix(pre + "moe_router", {&m.router}, H, 0, &L.moe_router);
+            matrix(pre + "moe_experts_gate_up", std::move(gate_up), H, 0, &L.moe_gate_up);
+            matrix(pre + "moe_experts_down", std::move(down), c.moe_intermediate_size, 0, &L.moe_down);
+            matrix(pre + "moe_shared_gate_up", {&m.shared_gate, &m.shared_up}, H, 0, &L.shared_gate_up);
+            matrix(pre + "moe_shared_down", {&m.shared_down}, c.shared_expert_intermediate_size, 0, &L.shared_down);
+            matrix(pre + "moe_shared_expert_gate", {&m.shared_expert_gate}, H, 0, &L.shared_gate);
+        } else {
+            matrix(pre + "mlp_gate_up", {&lw.mlp_gate, &lw.mlp_up}, H, 0, &L.gate_up);
+            matrix(pre + "mlp_down", {&lw.mlp_down}, c.intermediate_size, 0, &L.down);
+        }
     }
     return t;
 }

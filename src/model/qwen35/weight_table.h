@@ -1,6 +1,6 @@
 // The weight binding of Qwen3.5, declared once as data: every device weight the forward reads,
 // which checkpoint tensors it is the row-concatenation of (the fusion list: GDN [qkv; z; b; a],
-// attention [q|gate; k; v], MLP [gate; up]), its form (a GEMM matrix in the backend's matrix
+// attention [q|gate; k; v], MLP [gate; up], MoE experts [E x (gate; up)] and [E x down]), its form (a GEMM matrix in the backend's matrix
 // dtype with rows padded to row_align, or a small fp32 vector) and where its view goes.
 // bind_weights() uploads the table on either backend; tensors are read through ModelWeights
 // (TensorView), so a loader that dequantizes below it changes nothing here.
@@ -24,8 +24,15 @@ struct LayerWeightViews {
     ops::Tensor gdn_norm;                    // [dv] f32 (linear)
     ops::Tensor out_proj;                    // linear [H, V]; full o_proj [H, Hq d]
     ops::Tensor q_norm, k_norm;              // [d] f32 (full)
-    ops::Tensor gate_up;                     // [2F, H]
+    ops::Tensor gate_up;                     // [2F, H] (dense MLP layers)
     ops::Tensor down;                        // [H, F]
+    // Mixture-of-experts layers (config.is_moe_layer; empty otherwise), MoeOp's layouts.
+    ops::Tensor moe_router;                  // [E, H]
+    ops::Tensor moe_gate_up;                 // [E * 2I, H]: per expert [gate; up]
+    ops::Tensor moe_down;                    // [E * H, I]
+    ops::Tensor shared_gate_up;              // [2Is, H]
+    ops::Tensor shared_down;                 // [H, Is]
+    ops::Tensor shared_gate;                 // [1, H]
 };
 
 struct WeightViews {

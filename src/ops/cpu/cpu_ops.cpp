@@ -8,6 +8,7 @@
 
 #include "exec/error.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/moe.h"
 #include "ops/ops.h"
 #include "util/bf16.h"
 
@@ -329,6 +330,25 @@ frost_status run(const CursorOpParams& p) {
     return named(K::cpu::cursor_op(c), "cursor");
 }
 
+// The reference MoE (kernels/cpu/moe.h) over widened views; probs / ids / weights are f32 / i32.
+frost_status run(const MoeOp& p) {
+    if (p.topk_ids.dtype != DType::I32)
+        return fail(FROST_ERR_INVALID_ARG, "op_moe (cpu): topk_ids must be an i32 view");
+    Widen w;
+    K::MoeParams m{};
+    m.x = w.in(p.x); m.y = w.out(p.y); m.router = w.in(p.router);
+    m.experts_gate_up = w.in(p.experts_gate_up); m.experts_down = w.in(p.experts_down);
+    m.shared_gate_up = w.in(p.shared_gate_up); m.shared_down = w.in(p.shared_down); m.shared_gate = w.in(p.shared_gate);
+    m.probs = w.out(p.probs); m.topk_w = w.out(p.topk_w); m.work = w.out(p.work);
+    FROST_TRY(w.status());
+    m.topk_ids = p.topk_ids.as<int32_t>();
+    m.H = int32_t(p.x.shape[1]); m.E = p.E; m.k = p.k; m.I = p.I; m.Is = p.Is; m.norm_topk = p.norm_topk;
+    m.max_rows = p.rows.max; m.n_rows = p.rows.n;
+    FROST_TRY(named(K::cpu::moe(m), "moe"));
+    w.finish();
+    return FROST_OK;
+}
+
 // Host node per op: the params are copied into the launch (frost_launch_host), the kernel runs
 // from that copy when the stream (or the graph it was captured into) reaches it.
 template <class P>
@@ -348,6 +368,9 @@ public:
     size_t sample_idx_ints(int vocab) const override { return size_t(vocab); }
     size_t gdn_work_floats(int, int) const override { return 0; }
     size_t attn_work_floats(int, int, int) const override { return 0; }
+    size_t moe_work_floats(int H, int, int, int I, int Is, int max_rows) const override {
+        return size_t(max_rows) * size_t(K::moe_work_floats(H, I, Is));
+    }
 };
 
 }  // namespace
@@ -370,6 +393,7 @@ const OpTable& cpu_op_table() {
         o.swiglu = enqueue<SwigluOp>;
         o.sample = enqueue<SampleOp>;
         o.cursor = enqueue<CursorOpParams>;
+        o.moe = enqueue<MoeOp>;
         return o;
     }();
     return t;

@@ -17,6 +17,7 @@
 
 #include "kernels/cuda/lm_gemm.h"
 #include "kernels/cuda/lm_kernels.h"
+#include "kernels/cuda/lm_moe.h"
 #endif
 
 namespace frost::ops {
@@ -38,6 +39,30 @@ using K::bf16;
 using GemmShapeKey = std::array<int64_t, 7>;
 
 const OpTable& cuda_op_table();
+
+// MoeOp::work on CUDA, carved in this order (each piece 256-byte aligned): the shared expert's
+// gate [rows], the decode GEMVs' activations, then the prefill grouping buffers sized for
+// rows x (k + 1) entries (fixed capacity: a captured graph never reallocates). Returns the f32
+// count; with a base it also points p's scratch members into it.
+size_t moe_carve(K::MoeBf16Params& p, float* base) {
+    size_t off = 0;
+    auto take = [&](size_t bytes) {
+        float* at = base ? base + off : nullptr;
+        off += (bytes + 255) / 256 * 64;  // whole 256-byte units, in floats
+        return at;
+    };
+    p.shared_w = take(sizeof(float) * size_t(p.max_rows));
+    p.act = take(sizeof(float) * K::moe_act_floats(p));
+    const K::MoePrefillScratch ps = K::moe_prefill_scratch(p);
+    p.group_offsets = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * ps.offsets_ints));
+    p.entry_row = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * ps.entry_row_ints));
+    p.entry_pos = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * ps.entry_pos_ints));
+    p.xg = reinterpret_cast<bf16*>(take(sizeof(bf16) * ps.xg_elems));
+    p.ag = reinterpret_cast<bf16*>(take(sizeof(bf16) * ps.ag_elems));
+    p.hg = take(sizeof(float) * ps.hg_floats);
+    p.yg = take(sizeof(float) * ps.yg_floats);
+    return off + 64;  // + one unit: the base itself may sit up to 255 bytes before an aligned address
+}
 
 class CudaBackend final : public Backend {
 public:
@@ -71,6 +96,11 @@ public:
         p.max_seq = max_seq;
         p.max_rows = max_rows;  // prefill buckets 64..C_p may split their keys
         return std::max(K::attn_decode_work_floats(p), K::attn_prefill_work_floats(p));
+    }
+    size_t moe_work_floats(int H, int E, int k, int I, int Is, int max_rows) const override {
+        K::MoeBf16Params p{};
+        p.H = H; p.E = E; p.k = k; p.I = I; p.Is = Is; p.max_rows = max_rows;
+        return moe_carve(p, nullptr);
     }
     size_t gemm_plans() const override { return plans_.size(); }
     uint64_t owned_bytes() const override { return K::kGemmWorkspaceBytes; }
@@ -290,6 +320,34 @@ frost_status cursor(const Exec& ex, const CursorOpParams& p) {
     return check(K::cursor_launch(c, native(ex)), "cursor");
 }
 
+// Decode (one row): router, then the expert GEMVs reading the selected ids from device memory, so
+// one captured decode graph follows every step's routing. Prefill: tokens grouped by expert in
+// the fixed-capacity buffers of `work` and grouped tensor-core GEMMs. Both add into y.
+frost_status moe(const Exec& ex, const MoeOp& p) {
+    for (const Tensor* t : {&p.x, &p.y, &p.router, &p.experts_gate_up, &p.experts_down, &p.shared_gate_up,
+                            &p.shared_down, &p.shared_gate})
+        if (t->dtype != DType::BF16)
+            return fail(FROST_ERR_UNSUPPORTED, "op_moe (cuda): activations and expert weights must be bf16 views, got %s",
+                        dtype_name(t->dtype));
+    NEED(p.work, DType::F32, "moe");
+    K::MoeBf16Params m{};
+    m.x = B(p.x); m.router = B(p.router); m.experts_gate_up = B(p.experts_gate_up); m.experts_down = B(p.experts_down);
+    m.shared_gate_up = B(p.shared_gate_up); m.shared_down = B(p.shared_down); m.shared_gate = B(p.shared_gate);
+    m.probs = F(p.probs); m.topk_ids = p.topk_ids.as<int32_t>(); m.topk_w = F(p.topk_w);
+    m.out = nullptr; m.out_bf16 = B(p.y); m.accumulate = 1;
+    m.H = int32_t(p.x.shape[1]); m.E = p.E; m.k = p.k; m.I = p.I; m.Is = p.Is; m.norm_topk = p.norm_topk;
+    m.max_rows = p.rows.max; m.n_rows = p.rows.n;
+    // Align the carve's base up to 256 bytes (moe_work_floats left room for it).
+    const uintptr_t raw = reinterpret_cast<uintptr_t>(F(p.work));
+    float* base = reinterpret_cast<float*>((raw + 255) / 256 * 256);
+    if (moe_carve(m, base) > size_t(p.work.numel()))
+        return fail(FROST_ERR_INVALID_ARG, "op_moe (cuda): work holds %lld floats, needs %zu", (long long)p.work.numel(),
+                    moe_carve(m, nullptr));
+    if (p.rows.max > 1) return check(K::moe_prefill_launch(m, native(ex)), "moe");
+    FROST_TRY(check(K::moe_router_launch(m, native(ex)), "moe"));
+    return check(K::moe_experts_launch(m, native(ex)), "moe");
+}
+
 const OpTable& cuda_op_table() {
     static const OpTable t = [] {
         OpTable o;
@@ -308,6 +366,7 @@ const OpTable& cuda_op_table() {
         o.swiglu = swiglu;
         o.sample = sample;
         o.cursor = cursor;
+        o.moe = moe;
         return o;
     }();
     return t;

@@ -17,17 +17,22 @@ SOURCE = os.environ.get("FROST_SOURCE_DIR", "")
 START_TIMEOUT_S = 120
 
 
+# The synth preset served: "tiny" (dense) unless FROST_SERVE_PRESET names another (ctest runs the
+# openai-client suite a second time on "moe-tiny", a mixture-of-experts model).
+PRESET = os.environ.get("FROST_SERVE_PRESET", "tiny")
+
+
 def synth_model_dir():
     """A tiny synthetic checkpoint whose vocab is the real Qwen3 tokenizer's; None without the fixture."""
     tok = os.path.join(FIXTURES, "tokenizer-qwen3")
     if not os.path.exists(os.path.join(tok, "tokenizer.json")):
         return None
-    out = os.path.join(BUILD, "serve_py_model")
+    out = os.path.join(BUILD, "serve_py_model" + ("" if PRESET == "tiny" else "_" + PRESET))
     with open(out + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = os.path.join(out, ".complete")
         if not os.path.exists(done):
-            subprocess.run([FROST, "synth", "--out", out, "--preset", "tiny", "--tokenizer", tok],
+            subprocess.run([FROST, "synth", "--out", out, "--preset", PRESET, "--tokenizer", tok],
                            check=True, capture_output=True, timeout=300)
             open(done, "w").close()
     return out

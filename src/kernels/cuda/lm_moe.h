@@ -1,0 +1,77 @@
+// CUDA launchers of the sparse MoE MLP, decode and prefill paths (bf16 weights and activations, fp32 router,
+// accumulation and mixing weights). Family MoeParams (kernels/params/moe.h), same math:
+//   moe_router_launch:  probs = softmax_fp32(router · x) over all E experts; the k largest
+//                       (ties: lower id first) into topk_ids / topk_w (renormalised when
+//                       norm_topk); shared_w = sigmoid(shared_gate · x). One block per row.
+//   moe_experts_launch: for every row, the k selected experts (ids READ FROM DEVICE MEMORY,
+//                       so one captured decode graph serves every step: no host round trip, no
+//                       recapture) and the shared expert: act = silu(gate · x) ⊙ (up · x), then
+//                       out = Σ_j w_j · down_j act_j + shared_w · down_s act_s. Only the selected
+//                       experts' weights are read. One warp per output element.
+// moe_prefill_launch: the same result for many rows, tokens grouped by expert (see below).
+// Rows = *n_rows (clamped to max_rows) read on the device. Every launcher enqueues on `stream`,
+// never synchronises, and returns its cudaError_t (cudaErrorInvalidValue for params outside the
+// supported set: H, I, Is multiples of 8; 1 <= k <= kMoeMaxTopK; E <= kMoeMaxExperts).
+// The CUDA op table's op_moe wraps them (decode: router + experts; prefill: moe_prefill_launch);
+// tests/kernels/test_cuda_moe.cpp checks parity with the CPU reference. Defined only in builds with FROST_WITH_CUDA.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/lm_params.h"
+
+namespace frost::kernels {
+
+constexpr int kMoeMaxExperts = 1024;
+constexpr int kMoeMaxTopK = 32;
+
+struct MoeBf16Params {
+    const bf16* x;                // [max_rows, H] post-attention-norm output
+    const bf16* router;           // [E, H]
+    const bf16* experts_gate_up;  // [E, 2I, H]: expert e = [gate_proj (I rows) ; up_proj (I rows)]
+    const bf16* experts_down;     // [E, H, I]
+    const bf16* shared_gate_up;   // [2Is, H]
+    const bf16* shared_down;      // [H, Is]
+    const bf16* shared_gate;      // [H]
+    float* probs;                 // [max_rows, E] out (router)
+    int32_t* topk_ids;            // [max_rows, k] out (router), read by moe_experts_launch
+    float* topk_w;                // [max_rows, k] out (router)
+    float* shared_w;              // [max_rows] out (router): sigmoid(shared_gate · x)
+    float* act;                   // [max_rows, k + 1, max(I, Is)] scratch of moe_experts_launch
+    float* out;                   // [max_rows, H] MoE output (fp32), may be null
+    bf16* out_bf16;               // [max_rows, H] MoE output (bf16, e.g. the residual delta), may be null
+    int32_t accumulate;           // 1: out_bf16 += output (the fused residual add, one bf16 rounding)
+    int32_t H, E, k, I, Is;
+    int32_t norm_topk;
+    int32_t max_rows;
+    const int32_t* n_rows;        // [1] device, may be null (= max_rows)
+    // Prefill only (moe_prefill_launch): fixed-capacity grouping buffers for max_rows x (k + 1)
+    // entries (every (row, selected expert) pair, plus every row once for the shared expert,
+    // which is group E), sized by moe_prefill_scratch(); the counts live on the device.
+    int32_t* group_offsets;       // [E + 2]: first entry of each group, then the entry total
+    int32_t* entry_row;           // [entries] source row of each grouped entry
+    int32_t* entry_pos;           // [max_rows, k + 1] grouped entry of (row, slot); slot k = shared
+    bf16* xg;                     // [entries + 16, H] gathered input rows (16: last tile's padding)
+    float* hg;                    // [entries + 16, 2 max(I, Is)] gate | up projections
+    bf16* ag;                     // [entries + 16, max(I, Is)] silu(gate) * up
+    float* yg;                    // [entries + 16, H] each entry's expert output
+};
+
+// Prefill: router, then tokens grouped by expert inside the launch (deterministic order: by
+// row within each group), grouped GEMMs on tensor cores (bf16 WMMA, fp32 accumulation; every
+// 16-row tile runs once per group it touches, with that group's weights), SwiGLU, and a
+// per-row combine in slot order. Needs H, I, Is multiples of 16. Graph-capturable: the grid is
+// sized for the capacity and blocks past the device-side entry count exit.
+cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream);
+struct MoePrefillScratch {
+    size_t offsets_ints, entry_row_ints, entry_pos_ints;  // int32 counts
+    size_t xg_elems, ag_elems;                            // bf16 counts
+    size_t hg_floats, yg_floats;                          // float counts
+};
+MoePrefillScratch moe_prefill_scratch(const MoeBf16Params& p);
+
+cudaError_t moe_router_launch(const MoeBf16Params& p, cudaStream_t stream);
+cudaError_t moe_experts_launch(const MoeBf16Params& p, cudaStream_t stream);
+// Floats of p.act.
+size_t moe_act_floats(const MoeBf16Params& p);
+
+}  // namespace frost::kernels
