@@ -146,6 +146,14 @@ TEST_P(MoeFixtures, PromptLogitsAndGreedyMatchGoldenNearTiesNamed) {
                     run.label[size_t(first_tie)].c_str(), run.gap[size_t(first_tie)], excused.c_str());
         RecordProperty("near_tie_positions", excused);
     }
+    {
+        int below[4] = {0, 0, 0, 0};
+        const double th[4] = {1e-4, 1e-3, 3e-3, 1e-2};
+        for (double gp : run.gap)
+            for (int t = 0; t < 4; ++t) below[t] += gp < th[t];
+        std::printf("[ gaps     ] %s: %zu tokens; gap<1e-4: %d, <1e-3: %d, <3e-3: %d, <1e-2: %d\n", GetParam(),
+                    run.gap.size(), below[0], below[1], below[2], below[3]);
+    }
     std::printf("[ moe      ] %s: worst rel L2 within tolerance %.3g, smallest router top-k gap %.3g, golden's %.3g\n",
                 GetParam(), worst, min_gap, g.min_router_topk_gap);
     RecordProperty("worst_rel_l2", std::to_string(worst));
