@@ -291,8 +291,15 @@ public:
     virtual size_t attn_work_floats(int Hq, int max_seq, int max_rows) const = 0;
     // Distinct GEMM shapes planned so far (CUDA: cuBLASLt plans; CPU: 0).
     virtual size_t gemm_plans() const { return 0; }
-    // Device bytes the backend holds itself (CUDA: the cuBLASLt workspace).
+    // Device bytes the backend holds itself (CUDA: the cuBLASLt workspace, the dequant tile).
     virtual uint64_t owned_bytes() const { return 0; }
+    // Called once at load, before capture, with the element count of the largest quantized GEMM
+    // weight: CUDA allocates the bf16 tile a prefill GEMM dequantizes such a weight into (shared by
+    // every quantized GEMM of the stream, which runs them one after another). CPU: nothing.
+    virtual frost_status reserve_dequant_scratch(frost_ctx*, size_t elems) {
+        (void)elems;
+        return FROST_OK;
+    }
 
 protected:
     Backend(frost_backend k, const OpTable* t) : kind_(k), table_(t) {}

@@ -102,6 +102,11 @@ __device__ inline float dot_int4(const uint4& w, const float* xf, __half2 bias) 
     return acc;
 }
 
+// NVFP4's divisor of row n: per row when the params carry one (fused projections), else global.
+__device__ inline float global_scale_of(const GemvQuantParams& p, int n) {
+    return p.row_global_scale ? __ldg(p.row_global_scale + n) : p.global_scale;
+}
+
 // The scaled contribution of chunk c of row n.
 template <int F>
 __device__ inline float chunk_dot(const GemvQuantParams& p, const uint4& w, const float* xf, int n, int c) {
@@ -115,8 +120,9 @@ __device__ inline float chunk_dot(const GemvQuantParams& p, const uint4& w, cons
     } else if constexpr (F == kGemvQuantNvfp4) {
         const int groups = p.K / kNvfp4Group;
         const uint16_t s2 = __ldg(static_cast<const uint16_t*>(p.scale) + (n * groups + c * 2) / 2);
-        const float s0 = __fdiv_rn(fp8_to_float(s2), p.global_scale) * kE2m1Unscale;
-        const float s1 = __fdiv_rn(fp8_to_float(s2 >> 8), p.global_scale) * kE2m1Unscale;
+        const float gs = global_scale_of(p, n);
+        const float s0 = __fdiv_rn(fp8_to_float(s2), gs) * kE2m1Unscale;
+        const float s1 = __fdiv_rn(fp8_to_float(s2 >> 8), gs) * kE2m1Unscale;
         const float2 d = dot_fp4(w, xf);
         return s0 * d.x + s1 * d.y;
     } else {
@@ -186,8 +192,13 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
         float a = warp_sum(acc[r]);
         if (lane != 0 || !valid[r]) continue;
         if constexpr (F == kGemvQuantFp8Channel) a *= __ldg(static_cast<const float*>(p.scale) + n0 + r);
-        if (p.out_f32) static_cast<float*>(p.y)[n0 + r] = a;
-        else static_cast<bf16*>(p.y)[n0 + r] = __float2bfloat16(a);
+        if (p.out_f32) {
+            float* y = static_cast<float*>(p.y) + n0 + r;
+            *y = p.accumulate ? *y + a : a;
+        } else {
+            bf16* y = static_cast<bf16*>(p.y) + n0 + r;  // residual: one rounding of the fp32 sum
+            *y = __float2bfloat16(p.accumulate ? __bfloat162float(*y) + a : a);
+        }
     }
 }
 
@@ -220,7 +231,8 @@ __global__ void __launch_bounds__(kThreads) dequant_bf16_kernel(GemvQuantParams 
     } else if constexpr (F == kGemvQuantNvfp4) {
         const int groups = p.K / kNvfp4Group;
         const uint16_t s2 = __ldg(static_cast<const uint16_t*>(p.scale) + (n * groups + c * 2) / 2);
-        const float s[2] = {__fdiv_rn(fp8_to_float(s2), p.global_scale), __fdiv_rn(fp8_to_float(s2 >> 8), p.global_scale)};
+        const float gs = global_scale_of(p, n);
+        const float s[2] = {__fdiv_rn(fp8_to_float(s2), gs), __fdiv_rn(fp8_to_float(s2 >> 8), gs)};
 #pragma unroll
         for (int i = 0; i < 16; ++i) {
             const uint32_t b = words[i / 4] >> (8 * (i % 4));
@@ -267,7 +279,7 @@ bool supported(const GemvQuantParams& p) {
         case kGemvQuantFp8Channel:
             return p.K % kFp8PerChunk == 0;
         case kGemvQuantNvfp4:
-            return p.K % kFp4PerChunk == 0 && p.global_scale > 0.0f;
+            return p.K % kFp4PerChunk == 0 && (p.row_global_scale || p.global_scale > 0.0f);
         case kGemvQuantInt4:
             return p.K % kFp4PerChunk == 0 && p.group_size > 0 && p.group_size % kFp4PerChunk == 0 &&
                    p.K % p.group_size == 0;
@@ -329,14 +341,14 @@ KernelCost gemv_quant_cost(const GemvQuantParams& p) {
             break;
         case kGemvQuantNvfp4:
             w = N * K / 2;
-            s = N * K / kNvfp4Group;
+            s = N * K / kNvfp4Group + (p.row_global_scale ? N * sizeof(float) : 0);
             break;
         default:
             w = N * K / 2;
             s = N * (K / p.group_size) * sizeof(bf16) + (p.zero_point ? std::ceil(N / 8) * (K / p.group_size) * 4 : 0);
             break;
     }
-    const double bytes = w + s + K * sizeof(bf16) + N * (p.out_f32 ? sizeof(float) : sizeof(bf16));
+    const double bytes = w + s + K * sizeof(bf16) + N * (p.out_f32 ? sizeof(float) : sizeof(bf16)) * (p.accumulate ? 2 : 1);
     return {bytes, 2.0 * N * K};
 }
 

@@ -36,6 +36,9 @@ struct GemvQuantParams {
     int32_t group_size;          // INT4: a multiple of 32
     int32_t out_f32;
     int32_t pdl;                 // programmatic dependent launch
+    int32_t accumulate;          // y += x W^T (the residual epilogue) instead of y = x W^T
+    const float* row_global_scale;  // NVFP4: per-row divisor [N] replacing global_scale when set
+                                    // (row-concatenated projections of different global scales)
 };
 
 constexpr int kGemvQuantMaxK = 16384;  // x is staged in 32 KiB of shared memory

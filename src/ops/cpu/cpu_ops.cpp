@@ -276,6 +276,9 @@ frost_status run(const AttentionOp& p) {
 }
 
 frost_status run(const GemmOp& p) {
+    if (p.w.quantized())  // the oracle's weights are exact fp32: the CPU engine dequantizes at load
+        return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cpu): w is a %s view; the CPU backend takes dequantized (f32) weights",
+                    dtype_name(p.w.dtype));
     Widen w;
     const bool swiglu = p.epilogue == Epilogue::SwiGLU;
     if (swiglu && p.tmp.empty())
