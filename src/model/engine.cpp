@@ -59,12 +59,16 @@ Engine::~Engine() {
     if (ctx_) frost_ctx_destroy(ctx_);
 }
 
+WeightLoadOptions weight_load_options(const EngineOptions& o) {
+    WeightLoadOptions lo;  // CUDA: the weight table dequantizes (to bf16) what it does not keep
+    lo.keep_quantized = o.backend == FROST_BACKEND_CUDA;
+    return lo;
+}
+
 frost_status Engine::create(const std::string& model_dir, const EngineOptions& opts,
                             std::unique_ptr<Engine>* out) {
     ModelWeights w;
-    WeightLoadOptions lo;  // CUDA: the weight table dequantizes (to bf16) what it does not keep
-    lo.keep_quantized = opts.backend == FROST_BACKEND_CUDA;
-    FROST_TRY(load_weights(model_dir, &w, lo));
+    FROST_TRY(load_weights(model_dir, &w, weight_load_options(opts)));
     return create_from_weights(w, opts, out);
 }
 

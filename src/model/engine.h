@@ -41,6 +41,10 @@ struct EngineOptions {
     bool keep_quantized = true;
 };
 
+// How to load weights for an engine of these options (Engine::create uses it; callers that load
+// themselves and call create_from_weights should too): CUDA binds quantized linears as stored.
+WeightLoadOptions weight_load_options(const EngineOptions& o);
+
 struct SamplingConfig {
     float temperature = 0.0f;  // <= 0: greedy
     int top_k = 0;             // 0: off
