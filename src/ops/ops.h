@@ -158,9 +158,9 @@ enum class Epilogue : int32_t {
 struct GemmOp {
     Tensor x;               // [M, K] with row stride
     Tensor w;               // [N, K] (N = 2F for SwiGLU); on CUDA also a quantized view (tensor.h):
-                            // M = 1 quantized GEMV (SwiGLU through tmp), M > 1 dequant tile + GEMM
+                            // M = 1 quantized GEMV (epilogues fused), M > 1 dequant tile + GEMM
     Tensor y;               // [M, N] (or [M, F]); f32 or the activation dtype
-    Tensor tmp;             // SwiGLU on CPU / quantized CUDA: [M, 2F], the projection before the epilogue
+    Tensor tmp;             // SwiGLU on CPU: [M, 2F] for the projection before the epilogue
     Epilogue epilogue = Epilogue::None;
     const int32_t* n_rows = nullptr;  // valid rows (CPU skips the rest; CUDA computes all M)
     int32_t pdl = 0;

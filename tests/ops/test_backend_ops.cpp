@@ -411,7 +411,7 @@ std::vector<Case> cases() {
                       }});
     }
     // Quantized GEMM weights (issue 15): the CUDA backend runs the packed view (decode: quantized
-    // GEMV with the residual epilogue fused, SwiGLU through tmp; prefill: dequant tile + bf16
+    // GEMV with the residual / SwiGLU epilogue fused; prefill: dequant tile + bf16
     // GEMM); the reference (and a CPU candidate, which takes dequantized weights) the decoded fp32.
     for (QFmt f : {QFmt::Fp8Block, QFmt::Fp8Channel, QFmt::Nvfp4, QFmt::Int4, QFmt::Int4Asym})
         for (int rows : {1, 64})

@@ -144,14 +144,18 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
     const int chunks = p.K / E;
     const int warp = threadIdx.x / kWarp;
     const int lane = threadIdx.x % kWarp;
+    static_assert(kRows == 2, "the SwiGLU form gives a warp the gate row and its up row");
     const int n0 = (blockIdx.x * kWarps + warp) * kRows;
+    const int j = blockIdx.x * kWarps + warp;  // SwiGLU: the activation index of this warp
     const int64_t row_chunks = chunks;  // 16-byte chunks per weight row
     const uint4* rows[kRows];
+    int rid[kRows];
     bool valid[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-        valid[r] = n0 + r < p.N;
-        rows[r] = static_cast<const uint4*>(p.w) + (valid[r] ? n0 + r : 0) * row_chunks;
+        rid[r] = p.swiglu ? j + r * (p.N / 2) : n0 + r;
+        valid[r] = p.swiglu ? j < p.N / 2 : n0 + r < p.N;
+        rows[r] = static_cast<const uint4*>(p.w) + (valid[r] ? rid[r] : 0) * row_chunks;
     }
     pdl_wait();
     pdl_launch_dependents();
@@ -184,14 +188,27 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
             }
 #pragma unroll
             for (int r = 0; r < kRows; ++r)
-                if (valid[r]) acc[r] += chunk_dot<F>(p, wv[u][r], xf, n0 + r, cc);
+                if (valid[r]) acc[r] += chunk_dot<F>(p, wv[u][r], xf, rid[r], cc);
         }
+    }
+    float sum[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+        sum[r] = warp_sum(acc[r]);
+        if constexpr (F == kGemvQuantFp8Channel)
+            if (valid[r]) sum[r] *= __ldg(static_cast<const float*>(p.scale) + rid[r]);
+    }
+    if (p.swiglu) {
+        if (lane != 0 || !valid[0]) return;
+        const float gate = __bfloat162float(__float2bfloat16(sum[0]));
+        const float up = __bfloat162float(__float2bfloat16(sum[1]));
+        static_cast<bf16*>(p.y)[j] = __float2bfloat16(silu(gate) * up);
+        return;
     }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-        float a = warp_sum(acc[r]);
+        const float a = sum[r];
         if (lane != 0 || !valid[r]) continue;
-        if constexpr (F == kGemvQuantFp8Channel) a *= __ldg(static_cast<const float*>(p.scale) + n0 + r);
         if (p.out_f32) {
             float* y = static_cast<float*>(p.y) + n0 + r;
             *y = p.accumulate ? *y + a : a;
@@ -292,8 +309,9 @@ bool supported(const GemvQuantParams& p) {
 
 cudaError_t gemv_quant_launch(const GemvQuantParams& p, cudaStream_t stream) {
     if (!supported(p) || !p.x || !p.y || p.K > kGemvQuantMaxK || !aligned16(p.x)) return cudaErrorInvalidValue;
+    if (p.swiglu && (p.N % 2 != 0 || p.out_f32 || p.accumulate)) return cudaErrorInvalidValue;
     const size_t smem = static_cast<size_t>(p.K) * sizeof(bf16);
-    const dim3 grid(ceil_div(p.N, kWarps * kRows));
+    const dim3 grid(p.swiglu ? ceil_div(p.N / 2, kWarps) : ceil_div(p.N, kWarps * kRows));
     const bool pdl = p.pdl != 0;
     cudaError_t err;
     switch (p.format) {
@@ -348,7 +366,8 @@ KernelCost gemv_quant_cost(const GemvQuantParams& p) {
             s = N * (K / p.group_size) * sizeof(bf16) + (p.zero_point ? std::ceil(N / 8) * (K / p.group_size) * 4 : 0);
             break;
     }
-    const double bytes = w + s + K * sizeof(bf16) + N * (p.out_f32 ? sizeof(float) : sizeof(bf16)) * (p.accumulate ? 2 : 1);
+    const double outs = p.swiglu ? N / 2 : N;
+    const double bytes = w + s + K * sizeof(bf16) + outs * (p.out_f32 ? sizeof(float) : sizeof(bf16)) * (p.accumulate ? 2 : 1);
     return {bytes, 2.0 * N * K};
 }
 

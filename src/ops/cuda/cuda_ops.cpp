@@ -293,8 +293,8 @@ frost_status quant_params(const Tensor& w, K::GemvQuantParams* q) {
     }
 }
 
-// A quantized weight: decode (M = 1) runs the quantized GEMV with the residual epilogue fused and
-// SwiGLU as GEMV into tmp + the swiglu kernel; prefill dequantizes the weight into the backend's
+// A quantized weight: decode (M = 1) runs the quantized GEMV with the residual or SwiGLU epilogue
+// fused (the bf16 GEMV's forms); prefill dequantizes the weight into the backend's
 // bf16 tile and runs the bf16 GEMM below on it (an FP8 tensor-core GEMM is the later step).
 frost_status gemm_bf16(const Exec& ex, const GemmOp& p, const Tensor& w);
 
@@ -314,12 +314,10 @@ frost_status gemm_quant(const Exec& ex, const GemmOp& p) {
     q.x = B(p.x);
     q.pdl = p.pdl;
     if (p.epilogue == Epilogue::SwiGLU) {
-        NEED(p.tmp, DType::BF16, "gemm+swiglu");
         NEED(p.y, DType::BF16, "gemm+swiglu");
-        q.y = p.tmp.data;
-        FROST_TRY(check(K::gemv_quant_launch(q, native(ex)), "gemm+swiglu (quantized gemv)"));
-        K::SwigluBf16Params s{B(p.tmp), B(p.y), int32_t(p.y.shape[1]), 1, nullptr};
-        return check(K::swiglu_launch(s, native(ex)), "gemm+swiglu");
+        q.y = p.y.data;
+        q.swiglu = 1;
+        return check(K::gemv_quant_launch(q, native(ex)), "gemm+swiglu (quantized gemv)");
     }
     if (p.y.empty() || (p.y.dtype != DType::BF16 && p.y.dtype != DType::F32))
         return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): y must be a bf16 or f32 view");
