@@ -527,7 +527,9 @@ struct Side {
         EXPECT_EQ(Backend::create(ctx, st, &backend), FROST_OK) << frost_last_error();
         // The engine reserves the prefill dequant tile for its largest quantized weight at load;
         // here the largest quantized case weight is [2F, H].
-        if (backend) EXPECT_EQ(backend->reserve_dequant_scratch(ctx, size_t(2 * F) * H), FROST_OK) << frost_last_error();
+        if (backend) {
+            EXPECT_EQ(backend->reserve_dequant_scratch(ctx, size_t(2 * F) * H), FROST_OK) << frost_last_error();
+        }
     }
     ~Side() {
         backend.reset();
