@@ -59,10 +59,16 @@ Engine::~Engine() {
     if (ctx_) frost_ctx_destroy(ctx_);
 }
 
+WeightLoadOptions weight_load_options(const EngineOptions& o) {
+    WeightLoadOptions lo;  // CUDA: the weight table dequantizes (to bf16) what it does not keep
+    lo.keep_quantized = o.backend == FROST_BACKEND_CUDA;
+    return lo;
+}
+
 frost_status Engine::create(const std::string& model_dir, const EngineOptions& opts,
                             std::unique_ptr<Engine>* out) {
     ModelWeights w;
-    FROST_TRY(load_weights(model_dir, &w));
+    FROST_TRY(load_weights(model_dir, &w, weight_load_options(opts)));
     return create_from_weights(w, opts, out);
 }
 
@@ -107,6 +113,7 @@ frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
     FROST_TRY(frost_stream_create(ctx_, 0, &stream_));
     FROST_TRY(ops::Backend::create(ctx_, stream_, &backend_));
     prec_ = qwen35::precision_for(backend_->act_dtype());
+    prec_.keep_quantized = opts.backend == FROST_BACKEND_CUDA && opts.keep_quantized;
     info_.active = opts.backend == FROST_BACKEND_CUDA;
 
     const auto t_weights = Clock::now();
@@ -114,6 +121,9 @@ frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
     FROST_TRY(qwen35::bind_weights(ctx_, stream_, cfg_, w, prec_, weight_bufs_.get(), &weights_));
     info_.weights_ms = ms_since(t_weights);
     info_.weight_bytes = weight_bufs_->total_bytes();
+    info_.quantized_matrices = weights_.quantized_matrices;
+    info_.dequantized_matrices = int(weights_.dequantized.size());
+    FROST_TRY(backend_->reserve_dequant_scratch(ctx_, largest_quantized_matrix()));
 
     FROST_TRY(alloc_scratch());
     for (int i = 0; i < opts.sessions; ++i) FROST_TRY(alloc_session(i));
@@ -136,6 +146,18 @@ frost_status Engine::alloc_prompt_staging() {
 
 // Shared scratch for C_p rows in the backend's activation dtype (fp32 logits, beta / g and work
 // areas), the backend's own work areas, and the host staging area.
+size_t Engine::largest_quantized_matrix() const {
+    size_t m = 0;
+    auto see = [&](const ops::Tensor& t) {
+        if (t.quantized()) m = std::max(m, size_t(t.shape[0]) * size_t(t.shape[1]));
+    };
+    see(weights_.lm_head);
+    for (const auto& L : weights_.layers) {
+        see(L.in_proj); see(L.out_proj); see(L.gate_up); see(L.down);
+    }
+    return m;
+}
+
 frost_status Engine::alloc_scratch() {
     scratch_bufs_ = std::make_unique<BufferList>(ctx_);
     BufferList& L = *scratch_bufs_;

@@ -35,7 +35,15 @@ struct EngineOptions {
     // RoPE inverse frequencies rounded to bf16, as transformers computes them for a model cast to
     // bfloat16 (the fixture goldens were made that way); false = exact fp32 frequencies.
     bool rope_inv_freq_bf16 = true;
+    // A quantized checkpoint on CUDA: linears stay quantized on the device (quantized GEMV for
+    // decode, dequantized tile + bf16 GEMM for prefill); false dequantizes them to bf16 at load.
+    // The CPU engine (the fp32 oracle) always dequantizes.
+    bool keep_quantized = true;
 };
+
+// How to load weights for an engine of these options (Engine::create uses it; callers that load
+// themselves and call create_from_weights should too): CUDA binds quantized linears as stored.
+WeightLoadOptions weight_load_options(const EngineOptions& o);
 
 struct SamplingConfig {
     float temperature = 0.0f;  // <= 0: greedy
@@ -140,6 +148,8 @@ private:
     Engine() = default;
     frost_status init(const ModelWeights& w, const EngineOptions& opts);
     frost_status alloc_scratch();
+    // Elements of the largest quantized GEMM weight (the prefill dequant tile; 0 when none).
+    size_t largest_quantized_matrix() const;
     frost_status alloc_session(int index);
     frost_status capture_session(int index);
     frost_status record(int session, int rows, bool decode, const ops::OpObserver* observer, frost_stream* st,

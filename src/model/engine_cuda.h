@@ -18,6 +18,8 @@ struct CudaEngineInfo {
     uint64_t weight_bytes = 0;  // weights on the device
     uint64_t scratch_bytes = 0; // shared activations, backend workspace, staging
     uint64_t session_bytes = 0; // state + cursor of one session
+    int quantized_matrices = 0; // GEMM weights kept in their quantized dtype (weight_bytes counts them packed)
+    int dequantized_matrices = 0;  // quantized in the checkpoint but dequantized at load (weight_quant.h)
 };
 CudaEngineInfo cuda_engine_info(const Engine& e);
 

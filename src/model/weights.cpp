@@ -38,6 +38,7 @@ struct Binder {
     const quant::QuantPlan* plan;  // quantized linears, by module name (empty when not quantized)
     ModelWeights* owner;           // owns dequantized storage
     DType dequant_to;              // F32 or BF16 (WeightLoadOptions)
+    bool keep_quantized;           // bind quantized modules as stored (WeightLoadOptions)
 
     // Binds `name` into *out if present with the right shape and dtype; records a problem if not.
     void bind(const std::string& name, std::vector<int64_t> shape, TensorView* out, DTypeRule rule = DTypeRule::Bf16) {
@@ -74,8 +75,16 @@ struct Binder {
         }
         TensorView v;
         v.name = name;
-        v.dtype = dequant_to;
         v.shape = shape;
+        if (keep_quantized) {  // the weight table decides per matrix whether the backend runs it so
+            v.dtype = q.q->dtype;
+            v.data = q.q->data;
+            v.bytes = q.stored_bytes;
+            v.quant = &q;
+            *out = std::move(v);
+            return;
+        }
+        v.dtype = dequant_to;
         const size_t n = size_t(q.out) * size_t(q.in);
         v.bytes = n * dtype_size(dequant_to);
         owner->owned.emplace_back(new (std::nothrow) uint8_t[v.bytes]);
@@ -102,8 +111,11 @@ struct Binder {
 void bind_qwen3next_linear(Binder& b, const ModelConfig& c, const std::string& p, LinearAttnWeights* lin, ModelWeights* w) {
     const int64_t H = c.hidden_size, Q = c.lin_q_dim(), V = c.lin_v_dim(), Hv = c.lin_num_v_heads;
     TensorView qkvz, ba;
+    const bool keep = b.keep_quantized;  // de-interleave moves rows of dequantized values
+    b.keep_quantized = false;
     b.bind(p + "in_proj_qkvz.weight", {2 * Q + 2 * V, H}, &qkvz);
     b.bind(p + "in_proj_ba.weight", {2 * Hv, H}, &ba);
+    b.keep_quantized = keep;
     if (!qkvz.present() || !ba.present()) return;
     if (qkvz.dtype != DType::BF16 || ba.dtype != DType::BF16) {  // de-interleave moves bf16 rows
         b.problems.push_back("unsupported: quantized fused projections " + p + "in_proj_qkvz / in_proj_ba");
@@ -316,7 +328,7 @@ frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, 
     std::vector<std::string> quant_problems;  // listed with the binding's own, in one error
     FROST_TRY(quant::build_quant_plan(qc, *ck, plan.get(), &quant_problems));
     w.quant = plan;
-    Binder b{*ck, {}, std::move(quant_problems), plan.get(), &w, opts.dequant_dtype};
+    Binder b{*ck, {}, std::move(quant_problems), plan.get(), &w, opts.dequant_dtype, opts.keep_quantized};
     for (const auto& [m, names] : plan->invalid) b.used.insert(names.begin(), names.end());
     const std::string& P = c.weight_prefix;
     const int64_t H = c.hidden_size, V = c.vocab_size, F = c.intermediate_size;

@@ -20,6 +20,10 @@ enum class DType : uint8_t { F32 = 0, BF16 = 1, F16 = 2, F64, I64, I32, I16, I8,
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 
+namespace quant {
+struct QuantModule;  // model/quant/quant_plan.h
+}
+
 // A read-only tensor in host memory. `data` is aligned to its element size.
 struct TensorView {
     std::string name;            // checkpoint name (after de-interleave: a synthetic name)
@@ -27,6 +31,10 @@ struct TensorView {
     std::vector<int64_t> shape;  // row-major; PyTorch Linear weights are [out, in]
     const void* data = nullptr;  // nullptr only for an absent optional tensor
     size_t bytes = 0;
+    // A quantized linear kept as stored (WeightLoadOptions::keep_quantized): the module (owned by
+    // ModelWeights::quant); data is its packed weight, dtype the stored one, shape the logical
+    // [out, in], bytes every tensor of the module. Null for plain and dequantized tensors.
+    const quant::QuantModule* quant = nullptr;
     int64_t numel() const;
     bool present() const { return data != nullptr; }
 };
@@ -107,8 +115,11 @@ struct ModelWeights {
 // How quantized linears are materialised at load. F32 (default): exact, what the fp32 CPU engine
 // needs for the goldens. BF16: half the host memory (the CUDA engine rounds to bf16 anyway); each
 // value is the fp32 dequantization rounded to nearest even.
+// keep_quantized: bind quantized linears as they are stored (TensorView::quant), for a backend
+// that runs them quantized (the CUDA engine); the weight table dequantizes what it cannot keep.
 struct WeightLoadOptions {
     DType dequant_dtype = DType::F32;  // F32 or BF16
+    bool keep_quantized = false;
 };
 frost_status load_weights(const std::string& model_dir, ModelWeights* out, const WeightLoadOptions& opts = {});
 // Binds an already opened checkpoint against a parsed config (load_weights = load_config +

@@ -69,7 +69,10 @@ OpCost cost_of(const AttentionOp& p, int64_t context) {
 OpCost cost_of(const GemmOp& p) {
     const double m = p.x.shape[0], k = p.x.shape[1], n = p.w.shape[0];
     const double out = double(p.y.shape[1]) * m * B(p.y) * (p.epilogue == Epilogue::Residual ? 2 : 1);
-    return {2 * m * n * k, n * k * B(p.w) + m * k * B(p.x) + out};
+    // A quantized weight moves its packed bytes + scales (the decode GEMV's floor); for M > 1 the
+    // CUDA path also writes and reads back a bf16 dequantized copy (the prefill tile).
+    const double tile = p.w.quantized() && m > 1 ? 2.0 * n * k * 2.0 : 0.0;
+    return {2 * m * n * k, p.w.weight_bytes() + tile + m * k * B(p.x) + out};
 }
 
 OpCost cost_of(const SwigluOp& p) {

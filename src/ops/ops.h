@@ -157,7 +157,8 @@ enum class Epilogue : int32_t {
 // y = x W^T over M = x.rows rows (a GEMV when M == 1), with an epilogue.
 struct GemmOp {
     Tensor x;               // [M, K] with row stride
-    Tensor w;               // [N, K] (N = 2F for SwiGLU)
+    Tensor w;               // [N, K] (N = 2F for SwiGLU); on CUDA also a quantized view (tensor.h):
+                            // M = 1 quantized GEMV (epilogues fused), M > 1 dequant tile + GEMM
     Tensor y;               // [M, N] (or [M, F]); f32 or the activation dtype
     Tensor tmp;             // SwiGLU on CPU: [M, 2F] for the projection before the epilogue
     Epilogue epilogue = Epilogue::None;
@@ -321,8 +322,15 @@ public:
     virtual size_t moe_work_floats(int H, int E, int k, int I, int Is, int max_rows) const = 0;
     // Distinct GEMM shapes planned so far (CUDA: cuBLASLt plans; CPU: 0).
     virtual size_t gemm_plans() const { return 0; }
-    // Device bytes the backend holds itself (CUDA: the cuBLASLt workspace).
+    // Device bytes the backend holds itself (CUDA: the cuBLASLt workspace, the dequant tile).
     virtual uint64_t owned_bytes() const { return 0; }
+    // Called once at load, before capture, with the element count of the largest quantized GEMM
+    // weight: CUDA allocates the bf16 tile a prefill GEMM dequantizes such a weight into (shared by
+    // every quantized GEMM of the stream, which runs them one after another). CPU: nothing.
+    virtual frost_status reserve_dequant_scratch(frost_ctx*, size_t elems) {
+        (void)elems;
+        return FROST_OK;
+    }
 
 protected:
     Backend(frost_backend k, const OpTable* t) : kind_(k), table_(t) {}

@@ -14,12 +14,13 @@ const char* dtype_name(DType t) {
         case DType::U8: return "u8";
         case DType::FP8_E4M3: return "fp8_e4m3";
         case DType::INT4: return "int4";
+        case DType::NVFP4: return "nvfp4";
     }
     return "unknown";
 }
 
 bool dtype_from_name(const char* name, DType* out) {
-    for (DType t : {DType::F32, DType::BF16, DType::I32, DType::U8, DType::FP8_E4M3, DType::INT4})
+    for (DType t : {DType::F32, DType::BF16, DType::I32, DType::U8, DType::FP8_E4M3, DType::INT4, DType::NVFP4})
         if (name && std::strcmp(name, dtype_name(t)) == 0) {
             *out = t;
             return true;
@@ -32,9 +33,28 @@ size_t dtype_bits(DType t) {
         case DType::F32: case DType::I32: return 32;
         case DType::BF16: return 16;
         case DType::U8: case DType::FP8_E4M3: return 8;
-        case DType::INT4: return 4;
+        case DType::INT4: case DType::NVFP4: return 4;
     }
     return 0;
+}
+
+bool dtype_quantized(DType t) { return t == DType::FP8_E4M3 || t == DType::INT4 || t == DType::NVFP4; }
+
+double Tensor::weight_bytes() const {
+    if (empty() || rank < 2) return 0;
+    const double N = double(shape[0]), K = double(shape[1]);
+    const double w = N * K * double(dtype_bits(dtype)) / 8.0;
+    if (!quantized() || scale_block <= 0) return w;
+    const double groups = double((shape[1] + scale_block - 1) / scale_block);
+    switch (dtype) {
+        case DType::FP8_E4M3: {
+            const int64_t br = scale_rows > 0 ? scale_rows : 1;
+            return w + double((shape[0] + br - 1) / br) * groups * 4.0;
+        }
+        case DType::INT4: return w + N * groups * 2.0 + (zero_point ? double((shape[0] + 7) / 8) * groups * 4.0 : 0.0);
+        case DType::NVFP4: return w + N * groups + N * 4.0;
+        default: return w;
+    }
 }
 
 int64_t Tensor::span() const {

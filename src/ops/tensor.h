@@ -1,7 +1,8 @@
 // Tensor views: what every op reads and writes. A view is a pointer, a dtype, a shape and
 // element strides (row-major by convention: dim 0 is the row / token dimension); it owns nothing.
 // The dtype is carried in the view so one forward text serves fp32 (CPU) and bf16 (CUDA) buffers:
-// the backend's op implementation checks it. fp8 / int4 views carry per-block fp32 scales.
+// the backend's op implementation checks it. Quantized weight views (FP8_E4M3, NVFP4, INT4) are
+// [N, K] in logical elements over packed rows (K * bits / 8 bytes each) and carry their scales.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -13,12 +14,16 @@ enum class DType : uint8_t {
     BF16 = 1,
     I32 = 2,
     U8 = 3,        // raw bytes (the cursor record)
-    FP8_E4M3 = 4,  // room for quantized weights: values with `scale` per scale_block elements
-    INT4 = 5,      // two values per byte, with `scale`
+    FP8_E4M3 = 4,  // w = e4m3 * scale (f32 [ceil(N/scale_rows), ceil(K/scale_block)])
+    INT4 = 5,      // 8 per int32 from bit 0, stored q + 8; w = (q - zp) * scale (bf16 [N, K/scale_block]),
+                   // zp from zero_point (packed 8 rows per int32, stored zp + 8) or 0 when null
+    NVFP4 = 6,     // e2m1 pairs, low nibble first; w = e2m1 * e4m3(scale) / global_scale[row];
+                   // scale u8 [N, K/16], global_scale f32 [N]
 };
-const char* dtype_name(DType t);       // "f32", "bf16", "i32", "u8", "fp8_e4m3", "int4"
+const char* dtype_name(DType t);       // "f32", "bf16", "i32", "u8", "fp8_e4m3", "int4", "nvfp4"
 bool dtype_from_name(const char* name, DType* out);
-size_t dtype_bits(DType t);            // 32, 16, 32, 8, 8, 4
+size_t dtype_bits(DType t);            // 32, 16, 32, 8, 8, 4, 4
+bool dtype_quantized(DType t);         // FP8_E4M3, INT4, NVFP4
 
 constexpr int kMaxRank = 4;
 
@@ -28,8 +33,18 @@ struct Tensor {
     int32_t rank = 0;
     int64_t shape[kMaxRank] = {};
     int64_t stride[kMaxRank] = {};  // in elements
-    const float* scale = nullptr;   // FP8_E4M3 / INT4 only
+    // Quantized dtypes only (see DType): scales, columns per scale, rows per scale (FP8: 1 = per
+    // row), INT4 zero points (may be null), NVFP4 per-row global scales.
+    const void* scale = nullptr;
     int32_t scale_block = 0;
+    int32_t scale_rows = 0;
+    const int32_t* zero_point = nullptr;
+    const float* global_scale = nullptr;
+
+    bool quantized() const { return dtype_quantized(dtype); }
+    // Bytes of the packed rows plus scales / zero points / global scales (quantized), else the
+    // rows x cols elements; what a GEMM must read of this weight.
+    double weight_bytes() const;
 
     bool empty() const { return data == nullptr; }
     template <class T>

@@ -148,6 +148,115 @@ void normalise_heads(std::vector<float>& v, size_t row_stride, size_t rows, size
         }
 }
 
+
+// ---------------------------------------------------------------- quantized weights
+// Random quantized weights in the layouts of ops/tensor.h and their values decoded here, by this
+// file's own decoders (independent of model/quant and of the kernels): the reference runs the fp32
+// GEMM on the decoded values, the CUDA candidate the GEMM op on the packed view.
+
+enum class QFmt { Fp8Block, Fp8Channel, Nvfp4, Int4, Int4Asym };
+const char* qfmt_name(QFmt f) {
+    switch (f) {
+        case QFmt::Fp8Block: return "fp8-block128";
+        case QFmt::Fp8Channel: return "fp8-channel";
+        case QFmt::Nvfp4: return "nvfp4";
+        case QFmt::Int4: return "int4-g128";
+        case QFmt::Int4Asym: return "int4-g128-asym";
+    }
+    return "?";
+}
+constexpr int kQBlock = 128, kQGroup4 = 128, kNvGroup = 16;
+
+float e4m3(uint8_t b) {  // OCP e4m3fn (no NaN is generated here)
+    const int e = (b >> 3) & 0xF, m = b & 7;
+    const float v = e == 0 ? std::ldexp(float(m), -9) : std::ldexp(1.0f + m / 8.0f, e - 7);
+    return (b & 0x80) ? -v : v;
+}
+float e2m1(uint8_t n) {
+    static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    return (n & 8) ? -mag[n & 7] : mag[n & 7];
+}
+uint8_t rand_e4m3(int e_lo, int e_hi, bool sign) {
+    const int e = e_lo + int(rng()() % uint64_t(e_hi - e_lo + 1));
+    return uint8_t((sign && (rng()() & 1) ? 0x80 : 0) | (e << 3) | int(rng()() % 8));
+}
+
+struct QuantW {
+    std::vector<uint8_t> w, scale;  // packed rows; scale bytes (f32 / bf16 / e4m3 per format)
+    std::vector<int32_t> zp;        // INT4 asymmetric
+    std::vector<float> gs;          // NVFP4 per-row divisor
+    std::vector<float> ref;         // decoded [N, K]
+};
+
+QuantW make_quant(QFmt f, int N, int K) {
+    QuantW q;
+    q.ref.resize(size_t(N) * K);
+    q.zp.assign(size_t((N + 7) / 8) * (K / kQGroup4), int32_t(0x88888888u));
+    q.gs.assign(size_t(N), 1.0f);
+    auto put_f32 = [&](std::vector<uint8_t>& v, const std::vector<float>& vals) {
+        v.resize(vals.size() * 4);
+        std::memcpy(v.data(), vals.data(), v.size());
+    };
+    if (f == QFmt::Fp8Block || f == QFmt::Fp8Channel) {
+        q.w.resize(size_t(N) * K);
+        for (auto& b : q.w) b = rand_e4m3(1, 8, true);
+        const int br = f == QFmt::Fp8Block ? kQBlock : 1, bc = f == QFmt::Fp8Block ? kQBlock : K;
+        const int sr = (N + br - 1) / br, sc = (K + bc - 1) / bc;
+        std::vector<float> s = uniform(size_t(sr) * sc, 0.005f, 0.03f);
+        put_f32(q.scale, s);
+        for (int r = 0; r < N; ++r)
+            for (int c = 0; c < K; ++c) q.ref[size_t(r) * K + c] = e4m3(q.w[size_t(r) * K + c]) * s[size_t(r / br) * sc + c / bc];
+    } else if (f == QFmt::Nvfp4) {
+        q.w.resize(size_t(N) * K / 2);
+        for (auto& b : q.w) b = uint8_t(rng()());
+        q.scale.resize(size_t(N) * K / kNvGroup);
+        for (auto& b : q.scale) b = rand_e4m3(5, 9, false);
+        for (auto& g : q.gs) g = float(32 << (rng()() % 3));
+        for (int r = 0; r < N; ++r)
+            for (int c = 0; c < K; ++c) {
+                const uint8_t byte = q.w[(size_t(r) * K + c) / 2];
+                const float s = e4m3(q.scale[size_t(r) * (K / kNvGroup) + c / kNvGroup]) / q.gs[size_t(r)];
+                q.ref[size_t(r) * K + c] = e2m1((c & 1) ? uint8_t(byte >> 4) : uint8_t(byte & 0xF)) * s;
+            }
+    } else {
+        const int G = K / kQGroup4;
+        q.w.resize(size_t(N) * K / 2);
+        for (auto& b : q.w) b = uint8_t(rng()());
+        std::vector<float> s = uniform(size_t(N) * G, 0.002f, 0.01f);  // bf16-representable
+        q.scale.resize(s.size() * 2);
+        for (size_t i = 0; i < s.size(); ++i) {
+            const uint16_t h = util::f32_to_bf16(s[i]);
+            std::memcpy(q.scale.data() + 2 * i, &h, 2);
+        }
+        if (f == QFmt::Int4Asym)
+            for (auto& z : q.zp) z = int32_t(uint32_t(rng()()));
+        for (int r = 0; r < N; ++r)
+            for (int c = 0; c < K; ++c) {
+                const uint8_t byte = q.w[(size_t(r) * K + c) / 2];
+                const int v = (c & 1) ? byte >> 4 : byte & 0xF;
+                const int zp = int((uint32_t(q.zp[size_t(r / 8) * G + c / kQGroup4]) >> (4 * (r % 8))) & 0xF);
+                q.ref[size_t(r) * K + c] = float(v - zp) * s[size_t(r) * G + c / kQGroup4];
+            }
+    }
+    return q;
+}
+
+// The packed view of a case's quantized weight (args wq, ws, wz, wg).
+Tensor quant_view(const Bound& b, QFmt f, int N, int K) {
+    const DType dt = f == QFmt::Nvfp4 ? DType::NVFP4 : (f == QFmt::Int4 || f == QFmt::Int4Asym) ? DType::INT4
+                                                                                                  : DType::FP8_E4M3;
+    Tensor t = mat(b.p("wq"), dt, N, K, K);
+    t.scale = b.p("ws");
+    switch (f) {
+        case QFmt::Fp8Block: t.scale_rows = kQBlock; t.scale_block = kQBlock; break;
+        case QFmt::Fp8Channel: t.scale_rows = 1; t.scale_block = K; break;
+        case QFmt::Nvfp4: t.scale_block = kNvGroup; t.global_scale = b.as<float>("wg"); break;
+        case QFmt::Int4: t.scale_block = kQGroup4; break;
+        case QFmt::Int4Asym: t.scale_block = kQGroup4; t.zero_point = b.as<int32_t>("wz"); break;
+    }
+    return t;
+}
+
 // ---------------------------------------------------------------- model shapes
 
 constexpr int H = 256, F = 512, VOCAB = 1000;
@@ -301,6 +410,35 @@ std::vector<Case> cases() {
                           return op_gemm(ex, p);
                       }});
     }
+    // Quantized GEMM weights (issue 15): the CUDA backend runs the packed view (decode: quantized
+    // GEMV with the residual / SwiGLU epilogue fused; prefill: dequant tile + bf16
+    // GEMM); the reference (and a CPU candidate, which takes dequantized weights) the decoded fp32.
+    for (QFmt f : {QFmt::Fp8Block, QFmt::Fp8Channel, QFmt::Nvfp4, QFmt::Int4, QFmt::Int4Asym})
+        for (int rows : {1, 64})
+            for (int ep = 0; ep < 4; ++ep) {  // none, residual, swiglu (decode only), f32 logits
+                if (ep == 2 && rows != 1) continue;
+                const int N = ep == 2 ? 2 * F : ep == 3 ? 512 : 384, out_cols = ep == 2 ? F : N;
+                const QuantW q = make_quant(f, N, H);
+                const char* epn = ep == 0 ? "none" : ep == 1 ? "residual" : ep == 2 ? "swiglu" : "f32";
+                Arg y = ep == 3 ? f32("y", Use::Out, poison(size_t(rows) * out_cols))
+                                : act("y", ep == 1 ? Use::InOut : Use::Out,
+                                      ep == 1 ? normal(size_t(rows) * out_cols) : poison(size_t(rows) * out_cols));
+                cs.push_back({std::string("gemm ") + qfmt_name(f) + " " + epn + (rows == 1 ? " decode" : " prefill"),
+                              OpKind::Gemm,
+                              {act("x", Use::In, normal(size_t(rows) * H)), std::move(y),
+                               act("tmp", Use::Scratch, poison(size_t(rows) * N)), bytes("wq", Use::In, q.w),
+                               bytes("ws", Use::In, q.scale), i32("wz", Use::In, q.zp), f32("wg", Use::In, q.gs),
+                               f32("wref", Use::In, q.ref)},
+                              [rows, ep, N, out_cols, f](const Exec& ex, const Bound& b) {
+                                  GemmOp p;
+                                  p.x = b.m("x", 0, rows, H, H);
+                                  p.w = ex.backend->kind() == FROST_BACKEND_CUDA ? quant_view(b, f, N, H)
+                                                                                 : b.m("wref", 0, N, H, H);
+                                  p.y = b.m("y", 0, rows, out_cols, out_cols); p.tmp = b.m("tmp", 0, rows, N, N);
+                                  p.epilogue = ep == 3 ? Epilogue::None : Epilogue(ep); p.pdl = rows == 1;
+                                  return op_gemm(ex, p);
+                              }});
+            }
     // Gated delta rule: prefill over a chunk boundary (pos 40, 100 rows), decode step with its gate.
     {
         const int rows = 128, n = 100;
@@ -418,6 +556,11 @@ struct Side {
         EXPECT_EQ(frost_ctx_create(b, 0, &ctx), FROST_OK) << frost_last_error();
         EXPECT_EQ(frost_stream_create(ctx, 0, &st), FROST_OK);
         EXPECT_EQ(Backend::create(ctx, st, &backend), FROST_OK) << frost_last_error();
+        // The engine reserves the prefill dequant tile for its largest quantized weight at load;
+        // here the largest quantized case weight is [2F, H].
+        if (backend) {
+            EXPECT_EQ(backend->reserve_dequant_scratch(ctx, size_t(2 * F) * H), FROST_OK) << frost_last_error();
+        }
     }
     ~Side() {
         backend.reset();
@@ -550,6 +693,22 @@ TEST(BackendOps, EveryOpHasAParityCaseAndEveryTableIsComplete) {
         ASSERT_TRUE(gpu.backend);
         EXPECT_TRUE(op_table_complete(gpu.backend->table(), &missing)) << "cuda table lacks " << op_name(missing);
     }
+}
+
+// The CPU backend (the fp32 oracle) takes dequantized weights: a quantized view is refused by name.
+TEST(BackendOps, CpuGemmRefusesQuantizedWeights) {
+    std::unique_ptr<Backend> cpu;
+    ASSERT_EQ(make_cpu_backend(&cpu), FROST_OK);
+    std::vector<float> x(H, 1.0f), y(8, 0.0f);
+    std::vector<uint8_t> w(size_t(8) * H, 0);
+    std::vector<float> sc(8, 1.0f);
+    GemmOp p;
+    p.x = mat(x.data(), DType::F32, 1, H, H);
+    p.w = mat(w.data(), DType::FP8_E4M3, 8, H, H);
+    p.w.scale = sc.data(); p.w.scale_rows = 1; p.w.scale_block = H;
+    p.y = mat(y.data(), DType::F32, 1, 8, 8);
+    EXPECT_EQ(cpu->table().gemm(Exec{nullptr, cpu.get(), nullptr}, p), FROST_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(frost_last_error()).find("fp8_e4m3"), std::string::npos) << frost_last_error();
 }
 
 class Parity : public ::testing::TestWithParam<int> {};

@@ -317,7 +317,7 @@ int run_bench_engine(const std::vector<std::string>& args) {
     if (init_device(&mem, eo.device, &device_init_s) != FROST_OK) return 1;
     auto t = Clock::now();
     fm::ModelWeights w;
-    if (fm::load_weights(a.model, &w) != FROST_OK) return fail_msg("loading the weights");
+    if (fm::load_weights(a.model, &w, fm::weight_load_options(eo)) != FROST_OK) return fail_msg("loading the weights");
     const double load_s = s_since(t);
     mem.sample("weights_loaded");
     t = Clock::now();
@@ -426,7 +426,9 @@ int run_bench_engine(const std::vector<std::string>& args) {
     if (ci.active)
         memory["cuda_engine_info"] = {{"weight_bytes", ci.weight_bytes}, {"scratch_bytes", ci.scratch_bytes},
                                       {"session_bytes", ci.session_bytes}, {"graphs", ci.graphs},
-                                      {"gemm_plans", ci.gemm_plans}};
+                                      {"gemm_plans", ci.gemm_plans},
+                                      {"quantized_matrices", ci.quantized_matrices},
+                                      {"dequantized_matrices", ci.dequantized_matrices}};
 
     // ---- ceilings (after the memory samples: their buffers are not the engine's) and floors.
     const Ceilings ce = measure_ceilings(*e, cuda ? kCeilingBytesCuda : kCeilingBytesCpu);

@@ -103,6 +103,8 @@ int run_generate(const std::vector<std::string>& args) {
             j["capture_ms"] = ci.capture_ms;
             j["weights_upload_ms"] = ci.weights_ms;
             j["gemm_plans"] = ci.gemm_plans;
+            j["weight_bytes"] = ci.weight_bytes;
+            j["quantized_matrices"] = ci.quantized_matrices;
         }
         std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
@@ -114,9 +116,12 @@ int run_generate(const std::vector<std::string>& args) {
         std::printf("fingerprint %s  ttft %.2f ms  %.2f ms/token\n", res.fingerprint.c_str(), res.ttft_ms,
                     res.ms_per_token);
         const model::CudaEngineInfo ci = model::cuda_engine_info(*e);
-        if (ci.active)
+        if (ci.active) {
             std::printf("cuda engine: %zu graphs captured at load in %.1f ms (%zu GEMM plans), weights uploaded in %.1f ms\n",
                         ci.graphs, ci.capture_ms, ci.gemm_plans, ci.weights_ms);
+            std::printf("cuda engine: %.3f GB of weights on the device, %d matrices kept quantized (%d dequantized at load)\n",
+                        double(ci.weight_bytes) / 1e9, ci.quantized_matrices, ci.dequantized_matrices);
+        }
     }
     return 0;
 }

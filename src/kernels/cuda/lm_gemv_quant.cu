@@ -102,6 +102,11 @@ __device__ inline float dot_int4(const uint4& w, const float* xf, __half2 bias) 
     return acc;
 }
 
+// NVFP4's divisor of row n: per row when the params carry one (fused projections), else global.
+__device__ inline float global_scale_of(const GemvQuantParams& p, int n) {
+    return p.row_global_scale ? __ldg(p.row_global_scale + n) : p.global_scale;
+}
+
 // The scaled contribution of chunk c of row n.
 template <int F>
 __device__ inline float chunk_dot(const GemvQuantParams& p, const uint4& w, const float* xf, int n, int c) {
@@ -115,8 +120,9 @@ __device__ inline float chunk_dot(const GemvQuantParams& p, const uint4& w, cons
     } else if constexpr (F == kGemvQuantNvfp4) {
         const int groups = p.K / kNvfp4Group;
         const uint16_t s2 = __ldg(static_cast<const uint16_t*>(p.scale) + (n * groups + c * 2) / 2);
-        const float s0 = __fdiv_rn(fp8_to_float(s2), p.global_scale) * kE2m1Unscale;
-        const float s1 = __fdiv_rn(fp8_to_float(s2 >> 8), p.global_scale) * kE2m1Unscale;
+        const float gs = global_scale_of(p, n);
+        const float s0 = __fdiv_rn(fp8_to_float(s2), gs) * kE2m1Unscale;
+        const float s1 = __fdiv_rn(fp8_to_float(s2 >> 8), gs) * kE2m1Unscale;
         const float2 d = dot_fp4(w, xf);
         return s0 * d.x + s1 * d.y;
     } else {
@@ -138,14 +144,18 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
     const int chunks = p.K / E;
     const int warp = threadIdx.x / kWarp;
     const int lane = threadIdx.x % kWarp;
+    static_assert(kRows == 2, "the SwiGLU form gives a warp the gate row and its up row");
     const int n0 = (blockIdx.x * kWarps + warp) * kRows;
+    const int j = blockIdx.x * kWarps + warp;  // SwiGLU: the activation index of this warp
     const int64_t row_chunks = chunks;  // 16-byte chunks per weight row
     const uint4* rows[kRows];
+    int rid[kRows];
     bool valid[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-        valid[r] = n0 + r < p.N;
-        rows[r] = static_cast<const uint4*>(p.w) + (valid[r] ? n0 + r : 0) * row_chunks;
+        rid[r] = p.swiglu ? j + r * (p.N / 2) : n0 + r;
+        valid[r] = p.swiglu ? j < p.N / 2 : n0 + r < p.N;
+        rows[r] = static_cast<const uint4*>(p.w) + (valid[r] ? rid[r] : 0) * row_chunks;
     }
     pdl_wait();
     pdl_launch_dependents();
@@ -178,16 +188,34 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
             }
 #pragma unroll
             for (int r = 0; r < kRows; ++r)
-                if (valid[r]) acc[r] += chunk_dot<F>(p, wv[u][r], xf, n0 + r, cc);
+                if (valid[r]) acc[r] += chunk_dot<F>(p, wv[u][r], xf, rid[r], cc);
         }
+    }
+    float sum[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+        sum[r] = warp_sum(acc[r]);
+        if constexpr (F == kGemvQuantFp8Channel)
+            if (valid[r]) sum[r] *= __ldg(static_cast<const float*>(p.scale) + rid[r]);
+    }
+    if (p.swiglu) {
+        if (lane != 0 || !valid[0]) return;
+        const float gate = __bfloat162float(__float2bfloat16(sum[0]));
+        const float up = __bfloat162float(__float2bfloat16(sum[1]));
+        static_cast<bf16*>(p.y)[j] = __float2bfloat16(silu(gate) * up);
+        return;
     }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-        float a = warp_sum(acc[r]);
+        const float a = sum[r];
         if (lane != 0 || !valid[r]) continue;
-        if constexpr (F == kGemvQuantFp8Channel) a *= __ldg(static_cast<const float*>(p.scale) + n0 + r);
-        if (p.out_f32) static_cast<float*>(p.y)[n0 + r] = a;
-        else static_cast<bf16*>(p.y)[n0 + r] = __float2bfloat16(a);
+        if (p.out_f32) {
+            float* y = static_cast<float*>(p.y) + n0 + r;
+            *y = p.accumulate ? *y + a : a;
+        } else {
+            bf16* y = static_cast<bf16*>(p.y) + n0 + r;  // residual: one rounding of the fp32 sum
+            *y = __float2bfloat16(p.accumulate ? __bfloat162float(*y) + a : a);
+        }
     }
 }
 
@@ -220,7 +248,8 @@ __global__ void __launch_bounds__(kThreads) dequant_bf16_kernel(GemvQuantParams 
     } else if constexpr (F == kGemvQuantNvfp4) {
         const int groups = p.K / kNvfp4Group;
         const uint16_t s2 = __ldg(static_cast<const uint16_t*>(p.scale) + (n * groups + c * 2) / 2);
-        const float s[2] = {__fdiv_rn(fp8_to_float(s2), p.global_scale), __fdiv_rn(fp8_to_float(s2 >> 8), p.global_scale)};
+        const float gs = global_scale_of(p, n);
+        const float s[2] = {__fdiv_rn(fp8_to_float(s2), gs), __fdiv_rn(fp8_to_float(s2 >> 8), gs)};
 #pragma unroll
         for (int i = 0; i < 16; ++i) {
             const uint32_t b = words[i / 4] >> (8 * (i % 4));
@@ -267,7 +296,7 @@ bool supported(const GemvQuantParams& p) {
         case kGemvQuantFp8Channel:
             return p.K % kFp8PerChunk == 0;
         case kGemvQuantNvfp4:
-            return p.K % kFp4PerChunk == 0 && p.global_scale > 0.0f;
+            return p.K % kFp4PerChunk == 0 && (p.row_global_scale || p.global_scale > 0.0f);
         case kGemvQuantInt4:
             return p.K % kFp4PerChunk == 0 && p.group_size > 0 && p.group_size % kFp4PerChunk == 0 &&
                    p.K % p.group_size == 0;
@@ -280,8 +309,9 @@ bool supported(const GemvQuantParams& p) {
 
 cudaError_t gemv_quant_launch(const GemvQuantParams& p, cudaStream_t stream) {
     if (!supported(p) || !p.x || !p.y || p.K > kGemvQuantMaxK || !aligned16(p.x)) return cudaErrorInvalidValue;
+    if (p.swiglu && (p.N % 2 != 0 || p.out_f32 || p.accumulate)) return cudaErrorInvalidValue;
     const size_t smem = static_cast<size_t>(p.K) * sizeof(bf16);
-    const dim3 grid(ceil_div(p.N, kWarps * kRows));
+    const dim3 grid(p.swiglu ? ceil_div(p.N / 2, kWarps) : ceil_div(p.N, kWarps * kRows));
     const bool pdl = p.pdl != 0;
     cudaError_t err;
     switch (p.format) {
@@ -329,14 +359,15 @@ KernelCost gemv_quant_cost(const GemvQuantParams& p) {
             break;
         case kGemvQuantNvfp4:
             w = N * K / 2;
-            s = N * K / kNvfp4Group;
+            s = N * K / kNvfp4Group + (p.row_global_scale ? N * sizeof(float) : 0);
             break;
         default:
             w = N * K / 2;
             s = N * (K / p.group_size) * sizeof(bf16) + (p.zero_point ? std::ceil(N / 8) * (K / p.group_size) * 4 : 0);
             break;
     }
-    const double bytes = w + s + K * sizeof(bf16) + N * (p.out_f32 ? sizeof(float) : sizeof(bf16));
+    const double outs = p.swiglu ? N / 2 : N;
+    const double bytes = w + s + K * sizeof(bf16) + outs * (p.out_f32 ? sizeof(float) : sizeof(bf16)) * (p.accumulate ? 2 : 1);
     return {bytes, 2.0 * N * K};
 }
 

@@ -4,6 +4,7 @@
 // (model/quant/dequant.h is the CPU reference): FP8 e4m3 with a block-128 or per-row fp32 scale,
 // NVFP4 (e2m1 pairs, low nibble first, fp8 scale per 16, divided by a global scale) and INT4
 // (8 per int32 from bit 0 stored q + 8, bf16 scale per group, optional packed zero points).
+// Epilogues as the bf16 GEMV's (lm_gemv.cu): residual accumulate and [gate; up] SwiGLU.
 // Launchers enqueue on `stream`, never synchronise, and return cudaErrorInvalidValue for params
 // outside the supported set. Defined only in builds with FROST_WITH_CUDA.
 #pragma once
@@ -36,6 +37,11 @@ struct GemvQuantParams {
     int32_t group_size;          // INT4: a multiple of 32
     int32_t out_f32;
     int32_t pdl;                 // programmatic dependent launch
+    int32_t accumulate;          // y += x W^T (the residual epilogue) instead of y = x W^T
+    const float* row_global_scale;  // NVFP4: per-row divisor [N] replacing global_scale when set
+                                    // (row-concatenated projections of different global scales)
+    int32_t swiglu;              // W = [gate; up] (N even): y[i] = silu(gate_i) * up_i, bf16 [N/2],
+                                 // both rounded to bf16 first (the unfused GEMV + swiglu's bits)
 };
 
 constexpr int kGemvQuantMaxK = 16384;  // x is staged in 32 KiB of shared memory

@@ -18,23 +18,6 @@ constexpr int kInt4PerWord = 8;
 constexpr int kNvfp4Group = 16;
 
 // Any float-like scale tensor -> fp32 values.
-frost_status scales_f32(const CheckpointTensor& t, std::vector<float>* out) {
-    int64_t n = 1;
-    for (int64_t d : t.shape) n *= d;
-    out->resize(size_t(n));
-    for (int64_t i = 0; i < n; ++i) {
-        switch (t.dtype) {
-            case DType::F32: (*out)[i] = static_cast<const float*>(t.data)[i]; break;
-            case DType::BF16: (*out)[i] = util::bf16_to_f32(static_cast<const uint16_t*>(t.data)[i]); break;
-            case DType::F16: (*out)[i] = f16_to_f32(static_cast<const uint16_t*>(t.data)[i]); break;
-            case DType::F8_E4M3: (*out)[i] = fp8_e4m3_to_f32(static_cast<const uint8_t*>(t.data)[i]); break;
-            default:
-                return fail(FROST_ERR_UNSUPPORTED, "%s: scale dtype %s cannot be decoded", t.name.c_str(),
-                            dtype_name(t.dtype));
-        }
-    }
-    return FROST_OK;
-}
 
 }  // namespace
 
@@ -104,6 +87,54 @@ void dequant_int4(const int32_t* packed, const float* scale, const int32_t* zp_p
             }
             dst[r * in + c] = float(q - zp) * scale[r * groups + g];
         }
+    }
+}
+
+frost_status scales_f32(const CheckpointTensor& t, std::vector<float>* out) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    out->resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) {
+        switch (t.dtype) {
+            case DType::F32: (*out)[i] = static_cast<const float*>(t.data)[i]; break;
+            case DType::BF16: (*out)[i] = util::bf16_to_f32(static_cast<const uint16_t*>(t.data)[i]); break;
+            case DType::F16: (*out)[i] = f16_to_f32(static_cast<const uint16_t*>(t.data)[i]); break;
+            case DType::F8_E4M3: (*out)[i] = fp8_e4m3_to_f32(static_cast<const uint8_t*>(t.data)[i]); break;
+            default:
+                return fail(FROST_ERR_UNSUPPORTED, "%s: scale dtype %s cannot be decoded", t.name.c_str(),
+                            dtype_name(t.dtype));
+        }
+    }
+    return FROST_OK;
+}
+
+frost_status dequantize_tensor(const ops::Tensor& w, float* dst) {
+    if (w.rank != 2 || !w.data || !w.scale || w.scale_block <= 0 || w.stride[0] != w.shape[1])
+        return fail(FROST_ERR_INVALID_ARG, "dequantize_tensor: not a contiguous quantized [rows, cols] view with scales");
+    const int64_t N = w.shape[0], K = w.shape[1];
+    switch (w.dtype) {
+        case ops::DType::FP8_E4M3:
+            dequant_fp8_block(static_cast<const uint8_t*>(w.data), static_cast<const float*>(w.scale), N, K,
+                              w.scale_rows > 0 ? w.scale_rows : 1, w.scale_block, dst);
+            return FROST_OK;
+        case ops::DType::NVFP4: {
+            if (!w.global_scale || w.scale_block != kNvfp4Group)
+                return fail(FROST_ERR_INVALID_ARG, "dequantize_tensor: nvfp4 needs per-row global scales, group 16");
+            const int64_t groups = K / kNvfp4Group;
+            for (int64_t r = 0; r < N; ++r)
+                dequant_nvfp4(static_cast<const uint8_t*>(w.data) + r * (K / 2),
+                              static_cast<const uint8_t*>(w.scale) + r * groups, w.global_scale[r], 1, K, dst + r * K);
+            return FROST_OK;
+        }
+        case ops::DType::INT4: {
+            const int64_t groups = (K + w.scale_block - 1) / w.scale_block;
+            std::vector<float> s(size_t(N * groups));
+            for (size_t i = 0; i < s.size(); ++i) s[i] = util::bf16_to_f32(static_cast<const uint16_t*>(w.scale)[i]);
+            dequant_int4(static_cast<const int32_t*>(w.data), s.data(), w.zero_point, nullptr, N, K, w.scale_block, dst);
+            return FROST_OK;
+        }
+        default:
+            return fail(FROST_ERR_INVALID_ARG, "dequantize_tensor: %s is not a quantized dtype", ops::dtype_name(w.dtype));
     }
 }
 

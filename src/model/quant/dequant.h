@@ -4,9 +4,11 @@
 // produce in bf16, and the fp32 value itself equals a numpy float32 decoder bit for bit.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "frost/exec.h"
 #include "model/quant/quant_plan.h"
+#include "ops/tensor.h"
 
 namespace frost::model::quant {
 
@@ -27,6 +29,14 @@ void dequant_nvfp4(const uint8_t* packed, const uint8_t* scale_fp8, float global
 // null for symmetric; g_idx [in] (group of each column) or null for column / group_size.
 void dequant_int4(const int32_t* packed, const float* scale, const int32_t* zp_packed, const int32_t* g_idx,
                   int64_t out, int64_t in, int64_t group_size, float* dst);
+
+// A scale tensor (F32, BF16, F16 or F8_E4M3) widened to fp32, element order kept.
+frost_status scales_f32(const CheckpointTensor& t, std::vector<float>* out);
+
+// Dequantizes a quantized ops view in host memory (ops/tensor.h layouts: FP8_E4M3, NVFP4 with
+// per-row global scales, INT4 with bf16 scales) into dst ([rows, cols] fp32): the reference the
+// device-side quantized GEMM and the weight table's merged layouts are tested against.
+frost_status dequantize_tensor(const ops::Tensor& w, float* dst);
 
 // Dequantizes a planned module into dst (out * in floats, row-major [out, in]).
 frost_status dequantize_module(const QuantModule& m, float* dst);

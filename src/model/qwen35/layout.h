@@ -22,6 +22,9 @@ struct Precision {
     ops::DType kv = ops::DType::F32;      // KV cache
     ops::DType conv = ops::DType::F32;    // conv state
     int row_align = 1;                    // fused projection rows padded to this (16-byte bf16 rows)
+    // GEMM weights stored quantized stay quantized (their own dtype, weight_quant.h) instead of
+    // being dequantized to `matrix` at load: the CUDA engine's choice; never the fp32 CPU oracle.
+    bool keep_quantized = false;
 };
 Precision precision_for(ops::DType act);
 

@@ -5,8 +5,9 @@
 #include <cstring>
 
 #include "exec/error.h"
+#include "model/quant/quant_plan.h"
+#include "model/qwen35/weight_quant.h"
 #include "model/weight_stager.h"
-#include "util/bf16.h"
 
 namespace frost::model::qwen35 {
 
@@ -74,28 +75,8 @@ std::vector<WeightSpec> weight_table(const ModelConfig& c, const ModelWeights& w
 
 namespace {
 
-// Writes `v`'s elements as `to` (f32 or bf16) into out; bf16 -> f32 is exact, f32 -> bf16 rounds
-// to nearest even.
-frost_status convert(const TensorView& v, ops::DType to, void* out) {
-    const int64_t n = v.numel();
-    if (to == ops::DType::F32 && v.dtype == DType::BF16) {
-        const uint16_t* s = static_cast<const uint16_t*>(v.data);
-        float* o = static_cast<float*>(out);
-        for (int64_t i = 0; i < n; ++i) o[i] = util::bf16_to_f32(s[i]);
-        return FROST_OK;
-    }
-    if (to == ops::DType::BF16 && v.dtype == DType::F32) {
-        const float* s = static_cast<const float*>(v.data);
-        uint16_t* o = static_cast<uint16_t*>(out);
-        for (int64_t i = 0; i < n; ++i) o[i] = util::f32_to_bf16(s[i]);
-        return FROST_OK;
-    }
-    return fail(FROST_ERR_UNSUPPORTED, "tensor %s: dtype %s cannot be bound as %s", v.name.c_str(),
-                dtype_name(v.dtype), ops::dtype_name(to));
-}
-
-bool same_dtype(DType a, ops::DType b) {
-    return (a == DType::F32 && b == ops::DType::F32) || (a == DType::BF16 && b == ops::DType::BF16);
+bool same_dtype(const TensorView& a, ops::DType b) {
+    return !a.quant && ((a.dtype == DType::F32 && b == ops::DType::F32) || (a.dtype == DType::BF16 && b == ops::DType::BF16));
 }
 
 }  // namespace
@@ -104,7 +85,25 @@ frost_status bind_weights(frost_ctx* ctx, frost_stream* stream, const ModelConfi
                           const Precision& p, BufferList* list, WeightViews* views) {
     // Nothing is copied until run(): one pipelined pass over the whole model (weight_stager.h).
     WeightStager stager;
+    views->quantized_matrices = 0;
+    views->dequantized.clear();
     for (const WeightSpec& s : weight_table(c, w, p, views)) {
+        const bool stored_quantized =
+            std::any_of(s.parts.begin(), s.parts.end(), [](const TensorView* t) { return t->quant != nullptr; });
+        if (s.form == WeightForm::Matrix && stored_quantized) {
+            const std::string why = !p.keep_quantized          ? std::string()
+                                    : s.slot == &views->embed ? std::string("the embedding is gathered, not a GEMM")
+                                                              : quant_matrix_refusal(s.parts, s.cols);
+            if (p.keep_quantized && why.empty()) {
+                int64_t rows = 0;
+                for (const TensorView* t : s.parts) rows += t->quant->out;
+                FROST_TRY(upload_quant_matrix(s.name, s.parts, s.cols, std::max(rows, s.padded_rows), list, &stager,
+                                              stream, s.slot));
+                ++views->quantized_matrices;
+                continue;
+            }
+            if (p.keep_quantized) views->dequantized.push_back(s.name + ": " + why);
+        }
         const ops::DType dt = s.form == WeightForm::Matrix ? p.matrix : ops::DType::F32;
         const size_t esz = ops::dtype_bits(dt) / 8;
         int64_t used_elems = 0;
@@ -120,10 +119,10 @@ frost_status bind_weights(frost_ctx* ctx, frost_stream* stream, const ModelConfi
         size_t off = 0;
         for (const TensorView* t : s.parts) {
             const size_t pb = size_t(t->numel()) * esz;
-            if (same_dtype(t->dtype, dt))
+            if (same_dtype(*t, dt))
                 stager.add(t->data, pb, b, off);
             else
-                FROST_TRY(convert(*t, dt, stager.add_owned(pb, b, off)));
+                FROST_TRY(dequantize_view(*t, dt, stager.add_owned(pb, b, off)));
             off += pb;
         }
         if (bytes > used) FROST_TRY(frost_buffer_fill(b, used, 0, bytes - used, stream));

@@ -40,6 +40,8 @@ struct WeightViews {
     ops::Tensor final_norm;  // [H] f32
     ops::Tensor lm_head;     // [vocab, H] (== embed when tied)
     std::vector<LayerWeightViews> layers;
+    int quantized_matrices = 0;            // matrices bound in their quantized dtype
+    std::vector<std::string> dequantized;  // "name: reason" of quantized matrices dequantized at load
 };
 
 enum class WeightForm : uint8_t {
@@ -60,7 +62,8 @@ struct WeightSpec {
 std::vector<WeightSpec> weight_table(const ModelConfig& c, const ModelWeights& w, const Precision& p,
                                      WeightViews* views);
 
-// Allocates and uploads every weight of the table into `list` (role Weights) on `stream`; fills
+// Allocates and uploads every weight of the table (quantized matrices as stored when
+// p.keep_quantized and weight_quant.h accepts them, else dequantized) into `list` (role Weights) on `stream`; fills
 // each spec's slot; `tied` makes lm_head the embedding's view.
 frost_status bind_weights(frost_ctx* ctx, frost_stream* stream, const ModelConfig& c, const ModelWeights& w,
                           const Precision& p, BufferList* list, WeightViews* views);

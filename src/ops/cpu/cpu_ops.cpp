@@ -360,6 +360,14 @@ frost_status enqueue(const Exec& ex, const P& p) {
     return frost_launch_host(ex.stream, host_thunk<P>, &p, sizeof p);
 }
 
+// Refused at record time: the oracle's weights are exact fp32 (the CPU engine dequantizes at load).
+frost_status enqueue_gemm(const Exec& ex, const GemmOp& p) {
+    if (p.w.quantized())
+        return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cpu): w is a %s view; the CPU backend takes dequantized (f32) weights",
+                    dtype_name(p.w.dtype));
+    return enqueue<GemmOp>(ex, p);
+}
+
 class CpuBackend final : public Backend {
 public:
     CpuBackend() : Backend(FROST_BACKEND_CPU, &cpu_op_table()) {}
@@ -389,7 +397,7 @@ const OpTable& cpu_op_table() {
         o.kv_append = enqueue<KvAppendOp>;
         o.attention_prefill = enqueue<AttentionOp>;
         o.attention_decode = enqueue<AttentionOp>;
-        o.gemm = enqueue<GemmOp>;
+        o.gemm = enqueue_gemm;
         o.swiglu = enqueue<SwigluOp>;
         o.sample = enqueue<SampleOp>;
         o.cursor = enqueue<CursorOpParams>;

@@ -16,6 +16,7 @@
 #include <map>
 
 #include "kernels/cuda/lm_gemm.h"
+#include "kernels/cuda/lm_gemv_quant.h"
 #include "kernels/cuda/lm_kernels.h"
 #include "kernels/cuda/lm_moe.h"
 #endif
@@ -71,6 +72,7 @@ public:
         for (auto& [shape, plan] : plans_) K::gemm_plan_destroy(plan);
         K::gemm_lt_destroy(lt_);
         if (workspace_) frost_buffer_free(workspace_);
+        if (tile_) frost_buffer_free(tile_);
     }
     frost_status init(frost_ctx* ctx) {
         FROST_TRY(frost_buffer_alloc(ctx, "ops.gemm_workspace", K::kGemmWorkspaceBytes, FROST_SPACE_DEVICE,
@@ -103,7 +105,18 @@ public:
         return moe_carve(p, nullptr);
     }
     size_t gemm_plans() const override { return plans_.size(); }
-    uint64_t owned_bytes() const override { return K::kGemmWorkspaceBytes; }
+    uint64_t owned_bytes() const override { return K::kGemmWorkspaceBytes + tile_elems_ * sizeof(bf16); }
+    frost_status reserve_dequant_scratch(frost_ctx* ctx, size_t elems) override {
+        if (elems <= tile_elems_) return FROST_OK;
+        if (tile_) frost_buffer_free(tile_);
+        tile_ = nullptr;
+        tile_elems_ = 0;
+        FROST_TRY(frost_buffer_alloc(ctx, "ops.dequant_tile", elems * sizeof(bf16), FROST_SPACE_DEVICE, &tile_));
+        tile_elems_ = elems;
+        return FROST_OK;
+    }
+    // The bf16 tile a prefill GEMM dequantizes a weight of `elems` elements into, or null.
+    bf16* tile(size_t elems) const { return elems <= tile_elems_ && tile_ ? static_cast<bf16*>(frost_buffer_ptr(tile_)) : nullptr; }
 
     // The plan of this GEMM's shape, created once.
     cudaError_t plan(const K::GemmBf16Params& p, K::GemmPlan** out) {
@@ -121,6 +134,8 @@ public:
 
 private:
     frost_buffer* workspace_ = nullptr;
+    frost_buffer* tile_ = nullptr;  // bf16 dequant tile (reserve_dequant_scratch)
+    size_t tile_elems_ = 0;
     K::GemmLt* lt_ = nullptr;
     std::map<GemmShapeKey, K::GemmPlan*> plans_;
 };
@@ -277,14 +292,84 @@ frost_status attention_decode(const Exec& ex, const AttentionOp& p) {
     return check(K::attn_decode_launch(a, native(ex)), "attention_decode");
 }
 
+// The quantized GEMV params of weight view w (ops/tensor.h layouts), x and y unset.
+frost_status quant_params(const Tensor& w, K::GemvQuantParams* q) {
+    *q = K::GemvQuantParams{};
+    q->w = w.data;
+    q->scale = w.scale;
+    q->N = int32_t(w.shape[0]);
+    q->K = int32_t(w.shape[1]);
+    switch (w.dtype) {
+        case DType::FP8_E4M3:
+            if (w.scale_rows == 1 && w.scale_block == w.shape[1]) {
+                q->format = K::kGemvQuantFp8Channel;
+            } else {
+                q->format = K::kGemvQuantFp8Block;
+                q->block_n = w.scale_rows;
+                q->block_k = w.scale_block;
+            }
+            return FROST_OK;
+        case DType::NVFP4:
+            q->format = K::kGemvQuantNvfp4;
+            q->row_global_scale = w.global_scale;
+            return FROST_OK;
+        case DType::INT4:
+            q->format = K::kGemvQuantInt4;
+            q->group_size = w.scale_block;
+            q->zero_point = w.zero_point;
+            return FROST_OK;
+        default:
+            return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): w is a %s view", dtype_name(w.dtype));
+    }
+}
+
+// A quantized weight: decode (M = 1) runs the quantized GEMV with the residual or SwiGLU epilogue
+// fused (the bf16 GEMV's forms); prefill dequantizes the weight into the backend's
+// bf16 tile and runs the bf16 GEMM below on it (an FP8 tensor-core GEMM is the later step).
+frost_status gemm_bf16(const Exec& ex, const GemmOp& p, const Tensor& w);
+
+frost_status gemm_quant(const Exec& ex, const GemmOp& p) {
+    K::GemvQuantParams q{};
+    FROST_TRY(quant_params(p.w, &q));
+    const int32_t M = int32_t(p.x.shape[0]);
+    if (M > 1) {
+        bf16* tile = static_cast<CudaBackend*>(ex.backend)->tile(size_t(q.N) * size_t(q.K));
+        if (!tile)
+            return fail(FROST_ERR_INVALID_ARG, "op_gemm (cuda): no dequant tile for a [%d, %d] %s weight "
+                        "(Backend::reserve_dequant_scratch)", q.N, q.K, dtype_name(p.w.dtype));
+        FROST_TRY(check(K::dequant_bf16_launch(q, tile, native(ex)), "gemm (dequant tile)"));
+        return gemm_bf16(ex, p, mat(tile, DType::BF16, q.N, q.K, q.K));
+    }
+    NEED(p.x, DType::BF16, "gemm");
+    q.x = B(p.x);
+    q.pdl = p.pdl;
+    if (p.epilogue == Epilogue::SwiGLU) {
+        NEED(p.y, DType::BF16, "gemm+swiglu");
+        q.y = p.y.data;
+        q.swiglu = 1;
+        return check(K::gemv_quant_launch(q, native(ex)), "gemm+swiglu (quantized gemv)");
+    }
+    if (p.y.empty() || (p.y.dtype != DType::BF16 && p.y.dtype != DType::F32))
+        return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): y must be a bf16 or f32 view");
+    q.y = p.y.data;
+    q.out_f32 = p.y.dtype == DType::F32 ? 1 : 0;
+    q.accumulate = p.epilogue == Epilogue::Residual ? 1 : 0;
+    return check(K::gemv_quant_launch(q, native(ex)), "gemm (quantized gemv)");
+}
+
 // GEMV for one row (the decode forms: SwiGLU epilogue, PDL), cuBLASLt with a cached plan otherwise.
 frost_status gemm(const Exec& ex, const GemmOp& p) {
+    if (p.w.quantized()) return gemm_quant(ex, p);
+    return gemm_bf16(ex, p, p.w);
+}
+
+frost_status gemm_bf16(const Exec& ex, const GemmOp& p, const Tensor& w) {
     NEED(p.x, DType::BF16, "gemm");
-    NEED(p.w, DType::BF16, "gemm");
+    NEED(w, DType::BF16, "gemm");
     if (p.y.empty() || (p.y.dtype != DType::BF16 && p.y.dtype != DType::F32))
         return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): y must be a bf16 or f32 view");
     const int32_t M = int32_t(p.x.shape[0]);
-    K::GemmBf16Params g{B(p.x), B(p.w), p.y.data, p.x.stride[0], p.y.stride[0], M, int32_t(p.w.shape[0]),
+    K::GemmBf16Params g{B(p.x), B(w), p.y.data, p.x.stride[0], p.y.stride[0], M, int32_t(w.shape[0]),
                         int32_t(p.x.shape[1]), p.y.dtype == DType::F32 ? 1 : 0,
                         p.epilogue == Epilogue::Residual ? 1 : 0};
     g.pdl = p.pdl;

@@ -1,0 +1,209 @@
+// Quantized weights kept quantized by the weight table (issue 15): for every `synth --quant`
+// format, each fused matrix bound with Precision::keep_quantized dequantizes (through the
+// independent raw decoders of model/quant/dequant.h, applied to the merged device layout) to
+// exactly the rows the load-time dequantization gives, padded rows to zero; the kept weights take
+// fewer bytes than bf16; the same weights dequantized by the table (keep_quantized off) equal the
+// load-time dequantization; and the CPU engine (the oracle) given kept-quantized ModelWeights
+// dequantizes them and computes the same logits as when loading dequantized. No GPU needed: the
+// CPU backend's "device" buffers are host memory.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "model/engine.h"
+#include "model/model_files_util.h"
+#include "model/quant/dequant.h"
+#include "model/quant/quant_plan.h"
+#include "model/qwen35/weight_quant.h"
+#include "model/qwen35/weight_table.h"
+#include "model/synth.h"
+#include "model/weights.h"
+
+namespace frost::model {
+namespace {
+
+using namespace frost::testing;
+
+std::string synth(const std::string& quant, uint64_t seed) {
+    std::string dir = make_temp_dir("quant_table_" + quant);
+    SynthOptions o;
+    o.out_dir = dir;
+    o.preset = "tiny";
+    o.seed = seed;
+    o.quant = quant;
+    EXPECT_EQ(synth_checkpoint(o), FROST_OK) << frost_last_error();
+    return dir;
+}
+
+// The weights of one checkpoint bound by the table on the CPU backend.
+struct Bound {
+    frost_ctx* ctx = nullptr;
+    frost_stream* stream = nullptr;
+    std::unique_ptr<BufferList> list;
+    qwen35::WeightViews views;
+    frost_status status = FROST_OK;
+    Bound(const ModelWeights& w, ops::DType matrix, bool keep) {
+        EXPECT_EQ(frost_ctx_create(FROST_BACKEND_CPU, 0, &ctx), FROST_OK);
+        EXPECT_EQ(frost_stream_create(ctx, 0, &stream), FROST_OK);
+        list = std::make_unique<BufferList>(ctx);
+        qwen35::Precision p = qwen35::precision_for(matrix);
+        p.keep_quantized = keep;
+        status = qwen35::bind_weights(ctx, stream, w.config, w, p, list.get(), &views);
+        if (status == FROST_OK) status = frost_stream_sync(stream);
+    }
+    ~Bound() {
+        list.reset();
+        frost_stream_destroy(stream);
+        frost_ctx_destroy(ctx);
+    }
+};
+
+// Every GEMM matrix of the table: the bound view (in `b`) and its parts (in the fp32 `ref`).
+struct MatrixCase {
+    std::string name;
+    ops::Tensor bound;
+    std::vector<const TensorView*> parts;
+};
+std::vector<MatrixCase> matrices(const ModelWeights& ref, const Bound& b) {
+    qwen35::WeightViews scratch;  // slots of the reference table, mapped onto b.views by offset
+    std::vector<MatrixCase> out;
+    for (const auto& s : qwen35::weight_table(ref.config, ref, qwen35::precision_for(ops::DType::F32), &scratch)) {
+        if (s.form != qwen35::WeightForm::Matrix) continue;
+        const ops::Tensor* bound = nullptr;
+        if (s.slot == &scratch.embed) bound = &b.views.embed;
+        if (s.slot == &scratch.lm_head) bound = &b.views.lm_head;
+        for (size_t l = 0; l < scratch.layers.size(); ++l) {
+            const char* base = reinterpret_cast<const char*>(&scratch.layers[l]);
+            const char* p = reinterpret_cast<const char*>(s.slot);
+            if (p >= base && p < base + sizeof(qwen35::LayerWeightViews))
+                bound = reinterpret_cast<const ops::Tensor*>(reinterpret_cast<const char*>(&b.views.layers[l]) + (p - base));
+        }
+        if (bound) out.push_back({s.name, *bound, s.parts});
+    }
+    return out;
+}
+
+struct Case {
+    const char* quant;
+    ops::DType dtype;
+};
+
+class QuantWeightTable : public ::testing::TestWithParam<Case> {};
+
+TEST_P(QuantWeightTable, KeptMatricesDequantizeToTheLoadTimeWeights) {
+    const Case c = GetParam();
+    const std::string dir = synth(c.quant, 77);
+    ModelWeights kept, ref;
+    WeightLoadOptions lo;
+    lo.keep_quantized = true;
+    ASSERT_EQ(load_weights(dir, &kept, lo), FROST_OK) << frost_last_error();
+    ASSERT_EQ(load_weights(dir, &ref), FROST_OK) << frost_last_error();  // fp32 dequantized at load
+    ASSERT_NE(kept.layers[0].mlp_up.quant, nullptr);
+    EXPECT_LT(kept.total_bytes(), ref.total_bytes());
+
+    Bound q(kept, ops::DType::BF16, true);
+    ASSERT_EQ(q.status, FROST_OK) << frost_last_error();
+    for (const auto& d : q.views.dequantized) ADD_FAILURE() << "dequantized at load: " << d;
+    int checked = 0;
+    for (const MatrixCase& m : matrices(ref, q)) {
+        if (!m.parts[0]->quant && !kept.quant->find_weight(m.parts[0]->name)) continue;  // embedding
+        ASSERT_EQ(m.bound.dtype, c.dtype) << m.name;
+        const int64_t N = m.bound.shape[0], K = m.bound.shape[1];
+        std::vector<float> got(size_t(N * K), NAN), want(size_t(N * K), 0.0f);
+        ASSERT_EQ(quant::dequantize_tensor(m.bound, got.data()), FROST_OK) << m.name << ": " << frost_last_error();
+        size_t off = 0;
+        for (const TensorView* t : m.parts) {
+            std::memcpy(want.data() + off, t->data, size_t(t->numel()) * sizeof(float));
+            off += size_t(t->numel());
+        }
+        size_t bad = 0;
+        for (size_t i = 0; i < got.size(); ++i) bad += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
+        EXPECT_EQ(bad, 0u) << m.name << " [" << N << ", " << K << "] (" << off / size_t(K) << " rows of parts)";
+        ++checked;
+    }
+    EXPECT_EQ(checked, q.views.quantized_matrices);
+    EXPECT_EQ(checked, 4 * 4);  // per layer: in_proj, out_proj, gate_up, down
+
+    // Fewer device bytes than the bf16 table of the same checkpoint (and the cost model agrees).
+    Bound bf(ref, ops::DType::BF16, false);
+    ASSERT_EQ(bf.status, FROST_OK) << frost_last_error();
+    EXPECT_LT(q.list->total_bytes(), bf.list->total_bytes());
+    const ops::Tensor& up = q.views.layers[0].gate_up;
+    EXPECT_LT(up.weight_bytes(), 0.6 * double(up.shape[0] * up.shape[1]) * 2.0);
+
+    // keep_quantized off: the table dequantizes the kept module itself, equal to the load-time fp32.
+    Bound f(kept, ops::DType::F32, false);
+    ASSERT_EQ(f.status, FROST_OK) << frost_last_error();
+    EXPECT_EQ(f.views.quantized_matrices, 0);
+    for (const MatrixCase& m : matrices(ref, f)) {
+        ASSERT_EQ(m.bound.dtype, ops::DType::F32) << m.name;
+        size_t off = 0;
+        for (const TensorView* t : m.parts) {
+            if (kept.quant->find_weight(t->name)) {  // the bf16 embedding widens; not a quantized part
+                EXPECT_EQ(std::memcmp(static_cast<const float*>(m.bound.data) + off, t->data, size_t(t->numel()) * 4), 0)
+                    << m.name << " part " << t->name;
+            }
+            off += size_t(t->numel());
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, QuantWeightTable,
+                         ::testing::Values(Case{"fp8", ops::DType::FP8_E4M3}, Case{"fp8-dynamic", ops::DType::FP8_E4M3},
+                                           Case{"nvfp4", ops::DType::NVFP4}, Case{"int4", ops::DType::INT4},
+                                           Case{"int4-asym", ops::DType::INT4}),
+                         [](const auto& i) {
+                             std::string n = i.param.quant;
+                             for (char& ch : n)
+                                 if (ch == '-') ch = '_';
+                             return n;
+                         });
+
+// The CPU engine is the fp32 oracle: kept-quantized weights handed to it are dequantized by the
+// table, so it computes exactly what it computes from weights dequantized at load.
+TEST(QuantWeightTable, CpuEngineDequantizesKeptWeights) {
+    const std::string dir = synth("nvfp4", 78);
+    ModelWeights kept;
+    WeightLoadOptions lo;
+    lo.keep_quantized = true;
+    ASSERT_EQ(load_weights(dir, &kept, lo), FROST_OK) << frost_last_error();
+    EngineOptions o;
+    o.max_seq_len = 128;
+    o.prefill_chunk = 64;
+    std::unique_ptr<Engine> a, b;
+    ASSERT_EQ(Engine::create_from_weights(kept, o, &a), FROST_OK) << frost_last_error();
+    ASSERT_EQ(Engine::create(dir, o, &b), FROST_OK) << frost_last_error();
+    const std::vector<int32_t> ids = {11, 7, 300, 45, 9, 1000, 3};
+    int32_t na = -1, nb = -2;
+    std::vector<float> la, lb;
+    ASSERT_EQ(a->prefill(0, ids.data(), ids.size(), &na), FROST_OK) << frost_last_error();
+    ASSERT_EQ(b->prefill(0, ids.data(), ids.size(), &nb), FROST_OK) << frost_last_error();
+    ASSERT_EQ(a->decode(0, &na), FROST_OK) << frost_last_error();
+    ASSERT_EQ(b->decode(0, &nb), FROST_OK) << frost_last_error();
+    ASSERT_EQ(a->last_logits(0, &la), FROST_OK) << frost_last_error();
+    ASSERT_EQ(b->last_logits(0, &lb), FROST_OK) << frost_last_error();
+    EXPECT_EQ(na, nb);
+    ASSERT_EQ(la.size(), lb.size());
+    ASSERT_FALSE(la.empty());
+    EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
+}
+
+// A fused matrix whose parts cannot share one quantized view is refused with the reason.
+TEST(QuantWeightTable, RefusesMixedPartsByName) {
+    ModelWeights kept;
+    WeightLoadOptions lo;
+    lo.keep_quantized = true;
+    ASSERT_EQ(load_weights(synth("int4", 79), &kept, lo), FROST_OK) << frost_last_error();
+    TensorView plain = kept.layers[0].mlp_up;
+    plain.quant = nullptr;
+    plain.name = "plain_up";
+    const auto why = qwen35::quant_matrix_refusal({&kept.layers[0].mlp_gate, &plain}, kept.config.hidden_size);
+    EXPECT_NE(why.find("plain_up is not quantized"), std::string::npos) << why;
+    EXPECT_EQ(qwen35::quant_matrix_refusal({&kept.layers[0].mlp_gate, &kept.layers[0].mlp_up}, kept.config.hidden_size), "");
+    EXPECT_NE(qwen35::quant_matrix_refusal({&kept.layers[0].mlp_gate}, 32768).find("exceeds"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace frost::model
