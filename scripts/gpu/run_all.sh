@@ -24,7 +24,7 @@ summary=()
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 
 t0=$(date +%s)
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFROST_CUDA=ON -DFROST_NATIVE=ON \
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFROST_CUDA=ON -DFROST_NATIVE=ON -DFROST_PYTHON="$(command -v python3)" \
   >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 # -k 0: one broken target must not hide the results of every other suite and bench.
 if ninja -C build-gpu -j16 -k 0 >"$OUT/build.log" 2>&1; then

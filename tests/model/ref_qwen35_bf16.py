@@ -3,17 +3,31 @@
 # rounds (normed inputs, projections, conv/l2norm q k v, GDN and attention outputs, gated norm,
 # the residual stream after every add, the final norm). Prints, against the golden logits of the
 # first T prompt positions, the error statistics test_cuda_engine.cpp's tolerances come from.
-# Debug tool, not run by ctest. usage: ref_qwen35_bf16.py FIXTURE_DIR T [--no-round]
+# Debug tool, not run by ctest. usage: ref_qwen35_bf16.py FIXTURE_DIR T [--no-round] [--exact-rope]
+# FP8 checkpoints (F8_E4M3 weight + weight_scale_inv per 128x128 block) are dequantized exactly;
+# --exact-rope keeps fp32 RoPE frequencies (the FP8 fixture's golden was made that way).
 import json, struct, numpy as np, sys
 d = sys.argv[1]; T = int(sys.argv[2])
 EMU = '--no-round' not in sys.argv[3:]
+EXACT_ROPE = '--exact-rope' in sys.argv[3:]
+def e4m3(u8):
+    # OCP FP8 E4M3 (bias 7, no infinities; 0x7F/0xFF are NaN)
+    u = u8.astype(np.int64); sgn = np.where(u & 0x80, -1.0, 1.0); e = (u >> 3) & 0xF; m = u & 7
+    v = np.where(e == 0, m / 8.0 * 2.0 ** -6, (1 + m / 8.0) * 2.0 ** (e - 7.0))
+    return np.where((u & 0x7F) == 0x7F, np.nan, sgn * v)
 f=open(d+'/model.safetensors','rb'); n=struct.unpack('<Q',f.read(8))[0]; h=json.loads(f.read(n)); base=8+n
 raw=open(d+'/model.safetensors','rb').read()
 W={}
 for k,v in h.items():
     if k=='__metadata__': continue
-    b,e=v['data_offsets']; a=np.frombuffer(raw[base+b:base+e],dtype=np.uint16).astype(np.uint32)<<16
-    W[k.replace('model.language_model.','model.')]=a.view(np.float32).astype(np.float64).reshape(v['shape'])
+    b,e=v['data_offsets']; buf=raw[base+b:base+e]
+    if v['dtype']=='F8_E4M3': a=e4m3(np.frombuffer(buf,dtype=np.uint8))
+    elif v['dtype']=='F32': a=np.frombuffer(buf,dtype='<f4').astype(np.float64)
+    else: a=(np.frombuffer(buf,dtype=np.uint16).astype(np.uint32)<<16).view(np.float32).astype(np.float64)
+    W[k.replace('model.language_model.','model.')]=a.reshape(v['shape'])
+for k in [k for k in W if k.endswith('.weight_scale_inv')]:
+    w=k[:-len('_scale_inv')]; s_=W.pop(k); o,i=W[w].shape
+    W[w]=W[w]*np.repeat(np.repeat(s_,128,0),128,1)[:o,:i]
 cfg=json.load(open(d+'/config.json')); cfg=cfg.get('text_config',cfg)
 g=json.load(open(d+'/golden.json')); ids=g['prompt_ids'][:T]
 H=cfg['hidden_size']; eps=cfg['rms_norm_eps']
@@ -60,7 +74,8 @@ for l,kind in enumerate(cfg['layer_types']):
         theta=cfg['rope_parameters']['rope_theta']
         inv=(1.0/(np.float32(theta)**(np.arange(0,rd,2).astype(np.float32)/np.float32(rd)))).astype(np.float32)
         # transformers' .to(bfloat16) also casts the inv_freq buffer: round to bf16 (ties to even)
-        u=inv.view(np.uint32).astype(np.uint64); u=((u+0x7FFF+((u>>16)&1))>>16)<<16; inv=u.astype(np.uint32).view(np.float32)
+        if not EXACT_ROPE:
+            u=inv.view(np.uint32).astype(np.uint64); u=((u+0x7FFF+((u>>16)&1))>>16)<<16; inv=u.astype(np.uint32).view(np.float32)
         ang=(np.arange(T).astype(np.float32)[:,None]*inv[None,:]).astype(np.float32)
         cos=np.cos(np.concatenate([ang,ang],-1)).astype(np.float64); sin=np.sin(np.concatenate([ang,ang],-1)).astype(np.float64)
         def rope(x):
@@ -77,7 +92,7 @@ for l,kind in enumerate(cfg['layer_types']):
     xn=bf(rms(x,W[p+'post_attention_layernorm.weight']))
     m=bf(silu(bf(xn@W[p+'mlp.gate_proj.weight'].T))*bf(xn@W[p+'mlp.up_proj.weight'].T))
     x=bf(x+m@W[p+'mlp.down_proj.weight'].T)
-logits=bf(rms(x,W['model.norm.weight']))@W['lm_head.weight'].T
+logits=bf(rms(x,W['model.norm.weight']))@W.get('lm_head.weight',W['model.embed_tokens.weight']).T
 gl=np.fromfile(d+'/logits_prompt.f32',dtype='<f4').reshape(-1,g['vocab_size'])
 r=[np.linalg.norm(logits[t]-gl[t])/np.linalg.norm(gl[t]) for t in range(T)]
 m=np.sort(gl[:T],-1); marg=m[:,-1]-m[:,-2]

