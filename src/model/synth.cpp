@@ -48,6 +48,9 @@ const SynthPreset kPresets[] = {
     {"moe-tiny", 256, 4, 0, 4, 1, 64, 2, 4, 32, 32, 4096, true, 32768, 8, 2, 64, 128, false, 1},
     {"35b-a3b", 2048, 40, 0, 16, 2, 256, 16, 32, 128, 128, kQwen35Vocab, false, 262144, 256, 8, 512, 512, false, 1},
     {"next-moe-tiny", 256, 4, 512, 4, 1, 64, 2, 4, 32, 32, 4096, true, 32768, 8, 2, 64, 128, true, 2},
+    // the tiny MoE shapes the CUDA kernels accept (head_dim 256, dk = dv = 128): GPU engine tests
+    {"moe-tiny-gpu", 256, 4, 0, 2, 1, 256, 1, 2, 128, 128, 4096, true, 32768, 8, 2, 64, 128, false, 1},
+    {"next-moe-tiny-gpu", 256, 4, 512, 2, 1, 256, 1, 2, 128, 128, 4096, true, 32768, 8, 2, 64, 128, true, 2},
     {"next-80b-a3b", 2048, 48, 5120, 16, 2, 256, 16, 32, 128, 128, kQwen3NextVocab, false, 262144, 512, 10, 512, 512, true, 1},
 };
 

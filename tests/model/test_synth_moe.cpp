@@ -143,7 +143,8 @@ TEST_P(SynthMoePresets, BindsAndGeneratesOnTheCpuEngine) {
     EXPECT_GT(distinct.size(), 1u) << "random weights should not produce one repeated token";
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, SynthMoePresets, ::testing::Values("moe-tiny", "next-moe-tiny"));
+INSTANTIATE_TEST_SUITE_P(Tiny, SynthMoePresets,
+                         ::testing::Values("moe-tiny", "next-moe-tiny", "moe-tiny-gpu", "next-moe-tiny-gpu"));
 
 namespace {
 

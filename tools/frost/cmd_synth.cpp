@@ -11,7 +11,7 @@ constexpr const char* kUsage =
     "usage: frost synth --out DIR --preset PRESET [--vocab N] [--seed S] [--tokenizer DIR] [--shard-gb G]\n"
     "                   [--quant fp8|fp8-dynamic|nvfp4|int4|int4-asym] [--decisive-router]\n"
     "PRESET: dense tiny, tiny-gpu, 0.8b, 2b, 4b, 9b, 27b; MoE moe-tiny, 35b-a3b (Qwen3.5/3.6-35B-A3B),\n"
-    "next-moe-tiny, next-80b-a3b (Qwen3-Next-80B-A3B).\n"
+    "next-moe-tiny, moe-tiny-gpu, next-moe-tiny-gpu, next-80b-a3b (Qwen3-Next-80B-A3B).\n"
     "Writes a valid checkpoint (Qwen3.5 / Qwen3.5-MoE multimodal-wrapper layout, Qwen3-Next flat layout)\n"
     "with deterministic random bf16 weights, streamed tensor by tensor; sharded with\n"
     "model.safetensors.index.json above --shard-gb (4).\n"
