@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <numeric>
 
-namespace frost::model::test {
+namespace frost::test {
 
-RouterGaps router_gaps(Engine& e, int valid) {
-    const ModelConfig& c = e.config();
+RouterGaps router_gaps(model::Engine& e, int valid) {
+    const model::ModelConfig& c = e.config();
     const int E = c.num_experts, k = c.num_experts_per_tok;
     RouterGaps g;
     g.gap.assign(size_t(valid), 1.0);
@@ -34,4 +34,4 @@ RouterGaps router_gaps(Engine& e, int valid) {
     return g;
 }
 
-}  // namespace frost::model::test
+}  // namespace frost::test

@@ -8,7 +8,7 @@
 
 #include "model/engine.h"
 
-namespace frost::model::test {
+namespace frost::test {
 
 struct RouterGaps {
     std::vector<double> gap;                    // [row] min over MoE layers of p_(k) - p_(k+1)
@@ -17,6 +17,6 @@ struct RouterGaps {
 
 // The first `valid` rows of the last step. Adds a gtest failure (and returns what it has) when a
 // trace is missing or holds fewer rows.
-RouterGaps router_gaps(Engine& e, int valid);
+RouterGaps router_gaps(model::Engine& e, int valid);
 
-}  // namespace frost::model::test
+}  // namespace frost::test

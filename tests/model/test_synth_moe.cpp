@@ -164,12 +164,12 @@ std::pair<double, size_t> conditioning(const std::string& dir, uint64_t seed) {
     for (auto& x : prompt) x = tok(rng);
     int32_t next = -1;
     EXPECT_EQ(e->prefill(0, prompt.data(), prompt.size(), &next), FROST_OK) << frost_last_error();
-    const frost::model::test::RouterGaps g = frost::model::test::router_gaps(*e, int(prompt.size()));
+    const frost::test::RouterGaps g = frost::test::router_gaps(*e, int(prompt.size()));
     double worst = *std::min_element(g.gap.begin(), g.gap.end());
     std::set<std::vector<int>> sets(g.experts.begin(), g.experts.end());
     for (int i = 0; i < 16; ++i) {
         EXPECT_EQ(e->decode(0, &next), FROST_OK) << frost_last_error();
-        const auto d = frost::model::test::router_gaps(*e, 1);
+        const auto d = frost::test::router_gaps(*e, 1);
         worst = std::min(worst, d.gap[0]);
         sets.insert(d.experts[0]);
     }
