@@ -48,6 +48,9 @@ const SynthPreset kPresets[] = {
     {"moe-tiny", 256, 4, 0, 4, 1, 64, 2, 4, 32, 32, 4096, true, 32768, 8, 2, 64, 128, false, 1},
     {"35b-a3b", 2048, 40, 0, 16, 2, 256, 16, 32, 128, 128, kQwen35Vocab, false, 262144, 256, 8, 512, 512, false, 1},
     {"next-moe-tiny", 256, 4, 512, 4, 1, 64, 2, 4, 32, 32, 4096, true, 32768, 8, 2, 64, 128, true, 2},
+    // the tiny MoE shapes the CUDA kernels accept (head_dim 256, dk = dv = 128): GPU engine tests
+    {"moe-tiny-gpu", 256, 4, 0, 2, 1, 256, 1, 2, 128, 128, 4096, true, 32768, 8, 2, 64, 128, false, 1},
+    {"next-moe-tiny-gpu", 256, 4, 512, 2, 1, 256, 1, 2, 128, 128, 4096, true, 32768, 8, 2, 64, 128, true, 2},
     {"next-80b-a3b", 2048, 48, 5120, 16, 2, 256, 16, 32, 128, 128, kQwen3NextVocab, false, 262144, 512, 10, 512, 512, true, 1},
 };
 
@@ -70,7 +73,58 @@ struct PlannedTensor {
     std::string module;
     std::vector<int64_t> weight_shape;
     uint64_t group_bytes = 0;
+    // SynthOptions::decisive_router: what this tensor does for it.
+    enum class Routing { None, Embed, NormGain, OutRows, Router } routing = Routing::None;
 };
+
+// SynthOptions::decisive_router's constants (see synth.h): m routing channels at +-c, router scale beta.
+struct DecisiveRouter {
+    int m = 0;         // 0: off
+    int E = 0;
+    int fine = 0;      // log2(k): the least significant bits, which order the top-k set
+    float c = 0, beta = 0;
+};
+
+// Rewrites value v (already drawn, so every other tensor's stream is unchanged) of element
+// `idx` of tensor t for the decisive router.
+float decisive(const DecisiveRouter& d, const PlannedTensor& t, uint64_t idx, float v) {
+    if (d.m == 0 || t.routing == PlannedTensor::Routing::None) return v;
+    const uint64_t cols = uint64_t(t.shape.size() == 2 ? t.shape[1] : 1);
+    const uint64_t row = idx / cols, col = idx % cols;
+    switch (t.routing) {
+        case PlannedTensor::Routing::Embed: return col < uint64_t(d.m) ? (v < 0 ? -d.c : d.c) : v;
+        case PlannedTensor::Routing::NormGain: return idx < uint64_t(d.m) ? 0.f : v;
+        case PlannedTensor::Routing::OutRows: return row < uint64_t(d.m) ? 0.f : v;
+        case PlannedTensor::Routing::Router: {
+            if (col >= uint64_t(d.m)) return 0.f;
+            // Coarse bits (the top-k set: the k experts matching the token's code on them) weigh
+            // 2, 4, 8, ... from the least significant up; fine bits (order inside the set) 0.25.
+            const int j = int(col);
+            const float sign = (row >> j) & 1 ? 1.f : -1.f;
+            const float weight = j >= d.m - d.fine ? 0.25f / float(1 << (j - (d.m - d.fine))) : float(2 << (d.m - d.fine - 1 - j));
+            return d.beta * sign * weight;
+        }
+        default: return v;
+    }
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Tags the tensors decisive_router rewrites: the embedding, the post-attention norms, every
+// projection writing the residual stream, the routers.
+void tag_routing(std::vector<PlannedTensor>* ts) {
+    using R = PlannedTensor::Routing;
+    for (auto& t : *ts) {
+        if (ends_with(t.name, "embed_tokens.weight")) t.routing = R::Embed;
+        else if (ends_with(t.name, "post_attention_layernorm.weight")) t.routing = R::NormGain;
+        else if (ends_with(t.name, "out_proj.weight") || ends_with(t.name, "o_proj.weight") ||
+                 ends_with(t.name, "down_proj.weight"))
+            t.routing = R::OutRows;
+        else if (ends_with(t.name, "mlp.gate.weight")) t.routing = R::Router;
+    }
+}
 
 uint64_t splitmix64(uint64_t* s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
@@ -234,7 +288,7 @@ frost_status write_all(int fd, const void* p, size_t n, const std::string& path)
 }
 
 frost_status write_shard(const std::string& path, const std::vector<const PlannedTensor*>& ts, uint64_t seed,
-                         float embed_std, quant::WriteFormat qf, util::Progress* bar) {
+                         float embed_std, quant::WriteFormat qf, const DecisiveRouter& dr, util::Progress* bar) {
     json h = json::object();
     h["__metadata__"] = {{"format", "pt"}};
     for (const auto* t : ts) h[t->name] = {{"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {t->begin, t->begin + t->bytes}}};
@@ -269,7 +323,9 @@ frost_status write_shard(const std::string& path, const std::vector<const Planne
         uint64_t left = t.bytes / sizeof(uint16_t);
         while (s == FROST_OK && left > 0) {
             size_t n = size_t(std::min<uint64_t>(left, kChunkElems));
-            for (size_t j = 0; j < n; ++j) chunk[j] = util::f32_to_bf16(draw(t.init, half_width, &rng));
+            const uint64_t first = t.bytes / sizeof(uint16_t) - left;
+            for (size_t j = 0; j < n; ++j)
+                chunk[j] = util::f32_to_bf16(decisive(dr, t, first + j, draw(t.init, half_width, &rng)));
             s = write_all(fd, chunk.data(), n * sizeof(uint16_t), tmp);
             left -= n;
             bar->add(n * sizeof(uint16_t));
@@ -423,6 +479,26 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
         tensors = quantize_plan(std::move(tensors), qf);
     }
     float embed_std = float(2.0 / std::sqrt(double(p.hidden)));
+    DecisiveRouter dr;
+    if (opt.decisive_router) {
+        if (p.moe_experts == 0 || !opt.quant.empty())
+            return fail(FROST_ERR_INVALID_ARG, "--decisive-router needs a MoE preset without --quant (preset '%s'%s)",
+                        p.name.c_str(), opt.quant.empty() ? "" : ", --quant given");
+        while ((1 << dr.m) < p.moe_experts) ++dr.m;
+        while ((2 << dr.fine) <= p.moe_top_k) ++dr.fine;
+        if (dr.m <= dr.fine || (1 << dr.fine) != p.moe_top_k)
+            return fail(FROST_ERR_INVALID_ARG, "--decisive-router needs a power-of-two top-k below the expert count (preset '%s': k %d, E %d)",
+                        p.name.c_str(), p.moe_top_k, p.moe_experts);
+        dr.E = p.moe_experts;
+        // c = 2 embed_std: the routing channels stand out of the embedding's noise. With
+        // L = beta * c / rms(h) (k = 2, E = 8: scores +-4 +-2 +-0.25), the k-th and (k+1)-th
+        // logits are >= 3.5 L apart and the top two 0.5 L, so the k-th - (k+1)-th probability
+        // gap is >= 0.05 for L from 0.1 to 5; rms(h) grows through the layers and varies by
+        // token (L measured 0.37-1.6 on the tiny presets with beta = 2), well inside that range.
+        dr.c = 2.f * embed_std;
+        dr.beta = 2.f;
+        tag_routing(&tensors);
+    }
 
     // Shards: tensors in order, a new shard when the next tensor would pass shard_bytes.
     uint64_t total = 0, in_shard = 0;
@@ -448,7 +524,7 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
                 in.push_back(&t);
                 weight_map[t.name] = shard_name(s, shards);
             }
-        FROST_TRY(write_shard(util::join_path(opt.out_dir, shard_name(s, shards)), in, opt.seed, embed_std, qf, &bar));
+        FROST_TRY(write_shard(util::join_path(opt.out_dir, shard_name(s, shards)), in, opt.seed, embed_std, qf, dr, &bar));
     }
     bar.finish();
     auto write_json = [&](const std::string& name, const json& j) -> frost_status {
@@ -498,6 +574,7 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
         config["quantization_config"] = quant::quant_config_json(qf, keep);
         config["frost_synthetic"]["quant"] = opt.quant;
     }
+    if (opt.decisive_router) config["frost_synthetic"]["decisive_router"] = true;
     FROST_TRY(write_json("config.json", config));
     FROST_TRY(write_json("generation_config.json", {{"eos_token_id", eos}, {"do_sample", false}}));
     if (!opt.tokenizer_dir.empty()) {

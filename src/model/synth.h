@@ -31,7 +31,8 @@ struct SynthPreset {
 // Presets: tiny, tiny-gpu (smallest shape the CUDA kernels accept), 0.8b, 2b, 4b, 9b, 27b (spec
 // model-qwen35.md §2; 2b values are a plausible guess); MoE: moe-tiny (tests), 35b-a3b
 // (Qwen3.5/3.6-35B-A3B), next-moe-tiny (Qwen3-Next layout, every other layer sparse, tests),
-// next-80b-a3b (Qwen3-Next-80B-A3B).
+// moe-tiny-gpu / next-moe-tiny-gpu (the same at shapes the CUDA kernels accept), next-80b-a3b
+// (Qwen3-Next-80B-A3B).
 bool find_synth_preset(const std::string& name, SynthPreset* out);
 std::vector<std::string> synth_preset_names();
 
@@ -46,6 +47,17 @@ struct SynthOptions {
     // "" (bf16) or a quantized format written as the published tools do: fp8 (Qwen block 128),
     // fp8-dynamic, nvfp4, int4, int4-asym (compressed-tensors). See model/quant/quant_writer.h.
     std::string quant;
+    // MoE presets only (bf16): a decisive router, so a bf16 path routes every token as fp32 does.
+    // ceil(log2 E) "routing channels" of the residual stream carry a per-token sign pattern set by
+    // the embedding (+-2 embed_std) that no layer writes (those rows of every output projection
+    // are zero; their post-attention norm weights are 0, i.e. gain 1), and the router reads only
+    // them: expert e scores beta * sum_j (bit j of e ? +1 : -1) * w_j * x_j with large weights
+    // w_j on the high "coarse" bits and 0.25 on the log2(k) low "fine" bits, so the top-k set is
+    // the k experts matching the token's code on the coarse bits, far (>= 3.5 w units) from the
+    // rest, with unequal weights inside the set. The top-k gap is large at every token (tests
+    // assert >= 0.05 from the fp32 trace) for any residual scale within 50x; routing still
+    // varies by token (E / k sets). Needs a power-of-two k < E. config.json records it.
+    bool decisive_router = false;
 };
 
 struct SynthSummary {

@@ -1,10 +1,25 @@
-// The CUDA engine on the mixture-of-experts fixtures (bf16 weights and activations, device
-// router, expert GEMVs reading the selected ids from device memory in the one captured decode
-// graph, grouped prefill): the bf16 acceptance of tests/fixtures/README.md as test_cuda_engine.cpp
-// applies it to the dense fixtures (mean relative L2 <= 3e-2 over prompt positions and greedy
-// steps, top-1 equal on >= 95% of positions whose golden margin exceeds 0.05), the decode graph following new routing every step (greedy tokens through many steps, no
-// capture after load), and the capsule contract on CUDA: restore + append is bitwise a cold
-// prefill. Skipped without a CUDA device; the GPU machine runs it.
+// The CUDA MoE engine (bf16 weights and activations, device router, expert GEMVs reading the
+// selected ids from device memory in the one captured decode graph, grouped prefill) against
+// references that can tell a bug from router conditioning:
+//
+// 1. CudaMoeSynthParity: a synthetic MoE model written with --decisive-router (synth.h), the
+//    same prompt on the CPU engine (fp32, the reference) and the CUDA engine. The test first
+//    proves its own conditioning from the CPU engine's "router_probs" trace: every token's
+//    smallest k-th vs (k+1)-th router gap over the MoE layers is >= kMinGap (0.05, 5x the bf16
+//    router error; the decisive models measure ~0.17-0.21), so bf16 picks the experts fp32 picks. Then the dense bf16 acceptance
+//    (tests/fixtures/README.md, as test_cuda_engine.cpp): every position rel L2 <= 0.2, mean
+//    <= 3e-2, top-1 equal on >= 95% of positions whose CPU margin exceeds 0.05, over prompt
+//    logits (grouped prefill; 40 tokens: one partial chunk; 300 tokens with C_p 128: two full
+//    chunks and a partial one of 44) and greedy decode steps (the router + expert GEMV graph).
+//    A wrong shared expert, shared gate, residual add, top-k weight, expert id or bucket row
+//    count fails here: measured on the CPU engine with weights edited to mimic such bugs on
+//    moe-tiny-gpu --decisive-router (100 tokens), shared expert dropped: rel L2 mean 0.81 (min
+//    0.56); experts 0 and 1 swapped: mean 0.59; shared gate 0.5 instead of sigmoid(g.x): 0.32,
+//    all far above the 3e-2 mean bound.
+// 2. CudaMoeFixtures: the transformers goldens, whose random routers are ill-conditioned (see
+//    the test's comment): tolerance asserted where conditioning allows it, the rest printed.
+// 3. The decode graph follows new routing every step without recapture; capsule exactness.
+// Skipped without a CUDA device; the GPU machine runs it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,18 +33,26 @@
 #include "model/engine.h"
 #include "model/engine_test_util.h"
 #include "model/model_files_util.h"
+#include "model/moe_gap_util.h"
+#include "model/synth.h"
 
 namespace frost::model {
 namespace {
 
-constexpr double kMeanRelL2 = 3e-2;         // fixtures/README.md's bf16 number, mean over positions
-// No bound per position, unlike the dense test: the golden's router top-k gaps go down to 4e-7
-// (golden.json min_router_topk_gap), far below bf16 noise, so the bf16 router may pick the other
-// expert at a few tokens, which moves those tokens (and, through the state, a few after them)
-// by more than the dense per-position bound while the mean and the top-1 agreement stay tight.
-// The worst position is printed and recorded.
-constexpr double kTop1Margin = 0.05;        // golden margin above which top-1 is compared
+// The dense bf16 acceptance (tests/fixtures/README.md).
+constexpr double kMaxRelL2 = 0.2;           // any one position
+constexpr double kMeanRelL2 = 3e-2;         // mean over positions
+constexpr double kTop1Margin = 0.05;        // reference margin above which top-1 is compared
 constexpr double kMinTop1Agreement = 0.95;  // of those positions
+// Router gap a bf16 path cannot flip. Measured on the CPU engine: Gaussian noise of std 3e-2
+// on moe-tiny-a's router logits alone (router rows perturbed) reproduces what the bf16 CUDA
+// engine shows against its golden (prompt rel L2 mean 0.14, max 0.75, top-1 77%; CUDA: 0.115,
+// 0.90, 82%), 1e-2 gives 0.048 / 0.26 / 94%: bf16 router logits are off by ~1e-2-3e-2, i.e.
+// a probability gap (p ~0.1-0.4) by <= ~1e-2. 0.05 is 5x that.
+constexpr double kMinGap = 0.05;
+// Fixtures: the gap below which a bf16 router may pick another expert than fp32 (the ~1e-2
+// probability noise above).
+constexpr double kBf16TieGap = 1e-2;
 
 #define SKIP_WITHOUT_CUDA()                                             \
     do {                                                                \
@@ -60,9 +83,175 @@ std::unique_ptr<Engine> cuda_engine(const std::string& dir, bool logits_all, int
     return e;
 }
 
+// The CPU engine's run of a prompt then `steps` decode steps fed `forced` (or its own greedy
+// tokens where forced is empty): logits of every prompt position and before every step, the
+// greedy token after the prompt and each step, and the router gap of each token.
+struct CpuRun {
+    std::vector<float> prompt_logits;              // [n, V]
+    std::vector<double> prompt_gap;                // [n]
+    std::vector<std::vector<float>> step_logits;   // [steps][V]: before step i (i = 0: after the prompt)
+    std::vector<double> step_gap;                  // [steps]: the token that produced step_logits[i]
+    std::vector<int32_t> tokens;                   // [steps]: greedy token of step_logits[i]
+};
+
+CpuRun cpu_run(const std::string& dir, const std::vector<int32_t>& prompt, size_t steps,
+               const std::vector<int32_t>& forced = {}) {
+    EngineOptions o;
+    o.max_seq_len = 512;
+    // The whole prompt in one step, so the trace holds every prompt row (multiple of 64).
+    o.prefill_chunk = int((prompt.size() + 63) / 64 * 64);
+    o.logits_all = true;
+    o.trace = true;
+    CpuRun run;
+    std::unique_ptr<Engine> e;
+    EXPECT_EQ(Engine::create(dir, o, &e), FROST_OK) << frost_last_error();
+    if (!e) return run;
+    int32_t next = -1;
+    EXPECT_EQ(e->prefill(0, prompt.data(), prompt.size(), &next, &run.prompt_logits), FROST_OK) << frost_last_error();
+    run.prompt_gap = test::router_gaps(*e, int(prompt.size())).gap;
+    for (size_t i = 0; i < steps; ++i) {
+        std::vector<float> l;
+        EXPECT_EQ(e->last_logits(0, &l), FROST_OK) << frost_last_error();
+        run.step_logits.push_back(std::move(l));
+        run.step_gap.push_back(i == 0 ? run.prompt_gap.back() : test::router_gaps(*e, 1).gap[0]);
+        run.tokens.push_back(next);
+        if (i + 1 < steps) {
+            const int32_t in = forced.empty() ? next : forced[i];
+            EXPECT_EQ(e->feed(0, in, &next), FROST_OK) << frost_last_error();
+        }
+    }
+    return run;
+}
+
+// Rel L2 and top-1 of our logits against a reference row, accumulated.
+struct Agreement {
+    std::vector<double> rel;
+    std::vector<std::string> label;
+    int checked = 0, equal = 0;
+    void add(const float* ours, const float* ref, size_t V, const std::string& what) {
+        rel.push_back(test::rel_l2(ours, ref, V));
+        label.push_back(what);
+        int top = -1, mine = -2;
+        if (margin_of(ref, V, &top) > kTop1Margin) {
+            margin_of(ours, V, &mine);
+            ++checked;
+            equal += mine == top ? 1 : 0;
+        }
+    }
+    double mean() const {
+        double m = 0;
+        for (double r : rel) m += r;
+        return rel.empty() ? 0 : m / double(rel.size());
+    }
+    size_t worst() const { return size_t(std::max_element(rel.begin(), rel.end()) - rel.begin()); }
+    // The dense bf16 acceptance over every row added.
+    void expect_dense(const std::string& name) const {
+        ASSERT_FALSE(rel.empty());
+        const size_t w = worst();
+        std::printf("[ %s ] rows %zu, rel L2 mean %.4f max %.4f (%s), top-1 %d of %d (margin > %.2f)\n", name.c_str(),
+                    rel.size(), mean(), rel[w], label[w].c_str(), equal, checked, kTop1Margin);
+        for (size_t i = 0; i < rel.size(); ++i) EXPECT_LE(rel[i], kMaxRelL2) << label[i];
+        EXPECT_LE(mean(), kMeanRelL2);
+        ASSERT_GT(checked, 0);
+        EXPECT_GE(double(equal) / checked, kMinTop1Agreement);
+    }
+};
+
+struct SynthCase {
+    const char* preset;
+    int prompt_len;
+};
+
+void PrintTo(const SynthCase& c, std::ostream* os) { *os << c.preset << " prompt " << c.prompt_len; }
+
+class CudaMoeSynthParity : public ::testing::TestWithParam<SynthCase> {};
+
+TEST_P(CudaMoeSynthParity, PromptAndGreedyMatchCpuOnADecisiveRouter) {
+    SKIP_WITHOUT_CUDA();
+    const SynthCase c = GetParam();
+    const uint64_t seed = ::testing::UnitTest::GetInstance()->random_seed();
+    SCOPED_TRACE(std::string(c.preset) + ", prompt " + std::to_string(c.prompt_len) + ", seed " + std::to_string(seed));
+    SynthOptions so;
+    so.out_dir = frost::testing::make_temp_dir("cuda_moe_decisive");
+    so.preset = c.preset;
+    so.seed = seed;
+    so.decisive_router = true;
+    ASSERT_EQ(synth_checkpoint(so), FROST_OK) << frost_last_error();
+    std::mt19937_64 rng(seed);
+    std::vector<int32_t> prompt(size_t(c.prompt_len));
+    constexpr size_t kSteps = 24;
+
+    auto e = cuda_engine(so.out_dir, true);
+    ASSERT_TRUE(e);
+    ASSERT_TRUE(e->config().is_moe());
+    const size_t V = size_t(e->config().vocab_size);
+    std::uniform_int_distribution<int32_t> tok(0, int32_t(V) - 1);
+    for (auto& t : prompt) t = tok(rng);
+    const CpuRun ref = cpu_run(so.out_dir, prompt, kSteps);
+    ASSERT_EQ(ref.prompt_logits.size(), prompt.size() * V);
+    ASSERT_EQ(ref.step_logits.size(), kSteps);
+
+    // The test's own conditioning: no token may sit near a router tie on the fp32 path.
+    double min_gap = 1;
+    for (double g : ref.prompt_gap) min_gap = std::min(min_gap, g);
+    for (double g : ref.step_gap) min_gap = std::min(min_gap, g);
+    std::printf("[ %s prompt %d ] smallest CPU router top-k gap %.4f\n", c.preset, c.prompt_len, min_gap);
+    ASSERT_GE(min_gap, kMinGap) << "the decisive-router model is not well conditioned: the test proves nothing";
+
+    std::vector<float> logits;  // prefill appends every row
+    int32_t next = -1;
+    ASSERT_EQ(e->prefill(0, prompt.data(), prompt.size(), &next, &logits), FROST_OK) << frost_last_error();
+    ASSERT_EQ(logits.size(), prompt.size() * V);
+    Agreement a;
+    for (size_t p = 0; p < prompt.size(); ++p)
+        a.add(logits.data() + p * V, ref.prompt_logits.data() + p * V, V, "prompt position " + std::to_string(p));
+    // Greedy steps through the decode graph, fed the CPU's tokens so both run the same prefix;
+    // our greedy token (the arg-max of our logits) counts in the top-1 agreement.
+    int greedy_checked = 0, greedy_equal = 0;
+    for (size_t i = 0; i < kSteps; ++i) {
+        std::vector<float> last(V, NAN);
+        ASSERT_EQ(e->last_logits(0, &last), FROST_OK) << frost_last_error();
+        a.add(last.data(), ref.step_logits[i].data(), V, "greedy step " + std::to_string(i));
+        int top = -1;
+        if (margin_of(ref.step_logits[i].data(), V, &top) > kTop1Margin) {
+            ++greedy_checked;
+            greedy_equal += next == ref.tokens[i] ? 1 : 0;  // in the 95% top-1 rule below, as the dense test
+        }
+        if (i + 1 < kSteps) {
+            ASSERT_EQ(e->feed(0, ref.tokens[i], &next), FROST_OK) << frost_last_error();
+        }
+    }
+    std::printf("[ %s prompt %d ] greedy tokens equal %d of %d decisive steps\n", c.preset, c.prompt_len,
+                greedy_equal, greedy_checked);
+    a.expect_dense(std::string("cuda vs cpu ") + c.preset + " prompt " + std::to_string(c.prompt_len));
+}
+
+INSTANTIATE_TEST_SUITE_P(Decisive, CudaMoeSynthParity,
+                         ::testing::Values(SynthCase{"moe-tiny-gpu", 40}, SynthCase{"moe-tiny-gpu", 300},
+                                           SynthCase{"next-moe-tiny-gpu", 40}, SynthCase{"next-moe-tiny-gpu", 300}),
+                         [](const ::testing::TestParamInfo<SynthCase>& i) {
+                             std::string n = std::string(i.param.preset) + "_" + std::to_string(i.param.prompt_len);
+                             std::replace(n.begin(), n.end(), '-', '_');
+                             return n;
+                         });
+
+// The transformers goldens. Their random routers are ill-conditioned: on the CPU fp32 engine
+// (which matches the golden to 1e-3) 151 of moe-tiny-a's 240 tokens have a router top-k gap
+// below kBf16TieGap at some MoE layer, so the bf16 router picks other experts at many tokens,
+// and a flipped expert at token t and MoE layer l changes that token's MLP output and, through
+// the mixers of the layers after l (recurrent GDN state, KV), every later token. Only the
+// tokens before the first "contaminating" near-tie are comparable with the dense acceptance:
+// position p is asserted when no token t <= p has a gap < kBf16TieGap at any MoE layer (the
+// token's own gaps and those of every earlier one); the rest are printed, not asserted.
+// Measured (CPU gaps): the first such token is position 0 in moe-tiny-a (gap 1.3e-4) and
+// position 3 in moe-tiny-a-vl (9.1e-6), so this can check 0 and 3 positions: far too few to
+// matter. The fixtures cannot separate a bug from conditioning; CudaMoeSynthParity above does,
+// and the CPU engine matches these goldens to 1e-3 (test_engine_moe_fixtures), which with it
+// ties the CUDA kernels to transformers' math. The test asserts the clean prefix it has, and
+// fails if the fixtures' conditioning changes in a way these numbers no longer describe.
 class CudaMoeFixtures : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(CudaMoeFixtures, PromptLogitsAndGreedyMatchGoldenWithinBf16Floor) {
+TEST_P(CudaMoeFixtures, CleanPrefixMatchesGoldenRestReported) {
     SKIP_WITHOUT_CUDA();
     const std::string dir = test::fixture_dir(GetParam());
     test::Golden g;
@@ -73,54 +262,43 @@ TEST_P(CudaMoeFixtures, PromptLogitsAndGreedyMatchGoldenWithinBf16Floor) {
     ASSERT_TRUE(e->config().is_moe());
     const size_t V = g.vocab;
     ASSERT_EQ(size_t(e->config().vocab_size), V);
-    std::vector<double> rel;
-    int checked = 0, equal = 0;
-    std::vector<float> logits;
+    // The CPU engine on the same prompt, fed the golden's greedy tokens: our gaps per token.
+    const CpuRun ref = cpu_run(dir, g.prompt_ids, g.greedy_ids.size(), g.greedy_ids);
+    ASSERT_EQ(ref.prompt_gap.size(), g.prompt_ids.size());
+    std::vector<float> logits;  // prefill appends every row
     int32_t next = -1;
     ASSERT_EQ(e->prefill(0, g.prompt_ids.data(), g.prompt_ids.size(), &next, &logits), FROST_OK)
         << frost_last_error();
     ASSERT_EQ(logits.size(), g.prompt_ids.size() * V);
+    Agreement clean, rest;
+    bool tied = false;  // a near-tie at or before this token
     for (size_t i = 0; i < g.prompt_logit_positions.size(); ++i) {
-        const size_t p = g.prompt_logit_positions[i];
-        const float* ref = g.logits_prompt.data() + i * V;
-        const double r = test::rel_l2(logits.data() + p * V, ref, V);
-        rel.push_back(r);
-        int top = -1, ours = -1;
-        if (margin_of(ref, V, &top) > kTop1Margin) {
-            margin_of(logits.data() + p * V, V, &ours);
-            ++checked;
-            equal += ours == top ? 1 : 0;
-        }
+        const size_t p = size_t(g.prompt_logit_positions[i]);
+        for (size_t t = 0; t <= p && !tied; ++t) tied = ref.prompt_gap[t] < kBf16TieGap;
+        (tied ? rest : clean)
+            .add(logits.data() + p * V, g.logits_prompt.data() + i * V, V, "prompt position " + std::to_string(p));
     }
-    // Greedy steps through the one decode graph (routing differs every step), fed the golden
-    // tokens so one near-tie cannot derail the rest of the comparison.
-    std::vector<float> last;
     for (size_t i = 0; i < g.greedy_ids.size(); ++i) {
-        last.assign(V, NAN);
+        std::vector<float> last(V, NAN);
         ASSERT_EQ(e->last_logits(0, &last), FROST_OK) << frost_last_error();
-        const float* ref = g.logits_greedy.data() + i * V;
-        const double r = test::rel_l2(last.data(), ref, V);
-        rel.push_back(r);
-        int top = -1;
-        if (margin_of(ref, V, &top) > kTop1Margin) {
-            ++checked;
-            equal += next == g.greedy_ids[i] ? 1 : 0;
-        }
+        tied = tied || ref.step_gap[i] < kBf16TieGap;
+        (tied ? rest : clean).add(last.data(), g.logits_greedy.data() + i * V, V, "greedy step " + std::to_string(i));
         if (i + 1 < g.greedy_ids.size()) {
             ASSERT_EQ(e->feed(0, g.greedy_ids[i], &next), FROST_OK) << frost_last_error();
         }
     }
-    double mean = 0;
-    for (double r : rel) mean += r;
-    mean /= double(rel.size());
-    const double worst = *std::max_element(rel.begin(), rel.end());
-    std::printf("[ cuda moe vs golden %s ] rows %zu, rel L2 mean %.4f max %.4f, top-1 %d of %d (margin > %.2f)\n",
-                GetParam(), rel.size(), mean, worst, equal, checked, kTop1Margin);
-    EXPECT_LE(mean, kMeanRelL2);
-    ASSERT_GT(checked, 0);
-    EXPECT_GE(double(equal) / checked, kMinTop1Agreement);
-    RecordProperty("mean_rel_l2", std::to_string(mean));
-    RecordProperty("worst_rel_l2", std::to_string(worst));
+    std::printf("[ cuda moe vs golden %s ] %zu positions before the first router gap < %g (asserted), %zu after\n",
+                GetParam(), clean.rel.size(), kBf16TieGap, rest.rel.size());
+    if (!rest.rel.empty()) {
+        const size_t w = rest.worst();
+        std::printf("[ cuda moe vs golden %s ] after: rel L2 mean %.4f max %.4f (%s), top-1 %d of %d (reported only)\n",
+                    GetParam(), rest.mean(), rest.rel[w], rest.label[w].c_str(), rest.equal, rest.checked);
+        RecordProperty("after_tie_mean_rel_l2", std::to_string(rest.mean()));
+    }
+    for (size_t i = 0; i < clean.rel.size(); ++i) EXPECT_LE(clean.rel[i], kMaxRelL2) << clean.label[i];
+    // The measured clean prefix (see above): a longer one means the fixtures changed; revisit.
+    const size_t expected_clean = std::string(GetParam()) == "moe-tiny-a" ? 0 : 3;
+    EXPECT_EQ(clean.rel.size(), expected_clean) << "the fixture's router conditioning changed";
 }
 
 INSTANTIATE_TEST_SUITE_P(Both, CudaMoeFixtures, ::testing::Values("moe-tiny-a", "moe-tiny-a-vl"));

@@ -3,10 +3,14 @@
 // engine: prefill + greedy decode equal a token-by-token feed of the same ids (one decode graph
 // reused, no recapture), logits finite. The released-shape presets (35b-a3b, next-80b-a3b) carry
 // the spec's shapes, and their parameter counts, computed here from the shape alone, land at the
-// names' "35B total / 3B active" and "80B / 3B".
+// names' "35B total / 3B active" and "80B / 3B". --decisive-router: every token's router top-k gap
+// (fp32 CPU engine trace, prompt and decode) is >= 0.05 while routing still varies by token; the
+// same preset without it has near-ties (so the option is what the CUDA parity test relies on).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <set>
 
@@ -14,6 +18,7 @@
 
 #include "model/engine.h"
 #include "model/model_files_util.h"
+#include "model/moe_gap_util.h"
 #include "model/synth.h"
 #include "model/weights.h"
 
@@ -138,4 +143,67 @@ TEST_P(SynthMoePresets, BindsAndGeneratesOnTheCpuEngine) {
     EXPECT_GT(distinct.size(), 1u) << "random weights should not produce one repeated token";
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, SynthMoePresets, ::testing::Values("moe-tiny", "next-moe-tiny"));
+INSTANTIATE_TEST_SUITE_P(Tiny, SynthMoePresets,
+                         ::testing::Values("moe-tiny", "next-moe-tiny", "moe-tiny-gpu", "next-moe-tiny-gpu"));
+
+namespace {
+
+// Smallest router gap over a 300-token prompt (one prefill step, traced) and 16 greedy steps,
+// and how many distinct expert selections the tokens made.
+std::pair<double, size_t> conditioning(const std::string& dir, uint64_t seed) {
+    EngineOptions o;
+    o.max_seq_len = 512;
+    o.prefill_chunk = 320;
+    o.trace = true;
+    std::unique_ptr<Engine> e;
+    EXPECT_EQ(Engine::create(dir, o, &e), FROST_OK) << frost_last_error();
+    if (!e) return {0, 0};
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int32_t> tok(0, e->config().vocab_size - 1);
+    std::vector<int32_t> prompt(300);
+    for (auto& x : prompt) x = tok(rng);
+    int32_t next = -1;
+    EXPECT_EQ(e->prefill(0, prompt.data(), prompt.size(), &next), FROST_OK) << frost_last_error();
+    const frost::test::RouterGaps g = frost::test::router_gaps(*e, int(prompt.size()));
+    double worst = *std::min_element(g.gap.begin(), g.gap.end());
+    std::set<std::vector<int>> sets(g.experts.begin(), g.experts.end());
+    for (int i = 0; i < 16; ++i) {
+        EXPECT_EQ(e->decode(0, &next), FROST_OK) << frost_last_error();
+        const auto d = frost::test::router_gaps(*e, 1);
+        worst = std::min(worst, d.gap[0]);
+        sets.insert(d.experts[0]);
+    }
+    return {worst, sets.size()};
+}
+
+}  // namespace
+
+TEST_P(SynthMoePresets, DecisiveRouterGivesEveryTokenALargeTopKGap) {
+    const uint64_t seed = ::testing::UnitTest::GetInstance()->random_seed();
+    SynthOptions o;
+    o.out_dir = make_temp_dir("synth_moe_decisive");
+    o.preset = GetParam();
+    o.seed = seed;
+    o.decisive_router = true;
+    ASSERT_EQ(synth_checkpoint(o), FROST_OK) << frost_last_error();
+    const auto [gap, sets] = conditioning(o.out_dir, seed);
+    const auto [plain_gap, plain_sets] = conditioning(synth(GetParam(), seed), seed);
+    std::printf("[ %s seed %llu ] min router top-k gap: decisive %.4f (%zu expert selections), plain %.2e (%zu)\n",
+                GetParam(), (unsigned long long)seed, gap, sets, plain_gap, plain_sets);
+    EXPECT_GE(gap, 0.05) << "the decisive router left a near-tie";
+    EXPECT_GE(sets, 4u) << "routing should still vary by token";
+    EXPECT_LT(plain_gap, 0.05) << "without the option the random router should have near-ties";
+}
+
+TEST(SynthMoe, DecisiveRouterRejectsDenseAndQuantized) {
+    SynthOptions o;
+    o.out_dir = make_temp_dir("synth_moe_decisive_bad");
+    o.decisive_router = true;
+    o.preset = "tiny";
+    EXPECT_EQ(synth_checkpoint(o), FROST_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(frost_last_error()).find("--decisive-router"), std::string::npos) << frost_last_error();
+    o.preset = "moe-tiny";
+    o.quant = "fp8";
+    EXPECT_EQ(synth_checkpoint(o), FROST_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(frost_last_error()).find("--quant"), std::string::npos) << frost_last_error();
+}

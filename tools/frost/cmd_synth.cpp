@@ -9,15 +9,17 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: frost synth --out DIR --preset PRESET [--vocab N] [--seed S] [--tokenizer DIR] [--shard-gb G]\n"
-    "                   [--quant fp8|fp8-dynamic|nvfp4|int4|int4-asym]\n"
+    "                   [--quant fp8|fp8-dynamic|nvfp4|int4|int4-asym] [--decisive-router]\n"
     "PRESET: dense tiny, tiny-gpu, 0.8b, 2b, 4b, 9b, 27b; MoE moe-tiny, 35b-a3b (Qwen3.5/3.6-35B-A3B),\n"
-    "next-moe-tiny, next-80b-a3b (Qwen3-Next-80B-A3B).\n"
+    "next-moe-tiny, moe-tiny-gpu, next-moe-tiny-gpu, next-80b-a3b (Qwen3-Next-80B-A3B).\n"
     "Writes a valid checkpoint (Qwen3.5 / Qwen3.5-MoE multimodal-wrapper layout, Qwen3-Next flat layout)\n"
     "with deterministic random bf16 weights, streamed tensor by tensor; sharded with\n"
     "model.safetensors.index.json above --shard-gb (4).\n"
     "--tokenizer copies tokenizer.json/tokenizer_config.json from DIR and sizes the vocab to fit it.\n"
     "--quant writes every projection quantized as the published tools do (fp8: Qwen's block-128 FP8;\n"
-    "fp8-dynamic, nvfp4, int4, int4-asym: llm-compressor's compressed-tensors); lm_head stays bf16.";
+    "fp8-dynamic, nvfp4, int4, int4-asym: llm-compressor's compressed-tensors); lm_head stays bf16.\n"
+    "--decisive-router (MoE presets, bf16): routing set by a per-token sign code in ceil(log2 E)\n"
+    "residual channels no layer writes, so every token's top-k gap is large (bf16 routes as fp32).";
 
 int run_synth(const std::vector<std::string>& args) {
     frost::model::SynthOptions opt;
@@ -25,6 +27,10 @@ int run_synth(const std::vector<std::string>& args) {
     try {
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string& a = args[i];
+            if (a == "--decisive-router") {
+                opt.decisive_router = true;
+                continue;
+            }
             if (i + 1 >= args.size()) {
                 std::fprintf(stderr, "frost synth: %s needs a value\n%s\n", a.c_str(), kUsage);
                 return 2;
