@@ -137,8 +137,10 @@ public:
     virtual std::unique_ptr<Detokenizer> detokenizer() const = 0;
     // Ids that end generation (EOS, <|im_end|>); never emitted as text.
     virtual bool is_end_token(int32_t id) const = 0;
-    // Splits generated text into content / reasoning / tool calls (Qwen formats).
-    virtual ParsedOutput parse_output(const std::string& text, bool tools_enabled) const = 0;
+    // Splits generated text into content and tool calls (Qwen formats). `tools` is the request's
+    // OpenAI tools array: argument values are typed by each function's parameter schema. The
+    // calls' ids are the caller's to assign (unique per response).
+    virtual ParsedOutput parse_output(const std::string& text, const nlohmann::json& tools) const = 0;
     // Markup that opens a tool call in the generated text ("<tool_call>"): streaming holds text
     // back from here on so partial markup is never sent as content.
     virtual std::string tool_call_marker() const = 0;

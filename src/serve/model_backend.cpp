@@ -234,13 +234,10 @@ bool ModelText::is_end_token(int32_t id) const {
     return std::find(end_ids_.begin(), end_ids_.end(), id) != end_ids_.end();
 }
 
-ParsedOutput ModelText::parse_output(const std::string& s, bool tools_enabled) const {
+ParsedOutput ModelText::parse_output(const std::string& s, const nlohmann::json& tools) const {
     ParsedOutput p;
-    if (!tools_enabled) {
-        p.content = s;
-        return p;
-    }
-    const text::ParsedAssistant a = text::parse_tool_calls(s);
+    const auto otools = tools.is_array() ? nlohmann::ordered_json::parse(tools.dump()) : nlohmann::ordered_json(nullptr);
+    const text::ParsedAssistant a = text::parse_tool_calls(s, otools);
     p.content = a.content;
     if (a.tool_calls.is_array()) p.tool_calls = nlohmann::json::parse(a.tool_calls.dump());
     return p;

@@ -64,7 +64,7 @@ public:
     bool split_safe(std::string_view left, std::string_view right) const override;
     std::unique_ptr<Detokenizer> detokenizer() const override;
     bool is_end_token(int32_t id) const override;
-    ParsedOutput parse_output(const std::string& text, bool tools_enabled) const override;
+    ParsedOutput parse_output(const std::string& text, const nlohmann::json& tools) const override;
     std::string tool_call_marker() const override;
 
     const text::Tokenizer& tokenizer() const { return *tok_; }

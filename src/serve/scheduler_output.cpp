@@ -1,6 +1,7 @@
 // Output shaping: sampled tokens become text events (detokenise, stop strings, the <think>
 // split, the tool-call hold) and a finished choice its final events.
 #include "serve/scheduler.h"
+#include "serve/ids.h"
 
 #include "serve/scheduler_state.h"
 
@@ -74,7 +75,10 @@ bool Scheduler::finish_choice(Active& a, const char* reason) {
     }
     std::string finish = reason;
     if (a.tools_on) {
-        ParsedOutput parsed = text_.parse_output(a.content_text, true);
+        ParsedOutput parsed = text_.parse_output(a.content_text, job.req.tools);
+        // Ids unique across responses (clients key tool results by them; "call_0" every turn
+        // would make a conversation's results ambiguous).
+        for (auto& call : parsed.tool_calls) call["id"] = "call_" + new_id("x").substr(2);
         if (!parsed.tool_calls.empty()) {
             StreamEvent e;
             e.kind = StreamEvent::Kind::ToolCalls;
