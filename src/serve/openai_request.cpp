@@ -430,7 +430,7 @@ bool parse_gen_request(Endpoint endpoint, std::string_view body_text, const Requ
 }
 
 bool check_context(const GenRequest& req, size_t prompt_tokens, size_t context_len,
-                   const RequestLimits& limits, int64_t* max_new, ApiError* err) {
+                   const RequestLimits& /*limits*/, int64_t* max_new, ApiError* err) {
     if (prompt_tokens == 0) {
         *err = invalid_field(req.endpoint == Endpoint::Chat ? "messages" : "prompt", "the prompt is empty");
         return false;
@@ -456,7 +456,7 @@ bool check_context(const GenRequest& req, size_t prompt_tokens, size_t context_l
         }
         *max_new = *req.max_tokens;
     } else {
-        *max_new = std::min<int64_t>(limits.default_max_tokens, room);
+        *max_new = room;
     }
     return true;
 }

@@ -26,7 +26,6 @@ struct RequestLimits {
     size_t max_stop_bytes = 256;    // per stop string
     size_t max_tools = 128;
     int64_t max_tokens_cap = 1 << 20;  // any larger max_tokens is nonsense before the ctx check
-    int default_max_tokens = 256;      // used when the request names none (always finite)
 };
 
 enum class ToolChoice { Auto, None, Required, Named };
@@ -64,8 +63,8 @@ bool parse_gen_request(Endpoint endpoint, std::string_view body, const RequestLi
                        GenRequest* out, ApiError* err);
 
 // After tokenisation: the prompt must leave room for at least one token, and max_tokens must fit.
-// Writes the resolved max new tokens (the default when unset, clamped to the context for the
-// default only). 400 context_length_exceeded names both counts.
+// Writes the resolved max new tokens: max_tokens, or when unset all the room the context leaves
+// (as OpenAI and vLLM do; generation still ends at the model's end token or a stop). 400 context_length_exceeded names both counts.
 bool check_context(const GenRequest& req, size_t prompt_tokens, size_t context_len,
                    const RequestLimits& limits, int64_t* max_new, ApiError* err);
 

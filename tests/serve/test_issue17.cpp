@@ -104,3 +104,33 @@ TEST(Issue17, Bug3ToolArgumentsFollowTheSchemaAndIdsAreUnique) {
     }
     EXPECT_EQ(ids.size(), 6u);
 }
+
+// Bug 5: max_tokens omitted is not a silent cap at 256: the output runs to its end token.
+TEST(Issue17, Bug5OmittedMaxTokensIsNotCappedAt256) {
+    const std::string out(300, 'z');
+    Server s(out);
+    for (const char* path : {"/v1/chat/completions", "/v1/completions"}) {
+        json body = {{"model", "fake"}, {"temperature", 0}};
+        if (std::string(path) == "/v1/completions") body["prompt"] = "go";
+        else body["messages"] = json::array({user("go")});
+        const RawResponse r = s.post(path, body);
+        ASSERT_EQ(r.status, 200) << r.body;
+        const json j = json::parse(r.body);
+        const json& ch = j["choices"][0];
+        const std::string text = ch.contains("message") ? ch["message"]["content"].get<std::string>()
+                                                        : ch["text"].get<std::string>();
+        EXPECT_EQ(text, out) << path;
+        EXPECT_EQ(ch["finish_reason"], "stop") << path;
+        EXPECT_EQ(j["usage"]["completion_tokens"], 301) << path;  // 300 bytes + the end token
+    }
+}
+
+// Bug 5: with no max_tokens the whole context is the limit (finish "length" exactly there).
+TEST(Issue17, Bug5OmittedMaxTokensRunsToTheContextEnd) {
+    Server s(std::string(2000, 'y'), 1, 512);
+    const RawResponse r = s.post("/v1/completions", {{"model", "fake"}, {"prompt", "abcd"}, {"temperature", 0}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json j = json::parse(r.body);
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>(), 512);
+}
