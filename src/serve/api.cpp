@@ -105,6 +105,8 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
     job->times.received = std::chrono::steady_clock::now();
     ApiError err;
     if (!parse_gen_request(ep, in.body, cfg_.limits, &job->req, &err)) return error_reply(err);
+    // No seed: a fresh one per request (sampled outputs differ), reported in the response.
+    if (!job->req.seed_set) job->req.seed = fresh_seed();
     if (!job->req.model.empty() && job->req.model != cfg_.model_name)
         return error_reply(make_error(404, "invalid_request_error", "model_not_found",
                                       "model: '" + job->req.model + "' is not served here (serving '" +
@@ -168,6 +170,7 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
     out.stream = job->req.stream;
     out.builder = std::make_unique<ResponseBuilder>(ep, job->id, model, unix_now(), job->req.n, job->req.include_usage);
     out.builder->set_metrics(&metrics_);
+    if (job->req.temperature > 0) out.builder->set_seed(job->req.seed);
     const Admit a = sched_.submit(job);
     if (a != Admit::Ok) return rejection(a);
     out.job = job;

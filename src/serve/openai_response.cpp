@@ -167,6 +167,7 @@ std::string ResponseBuilder::final_json() const {
 json ResponseBuilder::frost_json() const {
     json f = {{"plan", first_usage_.plan_action}, {"cached_tokens", first_usage_.cached_tokens}};
     if (!first_usage_.capsule_id.empty()) f["capsule_id"] = first_usage_.capsule_id;
+    if (has_seed_) f["seed"] = int64_t(seed_);  // as the request spelled it (int64)
     if (has_timings_) {
         json t = json::object();
         for (size_t i = 0; i < kPhaseCount; ++i) t[phase_name(Phase(i))] = timings_.ms[i];

@@ -134,3 +134,35 @@ TEST(Issue17, Bug5OmittedMaxTokensRunsToTheContextEnd) {
     EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
     EXPECT_EQ(j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>(), 512);
 }
+
+// Bug 6: no seed at temperature > 0 draws a fresh one per request (reported as frost.seed);
+// sending the reported seed back reproduces that output.
+TEST(Issue17, Bug6UnseededSampledRequestsDifferAndReportTheirSeed) {
+    Server s;
+    const json body = {{"model", "fake"}, {"prompt", "tell me"}, {"max_tokens", 24}, {"temperature", 1.0}};
+    std::set<std::string> texts;
+    std::set<int64_t> seeds;
+    json first;
+    for (int i = 0; i < 4; ++i) {
+        const RawResponse r = s.post("/v1/completions", body);
+        ASSERT_EQ(r.status, 200) << r.body;
+        const json j = json::parse(r.body);
+        ASSERT_TRUE(j["frost"].contains("seed")) << r.body;
+        texts.insert(j["choices"][0]["text"].get<std::string>());
+        seeds.insert(j["frost"]["seed"].get<int64_t>());
+        if (i == 0) first = j;
+    }
+    EXPECT_EQ(seeds.size(), 4u);
+    EXPECT_GE(texts.size(), 3u);  // 24 tokens of 26 letters: equal outputs would be a collision
+    json again = body;
+    again["seed"] = first["frost"]["seed"];
+    const RawResponse r = s.post("/v1/completions", again);
+    ASSERT_EQ(r.status, 200);
+    const json j = json::parse(r.body);
+    EXPECT_EQ(j["choices"][0]["text"], first["choices"][0]["text"]);
+    EXPECT_EQ(j["frost"]["seed"], first["frost"]["seed"]);
+    // Greedy requests report no seed (none is used).
+    const json g = json::parse(s.post("/v1/completions", {{"model", "fake"}, {"prompt", "x"}, {"max_tokens", 2},
+                                                          {"temperature", 0}}).body);
+    EXPECT_FALSE(g["frost"].contains("seed"));
+}
