@@ -165,14 +165,44 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
     job->id = (ep == Endpoint::Chat ? new_id("chatcmpl") : new_id("cmpl"));
     job->owner = owner;
     job->channel = std::make_shared<Channel>(cfg_.channel_cap);
+    // Batched prompts: one job per further prompt, on the same channel, choices numbered on.
+    std::vector<std::shared_ptr<Job>> more;
+    for (size_t k = 1; k < job->req.batch.size(); ++k) {
+        auto j = std::make_shared<Job>();
+        j->times.received = job->times.received;
+        j->req = job->req;
+        j->req.batch.clear();
+        j->req.seed = job->req.seed + uint64_t(k) * uint64_t(job->req.n);  // choice index i samples with seed + i
+        const BatchPrompt& b = job->req.batch[k];
+        j->prompt = b.is_ids ? b.ids : text_.encode(b.text);
+        if (!check_context(j->req, j->prompt.size(), engine_.max_seq_len(), cfg_.limits, &j->max_new, &err)) {
+            err.param = "prompt[" + std::to_string(k) + "]";
+            return error_reply(err);
+        }
+        j->id = new_id("cmpl");
+        j->owner = owner;
+        j->channel = job->channel;
+        j->index_base = int(k) * job->req.n;
+        j->leader = job;
+        more.push_back(std::move(j));
+    }
+    const int total_choices = job->req.n * int(1 + more.size());
     const std::string model = cfg_.model_name;
     HttpOut out;
     out.stream = job->req.stream;
-    out.builder = std::make_unique<ResponseBuilder>(ep, job->id, model, unix_now(), job->req.n, job->req.include_usage);
+    out.builder = std::make_unique<ResponseBuilder>(ep, job->id, model, unix_now(), total_choices, job->req.include_usage);
+    if (!more.empty()) out.builder->set_batch(job->req.n);
     out.builder->set_metrics(&metrics_);
     if (job->req.temperature > 0) out.builder->set_seed(job->req.seed);
     const Admit a = sched_.submit(job);
     if (a != Admit::Ok) return rejection(a);
+    for (const auto& j : more) {
+        const Admit b = sched_.submit(j);
+        if (b != Admit::Ok) {
+            job->cancelled = true;  // the prompts already queued stop too
+            return rejection(b);
+        }
+    }
     out.job = job;
     if (out.stream) out.content_type = "text/event-stream";
     return out;

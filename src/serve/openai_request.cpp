@@ -280,12 +280,47 @@ bool check_prompt(Ctx& c, const json& body, const RequestLimits& lim, GenRequest
         return true;
     }
     if (it->empty()) return c.fail("prompt", "must not be empty");
+    // Batched: an array of strings or of token-id arrays; each prompt gets its n choices.
+    if ((*it)[0].is_string() || (*it)[0].is_array()) {
+        if (it->size() > lim.max_batch_prompts)
+            return c.fail("prompt", "at most " + std::to_string(lim.max_batch_prompts) + " prompts per request");
+        for (size_t i = 0; i < it->size(); ++i) {
+            const json& v = (*it)[i];
+            const std::string p = "prompt[" + std::to_string(i) + "]";
+            BatchPrompt b;
+            if (v.is_string()) {
+                b.text = v.get<std::string>();
+            } else if (v.is_array()) {
+                if (v.empty()) return c.fail(p, "must not be empty");
+                b.is_ids = true;
+                for (size_t k = 0; k < v.size(); ++k) {
+                    const json& t = v[k];
+                    const std::string pk = p + "[" + std::to_string(k) + "]";
+                    if (!t.is_number_integer() || (t.is_number_unsigned() ? t.get<uint64_t>() > uint64_t(std::numeric_limits<int32_t>::max())
+                                                                         : t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max()))
+                        return c.fail(pk, "token ids must be integers in the vocabulary");
+                    if (lim.vocab_size > 0 && t.get<int64_t>() >= lim.vocab_size)
+                        return c.fail(pk, "token id is outside the vocabulary (size " + std::to_string(lim.vocab_size) + ")");
+                    b.ids.push_back(int32_t(t.get<int64_t>()));
+                }
+            } else {
+                return c.fail(p, "a batch holds strings or arrays of token ids");
+            }
+            if ((v.is_string() != (*it)[0].is_string()))
+                return c.fail(p, "a batch mixes text and token-id prompts");
+            out->batch.push_back(std::move(b));
+        }
+        out->prompt_text = out->batch[0].text;
+        out->prompt_ids = out->batch[0].ids;
+        out->prompt_is_ids = out->batch[0].is_ids;
+        return true;
+    }
     out->prompt_is_ids = true;
     out->prompt_ids.reserve(it->size());
     for (size_t i = 0; i < it->size(); ++i) {
         const json& v = (*it)[i];
         const std::string p = "prompt[" + std::to_string(i) + "]";
-        if (v.is_string()) return c.fail("prompt", "batched prompts are not supported (send one request per prompt)");
+        if (v.is_string() || v.is_array()) return c.fail(p, "a batch holds strings or arrays of token ids, not both kinds");
         if (!v.is_number_integer()) return c.fail(p, "token ids must be integers");
         if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(std::numeric_limits<int32_t>::max())
                                    : v.get<int64_t>() < 0 || v.get<int64_t>() > std::numeric_limits<int32_t>::max())
@@ -319,13 +354,22 @@ bool check_logit_bias(Ctx& c, const json& body, const RequestLimits& lim) {
     return true;
 }
 
-bool check_unsupported(Ctx& c, const json& body) {
-    std::optional<bool> b;
-    if (!get_bool(c, body, "logprobs", "logprobs", &b)) return false;
-    auto lp = body.find("logprobs");
-    if (lp != body.end() && lp->is_number_integer() && lp->get<int64_t>() != 0)
-        return c.fail("logprobs", "is not supported by this server");
-    if (b && *b) return c.fail("logprobs", "is not supported by this server");
+bool check_unsupported(Ctx& c, const json& body, Endpoint endpoint) {
+    if (endpoint == Endpoint::Chat) {
+        // Chat: logprobs is a boolean, top_logprobs an integer beside it.
+        std::optional<bool> b;
+        if (!get_bool(c, body, "logprobs", "logprobs", &b)) return false;
+        if (b && *b) return c.fail("logprobs", "is not supported by this server");
+        std::optional<int64_t> top;
+        if (!get_int(c, body, "top_logprobs", 0, 20, &top)) return false;
+        if (top && *top > 0) return c.fail("top_logprobs", "is not supported by this server");
+    } else {
+        // Legacy completions: logprobs is the integer count of alternatives (0..5); 0 and null
+        // ask for none and are accepted (the choice's logprobs stays null).
+        std::optional<int64_t> n;
+        if (!get_int(c, body, "logprobs", 0, 5, &n)) return false;
+        if (n && *n > 0) return c.fail("logprobs", "is not supported by this server (0 or null only)");
+    }
     std::optional<bool> echo;
     if (!get_bool(c, body, "echo", "echo", &echo)) return false;
     if (echo && *echo) return c.fail("echo", "is not supported by this server");
@@ -406,7 +450,7 @@ bool parse_gen_request(Endpoint endpoint, std::string_view body_text, const Requ
 
     if (!check_stop(c, body, lim, &r)) return false;
     if (!check_logit_bias(c, body, lim)) return false;
-    if (!check_unsupported(c, body)) return false;
+    if (!check_unsupported(c, body, endpoint)) return false;
     std::string user;
     if (!get_string(c, body, "user", "user", &user)) return false;
 

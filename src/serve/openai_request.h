@@ -25,7 +25,15 @@ struct RequestLimits {
     size_t max_stop = 4;            // stop strings per request (OpenAI's limit)
     size_t max_stop_bytes = 256;    // per stop string
     size_t max_tools = 128;
+    size_t max_batch_prompts = 16;  // completions: prompts in one batched request
     int64_t max_tokens_cap = 1 << 20;  // any larger max_tokens is nonsense before the ctx check
+};
+
+// One prompt of a batched completions request.
+struct BatchPrompt {
+    std::string text;
+    std::vector<int32_t> ids;
+    bool is_ids = false;
 };
 
 enum class ToolChoice { Auto, None, Required, Named };
@@ -37,6 +45,9 @@ struct GenRequest {
     std::string prompt_text;                            // completions: text prompt
     std::vector<int32_t> prompt_ids;                    // completions: token-id prompt
     bool prompt_is_ids = false;
+    // Completions with an array of prompts (> 1): each is served with its n choices, choice
+    // index = prompt * n + i (as OpenAI numbers them). prompt_* hold batch[0].
+    std::vector<BatchPrompt> batch;
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
     std::optional<int64_t> max_tokens;

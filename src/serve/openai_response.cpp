@@ -41,7 +41,7 @@ json ResponseBuilder::chunk_base() const {
 }
 
 json ResponseBuilder::usage_json() const {
-    const size_t prompt = first_usage_.prompt_tokens;
+    const size_t prompt = per_prompt_ > 0 ? batch_prompt_tokens_ : first_usage_.prompt_tokens;
     return json{{"prompt_tokens", prompt},
                 {"completion_tokens", completion_tokens_},
                 {"total_tokens", prompt + completion_tokens_},
@@ -63,6 +63,7 @@ void ResponseBuilder::account(const StreamEvent& e) {
     }
     if (e.kind == StreamEvent::Kind::Finish) {
         if (e.index == 0) first_usage_ = e.usage;
+        if (per_prompt_ > 0 && e.index % per_prompt_ == 0) batch_prompt_tokens_ += e.usage.prompt_tokens;
         completion_tokens_ += e.usage.completion_tokens;
         finished_++;
     } else if (e.kind == StreamEvent::Kind::Error) {

@@ -52,6 +52,12 @@ struct Job {
     std::optional<bool> capsule_pin;
     std::shared_ptr<Channel> channel;
     std::atomic<bool> cancelled{false};
+    // A batched completions request is one job per prompt sharing one channel: this job's
+    // choices are numbered from index_base, and cancelling the leader (the job the connection
+    // holds) cancels them all.
+    int index_base = 0;
+    std::shared_ptr<Job> leader;
+    bool is_cancelled() const { return cancelled || (leader && leader->cancelled); }
     std::chrono::steady_clock::time_point enqueued;
     // Phase timings of choice 0 up to its first token: the I/O thread's part is written before
     // submit(), the engine's after it; a copy travels in the Finish event (timings.h).

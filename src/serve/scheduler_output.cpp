@@ -21,7 +21,7 @@ void Scheduler::emit_split(Active& a, const std::string& reasoning, const std::s
     if (out.empty() && reasoning.empty()) return;
     StreamEvent e;
     e.kind = StreamEvent::Kind::Delta;
-    e.index = a.choice;
+    e.index = a.job->index_base + a.choice;
     e.text = std::move(out);
     e.reasoning = reasoning;
     a.job->channel->push_final(std::move(e));
@@ -82,7 +82,7 @@ bool Scheduler::finish_choice(Active& a, const char* reason) {
         if (!parsed.tool_calls.empty()) {
             StreamEvent e;
             e.kind = StreamEvent::Kind::ToolCalls;
-            e.index = a.choice;
+            e.index = a.job->index_base + a.choice;
             e.tool_calls = parsed.tool_calls;
             job.channel->push_final(std::move(e));
             finish = "tool_calls";
@@ -92,7 +92,7 @@ bool Scheduler::finish_choice(Active& a, const char* reason) {
             if (at != std::string::npos) {
                 StreamEvent e;
                 e.kind = StreamEvent::Kind::Delta;
-                e.index = a.choice;
+                e.index = a.job->index_base + a.choice;
                 e.text = a.content_text.substr(at);
                 job.channel->push_final(std::move(e));
             }
@@ -100,14 +100,14 @@ bool Scheduler::finish_choice(Active& a, const char* reason) {
             emit(a, "");
             StreamEvent e;
             e.kind = StreamEvent::Kind::Delta;
-            e.index = a.choice;
+            e.index = a.job->index_base + a.choice;
             e.text = a.marker->flush();
             if (!e.text.empty()) job.channel->push_final(std::move(e));
         }
     }
     StreamEvent fin;
     fin.kind = StreamEvent::Kind::Finish;
-    fin.index = a.choice;
+    fin.index = job.index_base + a.choice;
     fin.finish_reason = finish;
     a.usage.completion_tokens = size_t(a.generated);
     fin.usage = a.usage;

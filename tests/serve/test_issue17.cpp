@@ -166,3 +166,81 @@ TEST(Issue17, Bug6UnseededSampledRequestsDifferAndReportTheirSeed) {
                                                           {"temperature", 0}}).body);
     EXPECT_FALSE(g["frost"].contains("seed"));
 }
+
+// Bug 7: legacy completions take logprobs as an integer (0 accepted, > 0 a 400 naming it).
+TEST(Issue17, Bug7CompletionsLogprobsIsAnInteger) {
+    Server s;
+    const json base = {{"model", "fake"}, {"prompt", "hi"}, {"max_tokens", 3}, {"temperature", 0}};
+    json b = base;
+    b["logprobs"] = 0;
+    RawResponse r = s.post("/v1/completions", b);
+    EXPECT_EQ(r.status, 200) << r.body;
+    b["logprobs"] = nullptr;
+    EXPECT_EQ(s.post("/v1/completions", b).status, 200);
+    b["logprobs"] = 2;
+    r = s.post("/v1/completions", b);
+    EXPECT_EQ(r.status, 400);
+    EXPECT_EQ(json::parse(r.body)["error"]["param"], "logprobs") << r.body;
+    b["logprobs"] = true;  // a boolean is the chat spelling
+    r = s.post("/v1/completions", b);
+    EXPECT_EQ(r.status, 400);
+    EXPECT_EQ(json::parse(r.body)["error"]["param"], "logprobs") << r.body;
+    // Chat keeps the boolean.
+    json c = {{"model", "fake"}, {"messages", json::array({user("hi")})}, {"max_tokens", 2}, {"logprobs", false}};
+    EXPECT_EQ(s.post("/v1/chat/completions", c).status, 200);
+}
+
+// Bug 7: batched prompts (strings or id arrays) answer prompt k's choice i at index k * n + i,
+// each equal to the single request of that prompt; usage sums the prompts.
+TEST(Issue17, Bug7BatchedPromptsAreServed) {
+    Server s("", 2);
+    s.engine.end_after = 6;
+    auto single = [&](const json& prompt, int seed) {
+        const json j = json::parse(s.post("/v1/completions", {{"model", "fake"}, {"prompt", prompt}, {"max_tokens", 8},
+                                                              {"temperature", 1.0}, {"seed", seed}}).body);
+        return std::make_pair(j["choices"][0]["text"].get<std::string>(), j["usage"]["prompt_tokens"].get<int>());
+    };
+    for (bool stream : {false, true}) {
+        const json prompts = json::array({"alpha beta", "gamma", "delta epsilon zeta"});
+        const json body = {{"model", "fake"}, {"prompt", prompts}, {"max_tokens", 8}, {"temperature", 1.0},
+                           {"seed", 40}, {"n", 2}, {"stream", stream}};
+        const RawResponse r = s.post("/v1/completions", body);
+        ASSERT_EQ(r.status, 200) << r.body;
+        std::vector<std::string> texts(6);
+        std::vector<int> finished(6, 0);
+        if (!stream) {
+            const json j = json::parse(r.body);
+            ASSERT_EQ(j["choices"].size(), 6u) << r.body;
+            for (const auto& ch : j["choices"]) texts[ch["index"].get<size_t>()] = ch["text"].get<std::string>();
+            for (const auto& ch : j["choices"]) finished[ch["index"].get<size_t>()] = 1;
+            int want_prompt = 0;
+            for (int k = 0; k < 3; ++k) want_prompt += single(prompts[k], 0).second;
+            EXPECT_EQ(j["usage"]["prompt_tokens"], want_prompt);
+        } else {
+            size_t at = 0;
+            while ((at = r.body.find("data: {", at)) != std::string::npos) {
+                const size_t end = r.body.find("\n\n", at);
+                const json j = json::parse(r.body.substr(at + 6, end - at - 6));
+                at = end;
+                for (const auto& ch : j["choices"]) {
+                    const size_t i = ch["index"].get<size_t>();
+                    ASSERT_LT(i, 6u);
+                    texts[i] += ch.value("text", "");
+                    if (ch["finish_reason"].is_string()) finished[i]++;
+                }
+            }
+        }
+        for (int k = 0; k < 3; ++k)
+            for (int i = 0; i < 2; ++i) {
+                EXPECT_EQ(finished[size_t(k * 2 + i)], 1);
+                EXPECT_EQ(texts[size_t(k * 2 + i)], single(prompts[k], 40 + k * 2 + i).first) << k << " " << i;
+            }
+    }
+    // Token-id batches too, and a bad id names its place.
+    const RawResponse ok = s.post("/v1/completions", {{"model", "fake"}, {"prompt", {{97, 98}, {99}}}, {"max_tokens", 2}});
+    ASSERT_EQ(ok.status, 200) << ok.body;
+    EXPECT_EQ(json::parse(ok.body)["choices"].size(), 2u);
+    const RawResponse bad = s.post("/v1/completions", {{"model", "fake"}, {"prompt", {{97, 98}, {99, -1}}}, {"max_tokens", 2}});
+    EXPECT_EQ(bad.status, 400);
+    EXPECT_EQ(json::parse(bad.body)["error"]["param"], "prompt[1][1]") << bad.body;
+}
