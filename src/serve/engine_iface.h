@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,16 @@ struct Sampling {
     int top_k = 0;             // 0: off
     float top_p = 1.0f;        // 1: off
     uint64_t seed = 0;
+    // Host-side processing (host_sampler.h); all off = the device sampler alone.
+    float presence_penalty = 0.0f;    // OpenAI: minus this once a token was generated
+    float frequency_penalty = 0.0f;   // OpenAI: minus this per time a token was generated
+    float repetition_penalty = 1.0f;  // HF/vLLM: over prompt + output; 1 = off
+    float min_p = 0.0f;               // keep tokens with p >= min_p * p_max; 0 = off
+    std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logits
+    bool host_side() const {
+        return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f ||
+               min_p > 0.0f || !logit_bias.empty();
+    }
 };
 
 class EngineIface {

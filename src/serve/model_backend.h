@@ -10,6 +10,7 @@
 #include "model/capsule.h"
 #include "model/engine.h"
 #include "serve/engine_iface.h"
+#include "serve/host_sampler.h"
 #include "serve/token_cache.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -50,6 +51,14 @@ private:
     model::Engine& engine_;
     model::CapsuleManager* capsules_;
     std::vector<model::SamplingConfig> sampling_;  // per slot, re-applied after reset
+    // Requests with penalties / min_p / logit_bias sample on the host over the step's logits
+    // (host_sampler.h): per slot, whether on, the sampler, and the token the last step chose
+    // (committed to the sampler's counts when a decode step consumes it, so tokens chosen by
+    // intermediate prefill calls never count).
+    frost_status choose_on_host(int slot, int32_t* next);
+    std::vector<char> host_on_;
+    std::vector<HostSampler> host_;
+    std::vector<int32_t> pending_;
 };
 
 class ModelText : public TextIface {

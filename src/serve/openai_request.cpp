@@ -334,7 +334,7 @@ bool check_prompt(Ctx& c, const json& body, const RequestLimits& lim, GenRequest
     return true;
 }
 
-bool check_logit_bias(Ctx& c, const json& body, const RequestLimits& lim) {
+bool check_logit_bias(Ctx& c, const json& body, const RequestLimits& lim, GenRequest* out) {
     auto it = body.find("logit_bias");
     if (it == body.end() || it->is_null()) return true;
     if (!it->is_object()) return c.fail("logit_bias", "must be an object of token id -> bias");
@@ -344,13 +344,14 @@ bool check_logit_bias(Ctx& c, const json& body, const RequestLimits& lim) {
         if (k.empty() || k.size() > 10 || k.find_first_not_of("0123456789") != std::string::npos)
             return c.fail(p, "key must be a token id");
         const int64_t id = std::stoll(k);
+        if (id > std::numeric_limits<int32_t>::max()) return c.fail(p, "key must be a token id");
         if (lim.vocab_size > 0 && id >= lim.vocab_size)
             return c.fail(p, "token id is outside the vocabulary (size " + std::to_string(lim.vocab_size) + ")");
         if (!kv.value().is_number() || !std::isfinite(kv.value().get<double>()) ||
             std::fabs(kv.value().get<double>()) > kMaxLogitBias)
             return c.fail(p, "bias must be a finite number in [-100, 100]");
+        out->logit_bias.emplace_back(int32_t(id), float(kv.value().get<double>()));
     }
-    if (!it->empty()) return c.fail("logit_bias", "is not supported by this server");
     return true;
 }
 
@@ -381,6 +382,39 @@ bool check_unsupported(Ctx& c, const json& body, Endpoint endpoint) {
     return true;
 }
 
+// Every field a body may carry; anything else is a 400 naming all of them (a parameter that is
+// accepted must take effect, so one we do not know must not be silently dropped). `user`,
+// `metadata`, `store` and `service_tier` are accepted as documented no-ops (bookkeeping fields of
+// the OpenAI API that change no output).
+bool check_known_fields(Ctx& c, const json& body, Endpoint endpoint) {
+    static const char* kCommon[] = {"model", "stream", "stream_options", "max_tokens", "temperature", "top_p",
+                                    "top_k", "min_p", "presence_penalty", "frequency_penalty",
+                                    "repetition_penalty", "seed", "n", "stop", "logit_bias", "logprobs", "user",
+                                    "metadata", "store", "service_tier", "session_id", "capsule_id", "pin_prefix"};
+    static const char* kChat[] = {"messages", "tools", "tool_choice", "parallel_tool_calls", "max_completion_tokens",
+                                  "top_logprobs", "response_format", "enable_thinking", "chat_template_kwargs",
+                                  "continue_final_message", "add_generation_prompt"};
+    static const char* kCompletion[] = {"prompt", "suffix", "echo", "best_of"};
+    std::string unknown;
+    std::string first;
+    for (auto it = body.begin(); it != body.end(); ++it) {
+        const std::string& k = it.key();
+        bool known = false;
+        for (const char* f : kCommon) known = known || k == f;
+        if (endpoint == Endpoint::Chat)
+            for (const char* f : kChat) known = known || k == f;
+        else
+            for (const char* f : kCompletion) known = known || k == f;
+        if (known) continue;
+        if (first.empty()) first = k;
+        unknown += (unknown.empty() ? "'" : ", '") + k + "'";
+    }
+    if (unknown.empty()) return true;
+    c.fail(first, "unknown field(s) " + unknown + ": not an OpenAI " +
+                      (endpoint == Endpoint::Chat ? "chat completions" : "completions") + " parameter Frost supports");
+    return false;
+}
+
 bool check_id_field(Ctx& c, const json& body, const char* key, std::string* out) {
     if (!get_string(c, body, key, key, out)) return false;
     if (out->empty()) return true;
@@ -396,6 +430,8 @@ bool parse_gen_request(Endpoint endpoint, std::string_view body_text, const Requ
     json body;
     if (!parse_json_body(body_text, lim.max_depth, &body, err)) return false;
     Ctx c{err};
+    if (!body.is_object()) return c.fail("", "the body must be a JSON object");
+    if (!check_known_fields(c, body, endpoint)) return false;
     GenRequest r;
     r.endpoint = endpoint;
     if (!get_string(c, body, "model", "model", &r.model)) return false;
@@ -431,9 +467,12 @@ bool parse_gen_request(Endpoint endpoint, std::string_view body_text, const Requ
     std::optional<int64_t> top_k;
     if (!get_int(c, body, "top_k", -1, kMaxTopK, &top_k)) return false;
     if (top_k) r.top_k = *top_k < 0 ? 0 : int(*top_k);
-    double pen = 0;
-    if (!get_number(c, body, "presence_penalty", -kMaxPenalty, kMaxPenalty, false, &pen)) return false;
-    if (!get_number(c, body, "frequency_penalty", -kMaxPenalty, kMaxPenalty, false, &pen)) return false;
+    if (!get_float(c, body, "presence_penalty", float(-kMaxPenalty), float(kMaxPenalty), false, &r.presence_penalty))
+        return false;
+    if (!get_float(c, body, "frequency_penalty", float(-kMaxPenalty), float(kMaxPenalty), false, &r.frequency_penalty))
+        return false;
+    if (!get_float(c, body, "repetition_penalty", 0.0f, 10.0f, true, &r.repetition_penalty)) return false;
+    if (!get_float(c, body, "min_p", 0.0f, 1.0f, false, &r.min_p)) return false;
     std::optional<int64_t> seed;
     if (!get_int(c, body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &seed))
         return false;
@@ -449,7 +488,7 @@ bool parse_gen_request(Endpoint endpoint, std::string_view body_text, const Requ
     if (best_of && *best_of != r.n) return c.fail("best_of", "must equal n (best_of selection is not supported)");
 
     if (!check_stop(c, body, lim, &r)) return false;
-    if (!check_logit_bias(c, body, lim)) return false;
+    if (!check_logit_bias(c, body, lim, &r)) return false;
     if (!check_unsupported(c, body, endpoint)) return false;
     std::string user;
     if (!get_string(c, body, "user", "user", &user)) return false;

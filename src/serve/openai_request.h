@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -56,6 +57,12 @@ struct GenRequest {
     int top_k = 0;  // 0 = disabled (-1 accepted as disabled too, as vLLM does)
     uint64_t seed = 0;
     bool seed_set = false;
+    // Host-side sampling (host_sampler.h): penalties, min_p, logit_bias.
+    double presence_penalty = 0;
+    double frequency_penalty = 0;
+    double repetition_penalty = 1;
+    double min_p = 0;
+    std::vector<std::pair<int32_t, float>> logit_bias;
     int n = 1;
     std::vector<std::string> stop;
     nlohmann::json tools = nlohmann::json::array();

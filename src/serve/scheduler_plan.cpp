@@ -112,6 +112,11 @@ Sampling Scheduler::choice_sampling(const Active& a) const {
     s.top_k = job.req.top_k;
     s.top_p = float(job.req.top_p);
     s.seed = job.req.seed + uint64_t(a.choice);
+    s.presence_penalty = float(job.req.presence_penalty);
+    s.frequency_penalty = float(job.req.frequency_penalty);
+    s.repetition_penalty = float(job.req.repetition_penalty);
+    s.min_p = float(job.req.min_p);
+    s.logit_bias = job.req.logit_bias;
     return s;
 }
 
