@@ -122,12 +122,24 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
         r.messages = job->req.messages;
         r.tools = job->req.tools;
         r.enable_thinking = job->req.enable_thinking;
+        // tool_choice "required" / named: the prompt ends inside the call's markup, so the model
+        // can only continue the call (named: its arguments). Thinking is off for such a turn: the
+        // call must be the first thing the model writes.
+        const bool forced = !job->req.tools.empty() &&
+                            (job->req.tool_choice == ToolChoice::Required || job->req.tool_choice == ToolChoice::Named);
+        if (forced) {
+            r.enable_thinking = false;
+            job->req.enable_thinking = false;
+            job->forced_prefix =
+                text_.tool_call_prefix(job->req.tool_choice == ToolChoice::Named ? job->req.tool_choice_name : "");
+        }
         std::string text, hist;
         bool hist_ok;
         {
             PhaseTimer t(job->times, Phase::Template);
             if (text_.render_chat(r, &text) != FROST_OK)
                 return error_reply(invalid_field("messages", "cannot render the chat template: " + last_error()));
+            text += job->forced_prefix;
             // The resent history (without the generation prompt) is the point the next turn's
             // request shares with this one, whatever the client does with the thinking block.
             r.add_generation_prompt = false;

@@ -155,6 +155,12 @@ public:
     // Markup that opens a tool call in the generated text ("<tool_call>"): streaming holds text
     // back from here on so partial markup is never sent as content.
     virtual std::string tool_call_marker() const = 0;
+    // The assistant text that forces a tool call (tool_choice "required": name empty) or a call
+    // of `name` (tool_choice naming a function): appended to the generation prompt, so the model
+    // continues inside the call. Default: Qwen3's JSON form.
+    virtual std::string tool_call_prefix(const std::string& name) const {
+        return std::string("<tool_call>\n") + (name.empty() ? "" : "{\"name\": \"" + name + "\", \"arguments\": ");
+    }
 };
 
 }  // namespace frost::serve

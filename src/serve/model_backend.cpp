@@ -270,4 +270,10 @@ ParsedOutput ModelText::parse_output(const std::string& s, const nlohmann::json&
 
 std::string ModelText::tool_call_marker() const { return std::string(text::kToolCallOpen); }
 
+std::string ModelText::tool_call_prefix(const std::string& name) const {
+    if (kind_ == text::ChatTemplateKind::kQwen3) return TextIface::tool_call_prefix(name);
+    // Qwen3.5/3.6 write the XML form (<function=NAME> then <parameter=...> blocks).
+    return std::string(text::kToolCallOpen) + "\n" + (name.empty() ? "" : "<function=" + name + ">\n");
+}
+
 }  // namespace frost::serve

@@ -75,6 +75,7 @@ public:
     bool is_end_token(int32_t id) const override;
     ParsedOutput parse_output(const std::string& text, const nlohmann::json& tools) const override;
     std::string tool_call_marker() const override;
+    std::string tool_call_prefix(const std::string& name) const override;
 
     const text::Tokenizer& tokenizer() const { return *tok_; }
 

@@ -218,6 +218,9 @@ bool check_tools(Ctx& c, const json& body, const RequestLimits& lim, GenRequest*
         }
         out->tools = *it;
     }
+    std::optional<bool> par;
+    if (!get_bool(c, body, "parallel_tool_calls", "parallel_tool_calls", &par)) return false;
+    out->parallel_tool_calls = par.value_or(true);
     auto tc = body.find("tool_choice");
     if (tc == body.end() || tc->is_null()) return true;
     if (tc->is_string()) {

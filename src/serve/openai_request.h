@@ -68,6 +68,7 @@ struct GenRequest {
     nlohmann::json tools = nlohmann::json::array();
     ToolChoice tool_choice = ToolChoice::Auto;
     std::string tool_choice_name;
+    bool parallel_tool_calls = true;  // false: at most one call (generation stops after it)
     std::optional<bool> enable_thinking;  // top-level or chat_template_kwargs.enable_thinking
     // Frost extensions.
     std::string session_id;

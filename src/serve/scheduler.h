@@ -45,6 +45,9 @@ struct Job {
     // starts_in_reasoning when the generation prompt already opened the block (Qwen3.5/3.6).
     bool split_reasoning = false;
     bool starts_in_reasoning = false;
+    // tool_choice "required" / named: the call markup already appended to the prompt; every
+    // choice's output is parsed as if it began with it.
+    std::string forced_prefix;
     int capsule_priority = 0;
     double capsule_ttl_s = 0;
     // Capsule-only: the request's pinned field; applied (with priority, ttl) to an existing

@@ -79,6 +79,7 @@ bool Scheduler::finish_choice(Active& a, const char* reason) {
         // Ids unique across responses (clients key tool results by them; "call_0" every turn
         // would make a conversation's results ambiguous).
         for (auto& call : parsed.tool_calls) call["id"] = "call_" + new_id("x").substr(2);
+        if (!job.req.parallel_tool_calls && parsed.tool_calls.size() > 1) parsed.tool_calls = nlohmann::json::array({parsed.tool_calls[0]});
         if (!parsed.tool_calls.empty()) {
             StreamEvent e;
             e.kind = StreamEvent::Kind::ToolCalls;

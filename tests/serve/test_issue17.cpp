@@ -3,6 +3,7 @@
 // Each test failed on the main branch before its fix; the bug number is in the test name.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -316,4 +317,73 @@ TEST(Issue17, Bug1UnknownFieldsAre400NamingEachOne) {
                                                       {"repetition_penalty", 1.1}, {"min_p", 0.05},
                                                       {"logit_bias", {{"97", 5}}}, {"user", "u"}});
     EXPECT_EQ(ok.status, 200) << ok.body;
+}
+
+// Bug 2: tool_choice "required" and a named function are enforced (the prompt ends inside the
+// call markup, so the model's text continues the call), and parallel_tool_calls: false returns
+// one call and stops generating after it.
+namespace {
+json tool_request(const json& choice, std::optional<bool> parallel = std::nullopt, bool stream = false) {
+    json b = {{"model", "fake"}, {"messages", json::array({user("weather?")})}, {"max_tokens", 300},
+              {"temperature", 0}, {"tools", weather_tools()}, {"stream", stream}};
+    if (!choice.is_null()) b["tool_choice"] = choice;
+    if (parallel) b["parallel_tool_calls"] = *parallel;
+    return b;
+}
+json calls_of(const RawResponse& r) {
+    const json j = json::parse(r.body);
+    return j["choices"][0]["message"].value("tool_calls", json::array());
+}
+}  // namespace
+
+TEST(Issue17, Bug2RequiredToolChoiceIsEnforced) {
+    // The model would answer in prose under "auto"; under "required" its text continues a call.
+    Server prose("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>");
+    const RawResponse r = prose.post("/v1/chat/completions", tool_request("required"));
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json calls = calls_of(r);
+    ASSERT_EQ(calls.size(), 1u) << r.body;
+    EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+    EXPECT_EQ(json::parse(calls[0]["function"]["arguments"].get<std::string>()), json({{"city", "Rome"}}));
+    EXPECT_EQ(json::parse(r.body)["choices"][0]["finish_reason"], "tool_calls");
+    // The same output under "auto" is plain content (nothing was forced).
+    const RawResponse a = prose.post("/v1/chat/completions", tool_request("auto"));
+    EXPECT_TRUE(calls_of(a).empty()) << a.body;
+}
+
+TEST(Issue17, Bug2NamedToolChoiceIsEnforced) {
+    Server s("{\"city\": \"Lima\", \"days\": \"4\"}}\n</tool_call>");
+    for (bool stream : {false, true}) {
+        const json choice = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+        const RawResponse r = s.post("/v1/chat/completions", tool_request(choice, std::nullopt, stream));
+        ASSERT_EQ(r.status, 200) << r.body;
+        if (!stream) {
+            const json calls = calls_of(r);
+            ASSERT_EQ(calls.size(), 1u) << r.body;
+            EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+            EXPECT_EQ(json::parse(calls[0]["function"]["arguments"].get<std::string>()),
+                      json({{"city", "Lima"}, {"days", 4}}));
+        } else {
+            EXPECT_NE(r.body.find("\"tool_calls\""), std::string::npos) << r.body;
+            EXPECT_NE(r.body.find("get_weather"), std::string::npos) << r.body;
+            EXPECT_EQ(r.body.find("Lima\\\", \\\"days"), std::string::npos) << "call text leaked as content";
+        }
+    }
+}
+
+TEST(Issue17, Bug2ParallelToolCallsFalseGivesOneCall) {
+    const std::string two = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"A\"}}\n</tool_call>\n"
+                            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"B\"}}\n</tool_call>";
+    Server s(two);
+    const RawResponse all = s.post("/v1/chat/completions", tool_request(nullptr));
+    ASSERT_EQ(calls_of(all).size(), 2u) << all.body;
+    const RawResponse one = s.post("/v1/chat/completions", tool_request(nullptr, false));
+    ASSERT_EQ(one.status, 200) << one.body;
+    const json calls = calls_of(one);
+    ASSERT_EQ(calls.size(), 1u) << one.body;
+    EXPECT_EQ(json::parse(calls[0]["function"]["arguments"].get<std::string>()), json({{"city", "A"}}));
+    const json j = json::parse(one.body);
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+    // Generation stopped at the first call's end, not after the second.
+    EXPECT_LT(j["usage"]["completion_tokens"].get<size_t>(), two.size() / 2 + 10);
 }
