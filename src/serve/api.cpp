@@ -3,6 +3,7 @@
 #include "serve/api.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -31,6 +32,29 @@ HttpOut json_reply(int status, const json& j) {
     out.status = status;
     out.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
     return out;
+}
+
+// continue_final_message: cuts the rendered prompt right after the final assistant message's
+// text, so the turn stays open (no end-of-turn token) and the model continues that text.
+bool open_final_message(const json& messages, std::string* text) {
+    const json& last = messages.back();
+    std::string content;
+    if (last.contains("content") && last["content"].is_string()) content = last["content"].get<std::string>();
+    else if (last.contains("content") && last["content"].is_array())
+        for (const auto& part : last["content"]) content += part.value("text", "");
+    // Templates strip the content's surrounding whitespace; match what they wrote.
+    while (!content.empty() && std::isspace(static_cast<unsigned char>(content.back()))) content.pop_back();
+    if (content.empty()) {
+        // Nothing to continue: cut at the end of the (empty) turn's header instead.
+        const size_t at = text->rfind("<|im_end|>");
+        if (at == std::string::npos) return false;
+        text->resize(at);
+        return true;
+    }
+    const size_t at = text->rfind(content);
+    if (at == std::string::npos) return false;
+    text->resize(at + content.size());
+    return true;
 }
 
 }  // namespace
@@ -139,6 +163,14 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
             PhaseTimer t(job->times, Phase::Template);
             if (text_.render_chat(r, &text) != FROST_OK)
                 return error_reply(invalid_field("messages", "cannot render the chat template: " + last_error()));
+            if (!job->req.add_generation_prompt) {
+                r.add_generation_prompt = false;
+                if (text_.render_chat(r, &text) != FROST_OK)
+                    return error_reply(invalid_field("messages", "cannot render the chat template: " + last_error()));
+            }
+            if (job->req.continue_final_message && !open_final_message(job->req.messages, &text))
+                return error_reply(invalid_field("continue_final_message",
+                                                 "the final assistant message's text is not in the rendered prompt"));
             text += job->forced_prefix;
             // The resent history (without the generation prompt) is the point the next turn's
             // request shares with this one, whatever the client does with the thinking block.

@@ -505,6 +505,23 @@ bool parse_gen_request(Endpoint endpoint, std::string_view body_text, const Requ
         if (et) r.enable_thinking = et;
     }
 
+    if (endpoint == Endpoint::Chat) {
+        std::optional<bool> agp, cfm;
+        if (!get_bool(c, body, "add_generation_prompt", "add_generation_prompt", &agp)) return false;
+        if (!get_bool(c, body, "continue_final_message", "continue_final_message", &cfm)) return false;
+        if (kw != body.end() && kw->is_object()) {  // also accepted inside chat_template_kwargs
+            if (!agp && !get_bool(c, *kw, "add_generation_prompt", "chat_template_kwargs.add_generation_prompt", &agp))
+                return false;
+            if (!cfm && !get_bool(c, *kw, "continue_final_message", "chat_template_kwargs.continue_final_message", &cfm))
+                return false;
+        }
+        r.continue_final_message = cfm.value_or(false);
+        r.add_generation_prompt = agp.value_or(!r.continue_final_message);
+        if (r.continue_final_message && r.add_generation_prompt)
+            return c.fail("continue_final_message", "cannot be combined with add_generation_prompt: true");
+        if (r.continue_final_message && (r.messages.back().value("role", "") != "assistant"))
+            return c.fail("continue_final_message", "the last message must be the assistant's to continue");
+    }
     if (!check_id_field(c, body, "session_id", &r.session_id)) return false;
     if (!check_id_field(c, body, "capsule_id", &r.capsule_id)) return false;
     std::optional<bool> pin;

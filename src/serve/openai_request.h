@@ -70,6 +70,11 @@ struct GenRequest {
     std::string tool_choice_name;
     bool parallel_tool_calls = true;  // false: at most one call (generation stops after it)
     std::optional<bool> enable_thinking;  // top-level or chat_template_kwargs.enable_thinking
+    // Assistant prefill (vLLM's fields): add_generation_prompt false renders no new assistant
+    // turn; continue_final_message leaves the final assistant message open, so the output
+    // continues its text.
+    bool add_generation_prompt = true;
+    bool continue_final_message = false;
     // Frost extensions.
     std::string session_id;
     std::string capsule_id;

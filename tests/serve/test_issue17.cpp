@@ -387,3 +387,39 @@ TEST(Issue17, Bug2ParallelToolCallsFalseGivesOneCall) {
     // Generation stopped at the first call's end, not after the second.
     EXPECT_LT(j["usage"]["completion_tokens"].get<size_t>(), two.size() / 2 + 10);
 }
+
+// Bug 8: assistant prefill. continue_final_message leaves the final assistant message open and
+// add_generation_prompt: false renders no new turn: the engine sees exactly the prompt a
+// completions request with that text gives (the fake's greedy output is a hash of its state).
+TEST(Issue17, Bug8AssistantPrefillIsHonoured) {
+    Server s;
+    s.engine.end_after = 12;
+    const json msgs = json::array({user("hi"), json{{"role", "assistant"}, {"content", "The answer is"}}});
+    auto chat = [&](const json& extra) {
+        json b = {{"model", "fake"}, {"messages", msgs}, {"max_tokens", 20}, {"temperature", 0}};
+        b.update(extra);
+        const RawResponse r = s.post("/v1/chat/completions", b);
+        EXPECT_EQ(r.status, 200) << r.body;
+        const json j = json::parse(r.body);
+        return std::make_pair(j["choices"][0]["message"]["content"].get<std::string>(), j["usage"]["prompt_tokens"].get<int>());
+    };
+    auto completion = [&](const std::string& prompt) {
+        const json j = json::parse(s.post("/v1/completions", {{"model", "fake"}, {"prompt", prompt}, {"max_tokens", 20},
+                                                              {"temperature", 0}}).body);
+        return std::make_pair(j["choices"][0]["text"].get<std::string>(), j["usage"]["prompt_tokens"].get<int>());
+    };
+    const std::string open = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nThe answer is";
+    EXPECT_EQ(chat({{"continue_final_message", true}, {"add_generation_prompt", false}}), completion(open));
+    EXPECT_EQ(chat({{"continue_final_message", true}}), completion(open));
+    EXPECT_EQ(chat({{"add_generation_prompt", false}}), completion(open + "<|im_end|>\n"));
+    EXPECT_EQ(chat(json::object()), completion(open + "<|im_end|>\n<|im_start|>assistant\n"));
+    // Contradictions and a non-assistant last message name the field.
+    RawResponse r = s.post("/v1/chat/completions", {{"model", "fake"}, {"messages", msgs}, {"continue_final_message", true},
+                                                    {"add_generation_prompt", true}});
+    EXPECT_EQ(r.status, 400);
+    EXPECT_EQ(json::parse(r.body)["error"]["param"], "continue_final_message");
+    r = s.post("/v1/chat/completions", {{"model", "fake"}, {"messages", json::array({user("x")})},
+                                        {"continue_final_message", true}});
+    EXPECT_EQ(r.status, 400);
+    EXPECT_EQ(json::parse(r.body)["error"]["param"], "continue_final_message");
+}
