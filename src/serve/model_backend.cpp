@@ -211,8 +211,19 @@ frost_status ModelText::load(const std::string& dir, const std::vector<int32_t>&
             tmpl = cfg["chat_template"].get<std::string>();
     }
     if (tmpl.empty()) read_file(dir + "/chat_template.jinja", &tmpl);
-    if (tmpl.empty()) return fail(FROST_ERR_NOT_FOUND, "%s: no chat template (tokenizer_config.json or chat_template.jinja)", dir.c_str());
-    if (!text::chat_template_kind_from_text(tmpl, &t->kind_))
+    const bool chatml = t->tok_->token_to_id("<|im_start|>") >= 0 && t->tok_->token_to_id("<|im_end|>") >= 0;
+    if (tmpl.empty() && chatml) {
+        // A tokenizer folder without a template (the demo's .frost/tokenizer, `frost synth
+        // --tokenizer` output): the Qwen vocabulary's ChatML tokens are there, so the built-in
+        // Qwen3.5 renderer applies (the templates are rendered natively, never from the text).
+        t->kind_ = text::ChatTemplateKind::kQwen35;
+        t->template_note_ = dir + " has no chat template: using the built-in Qwen3.5 template";
+    } else if (tmpl.empty()) {
+        return fail(FROST_ERR_NOT_FOUND,
+                    "%s: no chat template (tokenizer_config.json \"chat_template\" or chat_template.jinja) and no "
+                    "<|im_start|>/<|im_end|> tokens to use the built-in Qwen one; copy the model's chat_template.jinja there",
+                    dir.c_str());
+    } else if (!text::chat_template_kind_from_text(tmpl, &t->kind_))
         return fail(FROST_ERR_UNSUPPORTED, "%s: the chat template is not a known Qwen template", dir.c_str());
     for (const auto& a : t->tok_->added_tokens())
         t->split_tokens_.push_back(SplitToken{a.content, a.lstrip, a.single_word, a.normalized});

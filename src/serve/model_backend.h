@@ -76,6 +76,8 @@ public:
     ParsedOutput parse_output(const std::string& text, const nlohmann::json& tools) const override;
     std::string tool_call_marker() const override;
     std::string tool_call_prefix(const std::string& name) const override;
+    // Non-empty when no template was found and the built-in one is used (printed at start).
+    const std::string& template_note() const { return template_note_; }
 
     const text::Tokenizer& tokenizer() const { return *tok_; }
 
@@ -83,6 +85,7 @@ private:
     std::unique_ptr<text::Tokenizer> tok_;
     std::vector<SplitToken> split_tokens_;  // the tokenizer's added tokens, for split_safe()
     text::ChatTemplateKind kind_ = text::ChatTemplateKind::kQwen3;
+    std::string template_note_;
     std::vector<int32_t> end_ids_;
 };
 

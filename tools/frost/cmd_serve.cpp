@@ -38,8 +38,10 @@ constexpr const char* kUsage =
     "                   [--claim-log FILE] [--header-timeout-ms MS] [--send-timeout-ms MS]\n"
     "                   [--drain-timeout S] [--no-capsules] [--public-metrics]\n"
     "                   [--sessions-per-key N] [--session-idle-s S]\n"
-    "Serves POST /v1/chat/completions, POST /v1/completions, GET /v1/models, /v1/capsules,\n"
-    "/v1/claims, /metrics and /health (the only route without a key). Without --api-key the\n"
+    "Serves POST /v1/chat/completions, POST /v1/completions, GET /v1/models, /v1/capsules\n"
+    "(create, list, pin, POST /v1/capsules/{id}/fork and /v1/capsules/{id}/rollback),\n"
+    "/v1/sessions (named conversations), /v1/claims, /metrics and /health (the only route\n"
+    "without a key). Without --api-key the\n"
     "server binds loopback only and refuses another --host. Sizes (B) take K, M, G suffixes.\n"
     "Defaults: 127.0.0.1:8000, 2 sessions, queue 16, body 8M, device 1G, host 4G, disk 16G with\n"
     "--capsule-dir (else 0), drain 20 s. --max-per-key (requests queued + running per API key,\n"
@@ -220,9 +222,10 @@ int run_serve(const std::vector<std::string>& args) {
     if (tokenizer_dir.empty()) tokenizer_dir = model_dir;
     std::unique_ptr<serve::ModelText> text;
     if (serve::ModelText::load(tokenizer_dir, engine->config().eos_token_ids, &text) != FROST_OK) {
-        std::fprintf(stderr, "frost serve: tokenizer/chat template: %s (pass --tokenizer DIR)\n", frost_last_error());
+        std::fprintf(stderr, "frost serve: tokenizer/chat template: %s\n", frost_last_error());
         return 1;
     }
+    if (!text->template_note().empty()) std::printf("frost serve: %s\n", text->template_note().c_str());
     serve::ModelEngine eng(*engine, manager.get());
     for (int t = 0; t < 3; ++t) sched_cfg.budgets.bytes[t] = budgets[t];
     sched_cfg.claim_log_path = !claim_log.empty() ? claim_log : capsule_dir.empty() ? "" : capsule_dir + "/claims.jsonl";
