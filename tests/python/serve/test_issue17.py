@@ -180,3 +180,59 @@ def test_bug1_unknown_fields_are_400_naming_them(server):
         server.client.chat.completions.create(model="frost", messages=[{"role": "user", "content": "x"}],
                                               max_tokens=2, extra_body={"foo_bar": 1, "min_q": 2})
     assert "foo_bar" in str(e.value) and "min_q" in str(e.value)
+
+
+# --- Bug 10: one chat renderer for generate and serve; CLI messages name their cause -----------
+
+def frost_cli(*args):
+    import subprocess
+    return subprocess.run([FROST, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_bug10_generate_chat_renders_as_serve(model_dir, tmp_path):
+    # The model folder without a chat_template: both commands fall back to the built-in Qwen3.5
+    # renderer, whose generation prompt opens a <think> block (plain ChatML would not).
+    d = tmp_path / "m"
+    d.mkdir()
+    for name in os.listdir(model_dir):
+        src = os.path.join(model_dir, name)
+        if name == "tokenizer_config.json":
+            cfg = json.load(open(src))
+            cfg.pop("chat_template", None)
+            json.dump(cfg, open(d / name, "w"))
+        elif not name.startswith("."):
+            os.symlink(src, d / name)
+    msg = "Name three colours."
+    g = frost_cli("generate", "--model", str(d), "--prompt", msg, "--chat", "--json", "--max-new-tokens", "4")
+    assert g.returncode == 0, g.stderr
+    gen = json.loads(g.stdout.strip().split("\n")[-1])
+    server = Server(str(d))
+    try:
+        assert "built-in Qwen3.5 template" in "".join(server.lines)
+        r = server.client.chat.completions.create(model="frost", messages=[{"role": "user", "content": msg}],
+                                                  max_tokens=4, temperature=0)
+    finally:
+        server.stop()
+    assert gen["prompt_tokens"] == r.usage.prompt_tokens
+    # Same prompt, same greedy tokens: the server's text (reasoning split out) is generate's text.
+    import re
+    m = r.choices[0].message
+    served = (m.model_extra or {}).get("reasoning_content") or ""
+    served += m.content or ""
+    norm = lambda t: re.sub(r"\s+|</?think>", "", t)
+    assert norm(gen["text"]) == norm(served), (gen["text"], served)
+
+
+def test_bug10_cli_errors_name_their_cause(model_dir, tmp_path):
+    bad = frost_cli("generate", "--model", str(tmp_path / "nope"), "--prompt", "hi")
+    assert bad.returncode != 0 and "config.json" in bad.stderr and "tokenizer.json" not in bad.stderr, bad.stderr
+    num = frost_cli("generate", "--model", model_dir, "--prompt", "hi", "--max-new-tokens", "12x")
+    assert num.returncode == 2 and "--max-new-tokens" in num.stderr.split("\n")[0], num.stderr
+    top = frost_cli("generate", "--model", model_dir, "--prompt", "hi", "--top-p", "abc")
+    assert top.returncode == 2 and "--top-p" in top.stderr.split("\n")[0], top.stderr
+    missing = frost_cli("generate", "--model", model_dir)
+    assert missing.returncode == 2 and "--prompt" in missing.stderr.split("\n")[0], missing.stderr
+    h = frost_cli("help", "serve")
+    text = h.stdout + h.stderr
+    for word in ("sessions", "fork", "rollback"):
+        assert word in text, f"frost help serve omits {word}:\n{text}"
