@@ -62,6 +62,9 @@ bool open_final_message(const json& messages, std::string* text) {
 Api::Api(Scheduler& sched, const TextIface& text, const EngineIface& engine, Metrics& metrics, ApiConfig cfg)
     : sched_(sched), text_(text), engine_(engine), metrics_(metrics), cfg_(std::move(cfg)) {
     if (cfg_.limits.vocab_size == 0) cfg_.limits.vocab_size = engine_.vocab_size();
+    // Sessions whose capsules came back from the capsule dir come back with them.
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& [own, sid] : sched_.reindex_report().sessions) sessions_.emplace(sid, SessionEntry{own, now});
 }
 
 HttpOut Api::error_reply(const ApiError& e) const {
@@ -290,7 +293,7 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
         if (method != "GET") return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET or POST"));
         return on_engine([owner](CapsuleStore& s, ClaimLog&) {
             json list = json::array();
-            for (const auto* r : s.list(owner)) list.push_back(capsule_json(*r));
+            for (const auto* r : s.list(owner)) list.push_back(capsule_json(*r, s.ttl_left(*r)));
             return json_reply(200, json{{"object", "list"}, {"data", list}});
         });
     }
@@ -331,7 +334,7 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
             if (!r) return;  // another key's id looks exactly like a missing one (no oracle)
             if (verb.empty() && method == "GET") {
                 status = 200;
-                body = capsule_json(*r);
+                body = capsule_json(*r, s.ttl_left(*r));
             } else if (verb.empty() && method == "DELETE") {
                 // A pin is a promise the caller made: deleting through it takes an explicit
                 // unpin first, or ?force=true (which logs the unpin, then the deletion).
@@ -347,10 +350,10 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
                 if (set_pin && s.set_pinned(id, owner, *set_pin) != FROST_OK) status = 409;
                 if (set_prio) s.set_priority(id, owner, *set_prio);
                 if (set_ttl) s.set_ttl(id, owner, *set_ttl);
-                if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2);
+                if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2, s.ttl_left(*r2));
             } else if ((verb == "pin" || verb == "unpin") && method == "POST") {
                 status = s.set_pinned(id, owner, verb == "pin") == FROST_OK ? 200 : 409;
-                if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2);
+                if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2, s.ttl_left(*r2));
             } else {
                 status = 405;
             }
@@ -399,6 +402,22 @@ HttpOut Api::sessions(const HttpIn& in, const std::string& path, const std::stri
     if (rest.empty()) {
         const auto now = std::chrono::steady_clock::now();
         if (in.method == "POST") {
+            // Optional body {"id": "..."}: the caller names the session (else a fresh id).
+            std::string want;
+            if (!in.body.empty()) {
+                json b;
+                ApiError err;
+                if (!parse_json_body(in.body, cfg_.limits.max_depth, &b, &err)) return error_reply(err);
+                if (!b.is_object()) return error_reply(invalid_field("", "the body must be a JSON object"));
+                for (auto it = b.begin(); it != b.end(); ++it)
+                    if (it.key() != "id") return error_reply(invalid_field(it.key(), "unknown field (sessions take only 'id')"));
+                if (b.contains("id") && !b["id"].is_null()) {
+                    std::string why;
+                    if (!b["id"].is_string() || !valid_id(b["id"].get<std::string>(), &why))
+                        return error_reply(invalid_field("id", why.empty() ? "must be a string" : why));
+                    want = b["id"].get<std::string>();
+                }
+            }
             std::lock_guard<std::mutex> lock(sessions_mu_);
             expire_sessions_locked(now);
             size_t mine = 0;
@@ -410,7 +429,10 @@ HttpOut Api::sessions(const HttpIn& in, const std::string& path, const std::stri
                                                   "); delete one or let one go idle"));
             if (sessions_.size() >= cfg_.max_sessions)
                 return error_reply(make_error(429, "rate_limit_error", "too_many_sessions", "too many sessions"));
-            const std::string id = new_id("sess");
+            if (!want.empty() && sessions_.count(want))
+                return error_reply(make_error(409, "invalid_request_error", "session_exists",
+                                              "id: a session '" + want + "' already exists"));
+            const std::string id = want.empty() ? new_id("sess") : want;
             sessions_[id] = SessionEntry{owner, now};
             return json_reply(200, json{{"id", id}, {"object", "session"}});
         }

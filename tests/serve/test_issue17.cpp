@@ -3,6 +3,7 @@
 // Each test failed on the main branch before its fix; the bug number is in the test name.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <optional>
 #include <set>
 #include <string>
@@ -422,4 +423,43 @@ TEST(Issue17, Bug8AssistantPrefillIsHonoured) {
                                         {"continue_final_message", true}});
     EXPECT_EQ(r.status, 400);
     EXPECT_EQ(json::parse(r.body)["error"]["param"], "continue_final_message");
+}
+
+// Bug 9: POST /v1/sessions keeps a requested id; capsule objects carry created / last-used times
+// and the TTL left.
+TEST(Issue17, Bug9SessionIdsAndCapsuleTimes) {
+    Server s;
+    RawResponse r = s.post("/v1/sessions", {{"id", "agent-7"}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(json::parse(r.body)["id"], "agent-7");
+    EXPECT_EQ(http_request(s.stack.port(), "GET", "/v1/sessions/agent-7", "", kKey).status, 200);
+    r = s.post("/v1/sessions", {{"id", "agent-7"}});
+    EXPECT_EQ(r.status, 409) << r.body;
+    r = s.post("/v1/sessions", {{"id", "../etc"}});
+    EXPECT_EQ(r.status, 400);
+    EXPECT_EQ(json::parse(r.body)["error"]["param"], "id");
+    r = s.post("/v1/sessions", {{"name", "x"}});
+    EXPECT_EQ(r.status, 400);
+    EXPECT_EQ(json::parse(r.body)["error"]["param"], "name");
+    EXPECT_NE(json::parse(s.post("/v1/sessions", json::object()).body)["id"].get<std::string>().rfind("sess-", 0),
+              std::string::npos);
+
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch()).count();
+    std::vector<int> ids(80);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = 'a' + int(i % 26);
+    r = s.post("/v1/capsules", {{"prompt", ids}, {"ttl_s", 100}, {"session_id", "agent-7"}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json cap = json::parse(r.body);
+    ASSERT_TRUE(cap.contains("created") && cap.contains("last_used_at") && cap.contains("ttl_remaining_s")) << r.body;
+    EXPECT_NEAR(cap["created"].get<double>(), double(now), 5.0);
+    EXPECT_GE(cap["last_used_at"].get<int64_t>(), cap["created"].get<int64_t>());
+    EXPECT_GT(cap["ttl_remaining_s"].get<double>(), 90.0);
+    EXPECT_LE(cap["ttl_remaining_s"].get<double>(), 100.0);
+    const json listed = json::parse(http_request(s.stack.port(), "GET", "/v1/capsules", "", kKey).body);
+    ASSERT_EQ(listed["data"].size(), 1u);
+    EXPECT_EQ(listed["data"][0]["created"], cap["created"]);
+    const RawResponse no_ttl = s.post("/v1/capsules", {{"prompt", std::vector<int>(70, 'q')}});
+    ASSERT_EQ(no_ttl.status, 200) << no_ttl.body;
+    EXPECT_TRUE(json::parse(no_ttl.body)["ttl_remaining_s"].is_null());
 }

@@ -236,3 +236,30 @@ def test_bug10_cli_errors_name_their_cause(model_dir, tmp_path):
     text = h.stdout + h.stderr
     for word in ("sessions", "fork", "rollback"):
         assert word in text, f"frost help serve omits {word}:\n{text}"
+
+
+# --- Bug 9: sessions come back with their capsules after a restart ------------------------------
+
+def test_bug9_sessions_survive_a_restart_with_their_capsules(model_dir, tmp_path):
+    caps = str(tmp_path / "caps")
+    extra = ["--capsule-dir", caps]
+    s = Server(model_dir, extra=extra)
+    try:
+        made = s.api("POST", "/v1/sessions", {"id": "agent-restart"})
+        assert made["id"] == "agent-restart"
+        rng = random.Random()
+        cap = s.api("POST", "/v1/capsules", {"prompt": [rng.randrange(1000, 20000) for _ in range(100)],
+                                              "session_id": "agent-restart", "ttl_s": 3600})
+        assert cap["session_id"] == "agent-restart" and cap["ttl_remaining_s"] > 3500
+    finally:
+        assert s.stop() == 0
+    s = Server(model_dir, extra=extra)
+    try:
+        got = s.api("GET", "/v1/sessions/agent-restart")
+        assert got["capsules"] == [cap["id"]]
+        listed = s.api("GET", "/v1/sessions")
+        assert "agent-restart" in [x["id"] for x in listed["data"]]
+        again = s.api("GET", "/v1/capsules/" + cap["id"])
+        assert 3000 < again["ttl_remaining_s"] <= 3600 and again["created"] > 0
+    finally:
+        s.stop()
