@@ -45,10 +45,16 @@ int32_t HostSampler::choose(std::vector<float>* logits, const std::vector<int32_
     }
     if (s_.temperature <= 0.0f) return int32_t(std::max_element(l.begin(), l.end()) - l.begin());
 
-    // Candidates by descending logit; top_k, then softmax at the temperature, min_p, top_p.
-    std::vector<int32_t> idx(static_cast<size_t>(V));
-    std::iota(idx.begin(), idx.end(), 0);
-    size_t keep = size_t(V);
+    // Candidates by descending logit; top_k, then softmax at the temperature, min_p, top_p. Only
+    // tokens that can matter are sorted: with min_p those at or above min_p * p_max (exact), and
+    // never those below e^-30 of the best (all of them together hold < V * 1e-13 of the mass).
+    const float best = *std::max_element(l.begin(), l.end());
+    float cut = best - 30.0f * s_.temperature;
+    if (s_.min_p > 0.0f) cut = std::max(cut, best + s_.temperature * std::log(s_.min_p));
+    std::vector<int32_t> idx;
+    for (int32_t i = 0; i < V; ++i)
+        if (l[size_t(i)] >= cut) idx.push_back(i);
+    size_t keep = idx.size();
     if (s_.top_k > 0 && size_t(s_.top_k) < keep) keep = size_t(s_.top_k);
     std::partial_sort(idx.begin(), idx.begin() + std::ptrdiff_t(keep), idx.end(),
                       [&](int32_t a, int32_t b) { return l[size_t(a)] > l[size_t(b)]; });
