@@ -102,6 +102,10 @@ public:
 
     // The logits the last step sampled from ([vocab]).
     frost_status last_logits(int session, std::vector<float>* out);
+    // Replaces the token the last step sampled (the one the next decode() consumes) with
+    // `token`: the hook for sampling done by the caller over last_logits() (penalties, min_p,
+    // logit_bias in the server). The device RNG is not rewound.
+    frost_status set_next_token(int session, int32_t token);
     // Copies the session's cursor to the host.
     frost_status read_cursor(int session, kernels::StepCursor* out);
     int64_t position(int session) const;

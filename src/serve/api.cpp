@@ -3,6 +3,7 @@
 #include "serve/api.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -33,11 +34,37 @@ HttpOut json_reply(int status, const json& j) {
     return out;
 }
 
+// continue_final_message: cuts the rendered prompt right after the final assistant message's
+// text, so the turn stays open (no end-of-turn token) and the model continues that text.
+bool open_final_message(const json& messages, std::string* text) {
+    const json& last = messages.back();
+    std::string content;
+    if (last.contains("content") && last["content"].is_string()) content = last["content"].get<std::string>();
+    else if (last.contains("content") && last["content"].is_array())
+        for (const auto& part : last["content"]) content += part.value("text", "");
+    // Templates strip the content's surrounding whitespace; match what they wrote.
+    while (!content.empty() && std::isspace(static_cast<unsigned char>(content.back()))) content.pop_back();
+    if (content.empty()) {
+        // Nothing to continue: cut at the end of the (empty) turn's header instead.
+        const size_t at = text->rfind("<|im_end|>");
+        if (at == std::string::npos) return false;
+        text->resize(at);
+        return true;
+    }
+    const size_t at = text->rfind(content);
+    if (at == std::string::npos) return false;
+    text->resize(at + content.size());
+    return true;
+}
+
 }  // namespace
 
 Api::Api(Scheduler& sched, const TextIface& text, const EngineIface& engine, Metrics& metrics, ApiConfig cfg)
     : sched_(sched), text_(text), engine_(engine), metrics_(metrics), cfg_(std::move(cfg)) {
     if (cfg_.limits.vocab_size == 0) cfg_.limits.vocab_size = engine_.vocab_size();
+    // Sessions whose capsules came back from the capsule dir come back with them.
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& [own, sid] : sched_.reindex_report().sessions) sessions_.emplace(sid, SessionEntry{own, now});
 }
 
 HttpOut Api::error_reply(const ApiError& e) const {
@@ -105,6 +132,8 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
     job->times.received = std::chrono::steady_clock::now();
     ApiError err;
     if (!parse_gen_request(ep, in.body, cfg_.limits, &job->req, &err)) return error_reply(err);
+    // No seed: a fresh one per request (sampled outputs differ), reported in the response.
+    if (!job->req.seed_set) job->req.seed = fresh_seed();
     if (!job->req.model.empty() && job->req.model != cfg_.model_name)
         return error_reply(make_error(404, "invalid_request_error", "model_not_found",
                                       "model: '" + job->req.model + "' is not served here (serving '" +
@@ -120,12 +149,32 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
         r.messages = job->req.messages;
         r.tools = job->req.tools;
         r.enable_thinking = job->req.enable_thinking;
+        // tool_choice "required" / named: the prompt ends inside the call's markup, so the model
+        // can only continue the call (named: its arguments). Thinking is off for such a turn: the
+        // call must be the first thing the model writes.
+        const bool forced = !job->req.tools.empty() &&
+                            (job->req.tool_choice == ToolChoice::Required || job->req.tool_choice == ToolChoice::Named);
+        if (forced) {
+            r.enable_thinking = false;
+            job->req.enable_thinking = false;
+            job->forced_prefix =
+                text_.tool_call_prefix(job->req.tool_choice == ToolChoice::Named ? job->req.tool_choice_name : "");
+        }
         std::string text, hist;
         bool hist_ok;
         {
             PhaseTimer t(job->times, Phase::Template);
             if (text_.render_chat(r, &text) != FROST_OK)
                 return error_reply(invalid_field("messages", "cannot render the chat template: " + last_error()));
+            if (!job->req.add_generation_prompt) {
+                r.add_generation_prompt = false;
+                if (text_.render_chat(r, &text) != FROST_OK)
+                    return error_reply(invalid_field("messages", "cannot render the chat template: " + last_error()));
+            }
+            if (job->req.continue_final_message && !open_final_message(job->req.messages, &text))
+                return error_reply(invalid_field("continue_final_message",
+                                                 "the final assistant message's text is not in the rendered prompt"));
+            text += job->forced_prefix;
             // The resent history (without the generation prompt) is the point the next turn's
             // request shares with this one, whatever the client does with the thinking block.
             r.add_generation_prompt = false;
@@ -163,13 +212,44 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
     job->id = (ep == Endpoint::Chat ? new_id("chatcmpl") : new_id("cmpl"));
     job->owner = owner;
     job->channel = std::make_shared<Channel>(cfg_.channel_cap);
+    // Batched prompts: one job per further prompt, on the same channel, choices numbered on.
+    std::vector<std::shared_ptr<Job>> more;
+    for (size_t k = 1; k < job->req.batch.size(); ++k) {
+        auto j = std::make_shared<Job>();
+        j->times.received = job->times.received;
+        j->req = job->req;
+        j->req.batch.clear();
+        j->req.seed = job->req.seed + uint64_t(k) * uint64_t(job->req.n);  // choice index i samples with seed + i
+        const BatchPrompt& b = job->req.batch[k];
+        j->prompt = b.is_ids ? b.ids : text_.encode(b.text);
+        if (!check_context(j->req, j->prompt.size(), engine_.max_seq_len(), cfg_.limits, &j->max_new, &err)) {
+            err.param = "prompt[" + std::to_string(k) + "]";
+            return error_reply(err);
+        }
+        j->id = new_id("cmpl");
+        j->owner = owner;
+        j->channel = job->channel;
+        j->index_base = int(k) * job->req.n;
+        j->leader = job;
+        more.push_back(std::move(j));
+    }
+    const int total_choices = job->req.n * int(1 + more.size());
     const std::string model = cfg_.model_name;
     HttpOut out;
     out.stream = job->req.stream;
-    out.builder = std::make_unique<ResponseBuilder>(ep, job->id, model, unix_now(), job->req.n, job->req.include_usage);
+    out.builder = std::make_unique<ResponseBuilder>(ep, job->id, model, unix_now(), total_choices, job->req.include_usage);
+    if (!more.empty()) out.builder->set_batch(job->req.n);
     out.builder->set_metrics(&metrics_);
+    if (job->req.temperature > 0) out.builder->set_seed(job->req.seed);
     const Admit a = sched_.submit(job);
     if (a != Admit::Ok) return rejection(a);
+    for (const auto& j : more) {
+        const Admit b = sched_.submit(j);
+        if (b != Admit::Ok) {
+            job->cancelled = true;  // the prompts already queued stop too
+            return rejection(b);
+        }
+    }
     out.job = job;
     if (out.stream) out.content_type = "text/event-stream";
     return out;
@@ -213,7 +293,7 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
         if (method != "GET") return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET or POST"));
         return on_engine([owner](CapsuleStore& s, ClaimLog&) {
             json list = json::array();
-            for (const auto* r : s.list(owner)) list.push_back(capsule_json(*r));
+            for (const auto* r : s.list(owner)) list.push_back(capsule_json(*r, s.ttl_left(*r)));
             return json_reply(200, json{{"object", "list"}, {"data", list}});
         });
     }
@@ -254,7 +334,7 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
             if (!r) return;  // another key's id looks exactly like a missing one (no oracle)
             if (verb.empty() && method == "GET") {
                 status = 200;
-                body = capsule_json(*r);
+                body = capsule_json(*r, s.ttl_left(*r));
             } else if (verb.empty() && method == "DELETE") {
                 // A pin is a promise the caller made: deleting through it takes an explicit
                 // unpin first, or ?force=true (which logs the unpin, then the deletion).
@@ -270,10 +350,10 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
                 if (set_pin && s.set_pinned(id, owner, *set_pin) != FROST_OK) status = 409;
                 if (set_prio) s.set_priority(id, owner, *set_prio);
                 if (set_ttl) s.set_ttl(id, owner, *set_ttl);
-                if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2);
+                if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2, s.ttl_left(*r2));
             } else if ((verb == "pin" || verb == "unpin") && method == "POST") {
                 status = s.set_pinned(id, owner, verb == "pin") == FROST_OK ? 200 : 409;
-                if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2);
+                if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2, s.ttl_left(*r2));
             } else {
                 status = 405;
             }
@@ -322,6 +402,22 @@ HttpOut Api::sessions(const HttpIn& in, const std::string& path, const std::stri
     if (rest.empty()) {
         const auto now = std::chrono::steady_clock::now();
         if (in.method == "POST") {
+            // Optional body {"id": "..."}: the caller names the session (else a fresh id).
+            std::string want;
+            if (!in.body.empty()) {
+                json b;
+                ApiError err;
+                if (!parse_json_body(in.body, cfg_.limits.max_depth, &b, &err)) return error_reply(err);
+                if (!b.is_object()) return error_reply(invalid_field("", "the body must be a JSON object"));
+                for (auto it = b.begin(); it != b.end(); ++it)
+                    if (it.key() != "id") return error_reply(invalid_field(it.key(), "unknown field (sessions take only 'id')"));
+                if (b.contains("id") && !b["id"].is_null()) {
+                    std::string why;
+                    if (!b["id"].is_string() || !valid_id(b["id"].get<std::string>(), &why))
+                        return error_reply(invalid_field("id", why.empty() ? "must be a string" : why));
+                    want = b["id"].get<std::string>();
+                }
+            }
             std::lock_guard<std::mutex> lock(sessions_mu_);
             expire_sessions_locked(now);
             size_t mine = 0;
@@ -333,7 +429,10 @@ HttpOut Api::sessions(const HttpIn& in, const std::string& path, const std::stri
                                                   "); delete one or let one go idle"));
             if (sessions_.size() >= cfg_.max_sessions)
                 return error_reply(make_error(429, "rate_limit_error", "too_many_sessions", "too many sessions"));
-            const std::string id = new_id("sess");
+            if (!want.empty() && sessions_.count(want))
+                return error_reply(make_error(409, "invalid_request_error", "session_exists",
+                                              "id: a session '" + want + "' already exists"));
+            const std::string id = want.empty() ? new_id("sess") : want;
             sessions_[id] = SessionEntry{owner, now};
             return json_reply(200, json{{"id", id}, {"object", "session"}});
         }

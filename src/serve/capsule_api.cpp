@@ -88,7 +88,22 @@ HttpOut Api::create_capsule(const HttpIn& in, const std::string& owner) {
         r.enable_thinking = job->req.enable_thinking;
         r.add_generation_prompt = false;
         std::string text;
-        if (text_.render_chat(r, &text) != FROST_OK)
+        bool has_user = false;
+        for (const auto& m : r.messages) has_user = has_user || m.value("role", "") == "user";
+        if (!has_user) {
+            // A system-only prefix (an agent's frozen system prompt): the Qwen3.5 templates refuse
+            // a conversation without a user query, so render it with a placeholder user turn and
+            // keep what precedes that turn: exactly how every later request renders its start.
+            static const std::string kMark = "\x01frost-prefix-end\x01";
+            r.messages.push_back({{"role", "user"}, {"content", kMark}});
+            if (text_.render_chat(r, &text) != FROST_OK)
+                return error_reply(invalid_field("messages", "cannot render the chat template: " + last_error()));
+            const size_t mark = text.rfind(kMark);
+            const size_t turn = mark == std::string::npos ? std::string::npos : text.rfind("<|im_start|>", mark);
+            if (turn == std::string::npos)
+                return error_reply(invalid_field("messages", "cannot find where the prefix ends in the rendered chat"));
+            text.resize(turn);
+        } else if (text_.render_chat(r, &text) != FROST_OK)
             return error_reply(invalid_field("messages", "cannot render the chat template: " + last_error()));
         job->prompt = text_.encode(text);
     } else {

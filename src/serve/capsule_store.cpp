@@ -2,10 +2,18 @@
 #include "serve/capsule_store.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "exec/error.h"
 
 namespace frost::serve {
+
+namespace {
+// Wall-clock seconds for the capsule object (the store's own clock_ is injectable and relative).
+int64_t unix_seconds() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+}  // namespace
 
 CapsuleStore::CapsuleStore(StoreBudgets budgets, StoreHooks hooks, ClaimLog* log, std::function<double()> clock)
     : budgets_(budgets), hooks_(std::move(hooks)), log_(log), clock_(std::move(clock)) {}
@@ -129,6 +137,7 @@ frost_status CapsuleStore::admit(const CapsuleRequest& req, Tier* placed, std::v
     }
     r.tier = Tier(t);
     r.last_use = ++use_clock_;
+    r.created_unix = r.last_used_unix = unix_seconds();
     // Room is reserved now so a concurrent admission cannot take it before materialize().
     used_[t] += r.bytes;
     r.materialized = false;
@@ -168,6 +177,7 @@ frost_status CapsuleStore::begin_restore(const std::string& id, const std::strin
     log(r, claim_event::kRestoreRequired, request_id);
     r.busy++;
     r.last_use = ++use_clock_;
+    r.last_used_unix = unix_seconds();
     if (r.tier != Tier::Device && budgets_.bytes[int(Tier::Device)] > 0 &&
         make_room(Tier::Device, r.bytes, r.id, nullptr)) {
         const Tier from = r.tier;
@@ -279,6 +289,8 @@ frost_status CapsuleStore::adopt(CapsuleRecord rec, double ttl_left_s) {
     rec.materialized = true;
     rec.busy = 0;
     rec.last_use = ++use_clock_;
+    if (rec.created_unix == 0) rec.created_unix = unix_seconds();
+    if (rec.last_used_unix == 0) rec.last_used_unix = rec.created_unix;
     rec.digest = token_digest(rec.tokens.data(), rec.tokens.size());
     rec.expires_at = (rec.ttl_s > 0 && ttl_left_s > 0) ? clock_() + ttl_left_s : 0;
     used_[int(rec.tier)] += rec.bytes;
@@ -296,7 +308,7 @@ void CapsuleStore::set_persisted(const std::string& id, bool persisted) {
     if (it != recs_.end()) it->second.persisted = persisted;
 }
 
-nlohmann::json capsule_json(const CapsuleRecord& r) {
+nlohmann::json capsule_json(const CapsuleRecord& r, double ttl_left_s) {
     return nlohmann::json{{"id", r.id},
                 {"object", "capsule"},
                 {"tokens", r.tokens.size()},
@@ -305,6 +317,9 @@ nlohmann::json capsule_json(const CapsuleRecord& r) {
                 {"pinned", r.pinned},
                 {"priority", r.priority},
                 {"ttl_s", r.ttl_s},
+                {"ttl_remaining_s", r.ttl_s > 0 ? nlohmann::json(ttl_left_s) : nlohmann::json(nullptr)},
+                {"created", r.created_unix},
+                {"last_used_at", r.last_used_unix},
                 {"session_id", r.session_id},
                 {"digest", digest_hex(r.digest)}};
 }

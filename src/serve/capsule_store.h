@@ -41,6 +41,8 @@ struct CapsuleRecord {
     double ttl_s = 0;          // 0 = no TTL
     double expires_at = 0;     // store clock; 0 = never
     uint64_t last_use = 0;     // logical clock, bumped on create/restore
+    int64_t created_unix = 0;    // wall clock (s) of its creation (re-index: the adoption)
+    int64_t last_used_unix = 0;  // wall clock (s) of its creation or last restore
     std::vector<int32_t> tokens;  // boundary token ids [0, P)
     Digest digest{};           // token_digest(tokens)
     uint64_t handle = 0;       // the engine's capsule handle
@@ -144,6 +146,8 @@ private:
 };
 
 // The JSON object that describes a capsule in the capsule endpoints.
-nlohmann::json capsule_json(const CapsuleRecord& r);
+// The capsule object of the API: `ttl_left_s` (CapsuleStore::ttl_left) is reported as
+// ttl_remaining_s (null without a TTL), with created / last_used_at in Unix seconds.
+nlohmann::json capsule_json(const CapsuleRecord& r, double ttl_left_s);
 
 }  // namespace frost::serve

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,16 @@ struct Sampling {
     int top_k = 0;             // 0: off
     float top_p = 1.0f;        // 1: off
     uint64_t seed = 0;
+    // Host-side processing (host_sampler.h); all off = the device sampler alone.
+    float presence_penalty = 0.0f;    // OpenAI: minus this once a token was generated
+    float frequency_penalty = 0.0f;   // OpenAI: minus this per time a token was generated
+    float repetition_penalty = 1.0f;  // HF/vLLM: over prompt + output; 1 = off
+    float min_p = 0.0f;               // keep tokens with p >= min_p * p_max; 0 = off
+    std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logits
+    bool host_side() const {
+        return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f ||
+               min_p > 0.0f || !logit_bias.empty();
+    }
 };
 
 class EngineIface {
@@ -137,11 +148,19 @@ public:
     virtual std::unique_ptr<Detokenizer> detokenizer() const = 0;
     // Ids that end generation (EOS, <|im_end|>); never emitted as text.
     virtual bool is_end_token(int32_t id) const = 0;
-    // Splits generated text into content / reasoning / tool calls (Qwen formats).
-    virtual ParsedOutput parse_output(const std::string& text, bool tools_enabled) const = 0;
+    // Splits generated text into content and tool calls (Qwen formats). `tools` is the request's
+    // OpenAI tools array: argument values are typed by each function's parameter schema. The
+    // calls' ids are the caller's to assign (unique per response).
+    virtual ParsedOutput parse_output(const std::string& text, const nlohmann::json& tools) const = 0;
     // Markup that opens a tool call in the generated text ("<tool_call>"): streaming holds text
     // back from here on so partial markup is never sent as content.
     virtual std::string tool_call_marker() const = 0;
+    // The assistant text that forces a tool call (tool_choice "required": name empty) or a call
+    // of `name` (tool_choice naming a function): appended to the generation prompt, so the model
+    // continues inside the call. Default: Qwen3's JSON form.
+    virtual std::string tool_call_prefix(const std::string& name) const {
+        return std::string("<tool_call>\n") + (name.empty() ? "" : "{\"name\": \"" + name + "\", \"arguments\": ");
+    }
 };
 
 }  // namespace frost::serve

@@ -30,11 +30,19 @@ bool valid_id(std::string_view id, std::string* why) {
     return true;
 }
 
+namespace {
+// Ids are unguessable so one tenant cannot probe another's; std::random_device is seeded from
+// the OS entropy source on Linux.
+std::mutex mu;
+std::mt19937_64 gen{(uint64_t(std::random_device{}()) << 32) ^ std::random_device{}()};
+}  // namespace
+
+uint64_t fresh_seed() {
+    std::lock_guard<std::mutex> lock(mu);
+    return gen() >> 11;
+}
+
 std::string new_id(const char* prefix) {
-    // Ids are unguessable so one tenant cannot probe another's; std::random_device is seeded
-    // from the OS entropy source on Linux.
-    static std::mutex mu;
-    static std::mt19937_64 gen{(uint64_t(std::random_device{}()) << 32) ^ std::random_device{}()};
     static const char* hex = "0123456789abcdef";
     constexpr int kHexChars = 24;
     std::string out = std::string(prefix) + "-";

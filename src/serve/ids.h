@@ -2,6 +2,7 @@
 // NUL or smuggle non-ASCII (T14), plus generation of fresh random ids. Ids are scoped per API
 // key by the owners of the records (sessions, store); this file only judges the spelling.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -14,5 +15,9 @@ bool valid_id(std::string_view id, std::string* why);
 
 // "<prefix>-<24 hex chars from a CSPRNG-seeded generator>", e.g. "sess-3f9a...".
 std::string new_id(const char* prefix);
+
+// A fresh sampling seed for a request that named none, in [0, 2^53) so every JSON client reads
+// the reported value back exactly (sending it as `seed` repeats the output).
+uint64_t fresh_seed();
 
 }  // namespace frost::serve

@@ -24,7 +24,9 @@ bool read_file(const std::string& path, std::string* out) {
 }  // namespace
 
 ModelEngine::ModelEngine(model::Engine& engine, model::CapsuleManager* capsules)
-    : engine_(engine), capsules_(capsules), sampling_(size_t(engine.sessions())) {}
+    : engine_(engine), capsules_(capsules), sampling_(size_t(engine.sessions())),
+      host_on_(size_t(engine.sessions()), 0), host_(size_t(engine.sessions())),
+      pending_(size_t(engine.sessions()), -1) {}
 
 frost_status ModelEngine::reset(int slot) { return engine_.reset(slot, sampling_[size_t(slot)]); }
 
@@ -34,18 +36,41 @@ frost_status ModelEngine::set_sampling(int slot, const Sampling& s) {
     c.top_k = s.top_k;
     c.top_p = s.top_p;
     c.seed = s.seed;
+    // Host-side sampling: the device only computes the logits (greedy, no RNG work).
+    if (s.host_side()) c = model::SamplingConfig{};
     // Kept only once the engine accepted it: reset() re-applies it, so a refused value must not
     // stay behind for the slot's next request (issue 13 B3).
     FROST_TRY(engine_.set_sampling(slot, c));
     sampling_[size_t(slot)] = c;
+    host_on_[size_t(slot)] = s.host_side();
+    host_[size_t(slot)].reset(s);
+    pending_[size_t(slot)] = -1;
+    return FROST_OK;
+}
+
+// Cost per step: the step's logits row copied to the host ([vocab] fp32, ~0.6 MB for a 151k
+// vocabulary), one pass over it, a partial sort for sampled requests, and a 4-byte write of the
+// chosen token into the cursor; only requests that use these parameters pay it.
+frost_status ModelEngine::choose_on_host(int slot, int32_t* next) {
+    std::vector<float> logits;
+    FROST_TRY(engine_.last_logits(slot, &logits));
+    const int32_t t = host_[size_t(slot)].choose(&logits, engine_.journal(slot));
+    FROST_TRY(engine_.set_next_token(slot, t));
+    pending_[size_t(slot)] = t;
+    if (next) *next = t;
     return FROST_OK;
 }
 
 frost_status ModelEngine::prefill(int slot, const int32_t* ids, size_t n, int32_t* next) {
-    return engine_.prefill(slot, ids, n, next);
+    FROST_TRY(engine_.prefill(slot, ids, n, next));
+    return host_on_[size_t(slot)] ? choose_on_host(slot, next) : FROST_OK;
 }
 
-frost_status ModelEngine::decode(int slot, int32_t* next) { return engine_.decode(slot, next); }
+frost_status ModelEngine::decode(int slot, int32_t* next) {
+    if (host_on_[size_t(slot)] && pending_[size_t(slot)] >= 0) host_[size_t(slot)].commit(pending_[size_t(slot)]);
+    FROST_TRY(engine_.decode(slot, next));
+    return host_on_[size_t(slot)] ? choose_on_host(slot, next) : FROST_OK;
+}
 
 bool ModelEngine::snapshot_possible(size_t from, size_t to) const {
     const size_t aligned = to / size_t(model::kCapsuleAlignment) * size_t(model::kCapsuleAlignment);
@@ -91,7 +116,7 @@ frost_status ModelEngine::prefill_snapshot(int slot, const int32_t* ids, size_t 
     FROST_TRY(capsules_->prefill_and_snapshot(slot, ids, n, tier, &id, next));
     *handle = id;
     *bytes = payload_bytes(*capsules_, id);
-    return FROST_OK;
+    return host_on_[size_t(slot)] ? choose_on_host(slot, next) : FROST_OK;
 }
 
 frost_status ModelEngine::restore(uint64_t handle, int slot) {
@@ -177,8 +202,19 @@ frost_status ModelText::load(const std::string& dir, const std::vector<int32_t>&
             tmpl = cfg["chat_template"].get<std::string>();
     }
     if (tmpl.empty()) read_file(dir + "/chat_template.jinja", &tmpl);
-    if (tmpl.empty()) return fail(FROST_ERR_NOT_FOUND, "%s: no chat template (tokenizer_config.json or chat_template.jinja)", dir.c_str());
-    if (!text::chat_template_kind_from_text(tmpl, &t->kind_))
+    const bool chatml = t->tok_->token_to_id("<|im_start|>") >= 0 && t->tok_->token_to_id("<|im_end|>") >= 0;
+    if (tmpl.empty() && chatml) {
+        // A tokenizer folder without a template (the demo's .frost/tokenizer, `frost synth
+        // --tokenizer` output): the Qwen vocabulary's ChatML tokens are there, so the built-in
+        // Qwen3.5 renderer applies (the templates are rendered natively, never from the text).
+        t->kind_ = text::ChatTemplateKind::kQwen35;
+        t->template_note_ = dir + " has no chat template: using the built-in Qwen3.5 template";
+    } else if (tmpl.empty()) {
+        return fail(FROST_ERR_NOT_FOUND,
+                    "%s: no chat template (tokenizer_config.json \"chat_template\" or chat_template.jinja) and no "
+                    "<|im_start|>/<|im_end|> tokens to use the built-in Qwen one; copy the model's chat_template.jinja there",
+                    dir.c_str());
+    } else if (!text::chat_template_kind_from_text(tmpl, &t->kind_))
         return fail(FROST_ERR_UNSUPPORTED, "%s: the chat template is not a known Qwen template", dir.c_str());
     for (const auto& a : t->tok_->added_tokens())
         t->split_tokens_.push_back(SplitToken{a.content, a.lstrip, a.single_word, a.normalized});
@@ -225,18 +261,21 @@ bool ModelText::is_end_token(int32_t id) const {
     return std::find(end_ids_.begin(), end_ids_.end(), id) != end_ids_.end();
 }
 
-ParsedOutput ModelText::parse_output(const std::string& s, bool tools_enabled) const {
+ParsedOutput ModelText::parse_output(const std::string& s, const nlohmann::json& tools) const {
     ParsedOutput p;
-    if (!tools_enabled) {
-        p.content = s;
-        return p;
-    }
-    const text::ParsedAssistant a = text::parse_tool_calls(s);
+    const auto otools = tools.is_array() ? nlohmann::ordered_json::parse(tools.dump()) : nlohmann::ordered_json(nullptr);
+    const text::ParsedAssistant a = text::parse_tool_calls(s, otools);
     p.content = a.content;
     if (a.tool_calls.is_array()) p.tool_calls = nlohmann::json::parse(a.tool_calls.dump());
     return p;
 }
 
 std::string ModelText::tool_call_marker() const { return std::string(text::kToolCallOpen); }
+
+std::string ModelText::tool_call_prefix(const std::string& name) const {
+    if (kind_ == text::ChatTemplateKind::kQwen3) return TextIface::tool_call_prefix(name);
+    // Qwen3.5/3.6 write the XML form (<function=NAME> then <parameter=...> blocks).
+    return std::string(text::kToolCallOpen) + "\n" + (name.empty() ? "" : "<function=" + name + ">\n");
+}
 
 }  // namespace frost::serve

@@ -10,6 +10,7 @@
 #include "model/capsule.h"
 #include "model/engine.h"
 #include "serve/engine_iface.h"
+#include "serve/host_sampler.h"
 #include "serve/token_cache.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -50,6 +51,14 @@ private:
     model::Engine& engine_;
     model::CapsuleManager* capsules_;
     std::vector<model::SamplingConfig> sampling_;  // per slot, re-applied after reset
+    // Requests with penalties / min_p / logit_bias sample on the host over the step's logits
+    // (host_sampler.h): per slot, whether on, the sampler, and the token the last step chose
+    // (committed to the sampler's counts when a decode step consumes it, so tokens chosen by
+    // intermediate prefill calls never count).
+    frost_status choose_on_host(int slot, int32_t* next);
+    std::vector<char> host_on_;
+    std::vector<HostSampler> host_;
+    std::vector<int32_t> pending_;
 };
 
 class ModelText : public TextIface {
@@ -64,8 +73,11 @@ public:
     bool split_safe(std::string_view left, std::string_view right) const override;
     std::unique_ptr<Detokenizer> detokenizer() const override;
     bool is_end_token(int32_t id) const override;
-    ParsedOutput parse_output(const std::string& text, bool tools_enabled) const override;
+    ParsedOutput parse_output(const std::string& text, const nlohmann::json& tools) const override;
     std::string tool_call_marker() const override;
+    std::string tool_call_prefix(const std::string& name) const override;
+    // Non-empty when no template was found and the built-in one is used (printed at start).
+    const std::string& template_note() const { return template_note_; }
 
     const text::Tokenizer& tokenizer() const { return *tok_; }
 
@@ -73,6 +85,7 @@ private:
     std::unique_ptr<text::Tokenizer> tok_;
     std::vector<SplitToken> split_tokens_;  // the tokenizer's added tokens, for split_safe()
     text::ChatTemplateKind kind_ = text::ChatTemplateKind::kQwen3;
+    std::string template_note_;
     std::vector<int32_t> end_ids_;
 };
 

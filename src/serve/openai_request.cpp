@@ -218,6 +218,9 @@ bool check_tools(Ctx& c, const json& body, const RequestLimits& lim, GenRequest*
         }
         out->tools = *it;
     }
+    std::optional<bool> par;
+    if (!get_bool(c, body, "parallel_tool_calls", "parallel_tool_calls", &par)) return false;
+    out->parallel_tool_calls = par.value_or(true);
     auto tc = body.find("tool_choice");
     if (tc == body.end() || tc->is_null()) return true;
     if (tc->is_string()) {
@@ -280,12 +283,47 @@ bool check_prompt(Ctx& c, const json& body, const RequestLimits& lim, GenRequest
         return true;
     }
     if (it->empty()) return c.fail("prompt", "must not be empty");
+    // Batched: an array of strings or of token-id arrays; each prompt gets its n choices.
+    if ((*it)[0].is_string() || (*it)[0].is_array()) {
+        if (it->size() > lim.max_batch_prompts)
+            return c.fail("prompt", "at most " + std::to_string(lim.max_batch_prompts) + " prompts per request");
+        for (size_t i = 0; i < it->size(); ++i) {
+            const json& v = (*it)[i];
+            const std::string p = "prompt[" + std::to_string(i) + "]";
+            BatchPrompt b;
+            if (v.is_string()) {
+                b.text = v.get<std::string>();
+            } else if (v.is_array()) {
+                if (v.empty()) return c.fail(p, "must not be empty");
+                b.is_ids = true;
+                for (size_t k = 0; k < v.size(); ++k) {
+                    const json& t = v[k];
+                    const std::string pk = p + "[" + std::to_string(k) + "]";
+                    if (!t.is_number_integer() || (t.is_number_unsigned() ? t.get<uint64_t>() > uint64_t(std::numeric_limits<int32_t>::max())
+                                                                         : t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max()))
+                        return c.fail(pk, "token ids must be integers in the vocabulary");
+                    if (lim.vocab_size > 0 && t.get<int64_t>() >= lim.vocab_size)
+                        return c.fail(pk, "token id is outside the vocabulary (size " + std::to_string(lim.vocab_size) + ")");
+                    b.ids.push_back(int32_t(t.get<int64_t>()));
+                }
+            } else {
+                return c.fail(p, "a batch holds strings or arrays of token ids");
+            }
+            if ((v.is_string() != (*it)[0].is_string()))
+                return c.fail(p, "a batch mixes text and token-id prompts");
+            out->batch.push_back(std::move(b));
+        }
+        out->prompt_text = out->batch[0].text;
+        out->prompt_ids = out->batch[0].ids;
+        out->prompt_is_ids = out->batch[0].is_ids;
+        return true;
+    }
     out->prompt_is_ids = true;
     out->prompt_ids.reserve(it->size());
     for (size_t i = 0; i < it->size(); ++i) {
         const json& v = (*it)[i];
         const std::string p = "prompt[" + std::to_string(i) + "]";
-        if (v.is_string()) return c.fail("prompt", "batched prompts are not supported (send one request per prompt)");
+        if (v.is_string() || v.is_array()) return c.fail(p, "a batch holds strings or arrays of token ids, not both kinds");
         if (!v.is_number_integer()) return c.fail(p, "token ids must be integers");
         if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(std::numeric_limits<int32_t>::max())
                                    : v.get<int64_t>() < 0 || v.get<int64_t>() > std::numeric_limits<int32_t>::max())
@@ -299,7 +337,7 @@ bool check_prompt(Ctx& c, const json& body, const RequestLimits& lim, GenRequest
     return true;
 }
 
-bool check_logit_bias(Ctx& c, const json& body, const RequestLimits& lim) {
+bool check_logit_bias(Ctx& c, const json& body, const RequestLimits& lim, GenRequest* out) {
     auto it = body.find("logit_bias");
     if (it == body.end() || it->is_null()) return true;
     if (!it->is_object()) return c.fail("logit_bias", "must be an object of token id -> bias");
@@ -309,23 +347,33 @@ bool check_logit_bias(Ctx& c, const json& body, const RequestLimits& lim) {
         if (k.empty() || k.size() > 10 || k.find_first_not_of("0123456789") != std::string::npos)
             return c.fail(p, "key must be a token id");
         const int64_t id = std::stoll(k);
+        if (id > std::numeric_limits<int32_t>::max()) return c.fail(p, "key must be a token id");
         if (lim.vocab_size > 0 && id >= lim.vocab_size)
             return c.fail(p, "token id is outside the vocabulary (size " + std::to_string(lim.vocab_size) + ")");
         if (!kv.value().is_number() || !std::isfinite(kv.value().get<double>()) ||
             std::fabs(kv.value().get<double>()) > kMaxLogitBias)
             return c.fail(p, "bias must be a finite number in [-100, 100]");
+        out->logit_bias.emplace_back(int32_t(id), float(kv.value().get<double>()));
     }
-    if (!it->empty()) return c.fail("logit_bias", "is not supported by this server");
     return true;
 }
 
-bool check_unsupported(Ctx& c, const json& body) {
-    std::optional<bool> b;
-    if (!get_bool(c, body, "logprobs", "logprobs", &b)) return false;
-    auto lp = body.find("logprobs");
-    if (lp != body.end() && lp->is_number_integer() && lp->get<int64_t>() != 0)
-        return c.fail("logprobs", "is not supported by this server");
-    if (b && *b) return c.fail("logprobs", "is not supported by this server");
+bool check_unsupported(Ctx& c, const json& body, Endpoint endpoint) {
+    if (endpoint == Endpoint::Chat) {
+        // Chat: logprobs is a boolean, top_logprobs an integer beside it.
+        std::optional<bool> b;
+        if (!get_bool(c, body, "logprobs", "logprobs", &b)) return false;
+        if (b && *b) return c.fail("logprobs", "is not supported by this server");
+        std::optional<int64_t> top;
+        if (!get_int(c, body, "top_logprobs", 0, 20, &top)) return false;
+        if (top && *top > 0) return c.fail("top_logprobs", "is not supported by this server");
+    } else {
+        // Legacy completions: logprobs is the integer count of alternatives (0..5); 0 and null
+        // ask for none and are accepted (the choice's logprobs stays null).
+        std::optional<int64_t> n;
+        if (!get_int(c, body, "logprobs", 0, 5, &n)) return false;
+        if (n && *n > 0) return c.fail("logprobs", "is not supported by this server (0 or null only)");
+    }
     std::optional<bool> echo;
     if (!get_bool(c, body, "echo", "echo", &echo)) return false;
     if (echo && *echo) return c.fail("echo", "is not supported by this server");
@@ -335,6 +383,39 @@ bool check_unsupported(Ctx& c, const json& body) {
             return c.fail("response_format", "only {\"type\": \"text\"} is supported");
     }
     return true;
+}
+
+// Every field a body may carry; anything else is a 400 naming all of them (a parameter that is
+// accepted must take effect, so one we do not know must not be silently dropped). `user`,
+// `metadata`, `store` and `service_tier` are accepted as documented no-ops (bookkeeping fields of
+// the OpenAI API that change no output).
+bool check_known_fields(Ctx& c, const json& body, Endpoint endpoint) {
+    static const char* kCommon[] = {"model", "stream", "stream_options", "max_tokens", "temperature", "top_p",
+                                    "top_k", "min_p", "presence_penalty", "frequency_penalty",
+                                    "repetition_penalty", "seed", "n", "stop", "logit_bias", "logprobs", "user",
+                                    "metadata", "store", "service_tier", "session_id", "capsule_id", "pin_prefix"};
+    static const char* kChat[] = {"messages", "tools", "tool_choice", "parallel_tool_calls", "max_completion_tokens",
+                                  "top_logprobs", "response_format", "enable_thinking", "chat_template_kwargs",
+                                  "continue_final_message", "add_generation_prompt"};
+    static const char* kCompletion[] = {"prompt", "suffix", "echo", "best_of"};
+    std::string unknown;
+    std::string first;
+    for (auto it = body.begin(); it != body.end(); ++it) {
+        const std::string& k = it.key();
+        bool known = false;
+        for (const char* f : kCommon) known = known || k == f;
+        if (endpoint == Endpoint::Chat)
+            for (const char* f : kChat) known = known || k == f;
+        else
+            for (const char* f : kCompletion) known = known || k == f;
+        if (known) continue;
+        if (first.empty()) first = k;
+        unknown += (unknown.empty() ? "'" : ", '") + k + "'";
+    }
+    if (unknown.empty()) return true;
+    c.fail(first, "unknown field(s) " + unknown + ": not an OpenAI " +
+                      (endpoint == Endpoint::Chat ? "chat completions" : "completions") + " parameter Frost supports");
+    return false;
 }
 
 bool check_id_field(Ctx& c, const json& body, const char* key, std::string* out) {
@@ -352,6 +433,8 @@ bool parse_gen_request(Endpoint endpoint, std::string_view body_text, const Requ
     json body;
     if (!parse_json_body(body_text, lim.max_depth, &body, err)) return false;
     Ctx c{err};
+    if (!body.is_object()) return c.fail("", "the body must be a JSON object");
+    if (!check_known_fields(c, body, endpoint)) return false;
     GenRequest r;
     r.endpoint = endpoint;
     if (!get_string(c, body, "model", "model", &r.model)) return false;
@@ -387,9 +470,12 @@ bool parse_gen_request(Endpoint endpoint, std::string_view body_text, const Requ
     std::optional<int64_t> top_k;
     if (!get_int(c, body, "top_k", -1, kMaxTopK, &top_k)) return false;
     if (top_k) r.top_k = *top_k < 0 ? 0 : int(*top_k);
-    double pen = 0;
-    if (!get_number(c, body, "presence_penalty", -kMaxPenalty, kMaxPenalty, false, &pen)) return false;
-    if (!get_number(c, body, "frequency_penalty", -kMaxPenalty, kMaxPenalty, false, &pen)) return false;
+    if (!get_float(c, body, "presence_penalty", float(-kMaxPenalty), float(kMaxPenalty), false, &r.presence_penalty))
+        return false;
+    if (!get_float(c, body, "frequency_penalty", float(-kMaxPenalty), float(kMaxPenalty), false, &r.frequency_penalty))
+        return false;
+    if (!get_float(c, body, "repetition_penalty", 0.0f, 10.0f, true, &r.repetition_penalty)) return false;
+    if (!get_float(c, body, "min_p", 0.0f, 1.0f, false, &r.min_p)) return false;
     std::optional<int64_t> seed;
     if (!get_int(c, body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &seed))
         return false;
@@ -405,8 +491,8 @@ bool parse_gen_request(Endpoint endpoint, std::string_view body_text, const Requ
     if (best_of && *best_of != r.n) return c.fail("best_of", "must equal n (best_of selection is not supported)");
 
     if (!check_stop(c, body, lim, &r)) return false;
-    if (!check_logit_bias(c, body, lim)) return false;
-    if (!check_unsupported(c, body)) return false;
+    if (!check_logit_bias(c, body, lim, &r)) return false;
+    if (!check_unsupported(c, body, endpoint)) return false;
     std::string user;
     if (!get_string(c, body, "user", "user", &user)) return false;
 
@@ -419,6 +505,23 @@ bool parse_gen_request(Endpoint endpoint, std::string_view body_text, const Requ
         if (et) r.enable_thinking = et;
     }
 
+    if (endpoint == Endpoint::Chat) {
+        std::optional<bool> agp, cfm;
+        if (!get_bool(c, body, "add_generation_prompt", "add_generation_prompt", &agp)) return false;
+        if (!get_bool(c, body, "continue_final_message", "continue_final_message", &cfm)) return false;
+        if (kw != body.end() && kw->is_object()) {  // also accepted inside chat_template_kwargs
+            if (!agp && !get_bool(c, *kw, "add_generation_prompt", "chat_template_kwargs.add_generation_prompt", &agp))
+                return false;
+            if (!cfm && !get_bool(c, *kw, "continue_final_message", "chat_template_kwargs.continue_final_message", &cfm))
+                return false;
+        }
+        r.continue_final_message = cfm.value_or(false);
+        r.add_generation_prompt = agp.value_or(!r.continue_final_message);
+        if (r.continue_final_message && r.add_generation_prompt)
+            return c.fail("continue_final_message", "cannot be combined with add_generation_prompt: true");
+        if (r.continue_final_message && (r.messages.back().value("role", "") != "assistant"))
+            return c.fail("continue_final_message", "the last message must be the assistant's to continue");
+    }
     if (!check_id_field(c, body, "session_id", &r.session_id)) return false;
     if (!check_id_field(c, body, "capsule_id", &r.capsule_id)) return false;
     std::optional<bool> pin;
@@ -430,7 +533,7 @@ bool parse_gen_request(Endpoint endpoint, std::string_view body_text, const Requ
 }
 
 bool check_context(const GenRequest& req, size_t prompt_tokens, size_t context_len,
-                   const RequestLimits& limits, int64_t* max_new, ApiError* err) {
+                   const RequestLimits& /*limits*/, int64_t* max_new, ApiError* err) {
     if (prompt_tokens == 0) {
         *err = invalid_field(req.endpoint == Endpoint::Chat ? "messages" : "prompt", "the prompt is empty");
         return false;
@@ -456,7 +559,7 @@ bool check_context(const GenRequest& req, size_t prompt_tokens, size_t context_l
         }
         *max_new = *req.max_tokens;
     } else {
-        *max_new = std::min<int64_t>(limits.default_max_tokens, room);
+        *max_new = room;
     }
     return true;
 }

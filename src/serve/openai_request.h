@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,8 +26,15 @@ struct RequestLimits {
     size_t max_stop = 4;            // stop strings per request (OpenAI's limit)
     size_t max_stop_bytes = 256;    // per stop string
     size_t max_tools = 128;
+    size_t max_batch_prompts = 16;  // completions: prompts in one batched request
     int64_t max_tokens_cap = 1 << 20;  // any larger max_tokens is nonsense before the ctx check
-    int default_max_tokens = 256;      // used when the request names none (always finite)
+};
+
+// One prompt of a batched completions request.
+struct BatchPrompt {
+    std::string text;
+    std::vector<int32_t> ids;
+    bool is_ids = false;
 };
 
 enum class ToolChoice { Auto, None, Required, Named };
@@ -38,6 +46,9 @@ struct GenRequest {
     std::string prompt_text;                            // completions: text prompt
     std::vector<int32_t> prompt_ids;                    // completions: token-id prompt
     bool prompt_is_ids = false;
+    // Completions with an array of prompts (> 1): each is served with its n choices, choice
+    // index = prompt * n + i (as OpenAI numbers them). prompt_* hold batch[0].
+    std::vector<BatchPrompt> batch;
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
     std::optional<int64_t> max_tokens;
@@ -46,12 +57,24 @@ struct GenRequest {
     int top_k = 0;  // 0 = disabled (-1 accepted as disabled too, as vLLM does)
     uint64_t seed = 0;
     bool seed_set = false;
+    // Host-side sampling (host_sampler.h): penalties, min_p, logit_bias.
+    double presence_penalty = 0;
+    double frequency_penalty = 0;
+    double repetition_penalty = 1;
+    double min_p = 0;
+    std::vector<std::pair<int32_t, float>> logit_bias;
     int n = 1;
     std::vector<std::string> stop;
     nlohmann::json tools = nlohmann::json::array();
     ToolChoice tool_choice = ToolChoice::Auto;
     std::string tool_choice_name;
+    bool parallel_tool_calls = true;  // false: at most one call (generation stops after it)
     std::optional<bool> enable_thinking;  // top-level or chat_template_kwargs.enable_thinking
+    // Assistant prefill (vLLM's fields): add_generation_prompt false renders no new assistant
+    // turn; continue_final_message leaves the final assistant message open, so the output
+    // continues its text.
+    bool add_generation_prompt = true;
+    bool continue_final_message = false;
     // Frost extensions.
     std::string session_id;
     std::string capsule_id;
@@ -64,8 +87,8 @@ bool parse_gen_request(Endpoint endpoint, std::string_view body, const RequestLi
                        GenRequest* out, ApiError* err);
 
 // After tokenisation: the prompt must leave room for at least one token, and max_tokens must fit.
-// Writes the resolved max new tokens (the default when unset, clamped to the context for the
-// default only). 400 context_length_exceeded names both counts.
+// Writes the resolved max new tokens: max_tokens, or when unset all the room the context leaves
+// (as OpenAI and vLLM do; generation still ends at the model's end token or a stop). 400 context_length_exceeded names both counts.
 bool check_context(const GenRequest& req, size_t prompt_tokens, size_t context_len,
                    const RequestLimits& limits, int64_t* max_new, ApiError* err);
 

@@ -41,7 +41,7 @@ json ResponseBuilder::chunk_base() const {
 }
 
 json ResponseBuilder::usage_json() const {
-    const size_t prompt = first_usage_.prompt_tokens;
+    const size_t prompt = per_prompt_ > 0 ? batch_prompt_tokens_ : first_usage_.prompt_tokens;
     return json{{"prompt_tokens", prompt},
                 {"completion_tokens", completion_tokens_},
                 {"total_tokens", prompt + completion_tokens_},
@@ -63,6 +63,7 @@ void ResponseBuilder::account(const StreamEvent& e) {
     }
     if (e.kind == StreamEvent::Kind::Finish) {
         if (e.index == 0) first_usage_ = e.usage;
+        if (per_prompt_ > 0 && e.index % per_prompt_ == 0) batch_prompt_tokens_ += e.usage.prompt_tokens;
         completion_tokens_ += e.usage.completion_tokens;
         finished_++;
     } else if (e.kind == StreamEvent::Kind::Error) {
@@ -167,6 +168,7 @@ std::string ResponseBuilder::final_json() const {
 json ResponseBuilder::frost_json() const {
     json f = {{"plan", first_usage_.plan_action}, {"cached_tokens", first_usage_.cached_tokens}};
     if (!first_usage_.capsule_id.empty()) f["capsule_id"] = first_usage_.capsule_id;
+    if (has_seed_) f["seed"] = int64_t(seed_);  // as the request spelled it (int64)
     if (has_timings_) {
         json t = json::object();
         for (size_t i = 0; i < kPhaseCount; ++i) t[phase_name(Phase(i))] = timings_.ms[i];

@@ -34,6 +34,10 @@ public:
 
     // Choice 0's phase timings are observed here once complete (may be null).
     void set_metrics(Metrics* m) { metrics_ = m; }
+    // The seed a sampled request ran with (given or drawn): reported as frost.seed.
+    void set_seed(uint64_t seed) { seed_ = seed; has_seed_ = true; }
+    // Batched prompts of n choices each: usage.prompt_tokens sums every prompt's count.
+    void set_batch(int n_per_prompt) { per_prompt_ = n_per_prompt; }
     // The complete timings (engine part + this thread's pickups); valid once choice 0 finished.
     const PhaseTimes& timings() const { return timings_; }
     bool has_timings() const { return has_timings_; }
@@ -50,6 +54,10 @@ private:
     int n_;
     bool include_usage_;
     int finished_ = 0;
+    uint64_t seed_ = 0;
+    int per_prompt_ = 0;
+    size_t batch_prompt_tokens_ = 0;
+    bool has_seed_ = false;
     bool failed_ = false;
     ApiError error_;
     std::vector<std::string> text_;               // per choice (non-stream)

@@ -348,6 +348,7 @@ ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, C
         rec.session_id = m.session_id;
         rec.persisted = true;
         const double ttl_left = m.expires_unix > 0 ? m.expires_unix - now_unix : 0;
+        const std::pair<std::string, std::string> session{rec.owner, rec.session_id};
         if (store.adopt(std::move(rec), ttl_left) != FROST_OK) {
             const std::string why = last_error();
             engine.drop(handle);
@@ -357,6 +358,7 @@ ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, C
             continue;
         }
         rep.adopted++;
+        if (!session.second.empty()) rep.sessions.push_back(session);
     }
     if (log) {
         std::set<std::string> kept;

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "frost/exec.h"
@@ -66,6 +67,9 @@ struct ReindexReport {
     size_t expired = 0;
     size_t lost = 0;  // claims the previous run left live that did not come back (ended in the log)
     std::vector<std::string> notes;  // one line per removed / quarantined / expired file, with why
+    // (owner scope, session id) of every adopted capsule recorded with a session: the server
+    // re-creates those sessions, so a session lives as long as its capsules do.
+    std::vector<std::pair<std::string, std::string>> sessions;
 };
 
 // Re-indexes `dir` into `store` (disk tier). Claims that were live in the previous run's log

@@ -215,7 +215,7 @@ void Scheduler::admit_from_queue() {
     {
         std::lock_guard<std::mutex> lock(mu_);
         for (auto it = queue_.begin(); it != queue_.end();) {
-            if ((*it)->cancelled) {
+            if ((*it)->is_cancelled()) {
                 uncount_locked(**it);
                 cancelled.push_back(*it);
                 it = queue_.erase(it);
@@ -267,7 +267,7 @@ void Scheduler::loop() {
         bool progressed = false;
         for (size_t i = 0; i < active_.size();) {
             Active& a = *active_[i];
-            if (a.job->cancelled) {
+            if (a.job->is_cancelled()) {
                 if (metrics_) metrics_->cancelled_total++;
                 release(a);
                 active_.erase(active_.begin() + long(i));
@@ -343,7 +343,8 @@ void Scheduler::fail_job(Active& a, const ApiError& e, bool state_unknown) {
     ev.kind = StreamEvent::Kind::Error;
     ev.error = e;
     uncount(*a.job);
-    if (a.batched) a.job->cancelled = true;  // an error ends the whole request: its other forks stop too
+    if (a.batched) a.job->cancelled = true;
+    if (a.job->leader) a.job->leader->cancelled = true;  // a batched request's other prompts stop too  // an error ends the whole request: its other forks stop too
     a.job->channel->push_final(std::move(ev));
     if (state_unknown && a.slot >= 0) slots_[size_t(a.slot)].journal.clear();
     release(a);

@@ -45,6 +45,9 @@ struct Job {
     // starts_in_reasoning when the generation prompt already opened the block (Qwen3.5/3.6).
     bool split_reasoning = false;
     bool starts_in_reasoning = false;
+    // tool_choice "required" / named: the call markup already appended to the prompt; every
+    // choice's output is parsed as if it began with it.
+    std::string forced_prefix;
     int capsule_priority = 0;
     double capsule_ttl_s = 0;
     // Capsule-only: the request's pinned field; applied (with priority, ttl) to an existing
@@ -52,6 +55,12 @@ struct Job {
     std::optional<bool> capsule_pin;
     std::shared_ptr<Channel> channel;
     std::atomic<bool> cancelled{false};
+    // A batched completions request is one job per prompt sharing one channel: this job's
+    // choices are numbered from index_base, and cancelling the leader (the job the connection
+    // holds) cancels them all.
+    int index_base = 0;
+    std::shared_ptr<Job> leader;
+    bool is_cancelled() const { return cancelled || (leader && leader->cancelled); }
     std::chrono::steady_clock::time_point enqueued;
     // Phase timings of choice 0 up to its first token: the I/O thread's part is written before
     // submit(), the engine's after it; a copy travels in the Finish event (timings.h).

@@ -149,7 +149,8 @@ bool Scheduler::finish_capsule_only(Active& a) {
         if (job.capsule_pin && r->pinned != *job.capsule_pin) store_->set_pinned(r->id, job.owner, *job.capsule_pin);
         if (r->priority != job.capsule_priority) store_->set_priority(r->id, job.owner, job.capsule_priority);
         if (job.capsule_ttl_s > 0) store_->set_ttl(r->id, job.owner, job.capsule_ttl_s);
-        fin.capsule = capsule_json(*store_->find(a.made_capsule, job.owner));
+        const CapsuleRecord* made = store_->find(a.made_capsule, job.owner);
+        fin.capsule = capsule_json(*made, store_->ttl_left(*made));
         update_store_metrics();
     }
     uncount(*a.job);

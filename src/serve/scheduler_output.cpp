@@ -1,6 +1,7 @@
 // Output shaping: sampled tokens become text events (detokenise, stop strings, the <think>
 // split, the tool-call hold) and a finished choice its final events.
 #include "serve/scheduler.h"
+#include "serve/ids.h"
 
 #include "serve/scheduler_state.h"
 
@@ -20,7 +21,7 @@ void Scheduler::emit_split(Active& a, const std::string& reasoning, const std::s
     if (out.empty() && reasoning.empty()) return;
     StreamEvent e;
     e.kind = StreamEvent::Kind::Delta;
-    e.index = a.choice;
+    e.index = a.job->index_base + a.choice;
     e.text = std::move(out);
     e.reasoning = reasoning;
     a.job->channel->push_final(std::move(e));
@@ -74,11 +75,15 @@ bool Scheduler::finish_choice(Active& a, const char* reason) {
     }
     std::string finish = reason;
     if (a.tools_on) {
-        ParsedOutput parsed = text_.parse_output(a.content_text, true);
+        ParsedOutput parsed = text_.parse_output(a.content_text, job.req.tools);
+        // Ids unique across responses (clients key tool results by them; "call_0" every turn
+        // would make a conversation's results ambiguous).
+        for (auto& call : parsed.tool_calls) call["id"] = "call_" + new_id("x").substr(2);
+        if (!job.req.parallel_tool_calls && parsed.tool_calls.size() > 1) parsed.tool_calls = nlohmann::json::array({parsed.tool_calls[0]});
         if (!parsed.tool_calls.empty()) {
             StreamEvent e;
             e.kind = StreamEvent::Kind::ToolCalls;
-            e.index = a.choice;
+            e.index = a.job->index_base + a.choice;
             e.tool_calls = parsed.tool_calls;
             job.channel->push_final(std::move(e));
             finish = "tool_calls";
@@ -88,7 +93,7 @@ bool Scheduler::finish_choice(Active& a, const char* reason) {
             if (at != std::string::npos) {
                 StreamEvent e;
                 e.kind = StreamEvent::Kind::Delta;
-                e.index = a.choice;
+                e.index = a.job->index_base + a.choice;
                 e.text = a.content_text.substr(at);
                 job.channel->push_final(std::move(e));
             }
@@ -96,14 +101,14 @@ bool Scheduler::finish_choice(Active& a, const char* reason) {
             emit(a, "");
             StreamEvent e;
             e.kind = StreamEvent::Kind::Delta;
-            e.index = a.choice;
+            e.index = a.job->index_base + a.choice;
             e.text = a.marker->flush();
             if (!e.text.empty()) job.channel->push_final(std::move(e));
         }
     }
     StreamEvent fin;
     fin.kind = StreamEvent::Kind::Finish;
-    fin.index = a.choice;
+    fin.index = job.index_base + a.choice;
     fin.finish_reason = finish;
     a.usage.completion_tokens = size_t(a.generated);
     fin.usage = a.usage;

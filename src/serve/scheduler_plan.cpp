@@ -112,6 +112,11 @@ Sampling Scheduler::choice_sampling(const Active& a) const {
     s.top_k = job.req.top_k;
     s.top_p = float(job.req.top_p);
     s.seed = job.req.seed + uint64_t(a.choice);
+    s.presence_penalty = float(job.req.presence_penalty);
+    s.frequency_penalty = float(job.req.frequency_penalty);
+    s.repetition_penalty = float(job.req.repetition_penalty);
+    s.min_p = float(job.req.min_p);
+    s.logit_bias = job.req.logit_bias;
     return s;
 }
 
@@ -122,12 +127,17 @@ bool Scheduler::init_choice(Active& a) {
         return false;
     }
     a.detok = text_.detokenizer();
-    a.stop = std::make_unique<StopMatcher>(job.req.stop);
     a.tools_on = job.req.endpoint == Endpoint::Chat && !job.req.tools.empty() &&
                  job.req.tool_choice != ToolChoice::None;
+    std::vector<std::string> stops = job.req.stop;
+    // parallel_tool_calls: false: the first call's end ends the choice (the parser accepts a call
+    // without its closing tag).
+    if (a.tools_on && !job.req.parallel_tool_calls) stops.push_back("</tool_call>");
+    a.stop = std::make_unique<StopMatcher>(stops);
     a.marker = a.tools_on ? std::make_unique<StopMatcher>(std::vector<std::string>{text_.tool_call_marker()}) : nullptr;
     a.think = job.split_reasoning ? std::make_unique<ReasoningSplitter>(job.starts_in_reasoning) : nullptr;
-    a.content_text.clear();
+    a.content_text = job.forced_prefix;
+    if (a.marker && !job.forced_prefix.empty()) a.marker->feed(job.forced_prefix);  // held: inside a call
     a.generated = 0;
     a.first_token = true;
     a.phase = Active::Phase::Prefill;

@@ -82,6 +82,19 @@ bool parse_xml_call(std::string_view body, const ojson& tools, std::string* name
     return true;
 }
 
+// JSON-form arguments carry their own types, but models often quote numbers and booleans
+// ("days": "3"); a string whose schema type is not string is re-read as that type when it parses
+// as one (else it stays as the model wrote it).
+void coerce_to_schema(const ojson& tools, const std::string& fn, ojson* args) {
+    if (!args->is_object()) return;
+    for (auto it = args->begin(); it != args->end(); ++it) {
+        if (!it.value().is_string()) continue;
+        const std::string type = param_type(tools, fn, it.key());
+        if (type.empty() || type == "string") continue;
+        it.value() = typed_value(it.value().get<std::string>(), type);
+    }
+}
+
 bool parse_json_call(std::string_view body, std::string* name, ojson* args) {
     const ojson j = ojson::parse(trim_ws(body), nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
@@ -115,6 +128,7 @@ ParsedAssistant parse_tool_calls(std::string_view text, const ojson& tools, int 
         const bool ok = trim_ws(body).substr(0, kFunctionOpen.size()) == kFunctionOpen
                             ? parse_xml_call(body, tools, &name, &args)
                             : parse_json_call(body, &name, &args);
+        if (ok) coerce_to_schema(tools, name, &args);
         if (ok) {
             ojson call = ojson::object();
             call["id"] = "call_" + std::to_string(id_base + static_cast<int>(r.tool_calls.size()));

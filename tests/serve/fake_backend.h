@@ -91,7 +91,7 @@ public:
     mutable std::atomic<uint64_t> encoded_bytes{0};  // observation: bytes passed to encode()
     std::unique_ptr<Detokenizer> detokenizer() const override;
     bool is_end_token(int32_t id) const override { return id == kEndId; }
-    ParsedOutput parse_output(const std::string& text, bool tools_enabled) const override;
+    ParsedOutput parse_output(const std::string& text, const nlohmann::json& tools) const override;
     std::string tool_call_marker() const override { return "<tool_call>"; }
 };
 

@@ -1,6 +1,8 @@
 // FakeEngine / FakeText implementation (see fake_backend.h). Test-only.
 #include "serve/fake_backend.h"
 
+#include "text/tool_calls.h"
+
 #include <chrono>
 #include <thread>
 
@@ -155,19 +157,14 @@ public:
 
 std::unique_ptr<Detokenizer> FakeText::detokenizer() const { return std::make_unique<ByteDetok>(); }
 
-ParsedOutput FakeText::parse_output(const std::string& text, bool) const {
+// The real Qwen tool-call parser (text layer): tool-call tests over the fake engine then check
+// the server's plumbing (tools reach the parser, ids) with the parser the product uses.
+ParsedOutput FakeText::parse_output(const std::string& text, const nlohmann::json& tools) const {
     ParsedOutput p;
-    const size_t a = text.find("<tool_call>");
-    const size_t b = text.find("</tool_call>");
-    if (a == std::string::npos || b == std::string::npos || b < a) {
-        p.content = text;
-        return p;
-    }
-    p.content = text.substr(0, a);
-    auto j = nlohmann::json::parse(text.substr(a + 11, b - a - 11), nullptr, false);
-    if (!j.is_discarded() && j.is_object() && j.contains("name"))
-        p.tool_calls.push_back({{"type", "function"},
-                                {"function", {{"name", j["name"]}, {"arguments", j.value("arguments", nlohmann::json::object()).dump()}}}});
+    const auto otools = tools.is_array() ? nlohmann::ordered_json::parse(tools.dump()) : nlohmann::ordered_json(nullptr);
+    const text::ParsedAssistant a = text::parse_tool_calls(text, otools);
+    p.content = a.content;
+    p.tool_calls = nlohmann::json::parse(a.tool_calls.dump());
     return p;
 }
 

@@ -135,7 +135,9 @@ TEST(Request, CompletionPrompts) {
     EXPECT_EQ(r.prompt_text, "hello");
     expect_bad(Endpoint::Completion, R"({"prompt":[1,1000]})", "prompt[1]");
     expect_bad(Endpoint::Completion, R"({"prompt":[-1]})", "prompt[0]");
-    expect_bad(Endpoint::Completion, R"({"prompt":["a","b"]})", "prompt");
+    ASSERT_TRUE(parse_gen_request(Endpoint::Completion, R"({"prompt":["a","b"]})", limits(), &r, &e));
+    EXPECT_EQ(r.batch.size(), 2u);  // batched prompts (issue 17 bug 7)
+    expect_bad(Endpoint::Completion, R"({"prompt":["a",[1]]})", "prompt[1]");
     expect_bad(Endpoint::Completion, R"({"prompt":5})", "prompt");
     expect_bad(Endpoint::Completion, R"({})", "prompt");
     expect_bad(Endpoint::Completion, R"({"prompt":"x","echo":true})", "echo");

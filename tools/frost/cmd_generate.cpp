@@ -2,6 +2,7 @@
 // TTFT, ms/token and a fingerprint of the last logits.
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "command.h"
@@ -10,7 +11,9 @@
 #include "model/capsule_generate.h"
 #include "model/engine.h"
 #include "model/engine_cuda.h"
+#include "model/config.h"
 #include "model/generate.h"
+#include "serve/model_backend.h"
 
 namespace {
 
@@ -18,7 +21,8 @@ constexpr const char* kUsage =
     "usage: frost generate --model DIR [--backend cpu|cuda] (--prompt TEXT | --prompt-ids IDS)\n"
     "         [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--chat] [--json]\n"
     "  IDS: comma-separated token ids, or @FILE holding them. --temperature 0 (default) is greedy.\n"
-    "  --chat wraps --prompt in a ChatML user turn. --json prints one object: ids, text (with a\n"
+    "  --chat renders --prompt as one user message with the model's chat template, exactly as\n"
+    "  `frost serve` renders it (the same renderer; the template's default thinking). --json prints one object: ids, text (with a\n"
     "  tokenizer), ttft_ms, ms_per_token, fingerprint (FNV-1a 64 of the last logits).\n"
     "       frost generate --model DIR --capsule FILE [--prompt-ids SUFFIX | --prompt TEXT] [options above]\n"
     "  restores the capsule file (validated against DIR), appends the suffix if given, and continues.";
@@ -41,29 +45,70 @@ int run_generate(const std::vector<std::string>& args) {
             else if (a == "--backend") backend = v;
             else if (a == "--prompt") { prompt = v; have_prompt = true; }
             else if (a == "--prompt-ids") prompt_ids = v;
-            else if (a == "--max-new-tokens") req.max_new_tokens = std::stoi(v);
-            else if (a == "--temperature") req.sampling.temperature = std::stof(v);
-            else if (a == "--top-k") req.sampling.top_k = std::stoi(v);
-            else if (a == "--top-p") req.sampling.top_p = std::stof(v);
-            else if (a == "--seed") req.sampling.seed = std::stoull(v);
             else if (a == "--capsule") capsule = v;
+            else if (a == "--max-new-tokens" || a == "--temperature" || a == "--top-k" || a == "--top-p" ||
+                     a == "--seed") {
+                // Whole-string numbers only ("12abc" is refused), each error naming its flag.
+                size_t used = 0;
+                bool ok = true;
+                try {
+                    if (a == "--max-new-tokens") { req.max_new_tokens = std::stoi(v, &used); ok = req.max_new_tokens > 0; }
+                    else if (a == "--temperature") { req.sampling.temperature = std::stof(v, &used); ok = req.sampling.temperature >= 0; }
+                    else if (a == "--top-k") { req.sampling.top_k = std::stoi(v, &used); ok = req.sampling.top_k >= 0; }
+                    else if (a == "--top-p") { req.sampling.top_p = std::stof(v, &used); ok = req.sampling.top_p > 0 && req.sampling.top_p <= 1; }
+                    else { ok = !v.empty() && v[0] != '-'; req.sampling.seed = std::stoull(v, &used); }
+                } catch (const std::exception&) {
+                    ok = false;
+                }
+                if (!ok || used != v.size()) {
+                    std::fprintf(stderr, "frost generate: bad value for %s: '%s'\n%s\n", a.c_str(), v.c_str(), kUsage);
+                    return 2;
+                }
+            }
             else { std::fprintf(stderr, "frost generate: unknown option %s\n%s\n", a.c_str(), kUsage); return 2; }
         }
     } catch (const std::exception&) {
-        std::fprintf(stderr, "frost generate: bad numeric value\n%s\n", kUsage);
+        std::fprintf(stderr, "frost generate: bad argument\n%s\n", kUsage);
         return 2;
     }
     const bool prompt_given = have_prompt || !prompt_ids.empty();
-    if (model.empty() || (have_prompt && !prompt_ids.empty()) || (capsule.empty() && !prompt_given)) {
-        std::fprintf(stderr, "%s\n", kUsage);
+    const char* why = model.empty() ? "--model is required"
+                      : (have_prompt && !prompt_ids.empty()) ? "give --prompt or --prompt-ids, not both"
+                      : (capsule.empty() && !prompt_given) ? "--prompt or --prompt-ids is required (or --capsule)"
+                                                           : nullptr;
+    if (why) {
+        std::fprintf(stderr, "frost generate: %s\n%s\n", why, kUsage);
         return 2;
+    }
+    {
+        std::ifstream cfg(model + "/config.json");
+        if (!cfg) {
+            std::fprintf(stderr, "frost generate: --model %s: no config.json there (not a model folder)\n", model.c_str());
+            return 1;
+        }
     }
     model::EngineOptions opts;
     if (!cli::parse_backend(backend, &opts.backend)) { std::fprintf(stderr, "frost generate: --backend must be cpu or cuda\n"); return 2; }
     auto tok = cli::tokenizer_beside(model);
     if (have_prompt) {
         if (!tok) { std::fprintf(stderr, "frost generate: %s has no tokenizer.json; use --prompt-ids\n", model.c_str()); return 1; }
-        req.prompt = tok->encode(chat ? cli::chatml_user_turn(prompt) : prompt);
+        std::string text = prompt;
+        if (chat) {
+            // The server's renderer (serve::ModelText): same template, same defaults.
+            model::ModelConfig mc;
+            std::unique_ptr<serve::ModelText> mt;
+            if (model::load_config(model, &mc) != FROST_OK || serve::ModelText::load(model, mc.eos_token_ids, &mt) != FROST_OK) {
+                std::fprintf(stderr, "frost generate: --chat: %s\n", frost_last_error());
+                return 1;
+            }
+            serve::ChatRender r;
+            r.messages = nlohmann::json::array({{{"role", "user"}, {"content", prompt}}});
+            if (mt->render_chat(r, &text) != FROST_OK) {
+                std::fprintf(stderr, "frost generate: --chat: %s\n", frost_last_error());
+                return 1;
+            }
+        }
+        req.prompt = tok->encode(text);
     } else if (!prompt_ids.empty()) {
         std::string err;
         if (!cli::read_prompt_ids(prompt_ids, &req.prompt, &err)) { std::fprintf(stderr, "frost generate: %s\n", err.c_str()); return 2; }

@@ -14,11 +14,13 @@
 #include <vector>
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include "command.h"
 #include "engine_args.h"
 #include "exec/error.h"
 #include "model/capsule.h"
+#include "model/config.h"
 #include "model/engine.h"
 #include "serve/api.h"
 #include "serve/http_server.h"
@@ -36,15 +38,19 @@ constexpr const char* kUsage =
     "                   [--claim-log FILE] [--header-timeout-ms MS] [--send-timeout-ms MS]\n"
     "                   [--drain-timeout S] [--no-capsules] [--public-metrics]\n"
     "                   [--sessions-per-key N] [--session-idle-s S]\n"
-    "Serves POST /v1/chat/completions, POST /v1/completions, GET /v1/models, /v1/capsules,\n"
-    "/v1/claims, /metrics and /health (the only route without a key). Without --api-key the\n"
+    "Serves POST /v1/chat/completions, POST /v1/completions, GET /v1/models, /v1/capsules\n"
+    "(create, list, pin, POST /v1/capsules/{id}/fork and /v1/capsules/{id}/rollback),\n"
+    "/v1/sessions (named conversations), /v1/claims, /metrics and /health (the only route\n"
+    "without a key). Without --api-key the\n"
     "server binds loopback only and refuses another --host. Sizes (B) take K, M, G suffixes.\n"
     "Defaults: 127.0.0.1:8000, 2 sessions, queue 16, body 8M, device 1G, host 4G, disk 16G with\n"
     "--capsule-dir (else 0), drain 20 s. --max-per-key (requests queued + running per API key,\n"
     "excess gets 429 + Retry-After) defaults to sessions + queue/2: one key can fill every slot\n"
     "and half the queue, so the other half always stays open to the other keys; 0 = no limit.\n"
     "--sessions-per-key (named sessions one key may hold, default 256; 0 = no limit) and\n"
-    "--session-idle-s (a session unused this long is gone, default 3600; 0 = never).";
+    "--session-idle-s (a session unused this long is gone, default 3600; 0 = never).\n"
+    "--max-seq-len (tokens per session) defaults to the model's context (config.json\n"
+    "max_position_embeddings), lowered when the sessions' KV would not fit in memory (printed).";
 
 bool parse_size(const std::string& s, uint64_t* out) {
     if (s.empty()) return false;
@@ -70,6 +76,31 @@ bool parse_int(const std::string& s, long lo, long hi, long* out) {
 }
 
 constexpr int kDefaultPort = 8000;
+constexpr int kFallbackSeqLen = 4096;  // a config without max_position_embeddings
+
+// Bytes of attention KV one token costs in one session (fp32, the widest the engine keeps):
+// the part of the state that grows with --max-seq-len (the Gated DeltaNet state is fixed).
+uint64_t kv_bytes_per_token(const frost::model::ModelConfig& c) {
+    return 2ull * uint64_t(c.num_full_layers()) * uint64_t(c.num_kv_heads) * uint64_t(c.head_dim) * 4ull;
+}
+
+// Without --max-seq-len: the model's context (config.json max_position_embeddings), bounded so
+// that every session's KV fits in half of physical memory, on the 64-token grid. *why says
+// which bound decided (printed at start).
+int default_seq_len(const frost::model::ModelConfig& c, int sessions, std::string* why) {
+    int ctx = c.max_position_embeddings > 0 ? c.max_position_embeddings : kFallbackSeqLen;
+    *why = c.max_position_embeddings > 0 ? "the model's context" : "no max_position_embeddings in config.json";
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    const uint64_t per_token = kv_bytes_per_token(c) * uint64_t(std::max(1, sessions));
+    if (pages > 0 && page > 0 && per_token > 0) {
+        const uint64_t fit = uint64_t(pages) * uint64_t(page) / 2 / per_token;
+        if (fit < uint64_t(ctx)) {
+            ctx = int(fit);
+            *why = "bounded by memory: " + std::to_string(c.max_position_embeddings) + " would not fit";
+        }
+    }
+    return std::max(64, ctx / 64 * 64);
+}
 constexpr uint64_t kGiB = 1ull << 30;
 
 int run_serve(const std::vector<std::string>& args) {
@@ -85,6 +116,7 @@ int run_serve(const std::vector<std::string>& args) {
     bool disk_set = false, capsules = true;
     long drain_s = 20;
     long max_per_key = -1;  // -1: the default below
+    bool seq_set = false;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
         auto need = [&](std::string* v) {
@@ -111,7 +143,7 @@ int run_serve(const std::vector<std::string>& args) {
         else if (a == "--queue") { ok = parse_int(v, 1, 100000, &n); sched_cfg.queue_cap = size_t(n); }
         else if (a == "--max-per-key") { ok = parse_int(v, 0, 1000000, &n); max_per_key = n; }
         else if (a == "--max-body") { uint64_t b = 0; ok = parse_size(v, &b) && b > 0; http_cfg.max_body_bytes = b; }
-        else if (a == "--max-seq-len") { ok = parse_int(v, 64, 1 << 22, &n); eopts.max_seq_len = int(n); }
+        else if (a == "--max-seq-len") { ok = parse_int(v, 64, 1 << 22, &n); eopts.max_seq_len = int(n); seq_set = true; }
         else if (a == "--prefill-chunk") { ok = parse_int(v, 64, 1 << 16, &n) && n % 64 == 0; eopts.prefill_chunk = int(n); }
         else if (a == "--backend") ok = cli::parse_backend(v, &eopts.backend);
         else if (a == "--model-name") model_name = v;
@@ -155,8 +187,24 @@ int run_serve(const std::vector<std::string>& args) {
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
     std::signal(SIGPIPE, SIG_IGN);
 
+    std::string seq_why = "--max-seq-len";
+    if (!seq_set) {
+        model::ModelConfig mc;
+        if (model::load_config(model_dir, &mc) != FROST_OK) {
+            std::fprintf(stderr, "frost serve: cannot load %s: %s\n", model_dir.c_str(), frost_last_error());
+            return 1;
+        }
+        eopts.max_seq_len = default_seq_len(mc, eopts.sessions, &seq_why);
+    }
     std::unique_ptr<model::Engine> engine;
-    if (model::Engine::create(model_dir, eopts, &engine) != FROST_OK) {
+    frost_status st = model::Engine::create(model_dir, eopts, &engine);
+    // The default context is also bounded by what the device can allocate: halve until it fits.
+    while (st == FROST_ERR_OUT_OF_MEMORY && !seq_set && eopts.max_seq_len > kFallbackSeqLen) {
+        eopts.max_seq_len = std::max(kFallbackSeqLen, eopts.max_seq_len / 2 / 64 * 64);
+        seq_why = "bounded by device memory";
+        st = model::Engine::create(model_dir, eopts, &engine);
+    }
+    if (st != FROST_OK) {
         std::fprintf(stderr, "frost serve: cannot load %s: %s\n", model_dir.c_str(), frost_last_error());
         return 1;
     }
@@ -174,9 +222,10 @@ int run_serve(const std::vector<std::string>& args) {
     if (tokenizer_dir.empty()) tokenizer_dir = model_dir;
     std::unique_ptr<serve::ModelText> text;
     if (serve::ModelText::load(tokenizer_dir, engine->config().eos_token_ids, &text) != FROST_OK) {
-        std::fprintf(stderr, "frost serve: tokenizer/chat template: %s (pass --tokenizer DIR)\n", frost_last_error());
+        std::fprintf(stderr, "frost serve: tokenizer/chat template: %s\n", frost_last_error());
         return 1;
     }
+    if (!text->template_note().empty()) std::printf("frost serve: %s\n", text->template_note().c_str());
     serve::ModelEngine eng(*engine, manager.get());
     for (int t = 0; t < 3; ++t) sched_cfg.budgets.bytes[t] = budgets[t];
     sched_cfg.claim_log_path = !claim_log.empty() ? claim_log : capsule_dir.empty() ? "" : capsule_dir + "/claims.jsonl";
@@ -208,8 +257,8 @@ int run_serve(const std::vector<std::string>& args) {
         sched.stop();
         return 1;
     }
-    std::printf("frost serve: model %s (%d sessions, max_seq_len %d, capsules %s) on http://%s:%u\n",
-                api_cfg.model_name.c_str(), eopts.sessions, eopts.max_seq_len, manager ? "on" : "off",
+    std::printf("frost serve: model %s (%d sessions, max_seq_len %d [%s], capsules %s) on http://%s:%u\n",
+                api_cfg.model_name.c_str(), eopts.sessions, eopts.max_seq_len, seq_why.c_str(), manager ? "on" : "off",
                 http_cfg.host.c_str(), unsigned(http.port()));
     std::fflush(stdout);
 

@@ -39,8 +39,9 @@ def synth_model_dir():
 
 
 def serve_args(model, extra=(), key=None, sessions=2, max_seq_len=1024):
-    args = [FROST, "serve", "--model", model, "--port", "0", "--max-seq-len", str(max_seq_len),
-            "--sessions", str(sessions)]
+    args = [FROST, "serve", "--model", model, "--port", "0", "--sessions", str(sessions)]
+    if max_seq_len is not None:  # None: the server's default (the model's context)
+        args += ["--max-seq-len", str(max_seq_len)]
     return args + (["--api-key", key] if key else []) + list(extra)
 
 
