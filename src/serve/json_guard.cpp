@@ -33,27 +33,6 @@ bool valid_utf8(std::string_view s) {
     return true;
 }
 
-size_t json_nesting_depth(std::string_view text, size_t limit) {
-    size_t depth = 0, deepest = 0;
-    bool in_string = false, escaped = false;
-    for (char ch : text) {
-        if (in_string) {
-            if (escaped) escaped = false;
-            else if (ch == '\\') escaped = true;
-            else if (ch == '"') in_string = false;
-            continue;
-        }
-        if (ch == '"') in_string = true;
-        else if (ch == '[' || ch == '{') {
-            if (++depth > deepest) deepest = depth;
-            if (deepest > limit) return deepest;
-        } else if ((ch == ']' || ch == '}') && depth > 0) {
-            --depth;
-        }
-    }
-    return deepest;
-}
-
 bool parse_json_body(std::string_view body, size_t max_depth, nlohmann::json* out, ApiError* err) {
     if (!valid_utf8(body)) {
         *err = invalid_field("", "request body is not valid UTF-8");

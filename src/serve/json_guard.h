@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/api_error.h"
+#include "text/json_depth.h"
 
 namespace frost::serve {
 
@@ -16,9 +17,8 @@ constexpr size_t kDefaultMaxJsonDepth = 32;
 // True if `s` is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
 bool valid_utf8(std::string_view s);
 
-// Deepest object/array nesting in a JSON text, ignoring brackets inside strings. Stops counting
-// (returns a value > limit) as soon as `limit` is exceeded.
-size_t json_nesting_depth(std::string_view text, size_t limit);
+// Deepest object/array nesting in a JSON text (text/json_depth.h: the one linear pre-scan).
+using text::json_nesting_depth;
 
 // Parses `body` into *out. On failure returns false with a 400 naming the problem.
 bool parse_json_body(std::string_view body, size_t max_depth, nlohmann::json* out, ApiError* err);

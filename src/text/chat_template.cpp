@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "exec/error.h"
+#include "text/json_depth.h"
 #include "text/unicode.h"
 
 namespace frost::text {
@@ -89,29 +90,6 @@ std::string scalar_text(const ojson* v) {  // {{ v }} for a name-like field
 const ojson& call_function(const ojson& call) {
     const ojson* f = field(call, "function");
     return f ? *f : call;
-}
-
-// Deepest object/array nesting of a JSON text, brackets inside strings ignored; stops counting
-// once past `limit` (one linear pass, no recursion).
-size_t text_json_depth(std::string_view text, size_t limit) {
-    size_t depth = 0, deepest = 0;
-    bool in_string = false, escaped = false;
-    for (char ch : text) {
-        if (in_string) {
-            if (escaped) escaped = false;
-            else if (ch == '\\') escaped = true;
-            else if (ch == '"') in_string = false;
-            continue;
-        }
-        if (ch == '"') in_string = true;
-        else if (ch == '[' || ch == '{') {
-            if (++depth > deepest) deepest = depth;
-            if (deepest > limit) return deepest;
-        } else if ((ch == ']' || ch == '}') && depth > 0) {
-            --depth;
-        }
-    }
-    return deepest;
 }
 
 struct Renderer {
@@ -318,7 +296,7 @@ struct Renderer {
                         ojson parsed;
                         if (args && args->is_string()) {  // OpenAI wire form: a JSON string
                             // The depth guard of the request body cannot see inside this string.
-                            if (text_json_depth(args->get_ref<const std::string&>(), kMaxRenderDepth) > kMaxRenderDepth)
+                            if (json_nesting_depth(args->get_ref<const std::string&>(), kMaxRenderDepth) > kMaxRenderDepth)
                                 return invalid("tool_call arguments string nests JSON too deeply");
                             parsed = ojson::parse(args->get<std::string>(), nullptr, false);
                             if (parsed.is_discarded() || !parsed.is_object())
