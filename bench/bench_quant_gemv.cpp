@@ -2,8 +2,11 @@
 // fused attention qkv, out / o / down projections), against the bf16 GEMV of lm_gemv.cu in the
 // same run. The ceiling is measured in the same run (device-to-device copy: bytes read + written
 // per second); each kernel's floor is its bytes (gemv_quant_cost: quantized weights + scales + x +
-// y) over that rate. Prints median time (CUDA events, warm-up, L2 flushed by reading 256 MiB before
-// every timed launch), GB/s, and time / floor (1.00 = at the quantized-bytes floor).
+// y) over that rate. Two timings (CUDA events, warm-up, medians): "alone" = one launch after the
+// L2 was flushed by reading 256 MiB (includes the launch gap and the cold start of one kernel);
+// "stream" = 64 launches back to back cycling through 16 copies of the weights (more than the L2
+// holds), per launch, as a decode step runs them. GB/s and time / floor use the stream timing
+// (1.00 = at the quantized-bytes floor). Quantized rows: the SIMT and the tensor-core kernel.
 // Usage: bench_quant_gemv [repeats]
 #if !FROST_WITH_CUDA
 #include <cstdio>
@@ -35,6 +38,8 @@ constexpr int kFullQkv = 2 * 16 * 256 + 2 * 4 * 256;                  // q+gate 
 constexpr int kWarmup = 3;
 constexpr size_t kFlushBytes = 256u << 20;  // > 5x the H100's 50 MB L2
 constexpr size_t kCopyBytes = 1u << 30;
+constexpr int kCopies = 16;        // weight copies the back-to-back timing cycles through
+constexpr int kStreamLaunches = 64;
 
 #define CK(expr)                                                                                       \
     do {                                                                                               \
@@ -118,7 +123,8 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     CK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device %s; copy ceiling %.0f GB/s (read + write); floor = bytes / ceiling\n", prop.name, gbs);
-    std::printf("%-18s %-12s %10s %9s %8s %9s %7s\n", "shape", "format", "MB", "us", "GB/s", "floor us", "ratio");
+    std::printf("%-18s %-12s %-5s %10s %9s %9s %8s %9s %7s\n", "shape", "format", "kern", "MB", "alone us", "stream us",
+                "GB/s", "floor us", "ratio");
 
     bf16* x = static_cast<bf16*>(dalloc(size_t(kF) * 2));
     CK(cudaMemset(x, 0x3c, size_t(kF) * 2));  // bf16 ~0.0115: finite, no overflow in any format
@@ -128,6 +134,13 @@ int main(int argc, char** argv) {
     void* scale = dalloc(size_t(kF) * kH / 16 * 4);
     void* zp = dalloc(size_t(kF) * kH / 128);
     fill_bytes(w, max_w, rng);
+    // Back-to-back launches (as in a decode graph) walk kCopies copies of the weights, more bytes
+    // than the L2 holds, so each launch streams its weights from DRAM without a flush between.
+    std::vector<void*> copies(kCopies);
+    for (auto& c : copies) {
+        c = dalloc(max_w);
+        CK(cudaMemcpy(c, w, max_w, cudaMemcpyDeviceToDevice));
+    }
     {
         // Scales: positive, finite in every dtype they are read as (fp32, bf16, e4m3 bytes 0x38).
         std::vector<uint8_t> h(size_t(kF) * kH / 16 * 4, 0x38);
@@ -147,32 +160,51 @@ int main(int argc, char** argv) {
                         {"int4-zp", kGemvQuantInt4, true}};
     for (const Shape& sh : kShapes) {
         for (const Fmt& f : fmts) {
-            KernelCost cost;
-            std::function<cudaError_t()> launch;
-            if (f.format < 0) {
-                GemmBf16Params p{x, static_cast<const bf16*>(w), y, sh.K, sh.N, 1, sh.N, sh.K, 0, 0};
-                cost = gemm_cost(p);
-                launch = [p, &t] { return gemv_launch(p, t.s); };
-            } else {
-                GemvQuantParams p{};
-                p.x = x;
-                p.w = w;
-                p.scale = scale;
-                p.zero_point = f.zero_point ? static_cast<const int32_t*>(zp) : nullptr;
-                p.global_scale = 2688.0f;
-                p.y = y;
-                p.N = sh.N;
-                p.K = sh.K;
-                p.format = f.format;
-                p.block_n = p.block_k = 128;
-                p.group_size = 128;
-                cost = gemv_quant_cost(p);
-                launch = [p, &t] { return gemv_quant_launch(p, t.s); };
+            // bf16: the GEMV of lm_gemv.cu; quantized: the SIMT and the tensor-core kernel.
+            for (int kernel = 0; kernel < (f.format < 0 ? 1 : 2); ++kernel) {
+                KernelCost cost;
+                std::function<cudaError_t(const void*)> launch;
+                const char* kname = "gemv";
+                if (f.format < 0) {
+                    GemmBf16Params p{x, static_cast<const bf16*>(w), y, sh.K, sh.N, 1, sh.N, sh.K, 0, 0};
+                    cost = gemm_cost(p);
+                    launch = [p, &t](const void* wp) {
+                        GemmBf16Params q = p;
+                        q.w = static_cast<const bf16*>(wp);
+                        return gemv_launch(q, t.s);
+                    };
+                } else {
+                    GemvQuantParams p{};
+                    p.x = x;
+                    p.w = w;
+                    p.scale = scale;
+                    p.zero_point = f.zero_point ? static_cast<const int32_t*>(zp) : nullptr;
+                    p.global_scale = 2688.0f;
+                    p.y = y;
+                    p.N = sh.N;
+                    p.K = sh.K;
+                    p.format = f.format;
+                    p.block_n = p.block_k = 128;
+                    p.group_size = 128;
+                    cost = gemv_quant_cost(p);
+                    if (kernel == 1 && !gemv_quant_tc_eligible(p)) continue;
+                    kname = kernel == 0 ? "simt" : "tc";
+                    launch = [p, kernel, &t](const void* wp) {
+                        GemvQuantParams q = p;
+                        q.w = wp;
+                        return kernel == 0 ? gemv_quant_simt_launch(q, t.s) : gemv_quant_tc_launch(q, t.s);
+                    };
+                }
+                const double one_ms = t.median_ms([&] { return launch(w); });
+                const double ms = t.median_ms([&] {
+                    for (int i = 0; i < kStreamLaunches; ++i)
+                        if (const cudaError_t e = launch(copies[size_t(i % kCopies)]); e != cudaSuccess) return e;
+                    return cudaSuccess;
+                }) / kStreamLaunches;
+                const double floor_ms = cost.bytes / (gbs * 1e9) * 1e3;
+                std::printf("%-18s %-12s %-5s %10.2f %9.2f %9.2f %8.0f %9.2f %7.2f\n", sh.name, f.name, kname, cost.bytes / 1e6,
+                            one_ms * 1e3, ms * 1e3, cost.bytes / (ms * 1e-3) / 1e9, floor_ms * 1e3, ms / floor_ms);
             }
-            const double ms = t.median_ms(launch);
-            const double floor_ms = cost.bytes / (gbs * 1e9) * 1e3;
-            std::printf("%-18s %-12s %10.2f %9.2f %8.0f %9.2f %7.2f\n", sh.name, f.name, cost.bytes / 1e6, ms * 1e3,
-                        cost.bytes / (ms * 1e-3) / 1e9, floor_ms * 1e3, ms / floor_ms);
         }
     }
     return 0;

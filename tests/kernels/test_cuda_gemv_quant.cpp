@@ -9,7 +9,11 @@
 #if !FROST_WITH_CUDA
 TEST(CudaGemvQuant, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #else
+#include <cmath>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/cuda/lm_gemv_quant.h"
 #include "kernels/cuda_test_util.h"
@@ -112,14 +116,28 @@ void run_case(const Case& c) {
     p.format = c.format;
     p.block_n = p.block_k = c.block;
     p.group_size = c.group;
-    for (int run = 0; run < 2; ++run) {
-        p.out_f32 = 1;
-        p.y = run ? yf2.get() : yf.get();
-        CUDA_OK(kernels::gemv_quant_launch(p, nullptr));
+    // Both kernels behind gemv_quant_launch: the SIMT one always, the tensor-core one where the
+    // shape allows it (that is where gemv_quant_launch sends it).
+    using Launch = cudaError_t (*)(const kernels::GemvQuantParams&, cudaStream_t);
+    std::vector<std::pair<const char*, Launch>> kernels_run = {{"simt", kernels::gemv_quant_simt_launch}};
+    if (kernels::gemv_quant_tc_eligible(p)) kernels_run.push_back({"tensor core", kernels::gemv_quant_tc_launch});
+    for (const auto& [kname, launch] : kernels_run) {
+        const std::string what = std::string(c.name) + " (" + kname + ")";
+        for (Dev<float>* d : {&yf, &yf2}) d->upload(std::vector<float>(size_t(N), std::nanf("")));  // poison
+        yb.upload(std::vector<uint16_t>(size_t(N), 0x7FC0));
+        for (int run = 0; run < 2; ++run) {
+            p.out_f32 = 1;
+            p.y = run ? yf2.get() : yf.get();
+            CUDA_OK(launch(p, nullptr));
+        }
+        p.out_f32 = 0;
+        p.y = yb.get();
+        CUDA_OK(launch(p, nullptr));
+        const auto got = yf.download();
+        EXPECT_EQ(0, std::memcmp(got.data(), yf2.download().data(), got.size() * sizeof(float))) << what << ": not deterministic";
+        EXPECT_LE(rel_l2(ref, got), kF32Tol) << what;
+        EXPECT_LE(rel_l2(ref, from_bf(yb.download())), kBf16Tol) << what;
     }
-    p.out_f32 = 0;
-    p.y = yb.get();
-    CUDA_OK(kernels::gemv_quant_launch(p, nullptr));
     // The whole weight dequantized on the device: bitwise the CPU reference rounded to bf16.
     Dev<uint16_t> wb(static_cast<size_t>(N * K));
     CUDA_OK(kernels::dequant_bf16_launch(p, bf(wb), nullptr));
@@ -127,10 +145,6 @@ void run_case(const Case& c) {
     size_t differ = 0;
     for (size_t i = 0; i < w.size(); ++i) differ += wdev[i] != f2bf(w[i]);
     EXPECT_EQ(differ, 0u) << c.name << ": device dequantization differs from the CPU one";
-    const auto got = yf.download();
-    EXPECT_EQ(0, std::memcmp(got.data(), yf2.download().data(), got.size() * sizeof(float))) << c.name << ": not deterministic";
-    EXPECT_LE(rel_l2(ref, got), kF32Tol) << c.name;
-    EXPECT_LE(rel_l2(ref, from_bf(yb.download())), kBf16Tol) << c.name;
 }
 
 TEST(CudaGemvQuant, Fp8Block128) {
@@ -146,12 +160,14 @@ TEST(CudaGemvQuant, Nvfp4) {
     FROST_SKIP_WITHOUT_CUDA();
     run_case({kernels::kGemvQuantNvfp4, 299, 1024, 128, 128, false, "nvfp4"});
     run_case({kernels::kGemvQuantNvfp4, 33, 4096, 128, 128, false, "nvfp4_k4096"});
+    run_case({kernels::kGemvQuantNvfp4, 1000, 12288, 128, 128, false, "nvfp4_k12288"});
 }
 TEST(CudaGemvQuant, Int4SymmetricAndZeroPoints) {
     FROST_SKIP_WITHOUT_CUDA();
     run_case({kernels::kGemvQuantInt4, 300, 1024, 128, 128, false, "int4"});
     run_case({kernels::kGemvQuantInt4, 77, 2048, 128, 128, true, "int4_zero_point"});
     run_case({kernels::kGemvQuantInt4, 64, 1024, 128, 32, true, "int4_group32"});
+    run_case({kernels::kGemvQuantInt4, 515, 4096, 128, 256, true, "int4_group256"});
 }
 TEST(CudaGemvQuant, RefusesUnsupportedParams) {
     FROST_SKIP_WITHOUT_CUDA();

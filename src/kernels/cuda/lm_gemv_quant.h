@@ -46,7 +46,15 @@ struct GemvQuantParams {
 
 constexpr int kGemvQuantMaxK = 16384;  // x is staged in 32 KiB of shared memory
 
+// NVFP4 with gemv_quant_tc_eligible(p) runs the tensor-core kernel (measured faster there),
+// everything else the SIMT one.
 cudaError_t gemv_quant_launch(const GemvQuantParams& p, cudaStream_t stream);
+// The two kernels behind it (tests and the bench run each): SIMT (lm_gemv_quant.cu: any supported
+// params, weights widened to fp32 in registers) and tensor core (lm_gemv_quant_tc.cu: K a multiple
+// of 128, fp8 block_k / int4 group a multiple of 128; fp16 mma with fp32 accumulation).
+cudaError_t gemv_quant_simt_launch(const GemvQuantParams& p, cudaStream_t stream);
+bool gemv_quant_tc_eligible(const GemvQuantParams& p);
+cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream);
 // Dequantizes the whole weight of `p` (x, y, out_f32 unused) into bf16 out [N, K]: each value the
 // fp32 one the CPU reference computes, rounded to nearest even (bitwise equal to it). The operand
 // a prefill GEMM on 4-bit weights feeds cuBLASLt, and a device-side alternative to host dequant.
