@@ -39,6 +39,13 @@ struct EngineOptions {
     // decode, dequantized tile + bf16 GEMM for prefill); false dequantizes them to bf16 at load.
     // The CPU engine (the fp32 oracle) always dequantizes.
     bool keep_quantized = true;
+    // FP8 checkpoints with 128x128 weight blocks on CUDA: prefill GEMMs quantize their activations
+    // per 128-wide group to e4m3 and run on FP8 tensor cores (W8A8, the checkpoint's declared
+    // dynamic activation scheme, as vLLM / transformers run it). Off: the weight is dequantized
+    // to a bf16 tile and multiplied with bf16 activations (exact W8A16; the default, matching the
+    // CPU oracle). Decode GEMVs keep bf16 activations either way. No effect on the CPU engine
+    // (its weights are dequantized fp32).
+    bool fp8_w8a8_prefill = false;
 };
 
 // How to load weights for an engine of these options (Engine::create uses it; callers that load

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/kernels.h"
@@ -64,6 +65,64 @@ TEST(Gemm, MatchesFloat64AndIsRowInvariant) {
     p.y = acc.data(); p.accumulate = 1;
     ASSERT_EQ(gemm(p), FROST_OK);
     for (size_t i = 0; i < acc.size(); ++i) ASSERT_FLOAT_EQ(acc[i], 2 * y[i]);
+}
+
+// e4m3 (OCP fn) decoded from its bits by the format's definition, independently of the kernels.
+double e4m3_value(int code) {
+    const int sign = code >> 7, exp = (code >> 3) & 0xF, man = code & 7;
+    const double mag = exp == 0 ? std::ldexp(man / 8.0, -6) : std::ldexp(1.0 + man / 8.0, exp - 7);
+    return sign ? -mag : mag;
+}
+
+TEST(E4m3Rounding, NearestCodeTiesToEvenSaturating) {
+    std::vector<std::pair<double, int>> codes;  // finite values with their codes (no NaN 0x7f / 0xff)
+    for (int c = 0; c < 256; ++c)
+        if ((c & 0x7F) != 0x7F) codes.push_back({e4m3_value(c), c});
+    for (const auto& [v, c] : codes) ASSERT_EQ(round_e4m3_satfinite(float(v)), float(v)) << "code " << c;
+    std::mt19937 rng(std::random_device{}());
+    std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+    std::uniform_int_distribution<int> ex(-12, 10);
+    for (int i = 0; i < 20000; ++i) {
+        const float v = std::ldexp(mant(rng), ex(rng));
+        double best = 0, best_d = 1e300;
+        int best_c = 0;
+        for (const auto& [cv, c] : codes) {
+            const double d = std::abs(cv - double(v));
+            // ties: the code with an even mantissa (its low bit clear)
+            if (d < best_d || (d == best_d && (c & 1) == 0)) { best = cv; best_d = d; best_c = c; }
+        }
+        if (std::abs(v) >= 448.0f) best = v > 0 ? 448.0 : -448.0;
+        ASSERT_EQ(round_e4m3_satfinite(v), float(best)) << v << " (nearest code " << best_c << ")";
+    }
+    EXPECT_EQ(round_e4m3_satfinite(1e6f), 448.0f);
+    EXPECT_EQ(round_e4m3_satfinite(-500.0f), -448.0f);
+    EXPECT_EQ(round_e4m3_satfinite(456.0f), 448.0f);  // the tie between 448 and 464 (not a code)
+}
+
+TEST(E4m3Rounding, ActivationGroupsScaleToTheirMaximum) {
+    std::mt19937 rng(std::random_device{}());
+    std::normal_distribution<float> nd(0.0f, 3.0f);
+    const int rows = 3, K = 384, ld = 400;
+    std::vector<float> x(size_t(rows) * ld, 7.0f);
+    for (int r = 0; r < rows; ++r)
+        for (int k = 0; k < K; ++k) x[size_t(r) * ld + k] = nd(rng);
+    for (int k = 128; k < 256; ++k) x[size_t(1) * ld + k] = 0.0f;  // an all-zero group stays zero
+    const auto orig = x;
+    ASSERT_EQ(quantize_act_e4m3(x.data(), rows, K, ld), FROST_OK);
+    for (int r = 0; r < rows; ++r)
+        for (int g = 0; g < K; g += 128) {
+            float amax = 0;
+            for (int i = 0; i < 128; ++i) amax = std::max(amax, std::abs(orig[size_t(r) * ld + g + i]));
+            const float s = amax > 0 ? amax / 448.0f : 1.0f;
+            for (int i = 0; i < 128; ++i) {
+                const size_t at = size_t(r) * ld + g + i;
+                ASSERT_EQ(x[at], round_e4m3_satfinite(orig[at] / s) * s) << r << " " << g + i;
+                ASSERT_LE(std::abs(x[at] - orig[at]), amax / 16 + 1e-6f);  // half a step of 3 mantissa bits
+            }
+        }
+    for (int r = 0; r < rows; ++r)  // the padding beyond K is untouched
+        for (int k = K; k < ld; ++k) ASSERT_EQ(x[size_t(r) * ld + k], 7.0f);
+    EXPECT_NE(quantize_act_e4m3(x.data(), rows, 100, ld), FROST_OK);  // K not a multiple of 128
 }
 
 TEST(ThreadPool, ResultsDoNotDependOnTheThreadCount) {

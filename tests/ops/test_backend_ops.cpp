@@ -439,6 +439,30 @@ std::vector<Case> cases() {
                                   return op_gemm(ex, p);
                               }});
             }
+    // W8A8 prefill on FP8 128x128-block weights (GemmOp::quant_act): CUDA quantizes the activations
+    // and runs cuBLASLt's block-scaled FP8 GEMM, the CPU quantizes them the same way in fp32.
+    // K = 512: the smallest K the CUDA path plans (kernels/cuda/lm_gemm_fp8.h).
+    for (int ep : {0, 1, 3}) {
+        const int rows = 64, N = ep == 3 ? 512 : 384, KQ = 512;
+        const QuantW q = make_quant(QFmt::Fp8Block, N, KQ);
+        const char* epn = ep == 0 ? "none" : ep == 1 ? "residual" : "f32";
+        Arg y = ep == 3 ? f32("y", Use::Out, poison(size_t(rows) * N))
+                        : act("y", ep == 1 ? Use::InOut : Use::Out, ep == 1 ? normal(size_t(rows) * N) : poison(size_t(rows) * N));
+        cs.push_back({std::string("gemm fp8-block128 w8a8 ") + epn + " prefill", OpKind::Gemm,
+                      {act("x", Use::In, normal(size_t(rows) * KQ)), std::move(y), bytes("wq", Use::In, q.w),
+                       bytes("ws", Use::In, q.scale), i32("wz", Use::In, q.zp), f32("wg", Use::In, q.gs),
+                       f32("wref", Use::In, q.ref)},
+                      [rows, ep, N, KQ](const Exec& ex, const Bound& b) {
+                          GemmOp p;
+                          p.x = b.m("x", 0, rows, KQ, KQ);
+                          p.w = ex.backend->kind() == FROST_BACKEND_CUDA ? quant_view(b, QFmt::Fp8Block, N, KQ)
+                                                                         : b.m("wref", 0, N, KQ, KQ);
+                          p.y = b.m("y", 0, rows, N, N);
+                          p.epilogue = ep == 3 ? Epilogue::None : Epilogue(ep);
+                          p.quant_act = 1;
+                          return op_gemm(ex, p);
+                      }});
+    }
     // Gated delta rule: prefill over a chunk boundary (pos 40, 100 rows), decode step with its gate.
     {
         const int rows = 128, n = 100;

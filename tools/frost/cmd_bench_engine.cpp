@@ -40,6 +40,7 @@ using json = nlohmann::ordered_json;  // keeps phases in the order they ran
 constexpr const char* kUsage =
     "usage: frost bench engine [--model DIR | --preset NAME] [--backend cpu|cuda] [--ttft N1,N2,...]\n"
     "         [--decode C1,C2,...] [--decode-steps N] [--chunk C_p] [--reps N] [--out-dir DIR] [--json]\n"
+    "         [--fp8-prefill w8a8|exact]\n"
     "  Cold start (process start -> ready), cold TTFT per prompt length (median of --reps after one\n"
     "  warm-up), decode ms/token at each context, peak device memory; each beside its floor. Without\n"
     "  --model a synthetic checkpoint of --preset (default tiny) is written under --out-dir\n"
@@ -237,6 +238,7 @@ struct Args {
     std::vector<int32_t> ttft = {1024, 4096, 16384, 32768}, decode = {1024, 32768};
     int decode_steps = 64, chunk = 2048, reps = 3;
     bool json = false;
+    bool fp8_w8a8 = false;  // --fp8-prefill w8a8
 };
 
 // Returns -1 when parsing succeeded, else the exit code.
@@ -255,6 +257,12 @@ int parse_args(const std::vector<std::string>& args, Args* a) {
             else if (k == "--decode-steps") a->decode_steps = std::max(1, std::stoi(v));
             else if (k == "--chunk") a->chunk = std::stoi(v);
             else if (k == "--reps") a->reps = std::max(1, std::stoi(v));
+            else if (k == "--fp8-prefill") {
+                if (!frost::cli::parse_fp8_prefill(v, &a->fp8_w8a8)) {
+                    std::fprintf(stderr, "frost bench engine: --fp8-prefill must be w8a8 or exact, got '%s'\n", v.c_str());
+                    return 2;
+                }
+            }
             else if (k == "--ttft" || k == "--decode") {
                 auto* list = k == "--ttft" ? &a->ttft : &a->decode;
                 if (!fm::parse_id_list(v, list) || list->empty() ||
@@ -309,6 +317,7 @@ int run_bench_engine(const std::vector<std::string>& args) {
     eo.max_seq_len = max_len + a.decode_steps + kSeqSlack;
     eo.prefill_chunk = a.chunk;
     eo.sessions = 1;
+    eo.fp8_w8a8_prefill = a.fp8_w8a8;
 
     // ---- cold start: device init, weight files -> host, engine create (upload + capture), warm-up.
     MemProbe mem;

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/kernels.h"
@@ -123,6 +124,31 @@ frost_status gemm(const GemmParams& p) {
             }
         }
     });
+    return FROST_OK;
+}
+
+float round_e4m3_satfinite(float v) {
+    if (std::isnan(v)) return v;
+    const float a = std::fabs(v);
+    if (a >= 448.0f) return std::copysign(448.0f, v);
+    int e = 0;
+    std::frexp(a, &e);                       // a in [2^(e-1), 2^e)
+    const int exp = std::max(e - 1, -6);     // below 2^-6 the subnormal step 2^-9
+    const float step = std::ldexp(1.0f, exp - 3);  // three mantissa bits
+    const float q = std::min(std::nearbyint(a / step) * step, 448.0f);  // 464 and up saturate
+    return std::copysign(q, v);
+}
+
+frost_status quantize_act_e4m3(float* x, int32_t rows, int32_t K, int64_t ld) {
+    if (!x || rows < 0 || K <= 0 || K % 128 != 0 || ld < K) return FROST_ERR_INVALID_ARG;
+    for (int32_t r = 0; r < rows; ++r)
+        for (int32_t g = 0; g < K; g += 128) {
+            float* v = x + r * ld + g;
+            float amax = 0.0f;
+            for (int i = 0; i < 128; ++i) amax = std::max(amax, std::fabs(v[i]));
+            const float s = amax > 0.0f ? amax / 448.0f : 1.0f;
+            for (int i = 0; i < 128; ++i) v[i] = round_e4m3_satfinite(v[i] / s) * s;
+        }
     return FROST_OK;
 }
 

@@ -19,6 +19,13 @@ frost_status embed(const EmbedParams& p);
 frost_status rmsnorm(const RmsNormParams& p);
 frost_status gated_rmsnorm(const GatedRmsNormParams& p);
 frost_status gemm(const GemmParams& p);
+// W8A8's activation side (ops GemmOp::quant_act): each row's 128-wide groups of x [rows, K]
+// (row stride ld, K a multiple of 128) replaced in place by e4m3(x / s) * s, s = max|x| / 448
+// (1 for an all-zero group); e4m3 rounding to nearest even, saturating at 448 (CUDA's
+// __nv_cvt_float_to_fp8 with __NV_SATFINITE).
+frost_status quantize_act_e4m3(float* x, int32_t rows, int32_t K, int64_t ld);
+// e4m3 (OCP fn) value nearest to v, ties to even, |v| beyond 448 saturating to 448.
+float round_e4m3_satfinite(float v);
 frost_status conv1d(const Conv1dParams& p);
 frost_status l2norm(const L2NormParams& p);
 frost_status gdn_gates(const GdnGateParams& p);

@@ -4,13 +4,9 @@
 
 #include <cublasLt.h>
 
-namespace frost::kernels {
+#include "kernels/cuda/lm_gemm_lt.h"
 
-struct GemmLt {
-    cublasLtHandle_t handle = nullptr;
-    void* workspace = nullptr;
-    size_t workspace_bytes = 0;
-};
+namespace frost::kernels {
 
 struct GemmPlan {
     GemmLt* lt = nullptr;

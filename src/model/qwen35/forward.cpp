@@ -51,6 +51,7 @@ struct Forward {
         ops::GemmOp g;
         g.x = x; g.w = wt; g.y = y; g.tmp = tmp; g.epilogue = ep; g.pdl = pdl();
         g.n_rows = x.rows() > 1 ? n_rows() : nullptr;
+        g.quant_act = step.fp8_w8a8_prefill && !step.decode && wt.dtype == ops::DType::FP8_E4M3 ? 1 : 0;
         return ops::op_gemm(ex, g, label);
     }
 

@@ -50,6 +50,7 @@ struct StepSpec {
     bool decode = false;      // input from cursor.last_token, recurrent GDN, GEMV forms, PDL
     bool logits_all = false;  // lm_head over every row (eval), else the last row only
     bool rope_inv_freq_bf16 = true;
+    bool fp8_w8a8_prefill = false;  // EngineOptions::fp8_w8a8_prefill
 };
 
 // Enqueues one whole step on ex.stream (normally while it is being captured into a graph).

@@ -288,6 +288,16 @@ frost_status run(const GemmOp& p) {
     float* act = swiglu ? w.out(p.y) : nullptr;
     FROST_TRY(w.status());
     g.ldx = p.x.stride[0];
+    std::vector<float> xq;  // W8A8: the activations as the FP8 GEMM sees them (a copy: x is the caller's)
+    if (p.quant_act) {
+        const int32_t M = int32_t(p.x.shape[0]), Kd = int32_t(p.x.shape[1]);
+        xq.resize(size_t(M) * size_t(Kd));
+        for (int32_t r = 0; r < M; ++r) std::memcpy(&xq[size_t(r) * Kd], g.x + r * g.ldx, sizeof(float) * size_t(Kd));
+        if (K::cpu::quantize_act_e4m3(xq.data(), M, Kd, Kd) != FROST_OK)
+            return fail(FROST_ERR_INVALID_ARG, "op_gemm (cpu): quant_act needs K a multiple of 128, got %d", Kd);
+        g.x = xq.data();
+        g.ldx = Kd;
+    }
     g.ldy = swiglu ? p.tmp.stride[0] : p.y.stride[0];
     g.K = int32_t(p.x.shape[1]);
     g.N = int32_t(p.w.shape[0]);

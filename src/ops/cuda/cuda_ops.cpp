@@ -16,6 +16,7 @@
 #include <map>
 
 #include "kernels/cuda/lm_gemm.h"
+#include "kernels/cuda/lm_gemm_fp8.h"
 #include "kernels/cuda/lm_gemv_quant.h"
 #include "kernels/cuda/lm_kernels.h"
 #include "kernels/cuda/lm_moe.h"
@@ -70,6 +71,7 @@ public:
     CudaBackend() : Backend(FROST_BACKEND_CUDA, &cuda_op_table()) {}
     ~CudaBackend() override {
         for (auto& [shape, plan] : plans_) K::gemm_plan_destroy(plan);
+        for (auto& [shape, plan] : fp8_plans_) K::gemm_fp8_plan_destroy(plan);
         K::gemm_lt_destroy(lt_);
         if (workspace_) frost_buffer_free(workspace_);
         if (tile_) frost_buffer_free(tile_);
@@ -132,7 +134,25 @@ public:
         return cudaSuccess;
     }
 
+    // The FP8 block-scaled plan of this shape, or null when cuBLASLt has none for it (remembered:
+    // the caller falls back to the dequantized bf16 GEMM). Only a failure other than "no
+    // algorithm" is an error.
+    cudaError_t fp8_plan(const K::GemmFp8Params& p, K::GemmFp8Plan** out) {
+        const GemmShapeKey key{p.M, p.N, p.K, 0, p.ldy, p.out_f32, p.accumulate};
+        auto it = fp8_plans_.find(key);
+        if (it == fp8_plans_.end()) {
+            K::GemmFp8Plan* plan = nullptr;
+            const cudaError_t e = K::gemm_fp8_plan_create(lt_, p, &plan);
+            if (e != cudaSuccess && e != cudaErrorNotSupported) return e;
+            it = fp8_plans_.emplace(key, plan).first;
+        }
+        *out = it->second;
+        return cudaSuccess;
+    }
+    size_t tile_bytes() const { return tile_elems_ * sizeof(bf16); }
+
 private:
+    std::map<GemmShapeKey, K::GemmFp8Plan*> fp8_plans_;
     frost_buffer* workspace_ = nullptr;
     frost_buffer* tile_ = nullptr;  // bf16 dequant tile (reserve_dequant_scratch)
     size_t tile_elems_ = 0;
@@ -324,15 +344,58 @@ frost_status quant_params(const Tensor& w, K::GemvQuantParams* q) {
 }
 
 // A quantized weight: decode (M = 1) runs the quantized GEMV with the residual or SwiGLU epilogue
-// fused (the bf16 GEMV's forms); prefill dequantizes the weight into the backend's
-// bf16 tile and runs the bf16 GEMM below on it (an FP8 tensor-core GEMM is the later step).
+// fused (the bf16 GEMV's forms); prefill runs the FP8 block-scaled GEMM where the weight allows
+// it (gemm_fp8_block), else dequantizes the weight into the backend's bf16 tile and runs the bf16
+// GEMM below on it.
 frost_status gemm_bf16(const Exec& ex, const GemmOp& p, const Tensor& w);
+
+// Prefill on 128x128-block FP8 weights with GemmOp::quant_act: the activations quantized per row and 128-wide group into
+// the backend's tile (e4m3 rows, then their scales), then cuBLASLt's block-scaled FP8 GEMM (the
+// checkpoint's own W8A8 scheme, lm_gemm_fp8.h). *done = false when the shape has no such path
+// (other block sizes, K not a multiple of 128, no cuBLASLt algorithm): the caller dequantizes.
+frost_status gemm_fp8_block(const Exec& ex, const GemmOp& p, const K::GemvQuantParams& q, bool* done) {
+    *done = false;
+    auto* be = static_cast<CudaBackend*>(ex.backend);
+    const int32_t M = int32_t(p.x.shape[0]);
+    if (!p.quant_act || q.format != K::kGemvQuantFp8Block || q.block_n != K::kFp8Group || q.block_k != K::kFp8Group ||
+        q.K % K::kFp8Group != 0 || p.x.dtype != DType::BF16 || p.epilogue == Epilogue::SwiGLU ||
+        p.y.empty() || (p.y.dtype != DType::BF16 && p.y.dtype != DType::F32))
+        return FROST_OK;
+    const size_t xq_bytes = (size_t(M) * size_t(q.K) + 255) / 256 * 256;
+    const size_t need = xq_bytes + K::act_scale_floats(M, q.K) * sizeof(float);
+    uint8_t* tile = reinterpret_cast<uint8_t*>(be->tile(be->tile_bytes() / sizeof(bf16)));
+    if (!tile || need > be->tile_bytes()) return FROST_OK;
+    K::GemmFp8Params g{};
+    g.xq = tile;
+    g.x_scale = reinterpret_cast<const float*>(tile + xq_bytes);
+    g.w = static_cast<const uint8_t*>(q.w);
+    g.w_scale = static_cast<const float*>(q.scale);
+    g.y = p.y.data;
+    g.ldy = p.y.stride[0];
+    g.M = M;
+    g.N = q.N;
+    g.K = q.K;
+    g.out_f32 = p.y.dtype == DType::F32 ? 1 : 0;
+    g.accumulate = p.epilogue == Epilogue::Residual ? 1 : 0;
+    K::GemmFp8Plan* plan = nullptr;
+    FROST_TRY(check(be->fp8_plan(g, &plan), "gemm (fp8 plan)"));
+    if (!plan) return FROST_OK;
+    FROST_TRY(check(K::act_quant_fp8_launch(B(p.x), p.x.stride[0], M, q.K, tile,
+                                            reinterpret_cast<float*>(tile + xq_bytes), native(ex)),
+                    "gemm (fp8 activation quantization)"));
+    FROST_TRY(check(K::gemm_fp8_launch(plan, g, native(ex)), "gemm (fp8 block-scaled)"));
+    *done = true;
+    return FROST_OK;
+}
 
 frost_status gemm_quant(const Exec& ex, const GemmOp& p) {
     K::GemvQuantParams q{};
     FROST_TRY(quant_params(p.w, &q));
     const int32_t M = int32_t(p.x.shape[0]);
     if (M > 1) {
+        bool done = false;
+        FROST_TRY(gemm_fp8_block(ex, p, q, &done));
+        if (done) return FROST_OK;
         bf16* tile = static_cast<CudaBackend*>(ex.backend)->tile(size_t(q.N) * size_t(q.K));
         if (!tile)
             return fail(FROST_ERR_INVALID_ARG, "op_gemm (cuda): no dequant tile for a [%d, %d] %s weight "

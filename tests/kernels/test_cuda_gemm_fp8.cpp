@@ -1,0 +1,160 @@
+// FP8 block-scaled prefill GEMM (W8A8: 128x128 weight blocks, 1x128 activation groups) against an
+// fp64 reference. Exact case: every activation group is an e4m3 code times a power of two with
+// one element at +-448 times it, so the on-the-fly quantization reproduces x bit for bit and the
+// GEMM must match the reference to the tensor cores' accumulation (relative L2 <= 1e-3: Hopper's
+// FP8 MMA accumulates each 128-k block in reduced precision before the scaled fp32 promotion,
+// measured 2.2e-4 on the H100, 2026-11-24; a wrong scale layout is off by O(1)); distinct group and
+// block scales make any scale-layout mistake visible. General case: random bf16 x, where the
+// activation rounding to e4m3 bounds the error (relative L2 <= 5e-2, the per-element e4m3 step
+// 2^-4 averaged over K). Outputs are poisoned first; residual accumulate and fp32 / bf16 out.
+#include <gtest/gtest.h>
+
+#if !FROST_WITH_CUDA
+TEST(CudaGemmFp8, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
+#else
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/lm_gemm_fp8.h"
+#include "kernels/cuda_test_util.h"
+#include "model/quant/dequant.h"
+
+namespace frost::test {
+namespace {
+
+namespace K = frost::kernels;
+namespace mq = frost::model::quant;
+
+uint8_t random_fp8(std::mt19937& rng) {
+    for (;;) {
+        const uint8_t b = uint8_t(rng());
+        if ((b & 0x7F) != 0x7F) return b;  // 0x7f / 0xff are NaN
+    }
+}
+
+struct Lt {
+    Dev<uint8_t> ws{K::kGemmWorkspaceBytes};
+    K::GemmLt* lt = nullptr;
+    Lt() { EXPECT_EQ(K::gemm_lt_create(ws.get(), K::kGemmWorkspaceBytes, &lt), cudaSuccess); }
+    ~Lt() { K::gemm_lt_destroy(lt); }
+};
+
+void run_case(int M, int N, int Kd, bool exact, bool accumulate, bool out_f32, const char* name) {
+    auto rng = fresh_rng(name);
+    std::vector<uint8_t> w(size_t(N) * Kd);
+    for (auto& b : w) b = random_fp8(rng);
+    const int nb = (N + 127) / 128, kb = Kd / 128;
+    std::vector<float> ws(size_t(nb) * kb);
+    std::uniform_real_distribution<float> pos(0.5f, 2.0f);
+    for (auto& v : ws) v = pos(rng) / 448.0f;
+    std::vector<float> wf(size_t(N) * Kd);
+    mq::dequant_fp8_block(w.data(), ws.data(), N, Kd, 128, 128, wf.data());
+    std::vector<float> x(size_t(M) * Kd);
+    if (exact) {
+        for (int m = 0; m < M; ++m)
+            for (int g = 0; g < kb; ++g) {
+                const float s = std::ldexp(1.0f, int(rng() % 9) - 4);  // 2^-4 .. 2^4
+                for (int e = 0; e < 128; ++e) x[size_t(m) * Kd + g * 128 + e] = mq::fp8_e4m3_to_f32(random_fp8(rng)) * s;
+                x[size_t(m) * Kd + g * 128 + int(rng() % 128)] = (rng() % 2 ? 448.0f : -448.0f) * s;
+            }
+    } else {
+        x = uniform(rng, x.size(), -2, 2);
+    }
+    const auto y0 = uniform(rng, size_t(M) * N, -1, 1);  // the residual accumulate adds into this
+    std::vector<double> ref(size_t(M) * N);
+    for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+            double acc = accumulate ? double(out_f32 ? y0[size_t(m) * N + n] : round_bf(y0[size_t(m) * N + n])) : 0.0;
+            for (int k = 0; k < Kd; ++k) acc += double(x[size_t(m) * Kd + k]) * wf[size_t(n) * Kd + k];
+            ref[size_t(m) * N + n] = acc;
+        }
+    Dev<uint16_t> dx(to_bf(x));
+    Dev<uint8_t> dw(w), dxq(size_t(M) * Kd);
+    Dev<float> dws(ws), dxs(K::act_scale_floats(M, Kd));
+    ASSERT_EQ(K::act_quant_fp8_launch(bf(dx), Kd, M, Kd, dxq.get(), dxs.get(), nullptr), cudaSuccess);
+    Lt lt;
+    K::GemmFp8Params p{};
+    p.xq = dxq.get();
+    p.x_scale = dxs.get();
+    p.w = dw.get();
+    p.w_scale = dws.get();
+    p.ldy = N;
+    p.M = M;
+    p.N = N;
+    p.K = Kd;
+    p.out_f32 = out_f32 ? 1 : 0;
+    p.accumulate = accumulate ? 1 : 0;
+    K::GemmFp8Plan* plan = nullptr;
+    int lt_status = 0;
+    ASSERT_EQ(K::gemm_fp8_plan_create(lt.lt, p, &plan, &lt_status), cudaSuccess)
+        << name << ": no cuBLASLt block-scaled FP8 algorithm (status " << lt_status << ")";
+    std::vector<float> got, again;
+    for (int run = 0; run < 2; ++run) {  // two runs: bitwise equal
+        std::vector<float>& out = run ? again : got;
+        if (out_f32) {
+            Dev<float> y(accumulate ? y0 : std::vector<float>(y0.size(), std::nanf("")));
+            p.y = y.get();
+            ASSERT_EQ(K::gemm_fp8_launch(plan, p, nullptr, &lt_status), cudaSuccess) << name << " status " << lt_status;
+            out = y.download();
+        } else {
+            Dev<uint16_t> y(accumulate ? to_bf(y0) : std::vector<uint16_t>(y0.size(), 0x7FC0));
+            p.y = y.get();
+            ASSERT_EQ(K::gemm_fp8_launch(plan, p, nullptr, &lt_status), cudaSuccess) << name << " status " << lt_status;
+            out = from_bf(y.download());
+        }
+    }
+    K::gemm_fp8_plan_destroy(plan);
+    EXPECT_EQ(0, std::memcmp(got.data(), again.data(), got.size() * sizeof(float))) << name << ": not deterministic";
+    const double tol = exact ? (out_f32 ? 1e-3 : 1e-2) : 5e-2;
+    std::printf("[%s] M %d N %d K %d: rel L2 %.3g\n", name, M, N, Kd, rel_l2(ref, got));
+    EXPECT_LE(rel_l2(ref, got), tol) << name;
+}
+
+TEST(CudaGemmFp8, ExactActivationsMatchToFp32) {
+    FROST_SKIP_WITHOUT_CUDA();
+    run_case(64, 256, 512, true, false, true, "fp8_exact_f32");
+    run_case(200, 384, 1024, true, false, true, "fp8_exact_f32_odd_m");
+    run_case(64, 384, 512, true, true, true, "fp8_exact_accumulate_k512_n384");
+}
+TEST(CudaGemmFp8, Bf16OutAndRandomActivations) {
+    FROST_SKIP_WITHOUT_CUDA();
+    run_case(128, 512, 1024, true, true, false, "fp8_exact_bf16_residual");
+    run_case(256, 512, 2048, false, false, true, "fp8_random_x");
+}
+TEST(CudaGemmFp8, RefusesBadShapes) {
+    FROST_SKIP_WITHOUT_CUDA();
+    Dev<uint16_t> x(64);
+    Dev<uint8_t> q(64);
+    Dev<float> s(64);
+    EXPECT_EQ(K::act_quant_fp8_launch(bf(x), 64, 1, 64, q.get(), s.get(), nullptr), cudaErrorInvalidValue);  // K % 128
+    Lt lt;
+    K::GemmFp8Params p{};
+    p.M = 4; p.N = 128; p.K = 100; p.ldy = 128;
+    K::GemmFp8Plan* plan = nullptr;
+    EXPECT_EQ(K::gemm_fp8_plan_create(lt.lt, p, &plan), cudaErrorInvalidValue);
+    // K below kFp8MinK (wrong products from cuBLASLt, see lm_gemm_fp8.h) and shapes cuBLASLt has
+    // no block-scaled algorithm for are "not supported" (the ops layer then dequantizes), never a
+    // crash or a wrong result.
+    p.K = 256;
+    EXPECT_EQ(K::gemm_fp8_plan_create(lt.lt, p, &plan), cudaErrorNotSupported);
+    for (auto [m, n] : {std::pair{77, 384}, std::pair{64, 300}}) {
+        p.M = m;
+        p.N = n;
+        p.ldy = n;
+        p.K = 512;
+        const cudaError_t e = K::gemm_fp8_plan_create(lt.lt, p, &plan);
+        EXPECT_TRUE(e == cudaErrorNotSupported || e == cudaSuccess) << m << "x" << n << ": " << cudaGetErrorString(e);
+        if (e == cudaSuccess) {
+            K::gemm_fp8_plan_destroy(plan);
+            run_case(m, n, 512, true, false, true, "fp8_exact_unusual_shape");  // then it must be right
+        }
+    }
+}
+
+}  // namespace
+}  // namespace frost::test
+#endif
