@@ -1,0 +1,384 @@
+// Anthropic Messages API (see messages_api.h) and its route, Api::messages.
+#include "serve/messages_api.h"
+
+#include "serve/api.h"
+#include "serve/ids.h"
+#include "serve/json_guard.h"
+
+namespace frost::serve {
+
+using nlohmann::json;
+
+namespace {
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string event(const char* name, const json& data) { return std::string("event: ") + name + "\ndata: " + dump(data) + "\n\n"; }
+
+// "msg-<hex>" -> "msg_<hex>": Anthropic's spelling of ids.
+std::string anthropic_id(const char* prefix) {
+    std::string id = new_id(prefix);
+    const size_t dash = id.find('-');
+    if (dash != std::string::npos) id[dash] = '_';
+    return id;
+}
+
+const char* error_type(int status) {
+    switch (status) {
+        case 401: return "authentication_error";
+        case 403: return "permission_error";
+        case 404: return "not_found_error";
+        case 413: return "request_too_large";
+        case 429: return "rate_limit_error";
+        case 503: return "overloaded_error";
+        default: return status >= 500 ? "api_error" : "invalid_request_error";
+    }
+}
+
+bool fail(ApiError* err, const std::string& param, const std::string& msg) {
+    *err = invalid_field(param, param + ": " + msg);
+    return false;
+}
+
+// Text of a string or of an array of {"type":"text","text"} blocks (system, tool_result).
+bool text_of(const json& v, const std::string& param, std::string* out, ApiError* err) {
+    if (v.is_string()) {
+        *out = v.get<std::string>();
+        return true;
+    }
+    if (!v.is_array()) return fail(err, param, "must be a string or an array of text blocks");
+    out->clear();
+    for (size_t j = 0; j < v.size(); ++j) {
+        const std::string p = param + "[" + std::to_string(j) + "]";
+        if (!v[j].is_object() || v[j].value("type", "") != "text" || !v[j].contains("text") || !v[j]["text"].is_string())
+            return fail(err, p, "only text blocks ({\"type\":\"text\",\"text\":...}) are supported here");
+        if (!out->empty()) *out += "\n";
+        *out += v[j]["text"].get<std::string>();
+    }
+    return true;
+}
+
+// One Anthropic message -> one or more OpenAI messages (tool_result blocks become "tool" messages
+// placed before the user's own text, as Anthropic requires them first in the turn).
+bool translate_message(const json& m, size_t i, json* out, ApiError* err) {
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return fail(err, p, "must be an object");
+    const std::string role = m.value("role", "");
+    if (role != "user" && role != "assistant") return fail(err, p + ".role", "must be \"user\" or \"assistant\"");
+    if (!m.contains("content")) return fail(err, p + ".content", "required");
+    const json& c = m["content"];
+    if (c.is_string()) {
+        out->push_back(json{{"role", role}, {"content", c}});
+        return true;
+    }
+    if (!c.is_array()) return fail(err, p + ".content", "must be a string or an array of content blocks");
+    std::string text, thinking;
+    json calls = json::array();
+    for (size_t j = 0; j < c.size(); ++j) {
+        const std::string bp = p + ".content[" + std::to_string(j) + "]";
+        const json& b = c[j];
+        if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) return fail(err, bp + ".type", "required");
+        const std::string type = b["type"].get<std::string>();
+        if (type == "text") {
+            if (!b.contains("text") || !b["text"].is_string()) return fail(err, bp + ".text", "must be a string");
+            text += b["text"].get<std::string>();
+        } else if (type == "thinking" && role == "assistant") {
+            thinking += b.value("thinking", "");
+        } else if (type == "redacted_thinking" && role == "assistant") {
+            // Opaque by definition: nothing of it can be rendered.
+        } else if (type == "tool_use" && role == "assistant") {
+            if (!b.contains("id") || !b["id"].is_string()) return fail(err, bp + ".id", "must be a string");
+            if (!b.contains("name") || !b["name"].is_string()) return fail(err, bp + ".name", "must be a string");
+            const json input = b.contains("input") ? b["input"] : json::object();
+            if (!input.is_object()) return fail(err, bp + ".input", "must be an object");
+            calls.push_back(json{{"id", b["id"]},
+                                 {"type", "function"},
+                                 {"function", {{"name", b["name"]}, {"arguments", dump(input)}}}});
+        } else if (type == "tool_result" && role == "user") {
+            if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string())
+                return fail(err, bp + ".tool_use_id", "must be a string");
+            std::string result;
+            if (b.contains("content") && !text_of(b["content"], bp + ".content", &result, err)) return false;
+            out->push_back(json{{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", result}});
+        } else {
+            return fail(err, bp + ".type",
+                        "'" + type + "' is not supported in a " + role +
+                            " message (text, tool_result; assistant: text, thinking, tool_use)");
+        }
+    }
+    if (role == "user") {
+        if (!text.empty() || out->empty() || out->back().value("role", "") != "tool")
+            out->push_back(json{{"role", "user"}, {"content", text}});
+        return true;
+    }
+    json a = {{"role", "assistant"}, {"content", text}};
+    if (!thinking.empty()) a["reasoning_content"] = thinking;
+    if (!calls.empty()) a["tool_calls"] = calls;
+    out->push_back(a);
+    return true;
+}
+
+bool translate_tools(const json& tools, json* chat, ApiError* err) {
+    if (!tools.is_array()) return fail(err, "tools", "must be an array");
+    json out = json::array();
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const std::string p = "tools[" + std::to_string(i) + "]";
+        const json& t = tools[i];
+        if (!t.is_object()) return fail(err, p, "must be an object");
+        if (t.contains("type") && !(t["type"].is_string() && t["type"].get<std::string>() == "custom"))
+            return fail(err, p + ".type", "only custom (client) tools with an input_schema are supported");
+        for (auto it = t.begin(); it != t.end(); ++it)
+            if (it.key() != "name" && it.key() != "description" && it.key() != "input_schema" && it.key() != "type" &&
+                it.key() != "cache_control")
+                return fail(err, p + "." + it.key(), "unknown field");
+        if (!t.contains("name") || !t["name"].is_string()) return fail(err, p + ".name", "must be a string");
+        if (!t.contains("input_schema") || !t["input_schema"].is_object())
+            return fail(err, p + ".input_schema", "required, a JSON schema object");
+        json fn = {{"name", t["name"]}, {"parameters", t["input_schema"]}};
+        if (t.contains("description")) fn["description"] = t["description"];
+        out.push_back(json{{"type", "function"}, {"function", fn}});
+    }
+    (*chat)["tools"] = out;
+    return true;
+}
+
+bool translate_tool_choice(const json& tc, json* chat, ApiError* err) {
+    if (!tc.is_object() || !tc.contains("type") || !tc["type"].is_string())
+        return fail(err, "tool_choice.type", "required: auto, any, tool or none");
+    const std::string type = tc["type"].get<std::string>();
+    if (type == "auto") (*chat)["tool_choice"] = "auto";
+    else if (type == "any") (*chat)["tool_choice"] = "required";
+    else if (type == "none") (*chat)["tool_choice"] = "none";
+    else if (type == "tool") {
+        if (!tc.contains("name") || !tc["name"].is_string()) return fail(err, "tool_choice.name", "required with type tool");
+        (*chat)["tool_choice"] = json{{"type", "function"}, {"function", {{"name", tc["name"]}}}};
+    } else {
+        return fail(err, "tool_choice.type", "must be auto, any, tool or none");
+    }
+    if (tc.contains("disable_parallel_tool_use")) {
+        if (!tc["disable_parallel_tool_use"].is_boolean())
+            return fail(err, "tool_choice.disable_parallel_tool_use", "must be a boolean");
+        if (tc["disable_parallel_tool_use"].get<bool>()) (*chat)["parallel_tool_calls"] = false;
+    }
+    return true;
+}
+}  // namespace
+
+std::string anthropic_error_body(int status, const std::string& message) {
+    return dump(json{{"type", "error"}, {"error", {{"type", error_type(status)}, {"message", message}}}});
+}
+
+bool anthropic_to_chat(const json& body, json* chat, ApiError* err) {
+    static const char* kKnown[] = {"model",  "messages", "max_tokens", "system",      "stop_sequences",
+                                   "stream", "temperature", "top_p",   "top_k",       "tools",
+                                   "tool_choice", "metadata", "thinking", "service_tier"};
+    if (!body.is_object()) return fail(err, "body", "must be a JSON object");
+    std::string unknown, first;
+    for (auto it = body.begin(); it != body.end(); ++it) {
+        bool known = false;
+        for (const char* k : kKnown) known = known || it.key() == k;
+        if (known) continue;
+        if (first.empty()) first = it.key();
+        unknown += (unknown.empty() ? "'" : ", '") + it.key() + "'";
+    }
+    if (!unknown.empty()) {
+        *err = invalid_field(first, "unknown field(s) " + unknown + ": not an Anthropic Messages field Frost supports");
+        return false;
+    }
+    if (!body.contains("max_tokens")) return fail(err, "max_tokens", "required");
+    if (!body["max_tokens"].is_number_integer() || body["max_tokens"].get<int64_t>() < 1)
+        return fail(err, "max_tokens", "must be an integer >= 1");
+    if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
+        return fail(err, "messages", "required, a non-empty array");
+    json msgs = json::array();
+    if (body.contains("system")) {
+        std::string sys;
+        if (!text_of(body["system"], "system", &sys, err)) return false;
+        msgs.push_back(json{{"role", "system"}, {"content", sys}});
+    }
+    for (size_t i = 0; i < body["messages"].size(); ++i)
+        if (!translate_message(body["messages"][i], i, &msgs, err)) return false;
+    json c = {{"messages", msgs}, {"max_tokens", body["max_tokens"]}};
+    if (body.contains("model")) c["model"] = body["model"];
+    for (const char* k : {"stream", "temperature", "top_p", "top_k"})
+        if (body.contains(k)) c[k] = body[k];
+    if (body.contains("stop_sequences")) {
+        const json& s = body["stop_sequences"];
+        if (!s.is_array()) return fail(err, "stop_sequences", "must be an array of strings");
+        for (size_t i = 0; i < s.size(); ++i)
+            if (!s[i].is_string()) return fail(err, "stop_sequences[" + std::to_string(i) + "]", "must be a string");
+        if (!s.empty()) c["stop"] = s;
+    }
+    if (body.contains("tools") && !translate_tools(body["tools"], &c, err)) return false;
+    if (body.contains("tool_choice") && !translate_tool_choice(body["tool_choice"], &c, err)) return false;
+    if (body.contains("thinking")) {
+        const json& t = body["thinking"];
+        const std::string type = t.is_object() ? t.value("type", "") : "";
+        if (type == "enabled") c["enable_thinking"] = true;  // budget_tokens: max_tokens bounds it all
+        else if (type == "disabled") c["enable_thinking"] = false;
+        else return fail(err, "thinking.type", "must be \"enabled\" or \"disabled\"");
+    }
+    *chat = std::move(c);
+    return true;
+}
+
+MessagesBuilder::MessagesBuilder(std::string id, std::string model, size_t prompt_tokens)
+    : id_(std::move(id)), model_(std::move(model)), prompt_tokens_(prompt_tokens) {}
+
+json MessagesBuilder::usage_json() const {
+    // Anthropic counts input_tokens without the cached part (cache_read_input_tokens).
+    return json{{"input_tokens", prompt_tokens_ - std::min(prompt_tokens_, cached_tokens_)},
+                {"output_tokens", output_tokens_},
+                {"cache_read_input_tokens", cached_tokens_},
+                {"cache_creation_input_tokens", 0}};
+}
+
+void MessagesBuilder::take_calls(const json& calls) {
+    for (const auto& c : calls) {
+        const json fn = c.value("function", json::object());
+        json input = json::parse(fn.value("arguments", "{}"), nullptr, false);
+        if (input.is_discarded() || !input.is_object()) input = json::object();
+        tool_uses_.push_back(json{{"type", "tool_use"},
+                                  {"id", c.contains("id") ? c["id"].get<std::string>() : anthropic_id("toolu")},
+                                  {"name", fn.value("name", "")},
+                                  {"input", input}});
+    }
+}
+
+std::string MessagesBuilder::close_block() {
+    if (open_ == Open::None) return "";
+    open_ = Open::None;
+    return event("content_block_stop", json{{"type", "content_block_stop"}, {"index", next_index_++}});
+}
+
+std::string MessagesBuilder::open_block(Open kind) {
+    if (open_ == kind) return "";
+    std::string out = close_block();
+    open_ = kind;
+    const json block = kind == Open::Thinking ? json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}
+                                              : json{{"type", "text"}, {"text", ""}};
+    return out + event("content_block_start",
+                       json{{"type", "content_block_start"}, {"index", next_index_}, {"content_block", block}});
+}
+
+std::string MessagesBuilder::sse_open() {
+    json msg = {{"id", id_},           {"type", "message"},      {"role", "assistant"},   {"model", model_},
+                {"content", json::array()}, {"stop_reason", nullptr}, {"stop_sequence", nullptr},
+                {"usage", usage_json()}};
+    return event("message_start", json{{"type", "message_start"}, {"message", msg}});
+}
+
+std::string MessagesBuilder::sse(const StreamEvent& e) {
+    if (e.index != 0) return "";  // n is always 1 here
+    std::string out;
+    if (e.kind == StreamEvent::Kind::Error) {
+        failed_ = true;
+        error_ = e.error;
+        return event("error", json::parse(anthropic_error_body(e.error.status, e.error.message)));
+    }
+    if (e.kind == StreamEvent::Kind::Delta) {
+        if (!e.reasoning.empty()) {
+            out += open_block(Open::Thinking);
+            out += event("content_block_delta", json{{"type", "content_block_delta"},
+                                                     {"index", next_index_},
+                                                     {"delta", {{"type", "thinking_delta"}, {"thinking", e.reasoning}}}});
+        }
+        if (!e.text.empty()) {
+            out += open_block(Open::Text);
+            out += event("content_block_delta", json{{"type", "content_block_delta"},
+                                                     {"index", next_index_},
+                                                     {"delta", {{"type", "text_delta"}, {"text", e.text}}}});
+        }
+        return out;
+    }
+    if (e.kind == StreamEvent::Kind::ToolCalls) {
+        out += close_block();
+        const size_t from = tool_uses_.size();
+        take_calls(e.tool_calls);
+        for (size_t k = from; k < tool_uses_.size(); ++k) {
+            json start = tool_uses_[k];
+            start["input"] = json::object();  // the input follows as input_json_delta
+            out += event("content_block_start",
+                         json{{"type", "content_block_start"}, {"index", next_index_}, {"content_block", start}});
+            out += event("content_block_delta",
+                         json{{"type", "content_block_delta"},
+                              {"index", next_index_},
+                              {"delta", {{"type", "input_json_delta"}, {"partial_json", dump(tool_uses_[k]["input"])}}}});
+            out += event("content_block_stop", json{{"type", "content_block_stop"}, {"index", next_index_++}});
+        }
+        return out;
+    }
+    // Finish
+    add(e);
+    out += close_block();
+    out += event("message_delta", json{{"type", "message_delta"},
+                                       {"delta", {{"stop_reason", stop_reason_}, {"stop_sequence", nullptr}}},
+                                       {"usage", usage_json()}});
+    out += event("message_stop", json{{"type", "message_stop"}});
+    return out;
+}
+
+void MessagesBuilder::add(const StreamEvent& e) {
+    if (e.index != 0) return;
+    switch (e.kind) {
+        case StreamEvent::Kind::Delta:
+            thinking_ += e.reasoning;
+            text_ += e.text;
+            break;
+        case StreamEvent::Kind::ToolCalls:
+            if (tool_uses_.empty()) take_calls(e.tool_calls);
+            break;
+        case StreamEvent::Kind::Error:
+            failed_ = true;
+            error_ = e.error;
+            break;
+        case StreamEvent::Kind::Finish:
+            finished_ = true;
+            output_tokens_ = e.usage.completion_tokens;
+            cached_tokens_ = e.usage.cached_tokens;
+            if (e.usage.prompt_tokens) prompt_tokens_ = e.usage.prompt_tokens;
+            stop_reason_ = e.finish_reason == "length"       ? "max_tokens"
+                           : e.finish_reason == "tool_calls" ? "tool_use"
+                                                             : "end_turn";
+            break;
+    }
+}
+
+std::string MessagesBuilder::final_json() const {
+    json content = json::array();
+    if (!thinking_.empty()) content.push_back(json{{"type", "thinking"}, {"thinking", thinking_}, {"signature", ""}});
+    if (!text_.empty() || tool_uses_.empty()) content.push_back(json{{"type", "text"}, {"text", text_}});
+    for (const auto& t : tool_uses_) content.push_back(t);
+    return dump(json{{"id", id_},
+                     {"type", "message"},
+                     {"role", "assistant"},
+                     {"model", model_},
+                     {"content", content},
+                     {"stop_reason", stop_reason_},
+                     {"stop_sequence", nullptr},
+                     {"usage", usage_json()}});
+}
+
+HttpOut Api::messages(const HttpIn& in, const std::string& owner) {
+    auto anthropic = [](HttpOut out) {  // an OpenAI-shaped error reply -> Anthropic's shape
+        if (out.status < 400 || out.job) return out;
+        const json e = json::parse(out.body, nullptr, false);
+        std::string msg = out.body;
+        if (e.is_object() && e.contains("error") && e["error"].is_object()) msg = e["error"].value("message", msg);
+        out.body = anthropic_error_body(out.status, msg);
+        return out;
+    };
+    if (in.method != "POST")
+        return anthropic(error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use POST")));
+    // The SDKs send 2023-06-01; an unknown version is refused rather than guessed at.
+    if (!in.anthropic_version.empty() && in.anthropic_version != "2023-06-01" && in.anthropic_version != "2023-01-01")
+        return anthropic(error_reply(invalid_field("anthropic-version", "anthropic-version: '" + in.anthropic_version +
+                                                                            "' is not supported (use 2023-06-01)")));
+    json body, chat;
+    ApiError err;
+    if (!parse_json_body(in.body, cfg_.limits.max_depth, &body, &err)) return anthropic(error_reply(err));
+    if (!anthropic_to_chat(body, &chat, &err)) return anthropic(error_reply(err));
+    return anthropic(generate_chat(chat, in, owner, [](const Job& job, const std::string& model) {
+        return std::make_unique<MessagesBuilder>(anthropic_id("msg"), model, job.prompt.size());
+    }));
+}
+
+}  // namespace frost::serve

@@ -1,0 +1,521 @@
+// OpenAI Responses API (see responses_api.h) and its routes, Api::responses.
+#include "serve/responses_api.h"
+
+#include <chrono>
+
+#include "serve/api.h"
+#include "serve/http_route.h"
+#include "serve/ids.h"
+#include "serve/json_guard.h"
+
+namespace frost::serve {
+
+using nlohmann::json;
+
+namespace {
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string underscore_id(const char* prefix) {  // "resp-<hex>" -> "resp_<hex>" (OpenAI's spelling)
+    std::string id = new_id(prefix);
+    const size_t dash = id.find('-');
+    if (dash != std::string::npos) id[dash] = '_';
+    return id;
+}
+
+bool fail(ApiError* err, const std::string& param, const std::string& msg) {
+    *err = invalid_field(param, param + ": " + msg);
+    return false;
+}
+
+// A message item's content: a string or input_text / output_text parts.
+bool content_text(const json& c, const std::string& p, std::string* out, ApiError* err) {
+    if (c.is_string()) {
+        *out = c.get<std::string>();
+        return true;
+    }
+    if (!c.is_array()) return fail(err, p, "must be a string or an array of input_text parts");
+    out->clear();
+    for (size_t j = 0; j < c.size(); ++j) {
+        const std::string pp = p + "[" + std::to_string(j) + "]";
+        const std::string type = c[j].is_object() ? c[j].value("type", "") : "";
+        if (type != "input_text" && type != "output_text" && type != "text")
+            return fail(err, pp + ".type", "only input_text / output_text parts are supported (got '" + type + "')");
+        if (!c[j].contains("text") || !c[j]["text"].is_string()) return fail(err, pp + ".text", "must be a string");
+        *out += c[j]["text"].get<std::string>();
+    }
+    return true;
+}
+
+bool translate_input(const json& input, json* msgs, ApiError* err) {
+    if (input.is_string()) {
+        msgs->push_back(json{{"role", "user"}, {"content", input}});
+        return true;
+    }
+    if (!input.is_array() || input.empty()) return fail(err, "input", "must be a string or a non-empty array of items");
+    for (size_t i = 0; i < input.size(); ++i) {
+        const std::string p = "input[" + std::to_string(i) + "]";
+        const json& it = input[i];
+        if (!it.is_object()) return fail(err, p, "must be an object");
+        const std::string type = it.value("type", it.contains("role") ? "message" : "");
+        if (type == "message") {
+            std::string role = it.value("role", "");
+            if (role != "user" && role != "assistant" && role != "system" && role != "developer")
+                return fail(err, p + ".role", "must be user, assistant, system or developer");
+            if (role == "developer") role = "system";
+            std::string text;
+            if (!it.contains("content") || !content_text(it["content"], p + ".content", &text, err)) {
+                if (!it.contains("content")) return fail(err, p + ".content", "required");
+                return false;
+            }
+            msgs->push_back(json{{"role", role}, {"content", text}});
+        } else if (type == "function_call") {
+            for (const char* k : {"call_id", "name", "arguments"})
+                if (!it.contains(k) || !it[k].is_string()) return fail(err, p + "." + k, "must be a string");
+            const json call = {{"id", it["call_id"]},
+                               {"type", "function"},
+                               {"function", {{"name", it["name"]}, {"arguments", it["arguments"]}}}};
+            // Calls following an assistant message (or each other) belong to that turn.
+            if (!msgs->empty() && msgs->back().value("role", "") == "assistant") {
+                json& last = msgs->back();
+                if (!last.contains("tool_calls")) last["tool_calls"] = json::array();
+                last["tool_calls"].push_back(call);
+            } else {
+                msgs->push_back(json{{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({call})}});
+            }
+        } else if (type == "function_call_output") {
+            if (!it.contains("call_id") || !it["call_id"].is_string()) return fail(err, p + ".call_id", "must be a string");
+            std::string out;
+            if (!it.contains("output") || !content_text(it["output"], p + ".output", &out, err)) {
+                if (!it.contains("output")) return fail(err, p + ".output", "required");
+                return false;
+            }
+            msgs->push_back(json{{"role", "tool"}, {"tool_call_id", it["call_id"]}, {"content", out}});
+        } else if (type == "reasoning") {
+            // A previous turn's reasoning: the chat template drops past thinking anyway.
+        } else {
+            return fail(err, p + ".type",
+                        "'" + type + "' is not supported (message, function_call, function_call_output, reasoning)");
+        }
+    }
+    return true;
+}
+
+bool translate_tools(const json& tools, json* chat, ApiError* err) {
+    if (!tools.is_array()) return fail(err, "tools", "must be an array");
+    json out = json::array();
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const std::string p = "tools[" + std::to_string(i) + "]";
+        const json& t = tools[i];
+        if (!t.is_object() || t.value("type", "") != "function")
+            return fail(err, p + ".type", "only function tools are supported");
+        if (!t.contains("name") || !t["name"].is_string()) return fail(err, p + ".name", "must be a string");
+        for (auto k = t.begin(); k != t.end(); ++k)
+            if (k.key() != "type" && k.key() != "name" && k.key() != "description" && k.key() != "parameters" &&
+                k.key() != "strict")
+                return fail(err, p + "." + k.key(), "unknown field");
+        json fn = {{"name", t["name"]}};
+        if (t.contains("description")) fn["description"] = t["description"];
+        fn["parameters"] = t.contains("parameters") && !t["parameters"].is_null() ? t["parameters"]
+                                                                                  : json{{"type", "object"}, {"properties", json::object()}};
+        out.push_back(json{{"type", "function"}, {"function", fn}});
+    }
+    (*chat)["tools"] = out;
+    return true;
+}
+}  // namespace
+
+void ResponseStore::put(const std::string& id, Entry e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!map_.count(id)) order_.push_back(id);
+    map_[id] = std::move(e);
+    while (map_.size() > cap_ && !order_.empty()) {
+        map_.erase(order_.front());
+        order_.pop_front();
+    }
+}
+
+std::optional<ResponseStore::Entry> ResponseStore::get(const std::string& id, const std::string& owner) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(id);
+    if (it == map_.end() || it->second.owner != owner) return std::nullopt;
+    return it->second;
+}
+
+bool ResponseStore::remove(const std::string& id, const std::string& owner) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(id);
+    if (it == map_.end() || it->second.owner != owner) return false;
+    map_.erase(it);
+    for (auto o = order_.begin(); o != order_.end(); ++o)
+        if (*o == id) {
+            order_.erase(o);
+            break;
+        }
+    return true;
+}
+
+std::shared_ptr<ResponseStore> make_response_store(size_t cap) { return std::make_shared<ResponseStore>(cap); }
+
+bool responses_to_chat(const json& body, const json& prior, json* chat, json* conversation, ApiError* err) {
+    static const char* kKnown[] = {"model",       "input",       "instructions", "tools",    "tool_choice",
+                                   "max_output_tokens", "temperature", "top_p", "stream", "store",
+                                   "previous_response_id", "metadata", "user", "parallel_tool_calls", "text",
+                                   "reasoning",   "truncation",  "service_tier"};
+    if (!body.is_object()) return fail(err, "body", "must be a JSON object");
+    std::string unknown, first;
+    for (auto it = body.begin(); it != body.end(); ++it) {
+        bool known = false;
+        for (const char* k : kKnown) known = known || it.key() == k;
+        if (known) continue;
+        if (first.empty()) first = it.key();
+        unknown += (unknown.empty() ? "'" : ", '") + it.key() + "'";
+    }
+    if (!unknown.empty()) {
+        *err = invalid_field(first, "unknown field(s) " + unknown + ": not a Responses API field Frost supports");
+        return false;
+    }
+    if (!body.contains("input")) return fail(err, "input", "required");
+    json conv = prior.is_array() ? prior : json::array();
+    if (!translate_input(body["input"], &conv, err)) return false;
+    json msgs = json::array();
+    if (body.contains("instructions") && !body["instructions"].is_null()) {
+        if (!body["instructions"].is_string()) return fail(err, "instructions", "must be a string");
+        msgs.push_back(json{{"role", "system"}, {"content", body["instructions"]}});
+    }
+    for (const auto& m : conv) msgs.push_back(m);
+    json c = {{"messages", msgs}};
+    if (body.contains("model")) c["model"] = body["model"];
+    if (body.contains("max_output_tokens") && !body["max_output_tokens"].is_null()) {
+        if (!body["max_output_tokens"].is_number_integer() || body["max_output_tokens"].get<int64_t>() < 1)
+            return fail(err, "max_output_tokens", "must be an integer >= 1");
+        c["max_tokens"] = body["max_output_tokens"];
+    }
+    for (const char* k : {"temperature", "top_p", "stream", "parallel_tool_calls", "metadata", "user", "service_tier"})
+        if (body.contains(k) && !body[k].is_null()) c[k] = body[k];
+    if (body.contains("tools") && !translate_tools(body["tools"], &c, err)) return false;
+    if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
+        const json& tc = body["tool_choice"];
+        if (tc.is_string()) c["tool_choice"] = tc;
+        else if (tc.is_object() && tc.value("type", "") == "function" && tc.contains("name") && tc["name"].is_string())
+            c["tool_choice"] = json{{"type", "function"}, {"function", {{"name", tc["name"]}}}};
+        else return fail(err, "tool_choice", "must be auto, none, required or {\"type\":\"function\",\"name\":...}");
+    }
+    if (body.contains("store") && !body["store"].is_boolean()) return fail(err, "store", "must be a boolean");
+    if (body.contains("truncation") && body["truncation"] != "disabled")
+        return fail(err, "truncation", "only \"disabled\" is supported (a prompt that does not fit is a 400)");
+    if (body.contains("reasoning") && !body["reasoning"].is_null()) {
+        const json& r = body["reasoning"];
+        if (!r.is_object()) return fail(err, "reasoning", "must be an object");
+        for (auto k = r.begin(); k != r.end(); ++k)
+            if (k.key() != "effort") return fail(err, "reasoning." + k.key(), "unknown field (only effort)");
+        if (r.contains("effort") && !r["effort"].is_null()) {
+            const std::string e = r["effort"].is_string() ? r["effort"].get<std::string>() : "";
+            if (e != "none" && e != "minimal" && e != "low" && e != "medium" && e != "high")
+                return fail(err, "reasoning.effort", "must be none, minimal, low, medium or high");
+            // The model has one thinking switch: none/minimal turn it off, the others on.
+            c["enable_thinking"] = !(e == "none" || e == "minimal");
+        }
+    }
+    if (body.contains("text") && !body["text"].is_null()) {
+        const json& t = body["text"];
+        if (!t.is_object()) return fail(err, "text", "must be an object");
+        for (auto k = t.begin(); k != t.end(); ++k)
+            if (k.key() != "format") return fail(err, "text." + k.key(), "unknown field (only format)");
+        if (t.contains("format")) {
+            const json& f = t["format"];
+            const std::string type = f.is_object() ? f.value("type", "") : "";
+            if (type == "json_object") c["response_format"] = json{{"type", "json_object"}};
+            else if (type == "json_schema") {
+                json js = {{"name", f.value("name", "response")}};
+                if (f.contains("schema")) js["schema"] = f["schema"];
+                if (f.contains("strict")) js["strict"] = f["strict"];
+                c["response_format"] = json{{"type", "json_schema"}, {"json_schema", js}};
+            } else if (type != "text") {
+                return fail(err, "text.format.type", "must be text, json_object or json_schema");
+            }
+        }
+    }
+    *chat = std::move(c);
+    *conversation = std::move(conv);
+    return true;
+}
+
+ResponsesBuilder::ResponsesBuilder(std::string id, std::string model, json echo, size_t prompt_tokens,
+                                   std::shared_ptr<ResponseStore> store, std::string owner, json conversation)
+    : id_(std::move(id)), model_(std::move(model)), echo_(std::move(echo)),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()),
+      prompt_tokens_(prompt_tokens), store_(std::move(store)), owner_(std::move(owner)),
+      conversation_(std::move(conversation)), msg_id_(underscore_id("msg")), rs_id_(underscore_id("rs")) {}
+
+std::string ResponsesBuilder::ev(const char* type, json data) {
+    data["type"] = type;
+    data["sequence_number"] = seq_++;
+    return std::string("event: ") + type + "\ndata: " + dump(data) + "\n\n";
+}
+
+json ResponsesBuilder::message_item(const char* status) const {
+    return json{{"type", "message"},
+                {"id", msg_id_},
+                {"status", status},
+                {"role", "assistant"},
+                {"content", json::array({json{{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}}})}};
+}
+
+json ResponsesBuilder::reasoning_item() const {
+    return json{{"type", "reasoning"},
+                {"id", rs_id_},
+                {"summary", json::array()},
+                {"content", json::array({json{{"type", "reasoning_text"}, {"text", reasoning_}}})}};
+}
+
+json ResponsesBuilder::response_json(const char* status) const {
+    json r = echo_;
+    r["id"] = id_;
+    r["object"] = "response";
+    r["created_at"] = created_;
+    r["status"] = status;
+    r["model"] = model_;
+    r["error"] = nullptr;
+    r["incomplete_details"] = finish_reason_ == "length" ? json{{"reason", "max_output_tokens"}} : json(nullptr);
+    json out = json::array();
+    if (std::string(status) != "in_progress") {
+        if (!reasoning_.empty()) out.push_back(reasoning_item());
+        if (!text_.empty() || calls_.empty()) out.push_back(message_item("completed"));
+        for (const auto& c : calls_) out.push_back(c);
+    }
+    r["output"] = out;
+    r["usage"] = json{{"input_tokens", prompt_tokens_},
+                      {"input_tokens_details", {{"cached_tokens", cached_tokens_}}},
+                      {"output_tokens", output_tokens_},
+                      {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                      {"total_tokens", prompt_tokens_ + output_tokens_}};
+    if (std::string(status) == "in_progress") r["usage"] = nullptr;
+    return r;
+}
+
+void ResponsesBuilder::take_calls(const json& calls) {
+    for (const auto& c : calls) {
+        const json fn = c.value("function", json::object());
+        const std::string call_id = c.contains("id") ? c["id"].get<std::string>() : new_id("call");
+        calls_.push_back(json{{"type", "function_call"},
+                              {"id", underscore_id("fc")},
+                              {"call_id", call_id},
+                              {"name", fn.value("name", "")},
+                              {"arguments", fn.value("arguments", "{}")},
+                              {"status", "completed"}});
+    }
+}
+
+std::string ResponsesBuilder::close_item() {
+    std::string out;
+    const int idx = opened_ - 1;
+    if (open_ == Open::Reasoning) {
+        out += ev("response.reasoning_text.done",
+                  {{"item_id", rs_id_}, {"output_index", idx}, {"content_index", 0}, {"text", reasoning_}});
+        out += ev("response.output_item.done", {{"output_index", idx}, {"item", reasoning_item()}});
+    } else if (open_ == Open::Message) {
+        const json part = {{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}};
+        out += ev("response.output_text.done", {{"item_id", msg_id_},
+                                                {"output_index", idx},
+                                                {"content_index", 0},
+                                                {"text", text_},
+                                                {"logprobs", json::array()}});
+        out += ev("response.content_part.done", {{"item_id", msg_id_}, {"output_index", idx}, {"content_index", 0}, {"part", part}});
+        out += ev("response.output_item.done", {{"output_index", idx}, {"item", message_item("completed")}});
+    }
+    open_ = Open::None;
+    return out;
+}
+
+std::string ResponsesBuilder::open_item(Open kind) {
+    if (open_ == kind) return "";
+    std::string out = close_item();
+    open_ = kind;
+    const int idx = opened_++;
+    if (kind == Open::Reasoning) {
+        json item = reasoning_item();
+        item["content"] = json::array();
+        out += ev("response.output_item.added", {{"output_index", idx}, {"item", item}});
+    } else {
+        json item = message_item("in_progress");
+        item["content"] = json::array();
+        out += ev("response.output_item.added", {{"output_index", idx}, {"item", item}});
+        out += ev("response.content_part.added",
+                  {{"item_id", msg_id_},
+                   {"output_index", idx},
+                   {"content_index", 0},
+                   {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}}});
+    }
+    return out;
+}
+
+std::string ResponsesBuilder::sse_open() {
+    const json r = response_json("in_progress");
+    return ev("response.created", {{"response", r}}) + ev("response.in_progress", {{"response", r}});
+}
+
+std::string ResponsesBuilder::sse(const StreamEvent& e) {
+    if (e.index != 0) return "";
+    std::string out;
+    switch (e.kind) {
+        case StreamEvent::Kind::Error:
+            failed_ = true;
+            error_ = e.error;
+            return ev("error", {{"code", e.error.code.empty() ? json(nullptr) : json(e.error.code)},
+                                {"message", e.error.message},
+                                {"param", e.error.param.empty() ? json(nullptr) : json(e.error.param)}});
+        case StreamEvent::Kind::Delta:
+            if (!e.reasoning.empty()) {
+                out += open_item(Open::Reasoning);
+                reasoning_ += e.reasoning;
+                out += ev("response.reasoning_text.delta",
+                          {{"item_id", rs_id_}, {"output_index", opened_ - 1}, {"content_index", 0}, {"delta", e.reasoning}});
+            }
+            if (!e.text.empty()) {
+                out += open_item(Open::Message);
+                text_ += e.text;
+                out += ev("response.output_text.delta", {{"item_id", msg_id_},
+                                                         {"output_index", opened_ - 1},
+                                                         {"content_index", 0},
+                                                         {"delta", e.text},
+                                                         {"logprobs", json::array()}});
+            }
+            return out;
+        case StreamEvent::Kind::ToolCalls: {
+            out += close_item();
+            const size_t from = calls_.size();
+            take_calls(e.tool_calls);
+            for (size_t k = from; k < calls_.size(); ++k) {
+                const json& c = calls_[k];
+                const int idx = opened_++;
+                json added = c;
+                added["arguments"] = "";
+                added["status"] = "in_progress";
+                out += ev("response.output_item.added", {{"output_index", idx}, {"item", added}});
+                out += ev("response.function_call_arguments.delta",
+                          {{"item_id", c["id"]}, {"output_index", idx}, {"delta", c["arguments"]}});
+                out += ev("response.function_call_arguments.done",
+                          {{"item_id", c["id"]}, {"output_index", idx}, {"arguments", c["arguments"]}, {"name", c["name"]}});
+                out += ev("response.output_item.done", {{"output_index", idx}, {"item", c}});
+            }
+            return out;
+        }
+        case StreamEvent::Kind::Finish:
+            // Nothing at all was said: the response still has its (empty) message item.
+            if (text_.empty() && calls_.empty()) out += open_item(Open::Message);
+            out += close_item();
+            finish(e);
+            if (finish_reason_ == "length") return out + ev("response.incomplete", {{"response", response_json("incomplete")}});
+            return out + ev("response.completed", {{"response", response_json("completed")}});
+    }
+    return out;
+}
+
+void ResponsesBuilder::add(const StreamEvent& e) {
+    if (e.index != 0) return;
+    switch (e.kind) {
+        case StreamEvent::Kind::Delta:
+            reasoning_ += e.reasoning;
+            text_ += e.text;
+            break;
+        case StreamEvent::Kind::ToolCalls:
+            if (calls_.empty()) take_calls(e.tool_calls);
+            break;
+        case StreamEvent::Kind::Error:
+            failed_ = true;
+            error_ = e.error;
+            break;
+        case StreamEvent::Kind::Finish:
+            finish(e);
+            break;
+    }
+}
+
+void ResponsesBuilder::finish(const StreamEvent& e) {
+    finished_ = true;
+    finish_reason_ = e.finish_reason;
+    output_tokens_ = e.usage.completion_tokens;
+    cached_tokens_ = e.usage.cached_tokens;
+    if (e.usage.prompt_tokens) prompt_tokens_ = e.usage.prompt_tokens;
+    if (!store_) return;
+    // The conversation the next turn continues: this one's messages + the output as the
+    // assistant turn (tool calls under their call ids, which function_call_output items name).
+    json conv = conversation_;
+    json a = {{"role", "assistant"}, {"content", text_}};
+    if (!calls_.empty()) {
+        json tc = json::array();
+        for (const auto& c : calls_)
+            tc.push_back(json{{"id", c["call_id"]}, {"type", "function"}, {"function", {{"name", c["name"]}, {"arguments", c["arguments"]}}}});
+        a["tool_calls"] = tc;
+    }
+    conv.push_back(a);
+    store_->put(id_, ResponseStore::Entry{owner_, conv, response_json(finish_reason_ == "length" ? "incomplete" : "completed")});
+}
+
+std::string ResponsesBuilder::final_json() const {
+    return dump(response_json(finish_reason_ == "length" ? "incomplete" : "completed"));
+}
+
+HttpOut Api::responses(const HttpIn& in, const std::string& path, const std::string& owner) {
+    auto reply = [](int status, const json& j) {
+        HttpOut out;
+        out.status = status;
+        out.body = dump(j);
+        return out;
+    };
+    if (path != "/v1/responses") {
+        // GET|DELETE /v1/responses/{id} (the id as the client spelled it)
+        RoutePath route;
+        std::string why;
+        normalize_target(in.target, &route, &why);
+        const std::string id = route.raw_path.substr(std::string("/v1/responses/").size());
+        if (!valid_id(id, &why)) return error_reply(invalid_field("response_id", why));
+        const auto e = responses_->get(id, owner);
+        if (!e) return error_reply(make_error(404, "invalid_request_error", "not_found", "No response found with id '" + id + "'"));
+        if (in.method == "GET") return reply(200, e->response);
+        if (in.method == "DELETE") {
+            responses_->remove(id, owner);
+            return reply(200, json{{"id", id}, {"object", "response"}, {"deleted", true}});
+        }
+        return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET or DELETE"));
+    }
+    if (in.method != "POST") return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use POST"));
+    json body, chat, conv;
+    ApiError err;
+    if (!parse_json_body(in.body, cfg_.limits.max_depth, &body, &err)) return error_reply(err);
+    json prior = json::array();
+    std::string prev;
+    if (body.is_object() && body.contains("previous_response_id") && !body["previous_response_id"].is_null()) {
+        if (!body["previous_response_id"].is_string())
+            return error_reply(invalid_field("previous_response_id", "previous_response_id: must be a string"));
+        prev = body["previous_response_id"].get<std::string>();
+        const auto e = responses_->get(prev, owner);
+        if (!e) {
+            ApiError nf = make_error(404, "invalid_request_error", "previous_response_not_found",
+                                     "previous_response_id: no stored response '" + prev + "'");
+            nf.param = "previous_response_id";
+            return error_reply(nf);
+        }
+        prior = e->conversation;
+    }
+    if (!responses_to_chat(body, prior, &chat, &conv, &err)) return error_reply(err);
+    const bool store = body.value("store", true);
+    json echo = {{"instructions", body.value("instructions", json(nullptr))},
+                 {"tools", body.value("tools", json::array())},
+                 {"tool_choice", body.value("tool_choice", json("auto"))},
+                 {"temperature", body.value("temperature", json(1.0))},
+                 {"top_p", body.value("top_p", json(1.0))},
+                 {"max_output_tokens", body.value("max_output_tokens", json(nullptr))},
+                 {"previous_response_id", prev.empty() ? json(nullptr) : json(prev)},
+                 {"parallel_tool_calls", body.value("parallel_tool_calls", json(true))},
+                 {"metadata", body.value("metadata", json::object())},
+                 {"store", store},
+                 {"text", body.value("text", json{{"format", {{"type", "text"}}}})},
+                 {"truncation", "disabled"}};
+    auto st = store ? responses_ : nullptr;
+    return generate_chat(chat, in, owner, [echo, st, owner, conv](const Job& job, const std::string& model) {
+        return std::make_unique<ResponsesBuilder>(underscore_id("resp"), model, echo, job.prompt.size(), st, owner, conv);
+    });
+}
+
+}  // namespace frost::serve
