@@ -4,6 +4,7 @@
 #include "serve/api.h"
 #include "serve/ids.h"
 #include "serve/json_guard.h"
+#include "text/chat_template.h"
 
 namespace frost::serve {
 
@@ -21,6 +22,24 @@ std::string anthropic_id(const char* prefix) {
     return id;
 }
 
+// A tool_use input as the arguments string a chat message carries: Python's json.dumps form
+// (", " and ": "), which is what the template's tojson writes and the model itself produces.
+std::string tool_arguments(const json& input) {
+    try {
+        return text::python_json_dumps(nlohmann::ordered_json(input));
+    } catch (const std::exception&) {  // deeper than the template's bound: the validator names it
+        return dump(input);
+    }
+}
+
+bool known_version(const std::string& v) {
+    if (v.size() != 10 || v[4] != '-' || v[7] != '-') return false;
+    for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9})
+        if (v[i] < '0' || v[i] > '9') return false;
+    return v >= "2023-06-01" && v.substr(5, 2) >= "01" && v.substr(5, 2) <= "12" && v.substr(8, 2) >= "01" &&
+           v.substr(8, 2) <= "31";
+}
+
 const char* error_type(int status) {
     switch (status) {
         case 401: return "authentication_error";
@@ -34,7 +53,7 @@ const char* error_type(int status) {
 }
 
 bool fail(ApiError* err, const std::string& param, const std::string& msg) {
-    *err = invalid_field(param, param + ": " + msg);
+    *err = invalid_field(param, msg);
     return false;
 }
 
@@ -91,7 +110,7 @@ bool translate_message(const json& m, size_t i, json* out, ApiError* err) {
             if (!input.is_object()) return fail(err, bp + ".input", "must be an object");
             calls.push_back(json{{"id", b["id"]},
                                  {"type", "function"},
-                                 {"function", {{"name", b["name"]}, {"arguments", dump(input)}}}});
+                                 {"function", {{"name", b["name"]}, {"arguments", tool_arguments(input)}}}});
         } else if (type == "tool_result" && role == "user") {
             if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string())
                 return fail(err, bp + ".tool_use_id", "must be a string");
@@ -169,7 +188,8 @@ std::string anthropic_error_body(int status, const std::string& message) {
 bool anthropic_to_chat(const json& body, json* chat, ApiError* err) {
     static const char* kKnown[] = {"model",  "messages", "max_tokens", "system",      "stop_sequences",
                                    "stream", "temperature", "top_p",   "top_k",       "tools",
-                                   "tool_choice", "metadata", "thinking", "service_tier"};
+                                   "tool_choice", "metadata", "thinking", "service_tier", "cache_control",
+                                   "output_config"};
     if (!body.is_object()) return fail(err, "body", "must be a JSON object");
     std::string unknown, first;
     for (auto it = body.begin(); it != body.end(); ++it) {
@@ -212,9 +232,27 @@ bool anthropic_to_chat(const json& body, json* chat, ApiError* err) {
     if (body.contains("thinking")) {
         const json& t = body["thinking"];
         const std::string type = t.is_object() ? t.value("type", "") : "";
-        if (type == "enabled") c["enable_thinking"] = true;  // budget_tokens: max_tokens bounds it all
+        // The model has one switch: enabled / adaptive / between_tools turn thinking on
+        // (budget_tokens: max_tokens bounds it all), disabled turns it off.
+        if (type == "enabled" || type == "adaptive" || type == "between_tools") c["enable_thinking"] = true;
         else if (type == "disabled") c["enable_thinking"] = false;
-        else return fail(err, "thinking.type", "must be \"enabled\" or \"disabled\"");
+        else return fail(err, "thinking.type", "must be enabled, adaptive, between_tools or disabled");
+    }
+    // cache_control (top level or on blocks) is a no-op: every prefix is reused by capsules anyway.
+    if (body.contains("output_config") && !body["output_config"].is_null()) {
+        const json& oc = body["output_config"];
+        if (!oc.is_object()) return fail(err, "output_config", "must be an object");
+        for (auto it = oc.begin(); it != oc.end(); ++it) {
+            if (it.key() == "effort") continue;  // no effort control beyond thinking: a documented no-op
+            if (it.key() != "format") return fail(err, "output_config." + it.key(), "unknown field");
+            const json& f = it.value();
+            if (f.is_null()) continue;
+            if (!f.is_object() || f.value("type", "") != "json_schema" || !f.contains("schema"))
+                return fail(err, "output_config.format", "must be {\"type\":\"json_schema\",\"schema\":{...}}");
+            // Structured output runs on the chat path's response_format (constrained decoding).
+            c["response_format"] = json{{"type", "json_schema"},
+                                        {"json_schema", {{"name", "output"}, {"schema", f["schema"]}, {"strict", true}}}};
+        }
     }
     *chat = std::move(c);
     return true;
@@ -368,10 +406,12 @@ HttpOut Api::messages(const HttpIn& in, const std::string& owner) {
     };
     if (in.method != "POST")
         return anthropic(error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use POST")));
-    // The SDKs send 2023-06-01; an unknown version is refused rather than guessed at.
-    if (!in.anthropic_version.empty() && in.anthropic_version != "2023-06-01" && in.anthropic_version != "2023-01-01")
-        return anthropic(error_reply(invalid_field("anthropic-version", "anthropic-version: '" + in.anthropic_version +
-                                                                            "' is not supported (use 2023-06-01)")));
+    // A version is a date (the SDKs send 2023-06-01 or later): the shapes served here are those
+    // of every dated version since 2023-06-01, so a well-formed date from then on is accepted and
+    // anything else refused rather than guessed at.
+    if (!in.anthropic_version.empty() && !known_version(in.anthropic_version))
+        return anthropic(error_reply(invalid_field("anthropic-version", "'" + in.anthropic_version +
+                                                                            "' is not a supported version (YYYY-MM-DD, 2023-06-01 or later)")));
     json body, chat;
     ApiError err;
     if (!parse_json_body(in.body, cfg_.limits.max_depth, &body, &err)) return anthropic(error_reply(err));

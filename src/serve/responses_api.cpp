@@ -23,7 +23,7 @@ std::string underscore_id(const char* prefix) {  // "resp-<hex>" -> "resp_<hex>"
 }
 
 bool fail(ApiError* err, const std::string& param, const std::string& msg) {
-    *err = invalid_field(param, param + ": " + msg);
+    *err = invalid_field(param, msg);
     return false;
 }
 
@@ -487,7 +487,7 @@ HttpOut Api::responses(const HttpIn& in, const std::string& path, const std::str
     std::string prev;
     if (body.is_object() && body.contains("previous_response_id") && !body["previous_response_id"].is_null()) {
         if (!body["previous_response_id"].is_string())
-            return error_reply(invalid_field("previous_response_id", "previous_response_id: must be a string"));
+            return error_reply(invalid_field("previous_response_id", "must be a string"));
         prev = body["previous_response_id"].get<std::string>();
         const auto e = responses_->get(prev, owner);
         if (!e) {

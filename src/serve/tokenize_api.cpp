@@ -36,7 +36,7 @@ bool optional_bool(const json& body, const char* key, bool dflt, bool* out, ApiE
     *out = dflt;
     if (!body.contains(key) || body[key].is_null()) return true;
     if (!body[key].is_boolean()) {
-        *err = invalid_field(key, std::string(key) + ": must be a boolean");
+        *err = invalid_field(key, "must be a boolean");
         return false;
     }
     *out = body[key].get<bool>();
@@ -67,8 +67,8 @@ HttpOut Api::tokenize(const HttpIn& in) {
     if (has_prompt) {
         for (const char* k : {"tools", "add_generation_prompt", "continue_final_message", "chat_template_kwargs",
                               "enable_thinking"})
-            if (body.contains(k)) return error_reply(invalid_field(k, std::string(k) + ": only with messages"));
-        if (!body["prompt"].is_string()) return error_reply(invalid_field("prompt", "prompt: must be a string"));
+            if (body.contains(k)) return error_reply(invalid_field(k, "only with messages"));
+        if (!body["prompt"].is_string()) return error_reply(invalid_field("prompt", "must be a string"));
         text = body["prompt"].get<std::string>();
     } else {
         // The chat validator checks messages / tools / the template switches exactly as a chat
@@ -98,7 +98,7 @@ HttpOut Api::detokenize(const HttpIn& in) {
     if (!body.is_object()) return error_reply(invalid_field("", "the body must be a JSON object"));
     if (!only_known(body, {"model", "tokens"}, &err)) return error_reply(err);
     if (!body.contains("tokens") || !body["tokens"].is_array())
-        return error_reply(invalid_field("tokens", "tokens: required, an array of token ids"));
+        return error_reply(invalid_field("tokens", "required, an array of token ids"));
     const int vocab = engine_.vocab_size();
     auto detok = text_.detokenizer();
     std::string text;
@@ -107,8 +107,7 @@ HttpOut Api::detokenize(const HttpIn& in) {
         const json& t = toks[i];
         if (!t.is_number_integer() || t.get<int64_t>() < 0 || (vocab > 0 && t.get<int64_t>() >= vocab))
             return error_reply(invalid_field("tokens[" + std::to_string(i) + "]",
-                                             "tokens[" + std::to_string(i) + "]: not a token id in [0, " +
-                                                 std::to_string(vocab) + ")"));
+                                             "not a token id in [0, " + std::to_string(vocab) + ")"));
         text += detok->push(int32_t(t.get<int64_t>()));
     }
     text += detok->flush();
