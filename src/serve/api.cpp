@@ -111,7 +111,7 @@ HttpOut Api::handle(const HttpIn& in) {
     const std::string owner = (path == "/metrics" && cfg_.public_metrics) ? "local" : owner_of(auth);
     if (owner.empty()) {
         HttpOut e = error_reply(make_error(401, "invalid_request_error", "invalid_api_key", "missing or invalid API key"));
-        if (path == "/v1/messages") e.body = anthropic_error_body(e.status, "invalid x-api-key / Authorization");
+        if (path.rfind("/v1/messages", 0) == 0) e.body = anthropic_error_body(e.status, "invalid x-api-key / Authorization");
         return e;
     }
 
@@ -142,7 +142,8 @@ HttpOut Api::handle(const HttpIn& in) {
         if (!method_is("POST")) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use POST"));
         return path == "/tokenize" ? tokenize(in) : detokenize(in);
     }
-    if (path == "/v1/messages") return messages(in, owner);
+    if (path == "/v1/messages" || path == "/v1/messages/count_tokens")
+        return messages(in, owner, path == "/v1/messages/count_tokens");
     if (path == "/v1/responses" || path.rfind("/v1/responses/", 0) == 0) return responses(in, path, owner);
     if (path == "/metrics") {
         if (!method_is("GET")) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET"));

@@ -102,7 +102,8 @@ private:
     HttpOut tokenize(const HttpIn& in);
     HttpOut detokenize(const HttpIn& in);
     // POST /v1/messages (messages_api.cpp), /v1/responses[/{id}] (responses_api.cpp).
-    HttpOut messages(const HttpIn& in, const std::string& owner);
+    // count_only: POST /v1/messages/count_tokens ({"input_tokens": N}, nothing generated).
+    HttpOut messages(const HttpIn& in, const std::string& owner, bool count_only = false);
     HttpOut responses(const HttpIn& in, const std::string& path, const std::string& owner);
     HttpOut preflight() const;
     // `query`: DELETE of a pinned capsule needs force=true (else 409 capsule_pinned).

@@ -395,7 +395,7 @@ std::string MessagesBuilder::final_json() const {
                      {"usage", usage_json()}});
 }
 
-HttpOut Api::messages(const HttpIn& in, const std::string& owner) {
+HttpOut Api::messages(const HttpIn& in, const std::string& owner, bool count_only) {
     auto anthropic = [](HttpOut out) {  // an OpenAI-shaped error reply -> Anthropic's shape
         if (out.status < 400 || out.job) return out;
         const json e = json::parse(out.body, nullptr, false);
@@ -415,6 +415,27 @@ HttpOut Api::messages(const HttpIn& in, const std::string& owner) {
     json body, chat;
     ApiError err;
     if (!parse_json_body(in.body, cfg_.limits.max_depth, &body, &err)) return anthropic(error_reply(err));
+    if (count_only) {
+        // POST /v1/messages/count_tokens: the same translation and rendering, nothing generated.
+        // It takes no max_tokens (nor sampling or stream fields); the translator needs one.
+        if (body.is_object()) {
+            for (const char* k : {"max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences", "metadata",
+                                  "service_tier"})
+                if (body.contains(k))
+                    return anthropic(error_reply(invalid_field(k, "not a count_tokens field")));
+            body["max_tokens"] = 1;
+        }
+        if (!anthropic_to_chat(body, &chat, &err)) return anthropic(error_reply(err));
+        json tok = {{"messages", chat["messages"]}};
+        for (const char* k : {"model", "tools", "enable_thinking"})
+            if (chat.contains(k)) tok[k] = chat[k];
+        HttpIn t = in;
+        t.body = dump(tok);
+        HttpOut out = tokenize(t);
+        if (out.status != 200) return anthropic(std::move(out));
+        out.body = dump(json{{"input_tokens", json::parse(out.body)["count"]}});
+        return out;
+    }
     if (!anthropic_to_chat(body, &chat, &err)) return anthropic(error_reply(err));
     return anthropic(generate_chat(chat, in, owner, [](const Job& job, const std::string& model) {
         return std::make_unique<MessagesBuilder>(anthropic_id("msg"), model, job.prompt.size());

@@ -351,7 +351,8 @@ std::string ResponsesBuilder::open_item(Open kind) {
 
 std::string ResponsesBuilder::sse_open() {
     const json r = response_json("in_progress");
-    return ev("response.created", {{"response", r}}) + ev("response.in_progress", {{"response", r}});
+    std::string out = ev("response.created", {{"response", r}});  // two statements: numbered in order
+    return out + ev("response.in_progress", {{"response", r}});
 }
 
 std::string ResponsesBuilder::sse(const StreamEvent& e) {

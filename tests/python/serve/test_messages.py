@@ -154,6 +154,20 @@ def test_messages_tool_round_trip(chain):
     assert "".join(b.text for b in r2.content if b.type == "text") == (c2.choices[0].message.content or "")
 
 
+def test_count_tokens_equals_the_prompt(chain):
+    rng = fresh_rng()
+    system, user = random_text(rng), random_text(rng)
+    n = chain.anthropic.messages.count_tokens(model="frost", system=system, tools=[TOOL],
+                                              messages=[{"role": "user", "content": user}])
+    m = chain.anthropic.messages.create(model="frost", max_tokens=2, system=system, tools=[TOOL], extra_body=GREEDY,
+                                        messages=[{"role": "user", "content": user}])
+    assert n.input_tokens == m.usage.input_tokens + m.usage.cache_read_input_tokens
+    with pytest.raises(anthropic.BadRequestError) as e:
+        chain.anthropic.messages.count_tokens(model="frost", messages=[{"role": "user", "content": user}],
+                                              extra_body={"max_tokens": 3})
+    assert "max_tokens" in str(e.value)
+
+
 def status_and_error(server, body, headers=None):
     h = {"x-api-key": KEY, "anthropic-version": "2023-06-01", "content-type": "application/json"}
     h.update(headers or {})

@@ -174,6 +174,12 @@ def test_function_call_round_trip(chain):
                 "arguments": calls[0].arguments},
                {"type": "function_call_output", "call_id": calls[0].call_id, "output": "18 C, sunny"}])
     assert r3.usage.input_tokens == r2.usage.input_tokens and r3.output_text == r2.output_text
+    # As clients usually continue without a store: the previous output items resent as input.
+    r4 = chain.openai.responses.create(
+        model="frost", tools=[TOOL], max_output_tokens=4, temperature=0,
+        input=[{"role": "user", "content": user}] + [o.model_dump(exclude_none=True) for o in r.output] +
+              [{"type": "function_call_output", "call_id": calls[0].call_id, "output": "18 C, sunny"}])
+    assert r4.usage.input_tokens == r2.usage.input_tokens and r4.output_text == r2.output_text
 
 
 @pytest.mark.parametrize("body,param", [
