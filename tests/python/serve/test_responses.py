@@ -69,10 +69,11 @@ def test_responses_stream_events(server):
     rng = fresh_rng()
     user = random_text(rng)
     ref = server.openai.responses.create(model="frost", input=user, max_output_tokens=10, temperature=0)
-    kinds, deltas, final = [], "", None
+    kinds, seqs, deltas, final = [], [], "", None
     for ev in server.openai.responses.create(model="frost", input=user, max_output_tokens=10, temperature=0,
                                              stream=True):
         kinds.append(ev.type)
+        seqs.append(ev.sequence_number)
         if ev.type == "response.output_text.delta":
             deltas += ev.delta
         if ev.type == "response.output_text.done":
@@ -80,6 +81,7 @@ def test_responses_stream_events(server):
         if ev.type in ("response.completed", "response.incomplete"):
             final = ev.response
     assert kinds[:2] == ["response.created", "response.in_progress"], kinds
+    assert seqs == list(range(len(seqs))), seqs
     must = ["response.output_item.added", "response.content_part.added", "response.output_text.delta",
             "response.output_text.done", "response.content_part.done", "response.output_item.done"]
     pos = [kinds.index(k) for k in must]
