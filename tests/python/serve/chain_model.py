@@ -63,3 +63,12 @@ def weather_call_chain(tokenizer):
     b = tokenizer.encode(full, add_special_tokens=False).ids
     assert b[:len(a) - 1] == a[:-1], (a, b)
     return [a[-1]] + b[len(a) - 1:]
+
+
+def thinking_chain(tokenizer):
+    """After the generation prompt's last token ("\\n"): `<think>Let me think</think>\\n\\nHi there`
+    and <|im_end|> (the Qwen3 template leaves the think block to the model)."""
+    enc = lambda s: tokenizer.encode(s, add_special_tokens=False).ids
+    ids = enc("\n") + enc("<think>") + enc("Let me think") + enc("</think>") + enc("\n\nHi there") + enc("<|im_end|>")
+    assert enc("<|im_start|>assistant\n")[-1] == ids[0], "the generation prompt must end with the chain's first token"
+    return ids

@@ -38,6 +38,17 @@ def chain(model_dir, tmp_path_factory):
     s.stop()
 
 
+@pytest.fixture(scope="module")
+def thinker(model_dir, tmp_path_factory):
+    from chain_model import chain_model, thinking_chain
+    from tokenizers import Tokenizer
+    out = str(tmp_path_factory.mktemp("thinker"))
+    chain_model(model_dir, out, thinking_chain(Tokenizer.from_file(TOKENIZER)))
+    s = ApiServer(out)
+    yield s
+    s.stop()
+
+
 def chat_equivalent(server, system, user, max_tokens):
     r = server.openai.chat.completions.create(
         model="frost", messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
@@ -91,6 +102,34 @@ def test_messages_stream_events_and_text(server):
                                           messages=[{"role": "user", "content": user}]) as s:
         final = s.get_final_message()
     assert [b.model_dump() for b in final.content] == [b.model_dump() for b in ref.content]
+
+
+def test_thinking_blocks(thinker):
+    msgs = [{"role": "user", "content": "hello"}]
+    c = thinker.openai.chat.completions.create(model="frost", messages=msgs, max_tokens=32, extra_body=GREEDY)
+    reasoning = c.choices[0].message.model_extra["reasoning_content"]
+    assert reasoning.strip() == "Let me think" and c.choices[0].message.content.strip() == "Hi there"
+    m = thinker.anthropic.messages.create(model="frost", max_tokens=32, extra_body=GREEDY, messages=msgs)
+    assert [b.type for b in m.content] == ["thinking", "text"], m.content
+    assert m.content[0].thinking == reasoning and m.content[1].text == c.choices[0].message.content
+    assert m.stop_reason == "end_turn"
+    kinds = []
+    with thinker.anthropic.messages.create(model="frost", max_tokens=32, extra_body=GREEDY, messages=msgs,
+                                           stream=True) as stream:
+        for ev in stream:
+            if ev.type == "content_block_start":
+                kinds.append((ev.index, ev.content_block.type))
+            if ev.type == "content_block_delta":
+                kinds.append((ev.index, ev.delta.type))
+    assert kinds[0] == (0, "thinking") and kinds[-1] == (1, "text_delta"), kinds
+    assert {k for k in kinds if k[0] == 0} == {(0, "thinking"), (0, "thinking_delta")}, kinds
+    with thinker.anthropic.messages.stream(model="frost", max_tokens=32, extra_body=GREEDY, messages=msgs) as s:
+        final = s.get_final_message()
+    assert [b.model_dump() for b in final.content] == [b.model_dump() for b in m.content]
+    # Anthropic's own switch turns it off: then the template closes the block and no thinking comes back.
+    off = thinker.anthropic.messages.create(model="frost", max_tokens=8, extra_body=GREEDY, messages=msgs,
+                                            thinking={"type": "disabled"})
+    assert [b.type for b in off.content] == ["text"]
 
 
 def test_messages_cache_read_on_the_next_turn(server):

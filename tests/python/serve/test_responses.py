@@ -39,6 +39,17 @@ def chain(model_dir, tmp_path_factory):
     s.stop()
 
 
+@pytest.fixture(scope="module")
+def thinker(model_dir, tmp_path_factory):
+    from chain_model import chain_model, thinking_chain
+    from tokenizers import Tokenizer
+    out = str(tmp_path_factory.mktemp("thinker"))
+    chain_model(model_dir, out, thinking_chain(Tokenizer.from_file(TOKENIZER)))
+    s = ApiServer(out)
+    yield s
+    s.stop()
+
+
 def chat(server, messages, max_tokens, **kw):
     return server.openai.chat.completions.create(model="frost", messages=messages, max_tokens=max_tokens,
                                                  temperature=0, **kw)
@@ -89,6 +100,26 @@ def test_responses_stream_events(server):
     assert kinds[-1] in ("response.completed", "response.incomplete"), kinds
     assert deltas == ref.output_text == final.output_text
     assert final.usage.output_tokens == ref.usage.output_tokens
+
+
+def test_reasoning_item(thinker):
+    c = chat(thinker, [{"role": "user", "content": "hello"}], 32)
+    r = thinker.openai.responses.create(model="frost", input="hello", max_output_tokens=32, temperature=0)
+    assert r.status == "completed" and [o.type for o in r.output] == ["reasoning", "message"], r.output
+    assert r.output[0].content[0].text == c.choices[0].message.model_extra["reasoning_content"]
+    assert r.output_text == c.choices[0].message.content
+    kinds = [ev.type for ev in thinker.openai.responses.create(model="frost", input="hello", max_output_tokens=32,
+                                                              temperature=0, stream=True)]
+    assert kinds.index("response.reasoning_text.delta") < kinds.index("response.reasoning_text.done") < \
+        kinds.index("response.output_text.delta"), kinds
+    assert kinds[-1] == "response.completed"
+    with thinker.openai.responses.stream(model="frost", input="hello", max_output_tokens=32, temperature=0) as s:
+        final = s.get_final_response()
+    assert final.output_text == r.output_text and final.output[0].type == "reasoning"
+    # reasoning.effort "none" is the model's thinking switch off.
+    off = thinker.openai.responses.create(model="frost", input="hello", max_output_tokens=8, temperature=0,
+                                          reasoning={"effort": "none"})
+    assert [o.type for o in off.output] == ["message"]
 
 
 def test_previous_response_id_continues_from_the_capsule(server):
