@@ -11,6 +11,14 @@ namespace frost::serve {
 using nlohmann::json;
 
 namespace {
+// o[key] when it is a string, else `dflt` (json::value() would throw on another type: the client's
+// JSON is never trusted to have the type a field should have).
+std::string str_of(const json& o, const char* key, const std::string& dflt = "") {
+    if (!o.is_object()) return dflt;
+    auto it = o.find(key);
+    return it != o.end() && it->is_string() ? it->get<std::string>() : dflt;
+}
+
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 std::string event(const char* name, const json& data) { return std::string("event: ") + name + "\ndata: " + dump(data) + "\n\n"; }
 
@@ -67,7 +75,7 @@ bool text_of(const json& v, const std::string& param, std::string* out, ApiError
     out->clear();
     for (size_t j = 0; j < v.size(); ++j) {
         const std::string p = param + "[" + std::to_string(j) + "]";
-        if (!v[j].is_object() || v[j].value("type", "") != "text" || !v[j].contains("text") || !v[j]["text"].is_string())
+        if (!v[j].is_object() || str_of(v[j], "type") != "text" || !v[j].contains("text") || !v[j]["text"].is_string())
             return fail(err, p, "only text blocks ({\"type\":\"text\",\"text\":...}) are supported here");
         if (!out->empty()) *out += "\n";
         *out += v[j]["text"].get<std::string>();
@@ -80,7 +88,7 @@ bool text_of(const json& v, const std::string& param, std::string* out, ApiError
 bool translate_message(const json& m, size_t i, json* out, ApiError* err) {
     const std::string p = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return fail(err, p, "must be an object");
-    const std::string role = m.value("role", "");
+    const std::string role = str_of(m, "role");
     if (role != "user" && role != "assistant") return fail(err, p + ".role", "must be \"user\" or \"assistant\"");
     if (!m.contains("content")) return fail(err, p + ".content", "required");
     const json& c = m["content"];
@@ -100,7 +108,7 @@ bool translate_message(const json& m, size_t i, json* out, ApiError* err) {
             if (!b.contains("text") || !b["text"].is_string()) return fail(err, bp + ".text", "must be a string");
             text += b["text"].get<std::string>();
         } else if (type == "thinking" && role == "assistant") {
-            thinking += b.value("thinking", "");
+            thinking += str_of(b, "thinking");
         } else if (type == "redacted_thinking" && role == "assistant") {
             // Opaque by definition: nothing of it can be rendered.
         } else if (type == "tool_use" && role == "assistant") {
@@ -231,7 +239,7 @@ bool anthropic_to_chat(const json& body, json* chat, ApiError* err) {
     if (body.contains("tool_choice") && !translate_tool_choice(body["tool_choice"], &c, err)) return false;
     if (body.contains("thinking")) {
         const json& t = body["thinking"];
-        const std::string type = t.is_object() ? t.value("type", "") : "";
+        const std::string type = str_of(t, "type");
         // The model has one switch: enabled / adaptive / between_tools turn thinking on
         // (budget_tokens: max_tokens bounds it all), disabled turns it off.
         if (type == "enabled" || type == "adaptive" || type == "between_tools") c["enable_thinking"] = true;
@@ -247,7 +255,7 @@ bool anthropic_to_chat(const json& body, json* chat, ApiError* err) {
             if (it.key() != "format") return fail(err, "output_config." + it.key(), "unknown field");
             const json& f = it.value();
             if (f.is_null()) continue;
-            if (!f.is_object() || f.value("type", "") != "json_schema" || !f.contains("schema"))
+            if (!f.is_object() || str_of(f, "type") != "json_schema" || !f.contains("schema"))
                 return fail(err, "output_config.format", "must be {\"type\":\"json_schema\",\"schema\":{...}}");
             // Structured output runs on the chat path's response_format (constrained decoding).
             c["response_format"] = json{{"type", "json_schema"},

@@ -13,6 +13,14 @@ namespace frost::serve {
 using nlohmann::json;
 
 namespace {
+// o[key] when it is a string, else `dflt` (json::value() would throw on another type: the client's
+// JSON is never trusted to have the type a field should have).
+std::string str_of(const json& o, const char* key, const std::string& dflt = "") {
+    if (!o.is_object()) return dflt;
+    auto it = o.find(key);
+    return it != o.end() && it->is_string() ? it->get<std::string>() : dflt;
+}
+
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 std::string underscore_id(const char* prefix) {  // "resp-<hex>" -> "resp_<hex>" (OpenAI's spelling)
@@ -37,7 +45,7 @@ bool content_text(const json& c, const std::string& p, std::string* out, ApiErro
     out->clear();
     for (size_t j = 0; j < c.size(); ++j) {
         const std::string pp = p + "[" + std::to_string(j) + "]";
-        const std::string type = c[j].is_object() ? c[j].value("type", "") : "";
+        const std::string type = str_of(c[j], "type");
         if (type != "input_text" && type != "output_text" && type != "text")
             return fail(err, pp + ".type", "only input_text / output_text parts are supported (got '" + type + "')");
         if (!c[j].contains("text") || !c[j]["text"].is_string()) return fail(err, pp + ".text", "must be a string");
@@ -56,9 +64,9 @@ bool translate_input(const json& input, json* msgs, ApiError* err) {
         const std::string p = "input[" + std::to_string(i) + "]";
         const json& it = input[i];
         if (!it.is_object()) return fail(err, p, "must be an object");
-        const std::string type = it.value("type", it.contains("role") ? "message" : "");
+        const std::string type = it.contains("type") ? str_of(it, "type") : std::string(it.contains("role") ? "message" : "");
         if (type == "message") {
-            std::string role = it.value("role", "");
+            std::string role = str_of(it, "role");
             if (role != "user" && role != "assistant" && role != "system" && role != "developer")
                 return fail(err, p + ".role", "must be user, assistant, system or developer");
             if (role == "developer") role = "system";
@@ -106,7 +114,7 @@ bool translate_tools(const json& tools, json* chat, ApiError* err) {
     for (size_t i = 0; i < tools.size(); ++i) {
         const std::string p = "tools[" + std::to_string(i) + "]";
         const json& t = tools[i];
-        if (!t.is_object() || t.value("type", "") != "function")
+        if (!t.is_object() || str_of(t, "type") != "function")
             return fail(err, p + ".type", "only function tools are supported");
         if (!t.contains("name") || !t["name"].is_string()) return fail(err, p + ".name", "must be a string");
         for (auto k = t.begin(); k != t.end(); ++k)
@@ -196,7 +204,7 @@ bool responses_to_chat(const json& body, const json& prior, json* chat, json* co
     if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
         const json& tc = body["tool_choice"];
         if (tc.is_string()) c["tool_choice"] = tc;
-        else if (tc.is_object() && tc.value("type", "") == "function" && tc.contains("name") && tc["name"].is_string())
+        else if (tc.is_object() && str_of(tc, "type") == "function" && tc.contains("name") && tc["name"].is_string())
             c["tool_choice"] = json{{"type", "function"}, {"function", {{"name", tc["name"]}}}};
         else return fail(err, "tool_choice", "must be auto, none, required or {\"type\":\"function\",\"name\":...}");
     }
@@ -223,10 +231,10 @@ bool responses_to_chat(const json& body, const json& prior, json* chat, json* co
             if (k.key() != "format") return fail(err, "text." + k.key(), "unknown field (only format)");
         if (t.contains("format")) {
             const json& f = t["format"];
-            const std::string type = f.is_object() ? f.value("type", "") : "";
+            const std::string type = str_of(f, "type");
             if (type == "json_object") c["response_format"] = json{{"type", "json_object"}};
             else if (type == "json_schema") {
-                json js = {{"name", f.value("name", "response")}};
+                json js = {{"name", str_of(f, "name", "response")}};
                 if (f.contains("schema")) js["schema"] = f["schema"];
                 if (f.contains("strict")) js["strict"] = f["strict"];
                 c["response_format"] = json{{"type", "json_schema"}, {"json_schema", js}};

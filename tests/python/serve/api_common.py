@@ -47,3 +47,31 @@ def fresh_rng():
     seed = random.SystemRandom().randrange(1 << 30)
     print("rng seed", seed)
     return random.Random(seed)
+
+
+def type_confusions(body, skip=()):
+    """Every copy of `body` with one node (key or array element, at any depth) replaced by a
+    value of each other JSON type: the bodies a careless or hostile client sends."""
+    import copy
+    values = [5, -1.5, "x", None, True, [], {}, [1, "a"], {"type": 7}]
+
+    def paths(node, prefix):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k in skip:
+                    continue
+                yield prefix + [k]
+                yield from paths(v, prefix + [k])
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                yield prefix + [i]
+                yield from paths(v, prefix + [i])
+
+    for p in list(paths(body, [])):
+        for v in values:
+            b = copy.deepcopy(body)
+            node = b
+            for k in p[:-1]:
+                node = node[k]
+            node[p[-1]] = copy.deepcopy(v)
+            yield p, b

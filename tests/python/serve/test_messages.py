@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from api_common import KEY, TOKENIZER, WEATHER_TOOL_SCHEMA, ApiServer, fresh_rng, long_system, random_text
+from api_common import KEY, type_confusions, TOKENIZER, WEATHER_TOOL_SCHEMA, ApiServer, fresh_rng, long_system, random_text
 from serve_proc import FROST
 
 anthropic = pytest.importorskip("anthropic")
@@ -248,3 +248,26 @@ def test_messages_auth_and_version_headers(server):
         server.anthropic.messages.create(model="frost", max_tokens=2, messages=[{"role": "user", "content": "x"}],
                                          stop_sequences=["a", "b", "c", "d", "e"])
     assert "stop" in str(e.value)
+
+
+def test_type_confused_bodies_are_400s_never_a_crash(server):
+    """Found by this test: a number where a string belongs made json::value() throw and the
+    server abort. Every node of a full request is replaced by every other JSON type."""
+    body = {"model": "frost", "max_tokens": 2, "temperature": 0, "system": [{"type": "text", "text": "s"}],
+            "stop_sequences": ["zz"], "tool_choice": {"type": "auto"},
+            "thinking": {"type": "disabled"}, "output_config": {"effort": "low"},
+            "tools": [{"name": "f", "description": "d", "input_schema": {"type": "object"}}],
+            "messages": [{"role": "user", "content": "hi"},
+                         {"role": "assistant", "content": [{"type": "text", "text": "a"},
+                                                           {"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
+                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "r"}]}]}
+    h = {"x-api-key": KEY, "content-type": "application/json"}
+    seen = set()
+    for path, b in type_confusions(body, skip=("max_tokens",)):
+        status, _, data = server.raw("POST", "/v1/messages", b, h)
+        assert status in (200, 400, 404), (path, b, status, data)
+        r = json.loads(data)
+        if status != 200:
+            assert r["type"] == "error" and r["error"]["message"], (path, r)
+        seen.add(status)
+    assert 400 in seen and server.proc.poll() is None

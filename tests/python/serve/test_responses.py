@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from api_common import KEY, TOKENIZER, WEATHER_TOOL_SCHEMA, ApiServer, fresh_rng, long_system, random_text
+from api_common import KEY, type_confusions, TOKENIZER, WEATHER_TOOL_SCHEMA, ApiServer, fresh_rng, long_system, random_text
 from serve_proc import FROST
 
 openai = pytest.importorskip("openai")
@@ -231,3 +231,21 @@ def test_responses_errors_name_the_field(server, body, param):
     assert status == 400, r
     assert r["error"]["param"] == param, r
     assert param in r["error"]["message"], r
+
+
+def test_type_confused_bodies_are_400s_never_a_crash(server):
+    body = {"model": "frost", "max_output_tokens": 2, "temperature": 0, "instructions": "i", "store": False,
+            "tools": [TOOL], "tool_choice": {"type": "function", "name": "get_weather"},
+            "reasoning": {"effort": "none"}, "text": {"format": {"type": "text"}},
+            "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+                      {"type": "function_call", "call_id": "c", "name": "get_weather", "arguments": "{}"},
+                      {"type": "function_call_output", "call_id": "c", "output": "o"}]}
+    h = {"Authorization": "Bearer " + KEY, "content-type": "application/json"}
+    seen = set()
+    for path, b in type_confusions(body, skip=("max_output_tokens",)):
+        status, _, data = server.raw("POST", "/v1/responses", b, h)
+        assert status in (200, 400, 404), (path, b, status, data)
+        if status != 200:
+            assert json.loads(data)["error"]["message"], path
+        seen.add(status)
+    assert 400 in seen and server.proc.poll() is None

@@ -3,7 +3,7 @@
 import os
 
 import pytest
-from api_common import KEY, TOKENIZER, ApiServer, fresh_rng, random_text
+from api_common import KEY, type_confusions, TOKENIZER, ApiServer, fresh_rng, random_text
 from serve_proc import FIXTURES, FROST
 
 pytestmark = pytest.mark.skipif(not FROST or not os.path.exists(FROST), reason="FROST_BIN not set")
@@ -101,3 +101,19 @@ def test_models_retrieve(server):
         server.openai.models.retrieve("no-such-model")
     assert e.value.body["code"] == "model_not_found"
     assert "no-such-model" in e.value.body["message"]
+
+
+def test_type_confused_bodies_are_400s_never_a_crash(server):
+    import json
+    bodies = [("/tokenize", {"model": "frost", "prompt": "hi", "add_special_tokens": True}),
+              ("/tokenize", {"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": True,
+                             "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+                             "chat_template_kwargs": {"enable_thinking": False}}),
+              ("/detokenize", {"model": "frost", "tokens": [1, 2]}),
+              ("/v1/messages/count_tokens", {"model": "frost", "system": "s", "messages": [{"role": "user", "content": "hi"}]})]
+    for path, body in bodies:
+        for p, b in type_confusions(body):
+            status, _, data = server.raw("POST", path, b, {"Authorization": "Bearer " + KEY})
+            assert status in (200, 400, 404), (path, p, b, status, data)
+            assert json.loads(data)
+    assert server.proc.poll() is None
