@@ -105,6 +105,8 @@ private:
     // count_only: POST /v1/messages/count_tokens ({"input_tokens": N}, nothing generated).
     HttpOut messages(const HttpIn& in, const std::string& owner, bool count_only = false);
     HttpOut responses(const HttpIn& in, const std::string& path, const std::string& owner);
+    // GET /v1/responses/{id}/input_items: one page of a stored response's input items.
+    HttpOut input_items_page(const nlohmann::json& items, const std::string& query) const;
     HttpOut preflight() const;
     // `query`: DELETE of a pinned capsule needs force=true (else 409 capsule_pinned).
     HttpOut capsules(const HttpIn& in, const std::string& path, const std::string& query, const std::string& owner);

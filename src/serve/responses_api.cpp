@@ -1,7 +1,9 @@
 // OpenAI Responses API (see responses_api.h) and its routes, Api::responses.
 #include "serve/responses_api.h"
 
+#include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "serve/api.h"
 #include "serve/http_route.h"
@@ -160,6 +162,28 @@ bool ResponseStore::remove(const std::string& id, const std::string& owner) {
             break;
         }
     return true;
+}
+
+json input_items_of(const json& input) {
+    json items = json::array();
+    auto text_part = [](const json& t) { return json{{"type", "input_text"}, {"text", t}}; };
+    if (input.is_string()) {
+        items.push_back(json{{"type", "message"}, {"role", "user"}, {"content", json::array({text_part(input)})}});
+    } else if (input.is_array()) {
+        for (const auto& it : input) {
+            json item = it;
+            if (!item.contains("type")) item["type"] = "message";
+            if (item["type"] == "message") {
+                if (item.contains("content") && item["content"].is_string())
+                    item["content"] = json::array({text_part(item["content"])});
+                if (!item.contains("status")) item["status"] = "completed";
+            }
+            items.push_back(std::move(item));
+        }
+    }
+    for (auto& item : items)
+        if (!item.contains("id") || !item["id"].is_string()) item["id"] = underscore_id("item");
+    return items;
 }
 
 std::shared_ptr<ResponseStore> make_response_store(size_t cap) { return std::make_shared<ResponseStore>(cap); }
@@ -458,11 +482,52 @@ void ResponsesBuilder::finish(const StreamEvent& e) {
         a["tool_calls"] = tc;
     }
     conv.push_back(a);
-    store_->put(id_, ResponseStore::Entry{owner_, conv, response_json(finish_reason_ == "length" ? "incomplete" : "completed")});
+    store_->put(id_, ResponseStore::Entry{owner_, conv, response_json(finish_reason_ == "length" ? "incomplete" : "completed"),
+                                          input_items_});
 }
 
 std::string ResponsesBuilder::final_json() const {
     return dump(response_json(finish_reason_ == "length" ? "incomplete" : "completed"));
+}
+
+HttpOut Api::input_items_page(const json& items, const std::string& query) const {
+    // ?order=asc|desc (default desc, as OpenAI), ?limit=1..100 (default 20), ?after=<item id>;
+    // include[] is accepted (there is nothing more to include).
+    bool asc = false;
+    long limit = 20;
+    std::string after;
+    for (size_t at = 0; at < query.size();) {
+        const size_t amp = std::min(query.find('&', at), query.size());
+        const std::string kv = query.substr(at, amp - at);
+        const size_t eq = kv.find('=');
+        const std::string k = kv.substr(0, eq), v = eq == std::string::npos ? "" : kv.substr(eq + 1);
+        if (k == "order" && (v == "asc" || v == "desc")) asc = v == "asc";
+        else if (k == "limit" && !v.empty() && v.size() <= 3 && v.find_first_not_of("0123456789") == std::string::npos &&
+                 std::stol(v) >= 1 && std::stol(v) <= 100)
+            limit = std::stol(v);
+        else if (k == "after" && !v.empty()) after = v;
+        else if (k != "include" && k != "include[]" && k != "include%5B%5D" && !k.empty())
+            return error_reply(invalid_field(k, "expected order=asc|desc, limit=1..100, after=<item id> or include"));
+        at = amp + 1;
+    }
+    std::vector<json> all(items.begin(), items.end());
+    if (!asc) std::reverse(all.begin(), all.end());
+    size_t from = 0;
+    if (!after.empty()) {
+        while (from < all.size() && all[from].value("id", "") != after) ++from;
+        if (from == all.size())
+            return error_reply(invalid_field("after", "no item '" + after + "' in this response's input"));
+        ++from;
+    }
+    json data = json::array();
+    for (size_t i = from; i < all.size() && data.size() < size_t(limit); ++i) data.push_back(all[i]);
+    HttpOut out;
+    out.body = dump(json{{"object", "list"},
+                         {"data", data},
+                         {"first_id", data.empty() ? json(nullptr) : data.front()["id"]},
+                         {"last_id", data.empty() ? json(nullptr) : data.back()["id"]},
+                         {"has_more", from + data.size() < all.size()}});
+    return out;
 }
 
 HttpOut Api::responses(const HttpIn& in, const std::string& path, const std::string& owner) {
@@ -477,10 +542,19 @@ HttpOut Api::responses(const HttpIn& in, const std::string& path, const std::str
         RoutePath route;
         std::string why;
         normalize_target(in.target, &route, &why);
-        const std::string id = route.raw_path.substr(std::string("/v1/responses/").size());
+        std::string id = route.raw_path.substr(std::string("/v1/responses/").size());
+        const size_t slash = id.find('/');
+        const std::string verb = slash == std::string::npos ? "" : id.substr(slash + 1);
+        id = id.substr(0, slash);
         if (!valid_id(id, &why)) return error_reply(invalid_field("response_id", why));
+        if (!verb.empty() && verb != "input_items")
+            return error_reply(make_error(404, "invalid_request_error", "not_found", "no route " + path));
         const auto e = responses_->get(id, owner);
         if (!e) return error_reply(make_error(404, "invalid_request_error", "not_found", "No response found with id '" + id + "'"));
+        if (!verb.empty()) {
+            if (in.method != "GET") return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET"));
+            return input_items_page(e->input_items, route.query);
+        }
         if (in.method == "GET") return reply(200, e->response);
         if (in.method == "DELETE") {
             responses_->remove(id, owner);
@@ -522,8 +596,11 @@ HttpOut Api::responses(const HttpIn& in, const std::string& path, const std::str
                  {"text", body.value("text", json{{"format", {{"type", "text"}}}})},
                  {"truncation", "disabled"}};
     auto st = store ? responses_ : nullptr;
-    return generate_chat(chat, in, owner, [echo, st, owner, conv](const Job& job, const std::string& model) {
-        return std::make_unique<ResponsesBuilder>(underscore_id("resp"), model, echo, job.prompt.size(), st, owner, conv);
+    const json items = store ? input_items_of(body["input"]) : json::array();
+    return generate_chat(chat, in, owner, [echo, st, owner, conv, items](const Job& job, const std::string& model) {
+        auto b = std::make_unique<ResponsesBuilder>(underscore_id("resp"), model, echo, job.prompt.size(), st, owner, conv);
+        if (st) b->set_input_items(items);
+        return b;
     });
 }
 

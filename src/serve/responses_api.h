@@ -28,6 +28,7 @@ public:
         std::string owner;
         nlohmann::json conversation;  // chat messages (no instructions), the output included
         nlohmann::json response;      // the response object as returned
+        nlohmann::json input_items = nlohmann::json::array();  // this request's input, as items with ids
     };
     void put(const std::string& id, Entry e);  // drops the oldest beyond cap
     // Another key's id reads like a missing one.
@@ -46,6 +47,10 @@ std::shared_ptr<ResponseStore> make_response_store(size_t cap);
 // A Responses request body + the previous response's conversation (empty array when none) ->
 // a chat-completions body and *conversation (prior + this input as chat messages). False +
 // *err naming the Responses field on a bad or unknown one.
+// The request's `input` (already validated by responses_to_chat) as the items
+// GET /v1/responses/{id}/input_items lists: a string is one user message; every item gets an id.
+nlohmann::json input_items_of(const nlohmann::json& input);
+
 bool responses_to_chat(const nlohmann::json& body, const nlohmann::json& prior, nlohmann::json* chat,
                        nlohmann::json* conversation, ApiError* err);
 
@@ -55,6 +60,8 @@ public:
     // store, the finished response and its conversation are kept under `id` for `owner`.
     ResponsesBuilder(std::string id, std::string model, nlohmann::json echo, size_t prompt_tokens,
                      std::shared_ptr<ResponseStore> store, std::string owner, nlohmann::json conversation);
+    // GET /v1/responses/{id}/input_items lists these (stored with the response).
+    void set_input_items(nlohmann::json items) { input_items_ = std::move(items); }
     std::string sse_open() override;
     std::string sse(const StreamEvent& e) override;
     void add(const StreamEvent& e) override;
@@ -81,6 +88,7 @@ private:
     std::shared_ptr<ResponseStore> store_;
     std::string owner_;
     nlohmann::json conversation_;
+    nlohmann::json input_items_ = nlohmann::json::array();
     std::string msg_id_, rs_id_;
     std::string reasoning_, text_;
     nlohmann::json calls_ = nlohmann::json::array();  // function_call output items

@@ -162,6 +162,27 @@ def test_retrieve_delete_and_store_false(server):
     assert server.raw("GET", "/v1/responses/" + kept.id, None, auth(KEY))[0] == 200
 
 
+def test_input_items(server):
+    rng = fresh_rng()
+    texts = [random_text(rng, 3) for _ in range(3)]
+    r = server.openai.responses.create(
+        model="frost", max_output_tokens=2, temperature=0,
+        input=[{"role": "user", "content": texts[0]}, {"role": "assistant", "content": texts[1]},
+               {"type": "message", "role": "user", "content": [{"type": "input_text", "text": texts[2]}]}])
+    page = server.openai.responses.input_items.list(r.id)
+    assert [i.content[0].text for i in page.data] == texts[::-1]  # newest first, as OpenAI
+    assert all(i.id for i in page.data) and not page.has_more
+    # Pages of one, oldest first, followed by the SDK's cursor (after=last_id).
+    got = [i.content[0].text for i in server.openai.responses.input_items.list(r.id, order="asc", limit=1)]
+    assert got == texts
+    one = server.openai.responses.create(model="frost", input=texts[0], max_output_tokens=2)
+    items = server.openai.responses.input_items.list(one.id).data
+    assert len(items) == 1 and items[0].role == "user" and items[0].content[0].text == texts[0]
+    status, _, data = server.raw("GET", f"/v1/responses/{r.id}/input_items?limit=0", None,
+                                 {"Authorization": "Bearer " + KEY})
+    assert status == 400 and json.loads(data)["error"]["param"] == "limit"
+
+
 def test_function_call_round_trip(chain):
     user = "What is the weather in Paris?"
     r = chain.openai.responses.create(model="frost", input=user, tools=[TOOL], max_output_tokens=32, temperature=0,
