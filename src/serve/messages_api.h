@@ -21,6 +21,9 @@ std::string anthropic_error_body(int status, const std::string& message);
 // Anthropic field (e.g. "messages[1].content[0].type", "max_tokens") on a bad or unknown one.
 bool anthropic_to_chat(const nlohmann::json& body, nlohmann::json* chat, ApiError* err);
 
+// A fresh id in Anthropic's spelling: "<prefix>_<24 hex>" (msg_, toolu_).
+std::string anthropic_id(const char* prefix);
+
 class MessagesBuilder : public BodyBuilder {
 public:
     MessagesBuilder(std::string id, std::string model, size_t prompt_tokens);

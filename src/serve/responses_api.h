@@ -44,6 +44,9 @@ private:
 
 std::shared_ptr<ResponseStore> make_response_store(size_t cap);
 
+// A fresh id in OpenAI's spelling: "<prefix>_<24 hex>" (resp_, msg_, fc_, ...).
+std::string openai_item_id(const char* prefix);
+
 // A Responses request body + the previous response's conversation (empty array when none) ->
 // a chat-completions body and *conversation (prior + this input as chat messages). False +
 // *err naming the Responses field on a bad or unknown one.
