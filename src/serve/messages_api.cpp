@@ -3,7 +3,6 @@
 #include "serve/messages_api.h"
 
 #include "serve/api.h"
-#include "serve/ids.h"
 #include "serve/json_guard.h"
 #include "text/chat_template.h"
 
