@@ -12,6 +12,8 @@
 #include "serve/http_route.h"
 #include "serve/ids.h"
 #include "serve/json_guard.h"
+#include "serve/messages_api.h"
+#include "serve/responses_api.h"
 #include "serve/reasoning_split.h"
 
 namespace frost::serve {
@@ -62,6 +64,12 @@ bool open_final_message(const json& messages, std::string* text) {
 Api::Api(Scheduler& sched, const TextIface& text, const EngineIface& engine, Metrics& metrics, ApiConfig cfg)
     : sched_(sched), text_(text), engine_(engine), metrics_(metrics), cfg_(std::move(cfg)) {
     if (cfg_.limits.vocab_size == 0) cfg_.limits.vocab_size = engine_.vocab_size();
+    if (!cfg_.cors_origin.empty()) {
+        reply_headers_.emplace_back("Access-Control-Allow-Origin", cfg_.cors_origin);
+        // One configured origin (not "*"): caches must key on the request's Origin.
+        if (cfg_.cors_origin != "*") reply_headers_.emplace_back("Vary", "Origin");
+    }
+    responses_ = make_response_store(cfg_.max_stored_responses);
     // Sessions whose capsules came back from the capsule dir come back with them.
     const auto now = std::chrono::steady_clock::now();
     for (const auto& [own, sid] : sched_.reindex_report().sessions) sessions_.emplace(sid, SessionEntry{own, now});
@@ -91,28 +99,52 @@ HttpOut Api::handle(const HttpIn& in) {
     if (!normalize_target(in.target, &route, &why)) return error_reply(invalid_field("", "bad request path: " + why));
     const std::string& path = route.path;
 
+    // A CORS preflight carries no credentials: answered before auth, for every route.
+    if (in.method == "OPTIONS" && !cfg_.cors_origin.empty()) return preflight();
     if (is_public_path(path)) {
         if (in.method != "GET") return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET"));
         return json_reply(sched_.draining() ? 503 : 200, json{{"status", sched_.draining() ? "draining" : "ok"}});
     }
-    const std::string owner = (path == "/metrics" && cfg_.public_metrics) ? "local" : owner_of(in.authorization);
-    if (owner.empty())
-        return error_reply(make_error(401, "invalid_request_error", "invalid_api_key", "missing or invalid API key"));
+    // Anthropic's SDK sends its key as `x-api-key`; it counts only when no Authorization came.
+    const std::string& auth = in.authorization.empty() && !in.x_api_key.empty() ? "Bearer " + in.x_api_key
+                                                                                 : in.authorization;
+    const std::string owner = (path == "/metrics" && cfg_.public_metrics) ? "local" : owner_of(auth);
+    if (owner.empty()) {
+        HttpOut e = error_reply(make_error(401, "invalid_request_error", "invalid_api_key", "missing or invalid API key"));
+        if (path.rfind("/v1/messages", 0) == 0) e.body = anthropic_error_body(e.status, "invalid x-api-key / Authorization");
+        return e;
+    }
 
     auto method_is = [&](const char* m) { return in.method == m; };
     if (path == "/v1/chat/completions" || path == "/v1/completions") {
         if (!method_is("POST")) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use POST"));
         return generate(path == "/v1/chat/completions" ? Endpoint::Chat : Endpoint::Completion, in, owner);
     }
+    const json model_obj = {{"id", cfg_.model_name},
+                            {"object", "model"},
+                            {"created", 0},
+                            {"owned_by", "frost"},
+                            {"max_model_len", engine_.max_seq_len()}};
     if (path == "/v1/models") {
         if (!method_is("GET")) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET"));
-        return json_reply(200, json{{"object", "list"},
-                                    {"data", json::array({json{{"id", cfg_.model_name},
-                                                               {"object", "model"},
-                                                               {"created", 0},
-                                                               {"owned_by", "frost"},
-                                                               {"max_model_len", engine_.max_seq_len()}}})}});
+        return json_reply(200, json{{"object", "list"}, {"data", json::array({model_obj})}});
     }
+    if (path.rfind("/v1/models/", 0) == 0) {
+        if (!method_is("GET")) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET"));
+        // Routes match the lower-cased path; the id is compared as the client spelled it.
+        const std::string id = route.raw_path.substr(std::string("/v1/models/").size());
+        if (id != cfg_.model_name)
+            return error_reply(make_error(404, "invalid_request_error", "model_not_found",
+                                          "The model '" + id + "' does not exist (serving '" + cfg_.model_name + "')"));
+        return json_reply(200, model_obj);
+    }
+    if (path == "/tokenize" || path == "/detokenize") {
+        if (!method_is("POST")) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use POST"));
+        return path == "/tokenize" ? tokenize(in) : detokenize(in);
+    }
+    if (path == "/v1/messages" || path == "/v1/messages/count_tokens")
+        return messages(in, owner, path == "/v1/messages/count_tokens");
+    if (path == "/v1/responses" || path.rfind("/v1/responses/", 0) == 0) return responses(in, path, owner);
     if (path == "/metrics") {
         if (!method_is("GET")) return error_reply(make_error(405, "invalid_request_error", "method_not_allowed", "use GET"));
         HttpOut out;
@@ -126,10 +158,36 @@ HttpOut Api::handle(const HttpIn& in) {
     return error_reply(make_error(404, "invalid_request_error", "not_found", "no route " + path));
 }
 
-HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
+HttpOut Api::preflight() const {
+    HttpOut out;
+    out.status = 204;
+    out.content_type = "text/plain";
+    out.headers = {{"Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"},
+                   {"Access-Control-Allow-Headers",
+                    "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta, OpenAI-Organization, "
+                    "OpenAI-Project, X-Stainless-OS, X-Stainless-Lang, X-Stainless-Package-Version, X-Stainless-Runtime, "
+                    "X-Stainless-Runtime-Version, X-Stainless-Arch, X-Stainless-Retry-Count, X-Stainless-Timeout, "
+                    "anthropic-dangerous-direct-browser-access"},
+                   {"Access-Control-Max-Age", "86400"}};
+    return out;
+}
+
+void Api::observe_end(const Job& job) {
+    if (job.times.received == SteadyTime{}) return;
+    metrics_.e2e.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - job.times.received).count());
+}
+
+HttpOut Api::generate_chat(const json& chat_body, const HttpIn& in, const std::string& owner, const BuilderMaker& make) {
+    HttpIn chat = in;
+    chat.body = chat_body.dump(-1, ' ', false, json::error_handler_t::replace);
+    return generate(Endpoint::Chat, chat, owner, &make);
+}
+
+HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner, const BuilderMaker* make) {
     metrics_.requests_total++;
     auto job = std::make_shared<Job>();
-    job->times.received = std::chrono::steady_clock::now();
+    // TTFT and end-to-end latency count from the request's arrival (the connection's clock).
+    job->times.received = in.arrival != SteadyTime{} ? in.arrival : std::chrono::steady_clock::now();
     ApiError err;
     if (!parse_gen_request(ep, in.body, cfg_.limits, &job->req, &err)) return error_reply(err);
     // No seed: a fresh one per request (sampled outputs differ), reported in the response.
@@ -237,10 +295,15 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
     const std::string model = cfg_.model_name;
     HttpOut out;
     out.stream = job->req.stream;
-    out.builder = std::make_unique<ResponseBuilder>(ep, job->id, model, unix_now(), total_choices, job->req.include_usage);
-    if (!more.empty()) out.builder->set_batch(job->req.n);
-    out.builder->set_metrics(&metrics_);
-    if (job->req.temperature > 0) out.builder->set_seed(job->req.seed);
+    if (make) {
+        out.builder = (*make)(*job, model);
+    } else {
+        auto b = std::make_unique<ResponseBuilder>(ep, job->id, model, unix_now(), total_choices, job->req.include_usage);
+        if (!more.empty()) b->set_batch(job->req.n);
+        b->set_metrics(&metrics_);
+        if (job->req.temperature > 0) b->set_seed(job->req.seed);
+        out.builder = std::move(b);
+    }
     const Admit a = sched_.submit(job);
     if (a != Admit::Ok) return rejection(a);
     for (const auto& j : more) {

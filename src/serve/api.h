@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "serve/body_builder.h"
 #include "serve/engine_iface.h"
 #include "serve/metrics.h"
 #include "serve/openai_request.h"
@@ -33,13 +34,22 @@ struct ApiConfig {
     // session unused (no request naming it, no GET) for session_idle_s is gone (0 = never).
     size_t max_sessions_per_key = 256;
     double session_idle_s = 3600;
+    // CORS (--cors-origin): empty = off (no CORS header anywhere, OPTIONS is 405); else the
+    // Access-Control-Allow-Origin value ("*" or one origin) on every reply and OPTIONS preflights
+    // answered 204.
+    std::string cors_origin;
+    size_t max_stored_responses = 1024;  // /v1/responses store=true: oldest dropped beyond
 };
 
 struct HttpIn {
     std::string method;         // "GET", "POST", ...
     std::string target;         // raw request-target
     std::string authorization;  // raw Authorization header value
+    std::string x_api_key;          // Anthropic clients' key header (used when no Authorization)
+    std::string anthropic_version;  // anthropic-version header ("" when absent)
     std::string body;
+    // When the request's head was read (TTFT and end-to-end latency start here); unset: handle().
+    std::chrono::steady_clock::time_point arrival{};
 };
 
 struct HttpOut {
@@ -50,7 +60,7 @@ struct HttpOut {
     // Set for an admitted generation: the connection streams (stream=true) or collects events.
     std::shared_ptr<Job> job;
     bool stream = false;
-    std::unique_ptr<ResponseBuilder> builder;
+    std::unique_ptr<BodyBuilder> builder;
     // Set with `job` instead of a builder: the connection waits (without blocking its thread)
     // for the job's final event and answers what this returns (POST /v1/capsules).
     std::function<HttpOut(const StreamEvent&)> on_final;
@@ -73,9 +83,31 @@ public:
     HttpOut finish(HttpOut out);
     HttpOut error_reply(const ApiError& e) const;
     const ApiConfig& config() const { return cfg_; }
+    // Headers every reply carries (CORS when configured; empty otherwise).
+    const std::vector<std::pair<std::string, std::string>>& reply_headers() const { return reply_headers_; }
+    // A generation's end as the connection saw it: observes the end-to-end latency from arrival.
+    void observe_end(const Job& job);
+
+    // What the Messages / Responses translators build on: a chat body (OpenAI shape, already
+    // translated) run like POST /v1/chat/completions, answered through the builder `make` returns
+    // (given the admitted job, with its prompt and id). `name_param` maps a chat field name in an
+    // error back to the caller's API's spelling.
+    using BuilderMaker = std::function<std::unique_ptr<BodyBuilder>(const Job& job, const std::string& model)>;
+    HttpOut generate_chat(const nlohmann::json& chat_body, const HttpIn& in, const std::string& owner,
+                          const BuilderMaker& make);
 
 private:
-    HttpOut generate(Endpoint ep, const HttpIn& in, const std::string& owner);
+    HttpOut generate(Endpoint ep, const HttpIn& in, const std::string& owner, const BuilderMaker* make = nullptr);
+    // POST /tokenize, /detokenize (tokenize_api.cpp).
+    HttpOut tokenize(const HttpIn& in);
+    HttpOut detokenize(const HttpIn& in);
+    // POST /v1/messages (messages_api.cpp), /v1/responses[/{id}] (responses_api.cpp).
+    // count_only: POST /v1/messages/count_tokens ({"input_tokens": N}, nothing generated).
+    HttpOut messages(const HttpIn& in, const std::string& owner, bool count_only = false);
+    HttpOut responses(const HttpIn& in, const std::string& path, const std::string& owner);
+    // GET /v1/responses/{id}/input_items: one page of a stored response's input items.
+    HttpOut input_items_page(const nlohmann::json& items, const std::string& query) const;
+    HttpOut preflight() const;
     // `query`: DELETE of a pinned capsule needs force=true (else 409 capsule_pinned).
     HttpOut capsules(const HttpIn& in, const std::string& path, const std::string& query, const std::string& owner);
     // POST /v1/capsules (capsule_api.cpp): freezes a messages / prompt prefix as a capsule.
@@ -107,6 +139,8 @@ private:
     void expire_sessions_locked(std::chrono::steady_clock::time_point now);
     bool session_idle(const SessionEntry& e, std::chrono::steady_clock::time_point now) const;
     std::map<std::string, SessionEntry> sessions_;  // session id -> owner, last use
+    std::vector<std::pair<std::string, std::string>> reply_headers_;
+    std::shared_ptr<class ResponseStore> responses_;  // /v1/responses store=true (responses_api.h)
 };
 
 }  // namespace frost::serve

@@ -30,7 +30,7 @@ bool normalize_target(std::string_view target, RoutePath* out, std::string* why)
     std::string_view raw = target.substr(0, q);
     out->query = q == std::string_view::npos ? "" : std::string(target.substr(q + 1));
 
-    std::string decoded;
+    std::string decoded, cased;  // cased: the same bytes, case kept (ids in paths)
     decoded.reserve(raw.size());
     for (size_t i = 0; i < raw.size(); ++i) {
         char c = raw[i];
@@ -60,6 +60,7 @@ bool normalize_target(std::string_view target, RoutePath* out, std::string* why)
             return false;
         }
         decoded.push_back(c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c);
+        cased.push_back(c);
     }
     // Segments: empty segments ("//") and dot segments are refused, not collapsed.
     std::string canon;
@@ -85,6 +86,9 @@ bool normalize_target(std::string_view target, RoutePath* out, std::string* why)
     }
     if (canon.empty()) canon.push_back('/');  // (push_back: GCC 12 warns falsely (-Wrestrict) on = "/")
     out->path = canon;
+    // Segments are refused, never collapsed, and lower-casing keeps lengths: canon is the
+    // decoded path without its trailing '/', so the cased spelling is the same prefix.
+    out->raw_path = canon.size() > 1 ? cased.substr(0, canon.size()) : canon;
     return true;
 }
 

@@ -12,6 +12,7 @@ namespace frost::serve {
 struct RoutePath {
     std::string path;   // canonical, e.g. "/v1/chat/completions"
     std::string query;  // raw query string after '?', may be empty
+    std::string raw_path;  // `path` with the client's letter case (for ids compared exactly)
 };
 
 // Returns false (caller answers 400) for targets that are not a plain absolute path.

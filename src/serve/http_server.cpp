@@ -198,6 +198,9 @@ private:
         if (head_) in.method = "GET";
         in.target = std::string(req.target());
         in.authorization = std::string(req[http::field::authorization]);
+        in.x_api_key = std::string(req["x-api-key"]);
+        in.anthropic_version = std::string(req["anthropic-version"]);
+        in.arrival = std::chrono::steady_clock::now();
         in.body = std::move(req.body());
         HttpOut out = api_.handle(in);
         if (out.on_engine) {
@@ -251,6 +254,7 @@ private:
         auto res = std::make_shared<http::response<http::empty_body>>(http::status::ok, kHttpVersion11);
         res->set(http::field::content_type, "text/event-stream");
         res->set(http::field::cache_control, "no-cache");
+        for (const auto& [k, v] : api_.reply_headers()) res->set(k, v);
         res->keep_alive(keep_alive_);
         res->chunked(true);
         auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*res);
@@ -290,7 +294,8 @@ private:
             if (!builder_->done()) return;
             finish_job();
             if (builder_->failed()) {
-                const HttpOut e = api_.error_reply(builder_->error());
+                HttpOut e = api_.error_reply(builder_->error());
+                e.body = builder_->error_json(builder_->error());
                 return write_simple(e.status, e.content_type, e.body, e.headers);
             }
             return write_simple(200, "application/json", builder_->final_json(), {});
@@ -324,7 +329,10 @@ private:
     }
 
     void finish_job() {
-        if (job_) job_->channel->set_notify(nullptr);
+        if (job_) {
+            api_.observe_end(*job_);
+            job_->channel->set_notify(nullptr);
+        }
         job_.reset();
     }
 
@@ -346,6 +354,7 @@ private:
             head_ = false;
             auto res = std::make_shared<http::response<http::empty_body>>(http::status(status), kHttpVersion11);
             res->set(http::field::content_type, content_type);
+            for (const auto& [k, v] : api_.reply_headers()) res->set(k, v);
             for (const auto& [k, v] : headers) res->set(k, v);
             res->keep_alive(keep_alive_);
             res->content_length(body.size());
@@ -362,6 +371,7 @@ private:
         }
         auto res = std::make_shared<http::response<http::string_body>>(http::status(status), kHttpVersion11);
         res->set(http::field::content_type, content_type);
+        for (const auto& [k, v] : api_.reply_headers()) res->set(k, v);
         for (const auto& [k, v] : headers) res->set(k, v);
         res->keep_alive(keep_alive_);
         res->body() = std::move(body);
@@ -399,7 +409,7 @@ private:
     bool header_sent_ = false;
     bool head_ = false;  // the request was HEAD: the reply carries no body
     std::shared_ptr<Job> job_;
-    std::unique_ptr<ResponseBuilder> builder_;
+    std::unique_ptr<BodyBuilder> builder_;
     std::function<HttpOut(const StreamEvent&)> on_final_;
     std::string out_;
 };

@@ -79,7 +79,10 @@ std::string Metrics::render() const {
     out += "# HELP frost_capsule_bytes Capsule bytes per tier\n# TYPE frost_capsule_bytes gauge\n";
     for (int t = 0; t < 3; ++t)
         out += std::string("frost_capsule_bytes{tier=\"") + kTiers[t] + "\"} " + std::to_string(capsule_bytes[t].load()) + "\n";
-    out += ttft.render("frost_ttft_seconds", "Time to first token, from admission to the first sampled token");
+    out += ttft.render("frost_ttft_seconds", "Time to first token, from the request's arrival to its first sampled token");
+    out += itl.render("frost_inter_token_latency_seconds", "Time between consecutive sampled tokens of one choice");
+    out += e2e.render("frost_e2e_request_latency_seconds",
+                      "End-to-end request latency, from arrival to the last event picked up for the client");
     out += restore_latency.render("frost_restore_seconds", "Capsule restore latency");
     out += "# HELP frost_phase_seconds Per-request time by phase up to the first token (and after it), "
            "as in the timings_ms response object\n# TYPE frost_phase_seconds histogram\n";

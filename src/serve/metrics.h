@@ -45,7 +45,9 @@ struct Metrics {
     std::atomic<uint64_t> prefix_misses{0};     // rebuild
     std::atomic<uint64_t> capsule_bytes[3] = {0, 0, 0};  // device, host, disk
     std::atomic<uint64_t> capsules{0};
-    Histogram ttft;
+    Histogram ttft;  // the request's arrival (its body read) -> choice 0's first sampled token
+    Histogram itl;   // between consecutive sampled tokens of one choice (engine thread)
+    Histogram e2e;   // arrival -> the connection picked up the request's last event
     Histogram restore_latency;
     // Per-request phase timings (timings.h), observed when choice 0's Finish is picked up.
     std::array<Histogram, kPhaseCount> phase;

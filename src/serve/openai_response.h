@@ -8,27 +8,28 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/body_builder.h"
 #include "serve/channel.h"
 #include "serve/metrics.h"
 #include "serve/openai_request.h"
 
 namespace frost::serve {
 
-class ResponseBuilder {
+class ResponseBuilder : public BodyBuilder {
 public:
     ResponseBuilder(Endpoint endpoint, std::string id, std::string model, int64_t created, int n,
                     bool include_usage);
 
     // Streaming: the opening chunk (chat: the assistant role delta), then one call per event.
-    std::string sse_open();
-    std::string sse(const StreamEvent& e);
+    std::string sse_open() override;
+    std::string sse(const StreamEvent& e) override;
     // Non-streaming: feed every event, then final_json().
-    void add(const StreamEvent& e);
-    std::string final_json() const;
+    void add(const StreamEvent& e) override;
+    std::string final_json() const override;
 
-    bool done() const { return finished_ == n_ || failed_; }
-    bool failed() const { return failed_; }
-    const ApiError& error() const { return error_; }
+    bool done() const override { return finished_ == n_ || failed_; }
+    bool failed() const override { return failed_; }
+    const ApiError& error() const override { return error_; }
 
     static std::string sse_error(const ApiError& e);  // `data: {"error":...}\n\n`
 

@@ -45,11 +45,16 @@ bool Scheduler::handle_token(Active& a, int32_t tok) {
 
 bool Scheduler::handle_token_events(Active& a, int32_t tok) {
     Job& job = *a.job;
+    const SteadyTime now = std::chrono::steady_clock::now();
     if (a.first_token) {
         a.first_token = false;
-        if (metrics_ && a.choice == 0)
-            metrics_->ttft.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - job.enqueued).count());
+        // From the request's arrival (the I/O thread's clock), not from its admission here.
+        const SteadyTime from = job.times.received != SteadyTime{} ? job.times.received : job.enqueued;
+        if (metrics_ && a.choice == 0) metrics_->ttft.observe(std::chrono::duration<double>(now - from).count());
+    } else if (metrics_ && a.last_token_at != SteadyTime{}) {
+        metrics_->itl.observe(std::chrono::duration<double>(now - a.last_token_at).count());
     }
+    a.last_token_at = now;
     a.generated++;
     if (metrics_) metrics_->generated_tokens_total++;
     if (text_.is_end_token(tok)) return finish_choice(a, "stop");

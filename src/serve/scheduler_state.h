@@ -40,6 +40,7 @@ struct Scheduler::Active {
     int32_t pending = -1;    // sampled, not yet committed
     int64_t generated = 0;
     bool first_token = true;
+    SteadyTime last_token_at{};  // the previous sampled token (inter-token latency)
     std::unique_ptr<Detokenizer> detok;
     std::unique_ptr<StopMatcher> stop;
     std::unique_ptr<StopMatcher> marker;  // tool-call markup: content stops streaming there

@@ -38,8 +38,11 @@ constexpr const char* kUsage =
     "                   [--n-cap N]\n"
     "                   [--claim-log FILE] [--header-timeout-ms MS] [--send-timeout-ms MS]\n"
     "                   [--drain-timeout S] [--no-capsules] [--public-metrics]\n"
-    "                   [--sessions-per-key N] [--session-idle-s S]\n"
-    "Serves POST /v1/chat/completions, POST /v1/completions, GET /v1/models, /v1/capsules\n"
+    "                   [--sessions-per-key N] [--session-idle-s S] [--cors-origin ORIGIN|*]\n"
+    "Serves POST /v1/chat/completions, POST /v1/completions, POST /v1/responses (+ GET|DELETE\n"
+    "/v1/responses/{id}[/input_items]), POST /v1/messages[/count_tokens] (Anthropic),\n"
+    "POST /tokenize, POST /detokenize,\n"
+    "GET /v1/models[/{id}], /v1/capsules\n"
     "(create, list, pin, POST /v1/capsules/{id}/fork and /v1/capsules/{id}/rollback),\n"
     "/v1/sessions (named conversations), /v1/claims, /metrics and /health (the only route\n"
     "without a key). Without --api-key the\n"
@@ -51,7 +54,9 @@ constexpr const char* kUsage =
     "--sessions-per-key (named sessions one key may hold, default 256; 0 = no limit) and\n"
     "--session-idle-s (a session unused this long is gone, default 3600; 0 = never).\n"
     "--max-seq-len (tokens per session) defaults to the model's context (config.json\n"
-    "max_position_embeddings), lowered when the sessions' KV would not fit in memory (printed).";
+    "max_position_embeddings), lowered when the sessions' KV would not fit in memory (printed).\n"
+    "--cors-origin (default off: no CORS headers) answers OPTIONS preflights and puts\n"
+    "Access-Control-Allow-Origin: ORIGIN (e.g. http://localhost:3000, or *) on every reply.";
 
 bool parse_size(const std::string& s, uint64_t* out) {
     if (s.empty()) return false;
@@ -155,6 +160,12 @@ int run_serve(const std::vector<std::string>& args) {
         else if (a == "--send-timeout-ms") { ok = parse_int(v, 100, 600000, &n); http_cfg.send_timeout_ms = int(n); }
         else if (a == "--drain-timeout") ok = parse_int(v, 0, 25, &drain_s);
         else if (a == "--sessions-per-key") { ok = parse_int(v, 0, 1000000, &n); api_cfg.max_sessions_per_key = size_t(n); }
+        else if (a == "--cors-origin") {
+            // "*" or one scheme://host[:port] origin; nothing that could break the header line.
+            ok = v == "*" || ((v.rfind("http://", 0) == 0 || v.rfind("https://", 0) == 0) &&
+                              v.find_first_of(" \t\r\n,;\"") == std::string::npos);
+            api_cfg.cors_origin = v;
+        }
         else if (a == "--session-idle-s") { ok = parse_int(v, 0, 30 * 24 * 3600, &n); api_cfg.session_idle_s = double(n); }
         else {
             std::fprintf(stderr, "frost serve: unknown option %s\n%s\n", a.c_str(), kUsage);
