@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "exec/error.h"
+#include "serve/constraint.h"
 #include "serve/http_route.h"
 #include "serve/ids.h"
 #include "serve/json_guard.h"
@@ -126,6 +127,41 @@ HttpOut Api::handle(const HttpIn& in) {
     return error_reply(make_error(404, "invalid_request_error", "not_found", "no route " + path));
 }
 
+// Constrained decoding (issue 17, constraint.h): compiles what the request asks for into
+// job.constraint: a forced tool call (tool_choice required/named, Qwen3's JSON call form) or
+// response_format / grammar / regex. False + *err (400 naming the field) when it does not compile
+// or this backend cannot mask tokens.
+static bool attach_constraint(Job& job, const TextIface& text, int vocab_size, ApiError* err) {
+    const GenRequest& r = job.req;
+    const bool json_calls = text.tool_call_prefix("f").find("\"arguments\": ") != std::string::npos;
+    const bool forced_call = !job.forced_prefix.empty() && json_calls;
+    if (!forced_call && r.constraint_kind == ConstraintKind::None) return true;
+    job.masker = text.token_masker(vocab_size);
+    if (!job.masker) {
+        *err = invalid_field(forced_call ? "tool_choice" : r.constraint_field,
+                             "constrained decoding is not available with this backend");
+        return false;
+    }
+    if (forced_call) {
+        if (compile_tool_call(r.tools, r.tool_choice == ToolChoice::Named ? r.tool_choice_name : "",
+                              r.parallel_tool_calls, &job.constraint) != FROST_OK) {
+            const std::string msg = last_error();
+            // "tools[i].function.parameters: why" names the schema that failed.
+            const size_t colon = msg.find(": ");
+            *err = msg.rfind("tools[", 0) == 0 && colon != std::string::npos
+                       ? invalid_field(msg.substr(0, colon), msg.substr(colon + 2))
+                       : invalid_field("tool_choice", msg);
+            return false;
+        }
+        return true;
+    }
+    if (compile_constraint(r.constraint_kind, r.constraint_source, &job.constraint) != FROST_OK) {
+        *err = invalid_field(r.constraint_field, last_error());
+        return false;
+    }
+    return true;
+}
+
 HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
     metrics_.requests_total++;
     auto job = std::make_shared<Job>();
@@ -208,6 +244,7 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
     }
     if (!check_context(job->req, job->prompt.size(), engine_.max_seq_len(), cfg_.limits, &job->max_new, &err))
         return error_reply(err);
+    if (!attach_constraint(*job, text_, engine_.vocab_size(), &err)) return error_reply(err);
 
     job->id = (ep == Endpoint::Chat ? new_id("chatcmpl") : new_id("cmpl"));
     job->owner = owner;
@@ -230,6 +267,8 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
         j->owner = owner;
         j->channel = job->channel;
         j->index_base = int(k) * job->req.n;
+        j->constraint = job->constraint;  // each choice runs its own matcher over it
+        j->masker = job->masker;
         j->leader = job;
         more.push_back(std::move(j));
     }

@@ -1,0 +1,116 @@
+// Request constraints -> shared compiled automata (see constraint.h).
+#include "serve/constraint.h"
+
+#include <functional>
+#include <list>
+#include <mutex>
+#include <utility>
+
+#include "exec/error.h"
+#include "text/grammar/front_ends.h"
+
+namespace frost::serve {
+
+namespace {
+
+namespace g = text::grammar;
+
+// A small LRU of compiled automata by (kind, source). Machines are internally locked, so one
+// may serve several requests at once.
+class MachineCache {
+public:
+    std::shared_ptr<g::Machine> get(const std::string& key) {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto it = items_.begin(); it != items_.end(); ++it)
+            if (it->first == key) {
+                items_.splice(items_.begin(), items_, it);
+                return it->second;
+            }
+        return nullptr;
+    }
+    void put(const std::string& key, std::shared_ptr<g::Machine> m) {
+        std::lock_guard<std::mutex> lock(mu_);
+        items_.emplace_front(key, std::move(m));
+        if (items_.size() > kCap) items_.pop_back();
+    }
+
+private:
+    static constexpr size_t kCap = 16;
+    std::mutex mu_;
+    std::list<std::pair<std::string, std::shared_ptr<g::Machine>>> items_;
+};
+
+MachineCache& cache() {
+    static MachineCache c;
+    return c;
+}
+
+frost_status cached(const std::string& key, const std::function<frost_status(g::Grammar*)>& build,
+                    std::shared_ptr<g::Machine>* out) {
+    if ((*out = cache().get(key))) return FROST_OK;
+    g::Grammar gr;
+    FROST_TRY(build(&gr));
+    *out = std::make_shared<g::Machine>(std::move(gr));
+    cache().put(key, *out);
+    return FROST_OK;
+}
+
+}  // namespace
+
+frost_status compile_constraint(ConstraintKind kind, const std::string& source, std::shared_ptr<g::Machine>* out) {
+    out->reset();
+    switch (kind) {
+        case ConstraintKind::None:
+            return FROST_OK;
+        case ConstraintKind::JsonObject:
+            return cached("o", [](g::Grammar* gr) { return g::parse_gbnf(g::json_object_gbnf(), gr); }, out);
+        case ConstraintKind::JsonSchema:
+            return cached("s" + source, [&](g::Grammar* gr) {
+                nlohmann::ordered_json schema = nlohmann::ordered_json::parse(source, nullptr, false);
+                if (schema.is_discarded()) return fail(FROST_ERR_INVALID_ARG, "the schema is not JSON");
+                return g::parse_json_schema(schema, gr);
+            }, out);
+        case ConstraintKind::Grammar:
+            return cached("g" + source, [&](g::Grammar* gr) { return g::parse_gbnf(source, gr); }, out);
+        case ConstraintKind::Regex:
+            return cached("r" + source, [&](g::Grammar* gr) { return g::parse_regex(source, gr); }, out);
+    }
+    return FROST_OK;
+}
+
+frost_status compile_tool_call(const nlohmann::json& tools, const std::string& name, bool parallel,
+                               std::shared_ptr<g::Machine>* out) {
+    out->reset();
+    std::string rules;
+    std::string calls;  // alternatives: one per tool (named: only that tool's arguments)
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const auto& f = tools[i]["function"];
+        const std::string tname = f.value("name", "");
+        if (!name.empty() && tname != name) continue;
+        // ordered: properties are generated in the order the client declared them.
+        nlohmann::ordered_json params = nlohmann::ordered_json::parse(
+            f.contains("parameters") ? f["parameters"].dump() : std::string("{\"type\":\"object\"}"));
+        std::string r, root;
+        std::string prefix = std::to_string(i);
+        prefix.insert(0, 1, 't');
+        prefix += '-';
+        if (g::json_schema_rules(params, prefix, &r, &root) != FROST_OK)
+            return add_context(FROST_ERR_INVALID_ARG, "tools[" + std::to_string(i) + "].function.parameters");
+        rules += r;
+        const std::string head = name.empty()
+            ? g::gbnf_literal("{\"name\": " + nlohmann::json(tname).dump() + ", \"arguments\": ") + " "
+            : std::string();
+        calls += (calls.empty() ? "" : " | ") + head + root + " \"}\"";
+    }
+    if (calls.empty()) return fail(FROST_ERR_INVALID_ARG, "tool_choice: no tool named '%s'", name.c_str());
+    std::string text = "call ::= " + calls + "\n";
+    const std::string end = g::gbnf_literal("\n</tool_call>");
+    if (name.empty() && parallel)
+        text += "root ::= call " + end + " ( " + g::gbnf_literal("\n<tool_call>\n") + " call " + end + " ){0,15}\n";
+    else
+        text += "root ::= call " + end + "\n";
+    text += rules + g::json_base_gbnf();
+    return cached("t" + text, [&](g::Grammar* gr) { return g::parse_gbnf(text, gr); }, out);
+}
+
+}  // namespace frost::serve
