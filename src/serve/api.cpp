@@ -190,6 +190,12 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner) {
         // call must be the first thing the model writes.
         const bool forced = !job->req.tools.empty() &&
                             (job->req.tool_choice == ToolChoice::Required || job->req.tool_choice == ToolChoice::Named);
+        // Constrained output (response_format / grammar / regex) starts at the first generated
+        // token, so no thinking block either: the grammar applies to the answer itself.
+        if (job->req.constraint_kind != ConstraintKind::None) {
+            r.enable_thinking = false;
+            job->req.enable_thinking = false;
+        }
         if (forced) {
             r.enable_thinking = false;
             job->req.enable_thinking = false;

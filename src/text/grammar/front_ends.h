@@ -36,4 +36,13 @@ frost_status parse_json_schema(const nlohmann::ordered_json& schema, Grammar* ou
 frost_status json_schema_gbnf(const nlohmann::json& schema, std::string* out);
 frost_status parse_json_schema(const nlohmann::json& schema, Grammar* out);
 
+// Building blocks for composite grammars (several schemas in one, e.g. forced tool calls): the
+// schema's rules with names starting with `prefix` (no base rules; *root_rule names the
+// schema's rule), the shared JSON base rules (ws, json-string, json-value, ...) to append once,
+// and a GBNF literal matching exactly `bytes`.
+frost_status json_schema_rules(const nlohmann::ordered_json& schema, const std::string& prefix, std::string* rules,
+                               std::string* root_rule);
+std::string json_base_gbnf();
+std::string gbnf_literal(const std::string& bytes);
+
 }  // namespace frost::text::grammar

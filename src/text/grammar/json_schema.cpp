@@ -36,8 +36,9 @@ json-obj ::= "{" ws ( json-member ( ws "," ws json-member )* ws )? "}"
 json-arr ::= "[" ws ( json-value ( ws "," ws json-value )* ws )? "]"
 )";
 
-// A GBNF string literal matching exactly `bytes`.
-std::string lit(const std::string& bytes) {
+}  // namespace
+
+std::string gbnf_literal(const std::string& bytes) {
     std::string o = "\"";
     for (unsigned char c : bytes) {
         if (c == '"' || c == '\\') {
@@ -55,17 +56,21 @@ std::string lit(const std::string& bytes) {
     return o + "\"";
 }
 
+namespace {
+
+std::string lit(const std::string& bytes) { return gbnf_literal(bytes); }
+
 using Json = nlohmann::ordered_json;
 std::string dump(const nlohmann::ordered_json& v) { return v.dump(); }
 
 class SchemaGen {
 public:
-    explicit SchemaGen(const nlohmann::ordered_json& root) : root_(root) {}
+    SchemaGen(const nlohmann::ordered_json& root, std::string prefix) : root_(root), prefix_(std::move(prefix)) {}
 
-    frost_status run(std::string* out) {
-        std::string r;
-        FROST_TRY(rule_for(root_, "#", 0, &r));
-        *out = "root ::= " + r + "\n" + rules_ + kBaseRules;
+    // Rules only (no base rules); *root_rule names the schema's rule.
+    frost_status run(std::string* rules, std::string* root_rule) {
+        FROST_TRY(rule_for(root_, "#", 0, root_rule));
+        *rules = rules_;
         return FROST_OK;
     }
 
@@ -75,7 +80,7 @@ private:
     }
     std::string fresh() {
         std::string n = std::to_string(next_++);
-        n.insert(n.begin(), 's');
+        n.insert(0, prefix_ + "s");
         return n;
     }
     void emit(const std::string& name, const std::string& body) { rules_ += name + " ::= " + body + "\n"; }
@@ -289,6 +294,7 @@ private:
     }
 
     const nlohmann::ordered_json& root_;
+    std::string prefix_;
     std::string rules_;
     std::map<std::string, std::string> refs_;
     int next_ = 0;
@@ -298,8 +304,18 @@ private:
 
 std::string json_object_gbnf() { return std::string("root ::= json-obj\n") + kBaseRules; }
 
+std::string json_base_gbnf() { return kBaseRules; }
+
+frost_status json_schema_rules(const nlohmann::ordered_json& schema, const std::string& prefix, std::string* rules,
+                               std::string* root_rule) {
+    return SchemaGen(schema, prefix).run(rules, root_rule);
+}
+
 frost_status json_schema_gbnf(const nlohmann::ordered_json& schema, std::string* out) {
-    return SchemaGen(schema).run(out);
+    std::string rules, root;
+    FROST_TRY(json_schema_rules(schema, "", &rules, &root));
+    *out = "root ::= " + root + "\n" + rules + kBaseRules;
+    return FROST_OK;
 }
 
 frost_status json_schema_gbnf(const nlohmann::json& schema, std::string* out) {
