@@ -35,7 +35,7 @@ public:
     }
 
 private:
-    static constexpr size_t kCap = 16;
+    static constexpr size_t kCap = 8;  // each holds up to ~16 MiB of memo tables and masks
     std::mutex mu_;
     std::list<std::pair<std::string, std::shared_ptr<g::Machine>>> items_;
 };

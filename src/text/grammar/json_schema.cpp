@@ -23,7 +23,7 @@ namespace frost::text::grammar {
 namespace {
 
 const char* kBaseRules = R"(
-ws ::= [ \t\n]{0,20}
+ws ::= [ \t\n\r]{0,20}
 json-string ::= "\"" json-char* "\""
 json-char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
 json-int-part ::= "0" | [1-9] [0-9]{0,15}
@@ -61,7 +61,29 @@ namespace {
 std::string lit(const std::string& bytes) { return gbnf_literal(bytes); }
 
 using Json = nlohmann::ordered_json;
-std::string dump(const nlohmann::ordered_json& v) { return v.dump(); }
+// The grammar of one JSON value (enum / const): scalars as their canonical text (a number or
+// string must be written as the schema writes it), arrays and objects with any whitespace
+// between their tokens.
+std::string value_expr(const nlohmann::ordered_json& v) {
+    if (v.is_array()) {
+        if (v.empty()) return "( \"[\" ws \"]\" )";
+        std::string o = "( \"[\" ws";
+        for (size_t i = 0; i < v.size(); ++i) o += (i ? " ws \",\" ws " : " ") + value_expr(v[i]);
+        return o + " ws \"]\" )";
+    }
+    if (v.is_object()) {
+        if (v.empty()) return "( \"{\" ws \"}\" )";
+        std::string o = "( \"{\" ws";
+        bool first = true;
+        for (auto it = v.begin(); it != v.end(); ++it) {
+            o += (first ? " " : " ws \",\" ws ") + lit(nlohmann::ordered_json(it.key()).dump()) + " ws \":\" ws " +
+                 value_expr(it.value());
+            first = false;
+        }
+        return o + " ws \"}\" )";
+    }
+    return lit(v.dump());
+}
 
 class SchemaGen {
 public:
@@ -152,13 +174,13 @@ private:
             return resolve(r->get<std::string>(), path, depth, out);
         }
         if (auto c = s.find("const"); c != s.end()) {
-            *out = lit(dump(*c));
+            *out = value_expr(*c);
             return FROST_OK;
         }
         if (auto e = s.find("enum"); e != s.end()) {
             if (!e->is_array() || e->empty()) return bad(path, "'enum' must be a non-empty array");
             std::string alts;
-            for (const auto& v : *e) alts += (alts.empty() ? "" : " | ") + lit(dump(v));
+            for (const auto& v : *e) alts += (alts.empty() ? "" : " | ") + value_expr(v);
             *out = "( " + alts + " )";
             return FROST_OK;
         }
@@ -260,7 +282,7 @@ private:
         for (auto it = props->begin(); it != props->end(); ++it) {
             std::string v;
             FROST_TRY(rule_for(it.value(), path + "/properties/" + it.key(), depth + 1, &v));
-            p.push_back(lit(dump(nlohmann::ordered_json(it.key()))) + " ws \":\" ws " + v);
+            p.push_back(lit(nlohmann::ordered_json(it.key()).dump()) + " ws \":\" ws " + v);
             req.push_back(required.count(it.key()) > 0);
         }
         const size_t n = p.size();

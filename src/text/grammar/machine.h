@@ -49,7 +49,7 @@ public:
         return i < 0 ? nullptr : &masks_[size_t(i)];
     }
     const std::vector<uint32_t>& store_mask(uint32_t frontier, std::vector<uint32_t> bits);
-    static constexpr size_t kMaxMasks = 512;
+    static constexpr size_t kMaxMasks = 256;  // 31 KiB each for a 248k vocabulary: 8 MiB
 
 private:
     struct Node {
@@ -71,7 +71,7 @@ private:
         int32_t mask = -1;
     };
     static constexpr uint32_t kUnknown = 0xFFFFFFFFu;
-    static constexpr size_t kMaxMemoFrontiers = 1 << 16;  // transition tables kept (1 KiB each)
+    static constexpr size_t kMaxMemoFrontiers = 1 << 13;  // transition tables kept (1 KiB each: 8 MiB)
 
     uint32_t node(uint32_t rule, uint32_t alt, uint32_t pos, uint32_t parent);
     // Adds to *out every stack reachable from `n` without consuming a byte.
