@@ -130,16 +130,18 @@ HttpOut Api::handle(const HttpIn& in) {
 // Constrained decoding (issue 17, constraint.h): compiles what the request asks for into
 // job.constraint: a forced tool call (tool_choice required/named, Qwen3's JSON call form) or
 // response_format / grammar / regex. False + *err (400 naming the field) when it does not compile
-// or this backend cannot mask tokens.
+// or this backend cannot mask tokens (a forced call then keeps its prompt prefix alone).
 static bool attach_constraint(Job& job, const TextIface& text, int vocab_size, ApiError* err) {
     const GenRequest& r = job.req;
     const bool json_calls = text.tool_call_prefix("f").find("\"arguments\": ") != std::string::npos;
     const bool forced_call = !job.forced_prefix.empty() && json_calls;
     if (!forced_call && r.constraint_kind == ConstraintKind::None) return true;
+    const bool want_format = r.constraint_kind != ConstraintKind::None;
     job.masker = text.token_masker(vocab_size);
     if (!job.masker) {
-        *err = invalid_field(forced_call ? "tool_choice" : r.constraint_field,
-                             "constrained decoding is not available with this backend");
+        // A forced call without masks still ends the prompt inside the call (the prefix).
+        if (!want_format) return true;
+        *err = invalid_field(r.constraint_field, "constrained decoding is not available with this backend");
         return false;
     }
     if (forced_call) {

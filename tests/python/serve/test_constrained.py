@@ -246,3 +246,22 @@ def test_bad_constraints_are_400_naming_the_field(server):
                "unsupported keyword 'minimum'")
     # The same tools with tool_choice auto are fine: nothing is constrained, nothing compiled.
     assert chat(server, tools=bad_tools, max_tokens=2).choices[0].finish_reason in ("length", "stop", "tool_calls")
+
+
+def test_constrained_turn_restored_from_a_capsule(server):
+    """A constrained agent turn whose history is restored from the capsule the previous turn froze."""
+    rng = random.Random()
+    system = ("You are a careful coding agent working in a large repository. " * 12).strip()
+    schema = {"type": "object", "additionalProperties": False, "required": ["file", "line"],
+              "properties": {"file": {"type": "string", "maxLength": 10}, "line": {"type": "integer"}}}
+    rf = {"type": "json_schema", "json_schema": {"name": "loc", "schema": schema, "strict": True}}
+    turn1 = [{"role": "system", "content": system}, {"role": "user", "content": f"Where is bug {rng.randrange(10**6)}?"}]
+    r1 = chat(server, messages=turn1, response_format=rf, seed=rng.randrange(1 << 40), logit_bias=closers())
+    if r1.choices[0].finish_reason == "stop":
+        parse_valid(r1.choices[0].message.content, schema)
+    turn2 = turn1 + [{"role": "assistant", "content": r1.choices[0].message.content},
+                     {"role": "user", "content": "And the next one?"}]
+    r2 = chat(server, messages=turn2, response_format=rf, seed=rng.randrange(1 << 40), logit_bias=closers())
+    assert (r2.model_extra or {}).get("frost", {}).get("plan") == "restore", r2.model_extra
+    assert r2.choices[0].finish_reason == "stop", r2.choices[0]
+    parse_valid(r2.choices[0].message.content, schema)
