@@ -133,8 +133,11 @@ HttpOut Api::handle(const HttpIn& in) {
 // or this backend cannot mask tokens (a forced call then keeps its prompt prefix alone).
 static bool attach_constraint(Job& job, const TextIface& text, int vocab_size, ApiError* err) {
     const GenRequest& r = job.req;
-    const bool json_calls = text.tool_call_prefix("f").find("\"arguments\": ") != std::string::npos;
-    const bool forced_call = !job.forced_prefix.empty() && json_calls;
+    // Which call form the template writes: Qwen3's JSON or Qwen3.5/3.6's XML.
+    const std::string probe = text.tool_call_prefix("f");
+    const bool xml_calls = probe.find("<function=f>") != std::string::npos;
+    const bool forced_call = !job.forced_prefix.empty() &&
+                             (xml_calls || probe.find("\"arguments\": ") != std::string::npos);
     if (!forced_call && r.constraint_kind == ConstraintKind::None) return true;
     const bool want_format = r.constraint_kind != ConstraintKind::None;
     job.masker = text.token_masker(vocab_size);
@@ -146,7 +149,7 @@ static bool attach_constraint(Job& job, const TextIface& text, int vocab_size, A
     }
     if (forced_call) {
         if (compile_tool_call(r.tools, r.tool_choice == ToolChoice::Named ? r.tool_choice_name : "",
-                              r.parallel_tool_calls, &job.constraint) != FROST_OK) {
+                              r.parallel_tool_calls, xml_calls, &job.constraint) != FROST_OK) {
             const std::string msg = last_error();
             // "tools[i].function.parameters: why" names the schema that failed.
             const size_t colon = msg.find(": ");

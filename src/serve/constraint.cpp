@@ -2,6 +2,7 @@
 #include "serve/constraint.h"
 
 #include <functional>
+#include <algorithm>
 #include <list>
 #include <mutex>
 #include <utility>
@@ -78,7 +79,58 @@ frost_status compile_constraint(ConstraintKind kind, const std::string& source, 
     return FROST_OK;
 }
 
-frost_status compile_tool_call(const nlohmann::json& tools, const std::string& name, bool parallel,
+namespace {
+
+// Qwen3.5/3.6's XML call body for one tool: <parameter=P>\nVALUE\n</parameter>\n per property, in
+// declared order (optional ones may be left out). text::parse_tool_calls types a value by its
+// property's single "type": those values are that schema's JSON; a "string" one is raw text
+// (without '<', so it cannot close its tag early); any other (type arrays, anyOf, untyped) comes
+// back as a string from the parser, so it is raw text too, or the enum's strings.
+frost_status xml_params(const nlohmann::ordered_json& params, const std::string& prefix, std::string* rules,
+                        std::string* seq) {
+    seq->clear();
+    if (!params.is_object() || !params.contains("properties")) return FROST_OK;
+    const auto& props = params["properties"];
+    if (!props.is_object())
+        return fail(FROST_ERR_INVALID_ARG, "JSON schema at #: 'properties' must be an object");
+    std::vector<std::string> required;
+    if (params.contains("required") && params["required"].is_array())
+        for (const auto& r : params["required"])
+            if (r.is_string()) required.push_back(r.get<std::string>());
+    size_t k = 0;
+    for (auto it = props.begin(); it != props.end(); ++it, ++k) {
+        const auto& sub = it.value();
+        const std::string type = sub.is_object() && sub.contains("type") && sub["type"].is_string()
+                                     ? sub["type"].get<std::string>() : std::string();
+        std::string value;
+        if (type == "string" || type.empty()) {
+            if (sub.is_object() && sub.contains("enum") && sub["enum"].is_array()) {
+                for (const auto& v : sub["enum"])
+                    if (v.is_string()) value += (value.empty() ? "" : " | ") + g::gbnf_literal(v.get<std::string>());
+            }
+            if (value.empty()) {
+                const int64_t lo = sub.is_object() ? sub.value("minLength", int64_t{0}) : 0;
+                const int64_t hi = sub.is_object() ? sub.value("maxLength", int64_t{-1}) : -1;
+                value = hi < 0 && lo == 0 ? "[^<]*"
+                                          : "[^<]{" + std::to_string(lo) + "," + (hi < 0 ? "" : std::to_string(hi)) + "}";
+            }
+            value = "( " + value + " )";
+        } else {
+            std::string r;
+            FROST_TRY(g::json_schema_rules(sub, prefix + "p" + std::to_string(k) + "-", &r, &value));
+            *rules += r;
+        }
+        const bool req = std::find(required.begin(), required.end(), it.key()) != required.end();
+        const std::string one = g::gbnf_literal("<parameter=" + it.key() + ">\n") + " " + value + " " +
+                                g::gbnf_literal("\n</parameter>\n");
+        *seq += (seq->empty() ? "" : " ") + (req ? one : "( " + one + " )?");
+    }
+    return FROST_OK;
+}
+
+}  // namespace
+
+frost_status compile_tool_call(const nlohmann::json& tools, const std::string& name, bool parallel, bool xml,
                                std::shared_ptr<g::Machine>* out) {
     out->reset();
     std::string rules;
@@ -94,9 +146,16 @@ frost_status compile_tool_call(const nlohmann::json& tools, const std::string& n
         std::string prefix = std::to_string(i);
         prefix.insert(0, 1, 't');
         prefix += '-';
-        if (g::json_schema_rules(params, prefix, &r, &root) != FROST_OK)
+        const frost_status st = xml ? xml_params(params, prefix, &r, &root) : g::json_schema_rules(params, prefix, &r, &root);
+        if (st != FROST_OK)
             return add_context(FROST_ERR_INVALID_ARG, "tools[" + std::to_string(i) + "].function.parameters");
         rules += r;
+        if (xml) {
+            // Named: the prompt already holds "<function=NAME>\n".
+            const std::string head = name.empty() ? g::gbnf_literal("<function=" + tname + ">\n") + " " : std::string();
+            calls += std::string(calls.empty() ? "" : " | ") + "( " + head + root + " " + g::gbnf_literal("</function>") + " )";
+            continue;
+        }
         const std::string head = name.empty()
             ? g::gbnf_literal("{\"name\": " + nlohmann::json(tname).dump() + ", \"arguments\": ") + " "
             : std::string();

@@ -23,12 +23,14 @@ enum class ConstraintKind { None, JsonObject, JsonSchema, Grammar, Regex };
 frost_status compile_constraint(ConstraintKind kind, const std::string& source,
                                 std::shared_ptr<text::grammar::Machine>* out);
 
-// Forced tool call in Qwen3's JSON form (the prompt already ends with `prefix`, see
-// TextIface::tool_call_prefix): named (`name` non-empty): the arguments object per that tool's
-// `parameters` schema, then the call's end; "required": one call of any tool (`parallel`: then
-// up to 15 more), each `{"name": ..., "arguments": ...}` with its own schema. An unsupported or
-// invalid schema fails naming `tools[i].function.parameters`.
-frost_status compile_tool_call(const nlohmann::json& tools, const std::string& name, bool parallel,
+// Forced tool call (the prompt already ends with TextIface::tool_call_prefix): named (`name`
+// non-empty): that tool's arguments, then the call's end; "required": one call of any tool
+// (`parallel`: then up to 15 more). Qwen3's JSON form (`xml` false): `{"name": ..., "arguments":
+// ...}` with the arguments per the tool's `parameters` schema. Qwen3.5/3.6's XML form (`xml`
+// true): `<function=NAME>` and one `<parameter=P>` block per property in declared order, typed
+// values as their schema's JSON, string values as raw text without '<' (see xml_params). An
+// unsupported or invalid schema fails naming `tools[i].function.parameters`.
+frost_status compile_tool_call(const nlohmann::json& tools, const std::string& name, bool parallel, bool xml,
                                std::shared_ptr<text::grammar::Machine>* out);
 
 }  // namespace frost::serve

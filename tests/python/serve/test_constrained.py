@@ -192,9 +192,9 @@ TOOLS = [
 ]
 
 
-def check_calls(msg, allowed):
+def check_calls(msg, allowed, tools=None):
     assert msg.tool_calls, msg
-    by_name = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    by_name = {t["function"]["name"]: t["function"]["parameters"] for t in (tools or TOOLS)}
     for call in msg.tool_calls:
         assert call.function.name in allowed, call
         jsonschema.validate(json.loads(call.function.arguments), by_name[call.function.name])
@@ -265,3 +265,48 @@ def test_constrained_turn_restored_from_a_capsule(server):
     assert (r2.model_extra or {}).get("frost", {}).get("plan") == "restore", r2.model_extra
     assert r2.choices[0].finish_reason == "stop", r2.choices[0]
     parse_valid(r2.choices[0].message.content, schema)
+
+
+def xml_model_dir(model_dir, tmp):
+    """The same checkpoint without its chat template: the server falls back to the built-in Qwen3.5
+    template, whose tool calls are the XML form (<function=...><parameter=...>)."""
+    out = os.path.join(tmp, "xml_model")
+    os.makedirs(out)
+    for f in os.listdir(model_dir):
+        if f.startswith("."):
+            continue
+        if f == "tokenizer_config.json":
+            with open(os.path.join(model_dir, f)) as src:
+                cfg = json.load(src)
+            cfg.pop("chat_template", None)
+            with open(os.path.join(out, f), "w") as dst:
+                json.dump(cfg, dst)
+        else:
+            os.symlink(os.path.join(model_dir, f), os.path.join(out, f))
+    return out
+
+
+# The XML form's parser (text::parse_tool_calls) types a value by its property's single "type";
+# anything else (type arrays, anyOf) comes back as a string, so these tools use single types.
+XML_TOOLS = json.loads(json.dumps(TOOLS).replace('["number", "null"]', '"number"'))
+
+
+def test_tool_choice_xml_form_validates(model_dir, tmp_path):
+    s = Server(xml_model_dir(model_dir, str(tmp_path)))
+    try:
+        assert "built-in Qwen3.5 template" in "".join(s.lines)
+        rng = random.Random()
+        msgs = [{"role": "user", "content": "What's the weather in Paris for 3 days?"}]
+        bias = dict(closers())
+        for _ in range(2):
+            r = chat(s, messages=msgs, tools=XML_TOOLS, seed=rng.randrange(1 << 40), max_tokens=200, logit_bias=bias,
+                     tool_choice={"type": "function", "function": {"name": "get_weather"}})
+            assert r.choices[0].finish_reason == "tool_calls", r.choices[0]
+            check_calls(r.choices[0].message, {"get_weather"}, XML_TOOLS)
+            r = chat(s, messages=msgs, tools=XML_TOOLS, seed=rng.randrange(1 << 40), max_tokens=200, logit_bias=bias,
+                     tool_choice="required", parallel_tool_calls=False)
+            assert r.choices[0].finish_reason == "tool_calls", r.choices[0]
+            check_calls(r.choices[0].message, {"get_weather", "run_shell"}, XML_TOOLS)
+            assert len(r.choices[0].message.tool_calls) == 1
+    finally:
+        s.stop()
