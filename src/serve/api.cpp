@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "exec/error.h"
+#include "serve/constraint.h"
 #include "serve/http_route.h"
 #include "serve/ids.h"
 #include "serve/json_guard.h"
@@ -183,6 +184,46 @@ HttpOut Api::generate_chat(const json& chat_body, const HttpIn& in, const std::s
     return generate(Endpoint::Chat, chat, owner, &make);
 }
 
+// Constrained decoding (issue 17, constraint.h): compiles what the request asks for into
+// job.constraint: a forced tool call (tool_choice required/named, Qwen3's JSON call form) or
+// response_format / grammar / regex. False + *err (400 naming the field) when it does not compile
+// or this backend cannot mask tokens (a forced call then keeps its prompt prefix alone).
+static bool attach_constraint(Job& job, const TextIface& text, int vocab_size, ApiError* err) {
+    const GenRequest& r = job.req;
+    // Which call form the template writes: Qwen3's JSON or Qwen3.5/3.6's XML.
+    const std::string probe = text.tool_call_prefix("f");
+    const bool xml_calls = probe.find("<function=f>") != std::string::npos;
+    const bool forced_call = !job.forced_prefix.empty() &&
+                             (xml_calls || probe.find("\"arguments\": ") != std::string::npos);
+    if (!forced_call && r.constraint_kind == ConstraintKind::None) return true;
+    const bool want_format = r.constraint_kind != ConstraintKind::None;
+    job.masker = text.token_masker(vocab_size);
+    if (!job.masker) {
+        // A forced call without masks still ends the prompt inside the call (the prefix).
+        if (!want_format) return true;
+        *err = invalid_field(r.constraint_field, "constrained decoding is not available with this backend");
+        return false;
+    }
+    if (forced_call) {
+        if (compile_tool_call(r.tools, r.tool_choice == ToolChoice::Named ? r.tool_choice_name : "",
+                              r.parallel_tool_calls, xml_calls, &job.constraint) != FROST_OK) {
+            const std::string msg = last_error();
+            // "tools[i].function.parameters: why" names the schema that failed.
+            const size_t colon = msg.find(": ");
+            *err = msg.rfind("tools[", 0) == 0 && colon != std::string::npos
+                       ? invalid_field(msg.substr(0, colon), msg.substr(colon + 2))
+                       : invalid_field("tool_choice", msg);
+            return false;
+        }
+        return true;
+    }
+    if (compile_constraint(r.constraint_kind, r.constraint_source, &job.constraint) != FROST_OK) {
+        *err = invalid_field(r.constraint_field, last_error());
+        return false;
+    }
+    return true;
+}
+
 HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner, const BuilderMaker* make) {
     metrics_.requests_total++;
     auto job = std::make_shared<Job>();
@@ -212,6 +253,12 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner, c
         // call must be the first thing the model writes.
         const bool forced = !job->req.tools.empty() &&
                             (job->req.tool_choice == ToolChoice::Required || job->req.tool_choice == ToolChoice::Named);
+        // Constrained output (response_format / grammar / regex) starts at the first generated
+        // token, so no thinking block either: the grammar applies to the answer itself.
+        if (job->req.constraint_kind != ConstraintKind::None) {
+            r.enable_thinking = false;
+            job->req.enable_thinking = false;
+        }
         if (forced) {
             r.enable_thinking = false;
             job->req.enable_thinking = false;
@@ -266,6 +313,7 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner, c
     }
     if (!check_context(job->req, job->prompt.size(), engine_.max_seq_len(), cfg_.limits, &job->max_new, &err))
         return error_reply(err);
+    if (!attach_constraint(*job, text_, engine_.vocab_size(), &err)) return error_reply(err);
 
     job->id = (ep == Endpoint::Chat ? new_id("chatcmpl") : new_id("cmpl"));
     job->owner = owner;
@@ -288,6 +336,8 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner, c
         j->owner = owner;
         j->channel = job->channel;
         j->index_base = int(k) * job->req.n;
+        j->constraint = job->constraint;  // each choice runs its own matcher over it
+        j->masker = job->masker;
         j->leader = job;
         more.push_back(std::move(j));
     }

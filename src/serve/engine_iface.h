@@ -19,6 +19,10 @@
 #include "frost/exec.h"
 #include "serve/claim_log.h"
 
+namespace frost::text::grammar {
+class TokenMasker;
+}
+
 namespace frost::serve {
 
 #define FROST_TRY_IFACE(expr)                  \
@@ -38,9 +42,12 @@ struct Sampling {
     float repetition_penalty = 1.0f;  // HF/vLLM: over prompt + output; 1 = off
     float min_p = 0.0f;               // keep tokens with p >= min_p * p_max; 0 = off
     std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logits
+    // Constrained decoding (issue 17): a token mask is set per step (set_token_mask), applied
+    // before sampling; host-side for now, so such requests sample on the host.
+    bool constrained = false;
     bool host_side() const {
         return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f ||
-               min_p > 0.0f || !logit_bias.empty();
+               min_p > 0.0f || !logit_bias.empty() || constrained;
     }
 };
 
@@ -61,6 +68,13 @@ public:
     virtual frost_status prefill(int slot, const int32_t* ids, size_t n, int32_t* next) = 0;
     // Commits the last sampled token to the state and samples the next one into *next.
     virtual frost_status decode(int slot, int32_t* next) = 0;
+    // Constrained decoding: from now on every token the slot samples (prefill and decode) is
+    // drawn only from the ids whose bit is set in bits[0..words) (bit i of word i/32; the mask
+    // is copied). nullptr = no mask. Stays until replaced; the scheduler sets it per step.
+    // Engines that cannot mask return FROST_ERR_UNSUPPORTED (the request then fails).
+    virtual frost_status set_token_mask(int slot, const uint32_t* bits, size_t words) {
+        return bits ? FROST_ERR_UNSUPPORTED : FROST_OK;
+    }
 
     // Capsules. Engines without capsule support return FROST_ERR_UNSUPPORTED from snapshot and
     // the server then plans with live state only.
@@ -161,6 +175,9 @@ public:
     virtual std::string tool_call_prefix(const std::string& name) const {
         return std::string("<tool_call>\n") + (name.empty() ? "" : "{\"name\": \"" + name + "\", \"arguments\": ");
     }
+    // Constrained decoding: the vocabulary as a byte trie for token masks, `vocab_size` wide
+    // (the model's). nullptr (the default): this backend cannot constrain output.
+    virtual std::shared_ptr<const text::grammar::TokenMasker> token_masker(int vocab_size) const { return nullptr; }
 };
 
 }  // namespace frost::serve

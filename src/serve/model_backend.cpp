@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 #include "exec/error.h"
+#include "text/grammar/vocab.h"
 #include "text/tool_calls.h"
 
 namespace frost::serve {
@@ -26,7 +28,7 @@ bool read_file(const std::string& path, std::string* out) {
 ModelEngine::ModelEngine(model::Engine& engine, model::CapsuleManager* capsules)
     : engine_(engine), capsules_(capsules), sampling_(size_t(engine.sessions())),
       host_on_(size_t(engine.sessions()), 0), host_(size_t(engine.sessions())),
-      pending_(size_t(engine.sessions()), -1) {}
+      pending_(size_t(engine.sessions()), -1), mask_(size_t(engine.sessions())) {}
 
 frost_status ModelEngine::reset(int slot) { return engine_.reset(slot, sampling_[size_t(slot)]); }
 
@@ -54,6 +56,13 @@ frost_status ModelEngine::set_sampling(int slot, const Sampling& s) {
 frost_status ModelEngine::choose_on_host(int slot, int32_t* next) {
     std::vector<float> logits;
     FROST_TRY(engine_.last_logits(slot, &logits));
+    const std::vector<uint32_t>& m = mask_[size_t(slot)];
+    if (!m.empty()) {
+        const size_t n = std::min(logits.size(), m.size() * 32);
+        for (size_t i = 0; i < n; ++i)
+            if (!((m[i >> 5] >> (i & 31)) & 1u)) logits[i] = -std::numeric_limits<float>::infinity();
+        for (size_t i = n; i < logits.size(); ++i) logits[i] = -std::numeric_limits<float>::infinity();
+    }
     const int32_t t = host_[size_t(slot)].choose(&logits, engine_.journal(slot));
     FROST_TRY(engine_.set_next_token(slot, t));
     pending_[size_t(slot)] = t;
@@ -63,13 +72,23 @@ frost_status ModelEngine::choose_on_host(int slot, int32_t* next) {
 
 frost_status ModelEngine::prefill(int slot, const int32_t* ids, size_t n, int32_t* next) {
     FROST_TRY(engine_.prefill(slot, ids, n, next));
-    return host_on_[size_t(slot)] ? choose_on_host(slot, next) : FROST_OK;
+    return on_host(slot) ? choose_on_host(slot, next) : FROST_OK;
 }
 
 frost_status ModelEngine::decode(int slot, int32_t* next) {
-    if (host_on_[size_t(slot)] && pending_[size_t(slot)] >= 0) host_[size_t(slot)].commit(pending_[size_t(slot)]);
+    if (on_host(slot) && pending_[size_t(slot)] >= 0) host_[size_t(slot)].commit(pending_[size_t(slot)]);
     FROST_TRY(engine_.decode(slot, next));
-    return host_on_[size_t(slot)] ? choose_on_host(slot, next) : FROST_OK;
+    return on_host(slot) ? choose_on_host(slot, next) : FROST_OK;
+}
+
+frost_status ModelEngine::set_token_mask(int slot, const uint32_t* bits, size_t words) {
+    if (slot < 0 || slot >= engine_.sessions()) return fail(FROST_ERR_INVALID_ARG, "set_token_mask: no slot %d", slot);
+    if (bits && words * 32 < size_t(vocab_size()))
+        return fail(FROST_ERR_INVALID_ARG, "set_token_mask: %zu words cannot cover a vocabulary of %d", words,
+                    vocab_size());
+    if (bits) mask_[size_t(slot)].assign(bits, bits + words);
+    else mask_[size_t(slot)].clear();
+    return FROST_OK;
 }
 
 bool ModelEngine::snapshot_possible(size_t from, size_t to) const {
@@ -116,7 +135,7 @@ frost_status ModelEngine::prefill_snapshot(int slot, const int32_t* ids, size_t 
     FROST_TRY(capsules_->prefill_and_snapshot(slot, ids, n, tier, &id, next));
     *handle = id;
     *bytes = payload_bytes(*capsules_, id);
-    return host_on_[size_t(slot)] ? choose_on_host(slot, next) : FROST_OK;
+    return on_host(slot) ? choose_on_host(slot, next) : FROST_OK;
 }
 
 frost_status ModelEngine::restore(uint64_t handle, int slot) {
@@ -268,6 +287,12 @@ ParsedOutput ModelText::parse_output(const std::string& s, const nlohmann::json&
     p.content = a.content;
     if (a.tool_calls.is_array()) p.tool_calls = nlohmann::json::parse(a.tool_calls.dump());
     return p;
+}
+
+std::shared_ptr<const text::grammar::TokenMasker> ModelText::token_masker(int vocab_size) const {
+    std::lock_guard<std::mutex> lock(masker_mu_);
+    if (!masker_ || masker_->vocab_size() != vocab_size) masker_ = text::grammar::make_token_masker(*tok_, end_ids_, vocab_size);
+    return masker_;
 }
 
 std::string ModelText::tool_call_marker() const { return std::string(text::kToolCallOpen); }

@@ -4,6 +4,7 @@
 // calls. Built by `frost serve`; tests use a fake instead (tests/serve/fake_backend.h).
 #pragma once
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "serve/engine_iface.h"
 #include "serve/host_sampler.h"
 #include "serve/token_cache.h"
+#include "text/grammar/token_mask.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -29,6 +31,7 @@ public:
     frost_status set_sampling(int slot, const Sampling& s) override;
     frost_status prefill(int slot, const int32_t* ids, size_t n, int32_t* next) override;
     frost_status decode(int slot, int32_t* next) override;
+    frost_status set_token_mask(int slot, const uint32_t* bits, size_t words) override;
 
     bool capsules_supported() const override { return capsules_ != nullptr; }
     bool snapshot_possible(size_t from, size_t to) const override;
@@ -56,9 +59,14 @@ private:
     // (committed to the sampler's counts when a decode step consumes it, so tokens chosen by
     // intermediate prefill calls never count).
     frost_status choose_on_host(int slot, int32_t* next);
+    bool on_host(int slot) const { return host_on_[size_t(slot)] || !mask_[size_t(slot)].empty(); }
     std::vector<char> host_on_;
     std::vector<HostSampler> host_;
     std::vector<int32_t> pending_;
+    // Constrained decoding, host-side for now (issue 17): per slot the allowed-id bits (empty =
+    // no mask); choose_on_host() sets every other logit to -inf before sampling. The device-side
+    // mask replaces this behind the same virtual.
+    std::vector<std::vector<uint32_t>> mask_;
 };
 
 class ModelText : public TextIface {
@@ -76,6 +84,8 @@ public:
     ParsedOutput parse_output(const std::string& text, const nlohmann::json& tools) const override;
     std::string tool_call_marker() const override;
     std::string tool_call_prefix(const std::string& name) const override;
+    // Built once, on the first constrained request (~0.1-0.3 s for a 150k-250k vocabulary).
+    std::shared_ptr<const text::grammar::TokenMasker> token_masker(int vocab_size) const override;
     // Non-empty when no template was found and the built-in one is used (printed at start).
     const std::string& template_note() const { return template_note_; }
 
@@ -87,6 +97,8 @@ private:
     text::ChatTemplateKind kind_ = text::ChatTemplateKind::kQwen3;
     std::string template_note_;
     std::vector<int32_t> end_ids_;
+    mutable std::mutex masker_mu_;
+    mutable std::shared_ptr<const text::grammar::TokenMasker> masker_;
 };
 
 }  // namespace frost::serve

@@ -377,11 +377,58 @@ bool check_unsupported(Ctx& c, const json& body, Endpoint endpoint) {
     std::optional<bool> echo;
     if (!get_bool(c, body, "echo", "echo", &echo)) return false;
     if (echo && *echo) return c.fail("echo", "is not supported by this server");
+    return true;
+}
+
+// Constrained decoding (issue 17): response_format json_object / json_schema and the `grammar` /
+// `regex` extensions, at most one of them. Only the shape is checked here; the source is
+// compiled by the API (constraint.h), which names the field when it does not compile. The
+// schema is re-read from the raw body in key order, so properties are generated in the order
+// the client declared them.
+bool check_constraint(Ctx& c, const json& body, std::string_view body_text, GenRequest* out) {
+    int given = 0;
     auto rf = body.find("response_format");
     if (rf != body.end() && !rf->is_null()) {
-        if (!rf->is_object() || !rf->contains("type") || (*rf)["type"] != "text")
-            return c.fail("response_format", "only {\"type\": \"text\"} is supported");
+        if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+            return c.fail("response_format", "must be an object with a string 'type'");
+        const std::string type = (*rf)["type"];
+        if (type == "json_object") {
+            out->constraint_kind = ConstraintKind::JsonObject;
+            out->constraint_field = "response_format";
+            ++given;
+        } else if (type == "json_schema") {
+            auto js = rf->find("json_schema");
+            if (js == rf->end() || !js->is_object())
+                return c.fail("response_format.json_schema", "must be an object with 'name' and 'schema'");
+            if (js->contains("name") && !(*js)["name"].is_string())
+                return c.fail("response_format.json_schema.name", "must be a string");
+            if (js->contains("strict") && !(*js)["strict"].is_boolean() && !(*js)["strict"].is_null())
+                return c.fail("response_format.json_schema.strict", "must be a boolean");
+            auto sc = js->find("schema");
+            if (sc == js->end() || !(sc->is_object() || sc->is_boolean()))
+                return c.fail("response_format.json_schema.schema", "must be a JSON Schema object");
+            const auto raw = nlohmann::ordered_json::parse(body_text, nullptr, false);
+            out->constraint_source = raw.is_discarded() ? sc->dump()
+                                                        : raw["response_format"]["json_schema"]["schema"].dump();
+            out->constraint_kind = ConstraintKind::JsonSchema;
+            out->constraint_field = "response_format.json_schema.schema";
+            ++given;
+        } else if (type != "text") {
+            return c.fail("response_format.type", "must be 'text', 'json_object' or 'json_schema'");
+        }
     }
+    for (const char* key : {"grammar", "regex"}) {
+        auto it = body.find(key);
+        if (it == body.end() || it->is_null()) continue;
+        if (!it->is_string() || it->get<std::string>().empty()) return c.fail(key, "must be a non-empty string");
+        out->constraint_kind = key[0] == 'g' ? ConstraintKind::Grammar : ConstraintKind::Regex;
+        out->constraint_source = it->get<std::string>();
+        out->constraint_field = key;
+        ++given;
+    }
+    if (given > 1)
+        return c.fail(out->constraint_field,
+                      "only one of response_format (json_object/json_schema), grammar and regex may be given");
     return true;
 }
 
@@ -393,7 +440,8 @@ bool check_known_fields(Ctx& c, const json& body, Endpoint endpoint) {
     static const char* kCommon[] = {"model", "stream", "stream_options", "max_tokens", "temperature", "top_p",
                                     "top_k", "min_p", "presence_penalty", "frequency_penalty",
                                     "repetition_penalty", "seed", "n", "stop", "logit_bias", "logprobs", "user",
-                                    "metadata", "store", "service_tier", "session_id", "capsule_id", "pin_prefix"};
+                                    "metadata", "store", "service_tier", "session_id", "capsule_id", "pin_prefix",
+                                    "response_format", "grammar", "regex"};
     static const char* kChat[] = {"messages", "tools", "tool_choice", "parallel_tool_calls", "max_completion_tokens",
                                   "top_logprobs", "response_format", "enable_thinking", "chat_template_kwargs",
                                   "continue_final_message", "add_generation_prompt"};
@@ -493,6 +541,7 @@ bool parse_gen_request(Endpoint endpoint, std::string_view body_text, const Requ
     if (!check_stop(c, body, lim, &r)) return false;
     if (!check_logit_bias(c, body, lim, &r)) return false;
     if (!check_unsupported(c, body, endpoint)) return false;
+    if (!check_constraint(c, body, body_text, &r)) return false;
     std::string user;
     if (!get_string(c, body, "user", "user", &user)) return false;
 

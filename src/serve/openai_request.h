@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/api_error.h"
+#include "serve/constraint.h"
 
 namespace frost::serve {
 
@@ -79,6 +80,11 @@ struct GenRequest {
     std::string session_id;
     std::string capsule_id;
     bool pin_prefix = false;
+    // Constrained decoding (constraint.h): what the output must match, its source text and the
+    // request field it came from (named in a 400 when it does not compile).
+    ConstraintKind constraint_kind = ConstraintKind::None;
+    std::string constraint_source;
+    std::string constraint_field;
 };
 
 // Validates and parses a body for `endpoint`. False + *err (status 400/413...) on the first bad

@@ -358,6 +358,7 @@ void Scheduler::release(Active& a) {
     if (!a.batched || a.job->choices_left <= 0 || a.job->cancelled) uncount(*a.job);
     free_fork_slots(a);
     if (a.slot < 0) return;
+    if (a.matcher) engine_.set_token_mask(a.slot, nullptr, 0);  // the next request starts free
     slots_[size_t(a.slot)].busy = false;
     slots_[size_t(a.slot)].last_use = ++use_clock_;
     a.slot = -1;

@@ -28,6 +28,7 @@
 #include "serve/openai_request.h"
 #include "serve/persistence.h"
 #include "serve/timings.h"
+#include "text/grammar/token_mask.h"
 
 namespace frost::serve {
 
@@ -48,6 +49,10 @@ struct Job {
     // tool_choice "required" / named: the call markup already appended to the prompt; every
     // choice's output is parsed as if it began with it.
     std::string forced_prefix;
+    // Constrained decoding (constraint.h): the compiled automaton every choice runs its own
+    // matcher over, and the vocabulary masker; null when the output is free.
+    std::shared_ptr<text::grammar::Machine> constraint;
+    std::shared_ptr<const text::grammar::TokenMasker> masker;
     int capsule_priority = 0;
     double capsule_ttl_s = 0;
     // Capsule-only: the request's pinned field; applied (with priority, ttl) to an existing
@@ -133,6 +138,7 @@ private:
     bool start_choice(Active& a);
     // Per-choice setup: sampling (seed + choice), detokenizer, stop / tool / reasoning matchers.
     bool init_choice(Active& a);
+    frost_status set_mask(Active& a);  // constrained decoding: the matcher's mask onto the slot
     Sampling choice_sampling(const Active& a) const;  // the request's sampling, seed + choice
     // n > 1: claims n-1 free slots for a batched fork (else the choices run one after another).
     void claim_fork_slots(Active& a);

@@ -1,6 +1,7 @@
 // Output shaping: sampled tokens become text events (detokenise, stop strings, the <think>
 // split, the tool-call hold) and a finished choice its final events.
 #include "serve/scheduler.h"
+#include "exec/error.h"
 #include "serve/ids.h"
 
 #include "serve/scheduler_state.h"
@@ -57,11 +58,22 @@ bool Scheduler::handle_token_events(Active& a, int32_t tok) {
     a.last_token_at = now;
     a.generated++;
     if (metrics_) metrics_->generated_tokens_total++;
+    // Constrained decoding: the token must be one the mask allowed (the engine sampled under it).
+    if (a.matcher && !a.matcher->accept(tok)) {
+        fail_job(a, make_error(500, "server_error", "engine_error",
+                               "constrained decoding: the engine sampled token " + std::to_string(tok) +
+                                   ", which the grammar does not allow here"), false);
+        return false;
+    }
     if (text_.is_end_token(tok)) return finish_choice(a, "stop");
     const std::string piece = a.detok->push(tok);
     emit(a, a.stop->feed(piece));
     if (a.stop->stopped()) return finish_choice(a, "stop");
     if (a.generated >= job.max_new) return finish_choice(a, "length");
+    if (a.matcher && set_mask(a) != FROST_OK) {
+        fail_job(a, make_error(500, "server_error", "engine_error", "token mask failed: " + frost::last_error()), true);
+        return false;
+    }
     a.pending = tok;
     a.phase = Active::Phase::Decode;
     return true;

@@ -117,6 +117,7 @@ Sampling Scheduler::choice_sampling(const Active& a) const {
     s.repetition_penalty = float(job.req.repetition_penalty);
     s.min_p = float(job.req.min_p);
     s.logit_bias = job.req.logit_bias;
+    s.constrained = job.constraint != nullptr;
     return s;
 }
 
@@ -141,7 +142,20 @@ bool Scheduler::init_choice(Active& a) {
     a.generated = 0;
     a.first_token = true;
     a.phase = Active::Phase::Prefill;
+    // Constrained decoding: this choice's own matcher; the slot's mask is the grammar's start
+    // (cleared for a free request, so no earlier request's mask stays behind).
+    a.matcher = job.constraint ? std::make_unique<text::grammar::Matcher>(job.constraint, job.masker) : nullptr;
+    const frost_status ms = a.matcher ? set_mask(a) : engine_.set_token_mask(a.slot, nullptr, 0);
+    if (ms != FROST_OK) {
+        fail_job(a, make_error(500, "server_error", "engine_error", "token mask setup failed: " + last_error()), false);
+        return false;
+    }
     return true;
+}
+
+frost_status Scheduler::set_mask(Active& a) {
+    const std::vector<uint32_t>& bits = a.matcher->mask();
+    return engine_.set_token_mask(a.slot, bits.data(), bits.size());
 }
 
 bool Scheduler::prefill_step(Active& a) {

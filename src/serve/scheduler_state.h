@@ -56,6 +56,8 @@ struct Scheduler::Active {
     bool forked = false;
     std::vector<int> fork_slots;
     std::string capsule_refusal;  // why none was frozen, when the store refused
+    // Constrained decoding: this choice's position in the job's grammar (job.constraint).
+    std::unique_ptr<text::grammar::Matcher> matcher;
 };
 
 }  // namespace frost::serve

@@ -1,0 +1,287 @@
+// Constrained decoding engine (src/text/grammar): each front end's language against an
+// independent reader (std::regex for the regex subset, nlohmann::json for JSON), on fresh random
+// strings, plus the errors bad grammars and schemas must give.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "exec/error.h"
+#include "text/grammar/front_ends.h"
+#include "text/grammar/machine.h"
+#include "text/grammar/utf8_ranges.h"
+
+namespace g = frost::text::grammar;
+
+namespace {
+
+bool matches(g::Machine& m, const std::string& s) {
+    const uint32_t f = m.walk(m.start(), s.data(), s.size());
+    return f != g::kDead && m.accepts(f);
+}
+
+std::unique_ptr<g::Machine> gbnf(const std::string& text) {
+    g::Grammar gr;
+    const frost_status st = g::parse_gbnf(text, &gr);
+    EXPECT_EQ(st, FROST_OK) << frost::last_error() << "\n" << text;
+    return std::make_unique<g::Machine>(std::move(gr));
+}
+
+std::unique_ptr<g::Machine> regex(const std::string& p) {
+    g::Grammar gr;
+    const frost_status st = g::parse_regex(p, &gr);
+    EXPECT_EQ(st, FROST_OK) << frost::last_error() << " for " << p;
+    return std::make_unique<g::Machine>(std::move(gr));
+}
+
+template <class J>
+std::unique_ptr<g::Machine> schema(const J& s) {
+    g::Grammar gr;
+    const frost_status st = g::parse_json_schema(s, &gr);
+    EXPECT_EQ(st, FROST_OK) << frost::last_error() << " for " << s.dump();
+    return std::make_unique<g::Machine>(std::move(gr));
+}
+
+std::string schema_error(const nlohmann::json& s) {
+    g::Grammar gr;
+    if (g::parse_json_schema(s, &gr) == FROST_OK) return "(accepted)";
+    return frost::last_error();
+}
+
+}  // namespace
+
+TEST(Utf8Ranges, CoverExactlyTheRange) {
+    std::mt19937_64 rng(std::random_device{}());
+    for (int trial = 0; trial < 200; ++trial) {
+        uint32_t lo = uint32_t(rng() % 0x110000), hi = uint32_t(rng() % 0x110000);
+        if (trial % 3 == 0) hi = lo + uint32_t(rng() % 3000);
+        if (lo > hi) std::swap(lo, hi);
+        std::vector<g::ByteRangeSeq> seqs;
+        g::utf8_sequences(lo, hi, &seqs);
+        for (int k = 0; k < 300; ++k) {
+            uint32_t cp = k < 150 ? lo + uint32_t(rng() % (uint64_t(hi - lo) + 1)) : uint32_t(rng() % 0x110000);
+            if (k == 0) cp = lo;
+            if (k == 1) cp = std::min<uint32_t>(hi, 0x10FFFF);
+            std::string enc;
+            g::append_utf8(cp, &enc);
+            int hits = 0;
+            for (const auto& s : seqs) {
+                if (s.size() != enc.size()) continue;
+                bool ok = true;
+                for (size_t i = 0; i < s.size(); ++i) {
+                    const uint8_t b = static_cast<uint8_t>(enc[i]);
+                    ok = ok && b >= s[i].first && b <= s[i].second;
+                }
+                hits += ok;
+            }
+            const bool want = cp >= lo && cp <= hi && !(cp >= 0xD800 && cp <= 0xDFFF);
+            ASSERT_EQ(hits, want ? 1 : 0) << std::hex << "cp " << cp << " range " << lo << ".." << hi;
+        }
+    }
+}
+
+TEST(Gbnf, LiteralsClassesRepetitionAndRecursion) {
+    auto m = gbnf(R"G(
+# balanced parentheses around a number, then an optional unit
+root ::= expr unit?
+expr ::= "(" expr ")" | num
+num  ::= [1-9] [0-9]{0,2} | "0"
+unit ::= " " ( "kg" | "m" ) | "°" [A-Zé]
+)G");
+    for (const char* ok : {"0", "((7))", "(((120)))", "999 kg", "5 m", "(3)°C", "3°é"})
+        EXPECT_TRUE(matches(*m, ok)) << ok;
+    for (const char* bad : {"", "((7)", "1000", "01", "5 g", "5kg", "(3)°c", "3°"})
+        EXPECT_FALSE(matches(*m, bad)) << bad;
+}
+
+TEST(Gbnf, DotEscapesAndNegatedClassesAreUtf8) {
+    auto m = gbnf("root ::= \"\\x41\\u00e9\\n\" [^a-z\\]] .+");
+    EXPECT_TRUE(matches(*m, "A\xC3\xA9\nQ\xF0\x9F\x98\x80"));
+    EXPECT_TRUE(matches(*m, "A\xC3\xA9\n\xE4\xB8\xAD" "abc"));
+    EXPECT_FALSE(matches(*m, "A\xC3\xA9\nb1"));
+    EXPECT_FALSE(matches(*m, "A\xC3\xA9\n]1"));
+    EXPECT_FALSE(matches(*m, "A\xC3\xA9\nX\xC3"));         // truncated character
+    EXPECT_FALSE(matches(*m, "A\xC3\xA9\nX\xED\xA0\x80"));  // a surrogate is not a character
+}
+
+TEST(Gbnf, ErrorsNameTheProblem) {
+    struct Case {
+        const char* text;
+        const char* needle;
+    } cases[] = {
+        {"root ::= a", "rule 'a' is used but not defined"},
+        {"start ::= \"x\"", "no rule named 'root'"},
+        {"root ::= root \"x\" | \"y\"", "left recursion through rule 'root'"},
+        {"root ::= (\"a\"?)*", "left recursion"},
+        {"root ::= \"abc", "unterminated string literal"},
+        {"root ::= [a-", "unterminated character class"},
+        {"root ::= \"a\"{3,2}", "n < m"},
+        {"root ::= \"a\"{5000}", "repetition count"},
+        {"root ::= (\"a\"", "expected ')'"},
+        {"root ::= \"a\"\nroot ::= \"b\"", "defined twice"},
+    };
+    for (const auto& c : cases) {
+        g::Grammar gr;
+        EXPECT_EQ(g::parse_gbnf(c.text, &gr), FROST_ERR_INVALID_ARG) << c.text;
+        EXPECT_NE(frost::last_error().find(c.needle), std::string::npos) << c.text << " -> " << frost::last_error();
+    }
+}
+
+// Random strings over each pattern's alphabet: the regex front end and std::regex agree.
+TEST(Regex, AgreesWithStdRegexOnRandomStrings) {
+    struct Case {
+        const char* pattern;
+        const char* alphabet;
+    } cases[] = {
+        {"^(ab|a)*c$", "abc"},
+        {"[a-c]{2,4}d?", "abcd"},
+        {"(x|y+)+z{1,2}", "xyz"},
+        {"\\d{3}-\\d{2,}", "0123-"},
+        {"[^ab]b*.", "abc\n"},
+        {"(?:ab?){2}|c+", "abc"},
+        {"\\w+\\s\\W", "a_9 \t!"},
+        {"a{0,3}b{2}", "ab"},
+        {"(a|b)*abb", "ab"},
+        {"[\\d.]+e[+-]?\\d", "1.e+-"},
+    };
+    std::mt19937_64 rng(std::random_device{}());
+    for (const auto& c : cases) {
+        auto m = regex(c.pattern);
+        const std::regex ref(c.pattern, std::regex::ECMAScript);
+        const std::string alpha = c.alphabet;
+        int yes = 0;
+        for (int k = 0; k < 3000; ++k) {
+            std::string s;
+            const size_t len = rng() % 9;
+            for (size_t i = 0; i < len; ++i) s += alpha[rng() % alpha.size()];
+            const bool want = std::regex_match(s, ref);
+            yes += want;
+            ASSERT_EQ(matches(*m, s), want) << c.pattern << " on '" << s << "'";
+        }
+        EXPECT_GT(yes, 0) << c.pattern << ": no random string matched (the test would prove nothing)";
+    }
+}
+
+TEST(Regex, ErrorsNameTheProblem) {
+    for (auto [p, needle] : std::vector<std::pair<const char*, const char*>>{
+             {"(a", "expected ')'"}, {"a)", "unbalanced"}, {"*a", "nothing to repeat"},
+             {"(a)\\1", "backreferences"}, {"(?=a)", "lookaround"}, {"a^b", "anchors"}, {"[b-a]", "out of order"}}) {
+        g::Grammar gr;
+        EXPECT_EQ(g::parse_regex(p, &gr), FROST_ERR_INVALID_ARG) << p;
+        EXPECT_NE(frost::last_error().find(needle), std::string::npos) << p << " -> " << frost::last_error();
+    }
+}
+
+namespace {
+
+// A random JSON-ish string: pieces of valid JSON, sometimes broken.
+std::string random_jsonish(std::mt19937_64& rng, int depth) {
+    static const char* atoms[] = {"1", "-0", "12.5e3", "0.25", "01", "1.", "true", "false", "null", "nul",
+                                  "\"a\"", "\"\\n\\u00e9\"", "\"\\x\"", "\"é😀\"", "\"\"", "-", "1e+2", ".5"};
+    const int r = int(rng() % 10);
+    if (depth > 3 || r < 4) return atoms[rng() % (sizeof(atoms) / sizeof(atoms[0]))];
+    const char* ws[] = {"", "", " ", "\n  ", "\t"};
+    std::string s;
+    const int n = int(rng() % 4);
+    if (r < 7) {
+        s = "{";
+        for (int i = 0; i < n; ++i) {
+            if (i) s += rng() % 12 ? "," : "";
+            s += ws[rng() % 5];
+            s += rng() % 10 ? "\"k" + std::to_string(rng() % 3) + "\"" : "k";
+            s += ws[rng() % 5];
+            s += rng() % 12 ? ":" : "";
+            s += ws[rng() % 5] + random_jsonish(rng, depth + 1);
+        }
+        s += ws[rng() % 5];
+        s += rng() % 15 ? "}" : "";
+    } else {
+        s = "[";
+        for (int i = 0; i < n; ++i) {
+            if (i) s += rng() % 12 ? "," : "";
+            s += ws[rng() % 5] + random_jsonish(rng, depth + 1);
+        }
+        s += rng() % 15 ? "]" : ",]";
+    }
+    return s;
+}
+
+}  // namespace
+
+TEST(JsonObject, AgreesWithAJsonParser) {
+    g::Grammar gr;
+    ASSERT_EQ(g::parse_gbnf(g::json_object_gbnf(), &gr), FROST_OK) << frost::last_error();
+    g::Machine m(std::move(gr));
+    std::mt19937_64 rng(std::random_device{}());
+    int valid = 0;
+    for (int k = 0; k < 4000; ++k) {
+        std::string s = random_jsonish(rng, 0);
+        if (k % 2) s = "{\"x\":" + s + "}";
+        const bool ref = nlohmann::json::accept(s) && nlohmann::json::parse(s).is_object();
+        valid += ref;
+        ASSERT_EQ(matches(m, s), ref) << s;
+    }
+    EXPECT_GT(valid, 200);
+}
+
+TEST(JsonSchema, StrictSubsetLanguage) {
+    const nlohmann::ordered_json s = nlohmann::ordered_json::parse(R"({
+      "type": "object",
+      "properties": {
+        "name": {"type": "string", "maxLength": 3},
+        "age": {"type": ["integer", "null"]},
+        "tags": {"type": "array", "items": {"enum": ["a", "b", 3]}, "minItems": 1, "maxItems": 2},
+        "kind": {"const": "x"},
+        "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "boolean"}]}
+      },
+      "required": ["name", "age", "tags"],
+      "additionalProperties": false,
+      "$defs": {"node": {"type": "object", "properties": {"v": {"type": "number"}, "n": {"$ref": "#/$defs/node"}},
+                         "required": ["v"]}}
+    })");
+    auto m = schema(s);
+    for (const char* ok : {
+             R"({"name":"ab","age":3,"tags":["a"]})",
+             R"({"name": "", "age": null, "tags": [3, "b"], "kind": "x"})",
+             R"({"name":"abc","age":-12,"tags":["b"],"next":{"v":1.5,"n":{"v":-2e3}}})",
+             R"({"name":"a","age":0,"tags":["a"],"kind":"x","next":true})",
+             "{\n  \"name\": \"\\u00e9\",\n  \"age\": 1,\n  \"tags\": [\"a\"]\n}"})
+        EXPECT_TRUE(matches(*m, ok)) << ok;
+    for (const char* bad : {
+             R"({"name":"abcd","age":3,"tags":["a"]})",          // maxLength
+             R"({"name":"a","tags":["a"]})",                     // required age
+             R"({"name":"a","age":1.5,"tags":["a"]})",           // integer
+             R"({"name":"a","age":1,"tags":[]})",                // minItems
+             R"({"name":"a","age":1,"tags":["a","b","a"]})",     // maxItems
+             R"({"name":"a","age":1,"tags":["c"]})",             // enum
+             R"({"name":"a","age":1,"tags":["a"],"kind":"y"})",  // const
+             R"({"name":"a","age":1,"tags":["a"],"zz":1})",      // additionalProperties
+             R"({"age":1,"name":"a","tags":["a"]})",             // declared order
+             R"({"name":"a","age":1,"tags":["a"],"next":{"n":{"v":1}}})"})  // nested required v
+        EXPECT_FALSE(matches(*m, bad)) << bad;
+}
+
+TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
+    EXPECT_NE(schema_error({{"type", "string"}, {"pattern", "a+"}}).find("unsupported keyword 'pattern'"), std::string::npos);
+    EXPECT_NE(schema_error({{"type", "object"}, {"properties", {{"a", {{"type", "number"}, {"minimum", 0}}}}}})
+                  .find("#/properties/a: unsupported keyword 'minimum'"),
+              std::string::npos);
+    EXPECT_NE(schema_error({{"$ref", "#/$defs/missing"}}).find("does not resolve"), std::string::npos);
+    EXPECT_NE(schema_error({{"type", "strin"}}).find("unknown type 'strin'"), std::string::npos);
+    EXPECT_NE(schema_error({{"type", "object"}, {"properties", {{"a", {{"type", "string"}}}}}, {"required", {"b"}}})
+                  .find("'required' names 'b'"),
+              std::string::npos);
+    EXPECT_NE(schema_error({{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}).find("additionalProperties"),
+              std::string::npos);
+    EXPECT_NE(schema_error({{"enum", nlohmann::json::array()}}).find("'enum' must be a non-empty array"), std::string::npos);
+}
+
+TEST(Machine, AmbiguityIsBoundedNotExponential) {
+    // Every split of a run of a's is a parse: the frontier stays small because equal stacks merge.
+    auto m = gbnf("root ::= x+\nx ::= \"a\" | \"aa\" | \"aaa\"");
+    const std::string s(5000, 'a');
+    EXPECT_TRUE(matches(*m, s));
+    EXPECT_LT(m->frontier_count(), 20u);
+}
