@@ -55,6 +55,8 @@ struct Scheduler::Active {
     bool forked = false;
     std::vector<int> fork_slots;
     std::string capsule_refusal;  // why none was frozen, when the store refused
+    // Logprob entries (chat format, scheduler_logprobs.cpp) not yet attached to an event.
+    nlohmann::json pending_logprobs = nlohmann::json::array();
 };
 
 }  // namespace frost::serve
