@@ -469,6 +469,31 @@ frost_status Engine::set_sampling(int session, const SamplingConfig& sc) {
     if (sc.top_k < 0 || !(sc.top_p > 0.0f && sc.top_p <= 1.0f))
         return fail(FROST_ERR_INVALID_ARG, "sampling: top_k must be >= 0 and top_p in (0, 1], got %d, %g",
                     sc.top_k, static_cast<double>(sc.top_p));
+    kernels::SamplerSettings ss{};
+    FROST_TRY(sampler_settings(sc, &ss));
+    FROST_TRY(frost_stream_sync(stream_));
+    // The mask flag is the caller's (set_token_mask): it survives a change of sampling.
+    ss.mask_on = mask_on_[session];
+    FROST_TRY(write_sampler(session, ss));
+    // A new request: nothing generated yet.
+    frost_buffer* counts = sampler_bufs_[session]->list()[kCountsBuf].buf;
+    FROST_TRY(frost_buffer_fill(counts, 0, 0, frost_buffer_bytes(counts), stream_));
+    sampling_[session] = sc;
+    StepCursor c{};
+    c.sample_mode = sc.temperature > 0.0f ? kernels::kSampleRandom : kernels::kSampleGreedy;
+    c.rng_seed = sc.seed;
+    c.rng_counter = 0;
+    c.temperature = sc.temperature;
+    c.top_k = sc.top_k;
+    c.top_p = sc.top_p;
+    FROST_TRY(frost_stream_sync(stream_));
+    FROST_TRY(write_cursor_field(session, kSamplingOffset,
+                                 reinterpret_cast<const uint8_t*>(&c) + kSamplingOffset, kSamplingBytes));
+    return frost_stream_sync(stream_);
+}
+
+// Validates the processing part of `sc` and writes it as the device settings (mask_on left 0).
+frost_status Engine::sampler_settings(const SamplingConfig& sc, kernels::SamplerSettings* out) const {
     if (!(sc.min_p >= 0.0f && sc.min_p <= 1.0f))
         return fail(FROST_ERR_INVALID_ARG, "sampling: min_p must be in [0, 1], got %g", double(sc.min_p));
     if (!(sc.repetition_penalty > 0.0f) || !std::isfinite(sc.repetition_penalty))
@@ -500,25 +525,8 @@ frost_status Engine::set_sampling(int session, const SamplingConfig& sc) {
     ss.repetition_penalty = sc.repetition_penalty;
     ss.min_p = sc.min_p;
     ss.logprobs = sc.top_logprobs + 1;
-    FROST_TRY(frost_stream_sync(stream_));
-    // The mask flag is the caller's (set_token_mask): it survives a change of sampling.
-    ss.mask_on = mask_on_[session];
-    FROST_TRY(write_sampler(session, ss));
-    // A new request: nothing generated yet.
-    frost_buffer* counts = sampler_bufs_[session]->list()[kCountsBuf].buf;
-    FROST_TRY(frost_buffer_fill(counts, 0, 0, frost_buffer_bytes(counts), stream_));
-    sampling_[session] = sc;
-    StepCursor c{};
-    c.sample_mode = sc.temperature > 0.0f ? kernels::kSampleRandom : kernels::kSampleGreedy;
-    c.rng_seed = sc.seed;
-    c.rng_counter = 0;
-    c.temperature = sc.temperature;
-    c.top_k = sc.top_k;
-    c.top_p = sc.top_p;
-    FROST_TRY(frost_stream_sync(stream_));
-    FROST_TRY(write_cursor_field(session, kSamplingOffset,
-                                 reinterpret_cast<const uint8_t*>(&c) + kSamplingOffset, kSamplingBytes));
-    return frost_stream_sync(stream_);
+    *out = ss;
+    return FROST_OK;
 }
 
 frost_status Engine::write_sampler(int session, const kernels::SamplerSettings& s) {
@@ -790,7 +798,15 @@ frost_status Engine::adopt_restored_state(int session, const std::vector<int32_t
     host_pos_[session] = c.pos;
     journal_[session] = ids;
     last_token_[session] = c.last_token;
-    return write_seen(session);  // the repetition penalty's view of the state follows the journal
+    // The sampler's buffers are not part of the capsule: the settings come back from the host's
+    // copy, nothing is generated yet (counts 0), the seen bits follow the adopted journal.
+    kernels::SamplerSettings ss{};
+    FROST_TRY(sampler_settings(sampling_[session], &ss));
+    ss.mask_on = mask_on_[session];
+    FROST_TRY(write_sampler(session, ss));
+    frost_buffer* counts = sampler_bufs_[session]->list()[kCountsBuf].buf;
+    FROST_TRY(frost_buffer_fill(counts, 0, 0, frost_buffer_bytes(counts), stream_));
+    return write_seen(session);
 }
 
 frost_status Engine::fork(int src, int dst) {

@@ -203,6 +203,7 @@ private:
     frost_buffer* record_buf_ = nullptr;         // device scratch: the step's SampleRecord
     frost_buffer* record_staging_ = nullptr;     // host-pinned: its read-back
     frost_status alloc_sampler(int index);
+    frost_status sampler_settings(const SamplingConfig& sc, kernels::SamplerSettings* out) const;
     frost_status write_sampler(int session, const kernels::SamplerSettings& s);
     frost_status write_seen(int session);  // seen bits from the journal
     frost_status read_record(int session);

@@ -169,7 +169,7 @@ TEST(Issue17, Bug6UnseededSampledRequestsDifferAndReportTheirSeed) {
     EXPECT_FALSE(g["frost"].contains("seed"));
 }
 
-// Bug 7: legacy completions take logprobs as an integer (0 accepted, > 0 a 400 naming it).
+// Bug 7: legacy completions take logprobs as an integer 0..5 (a boolean or 6 is a 400 naming it).
 TEST(Issue17, Bug7CompletionsLogprobsIsAnInteger) {
     Server s;
     const json base = {{"model", "fake"}, {"prompt", "hi"}, {"max_tokens", 3}, {"temperature", 0}};
@@ -179,7 +179,7 @@ TEST(Issue17, Bug7CompletionsLogprobsIsAnInteger) {
     EXPECT_EQ(r.status, 200) << r.body;
     b["logprobs"] = nullptr;
     EXPECT_EQ(s.post("/v1/completions", b).status, 200);
-    b["logprobs"] = 2;
+    b["logprobs"] = 6;
     r = s.post("/v1/completions", b);
     EXPECT_EQ(r.status, 400);
     EXPECT_EQ(json::parse(r.body)["error"]["param"], "logprobs") << r.body;
