@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "model/engine.h"
@@ -16,8 +17,19 @@
 namespace frost::model {
 namespace {
 
-std::unique_ptr<Engine> make(bool logits_all = false, int sessions = 1) {
+// Every test runs on the CPU engine and, where a CUDA device is present, on the CUDA engine (its
+// own device logits are the reference there).
+class EngineSampler : public ::testing::TestWithParam<frost_backend> {
+protected:
+    void SetUp() override {
+        if (!frost_backend_available(GetParam())) GTEST_SKIP() << "no CUDA device in this build or machine";
+    }
+    std::unique_ptr<Engine> make(bool logits_all = false, int sessions = 1) const;
+};
+
+std::unique_ptr<Engine> EngineSampler::make(bool logits_all, int sessions) const {
     EngineOptions o;
+    o.backend = GetParam();
     o.max_seq_len = 320;
     o.prefill_chunk = 128;
     o.logits_all = logits_all;
@@ -46,6 +58,8 @@ std::vector<double> log_softmax(const std::vector<float>& l) {
 
 int32_t argmax(const std::vector<double>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
 
+double tol(const Engine& e) { return e.options().backend == FROST_BACKEND_CPU ? 1e-5 : 1e-4; }
+
 void expect_record_matches(Engine& e, int32_t token, int top) {
     std::vector<float> l;
     ASSERT_EQ(e.last_logits(0, &l), FROST_OK);
@@ -53,18 +67,18 @@ void expect_record_matches(Engine& e, int32_t token, int top) {
     kernels::SampleRecord r{};
     ASSERT_EQ(e.last_sample(0, &r), FROST_OK);
     EXPECT_EQ(r.token, token);
-    EXPECT_NEAR(r.logprob, ls[size_t(token)], 1e-5);
+    EXPECT_NEAR(r.logprob, ls[size_t(token)], tol(e));
     ASSERT_EQ(r.n_top, top);
     std::vector<int32_t> order(ls.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return ls[size_t(a)] > ls[size_t(b)]; });
     for (int k = 0; k < top; ++k) {
         EXPECT_EQ(r.top_ids[k], order[size_t(k)]) << "rank " << k;
-        EXPECT_NEAR(r.top_logprobs[k], ls[size_t(order[size_t(k)])], 1e-5);
+        EXPECT_NEAR(r.top_logprobs[k], ls[size_t(order[size_t(k)])], tol(e));
     }
 }
 
-TEST(EngineSampler, LogprobsAreLogSoftmaxOfTheRawLogits) {
+TEST_P(EngineSampler, LogprobsAreLogSoftmaxOfTheRawLogits) {
     auto e = make();
     ASSERT_TRUE(e);
     const auto p = prompt();
@@ -93,7 +107,7 @@ TEST(EngineSampler, LogprobsAreLogSoftmaxOfTheRawLogits) {
 // Greedy decode with penalties: every step's token is the argmax of the host's formula over the
 // step's raw logits (frequency / presence over the tokens generated so far, repetition over every
 // token in the state, logit_bias added first).
-TEST(EngineSampler, PenaltiesAndBiasChangeTheGreedyChoiceByTheirFormulas) {
+TEST_P(EngineSampler, PenaltiesAndBiasChangeTheGreedyChoiceByTheirFormulas) {
     auto e = make();
     ASSERT_TRUE(e);
     const auto p = prompt();
@@ -154,7 +168,7 @@ TEST(EngineSampler, PenaltiesAndBiasChangeTheGreedyChoiceByTheirFormulas) {
     }
 }
 
-TEST(EngineSampler, TokenMaskBindsUntilCleared) {
+TEST_P(EngineSampler, TokenMaskBindsUntilCleared) {
     auto e = make();
     ASSERT_TRUE(e);
     const auto p = prompt();
@@ -190,7 +204,7 @@ TEST(EngineSampler, TokenMaskBindsUntilCleared) {
     EXPECT_EQ(next, int32_t(std::max_element(l.begin(), l.end()) - l.begin()));
 }
 
-TEST(EngineSampler, SeededSamplingWithProcessingIsReproducible) {
+TEST_P(EngineSampler, SeededSamplingWithProcessingIsReproducible) {
     auto e = make();
     ASSERT_TRUE(e);
     const auto p = prompt();
@@ -233,37 +247,49 @@ TEST(EngineSampler, SeededSamplingWithProcessingIsReproducible) {
     EXPECT_NE(e->set_sampling(0, bad), FROST_OK);
 }
 
-TEST(EngineSampler, PromptLogprobsEqualTheEvalRows) {
+TEST_P(EngineSampler, PromptLogprobsEqualTheLogitsOfEachPrefix) {
     const auto p = prompt(30);
+    // Reference: the same tokens fed one at a time on a second session, its last_logits each step.
+    auto e = make(false, 2);
+    ASSERT_TRUE(e);
+    std::vector<std::vector<double>> rows;
+    for (size_t i = 0; i + 1 < p.size(); ++i) {
+        ASSERT_EQ(e->feed(1, p[i], nullptr), FROST_OK) << frost_last_error();
+        std::vector<float> l;
+        ASSERT_EQ(e->last_logits(1, &l), FROST_OK);
+        rows.push_back(log_softmax(l));
+    }
+    std::vector<kernels::SampleRecord> recs(3);
+    for (auto& r : recs) r.logprob = NAN;
+    ASSERT_EQ(e->prompt_logprobs(0, p.data(), p.size(), 3, &recs), FROST_OK) << frost_last_error();
+    ASSERT_EQ(recs.size(), p.size() - 1);
+    for (size_t i = 0; i + 1 < p.size(); ++i) {
+        const auto& ls = rows[i];
+        EXPECT_EQ(recs[i].token, p[i + 1]);
+        EXPECT_NEAR(recs[i].logprob, ls[size_t(p[i + 1])], tol(*e)) << "prompt token " << i + 1;
+        ASSERT_EQ(recs[i].n_top, 3);
+        EXPECT_NEAR(recs[i].top_logprobs[0], *std::max_element(ls.begin(), ls.end()), tol(*e));
+    }
+    // Then the last prompt token through prefill: the session holds the prompt.
+    int32_t next = -1;
+    ASSERT_EQ(e->prefill(0, p.data() + p.size() - 1, 1, &next), FROST_OK);
+    EXPECT_EQ(e->journal(0), p);
+    if (e->options().backend != FROST_BACKEND_CPU) return;
+    // CPU: the eval path's rows (logits_all, chunked prefill) agree within fp32 noise.
     auto ev = make(true);
     ASSERT_TRUE(ev);
     std::vector<float> all;
     int32_t first = -1;
     ASSERT_EQ(ev->prefill(0, p.data(), p.size(), &first, &all), FROST_OK) << frost_last_error();
     const size_t V = size_t(ev->config().vocab_size);
-    ASSERT_EQ(all.size(), p.size() * V);
-
-    auto e = make();
-    ASSERT_TRUE(e);
-    std::vector<kernels::SampleRecord> recs(3);
-    for (auto& r : recs) r.logprob = NAN;
-    ASSERT_EQ(e->prompt_logprobs(0, p.data(), p.size(), 3, &recs), FROST_OK) << frost_last_error();
-    ASSERT_EQ(recs.size(), p.size() - 1);
     for (size_t i = 0; i + 1 < p.size(); ++i) {
         const auto ls = log_softmax(std::vector<float>(all.begin() + long(i * V), all.begin() + long((i + 1) * V)));
-        EXPECT_EQ(recs[i].token, p[i + 1]);
         EXPECT_NEAR(recs[i].logprob, ls[size_t(p[i + 1])], 2e-4) << "prompt token " << i + 1;
-        ASSERT_EQ(recs[i].n_top, 3);
-        EXPECT_NEAR(recs[i].top_logprobs[0], *std::max_element(ls.begin(), ls.end()), 2e-4);
     }
-    // Then the last prompt token through prefill: the continuation equals the eval engine's.
-    int32_t next = -1;
-    ASSERT_EQ(e->prefill(0, p.data() + p.size() - 1, 1, &next), FROST_OK);
     EXPECT_EQ(next, first);
-    EXPECT_EQ(e->journal(0), p);
 }
 
-TEST(EngineSampler, SamplerBuffersAreNoPartOfTheCapsuleState) {
+TEST_P(EngineSampler, SamplerBuffersAreNoPartOfTheCapsuleState) {
     auto e = make(false, 2);
     ASSERT_TRUE(e);
     for (const auto& b : e->state_buffers(0))
@@ -283,6 +309,11 @@ TEST(EngineSampler, SamplerBuffersAreNoPartOfTheCapsuleState) {
     ASSERT_EQ(e->decode(1, &next), FROST_OK);
     EXPECT_EQ(next, 11);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, EngineSampler, ::testing::Values(FROST_BACKEND_CPU, FROST_BACKEND_CUDA),
+                         [](const ::testing::TestParamInfo<frost_backend>& i) {
+                             return std::string(i.param == FROST_BACKEND_CPU ? "cpu" : "cuda");
+                         });
 
 }  // namespace
 }  // namespace frost::model
