@@ -705,17 +705,6 @@ frost_status Engine::feed(int session, int32_t token, int32_t* next) {
     return decode(session, next);
 }
 
-frost_status Engine::set_next_token(int session, int32_t token) {
-    FROST_TRY(check_session(session));
-    if (token < 0 || token >= cfg_.vocab_size)
-        return fail(FROST_ERR_INVALID_ARG, "set_next_token: token id %d outside vocabulary [0, %d)", token, cfg_.vocab_size);
-    FROST_TRY(write_cursor_field(session, offsetof(StepCursor, last_token), &token, sizeof token));
-    FROST_TRY(frost_stream_sync(stream_));
-    last_token_[session] = token;
-    last_record_[session].token = token;
-    return FROST_OK;
-}
-
 frost_status Engine::last_logits(int session, std::vector<float>* out) {
     FROST_TRY(check_session(session));
     const int V = cfg_.vocab_size;

@@ -107,10 +107,6 @@ public:
 
     // The logits the last step sampled from ([vocab]).
     frost_status last_logits(int session, std::vector<float>* out);
-    // Replaces the token the last step sampled (the one the next decode() consumes) with
-    // `token`: the hook for sampling done by the caller over last_logits() (penalties, min_p,
-    // logit_bias in the server). The device RNG is not rewound.
-    frost_status set_next_token(int session, int32_t token);
     // Prompt logprobs (echo): the raw logprob of every ids[i] (i >= 1) given the state and
     // ids[0..i), and the top `top_n` (<= 20) alternatives there: out[i - 1] describes ids[i]
     // (n - 1 records). ids[0..n-1) are fed one at a time through the decode graph; afterwards
