@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/params/sample.h"
+
 namespace frost::kernels {
 
 // The per-session step cursor: lives in a device buffer (role `cursor`), read and advanced by
@@ -203,17 +205,26 @@ struct SwigluParams {
 
 // Samples one token from a logits row with the cursor's mode/temperature/top-k/top-p and its
 // counter-based RNG (SplitMix64 of (seed, counter)); writes cursor->last_token, *out_token,
-// advances cursor->rng_counter.
+// advances cursor->rng_counter. With `settings` (params/sample.h): logit_bias, penalties, the token
+// mask and min_p first, and the step's logprobs into *record. The fields after out_token may be
+// null / 0 (plain sampling, as before they existed).
 struct SampleParams {
     const float* logits;    // [rows, vocab]; row (*n_rows - 1) if select_last_row else row 0
     int64_t row_stride;
     int32_t vocab;
     int32_t select_last_row;
     const int32_t* n_rows;
-    float* work;            // [2 * vocab] scratch (probabilities / sort keys)
+    float* work;            // scratch: CPU [3 * vocab] (weights / processed row), CUDA sample_work_floats
     int32_t* work_idx;      // [vocab] scratch
     StepCursor* cursor;
     int32_t* out_token;     // [1]
+    const SamplerSettings* settings;  // [1] per session, may be null
+    int32_t* counts;        // [vocab] tokens generated for the request (settings non-null)
+    uint32_t* seen;         // [mask_words(vocab)] tokens in the state (prompt + generated)
+    const uint32_t* mask;   // [mask_words(vocab)] allowed tokens when settings->mask_on
+    const int32_t* ids;     // [rows] this step's input ids (rows < *n_rows, else cursor->n_tokens)
+    int32_t count_inputs;   // 1 (decode graph): ids[0] is a generated token -> counts[ids[0]] += 1
+    SampleRecord* record;   // [1] logprobs of the step (settings->logprobs > 0), may be null
 };
 
 // Cursor bookkeeping nodes of a step graph.

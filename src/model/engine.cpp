@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "exec/error.h"
@@ -45,6 +46,19 @@ frost_status read_back(frost_ctx* ctx, frost_stream* st, const frost_buffer* src
     return s;
 }
 
+// Copies host memory into a device buffer region (synchronous).
+frost_status upload(frost_ctx* ctx, frost_stream* st, frost_buffer* dst, size_t off, const void* src, size_t bytes) {
+    frost_buffer* h = nullptr;
+    FROST_TRY(frost_buffer_wrap(ctx, "upload", const_cast<void*>(src), bytes, FROST_SPACE_HOST, &h));
+    frost_status s = frost_buffer_copy(dst, off, h, 0, bytes, st);
+    if (s == FROST_OK) s = frost_stream_sync(st);
+    frost_buffer_free(h);
+    return s;
+}
+
+// The sampler list's order (alloc_sampler).
+enum SamplerBuf : size_t { kSettingsBuf = 0, kCountsBuf = 1, kSeenBuf = 2, kMaskBuf = 3 };
+
 }  // namespace
 
 Engine::~Engine() {
@@ -52,6 +66,7 @@ Engine::~Engine() {
     for (frost_graph* g : graphs_) frost_graph_destroy(g);
     graphs_.clear();
     session_bufs_.clear();
+    sampler_bufs_.clear();
     scratch_bufs_.reset();
     weight_bufs_.reset();
     backend_.reset();
@@ -127,6 +142,7 @@ frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
 
     FROST_TRY(alloc_scratch());
     for (int i = 0; i < opts.sessions; ++i) FROST_TRY(alloc_session(i));
+    for (int i = 0; i < opts.sessions; ++i) FROST_TRY(alloc_sampler(i));
     FROST_TRY(frost_stream_sync(stream_));
     const auto t_capture = Clock::now();
     for (int i = 0; i < opts.sessions; ++i) FROST_TRY(capture_session(i));
@@ -201,6 +217,12 @@ frost_status Engine::alloc_scratch() {
     FROST_TRY(add("out_token", i32, 1, &out_token));
     out_token_buf_ = last;
     s.out_token = out_token.as<int32_t>();
+    ops::Tensor record;
+    FROST_TRY(add("sample_record", i32, sizeof(kernels::SampleRecord) / sizeof(int32_t), &record));
+    record_buf_ = last;
+    s.sample_record = reinterpret_cast<kernels::SampleRecord*>(record.data);
+    FROST_TRY(L.add("staging.record", BufferRole::Scratch, sizeof(kernels::SampleRecord), &record_staging_, -1, 0,
+                    FROST_SPACE_HOST_PINNED));
     // Host staging: [ids (R int32) | cursor fields (64 B) | token read-back (4 B)].
     FROST_TRY(L.add("staging", BufferRole::Scratch, sizeof(int32_t) * R + kCursorBytes + sizeof(int32_t),
                     &staging_, -1, 0, FROST_SPACE_HOST_PINNED));
@@ -302,6 +324,30 @@ frost_status Engine::alloc_session(int index) {
     host_pos_.push_back(0);
     journal_.emplace_back();
     last_token_.push_back(0);
+    return FROST_OK;
+}
+
+// The session's sampler buffers (kernels/params/sample.h): settings, generated-token counts, the
+// seen bits of the state's tokens and the token mask. Role Scratch: no capsule snapshots them.
+frost_status Engine::alloc_sampler(int index) {
+    auto list = std::make_unique<BufferList>(ctx_);
+    const size_t V = size_t(cfg_.vocab_size), W = size_t(kernels::mask_words(cfg_.vocab_size));
+    std::string pre = "s";
+    pre.append(std::to_string(index)).append(".sampler.");
+    frost_buffer* b[4] = {};
+    FROST_TRY(list->add(pre + "settings", BufferRole::Scratch, sizeof(kernels::SamplerSettings), &b[kSettingsBuf]));
+    FROST_TRY(list->add(pre + "counts", BufferRole::Scratch, sizeof(int32_t) * V, &b[kCountsBuf]));
+    FROST_TRY(list->add(pre + "seen", BufferRole::Scratch, sizeof(uint32_t) * W, &b[kSeenBuf]));
+    FROST_TRY(list->add(pre + "mask", BufferRole::Scratch, sizeof(uint32_t) * W, &b[kMaskBuf]));
+    qwen35::SessionViews& sv = sessions_[size_t(index)];
+    sv.sampler = static_cast<kernels::SamplerSettings*>(frost_buffer_ptr(b[kSettingsBuf]));
+    sv.counts = static_cast<int32_t*>(frost_buffer_ptr(b[kCountsBuf]));
+    sv.seen = static_cast<uint32_t*>(frost_buffer_ptr(b[kSeenBuf]));
+    sv.mask = static_cast<uint32_t*>(frost_buffer_ptr(b[kMaskBuf]));
+    sampler_bufs_.push_back(std::move(list));
+    sampling_.emplace_back();
+    last_record_.push_back(kernels::SampleRecord{});
+    mask_on_.push_back(0);
     return FROST_OK;
 }
 
@@ -408,7 +454,11 @@ frost_status Engine::reset(int session, const SamplingConfig& sampling) {
     FROST_TRY(frost_stream_sync(stream_));
     for (const auto& b : session_bufs_[session]->list())
         FROST_TRY(frost_buffer_fill(b.buf, 0, 0, frost_buffer_bytes(b.buf), stream_));
+    for (const auto& b : sampler_bufs_[session]->list())  // settings off, no mask, nothing seen
+        FROST_TRY(frost_buffer_fill(b.buf, 0, 0, frost_buffer_bytes(b.buf), stream_));
     FROST_TRY(frost_stream_sync(stream_));
+    last_record_[session] = kernels::SampleRecord{};
+    mask_on_[session] = 0;
     host_pos_[session] = 0;
     journal_[session].clear();
     last_token_[session] = 0;
@@ -420,6 +470,16 @@ frost_status Engine::set_sampling(int session, const SamplingConfig& sc) {
     if (sc.top_k < 0 || !(sc.top_p > 0.0f && sc.top_p <= 1.0f))
         return fail(FROST_ERR_INVALID_ARG, "sampling: top_k must be >= 0 and top_p in (0, 1], got %d, %g",
                     sc.top_k, static_cast<double>(sc.top_p));
+    kernels::SamplerSettings ss{};
+    FROST_TRY(sampler_settings(sc, &ss));
+    FROST_TRY(frost_stream_sync(stream_));
+    // The mask flag is the caller's (set_token_mask): it survives a change of sampling.
+    ss.mask_on = mask_on_[session];
+    FROST_TRY(write_sampler(session, ss));
+    // A new request: nothing generated yet.
+    frost_buffer* counts = sampler_bufs_[session]->list()[kCountsBuf].buf;
+    FROST_TRY(frost_buffer_fill(counts, 0, 0, frost_buffer_bytes(counts), stream_));
+    sampling_[session] = sc;
     StepCursor c{};
     c.sample_mode = sc.temperature > 0.0f ? kernels::kSampleRandom : kernels::kSampleGreedy;
     c.rng_seed = sc.seed;
@@ -431,6 +491,91 @@ frost_status Engine::set_sampling(int session, const SamplingConfig& sc) {
     FROST_TRY(write_cursor_field(session, kSamplingOffset,
                                  reinterpret_cast<const uint8_t*>(&c) + kSamplingOffset, kSamplingBytes));
     return frost_stream_sync(stream_);
+}
+
+// Validates the processing part of `sc` and writes it as the device settings (mask_on left 0).
+frost_status Engine::sampler_settings(const SamplingConfig& sc, kernels::SamplerSettings* out) const {
+    if (!(sc.min_p >= 0.0f && sc.min_p <= 1.0f))
+        return fail(FROST_ERR_INVALID_ARG, "sampling: min_p must be in [0, 1], got %g", double(sc.min_p));
+    if (!(sc.repetition_penalty > 0.0f) || !std::isfinite(sc.repetition_penalty))
+        return fail(FROST_ERR_INVALID_ARG, "sampling: repetition_penalty must be > 0, got %g",
+                    double(sc.repetition_penalty));
+    if (!std::isfinite(sc.presence_penalty) || !std::isfinite(sc.frequency_penalty))
+        return fail(FROST_ERR_INVALID_ARG, "sampling: presence_penalty / frequency_penalty must be finite");
+    if (sc.top_logprobs < -1 || sc.top_logprobs > kernels::kMaxTopLogprobs)
+        return fail(FROST_ERR_INVALID_ARG, "sampling: top_logprobs must be in [-1, %d], got %d",
+                    kernels::kMaxTopLogprobs, sc.top_logprobs);
+    // logit_bias: ids in the vocabulary, finite values; a repeated id sums its entries.
+    kernels::SamplerSettings ss{};
+    for (const auto& [id, v] : sc.logit_bias) {
+        if (id < 0 || id >= cfg_.vocab_size || !std::isfinite(v))
+            return fail(FROST_ERR_INVALID_ARG, "sampling: logit_bias entry %d -> %g (ids in [0, %d), finite values)",
+                        id, double(v), cfg_.vocab_size);
+        int32_t at = 0;
+        while (at < ss.n_bias && ss.bias_ids[at] != id) ++at;
+        if (at == ss.n_bias) {
+            if (ss.n_bias == kernels::kMaxLogitBias)
+                return fail(FROST_ERR_INVALID_ARG, "sampling: logit_bias has more than %d distinct ids",
+                            kernels::kMaxLogitBias);
+            ss.bias_ids[ss.n_bias++] = id;
+        }
+        ss.bias_values[at] += v;
+    }
+    ss.presence_penalty = sc.presence_penalty;
+    ss.frequency_penalty = sc.frequency_penalty;
+    ss.repetition_penalty = sc.repetition_penalty;
+    ss.min_p = sc.min_p;
+    ss.logprobs = sc.top_logprobs + 1;
+    *out = ss;
+    return FROST_OK;
+}
+
+frost_status Engine::write_sampler(int session, const kernels::SamplerSettings& s) {
+    return upload(ctx_, stream_, sampler_bufs_[session]->list()[kSettingsBuf].buf, 0, &s, sizeof s);
+}
+
+frost_status Engine::set_token_mask(int session, const uint32_t* bits, size_t words) {
+    FROST_TRY(check_session(session));
+    const size_t W = size_t(kernels::mask_words(cfg_.vocab_size));
+    if (bits && words != W)
+        return fail(FROST_ERR_INVALID_ARG, "set_token_mask: %zu words for a vocabulary of %d (needs %zu)", words,
+                    cfg_.vocab_size, W);
+    FROST_TRY(frost_stream_sync(stream_));
+    if (bits) FROST_TRY(upload(ctx_, stream_, sampler_bufs_[session]->list()[kMaskBuf].buf, 0, bits, W * sizeof(uint32_t)));
+    const int32_t on = bits ? 1 : 0;
+    FROST_TRY(upload(ctx_, stream_, sampler_bufs_[session]->list()[kSettingsBuf].buf,
+                     offsetof(kernels::SamplerSettings, mask_on), &on, sizeof on));
+    mask_on_[session] = on;
+    return FROST_OK;
+}
+
+frost_status Engine::last_sample(int session, kernels::SampleRecord* out) const {
+    FROST_TRY(check_session(session));
+    if (!out) return fail(FROST_ERR_INVALID_ARG, "last_sample: out is null");
+    *out = last_record_[session];
+    return FROST_OK;
+}
+
+// The seen bits of the session's journal (after a restore adopted new ids).
+frost_status Engine::write_seen(int session) {
+    std::vector<uint32_t> bits(size_t(kernels::mask_words(cfg_.vocab_size)), 0u);
+    for (int32_t id : journal_[session])
+        if (id >= 0 && id < cfg_.vocab_size) bits[size_t(id) >> 5] |= 1u << (id & 31);
+    FROST_TRY(frost_stream_sync(stream_));
+    return upload(ctx_, stream_, sampler_bufs_[session]->list()[kSeenBuf].buf, 0, bits.data(),
+                  bits.size() * sizeof(uint32_t));
+}
+
+// After a step (stream synced): the record the step wrote, when the sampling asked for logprobs.
+frost_status Engine::read_record(int session) {
+    kernels::SampleRecord& r = last_record_[session];
+    if (sampling_[session].top_logprobs < 0) {
+        r = kernels::SampleRecord{};
+        r.token = last_token_[session];
+        return FROST_OK;
+    }
+    std::memcpy(&r, frost_buffer_ptr(record_staging_), sizeof r);
+    return FROST_OK;
 }
 
 frost_status Engine::run_chunk(int session, const int32_t* ids, int n, bool decode_graph) {
@@ -453,6 +598,8 @@ frost_status Engine::run_chunk(int session, const int32_t* ids, int n, bool deco
     }
     FROST_TRY(frost_graph_replay(graphs_[session], key, stream_));
     FROST_TRY(frost_buffer_copy(staging_, token_off, out_token_buf_, 0, sizeof(int32_t), stream_));
+    if (sampling_[session].top_logprobs >= 0)  // one small copy with the token, never the logits
+        FROST_TRY(frost_buffer_copy(record_staging_, 0, record_buf_, 0, sizeof(kernels::SampleRecord), stream_));
     FROST_TRY(frost_stream_sync(stream_));
     host_pos_[session] += n;
     if (decode_graph)
@@ -461,7 +608,7 @@ frost_status Engine::run_chunk(int session, const int32_t* ids, int n, bool deco
         journal_[session].insert(journal_[session].end(), ids, ids + n);
     std::memcpy(&last_token_[session], st + token_off, sizeof(int32_t));
     if (decode_graph) last_rows_ = 1;
-    return FROST_OK;
+    return read_record(session);
 }
 
 frost_status Engine::prefill(int session, const int32_t* ids, size_t n, int32_t* next,
@@ -533,11 +680,13 @@ frost_status Engine::prefill_pipelined(int session, const int32_t* ids, size_t n
     uint8_t* st = static_cast<uint8_t*>(frost_buffer_ptr(staging_));
     const size_t token_off = sizeof(int32_t) * opts_.prefill_chunk + kCursorBytes;
     FROST_TRY(frost_buffer_copy(staging_, token_off, out_token_buf_, 0, sizeof(int32_t), stream_));
+    if (sampling_[session].top_logprobs >= 0)
+        FROST_TRY(frost_buffer_copy(record_staging_, 0, record_buf_, 0, sizeof(kernels::SampleRecord), stream_));
     FROST_TRY(frost_stream_sync(stream_));
     host_pos_[session] = pos;
     journal_[session].insert(journal_[session].end(), ids, ids + n);
     std::memcpy(&last_token_[session], st + token_off, sizeof(int32_t));
-    return FROST_OK;
+    return read_record(session);
 }
 
 frost_status Engine::decode(int session, int32_t* next) {
@@ -557,16 +706,6 @@ frost_status Engine::feed(int session, int32_t token, int32_t* next) {
     return decode(session, next);
 }
 
-frost_status Engine::set_next_token(int session, int32_t token) {
-    FROST_TRY(check_session(session));
-    if (token < 0 || token >= cfg_.vocab_size)
-        return fail(FROST_ERR_INVALID_ARG, "set_next_token: token id %d outside vocabulary [0, %d)", token, cfg_.vocab_size);
-    FROST_TRY(write_cursor_field(session, offsetof(StepCursor, last_token), &token, sizeof token));
-    FROST_TRY(frost_stream_sync(stream_));
-    last_token_[session] = token;
-    return FROST_OK;
-}
-
 frost_status Engine::last_logits(int session, std::vector<float>* out) {
     FROST_TRY(check_session(session));
     const int V = cfg_.vocab_size;
@@ -578,6 +717,51 @@ frost_status Engine::last_logits(int session, std::vector<float>* out) {
         row = static_cast<size_t>(std::max(1, c.n_tokens) - 1);
     }
     return read_back(ctx_, stream_, logits_buf_, row * V * sizeof(float), out->data(), sizeof(float) * V);
+}
+
+// Each ids[i] (i < n - 1) is fed through the decode graph with greedy sampling under a mask that
+// allows only ids[i + 1]: the step's record then holds the raw logprob of ids[i + 1] (logprobs
+// come from the unprocessed row, so the mask does not change them) and the raw top alternatives.
+// No extra graph and no logits read-back; one decode step per prompt token.
+frost_status Engine::prompt_logprobs(int session, const int32_t* ids, size_t n, int top_n,
+                                     std::vector<kernels::SampleRecord>* out) {
+    FROST_TRY(check_session(session));
+    if (!ids || !out || n == 0) return fail(FROST_ERR_INVALID_ARG, "prompt_logprobs: no tokens or no output");
+    if (top_n < 0 || top_n > kernels::kMaxTopLogprobs)
+        return fail(FROST_ERR_INVALID_ARG, "prompt_logprobs: top_n must be in [0, %d], got %d", kernels::kMaxTopLogprobs,
+                    top_n);
+    for (size_t i = 0; i < n; ++i)
+        if (ids[i] < 0 || ids[i] >= cfg_.vocab_size)
+            return fail(FROST_ERR_INVALID_ARG, "prompt_logprobs: token id %d at index %zu outside vocabulary [0, %d)",
+                        ids[i], i, cfg_.vocab_size);
+    if (host_pos_[session] + int64_t(n) - 1 > opts_.max_seq_len)
+        return fail(FROST_ERR_OUT_OF_RANGE, "prompt_logprobs: %zu tokens at position %lld exceed max_seq_len %d", n,
+                    static_cast<long long>(host_pos_[session]), opts_.max_seq_len);
+    out->clear();
+    const SamplingConfig saved = sampling_[session];
+    const int32_t saved_mask_on = mask_on_[session];
+    std::vector<uint32_t> saved_mask;
+    if (saved_mask_on) {
+        saved_mask.resize(size_t(kernels::mask_words(cfg_.vocab_size)));
+        FROST_TRY(read_back(ctx_, stream_, sampler_bufs_[session]->list()[kMaskBuf].buf, 0, saved_mask.data(),
+                            saved_mask.size() * sizeof(uint32_t)));
+    }
+    SamplingConfig probe;  // greedy, no processing, the wanted alternatives
+    probe.top_logprobs = top_n;
+    frost_status st = set_sampling(session, probe);
+    std::vector<uint32_t> only(size_t(kernels::mask_words(cfg_.vocab_size)), 0u);
+    for (size_t i = 0; st == FROST_OK && i + 1 < n; ++i) {
+        const int32_t want = ids[i + 1];
+        only[size_t(want) >> 5] = 1u << (want & 31);
+        st = set_token_mask(session, only.data(), only.size());
+        only[size_t(want) >> 5] = 0u;
+        if (st == FROST_OK) st = feed(session, ids[i], nullptr);
+        if (st == FROST_OK) out->push_back(last_record_[session]);
+    }
+    // The caller's sampling (counts restart: the fed prompt tokens were not generated) and mask.
+    const frost_status s2 = set_sampling(session, saved);
+    const frost_status s3 = set_token_mask(session, saved_mask_on ? saved_mask.data() : nullptr, saved_mask.size());
+    return st != FROST_OK ? st : (s2 != FROST_OK ? s2 : s3);
 }
 
 frost_status Engine::read_cursor(int session, StepCursor* out) {
@@ -604,7 +788,15 @@ frost_status Engine::adopt_restored_state(int session, const std::vector<int32_t
     host_pos_[session] = c.pos;
     journal_[session] = ids;
     last_token_[session] = c.last_token;
-    return FROST_OK;
+    // The sampler's buffers are not part of the capsule: the settings come back from the host's
+    // copy, nothing is generated yet (counts 0), the seen bits follow the adopted journal.
+    kernels::SamplerSettings ss{};
+    FROST_TRY(sampler_settings(sampling_[session], &ss));
+    ss.mask_on = mask_on_[session];
+    FROST_TRY(write_sampler(session, ss));
+    frost_buffer* counts = sampler_bufs_[session]->list()[kCountsBuf].buf;
+    FROST_TRY(frost_buffer_fill(counts, 0, 0, frost_buffer_bytes(counts), stream_));
+    return write_seen(session);
 }
 
 frost_status Engine::fork(int src, int dst) {
@@ -617,7 +809,14 @@ frost_status Engine::fork(int src, int dst) {
     const int64_t pos = host_pos_[src];
     for (size_t i = 0; i < from.size(); ++i)  // one layout: same order, sizes and dtypes
         FROST_TRY(frost_buffer_copy(to[i].buf, 0, from[i].buf, 0, from[i].valid_bytes(pos), stream_));
+    const auto& sfrom = sampler_bufs_[src]->list();  // settings, counts, seen bits and mask travel too
+    const auto& sto = sampler_bufs_[dst]->list();
+    for (size_t i = 0; i < sfrom.size(); ++i)
+        FROST_TRY(frost_buffer_copy(sto[i].buf, 0, sfrom[i].buf, 0, frost_buffer_bytes(sfrom[i].buf), stream_));
     FROST_TRY(frost_stream_sync(stream_));
+    sampling_[dst] = sampling_[src];
+    mask_on_[dst] = mask_on_[src];
+    last_record_[dst] = last_record_[src];
     host_pos_[dst] = pos;
     journal_[dst] = journal_[src];
     last_token_[dst] = last_token_[src];
@@ -631,6 +830,8 @@ std::vector<NamedBuffer> Engine::state_buffers(int session) const {
 
 std::vector<NamedBuffer> Engine::buffers(int session) const {
     std::vector<NamedBuffer> all = state_buffers(session);
+    if (session >= 0 && session < sessions())
+        for (const auto& b : sampler_bufs_[session]->list()) all.push_back(b);
     for (const auto& b : scratch_bufs_->list()) all.push_back(b);
     for (const auto& b : weight_bufs_->list()) all.push_back(b);
     return all;

@@ -16,6 +16,7 @@
 #include "model/buffers.h"
 #include "model/config.h"
 #include "model/engine_cuda.h"
+#include "model/sampling.h"
 #include "model/qwen35/forward.h"
 #include "model/weights.h"
 #include "ops/ops.h"
@@ -52,12 +53,6 @@ struct EngineOptions {
 // themselves and call create_from_weights should too): CUDA binds quantized linears as stored.
 WeightLoadOptions weight_load_options(const EngineOptions& o);
 
-struct SamplingConfig {
-    float temperature = 0.0f;  // <= 0: greedy
-    int top_k = 0;             // 0: off
-    float top_p = 1.0f;        // 1: off
-    uint64_t seed = 0;
-};
 
 // One traced activation (options.trace): rows of the last step, [rows, width] fp32.
 struct TraceEntry {
@@ -90,10 +85,20 @@ public:
     frost_stream* stream() const { return stream_; }
     int sessions() const { return static_cast<int>(sessions_.size()); }
 
-    // Zeroes the session's state and cursor (position 0) and applies `sampling`.
+    // Zeroes the session's state, cursor and sampler buffers (position 0, no token mask) and
+    // applies `sampling`.
     frost_status reset(int session, const SamplingConfig& sampling = {});
-    // Changes sampling of a live session (seed restarts its RNG counter at 0).
+    // Changes sampling of a live session: the seed restarts its RNG counter at 0, and the
+    // generated-token counts (presence / frequency penalties) restart at zero: call it once per
+    // request, before its prefill. Refuses bad values naming the field (nothing changes then).
     frost_status set_sampling(int session, const SamplingConfig& sampling);
+    // The token mask of the session's next steps (constrained decoding): bit i of bits[i / 32] set
+    // = token i allowed; words must be ceil(vocab / 32). It stays until replaced; nullptr clears
+    // it (as reset() does). A mask allowing no token yields token 0. Written between steps.
+    frost_status set_token_mask(int session, const uint32_t* bits, size_t words);
+    // The last step's sampler record: its token and, when the sampling asked for top_logprobs >= 0,
+    // the token's logprob and the top alternatives (kernels/params/sample.h).
+    frost_status last_sample(int session, kernels::SampleRecord* out) const;
 
     // Appends ids[0..n) to the session: chunks end at absolute multiples of C_p (so a boundary
     // never depends on where an earlier call ended); each chunk is one graph replay. Samples the
@@ -109,10 +114,13 @@ public:
 
     // The logits the last step sampled from ([vocab]).
     frost_status last_logits(int session, std::vector<float>* out);
-    // Replaces the token the last step sampled (the one the next decode() consumes) with
-    // `token`: the hook for sampling done by the caller over last_logits() (penalties, min_p,
-    // logit_bias in the server). The device RNG is not rewound.
-    frost_status set_next_token(int session, int32_t token);
+    // Prompt logprobs (echo): the raw logprob of every ids[i] (i >= 1) given the state and
+    // ids[0..i), and the top `top_n` (<= 20) alternatives there: out[i - 1] describes ids[i]
+    // (n - 1 records). ids[0..n-1) are fed one at a time through the decode graph; afterwards
+    // the session holds them and the cursor's last token is ids[n - 2]: prefill ids[n - 1] next
+    // to sample the continuation. Its sampling settings and mask are as before (counts restart).
+    frost_status prompt_logprobs(int session, const int32_t* ids, size_t n, int top_n,
+                                 std::vector<kernels::SampleRecord>* out);
     // Copies the session's cursor to the host.
     frost_status read_cursor(int session, kernels::StepCursor* out);
     int64_t position(int session) const;
@@ -188,6 +196,20 @@ private:
     std::vector<int64_t> host_pos_;      // host mirror of each cursor's position
     std::vector<std::vector<int32_t>> journal_;  // per session: ids folded into the state
     std::vector<int32_t> last_token_;    // host mirror of each cursor's last_token
+    // The sampler's per-request device buffers (settings, counts, seen, mask), one list per
+    // session. NOT state: counts belong to a request, not to a prefix, so a capsule holds none of
+    // them; `seen` is a function of the journal (rebuilt on restore); the mask is the caller's.
+    std::vector<std::unique_ptr<BufferList>> sampler_bufs_;
+    std::vector<SamplingConfig> sampling_;       // per session, as last applied
+    std::vector<kernels::SampleRecord> last_record_;  // per session: the last step's record
+    std::vector<int32_t> mask_on_;               // per session: a token mask applies
+    frost_buffer* record_buf_ = nullptr;         // device scratch: the step's SampleRecord
+    frost_buffer* record_staging_ = nullptr;     // host-pinned: its read-back
+    frost_status alloc_sampler(int index);
+    frost_status sampler_settings(const SamplingConfig& sc, kernels::SamplerSettings* out) const;
+    frost_status write_sampler(int session, const kernels::SamplerSettings& s);
+    frost_status write_seen(int session);  // seen bits from the journal
+    frost_status read_record(int session);
     std::vector<frost_graph*> graphs_;   // per session: prefill buckets + decode
     std::vector<TraceEntry> trace_;
     frost_buffer* staging_ = nullptr;    // host-pinned: ids / cursor fields / token read-back

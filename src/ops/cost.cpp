@@ -82,7 +82,8 @@ OpCost cost_of(const SwigluOp& p) {
 
 OpCost cost_of(const SampleOp& p) {
     const double v = p.logits.shape[1];
-    return {2 * v, 4 * v};
+    // With sampler settings the row is also processed (counts read, processed row written and read).
+    return {2 * v, p.settings ? 16 * v : 4 * v};
 }
 
 OpCost cost_of(const CursorOpParams&) { return {0, sizeof(StepCursor)}; }

@@ -163,7 +163,9 @@ frost_status op_swiglu(const Exec& ex, const SwigluOp& p, const char* label) {
 }
 
 frost_status op_sample(const Exec& ex, const SampleOp& p, const char* label) {
-    OP_REQUIRE(f32(p.logits) && p.logits.rank == 2 && p.cursor && p.out_token && f32(p.work), "sample");
+    OP_REQUIRE(f32(p.logits) && p.logits.rank == 2 && p.cursor && p.out_token && f32(p.work) &&
+                   (!p.settings || (p.counts && p.seen && p.mask && p.ids)),
+               "sample");
     OP_ENTRY(Sample, sample);
 }
 

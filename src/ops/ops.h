@@ -188,6 +188,14 @@ struct SampleOp {
     Tensor work_idx;        // i32 scratch (sample_idx_ints; empty on CUDA)
     StepCursor* cursor = nullptr;
     int32_t* out_token = nullptr;
+    // Per-session sampler state (kernels/params/sample.h); all null = plain sampling.
+    const kernels::SamplerSettings* settings = nullptr;  // [1]
+    int32_t* counts = nullptr;       // [vocab] generated-token counts of the request
+    uint32_t* seen = nullptr;        // [ceil(vocab/32)] tokens in the state
+    const uint32_t* mask = nullptr;  // [ceil(vocab/32)] allowed tokens (settings->mask_on)
+    const int32_t* ids = nullptr;    // [rows] this step's input ids
+    int32_t count_inputs = 0;        // 1 in the decode graph: its input was generated
+    kernels::SampleRecord* record = nullptr;  // [1] the step's token + logprobs, may be null
 };
 
 struct CursorOpParams {

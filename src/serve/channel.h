@@ -39,6 +39,9 @@ struct StreamEvent {
     ChoiceUsage usage;             // Finish
     ApiError error;                // Error: ends the whole request
     nlohmann::json capsule;        // Finish of a capsule-only job: the capsule (capsule_json)
+    // Delta / Finish: logprob entries of the tokens behind this event (chat format: token,
+    // logprob, bytes, top_logprobs); null or empty when the request asked for none.
+    nlohmann::json logprobs;
 };
 
 class Channel {

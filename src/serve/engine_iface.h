@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frost/exec.h"
+#include "model/sampling.h"
 #include "serve/claim_log.h"
 
 namespace frost::text::grammar {
@@ -31,24 +32,16 @@ namespace frost::serve {
         if (s_ != FROST_OK) return s_;         \
     } while (0)
 
-struct Sampling {
-    float temperature = 1.0f;  // <= 0: greedy
-    int top_k = 0;             // 0: off
-    float top_p = 1.0f;        // 1: off
-    uint64_t seed = 0;
-    // Host-side processing (host_sampler.h); all off = the device sampler alone.
-    float presence_penalty = 0.0f;    // OpenAI: minus this once a token was generated
-    float frequency_penalty = 0.0f;   // OpenAI: minus this per time a token was generated
-    float repetition_penalty = 1.0f;  // HF/vLLM: over prompt + output; 1 = off
-    float min_p = 0.0f;               // keep tokens with p >= min_p * p_max; 0 = off
-    std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logits
-    // Constrained decoding (issue 17): a token mask is set per step (set_token_mask), applied
-    // before sampling; host-side for now, so such requests sample on the host.
-    bool constrained = false;
-    bool host_side() const {
-        return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f ||
-               min_p > 0.0f || !logit_bias.empty() || constrained;
-    }
+// The model layer's sampling parameters (model/sampling.h), one type for both layers: all of it
+// runs in the engine's device sampler inside the captured step.
+using Sampling = model::SamplingConfig;
+
+// What the engine reports beside a sampled token when the request asked for logprobs
+// (Sampling::top_logprobs >= 0): raw model logprobs, the chosen token's and the top alternatives.
+struct TokenLogprobs {
+    int32_t token = -1;
+    float logprob = 0.0f;
+    std::vector<std::pair<int32_t, float>> top;  // (id, logprob), best first
 };
 
 class EngineIface {
@@ -74,6 +67,14 @@ public:
     // Engines that cannot mask return FROST_ERR_UNSUPPORTED (the request then fails).
     virtual frost_status set_token_mask(int slot, const uint32_t* bits, size_t words) {
         return bits ? FROST_ERR_UNSUPPORTED : FROST_OK;
+    }
+    // The logprobs of the token the last prefill/decode sampled (sampling asked top_logprobs >= 0).
+    virtual frost_status last_logprobs(int slot, TokenLogprobs* out) { return FROST_ERR_UNSUPPORTED; }
+    // Prompt logprobs (echo): appends ids[0..n) to the slot like prefill() and samples *next, and
+    // fills out[i] (i = 0..n-2) with the logprob of ids[i + 1] and its top_n alternatives.
+    virtual frost_status prefill_scored(int slot, const int32_t* ids, size_t n, int top_n, int32_t* next,
+                                        std::vector<TokenLogprobs>* out) {
+        return FROST_ERR_UNSUPPORTED;
     }
 
     // Capsules. Engines without capsule support return FROST_ERR_UNSUPPORTED from snapshot and

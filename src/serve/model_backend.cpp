@@ -26,69 +26,49 @@ bool read_file(const std::string& path, std::string* out) {
 }  // namespace
 
 ModelEngine::ModelEngine(model::Engine& engine, model::CapsuleManager* capsules)
-    : engine_(engine), capsules_(capsules), sampling_(size_t(engine.sessions())),
-      host_on_(size_t(engine.sessions()), 0), host_(size_t(engine.sessions())),
-      pending_(size_t(engine.sessions()), -1), mask_(size_t(engine.sessions())) {}
+    : engine_(engine), capsules_(capsules), sampling_(size_t(engine.sessions())) {}
 
 frost_status ModelEngine::reset(int slot) { return engine_.reset(slot, sampling_[size_t(slot)]); }
 
+// Every parameter (penalties, min_p, logit_bias, logprobs too) runs in the engine's device sampler.
 frost_status ModelEngine::set_sampling(int slot, const Sampling& s) {
-    model::SamplingConfig c;
-    c.temperature = s.temperature;
-    c.top_k = s.top_k;
-    c.top_p = s.top_p;
-    c.seed = s.seed;
-    // Host-side sampling: the device only computes the logits (greedy, no RNG work).
-    if (s.host_side()) c = model::SamplingConfig{};
     // Kept only once the engine accepted it: reset() re-applies it, so a refused value must not
     // stay behind for the slot's next request (issue 13 B3).
-    FROST_TRY(engine_.set_sampling(slot, c));
-    sampling_[size_t(slot)] = c;
-    host_on_[size_t(slot)] = s.host_side();
-    host_[size_t(slot)].reset(s);
-    pending_[size_t(slot)] = -1;
-    return FROST_OK;
-}
-
-// Cost per step: the step's logits row copied to the host ([vocab] fp32, ~0.6 MB for a 151k
-// vocabulary), one pass over it, a partial sort for sampled requests, and a 4-byte write of the
-// chosen token into the cursor; only requests that use these parameters pay it.
-frost_status ModelEngine::choose_on_host(int slot, int32_t* next) {
-    std::vector<float> logits;
-    FROST_TRY(engine_.last_logits(slot, &logits));
-    const std::vector<uint32_t>& m = mask_[size_t(slot)];
-    if (!m.empty()) {
-        const size_t n = std::min(logits.size(), m.size() * 32);
-        for (size_t i = 0; i < n; ++i)
-            if (!((m[i >> 5] >> (i & 31)) & 1u)) logits[i] = -std::numeric_limits<float>::infinity();
-        for (size_t i = n; i < logits.size(); ++i) logits[i] = -std::numeric_limits<float>::infinity();
-    }
-    const int32_t t = host_[size_t(slot)].choose(&logits, engine_.journal(slot));
-    FROST_TRY(engine_.set_next_token(slot, t));
-    pending_[size_t(slot)] = t;
-    if (next) *next = t;
+    FROST_TRY(engine_.set_sampling(slot, s));
+    sampling_[size_t(slot)] = s;
     return FROST_OK;
 }
 
 frost_status ModelEngine::prefill(int slot, const int32_t* ids, size_t n, int32_t* next) {
-    FROST_TRY(engine_.prefill(slot, ids, n, next));
-    return on_host(slot) ? choose_on_host(slot, next) : FROST_OK;
+    return engine_.prefill(slot, ids, n, next);
 }
 
-frost_status ModelEngine::decode(int slot, int32_t* next) {
-    if (on_host(slot) && pending_[size_t(slot)] >= 0) host_[size_t(slot)].commit(pending_[size_t(slot)]);
-    FROST_TRY(engine_.decode(slot, next));
-    return on_host(slot) ? choose_on_host(slot, next) : FROST_OK;
-}
+frost_status ModelEngine::decode(int slot, int32_t* next) { return engine_.decode(slot, next); }
 
-frost_status ModelEngine::set_token_mask(int slot, const uint32_t* bits, size_t words) {
-    if (slot < 0 || slot >= engine_.sessions()) return fail(FROST_ERR_INVALID_ARG, "set_token_mask: no slot %d", slot);
-    if (bits && words * 32 < size_t(vocab_size()))
-        return fail(FROST_ERR_INVALID_ARG, "set_token_mask: %zu words cannot cover a vocabulary of %d", words,
-                    vocab_size());
-    if (bits) mask_[size_t(slot)].assign(bits, bits + words);
-    else mask_[size_t(slot)].clear();
+frost_status ModelEngine::last_logprobs(int slot, TokenLogprobs* out) {
+    kernels::SampleRecord r{};
+    FROST_TRY(engine_.last_sample(slot, &r));
+    out->token = r.token;
+    out->logprob = r.logprob;
+    out->top.clear();
+    for (int i = 0; i < r.n_top; ++i) out->top.emplace_back(r.top_ids[i], r.top_logprobs[i]);
     return FROST_OK;
+}
+
+frost_status ModelEngine::prefill_scored(int slot, const int32_t* ids, size_t n, int top_n, int32_t* next,
+                                         std::vector<TokenLogprobs>* out) {
+    std::vector<kernels::SampleRecord> recs;
+    FROST_TRY(engine_.prompt_logprobs(slot, ids, n, top_n, &recs));
+    out->clear();
+    for (const auto& r : recs) {
+        TokenLogprobs t;
+        t.token = r.token;
+        t.logprob = r.logprob;
+        for (int i = 0; i < r.n_top; ++i) t.top.emplace_back(r.top_ids[i], r.top_logprobs[i]);
+        out->push_back(std::move(t));
+    }
+    // The engine fed ids[0..n-1); the last one goes through prefill, which samples the continuation.
+    return engine_.prefill(slot, ids + n - 1, 1, next);
 }
 
 bool ModelEngine::snapshot_possible(size_t from, size_t to) const {
@@ -135,7 +115,17 @@ frost_status ModelEngine::prefill_snapshot(int slot, const int32_t* ids, size_t 
     FROST_TRY(capsules_->prefill_and_snapshot(slot, ids, n, tier, &id, next));
     *handle = id;
     *bytes = payload_bytes(*capsules_, id);
-    return on_host(slot) ? choose_on_host(slot, next) : FROST_OK;
+    return FROST_OK;
+}
+
+// The device sampler applies the mask inside the captured step (Engine::set_token_mask): no
+// logits read-back, the sampled token respects it on both backends.
+frost_status ModelEngine::set_token_mask(int slot, const uint32_t* bits, size_t words) {
+    if (slot < 0 || slot >= engine_.sessions()) return fail(FROST_ERR_INVALID_ARG, "set_token_mask: no slot %d", slot);
+    if (bits && words * 32 < size_t(vocab_size()))
+        return fail(FROST_ERR_INVALID_ARG, "set_token_mask: %zu words cannot cover a vocabulary of %d", words,
+                    vocab_size());
+    return engine_.set_token_mask(slot, bits, words);
 }
 
 frost_status ModelEngine::restore(uint64_t handle, int slot) {

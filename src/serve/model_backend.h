@@ -11,7 +11,6 @@
 #include "model/capsule.h"
 #include "model/engine.h"
 #include "serve/engine_iface.h"
-#include "serve/host_sampler.h"
 #include "serve/token_cache.h"
 #include "text/grammar/token_mask.h"
 #include "text/chat_template.h"
@@ -32,6 +31,9 @@ public:
     frost_status prefill(int slot, const int32_t* ids, size_t n, int32_t* next) override;
     frost_status decode(int slot, int32_t* next) override;
     frost_status set_token_mask(int slot, const uint32_t* bits, size_t words) override;
+    frost_status last_logprobs(int slot, TokenLogprobs* out) override;
+    frost_status prefill_scored(int slot, const int32_t* ids, size_t n, int top_n, int32_t* next,
+                                std::vector<TokenLogprobs>* out) override;
 
     bool capsules_supported() const override { return capsules_ != nullptr; }
     bool snapshot_possible(size_t from, size_t to) const override;
@@ -54,19 +56,6 @@ private:
     model::Engine& engine_;
     model::CapsuleManager* capsules_;
     std::vector<model::SamplingConfig> sampling_;  // per slot, re-applied after reset
-    // Requests with penalties / min_p / logit_bias sample on the host over the step's logits
-    // (host_sampler.h): per slot, whether on, the sampler, and the token the last step chose
-    // (committed to the sampler's counts when a decode step consumes it, so tokens chosen by
-    // intermediate prefill calls never count).
-    frost_status choose_on_host(int slot, int32_t* next);
-    bool on_host(int slot) const { return host_on_[size_t(slot)] || !mask_[size_t(slot)].empty(); }
-    std::vector<char> host_on_;
-    std::vector<HostSampler> host_;
-    std::vector<int32_t> pending_;
-    // Constrained decoding, host-side for now (issue 17): per slot the allowed-id bits (empty =
-    // no mask); choose_on_host() sets every other logit to -inf before sampling. The device-side
-    // mask replaces this behind the same virtual.
-    std::vector<std::vector<uint32_t>> mask_;
 };
 
 class ModelText : public TextIface {

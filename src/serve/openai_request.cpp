@@ -358,25 +358,25 @@ bool check_logit_bias(Ctx& c, const json& body, const RequestLimits& lim, GenReq
     return true;
 }
 
-bool check_unsupported(Ctx& c, const json& body, Endpoint endpoint) {
+bool check_unsupported(Ctx& c, const json& body, Endpoint endpoint, GenRequest* out) {
     if (endpoint == Endpoint::Chat) {
-        // Chat: logprobs is a boolean, top_logprobs an integer beside it.
+        // Chat: logprobs is a boolean, top_logprobs (0..20) the alternatives beside each token.
         std::optional<bool> b;
         if (!get_bool(c, body, "logprobs", "logprobs", &b)) return false;
-        if (b && *b) return c.fail("logprobs", "is not supported by this server");
         std::optional<int64_t> top;
         if (!get_int(c, body, "top_logprobs", 0, 20, &top)) return false;
-        if (top && *top > 0) return c.fail("top_logprobs", "is not supported by this server");
+        if (top && !(b && *b)) return c.fail("top_logprobs", "requires \"logprobs\": true");
+        if (b && *b) out->logprobs = int(top.value_or(0));
     } else {
-        // Legacy completions: logprobs is the integer count of alternatives (0..5); 0 and null
-        // ask for none and are accepted (the choice's logprobs stays null).
+        // Legacy completions: logprobs is the integer count of alternatives (0..5); 0 returns the
+        // chosen tokens' logprobs alone (as vLLM), null none.
         std::optional<int64_t> n;
         if (!get_int(c, body, "logprobs", 0, 5, &n)) return false;
-        if (n && *n > 0) return c.fail("logprobs", "is not supported by this server (0 or null only)");
+        if (n) out->logprobs = int(*n);
+        std::optional<bool> echo;
+        if (!get_bool(c, body, "echo", "echo", &echo)) return false;
+        out->echo = echo.value_or(false);
     }
-    std::optional<bool> echo;
-    if (!get_bool(c, body, "echo", "echo", &echo)) return false;
-    if (echo && *echo) return c.fail("echo", "is not supported by this server");
     return true;
 }
 
@@ -540,7 +540,7 @@ bool parse_gen_request(Endpoint endpoint, std::string_view body_text, const Requ
 
     if (!check_stop(c, body, lim, &r)) return false;
     if (!check_logit_bias(c, body, lim, &r)) return false;
-    if (!check_unsupported(c, body, endpoint)) return false;
+    if (!check_unsupported(c, body, endpoint, &r)) return false;
     if (!check_constraint(c, body, body_text, &r)) return false;
     std::string user;
     if (!get_string(c, body, "user", "user", &user)) return false;

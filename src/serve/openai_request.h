@@ -58,12 +58,16 @@ struct GenRequest {
     int top_k = 0;  // 0 = disabled (-1 accepted as disabled too, as vLLM does)
     uint64_t seed = 0;
     bool seed_set = false;
-    // Host-side sampling (host_sampler.h): penalties, min_p, logit_bias.
+    // The device sampler's processing (model/sampling.h): penalties, min_p, logit_bias.
     double presence_penalty = 0;
     double frequency_penalty = 0;
     double repetition_penalty = 1;
     double min_p = 0;
     std::vector<std::pair<int32_t, float>> logit_bias;
+    // Logprobs: -1 none; else the top alternatives per token (chat top_logprobs 0..20 with
+    // logprobs true, completions logprobs 0..5), raw model logprobs (kernels/params/sample.h).
+    int logprobs = -1;
+    bool echo = false;  // completions: the prompt comes back before the output (with its logprobs)
     int n = 1;
     std::vector<std::string> stop;
     nlohmann::json tools = nlohmann::json::array();

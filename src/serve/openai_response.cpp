@@ -25,13 +25,40 @@ json indexed_calls(const json& calls) {
     }
     return out;
 }
+// Chat logprob entries (scheduler_logprobs.cpp) in the legacy completions shape: parallel arrays,
+// top_logprobs as {token: logprob} (null for an echoed first prompt token), text_offset counted
+// from *offset, the bytes of the choice's text before each token.
+json completion_logprobs(const json& entries, size_t* offset) {
+    json out = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+                {"text_offset", json::array()}};
+    for (const auto& e : entries) {
+        out["tokens"].push_back(e["token"]);
+        out["token_logprobs"].push_back(e["logprob"]);
+        if (e["top_logprobs"].is_null()) {
+            out["top_logprobs"].push_back(nullptr);
+        } else {
+            json m = json::object();
+            for (const auto& t : e["top_logprobs"]) m[t["token"].get<std::string>()] = t["logprob"];
+            out["top_logprobs"].push_back(m);
+        }
+        out["text_offset"].push_back(*offset);
+        *offset += e["token"].get<std::string>().size();
+    }
+    return out;
+}
 }  // namespace
+
+json ResponseBuilder::logprobs_json(const json& entries, size_t* offset) const {
+    if (!entries.is_array() || entries.empty()) return nullptr;
+    if (endpoint_ == Endpoint::Chat) return json{{"content", entries}};
+    return completion_logprobs(entries, offset);
+}
 
 ResponseBuilder::ResponseBuilder(Endpoint endpoint, std::string id, std::string model, int64_t created, int n,
                                  bool include_usage)
     : endpoint_(endpoint), id_(std::move(id)), model_(std::move(model)), created_(created), n_(n),
       include_usage_(include_usage), text_(size_t(n)), reasoning_(size_t(n)), tool_calls_(size_t(n), json::array()),
-      finish_(size_t(n)) {}
+      finish_(size_t(n)), logprobs_(size_t(n), json::array()), offsets_(size_t(n), 0) {}
 
 json ResponseBuilder::chunk_base() const {
     return json{{"id", id_},
@@ -91,6 +118,7 @@ std::string ResponseBuilder::sse(const StreamEvent& e) {
     if (e.kind == StreamEvent::Kind::Error) return sse_error(e.error);
     json c = chunk_base();
     json choice = {{"index", e.index}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    if (e.index >= 0 && e.index < n_) choice["logprobs"] = logprobs_json(e.logprobs, &offsets_[size_t(e.index)]);
     if (e.kind == StreamEvent::Kind::Delta) {
         if (endpoint_ == Endpoint::Chat) {
             choice["delta"] = json::object();
@@ -127,6 +155,8 @@ void ResponseBuilder::add(const StreamEvent& e) {
     account(e);
     if (e.index < 0 || e.index >= n_) return;
     const size_t i = size_t(e.index);
+    if (e.logprobs.is_array())
+        for (const auto& x : e.logprobs) logprobs_[i].push_back(x);
     if (e.kind == StreamEvent::Kind::Delta) {
         text_[i] += e.text;
         reasoning_[i] += e.reasoning;
@@ -143,7 +173,8 @@ std::string ResponseBuilder::final_json() const {
     json choices = json::array();
     for (int i = 0; i < n_; ++i) {
         const size_t k = size_t(i);
-        json ch = {{"index", i}, {"logprobs", nullptr}, {"finish_reason", finish_[k]}};
+        size_t offset = 0;
+        json ch = {{"index", i}, {"logprobs", logprobs_json(logprobs_[k], &offset)}, {"finish_reason", finish_[k]}};
         if (endpoint_ == Endpoint::Chat) {
             json msg = {{"role", "assistant"}, {"content", text_[k]}};
             if (!reasoning_[k].empty()) msg["reasoning_content"] = reasoning_[k];

@@ -48,6 +48,8 @@ private:
     nlohmann::json chunk_base() const;
     nlohmann::json usage_json() const;
     void account(const StreamEvent& e);
+    // A choice's logprob entries as the endpoint spells them (null when there are none).
+    nlohmann::json logprobs_json(const nlohmann::json& entries, size_t* offset) const;
 
     Endpoint endpoint_;
     std::string id_, model_;
@@ -65,6 +67,8 @@ private:
     std::vector<std::string> reasoning_;          // per choice (non-stream)
     std::vector<nlohmann::json> tool_calls_;      // per choice
     std::vector<std::string> finish_;             // per choice
+    std::vector<nlohmann::json> logprobs_;        // per choice: chat logprob entries (non-stream)
+    std::vector<size_t> offsets_;                 // per choice: completions text_offset (stream)
     ChoiceUsage first_usage_;
     size_t completion_tokens_ = 0;
     Metrics* metrics_ = nullptr;

@@ -149,6 +149,13 @@ private:
     // Records the first token's time, runs handle_token_events, then any deferred capsule work.
     bool handle_token(Active& a, int32_t tok);
     bool handle_token_events(Active& a, int32_t tok);
+    // Logprobs (scheduler_logprobs.cpp): the sampled token's entry from the engine, queued until
+    // the next text event carries it; echo of the prompt (with its logprobs when asked).
+    bool note_logprobs(Active& a, int32_t tok);
+    nlohmann::json logprob_entry(int32_t id, std::optional<float> logprob,
+                                 const std::vector<std::pair<int32_t, float>>* top) const;
+    bool prefill_scored_step(Active& a);
+    void echo_prompt(Active& a, const std::vector<TokenLogprobs>* scored);
     // Where this Active's phase times go: the job's until choice 0's first token, else nowhere.
     PhaseTimes& times(Active& a);
     // Acknowledges the capsule prefill_and_snapshot froze: durable files (disk tier), then

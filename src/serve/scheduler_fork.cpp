@@ -11,7 +11,8 @@ namespace frost::serve {
 void Scheduler::claim_fork_slots(Active& a) {
     Job& job = *a.job;
     const size_t P = job.prompt.size();
-    if (!engine_.fork_live_supported() || job.capsule_only || P < 2 || a.pos > P - 1) return;
+    // (echo: each choice echoes and scores its own prompt run, one after another)
+    if (!engine_.fork_live_supported() || job.capsule_only || job.req.echo || P < 2 || a.pos > P - 1) return;
     std::vector<int> free;
     for (size_t s = 0; s < slots_.size(); ++s)
         if (!slots_[s].busy) free.push_back(int(s));

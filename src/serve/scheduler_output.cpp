@@ -25,6 +25,7 @@ void Scheduler::emit_split(Active& a, const std::string& reasoning, const std::s
     e.index = a.job->index_base + a.choice;
     e.text = std::move(out);
     e.reasoning = reasoning;
+    if (!a.pending_logprobs.empty()) e.logprobs = std::exchange(a.pending_logprobs, nlohmann::json::array());
     a.job->channel->push_final(std::move(e));
 }
 
@@ -66,6 +67,7 @@ bool Scheduler::handle_token_events(Active& a, int32_t tok) {
         return false;
     }
     if (text_.is_end_token(tok)) return finish_choice(a, "stop");
+    if (job.req.logprobs >= 0 && !note_logprobs(a, tok)) return false;
     const std::string piece = a.detok->push(tok);
     emit(a, a.stop->feed(piece));
     if (a.stop->stopped()) return finish_choice(a, "stop");
@@ -129,6 +131,7 @@ bool Scheduler::finish_choice(Active& a, const char* reason) {
     fin.finish_reason = finish;
     a.usage.completion_tokens = size_t(a.generated);
     fin.usage = a.usage;
+    if (!a.pending_logprobs.empty()) fin.logprobs = std::exchange(a.pending_logprobs, nlohmann::json::array());
     if (a.choice == 0) {
         fin.usage.has_timings = true;
         fin.usage.timings = job.times;

@@ -28,6 +28,11 @@ bool Scheduler::start_choice(Active& a) {
     for (const auto* c : caps) in.capsules.push_back(CapsuleView{c->id, &c->tokens, c->digest, true});
     Plan plan = plan_request(in);
     plan_timer.reset();
+    // Echo with logprobs scores every prompt token: the prompt is run from position 0.
+    if (job.req.echo && job.req.logprobs >= 0 && !plan.required_missing) {
+        plan.action = PlanAction::Rebuild;
+        plan.cached_tokens = 0;
+    }
     // A capsule-only request must freeze its whole prompt. From a live or restored state the
     // engine can freeze only when its alignment grid point below the end lies at or past that
     // state (an extension of a few tokens past an unaligned capsule cannot): then it starts over
@@ -117,7 +122,7 @@ Sampling Scheduler::choice_sampling(const Active& a) const {
     s.repetition_penalty = float(job.req.repetition_penalty);
     s.min_p = float(job.req.min_p);
     s.logit_bias = job.req.logit_bias;
-    s.constrained = job.constraint != nullptr;
+    s.top_logprobs = job.req.logprobs;
     return s;
 }
 
@@ -128,6 +133,7 @@ bool Scheduler::init_choice(Active& a) {
         return false;
     }
     a.detok = text_.detokenizer();
+    a.pending_logprobs = nlohmann::json::array();
     a.tools_on = job.req.endpoint == Endpoint::Chat && !job.req.tools.empty() &&
                  job.req.tool_choice != ToolChoice::None;
     std::vector<std::string> stops = job.req.stop;
@@ -160,6 +166,7 @@ frost_status Scheduler::set_mask(Active& a) {
 
 bool Scheduler::prefill_step(Active& a) {
     Job& job = *a.job;
+    if (job.req.echo && job.req.logprobs >= 0 && a.pos == 0 && !job.capsule_only) return prefill_scored_step(a);
     Slot& slot = slots_[size_t(a.slot)];
     if (a.batched && !a.forked && a.pos + 1 == job.prompt.size()) fork_choices(a);
     if (job.cancelled) return true;  // a fork failed the job: the loop releases every member
@@ -200,6 +207,7 @@ bool Scheduler::prefill_step(Active& a) {
     a.pos = end;
     if (a.pos < job.prompt.size()) return true;
     if (job.capsule_only) return finish_capsule_only(a);
+    if (job.req.echo) echo_prompt(a, nullptr);
     return handle_token(a, next);
 }
 

@@ -58,6 +58,8 @@ struct Scheduler::Active {
     std::string capsule_refusal;  // why none was frozen, when the store refused
     // Constrained decoding: this choice's position in the job's grammar (job.constraint).
     std::unique_ptr<text::grammar::Matcher> matcher;
+    // Logprob entries (chat format, scheduler_logprobs.cpp) not yet attached to an event.
+    nlohmann::json pending_logprobs = nlohmann::json::array();
 };
 
 }  // namespace frost::serve

@@ -44,10 +44,14 @@ void compare(int vocab, const Mode& m, int draws, const char* name) {
     int32_t row_n = rows;
     for (int d = 0; d < draws; ++d) {
         tok.poison();
-        kernels::SampleParams gp{dl.get(), vocab, vocab, 1, dn.get(), work.get(), nullptr, dc.get(), tok.get()};
+        kernels::SampleParams gp{};  // no settings / record: plain sampling
+        gp.logits = dl.get(); gp.row_stride = vocab; gp.vocab = vocab; gp.select_last_row = 1; gp.n_rows = dn.get();
+        gp.work = work.get(); gp.cursor = dc.get(); gp.out_token = tok.get();
         CUDA_OK(kernels::sample_launch(gp, nullptr));
         int32_t cpu_tok = -1;
-        kernels::SampleParams cp{logits.data(), vocab, vocab, 1, &row_n, hwork.data(), hidx.data(), &c, &cpu_tok};
+        kernels::SampleParams cp{};
+        cp.logits = logits.data(); cp.row_stride = vocab; cp.vocab = vocab; cp.select_last_row = 1; cp.n_rows = &row_n;
+        cp.work = hwork.data(); cp.work_idx = hidx.data(); cp.cursor = &c; cp.out_token = &cpu_tok;
         ASSERT_EQ(kernels::cpu::sample(cp), FROST_OK);
         const StepCursor got = dc.download()[0];
         EXPECT_EQ(tok.download()[0], cpu_tok) << "draw " << d;

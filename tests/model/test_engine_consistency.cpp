@@ -97,7 +97,10 @@ TEST(EngineConsistency, SeededSamplingIsReproducibleAndAdvancesTheCursor) {
     GenerateRequest r;
     r.prompt = std::vector<int32_t>(p.begin(), p.begin() + 40);
     r.max_new_tokens = 10;
-    r.sampling = SamplingConfig{0.9f, 50, 0.95f, 42};
+    r.sampling.temperature = 0.9f;
+    r.sampling.top_k = 50;
+    r.sampling.top_p = 0.95f;
+    r.sampling.seed = 42;
     GenerateResult a, b, c;
     ASSERT_EQ(generate(*e, 0, r, &a), FROST_OK);
     kernels::StepCursor cur{};

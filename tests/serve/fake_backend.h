@@ -29,6 +29,11 @@ public:
     frost_status set_sampling(int slot, const Sampling& s) override;
     frost_status prefill(int slot, const int32_t* ids, size_t n, int32_t* next) override;
     frost_status decode(int slot, int32_t* next) override;
+    // Logprobs of the fake: the sampled token at -0.25, then alternatives 'a', 'b', ... at
+    // -1, -2, ... (as many as the sampling asked); prompt tokens score -0.5 each.
+    frost_status last_logprobs(int slot, TokenLogprobs* out) override;
+    frost_status prefill_scored(int slot, const int32_t* ids, size_t n, int top_n, int32_t* next,
+                                std::vector<TokenLogprobs>* out) override;
 
     bool capsules_supported() const override { return capsules; }
     uint64_t capsule_bytes_at(size_t tokens) const override { return 1000 + 4 * tokens; }
@@ -74,6 +79,7 @@ private:
         // As the real engine's sampler: every prefill call and decode step draws once from the
         // RNG; set_sampling restarts the count (so a sampled token depends on the draw index).
         uint64_t draws = 0;
+        int top_logprobs = -1;
     };
     int32_t sample(const SlotState& s) const;
     std::vector<SlotState> slots_;

@@ -28,7 +28,32 @@ frost_status FakeEngine::set_sampling(int slot, const Sampling& s) {
     slots_[size_t(slot)].seed = s.seed;
     slots_[size_t(slot)].temperature = s.temperature;
     slots_[size_t(slot)].decoded = 0;
+    slots_[size_t(slot)].top_logprobs = s.top_logprobs;
     return FROST_OK;
+}
+
+frost_status FakeEngine::last_logprobs(int slot, TokenLogprobs* out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const SlotState& s = slots_[size_t(slot)];
+    if (s.top_logprobs < 0) return FROST_ERR_STATE;
+    out->token = s.pending;
+    out->logprob = -0.25f;
+    out->top.clear();
+    for (int i = 0; i < s.top_logprobs; ++i) out->top.emplace_back(int32_t('a' + i), -1.0f - float(i));
+    return FROST_OK;
+}
+
+frost_status FakeEngine::prefill_scored(int slot, const int32_t* ids, size_t n, int top_n, int32_t* next,
+                                        std::vector<TokenLogprobs>* out) {
+    out->clear();
+    for (size_t i = 1; i < n; ++i) {
+        TokenLogprobs t;
+        t.token = ids[i];
+        t.logprob = -0.5f;
+        for (int k = 0; k < top_n; ++k) t.top.emplace_back(int32_t('a' + k), -1.0f - float(k));
+        out->push_back(std::move(t));
+    }
+    return prefill(slot, ids, n, next);
 }
 
 int32_t FakeEngine::sample(const SlotState& s) const {

@@ -120,7 +120,9 @@ TEST(Request, MessagesAndToolsAreChecked) {
     expect_bad(Endpoint::Chat, chat(R"("enable_thinking":"yes")"), "enable_thinking");
     expect_bad(Endpoint::Chat, chat(R"("chat_template_kwargs":{"enable_thinking":1})"), "chat_template_kwargs.enable_thinking");
     expect_bad(Endpoint::Chat, chat(R"("stream":"true")"), "stream");
-    expect_bad(Endpoint::Chat, chat(R"("logprobs":true)"), "logprobs");
+    expect_bad(Endpoint::Chat, chat(R"("logprobs":1)"), "logprobs");
+    expect_bad(Endpoint::Chat, chat(R"("top_logprobs":2)"), "top_logprobs");  // needs logprobs: true
+    expect_bad(Endpoint::Chat, chat(R"("logprobs":true,"top_logprobs":21)"), "top_logprobs");
     expect_bad(Endpoint::Chat, chat(R"("session_id":"../etc")"), "session_id");
     expect_bad(Endpoint::Chat, chat(R"("capsule_id":"a\u0000b")"), "capsule_id");
 }
@@ -140,7 +142,11 @@ TEST(Request, CompletionPrompts) {
     expect_bad(Endpoint::Completion, R"({"prompt":["a",[1]]})", "prompt[1]");
     expect_bad(Endpoint::Completion, R"({"prompt":5})", "prompt");
     expect_bad(Endpoint::Completion, R"({})", "prompt");
-    expect_bad(Endpoint::Completion, R"({"prompt":"x","echo":true})", "echo");
+    expect_bad(Endpoint::Completion, R"({"prompt":"x","echo":1})", "echo");
+    expect_bad(Endpoint::Completion, R"({"prompt":"x","logprobs":6})", "logprobs");
+    ASSERT_TRUE(parse_gen_request(Endpoint::Completion, R"({"prompt":"x","echo":true,"logprobs":0})", limits(), &r, &e));
+    EXPECT_TRUE(r.echo);
+    EXPECT_EQ(r.logprobs, 0);
 }
 
 TEST(Request, InvalidUtf8AndDeepNestingAreBoundedAndRejected) {

@@ -86,9 +86,17 @@ KernelCost sample_argmax_cost(const SampleArgmaxParams& p);
 // Sampling with the cursor's mode, the CPU sampler's algorithm (cpu/sample.cpp) on the family's
 // own params: greedy argmax, or temperature / top-k / top-p with the same counter-based draw.
 // Exact for 0 < top_k <= kSampleMaxTopK; top_k = 0 is served as kSampleMaxTopK (lm_sample_topk.cu).
-// p.work needs sample_work_floats(vocab) floats; p.work_idx is unused.
+// p.work needs sample_work_floats(vocab) floats; p.work_idx is unused. With p.settings the row is
+// processed first (sample_process_launch, into the work area) and min_p applies to the candidates;
+// with p.record the step's raw logprobs are written there (sample_logprobs_launch).
 size_t sample_work_floats(int vocab);
 cudaError_t sample_launch(const SampleParams& p, cudaStream_t stream);
+// The pieces sample_launch runs (lm_sample_process.cu, lm_sample_logprobs.cu), exposed for tests:
+// marks / counts the step's inputs and writes the processed row processed[vocab];
+cudaError_t sample_process_launch(const SampleParams& p, float* processed, cudaStream_t stream);
+// writes *p.record from the raw row and *p.out_token (work: sample_logprob_work_floats).
+size_t sample_logprob_work_floats(int vocab);
+cudaError_t sample_logprobs_launch(const SampleParams& p, float* work, cudaStream_t stream);
 
 // Cursor bookkeeping nodes of a step graph (family CursorParams).
 cudaError_t cursor_launch(const CursorParams& p, cudaStream_t stream);

@@ -101,6 +101,12 @@ __global__ void __launch_bounds__(kK) topk_pick_kernel(SampleParams p, const Can
     if (i < n) w[i] = static_cast<float>(exp(static_cast<double>((cand[i].v - mx) * inv_t)));
     __syncthreads();
     if (i != 0) return;
+    const float min_p = p.settings ? p.settings->min_p : 0.0f;
+    if (min_p > 0.0f) {  // the candidates are ordered: min_p keeps a prefix (the best has weight 1)
+        int keep = 1;
+        while (keep < n && w[keep] >= min_p) ++keep;
+        n = keep;
+    }
     float total = 0.0f;
     for (int j = 0; j < n; ++j) total += w[j];
     int kept = n;
@@ -136,14 +142,36 @@ int tiles(int vocab) { return ceil_div(vocab, kTile); }
 
 }  // namespace
 
-size_t sample_work_floats(int vocab) {
+static cudaError_t sample_core_launch(const SampleParams& p, cudaStream_t stream);
+
+// Work area: [candidate lists, two regions | argmax partials | processed row (vocab) | logprob partials].
+static size_t sampler_core_floats(int vocab) {
     const int t = tiles(vocab);
-    // Two ping-pong regions of candidate lists, plus the argmax partials.
     return static_cast<size_t>(2) * kK * (t + ceil_div(t, kMergeFan)) + 2 * sample_argmax_blocks(vocab);
 }
 
-cudaError_t sample_launch(const SampleParams& p, cudaStream_t stream) {
-    if (!p.logits || !p.work || !p.cursor || !p.out_token || p.vocab <= 0) return cudaErrorInvalidValue;
+size_t sample_work_floats(int vocab) {
+    return sampler_core_floats(vocab) + static_cast<size_t>(vocab) + sample_logprob_work_floats(vocab);
+}
+
+// Processing (settings) -> sampling over the processed row -> logprobs of the raw row (record).
+cudaError_t sample_launch(const SampleParams& raw, cudaStream_t stream) {
+    if (!raw.logits || !raw.work || !raw.cursor || !raw.out_token || raw.vocab <= 0) return cudaErrorInvalidValue;
+    float* processed = raw.work + sampler_core_floats(raw.vocab);
+    float* lp_work = processed + raw.vocab;
+    SampleParams p = raw;
+    cudaError_t err;
+    if (raw.settings) {
+        if ((err = sample_process_launch(raw, processed, stream)) != cudaSuccess) return err;
+        p.logits = processed;
+        p.row_stride = raw.vocab;
+        p.select_last_row = 0;
+    }
+    if ((err = sample_core_launch(p, stream)) != cudaSuccess) return err;
+    return raw.record ? sample_logprobs_launch(raw, lp_work, stream) : cudaSuccess;
+}
+
+static cudaError_t sample_core_launch(const SampleParams& p, cudaStream_t stream) {
     // Greedy: the argmax launches, which write the token only in greedy mode.
     const int t = tiles(p.vocab);
     Cand* region_a = reinterpret_cast<Cand*>(p.work);

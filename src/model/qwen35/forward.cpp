@@ -202,6 +202,8 @@ struct Forward {
         ops::SampleOp sm;
         sm.logits = logits; sm.select_last_row = lm_rows == 1 ? 0 : 1; sm.n_rows = n_rows();
         sm.work = s.sample_work; sm.work_idx = s.sample_idx; sm.cursor = ss.cursor; sm.out_token = s.out_token;
+        sm.settings = ss.sampler; sm.counts = ss.counts; sm.seen = ss.seen; sm.mask = ss.mask;
+        sm.ids = s.ids; sm.count_inputs = step.decode ? 1 : 0; sm.record = s.sample_record;
         FROST_TRY(ops::op_sample(ex, sm, "sample"));
         ops::CursorOpParams adv{ss.cursor, nullptr, kernels::kCursorAdvance};
         return ops::op_cursor(ex, adv, "cursor advance");

@@ -34,12 +34,18 @@ struct ScratchViews {
     ops::Tensor moe_w;        // [R, k] f32 their mixing weights
     ops::Tensor moe_work;     // f32 backend scratch (Backend::moe_work_floats)
     int32_t* out_token = nullptr;  // [1]
+    kernels::SampleRecord* sample_record = nullptr;  // [1] the step's token + logprobs
 };
 
 // One session's state, as views of the buffers the state layout declared.
 struct SessionViews {
     kernels::StepCursor* cursor = nullptr;
     std::vector<ops::Tensor> conv, rec, k_cache, v_cache;  // per layer (empty where the kind is absent)
+    // The sampler's per-request buffers (not state: no capsule holds them; engine.h says why).
+    kernels::SamplerSettings* sampler = nullptr;  // [1]
+    int32_t* counts = nullptr;                    // [vocab]
+    uint32_t* seen = nullptr;                     // [ceil(vocab/32)]
+    uint32_t* mask = nullptr;                     // [ceil(vocab/32)]
 };
 
 // Debug copy-out of a named activation (EngineOptions::trace): called after the op producing it.

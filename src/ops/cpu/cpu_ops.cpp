@@ -332,6 +332,8 @@ frost_status run(const SampleOp& p) {
     s.logits = p.logits.as<const float>(); s.row_stride = p.logits.stride[0]; s.vocab = int32_t(p.logits.shape[1]);
     s.select_last_row = p.select_last_row; s.n_rows = p.n_rows;
     s.work = p.work.as<float>(); s.work_idx = p.work_idx.as<int32_t>(); s.cursor = p.cursor; s.out_token = p.out_token;
+    s.settings = p.settings; s.counts = p.counts; s.seen = p.seen; s.mask = p.mask; s.ids = p.ids;
+    s.count_inputs = p.count_inputs; s.record = p.record;
     return named(K::cpu::sample(s), "sample");
 }
 
@@ -382,7 +384,7 @@ class CpuBackend final : public Backend {
 public:
     CpuBackend() : Backend(FROST_BACKEND_CPU, &cpu_op_table()) {}
     DType act_dtype() const override { return DType::F32; }
-    size_t sample_work_floats(int vocab) const override { return 2 * size_t(vocab); }
+    size_t sample_work_floats(int vocab) const override { return 2 * size_t(vocab); }  // weights | processed row
     size_t sample_idx_ints(int vocab) const override { return size_t(vocab); }
     size_t gdn_work_floats(int, int) const override { return 0; }
     size_t attn_work_floats(int, int, int) const override { return 0; }

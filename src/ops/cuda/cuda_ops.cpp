@@ -460,6 +460,8 @@ frost_status sample(const Exec& ex, const SampleOp& p) {
     s.logits = F(p.logits); s.row_stride = p.logits.stride[0]; s.vocab = int32_t(p.logits.shape[1]);
     s.select_last_row = p.select_last_row; s.n_rows = p.n_rows; s.work = F(p.work); s.work_idx = nullptr;
     s.cursor = p.cursor; s.out_token = p.out_token;
+    s.settings = p.settings; s.counts = p.counts; s.seen = p.seen; s.mask = p.mask; s.ids = p.ids;
+    s.count_inputs = p.count_inputs; s.record = p.record;
     return check(K::sample_launch(s, native(ex)), "sample");
 }
 
