@@ -12,6 +12,18 @@
 
 namespace frost::model::qwen35 {
 
+// Batched decode inputs shared by every session (architecture.md "Batched decode"): the session
+// pointer table (layout.h slot_stride / slot_column) and, per row of a batched step, the member
+// session (-1: padding), its gathered cursor and its sampled token. Capacity kMaxBatch rows.
+constexpr int kMaxBatch = 8;
+struct BatchViews {
+    void* const* table = nullptr;            // [sessions, slot_stride] device pointers
+    int32_t sessions = 0;
+    int32_t* slots = nullptr;                // [kMaxBatch] device, written by the host per step
+    kernels::StepCursor* cursors = nullptr;  // [kMaxBatch] device
+    int32_t* out_tokens = nullptr;           // [kMaxBatch] device
+};
+
 // Activations shared by every session (one stream runs one step at a time). R = C_p rows; each
 // view is [R, width] contiguous in the backend's activation dtype unless noted.
 struct ScratchViews {
@@ -34,6 +46,7 @@ struct ScratchViews {
     ops::Tensor moe_w;        // [R, k] f32 their mixing weights
     ops::Tensor moe_work;     // f32 backend scratch (Backend::moe_work_floats)
     int32_t* out_token = nullptr;  // [1]
+    BatchViews batch;              // batched decode (empty when the engine has none)
 };
 
 // One session's state, as views of the buffers the state layout declared.
@@ -50,6 +63,9 @@ struct StepSpec {
     bool decode = false;      // input from cursor.last_token, recurrent GDN, GEMV forms, PDL
     bool logits_all = false;  // lm_head over every row (eval), else the last row only
     bool rope_inv_freq_bf16 = true;
+    // > 0: a batched decode step of `batch` rows (= rows), row r one token of session
+    // scratch.batch.slots[r]; the SessionViews passed are only the shape template (any session).
+    int batch = 0;
 };
 
 // Enqueues one whole step on ex.stream (normally while it is being captured into a graph).

@@ -143,6 +143,13 @@ private:
 cudaStream_t native(const Exec& ex) { return static_cast<cudaStream_t>(frost_stream_native(ex.stream)); }
 
 // Converts a launcher's refusal into a status naming the op.
+// Batched decode (ops.h BatchSlots) has no CUDA kernels yet: the CUDA engine captures no batched
+// graph and steps the members one by one (model/engine_batch.cpp), so a batched op here is a bug.
+frost_status no_batch(const BatchSlots& b, const char* op) {
+    if (!b.on()) return FROST_OK;
+    return fail(FROST_ERR_UNSUPPORTED, "op_%s (cuda): batched decode (BatchSlots) has no CUDA kernel in this build", op);
+}
+
 frost_status check(cudaError_t e, const char* op) {
     if (e == cudaSuccess) return FROST_OK;
     cudaGetLastError();  // clear the sticky launch error so later captures start clean
@@ -183,6 +190,7 @@ frost_status add_rmsnorm(const Exec& ex, const AddRmsNormOp& p) {
 }
 
 frost_status qk_norm_rope(const Exec& ex, const QkNormRopeOp& p) {
+    FROST_TRY(no_batch(p.batch, "qk_norm_rope"));
     NEED(p.q, DType::BF16, "qk_norm_rope");
     NEED(p.k, DType::BF16, "qk_norm_rope");
     K::QkNormRopeBf16Params q{B(p.q), B(p.k), F(p.q_w), F(p.k_w), p.q.stride[0], p.q.stride[1], p.k.stride[0],
@@ -192,6 +200,7 @@ frost_status qk_norm_rope(const Exec& ex, const QkNormRopeOp& p) {
 }
 
 frost_status conv1d_silu_l2(const Exec& ex, const Conv1dSiluL2Op& p) {
+    FROST_TRY(no_batch(p.batch, "conv1d_silu_l2"));
     NEED(p.x, DType::BF16, "conv1d_silu_l2");
     NEED(p.state, DType::BF16, "conv1d_silu_l2");
     NEED(p.y, DType::BF16, "conv1d_silu_l2");
@@ -234,6 +243,7 @@ frost_status gdn_chunk(const Exec& ex, const GdnChunkOp& p) {
 
 // The recurrence computes beta and g itself from the raw projections: one launch fewer.
 frost_status gdn_step(const Exec& ex, const GdnStepOp& p) {
+    FROST_TRY(no_batch(p.batch, "gdn_step"));
     NEED_QKVO(p, "gdn_step");
     NEED(p.a, DType::BF16, "gdn_step");
     NEED(p.b, DType::BF16, "gdn_step");
@@ -258,6 +268,7 @@ frost_status gated_rmsnorm(const Exec& ex, const GatedRmsNormOp& p) {
 }
 
 frost_status kv_append(const Exec& ex, const KvAppendOp& p) {
+    FROST_TRY(no_batch(p.batch, "kv_append"));
     NEED(p.k, DType::BF16, "kv_append");
     NEED(p.v, DType::BF16, "kv_append");
     NEED(p.k_cache, DType::BF16, "kv_append");
@@ -287,6 +298,7 @@ frost_status attention_prefill(const Exec& ex, const AttentionOp& p) {
 }
 
 frost_status attention_decode(const Exec& ex, const AttentionOp& p) {
+    FROST_TRY(no_batch(p.batch, "attention_decode"));
     K::AttentionBf16Params a{};
     FROST_TRY(attention_params(p, "attention_decode", &a));
     return check(K::attn_decode_launch(a, native(ex)), "attention_decode");
@@ -401,6 +413,7 @@ frost_status sample(const Exec& ex, const SampleOp& p) {
 }
 
 frost_status cursor(const Exec& ex, const CursorOpParams& p) {
+    FROST_TRY(no_batch(p.batch, "cursor"));
     K::CursorParams c{p.cursor, p.ids, p.op};
     return check(K::cursor_launch(c, native(ex)), "cursor");
 }
