@@ -72,6 +72,24 @@ frost_status ModelEngine::decode(int slot, int32_t* next) {
     return host_on_[size_t(slot)] ? choose_on_host(slot, next) : FROST_OK;
 }
 
+frost_status ModelEngine::decode_batch(const int* slots, int n, int32_t* next) {
+    std::vector<int> device;
+    std::vector<int> rows;  // index into slots / next of each device-sampled member
+    for (int i = 0; i < n; ++i) {
+        if (host_on_[size_t(slots[i])]) {
+            FROST_TRY(decode(slots[i], next + i));
+        } else {
+            device.push_back(slots[i]);
+            rows.push_back(i);
+        }
+    }
+    if (device.empty()) return FROST_OK;
+    std::vector<int32_t> out(device.size(), -1);
+    FROST_TRY(engine_.decode_batch(device.data(), int(device.size()), out.data()));
+    for (size_t i = 0; i < device.size(); ++i) next[rows[i]] = out[i];
+    return FROST_OK;
+}
+
 bool ModelEngine::snapshot_possible(size_t from, size_t to) const {
     const size_t aligned = to / size_t(model::kCapsuleAlignment) * size_t(model::kCapsuleAlignment);
     return capsules_ != nullptr && aligned > 0 && aligned >= from;

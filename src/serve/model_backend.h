@@ -29,6 +29,9 @@ public:
     frost_status set_sampling(int slot, const Sampling& s) override;
     frost_status prefill(int slot, const int32_t* ids, size_t n, int32_t* next) override;
     frost_status decode(int slot, int32_t* next) override;
+    // One batched engine step for the slots sampled on the device; slots with host-side
+    // sampling (penalties, min_p, logit_bias: they read their step's logits row) decode alone.
+    frost_status decode_batch(const int* slots, int n, int32_t* next) override;
 
     bool capsules_supported() const override { return capsules_ != nullptr; }
     bool snapshot_possible(size_t from, size_t to) const override;
