@@ -12,10 +12,18 @@
 
 #include "model/capsule.h"
 #include "model/engine.h"
+#include "model/batch_test_util.h"
 #include "model/engine_test_util.h"
 
 namespace frost::model {
 namespace {
+
+using batch_test::Plan;
+using batch_test::Result;
+using batch_test::batched;
+using batch_test::random_plans;
+using batch_test::solo;
+using batch_test::state_bytes;
 
 constexpr int kMaxSeq = 256;
 
@@ -28,104 +36,6 @@ std::unique_ptr<Engine> make(const std::string& fixture, int sessions) {
     EXPECT_EQ(Engine::create(test::fixture_dir(fixture), o, &e), FROST_OK)
         << "fixture " << fixture << ": " << frost_last_error();
     return e;
-}
-
-// The session's state: every state buffer's valid bytes, and the cursor without n_tokens (a
-// prefill writes the chunk's count there, a batched step leaves 1; neither is state).
-std::vector<uint8_t> state_bytes(const Engine& e, int s) {
-    std::vector<uint8_t> out;
-    for (const auto& b : e.state_buffers(s)) {
-        const uint8_t* p = static_cast<const uint8_t*>(frost_buffer_ptr(b.buf));
-        if (b.role == BufferRole::Cursor) {
-            kernels::StepCursor c;
-            std::memcpy(&c, p, sizeof c);
-            c.n_tokens = 0;
-            c.steps = 0;  // graph steps differ: a prefill of n tokens is fewer steps than n feeds
-            const uint8_t* q = reinterpret_cast<const uint8_t*>(&c);
-            out.insert(out.end(), q, q + sizeof c);
-            continue;
-        }
-        const size_t n = b.valid_bytes(e.position(s));
-        out.insert(out.end(), p, p + n);
-    }
-    return out;
-}
-
-struct Plan {
-    std::vector<int32_t> prompt;
-    int tokens = 0;  // generated tokens (the prefill's first one included)
-    int join = 0;    // batched step before which the session is prefilled
-    SamplingConfig sampling;
-};
-
-struct Result {
-    std::vector<int32_t> tokens;
-    std::vector<uint8_t> state;
-};
-
-Result solo(Engine& e, const Plan& p) {
-    Result r;
-    EXPECT_EQ(e.reset(0, p.sampling), FROST_OK) << frost_last_error();
-    int32_t next = -1;
-    EXPECT_EQ(e.prefill(0, p.prompt.data(), p.prompt.size(), &next), FROST_OK) << frost_last_error();
-    r.tokens.push_back(next);
-    while (int(r.tokens.size()) < p.tokens) {
-        EXPECT_EQ(e.decode(0, &next), FROST_OK) << frost_last_error();
-        r.tokens.push_back(next);
-    }
-    r.state = state_bytes(e, 0);
-    return r;
-}
-
-// Runs every plan on the batch engine: before step t the sessions joining at t are prefilled
-// (their first token), then one decode_batch advances every session that has joined and still
-// owes tokens. Returns per session its tokens and final state; *sizes collects the B of each step.
-std::vector<Result> batched(Engine& e, const std::vector<Plan>& plans, std::vector<int>* sizes) {
-    const int S = int(plans.size());
-    std::vector<Result> out(static_cast<size_t>(S));
-    std::vector<char> joined(static_cast<size_t>(S), 0);
-    for (int t = 0;; ++t) {
-        for (int s = 0; s < S; ++s) {
-            if (joined[size_t(s)] || plans[size_t(s)].join != t) continue;
-            EXPECT_EQ(e.reset(s, plans[size_t(s)].sampling), FROST_OK) << frost_last_error();
-            int32_t next = -1;
-            EXPECT_EQ(e.prefill(s, plans[size_t(s)].prompt.data(), plans[size_t(s)].prompt.size(), &next), FROST_OK)
-                << frost_last_error();
-            out[size_t(s)].tokens.push_back(next);
-            joined[size_t(s)] = 1;
-        }
-        std::vector<int> members;
-        for (int s = 0; s < S; ++s)
-            if (joined[size_t(s)] && int(out[size_t(s)].tokens.size()) < plans[size_t(s)].tokens) members.push_back(s);
-        const bool pending = std::any_of(plans.begin(), plans.end(), [&](const Plan& p) { return p.join > t; });
-        if (members.empty() && !pending) break;
-        if (members.empty()) continue;
-        std::shuffle(members.begin(), members.end(), std::mt19937(unsigned(t)));  // row order is not session order
-        std::vector<int32_t> next(members.size(), -1);
-        EXPECT_EQ(e.decode_batch(members.data(), int(members.size()), next.data()), FROST_OK) << frost_last_error();
-        for (size_t i = 0; i < members.size(); ++i) out[size_t(members[i])].tokens.push_back(next[i]);
-        if (sizes) sizes->push_back(int(members.size()));
-    }
-    for (int s = 0; s < S; ++s) out[size_t(s)].state = state_bytes(e, s);
-    return out;
-}
-
-std::vector<Plan> random_plans(std::mt19937& rng, int S, int vocab, bool sampled, bool staggered) {
-    std::vector<Plan> plans(static_cast<size_t>(S));
-    for (int s = 0; s < S; ++s) {
-        Plan& p = plans[size_t(s)];
-        p.prompt.resize(size_t(std::uniform_int_distribution<int>(3, 90)(rng)));
-        for (auto& id : p.prompt) id = std::uniform_int_distribution<int>(0, vocab - 1)(rng);
-        p.tokens = std::uniform_int_distribution<int>(staggered ? 2 : 12, 16)(rng);
-        p.join = staggered ? std::uniform_int_distribution<int>(0, 8)(rng) : 0;
-        if (sampled) {
-            p.sampling.temperature = 0.9f;
-            p.sampling.top_k = s % 2 ? 40 : 0;
-            p.sampling.top_p = s % 3 ? 0.95f : 1.0f;
-            p.sampling.seed = rng();
-        }
-    }
-    return plans;
 }
 
 void check_against_solo(const std::string& fixture, int S, bool sampled, bool staggered, unsigned seed) {
