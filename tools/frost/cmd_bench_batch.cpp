@@ -26,17 +26,26 @@ using json = nlohmann::ordered_json;
 
 constexpr const char* kUsage =
     "usage: frost bench batch [--model DIR | --preset NAME] [--backend cpu|cuda] [--sizes 1,2,4,8]\n"
-    "         [--context N] [--steps N] [--out-dir DIR] [--json]\n"
+    "         [--context N] [--steps N] [--admit N] [--admit-step S] [--out-dir DIR] [--json]\n"
     "  B sessions at --context tokens (default 256) each decode --steps steps (default 32) together\n"
     "  (Engine::decode_batch) per size B: per-stream ms/token, aggregate tokens/s, ratios to B=1 and\n"
     "  the bytes floor of one batched step at the copy ceiling. Without --model a synthetic\n"
-    "  checkpoint of --preset (default tiny) is written under --out-dir (default ./engine-bench).";
+    "  checkpoint of --preset (default tiny) is written under --out-dir (default ./engine-bench).\n"
+    "  --admit N: 3 streams decode together while an N-token prompt is prefilled beside them in\n"
+    "  --admit-step chunks (default 256), one chunk between two of their steps (the server's round):\n"
+    "  their inter-token latency p50 / p99 unloaded and while it is admitted.";
 
 constexpr int kCeilingBytesCpu = 16 << 20;
 constexpr int kCeilingBytesCuda = 256 << 20;
 constexpr int kSeqSlack = 64;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+#define FROST_TRY_CLI(expr)                   \
+    do {                                      \
+        const frost_status s_ = (expr);       \
+        if (s_ != FROST_OK) return s_;        \
+    } while (0)
 
 int fail_msg(const char* what) {
     std::fprintf(stderr, "frost bench batch: %s: %s\n", what, frost_last_error());
@@ -80,10 +89,53 @@ double copy_ceiling(fm::Engine& e, size_t bytes) {
     return gbps;
 }
 
+constexpr int kAdmitStreams = 3;
+
+double percentile(std::vector<double> v, double q) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v[std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5))];
+}
+
+struct Latency {
+    double p50[2] = {0, 0}, p99[2] = {0, 0};  // [0] unloaded, [1] while the prompt is admitted
+};
+
+// Streams 1..3 (forked from session 0's context) decode together; first `steps` steps alone, then
+// one prefill chunk of the new prompt (session 4) before each of their steps until it is in, as
+// the server's round does. Inter-token latency = the time between two of their steps' tokens.
+frost_status admission_latency(fm::Engine& e, const std::vector<int32_t>& prompt, int chunk, int steps, Latency* out) {
+    const int streams[kAdmitStreams] = {1, 2, 3};
+    const int newcomer = kAdmitStreams + 1;
+    for (int s : streams) FROST_TRY_CLI(e.fork(0, s));
+    FROST_TRY_CLI(e.reset(newcomer));
+    int32_t next[kAdmitStreams];
+    FROST_TRY_CLI(e.decode_batch(streams, kAdmitStreams, next));  // warm-up
+    std::vector<double> alone, admitting;
+    for (int i = 0; i < steps; ++i) {
+        const auto t0 = Clock::now();
+        FROST_TRY_CLI(e.decode_batch(streams, kAdmitStreams, next));
+        alone.push_back(ms_since(t0));
+    }
+    for (size_t done = 0; done < prompt.size();) {
+        const auto t0 = Clock::now();
+        const size_t take = std::min(prompt.size() - done, size_t(chunk));
+        FROST_TRY_CLI(e.prefill(newcomer, prompt.data() + done, take, nullptr));
+        done += take;
+        FROST_TRY_CLI(e.decode_batch(streams, kAdmitStreams, next));
+        admitting.push_back(ms_since(t0));
+    }
+    out->p50[0] = percentile(alone, 0.5);
+    out->p99[0] = percentile(alone, 0.99);
+    out->p50[1] = percentile(admitting, 0.5);
+    out->p99[1] = percentile(admitting, 0.99);
+    return FROST_OK;
+}
+
 int run(const std::vector<std::string>& args) {
     std::string model, preset = "tiny", backend = "cpu", out_dir = "engine-bench";
     std::vector<int> sizes{1, 2, 4, 8};
-    int context = 256, steps = 32;
+    int context = 256, steps = 32, admit = 0, admit_step = 256;
     bool as_json = false;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& k = args[i];
@@ -108,6 +160,8 @@ int run(const std::vector<std::string>& args) {
         else if (k == "--sizes") ok = parse_ints(v, &sizes);
         else if (k == "--context") ok = (context = std::atoi(v.c_str())) > 0;
         else if (k == "--steps") ok = (steps = std::atoi(v.c_str())) > 0;
+        else if (k == "--admit") ok = (admit = std::atoi(v.c_str())) > 0;
+        else if (k == "--admit-step") ok = (admit_step = std::atoi(v.c_str())) > 0;
         else ok = false;
         if (!ok) {
             std::fprintf(stderr, "frost bench batch: bad option %s %s\n%s\n", k.c_str(), v.c_str(), kUsage);
@@ -135,8 +189,9 @@ int run(const std::vector<std::string>& args) {
             return fail_msg("synthesising the model");
     }
     const int max_b = *std::max_element(sizes.begin(), sizes.end());
-    eo.sessions = max_b + 1;  // session 0 holds the prefilled context the members fork from
-    eo.max_seq_len = context + steps + kSeqSlack;
+    eo.sessions = std::max(max_b, kAdmitStreams + 1) + 1;  // session 0: the context the members fork from
+    eo.max_seq_len = std::max(context + steps, admit) + kSeqSlack;
+    if (admit > 0) eo.max_seq_len = std::max(eo.max_seq_len, context + admit / admit_step + 2 * steps + kSeqSlack);
     std::unique_ptr<fm::Engine> e;
     if (fm::Engine::create(model, eo, &e) != FROST_OK) return fail_msg("loading the model");
     const bool cuda = eo.backend == FROST_BACKEND_CUDA;
@@ -183,8 +238,19 @@ int run(const std::vector<std::string>& args) {
         r["batched_graph"] = B == 1 || !e->batch_sizes().empty();
         rows.push_back(r);
     }
+    json admission;
+    if (admit > 0) {
+        std::vector<int32_t> long_prompt(static_cast<size_t>(admit));
+        for (auto& id : long_prompt) id = int32_t(rng() % uint64_t(e->config().vocab_size));
+        Latency lat;
+        if (admission_latency(*e, long_prompt, admit_step, steps, &lat) != FROST_OK) return fail_msg("admission run");
+        admission = {{"prompt_tokens", admit}, {"chunk", admit_step}, {"streams", kAdmitStreams},
+                     {"unloaded_p50_ms", lat.p50[0]}, {"unloaded_p99_ms", lat.p99[0]},
+                     {"admitting_p50_ms", lat.p50[1]}, {"admitting_p99_ms", lat.p99[1]},
+                     {"p99_ratio", lat.p99[0] > 0 ? lat.p99[1] / lat.p99[0] : 0.0}};
+    }
     const json out = {{"bench", "batch"}, {"model", model}, {"backend", backend}, {"context", context},
-                      {"steps", steps}, {"ceiling_copy_GBps", ceiling}, {"rows", rows}};
+                      {"steps", steps}, {"ceiling_copy_GBps", ceiling}, {"rows", rows}, {"admission", admission}};
     FILE* tbl = as_json ? stderr : stdout;
     std::fprintf(tbl, "frost bench batch: %s (%s), context %d, %d steps, copy ceiling %.1f GB/s%s\n", model.c_str(),
                  backend.c_str(), context, steps, ceiling,
@@ -197,6 +263,12 @@ int run(const std::vector<std::string>& args) {
                      r["aggregate_vs_b1"].get<double>(), r["per_stream_vs_b1"].get<double>(),
                      r["floor_bytes"].get<double>() / 1e6, r["floor_ms"].get<double>(),
                      r["step_over_floor"].get<double>());
+    if (admit > 0)
+        std::fprintf(tbl, "admission of %d tokens in %d-token chunks beside %d streams: inter-token p50 %.3f -> %.3f ms, "
+                          "p99 %.3f -> %.3f ms (p99 x%.2f)\n",
+                     admit, admit_step, kAdmitStreams, admission["unloaded_p50_ms"].get<double>(),
+                     admission["admitting_p50_ms"].get<double>(), admission["unloaded_p99_ms"].get<double>(),
+                     admission["admitting_p99_ms"].get<double>(), admission["p99_ratio"].get<double>());
     if (as_json) std::printf("%s\n", out.dump(2).c_str());
     return 0;
 }
