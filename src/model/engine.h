@@ -39,6 +39,10 @@ struct EngineOptions {
     // decode, dequantized tile + bf16 GEMM for prefill); false dequantizes them to bf16 at load.
     // The CPU engine (the fp32 oracle) always dequantizes.
     bool keep_quantized = true;
+    // CUDA batched decode kernels (engine_batch.cpp): captured per batch size when set, for dense
+    // bf16 models (MoE and kept-quantized weights step their members one by one). Off by default
+    // until the GPU parity test (tests/model/test_cuda_engine_batch.cpp) has passed on a GPU.
+    bool cuda_batched_decode = false;
 };
 
 // How to load weights for an engine of these options (Engine::create uses it; callers that load

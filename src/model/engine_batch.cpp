@@ -76,11 +76,15 @@ frost_status Engine::record_batch(int B, const ops::OpObserver* observer, frost_
     return qwen35::record_step(ex, cfg_, weights_, scratch_, sessions_[0], step, nullptr);
 }
 
-// One graph, one variant per batch size, captured at load. The CUDA op table has no batched
-// kernels yet: nothing is captured there and decode_batch steps the members one by one.
+// One graph, one variant per batch size, captured at load. CUDA only with
+// EngineOptions::cuda_batched_decode and a dense bf16 model: its MoE decode and quantized GEMV
+// kernels take one row, so such models step their members one by one (same results).
 frost_status Engine::capture_batch() {
     batch_sizes_.clear();
-    if (backend_->kind() != FROST_BACKEND_CPU || sessions() < 2) return FROST_OK;
+    if (sessions() < 2) return FROST_OK;
+    if (backend_->kind() == FROST_BACKEND_CUDA &&
+        (!opts_.cuda_batched_decode || cfg_.is_moe() || weights_.quantized_matrices > 0))
+        return FROST_OK;
     FROST_TRY(frost_graph_create(ctx_, "batch.decode", 0, &batch_graph_));
     struct Job {
         Engine* e;

@@ -1,9 +1,10 @@
 // Batched decode on the CUDA engine (issue 16): every session's tokens and final state under
 // Engine::decode_batch (members joining and leaving, greedy and seeded, B up to 8 and odd B)
 // equal its solo run on a one-session CUDA engine, bit for bit, on the dense and MoE tiny-gpu
-// synthetic models; no batched step recaptures. Today the CUDA engine steps the members one by
-// one (no batched kernels yet: Engine::batch_sizes() is empty there), so this pins the contract a
-// batched CUDA graph must keep. Skipped without a CUDA device (CI); the GPU machine runs it.
+// synthetic models; no batched step recaptures. Run twice: with EngineOptions::cuda_batched_decode
+// (the batched kernels: one captured graph per B, the multi-row GEMV; dense only, MoE steps its
+// members one by one) and without it (members one by one). Skipped without a CUDA device (CI);
+// the GPU machine runs it.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -37,8 +38,9 @@ std::string synth_dir(const std::string& preset) {
     return o.out_dir;
 }
 
-std::unique_ptr<Engine> make(const std::string& dir, int sessions) {
+std::unique_ptr<Engine> make(const std::string& dir, int sessions, bool kernels = false) {
     EngineOptions o;
+    o.cuda_batched_decode = kernels;
     o.backend = FROST_BACKEND_CUDA;
     o.max_seq_len = 256;
     o.prefill_chunk = 64;
@@ -48,14 +50,17 @@ std::unique_ptr<Engine> make(const std::string& dir, int sessions) {
     return e;
 }
 
-void check(const std::string& preset, int S, bool sampled, bool staggered) {
+void check(const std::string& preset, int S, bool sampled, bool staggered, bool kernels) {
     const unsigned seed = std::random_device{}();
-    SCOPED_TRACE(preset + " S=" + std::to_string(S) + (sampled ? " sampled" : " greedy") + " seed=" +
-                 std::to_string(seed));
+    SCOPED_TRACE(preset + " S=" + std::to_string(S) + (sampled ? " sampled" : " greedy") +
+                 (kernels ? " batched kernels" : " one by one") + " seed=" + std::to_string(seed));
     const std::string dir = synth_dir(preset);
     auto one = make(dir, 1);
-    auto many = make(dir, S);
+    auto many = make(dir, S, kernels);
     ASSERT_TRUE(one && many);
+    if (kernels && preset.find("moe") == std::string::npos) {
+        EXPECT_FALSE(many->batch_sizes().empty()) << "cuda_batched_decode captured no batched graph";
+    }
     std::mt19937 rng(seed);
     const auto plans = batch_test::random_plans(rng, S, many->config().vocab_size, sampled, staggered);
     const uint64_t captures = many->capture_count();
@@ -71,15 +76,17 @@ void check(const std::string& preset, int S, bool sampled, bool staggered) {
 
 TEST(CudaEngineBatch, DenseMatchesSolo) {
     SKIP_WITHOUT_CUDA();
-    check("tiny-gpu", 8, false, false);
-    check("tiny-gpu", 5, true, true);
-    check("tiny-gpu", 3, true, false);
+    for (bool kernels : {true, false}) {
+        check("tiny-gpu", 8, false, false, kernels);
+        check("tiny-gpu", 5, true, true, kernels);
+        check("tiny-gpu", 3, true, false, kernels);
+    }
 }
 
 TEST(CudaEngineBatch, MoeMatchesSolo) {
     SKIP_WITHOUT_CUDA();
-    check("moe-tiny-gpu", 4, false, true);
-    check("moe-tiny-gpu", 6, true, false);
+    check("moe-tiny-gpu", 4, false, true, true);
+    check("moe-tiny-gpu", 6, true, false, false);
 }
 
 }  // namespace
