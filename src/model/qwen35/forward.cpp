@@ -5,7 +5,10 @@
 // forward picks the fused op both backends implement: decode runs the GDN step with its gate
 // fused, the gate_up GEMV with SwiGLU in its epilogue and attention_decode; prefill runs the gate
 // + chunked GDN, GEMM + swiglu and attention_prefill. `pdl` marks the launches a decode graph
-// chains with programmatic dependent launch (a hint the CPU ignores).
+// chains with programmatic dependent launch (a hint the CPU ignores). A batched decode step
+// (StepSpec::batch) is this same sequence over B rows, one token of one live session each: the
+// per-session ops read their member's state through the session pointer table and its gathered
+// cursor (ops.h BatchSlots), the sample op runs once per member.
 #include "model/qwen35/forward.h"
 
 #include <cmath>
