@@ -65,6 +65,9 @@ Engine::~Engine() {
     if (stream_) frost_stream_sync(stream_);
     for (frost_graph* g : graphs_) frost_graph_destroy(g);
     graphs_.clear();
+    if (batch_graph_) frost_graph_destroy(batch_graph_);
+    batch_graph_ = nullptr;
+    batch_bufs_.reset();
     session_bufs_.clear();
     sampler_bufs_.clear();
     scratch_bufs_.reset();
@@ -146,6 +149,8 @@ frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
     FROST_TRY(frost_stream_sync(stream_));
     const auto t_capture = Clock::now();
     for (int i = 0; i < opts.sessions; ++i) FROST_TRY(capture_session(i));
+    FROST_TRY(alloc_batch());
+    FROST_TRY(capture_batch());
     info_.capture_ms = ms_since(t_capture);
     for (int i = 0; i < opts.sessions; ++i) FROST_TRY(reset(i));
     FROST_TRY(alloc_prompt_staging());
@@ -180,7 +185,8 @@ frost_status Engine::alloc_scratch() {
     const qwen35::Dims d = qwen35::dims_of(cfg_, prec_);
     const size_t R = opts_.prefill_chunk, H = cfg_.hidden_size, V = cfg_.vocab_size;
     const size_t Hv = std::max(1, cfg_.lin_num_v_heads);
-    const size_t logit_rows = opts_.logits_all ? R : 1;
+    // One logits row per member of a batched decode step (qwen35::kMaxBatch <= 64 <= R).
+    const size_t logit_rows = opts_.logits_all ? R : size_t(qwen35::kMaxBatch);
     const ops::DType act = prec_.act, f32 = ops::DType::F32, i32 = ops::DType::I32;
     frost_buffer* last = nullptr;
     // A view of `count` elements (none when count is 0 and `optional`).
@@ -854,6 +860,7 @@ CudaEngineInfo Engine::info() const {
     CudaEngineInfo i = info_;
     i.graphs = 0;
     for (frost_graph* g : graphs_) i.graphs += frost_graph_variant_count(g);
+    if (batch_graph_) i.graphs += frost_graph_variant_count(batch_graph_);
     i.captures = capture_count();
     i.gemm_plans = backend_ ? backend_->gemm_plans() : 0;
     return i;
@@ -867,6 +874,7 @@ CudaEngineInfo cuda_engine_info(const Engine& e) {
 uint64_t Engine::capture_count() const {
     uint64_t n = 0;
     for (frost_graph* g : graphs_) n += frost_graph_capture_count(g);
+    if (batch_graph_) n += frost_graph_capture_count(batch_graph_);
     return n;
 }
 

@@ -47,6 +47,10 @@ struct EngineOptions {
     // CPU oracle). Decode GEMVs keep bf16 activations either way. No effect on the CPU engine
     // (its weights are dequantized fp32).
     bool fp8_w8a8_prefill = false;
+    // CUDA batched decode kernels (engine_batch.cpp): captured per batch size when set, for dense
+    // bf16 models (MoE and kept-quantized weights step their members one by one). Off by default
+    // until the GPU parity test (tests/model/test_cuda_engine_batch.cpp) has passed on a GPU.
+    bool cuda_batched_decode = false;
 };
 
 // How to load weights for an engine of these options (Engine::create uses it; callers that load
@@ -109,6 +113,20 @@ public:
     // One decode step: consumes the cursor's last token (the last sampled one), writes the next
     // sampled token to *next.
     frost_status decode(int session, int32_t* next);
+    // Batched decode (engine_batch.cpp, architecture.md "Batched decode"): advances the B live
+    // sessions sessions[0..B) (distinct) by one token each, as decode() does for each alone, in
+    // ONE step of the forward: next[i] is sessions[i]'s sampled token. Each member's tokens, state
+    // and cursor are bit-identical to its solo decode. CPU: one captured graph per batch size in
+    // batch_sizes() (membership is data: a slot vector in an input buffer, no recapture); a B
+    // between sizes runs at the next size up with padding rows; B > kMaxBatch runs in groups.
+    // CUDA (no batched kernels yet) and B == 1: the members step one by one through decode().
+    // After a batched step last_logits() does not name a member's row (host-side sampling must
+    // decode alone).
+    frost_status decode_batch(const int* sessions, int B, int32_t* next);
+    // Batch sizes with a captured batched decode graph (empty: members step one by one).
+    const std::vector<int>& batch_sizes() const { return batch_sizes_; }
+    // Bytes and FLOPs of one batched step of B rows (a captured size), every member at `pos`.
+    frost_status batch_step_cost(int B, int64_t pos, ops::OpCost* out);
     // Feeds a given token through the decode graph (token-by-token prefill), sampling *next.
     frost_status feed(int session, int32_t token, int32_t* next);
 
@@ -179,6 +197,13 @@ private:
     frost_status alloc_prompt_staging();
     frost_status check_session(int session) const;
     frost_status write_cursor_field(int session, size_t offset, const void* src, size_t bytes);
+    // Batched decode (engine_batch.cpp): the session pointer table and batch inputs, the graph of
+    // every batch size, and one step of `B` rows.
+    frost_status alloc_batch();
+    frost_status capture_batch();
+    frost_status record_batch(int B, const ops::OpObserver* observer, frost_stream* st, bool dry_run,
+                              int64_t context);
+    frost_status run_batch(const int* sessions, int n, int32_t* next);
 
     ModelConfig cfg_;
     EngineOptions opts_;
@@ -221,9 +246,18 @@ private:
     frost_buffer* logits_buf_ = nullptr;
     int last_rows_ = 0;                  // rows of the last step (trace read-back)
     CudaEngineInfo info_;                // load figures (weights_ms, capture_ms, bytes)
+    std::unique_ptr<BufferList> batch_bufs_;  // batched decode: table + step inputs (not per session)
+    frost_graph* batch_graph_ = nullptr;  // batched decode: one variant per size in batch_sizes_
+    std::vector<int> batch_sizes_;
+    frost_buffer* batch_table_buf_ = nullptr;  // [sessions, slot_stride] pointers
+    frost_buffer* batch_slots_buf_ = nullptr;  // [kMaxBatch] i32 member sessions of the step
+    frost_buffer* batch_out_buf_ = nullptr;    // [kMaxBatch] i32 sampled tokens
+    frost_buffer* batch_staging_ = nullptr;    // host-pinned [slots | tokens], 2 * kMaxBatch i32
 };
 
 // ShapeKey of a step graph: phase (prefill/decode) and rows of the bucket.
 frost_shape_key step_key(bool decode, int rows);
+// ShapeKey of a batched decode graph of B rows.
+frost_shape_key batch_key(int B);
 
 }  // namespace frost::model

@@ -29,8 +29,9 @@ OpCost cost_of(const QkNormRopeOp& p) {
 
 OpCost cost_of(const Conv1dSiluL2Op& p) {
     const double C = p.x.shape[1], K = p.w.shape[1], n = double(p.rows.max) * C;
+    const double states = p.batch.on() ? p.batch.B : 1;  // batched: one state per member
     return {n * (2 * K + 4) + 3.0 * p.rows.max * p.l2_dim * p.l2_heads,
-            n * (B(p.x) + B(p.y)) + C * K * 4 + 2 * C * (K - 1) * B(p.state)};
+            n * (B(p.x) + B(p.y)) + C * K * 4 + states * 2 * C * (K - 1) * B(p.state)};
 }
 
 OpCost cost_of(const GdnGateOp& p) {
@@ -39,16 +40,19 @@ OpCost cost_of(const GdnGateOp& p) {
 }
 
 // State read + written once per launch, q/k/v/o once per row, beta/g (fp32) once per row.
-static OpCost gdn_cost(const Tensor& q, const Tensor& v, const Tensor& state, int rows, int chunk) {
+static OpCost gdn_cost(const Tensor& q, const Tensor& v, const Tensor& state, int rows, int chunk,
+                       int states = 1) {
     const double Hk = q.shape[1], dk = q.shape[2], Hv = v.shape[1], dv = v.shape[2];
     const double kv = dk * dv;
     const double per_token = chunk > 0 ? 8 * kv + 2.0 * chunk * (dk + dv) : 8 * kv;
     return {double(rows) * Hv * per_token,
-            2 * B(state) * Hv * kv + double(rows) * B(q) * (2 * Hk * dk + 2 * Hv * dv) + double(rows) * Hv * 8};
+            2 * B(state) * states * Hv * kv + double(rows) * B(q) * (2 * Hk * dk + 2 * Hv * dv) + double(rows) * Hv * 8};
 }
 
 OpCost cost_of(const GdnChunkOp& p) { return gdn_cost(p.q, p.v, p.state, p.max_rows, p.chunk); }
-OpCost cost_of(const GdnStepOp& p) { return gdn_cost(p.q, p.v, p.state, p.max_rows, 0); }
+OpCost cost_of(const GdnStepOp& p) {
+    return gdn_cost(p.q, p.v, p.state, p.max_rows, 0, p.batch.on() ? p.batch.B : 1);
+}
 
 OpCost cost_of(const GatedRmsNormOp& p) {
     const double n = double(p.rows.max) * p.heads * p.dim;
@@ -63,7 +67,9 @@ OpCost cost_of(const KvAppendOp& p) {
 OpCost cost_of(const AttentionOp& p, int64_t context) {
     const double rows = p.max_rows, ctx = double(context), Hq = p.q.shape[1], d = p.q.shape[2];
     const double Hkv = p.k_cache.shape[1];
-    return {4.0 * rows * ctx * Hq * d, 2 * B(p.k_cache) * ctx * Hkv * d + rows * Hq * d * (2 * B(p.q) + B(p.o))};
+    const double caches = p.batch.on() ? p.batch.B : 1;  // batched: each member reads its own cache
+    return {4.0 * rows * ctx * Hq * d,
+            2 * B(p.k_cache) * caches * ctx * Hkv * d + rows * Hq * d * (2 * B(p.q) + B(p.o))};
 }
 
 OpCost cost_of(const GemmOp& p) {
@@ -86,7 +92,9 @@ OpCost cost_of(const SampleOp& p) {
     return {2 * v, p.settings ? 16 * v : 4 * v};
 }
 
-OpCost cost_of(const CursorOpParams&) { return {0, sizeof(StepCursor)}; }
+OpCost cost_of(const CursorOpParams& p) {
+    return {0, double(sizeof(StepCursor)) * (p.batch.on() ? 2 * p.batch.B : 1)};
+}
 
 OpCost cost_of(const MoeOp& p) {
     // Per row: router E.H MACs, k routed experts of 3.I.H, the shared expert 3.Is.H and its gate H.

@@ -64,6 +64,14 @@ bool valid_gdn_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
            k.stride[0] == v.stride[0] && state.shape[0] == v.shape[1];
 }
 
+// A batched launch names a table column inside the stride and has one row per member
+// (`rows` = the launch's row capacity; the KV ops read column + 1 too: `span` columns).
+bool valid_batch(const BatchSlots& b, int32_t rows, int32_t span = 1) {
+    if (!b.on()) return true;
+    return b.table && b.cursors && b.B > 0 && b.B == rows && b.sessions > 0 && b.column >= 0 &&
+           b.column + span <= b.stride;
+}
+
 }  // namespace
 
 frost_status op_embed(const Exec& ex, const EmbedOp& p, const char* label) {
@@ -83,6 +91,7 @@ frost_status op_qk_norm_rope(const Exec& ex, const QkNormRopeOp& p, const char* 
     OP_REQUIRE(p.q.shape[2] == p.k.shape[2] && p.rotary_dim > 0 && p.rotary_dim % 2 == 0 &&
                    p.rotary_dim <= p.q.shape[2] && p.max_rows > 0 && p.eps > 0,
                "qk_norm_rope");
+    OP_REQUIRE(valid_batch(p.batch, p.max_rows), "qk_norm_rope");
     OP_ENTRY(QkNormRope, qk_norm_rope);
 }
 
@@ -91,6 +100,7 @@ frost_status op_conv1d_silu_l2(const Exec& ex, const Conv1dSiluL2Op& p, const ch
     OP_REQUIRE(p.w.rank == 2 && p.w.shape[1] >= 2 && p.w.shape[1] <= 8 && p.x.shape[1] == p.w.shape[0],
                "conv1d_silu_l2");
     OP_REQUIRE(p.l2_dim >= 0 && int64_t(p.l2_dim) * p.l2_heads <= p.w.shape[0], "conv1d_silu_l2");
+    OP_REQUIRE(valid_batch(p.batch, p.rows.max) && (!p.batch.on() || !p.rows.n), "conv1d_silu_l2");
     OP_ENTRY(Conv1dSiluL2, conv1d_silu_l2);
 }
 
@@ -109,6 +119,7 @@ frost_status op_gdn_chunk(const Exec& ex, const GdnChunkOp& p, const char* label
 frost_status op_gdn_step(const Exec& ex, const GdnStepOp& p, const char* label) {
     OP_REQUIRE(valid_gdn_qkv(p.q, p.k, p.v, p.state, p.o) && p.cursor && p.max_rows > 0, "gdn_step");
     OP_REQUIRE(has(p.a) && has(p.b) && f32(p.A_log) && f32(p.dt_bias) && f32(p.beta) && f32(p.g), "gdn_step");
+    OP_REQUIRE(valid_batch(p.batch, p.max_rows), "gdn_step");
     OP_ENTRY(GdnStep, gdn_step);
 }
 
@@ -122,6 +133,7 @@ frost_status op_kv_append(const Exec& ex, const KvAppendOp& p, const char* label
     OP_REQUIRE(has(p.k) && has(p.v) && p.k_cache.rank == 3 && p.v_cache.rank == 3 && p.cursor && p.max_rows > 0,
                "kv_append");
     OP_REQUIRE(p.k.shape[1] == p.k_cache.shape[1] * p.k_cache.shape[2], "kv_append");
+    OP_REQUIRE(valid_batch(p.batch, p.max_rows, 2), "kv_append");
     OP_ENTRY(KvAppend, kv_append);
 }
 
@@ -135,6 +147,7 @@ static frost_status check_attention(const AttentionOp& p, const char* name) {
 
 frost_status op_attention_prefill(const Exec& ex, const AttentionOp& p, const char* label) {
     FROST_TRY(check_attention(p, "attention_prefill"));
+    OP_REQUIRE(!p.batch.on(), "attention_prefill");
     OP_REQUIRE(ex.stream != nullptr && ex.backend != nullptr, "attention_prefill");
     return dispatch(ex, OpKind::AttentionPrefill, label, p, cost_of(p, ex.context > 0 ? ex.context : p.k_cache.shape[0]),
                     ex.backend->table().attention_prefill);
@@ -142,7 +155,7 @@ frost_status op_attention_prefill(const Exec& ex, const AttentionOp& p, const ch
 
 frost_status op_attention_decode(const Exec& ex, const AttentionOp& p, const char* label) {
     FROST_TRY(check_attention(p, "attention_decode"));
-    OP_REQUIRE(p.max_rows == 1, "attention_decode");
+    OP_REQUIRE(p.batch.on() ? valid_batch(p.batch, p.max_rows, 2) : p.max_rows == 1, "attention_decode");
     OP_REQUIRE(ex.stream != nullptr && ex.backend != nullptr, "attention_decode");
     return dispatch(ex, OpKind::AttentionDecode, label, p, cost_of(p, ex.context > 0 ? ex.context : p.k_cache.shape[0]),
                     ex.backend->table().attention_decode);
@@ -171,6 +184,7 @@ frost_status op_sample(const Exec& ex, const SampleOp& p, const char* label) {
 
 frost_status op_cursor(const Exec& ex, const CursorOpParams& p, const char* label) {
     OP_REQUIRE(p.cursor && (p.op == kCursorAdvance || (p.op == kCursorDecodeBegin && p.ids)), "cursor");
+    OP_REQUIRE(valid_batch(p.batch, p.batch.B) && (!p.batch.on() || p.batch.column == 0), "cursor");
     OP_ENTRY(Cursor, cursor);
 }
 

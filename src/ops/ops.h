@@ -27,6 +27,27 @@ struct Rows {
     const int32_t* n = nullptr;
 };
 
+// Batched decode (architecture.md "Batched decode"): row r of a launch is one token of the live
+// session slots[r] (< 0: a padding row, skipped by every op that touches state). Which sessions
+// take part is DATA read at run time, so one captured graph per batch size serves any
+// membership. A session's state buffers come from the engine's session pointer table
+// ([sessions, stride] pointers, written once at allocation; layout in qwen35/layout.h
+// slot_column): this op's buffer at `column` (the V cache of KvAppendOp / AttentionOp at
+// column + 1). cursors[r] is the step's gathered copy of row r's cursor (CursorOpParams gathers
+// it at decode_begin and writes it back at advance). Off (slots == nullptr): the op runs on its
+// own state view and cursor, one session per launch. The op's state view still gives the shape
+// and dtype (every session has the same layout).
+struct BatchSlots {
+    void* const* table = nullptr;   // [sessions, stride] device pointers
+    int32_t stride = 0;
+    int32_t column = 0;
+    int32_t sessions = 0;
+    const int32_t* slots = nullptr;  // [B] device (session index or -1)
+    StepCursor* cursors = nullptr;   // [B] device gathered cursors
+    int32_t B = 0;
+    bool on() const { return slots != nullptr; }
+};
+
 enum class OpKind : int {
     Embed, AddRmsNorm, QkNormRope, Conv1dSiluL2, GdnGate, GdnChunk, GdnStep, GatedRmsNorm, KvAppend,
     AttentionPrefill, AttentionDecode, Gemm, Swiglu, Sample, Cursor, Moe,
@@ -68,6 +89,7 @@ struct QkNormRopeOp {
     int32_t inv_freq_bf16 = 0;
     int32_t max_rows = 0;
     const StepCursor* cursor = nullptr;
+    BatchSlots batch;       // on: row r's position is batch.cursors[r].pos (no state column)
 };
 
 // Causal depthwise conv1d (state = last K-1 inputs) + SiLU, then l2norm of the first l2_heads
@@ -81,6 +103,7 @@ struct Conv1dSiluL2Op {
     float l2_eps = 0, q_scale = 1;
     Rows rows;
     int32_t pdl = 0;
+    BatchSlots batch;       // on: row r's state is the conv column of session slots[r]
 };
 
 // beta = sigmoid(b); g = -exp(A_log) * softplus(a + dt_bias).
@@ -114,6 +137,7 @@ struct GdnStepOp {
     int32_t max_rows = 0;
     const StepCursor* cursor = nullptr;
     int32_t pdl = 0;
+    BatchSlots batch;           // on: row r's state is the recurrent column of session slots[r]
 };
 
 // y = w * rmsnorm(x) * silu(z) per value head.
@@ -134,6 +158,7 @@ struct KvAppendOp {
     Tensor k_cache, v_cache;  // [max_seq, Hkv, d]
     int32_t max_rows = 0;
     const StepCursor* cursor = nullptr;
+    BatchSlots batch;       // on: row r appends to session slots[r]'s caches at its own position
 };
 
 // Causal GQA attention over cache [0, pos + row], then o *= sigmoid(gate) when gate is set.
@@ -146,6 +171,7 @@ struct AttentionOp {
     float scale = 0;
     int32_t max_rows = 0;
     const StepCursor* cursor = nullptr;
+    BatchSlots batch;       // decode only; on: row r attends session slots[r]'s caches [0, its pos]
 };
 
 enum class Epilogue : int32_t {
@@ -202,6 +228,10 @@ struct CursorOpParams {
     StepCursor* cursor = nullptr;
     int32_t* ids = nullptr;  // decode_begin writes last_token to ids[0]
     int32_t op = kCursorAdvance;
+    // Batched decode (column 0 = the cursor): decode_begin first GATHERS each member's cursor
+    // into batch.cursors[r] (a padding row gets a zeroed greedy cursor) and writes ids[r];
+    // advance advances batch.cursors[r] and SCATTERS it back to the member's cursor buffer.
+    BatchSlots batch;
 };
 
 // Sparse mixture-of-experts MLP of one layer with the residual add fused (the math of

@@ -76,6 +76,13 @@ public:
                                         std::vector<TokenLogprobs>* out) {
         return FROST_ERR_UNSUPPORTED;
     }
+    // decode() for each of slots[0..n) (distinct), next[i] for slots[i]: an engine with batched
+    // decode advances them in ONE step whose per-slot results equal decode()'s. On failure the
+    // state of every listed slot is unknown. Default: one decode() each.
+    virtual frost_status decode_batch(const int* slots, int n, int32_t* next) {
+        for (int i = 0; i < n; ++i) FROST_TRY_IFACE(decode(slots[i], next + i));
+        return FROST_OK;
+    }
 
     // Capsules. Engines without capsule support return FROST_ERR_UNSUPPORTED from snapshot and
     // the server then plans with live state only.

@@ -69,6 +69,10 @@ std::string Metrics::render() const {
     counter(out, "frost_cached_tokens_total", "counter", "Prompt tokens served from live state or capsules",
             double(cached_tokens_total.load()));
     counter(out, "frost_generated_tokens_total", "counter", "Completion tokens", double(generated_tokens_total.load()));
+    counter(out, "frost_decode_steps_total", "counter", "Batched decode steps (all decoding streams advance together)",
+            double(decode_steps_total.load()));
+    counter(out, "frost_decode_rows_total", "counter", "Stream tokens decoded by those steps (rows / steps = mean batch)",
+            double(decode_rows_total.load()));
     const double decode_s = double(decode_us_total.load()) / 1e6;
     counter(out, "frost_decode_tokens_per_second", "gauge", "Generated tokens per second of decode time",
             decode_s > 0 ? double(generated_tokens_total.load()) / decode_s : 0.0);

@@ -41,6 +41,8 @@ struct Metrics {
     std::atomic<uint64_t> cached_tokens_total{0};
     std::atomic<uint64_t> generated_tokens_total{0};
     std::atomic<uint64_t> decode_us_total{0};   // engine time spent in decode steps
+    std::atomic<uint64_t> decode_steps_total{0};  // batched decode steps (one per scheduler round)
+    std::atomic<uint64_t> decode_rows_total{0};   // streams advanced by them (rows / steps = mean batch)
     std::atomic<uint64_t> prefix_hits{0};       // append or restore
     std::atomic<uint64_t> prefix_misses{0};     // rebuild
     std::atomic<uint64_t> capsule_bytes[3] = {0, 0, 0};  // device, host, disk

@@ -71,6 +71,10 @@ frost_status ModelEngine::prefill_scored(int slot, const int32_t* ids, size_t n,
     return engine_.prefill(slot, ids + n - 1, 1, next);
 }
 
+frost_status ModelEngine::decode_batch(const int* slots, int n, int32_t* next) {
+    return engine_.decode_batch(slots, n, next);
+}
+
 bool ModelEngine::snapshot_possible(size_t from, size_t to) const {
     const size_t aligned = to / size_t(model::kCapsuleAlignment) * size_t(model::kCapsuleAlignment);
     return capsules_ != nullptr && aligned > 0 && aligned >= from;

@@ -34,6 +34,9 @@ public:
     frost_status last_logprobs(int slot, TokenLogprobs* out) override;
     frost_status prefill_scored(int slot, const int32_t* ids, size_t n, int top_n, int32_t* next,
                                 std::vector<TokenLogprobs>* out) override;
+    // One batched engine step (Engine::decode_batch: members whose sampler processes, masks or
+    // records logprobs step alone there).
+    frost_status decode_batch(const int* slots, int n, int32_t* next) override;
 
     bool capsules_supported() const override { return capsules_ != nullptr; }
     bool snapshot_possible(size_t from, size_t to) const override;

@@ -264,7 +264,12 @@ void Scheduler::loop() {
         }
         admit_from_queue();
 
+        // One round: every job still prefilling runs one bounded chunk (prefill_step tokens), then
+        // every decoding job advances by one token in ONE batched engine step. A new long prompt
+        // therefore costs the running streams at most one chunk per token, and a job joins the
+        // batch in the round after its prefill ends; a cancelled one leaves it at the next round.
         bool progressed = false;
+        std::vector<Active*> decoding;
         for (size_t i = 0; i < active_.size();) {
             Active& a = *active_[i];
             if (a.job->is_cancelled()) {
@@ -279,11 +284,24 @@ void Scheduler::loop() {
                 continue;
             }
             progressed = true;
+            if (a.phase == Active::Phase::Decode) {
+                decoding.push_back(&a);
+                ++i;
+                continue;
+            }
             if (!step(a)) {
                 active_.erase(active_.begin() + long(i));
                 continue;
             }
             ++i;
+        }
+        if (!decoding.empty()) {
+            const std::vector<Active*> done = decode_round(decoding);
+            active_.erase(std::remove_if(active_.begin(), active_.end(),
+                                         [&](const std::unique_ptr<Active>& a) {
+                                             return std::find(done.begin(), done.end(), a.get()) != done.end();
+                                         }),
+                          active_.end());
         }
         // Choices forked during this round join the round-robin from the next one.
         for (auto& f : forks_) active_.push_back(std::move(f));
@@ -320,21 +338,41 @@ bool Scheduler::step(Active& a) {
         case Active::Phase::Start: return start_choice(a);
         case Active::Phase::Prefill: return prefill_step(a);
         case Active::Phase::Decode: {
-            const auto t0 = std::chrono::steady_clock::now();
-            int32_t next = -1;
-            if (engine_.decode(a.slot, &next) != FROST_OK) {
-                fail_job(a, make_error(500, "server_error", "engine_error", "decode failed: " + last_error()), true);
-                return false;
-            }
-            if (metrics_)
-                metrics_->decode_us_total += uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
-                                                          std::chrono::steady_clock::now() - t0)
-                                                          .count());
-            slots_[size_t(a.slot)].journal.push_back(a.pending);
-            return handle_token(a, next);
+            std::vector<Active*> one{&a};
+            return decode_round(one).empty();
         }
     }
     return false;
+}
+
+// One engine step for every decoding job (EngineIface::decode_batch); each job then handles
+// its token as a solo decode would have it. Returns the jobs that finished (slot released).
+std::vector<Scheduler::Active*> Scheduler::decode_round(const std::vector<Active*>& jobs) {
+    std::vector<int> slots;
+    for (const Active* a : jobs) slots.push_back(a->slot);
+    std::vector<int32_t> next(jobs.size(), -1);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<Active*> done;
+    if (engine_.decode_batch(slots.data(), int(slots.size()), next.data()) != FROST_OK) {
+        const std::string why = "decode failed: " + last_error();
+        for (Active* a : jobs) {
+            fail_job(*a, make_error(500, "server_error", "engine_error", why), true);
+            done.push_back(a);
+        }
+        return done;
+    }
+    if (metrics_) {
+        metrics_->decode_us_total += uint64_t(
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+        metrics_->decode_steps_total++;
+        metrics_->decode_rows_total += jobs.size();
+    }
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        Active& a = *jobs[i];
+        slots_[size_t(a.slot)].journal.push_back(a.pending);
+        if (!handle_token(a, next[i])) done.push_back(&a);
+    }
+    return done;
 }
 
 void Scheduler::fail_job(Active& a, const ApiError& e, bool state_unknown) {

@@ -1,7 +1,8 @@
 // The engine thread: the only thread that touches the device. HTTP threads submit Jobs to a
 // bounded FIFO (full -> the caller answers 503 + Retry-After before any byte is streamed); the
 // loop admits jobs into free slots, plans each one (append / restore / rebuild), prefills in
-// bounded steps and decodes one token per step, round-robin across active jobs, and streams
+// bounded steps and, per round, advances every decoding job by one token in ONE batched engine
+// step (EngineIface::decode_batch: continuous admission, prefill chunks interleaved), and streams
 // events into each job's Channel. A cancelled job (client gone) frees its slot at the next step.
 // The capsule store and the sessions' journals live here and are touched only on this thread;
 // the API reaches them through control() closures run between steps.
@@ -135,6 +136,9 @@ private:
     void admit_from_queue();
     int pick_slot(const Job& job);
     bool step(Active& a);  // false when the job is finished (slot released)
+    // Advances every decoding job of this round by one token in one batched engine step;
+    // returns the ones that finished (their slots released).
+    std::vector<Active*> decode_round(const std::vector<Active*>& jobs);
     bool start_choice(Active& a);
     // Per-choice setup: sampling (seed + choice), detokenizer, stop / tool / reasoning matchers.
     bool init_choice(Active& a);

@@ -562,7 +562,7 @@ std::vector<Case> cases() {
         cs.push_back({op ? "cursor advance" : "cursor decode_begin", OpKind::Cursor,
                       {bytes("cursor", Use::InOut, cursor_bytes(12, 5, 321)), i32("ids", Use::Out, {-1, -1})},
                       [op](const Exec& ex, const Bound& b) {
-                          CursorOpParams p{b.as<StepCursor>("cursor"), b.as<int32_t>("ids"), op};
+                          CursorOpParams p{b.as<StepCursor>("cursor"), b.as<int32_t>("ids"), op, {}};
                           return op_cursor(ex, p);
                       }});
     }

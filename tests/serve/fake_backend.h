@@ -34,6 +34,8 @@ public:
     frost_status last_logprobs(int slot, TokenLogprobs* out) override;
     frost_status prefill_scored(int slot, const int32_t* ids, size_t n, int top_n, int32_t* next,
                                 std::vector<TokenLogprobs>* out) override;
+    // Logs the step (calls()) and decodes each slot (the default loop).
+    frost_status decode_batch(const int* slots, int n, int32_t* next) override;
 
     bool capsules_supported() const override { return capsules; }
     uint64_t capsule_bytes_at(size_t tokens) const override { return 1000 + 4 * tokens; }
@@ -68,6 +70,13 @@ public:
     std::atomic<uint64_t> prefilled_tokens{0};
     std::atomic<uint64_t> restores{0};
     size_t live_capsules() const;
+    // Every prefill call and batched decode step, in order (the scheduler's interleaving).
+    struct Call {
+        bool decode = false;
+        std::vector<int> slots;  // prefill: its slot; decode: the batch's members
+        size_t tokens = 0;       // prefill: ids in the call
+    };
+    std::vector<Call> calls() const;
 
 private:
     struct SlotState {
@@ -87,6 +96,7 @@ private:
     mutable std::mutex mu_;
     std::map<uint64_t, std::vector<int32_t>> capsules_;
     uint64_t next_handle_ = 1;
+    std::vector<Call> calls_;
 };
 
 class FakeText : public TextIface {

@@ -72,10 +72,24 @@ frost_status FakeEngine::prefill(int slot, const int32_t* ids, size_t n, int32_t
     if (s.committed.size() + n > max_seq_) return FROST_ERR_OUT_OF_RANGE;
     s.committed.insert(s.committed.end(), ids, ids + n);
     prefilled_tokens += n;
+    calls_.push_back(Call{false, {slot}, n});
     s.pending = sample(s);
     s.draws++;
     *next = s.pending;
     return FROST_OK;
+}
+
+frost_status FakeEngine::decode_batch(const int* slots, int n, int32_t* next) {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        calls_.push_back(Call{true, std::vector<int>(slots, slots + n), 0});
+    }
+    return EngineIface::decode_batch(slots, n, next);
+}
+
+std::vector<FakeEngine::Call> FakeEngine::calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
 }
 
 frost_status FakeEngine::decode(int slot, int32_t* next) {

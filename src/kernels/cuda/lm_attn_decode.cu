@@ -20,10 +20,27 @@ int max_splits(int max_seq) { return ceil_div(max_seq, kAttnDecodeSplit); }
 
 __device__ inline int ceil_div_dev(int len) { return (len + kAttnDecodeSplit - 1) / kAttnDecodeSplit; }
 
+// Batched decode: points p at member m's row (q, gate, o), caches, cursor and work slice; false
+// for a padding row (the merge launch writes its output row as zeros, never stale bits).
+__device__ inline bool batch_member(AttentionBf16Params& p, int m) {
+    const bf16* k = static_cast<const bf16*>(batch_state(p.batch, m, 0));
+    const bf16* v = static_cast<const bf16*>(batch_state(p.batch, m, 1));
+    p.o += static_cast<int64_t>(m) * p.Hq * kD;
+    if (!k || !v) return false;
+    p.k_cache = k;
+    p.v_cache = v;
+    p.cursor = &p.batch.cursors[m];
+    p.q += m * p.q_row_stride;
+    if (p.gate) p.gate += m * p.q_row_stride;
+    p.work += static_cast<int64_t>(m) * ceil_div_dev(p.max_seq) * p.Hq * kPartial;
+    return true;
+}
+
 template <int G>
 __global__ void __launch_bounds__(kThreads) attn_decode_split_kernel(AttentionBf16Params p) {
     __shared__ float acc_s[kWarps][G][kD];
     __shared__ float m_s[kWarps][G], l_s[kWarps][G];
+    if (p.batch.slots && !batch_member(p, blockIdx.z)) return;
     const int len = p.cursor->pos + 1;
     const int split = blockIdx.x;
     const int key_begin = split * kAttnDecodeSplit;
@@ -112,6 +129,10 @@ __global__ void __launch_bounds__(kThreads) attn_decode_merge_kernel(AttentionBf
     __shared__ float red[kWarps];
     __shared__ float o_s[kWarps][kD];
     __shared__ float l_s[kWarps];
+    if (p.batch.slots && !batch_member(p, blockIdx.y)) {
+        p.o[blockIdx.x * kD + threadIdx.x] = __float2bfloat16(0.0f);  // kThreads == kD
+        return;
+    }
     const int len = p.cursor->pos + 1;
     const int splits = ceil_div_dev(len);
     const int qh = blockIdx.x;
@@ -155,23 +176,27 @@ __global__ void __launch_bounds__(kThreads) attn_decode_merge_kernel(AttentionBf
 
 template <int G>
 cudaError_t attn_decode_dispatch(const AttentionBf16Params& p, cudaStream_t stream) {
-    attn_decode_split_kernel<G><<<dim3(max_splits(p.max_seq), p.Hkv), kThreads, 0, stream>>>(p);
+    const int members = p.batch.slots ? p.batch.B : 1;  // batched decode: one grid slice per member
+    attn_decode_split_kernel<G><<<dim3(max_splits(p.max_seq), p.Hkv, members), kThreads, 0, stream>>>(p);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     static_assert(kThreads == kD, "the merge maps one thread to one dim");
-    attn_decode_merge_kernel<<<p.Hq, kThreads, 0, stream>>>(p);
+    attn_decode_merge_kernel<<<dim3(p.Hq, members), kThreads, 0, stream>>>(p);
     return cudaGetLastError();
 }
 
 }  // namespace
 
+// One slice per row a batched decode step may hold (kAttnDecodeMaxBatch members).
 size_t attn_decode_work_floats(const AttentionBf16Params& p) {
-    return static_cast<size_t>(max_splits(p.max_seq)) * p.Hq * kPartial;
+    return static_cast<size_t>(max_splits(p.max_seq)) * p.Hq * kPartial * kAttnDecodeMaxBatch;
 }
 
 cudaError_t attn_decode_launch(const AttentionBf16Params& p, cudaStream_t stream) {
     if (!p.q || !p.k_cache || !p.v_cache || !p.o || !p.work || !p.cursor || p.head_dim != kD ||
         p.Hq <= 0 || p.Hkv <= 0 || p.Hq % p.Hkv != 0 || p.max_seq <= 0 || p.q_head_stride % kVec != 0)
+        return cudaErrorInvalidValue;
+    if (p.batch.slots && (!p.batch.table || !p.batch.cursors || p.batch.B != p.max_rows || p.batch.B > kAttnDecodeMaxBatch))
         return cudaErrorInvalidValue;
     switch (p.Hq / p.Hkv) {  // the supported GQA group sizes: 1, 2, 4 (static smem holds 4)
         case 1: return attn_decode_dispatch<1>(p, stream);

@@ -21,6 +21,13 @@ __device__ inline int launch_rows(const int32_t* n_rows, int max_rows) {
     return n < 0 ? 0 : (n > max_rows ? max_rows : n);
 }
 
+// Batched decode: member r's state buffer at the table column (+ extra), null for padding.
+__device__ inline void* batch_state(const BatchRef& b, int r, int extra) {
+    const int s = b.slots[r];
+    if (s < 0 || s >= b.sessions) return nullptr;
+    return b.table[static_cast<int64_t>(s) * b.stride + b.column + extra];
+}
+
 __device__ inline int cursor_rows(const StepCursor* c, int max_rows) {
     const int n = c->n_tokens;
     return n < 0 ? 0 : (n > max_rows ? max_rows : n);

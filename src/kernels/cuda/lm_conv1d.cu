@@ -30,6 +30,15 @@ __global__ void __launch_bounds__(kConvChannelsPerBlock) conv1d_kernel(Conv1dBf1
     for (int j = 0; j < K; ++j) w[j] = p.w[static_cast<int64_t>(ch) * K + j];
     pdl_wait();
     pdl_launch_dependents();
+    if (p.batch.slots) {  // batched decode: member row blockIdx.z, one token, its own state
+        const int m = blockIdx.z;
+        p.state = static_cast<bf16*>(batch_state(p.batch, m, 0));
+        if (!p.state) return;  // padding row
+        p.x += m * p.x_row_stride;
+        p.y += static_cast<int64_t>(m) * p.channels;
+        p.max_rows = 1;
+        p.n_rows = nullptr;
+    }
     const int rows = launch_rows(p.n_rows, p.max_rows);
     const int r0 = blockIdx.y * kConvRowsPerBlock;
     if (r0 >= rows && !update_state) return;
@@ -79,8 +88,10 @@ __global__ void conv1d_state_kernel(Conv1dBf16Params p) {
 
 template <int K>
 cudaError_t conv1d_dispatch(const Conv1dBf16Params& p, cudaStream_t stream) {
-    const int tiles = ceil_div(p.max_rows, kConvRowsPerBlock);
-    const dim3 grid(p.channels / kConvChannelsPerBlock, tiles);
+    const bool batched = p.batch.slots != nullptr;
+    if (batched && (!p.batch.table || p.batch.B != p.max_rows || p.n_rows)) return cudaErrorInvalidValue;
+    const int tiles = batched ? 1 : ceil_div(p.max_rows, kConvRowsPerBlock);  // batched: one row per member
+    const dim3 grid(p.channels / kConvChannelsPerBlock, tiles, batched ? p.batch.B : 1);
     cudaError_t err = launch_kernel(conv1d_kernel<K>, grid, dim3(kConvChannelsPerBlock), 0, stream, p.pdl != 0, p,
                                     tiles == 1 ? 1 : 0);
     if (err == cudaSuccess) err = cudaGetLastError();

@@ -57,13 +57,19 @@ __global__ void gdn_gate_kernel(GdnGateBf16Params p) {
 }
 
 __global__ void kv_append_kernel(KvAppendBf16Params p) {
-    const int rows = cursor_rows(p.cursor, p.max_rows);
+    const bool batched = p.batch.slots != nullptr;
+    const int rows = batched ? p.max_rows : cursor_rows(p.cursor, p.max_rows);
     const int vecs = p.kv_dim / kVec;
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= static_cast<int64_t>(rows) * vecs) return;
     const int row = static_cast<int>(i / vecs);
     const int vi = static_cast<int>(i % vecs);
-    const int pos = p.cursor->pos + row;
+    if (batched) {  // row = member: its caches and its own position
+        p.k_cache = static_cast<bf16*>(batch_state(p.batch, row, 0));
+        p.v_cache = static_cast<bf16*>(batch_state(p.batch, row, 1));
+        if (!p.k_cache || !p.v_cache) return;  // padding row
+    }
+    const int pos = batched ? p.batch.cursors[row].pos : p.cursor->pos + row;
     if (pos < 0 || pos >= p.max_seq) return;  // planner guarantees room; never write out of bounds
     const int64_t src = row * p.src_row_stride + vi * kVec;
     const int64_t dst = static_cast<int64_t>(pos) * p.kv_dim + vi * kVec;
@@ -79,6 +85,29 @@ __global__ void cursor_kernel(CursorParams p) {
     } else if (p.op == kCursorAdvance) {
         c->pos += c->n_tokens;
         c->steps += 1;
+    }
+}
+
+// One thread per row of a batched decode step (BatchCursorParams).
+__global__ void batch_cursor_kernel(BatchCursorParams p) {
+    const int r = threadIdx.x;
+    if (r >= p.batch.B) return;
+    const int s = p.batch.slots[r];
+    const bool member = s >= 0 && s < p.batch.sessions;
+    StepCursor* own = member ? static_cast<StepCursor*>(p.batch.table[static_cast<int64_t>(s) * p.batch.stride]) : nullptr;
+    StepCursor* c = &p.batch.cursors[r];
+    if (p.op == kCursorDecodeBegin) {
+        if (member) {
+            *c = *own;
+        } else {
+            *c = StepCursor{};  // padding: greedy at position 0, never written back
+        }
+        p.ids[r] = c->last_token;
+        c->n_tokens = 1;
+    } else if (p.op == kCursorAdvance) {
+        c->pos += c->n_tokens;
+        c->steps += 1;
+        if (member) *own = *c;
     }
 }
 
@@ -130,6 +159,7 @@ cudaError_t kv_append_launch(const KvAppendBf16Params& p, cudaStream_t stream) {
         p.kv_dim % kVec != 0 || p.src_row_stride % kVec != 0 || p.max_rows <= 0 ||
         !aligned16(p.k) || !aligned16(p.v) || !aligned16(p.k_cache) || !aligned16(p.v_cache))
         return cudaErrorInvalidValue;
+    if (p.batch.slots && (!p.batch.table || !p.batch.cursors || p.batch.B != p.max_rows)) return cudaErrorInvalidValue;
     const int64_t n = static_cast<int64_t>(p.max_rows) * (p.kv_dim / kVec);
     kv_append_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream>>>(p);
     return cudaGetLastError();
@@ -137,6 +167,14 @@ cudaError_t kv_append_launch(const KvAppendBf16Params& p, cudaStream_t stream) {
 
 KernelCost kv_append_cost(const KvAppendBf16Params& p, int rows) {
     return {static_cast<double>(rows) * p.kv_dim * sizeof(bf16) * 4.0, 0.0};
+}
+
+cudaError_t batch_cursor_launch(const BatchCursorParams& p, cudaStream_t stream) {
+    if (!p.batch.table || !p.batch.slots || !p.batch.cursors || p.batch.B <= 0 || p.batch.B > 1024 ||
+        p.batch.stride <= 0 || (p.op == kCursorDecodeBegin && !p.ids))
+        return cudaErrorInvalidValue;
+    batch_cursor_kernel<<<1, p.batch.B, 0, stream>>>(p);
+    return cudaGetLastError();
 }
 
 cudaError_t cursor_launch(const CursorParams& p, cudaStream_t stream) {

@@ -20,6 +20,24 @@ __global__ void __launch_bounds__(kWarps * kWarp) gdn_recurrent_kernel(GdnBf16Pa
     __shared__ float red[kWarps][kSlice];
     pdl_wait();  // everything below (cursor, q/k/v, gates, state) may come from the predecessor
     pdl_launch_dependents();
+    if (p.batch.slots) {  // batched decode: this block's member is row blockIdx.z, one token
+        const int m = blockIdx.z;
+        p.state = static_cast<float*>(batch_state(p.batch, m, 0));
+        if (!p.state) return;  // padding row
+        p.cursor = &p.batch.cursors[m];
+        p.q += m * p.qkv_row_stride;
+        p.k += m * p.qkv_row_stride;
+        p.v += m * p.qkv_row_stride;
+        p.o += static_cast<int64_t>(m) * p.Hv * kGdnHeadDim;
+        if (p.gate_b) {
+            p.gate_b += m * p.gate_row_stride;
+            p.gate_a += m * p.gate_row_stride;
+        } else {
+            p.beta += static_cast<int64_t>(m) * p.Hv;
+            p.g += static_cast<int64_t>(m) * p.Hv;
+        }
+        p.max_rows = 1;
+    }
     const int rows = cursor_rows(p.cursor, p.max_rows);
     const int h = blockIdx.x;
     const int j0 = blockIdx.y * kSlice;
@@ -91,7 +109,8 @@ cudaError_t gdn_recurrent_launch(const GdnBf16Params& p, cudaStream_t stream) {
         p.dk != kGdnHeadDim || p.dv != kGdnHeadDim || p.Hk <= 0 || p.Hv <= 0 || p.Hv % p.Hk != 0 ||
         p.max_rows <= 0)
         return cudaErrorInvalidValue;
-    const dim3 grid(p.Hv, kGdnHeadDim / kSlice);
+    if (p.batch.slots && (!p.batch.table || !p.batch.cursors || p.batch.B != p.max_rows)) return cudaErrorInvalidValue;
+    const dim3 grid(p.Hv, kGdnHeadDim / kSlice, p.batch.slots ? p.batch.B : 1);
     const cudaError_t err = launch_kernel(gdn_recurrent_kernel, grid, dim3(kWarps * kWarp), 0, stream, p.pdl != 0, p);
     if (err != cudaSuccess) return err;
     return cudaGetLastError();

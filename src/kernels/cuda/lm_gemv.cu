@@ -70,13 +70,20 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) gemv_kernel(GemmBf1
     __shared__ float row_sum[kWarps];
     __shared__ float norm_scratch[kWarp];
     bf16* xs = reinterpret_cast<bf16*>(smem_raw);
+    // Multi-row (batched decode, M <= kGemvMaxRows): consecutive blocks are the M rows of one
+    // weight-row group, so the group's weights are read from DRAM once and from L2 by the other
+    // rows; each row's arithmetic is exactly the M = 1 GEMV's (a member's bits equal its solo step).
+    const int row = blockIdx.x % p.M;
+    const int bx = blockIdx.x / p.M;
+    p.x += row * p.ldx;
+    p.y = static_cast<char*>(p.y) + row * p.ldy * (p.out_f32 && !kSwiglu ? sizeof(float) : sizeof(bf16));
     const int vecs = p.K / kVec;
     const int warp = threadIdx.x / kWarp;
     const int lane = threadIdx.x % kWarp;
     constexpr int kHalf = kWarps / 2;
     const int F = p.N / 2;
-    const int j = blockIdx.x * kHalf + warp % kHalf;  // swiglu: activation index of this warp
-    const int n = kSwiglu ? (warp < kHalf ? j : F + j) : blockIdx.x * kWarps + warp;
+    const int j = bx * kHalf + warp % kHalf;  // swiglu: activation index of this warp
+    const int n = kSwiglu ? (warp < kHalf ? j : F + j) : bx * kWarps + warp;
     const bool valid = kSwiglu ? j < F : n < p.N;
     const Bf16x8* w = reinterpret_cast<const Bf16x8*>(p.w + static_cast<int64_t>(valid ? n : 0) * p.K);
     const bool first_group = valid && lane + (kUnroll - 1) * kWarp < vecs;
@@ -118,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) gemv_kernel(GemmBf1
         if (lane == 0) row_sum[warp] = acc;
         __syncthreads();
         if (threadIdx.x >= kHalf) return;
-        const int jj = blockIdx.x * kHalf + threadIdx.x;
+        const int jj = bx * kHalf + threadIdx.x;
         if (jj >= F) return;
         // The unfused pipeline rounds both projections to bf16, then swiglu_kernel's arithmetic.
         const float gate = __bfloat162float(__float2bfloat16(row_sum[threadIdx.x]));
@@ -139,14 +146,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) gemv_kernel(GemmBf1
 }  // namespace
 
 cudaError_t gemv_launch(const GemmBf16Params& p, cudaStream_t stream) {
-    if (!p.x || !p.w || !p.y || p.M != 1 || p.N <= 0 || p.K <= 0 || p.K % kVec != 0 || p.K > kMaxK ||
+    if (!p.x || !p.w || !p.y || p.M < 1 || p.M > kGemvMaxRows || p.N <= 0 || p.K <= 0 || p.K % kVec != 0 || p.K > kMaxK ||
         reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || reinterpret_cast<uintptr_t>(p.w) % 16 != 0)
         return cudaErrorInvalidValue;
     if (p.swiglu && (p.N % 2 != 0 || p.out_f32 || p.accumulate)) return cudaErrorInvalidValue;
     if (p.norm_w && p.K > kThreads * kNormMaxVecs * kVec) return cudaErrorInvalidValue;
     const size_t smem = static_cast<size_t>(p.K) * sizeof(bf16);
     const bool pdl = p.pdl != 0;
-    const dim3 grid(p.swiglu ? ceil_div(p.N / 2, kWarps / 2) : ceil_div(p.N, kWarps));
+    if (p.M > 1 && (p.ldx % kVec != 0 || p.ldx < p.K || p.ldy < (p.swiglu ? p.N / 2 : p.N))) return cudaErrorInvalidValue;
+    const dim3 grid((p.swiglu ? ceil_div(p.N / 2, kWarps / 2) : ceil_div(p.N, kWarps)) * p.M);
     // Folded norm: as many vectors per thread as K needs (2 for K <= 4096 keeps the registers low).
     const int norm_vecs = !p.norm_w ? 0 : (p.K <= kThreads * 2 * kVec ? 2 : kNormMaxVecs);
     cudaError_t err;

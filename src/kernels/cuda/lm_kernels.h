@@ -18,6 +18,8 @@ constexpr int kGdnChunk = 64;
 constexpr int kGdnHeadDim = 128;
 constexpr int kAttnHeadDim = 256;
 constexpr int kAttnDecodeSplit = 128;  // keys per decode split
+constexpr int kAttnDecodeMaxBatch = 8;  // members of a batched decode step (work slices)
+constexpr int kGemvMaxRows = 8;         // rows of a multi-row GEMV (batched decode)
 constexpr int kAttnPrefillMaxSplits = 16;  // KV splits of one prefill row tile
 constexpr int kSampleMaxTopK = 256;    // candidates the device sampler orders exactly
 
@@ -100,6 +102,8 @@ cudaError_t sample_logprobs_launch(const SampleParams& p, float* work, cudaStrea
 
 // Cursor bookkeeping nodes of a step graph (family CursorParams).
 cudaError_t cursor_launch(const CursorParams& p, cudaStream_t stream);
+// Batched decode: gathers (decode_begin) / advances and writes back (advance) each member's cursor.
+cudaError_t batch_cursor_launch(const BatchCursorParams& p, cudaStream_t stream);
 
 // Decode GEMV (M = 1 row of x, bf16 weights streamed once with 16-byte loads); same params as
 // the GEMM (M must be 1, K a multiple of 8). Deterministic: fixed per-row reduction order.

@@ -62,7 +62,8 @@ __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf1
 // One warp per (row, head) of q then k: lane owns elements lane + 32 e, so with rotary_dim a
 // multiple of 64 the RoPE partner (i ± rotary_dim/2) sits in the same lane.
 __global__ void qk_norm_rope_kernel(QkNormRopeBf16Params p) {
-    const int rows = cursor_rows(p.cursor, p.max_rows);
+    const bool batched = p.batch.cursors != nullptr;  // every row, at its member's own position
+    const int rows = batched ? p.max_rows : cursor_rows(p.cursor, p.max_rows);
     const int heads = p.Hq + p.Hkv;
     const int item = blockIdx.x * kHeadWarpsPerBlock + threadIdx.x / kWarp;
     const int lane = threadIdx.x % kWarp;
@@ -88,7 +89,7 @@ __global__ void qk_norm_rope_kernel(QkNormRopeBf16Params p) {
         if (e < per_lane) v[e] = v[e] * rs * (one + w[lane + e * kWarp]);
     }
     const int half_lanes = p.rotary_dim / 2 / kWarp;  // partner offset in e
-    const float pos = static_cast<float>(p.cursor->pos + row);
+    const float pos = static_cast<float>(batched ? p.batch.cursors[row].pos : p.cursor->pos + row);
     float out[kHeadMaxPerLane];
 #pragma unroll
     for (int e = 0; e < kHeadMaxPerLane; ++e) {

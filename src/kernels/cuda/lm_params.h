@@ -42,6 +42,26 @@ struct AddRmsNormBf16Params {
     int32_t pdl = 0;         // 1: programmatic dependent launch (decode graphs; see lm_common.cuh)
 };
 
+// Batched decode (ops.h BatchSlots): row r of a launch is one token of session slots[r] (< 0:
+// padding, skipped by the state kernels); its state buffer is table[slots[r] * stride + column]
+// (+ 1: the V cache) and its cursor cursors[r] (gathered by batch_cursor_launch). slots == null:
+// off, the launch is one session's as before. Kernels resolve a row's pointers after their
+// programmatic wait (slots / cursors are written by earlier nodes of the graph).
+struct BatchRef {
+    void* const* table = nullptr;    // [sessions, stride] device pointers
+    const int32_t* slots = nullptr;  // [B] device
+    StepCursor* cursors = nullptr;   // [B] device
+    int32_t stride = 0, column = 0, sessions = 0, B = 0;
+};
+
+// decode_begin: gathers each member's cursor (column 0) into cursors[r] (padding: zeroed) and
+// writes ids[r] = its last token, n_tokens = 1; advance: advances cursors[r] and writes it back.
+struct BatchCursorParams {
+    BatchRef batch;
+    int32_t* ids;            // [B] token inputs (decode_begin)
+    int32_t op;              // CursorOp
+};
+
 // Per-head zero-centred RMSNorm of q and k over head_dim, then partial NeoX RoPE on the first
 // rotary_dim dims (pairs i, i + rotary_dim/2) at position cursor->pos + row (spec §4.2 steps 2-3).
 // In place on bf16, math in fp32 (families RmsNormParams + RopeParams fused).
@@ -61,6 +81,7 @@ struct QkNormRopeBf16Params {
     int32_t max_rows;
     const StepCursor* cursor;  // pos, n_tokens (rows)
     int32_t inv_freq_bf16 = 0;  // 1: inv_freq rounded to bf16 (RopeParams::inv_freq_bf16, the CPU rule)
+    BatchRef batch = {};             // on: max_rows = B rows, row r at position batch.cursors[r].pos
 };
 
 // Gated RMSNorm per value head (family GatedRmsNormParams): y = w ⊙ norm(o) ⊙ silu(z).
@@ -99,6 +120,7 @@ struct Conv1dBf16Params {
     int32_t max_rows;
     const int32_t* n_rows;
     int32_t pdl = 0;         // 1: programmatic dependent launch (decode graphs; see lm_common.cuh)
+    BatchRef batch = {};          // on: one row per member (grid z), state from the table
 };
 
 // β = sigmoid(b); g = -exp(A_log) * softplus(a + dt_bias) in fp32 (family GdnGateParams).
@@ -146,6 +168,7 @@ struct GdnBf16Params {
     // Chunked kernel: 1 runs every product on fp32 CUDA cores (the reference path tests compare
     // with); 0 runs the state-pass and output products on TF32 tensor cores (fp32 accumulate).
     int32_t chunk_fp32 = 0;
+    BatchRef batch = {};                  // recurrent kernel: one row per member (grid z), state from the table
 };
 
 // Copies this launch's K and V rows into the contiguous cache at cursor->pos + row
@@ -160,6 +183,7 @@ struct KvAppendBf16Params {
     int32_t max_seq;
     int32_t max_rows;
     const StepCursor* cursor;
+    BatchRef batch = {};          // on: row r appends at batch.cursors[r].pos to member r's caches
 };
 
 // Causal GQA attention of this launch's rows (absolute position pos + row) over cache
@@ -183,6 +207,7 @@ struct AttentionBf16Params {
     int32_t max_seq;
     int32_t max_rows;
     const StepCursor* cursor;
+    BatchRef batch = {};          // decode: row r (grid z) over member r's caches, its own work slice
 };
 
 // y[r, i] = silu(x[r, i]) * x[r, F + i] for the fused [gate | up] projection (family SwigluParams).

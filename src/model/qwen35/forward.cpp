@@ -5,7 +5,10 @@
 // forward picks the fused op both backends implement: decode runs the GDN step with its gate
 // fused, the gate_up GEMV with SwiGLU in its epilogue and attention_decode; prefill runs the gate
 // + chunked GDN, GEMM + swiglu and attention_prefill. `pdl` marks the launches a decode graph
-// chains with programmatic dependent launch (a hint the CPU ignores).
+// chains with programmatic dependent launch (a hint the CPU ignores). A batched decode step
+// (StepSpec::batch) is this same sequence over B rows, one token of one live session each: the
+// per-session ops read their member's state through the session pointer table and its gathered
+// cursor (ops.h BatchSlots), the sample op runs once per member.
 #include "model/qwen35/forward.h"
 
 #include <cmath>
@@ -37,7 +40,18 @@ struct Forward {
 
     int rows() const { return step.rows; }
     int32_t pdl() const { return step.decode ? 1 : 0; }
-    const int32_t* n_rows() const { return &ss.cursor->n_tokens; }
+    bool batched() const { return step.batch > 0; }
+    // Batched: every row is live (padding rows compute on token 0 and are discarded).
+    const int32_t* n_rows() const { return batched() ? nullptr : &ss.cursor->n_tokens; }
+    kernels::StepCursor* cursor() const { return batched() ? s.batch.cursors : ss.cursor; }
+    // The members' buffers of `column` (layout.h slot_column); off on a solo step.
+    ops::BatchSlots slots(int column) const {
+        ops::BatchSlots b;
+        if (!batched()) return b;
+        b.table = s.batch.table; b.stride = slot_stride(c); b.column = column; b.sessions = s.batch.sessions;
+        b.slots = s.batch.slots; b.cursors = s.batch.cursors; b.B = step.batch;
+        return b;
+    }
     ops::Rows rws() const { return {step.rows, n_rows()}; }
     float eps() const { return static_cast<float>(c.rms_norm_eps); }
 
@@ -77,6 +91,7 @@ struct Forward {
         cv.y = at(s.conv_out, 0, rows(), C, C);
         cv.l2_dim = dk; cv.l2_heads = 2 * Hk; cv.l2_q_heads = Hk; cv.l2_eps = kL2Eps;
         cv.q_scale = 1.0f / std::sqrt(static_cast<float>(dk)); cv.rows = rws(); cv.pdl = pdl();
+        cv.batch = slots(slot_column(l, StateKind::Conv));
         FROST_TRY(ops::op_conv1d_silu_l2(ex, cv, "conv1d+silu+l2norm"));
         const Tensor q = heads_at(s.conv_out, 0, rows(), Hk, dk, C, dk);
         const Tensor k = heads_at(s.conv_out, Q, rows(), Hk, dk, C, dk);
@@ -89,7 +104,8 @@ struct Forward {
             ops::GdnStepOp d;
             d.q = q; d.k = k; d.v = v; d.state = ss.rec[l]; d.o = core; d.b = b; d.a = a;
             d.A_log = L.A_log; d.dt_bias = L.dt_bias; d.beta = beta; d.g = g;
-            d.max_rows = rows(); d.cursor = ss.cursor; d.pdl = pdl();
+            d.max_rows = rows(); d.cursor = cursor(); d.pdl = pdl();
+            d.batch = slots(slot_column(l, StateKind::Recurrent));
             FROST_TRY(ops::op_gdn_step(ex, d, "gdn_recurrent+gate"));
         } else {
             ops::GdnGateOp gp;
@@ -119,19 +135,21 @@ struct Forward {
         qk.k = heads_at(s.proj, k_off, rows(), Hkv, d, W, d);
         qk.q_w = L.q_norm; qk.k_w = L.k_norm; qk.rotary_dim = c.rotary_dim; qk.eps = eps();
         qk.theta = static_cast<float>(c.rope_theta); qk.inv_freq_bf16 = step.rope_inv_freq_bf16 ? 1 : 0;
-        qk.max_rows = rows(); qk.cursor = ss.cursor;
+        qk.max_rows = rows(); qk.cursor = cursor(); qk.batch = slots(0);
         FROST_TRY(ops::op_qk_norm_rope(ex, qk, "qk_norm_rope"));
         ops::KvAppendOp kv;
         kv.k = at(s.proj, k_off, rows(), int64_t(Hkv) * d, W);
         kv.v = at(s.proj, v_off, rows(), int64_t(Hkv) * d, W);
-        kv.k_cache = ss.k_cache[l]; kv.v_cache = ss.v_cache[l]; kv.max_rows = rows(); kv.cursor = ss.cursor;
+        kv.k_cache = ss.k_cache[l]; kv.v_cache = ss.v_cache[l]; kv.max_rows = rows(); kv.cursor = cursor();
+        kv.batch = slots(slot_column(l, StateKind::Kv));
         FROST_TRY(ops::op_kv_append(ex, kv, "kv_append"));
         ops::AttentionOp ap;
         ap.q = qk.q;
         if (c.attn_output_gate) ap.gate = heads_at(s.proj, d, rows(), Hq, d, W, 2 * d);
         ap.k_cache = kv.k_cache; ap.v_cache = kv.v_cache;
         ap.o = at(s.core, 0, rows(), int64_t(Hq) * d, int64_t(Hq) * d); ap.work = s.attn_work;
-        ap.scale = 1.0f / std::sqrt(static_cast<float>(d)); ap.max_rows = rows(); ap.cursor = ss.cursor;
+        ap.scale = 1.0f / std::sqrt(static_cast<float>(d)); ap.max_rows = rows(); ap.cursor = cursor();
+        ap.batch = kv.batch;
         FROST_TRY(step.decode ? ops::op_attention_decode(ex, ap, "attn_decode")
                               : ops::op_attention_prefill(ex, ap, "attn_prefill"));
         FROST_TRY(trace("attn_out", l, ap.o));
@@ -174,10 +192,25 @@ struct Forward {
         return gemm("gemm mlp down", act, L.down, h_rows(), Epilogue::Residual);
     }
 
+    // Batched step: the one sample op once per member (its own logits row, gathered cursor and
+    // output slot), then every cursor advances and goes back to its session.
+    frost_status sample_members(const Tensor& logits) {
+        const int V = c.vocab_size;
+        for (int r = 0; r < rows(); ++r) {
+            ops::SampleOp sm;
+            sm.logits = at(logits, int64_t(r) * V, 1, V, V); sm.select_last_row = 0; sm.n_rows = nullptr;
+            sm.work = s.sample_work; sm.work_idx = s.sample_idx; sm.cursor = &s.batch.cursors[r];
+            sm.out_token = s.batch.out_tokens + r;
+            FROST_TRY(ops::op_sample(ex, sm, "sample"));
+        }
+        ops::CursorOpParams adv{cursor(), nullptr, kernels::kCursorAdvance, slots(0)};
+        return ops::op_cursor(ex, adv, "cursor advance");
+    }
+
     frost_status record() {
         const int H = c.hidden_size, V = c.vocab_size;
-        if (step.decode) {
-            ops::CursorOpParams cp{ss.cursor, s.ids, kernels::kCursorDecodeBegin};
+        if (step.decode) {  // batched: gathers each member's cursor first
+            ops::CursorOpParams cp{cursor(), s.ids, kernels::kCursorDecodeBegin, slots(0)};
             FROST_TRY(ops::op_cursor(ex, cp, "cursor decode_begin"));
         }
         ops::EmbedOp ep{w.embed, s.ids, h_rows(), rws()};
@@ -191,21 +224,23 @@ struct Forward {
             FROST_TRY(mlp(l));
             FROST_TRY(trace("layer_out", l, h_rows()));
         }
-        // Final norm + lm_head: every row for eval (logits_all), else only the last valid row.
-        const int lm_rows = step.logits_all ? rows() : 1;
+        // Final norm + lm_head: every row for eval (logits_all) and for a batched step (one row
+        // per member), else only the last valid row.
+        const int lm_rows = step.logits_all || batched() ? rows() : 1;
         ops::AddRmsNormOp fn;
         fn.h = h_rows(); fn.w = w.final_norm; fn.y = at(s.fin, 0, lm_rows, H, H);
-        fn.eps = eps(); fn.last_row_only = lm_rows == 1 ? 1 : 0; fn.rows = rws(); fn.pdl = pdl();
+        fn.eps = eps(); fn.last_row_only = lm_rows == 1 && !batched() ? 1 : 0; fn.rows = rws(); fn.pdl = pdl();
         FROST_TRY(ops::op_add_rmsnorm(ex, fn, "final rmsnorm"));
         const Tensor logits = at(s.logits, 0, lm_rows, V, V);
         FROST_TRY(gemm("gemm lm_head", fn.y, w.lm_head, logits, Epilogue::None));
+        if (batched()) return sample_members(logits);
         ops::SampleOp sm;
         sm.logits = logits; sm.select_last_row = lm_rows == 1 ? 0 : 1; sm.n_rows = n_rows();
         sm.work = s.sample_work; sm.work_idx = s.sample_idx; sm.cursor = ss.cursor; sm.out_token = s.out_token;
         sm.settings = ss.sampler; sm.counts = ss.counts; sm.seen = ss.seen; sm.mask = ss.mask;
         sm.ids = s.ids; sm.count_inputs = step.decode ? 1 : 0; sm.record = s.sample_record;
         FROST_TRY(ops::op_sample(ex, sm, "sample"));
-        ops::CursorOpParams adv{ss.cursor, nullptr, kernels::kCursorAdvance};
+        ops::CursorOpParams adv{ss.cursor, nullptr, kernels::kCursorAdvance, {}};
         return ops::op_cursor(ex, adv, "cursor advance");
     }
 };

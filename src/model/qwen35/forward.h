@@ -12,6 +12,18 @@
 
 namespace frost::model::qwen35 {
 
+// Batched decode inputs shared by every session (architecture.md "Batched decode"): the session
+// pointer table (layout.h slot_stride / slot_column) and, per row of a batched step, the member
+// session (-1: padding), its gathered cursor and its sampled token. Capacity kMaxBatch rows.
+constexpr int kMaxBatch = 8;
+struct BatchViews {
+    void* const* table = nullptr;            // [sessions, slot_stride] device pointers
+    int32_t sessions = 0;
+    int32_t* slots = nullptr;                // [kMaxBatch] device, written by the host per step
+    kernels::StepCursor* cursors = nullptr;  // [kMaxBatch] device
+    int32_t* out_tokens = nullptr;           // [kMaxBatch] device
+};
+
 // Activations shared by every session (one stream runs one step at a time). R = C_p rows; each
 // view is [R, width] contiguous in the backend's activation dtype unless noted.
 struct ScratchViews {
@@ -35,6 +47,7 @@ struct ScratchViews {
     ops::Tensor moe_work;     // f32 backend scratch (Backend::moe_work_floats)
     int32_t* out_token = nullptr;  // [1]
     kernels::SampleRecord* sample_record = nullptr;  // [1] the step's token + logprobs
+    BatchViews batch;              // batched decode (empty when the engine has none)
 };
 
 // One session's state, as views of the buffers the state layout declared.
@@ -57,6 +70,9 @@ struct StepSpec {
     bool logits_all = false;  // lm_head over every row (eval), else the last row only
     bool rope_inv_freq_bf16 = true;
     bool fp8_w8a8_prefill = false;  // EngineOptions::fp8_w8a8_prefill
+    // > 0: a batched decode step of `batch` rows (= rows), row r one token of session
+    // scratch.batch.slots[r]; the SessionViews passed are only the shape template (any session).
+    int batch = 0;
 };
 
 // Enqueues one whole step on ex.stream (normally while it is being captured into a graph).

@@ -32,6 +32,18 @@ Dims dims_of(const ModelConfig& c, const Precision& p) {
     return d;
 }
 
+int slot_stride(const ModelConfig& c) { return 1 + 4 * c.num_layers; }
+
+int slot_column(int layer, StateKind kind) {
+    switch (kind) {
+        case StateKind::Cursor: return 0;
+        case StateKind::Conv: return 1 + 4 * layer;
+        case StateKind::Recurrent: return 2 + 4 * layer;
+        case StateKind::Kv: return 3 + 4 * layer;
+        default: return -1;
+    }
+}
+
 size_t StateSpec::bytes() const {
     size_t n = 1;
     for (int64_t s : shape) n *= size_t(s);

@@ -52,6 +52,13 @@ struct StateSpec {
     size_t bytes_per_position() const;  // KV: one position's row, else 0
 };
 
+// The session pointer table of batched decode (ops.h BatchSlots): per session one row of
+// slot_stride(c) device pointers, written once at allocation: column 0 the cursor, then per
+// layer l its conv, recurrent, K and V buffers at slot_column(l, kind) (null where the layer
+// has no such buffer). Batched ops read a member's buffers through it.
+int slot_stride(const ModelConfig& c);
+int slot_column(int layer, StateKind kind);  // Cursor: 0; Kv: the K cache (V at + 1)
+
 // Every buffer of one session, in allocation (and capsule part) order.
 std::vector<StateSpec> state_layout(const ModelConfig& c, const Precision& p, int max_seq);
 

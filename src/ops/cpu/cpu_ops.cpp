@@ -77,6 +77,44 @@ frost_status named(frost_status st, const char* op) {
 
 const int32_t* cursor_rows(const StepCursor* c) { return &c->n_tokens; }
 
+frost_status run(const QkNormRopeOp& p);
+frost_status run(const Conv1dSiluL2Op& p);
+frost_status run(const GdnStepOp& p);
+frost_status run(const KvAppendOp& p);
+frost_status run(const AttentionOp& p);
+
+// Batched decode (ops.h BatchSlots): row r of a view as a one-row view.
+Tensor row_of(const Tensor& t, int64_t r) {
+    if (t.empty()) return t;
+    Tensor o = t.offset(r * t.stride[0]);
+    o.shape[0] = 1;
+    return o;
+}
+
+// A state view of the member in row r: the op's view (shape, dtype) at the member's pointer from
+// the session table; empty for a padding row or a slot outside the table.
+Tensor member_state(const BatchSlots& b, int32_t r, const Tensor& like, int32_t col_offset = 0) {
+    const int32_t slot = b.slots[r];
+    if (slot < 0 || slot >= b.sessions) return Tensor{};
+    Tensor t = like;
+    t.data = b.table[int64_t(slot) * b.stride + b.column + col_offset];
+    return t;
+}
+
+// Runs a batched op as B one-member launches of the same op, in row order: each row's result
+// is the solo op's on that member's state and cursor, so a member's bits do not depend on who
+// else is in the batch (the batched-vs-solo engine tests check exactly that).
+template <class P, class F>
+frost_status per_member(const P& p, F&& one_row) {
+    for (int32_t r = 0; r < p.batch.B; ++r) {
+        P q = p;
+        q.batch = BatchSlots{};
+        if (!one_row(r, q)) continue;  // padding row: nothing to do
+        FROST_TRY(run(q));
+    }
+    return FROST_OK;
+}
+
 frost_status run(const EmbedOp& p) {
     Widen w;
     K::EmbedParams e{};
@@ -126,6 +164,11 @@ frost_status run(const AddRmsNormOp& p) {
 }
 
 frost_status run(const QkNormRopeOp& p) {
+    if (p.batch.on())  // every row, padding included (its zeroed cursor is position 0)
+        return per_member(p, [&](int32_t r, QkNormRopeOp& q) {
+            q.q = row_of(p.q, r); q.k = row_of(p.k, r); q.max_rows = 1; q.cursor = &p.batch.cursors[r];
+            return true;
+        });
     Widen w;
     float* q = w.out(p.q);
     float* k = w.out(p.k);
@@ -159,6 +202,12 @@ frost_status run(const QkNormRopeOp& p) {
 }
 
 frost_status run(const Conv1dSiluL2Op& p) {
+    if (p.batch.on())
+        return per_member(p, [&](int32_t r, Conv1dSiluL2Op& q) {
+            q.state = member_state(p.batch, r, p.state);
+            q.x = row_of(p.x, r); q.y = row_of(p.y, r); q.rows = Rows{1, nullptr};
+            return !q.state.empty();
+        });
     Widen w;
     K::Conv1dParams c{};
     c.x = w.in(p.x);
@@ -227,6 +276,14 @@ frost_status run(const GdnChunkOp& p) {
 
 // Gate then recurrence: the two reference kernels the unfused forward ran, in that order.
 frost_status run(const GdnStepOp& p) {
+    if (p.batch.on())
+        return per_member(p, [&](int32_t r, GdnStepOp& q) {
+            q.state = member_state(p.batch, r, p.state);
+            q.q = row_of(p.q, r); q.k = row_of(p.k, r); q.v = row_of(p.v, r); q.o = row_of(p.o, r);
+            q.b = row_of(p.b, r); q.a = row_of(p.a, r); q.beta = row_of(p.beta, r); q.g = row_of(p.g, r);
+            q.max_rows = 1; q.cursor = &p.batch.cursors[r];
+            return !q.state.empty();
+        });
     Widen w;
     const K::GdnGateParams gp =
         gate_params(w, p.b, p.a, p.A_log, p.dt_bias, p.beta, p.g, p.max_rows, cursor_rows(p.cursor));
@@ -251,6 +308,13 @@ frost_status run(const GatedRmsNormOp& p) {
 }
 
 frost_status run(const KvAppendOp& p) {
+    if (p.batch.on())
+        return per_member(p, [&](int32_t r, KvAppendOp& q) {
+            q.k_cache = member_state(p.batch, r, p.k_cache);
+            q.v_cache = member_state(p.batch, r, p.v_cache, 1);
+            q.k = row_of(p.k, r); q.v = row_of(p.v, r); q.max_rows = 1; q.cursor = &p.batch.cursors[r];
+            return !q.k_cache.empty();
+        });
     Widen w;
     K::KvAppendParams k{};
     k.k = w.in(p.k); k.v = w.in(p.v); k.k_cache = w.out(p.k_cache); k.v_cache = w.out(p.v_cache);
@@ -263,6 +327,19 @@ frost_status run(const KvAppendOp& p) {
 }
 
 frost_status run(const AttentionOp& p) {
+    if (p.batch.on())
+        return per_member(p, [&](int32_t r, AttentionOp& q) {
+            q.k_cache = member_state(p.batch, r, p.k_cache);
+            q.v_cache = member_state(p.batch, r, p.v_cache, 1);
+            q.q = row_of(p.q, r); q.gate = row_of(p.gate, r); q.o = row_of(p.o, r);
+            q.max_rows = 1; q.cursor = &p.batch.cursors[r];
+            if (q.k_cache.empty())  // padding row: a defined (zero) output, never stale bits
+                for (int64_t j = 0; j < p.o.shape[1]; ++j) {
+                    if (p.o.dtype == DType::F32) q.o.as<float>()[j] = 0.0f;
+                    else static_cast<uint16_t*>(q.o.data)[j] = 0;
+                }
+            return !q.k_cache.empty();
+        });
     Widen w;
     K::AttentionParams a{};
     a.q = w.in(p.q); a.gate = w.in(p.gate); a.k_cache = w.in(p.k_cache); a.v_cache = w.in(p.v_cache);
@@ -337,9 +414,29 @@ frost_status run(const SampleOp& p) {
     return named(K::cpu::sample(s), "sample");
 }
 
+// Batched: decode_begin gathers each member's cursor (column 0 of the table) into
+// batch.cursors[r] first, advance writes it back after; a padding row runs on a zeroed (greedy,
+// position 0) cursor that is never written back.
 frost_status run(const CursorOpParams& p) {
-    K::CursorParams c{p.cursor, p.ids, p.op};
-    return named(K::cpu::cursor_op(c), "cursor");
+    if (!p.batch.on()) {
+        K::CursorParams c{p.cursor, p.ids, p.op};
+        return named(K::cpu::cursor_op(c), "cursor");
+    }
+    const BatchSlots& b = p.batch;
+    for (int32_t r = 0; r < b.B; ++r) {
+        const int32_t slot = b.slots[r];
+        const bool member = slot >= 0 && slot < b.sessions;
+        StepCursor* own = member ? static_cast<StepCursor*>(b.table[int64_t(slot) * b.stride]) : nullptr;
+        StepCursor& c = b.cursors[r];
+        if (p.op == kCursorDecodeBegin) {
+            if (member) std::memcpy(&c, own, sizeof c);
+            else std::memset(&c, 0, sizeof c);
+        }
+        K::CursorParams cp{&c, p.ids ? p.ids + r : nullptr, p.op};
+        FROST_TRY(named(K::cpu::cursor_op(cp), "cursor"));
+        if (p.op == kCursorAdvance && member) std::memcpy(own, &c, sizeof c);
+    }
+    return FROST_OK;
 }
 
 // The reference MoE (kernels/cpu/moe.h) over widened views; probs / ids / weights are f32 / i32.

@@ -163,6 +163,15 @@ private:
 cudaStream_t native(const Exec& ex) { return static_cast<cudaStream_t>(frost_stream_native(ex.stream)); }
 
 // Converts a launcher's refusal into a status naming the op.
+// Batched decode (ops.h BatchSlots) as the kernels' BatchRef (off when the op is not batched).
+K::BatchRef batch_ref(const BatchSlots& b) {
+    K::BatchRef r;
+    if (!b.on()) return r;
+    r.table = b.table; r.slots = b.slots; r.cursors = b.cursors;
+    r.stride = b.stride; r.column = b.column; r.sessions = b.sessions; r.B = b.B;
+    return r;
+}
+
 frost_status check(cudaError_t e, const char* op) {
     if (e == cudaSuccess) return FROST_OK;
     cudaGetLastError();  // clear the sticky launch error so later captures start clean
@@ -208,6 +217,7 @@ frost_status qk_norm_rope(const Exec& ex, const QkNormRopeOp& p) {
     K::QkNormRopeBf16Params q{B(p.q), B(p.k), F(p.q_w), F(p.k_w), p.q.stride[0], p.q.stride[1], p.k.stride[0],
                               p.k.stride[1], int32_t(p.q.shape[1]), int32_t(p.k.shape[1]), int32_t(p.q.shape[2]),
                               p.rotary_dim, 1, p.eps, p.theta, p.max_rows, p.cursor, p.inv_freq_bf16};
+    q.batch = batch_ref(p.batch);
     return check(K::qk_norm_rope_launch(q, native(ex)), "qk_norm_rope");
 }
 
@@ -219,6 +229,7 @@ frost_status conv1d_silu_l2(const Exec& ex, const Conv1dSiluL2Op& p) {
                           int32_t(p.w.shape[1]), p.l2_dim, p.l2_heads, p.l2_q_heads, p.l2_eps, p.q_scale,
                           p.rows.max, p.rows.n};
     c.pdl = p.pdl;
+    c.batch = batch_ref(p.batch);
     return check(K::conv1d_launch(c, native(ex)), "conv1d_silu_l2");
 }
 
@@ -264,6 +275,7 @@ frost_status gdn_step(const Exec& ex, const GdnStepOp& p) {
     d.dt_bias = F(p.dt_bias);
     d.gate_row_stride = p.a.stride[0];
     d.pdl = p.pdl;
+    d.batch = batch_ref(p.batch);
     return check(K::gdn_recurrent_launch(d, native(ex)), "gdn_step");
 }
 
@@ -284,6 +296,7 @@ frost_status kv_append(const Exec& ex, const KvAppendOp& p) {
     NEED(p.v_cache, DType::BF16, "kv_append");
     K::KvAppendBf16Params k{B(p.k), B(p.v), B(p.k_cache), B(p.v_cache), p.k.stride[0], int32_t(p.k.shape[1]),
                             int32_t(p.k_cache.shape[0]), p.max_rows, p.cursor};
+    k.batch = batch_ref(p.batch);
     return check(K::kv_append_launch(k, native(ex)), "kv_append");
 }
 
@@ -309,6 +322,7 @@ frost_status attention_prefill(const Exec& ex, const AttentionOp& p) {
 frost_status attention_decode(const Exec& ex, const AttentionOp& p) {
     K::AttentionBf16Params a{};
     FROST_TRY(attention_params(p, "attention_decode", &a));
+    a.batch = batch_ref(p.batch);
     return check(K::attn_decode_launch(a, native(ex)), "attention_decode");
 }
 
@@ -437,12 +451,15 @@ frost_status gemm_bf16(const Exec& ex, const GemmOp& p, const Tensor& w) {
                         p.epilogue == Epilogue::Residual ? 1 : 0};
     g.pdl = p.pdl;
     if (p.epilogue == Epilogue::SwiGLU) {
-        if (M != 1 || p.y.dtype != DType::BF16)
-            return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): the SwiGLU epilogue is a bf16 GEMV (M = 1), got M = %d", M);
+        if (M > K::kGemvMaxRows || p.y.dtype != DType::BF16)
+            return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): the SwiGLU epilogue is a bf16 GEMV (M <= %d), got M = %d",
+                        K::kGemvMaxRows, M);
         g.swiglu = 1;
         return check(K::gemv_launch(g, native(ex)), "gemm+swiglu");
     }
-    if (M == 1) return check(K::gemv_launch(g, native(ex)), "gemm");
+    // Decode rows (1, or a batched decode step's <= 8 members; prefill buckets are >= 64 rows):
+    // the GEMV, whose per-row arithmetic does not depend on M, so a member's bits equal its solo step.
+    if (M == 1 || (p.pdl && M <= K::kGemvMaxRows)) return check(K::gemv_launch(g, native(ex)), "gemm");
     K::GemmPlan* plan = nullptr;
     FROST_TRY(check(static_cast<CudaBackend*>(ex.backend)->plan(g, &plan), "gemm (plan)"));
     return check(K::gemm_launch(plan, g, native(ex)), "gemm");
@@ -466,6 +483,10 @@ frost_status sample(const Exec& ex, const SampleOp& p) {
 }
 
 frost_status cursor(const Exec& ex, const CursorOpParams& p) {
+    if (p.batch.on()) {
+        K::BatchCursorParams b{batch_ref(p.batch), p.ids, p.op};
+        return check(K::batch_cursor_launch(b, native(ex)), "cursor (batched)");
+    }
     K::CursorParams c{p.cursor, p.ids, p.op};
     return check(K::cursor_launch(c, native(ex)), "cursor");
 }
