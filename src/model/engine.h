@@ -48,9 +48,9 @@ struct EngineOptions {
     // (its weights are dequantized fp32).
     bool fp8_w8a8_prefill = false;
     // CUDA batched decode kernels (engine_batch.cpp): captured per batch size when set, for dense
-    // bf16 models (MoE and kept-quantized weights step their members one by one). Off by default
-    // until the GPU parity test (tests/model/test_cuda_engine_batch.cpp) has passed on a GPU.
-    bool cuda_batched_decode = false;
+    // bf16 models (MoE and kept-quantized weights step their members one by one). On since the
+    // GPU parity test (tests/model/test_cuda_engine_batch.cpp) passed on the H100 (2026-11-24).
+    bool cuda_batched_decode = true;
 };
 
 // How to load weights for an engine of these options (Engine::create uses it; callers that load

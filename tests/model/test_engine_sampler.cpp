@@ -135,11 +135,16 @@ TEST_P(EngineSampler, PenaltiesAndBiasChangeTheGreedyChoiceByTheirFormulas) {
     struct Case {
         float freq, pres, rep;
     };
+    // A +6 bias on the prompt's greedy token makes the chain repeat it, so the penalties must act on
+    // every model (the CUDA test model's plain greedy chain never repeats within 12 steps); the
+    // reference applies the bias first, as the sampler does (kernels/params/sample.h).
+    const float kRepeatBias = 6.0f;
     for (const Case c : {Case{3.0f, 0.0f, 1.0f}, Case{0.0f, 4.0f, 1.0f}, Case{0.0f, 0.0f, 3.0f}, Case{0.5f, 0.5f, 1.3f}}) {
         SamplingConfig sc;
         sc.frequency_penalty = c.freq;
         sc.presence_penalty = c.pres;
         sc.repetition_penalty = c.rep;
+        sc.logit_bias = {{plain, kRepeatBias}};
         ASSERT_EQ(e->reset(0, sc), FROST_OK);
         int32_t next = -1;
         ASSERT_EQ(e->prefill(0, p.data(), p.size(), &next), FROST_OK);
@@ -150,15 +155,16 @@ TEST_P(EngineSampler, PenaltiesAndBiasChangeTheGreedyChoiceByTheirFormulas) {
         for (int step = 0; step < 12; ++step) {
             std::vector<float> l;
             ASSERT_EQ(e->last_logits(0, &l), FROST_OK);
-            std::vector<double> q(l.size());
+            std::vector<double> q(l.size()), biased(l.size());
             for (size_t i = 0; i < l.size(); ++i) {
-                double x = l[i];
+                double x = double(l[i]) + (int32_t(i) == plain ? double(kRepeatBias) : 0.0);
+                biased[i] = x;
                 if (seen[i] && c.rep != 1.0f) x = x > 0 ? x / c.rep : x * c.rep;
                 if (counts[i] > 0) x -= double(c.freq) * counts[i] + c.pres;
                 q[i] = x;
             }
             const int32_t want = argmax(q);
-            changed += want != int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+            changed += want != argmax(biased);
             ASSERT_EQ(next, want) << "step " << step << " freq " << c.freq << " pres " << c.pres << " rep " << c.rep;
             ASSERT_EQ(e->decode(0, &next), FROST_OK);
             counts[size_t(want)] += 1;  // the decode step consumed (generated) it

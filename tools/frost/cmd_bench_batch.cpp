@@ -26,15 +26,15 @@ using json = nlohmann::ordered_json;
 
 constexpr const char* kUsage =
     "usage: frost bench batch [--model DIR | --preset NAME] [--backend cpu|cuda] [--sizes 1,2,4,8]\n"
-    "         [--context N] [--steps N] [--admit N] [--admit-step S] [--cuda-kernels] [--out-dir DIR] [--json]\n"
+    "         [--context N] [--steps N] [--admit N] [--admit-step S] [--solo-kernels] [--out-dir DIR] [--json]\n"
     "  B sessions at --context tokens (default 256) each decode --steps steps (default 32) together\n"
     "  (Engine::decode_batch) per size B: per-stream ms/token, aggregate tokens/s, ratios to B=1 and\n"
     "  the bytes floor of one batched step at the copy ceiling. Without --model a synthetic\n"
     "  checkpoint of --preset (default tiny) is written under --out-dir (default ./engine-bench).\n"
     "  --admit N: 3 streams decode together while an N-token prompt is prefilled beside them in\n"
     "  --admit-step chunks (default 256), one chunk between two of their steps (the server's round):\n"
-    "  their inter-token latency p50 / p99 unloaded and while it is admitted. --cuda-kernels: the CUDA\n"
-    "  batched decode kernels (EngineOptions::cuda_batched_decode; else CUDA steps members one by one).";
+    "  their inter-token latency p50 / p99 unloaded and while it is admitted. --solo-kernels: CUDA\n"
+    "  steps the members one by one (EngineOptions::cuda_batched_decode off) for comparison.";
 
 constexpr int kCeilingBytesCpu = 16 << 20;
 constexpr int kCeilingBytesCuda = 256 << 20;
@@ -137,11 +137,15 @@ int run(const std::vector<std::string>& args) {
     std::string model, preset = "tiny", backend = "cpu", out_dir = "engine-bench";
     std::vector<int> sizes{1, 2, 4, 8};
     int context = 256, steps = 32, admit = 0, admit_step = 256;
-    bool as_json = false, cuda_kernels = false;
+    bool as_json = false, cuda_kernels = true;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& k = args[i];
         if (k == "--json" || k == "--cuda-kernels") {
             (k == "--json" ? as_json : cuda_kernels) = true;
+            continue;
+        }
+        if (k == "--solo-kernels") {  // CUDA: members one by one (the comparison point)
+            cuda_kernels = false;
             continue;
         }
         if (k == "--help" || k == "-h") {
