@@ -159,7 +159,10 @@ frost_status compile_tool_call(const nlohmann::json& tools, const std::string& n
         const std::string head = name.empty()
             ? g::gbnf_literal("{\"name\": " + nlohmann::json(tname).dump() + ", \"arguments\": ") + " "
             : std::string();
-        calls += (calls.empty() ? "" : " | ") + head + root + " \"}\"";
+        // JSON allows whitespace between "arguments": and its value and before the closing brace
+        // (a model may emit " {" after the prompt's space; measured: the scripted API-test model
+        // did, and without ws the mask left it nothing to say).
+        calls += (calls.empty() ? "" : " | ") + head + "ws " + root + " ws \"}\"";
     }
     if (calls.empty()) return fail(FROST_ERR_INVALID_ARG, "tool_choice: no tool named '%s'", name.c_str());
     std::string text = "call ::= " + calls + "\n";

@@ -333,11 +333,13 @@ TEST(CudaEngine, CapturesOnlyAtLoad) {
     const CudaEngineInfo info = cuda_engine_info(*e);
     EXPECT_TRUE(info.active);
     const size_t per_session = kChunk / kGdnChunk + 1;
-    EXPECT_EQ(info.graphs, per_session * kSessions);
+    // + the batched decode graph of B = 2 (EngineOptions::cuda_batched_decode; two sessions).
+    const size_t batched = 1;
+    EXPECT_EQ(info.graphs, per_session * kSessions + batched);
     EXPECT_GT(info.capture_ms, 0.0);
     EXPECT_GT(info.gemm_plans, 0u);
     const uint64_t before = e->capture_count();
-    EXPECT_EQ(before, per_session * kSessions);
+    EXPECT_EQ(before, per_session * kSessions + batched);
     const int V = e->config().vocab_size;
     for (int s = 0; s < kSessions; ++s) {
         const auto ids = random_ids(300 + 17 * s, V, std::random_device{}());
@@ -348,7 +350,7 @@ TEST(CudaEngine, CapturesOnlyAtLoad) {
         ASSERT_EQ(e->prefill(s, ids.data(), 5, &next), FROST_OK) << frost_last_error();
     }
     EXPECT_EQ(e->capture_count(), before);
-    EXPECT_EQ(cuda_engine_info(*e).graphs, per_session * kSessions);
+    EXPECT_EQ(cuda_engine_info(*e).graphs, per_session * kSessions + batched);
 }
 
 // A model whose shapes the kernels do not support is refused at load, naming the rule.
