@@ -40,7 +40,7 @@ using json = nlohmann::ordered_json;  // keeps phases in the order they ran
 constexpr const char* kUsage =
     "usage: frost bench engine [--model DIR | --preset NAME] [--backend cpu|cuda] [--ttft N1,N2,...]\n"
     "         [--decode C1,C2,...] [--decode-steps N] [--chunk C_p] [--reps N] [--out-dir DIR] [--json]\n"
-    "         [--fp8-prefill w8a8|exact]\n"
+    "         [--fp8-prefill w8a8|exact] [--mask-decode]\n"
     "  Cold start (process start -> ready), cold TTFT per prompt length (median of --reps after one\n"
     "  warm-up), decode ms/token at each context, peak device memory; each beside its floor. Without\n"
     "  --model a synthetic checkpoint of --preset (default tiny) is written under --out-dir\n"
@@ -239,6 +239,7 @@ struct Args {
     int decode_steps = 64, chunk = 2048, reps = 3;
     bool json = false;
     bool fp8_w8a8 = false;  // --fp8-prefill w8a8
+    bool mask_decode = false;  // --mask-decode: a token mask set before every decode step
 };
 
 // Returns -1 when parsing succeeded, else the exit code.
@@ -247,6 +248,7 @@ int parse_args(const std::vector<std::string>& args, Args* a) {
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string& k = args[i];
             if (k == "--json") { a->json = true; continue; }
+            if (k == "--mask-decode") { a->mask_decode = true; continue; }
             if (k == "--help" || k == "-h") { std::printf("%s\n", kUsage); return 0; }
             if (i + 1 >= args.size()) { std::fprintf(stderr, "%s\n", kUsage); return 2; }
             const std::string& v = args[++i];
@@ -377,9 +379,14 @@ int run_bench_engine(const std::vector<std::string>& args) {
     auto run_decode = [&](int ctx_len) -> bool {
         std::vector<double> step_ms;
         int32_t tok = -1;
+        // --mask-decode: what constrained decoding adds to a step (the grammar's mask, here every
+        // token but id 0 allowed, uploaded before the step and applied inside the sampler).
+        std::vector<uint32_t> mask(size_t((e->config().vocab_size + 31) / 32), 0xFFFFFFFFu);
+        mask[0] &= ~1u;
         const auto t_all = Clock::now();
         for (int i = 0; i < a.decode_steps; ++i) {
             const auto ts = Clock::now();
+            if (a.mask_decode && e->set_token_mask(0, mask.data(), mask.size()) != FROST_OK) return false;
             if (e->decode(0, &tok) != FROST_OK) return false;
             step_ms.push_back(ms_since(ts));
         }
