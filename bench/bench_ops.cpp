@@ -4,7 +4,9 @@
 // launch the captured graphs hold, with the same params. Bytes and FLOPs are the ops' cost model
 // (ops/cost.cpp), at the step's context. Works on both backends.
 // Usage: bench_ops [--model DIR | --preset NAME] [--backend cpu|cuda] [--rows R] [--pos P]
-//                  [--reps N] [--json out.json]
+//                  [--reps N] [--batch B] [--json out.json]
+// --batch B (2, 4 or 8; CUDA batched kernels or the CPU): B sessions at `pos`, and the decode phase
+// is one batched step of all B (Engine::record_batch_ops) instead of a solo step.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -30,7 +32,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Args {
     std::string model, preset = "tiny", backend = "cpu", json;
-    int rows = 256, pos = 1024, reps = 20;
+    int rows = 256, pos = 1024, reps = 20, batch = 1;
 };
 
 struct Line {
@@ -56,9 +58,10 @@ double time_op(frost_stream* st, const fo::OpRecord& r, int reps) {
 }
 
 // Records one step, times each op, groups the lines by label in forward order.
-bool run_phase(fm::Engine& e, const char* phase, int rows, bool decode, int reps, nlohmann::json* out) {
+bool run_phase(fm::Engine& e, const char* phase, int rows, bool decode, int batch, int reps, nlohmann::json* out) {
     std::vector<fo::OpRecord> recs;
-    if (e.record_ops(0, rows, decode, [&](const fo::OpRecord& r) { recs.push_back(r); }) != FROST_OK) return false;
+    const fo::OpObserver keep = [&](const fo::OpRecord& r) { recs.push_back(r); };
+    if ((batch > 1 ? e.record_batch_ops(batch, keep) : e.record_ops(0, rows, decode, keep)) != FROST_OK) return false;
     fo::OpCost step_cost;
     for (const auto& r : recs) step_cost.add(r.cost);
     std::vector<Line> lines;
@@ -107,6 +110,7 @@ int main(int argc, char** argv) {
         else if (k == "--rows") a.rows = std::atoi(v);
         else if (k == "--pos") a.pos = std::atoi(v);
         else if (k == "--reps") a.reps = std::atoi(v);
+        else if (k == "--batch") a.batch = std::atoi(v);
         else if (k == "--json") a.json = v;
         else return std::fprintf(stderr, "bench_ops: unknown option %s\n", k.c_str()), 2;
         ++i;
@@ -125,6 +129,10 @@ int main(int argc, char** argv) {
     o.backend = a.backend == "cuda" ? FROST_BACKEND_CUDA : FROST_BACKEND_CPU;
     o.prefill_chunk = (a.rows + 63) / 64 * 64;
     o.max_seq_len = std::max(a.pos + 2 * o.prefill_chunk, 1024);
+    if (a.batch > 1) {  // every replay of the batched cursor advance moves the members on
+        o.sessions = a.batch;
+        o.max_seq_len += 2048;
+    }
     std::unique_ptr<fm::Engine> e;
     if (fm::Engine::create(a.model, o, &e) != FROST_OK)
         return std::fprintf(stderr, "bench_ops: engine: %s\n", frost_last_error()), 1;
@@ -132,11 +140,21 @@ int main(int argc, char** argv) {
     std::mt19937 rng(7);
     std::vector<int32_t> ids(size_t(std::max(1, a.pos)));
     for (auto& t : ids) t = int32_t(rng() % uint32_t(e->config().vocab_size));
-    if (e->prefill(0, ids.data(), ids.size(), nullptr) != FROST_OK)
-        return std::fprintf(stderr, "bench_ops: prefill: %s\n", frost_last_error()), 1;
+    for (int m = 0; m < std::max(1, a.batch); ++m)
+        if (e->prefill(m, ids.data(), ids.size(), nullptr) != FROST_OK)
+            return std::fprintf(stderr, "bench_ops: prefill: %s\n", frost_last_error()), 1;
+    if (a.batch > 1) {  // one batched step first: its slot vector and cursors are what the replays read
+        std::vector<int> members(size_t(a.batch));
+        std::vector<int32_t> next(size_t(a.batch));
+        for (int m = 0; m < a.batch; ++m) members[size_t(m)] = m;
+        if (e->decode_batch(members.data(), a.batch, next.data()) != FROST_OK)
+            return std::fprintf(stderr, "bench_ops: decode_batch: %s\n", frost_last_error()), 1;
+    }
     nlohmann::json out = {{"model", a.model}, {"backend", a.backend}, {"pos", a.pos}, {"ops", nlohmann::json::array()},
                           {"steps", nlohmann::json::array()}};
-    if (!run_phase(*e, "decode", 1, true, a.reps, &out) || !run_phase(*e, "prefill", o.prefill_chunk, false, a.reps, &out))
+    const std::string dphase = a.batch > 1 ? "decode x" + std::to_string(a.batch) : "decode";
+    if (!run_phase(*e, dphase.c_str(), a.batch > 1 ? a.batch : 1, true, a.batch, a.reps, &out) ||
+        !run_phase(*e, "prefill", o.prefill_chunk, false, 1, a.reps, &out))
         return std::fprintf(stderr, "bench_ops: %s\n", frost_last_error()), 1;
     if (!a.json.empty())
         if (FILE* f = std::fopen(a.json.c_str(), "w")) {

@@ -176,6 +176,10 @@ public:
     // the whole bucket. The step RUNS: its state writes stay (reset the session before reuse); the
     // cursor is put back, so replays run at the step's position.
     frost_status record_ops(int session, int rows, bool decode, const ops::OpObserver& observer);
+    // The same for a batched decode step of `B` members (the captured sizes: 2, 4, 8): call
+    // decode_batch() on those members first, so the slot vector and gathered cursors the replays
+    // read are the step's. Each replay of the cursor advance moves the members on by one token.
+    frost_status record_batch_ops(int B, const ops::OpObserver& observer);
     // Bytes and FLOPs of one step (the ops' cost model) with the step's rows at position `pos`,
     // without running anything; prefill_cost sums the chunks of an n-token prefill from 0.
     frost_status step_cost(int rows, bool decode, int64_t pos, ops::OpCost* out);

@@ -105,6 +105,18 @@ frost_status Engine::capture_batch() {
     return FROST_OK;
 }
 
+frost_status Engine::record_batch_ops(int B, const ops::OpObserver& observer) {
+    if (std::find(batch_sizes_.begin(), batch_sizes_.end(), B) == batch_sizes_.end())
+        return fail(FROST_ERR_INVALID_ARG, "record_batch_ops: B %d is not a captured batch size", B);
+    if (last_rows_ != B)
+        return fail(FROST_ERR_STATE, "record_batch_ops: run decode_batch with %d members first (last step had %d rows)",
+                    B, last_rows_);
+    int64_t pos = 0;
+    for (int64_t p : host_pos_) pos = std::max(pos, p);
+    FROST_TRY(record_batch(B, &observer, stream_, false, pos + 1));
+    return frost_stream_sync(stream_);
+}
+
 frost_status Engine::batch_step_cost(int B, int64_t pos, ops::OpCost* out) {
     if (!out) return fail(FROST_ERR_INVALID_ARG, "batch_step_cost: out is null");
     if (B < 1 || B > kMaxBatch)

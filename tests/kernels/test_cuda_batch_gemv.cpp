@@ -1,4 +1,4 @@
-// The multi-row GEMV of batched decode (issue 16): every row of an M-row launch (M = 2..8, plain
+// The multi-row GEMV of batched decode (issue 16), tensor-core and SIMT forms: every row of an M-row launch (M = 2..8, plain
 // bf16 out, fp32 out with the residual accumulate, the SwiGLU epilogue, PDL on) equals the M = 1
 // GEMV of that row bit for bit (so a batched member's bits equal its solo step), and the rows
 // agree with an fp64 host reference. Skipped without a CUDA device; the GPU machine runs it.
@@ -83,8 +83,11 @@ void check(int M, int N, int K, int mode) {
 
 TEST(CudaBatchGemv, EveryRowEqualsItsSoloGemv) {
     FROST_SKIP_WITHOUT_CUDA();
-    for (int M : {2, 3, 5, 8})
-        for (int mode : {0, 1, 2}) check(M, mode == 2 ? 2 * 200 : 456, 1024, mode);
+    // K = 1024 takes the tensor-core GEMV (lm_gemv_tc.cu), K = 1000 (not a multiple of 64) the
+    // SIMT kernels; N and F that are not multiples of the 16-row tile leave a partial last tile.
+    for (int K : {1024, 1000})
+        for (int M : {2, 3, 5, 8})
+            for (int mode : {0, 1, 2}) check(M, mode == 2 ? 2 * (K == 1024 ? 203 : 200) : 456, K, mode);
 }
 
 TEST(CudaBatchGemv, RefusesMoreRowsThanTheBatch) {

@@ -2,6 +2,9 @@
 // decode. x is staged once per block in shared memory; each warp streams whole weight rows with
 // 16-byte loads (four in flight per lane) and reduces in a fixed butterfly order. Decode variants:
 // programmatic dependent launch, and the MLP gate_up projection fused with SwiGLU.
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_kernels.h"
 
@@ -259,15 +262,27 @@ cudaError_t launch_rows(const GemmBf16Params& p, size_t smem, cudaStream_t strea
 constexpr size_t kRowsSmemMax = 160u << 10;
 }  // namespace
 
+// The tensor-core GEMV (lm_gemv_tc.cu) serves every shape it supports, one row or a batched
+// step's M rows alike, so a member's bits equal its solo step. FROST_GEMV=simt keeps these SIMT
+// kernels (for A/B measurement; read once per process).
+bool use_tc_gemv() {
+    static const bool tc = [] {
+        const char* v = std::getenv("FROST_GEMV");
+        return !(v && std::strcmp(v, "simt") == 0);
+    }();
+    return tc;
+}
+
 cudaError_t gemv_launch(const GemmBf16Params& p, cudaStream_t stream) {
     if (!p.x || !p.w || !p.y || p.M < 1 || p.M > kGemvMaxRows || p.N <= 0 || p.K <= 0 || p.K % kVec != 0 || p.K > kMaxK ||
         reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || reinterpret_cast<uintptr_t>(p.w) % 16 != 0)
         return cudaErrorInvalidValue;
     if (p.swiglu && (p.N % 2 != 0 || p.out_f32 || p.accumulate)) return cudaErrorInvalidValue;
     if (p.norm_w && p.K > kThreads * kNormMaxVecs * kVec) return cudaErrorInvalidValue;
+    if (p.M > 1 && (p.ldx % kVec != 0 || p.ldx < p.K || p.ldy < (p.swiglu ? p.N / 2 : p.N))) return cudaErrorInvalidValue;
+    if (use_tc_gemv() && gemv_tc_supports(p)) return gemv_tc_launch(p, stream);
     const size_t smem = static_cast<size_t>(p.K) * sizeof(bf16);
     const bool pdl = p.pdl != 0;
-    if (p.M > 1 && (p.ldx % kVec != 0 || p.ldx < p.K || p.ldy < (p.swiglu ? p.N / 2 : p.N))) return cudaErrorInvalidValue;
     const dim3 grid((p.swiglu ? ceil_div(p.N / 2, kWarps / 2) : ceil_div(p.N, kWarps)) * p.M);
     // Folded norm: as many vectors per thread as K needs (2 for K <= 4096 keeps the registers low).
     const int norm_vecs = !p.norm_w ? 0 : (p.K <= kThreads * 2 * kVec ? 2 : kNormMaxVecs);

@@ -1,0 +1,176 @@
+// Decode GEMV on bf16 tensor cores, for one row and for a batched decode step alike (M <= 8
+// rows of x against the same weights). The SIMT kernels of lm_gemv.cu spend one conversion and
+// one FMA per weight per row: at M = 4 the multi-row one ran at ~5.5 TFLOP/s whatever M was
+// (bench_ops --batch, 9B, H100 2026-11-24), so a batched step cost M weight reads' worth of time.
+// Here mma.m16n8k16 does the multiply-adds: A is a tile of 16 weight rows, B's eight columns are
+// the (up to) eight rows of x, so a step reads the weights once whatever M is.
+//
+// Mapping. A block owns 16 weight rows (SwiGLU: 8 gate rows and their 8 up rows, so one lane holds
+// a gate and its up value) and its 8 warps split K in 64-wide steps, interleaved (step s = warp +
+// i * 8). Lane L holds rows L/4 and L/4 + 8 of the tile and, in a step, the 16 consecutive weights
+// k0 + 16*(L%4) .. +16 of both rows (two 16-byte loads per row). A dot product does not care how k
+// is permuted as long as A and B agree, so mma j of the step takes the lane's pairs 2j and 2j+1 as
+// its k slots {2t, 2t+1} and {2t+8, 2t+9}; the lane reads column L/4 of B (row L/4 of x) at the
+// same 16 offsets, straight from global memory (L1-resident: every warp of the SM reads the same x).
+//
+// Exactness. bf16 products are exact in the fp32 accumulators. Each output (weight row, x row)
+// is a fixed sequence: per warp its steps in order, then the 8 warp partials summed in warp order.
+// Column c of an mma depends only on column c of B, so a row's bits do not depend on M or on the
+// other rows: a batched member's logits equal its solo step's (padding columns read zeros).
+#include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_kernels.h"
+
+namespace frost::kernels {
+namespace {
+using namespace lm;
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * kWarp;
+constexpr int kStepK = 64;     // k per warp step: 4 lanes x 16 weights
+constexpr int kTileRows = 16;  // mma M
+constexpr int kCols = 8;       // mma N: the x rows
+
+__device__ inline void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Two 16-byte words of one row and the matching two of x: four mmas (pairs 4q .. 4q+3 of word q
+// feed mmas 2q and 2q+1).
+__device__ inline void mma_step(float (&d)[4], const uint4 (&lo)[2], const uint4 (&hi)[2], const uint4 (&xv)[2]) {
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+        mma_bf16(d, lo[q].x, hi[q].x, lo[q].y, hi[q].y, xv[q].x, xv[q].y);
+        mma_bf16(d, lo[q].z, hi[q].z, lo[q].w, hi[q].w, xv[q].z, xv[q].w);
+    }
+}
+
+template <bool kSwiglu, int kUnroll, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_tc_kernel(GemmBf16Params p) {
+    __shared__ float partial[kWarps][kTileRows][kCols];
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int t = lane % 4, gid = lane / 4;
+    const int F = p.N / 2;
+    const int tile = blockIdx.x;
+    // The lane's two rows: r = 0 is tile row gid, r = 1 is gid + 8 (SwiGLU: gate j and up F + j).
+    int n[2];
+    bool ok[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        if constexpr (kSwiglu) {
+            const int j = tile * (kTileRows / 2) + gid;
+            ok[r] = j < F;
+            n[r] = r == 0 ? j : F + j;
+        } else {
+            n[r] = tile * kTileRows + gid + 8 * r;
+            ok[r] = n[r] < p.N;
+        }
+    }
+    const int steps = p.K / kStepK;
+    const int my_steps = warp < steps ? (steps - warp + kWarps - 1) / kWarps : 0;
+    const int64_t row_words = p.K / kVec;  // uint4 per weight row
+    const uint4* wrow[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) wrow[r] = reinterpret_cast<const uint4*>(p.w) + (ok[r] ? n[r] : 0) * row_words + 2 * t;
+
+    uint4 w[kUnroll][2][2];  // [step][row][word]
+    auto load_group = [&](int i0) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int s = warp + (i0 + u) * kWarps;
+            if (i0 + u >= my_steps) break;
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+#pragma unroll
+                for (int q = 0; q < 2; ++q) w[u][r][q] = __ldg(wrow[r] + s * (kStepK / kVec) + q);
+        }
+    };
+    load_group(0);  // the weights do not depend on the previous kernel
+    pdl_wait();
+    pdl_launch_dependents();
+
+    // Column gid of B: row gid of x (zeros past M).
+    const bool x_ok = gid < p.M;
+    const uint4* xrow = reinterpret_cast<const uint4*>(p.x + (x_ok ? gid : 0) * p.ldx) + 2 * t;
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int i0 = 0; i0 < my_steps; i0 += kUnroll) {
+        if (i0 > 0) load_group(i0);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            if (i0 + u >= my_steps) break;
+            const int s = warp + (i0 + u) * kWarps;
+            uint4 xv[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+            if (x_ok) {
+                xv[0] = xrow[s * (kStepK / kVec)];
+                xv[1] = xrow[s * (kStepK / kVec) + 1];
+            }
+            mma_step(d, w[u][0], w[u][1], xv);
+        }
+    }
+    // d: (row gid, col 2t), (gid, 2t + 1), (gid + 8, 2t), (gid + 8, 2t + 1).
+    partial[warp][gid][2 * t] = d[0];
+    partial[warp][gid][2 * t + 1] = d[1];
+    partial[warp][gid + 8][2 * t] = d[2];
+    partial[warp][gid + 8][2 * t + 1] = d[3];
+    __syncthreads();
+    auto sum_of = [&](int row, int col) {
+        float s = 0.0f;
+#pragma unroll
+        for (int wi = 0; wi < kWarps; ++wi) s += partial[wi][row][col];
+        return s;
+    };
+    if constexpr (kSwiglu) {
+        if (threadIdx.x >= (kTileRows / 2) * kCols) return;
+        const int g = threadIdx.x / kCols, col = threadIdx.x % kCols;
+        const int j = tile * (kTileRows / 2) + g;
+        if (col >= p.M || j >= F) return;
+        // The unfused pipeline rounds both projections to bf16, then swiglu_kernel's arithmetic.
+        const float gate = __bfloat162float(__float2bfloat16(sum_of(g, col)));
+        const float up = __bfloat162float(__float2bfloat16(sum_of(g + 8, col)));
+        static_cast<bf16*>(p.y)[col * p.ldy + j] = __float2bfloat16(silu(gate) * up);
+    } else {
+        if (threadIdx.x >= kTileRows * kCols) return;
+        const int row = threadIdx.x / kCols, col = threadIdx.x % kCols;
+        const int nr = tile * kTileRows + row;
+        if (col >= p.M || nr >= p.N) return;
+        const float v = sum_of(row, col);
+        if (p.out_f32) {
+            float* y = static_cast<float*>(p.y) + col * p.ldy + nr;
+            *y = p.accumulate ? *y + v : v;
+        } else {
+            bf16* y = static_cast<bf16*>(p.y) + col * p.ldy + nr;  // residual: one rounding of the fp32 sum
+            *y = __float2bfloat16(p.accumulate ? __bfloat162float(*y) + v : v);
+        }
+    }
+}
+
+}  // namespace
+
+bool gemv_tc_supports(const GemmBf16Params& p) {
+    return !p.norm_w && p.K % kStepK == 0 && p.M >= 1 && p.M <= kCols && (p.M == 1 || p.ldx % kVec == 0);
+}
+
+template <int kUnroll, int kMinBlocks>
+cudaError_t launch_variant(const GemmBf16Params& p, cudaStream_t stream) {
+    const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
+    return p.swiglu ? launch_kernel(gemv_tc_kernel<true, kUnroll, kMinBlocks>, dim3(tiles), dim3(kThreads), 0, stream, p.pdl != 0, p)
+                    : launch_kernel(gemv_tc_kernel<false, kUnroll, kMinBlocks>, dim3(tiles), dim3(kThreads), 0, stream, p.pdl != 0, p);
+}
+
+// Two steps in flight per warp; three blocks per SM where K is large, four for the small
+// matrices of the 0.8B-style model. Measured in the engine against the SIMT GEMV (H100,
+// 2026-11-24, ms/token at B = 1 / 4): unroll 4 with 2 blocks 6.27 / 6.77 (9B), unroll 2 with 3
+// blocks 6.13 / 6.48 (SIMT 6.15 at B = 1), unroll 2 with 4 blocks 6.22 / 6.55 (9B) and 1.120 (0.8B,
+// SIMT 1.127), unroll 4 with 3 blocks 6.90.
+cudaError_t gemv_tc_launch(const GemmBf16Params& p, cudaStream_t stream) {
+    if (!gemv_tc_supports(p)) return cudaErrorInvalidValue;
+    const cudaError_t e = p.K <= 2048 ? launch_variant<2, 4>(p, stream) : launch_variant<2, 3>(p, stream);
+    if (e != cudaSuccess) return e;
+    return cudaGetLastError();
+}
+
+}  // namespace frost::kernels
