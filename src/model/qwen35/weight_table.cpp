@@ -91,8 +91,12 @@ frost_status bind_weights(frost_ctx* ctx, frost_stream* stream, const ModelConfi
         const bool stored_quantized =
             std::any_of(s.parts.begin(), s.parts.end(), [](const TensorView* t) { return t->quant != nullptr; });
         if (s.form == WeightForm::Matrix && stored_quantized) {
+            // The MoE op's kernels (router, expert GEMVs, grouped prefill GEMMs) read bf16: a
+            // quantized MoE layer runs dequantized, counted in CudaEngineInfo::dequantized_matrices.
+            const bool moe = s.name.find(".moe_") != std::string::npos;
             const std::string why = !p.keep_quantized          ? std::string()
                                     : s.slot == &views->embed ? std::string("the embedding is gathered, not a GEMM")
+                                    : moe                     ? std::string("the MoE kernels read bf16 weights")
                                                               : quant_matrix_refusal(s.parts, s.cols);
             if (p.keep_quantized && why.empty()) {
                 int64_t rows = 0;
