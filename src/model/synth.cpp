@@ -8,7 +8,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <mutex>
+#include <thread>
 #include <cstdio>
 #include <map>
 
@@ -287,6 +292,12 @@ frost_status write_all(int fd, const void* p, size_t n, const std::string& path)
     return FROST_OK;
 }
 
+uint64_t total_bytes(const std::vector<const PlannedTensor*>& ts) {
+    uint64_t n = 0;
+    for (const auto* t : ts) n += t->bytes;
+    return n;
+}
+
 frost_status write_shard(const std::string& path, const std::vector<const PlannedTensor*>& ts, uint64_t seed,
                          float embed_std, quant::WriteFormat qf, const DecisiveRouter& dr, util::Progress* bar) {
     json h = json::object();
@@ -301,35 +312,68 @@ frost_status write_shard(const std::string& path, const std::vector<const Planne
     for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
     frost_status s = write_all(fd, len, sizeof(len), tmp);
     if (s == FROST_OK) s = write_all(fd, header.data(), header.size(), tmp);
-    std::vector<uint16_t> chunk(kChunkElems);
-    std::vector<std::string> blobs;  // the quantized tensors of the current module
-    for (size_t i = 0; s == FROST_OK && i < ts.size(); ++i) {
-        const PlannedTensor& t = *ts[i];
-        if (t.quant_part >= 0) {
+    // Every tensor draws from its own seed (name_seed), so tensors are generated in parallel and
+    // written at their offsets; the bytes do not depend on the thread count. A quantized module's
+    // parts are written by the worker that drew its part 0.
+    const uint64_t data_at = sizeof(len) + header.size();
+    std::atomic<size_t> next{0};
+    std::atomic<uint64_t> written{0};
+    std::atomic<bool> failed{false};
+    std::mutex err_mu;
+    std::string first_msg;
+    auto put = [&](const void* src, size_t n, uint64_t off) {
+        std::string err;
+        if (frost_fault_hit(FROST_FAULT_IO)) err = "injected I/O fault";
+        else if (util::pwrite_full(fd, src, n, data_at + off, &err)) return true;
+        std::lock_guard<std::mutex> lock(err_mu);
+        if (!failed.exchange(true)) first_msg = tmp + ": " + err;
+        return false;
+    };
+    auto worker = [&] {
+        std::vector<uint16_t> chunk(kChunkElems);
+        for (size_t i = next++; i < ts.size() && !failed; i = next++) {
+            const PlannedTensor& t = *ts[i];
+            if (t.quant_part > 0) continue;  // written with its module's part 0
             if (t.quant_part == 0) {
                 // The same bf16 values the unquantized synth writes, then quantized as the tool would.
                 uint64_t rng = name_seed(seed, t.module + ".weight");
                 const double half_width = uniform_half_width(t.init, t.fan_in, embed_std);
                 std::vector<float> w(size_t(t.weight_shape[0] * t.weight_shape[1]));
                 for (auto& x : w) x = util::bf16_to_f32(util::f32_to_bf16(draw(t.init, half_width, &rng)));
-                blobs = quant::quantize_linear(qf, w.data(), t.weight_shape[0], t.weight_shape[1]);
+                const std::vector<std::string> blobs = quant::quantize_linear(qf, w.data(), t.weight_shape[0], t.weight_shape[1]);
+                for (size_t j = i; j < ts.size() && ts[j]->module == t.module && ts[j]->quant_part >= 0; ++j) {
+                    const PlannedTensor& pt = *ts[j];
+                    if (!put(blobs[size_t(pt.quant_part)].data(), pt.bytes, pt.begin)) return;
+                    written += pt.bytes;
+                }
+                continue;
             }
-            s = write_all(fd, blobs[size_t(t.quant_part)].data(), t.bytes, tmp);
-            bar->add(t.bytes);
-            continue;
+            uint64_t rng = name_seed(seed, t.name);
+            const double half_width = uniform_half_width(t.init, t.fan_in, embed_std);
+            const uint64_t total = t.bytes / sizeof(uint16_t);
+            for (uint64_t first = 0; first < total && !failed; first += kChunkElems) {
+                const size_t n = size_t(std::min<uint64_t>(total - first, kChunkElems));
+                for (size_t j = 0; j < n; ++j)
+                    chunk[j] = util::f32_to_bf16(decisive(dr, t, first + j, draw(t.init, half_width, &rng)));
+                if (!put(chunk.data(), n * sizeof(uint16_t), t.begin + first * sizeof(uint16_t))) return;
+                written += n * sizeof(uint16_t);
+            }
         }
-        uint64_t rng = name_seed(seed, t.name);
-        const double half_width = uniform_half_width(t.init, t.fan_in, embed_std);
-        uint64_t left = t.bytes / sizeof(uint16_t);
-        while (s == FROST_OK && left > 0) {
-            size_t n = size_t(std::min<uint64_t>(left, kChunkElems));
-            const uint64_t first = t.bytes / sizeof(uint16_t) - left;
-            for (size_t j = 0; j < n; ++j)
-                chunk[j] = util::f32_to_bf16(decisive(dr, t, first + j, draw(t.init, half_width, &rng)));
-            s = write_all(fd, chunk.data(), n * sizeof(uint16_t), tmp);
-            left -= n;
-            bar->add(n * sizeof(uint16_t));
+    };
+    if (s == FROST_OK) {
+        const unsigned n_threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+        std::vector<std::thread> pool;
+        for (unsigned k = 0; k < n_threads; ++k) pool.emplace_back(worker);
+        uint64_t shown = 0;
+        while (written < total_bytes(ts) && !failed) {  // the bar is drawn from this thread only
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            const uint64_t w = written;
+            bar->add(w - shown);
+            shown = w;
         }
+        for (auto& th : pool) th.join();
+        bar->add(written - shown);
+        if (failed) s = fail(FROST_ERR_IO, "%s", first_msg.c_str());
     }
     if (close(fd) != 0 && s == FROST_OK) s = fail(FROST_ERR_IO, "%s: close failed", tmp.c_str());
     if (s == FROST_OK && (frost_fault_hit(FROST_FAULT_IO) || rename(tmp.c_str(), path.c_str()) != 0))

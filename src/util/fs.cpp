@@ -18,6 +18,21 @@ std::string join_path(const std::string& a, const std::string& b) {
     return a + "/" + b;
 }
 
+bool pwrite_full(int fd, const void* src, size_t bytes, uint64_t offset, std::string* error) {
+    const uint8_t* p = static_cast<const uint8_t*>(src);
+    size_t done = 0;
+    while (done < bytes) {
+        ssize_t n = ::pwrite(fd, p + done, bytes - done, off_t(offset + done));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            *error = std::string("write failed: ") + std::strerror(errno);
+            return false;
+        }
+        done += size_t(n);
+    }
+    return true;
+}
+
 bool pread_full(int fd, void* dst, size_t bytes, uint64_t offset, std::string* error) {
     uint8_t* p = static_cast<uint8_t*>(dst);
     size_t done = 0;

@@ -14,6 +14,8 @@ bool write_file(const std::string& path, const std::string& data, std::string* e
 // Reads exactly `bytes` at `offset`; a short file is an error naming the shortfall.
 bool pread_full(int fd, void* dst, size_t bytes, uint64_t offset, std::string* error);
 bool write_full(int fd, const void* src, size_t bytes, std::string* error);
+// Writes exactly `bytes` at `offset` (pwrite: safe from several threads on one descriptor).
+bool pwrite_full(int fd, const void* src, size_t bytes, uint64_t offset, std::string* error);
 
 struct FileStat {
     uint64_t size = 0;
