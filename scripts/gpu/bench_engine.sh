@@ -5,9 +5,12 @@
 # $OUT/engine_bench_<preset>.json ("frost_results", read by bench/python/report.py). Expects build-gpu.
 #   scripts/gpu/bench_engine.sh [PRESET...]   presets to bench (default: 0.8b 9b)
 #   FROST_BENCH_MOE=1                         also bench 35b-a3b (Qwen3.5-35B-A3B shape, 256 experts
-#                                             top-8): TTFT 1k..16k, decode 1k/32k. Its synthetic
-#                                             checkpoint is ~70 GB: it needs that much free disk
-#                                             ($FROST_SYNTH_DIR, default /tmp) and GPU memory.
+#                                             top-8): TTFT 1k..16k, decode 1k/32k. Its bf16
+#                                             checkpoint is ~70 GB, more than the GPU machine's 64 GiB
+#                                             disk: give FROST_SYNTH_DIR=/dev/shm after
+#                                             `mount -o remount,size=100G /dev/shm` (128 GiB RAM).
+#                                             FROST_MOE_QUANT=fp8 writes Qwen's FP8 layout instead
+#                                             (~36 GB; MoE layers dequantized to bf16 at load).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -25,8 +28,12 @@ for preset in "${presets[@]}"; do
   case "$preset" in
     35b-a3b) ttft=1024,2048,4096,8192,16384; limit=600 ;;  # 35B weights: TTFT 1k..16k
   esac
+  quant=()
+  if [ "$preset" = 35b-a3b ] && [ -n "${FROST_MOE_QUANT:-}" ]; then
+    quant=(--quant "$FROST_MOE_QUANT"); dir=$dir-$FROST_MOE_QUANT
+  fi
   if [ ! -f "$dir/config.json" ]; then
-    "$FROST" synth --out "$dir" --preset "$preset" >"$OUT/engine_bench_${preset}_synth.log" 2>&1 \
+    "$FROST" synth --out "$dir" --preset "$preset" "${quant[@]}" >"$OUT/engine_bench_${preset}_synth.log" 2>&1 \
       || { echo "engine bench $preset: synth failed (see $OUT/engine_bench_${preset}_synth.log)"; continue; }
   fi
   # The table goes to the log (stderr with --json), the JSON to its own file.
