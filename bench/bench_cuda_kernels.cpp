@@ -17,6 +17,7 @@ int main() {
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -144,11 +145,105 @@ void print_table(const std::string& phase, const std::vector<Row>& rows, const C
     }
 }
 
+Timer make_timer(cudaStream_t s) {
+    Timer t{};
+    t.s = s;
+    CK(cudaEventCreate(&t.a));
+    CK(cudaEventCreate(&t.b));
+    constexpr int kFlushK = 4096;
+    const int rows = static_cast<int>(kFlushBytes / (kFlushK * sizeof(bf16)));
+    auto* fw = dalloc<bf16>(kFlushBytes / sizeof(bf16));
+    auto* fx = dalloc<bf16>(kFlushK);
+    auto* fy = dalloc<bf16>(rows);
+    CK(cudaMemset(fw, 0x3C, kFlushBytes));
+    CK(cudaMemset(fx, 0x3C, kFlushK * sizeof(bf16)));
+    t.flush = GemmBf16Params{fx, fw, fy, kFlushK, rows, 1, rows, kFlushK, 0, 0};
+    return t;
+}
+
+// Attention section (--attn): the prefill attention kernels alone on the 9B shape (16 q heads,
+// 4 KV heads, d = 256, gate on) at (chunk rows, position) = (16384, 0), (4096, 0), (2048, 14336):
+// the mma.sync kernel as the launcher ran it before (its split choice) against the Hopper wgmma
+// kernel, in the same process. Random bf16 inputs in [-2, 2) (never zeros), TFLOP/s from
+// attn_prefill_cost (causal pairs only).
+int bench_attention(const char* json_path) {
+    cudaDeviceProp prop{};
+    CK(cudaGetDeviceProperties(&prop, 0));
+    cudaStream_t s = nullptr;
+    CK(cudaStreamCreate(&s));
+    Timer t = make_timer(s);
+    constexpr int Hq = 16, Hkv = 4, D = kAttnHeadDim;
+    const int shapes[][2] = {{16384, 0}, {4096, 0}, {2048, 14336}};
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    auto random_bf16 = [&](size_t n) {
+        std::vector<bf16> h(n);
+        for (auto& x : h) x = __float2bfloat16(u(rng));
+        bf16* d = dalloc<bf16>(n);
+        CK(cudaMemcpy(d, h.data(), n * sizeof(bf16), cudaMemcpyHostToDevice));
+        return d;
+    };
+    nlohmann::json j;
+    j["device"] = prop.name;
+    std::printf("attention prefill, Hq %d Hkv %d d %d, gate on [%s]\n", Hq, Hkv, D, prop.name);
+    std::printf("  %6s %6s %14s %9s %9s %9s %9s %7s\n", "rows", "pos", "old kernel", "old ms", "old TF/s", "new ms",
+                "new TF/s", "speedup");
+    for (const auto& sh : shapes) {
+        const int rows = sh[0], pos = sh[1], seq = pos + rows;
+        const int64_t q_stride = 2 * Hq * D;  // per head [q | gate], as the engine's fused projection
+        bf16* q = random_bf16(static_cast<size_t>(rows) * q_stride);
+        bf16* k = random_bf16(static_cast<size_t>(seq) * Hkv * D);
+        bf16* v = random_bf16(static_cast<size_t>(seq) * Hkv * D);
+        bf16* o = dalloc<bf16>(static_cast<size_t>(rows) * Hq * D);
+        StepCursor c{};
+        c.pos = pos;
+        c.n_tokens = rows;
+        StepCursor* dc = dalloc<StepCursor>(1);
+        CK(cudaMemcpy(dc, &c, sizeof(c), cudaMemcpyHostToDevice));
+        AttentionBf16Params p{};
+        p.q = q;
+        p.gate = q + D;
+        p.k_cache = k;
+        p.v_cache = v;
+        p.o = o;
+        p.q_row_stride = q_stride;
+        p.q_head_stride = 2 * D;
+        p.Hq = Hq;
+        p.Hkv = Hkv;
+        p.head_dim = D;
+        p.scale = 1.0f / std::sqrt(float(D));
+        p.max_seq = seq;
+        p.max_rows = rows;
+        p.cursor = dc;
+        const int splits = attn_prefill_splits(p);
+        float* work = dalloc<float>(std::max<size_t>(1, attn_prefill_split_work_floats(p, splits)));
+        p.work = work;
+        const double flops = attn_prefill_cost(p, rows, pos).flops;
+        const double old_ms = t.median_ms([&] { return attn_prefill_launch_splits(p, s, splits); });
+        const double new_ms = t.median_ms([&] { return attn_prefill_hopper_launch(p, s); });
+        const std::string old_name = "mma.sync, " + std::to_string(splits) + (splits == 1 ? " split" : " splits");
+        std::printf("  %6d %6d %14s %9.3f %9.1f %9.3f %9.1f %6.2fx\n", rows, pos, old_name.c_str(), old_ms,
+                    flops / (old_ms * 1e9), new_ms, flops / (new_ms * 1e9), old_ms / new_ms);
+        j["attention"].push_back({{"rows", rows}, {"pos", pos}, {"Hq", Hq}, {"Hkv", Hkv}, {"flops", flops},
+                                  {"old_splits", splits}, {"old_ms", old_ms}, {"hopper_ms", new_ms}});
+        for (void* b : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(o),
+                        static_cast<void*>(dc), static_cast<void*>(work)})
+            CK(cudaFree(b));
+    }
+    if (FILE* f = std::fopen(json_path, "w")) {
+        std::fputs(j.dump(1).c_str(), f);
+        std::fclose(f);
+    }
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc == 3 && std::string(argv[1]) == "--attn") return bench_attention(argv[2]);
     if (argc < 3) {
-        std::fprintf(stderr, "usage: bench_cuda_kernels out.json MODEL_DIR [prefill_chunk] [decode_pos...]\n");
+        std::fprintf(stderr, "usage: bench_cuda_kernels out.json MODEL_DIR [prefill_chunk] [decode_pos...]\n"
+                             "       bench_cuda_kernels --attn out.json   (attention prefill kernels alone)\n");
         return 2;
     }
     const std::string json_path = argv[1], model_dir = argv[2];
@@ -171,20 +266,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "bench_cuda_kernels: engine on %s: %s\n", model_dir.c_str(), frost_last_error());
         return 1;
     }
-    Timer t{};
-    t.s = static_cast<cudaStream_t>(frost_stream_native(e->stream()));
-    CK(cudaEventCreate(&t.a));
-    CK(cudaEventCreate(&t.b));
-    {
-        constexpr int kFlushK = 4096;
-        const int rows = static_cast<int>(kFlushBytes / (kFlushK * sizeof(bf16)));
-        auto* fw = dalloc<bf16>(kFlushBytes / sizeof(bf16));
-        auto* fx = dalloc<bf16>(kFlushK);
-        auto* fy = dalloc<bf16>(rows);
-        CK(cudaMemset(fw, 0x3C, kFlushBytes));
-        CK(cudaMemset(fx, 0x3C, kFlushK * sizeof(bf16)));
-        t.flush = GemmBf16Params{fx, fw, fy, kFlushK, rows, 1, rows, kFlushK, 0, 0};
-    }
+    Timer t = make_timer(static_cast<cudaStream_t>(frost_stream_native(e->stream())));
 
     // Ceilings.
     Ceilings ce{};
