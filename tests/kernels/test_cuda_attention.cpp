@@ -26,7 +26,7 @@ struct Case {
     bool gate = true;
     int splits = 0;    // prefill: 0 = the launcher's choice, else forced (attn_prefill_launch_splits)
     int row_step = 1;  // reference checked on every row_step-th row (and the last) at long positions
-    bool hopper = false;  // prefill: the Hopper kernel alone, also compared on every row with the mma.sync kernel
+    int hopper = 0;  // prefill: this variant of the Hopper kernel alone, also compared on every row with the mma.sync kernel
 };
 
 // fp64 causal GQA softmax attention with the sigmoid gate for query row r (all heads), appended
@@ -90,6 +90,7 @@ void check_hopper_against_fallback(const Case& k, kernels::AttentionBf16Params p
     EXPECT_EQ(written, 0u) << "wrote past the valid rows";
     p.o = bf(dlaunch);
     CUDA_OK(kernels::attn_prefill_launch(p, nullptr));
+    if (k.hopper != kernels::kAttnPrefillHopperVariant) return;
     const bool dispatched = k.max_rows >= kernels::kAttnPrefillHopperMinRows && kernels::attn_prefill_splits(p) == 1;
     EXPECT_EQ(dlaunch.download() == raw, dispatched) << "the launcher should " << (dispatched ? "" : "not ")
                                                      << "pick the Hopper kernel";
@@ -98,7 +99,8 @@ void check_hopper_against_fallback(const Case& k, kernels::AttentionBf16Params p
 // q rows: per head [q (D) | gate (D)]; cache [max_seq, Hkv, D] valid for [0, pos + rows).
 void run_case(const Case& k, bool decode, const char* name) {
     SCOPED_TRACE(testing::Message() << name << ": Hq " << k.Hq << " Hkv " << k.Hkv << " pos " << k.pos << " rows "
-                                    << k.rows << "/" << k.max_rows << " gate " << k.gate << " splits " << k.splits);
+                                    << k.rows << "/" << k.max_rows << " gate " << k.gate << " splits " << k.splits
+                                    << " hopper variant " << k.hopper);
     auto rng = fresh_rng(name);
     const int64_t q_stride = 2 * k.Hq * D + 64;
     const int valid = k.pos + k.rows;
@@ -133,7 +135,7 @@ void run_case(const Case& k, bool decode, const char* name) {
     p.work = work.get();
     auto launch = [&] {
         if (decode) return kernels::attn_decode_launch(p, nullptr);
-        if (k.hopper) return kernels::attn_prefill_hopper_launch(p, nullptr);
+        if (k.hopper) return kernels::attn_prefill_hopper_launch(p, nullptr, k.hopper);
         if (k.splits > 0) return kernels::attn_prefill_launch_splits(p, nullptr, k.splits);
         return kernels::attn_prefill_launch(p, nullptr);
     };
@@ -214,24 +216,29 @@ TEST(CudaAttention, PrefillForcedSplitsMatchReference) {
 // The Hopper (wgmma) kernel: chunks of 64, 1000 and 4096 rows at positions 0, 37 and 3000 (keys
 // [0, pos + T), so 37 and 3000 start mid-tile), the GQA ratios of the presets (2, 4, 6, 8), gate on
 // and off, buckets larger than the valid rows; against fp64 on sampled rows and the mma.sync kernel
-// on every row.
+// on every row; both variants (block-synchronous and warp-specialised).
 TEST(CudaAttention, HopperPrefillMatchesReferenceAndFallback) {
     FROST_SKIP_WITHOUT_CUDA();
     kernels::AttentionBf16Params probe{};
     if (!kernels::attn_prefill_hopper_supported(probe)) GTEST_SKIP() << "the Hopper kernel needs compute capability 9.0";
-    //  Hq Hkv pos   rows  max_rows max_seq gate splits row_step hopper
+    //  Hq Hkv pos   rows  max_rows max_seq gate splits row_step
     const Case cases[] = {
-        {2, 1, 0, 64, 128, 128, true, 0, 1, true},
-        {8, 2, 37, 64, 128, 128, false, 0, 1, true},
-        {6, 1, 3000, 64, 64, 3100, true, 0, 3, true},
-        {8, 1, 0, 1000, 1024, 1024, false, 0, 7, true},
-        {16, 4, 37, 1000, 1024, 1100, true, 0, 11, true},
-        {24, 4, 3000, 1000, 2048, 4100, false, 0, 41, true},
-        {16, 4, 0, 4096, 4096, 4096, true, 0, 61, true},
-        {4, 2, 37, 4096, 4096, 4200, false, 0, 53, true},
-        {16, 2, 3000, 4096, 4096, 7100, true, 0, 97, true},
+        {2, 1, 0, 64, 128, 128, true, 0, 1},
+        {8, 2, 37, 64, 128, 128, false, 0, 1},
+        {6, 1, 3000, 64, 64, 3100, true, 0, 3},
+        {8, 1, 0, 1000, 1024, 1024, false, 0, 7},
+        {16, 4, 37, 1000, 1024, 1100, true, 0, 11},
+        {24, 4, 3000, 1000, 2048, 4100, false, 0, 41},
+        {16, 4, 0, 4096, 4096, 4096, true, 0, 61},
+        {4, 2, 37, 4096, 4096, 4200, false, 0, 53},
+        {16, 2, 3000, 4096, 4096, 7100, true, 0, 97},
     };
-    for (const Case& k : cases) run_case(k, false, "AttnPrefillHopper");
+    for (const int variant : {1, 2}) {  // block-synchronous, warp-specialised
+        for (Case k : cases) {
+            k.hopper = variant;
+            run_case(k, false, "AttnPrefillHopper");
+        }
+    }
 }
 
 TEST(CudaAttention, DecodeMatchesReference) {

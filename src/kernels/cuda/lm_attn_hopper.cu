@@ -55,23 +55,33 @@ __device__ inline void fence_proxy_async() { asm volatile("fence.proxy.async.sha
 
 // Issues the copy of R rows x 256 dims into the swizzled layout at `dst`; global row r is
 // src + r * stride (elements); rows r >= valid become zeros.
-template <int R>
-__device__ inline void load_tile(uint32_t dst, const bf16* src, int64_t stride, int valid) {
-#pragma unroll
-    for (int i = 0; i < R * kChunks / kThreads; ++i) {
-        const int e = threadIdx.x + i * kThreads;
+// Spread over kLoaders threads; `tid` is this thread's index among them. The consumers' copy
+// is unrolled (few registers to spare, but fewer instructions between MMAs); the producer's is a
+// plain loop, which keeps it within its small register budget.
+template <int R, int kLoaders = kThreads>
+__device__ inline void load_tile(uint32_t dst, const bf16* src, int64_t stride, int valid, int tid = threadIdx.x) {
+    auto one = [&](int i) {
+        const int e = tid + i * kLoaders;
         const int r = e / kChunks, ch = e % kChunks;
         const bool in = r < valid;
         const uint32_t off = (ch / 8) * (R * kRowBytes) + r * kRowBytes + (((ch % 8) ^ (r % 8)) << 4);
         cp_async16_s(dst + off, src + (in ? r * stride : 0) + ch * kVec, in ? 16 : 0);
+    };
+    constexpr int kIters = R * kChunks / kLoaders;
+    if constexpr (kLoaders == kThreads) {
+#pragma unroll
+        for (int i = 0; i < kIters; ++i) one(i);
+    } else {
+#pragma unroll 1
+        for (int i = 0; i < kIters; ++i) one(i);
     }
 }
 
 // Online-softmax step for one S tile held as wgmma accumulators (rows g and g+8 of this warp):
 // masks keys past each row's position, updates the running max m (raw score units) and the
-// thread's partial row sums l, writes the probabilities as bf16 A fragments and returns the
+// thread's partial row sums l, leaves the probabilities in s and returns the
 // factors exp(m_old - m_new) by which the output accumulators must be scaled.
-__device__ inline void softmax_tile(float (&s)[32], uint32_t (&pa)[4][4], int key0, int qpos_lo, bool mask,
+__device__ inline void softmax_tile(float (&s)[32], int key0, int qpos_lo, bool mask,
                                     float scale_log2, float (&m)[2], float (&l)[2], float (&alpha)[2]) {
     const int t = threadIdx.x % 4;
     if (mask) {
@@ -112,7 +122,11 @@ __device__ inline void softmax_tile(float (&s)[32], uint32_t (&pa)[4][4], int ke
     }
     l[0] = l[0] * alpha[0] + sum[0];
     l[1] = l[1] * alpha[1] + sum[1];
-    // k-step ks of PV covers keys 16ks..16ks+15 = n8 tiles 2ks, 2ks+1 of S.
+}
+
+// The probabilities as bf16 A fragments: k-step ks of PV covers keys 16ks..16ks+15 = n8 tiles
+// 2ks, 2ks+1 of S.
+__device__ inline void pack_p(const float (&s)[32], uint32_t (&pa)[4][4]) {
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
         pa[ks][0] = pack_bf16(s[8 * ks], s[8 * ks + 1]);
@@ -151,6 +165,37 @@ __device__ inline void issue_pv(float (&o)[128], const uint32_t (&pa)[4][4], uin
     }
 }
 
+// Epilogue: row sums reduced over the quad, O normalised, gated, stored as bf16 (rows r_lo and
+// r_lo + 8 of this thread; rows past the valid count are not written).
+__device__ inline void store_output(const AttentionBf16Params& p, const float (&o)[128], float (&l)[2], int r_lo,
+                                    int rows, int qh, int t) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l[h] += __shfl_xor_sync(kFullMask, l[h], 1);
+        l[h] += __shfl_xor_sync(kFullMask, l[h], 2);
+    }
+    const int out_stride = p.Hq * kD;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = r_lo + 8 * h;
+        if (r >= rows) continue;
+        const float inv = 1.0f / l[h];
+        bf16* out = p.o + static_cast<int64_t>(r) * out_stride + qh * kD;
+        const bf16* gate = p.gate ? p.gate + r * p.q_row_stride + qh * p.q_head_stride : nullptr;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+            const int d = 8 * i + 2 * t;
+            float v0 = o[4 * i + 2 * h] * inv, v1 = o[4 * i + 2 * h + 1] * inv;
+            if (gate) {
+                const float2 gv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(gate + d));
+                v0 *= sigmoid(gv.x);
+                v1 *= sigmoid(gv.y);
+            }
+            *reinterpret_cast<__nv_bfloat162*>(out + d) = __floats2bfloat162_rn(v0, v1);
+        }
+    }
+}
+
 #endif  // FROST_ATTN_WGMMA
 
 __global__ void __launch_bounds__(kThreads, 1) attn_prefill_hopper_kernel(AttentionBf16Params p) {
@@ -161,9 +206,12 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_hopper_kernel(Attent
 
     const int rows = cursor_rows(p.cursor, p.max_rows);
     const int pos = p.cursor->pos;
-    const int row0 = (gridDim.x - 1 - blockIdx.x) * kRows;  // heaviest row tiles first
+    // Heaviest row tiles first, all heads of a row tile together (x is dispatched fastest): the
+    // hardware's in-order block dispatch then approximates longest-first scheduling, and heads
+    // sharing a KV head run side by side (L2 reuse).
+    const int row0 = (gridDim.y - 1 - blockIdx.y) * kRows;
     if (row0 >= rows) return;
-    const int qh = blockIdx.y;
+    const int qh = blockIdx.x;
     const int kvh = qh / (p.Hq / p.Hkv);
     const int64_t kv_dim = static_cast<int64_t>(p.Hkv) * kD;
     const int wg = threadIdx.x / 128;
@@ -195,7 +243,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_hopper_kernel(Attent
     float s[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) s[i] = 0.0f;
-    uint32_t pa[4][4], pn[4][4];
+    uint32_t pa[4][4];
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha[2];
 
     cp_async_wait<1>();
@@ -206,7 +254,8 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_hopper_kernel(Attent
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(s);
-    softmax_tile(s, pa, 0, qpos_lo, kKeys - 1 > wg_qpos0, scale_log2, m, l, alpha);
+    softmax_tile(s, 0, qpos_lo, kKeys - 1 > wg_qpos0, scale_log2, m, l, alpha);
+    pack_p(s, pa);
 
     // Tiles 0 .. n-2: PV(j) overlapped with QKᵀ(j+1) and its softmax. No branch around a wgmma
     // (a wgmma issued on one path only makes ptxas serialise all of them).
@@ -214,10 +263,6 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_hopper_kernel(Attent
         cp_async_wait<0>();  // K(j+1) and V(j) have landed
         fence_proxy_async();
         __syncthreads();     // ... for every thread; and every warpgroup is done with K(j), V(j-1)
-        if (j + 2 < n_tiles)
-            load_tile<kKeys>(k_stage(j + 2), kc + (j + 2) * kKeys * kv_dim, kv_dim, kv_len - (j + 2) * kKeys);
-        load_tile<kKeys>(v_stage(j + 1), vc + (j + 1) * kKeys * kv_dim, kv_dim, kv_len - (j + 1) * kKeys);
-        cp_async_commit();
         // The rescaled o and the new pa must be final before the fence that hands them to wgmma.
         reg_fence(o);
         reg_fence_u(pa);
@@ -226,10 +271,22 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_hopper_kernel(Attent
         wgmma_commit();
         issue_pv(o, pa, v_stage(j));
         wgmma_commit();
+        // Next loads, issued while the tensor cores work (stages no warpgroup reads any more).
+        if (j + 2 < n_tiles)
+            load_tile<kKeys>(k_stage(j + 2), kc + (j + 2) * kKeys * kv_dim, kv_dim, kv_len - (j + 2) * kKeys);
+        load_tile<kKeys>(v_stage(j + 1), vc + (j + 1) * kKeys * kv_dim, kv_dim, kv_len - (j + 1) * kKeys);
+        cp_async_commit();
         wgmma_wait<1>();  // S(j+1) is ready; PV(j) may still run
         reg_fence(s);
         const int key0 = (j + 1) * kKeys;
-        softmax_tile(s, pn, key0, qpos_lo, key0 + kKeys - 1 > wg_qpos0, scale_log2, m, l, alpha);
+        softmax_tile(s, key0, qpos_lo, key0 + kKeys - 1 > wg_qpos0, scale_log2, m, l, alpha);
+        // Pin the softmax results here: the compiler would otherwise sink the exponentials past
+        // the wait below (register arithmetic moves freely across asm), losing the overlap. They
+        // stay fp32 in s until PV(j) has released pa.
+        reg_fence(s);
+        reg_fence(m);
+        reg_fence(l);
+        reg_fence(alpha);
         wgmma_wait<0>();
         reg_fence(o);
         reg_fence_u(pa);  // PV(j) read pa asynchronously: its registers stay live until here
@@ -240,10 +297,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_hopper_kernel(Attent
             o[4 * i + 2] *= alpha[1];
             o[4 * i + 3] *= alpha[1];
         }
-#pragma unroll
-        for (int a = 0; a < 4; ++a)
-#pragma unroll
-            for (int b = 0; b < 4; ++b) pa[a][b] = pn[a][b];
+        pack_p(s, pa);  // PV(j) is done with the old fragments
     }
     // Last tile: PV only.
     cp_async_wait<0>();
@@ -257,31 +311,175 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_hopper_kernel(Attent
     wgmma_wait<0>();
     reg_fence(o);
 
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        l[h] += __shfl_xor_sync(kFullMask, l[h], 1);
-        l[h] += __shfl_xor_sync(kFullMask, l[h], 2);
+    store_output(p, o, l, row0 + wg * kWgRows + warp * 16 + g, rows, qh, t);
+#endif  // FROST_ATTN_WGMMA
+}
+
+#if defined(FROST_ATTN_WGMMA)
+// mbarrier primitives (PTX "Parallel synchronization and communication: mbarrier").
+__device__ inline void mbar_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ inline void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Arrives once every cp.async this thread issued so far has landed (count set at init).
+__device__ inline void mbar_arrive_cp_async(uint32_t bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ inline void mbar_wait(uint32_t bar, int parity) {
+    uint32_t done = 0;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+#endif
+
+// Warp-specialised variant: warpgroup 0 only loads (cp.async into the same two-stage ring,
+// completion signalled on "full" mbarriers), warpgroups 1 and 2 only compute and release stages
+// on "empty" mbarriers. The consumers never meet at a block barrier, so one can run its softmax
+// while the other's MMAs occupy the tensor cores. Registers move to the consumers (setmaxnreg).
+constexpr int kWsThreads = 3 * 128;
+constexpr int kWsSmemBytes = kSmemBytes + 128;          // + mbarriers
+
+__global__ void __launch_bounds__(kWsThreads, 1) attn_prefill_hopper_ws_kernel(AttentionBf16Params p) {
+#if defined(FROST_ATTN_WGMMA)
+    constexpr int kProducerRegs = 32, kConsumerRegs = 240;  // 128 x 32 + 256 x 240 = 65536
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const uint32_t sq = base, sk0 = base + kQBytes, sv0 = sk0 + kStages * kKvBytes;
+    const uint32_t bars = sv0 + kStages * kKvBytes;  // q_full, k_full[2], v_full[2], k_empty[2], v_empty[2]
+    const uint32_t q_full = bars;
+    auto k_full = [&](int j) { return bars + 8 * (1 + j % kStages); };
+    auto v_full = [&](int j) { return bars + 8 * (3 + j % kStages); };
+    auto k_empty = [&](int j) { return bars + 8 * (5 + j % kStages); };
+    auto v_empty = [&](int j) { return bars + 8 * (7 + j % kStages); };
+    auto k_stage = [&](int j) { return sk0 + (j % kStages) * kKvBytes; };
+    auto v_stage = [&](int j) { return sv0 + (j % kStages) * kKvBytes; };
+
+    const int rows = cursor_rows(p.cursor, p.max_rows);
+    const int pos = p.cursor->pos;
+    const int row0 = (gridDim.y - 1 - blockIdx.y) * kRows;  // heaviest row tiles first (see above)
+    if (row0 >= rows) return;
+    const int qh = blockIdx.x;
+    const int kvh = qh / (p.Hq / p.Hkv);
+    const int64_t kv_dim = static_cast<int64_t>(p.Hkv) * kD;
+    const int kv_len = pos + min(rows, row0 + kRows);
+    const int n_tiles = (kv_len + kKeys - 1) / kKeys;
+    const bf16* kc = p.k_cache + kvh * kD;
+    const bf16* vc = p.v_cache + kvh * kD;
+    if (threadIdx.x == 0) {
+        mbar_init(q_full, 128);
+        for (int i = 0; i < kStages; ++i) {
+            mbar_init(k_full(i), 128);
+            mbar_init(v_full(i), 128);
+            mbar_init(k_empty(i), 256);
+            mbar_init(v_empty(i), 256);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    const int r_lo = row0 + wg * kWgRows + warp * 16 + g;
-    const int out_stride = p.Hq * kD;
+    __syncthreads();
+    const int wg = threadIdx.x / 128;
+
+    if (wg == 0) {
+        // Producer: Q, K0, then K(j+1) before V(j), the order the consumers need them.
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+        const int tid = threadIdx.x;
+        load_tile<kRows, 128>(sq, p.q + row0 * p.q_row_stride + qh * p.q_head_stride, p.q_row_stride, rows - row0, tid);
+        mbar_arrive_cp_async(q_full);
+        load_tile<kKeys, 128>(k_stage(0), kc, kv_dim, kv_len, tid);
+        mbar_arrive_cp_async(k_full(0));
+        for (int j = 0; j < n_tiles; ++j) {
+            const int jk = j + 1;
+            if (jk < n_tiles) {
+                if (jk >= kStages) mbar_wait(k_empty(jk), (jk / kStages - 1) & 1);
+                load_tile<kKeys, 128>(k_stage(jk), kc + jk * kKeys * kv_dim, kv_dim, kv_len - jk * kKeys, tid);
+                mbar_arrive_cp_async(k_full(jk));
+            }
+            if (j >= kStages) mbar_wait(v_empty(j), (j / kStages - 1) & 1);
+            load_tile<kKeys, 128>(v_stage(j), vc + j * kKeys * kv_dim, kv_dim, kv_len - j * kKeys, tid);
+            mbar_arrive_cp_async(v_full(j));
+        }
+        cp_async_wait<0>();
+    } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+    const int cw = wg - 1;  // consumer index: rows cw * 64 ..
+    const int warp = (threadIdx.x % 128) / kWarp;
+    const int lane = threadIdx.x % kWarp;
+    const int g = lane / 4, t = lane % 4;
+    const int wg_qpos0 = pos + row0 + cw * kWgRows;
+    const int qpos_lo = wg_qpos0 + warp * 16 + g;
+    const float scale_log2 = p.scale * kLog2e;
+    const uint32_t sq_wg = sq + cw * kWgRows * kRowBytes;
+
+    float o[128];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int r = r_lo + 8 * h;
-        if (r >= rows) continue;
-        const float inv = 1.0f / l[h];
-        bf16* out = p.o + static_cast<int64_t>(r) * out_stride + qh * kD;
-        const bf16* gate = p.gate ? p.gate + r * p.q_row_stride + qh * p.q_head_stride : nullptr;
+    for (int i = 0; i < 128; ++i) o[i] = 0.0f;
+    float s[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s[i] = 0.0f;
+    uint32_t pa[4][4];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha[2];
+
+    mbar_wait(q_full, 0);
+    mbar_wait(k_full(0), 0);
+    fence_proxy_async();  // cp.async (generic proxy) data, read next by wgmma (async proxy)
+    wgmma_fence();
+    issue_qk(s, sq_wg, k_stage(0));
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(s);
+    mbar_arrive(k_empty(0));
+    softmax_tile(s, 0, qpos_lo, kKeys - 1 > wg_qpos0, scale_log2, m, l, alpha);
+    pack_p(s, pa);
+
+    for (int j = 0; j + 1 < n_tiles; ++j) {
+        mbar_wait(k_full(j + 1), ((j + 1) / kStages) & 1);
+        mbar_wait(v_full(j), (j / kStages) & 1);
+        fence_proxy_async();
+        reg_fence(o);
+        reg_fence_u(pa);
+        wgmma_fence();
+        issue_qk(s, sq_wg, k_stage(j + 1));
+        wgmma_commit();
+        issue_pv(o, pa, v_stage(j));
+        wgmma_commit();
+        wgmma_wait<1>();
+        reg_fence(s);
+        mbar_arrive(k_empty(j + 1));
+        const int key0 = (j + 1) * kKeys;
+        softmax_tile(s, key0, qpos_lo, key0 + kKeys - 1 > wg_qpos0, scale_log2, m, l, alpha);
+        reg_fence(s);
+        reg_fence(m);
+        reg_fence(l);
+        reg_fence(alpha);
+        wgmma_wait<0>();
+        reg_fence(o);
+        reg_fence_u(pa);
+        mbar_arrive(v_empty(j));
 #pragma unroll
         for (int i = 0; i < 32; ++i) {
-            const int d = 8 * i + 2 * t;
-            float v0 = o[4 * i + 2 * h] * inv, v1 = o[4 * i + 2 * h + 1] * inv;
-            if (gate) {
-                const float2 gv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(gate + d));
-                v0 *= sigmoid(gv.x);
-                v1 *= sigmoid(gv.y);
-            }
-            *reinterpret_cast<__nv_bfloat162*>(out + d) = __floats2bfloat162_rn(v0, v1);
+            o[4 * i] *= alpha[0];
+            o[4 * i + 1] *= alpha[0];
+            o[4 * i + 2] *= alpha[1];
+            o[4 * i + 3] *= alpha[1];
         }
+        pack_p(s, pa);  // PV(j) is done with the old fragments
+    }
+    mbar_wait(v_full(n_tiles - 1), ((n_tiles - 1) / kStages) & 1);
+    fence_proxy_async();
+    reg_fence(o);
+    reg_fence_u(pa);
+    wgmma_fence();
+    issue_pv(o, pa, v_stage(n_tiles - 1));
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(o);
+    store_output(p, o, l, row0 + cw * kWgRows + warp * 16 + g, rows, qh, t);
     }
 #endif  // FROST_ATTN_WGMMA
 }
@@ -299,14 +497,24 @@ bool attn_prefill_hopper_supported(const AttentionBf16Params& p) {
     return major == 9 && minor == 0;  // the sm_90a machine code; no PTX fallback for wgmma
 }
 
-cudaError_t attn_prefill_hopper_launch(const AttentionBf16Params& p, cudaStream_t stream) {
+cudaError_t attn_prefill_hopper_launch(const AttentionBf16Params& p, cudaStream_t stream, int variant) {
     if (!p.q || !p.k_cache || !p.v_cache || !p.o || !p.cursor || p.head_dim != kD || p.Hq <= 0 || p.Hkv <= 0 ||
-        p.Hq % p.Hkv != 0 || p.max_rows <= 0 || p.q_row_stride % kVec != 0 || p.q_head_stride % kVec != 0)
+        p.Hq % p.Hkv != 0 || p.max_rows <= 0 || p.q_row_stride % kVec != 0 || p.q_head_stride % kVec != 0 ||
+        variant < 0 || variant > 2)
         return cudaErrorInvalidValue;
     if (!attn_prefill_hopper_supported(p)) return cudaErrorNotSupported;
+    const dim3 grid(p.Hq, ceil_div(p.max_rows, kRows));
+    if (variant == 0) variant = kAttnPrefillHopperVariant;
+    if (variant == 2) {
+        cudaError_t err = cudaFuncSetAttribute(attn_prefill_hopper_ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               kWsSmemBytes);
+        if (err != cudaSuccess) return err;
+        attn_prefill_hopper_ws_kernel<<<grid, kWsThreads, kWsSmemBytes, stream>>>(p);
+        return cudaGetLastError();
+    }
     cudaError_t err = cudaFuncSetAttribute(attn_prefill_hopper_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     if (err != cudaSuccess) return err;
-    attn_prefill_hopper_kernel<<<dim3(ceil_div(p.max_rows, kRows), p.Hq), kThreads, kSmemBytes, stream>>>(p);
+    attn_prefill_hopper_kernel<<<grid, kThreads, kSmemBytes, stream>>>(p);
     return cudaGetLastError();
 }
 
