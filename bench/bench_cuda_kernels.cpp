@@ -183,24 +183,29 @@ int bench_attention(const char* json_path) {
         CK(cudaMemcpy(d, h.data(), n * sizeof(bf16), cudaMemcpyHostToDevice));
         return d;
     };
-    nlohmann::json j;
-    j["device"] = prop.name;
-    std::printf("attention prefill, Hq %d Hkv %d d %d, gate on [%s]\n", Hq, Hkv, D, prop.name);
-    std::printf("  %6s %6s %18s %9s %9s %9s %9s %9s %9s %7s\n", "rows", "pos", "old kernel", "old ms", "old TF/s",
-                "sync ms", "sync TF/s", "ws ms", "ws TF/s", "speedup");
+    struct Shape {
+        int rows, pos, splits;
+        AttentionBf16Params p;
+        double flops;
+        std::vector<void*> bufs;
+    };
+    std::vector<Shape> all;
     for (const auto& sh : shapes) {
-        const int rows = sh[0], pos = sh[1], seq = pos + rows;
+        Shape x{};
+        x.rows = sh[0];
+        x.pos = sh[1];
+        const int seq = x.pos + x.rows;
         const int64_t q_stride = 2 * Hq * D;  // per head [q | gate], as the engine's fused projection
-        bf16* q = random_bf16(static_cast<size_t>(rows) * q_stride);
+        bf16* q = random_bf16(static_cast<size_t>(x.rows) * q_stride);
         bf16* k = random_bf16(static_cast<size_t>(seq) * Hkv * D);
         bf16* v = random_bf16(static_cast<size_t>(seq) * Hkv * D);
-        bf16* o = dalloc<bf16>(static_cast<size_t>(rows) * Hq * D);
+        bf16* o = dalloc<bf16>(static_cast<size_t>(x.rows) * Hq * D);
         StepCursor c{};
-        c.pos = pos;
-        c.n_tokens = rows;
+        c.pos = x.pos;
+        c.n_tokens = x.rows;
         StepCursor* dc = dalloc<StepCursor>(1);
         CK(cudaMemcpy(dc, &c, sizeof(c), cudaMemcpyHostToDevice));
-        AttentionBf16Params p{};
+        AttentionBf16Params& p = x.p;
         p.q = q;
         p.gate = q + D;
         p.k_cache = k;
@@ -213,31 +218,53 @@ int bench_attention(const char* json_path) {
         p.head_dim = D;
         p.scale = 1.0f / std::sqrt(float(D));
         p.max_seq = seq;
-        p.max_rows = rows;
+        p.max_rows = x.rows;
         p.cursor = dc;
-        const int splits = attn_prefill_splits(p);
-        float* work = dalloc<float>(std::max<size_t>(1, attn_prefill_split_work_floats(p, splits)));
+        x.splits = attn_prefill_splits(p);
+        float* work = dalloc<float>(std::max<size_t>(1, attn_prefill_split_work_floats(p, x.splits)));
         p.work = work;
-        const double flops = attn_prefill_cost(p, rows, pos).flops;
-        const double old_ms = t.median_ms([&] { return attn_prefill_launch_splits(p, s, splits); });
-        const double new_ms = t.median_ms([&] { return attn_prefill_hopper_launch(p, s, 1); });
-        const double ws_ms = t.median_ms([&] { return attn_prefill_hopper_launch(p, s, 2); });
-        const double again_ms = t.median_ms([&] { return attn_prefill_hopper_launch(p, s, 1); });  // spread
-        const std::string old_name = "mma.sync, " + std::to_string(splits) + (splits == 1 ? " split" : " splits");
-        std::printf("  %6d %6d %18s %9.3f %9.1f %9.3f %9.1f %9.3f %9.1f %6.2fx  (sync again %.3f ms)\n", rows, pos,
-                    old_name.c_str(), old_ms, flops / (old_ms * 1e9), new_ms, flops / (new_ms * 1e9), ws_ms,
-                    flops / (ws_ms * 1e9), old_ms / std::min(new_ms, ws_ms), again_ms);
-        j["attention"].push_back({{"rows", rows}, {"pos", pos}, {"Hq", Hq}, {"Hkv", Hkv}, {"flops", flops},
-                                  {"old_splits", splits}, {"old_ms", old_ms}, {"hopper_sync_ms", new_ms},
-                                  {"hopper_ws_ms", ws_ms}, {"hopper_sync_again_ms", again_ms}});
-        for (void* b : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(o),
-                        static_cast<void*>(dc), static_cast<void*>(work)})
-            CK(cudaFree(b));
+        x.flops = attn_prefill_cost(p, x.rows, x.pos).flops;
+        x.bufs = {q, k, v, o, dc, work};
+        all.push_back(x);
     }
-    if (FILE* f = std::fopen(json_path, "w")) {
-        std::fputs(j.dump(1).c_str(), f);
-        std::fclose(f);
+    nlohmann::json j;
+    j["device"] = prop.name;
+    std::printf("attention prefill, Hq %d Hkv %d d %d, gate on [%s]; old = mma.sync kernel with the launcher's "
+                "split count, sync / ws = Hopper wgmma kernel, block-synchronous / warp-specialised\n",
+                Hq, Hkv, D, prop.name);
+    std::printf("  %6s %6s %6s %9s %9s %9s %9s %9s %7s\n", "rows", "pos", "splits", "old ms", "old TF/s", "sync ms",
+                "sync TF/s", "sync2 ms", "speedup");
+    for (Shape& x : all) {  // the warp-specialised variant separately below, last
+        const double old_ms = t.median_ms([&] { return attn_prefill_launch_splits(x.p, s, x.splits); });
+        const double new_ms = t.median_ms([&] { return attn_prefill_hopper_launch(x.p, s, 1); });
+        const double again_ms = t.median_ms([&] { return attn_prefill_hopper_launch(x.p, s, 1); });  // spread
+        std::printf("  %6d %6d %6d %9.3f %9.1f %9.3f %9.1f %9.3f %6.2fx\n", x.rows, x.pos, x.splits, old_ms,
+                    x.flops / (old_ms * 1e9), new_ms, x.flops / (new_ms * 1e9), again_ms, old_ms / new_ms);
+        std::fflush(stdout);
+        j["attention"].push_back({{"rows", x.rows}, {"pos", x.pos}, {"Hq", Hq}, {"Hkv", Hkv}, {"flops", x.flops},
+                                  {"old_splits", x.splits}, {"old_ms", old_ms}, {"hopper_sync_ms", new_ms},
+                                  {"hopper_sync_again_ms", again_ms}});
     }
+    auto write = [&] {
+        if (FILE* f = std::fopen(json_path, "w")) {
+            std::fputs(j.dump(1).c_str(), f);
+            std::fclose(f);
+        }
+    };
+    write();
+    for (const int variant : {2, 3}) {
+        const char* name = variant == 2 ? "warp-specialised" : "ping-pong";
+        for (size_t i = 0; i < all.size(); ++i) {
+            Shape& x = all[i];
+            const double ms = t.median_ms([&] { return attn_prefill_hopper_launch(x.p, s, variant); });
+            std::printf("  %6d %6d %16s %9.3f ms %9.1f TF/s\n", x.rows, x.pos, name, ms, x.flops / (ms * 1e9));
+            std::fflush(stdout);
+            j["attention"][i][variant == 2 ? "hopper_ws_ms" : "hopper_pingpong_ms"] = ms;
+        }
+        write();
+    }
+    for (Shape& x : all)
+        for (void* b : x.bufs) CK(cudaFree(b));
     return 0;
 }
 

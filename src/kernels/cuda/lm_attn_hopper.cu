@@ -346,9 +346,15 @@ __device__ inline void mbar_wait(uint32_t bar, int parity) {
 constexpr int kWsThreads = 3 * 128;
 constexpr int kWsSmemBytes = kSmemBytes + 128;          // + mbarriers
 
+// kPingpong (FA3's inter-warpgroup schedule): the consumers take turns to issue their MMAs
+// (named barriers 1 and 2), so one warpgroup's softmax runs while the other's MMAs run.
+template <bool kPingpong>
 __global__ void __launch_bounds__(kWsThreads, 1) attn_prefill_hopper_ws_kernel(AttentionBf16Params p) {
 #if defined(FROST_ATTN_WGMMA)
-    constexpr int kProducerRegs = 32, kConsumerRegs = 240;  // 128 x 32 + 256 x 240 = 65536
+    // The block is launched with 168 registers a thread (65536 / 384, rounded down to 8): what
+    // the producer frees must cover what the consumers take, 128 x (168 - 40) = 256 x (232 - 168),
+    // or setmaxnreg.inc waits forever (seen: 32 / 240 hung).
+    constexpr int kProducerRegs = 40, kConsumerRegs = 232;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const uint32_t sq = base, sk0 = base + kQBytes, sv0 = sk0 + kStages * kKvBytes;
@@ -425,12 +431,29 @@ __global__ void __launch_bounds__(kWsThreads, 1) attn_prefill_hopper_ws_kernel(A
     uint32_t pa[4][4];
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha[2];
 
+    // Turns: warpgroup cw waits on barrier 1 + cw and passes to the other on 2 - cw; n + 1
+    // issue rounds each (QK(0), n - 1 overlapped rounds, the last PV); consumer 0 goes first and
+    // consumer 1 skips its last pass, so every arrival is matched.
+    auto turn_wait = [&] {
+        if constexpr (kPingpong) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + cw) : "memory");
+    };
+    auto turn_pass = [&](bool last) {
+        if constexpr (kPingpong) {
+            if (!(last && cw == 1)) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - cw) : "memory");
+        }
+    };
+    if constexpr (kPingpong) {
+        if (cw == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+    }
+
     mbar_wait(q_full, 0);
     mbar_wait(k_full(0), 0);
     fence_proxy_async();  // cp.async (generic proxy) data, read next by wgmma (async proxy)
+    turn_wait();
     wgmma_fence();
     issue_qk(s, sq_wg, k_stage(0));
     wgmma_commit();
+    turn_pass(false);
     wgmma_wait<0>();
     reg_fence(s);
     mbar_arrive(k_empty(0));
@@ -443,11 +466,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) attn_prefill_hopper_ws_kernel(A
         fence_proxy_async();
         reg_fence(o);
         reg_fence_u(pa);
+        turn_wait();
         wgmma_fence();
         issue_qk(s, sq_wg, k_stage(j + 1));
         wgmma_commit();
         issue_pv(o, pa, v_stage(j));
         wgmma_commit();
+        turn_pass(false);
         wgmma_wait<1>();
         reg_fence(s);
         mbar_arrive(k_empty(j + 1));
@@ -474,9 +499,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) attn_prefill_hopper_ws_kernel(A
     fence_proxy_async();
     reg_fence(o);
     reg_fence_u(pa);
+    turn_wait();
     wgmma_fence();
     issue_pv(o, pa, v_stage(n_tiles - 1));
     wgmma_commit();
+    turn_pass(true);
     wgmma_wait<0>();
     reg_fence(o);
     store_output(p, o, l, row0 + cw * kWgRows + warp * 16 + g, rows, qh, t);
@@ -500,16 +527,16 @@ bool attn_prefill_hopper_supported(const AttentionBf16Params& p) {
 cudaError_t attn_prefill_hopper_launch(const AttentionBf16Params& p, cudaStream_t stream, int variant) {
     if (!p.q || !p.k_cache || !p.v_cache || !p.o || !p.cursor || p.head_dim != kD || p.Hq <= 0 || p.Hkv <= 0 ||
         p.Hq % p.Hkv != 0 || p.max_rows <= 0 || p.q_row_stride % kVec != 0 || p.q_head_stride % kVec != 0 ||
-        variant < 0 || variant > 2)
+        variant < 0 || variant > 3)
         return cudaErrorInvalidValue;
     if (!attn_prefill_hopper_supported(p)) return cudaErrorNotSupported;
     const dim3 grid(p.Hq, ceil_div(p.max_rows, kRows));
     if (variant == 0) variant = kAttnPrefillHopperVariant;
-    if (variant == 2) {
-        cudaError_t err = cudaFuncSetAttribute(attn_prefill_hopper_ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               kWsSmemBytes);
+    if (variant >= 2) {
+        const auto kernel = variant == 3 ? attn_prefill_hopper_ws_kernel<true> : attn_prefill_hopper_ws_kernel<false>;
+        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWsSmemBytes);
         if (err != cudaSuccess) return err;
-        attn_prefill_hopper_ws_kernel<<<grid, kWsThreads, kWsSmemBytes, stream>>>(p);
+        kernel<<<grid, kWsThreads, kWsSmemBytes, stream>>>(p);
         return cudaGetLastError();
     }
     cudaError_t err = cudaFuncSetAttribute(attn_prefill_hopper_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);

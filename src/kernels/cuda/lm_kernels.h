@@ -22,7 +22,7 @@ constexpr int kAttnDecodeMaxBatch = 8;  // members of a batched decode step (wor
 constexpr int kGemvMaxRows = 8;         // rows of a multi-row GEMV (batched decode)
 constexpr int kAttnPrefillMaxSplits = 16;  // KV splits of one prefill row tile
 constexpr int kAttnPrefillHopperMinRows = 128;  // smallest bucket the Hopper prefill kernel takes
-constexpr int kAttnPrefillHopperVariant = 1;    // the launcher's: 1 block-synchronous, 2 warp-specialised
+constexpr int kAttnPrefillHopperVariant = 1;    // the launcher's (see attn_prefill_hopper_launch)
 constexpr int kSampleMaxTopK = 256;    // candidates the device sampler orders exactly
 
 cudaError_t embed_launch(const EmbedBf16Params& p, cudaStream_t stream);
@@ -76,7 +76,8 @@ cudaError_t attn_prefill_launch(const AttentionBf16Params& p, cudaStream_t strea
 // The Hopper kernel alone (test / bench hook): FlashAttention-3 style, 128 query rows per block,
 // wgmma from a cp.async shared-memory ring, no split; needs no p.work. cudaErrorNotSupported on a
 // device other than compute capability 9.0. variant: 0 the default, 1 block-synchronous (every
-// thread loads and computes), 2 warp-specialised (a producer warpgroup, mbarriers).
+// thread loads and computes), 2 warp-specialised (a producer warpgroup, mbarriers), 3 warp-
+// specialised with ping-pong (the two consumer warpgroups take turns to issue their MMAs).
 bool attn_prefill_hopper_supported(const AttentionBf16Params& p);
 cudaError_t attn_prefill_hopper_launch(const AttentionBf16Params& p, cudaStream_t stream, int variant = 0);
 // Test / bench hook: a given split count in [1, kAttnPrefillMaxSplits] (1 = the single-kernel
