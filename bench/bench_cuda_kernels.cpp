@@ -17,6 +17,7 @@ int main() {
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -144,11 +145,136 @@ void print_table(const std::string& phase, const std::vector<Row>& rows, const C
     }
 }
 
+Timer make_timer(cudaStream_t s) {
+    Timer t{};
+    t.s = s;
+    CK(cudaEventCreate(&t.a));
+    CK(cudaEventCreate(&t.b));
+    constexpr int kFlushK = 4096;
+    const int rows = static_cast<int>(kFlushBytes / (kFlushK * sizeof(bf16)));
+    auto* fw = dalloc<bf16>(kFlushBytes / sizeof(bf16));
+    auto* fx = dalloc<bf16>(kFlushK);
+    auto* fy = dalloc<bf16>(rows);
+    CK(cudaMemset(fw, 0x3C, kFlushBytes));
+    CK(cudaMemset(fx, 0x3C, kFlushK * sizeof(bf16)));
+    t.flush = GemmBf16Params{fx, fw, fy, kFlushK, rows, 1, rows, kFlushK, 0, 0};
+    return t;
+}
+
+// Attention section (--attn): the prefill attention kernels alone on the 9B shape (16 q heads,
+// 4 KV heads, d = 256, gate on) at (chunk rows, position) = (16384, 0), (4096, 0), (2048, 14336):
+// the mma.sync kernel as the launcher ran it before (its split choice) against the Hopper wgmma
+// kernel, in the same process. Random bf16 inputs in [-2, 2) (never zeros), TFLOP/s from
+// attn_prefill_cost (causal pairs only).
+int bench_attention(const char* json_path) {
+    cudaDeviceProp prop{};
+    CK(cudaGetDeviceProperties(&prop, 0));
+    cudaStream_t s = nullptr;
+    CK(cudaStreamCreate(&s));
+    Timer t = make_timer(s);
+    constexpr int Hq = 16, Hkv = 4, D = kAttnHeadDim;
+    const int shapes[][2] = {{16384, 0}, {4096, 0}, {2048, 14336}};
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    auto random_bf16 = [&](size_t n) {
+        std::vector<bf16> h(n);
+        for (auto& x : h) x = __float2bfloat16(u(rng));
+        bf16* d = dalloc<bf16>(n);
+        CK(cudaMemcpy(d, h.data(), n * sizeof(bf16), cudaMemcpyHostToDevice));
+        return d;
+    };
+    struct Shape {
+        int rows, pos, splits;
+        AttentionBf16Params p;
+        double flops;
+        std::vector<void*> bufs;
+    };
+    std::vector<Shape> all;
+    for (const auto& sh : shapes) {
+        Shape x{};
+        x.rows = sh[0];
+        x.pos = sh[1];
+        const int seq = x.pos + x.rows;
+        const int64_t q_stride = 2 * Hq * D;  // per head [q | gate], as the engine's fused projection
+        bf16* q = random_bf16(static_cast<size_t>(x.rows) * q_stride);
+        bf16* k = random_bf16(static_cast<size_t>(seq) * Hkv * D);
+        bf16* v = random_bf16(static_cast<size_t>(seq) * Hkv * D);
+        bf16* o = dalloc<bf16>(static_cast<size_t>(x.rows) * Hq * D);
+        StepCursor c{};
+        c.pos = x.pos;
+        c.n_tokens = x.rows;
+        StepCursor* dc = dalloc<StepCursor>(1);
+        CK(cudaMemcpy(dc, &c, sizeof(c), cudaMemcpyHostToDevice));
+        AttentionBf16Params& p = x.p;
+        p.q = q;
+        p.gate = q + D;
+        p.k_cache = k;
+        p.v_cache = v;
+        p.o = o;
+        p.q_row_stride = q_stride;
+        p.q_head_stride = 2 * D;
+        p.Hq = Hq;
+        p.Hkv = Hkv;
+        p.head_dim = D;
+        p.scale = 1.0f / std::sqrt(float(D));
+        p.max_seq = seq;
+        p.max_rows = x.rows;
+        p.cursor = dc;
+        x.splits = attn_prefill_splits(p);
+        float* work = dalloc<float>(std::max<size_t>(1, attn_prefill_split_work_floats(p, x.splits)));
+        p.work = work;
+        x.flops = attn_prefill_cost(p, x.rows, x.pos).flops;
+        x.bufs = {q, k, v, o, dc, work};
+        all.push_back(x);
+    }
+    nlohmann::json j;
+    j["device"] = prop.name;
+    std::printf("attention prefill, Hq %d Hkv %d d %d, gate on [%s]; old = mma.sync kernel with the launcher's "
+                "split count, sync / ws = Hopper wgmma kernel, block-synchronous / warp-specialised\n",
+                Hq, Hkv, D, prop.name);
+    std::printf("  %6s %6s %6s %9s %9s %9s %9s %9s %7s\n", "rows", "pos", "splits", "old ms", "old TF/s", "sync ms",
+                "sync TF/s", "sync2 ms", "speedup");
+    for (Shape& x : all) {  // the warp-specialised variant separately below, last
+        const double old_ms = t.median_ms([&] { return attn_prefill_launch_splits(x.p, s, x.splits); });
+        const double new_ms = t.median_ms([&] { return attn_prefill_hopper_launch(x.p, s, 1); });
+        const double again_ms = t.median_ms([&] { return attn_prefill_hopper_launch(x.p, s, 1); });  // spread
+        std::printf("  %6d %6d %6d %9.3f %9.1f %9.3f %9.1f %9.3f %6.2fx\n", x.rows, x.pos, x.splits, old_ms,
+                    x.flops / (old_ms * 1e9), new_ms, x.flops / (new_ms * 1e9), again_ms, old_ms / new_ms);
+        std::fflush(stdout);
+        j["attention"].push_back({{"rows", x.rows}, {"pos", x.pos}, {"Hq", Hq}, {"Hkv", Hkv}, {"flops", x.flops},
+                                  {"old_splits", x.splits}, {"old_ms", old_ms}, {"hopper_sync_ms", new_ms},
+                                  {"hopper_sync_again_ms", again_ms}});
+    }
+    auto write = [&] {
+        if (FILE* f = std::fopen(json_path, "w")) {
+            std::fputs(j.dump(1).c_str(), f);
+            std::fclose(f);
+        }
+    };
+    write();
+    for (const int variant : {2, 3}) {
+        const char* name = variant == 2 ? "warp-specialised" : "ping-pong";
+        for (size_t i = 0; i < all.size(); ++i) {
+            Shape& x = all[i];
+            const double ms = t.median_ms([&] { return attn_prefill_hopper_launch(x.p, s, variant); });
+            std::printf("  %6d %6d %16s %9.3f ms %9.1f TF/s\n", x.rows, x.pos, name, ms, x.flops / (ms * 1e9));
+            std::fflush(stdout);
+            j["attention"][i][variant == 2 ? "hopper_ws_ms" : "hopper_pingpong_ms"] = ms;
+        }
+        write();
+    }
+    for (Shape& x : all)
+        for (void* b : x.bufs) CK(cudaFree(b));
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc == 3 && std::string(argv[1]) == "--attn") return bench_attention(argv[2]);
     if (argc < 3) {
-        std::fprintf(stderr, "usage: bench_cuda_kernels out.json MODEL_DIR [prefill_chunk] [decode_pos...]\n");
+        std::fprintf(stderr, "usage: bench_cuda_kernels out.json MODEL_DIR [prefill_chunk] [decode_pos...]\n"
+                             "       bench_cuda_kernels --attn out.json   (attention prefill kernels alone)\n");
         return 2;
     }
     const std::string json_path = argv[1], model_dir = argv[2];
@@ -171,20 +297,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "bench_cuda_kernels: engine on %s: %s\n", model_dir.c_str(), frost_last_error());
         return 1;
     }
-    Timer t{};
-    t.s = static_cast<cudaStream_t>(frost_stream_native(e->stream()));
-    CK(cudaEventCreate(&t.a));
-    CK(cudaEventCreate(&t.b));
-    {
-        constexpr int kFlushK = 4096;
-        const int rows = static_cast<int>(kFlushBytes / (kFlushK * sizeof(bf16)));
-        auto* fw = dalloc<bf16>(kFlushBytes / sizeof(bf16));
-        auto* fx = dalloc<bf16>(kFlushK);
-        auto* fy = dalloc<bf16>(rows);
-        CK(cudaMemset(fw, 0x3C, kFlushBytes));
-        CK(cudaMemset(fx, 0x3C, kFlushK * sizeof(bf16)));
-        t.flush = GemmBf16Params{fx, fw, fy, kFlushK, rows, 1, rows, kFlushK, 0, 0};
-    }
+    Timer t = make_timer(static_cast<cudaStream_t>(frost_stream_native(e->stream())));
 
     // Ceilings.
     Ceilings ce{};

@@ -26,12 +26,82 @@ struct Case {
     bool gate = true;
     int splits = 0;    // prefill: 0 = the launcher's choice, else forced (attn_prefill_launch_splits)
     int row_step = 1;  // reference checked on every row_step-th row (and the last) at long positions
+    int hopper = 0;  // prefill: this variant of the Hopper kernel alone, also compared on every row with the mma.sync kernel
 };
+
+// fp64 causal GQA softmax attention with the sigmoid gate for query row r (all heads), appended
+// to ref. q rows: per head [q (D) | gate (D)]; cache [max_seq, Hkv, D].
+void reference_row(const Case& k, const std::vector<float>& q, int64_t q_stride, const std::vector<float>& kc,
+                   const std::vector<float>& vc, int r, std::vector<double>& ref) {
+    const int qpos = k.pos + r;
+    const int G = k.Hq / k.Hkv;
+    for (int h = 0; h < k.Hq; ++h) {
+        const float* qh = &q[r * q_stride + h * 2 * D];
+        const int kvh = h / G;
+        std::vector<double> s(qpos + 1);
+        double mx = -INFINITY;
+        for (int j = 0; j <= qpos; ++j) {
+            double dot = 0;
+            for (int i = 0; i < D; ++i) dot += double(qh[i]) * kc[(static_cast<size_t>(j) * k.Hkv + kvh) * D + i];
+            s[j] = dot / std::sqrt(double(D));
+            mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (auto& x : s) sum += (x = std::exp(x - mx));
+        std::vector<double> acc(D, 0.0);
+        for (int j = 0; j <= qpos; ++j) {
+            const float* vj = &vc[(static_cast<size_t>(j) * k.Hkv + kvh) * D];
+            for (int i = 0; i < D; ++i) acc[i] += s[j] * vj[i];
+        }
+        for (int i = 0; i < D; ++i) {
+            const double gt = k.gate ? 1 / (1 + std::exp(-double(qh[D + i]))) : 1.0;
+            ref.push_back(acc[i] / sum * gt);
+        }
+    }
+}
+
+// The Hopper kernel's output (raw, bf16 bits) against the mma.sync kernel on every valid row;
+// nothing written past the valid rows; and the launcher picks the Hopper kernel exactly where it
+// should (bitwise equal output).
+void check_hopper_against_fallback(const Case& k, kernels::AttentionBf16Params p, const std::vector<uint16_t>& raw) {
+    Dev<uint16_t> dold(k.max_rows * k.Hq * D), dlaunch(k.max_rows * k.Hq * D);
+    p.o = bf(dold);
+    CUDA_OK(kernels::attn_prefill_launch_splits(p, nullptr, 1));
+    const auto old_out = from_bf(dold.download());
+    const auto out = from_bf(raw);
+    const size_t valid = static_cast<size_t>(k.rows) * k.Hq * D;
+    std::vector<double> want(old_out.begin(), old_out.begin() + valid);
+    std::vector<float> got(out.begin(), out.begin() + valid);
+    EXPECT_LE(rel_l2(want, got), kBf16Tol) << "against the mma.sync kernel";
+    double worst_row = 0;
+    int worst = -1;
+    const size_t row = static_cast<size_t>(k.Hq) * D;
+    for (int r = 0; r < k.rows; ++r) {
+        const double e = rel_l2(std::vector<double>(want.begin() + r * row, want.begin() + (r + 1) * row),
+                                std::vector<float>(got.begin() + r * row, got.begin() + (r + 1) * row));
+        if (!(e <= worst_row)) {
+            worst_row = e;
+            worst = r;
+        }
+    }
+    EXPECT_LE(worst_row, kRowTol) << "against the mma.sync kernel, row " << worst;
+    size_t written = 0;
+    for (size_t i = valid; i < out.size(); ++i) written += !std::isnan(out[i]);
+    EXPECT_EQ(written, 0u) << "wrote past the valid rows";
+    p.o = bf(dlaunch);
+    CUDA_OK(kernels::attn_prefill_launch(p, nullptr));
+    // Only the positive direction: a tiny launch on the split path can round to the same bits.
+    const bool dispatched = k.max_rows >= kernels::kAttnPrefillHopperMinRows && kernels::attn_prefill_splits(p) == 1;
+    if (k.hopper == kernels::kAttnPrefillHopperVariant && dispatched) {
+        EXPECT_TRUE(dlaunch.download() == raw) << "the launcher should pick the Hopper kernel";
+    }
+}
 
 // q rows: per head [q (D) | gate (D)]; cache [max_seq, Hkv, D] valid for [0, pos + rows).
 void run_case(const Case& k, bool decode, const char* name) {
     SCOPED_TRACE(testing::Message() << name << ": Hq " << k.Hq << " Hkv " << k.Hkv << " pos " << k.pos << " rows "
-                                    << k.rows << "/" << k.max_rows << " gate " << k.gate << " splits " << k.splits);
+                                    << k.rows << "/" << k.max_rows << " gate " << k.gate << " splits " << k.splits
+                                    << " hopper variant " << k.hopper);
     auto rng = fresh_rng(name);
     const int64_t q_stride = 2 * k.Hq * D + 64;
     const int valid = k.pos + k.rows;
@@ -66,6 +136,7 @@ void run_case(const Case& k, bool decode, const char* name) {
     p.work = work.get();
     auto launch = [&] {
         if (decode) return kernels::attn_decode_launch(p, nullptr);
+        if (k.hopper) return kernels::attn_prefill_hopper_launch(p, nullptr, k.hopper);
         if (k.splits > 0) return kernels::attn_prefill_launch_splits(p, nullptr, k.splits);
         return kernels::attn_prefill_launch(p, nullptr);
     };
@@ -77,37 +148,13 @@ void run_case(const Case& k, bool decode, const char* name) {
     const auto out = from_bf(raw);
     std::vector<double> ref;
     std::vector<float> got;
-    const int G = k.Hq / k.Hkv;
     double worst_row = 0;  // a row broken alone (e.g. one crossing a split boundary) shows here
     int worst = -1;
     for (int r = 0; r < k.rows; ++r) {
         if (r % k.row_step != 0 && r != k.rows - 1) continue;
-        const int qpos = k.pos + r;
         const size_t row_begin = ref.size();
-        for (int h = 0; h < k.Hq; ++h) {
-            const float* qh = &q[r * q_stride + h * 2 * D];
-            const int kvh = h / G;
-            std::vector<double> s(qpos + 1);
-            double mx = -INFINITY;
-            for (int j = 0; j <= qpos; ++j) {
-                double dot = 0;
-                for (int i = 0; i < D; ++i) dot += double(qh[i]) * kc[(static_cast<size_t>(j) * k.Hkv + kvh) * D + i];
-                s[j] = dot / std::sqrt(double(D));
-                mx = std::max(mx, s[j]);
-            }
-            double sum = 0;
-            for (auto& x : s) sum += (x = std::exp(x - mx));
-            std::vector<double> acc(D, 0.0);
-            for (int j = 0; j <= qpos; ++j) {
-                const float* vj = &vc[(static_cast<size_t>(j) * k.Hkv + kvh) * D];
-                for (int i = 0; i < D; ++i) acc[i] += s[j] * vj[i];
-            }
-            for (int i = 0; i < D; ++i) {
-                const double gt = k.gate ? 1 / (1 + std::exp(-double(qh[D + i]))) : 1.0;
-                ref.push_back(acc[i] / sum * gt);
-                got.push_back(out[(r * k.Hq + h) * D + i]);
-            }
-        }
+        reference_row(k, q, q_stride, kc, vc, r, ref);
+        for (int i = 0; i < k.Hq * D; ++i) got.push_back(out[r * k.Hq * D + i]);
         const double e = rel_l2(std::vector<double>(ref.begin() + row_begin, ref.end()),
                                 std::vector<float>(got.begin() + row_begin, got.end()));
         if (!(e <= worst_row)) {  // also catches NaN
@@ -120,6 +167,7 @@ void run_case(const Case& k, bool decode, const char* name) {
     if (k.rows < k.max_rows) {
         EXPECT_TRUE(std::isnan(out[k.rows * k.Hq * D])) << "wrote past the valid rows";
     }
+    if (k.hopper) check_hopper_against_fallback(k, p, raw);
 }
 
 TEST(CudaAttention, PrefillMatchesReference) {
@@ -165,6 +213,36 @@ TEST(CudaAttention, PrefillForcedSplitsMatchReference) {
     run_case({4, 1, 100, 64, 64, 200, false, 16}, false, "AttnPrefillS16");
     run_case({4, 2, 0, 128, 128, 128, true, 16}, false, "AttnPrefillS16Pos0");
 }
+
+// The Hopper (wgmma) kernel: chunks of 64, 1000 and 4096 rows at positions 0, 37 and 3000 (keys
+// [0, pos + T), so 37 and 3000 start mid-tile), the GQA ratios of the presets (2, 4, 6, 8), gate on
+// and off, buckets larger than the valid rows; against fp64 on sampled rows and the mma.sync kernel
+// on every row; every variant (block-synchronous, warp-specialised, warp-specialised ping-pong).
+void run_hopper_cases(int variant) {
+    FROST_SKIP_WITHOUT_CUDA();
+    kernels::AttentionBf16Params probe{};
+    if (!kernels::attn_prefill_hopper_supported(probe)) GTEST_SKIP() << "the Hopper kernel needs compute capability 9.0";
+    //  Hq Hkv pos   rows  max_rows max_seq gate splits row_step
+    const Case cases[] = {
+        {2, 1, 0, 64, 128, 128, true, 0, 1},
+        {8, 2, 37, 64, 128, 128, false, 0, 1},
+        {6, 1, 3000, 64, 64, 3100, true, 0, 3},
+        {8, 1, 0, 1000, 1024, 1024, false, 0, 7},
+        {16, 4, 37, 1000, 1024, 1100, true, 0, 11},
+        {24, 4, 3000, 1000, 2048, 4100, false, 0, 41},
+        {16, 4, 0, 4096, 4096, 4096, true, 0, 61},
+        {4, 2, 37, 4096, 4096, 4200, false, 0, 53},
+        {16, 2, 3000, 4096, 4096, 7100, true, 0, 97},
+    };
+    for (Case k : cases) {
+        k.hopper = variant;
+        run_case(k, false, "AttnPrefillHopper");
+    }
+}
+
+TEST(CudaAttention, HopperPrefillMatchesReferenceAndFallback) { run_hopper_cases(1); }  // block-synchronous
+TEST(CudaAttention, HopperWsPrefillMatchesReferenceAndFallback) { run_hopper_cases(2); }  // warp-specialised
+TEST(CudaAttention, HopperWsPingpongPrefillMatchesReferenceAndFallback) { run_hopper_cases(3); }
 
 TEST(CudaAttention, DecodeMatchesReference) {
     FROST_SKIP_WITHOUT_CUDA();

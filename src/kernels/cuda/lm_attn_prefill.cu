@@ -364,7 +364,10 @@ size_t attn_prefill_work_floats(const AttentionBf16Params& p) {
 }
 
 cudaError_t attn_prefill_launch(const AttentionBf16Params& p, cudaStream_t stream) {
-    return attn_prefill_launch_splits(p, stream, attn_prefill_splits(p));
+    const int splits = attn_prefill_splits(p);
+    if (splits == 1 && p.max_rows >= kAttnPrefillHopperMinRows && attn_prefill_hopper_supported(p))
+        return attn_prefill_hopper_launch(p, stream);
+    return attn_prefill_launch_splits(p, stream, splits);
 }
 
 cudaError_t attn_prefill_launch_splits(const AttentionBf16Params& p, cudaStream_t stream, int splits) {

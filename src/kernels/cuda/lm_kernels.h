@@ -21,6 +21,8 @@ constexpr int kAttnDecodeSplit = 128;  // keys per decode split
 constexpr int kAttnDecodeMaxBatch = 8;  // members of a batched decode step (work slices)
 constexpr int kGemvMaxRows = 8;         // rows of a multi-row GEMV (batched decode)
 constexpr int kAttnPrefillMaxSplits = 16;  // KV splits of one prefill row tile
+constexpr int kAttnPrefillHopperMinRows = 128;  // smallest bucket the Hopper prefill kernel takes
+constexpr int kAttnPrefillHopperVariant = 1;    // the launcher's (see attn_prefill_hopper_launch)
 constexpr int kSampleMaxTopK = 256;    // candidates the device sampler orders exactly
 
 cudaError_t embed_launch(const EmbedBf16Params& p, cudaStream_t stream);
@@ -66,9 +68,18 @@ KernelCost gdn_recurrent_cost(const GdnBf16Params& p, int rows);
 // attn_prefill_splits(p) blocks and merges them with a second (combine) kernel; the split count
 // depends only on p.max_rows, p.Hq and the device's SM count, never on the position.
 // p.work needs attn_prefill_work_floats(p) floats: the most any bucket 64, 128, ..., p.max_rows needs.
+// On Hopper (sm_90), a launch that needs no split and has at least kAttnPrefillHopperMinRows
+// rows runs the wgmma kernel (lm_attn_hopper.cu); everything else runs the mma.sync kernel.
 size_t attn_prefill_work_floats(const AttentionBf16Params& p);
 int attn_prefill_splits(const AttentionBf16Params& p);
 cudaError_t attn_prefill_launch(const AttentionBf16Params& p, cudaStream_t stream);
+// The Hopper kernel alone (test / bench hook): FlashAttention-3 style, 128 query rows per block,
+// wgmma from a cp.async shared-memory ring, no split; needs no p.work. cudaErrorNotSupported on a
+// device other than compute capability 9.0. variant: 0 the default, 1 block-synchronous (every
+// thread loads and computes), 2 warp-specialised (a producer warpgroup, mbarriers), 3 warp-
+// specialised with ping-pong (the two consumer warpgroups take turns to issue their MMAs).
+bool attn_prefill_hopper_supported(const AttentionBf16Params& p);
+cudaError_t attn_prefill_hopper_launch(const AttentionBf16Params& p, cudaStream_t stream, int variant = 0);
 // Test / bench hook: a given split count in [1, kAttnPrefillMaxSplits] (1 = the single-kernel
 // path); p.work then needs attn_prefill_split_work_floats(p, splits) floats.
 size_t attn_prefill_split_work_floats(const AttentionBf16Params& p, int splits);

@@ -1,0 +1,218 @@
+// Shared pieces of the Hopper attention prefill kernels (lm_attn_hopper.cu, lm_attn_hopper_ws.cu):
+// tile sizes, the swizzled shared-memory layout and its cp.async loader, the wgmma issue of QKᵀ and
+// PV, the online softmax over wgmma accumulators, the gated epilogue, mbarrier primitives.
+// Layout: a tile of R rows x 256 dims is stored as four column blocks of 64 dims, [block][row][64],
+// each row 128 bytes with its 16-byte chunk c at c ^ (row % 8) (the 128-byte swizzle wgmma reads).
+#pragma once
+#include <cstdint>
+
+#include "kernels/cuda/lm_attn_wgmma.cuh"
+#include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_kernels.h"
+
+namespace frost::kernels::attn_hopper {
+using namespace lm;
+
+constexpr int kD = kAttnHeadDim;  // 256
+constexpr int kWgRows = 64;       // query rows per consumer warpgroup (wgmma M)
+constexpr int kWgs = 2;
+constexpr int kRows = kWgs * kWgRows;  // query rows per block
+constexpr int kKeys = 64;              // keys per K/V tile
+constexpr int kThreads = kWgs * 128;
+constexpr int kQBytes = kRows * kD * 2;
+constexpr int kKvBytes = kKeys * kD * 2;
+constexpr int kStages = 2;
+constexpr int kSmemBytes = kQBytes + 2 * kStages * kKvBytes + 1024;  // + slack for 1024 alignment
+
+// Grid: q heads in x (dispatched fastest), row tiles in y; the kernels take y from the heaviest
+// tile down.
+inline dim3 grid(const AttentionBf16Params& p) { return dim3(p.Hq, ceil_div(p.max_rows, kRows)); }
+
+#if defined(FROST_ATTN_WGMMA)
+
+constexpr int kRowBytes = 128;      // one swizzled row: 64 bf16
+constexpr int kChunks = kD / kVec;  // 16-byte chunks per row of 256 dims
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ inline void cp_async16_s(uint32_t dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+
+// cp.async writes through the generic proxy; wgmma reads through the async proxy.
+__device__ inline void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Issues the copy of R rows x 256 dims into the swizzled layout at `dst`; global row r is
+// src + r * stride (elements); rows r >= valid become zeros.
+// Spread over kLoaders threads; `tid` is this thread's index among them. The consumers' copy
+// is unrolled (few registers to spare, but fewer instructions between MMAs); the producer's is a
+// plain loop, which keeps it within its small register budget.
+template <int R, int kLoaders = kThreads>
+__device__ inline void load_tile(uint32_t dst, const bf16* src, int64_t stride, int valid, int tid = threadIdx.x) {
+    auto one = [&](int i) {
+        const int e = tid + i * kLoaders;
+        const int r = e / kChunks, ch = e % kChunks;
+        const bool in = r < valid;
+        const uint32_t off = (ch / 8) * (R * kRowBytes) + r * kRowBytes + (((ch % 8) ^ (r % 8)) << 4);
+        cp_async16_s(dst + off, src + (in ? r * stride : 0) + ch * kVec, in ? 16 : 0);
+    };
+    constexpr int kIters = R * kChunks / kLoaders;
+    if constexpr (kLoaders == kThreads) {
+#pragma unroll
+        for (int i = 0; i < kIters; ++i) one(i);
+    } else {
+#pragma unroll 1
+        for (int i = 0; i < kIters; ++i) one(i);
+    }
+}
+
+// Online-softmax step for one S tile held as wgmma accumulators (rows g and g+8 of this warp):
+// masks keys past each row's position, updates the running max m (raw score units) and the
+// thread's partial row sums l, leaves the probabilities in s and returns the
+// factors exp(m_old - m_new) by which the output accumulators must be scaled.
+__device__ inline void softmax_tile(float (&s)[32], int key0, int qpos_lo, bool mask,
+                                    float scale_log2, float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+    const int t = threadIdx.x % 4;
+    if (mask) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int key = key0 + 8 * i + 2 * t + e;
+                if (key > qpos_lo) s[4 * i + e] = -INFINITY;
+                if (key > qpos_lo + 8) s[4 * i + 2 + e] = -INFINITY;
+            }
+        }
+    }
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
+        mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(kFullMask, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(kFullMask, mx[h], 2));
+        // Every row sees key 0 in the first tile, so mx is finite; m = -inf only before it.
+        alpha[h] = exp2f((m[h] - mx[h]) * scale_log2);
+        m[h] = mx[h];
+    }
+    const float base0 = mx[0] * scale_log2, base1 = mx[1] * scale_log2;
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        s[4 * i] = exp2f(fmaf(s[4 * i], scale_log2, -base0));
+        s[4 * i + 1] = exp2f(fmaf(s[4 * i + 1], scale_log2, -base0));
+        s[4 * i + 2] = exp2f(fmaf(s[4 * i + 2], scale_log2, -base1));
+        s[4 * i + 3] = exp2f(fmaf(s[4 * i + 3], scale_log2, -base1));
+        sum[0] += s[4 * i] + s[4 * i + 1];
+        sum[1] += s[4 * i + 2] + s[4 * i + 3];
+    }
+    l[0] = l[0] * alpha[0] + sum[0];
+    l[1] = l[1] * alpha[1] + sum[1];
+}
+
+// The probabilities as bf16 A fragments: k-step ks of PV covers keys 16ks..16ks+15 = n8 tiles
+// 2ks, 2ks+1 of S.
+__device__ inline void pack_p(const float (&s)[32], uint32_t (&pa)[4][4]) {
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+        pa[ks][0] = pack_bf16(s[8 * ks], s[8 * ks + 1]);
+        pa[ks][1] = pack_bf16(s[8 * ks + 2], s[8 * ks + 3]);
+        pa[ks][2] = pack_bf16(s[8 * ks + 4], s[8 * ks + 5]);
+        pa[ks][3] = pack_bf16(s[8 * ks + 6], s[8 * ks + 7]);
+    }
+}
+
+__device__ inline void reg_fence_u(uint32_t (&r)[4][4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
+// S = Q Kᵀ for this warpgroup's 64 rows against one K tile (issued, not waited).
+__device__ inline void issue_qk(float (&s)[32], uint32_t sq_wg, uint32_t sk) {
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+        const uint32_t koff = (kk % 4) * 32;  // 16 dims = 32 bytes into the swizzled row
+        const uint64_t da = smem_desc_sw128(sq_wg + (kk / 4) * (kRows * kRowBytes) + koff, 16, 1024);
+        const uint64_t db = smem_desc_sw128(sk + (kk / 4) * (kKeys * kRowBytes) + koff, 16, 1024);
+        wgmma_m64n64k16_ss(s, da, db, kk > 0);
+    }
+}
+
+// O += P V over one V tile: k-step ks covers keys 16ks..16ks+15 (two 8-row groups, 1024 bytes
+// apart: the stride offset); the four 64-dim column blocks of N = 256 are kKeys * 128 bytes apart
+// (the leading offset of an N-major operand).
+__device__ inline void issue_pv(float (&o)[128], const uint32_t (&pa)[4][4], uint32_t sv) {
+#pragma unroll
+    for (int ks = 0; ks < kKeys / 16; ++ks) {
+        const uint64_t db = smem_desc_sw128(sv + ks * 16 * kRowBytes, kKeys * kRowBytes, 1024);
+        wgmma_m64n256k16_rs(o, pa[ks], db);
+    }
+}
+
+// Epilogue: row sums reduced over the quad, O normalised, gated, stored as bf16 (rows r_lo and
+// r_lo + 8 of this thread; rows past the valid count are not written).
+__device__ inline void store_output(const AttentionBf16Params& p, const float (&o)[128], float (&l)[2], int r_lo,
+                                    int rows, int qh, int t) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l[h] += __shfl_xor_sync(kFullMask, l[h], 1);
+        l[h] += __shfl_xor_sync(kFullMask, l[h], 2);
+    }
+    const int out_stride = p.Hq * kD;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = r_lo + 8 * h;
+        if (r >= rows) continue;
+        const float inv = 1.0f / l[h];
+        bf16* out = p.o + static_cast<int64_t>(r) * out_stride + qh * kD;
+        const bf16* gate = p.gate ? p.gate + r * p.q_row_stride + qh * p.q_head_stride : nullptr;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+            const int d = 8 * i + 2 * t;
+            float v0 = o[4 * i + 2 * h] * inv, v1 = o[4 * i + 2 * h + 1] * inv;
+            if (gate) {
+                const float2 gv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(gate + d));
+                v0 *= sigmoid(gv.x);
+                v1 *= sigmoid(gv.y);
+            }
+            *reinterpret_cast<__nv_bfloat162*>(out + d) = __floats2bfloat162_rn(v0, v1);
+        }
+    }
+}
+
+// mbarrier primitives (PTX "Parallel synchronization and communication: mbarrier").
+__device__ inline void mbar_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ inline void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Arrives once every cp.async this thread issued so far has landed (count set at init).
+__device__ inline void mbar_arrive_cp_async(uint32_t bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ inline void mbar_wait(uint32_t bar, int parity) {
+    uint32_t done = 0;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+#endif  // FROST_ATTN_WGMMA
+
+// Launches the warp-specialised variants (lm_attn_hopper_ws.cu); parameters already checked.
+cudaError_t ws_launch(const AttentionBf16Params& p, cudaStream_t stream, bool pingpong);
+
+}  // namespace frost::kernels::attn_hopper
