@@ -288,7 +288,8 @@ frost_status write_all(int fd, const void* p, size_t n, const std::string& path)
 }
 
 frost_status write_shard(const std::string& path, const std::vector<const PlannedTensor*>& ts, uint64_t seed,
-                         float embed_std, quant::WriteFormat qf, const DecisiveRouter& dr, util::Progress* bar) {
+                         float embed_std, quant::WriteFormat qf, const DecisiveRouter& dr, bool header_only,
+                         util::Progress* bar) {
     json h = json::object();
     h["__metadata__"] = {{"format", "pt"}};
     for (const auto* t : ts) h[t->name] = {{"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {t->begin, t->begin + t->bytes}}};
@@ -301,9 +302,16 @@ frost_status write_shard(const std::string& path, const std::vector<const Planne
     for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
     frost_status s = write_all(fd, len, sizeof(len), tmp);
     if (s == FROST_OK) s = write_all(fd, header.data(), header.size(), tmp);
+    if (s == FROST_OK && header_only) {  // the data region as one hole (SynthOptions::header_only)
+        uint64_t data = 0;
+        for (const auto* t : ts) data = std::max(data, t->begin + t->bytes);
+        if (frost_fault_hit(FROST_FAULT_IO) || ftruncate(fd, off_t(sizeof(len) + header.size() + data)) != 0)
+            s = fail(FROST_ERR_IO, "%s: cannot extend to %llu data bytes", tmp.c_str(), (unsigned long long)data);
+        bar->add(data);
+    }
     std::vector<uint16_t> chunk(kChunkElems);
     std::vector<std::string> blobs;  // the quantized tensors of the current module
-    for (size_t i = 0; s == FROST_OK && i < ts.size(); ++i) {
+    for (size_t i = 0; s == FROST_OK && !header_only && i < ts.size(); ++i) {
         const PlannedTensor& t = *ts[i];
         if (t.quant_part >= 0) {
             if (t.quant_part == 0) {
@@ -524,7 +532,7 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
                 in.push_back(&t);
                 weight_map[t.name] = shard_name(s, shards);
             }
-        FROST_TRY(write_shard(util::join_path(opt.out_dir, shard_name(s, shards)), in, opt.seed, embed_std, qf, dr, &bar));
+        FROST_TRY(write_shard(util::join_path(opt.out_dir, shard_name(s, shards)), in, opt.seed, embed_std, qf, dr, opt.header_only, &bar));
     }
     bar.finish();
     auto write_json = [&](const std::string& name, const json& j) -> frost_status {
