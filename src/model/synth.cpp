@@ -299,7 +299,8 @@ uint64_t total_bytes(const std::vector<const PlannedTensor*>& ts) {
 }
 
 frost_status write_shard(const std::string& path, const std::vector<const PlannedTensor*>& ts, uint64_t seed,
-                         float embed_std, quant::WriteFormat qf, const DecisiveRouter& dr, util::Progress* bar) {
+                         float embed_std, quant::WriteFormat qf, const DecisiveRouter& dr, bool header_only,
+                         util::Progress* bar) {
     json h = json::object();
     h["__metadata__"] = {{"format", "pt"}};
     for (const auto* t : ts) h[t->name] = {{"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {t->begin, t->begin + t->bytes}}};
@@ -312,6 +313,13 @@ frost_status write_shard(const std::string& path, const std::vector<const Planne
     for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
     frost_status s = write_all(fd, len, sizeof(len), tmp);
     if (s == FROST_OK) s = write_all(fd, header.data(), header.size(), tmp);
+    if (s == FROST_OK && header_only) {  // the data region as one hole (SynthOptions::header_only)
+        uint64_t data = 0;
+        for (const auto* t : ts) data = std::max(data, t->begin + t->bytes);
+        if (frost_fault_hit(FROST_FAULT_IO) || ftruncate(fd, off_t(sizeof(len) + header.size() + data)) != 0)
+            s = fail(FROST_ERR_IO, "%s: cannot extend to %llu data bytes", tmp.c_str(), (unsigned long long)data);
+        bar->add(data);
+    }
     // Every tensor draws from its own seed (name_seed), so tensors are generated in parallel and
     // written at their offsets; the bytes do not depend on the thread count. A quantized module's
     // parts are written by the worker that drew its part 0.
@@ -360,7 +368,7 @@ frost_status write_shard(const std::string& path, const std::vector<const Planne
             }
         }
     };
-    if (s == FROST_OK) {
+    if (s == FROST_OK && !header_only) {
         const unsigned n_threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
         std::vector<std::thread> pool;
         for (unsigned k = 0; k < n_threads; ++k) pool.emplace_back(worker);
@@ -568,7 +576,7 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
                 in.push_back(&t);
                 weight_map[t.name] = shard_name(s, shards);
             }
-        FROST_TRY(write_shard(util::join_path(opt.out_dir, shard_name(s, shards)), in, opt.seed, embed_std, qf, dr, &bar));
+        FROST_TRY(write_shard(util::join_path(opt.out_dir, shard_name(s, shards)), in, opt.seed, embed_std, qf, dr, opt.header_only, &bar));
     }
     bar.finish();
     auto write_json = [&](const std::string& name, const json& j) -> frost_status {

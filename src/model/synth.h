@@ -58,6 +58,11 @@ struct SynthOptions {
     // assert >= 0.05 from the fp32 trace) for any residual scale within 50x; routing still
     // varies by token (E / k sets). Needs a power-of-two k < E. config.json records it.
     bool decisive_router = false;
+    // Every file of the checkpoint as usual (config, index, shard headers, layout and sizes), but
+    // the tensor data left as holes: sparse files that read as zeros, written in milliseconds and
+    // taking no disk. Lets a released shape (next-80b-a3b: 160 GB) be bound and inspected
+    // (names, shapes, dtypes, parameter counts) without writing it; its outputs are meaningless.
+    bool header_only = false;
 };
 
 struct SynthSummary {

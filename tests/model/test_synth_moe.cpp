@@ -6,7 +6,10 @@
 // names' "35B total / 3B active" and "80B / 3B". --decisive-router: every token's router top-k gap
 // (fp32 CPU engine trace, prompt and decode) is >= 0.05 while routing still varies by token; the
 // same preset without it has near-ties (so the option is what the CUDA parity test relies on).
+// header_only (`synth --header-only`): the same files, sizes and headers with the data left as
+// holes, so next-80b-a3b (160 GB) binds through the strict loader here without being written.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,6 +24,7 @@
 #include "model/moe_gap_util.h"
 #include "model/synth.h"
 #include "model/weights.h"
+#include "util/fs.h"
 
 using namespace frost::model;
 using namespace frost::testing;
@@ -206,4 +210,87 @@ TEST(SynthMoe, DecisiveRouterRejectsDenseAndQuantized) {
     o.quant = "fp8";
     EXPECT_EQ(synth_checkpoint(o), FROST_ERR_INVALID_ARG);
     EXPECT_NE(std::string(frost_last_error()).find("--quant"), std::string::npos) << frost_last_error();
+}
+
+namespace {
+
+struct FileFacts {
+    uint64_t size = 0;
+    uint64_t disk = 0;  // bytes of allocated blocks
+};
+
+FileFacts file_facts(const std::string& path) {
+    struct stat st {};
+    EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+    return {uint64_t(st.st_size), uint64_t(st.st_blocks) * 512};
+}
+
+}  // namespace
+
+// A header-only checkpoint is the real one minus its data: same file, same size, byte-identical
+// safetensors header, and a data region that reads as zeros and takes (almost) no disk.
+TEST(SynthMoe, HeaderOnlyIsTheFullLayoutWithHolesForData) {
+    SynthOptions o;
+    o.preset = "next-moe-tiny";
+    o.seed = 3;
+    o.out_dir = make_temp_dir("synth_full");
+    ASSERT_EQ(synth_checkpoint(o), FROST_OK) << frost_last_error();
+    const std::string full = o.out_dir;
+    o.out_dir = make_temp_dir("synth_header_only");
+    o.header_only = true;
+    SynthSummary s;
+    ASSERT_EQ(synth_checkpoint(o, &s), FROST_OK) << frost_last_error();
+    for (const std::string name : {"config.json", "model.safetensors"}) {
+        EXPECT_EQ(file_facts(full + "/" + name).size, file_facts(o.out_dir + "/" + name).size) << name;
+    }
+    const std::string a = read_bytes(full + "/model.safetensors"), b = read_bytes(o.out_dir + "/model.safetensors");
+    ASSERT_GT(a.size(), 8u);
+    uint64_t hlen = 0;
+    for (int i = 0; i < 8; ++i) hlen |= uint64_t(uint8_t(a[size_t(i)])) << (8 * i);
+    ASSERT_LT(8 + hlen, a.size());
+    EXPECT_EQ(a.substr(0, 8 + hlen), b.substr(0, 8 + hlen)) << "header differs from the full checkpoint's";
+    EXPECT_EQ(b.size() - 8 - hlen, s.tensor_bytes);
+    EXPECT_EQ(b.find_first_not_of('\0', 8 + hlen), std::string::npos) << "data region should be holes (zeros)";
+    EXPECT_NE(a.find_first_not_of('\0', 8 + hlen), std::string::npos);
+    EXPECT_LT(file_facts(o.out_dir + "/model.safetensors").disk, s.tensor_bytes / 4) << "data was written";
+    EXPECT_EQ(read_bytes(full + "/config.json"), read_bytes(o.out_dir + "/config.json"));
+}
+
+// The Qwen3-Next-80B-A3B shape binds through the strict loader (every name, shape and dtype of
+// 48 layers, 512 experts each, fused interleaved GDN projections regrouped) without writing its
+// 160 GB: the parameter counts equal the ones computed from the shape alone.
+TEST(SynthMoe, Next80bA3bHeaderOnlyBindsWithItsParameterCounts) {
+    SynthOptions o;
+    o.preset = "next-80b-a3b";
+    o.out_dir = make_temp_dir("synth_next80b");
+    o.header_only = true;
+    SynthSummary s;
+    ASSERT_EQ(synth_checkpoint(o, &s), FROST_OK) << frost_last_error();
+    EXPECT_GT(s.tensor_bytes, 150e9);
+    ASSERT_GT(s.shards, 1u);
+    uint64_t disk = 0;
+    std::string err;
+    std::vector<std::string> names;
+    ASSERT_TRUE(frost::util::list_dir(o.out_dir, &names, &err)) << err;
+    for (const auto& n : names) disk += file_facts(o.out_dir + "/" + n).disk;
+    EXPECT_LT(disk, uint64_t(256) << 20) << "a header-only checkpoint should take no disk for its data";
+
+    SynthPreset p;
+    ASSERT_TRUE(find_synth_preset("next-80b-a3b", &p));
+    ModelWeights w;
+    ASSERT_EQ(load_weights(o.out_dir, &w), FROST_OK) << frost_last_error();
+    const ModelConfig& c = w.config;
+    EXPECT_EQ(c.family, Family::Qwen3Next);
+    EXPECT_EQ(c.num_layers, 48);
+    EXPECT_EQ(c.num_experts, 512);
+    EXPECT_EQ(c.num_experts_per_tok, 10);
+    EXPECT_EQ(c.num_full_layers(), 12);
+    for (int l = 0; l < c.num_layers; ++l) EXPECT_EQ(w.layers[size_t(l)].is_moe, (l + 1) % p.sparse_step == 0) << l;
+    const ParamCounts pc = count_params(w);
+    const auto [total, active] = preset_params(p);
+    EXPECT_EQ(double(pc.total), total);
+    EXPECT_EQ(double(pc.active), active);
+    std::printf("[ next-80b ] %zu shards, %.1f GB of tensors, %.1f MB on disk; params %.2f B total, %.2f B active\n",
+                s.shards, double(s.tensor_bytes) / 1e9, double(disk) / 1e6, double(pc.total) / 1e9,
+                double(pc.active) / 1e9);
 }

@@ -9,7 +9,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: frost synth --out DIR --preset PRESET [--vocab N] [--seed S] [--tokenizer DIR] [--shard-gb G]\n"
-    "                   [--quant fp8|fp8-dynamic|nvfp4|int4|int4-asym] [--decisive-router]\n"
+    "                   [--quant fp8|fp8-dynamic|nvfp4|int4|int4-asym] [--decisive-router] [--header-only]\n"
     "PRESET: dense tiny, tiny-gpu, 0.8b, 2b, 4b, 9b, 27b; MoE moe-tiny, 35b-a3b (Qwen3.5/3.6-35B-A3B),\n"
     "next-moe-tiny, moe-tiny-gpu, next-moe-tiny-gpu, next-80b-a3b (Qwen3-Next-80B-A3B).\n"
     "Writes a valid checkpoint (Qwen3.5 / Qwen3.5-MoE multimodal-wrapper layout, Qwen3-Next flat layout)\n"
@@ -19,7 +19,9 @@ constexpr const char* kUsage =
     "--quant writes every projection quantized as the published tools do (fp8: Qwen's block-128 FP8;\n"
     "fp8-dynamic, nvfp4, int4, int4-asym: llm-compressor's compressed-tensors); lm_head stays bf16.\n"
     "--decisive-router (MoE presets, bf16): routing set by a per-token sign code in ceil(log2 E)\n"
-    "residual channels no layer writes, so every token's top-k gap is large (bf16 routes as fp32).";
+    "residual channels no layer writes, so every token's top-k gap is large (bf16 routes as fp32).\n"
+    "--header-only writes every file and header but leaves the tensor data as holes (sparse files reading as\n"
+    "zeros, no disk used): a released shape binds and inspects without writing it; outputs are meaningless.";
 
 int run_synth(const std::vector<std::string>& args) {
     frost::model::SynthOptions opt;
@@ -29,6 +31,10 @@ int run_synth(const std::vector<std::string>& args) {
             const std::string& a = args[i];
             if (a == "--decisive-router") {
                 opt.decisive_router = true;
+                continue;
+            }
+            if (a == "--header-only") {
+                opt.header_only = true;
                 continue;
             }
             if (i + 1 >= args.size()) {
@@ -61,9 +67,9 @@ int run_synth(const std::vector<std::string>& args) {
         std::fprintf(stderr, "frost synth: %s\n", frost_last_error());
         return 1;
     }
-    std::printf("wrote %s: preset %s%s%s, vocab %d, %zu tensors, %.3f GB in %zu file(s)\n", opt.out_dir.c_str(),
+    std::printf("wrote %s: preset %s%s%s, vocab %d, %zu tensors, %.3f GB in %zu file(s)%s\n", opt.out_dir.c_str(),
                 opt.preset.c_str(), opt.quant.empty() ? "" : ", quant ", opt.quant.c_str(), s.vocab, s.tensors,
-                double(s.tensor_bytes) / 1e9, s.shards);
+                double(s.tensor_bytes) / 1e9, s.shards, opt.header_only ? " (header only: data left as holes)" : "");
     return 0;
 }
 
