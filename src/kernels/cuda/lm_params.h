@@ -168,6 +168,10 @@ struct GdnBf16Params {
     // Chunked kernel: 1 runs every product on fp32 CUDA cores (the reference path tests compare
     // with); 0 runs the state-pass and output products on TF32 tensor cores (fp32 accumulate).
     int32_t chunk_fp32 = 0;
+    // Chunked kernel with chunk_fp32 == 0: 1 runs the TF32 mma.sync path (three launches, fp32
+    // scratch); 0 runs the bf16 path (lm_gdn_bf16.cu: bf16 mma.sync operands, fp32 accumulators
+    // and state, two launches with the output fused into the state pass).
+    int32_t chunk_tf32 = 1;
     BatchRef batch = {};                  // recurrent kernel: one row per member (grid z), state from the table
 };
 

@@ -1,0 +1,396 @@
+// Chunked gated-delta-rule prefill on bf16 tensor cores (spec §5, chunk 64; mma.sync m16n8k16,
+// fp32 accumulators), two launches:
+//  1. prep, parallel over (chunk, value head): γ = within-chunk cumsum of g;
+//     A = β_i (k_i·k_j) e^{γ_i−γ_j} (i > j) and P = (q_i·k_j) e^{γ_i−γ_j} (i ≥ j) on tensor cores
+//     (q and k are bf16, so every product is exact and only the fp32 sums round); the UT solves
+//     W = (I+A)⁻¹(β e^γ K), U = (I+A)⁻¹(β V) by fp32 forward substitution. W, U, P are stored
+//     bf16 (the next launch multiplies them on tensor cores anyway), γ fp32.
+//  2. state + output, sequential over chunks, parallel over (value head, 32-column dv slice):
+//     V' = U − W S₀ and X = Q S₀ share the S₀ fragments; then O = e^γ ⊙ X + P V' is written and
+//     S = e^{γ_L} S₀ + Kᵀ (e^{γ_L−γ} ⊙ V'). S stays in fp32 accumulator registers for the whole
+//     pass; only its bf16 copy in shared memory is a multiplicand. The next chunk's W, K, Q, U
+//     slice, P and γ land by cp.async while this one computes. Fusing the output removes the
+//     S₀ and V' round trips through memory that the TF32 path pays (the largest byte term).
+// Fragment layouts (PTX ISA, m16n8k16 .bf16), g = lane / 4, q = lane % 4, pairs of bf16 per
+// register, the lower index in the low half: A 16x16 row-major: a0 (g, 2q..2q+1), a1 (g+8, 2q..),
+// a2 (g, 2q+8..), a3 (g+8, 2q+8..); B 16x8: b0 (k 2q..2q+1, n g), b1 (k 2q+8.., n g);
+// C 16x8: c0 c1 (g, 2q..2q+1), c2 c3 (g+8, 2q..2q+1).
+#include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gdn_chunk.cuh"
+#include "kernels/cuda/lm_kernels.h"
+
+namespace frost::kernels::gdn {
+namespace {
+using namespace lm;
+static_assert(kC == kGdnChunk && kD == kGdnHeadDim, "one chunk grid for every path");
+
+constexpr int kThreads = 256;  // 8 warps, both kernels
+constexpr int kSlice = 32;     // dv columns per state-pass block: 4 blocks per head fill the SMs
+// Pitches in bf16: rows of 128 padded to 68 words (≡ 4 mod 32: the 32-bit fragment loads at
+// g * pitch + q hit 32 distinct banks; 272 bytes ≡ 16 mod 128: the 8 row addresses of an ldmatrix
+// hit 8 distinct 16-byte bank groups), rows of 32 to 80 bytes, rows of 64 to 36 words.
+constexpr int kPW = kD + 8;
+constexpr int kPS = kSlice + 8;
+constexpr int kPP = kC + 8;
+constexpr int kSolvePitch = kC + 4;  // fp32 A rows, float4-aligned
+
+__device__ inline void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8x8 bf16 matrices, transposed: lane l gets (row 2(l%4)..+1, column l/4) of matrix i whose
+// row addresses lanes 8i..8i+7 give.
+__device__ inline void ldsm_x4_t(uint32_t (&r)[4], const bf16* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+__device__ inline uint32_t ld32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// A fragment of a row-major bf16 tile (rows m0.., columns k0..) with pitch P.
+template <int P>
+__device__ inline void load_a(uint32_t (&a)[4], const bf16* base, int m0, int k0, int g, int q) {
+    a[0] = ld32(base + (m0 + g) * P + k0 + 2 * q);
+    a[1] = ld32(base + (m0 + g + 8) * P + k0 + 2 * q);
+    a[2] = ld32(base + (m0 + g) * P + k0 + 2 * q + 8);
+    a[3] = ld32(base + (m0 + g + 8) * P + k0 + 2 * q + 8);
+}
+
+// B fragments of two n-tiles (columns n0.., n0+8..) of a row-major [k][n] bf16 tile with pitch P:
+// b[0], b[1] for n0 and b[2], b[3] for n0 + 8.
+template <int P>
+__device__ inline void load_b2_t(uint32_t (&b)[4], const bf16* base, int k0, int n0, int lane) {
+    const int r = lane & 7, mi = lane >> 3;
+    ldsm_x4_t(b, base + (k0 + r + 8 * (mi & 1)) * P + n0 + 8 * (mi >> 1));
+}
+
+// A fragment of Xᵀ where X is a row-major [k][m] bf16 tile with pitch P (Aᵀ[m][k] = X[k][m]).
+template <int P>
+__device__ inline void load_at(uint32_t (&a)[4], const bf16* base, int m0, int k0, int lane) {
+    const int r = lane & 7, mi = lane >> 3;
+    ldsm_x4_t(a, base + (k0 + r + 8 * (mi >> 1)) * P + m0 + 8 * (mi & 1));
+}
+
+// ---- 1. prep -------------------------------------------------------------------------------
+
+struct PrepSmem {
+    bf16 k[kC][kPW];
+    bf16 q[kC][kPW];
+    bf16 v[kC][kD];
+    float a[kC][kSolvePitch];
+    float g[kC];
+    float gamma[kC];
+    float beta[kC];
+    float w_scale[kC];  // β e^γ, the W right-hand-side row scale
+};
+
+__global__ void __launch_bounds__(kThreads) gdn_bf16_prep_kernel(GdnBf16Params p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    PrepSmem& sm = *reinterpret_cast<PrepSmem*>(smem_raw);
+    const int rows = cursor_rows(p.cursor, p.max_rows);
+    const int c = blockIdx.x, h = blockIdx.y;
+    int start, len;
+    if (!chunk_range(c, p.cursor->pos, rows, start, len)) return;
+    const int kh = h / (p.Hv / p.Hk);
+    const int t = threadIdx.x;
+
+    constexpr int kRowVecs = kD / kVec;  // 16-byte vectors per row of 128
+    static_assert(kC * kRowVecs % kThreads == 0, "whole load rounds");
+#pragma unroll
+    for (int it = 0; it < kC * kRowVecs / kThreads; ++it) {
+        const int e = t + it * kThreads;
+        const int r = e / kRowVecs, d = (e % kRowVecs) * kVec;
+        uint4 kv = make_uint4(0, 0, 0, 0), qv = kv, vv = kv;
+        if (r < len) {
+            const int64_t row = static_cast<int64_t>(start + r) * p.qkv_row_stride;
+            kv = *reinterpret_cast<const uint4*>(p.k + row + kh * kD + d);
+            qv = *reinterpret_cast<const uint4*>(p.q + row + kh * kD + d);
+            vv = *reinterpret_cast<const uint4*>(p.v + row + h * kD + d);
+        }
+        *reinterpret_cast<uint4*>(&sm.k[r][d]) = kv;
+        *reinterpret_cast<uint4*>(&sm.q[r][d]) = qv;
+        *reinterpret_cast<uint4*>(&sm.v[r][d]) = vv;
+    }
+    if (t < kC) {
+        const bool in = t < len;
+        sm.g[t] = in ? p.g[(start + t) * p.Hv + h] : 0.0f;
+        sm.beta[t] = in ? p.beta[(start + t) * p.Hv + h] : 0.0f;
+    }
+    __syncthreads();
+    if (t == 0) {  // sequential cumsum: one fixed order (γ is constant past len: g is zero there)
+        float acc = 0.0f;
+#pragma unroll
+        for (int r = 0; r < kC; ++r) {
+            acc += sm.g[r];
+            sm.gamma[r] = acc;
+        }
+    }
+    __syncthreads();
+    if (t < kC) sm.w_scale[t] = sm.beta[t] * expf(sm.gamma[t]);
+
+    // K Kᵀ and Q Kᵀ: warp w owns rows 16 (w/2), columns 32 (w%2) .. +31 as four m16n8 tiles.
+    float* slot = p.work + (static_cast<int64_t>(c) * p.Hv + h) * kBf16SlotFloats;
+    bf16* p_out = reinterpret_cast<bf16*>(slot + kBf16POff);
+    {
+        const int warp = t / kWarp, lane = t % kWarp, g = lane / 4, q = lane % 4;
+        constexpr int kTiles = 4;
+        const int m0 = 16 * (warp / 2), n0 = kTiles * 8 * (warp % 2);
+        float kk[kTiles][4] = {}, qk[kTiles][4] = {};
+#pragma unroll
+        for (int k0 = 0; k0 < kD; k0 += 16) {
+            uint32_t ka[4], qa[4];
+            load_a<kPW>(ka, &sm.k[0][0], m0, k0, g, q);
+            load_a<kPW>(qa, &sm.q[0][0], m0, k0, g, q);
+#pragma unroll
+            for (int j = 0; j < kTiles; ++j) {
+                const int n = n0 + 8 * j + g;  // Kᵀ as B: B[k][n] = K[n][k], pairs along k
+                const uint32_t b0 = ld32(&sm.k[n][k0 + 2 * q]), b1 = ld32(&sm.k[n][k0 + 2 * q + 8]);
+                mma_bf16(kk[j], ka, b0, b1);
+                mma_bf16(qk[j], qa, b0, b1);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi) {
+                const int i = m0 + g + 8 * hi, j0 = n0 + 8 * j + 2 * q;
+                float pv[2];
+#pragma unroll
+                for (int x = 0; x < 2; ++x) {
+                    const int jj = j0 + x;
+                    const float decay = i >= jj ? expf(sm.gamma[i] - sm.gamma[jj]) : 0.0f;
+                    sm.a[i][jj] = i > jj ? sm.beta[i] * kk[j][2 * hi + x] * decay : 0.0f;
+                    pv[x] = qk[j][2 * hi + x] * decay;
+                }
+                *reinterpret_cast<uint32_t*>(p_out + i * kC + j0) = pack_bf16(pv[0], pv[1]);
+            }
+    }
+    if (t < kC) slot[kBf16GammaOff + t] = sm.gamma[t];
+    __syncthreads();
+
+    // Forward substitution x_i = rhs_i − Σ_{m<i} A_im x_m, one column of W or U per thread (fp32).
+    const bool is_w = t < kD;
+    const int d = is_w ? t : t - kD;
+    float x[kC];
+#pragma unroll
+    for (int i = 0; i < kC; ++i) {
+        float rhs = is_w ? sm.w_scale[i] * __bfloat162float(sm.k[i][d]) : sm.beta[i] * __bfloat162float(sm.v[i][d]);
+#pragma unroll
+        for (int m = 0; m + 4 <= i; m += 4) {
+            const float4 a4 = *reinterpret_cast<const float4*>(&sm.a[i][m]);
+            rhs -= a4.x * x[m];
+            rhs -= a4.y * x[m + 1];
+            rhs -= a4.z * x[m + 2];
+            rhs -= a4.w * x[m + 3];
+        }
+#pragma unroll
+        for (int m = i & ~3; m < i; ++m) rhs -= sm.a[i][m] * x[m];
+        x[i] = rhs;
+    }
+    bf16* out = reinterpret_cast<bf16*>(slot + (is_w ? kBf16WOff : kBf16UOff));
+#pragma unroll
+    for (int i = 0; i < kC; ++i) out[i * kD + d] = __float2bfloat16_rn(x[i]);
+}
+
+// ---- 2. state pass + output -----------------------------------------------------------------
+
+struct StageBuf {
+    bf16 w[kC][kPW];
+    bf16 k[kC][kPW];
+    bf16 q[kC][kPW];
+    bf16 u[kC][kPS];  // this block's U slice
+    bf16 p[kC][kPP];
+    float gamma[kC];
+};
+struct StateSmem {
+    StageBuf buf[2];
+    bf16 s[kD][kPS];    // S₀ slice, bf16: the B operand of W S₀ and Q S₀
+    bf16 vp[kC][kPS];   // V'
+    bf16 vd[kC][kPS];   // e^{γ_L−γ} ⊙ V'
+};
+
+// Chunk c's operands into a staging buffer; K and Q rows past len are zero-filled (never read).
+__device__ inline void prefetch(StageBuf& b, const GdnBf16Params& p, const float* slot, int start, int len, int kh,
+                                int j0) {
+    constexpr int kRowVecs = kD / kVec, kSliceVecs = kSlice / kVec, kPVecs = kC / kVec;
+    const bf16* w = reinterpret_cast<const bf16*>(slot + kBf16WOff);
+    const bf16* u = reinterpret_cast<const bf16*>(slot + kBf16UOff);
+    const bf16* pm = reinterpret_cast<const bf16*>(slot + kBf16POff);
+    for (int e = threadIdx.x; e < kC * kRowVecs; e += kThreads) {
+        const int r = e / kRowVecs, d = (e % kRowVecs) * kVec;
+        cp_async16(&b.w[r][d], w + r * kD + d);
+        const bool in = r < len;
+        const int64_t row = static_cast<int64_t>(in ? start + r : start) * p.qkv_row_stride + kh * kD + d;
+        cp_async16(&b.k[r][d], p.k + row, in ? 16 : 0);
+        cp_async16(&b.q[r][d], p.q + row, in ? 16 : 0);
+    }
+    for (int e = threadIdx.x; e < kC * kSliceVecs; e += kThreads) {
+        const int r = e / kSliceVecs, d = (e % kSliceVecs) * kVec;
+        cp_async16(&b.u[r][d], u + r * kD + j0 + d);
+    }
+    for (int e = threadIdx.x; e < kC * kPVecs; e += kThreads) {
+        const int r = e / kPVecs, d = (e % kPVecs) * kVec;
+        cp_async16(&b.p[r][d], pm + r * kC + d);
+    }
+    if (threadIdx.x < kC / 4) cp_async16(&b.gamma[4 * threadIdx.x], slot + kBf16GammaOff + 4 * threadIdx.x);
+}
+
+// Block (value head, 32-column dv slice), 8 warps. Warp w: V', X and O tiles rows 16 (w/2),
+// columns 16 (w%2) .. +15 of the slice (two n-tiles); S rows 16 w .. +15, all 32 columns (four
+// n-tiles) as fp32 accumulators for the whole pass.
+__global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    StateSmem& sm = *reinterpret_cast<StateSmem*>(smem_raw);
+    const int rows = cursor_rows(p.cursor, p.max_rows);
+    const int pos = p.cursor->pos;
+    const int h = blockIdx.x, j0 = blockIdx.y * kSlice;
+    const int kh = h / (p.Hv / p.Hk);
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int g = lane / 4, q = lane % 4;
+    const int m0 = 16 * (warp / 2), nb = 16 * (warp % 2);  // V' / O tile
+    const int ms = 16 * warp;                              // S rows
+    float* state = p.state + static_cast<int64_t>(h) * kD * kD;
+
+    float s[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+            const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
+            const float2 v = *reinterpret_cast<const float2*>(state + r * kD + j0 + col);
+            s[j][2 * hi] = v.x, s[j][2 * hi + 1] = v.y;
+            *reinterpret_cast<uint32_t*>(&sm.s[r][col]) = pack_bf16(v.x, v.y);
+        }
+    int chunks = 0;
+    for (int st, ln; chunks < max_chunks(rows) && chunk_range(chunks, pos, rows, st, ln);) ++chunks;
+    auto slot_of = [&](int c) { return p.work + (static_cast<int64_t>(c) * p.Hv + h) * kBf16SlotFloats; };
+    auto stage = [&](int c) {
+        int st, ln;
+        chunk_range(c, pos, rows, st, ln);
+        prefetch(sm.buf[c & 1], p, slot_of(c), st, ln, kh, j0);
+    };
+    if (chunks > 0) stage(0);
+    cp_async_commit();
+    for (int c = 0; c < chunks; ++c) {
+        if (c + 1 < chunks) stage(c + 1);
+        cp_async_commit();
+        cp_async_wait<1>();  // chunk c has landed
+        __syncthreads();     // ... for every thread, and the previous S copy is visible
+        const StageBuf& b = sm.buf[c & 1];
+        int start, len;
+        chunk_range(c, pos, rows, start, len);
+
+        // V' = U − W S₀ and X = Q S₀ on this warp's two tiles (k over dk).
+        float v[2][4] = {}, o[2][4] = {};
+#pragma unroll
+        for (int k0 = 0; k0 < kD; k0 += 16) {
+            uint32_t aw[4], aq[4], bs[4];
+            load_a<kPW>(aw, &b.w[0][0], m0, k0, g, q);
+            load_a<kPW>(aq, &b.q[0][0], m0, k0, g, q);
+            load_b2_t<kPS>(bs, &sm.s[0][0], k0, nb, lane);
+            mma_bf16(v[0], aw, bs[0], bs[1]);
+            mma_bf16(v[1], aw, bs[2], bs[3]);
+            mma_bf16(o[0], aq, bs[0], bs[1]);
+            mma_bf16(o[1], aq, bs[2], bs[3]);
+        }
+        const float gamma_last = b.gamma[len - 1];
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+            const int r = m0 + g + 8 * hi;
+            const float eg = expf(b.gamma[r]), tail = expf(gamma_last - b.gamma[r]);
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const int col = nb + 8 * j + 2 * q;
+                const float2 uu = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&b.u[r][col]));
+                const float v0 = uu.x - v[j][2 * hi], v1 = uu.y - v[j][2 * hi + 1];
+                *reinterpret_cast<uint32_t*>(&sm.vp[r][col]) = pack_bf16(v0, v1);
+                *reinterpret_cast<uint32_t*>(&sm.vd[r][col]) = pack_bf16(v0 * tail, v1 * tail);
+                o[j][2 * hi] *= eg;
+                o[j][2 * hi + 1] *= eg;
+            }
+        }
+        __syncthreads();  // V' is complete and every read of the S₀ copy is done
+
+        // S = e^{γ_L} S₀ + Kᵀ (e^{γ_L−γ} ⊙ V') (k over the chunk's rows; rows past len are zero).
+        const float decay = expf(gamma_last);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) s[j][x] *= decay;
+#pragma unroll
+        for (int k0 = 0; k0 < kC; k0 += 16) {
+            uint32_t ak[4], b01[4], b23[4];
+            load_at<kPW>(ak, &b.k[0][0], ms, k0, lane);
+            load_b2_t<kPS>(b01, &sm.vd[0][0], k0, 0, lane);
+            load_b2_t<kPS>(b23, &sm.vd[0][0], k0, 16, lane);
+            mma_bf16(s[0], ak, b01[0], b01[1]);
+            mma_bf16(s[1], ak, b01[2], b01[3]);
+            mma_bf16(s[2], ak, b23[0], b23[1]);
+            mma_bf16(s[3], ak, b23[2], b23[3]);
+        }
+        // O += P V' (P is zero above the diagonal: k-blocks past this tile's rows add nothing).
+        for (int k0 = 0; k0 <= m0; k0 += 16) {
+            uint32_t ap[4], bv[4];
+            load_a<kPP>(ap, &b.p[0][0], m0, k0, g, q);
+            load_b2_t<kPS>(bv, &sm.vp[0][0], k0, nb, lane);
+            mma_bf16(o[0], ap, bv[0], bv[1]);
+            mma_bf16(o[1], ap, bv[2], bv[3]);
+        }
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+            const int r = m0 + g + 8 * hi;
+            if (r >= len) continue;
+            bf16* out = p.o + (static_cast<int64_t>(start + r) * p.Hv + h) * kD + j0 + nb + 2 * q;
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+                *reinterpret_cast<uint32_t*>(out + 8 * j) = pack_bf16(o[j][2 * hi], o[j][2 * hi + 1]);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi)
+                *reinterpret_cast<uint32_t*>(&sm.s[ms + g + 8 * hi][8 * j + 2 * q]) =
+                    pack_bf16(s[j][2 * hi], s[j][2 * hi + 1]);
+        __syncthreads();  // buffer c&1 is free for the prefetch of chunk c + 2; V' may be rewritten
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+            const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
+            *reinterpret_cast<float2*>(state + r * kD + j0 + col) = make_float2(s[j][2 * hi], s[j][2 * hi + 1]);
+        }
+}
+
+}  // namespace
+
+cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages) {
+    const size_t prep_smem = sizeof(PrepSmem), state_smem = sizeof(StateSmem);
+    cudaError_t err = cudaFuncSetAttribute(gdn_bf16_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(prep_smem));
+    if (err != cudaSuccess) return err;
+    err = cudaFuncSetAttribute(gdn_bf16_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(state_smem));
+    if (err != cudaSuccess) return err;
+    if (stages & kGdnStagePrep) {
+        gdn_bf16_prep_kernel<<<dim3(max_chunks(p.max_rows), p.Hv), kThreads, prep_smem, stream>>>(p);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    }
+    if (stages & (kGdnStageState | kGdnStageOut)) {
+        gdn_bf16_state_kernel<<<dim3(p.Hv, kD / kSlice), kThreads, state_smem, stream>>>(p);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    }
+    return cudaSuccess;
+}
+
+}  // namespace frost::kernels::gdn
