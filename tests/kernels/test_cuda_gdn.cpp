@@ -10,6 +10,7 @@ TEST(CudaGdn, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "kernels/cpu/kernels.h"
@@ -298,11 +299,14 @@ struct PathResult {
     std::vector<float> o, state;
 };
 
-enum class Path { kBf16, kTf32, kFp32 };
+// kBf16: the bf16 path with its state pass in clusters (operands multicast), kBf16Own: the same
+// path with one copy per block.
+enum class Path { kBf16, kBf16Own, kTf32, kFp32 };
 
 void set_path(kernels::GdnBf16Params& p, Path path) {
     p.chunk_fp32 = path == Path::kFp32 ? 1 : 0;
     p.chunk_tf32 = path == Path::kTf32 ? 1 : 0;
+    p.chunk_cluster = path == Path::kBf16 ? 1 : 0;
 }
 
 // One chunked launch of T rows at position pos on the GPU on the given path.
@@ -391,8 +395,9 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
         auto rng = fresh_rng("GdnTensorCore");
         const Inputs in = make_inputs_shaped(rng, cs.T, cs.sh, cs.g_lo, cs.g_hi);
         const auto s0 = uniform(rng, cs.sh.Hv * D * D, -0.2f, 0.2f, false);
-        PathResult b16, tc, f32;
+        PathResult b16, own, tc, f32;
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16, b16));
+        ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Own, own));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kTf32, tc));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kFp32, f32));
         std::vector<double> S(s0.begin(), s0.end()), o_ref;
@@ -440,6 +445,9 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
                     s_b_f32.head_rel, s_tc_ref.head_rel, s_f32_ref.head_rel, o_b_ref.max_abs, s_b_ref.max_abs);
         const std::string where = "T " + std::to_string(cs.T) + " pos " + std::to_string(cs.pos) + " Hv/Hk " +
                                   std::to_string(nv / cs.sh.Hk) + " g_lo " + std::to_string(cs.g_lo);
+        // Cluster and per-block copies load the same bytes: the same bits.
+        EXPECT_EQ(0, std::memcmp(b16.state.data(), own.state.data(), b16.state.size() * sizeof(float))) << where;
+        EXPECT_EQ(0, std::memcmp(b16.o.data(), own.o.data(), n_o * sizeof(float))) << where;
         EXPECT_LE(o_b_ref.head_rel, kBf16PathTol) << where;
         EXPECT_LE(o_b_cpu.head_rel, kBf16PathTol) << where;
         EXPECT_LE(s_b_ref.head_rel, kBf16PathTol) << where;
@@ -450,7 +458,7 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
         EXPECT_LE(s_f32_ref.head_rel, kStateTol) << where;
         EXPECT_LE(s_tc_ref.head_rel, kTcStateTol) << where;
         EXPECT_LE(s_tc_cpu.head_rel, kTcStateTol) << where;
-        for (const PathResult* r : {&b16, &tc, &f32})
+        for (const PathResult* r : {&b16, &own, &tc, &f32})
             if (n_o < r->o.size()) {
                 EXPECT_TRUE(std::isnan(r->o[n_o])) << where << ": wrote past the valid rows";
             }
@@ -505,10 +513,13 @@ TEST(CudaGdn, NineBShapeTimingAndAgreement) {
         c.n_tokens = T;
         cursor.upload(std::vector<StepCursor>{c});
         p.max_rows = T;
-        PathResult res[2];
-        StageTimes times[2];
-        for (int pi = 0; pi < 2; ++pi) {
-            set_path(p, pi == 0 ? Path::kTf32 : Path::kBf16);
+        constexpr int kPaths = 3;
+        const Path paths[kPaths] = {Path::kTf32, Path::kBf16Own, Path::kBf16};
+        const char* names[kPaths] = {"tf32", "bf16o", "bf16c"};
+        PathResult res[kPaths];
+        StageTimes times[kPaths];
+        for (int pi = 0; pi < kPaths; ++pi) {
+            set_path(p, paths[pi]);
             state.upload(s0);
             o.poison();
             CUDA_OK(kernels::gdn_chunk_launch(p, nullptr));
@@ -534,19 +545,24 @@ TEST(CudaGdn, NineBShapeTimingAndAgreement) {
             st.out = pi == 0 ? time_stages(kernels::kGdnStageOut) : 0.0;  // bf16: fused into the state pass
             st.total = time_stages(kernels::kGdnStageAll);
             const double tflops = kernels::gdn_chunk_cost(p, T).flops / (st.total * 1e-6) / 1e12;
-            std::printf("%-5s %6d %9.1f %9.1f %9.1f %9.1f %9.1f\n", pi == 0 ? "tf32" : "bf16", T, st.prep, st.state,
-                        st.out, st.total, tflops);
+            std::printf("%-5s %6d %9.1f %9.1f %9.1f %9.1f %9.1f\n", names[pi], T, st.prep, st.state, st.out, st.total,
+                        tflops);
         }
-        std::printf("%-5s %6d %9.2f %9.2f %9s %9.2f   (tf32 / bf16)\n", "ratio", T, times[0].prep / times[1].prep,
-                    times[0].state / times[1].state, "", times[0].total / times[1].total);
-        const size_t n_o = static_cast<size_t>(T) * sh.Hv * D;
-        const std::vector<float> o16(res[1].o.begin(), res[1].o.begin() + n_o);
-        const Err eo = compare(std::vector<double>(res[0].o.begin(), res[0].o.begin() + n_o), o16, sh.Hv, false);
-        const Err es = compare(widen(res[0].state), res[1].state, sh.Hv, true);
-        std::printf("      %6d bf16 vs tf32 worst-head rel: o %.2e state %.2e\n", T, eo.head_rel, es.head_rel);
-        worst_o = std::max(worst_o, eo.head_rel);
-        worst_s = std::max(worst_s, es.head_rel);
+        for (int pi = 1; pi < kPaths; ++pi) {
+            std::printf("tf32/%-5s %6d %5.2f %9.2f %9s %9.2f\n", names[pi], T, times[0].prep / times[pi].prep,
+                        times[0].state / times[pi].state, "", times[0].total / times[pi].total);
+            const size_t n_o = static_cast<size_t>(T) * sh.Hv * D;
+            const std::vector<float> o16(res[pi].o.begin(), res[pi].o.begin() + n_o);
+            const Err eo = compare(std::vector<double>(res[0].o.begin(), res[0].o.begin() + n_o), o16, sh.Hv, false);
+            const Err es = compare(widen(res[0].state), res[pi].state, sh.Hv, true);
+            std::printf("      %6d %s vs tf32 worst-head rel: o %.2e state %.2e\n", T, names[pi], eo.head_rel,
+                        es.head_rel);
+            worst_o = std::max(worst_o, eo.head_rel);
+            worst_s = std::max(worst_s, es.head_rel);
+        }
     }
+    std::printf("bf16 state pass: %d clusters of 4 resident at once (cluster mode needs %d)\n",
+                kernels::gdn_chunk_bf16_max_clusters(), sh.Hv);
     EXPECT_LE(worst_o, kBf16PathTol);
     EXPECT_LE(worst_s, kBf16PathTol);
     cudaEventDestroy(e0);

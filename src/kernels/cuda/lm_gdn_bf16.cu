@@ -2,14 +2,14 @@
 // fp32 accumulators), two launches:
 //  1. prep, parallel over (chunk, value head): γ = within-chunk cumsum of g;
 //     A = β_i (k_i·k_j) e^{γ_i−γ_j} (i > j) and P = (q_i·k_j) e^{γ_i−γ_j} (i ≥ j) on tensor cores
-//     (q and k are bf16, so every product is exact and only the fp32 sums round); the UT solves
-//     W = (I+A)⁻¹(β e^γ K), U = (I+A)⁻¹(β V) by fp32 forward substitution. W, U, P are stored
-//     bf16 (the next launch multiplies them on tensor cores anyway), γ fp32.
+//     (q and k are bf16, so every product is exact and only the fp32 sums round); T = (I+A)⁻¹ in
+//     fp32 by 16-blocks, then W = T(β e^γ K), U = T(β V) on tensor cores. W, U, P are stored bf16
+//     (the next launch multiplies them on tensor cores anyway), γ fp32.
 //  2. state + output, sequential over chunks, parallel over (value head, 32-column dv slice):
 //     V' = U − W S₀ and X = Q S₀ share the S₀ fragments; then O = e^γ ⊙ X + P V' is written and
 //     S = e^{γ_L} S₀ + Kᵀ (e^{γ_L−γ} ⊙ V'). S stays in fp32 accumulator registers for the whole
 //     pass; only its bf16 copy in shared memory is a multiplicand. The next chunk's W, K, Q, U
-//     slice, P and γ land by cp.async while this one computes. Fusing the output removes the
+//     slice, P and γ land by cp.async (three stages) while this one computes. Fusing the output removes the
 //     S₀ and V' round trips through memory that the TF32 path pays (the largest byte term).
 // Fragment layouts (PTX ISA, m16n8k16 .bf16), g = lane / 4, q = lane % 4, pairs of bf16 per
 // register, the lower index in the low half: A 16x16 row-major: a0 (g, 2q..2q+1), a1 (g+8, 2q..),
@@ -82,17 +82,66 @@ __device__ inline void load_at(uint32_t (&a)[4], const bf16* base, int m0, int k
 }
 
 // ---- 1. prep -------------------------------------------------------------------------------
+// The UT solve as T = (I+A)⁻¹ once per chunk, blocked by 16 (fp32 on CUDA cores: the diagonal
+// blocks by substitution, the rest as T_ij = −T_ii Σ_{j≤k<i} A_ik T_kj by block diagonals), then
+// W = (T diag(β e^γ)) K and U = (T diag(β)) V on tensor cores. K and V are bf16 and exact as
+// operands; the fp32 T' = T diag(·) enters as two bf16 terms hi + lo (hi = bf16(T'), lo =
+// bf16(T' − hi)), so W and U keep ~16 bits before their own rounding to bf16 for storage. This
+// replaces one 64-long forward substitution per column of W and U (2016 dependent FMAs per thread).
+
+constexpr int kBlk = 16;              // solve block
+constexpr int kNBlk = kC / kBlk;      // 4
+constexpr int kPT = kC + 8;           // bf16 T' rows: 36 words (≡ 4 mod 32), 144 bytes
 
 struct PrepSmem {
     bf16 k[kC][kPW];
-    bf16 q[kC][kPW];
-    bf16 v[kC][kD];
-    float a[kC][kSolvePitch];
+    bf16 v[kC][kPW];
+    float t[kC][kSolvePitch];  // T = (I+A)⁻¹ (unit lower triangular; upper blocks never read)
+    union {
+        struct {
+            bf16 q[kC][kPW];
+            float a[kC][kSolvePitch];  // A, strictly lower
+        } s1;
+        struct {
+            bf16 wh[kC][kPT], wl[kC][kPT];  // T diag(β e^γ) = wh + wl
+            bf16 uh[kC][kPT], ul[kC][kPT];  // T diag(β) = uh + ul
+        } s2;
+    };
+    float y[3][kBlk][kBlk + 1];  // Σ A_ik T_kj of up to three blocks of one block diagonal
     float g[kC];
     float gamma[kC];
     float beta[kC];
-    float w_scale[kC];  // β e^γ, the W right-hand-side row scale
+    float w_scale[kC];  // β e^γ
 };
+
+// acc += (hi + lo)[rows m0.., cols ≤ m0+15] · X[k][cols n0 .. n0+63] for one 16-row tile; the
+// T' blocks right of the diagonal are zero and skipped.
+__device__ inline void tile_product(float (&acc)[8][4], const bf16* hi, const bf16* lo, const bf16* x, int m0, int n0,
+                                    int g, int q, int lane) {
+    for (int k0 = 0; k0 <= m0; k0 += 16) {
+        uint32_t ah[4], al[4];
+        load_a<kPT>(ah, hi, m0, k0, g, q);
+        load_a<kPT>(al, lo, m0, k0, g, q);
+#pragma unroll
+        for (int j = 0; j < 8; j += 2) {
+            uint32_t b[4];
+            load_b2_t<kPW>(b, x, k0, n0 + 8 * j, lane);
+            mma_bf16(acc[j], ah, b[0], b[1]);
+            mma_bf16(acc[j + 1], ah, b[2], b[3]);
+            mma_bf16(acc[j], al, b[0], b[1]);
+            mma_bf16(acc[j + 1], al, b[2], b[3]);
+        }
+    }
+}
+
+__device__ inline void store_tile(bf16* out, const float (&acc)[8][4], int m0, int n0, int g, int q) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi)
+            *reinterpret_cast<uint32_t*>(out + (m0 + g + 8 * hi) * kD + n0 + 8 * j + 2 * q) =
+                pack_bf16(acc[j][2 * hi], acc[j][2 * hi + 1]);
+}
 
 __global__ void __launch_bounds__(kThreads) gdn_bf16_prep_kernel(GdnBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -103,6 +152,7 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_prep_kernel(GdnBf16Params p
     if (!chunk_range(c, p.cursor->pos, rows, start, len)) return;
     const int kh = h / (p.Hv / p.Hk);
     const int t = threadIdx.x;
+    const int warp = t / kWarp, lane = t % kWarp, g = lane / 4, q = lane % 4;
 
     constexpr int kRowVecs = kD / kVec;  // 16-byte vectors per row of 128
     static_assert(kC * kRowVecs % kThreads == 0, "whole load rounds");
@@ -118,7 +168,7 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_prep_kernel(GdnBf16Params p
             vv = *reinterpret_cast<const uint4*>(p.v + row + h * kD + d);
         }
         *reinterpret_cast<uint4*>(&sm.k[r][d]) = kv;
-        *reinterpret_cast<uint4*>(&sm.q[r][d]) = qv;
+        *reinterpret_cast<uint4*>(&sm.s1.q[r][d]) = qv;
         *reinterpret_cast<uint4*>(&sm.v[r][d]) = vv;
     }
     if (t < kC) {
@@ -142,7 +192,6 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_prep_kernel(GdnBf16Params p
     float* slot = p.work + (static_cast<int64_t>(c) * p.Hv + h) * kBf16SlotFloats;
     bf16* p_out = reinterpret_cast<bf16*>(slot + kBf16POff);
     {
-        const int warp = t / kWarp, lane = t % kWarp, g = lane / 4, q = lane % 4;
         constexpr int kTiles = 4;
         const int m0 = 16 * (warp / 2), n0 = kTiles * 8 * (warp % 2);
         float kk[kTiles][4] = {}, qk[kTiles][4] = {};
@@ -150,7 +199,7 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_prep_kernel(GdnBf16Params p
         for (int k0 = 0; k0 < kD; k0 += 16) {
             uint32_t ka[4], qa[4];
             load_a<kPW>(ka, &sm.k[0][0], m0, k0, g, q);
-            load_a<kPW>(qa, &sm.q[0][0], m0, k0, g, q);
+            load_a<kPW>(qa, &sm.s1.q[0][0], m0, k0, g, q);
 #pragma unroll
             for (int j = 0; j < kTiles; ++j) {
                 const int n = n0 + 8 * j + g;  // Kᵀ as B: B[k][n] = K[n][k], pairs along k
@@ -169,7 +218,7 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_prep_kernel(GdnBf16Params p
                 for (int x = 0; x < 2; ++x) {
                     const int jj = j0 + x;
                     const float decay = i >= jj ? expf(sm.gamma[i] - sm.gamma[jj]) : 0.0f;
-                    sm.a[i][jj] = i > jj ? sm.beta[i] * kk[j][2 * hi + x] * decay : 0.0f;
+                    sm.s1.a[i][jj] = i > jj ? sm.beta[i] * kk[j][2 * hi + x] * decay : 0.0f;
                     pv[x] = qk[j][2 * hi + x] * decay;
                 }
                 *reinterpret_cast<uint32_t*>(p_out + i * kC + j0) = pack_bf16(pv[0], pv[1]);
@@ -178,28 +227,70 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_prep_kernel(GdnBf16Params p
     if (t < kC) slot[kBf16GammaOff + t] = sm.gamma[t];
     __syncthreads();
 
-    // Forward substitution x_i = rhs_i − Σ_{m<i} A_im x_m, one column of W or U per thread (fp32).
-    const bool is_w = t < kD;
-    const int d = is_w ? t : t - kD;
-    float x[kC];
+    // Diagonal blocks of T by substitution: thread (block b, column cc), 16 rows in registers.
+    if (t < kC) {
+        const int b0 = kBlk * (t / kBlk), cc = t % kBlk;
+        float x[kBlk];
 #pragma unroll
-    for (int i = 0; i < kC; ++i) {
-        float rhs = is_w ? sm.w_scale[i] * __bfloat162float(sm.k[i][d]) : sm.beta[i] * __bfloat162float(sm.v[i][d]);
+        for (int r = 0; r < kBlk; ++r) {
+            float v = r == cc ? 1.0f : 0.0f;
 #pragma unroll
-        for (int m = 0; m + 4 <= i; m += 4) {
-            const float4 a4 = *reinterpret_cast<const float4*>(&sm.a[i][m]);
-            rhs -= a4.x * x[m];
-            rhs -= a4.y * x[m + 1];
-            rhs -= a4.z * x[m + 2];
-            rhs -= a4.w * x[m + 3];
+            for (int m = 0; m < r; ++m) v -= sm.s1.a[b0 + r][b0 + m] * x[m];
+            x[r] = v;
         }
 #pragma unroll
-        for (int m = i & ~3; m < i; ++m) rhs -= sm.a[i][m] * x[m];
-        x[i] = rhs;
+        for (int r = 0; r < kBlk; ++r) sm.t[b0 + r][b0 + cc] = x[r];
     }
-    bf16* out = reinterpret_cast<bf16*>(slot + (is_w ? kBf16WOff : kBf16UOff));
+    __syncthreads();
+    // Block diagonals d = 1, 2, 3: Y = Σ_{j≤k<i} A_ik T_kj, then T_ij = −T_ii Y (block indices).
+#pragma unroll 1
+    for (int d = 1; d < kNBlk; ++d) {
+        const int pairs = kNBlk - d;  // (i, j) = (j + d, j), j = 0 .. pairs - 1
+        for (int e = t; e < pairs * kBlk * kBlk; e += kThreads) {
+            const int j = e / (kBlk * kBlk), r = (e / kBlk) % kBlk, cc = e % kBlk;
+            const int i = j + d;
+            float acc = 0.0f;
+            for (int kb = j; kb < i; ++kb)
 #pragma unroll
-    for (int i = 0; i < kC; ++i) out[i * kD + d] = __float2bfloat16_rn(x[i]);
+                for (int m = 0; m < kBlk; ++m)
+                    acc += sm.s1.a[kBlk * i + r][kBlk * kb + m] * sm.t[kBlk * kb + m][kBlk * j + cc];
+            sm.y[j][r][cc] = acc;
+        }
+        __syncthreads();
+        for (int e = t; e < pairs * kBlk * kBlk; e += kThreads) {
+            const int j = e / (kBlk * kBlk), r = (e / kBlk) % kBlk, cc = e % kBlk;
+            const int i = j + d;
+            float acc = 0.0f;
+#pragma unroll
+            for (int m = 0; m < kBlk; ++m) acc += sm.t[kBlk * i + r][kBlk * i + m] * sm.y[j][m][cc];
+            sm.t[kBlk * i + r][kBlk * j + cc] = -acc;
+        }
+        __syncthreads();
+    }
+    // T' = T diag(β e^γ) and T diag(β) as hi + lo bf16 pairs (zero right of the block diagonal).
+    for (int e = t; e < kC * kC; e += kThreads) {
+        const int i = e / kC, j = e % kC;
+        const float tv = j / kBlk <= i / kBlk ? sm.t[i][j] : 0.0f;
+        const float w = tv * sm.w_scale[j], u = tv * sm.beta[j];
+        const bf16 wh = __float2bfloat16_rn(w), uh = __float2bfloat16_rn(u);
+        sm.s2.wh[i][j] = wh;
+        sm.s2.wl[i][j] = __float2bfloat16_rn(w - __bfloat162float(wh));
+        sm.s2.uh[i][j] = uh;
+        sm.s2.ul[i][j] = __float2bfloat16_rn(u - __bfloat162float(uh));
+    }
+    __syncthreads();
+    // W = T'_w K and U = T'_u V: warp w owns rows 16 (w/2), columns 64 (w%2) .. +63.
+    const int m0 = 16 * (warp / 2), n0 = 64 * (warp % 2);
+    {
+        float acc[8][4] = {};
+        tile_product(acc, &sm.s2.wh[0][0], &sm.s2.wl[0][0], &sm.k[0][0], m0, n0, g, q, lane);
+        store_tile(reinterpret_cast<bf16*>(slot + kBf16WOff), acc, m0, n0, g, q);
+    }
+    {
+        float acc[8][4] = {};
+        tile_product(acc, &sm.s2.uh[0][0], &sm.s2.ul[0][0], &sm.v[0][0], m0, n0, g, q, lane);
+        store_tile(reinterpret_cast<bf16*>(slot + kBf16UOff), acc, m0, n0, g, q);
+    }
 }
 
 // ---- 2. state pass + output -----------------------------------------------------------------
@@ -212,12 +303,99 @@ struct StageBuf {
     bf16 p[kC][kPP];
     float gamma[kC];
 };
+// Three stages: chunk c + 2 is in flight while c computes, so two chunk times hide the loads
+// (W, U, P written by the prep long before: mostly from DRAM; 60 KB per block per chunk).
+constexpr int kStages = 3;
 struct StateSmem {
-    StageBuf buf[2];
+    StageBuf buf[kStages];
     bf16 s[kD][kPS];    // S₀ slice, bf16: the B operand of W S₀ and Q S₀
     bf16 vp[kC][kPS];   // V'
     bf16 vd[kC][kPS];   // e^{γ_L−γ} ⊙ V'
+    uint64_t full[kStages];  // cluster mode: the multicast rows of a buffer have landed
 };
+
+// ---- Cluster mode: the 4 slice blocks of a head form a thread-block cluster; each fetches a
+// quarter of the rows of the operands they share (W, K, Q, P: 56 of the 60 KB per chunk) and
+// multicasts them into all four blocks' shared memory (cp.async.bulk, completion counted in bytes
+// on each block's mbarrier), so L2 delivers every shared byte once per head instead of 4 times.
+constexpr int kCluster = kD / kSlice;  // 4
+static_assert(kCluster * 16 == kC, "a quarter of the chunk's rows per cluster block");
+
+// Hopper-only instructions; the portable compute_80 PTX of this file gets empty bodies (the
+// launcher never picks cluster mode on a device without cluster launch).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define GDN_SM90(...) __VA_ARGS__
+#else
+#define GDN_SM90(...)
+#endif
+__device__ inline uint32_t cluster_rank() {
+    uint32_t r = 0;
+    GDN_SM90(asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));)
+    return r;
+}
+__device__ inline void cluster_arrive() { GDN_SM90(asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");) }
+__device__ inline void cluster_wait() { GDN_SM90(asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");) }
+__device__ inline void cluster_fences() {
+    GDN_SM90(asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");)
+}
+__device__ inline void mbar_init(uint64_t* bar, uint32_t count) {
+    GDN_SM90(asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");)
+}
+__device__ inline void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+    GDN_SM90(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+                          : "memory");)
+}
+__device__ inline void mbar_wait(uint64_t* bar, uint32_t parity) {
+    GDN_SM90(uint32_t done = 0; while (!done) asm volatile(
+                 "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(smem_addr(bar)), "r"(parity)
+                 : "memory");)
+}
+// bytes from global src into dst of every block in mask (same offsets), completing on bar there.
+__device__ inline void bulk_multicast(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint16_t mask) {
+    GDN_SM90(asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+                          "[%1], %2, [%3], %4;\n" ::"r"(smem_addr(dst)),
+                          "l"(src), "r"(bytes), "r"(smem_addr(bar)), "h"(mask)
+                          : "memory");)
+}
+
+// Bytes each cluster block receives per chunk: every row of W and P, the valid rows of K and Q.
+__device__ inline uint32_t shared_bytes(int len) {
+    return static_cast<uint32_t>(kC * (kD + kC) * sizeof(bf16) + len * 2 * kD * sizeof(bf16));
+}
+
+// This block's rows 16 rank .. +15 of W, K, Q, P of chunk c, multicast (threads 0..63: one row of
+// one operand each); thread 0 first announces the bytes its own buffer will receive.
+__device__ inline void multicast_chunk(StageBuf& b, uint64_t* bar, const GdnBf16Params& p, const float* slot, int start,
+                                       int len, int kh, uint32_t rank) {
+    const int t = threadIdx.x;
+    if (t == 0) mbar_arrive_expect_tx(bar, shared_bytes(len));
+    if (t >= 4 * 16) return;
+    const int which = t / 16, r = 16 * static_cast<int>(rank) + t % 16;
+    constexpr uint16_t kMask = (1u << kCluster) - 1;
+    constexpr uint32_t kRow = kD * sizeof(bf16);
+    if (which == 0) {
+        bulk_multicast(&b.w[r][0], reinterpret_cast<const bf16*>(slot + kBf16WOff) + r * kD, kRow, bar, kMask);
+    } else if (which == 3) {
+        bulk_multicast(&b.p[r][0], reinterpret_cast<const bf16*>(slot + kBf16POff) + r * kC, kC * sizeof(bf16), bar,
+                       kMask);
+    } else if (r < len) {  // rows past len keep finite stale values: V' is exactly zero there
+        const bf16* src = (which == 1 ? p.k : p.q) + static_cast<int64_t>(start + r) * p.qkv_row_stride + kh * kD;
+        bulk_multicast(which == 1 ? &b.k[r][0] : &b.q[r][0], src, kRow, bar, kMask);
+    }
+}
+
+// The block's own U slice and γ (cp.async, one commit group per chunk).
+__device__ inline void prefetch_own(StageBuf& b, const float* slot, int j0) {
+    constexpr int kSliceVecs = kSlice / kVec;
+    const bf16* u = reinterpret_cast<const bf16*>(slot + kBf16UOff);
+    for (int e = threadIdx.x; e < kC * kSliceVecs; e += kThreads) {
+        const int r = e / kSliceVecs, d = (e % kSliceVecs) * kVec;
+        cp_async16(&b.u[r][d], u + r * kD + j0 + d);
+    }
+    if (threadIdx.x < kC / 4) cp_async16(&b.gamma[4 * threadIdx.x], slot + kBf16GammaOff + 4 * threadIdx.x);
+}
 
 // Chunk c's operands into a staging buffer; K and Q rows past len are zero-filled (never read).
 __device__ inline void prefetch(StageBuf& b, const GdnBf16Params& p, const float* slot, int start, int len, int kh,
@@ -247,7 +425,9 @@ __device__ inline void prefetch(StageBuf& b, const GdnBf16Params& p, const float
 
 // Block (value head, 32-column dv slice), 8 warps. Warp w: V', X and O tiles rows 16 (w/2),
 // columns 16 (w%2) .. +15 of the slice (two n-tiles); S rows 16 w .. +15, all 32 columns (four
-// n-tiles) as fp32 accumulators for the whole pass.
+// n-tiles) as fp32 accumulators for the whole pass. kMulticast: launched as clusters of the 4
+// slices of a head (grid y), operands shared as above; otherwise each block copies its own.
+template <bool kMulticast>
 __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     StateSmem& sm = *reinterpret_cast<StateSmem*>(smem_raw);
@@ -274,19 +454,47 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
     int chunks = 0;
     for (int st, ln; chunks < max_chunks(rows) && chunk_range(chunks, pos, rows, st, ln);) ++chunks;
     auto slot_of = [&](int c) { return p.work + (static_cast<int64_t>(c) * p.Hv + h) * kBf16SlotFloats; };
+    const uint32_t rank = kMulticast ? cluster_rank() : 0;
     auto stage = [&](int c) {
         int st, ln;
         chunk_range(c, pos, rows, st, ln);
-        prefetch(sm.buf[c & 1], p, slot_of(c), st, ln, kh, j0);
+        if constexpr (kMulticast) {
+            multicast_chunk(sm.buf[c % kStages], &sm.full[c % kStages], p, slot_of(c), st, ln, kh, rank);
+            prefetch_own(sm.buf[c % kStages], slot_of(c), j0);
+        } else {
+            prefetch(sm.buf[c % kStages], p, slot_of(c), st, ln, kh, j0);
+        }
     };
-    if (chunks > 0) stage(0);
-    cp_async_commit();
-    for (int c = 0; c < chunks; ++c) {
-        if (c + 1 < chunks) stage(c + 1);
+    if constexpr (kMulticast) {
+        // Stale rows past len must be finite (they meet zero rows of V'): zero every buffer once;
+        // the barriers must be initialised in all four blocks before any multicast lands.
+        constexpr int kBufVecs = static_cast<int>(sizeof(StageBuf) * kStages / 16);
+        for (int e = threadIdx.x; e < kBufVecs; e += kThreads)
+            reinterpret_cast<uint4*>(&sm.buf[0])[e] = make_uint4(0, 0, 0, 0);
+        if (threadIdx.x == 0)
+            for (int i = 0; i < kStages; ++i) mbar_init(&sm.full[i], 1);
+        cluster_fences();
+        __syncthreads();
+        cluster_arrive();
+        cluster_wait();
+    }
+#pragma unroll
+    for (int c = 0; c < kStages - 1; ++c) {
+        if (c < chunks) stage(c);
         cp_async_commit();
-        cp_async_wait<1>();  // chunk c has landed
-        __syncthreads();     // ... for every thread, and the previous S copy is visible
-        const StageBuf& b = sm.buf[c & 1];
+    }
+    if constexpr (kMulticast) cluster_arrive();  // "chunk -1 is done": pairs with the wait in chunk 0
+    for (int c = 0; c < chunks; ++c) {
+        if constexpr (!kMulticast) {
+            if (c + kStages - 1 < chunks) stage(c + kStages - 1);  // into the buffer chunk c - 1 used
+            cp_async_commit();
+            cp_async_wait<kStages - 1>();  // chunk c has landed
+        } else {
+            cp_async_wait<kStages - 2>();  // the own part of chunk c (the next one is issued mid-chunk)
+            mbar_wait(&sm.full[c % kStages], static_cast<uint32_t>((c / kStages) & 1));
+        }
+        __syncthreads();  // chunk c is visible to every thread, and so is the previous S copy
+        const StageBuf& b = sm.buf[c % kStages];
         int start, len;
         chunk_range(c, pos, rows, start, len);
 
@@ -320,6 +528,12 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
             }
         }
         __syncthreads();  // V' is complete and every read of the S₀ copy is done
+        if constexpr (kMulticast) {
+            // Every block of the cluster has finished chunk c - 1, whose buffer now takes c + 2.
+            cluster_wait();
+            if (c + kStages - 1 < chunks) stage(c + kStages - 1);
+            cp_async_commit();
+        }
 
         // S = e^{γ_L} S₀ + Kᵀ (e^{γ_L−γ} ⊙ V') (k over the chunk's rows; rows past len are zero).
         const float decay = expf(gamma_last);
@@ -361,8 +575,10 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
             for (int hi = 0; hi < 2; ++hi)
                 *reinterpret_cast<uint32_t*>(&sm.s[ms + g + 8 * hi][8 * j + 2 * q]) =
                     pack_bf16(s[j][2 * hi], s[j][2 * hi + 1]);
-        __syncthreads();  // buffer c&1 is free for the prefetch of chunk c + 2; V' may be rewritten
+        __syncthreads();  // this buffer is free for the prefetch of chunk c + 3; V' may be rewritten
+        if constexpr (kMulticast) cluster_arrive();
     }
+    if constexpr (kMulticast) cluster_wait();  // no block leaves while multicasts may target it
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -372,14 +588,50 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
         }
 }
 
+// Clusters of the state pass resident at once on this device (0 without cluster launch). Asked
+// once per process: one GPU model.
+int cluster_capacity() {
+    static const int max_clusters = [] {
+        int dev = 0, ok = 0, n = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&ok, cudaDevAttrClusterLaunch, dev) != cudaSuccess ||
+            !ok)
+            return 0;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = 1;
+        attr[0].val.clusterDim.y = kCluster;
+        attr[0].val.clusterDim.z = 1;
+        cudaLaunchConfig_t cfg{};
+        cfg.gridDim = dim3(kCluster * 32, kCluster);
+        cfg.blockDim = dim3(kThreads);
+        cfg.dynamicSmemBytes = sizeof(StateSmem);
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        if (cudaFuncSetAttribute(gdn_bf16_state_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(sizeof(StateSmem))) != cudaSuccess ||
+            cudaOccupancyMaxActiveClusters(&n, gdn_bf16_state_kernel<true>, &cfg) != cudaSuccess)
+            n = 0;
+        cudaGetLastError();  // a refused query leaves no sticky error behind
+        return n;
+    }();
+    return max_clusters;
+}
+
+// Every head's cluster resident at once: a second wave of clusters would double the pass.
+bool cluster_mode_fits(int heads) { return cluster_capacity() >= heads; }
+
 }  // namespace
+
 
 cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages) {
     const size_t prep_smem = sizeof(PrepSmem), state_smem = sizeof(StateSmem);
     cudaError_t err = cudaFuncSetAttribute(gdn_bf16_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(prep_smem));
     if (err != cudaSuccess) return err;
-    err = cudaFuncSetAttribute(gdn_bf16_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    err = cudaFuncSetAttribute(gdn_bf16_state_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(state_smem));
+    if (err != cudaSuccess) return err;
+    err = cudaFuncSetAttribute(gdn_bf16_state_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(state_smem));
     if (err != cudaSuccess) return err;
     if (stages & kGdnStagePrep) {
@@ -387,10 +639,32 @@ cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (stages & (kGdnStageState | kGdnStageOut)) {
-        gdn_bf16_state_kernel<<<dim3(p.Hv, kD / kSlice), kThreads, state_smem, stream>>>(p);
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        const dim3 grid(p.Hv, kD / kSlice);
+        if (p.chunk_cluster && cluster_mode_fits(p.Hv)) {
+            cudaLaunchAttribute attr[1];
+            attr[0].id = cudaLaunchAttributeClusterDimension;
+            attr[0].val.clusterDim.x = 1;
+            attr[0].val.clusterDim.y = kCluster;
+            attr[0].val.clusterDim.z = 1;
+            cudaLaunchConfig_t cfg{};
+            cfg.gridDim = grid;
+            cfg.blockDim = dim3(kThreads);
+            cfg.dynamicSmemBytes = state_smem;
+            cfg.stream = stream;
+            cfg.attrs = attr;
+            cfg.numAttrs = 1;
+            err = cudaLaunchKernelEx(&cfg, gdn_bf16_state_kernel<true>, p);
+        } else {
+            gdn_bf16_state_kernel<false><<<grid, kThreads, state_smem, stream>>>(p);
+            err = cudaGetLastError();
+        }
+        if (err != cudaSuccess) return err;
     }
     return cudaSuccess;
 }
 
 }  // namespace frost::kernels::gdn
+
+namespace frost::kernels {
+int gdn_chunk_bf16_max_clusters() { return gdn::cluster_capacity(); }
+}  // namespace frost::kernels

@@ -172,6 +172,9 @@ struct GdnBf16Params {
     // scratch); 0 runs the bf16 path (lm_gdn_bf16.cu: bf16 mma.sync operands, fp32 accumulators
     // and state, two launches with the output fused into the state pass).
     int32_t chunk_tf32 = 1;
+    // bf16 path: 1 runs the state pass as clusters of the 4 dv-slice blocks of a head that share
+    // each chunk's W, K, Q, P rows through multicast bulk copies; 0 gives every block its own copy.
+    int32_t chunk_cluster = 1;
     BatchRef batch = {};                  // recurrent kernel: one row per member (grid z), state from the table
 };
 
