@@ -299,14 +299,15 @@ struct PathResult {
     std::vector<float> o, state;
 };
 
-// kBf16: the bf16 path with its state pass in clusters (operands multicast), kBf16Own: the same
-// path with one copy per block.
-enum class Path { kBf16, kBf16Own, kTf32, kFp32 };
+// The bf16 path in its state-pass copy modes (GdnBf16Params::chunk_cluster): kBf16 the default
+// (clusters of 4, or the largest size that fits), kBf16Pair clusters of 2, kBf16Bulk bulk copies
+// per block, kBf16Own 16-byte cp.async per block.
+enum class Path { kBf16, kBf16Pair, kBf16Bulk, kBf16Own, kTf32, kFp32 };
 
 void set_path(kernels::GdnBf16Params& p, Path path) {
     p.chunk_fp32 = path == Path::kFp32 ? 1 : 0;
     p.chunk_tf32 = path == Path::kTf32 ? 1 : 0;
-    p.chunk_cluster = path == Path::kBf16 ? 1 : 0;
+    p.chunk_cluster = path == Path::kBf16 ? 4 : path == Path::kBf16Pair ? 2 : path == Path::kBf16Bulk ? 1 : 0;
 }
 
 // One chunked launch of T rows at position pos on the GPU on the given path.
@@ -395,8 +396,10 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
         auto rng = fresh_rng("GdnTensorCore");
         const Inputs in = make_inputs_shaped(rng, cs.T, cs.sh, cs.g_lo, cs.g_hi);
         const auto s0 = uniform(rng, cs.sh.Hv * D * D, -0.2f, 0.2f, false);
-        PathResult b16, own, tc, f32;
+        PathResult b16, pair, bulk, own, tc, f32;
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16, b16));
+        ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Pair, pair));
+        ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Bulk, bulk));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Own, own));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kTf32, tc));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kFp32, f32));
@@ -445,9 +448,11 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
                     s_b_f32.head_rel, s_tc_ref.head_rel, s_f32_ref.head_rel, o_b_ref.max_abs, s_b_ref.max_abs);
         const std::string where = "T " + std::to_string(cs.T) + " pos " + std::to_string(cs.pos) + " Hv/Hk " +
                                   std::to_string(nv / cs.sh.Hk) + " g_lo " + std::to_string(cs.g_lo);
-        // Cluster and per-block copies load the same bytes: the same bits.
-        EXPECT_EQ(0, std::memcmp(b16.state.data(), own.state.data(), b16.state.size() * sizeof(float))) << where;
-        EXPECT_EQ(0, std::memcmp(b16.o.data(), own.o.data(), n_o * sizeof(float))) << where;
+        // Every copy mode loads the same bytes: the same bits.
+        for (const PathResult* r : {&pair, &bulk, &own}) {
+            EXPECT_EQ(0, std::memcmp(b16.state.data(), r->state.data(), b16.state.size() * sizeof(float))) << where;
+            EXPECT_EQ(0, std::memcmp(b16.o.data(), r->o.data(), n_o * sizeof(float))) << where;
+        }
         EXPECT_LE(o_b_ref.head_rel, kBf16PathTol) << where;
         EXPECT_LE(o_b_cpu.head_rel, kBf16PathTol) << where;
         EXPECT_LE(s_b_ref.head_rel, kBf16PathTol) << where;
@@ -458,7 +463,7 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
         EXPECT_LE(s_f32_ref.head_rel, kStateTol) << where;
         EXPECT_LE(s_tc_ref.head_rel, kTcStateTol) << where;
         EXPECT_LE(s_tc_cpu.head_rel, kTcStateTol) << where;
-        for (const PathResult* r : {&b16, &own, &tc, &f32})
+        for (const PathResult* r : {&b16, &pair, &bulk, &own, &tc, &f32})
             if (n_o < r->o.size()) {
                 EXPECT_TRUE(std::isnan(r->o[n_o])) << where << ": wrote past the valid rows";
             }
@@ -513,9 +518,9 @@ TEST(CudaGdn, NineBShapeTimingAndAgreement) {
         c.n_tokens = T;
         cursor.upload(std::vector<StepCursor>{c});
         p.max_rows = T;
-        constexpr int kPaths = 3;
-        const Path paths[kPaths] = {Path::kTf32, Path::kBf16Own, Path::kBf16};
-        const char* names[kPaths] = {"tf32", "bf16o", "bf16c"};
+        constexpr int kPaths = 5;
+        const Path paths[kPaths] = {Path::kTf32, Path::kBf16Own, Path::kBf16Bulk, Path::kBf16Pair, Path::kBf16};
+        const char* names[kPaths] = {"tf32", "bf16o", "bf16b", "bf16p", "bf16"};
         PathResult res[kPaths];
         StageTimes times[kPaths];
         for (int pi = 0; pi < kPaths; ++pi) {
@@ -561,8 +566,8 @@ TEST(CudaGdn, NineBShapeTimingAndAgreement) {
             worst_s = std::max(worst_s, es.head_rel);
         }
     }
-    std::printf("bf16 state pass: %d clusters of 4 resident at once (cluster mode needs %d)\n",
-                kernels::gdn_chunk_bf16_max_clusters(), sh.Hv);
+    std::printf("bf16 state pass: %d clusters of 4 / %d clusters of 2 resident at once (%d / %d needed)\n",
+                kernels::gdn_chunk_bf16_max_clusters(4), kernels::gdn_chunk_bf16_max_clusters(2), sh.Hv, 2 * sh.Hv);
     EXPECT_LE(worst_o, kBf16PathTol);
     EXPECT_LE(worst_s, kBf16PathTol);
     cudaEventDestroy(e0);

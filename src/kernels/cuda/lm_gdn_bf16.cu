@@ -314,12 +314,13 @@ struct StateSmem {
     uint64_t full[kStages];  // cluster mode: the multicast rows of a buffer have landed
 };
 
-// ---- Cluster mode: the 4 slice blocks of a head form a thread-block cluster; each fetches a
-// quarter of the rows of the operands they share (W, K, Q, P: 56 of the 60 KB per chunk) and
-// multicasts them into all four blocks' shared memory (cp.async.bulk, completion counted in bytes
-// on each block's mbarrier), so L2 delivers every shared byte once per head instead of 4 times.
-constexpr int kCluster = kD / kSlice;  // 4
-static_assert(kCluster * 16 == kC, "a quarter of the chunk's rows per cluster block");
+// ---- Bulk mode (kCl = 1, 2, 4): the operands every slice block of a head needs (W, K, Q, P:
+// 56 of the 60 KB per chunk) arrive as one bulk copy per row (cp.async.bulk, completion counted
+// in bytes on the block's mbarrier) instead of 16-byte cp.async: a quarter of the issue work. With
+// kCl = 2 or 4 the slice blocks of a head form a thread-block cluster; each fetches 1/kCl of the
+// rows and multicasts them into every block of the cluster, so L2 delivers each shared byte kCl
+// times less often. kCl = 0 is the plain cp.async mode.
+constexpr int kMaxCluster = kD / kSlice;  // 4
 
 // Hopper-only instructions; the portable compute_80 PTX of this file gets empty bodies (the
 // launcher never picks cluster mode on a device without cluster launch).
@@ -365,24 +366,38 @@ __device__ inline uint32_t shared_bytes(int len) {
     return static_cast<uint32_t>(kC * (kD + kC) * sizeof(bf16) + len * 2 * kD * sizeof(bf16));
 }
 
-// This block's rows 16 rank .. +15 of W, K, Q, P of chunk c, multicast (threads 0..63: one row of
-// one operand each); thread 0 first announces the bytes its own buffer will receive.
-__device__ inline void multicast_chunk(StageBuf& b, uint64_t* bar, const GdnBf16Params& p, const float* slot, int start,
-                                       int len, int kh, uint32_t rank) {
+// One row into this block's shared memory (kCl = 1) or into every block of the cluster.
+template <int kCl>
+__device__ inline void bulk_row(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+    if constexpr (kCl == 1) {
+        GDN_SM90(asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                                  smem_addr(dst)),
+                              "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                              : "memory");)
+    } else {
+        bulk_multicast(dst, src, bytes, bar, static_cast<uint16_t>((1u << kCl) - 1));
+    }
+}
+
+// This block's share of the rows of W, K, Q, P of chunk c (rows 64/kCl rank .. +64/kCl-1; one
+// row of one operand per thread); thread 0 first announces the bytes its own buffer will receive.
+template <int kCl>
+__device__ inline void bulk_chunk(StageBuf& b, uint64_t* bar, const GdnBf16Params& p, const float* slot, int start,
+                                  int len, int kh, uint32_t rank) {
+    constexpr int kRowsPer = kC / kCl;
+    static_assert(4 * kRowsPer <= kThreads, "one row per thread");
     const int t = threadIdx.x;
     if (t == 0) mbar_arrive_expect_tx(bar, shared_bytes(len));
-    if (t >= 4 * 16) return;
-    const int which = t / 16, r = 16 * static_cast<int>(rank) + t % 16;
-    constexpr uint16_t kMask = (1u << kCluster) - 1;
+    if (t >= 4 * kRowsPer) return;
+    const int which = t / kRowsPer, r = kRowsPer * static_cast<int>(rank) + t % kRowsPer;
     constexpr uint32_t kRow = kD * sizeof(bf16);
     if (which == 0) {
-        bulk_multicast(&b.w[r][0], reinterpret_cast<const bf16*>(slot + kBf16WOff) + r * kD, kRow, bar, kMask);
+        bulk_row<kCl>(&b.w[r][0], reinterpret_cast<const bf16*>(slot + kBf16WOff) + r * kD, kRow, bar);
     } else if (which == 3) {
-        bulk_multicast(&b.p[r][0], reinterpret_cast<const bf16*>(slot + kBf16POff) + r * kC, kC * sizeof(bf16), bar,
-                       kMask);
+        bulk_row<kCl>(&b.p[r][0], reinterpret_cast<const bf16*>(slot + kBf16POff) + r * kC, kC * sizeof(bf16), bar);
     } else if (r < len) {  // rows past len keep finite stale values: V' is exactly zero there
         const bf16* src = (which == 1 ? p.k : p.q) + static_cast<int64_t>(start + r) * p.qkv_row_stride + kh * kD;
-        bulk_multicast(which == 1 ? &b.k[r][0] : &b.q[r][0], src, kRow, bar, kMask);
+        bulk_row<kCl>(which == 1 ? &b.k[r][0] : &b.q[r][0], src, kRow, bar);
     }
 }
 
@@ -425,9 +440,9 @@ __device__ inline void prefetch(StageBuf& b, const GdnBf16Params& p, const float
 
 // Block (value head, 32-column dv slice), 8 warps. Warp w: V', X and O tiles rows 16 (w/2),
 // columns 16 (w%2) .. +15 of the slice (two n-tiles); S rows 16 w .. +15, all 32 columns (four
-// n-tiles) as fp32 accumulators for the whole pass. kMulticast: launched as clusters of the 4
-// slices of a head (grid y), operands shared as above; otherwise each block copies its own.
-template <bool kMulticast>
+// n-tiles) as fp32 accumulators for the whole pass. kCl: the copy mode above (kCl >= 2: launched
+// as clusters of kCl slices of a head along grid y).
+template <int kCl>
 __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     StateSmem& sm = *reinterpret_cast<StateSmem*>(smem_raw);
@@ -454,20 +469,21 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
     int chunks = 0;
     for (int st, ln; chunks < max_chunks(rows) && chunk_range(chunks, pos, rows, st, ln);) ++chunks;
     auto slot_of = [&](int c) { return p.work + (static_cast<int64_t>(c) * p.Hv + h) * kBf16SlotFloats; };
-    const uint32_t rank = kMulticast ? cluster_rank() : 0;
+    constexpr bool kBulk = kCl >= 1, kClustered = kCl >= 2;
+    const uint32_t rank = kClustered ? cluster_rank() : 0;
     auto stage = [&](int c) {
         int st, ln;
         chunk_range(c, pos, rows, st, ln);
-        if constexpr (kMulticast) {
-            multicast_chunk(sm.buf[c % kStages], &sm.full[c % kStages], p, slot_of(c), st, ln, kh, rank);
+        if constexpr (kBulk) {
+            bulk_chunk<kCl>(sm.buf[c % kStages], &sm.full[c % kStages], p, slot_of(c), st, ln, kh, rank);
             prefetch_own(sm.buf[c % kStages], slot_of(c), j0);
         } else {
             prefetch(sm.buf[c % kStages], p, slot_of(c), st, ln, kh, j0);
         }
     };
-    if constexpr (kMulticast) {
+    if constexpr (kBulk) {
         // Stale rows past len must be finite (they meet zero rows of V'): zero every buffer once;
-        // the barriers must be initialised in all four blocks before any multicast lands.
+        // the barriers must be initialised in every block of the cluster before any copy lands.
         constexpr int kBufVecs = static_cast<int>(sizeof(StageBuf) * kStages / 16);
         for (int e = threadIdx.x; e < kBufVecs; e += kThreads)
             reinterpret_cast<uint4*>(&sm.buf[0])[e] = make_uint4(0, 0, 0, 0);
@@ -475,17 +491,19 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
             for (int i = 0; i < kStages; ++i) mbar_init(&sm.full[i], 1);
         cluster_fences();
         __syncthreads();
-        cluster_arrive();
-        cluster_wait();
+        if constexpr (kClustered) {
+            cluster_arrive();
+            cluster_wait();
+        }
     }
 #pragma unroll
     for (int c = 0; c < kStages - 1; ++c) {
         if (c < chunks) stage(c);
         cp_async_commit();
     }
-    if constexpr (kMulticast) cluster_arrive();  // "chunk -1 is done": pairs with the wait in chunk 0
+    if constexpr (kClustered) cluster_arrive();  // "chunk -1 is done": pairs with the wait in chunk 0
     for (int c = 0; c < chunks; ++c) {
-        if constexpr (!kMulticast) {
+        if constexpr (!kBulk) {
             if (c + kStages - 1 < chunks) stage(c + kStages - 1);  // into the buffer chunk c - 1 used
             cp_async_commit();
             cp_async_wait<kStages - 1>();  // chunk c has landed
@@ -528,9 +546,10 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
             }
         }
         __syncthreads();  // V' is complete and every read of the S₀ copy is done
-        if constexpr (kMulticast) {
-            // Every block of the cluster has finished chunk c - 1, whose buffer now takes c + 2.
-            cluster_wait();
+        if constexpr (kBulk) {
+            // Every block of the cluster has finished chunk c - 1, whose buffer now takes c + 2
+            // (one block: the barrier that ended chunk c - 1 says so).
+            if constexpr (kClustered) cluster_wait();
             if (c + kStages - 1 < chunks) stage(c + kStages - 1);
             cp_async_commit();
         }
@@ -576,9 +595,9 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
                 *reinterpret_cast<uint32_t*>(&sm.s[ms + g + 8 * hi][8 * j + 2 * q]) =
                     pack_bf16(s[j][2 * hi], s[j][2 * hi + 1]);
         __syncthreads();  // this buffer is free for the prefetch of chunk c + 3; V' may be rewritten
-        if constexpr (kMulticast) cluster_arrive();
+        if constexpr (kClustered) cluster_arrive();
     }
-    if constexpr (kMulticast) cluster_wait();  // no block leaves while multicasts may target it
+    if constexpr (kClustered) cluster_wait();  // no block leaves while multicasts may target it
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -588,28 +607,38 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
         }
 }
 
-// Clusters of the state pass resident at once on this device (0 without cluster launch). Asked
-// once per process: one GPU model.
+template <int kCl>
+cudaLaunchConfig_t state_config(const GdnBf16Params& p, cudaStream_t stream, cudaLaunchAttribute* attr) {
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = kCl;
+    attr[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(p.Hv, kD / kSlice);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = sizeof(StateSmem);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = kCl >= 2 ? 1 : 0;
+    return cfg;
+}
+
+// Clusters of kCl state-pass blocks resident at once on this device (0 without cluster launch).
+// Asked once per process and size: one GPU model.
+template <int kCl>
 int cluster_capacity() {
     static const int max_clusters = [] {
         int dev = 0, ok = 0, n = 0;
         if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&ok, cudaDevAttrClusterLaunch, dev) != cudaSuccess ||
             !ok)
             return 0;
+        GdnBf16Params probe{};
+        probe.Hv = 32;
         cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = 1;
-        attr[0].val.clusterDim.y = kCluster;
-        attr[0].val.clusterDim.z = 1;
-        cudaLaunchConfig_t cfg{};
-        cfg.gridDim = dim3(kCluster * 32, kCluster);
-        cfg.blockDim = dim3(kThreads);
-        cfg.dynamicSmemBytes = sizeof(StateSmem);
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        if (cudaFuncSetAttribute(gdn_bf16_state_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        const cudaLaunchConfig_t cfg = state_config<kCl>(probe, nullptr, attr);
+        if (cudaFuncSetAttribute(gdn_bf16_state_kernel<kCl>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(sizeof(StateSmem))) != cudaSuccess ||
-            cudaOccupancyMaxActiveClusters(&n, gdn_bf16_state_kernel<true>, &cfg) != cudaSuccess)
+            cudaOccupancyMaxActiveClusters(&n, gdn_bf16_state_kernel<kCl>, &cfg) != cudaSuccess)
             n = 0;
         cudaGetLastError();  // a refused query leaves no sticky error behind
         return n;
@@ -617,47 +646,45 @@ int cluster_capacity() {
     return max_clusters;
 }
 
-// Every head's cluster resident at once: a second wave of clusters would double the pass.
-bool cluster_mode_fits(int heads) { return cluster_capacity() >= heads; }
+// Every cluster resident at once (a second wave of clusters would double the sequential pass).
+template <int kCl>
+bool clusters_fit(int heads) {
+    return cluster_capacity<kCl>() >= heads * (kMaxCluster / kCl);
+}
+
+template <int kCl>
+cudaError_t launch_state(const GdnBf16Params& p, cudaStream_t stream) {
+    cudaError_t err = cudaFuncSetAttribute(gdn_bf16_state_kernel<kCl>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(sizeof(StateSmem)));
+    if (err != cudaSuccess) return err;
+    cudaLaunchAttribute attr[1];
+    const cudaLaunchConfig_t cfg = state_config<kCl>(p, stream, attr);
+    return cudaLaunchKernelEx(&cfg, gdn_bf16_state_kernel<kCl>, p);
+}
 
 }  // namespace
 
 
 cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages) {
-    const size_t prep_smem = sizeof(PrepSmem), state_smem = sizeof(StateSmem);
+    const size_t prep_smem = sizeof(PrepSmem);
     cudaError_t err = cudaFuncSetAttribute(gdn_bf16_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(prep_smem));
-    if (err != cudaSuccess) return err;
-    err = cudaFuncSetAttribute(gdn_bf16_state_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(state_smem));
-    if (err != cudaSuccess) return err;
-    err = cudaFuncSetAttribute(gdn_bf16_state_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(state_smem));
     if (err != cudaSuccess) return err;
     if (stages & kGdnStagePrep) {
         gdn_bf16_prep_kernel<<<dim3(max_chunks(p.max_rows), p.Hv), kThreads, prep_smem, stream>>>(p);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (stages & (kGdnStageState | kGdnStageOut)) {
-        const dim3 grid(p.Hv, kD / kSlice);
-        if (p.chunk_cluster && cluster_mode_fits(p.Hv)) {
-            cudaLaunchAttribute attr[1];
-            attr[0].id = cudaLaunchAttributeClusterDimension;
-            attr[0].val.clusterDim.x = 1;
-            attr[0].val.clusterDim.y = kCluster;
-            attr[0].val.clusterDim.z = 1;
-            cudaLaunchConfig_t cfg{};
-            cfg.gridDim = grid;
-            cfg.blockDim = dim3(kThreads);
-            cfg.dynamicSmemBytes = state_smem;
-            cfg.stream = stream;
-            cfg.attrs = attr;
-            cfg.numAttrs = 1;
-            err = cudaLaunchKernelEx(&cfg, gdn_bf16_state_kernel<true>, p);
-        } else {
-            gdn_bf16_state_kernel<false><<<grid, kThreads, state_smem, stream>>>(p);
-            err = cudaGetLastError();
-        }
+        // The largest requested cluster whose clusters all fit; bulk copies need sm_90.
+        const int want = p.chunk_cluster;
+        if (want >= 4 && clusters_fit<4>(p.Hv))
+            err = launch_state<4>(p, stream);
+        else if (want >= 2 && clusters_fit<2>(p.Hv))
+            err = launch_state<2>(p, stream);
+        else if (want >= 1 && cluster_capacity<2>() > 0)
+            err = launch_state<1>(p, stream);
+        else
+            err = launch_state<0>(p, stream);
         if (err != cudaSuccess) return err;
     }
     return cudaSuccess;
@@ -666,5 +693,7 @@ cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream
 }  // namespace frost::kernels::gdn
 
 namespace frost::kernels {
-int gdn_chunk_bf16_max_clusters() { return gdn::cluster_capacity(); }
+int gdn_chunk_bf16_max_clusters(int size) {
+    return size == 4 ? gdn::cluster_capacity<4>() : size == 2 ? gdn::cluster_capacity<2>() : 0;
+}
 }  // namespace frost::kernels

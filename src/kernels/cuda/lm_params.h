@@ -172,9 +172,11 @@ struct GdnBf16Params {
     // scratch); 0 runs the bf16 path (lm_gdn_bf16.cu: bf16 mma.sync operands, fp32 accumulators
     // and state, two launches with the output fused into the state pass).
     int32_t chunk_tf32 = 1;
-    // bf16 path: 1 runs the state pass as clusters of the 4 dv-slice blocks of a head that share
-    // each chunk's W, K, Q, P rows through multicast bulk copies; 0 gives every block its own copy.
-    int32_t chunk_cluster = 1;
+    // bf16 path, how the state pass loads each chunk's W, K, Q, P rows: 0 by 16-byte cp.async per
+    // block; 1 by one bulk copy per row per block; 2 or 4 as clusters of that many dv-slice blocks
+    // of a head sharing them through multicast bulk copies (the largest size whose clusters all
+    // fit on the device is taken, down to 1; 0 on a device without cluster launch).
+    int32_t chunk_cluster = 4;
     BatchRef batch = {};                  // recurrent kernel: one row per member (grid z), state from the table
 };
 
