@@ -86,27 +86,28 @@ __device__ inline void load_at(uint32_t (&a)[4], const bf16* base, int m0, int k
 // blocks by substitution, the rest as T_ij = −T_ii Σ_{j≤k<i} A_ik T_kj by block diagonals), then
 // W = (T diag(β e^γ)) K and U = (T diag(β)) V on tensor cores. K and V are bf16 and exact as
 // operands; the fp32 T' = T diag(·) enters as two bf16 terms hi + lo (hi = bf16(T'), lo =
-// bf16(T' − hi)), so W and U keep ~16 bits before their own rounding to bf16 for storage. This
-// replaces one 64-long forward substitution per column of W and U (2016 dependent FMAs per thread).
+// bf16(T' − hi)), built straight into A fragments, so W and U keep ~16 bits before their own
+// rounding to bf16 for storage. Shared memory is reused phase by phase (72 KB: 3 blocks per SM)
+// and W, U, P leave through shared memory as 16-byte stores.
 
-constexpr int kBlk = 16;              // solve block
-constexpr int kNBlk = kC / kBlk;      // 4
-constexpr int kPT = kC + 8;           // bf16 T' rows: 36 words (≡ 4 mod 32), 144 bytes
+constexpr int kBlk = 16;          // solve block
+constexpr int kNBlk = kC / kBlk;  // 4
 
 struct PrepSmem {
-    bf16 k[kC][kPW];
-    bf16 v[kC][kPW];
-    float t[kC][kSolvePitch];  // T = (I+A)⁻¹ (unit lower triangular; upper blocks never read)
     union {
-        struct {
-            bf16 q[kC][kPW];
-            float a[kC][kSolvePitch];  // A, strictly lower
-        } s1;
-        struct {
-            bf16 wh[kC][kPT], wl[kC][kPT];  // T diag(β e^γ) = wh + wl
-            bf16 uh[kC][kPT], ul[kC][kPT];  // T diag(β) = uh + ul
-        } s2;
-    };
+        bf16 k[kC][kPW];  // K: A, P and W operand
+        bf16 p_out[kC][kPP];  // P staged for the store, after the W product
+    } u0;
+    bf16 v[kC][kPW];
+    union {
+        bf16 q[kC][kPW];            // Q, until A and P are formed
+        float t[kC][kSolvePitch];   // then T = (I+A)⁻¹ (unit lower triangular by 16-blocks)
+        bf16 u_out[kC][kPW];        // U staged for the store, after both products
+    } u1;
+    union {
+        float a[kC][kSolvePitch];  // A, strictly lower
+        bf16 w_out[kC][kPW];       // W staged for the store, after the solve
+    } u2;
     float y[3][kBlk][kBlk + 1];  // Σ A_ik T_kj of up to three blocks of one block diagonal
     float g[kC];
     float gamma[kC];
@@ -114,14 +115,31 @@ struct PrepSmem {
     float w_scale[kC];  // β e^γ
 };
 
-// acc += (hi + lo)[rows m0.., cols ≤ m0+15] · X[k][cols n0 .. n0+63] for one 16-row tile; the
-// T' blocks right of the diagonal are zero and skipped.
-__device__ inline void tile_product(float (&acc)[8][4], const bf16* hi, const bf16* lo, const bf16* x, int m0, int n0,
-                                    int g, int q, int lane) {
+// hi + lo A fragments of T diag(scale), rows m0.., columns k0.. (k0 ≤ m0: inside the lower blocks).
+__device__ inline void t_frags(uint32_t (&hi)[4], uint32_t (&lo)[4], const PrepSmem& sm, const float* scale, int m0,
+                               int k0, int g, int q) {
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+        const int r = m0 + g + 8 * (x & 1), c = k0 + 2 * q + 8 * (x >> 1);
+        const float2 tv = *reinterpret_cast<const float2*>(&sm.u1.t[r][c]);
+        const float e0 = tv.x * scale[c], e1 = tv.y * scale[c + 1];
+        const __nv_bfloat162 h = __floats2bfloat162_rn(e0, e1);
+        const float2 hf = __bfloat1622float2(h);
+        hi[x] = *reinterpret_cast<const uint32_t*>(&h);
+        lo[x] = pack_bf16(e0 - hf.x, e1 - hf.y);
+    }
+}
+
+// acc = T diag(scale) [rows m0 .. m0+15] · X[:, n0 .. n0+63]; blocks right of the diagonal are zero.
+__device__ inline void tile_product(float (&acc)[8][4], const PrepSmem& sm, const float* scale, const bf16* x, int m0,
+                                    int n0, int g, int q, int lane) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
     for (int k0 = 0; k0 <= m0; k0 += 16) {
         uint32_t ah[4], al[4];
-        load_a<kPT>(ah, hi, m0, k0, g, q);
-        load_a<kPT>(al, lo, m0, k0, g, q);
+        t_frags(ah, al, sm, scale, m0, k0, g, q);
 #pragma unroll
         for (int j = 0; j < 8; j += 2) {
             uint32_t b[4];
@@ -134,16 +152,27 @@ __device__ inline void tile_product(float (&acc)[8][4], const bf16* hi, const bf
     }
 }
 
-__device__ inline void store_tile(bf16* out, const float (&acc)[8][4], int m0, int n0, int g, int q) {
+template <int P>
+__device__ inline void stage_tile(bf16 (*out)[P], const float (&acc)[8][4], int m0, int n0, int g, int q) {
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
         for (int hi = 0; hi < 2; ++hi)
-            *reinterpret_cast<uint32_t*>(out + (m0 + g + 8 * hi) * kD + n0 + 8 * j + 2 * q) =
+            *reinterpret_cast<uint32_t*>(&out[m0 + g + 8 * hi][n0 + 8 * j + 2 * q]) =
                 pack_bf16(acc[j][2 * hi], acc[j][2 * hi + 1]);
 }
 
-__global__ void __launch_bounds__(kThreads) gdn_bf16_prep_kernel(GdnBf16Params p) {
+// Rows of `cols` bf16 from shared memory (pitch P) to global (pitch cols), 16 bytes per thread.
+template <int P, int kCols>
+__device__ inline void copy_out(bf16* dst, const bf16 (*src)[P]) {
+    constexpr int kVecs = kCols / kVec;
+    for (int e = threadIdx.x; e < kC * kVecs; e += kThreads) {
+        const int r = e / kVecs, d = (e % kVecs) * kVec;
+        *reinterpret_cast<uint4*>(dst + r * kCols + d) = *reinterpret_cast<const uint4*>(&src[r][d]);
+    }
+}
+
+__global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     PrepSmem& sm = *reinterpret_cast<PrepSmem*>(smem_raw);
     const int rows = cursor_rows(p.cursor, p.max_rows);
@@ -167,8 +196,8 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_prep_kernel(GdnBf16Params p
             qv = *reinterpret_cast<const uint4*>(p.q + row + kh * kD + d);
             vv = *reinterpret_cast<const uint4*>(p.v + row + h * kD + d);
         }
-        *reinterpret_cast<uint4*>(&sm.k[r][d]) = kv;
-        *reinterpret_cast<uint4*>(&sm.s1.q[r][d]) = qv;
+        *reinterpret_cast<uint4*>(&sm.u0.k[r][d]) = kv;
+        *reinterpret_cast<uint4*>(&sm.u1.q[r][d]) = qv;
         *reinterpret_cast<uint4*>(&sm.v[r][d]) = vv;
     }
     if (t < kC) {
@@ -188,22 +217,23 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_prep_kernel(GdnBf16Params p
     __syncthreads();
     if (t < kC) sm.w_scale[t] = sm.beta[t] * expf(sm.gamma[t]);
 
-    // K Kᵀ and Q Kᵀ: warp w owns rows 16 (w/2), columns 32 (w%2) .. +31 as four m16n8 tiles.
+    // K Kᵀ and Q Kᵀ: warp w owns rows 16 (w/2), columns 32 (w%2) .. +31 as four m16n8 tiles. P
+    // stays in registers (bf16 pairs) until the staged store at the end.
     float* slot = p.work + (static_cast<int64_t>(c) * p.Hv + h) * kBf16SlotFloats;
-    bf16* p_out = reinterpret_cast<bf16*>(slot + kBf16POff);
+    constexpr int kTiles = 4;
+    const int pm0 = 16 * (warp / 2), pn0 = kTiles * 8 * (warp % 2);
+    uint32_t pk[kTiles][2];
     {
-        constexpr int kTiles = 4;
-        const int m0 = 16 * (warp / 2), n0 = kTiles * 8 * (warp % 2);
         float kk[kTiles][4] = {}, qk[kTiles][4] = {};
 #pragma unroll
         for (int k0 = 0; k0 < kD; k0 += 16) {
             uint32_t ka[4], qa[4];
-            load_a<kPW>(ka, &sm.k[0][0], m0, k0, g, q);
-            load_a<kPW>(qa, &sm.s1.q[0][0], m0, k0, g, q);
+            load_a<kPW>(ka, &sm.u0.k[0][0], pm0, k0, g, q);
+            load_a<kPW>(qa, &sm.u1.q[0][0], pm0, k0, g, q);
 #pragma unroll
             for (int j = 0; j < kTiles; ++j) {
-                const int n = n0 + 8 * j + g;  // Kᵀ as B: B[k][n] = K[n][k], pairs along k
-                const uint32_t b0 = ld32(&sm.k[n][k0 + 2 * q]), b1 = ld32(&sm.k[n][k0 + 2 * q + 8]);
+                const int n = pn0 + 8 * j + g;  // Kᵀ as B: B[k][n] = K[n][k], pairs along k
+                const uint32_t b0 = ld32(&sm.u0.k[n][k0 + 2 * q]), b1 = ld32(&sm.u0.k[n][k0 + 2 * q + 8]);
                 mma_bf16(kk[j], ka, b0, b1);
                 mma_bf16(qk[j], qa, b0, b1);
             }
@@ -212,20 +242,20 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_prep_kernel(GdnBf16Params p
         for (int j = 0; j < kTiles; ++j)
 #pragma unroll
             for (int hi = 0; hi < 2; ++hi) {
-                const int i = m0 + g + 8 * hi, j0 = n0 + 8 * j + 2 * q;
+                const int i = pm0 + g + 8 * hi, j0 = pn0 + 8 * j + 2 * q;
                 float pv[2];
 #pragma unroll
                 for (int x = 0; x < 2; ++x) {
                     const int jj = j0 + x;
                     const float decay = i >= jj ? expf(sm.gamma[i] - sm.gamma[jj]) : 0.0f;
-                    sm.s1.a[i][jj] = i > jj ? sm.beta[i] * kk[j][2 * hi + x] * decay : 0.0f;
+                    sm.u2.a[i][jj] = i > jj ? sm.beta[i] * kk[j][2 * hi + x] * decay : 0.0f;
                     pv[x] = qk[j][2 * hi + x] * decay;
                 }
-                *reinterpret_cast<uint32_t*>(p_out + i * kC + j0) = pack_bf16(pv[0], pv[1]);
+                pk[j][hi] = pack_bf16(pv[0], pv[1]);
             }
     }
     if (t < kC) slot[kBf16GammaOff + t] = sm.gamma[t];
-    __syncthreads();
+    __syncthreads();  // A is complete; Q is dead (its space becomes T)
 
     // Diagonal blocks of T by substitution: thread (block b, column cc), 16 rows in registers.
     if (t < kC) {
@@ -235,11 +265,11 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_prep_kernel(GdnBf16Params p
         for (int r = 0; r < kBlk; ++r) {
             float v = r == cc ? 1.0f : 0.0f;
 #pragma unroll
-            for (int m = 0; m < r; ++m) v -= sm.s1.a[b0 + r][b0 + m] * x[m];
+            for (int m = 0; m < r; ++m) v -= sm.u2.a[b0 + r][b0 + m] * x[m];
             x[r] = v;
         }
 #pragma unroll
-        for (int r = 0; r < kBlk; ++r) sm.t[b0 + r][b0 + cc] = x[r];
+        for (int r = 0; r < kBlk; ++r) sm.u1.t[b0 + r][b0 + cc] = x[r];
     }
     __syncthreads();
     // Block diagonals d = 1, 2, 3: Y = Σ_{j≤k<i} A_ik T_kj, then T_ij = −T_ii Y (block indices).
@@ -253,7 +283,7 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_prep_kernel(GdnBf16Params p
             for (int kb = j; kb < i; ++kb)
 #pragma unroll
                 for (int m = 0; m < kBlk; ++m)
-                    acc += sm.s1.a[kBlk * i + r][kBlk * kb + m] * sm.t[kBlk * kb + m][kBlk * j + cc];
+                    acc += sm.u2.a[kBlk * i + r][kBlk * kb + m] * sm.u1.t[kBlk * kb + m][kBlk * j + cc];
             sm.y[j][r][cc] = acc;
         }
         __syncthreads();
@@ -262,35 +292,28 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_prep_kernel(GdnBf16Params p
             const int i = j + d;
             float acc = 0.0f;
 #pragma unroll
-            for (int m = 0; m < kBlk; ++m) acc += sm.t[kBlk * i + r][kBlk * i + m] * sm.y[j][m][cc];
-            sm.t[kBlk * i + r][kBlk * j + cc] = -acc;
+            for (int m = 0; m < kBlk; ++m) acc += sm.u1.t[kBlk * i + r][kBlk * i + m] * sm.y[j][m][cc];
+            sm.u1.t[kBlk * i + r][kBlk * j + cc] = -acc;
         }
-        __syncthreads();
+        __syncthreads();  // (last round: T is complete and A is dead)
     }
-    // T' = T diag(β e^γ) and T diag(β) as hi + lo bf16 pairs (zero right of the block diagonal).
-    for (int e = t; e < kC * kC; e += kThreads) {
-        const int i = e / kC, j = e % kC;
-        const float tv = j / kBlk <= i / kBlk ? sm.t[i][j] : 0.0f;
-        const float w = tv * sm.w_scale[j], u = tv * sm.beta[j];
-        const bf16 wh = __float2bfloat16_rn(w), uh = __float2bfloat16_rn(u);
-        sm.s2.wh[i][j] = wh;
-        sm.s2.wl[i][j] = __float2bfloat16_rn(w - __bfloat162float(wh));
-        sm.s2.uh[i][j] = uh;
-        sm.s2.ul[i][j] = __float2bfloat16_rn(u - __bfloat162float(uh));
-    }
-    __syncthreads();
-    // W = T'_w K and U = T'_u V: warp w owns rows 16 (w/2), columns 64 (w%2) .. +63.
+    // W = T diag(β e^γ) K, then U = T diag(β) V: warp w owns rows 16 (w/2), columns 64 (w%2) .. +63.
     const int m0 = 16 * (warp / 2), n0 = 64 * (warp % 2);
-    {
-        float acc[8][4] = {};
-        tile_product(acc, &sm.s2.wh[0][0], &sm.s2.wl[0][0], &sm.k[0][0], m0, n0, g, q, lane);
-        store_tile(reinterpret_cast<bf16*>(slot + kBf16WOff), acc, m0, n0, g, q);
-    }
-    {
-        float acc[8][4] = {};
-        tile_product(acc, &sm.s2.uh[0][0], &sm.s2.ul[0][0], &sm.v[0][0], m0, n0, g, q, lane);
-        store_tile(reinterpret_cast<bf16*>(slot + kBf16UOff), acc, m0, n0, g, q);
-    }
+    float acc[8][4];
+    tile_product(acc, sm, sm.w_scale, &sm.u0.k[0][0], m0, n0, g, q, lane);
+    stage_tile<kPW>(sm.u2.w_out, acc, m0, n0, g, q);
+    tile_product(acc, sm, sm.beta, &sm.v[0][0], m0, n0, g, q, lane);
+    __syncthreads();  // every read of T and K is done
+    stage_tile<kPW>(sm.u1.u_out, acc, m0, n0, g, q);
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi)
+            *reinterpret_cast<uint32_t*>(&sm.u0.p_out[pm0 + g + 8 * hi][pn0 + 8 * j + 2 * q]) = pk[j][hi];
+    __syncthreads();
+    copy_out<kPW, kD>(reinterpret_cast<bf16*>(slot + kBf16WOff), sm.u2.w_out);
+    copy_out<kPW, kD>(reinterpret_cast<bf16*>(slot + kBf16UOff), sm.u1.u_out);
+    copy_out<kPP, kC>(reinterpret_cast<bf16*>(slot + kBf16POff), sm.u0.p_out);
 }
 
 // ---- 2. state pass + output -----------------------------------------------------------------
