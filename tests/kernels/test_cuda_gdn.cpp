@@ -307,9 +307,9 @@ struct PathResult {
     std::vector<float> o, state;
 };
 
-// The bf16 path in its state-pass copy modes (GdnBf16Params::chunk_cluster): kBf16 the default
-// (clusters of 4, or the largest size that fits), kBf16Pair clusters of 2, kBf16Bulk bulk copies
-// per block, kBf16Own 16-byte cp.async per block.
+// The bf16 path in its state-pass copy modes (GdnBf16Params::chunk_cluster): kBf16 clusters of 4
+// (or the largest size that fits), kBf16Pair clusters of 2, kBf16Bulk bulk copies per block,
+// kBf16Own 16-byte cp.async per block (the default).
 enum class Path { kBf16, kBf16Pair, kBf16Bulk, kBf16Own, kTf32, kFp32 };
 
 void set_path(kernels::GdnBf16Params& p, Path path) {
@@ -512,7 +512,8 @@ TEST(CudaGdn, NineBShapeTimingAndAgreement) {
     CUDA_OK(cudaEventCreate(&e0));
     CUDA_OK(cudaEventCreate(&e1));
     double worst_o = 0, worst_s = 0;
-    std::printf("\n%-5s %6s %9s %9s %9s %9s %9s\n", "path", "T", "prep_us", "state_us", "out_us", "total_us", "TFLOP/s");
+    std::printf("\n%-5s %6s %9s %9s %9s %9s %9s\n", "path", "T", "prep_us", "state_us", "out_us", "total_us",
+                "TFLOP/s");
     for (int T : {1024, 4096, 16384}) {
         StepCursor c{};
         c.pos = 0;

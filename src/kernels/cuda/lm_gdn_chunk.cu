@@ -8,8 +8,9 @@
 //     S = e^{γ_L} S₀ + Kgᵀ V';
 //  3. output, parallel over (chunk, value head, dv half): O = (Q ⊙ e^γ) S₀ + P V'.
 // The products run on TF32 tensor cores (mma.sync m16n8k8, fp32 accumulators, S kept in fp32
-// registers and memory); GdnBf16Params::chunk_fp32 = 1 selects the all-fp32 CUDA-core path that
-// tests compare with, chunk_tf32 = 0 the bf16 path of lm_gdn_bf16.cu. Only exponentials of differences ≤ 0 are formed. Chunks sit at absolute
+// registers and memory). This file is the launcher of every chunked path: the default is the bf16
+// path of lm_gdn_bf16.cu; GdnBf16Params::chunk_tf32 = 1 selects the TF32 kernels below and
+// chunk_fp32 = 1 the all-fp32 CUDA-core path that tests compare with. Only exponentials of differences ≤ 0 are formed. Chunks sit at absolute
 // multiples of 64 from position 0, so the first chunk of a launch may be short.
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gdn_chunk.cuh"

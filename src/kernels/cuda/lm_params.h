@@ -172,11 +172,11 @@ struct GdnBf16Params {
     // mma.sync operands, fp32 accumulators and state, two launches with the output fused into the
     // state pass); 1 runs the previous TF32 mma.sync path (three launches, fp32 scratch).
     int32_t chunk_tf32 = 0;
-    // bf16 path, how the state pass loads each chunk's W, K, Q, P rows: 0 by 16-byte cp.async per
-    // block; 1 by one bulk copy per row per block; 2 or 4 as clusters of that many dv-slice blocks
-    // of a head sharing them through multicast bulk copies (the largest size whose clusters all
-    // fit on the device is taken, down to 1; 0 on a device without cluster launch).
-    int32_t chunk_cluster = 4;
+    // bf16 path, how the state pass loads each chunk's W, K, Q, P rows: 0 (default, fastest on the
+    // H100) by 16-byte cp.async per block; 1 by one bulk copy per row per block; 2 or 4 as clusters
+    // of that many dv-slice blocks of a head sharing them through multicast bulk copies (the
+    // largest size whose clusters all fit is taken, down to 1; 0 without cluster launch).
+    int32_t chunk_cluster = 0;
     BatchRef batch = {};                  // recurrent kernel: one row per member (grid z), state from the table
 };
 
