@@ -8,15 +8,19 @@
 //     S = e^{γ_L} S₀ + Kgᵀ V';
 //  3. output, parallel over (chunk, value head, dv half): O = (Q ⊙ e^γ) S₀ + P V'.
 // The products run on TF32 tensor cores (mma.sync m16n8k8, fp32 accumulators, S kept in fp32
-// registers and memory); GdnBf16Params::chunk_fp32 = 1 selects the all-fp32 CUDA-core path that
-// tests compare with. Only exponentials of differences ≤ 0 are formed. Chunks sit at absolute
+// registers and memory). This file is the launcher of every chunked path: the default is the bf16
+// path of lm_gdn_bf16.cu; GdnBf16Params::chunk_tf32 = 1 selects the TF32 kernels below and
+// chunk_fp32 = 1 the all-fp32 CUDA-core path that tests compare with. Only exponentials of differences ≤ 0 are formed. Chunks sit at absolute
 // multiples of 64 from position 0, so the first chunk of a launch may be short.
 #include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gdn_chunk.cuh"
 #include "kernels/cuda/lm_kernels.h"
 
 namespace frost::kernels {
 namespace {
 using namespace lm;
+using gdn::chunk_range;
+using gdn::max_chunks;
 
 constexpr int kC = kGdnChunk;        // 64
 constexpr int kD = kGdnHeadDim;      // 128 (dk = dv)
@@ -35,20 +39,7 @@ constexpr int64_t kGammaOff = kPOff + kC * kC;  // γ [C]
 constexpr int64_t kSOff = kGammaOff + kC;       // S₀ [dk, dv], the state entering the chunk
 constexpr int64_t kSlotFloats = kSOff + kD * kD;
 
-__host__ __device__ inline int max_chunks(int max_rows) { return (max_rows + kC - 1) / kC + 1; }
-
-// Rows [start, start + len) of this launch form chunk c (chunks at absolute multiples of 64).
-__device__ inline bool chunk_range(int c, int pos, int rows, int& start, int& len) {
-    const int first = min(rows, kC - pos % kC);
-    if (c == 0) {
-        start = 0;
-        len = first;
-    } else {
-        start = first + (c - 1) * kC;
-        len = min(kC, rows - start);
-    }
-    return len > 0;
-}
+static_assert(kSlotFloats >= gdn::kBf16SlotFloats, "one scratch size serves every path");
 
 // ---- Tensor-core path (p.chunk_fp32 == 0): the same products as mma.sync m16n8k8 TF32 with fp32
 // accumulators. Fragment layouts (PTX ISA, m16n8k8 .tf32), g = lane / 4, q = lane % 4:
@@ -664,6 +655,7 @@ cudaError_t gdn_chunk_launch_stages(const GdnBf16Params& p, cudaStream_t stream,
         p.dk != kD || p.dv != kD || p.chunk != kC || p.qkv_row_stride % kVec != 0 || p.Hk <= 0 || p.Hv <= 0 || p.Hv % p.Hk != 0 ||
         p.max_rows <= 0)
         return cudaErrorInvalidValue;
+    if (p.chunk_fp32 == 0 && p.chunk_tf32 == 0) return gdn::chunk_bf16_launch_stages(p, stream, stages);
     const bool tc = p.chunk_fp32 == 0;
     const void* state_fn = tc ? reinterpret_cast<const void*>(gdn_chunk_state_tc_kernel)
                               : reinterpret_cast<const void*>(gdn_chunk_state_kernel);

@@ -57,6 +57,9 @@ cudaError_t gdn_chunk_launch(const GdnBf16Params& p, cudaStream_t stream);
 // p.work, so time them after one full launch). gdn_chunk_launch runs kGdnStageAll.
 enum GdnStage : int { kGdnStagePrep = 1, kGdnStageState = 2, kGdnStageOut = 4, kGdnStageAll = 7 };
 cudaError_t gdn_chunk_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages);
+// Clusters of `size` (2 or 4) blocks of the bf16 path's state pass this device runs at once: a
+// cluster size (GdnBf16Params::chunk_cluster) is used only when all the launch's clusters fit.
+int gdn_chunk_bf16_max_clusters(int size);
 KernelCost gdn_chunk_cost(const GdnBf16Params& p, int rows);
 
 // Recurrent gated-delta-rule (decode): token by token over the launch's rows, state in registers.

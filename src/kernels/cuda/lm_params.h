@@ -168,6 +168,15 @@ struct GdnBf16Params {
     // Chunked kernel: 1 runs every product on fp32 CUDA cores (the reference path tests compare
     // with); 0 runs the state-pass and output products on TF32 tensor cores (fp32 accumulate).
     int32_t chunk_fp32 = 0;
+    // Chunked kernel with chunk_fp32 == 0: 0 (default) runs the bf16 path (lm_gdn_bf16.cu: bf16
+    // mma.sync operands, fp32 accumulators and state, two launches with the output fused into the
+    // state pass); 1 runs the previous TF32 mma.sync path (three launches, fp32 scratch).
+    int32_t chunk_tf32 = 0;
+    // bf16 path, how the state pass loads each chunk's W, K, Q, P rows: 0 (default, fastest on the
+    // H100) by 16-byte cp.async per block; 1 by one bulk copy per row per block; 2 or 4 as clusters
+    // of that many dv-slice blocks of a head sharing them through multicast bulk copies (the
+    // largest size whose clusters all fit is taken, down to 1; 0 without cluster launch).
+    int32_t chunk_cluster = 0;
     BatchRef batch = {};                  // recurrent kernel: one row per member (grid z), state from the table
 };
 

@@ -1,0 +1,731 @@
+// Chunked gated-delta-rule prefill on bf16 tensor cores (spec §5, chunk 64; mma.sync m16n8k16,
+// fp32 accumulators), two launches:
+//  1. prep, parallel over (chunk, value head): γ = within-chunk cumsum of g;
+//     A = β_i (k_i·k_j) e^{γ_i−γ_j} (i > j) and P = (q_i·k_j) e^{γ_i−γ_j} (i ≥ j) on tensor cores
+//     (q and k are bf16, so every product is exact and only the fp32 sums round); T = (I+A)⁻¹ in
+//     fp32 by 16-blocks, then W = T(β e^γ K), U = T(β V) on tensor cores. W, U, P are stored bf16
+//     (the next launch multiplies them on tensor cores anyway), γ fp32.
+//  2. state + output, sequential over chunks, parallel over (value head, 32-column dv slice):
+//     V' = U − W S₀ and X = Q S₀ share the S₀ fragments; then O = e^γ ⊙ X + P V' is written and
+//     S = e^{γ_L} S₀ + Kᵀ (e^{γ_L−γ} ⊙ V'). S stays in fp32 accumulator registers for the whole
+//     pass; only its bf16 copy in shared memory is a multiplicand. The next chunks' W, K, Q, U
+//     slice, P and γ land by cp.async (three stages) while this one computes. Fusing the output
+//     removes the S₀ and V' round trips through memory that the TF32 path pays.
+// Measured on the H100 (9B shape: 32 value heads, T = 16k, per layer; kernels_test_cuda_gdn
+// --gtest_filter=*NineB*, same run): TF32 path 916 + 880 + 707 = 2511 µs; this path 424 (prep) +
+// 577 (state + output) = 993 µs, 2.5x. The state pass is latency-bound (one block per SM, 256
+// chunks in sequence): the bulk-copy and cluster-multicast loads measured slower than cp.async
+// (1073 and 1204 µs in all), so chunk_cluster = 0 is the default and they stay selectable.
+// Fragment layouts (PTX ISA, m16n8k16 .bf16), g = lane / 4, q = lane % 4, pairs of bf16 per
+// register, the lower index in the low half: A 16x16 row-major: a0 (g, 2q..2q+1), a1 (g+8, 2q..),
+// a2 (g, 2q+8..), a3 (g+8, 2q+8..); B 16x8: b0 (k 2q..2q+1, n g), b1 (k 2q+8.., n g);
+// C 16x8: c0 c1 (g, 2q..2q+1), c2 c3 (g+8, 2q..2q+1).
+#include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gdn_chunk.cuh"
+#include "kernels/cuda/lm_kernels.h"
+
+namespace frost::kernels::gdn {
+namespace {
+using namespace lm;
+static_assert(kC == kGdnChunk && kD == kGdnHeadDim, "one chunk grid for every path");
+
+constexpr int kThreads = 256;  // 8 warps, both kernels
+constexpr int kSlice = 32;     // dv columns per state-pass block: 4 blocks per head fill the SMs
+// Pitches in bf16: rows of 128 padded to 68 words (≡ 4 mod 32: the 32-bit fragment loads at
+// g * pitch + q hit 32 distinct banks; 272 bytes ≡ 16 mod 128: the 8 row addresses of an ldmatrix
+// hit 8 distinct 16-byte bank groups), rows of 32 to 80 bytes, rows of 64 to 36 words.
+constexpr int kPW = kD + 8;
+constexpr int kPS = kSlice + 8;
+constexpr int kPP = kC + 8;
+constexpr int kSolvePitch = kC + 4;  // fp32 A rows, float4-aligned
+
+__device__ inline void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8x8 bf16 matrices, transposed: lane l gets (row 2(l%4)..+1, column l/4) of matrix i whose
+// row addresses lanes 8i..8i+7 give.
+__device__ inline void ldsm_x4_t(uint32_t (&r)[4], const bf16* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+__device__ inline uint32_t ld32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// A fragment of a row-major bf16 tile (rows m0.., columns k0..) with pitch P.
+template <int P>
+__device__ inline void load_a(uint32_t (&a)[4], const bf16* base, int m0, int k0, int g, int q) {
+    a[0] = ld32(base + (m0 + g) * P + k0 + 2 * q);
+    a[1] = ld32(base + (m0 + g + 8) * P + k0 + 2 * q);
+    a[2] = ld32(base + (m0 + g) * P + k0 + 2 * q + 8);
+    a[3] = ld32(base + (m0 + g + 8) * P + k0 + 2 * q + 8);
+}
+
+// B fragments of two n-tiles (columns n0.., n0+8..) of a row-major [k][n] bf16 tile with pitch P:
+// b[0], b[1] for n0 and b[2], b[3] for n0 + 8.
+template <int P>
+__device__ inline void load_b2_t(uint32_t (&b)[4], const bf16* base, int k0, int n0, int lane) {
+    const int r = lane & 7, mi = lane >> 3;
+    ldsm_x4_t(b, base + (k0 + r + 8 * (mi & 1)) * P + n0 + 8 * (mi >> 1));
+}
+
+// A fragment of Xᵀ where X is a row-major [k][m] bf16 tile with pitch P (Aᵀ[m][k] = X[k][m]).
+template <int P>
+__device__ inline void load_at(uint32_t (&a)[4], const bf16* base, int m0, int k0, int lane) {
+    const int r = lane & 7, mi = lane >> 3;
+    ldsm_x4_t(a, base + (k0 + r + 8 * (mi >> 1)) * P + m0 + 8 * (mi & 1));
+}
+
+// ---- 1. prep -------------------------------------------------------------------------------
+// The UT solve as T = (I+A)⁻¹ once per chunk, blocked by 16 (fp32 on CUDA cores: the diagonal
+// blocks by substitution, the rest as T_ij = −T_ii Σ_{j≤k<i} A_ik T_kj by block diagonals), then
+// W = (T diag(β e^γ)) K and U = (T diag(β)) V on tensor cores. K and V are bf16 and exact as
+// operands; the fp32 T' = T diag(·) enters as two bf16 terms hi + lo (hi = bf16(T'), lo =
+// bf16(T' − hi)), built straight into A fragments, so W and U keep ~16 bits before their own
+// rounding to bf16 for storage. Shared memory is reused phase by phase (72 KB: 3 blocks per SM)
+// and W, U, P leave through shared memory as 16-byte stores.
+
+constexpr int kBlk = 16;          // solve block
+constexpr int kNBlk = kC / kBlk;  // 4
+
+struct PrepSmem {
+    union {
+        bf16 k[kC][kPW];  // K: A, P and W operand
+        bf16 p_out[kC][kPP];  // P staged for the store, after the W product
+    } u0;
+    bf16 v[kC][kPW];
+    union {
+        bf16 q[kC][kPW];            // Q, until A and P are formed
+        float t[kC][kSolvePitch];   // then T = (I+A)⁻¹ (unit lower triangular by 16-blocks)
+        bf16 u_out[kC][kPW];        // U staged for the store, after both products
+    } u1;
+    union {
+        float a[kC][kSolvePitch];  // A, strictly lower
+        bf16 w_out[kC][kPW];       // W staged for the store, after the solve
+    } u2;
+    float y[3][kBlk][kBlk + 1];  // Σ A_ik T_kj of up to three blocks of one block diagonal
+    float g[kC];
+    float gamma[kC];
+    float beta[kC];
+    float w_scale[kC];  // β e^γ
+};
+
+// hi + lo A fragments of T diag(scale), rows m0.., columns k0.. (k0 ≤ m0: inside the lower blocks).
+__device__ inline void t_frags(uint32_t (&hi)[4], uint32_t (&lo)[4], const PrepSmem& sm, const float* scale, int m0,
+                               int k0, int g, int q) {
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+        const int r = m0 + g + 8 * (x & 1), c = k0 + 2 * q + 8 * (x >> 1);
+        const float2 tv = *reinterpret_cast<const float2*>(&sm.u1.t[r][c]);
+        const float e0 = tv.x * scale[c], e1 = tv.y * scale[c + 1];
+        const __nv_bfloat162 h = __floats2bfloat162_rn(e0, e1);
+        const float2 hf = __bfloat1622float2(h);
+        hi[x] = *reinterpret_cast<const uint32_t*>(&h);
+        lo[x] = pack_bf16(e0 - hf.x, e1 - hf.y);
+    }
+}
+
+// acc = T diag(scale) [rows m0 .. m0+15] · X[:, n0 .. n0+63]; blocks right of the diagonal are zero.
+__device__ inline void tile_product(float (&acc)[8][4], const PrepSmem& sm, const float* scale, const bf16* x, int m0,
+                                    int n0, int g, int q, int lane) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+    for (int k0 = 0; k0 <= m0; k0 += 16) {
+        uint32_t ah[4], al[4];
+        t_frags(ah, al, sm, scale, m0, k0, g, q);
+#pragma unroll
+        for (int j = 0; j < 8; j += 2) {
+            uint32_t b[4];
+            load_b2_t<kPW>(b, x, k0, n0 + 8 * j, lane);
+            mma_bf16(acc[j], ah, b[0], b[1]);
+            mma_bf16(acc[j + 1], ah, b[2], b[3]);
+            mma_bf16(acc[j], al, b[0], b[1]);
+            mma_bf16(acc[j + 1], al, b[2], b[3]);
+        }
+    }
+}
+
+template <int P>
+__device__ inline void stage_tile(bf16 (*out)[P], const float (&acc)[8][4], int m0, int n0, int g, int q) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi)
+            *reinterpret_cast<uint32_t*>(&out[m0 + g + 8 * hi][n0 + 8 * j + 2 * q]) =
+                pack_bf16(acc[j][2 * hi], acc[j][2 * hi + 1]);
+}
+
+// Rows of `cols` bf16 from shared memory (pitch P) to global (pitch cols), 16 bytes per thread.
+template <int P, int kCols>
+__device__ inline void copy_out(bf16* dst, const bf16 (*src)[P]) {
+    constexpr int kVecs = kCols / kVec;
+    for (int e = threadIdx.x; e < kC * kVecs; e += kThreads) {
+        const int r = e / kVecs, d = (e % kVecs) * kVec;
+        *reinterpret_cast<uint4*>(dst + r * kCols + d) = *reinterpret_cast<const uint4*>(&src[r][d]);
+    }
+}
+
+__global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Params p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    PrepSmem& sm = *reinterpret_cast<PrepSmem*>(smem_raw);
+    const int rows = cursor_rows(p.cursor, p.max_rows);
+    const int c = blockIdx.x, h = blockIdx.y;
+    int start, len;
+    if (!chunk_range(c, p.cursor->pos, rows, start, len)) return;
+    const int kh = h / (p.Hv / p.Hk);
+    const int t = threadIdx.x;
+    const int warp = t / kWarp, lane = t % kWarp, g = lane / 4, q = lane % 4;
+
+    constexpr int kRowVecs = kD / kVec;  // 16-byte vectors per row of 128
+    static_assert(kC * kRowVecs % kThreads == 0, "whole load rounds");
+#pragma unroll
+    for (int it = 0; it < kC * kRowVecs / kThreads; ++it) {
+        const int e = t + it * kThreads;
+        const int r = e / kRowVecs, d = (e % kRowVecs) * kVec;
+        uint4 kv = make_uint4(0, 0, 0, 0), qv = kv, vv = kv;
+        if (r < len) {
+            const int64_t row = static_cast<int64_t>(start + r) * p.qkv_row_stride;
+            kv = *reinterpret_cast<const uint4*>(p.k + row + kh * kD + d);
+            qv = *reinterpret_cast<const uint4*>(p.q + row + kh * kD + d);
+            vv = *reinterpret_cast<const uint4*>(p.v + row + h * kD + d);
+        }
+        *reinterpret_cast<uint4*>(&sm.u0.k[r][d]) = kv;
+        *reinterpret_cast<uint4*>(&sm.u1.q[r][d]) = qv;
+        *reinterpret_cast<uint4*>(&sm.v[r][d]) = vv;
+    }
+    if (t < kC) {
+        const bool in = t < len;
+        sm.g[t] = in ? p.g[(start + t) * p.Hv + h] : 0.0f;
+        sm.beta[t] = in ? p.beta[(start + t) * p.Hv + h] : 0.0f;
+    }
+    __syncthreads();
+    if (t == 0) {  // sequential cumsum: one fixed order (γ is constant past len: g is zero there)
+        float acc = 0.0f;
+#pragma unroll
+        for (int r = 0; r < kC; ++r) {
+            acc += sm.g[r];
+            sm.gamma[r] = acc;
+        }
+    }
+    __syncthreads();
+    if (t < kC) sm.w_scale[t] = sm.beta[t] * expf(sm.gamma[t]);
+
+    // K Kᵀ and Q Kᵀ: warp w owns rows 16 (w/2), columns 32 (w%2) .. +31 as four m16n8 tiles. P
+    // stays in registers (bf16 pairs) until the staged store at the end.
+    float* slot = p.work + (static_cast<int64_t>(c) * p.Hv + h) * kBf16SlotFloats;
+    constexpr int kTiles = 4;
+    const int pm0 = 16 * (warp / 2), pn0 = kTiles * 8 * (warp % 2);
+    uint32_t pk[kTiles][2];
+    {
+        float kk[kTiles][4] = {}, qk[kTiles][4] = {};
+#pragma unroll
+        for (int k0 = 0; k0 < kD; k0 += 16) {
+            uint32_t ka[4], qa[4];
+            load_a<kPW>(ka, &sm.u0.k[0][0], pm0, k0, g, q);
+            load_a<kPW>(qa, &sm.u1.q[0][0], pm0, k0, g, q);
+#pragma unroll
+            for (int j = 0; j < kTiles; ++j) {
+                const int n = pn0 + 8 * j + g;  // Kᵀ as B: B[k][n] = K[n][k], pairs along k
+                const uint32_t b0 = ld32(&sm.u0.k[n][k0 + 2 * q]), b1 = ld32(&sm.u0.k[n][k0 + 2 * q + 8]);
+                mma_bf16(kk[j], ka, b0, b1);
+                mma_bf16(qk[j], qa, b0, b1);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi) {
+                const int i = pm0 + g + 8 * hi, j0 = pn0 + 8 * j + 2 * q;
+                float pv[2];
+#pragma unroll
+                for (int x = 0; x < 2; ++x) {
+                    const int jj = j0 + x;
+                    const float decay = i >= jj ? expf(sm.gamma[i] - sm.gamma[jj]) : 0.0f;
+                    sm.u2.a[i][jj] = i > jj ? sm.beta[i] * kk[j][2 * hi + x] * decay : 0.0f;
+                    pv[x] = qk[j][2 * hi + x] * decay;
+                }
+                pk[j][hi] = pack_bf16(pv[0], pv[1]);
+            }
+    }
+    if (t < kC) slot[kBf16GammaOff + t] = sm.gamma[t];
+    __syncthreads();  // A is complete; Q is dead (its space becomes T)
+
+    // Diagonal blocks of T by substitution: thread (block b, column cc), 16 rows in registers.
+    if (t < kC) {
+        const int b0 = kBlk * (t / kBlk), cc = t % kBlk;
+        float x[kBlk];
+#pragma unroll
+        for (int r = 0; r < kBlk; ++r) {
+            float v = r == cc ? 1.0f : 0.0f;
+#pragma unroll
+            for (int m = 0; m < r; ++m) v -= sm.u2.a[b0 + r][b0 + m] * x[m];
+            x[r] = v;
+        }
+#pragma unroll
+        for (int r = 0; r < kBlk; ++r) sm.u1.t[b0 + r][b0 + cc] = x[r];
+    }
+    __syncthreads();
+    // Block diagonals d = 1, 2, 3: Y = Σ_{j≤k<i} A_ik T_kj, then T_ij = −T_ii Y (block indices).
+#pragma unroll 1
+    for (int d = 1; d < kNBlk; ++d) {
+        const int pairs = kNBlk - d;  // (i, j) = (j + d, j), j = 0 .. pairs - 1
+        for (int e = t; e < pairs * kBlk * kBlk; e += kThreads) {
+            const int j = e / (kBlk * kBlk), r = (e / kBlk) % kBlk, cc = e % kBlk;
+            const int i = j + d;
+            float acc = 0.0f;
+            for (int kb = j; kb < i; ++kb)
+#pragma unroll
+                for (int m = 0; m < kBlk; ++m)
+                    acc += sm.u2.a[kBlk * i + r][kBlk * kb + m] * sm.u1.t[kBlk * kb + m][kBlk * j + cc];
+            sm.y[j][r][cc] = acc;
+        }
+        __syncthreads();
+        for (int e = t; e < pairs * kBlk * kBlk; e += kThreads) {
+            const int j = e / (kBlk * kBlk), r = (e / kBlk) % kBlk, cc = e % kBlk;
+            const int i = j + d;
+            float acc = 0.0f;
+#pragma unroll
+            for (int m = 0; m < kBlk; ++m) acc += sm.u1.t[kBlk * i + r][kBlk * i + m] * sm.y[j][m][cc];
+            sm.u1.t[kBlk * i + r][kBlk * j + cc] = -acc;
+        }
+        __syncthreads();  // (last round: T is complete and A is dead)
+    }
+    // W = T diag(β e^γ) K, then U = T diag(β) V: warp w owns rows 16 (w/2), columns 64 (w%2) .. +63.
+    const int m0 = 16 * (warp / 2), n0 = 64 * (warp % 2);
+    float acc[8][4];
+    tile_product(acc, sm, sm.w_scale, &sm.u0.k[0][0], m0, n0, g, q, lane);
+    stage_tile<kPW>(sm.u2.w_out, acc, m0, n0, g, q);
+    tile_product(acc, sm, sm.beta, &sm.v[0][0], m0, n0, g, q, lane);
+    __syncthreads();  // every read of T and K is done
+    stage_tile<kPW>(sm.u1.u_out, acc, m0, n0, g, q);
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi)
+            *reinterpret_cast<uint32_t*>(&sm.u0.p_out[pm0 + g + 8 * hi][pn0 + 8 * j + 2 * q]) = pk[j][hi];
+    __syncthreads();
+    copy_out<kPW, kD>(reinterpret_cast<bf16*>(slot + kBf16WOff), sm.u2.w_out);
+    copy_out<kPW, kD>(reinterpret_cast<bf16*>(slot + kBf16UOff), sm.u1.u_out);
+    copy_out<kPP, kC>(reinterpret_cast<bf16*>(slot + kBf16POff), sm.u0.p_out);
+}
+
+// ---- 2. state pass + output -----------------------------------------------------------------
+
+struct StageBuf {
+    bf16 w[kC][kPW];
+    bf16 k[kC][kPW];
+    bf16 q[kC][kPW];
+    bf16 u[kC][kPS];  // this block's U slice
+    bf16 p[kC][kPP];
+    float gamma[kC];
+};
+// Three stages: chunk c + 2 is in flight while c computes, so two chunk times hide the loads
+// (W, U, P written by the prep long before: mostly from DRAM; 60 KB per block per chunk).
+constexpr int kStages = 3;
+struct StateSmem {
+    StageBuf buf[kStages];
+    bf16 s[kD][kPS];    // S₀ slice, bf16: the B operand of W S₀ and Q S₀
+    bf16 vp[kC][kPS];   // V'
+    bf16 vd[kC][kPS];   // e^{γ_L−γ} ⊙ V'
+    uint64_t full[kStages];  // cluster mode: the multicast rows of a buffer have landed
+};
+
+// ---- Bulk mode (kCl = 1, 2, 4): the operands every slice block of a head needs (W, K, Q, P:
+// 56 of the 60 KB per chunk) arrive as one bulk copy per row (cp.async.bulk, completion counted
+// in bytes on the block's mbarrier) instead of 16-byte cp.async: a quarter of the issue work. With
+// kCl = 2 or 4 the slice blocks of a head form a thread-block cluster; each fetches 1/kCl of the
+// rows and multicasts them into every block of the cluster, so L2 delivers each shared byte kCl
+// times less often. kCl = 0 is the plain cp.async mode.
+constexpr int kMaxCluster = kD / kSlice;  // 4
+
+// Hopper-only instructions; the portable compute_80 PTX of this file gets empty bodies (the
+// launcher never picks cluster mode on a device without cluster launch).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define GDN_SM90(...) __VA_ARGS__
+#else
+#define GDN_SM90(...)
+#endif
+__device__ inline uint32_t cluster_rank() {
+    uint32_t r = 0;
+    GDN_SM90(asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));)
+    return r;
+}
+__device__ inline void cluster_arrive() {
+    GDN_SM90(asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");)
+}
+__device__ inline void cluster_wait() {
+    GDN_SM90(asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");)
+}
+__device__ inline void cluster_fences() {
+    GDN_SM90(asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");)
+}
+__device__ inline void mbar_init(uint64_t* bar, uint32_t count) {
+    GDN_SM90(asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");)
+}
+__device__ inline void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+    GDN_SM90(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+                          : "memory");)
+}
+__device__ inline void mbar_wait(uint64_t* bar, uint32_t parity) {
+    GDN_SM90(uint32_t done = 0; while (!done) asm volatile(
+                 "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(smem_addr(bar)), "r"(parity)
+                 : "memory");)
+}
+// bytes from global src into dst of every block in mask (same offsets), completing on bar there.
+__device__ inline void bulk_multicast(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint16_t mask) {
+    GDN_SM90(asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+                          "[%1], %2, [%3], %4;\n" ::"r"(smem_addr(dst)),
+                          "l"(src), "r"(bytes), "r"(smem_addr(bar)), "h"(mask)
+                          : "memory");)
+}
+
+// Bytes each cluster block receives per chunk: every row of W and P, the valid rows of K and Q.
+__device__ inline uint32_t shared_bytes(int len) {
+    return static_cast<uint32_t>(kC * (kD + kC) * sizeof(bf16) + len * 2 * kD * sizeof(bf16));
+}
+
+// One row into this block's shared memory (kCl = 1) or into every block of the cluster.
+template <int kCl>
+__device__ inline void bulk_row(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+    if constexpr (kCl == 1) {
+        GDN_SM90(asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                              "[%0], [%1], %2, [%3];\n" ::"r"(smem_addr(dst)),
+                              "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                              : "memory");)
+    } else {
+        bulk_multicast(dst, src, bytes, bar, static_cast<uint16_t>((1u << kCl) - 1));
+    }
+}
+
+// This block's share of the rows of W, K, Q, P of chunk c (rows 64/kCl rank .. +64/kCl-1; one
+// row of one operand per thread); thread 0 first announces the bytes its own buffer will receive.
+template <int kCl>
+__device__ inline void bulk_chunk(StageBuf& b, uint64_t* bar, const GdnBf16Params& p, const float* slot, int start,
+                                  int len, int kh, uint32_t rank) {
+    constexpr int kRowsPer = kC / kCl;
+    static_assert(4 * kRowsPer <= kThreads, "one row per thread");
+    const int t = threadIdx.x;
+    if (t == 0) mbar_arrive_expect_tx(bar, shared_bytes(len));
+    if (t >= 4 * kRowsPer) return;
+    const int which = t / kRowsPer, r = kRowsPer * static_cast<int>(rank) + t % kRowsPer;
+    constexpr uint32_t kRow = kD * sizeof(bf16);
+    if (which == 0) {
+        bulk_row<kCl>(&b.w[r][0], reinterpret_cast<const bf16*>(slot + kBf16WOff) + r * kD, kRow, bar);
+    } else if (which == 3) {
+        bulk_row<kCl>(&b.p[r][0], reinterpret_cast<const bf16*>(slot + kBf16POff) + r * kC, kC * sizeof(bf16), bar);
+    } else if (r < len) {  // rows past len keep finite stale values: V' is exactly zero there
+        const bf16* src = (which == 1 ? p.k : p.q) + static_cast<int64_t>(start + r) * p.qkv_row_stride + kh * kD;
+        bulk_row<kCl>(which == 1 ? &b.k[r][0] : &b.q[r][0], src, kRow, bar);
+    }
+}
+
+// The block's own U slice and γ (cp.async, one commit group per chunk).
+__device__ inline void prefetch_own(StageBuf& b, const float* slot, int j0) {
+    constexpr int kSliceVecs = kSlice / kVec;
+    const bf16* u = reinterpret_cast<const bf16*>(slot + kBf16UOff);
+    for (int e = threadIdx.x; e < kC * kSliceVecs; e += kThreads) {
+        const int r = e / kSliceVecs, d = (e % kSliceVecs) * kVec;
+        cp_async16(&b.u[r][d], u + r * kD + j0 + d);
+    }
+    if (threadIdx.x < kC / 4) cp_async16(&b.gamma[4 * threadIdx.x], slot + kBf16GammaOff + 4 * threadIdx.x);
+}
+
+// Chunk c's operands into a staging buffer; K and Q rows past len are zero-filled (never read).
+__device__ inline void prefetch(StageBuf& b, const GdnBf16Params& p, const float* slot, int start, int len, int kh,
+                                int j0) {
+    constexpr int kRowVecs = kD / kVec, kSliceVecs = kSlice / kVec, kPVecs = kC / kVec;
+    const bf16* w = reinterpret_cast<const bf16*>(slot + kBf16WOff);
+    const bf16* u = reinterpret_cast<const bf16*>(slot + kBf16UOff);
+    const bf16* pm = reinterpret_cast<const bf16*>(slot + kBf16POff);
+    for (int e = threadIdx.x; e < kC * kRowVecs; e += kThreads) {
+        const int r = e / kRowVecs, d = (e % kRowVecs) * kVec;
+        cp_async16(&b.w[r][d], w + r * kD + d);
+        const bool in = r < len;
+        const int64_t row = static_cast<int64_t>(in ? start + r : start) * p.qkv_row_stride + kh * kD + d;
+        cp_async16(&b.k[r][d], p.k + row, in ? 16 : 0);
+        cp_async16(&b.q[r][d], p.q + row, in ? 16 : 0);
+    }
+    for (int e = threadIdx.x; e < kC * kSliceVecs; e += kThreads) {
+        const int r = e / kSliceVecs, d = (e % kSliceVecs) * kVec;
+        cp_async16(&b.u[r][d], u + r * kD + j0 + d);
+    }
+    for (int e = threadIdx.x; e < kC * kPVecs; e += kThreads) {
+        const int r = e / kPVecs, d = (e % kPVecs) * kVec;
+        cp_async16(&b.p[r][d], pm + r * kC + d);
+    }
+    if (threadIdx.x < kC / 4) cp_async16(&b.gamma[4 * threadIdx.x], slot + kBf16GammaOff + 4 * threadIdx.x);
+}
+
+// Block (value head, 32-column dv slice), 8 warps. Warp w: V', X and O tiles rows 16 (w/2),
+// columns 16 (w%2) .. +15 of the slice (two n-tiles); S rows 16 w .. +15, all 32 columns (four
+// n-tiles) as fp32 accumulators for the whole pass. kCl: the copy mode above (kCl >= 2: launched
+// as clusters of kCl slices of a head along grid y).
+template <int kCl>
+__global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    StateSmem& sm = *reinterpret_cast<StateSmem*>(smem_raw);
+    const int rows = cursor_rows(p.cursor, p.max_rows);
+    const int pos = p.cursor->pos;
+    const int h = blockIdx.x, j0 = blockIdx.y * kSlice;
+    const int kh = h / (p.Hv / p.Hk);
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int g = lane / 4, q = lane % 4;
+    const int m0 = 16 * (warp / 2), nb = 16 * (warp % 2);  // V' / O tile
+    const int ms = 16 * warp;                              // S rows
+    float* state = p.state + static_cast<int64_t>(h) * kD * kD;
+
+    float s[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+            const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
+            const float2 v = *reinterpret_cast<const float2*>(state + r * kD + j0 + col);
+            s[j][2 * hi] = v.x, s[j][2 * hi + 1] = v.y;
+            *reinterpret_cast<uint32_t*>(&sm.s[r][col]) = pack_bf16(v.x, v.y);
+        }
+    int chunks = 0;
+    for (int st, ln; chunks < max_chunks(rows) && chunk_range(chunks, pos, rows, st, ln);) ++chunks;
+    auto slot_of = [&](int c) { return p.work + (static_cast<int64_t>(c) * p.Hv + h) * kBf16SlotFloats; };
+    constexpr bool kBulk = kCl >= 1, kClustered = kCl >= 2;
+    const uint32_t rank = kClustered ? cluster_rank() : 0;
+    auto stage = [&](int c) {
+        int st, ln;
+        chunk_range(c, pos, rows, st, ln);
+        if constexpr (kBulk) {
+            bulk_chunk<kCl>(sm.buf[c % kStages], &sm.full[c % kStages], p, slot_of(c), st, ln, kh, rank);
+            prefetch_own(sm.buf[c % kStages], slot_of(c), j0);
+        } else {
+            prefetch(sm.buf[c % kStages], p, slot_of(c), st, ln, kh, j0);
+        }
+    };
+    if constexpr (kBulk) {
+        // Stale rows past len must be finite (they meet zero rows of V'): zero every buffer once;
+        // the barriers must be initialised in every block of the cluster before any copy lands.
+        constexpr int kBufVecs = static_cast<int>(sizeof(StageBuf) * kStages / 16);
+        for (int e = threadIdx.x; e < kBufVecs; e += kThreads)
+            reinterpret_cast<uint4*>(&sm.buf[0])[e] = make_uint4(0, 0, 0, 0);
+        if (threadIdx.x == 0)
+            for (int i = 0; i < kStages; ++i) mbar_init(&sm.full[i], 1);
+        cluster_fences();
+        __syncthreads();
+        if constexpr (kClustered) {
+            cluster_arrive();
+            cluster_wait();
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < kStages - 1; ++c) {
+        if (c < chunks) stage(c);
+        cp_async_commit();
+    }
+    if constexpr (kClustered) cluster_arrive();  // "chunk -1 is done": pairs with the wait in chunk 0
+    for (int c = 0; c < chunks; ++c) {
+        if constexpr (!kBulk) {
+            if (c + kStages - 1 < chunks) stage(c + kStages - 1);  // into the buffer chunk c - 1 used
+            cp_async_commit();
+            cp_async_wait<kStages - 1>();  // chunk c has landed
+        } else {
+            cp_async_wait<kStages - 2>();  // the own part of chunk c (the next one is issued mid-chunk)
+            mbar_wait(&sm.full[c % kStages], static_cast<uint32_t>((c / kStages) & 1));
+        }
+        __syncthreads();  // chunk c is visible to every thread, and so is the previous S copy
+        const StageBuf& b = sm.buf[c % kStages];
+        int start, len;
+        chunk_range(c, pos, rows, start, len);
+
+        // V' = U − W S₀ and X = Q S₀ on this warp's two tiles (k over dk).
+        float v[2][4] = {}, o[2][4] = {};
+#pragma unroll
+        for (int k0 = 0; k0 < kD; k0 += 16) {
+            uint32_t aw[4], aq[4], bs[4];
+            load_a<kPW>(aw, &b.w[0][0], m0, k0, g, q);
+            load_a<kPW>(aq, &b.q[0][0], m0, k0, g, q);
+            load_b2_t<kPS>(bs, &sm.s[0][0], k0, nb, lane);
+            mma_bf16(v[0], aw, bs[0], bs[1]);
+            mma_bf16(v[1], aw, bs[2], bs[3]);
+            mma_bf16(o[0], aq, bs[0], bs[1]);
+            mma_bf16(o[1], aq, bs[2], bs[3]);
+        }
+        const float gamma_last = b.gamma[len - 1];
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+            const int r = m0 + g + 8 * hi;
+            const float eg = expf(b.gamma[r]), tail = expf(gamma_last - b.gamma[r]);
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const int col = nb + 8 * j + 2 * q;
+                const float2 uu = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&b.u[r][col]));
+                const float v0 = uu.x - v[j][2 * hi], v1 = uu.y - v[j][2 * hi + 1];
+                *reinterpret_cast<uint32_t*>(&sm.vp[r][col]) = pack_bf16(v0, v1);
+                *reinterpret_cast<uint32_t*>(&sm.vd[r][col]) = pack_bf16(v0 * tail, v1 * tail);
+                o[j][2 * hi] *= eg;
+                o[j][2 * hi + 1] *= eg;
+            }
+        }
+        __syncthreads();  // V' is complete and every read of the S₀ copy is done
+        if constexpr (kBulk) {
+            // Every block of the cluster has finished chunk c - 1, whose buffer now takes c + 2
+            // (one block: the barrier that ended chunk c - 1 says so).
+            if constexpr (kClustered) cluster_wait();
+            if (c + kStages - 1 < chunks) stage(c + kStages - 1);
+            cp_async_commit();
+        }
+
+        // S = e^{γ_L} S₀ + Kᵀ (e^{γ_L−γ} ⊙ V') (k over the chunk's rows; rows past len are zero).
+        const float decay = expf(gamma_last);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) s[j][x] *= decay;
+#pragma unroll
+        for (int k0 = 0; k0 < kC; k0 += 16) {
+            uint32_t ak[4], b01[4], b23[4];
+            load_at<kPW>(ak, &b.k[0][0], ms, k0, lane);
+            load_b2_t<kPS>(b01, &sm.vd[0][0], k0, 0, lane);
+            load_b2_t<kPS>(b23, &sm.vd[0][0], k0, 16, lane);
+            mma_bf16(s[0], ak, b01[0], b01[1]);
+            mma_bf16(s[1], ak, b01[2], b01[3]);
+            mma_bf16(s[2], ak, b23[0], b23[1]);
+            mma_bf16(s[3], ak, b23[2], b23[3]);
+        }
+        // O += P V' (P is zero above the diagonal: k-blocks past this tile's rows add nothing).
+        for (int k0 = 0; k0 <= m0; k0 += 16) {
+            uint32_t ap[4], bv[4];
+            load_a<kPP>(ap, &b.p[0][0], m0, k0, g, q);
+            load_b2_t<kPS>(bv, &sm.vp[0][0], k0, nb, lane);
+            mma_bf16(o[0], ap, bv[0], bv[1]);
+            mma_bf16(o[1], ap, bv[2], bv[3]);
+        }
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+            const int r = m0 + g + 8 * hi;
+            if (r >= len) continue;
+            bf16* out = p.o + (static_cast<int64_t>(start + r) * p.Hv + h) * kD + j0 + nb + 2 * q;
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+                *reinterpret_cast<uint32_t*>(out + 8 * j) = pack_bf16(o[j][2 * hi], o[j][2 * hi + 1]);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi)
+                *reinterpret_cast<uint32_t*>(&sm.s[ms + g + 8 * hi][8 * j + 2 * q]) =
+                    pack_bf16(s[j][2 * hi], s[j][2 * hi + 1]);
+        __syncthreads();  // this buffer is free for the prefetch of chunk c + 3; V' may be rewritten
+        if constexpr (kClustered) cluster_arrive();
+    }
+    if constexpr (kClustered) cluster_wait();  // no block leaves while multicasts may target it
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+            const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
+            *reinterpret_cast<float2*>(state + r * kD + j0 + col) = make_float2(s[j][2 * hi], s[j][2 * hi + 1]);
+        }
+}
+
+template <int kCl>
+cudaLaunchConfig_t state_config(const GdnBf16Params& p, cudaStream_t stream, cudaLaunchAttribute* attr) {
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = kCl;
+    attr[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(p.Hv, kD / kSlice);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = sizeof(StateSmem);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = kCl >= 2 ? 1 : 0;
+    return cfg;
+}
+
+// Clusters of kCl state-pass blocks resident at once on this device (0 without cluster launch).
+// Asked once per process and size: one GPU model.
+template <int kCl>
+int cluster_capacity() {
+    static const int max_clusters = [] {
+        int dev = 0, ok = 0, n = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&ok, cudaDevAttrClusterLaunch, dev) != cudaSuccess || !ok)
+            return 0;
+        GdnBf16Params probe{};
+        probe.Hv = 32;
+        cudaLaunchAttribute attr[1];
+        const cudaLaunchConfig_t cfg = state_config<kCl>(probe, nullptr, attr);
+        if (cudaFuncSetAttribute(gdn_bf16_state_kernel<kCl>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(sizeof(StateSmem))) != cudaSuccess ||
+            cudaOccupancyMaxActiveClusters(&n, gdn_bf16_state_kernel<kCl>, &cfg) != cudaSuccess)
+            n = 0;
+        cudaGetLastError();  // a refused query leaves no sticky error behind
+        return n;
+    }();
+    return max_clusters;
+}
+
+// Every cluster resident at once (a second wave of clusters would double the sequential pass).
+template <int kCl>
+bool clusters_fit(int heads) {
+    return cluster_capacity<kCl>() >= heads * (kMaxCluster / kCl);
+}
+
+template <int kCl>
+cudaError_t launch_state(const GdnBf16Params& p, cudaStream_t stream) {
+    cudaError_t err = cudaFuncSetAttribute(gdn_bf16_state_kernel<kCl>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(sizeof(StateSmem)));
+    if (err != cudaSuccess) return err;
+    cudaLaunchAttribute attr[1];
+    const cudaLaunchConfig_t cfg = state_config<kCl>(p, stream, attr);
+    return cudaLaunchKernelEx(&cfg, gdn_bf16_state_kernel<kCl>, p);
+}
+
+}  // namespace
+
+
+cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages) {
+    const size_t prep_smem = sizeof(PrepSmem);
+    cudaError_t err = cudaFuncSetAttribute(gdn_bf16_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(prep_smem));
+    if (err != cudaSuccess) return err;
+    if (stages & kGdnStagePrep) {
+        gdn_bf16_prep_kernel<<<dim3(max_chunks(p.max_rows), p.Hv), kThreads, prep_smem, stream>>>(p);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    }
+    if (stages & (kGdnStageState | kGdnStageOut)) {
+        // The largest requested cluster whose clusters all fit; bulk copies need sm_90.
+        const int want = p.chunk_cluster;
+        if (want >= 4 && clusters_fit<4>(p.Hv))
+            err = launch_state<4>(p, stream);
+        else if (want >= 2 && clusters_fit<2>(p.Hv))
+            err = launch_state<2>(p, stream);
+        else if (want >= 1 && cluster_capacity<2>() > 0)
+            err = launch_state<1>(p, stream);
+        else
+            err = launch_state<0>(p, stream);
+        if (err != cudaSuccess) return err;
+    }
+    return cudaSuccess;
+}
+
+}  // namespace frost::kernels::gdn
+
+namespace frost::kernels {
+int gdn_chunk_bf16_max_clusters(int size) {
+    return size == 4 ? gdn::cluster_capacity<4>() : size == 2 ? gdn::cluster_capacity<2>() : 0;
+}
+}  // namespace frost::kernels
