@@ -40,6 +40,7 @@ constexpr double kFp8MeanRelL2 = 0.045;
 constexpr double kFp8MaxRelL2 = 0.5;
 constexpr double kMinTop1Agreement = 0.95;
 constexpr double kDecodeMeanRelL2 = 2e-2;   // kept vs dequantized, decode steps (bf16 weight rounding; a wrong kernel gives ~1)
+constexpr double kMoeDecodeMeanRelL2 = 0.1;  // the same on a MoE model (see QuantizedMoeRunsWithBf16Experts)
 constexpr double kTop1NoiseMultiple = 8.0;
 constexpr int kChunk = 128;
 constexpr int kPrompt = 150;                // a full chunk + a partial bucket
@@ -243,7 +244,10 @@ TEST(CudaQuantEngine, QuantizedMoeRunsWithBf16Experts) {
     }
     std::printf("[ moe-tiny-gpu fp8 kept vs dequantized ] decode rel L2 mean %.5f\n", mean);
     EXPECT_GT(mean, 0.0) << "decode logits bitwise equal: the fp8 GEMV did not run";
-    EXPECT_LE(mean, kDecodeMeanRelL2);
+    // Looser than the dense bound: the synthetic router is not decisive (--decisive-router refuses
+    // --quant), so the fp8 GEMVs' bf16-level differences can flip near-tied experts (0.036 on the
+    // H100, 2026-11-24); a wrong kernel or scale gives errors of order 1.
+    EXPECT_LE(mean, kMoeDecodeMeanRelL2);
 }
 
 class CudaQuantSynth : public ::testing::TestWithParam<const char*> {};
