@@ -105,9 +105,9 @@ std::string MessagesBuilder::sse(const StreamEvent& e) {
         return out;
     }
     // Finish
-    // Nothing at all came (a stop string right at the start): one empty text block, as the
-    // message object has.
-    if (next_index_ == 0 && open_ == Open::None) out += open_block(Open::Text);
+    // No text and no tool call (a stop string or the token budget hit before any text): one
+    // empty text block, as the message object has.
+    if (text_.empty() && tool_uses_.empty()) out += open_block(Open::Text);
     out += close_block();
     out += sse_event("message_delta", json{{"type", "message_delta"},
                                            {"delta", {{"stop_reason", stop_reason()}, {"stop_sequence", stop_sequence_json()}}},
@@ -119,8 +119,8 @@ std::string MessagesBuilder::sse(const StreamEvent& e) {
 std::string MessagesBuilder::final_json() const {
     json content = json::array();
     if (!reasoning_.empty()) content.push_back(json{{"type", "thinking"}, {"thinking", reasoning_}, {"signature", ""}});
-    // An empty text block only when nothing else came (the stream sends one then too).
-    if (!text_.empty() || (content.empty() && tool_uses_.empty())) content.push_back(json{{"type", "text"}, {"text", text_}});
+    // Always a text block unless tool calls came instead (the stream sends an empty one then too).
+    if (!text_.empty() || tool_uses_.empty()) content.push_back(json{{"type", "text"}, {"text", text_}});
     for (const auto& t : tool_uses_) content.push_back(t);
     return json_text(json{{"id", id_},
                             {"type", "message"},

@@ -211,8 +211,8 @@ TEST(MessagesBuilder, StopSequenceIsNamed) {
     }
 }
 
-// A stop string right at the start: no text at all. The stream and the message object agree on
-// one empty text block; with thinking before it, the thinking block alone.
+// A stop string right at the start, or in the thinking: no text at all. The stream and the
+// message object agree on one empty text block (after the thinking block, if any).
 TEST(MessagesBuilder, EmptyOutputsAgreeStreamedAndNot) {
     for (const bool thought : {false, true}) {
         MessagesBuilder s("msg_1", "frost", 10), b("msg_1", "frost", 10);
@@ -229,7 +229,7 @@ TEST(MessagesBuilder, EmptyOutputsAgreeStreamedAndNot) {
         json final_types = json::array();
         for (const auto& c : body["content"]) final_types.push_back(c["type"]);
         EXPECT_EQ(blocks, final_types);
-        EXPECT_EQ(final_types, thought ? json::array({"thinking"}) : json::array({"text"}));
+        EXPECT_EQ(final_types, thought ? json::array({"thinking", "text"}) : json::array({"text"}));
     }
 }
 

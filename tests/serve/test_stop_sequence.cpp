@@ -156,6 +156,31 @@ TEST(StopSequence, StreamedMessageDeltaNamesIt) {
     }
 }
 
+// A stop string whose last part the detokenizer releases only at the end (the real one holds an
+// unfinished UTF-8 character so): the token budget ran out first, but the text is cut by the
+// stop, so the stop is the reason, on both APIs.
+TEST(StopSequence, AStopCompletedByTheFinalFlushIsTheReason) {
+    ScriptedServer s("alpha STOP beta");
+    s.text.lagging_detok = true;
+    json b = messages_body({"STOP"}, false);
+    b["max_tokens"] = 10;  // "alpha STOP": the P comes out of the flush
+    json m = post(s, "/v1/messages", b);
+    EXPECT_EQ(m["stop_reason"], "stop_sequence") << m.dump();
+    EXPECT_EQ(m["stop_sequence"], "STOP");
+    EXPECT_EQ(m["content"][0]["text"], "alpha ");
+    json c = post(s, "/v1/chat/completions", {{"model", "fake"},
+                                             {"max_tokens", 10},
+                                             {"stop", "STOP"},
+                                             {"messages", json::array({{{"role", "user"}, {"content", "go"}}})}});
+    EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
+    EXPECT_EQ(c["choices"][0]["message"]["content"], "alpha ");
+    // One token short of the stop: a plain length finish with everything released.
+    b["max_tokens"] = 9;
+    m = post(s, "/v1/messages", b);
+    EXPECT_EQ(m["stop_reason"], "max_tokens");
+    EXPECT_EQ(m["content"][0]["text"], "alpha STO");
+}
+
 // OpenAI's routes are unchanged: a stop string is finish_reason "stop", like the end token.
 TEST(StopSequence, OpenAIRoutesKeepFinishReasonStop) {
     ScriptedServer s("alpha STOP beta END gamma");
