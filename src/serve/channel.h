@@ -36,6 +36,7 @@ struct StreamEvent {
     std::string reasoning;         // Delta: reasoning text
     nlohmann::json tool_calls;     // ToolCalls: OpenAI tool_call objects
     std::string finish_reason;     // Finish: stop | length | tool_calls
+    std::string stop_sequence;     // Finish: the request's stop string that ended the choice, "" if none
     ChoiceUsage usage;             // Finish
     ApiError error;                // Error: ends the whole request
     nlohmann::json capsule;        // Finish of a capsule-only job: the capsule (capsule_json)

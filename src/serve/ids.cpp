@@ -42,10 +42,10 @@ uint64_t fresh_seed() {
     return gen() >> 11;
 }
 
-std::string new_id(const char* prefix) {
+std::string new_id(const char* prefix, char sep) {
     static const char* hex = "0123456789abcdef";
     constexpr int kHexChars = 24;
-    std::string out = std::string(prefix) + "-";
+    std::string out = std::string(prefix) + sep;
     std::lock_guard<std::mutex> lock(mu);
     for (int i = 0; i < kHexChars; ++i) out.push_back(hex[gen() & 15]);
     return out;

@@ -3,7 +3,10 @@
 #include "serve/messages_api.h"
 
 #include "serve/api.h"
+#include "serve/ids.h"
 #include "serve/json_guard.h"
+#include "serve/request_fields.h"
+#include "serve/sse_text.h"
 #include "text/chat_template.h"
 
 namespace frost::serve {
@@ -11,23 +14,13 @@ namespace frost::serve {
 using nlohmann::json;
 
 namespace {
-// o[key] when it is a string, else `dflt` (json::value() would throw on another type: the client's
-// JSON is never trusted to have the type a field should have).
-std::string str_of(const json& o, const char* key, const std::string& dflt = "") {
-    if (!o.is_object()) return dflt;
-    auto it = o.find(key);
-    return it != o.end() && it->is_string() ? it->get<std::string>() : dflt;
-}
-
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
 // A tool_use input as the arguments string a chat message carries: Python's json.dumps form
 // (", " and ": "), which is what the template's tojson writes and the model itself produces.
 std::string tool_arguments(const json& input) {
     try {
         return text::python_json_dumps(nlohmann::ordered_json(input));
     } catch (const std::exception&) {  // deeper than the template's bound: the validator names it
-        return dump(input);
+        return json_text(input);
     }
 }
 
@@ -51,23 +44,18 @@ const char* error_type(int status) {
     }
 }
 
-bool fail(ApiError* err, const std::string& param, const std::string& msg) {
-    *err = invalid_field(param, msg);
-    return false;
-}
-
 // Text of a string or of an array of {"type":"text","text"} blocks (system, tool_result).
 bool text_of(const json& v, const std::string& param, std::string* out, ApiError* err) {
     if (v.is_string()) {
         *out = v.get<std::string>();
         return true;
     }
-    if (!v.is_array()) return fail(err, param, "must be a string or an array of text blocks");
+    if (!v.is_array()) return reject(err, param, "must be a string or an array of text blocks");
     out->clear();
     for (size_t j = 0; j < v.size(); ++j) {
         const std::string p = param + "[" + std::to_string(j) + "]";
         if (!v[j].is_object() || str_of(v[j], "type") != "text" || !v[j].contains("text") || !v[j]["text"].is_string())
-            return fail(err, p, "only text blocks ({\"type\":\"text\",\"text\":...}) are supported here");
+            return reject(err, p, "only text blocks ({\"type\":\"text\",\"text\":...}) are supported here");
         if (!out->empty()) *out += "\n";
         *out += v[j]["text"].get<std::string>();
     }
@@ -78,48 +66,48 @@ bool text_of(const json& v, const std::string& param, std::string* out, ApiError
 // placed before the user's own text, as Anthropic requires them first in the turn).
 bool translate_message(const json& m, size_t i, json* out, ApiError* err) {
     const std::string p = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) return fail(err, p, "must be an object");
+    if (!m.is_object()) return reject(err, p, "must be an object");
     const std::string role = str_of(m, "role");
-    if (role != "user" && role != "assistant") return fail(err, p + ".role", "must be \"user\" or \"assistant\"");
-    if (!m.contains("content")) return fail(err, p + ".content", "required");
+    if (role != "user" && role != "assistant") return reject(err, p + ".role", "must be \"user\" or \"assistant\"");
+    if (!m.contains("content")) return reject(err, p + ".content", "required");
     const json& c = m["content"];
     if (c.is_string()) {
         out->push_back(json{{"role", role}, {"content", c}});
         return true;
     }
-    if (!c.is_array()) return fail(err, p + ".content", "must be a string or an array of content blocks");
+    if (!c.is_array()) return reject(err, p + ".content", "must be a string or an array of content blocks");
     std::string text, thinking;
     json calls = json::array();
     for (size_t j = 0; j < c.size(); ++j) {
         const std::string bp = p + ".content[" + std::to_string(j) + "]";
         const json& b = c[j];
-        if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) return fail(err, bp + ".type", "required");
+        if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) return reject(err, bp + ".type", "required");
         const std::string type = b["type"].get<std::string>();
         if (type == "text") {
-            if (!b.contains("text") || !b["text"].is_string()) return fail(err, bp + ".text", "must be a string");
+            if (!b.contains("text") || !b["text"].is_string()) return reject(err, bp + ".text", "must be a string");
             text += b["text"].get<std::string>();
         } else if (type == "thinking" && role == "assistant") {
             thinking += str_of(b, "thinking");
         } else if (type == "redacted_thinking" && role == "assistant") {
             // Opaque by definition: nothing of it can be rendered.
         } else if (type == "tool_use" && role == "assistant") {
-            if (!b.contains("id") || !b["id"].is_string()) return fail(err, bp + ".id", "must be a string");
-            if (!b.contains("name") || !b["name"].is_string()) return fail(err, bp + ".name", "must be a string");
+            if (!b.contains("id") || !b["id"].is_string()) return reject(err, bp + ".id", "must be a string");
+            if (!b.contains("name") || !b["name"].is_string()) return reject(err, bp + ".name", "must be a string");
             const json input = b.contains("input") ? b["input"] : json::object();
-            if (!input.is_object()) return fail(err, bp + ".input", "must be an object");
+            if (!input.is_object()) return reject(err, bp + ".input", "must be an object");
             calls.push_back(json{{"id", b["id"]},
                                  {"type", "function"},
                                  {"function", {{"name", b["name"]}, {"arguments", tool_arguments(input)}}}});
         } else if (type == "tool_result" && role == "user") {
             if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string())
-                return fail(err, bp + ".tool_use_id", "must be a string");
+                return reject(err, bp + ".tool_use_id", "must be a string");
             std::string result;
             if (b.contains("content") && !text_of(b["content"], bp + ".content", &result, err)) return false;
             out->push_back(json{{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", result}});
         } else {
-            return fail(err, bp + ".type",
-                        "'" + type + "' is not supported in a " + role +
-                            " message (text, tool_result; assistant: text, thinking, tool_use)");
+            return reject(err, bp + ".type",
+                          "'" + type + "' is not supported in a " + role +
+                              " message (text, tool_result; assistant: text, thinking, tool_use)");
         }
     }
     if (role == "user") {
@@ -135,21 +123,21 @@ bool translate_message(const json& m, size_t i, json* out, ApiError* err) {
 }
 
 bool translate_tools(const json& tools, json* chat, ApiError* err) {
-    if (!tools.is_array()) return fail(err, "tools", "must be an array");
+    if (!tools.is_array()) return reject(err, "tools", "must be an array");
     json out = json::array();
     for (size_t i = 0; i < tools.size(); ++i) {
         const std::string p = "tools[" + std::to_string(i) + "]";
         const json& t = tools[i];
-        if (!t.is_object()) return fail(err, p, "must be an object");
+        if (!t.is_object()) return reject(err, p, "must be an object");
         if (t.contains("type") && !(t["type"].is_string() && t["type"].get<std::string>() == "custom"))
-            return fail(err, p + ".type", "only custom (client) tools with an input_schema are supported");
+            return reject(err, p + ".type", "only custom (client) tools with an input_schema are supported");
         for (auto it = t.begin(); it != t.end(); ++it)
             if (it.key() != "name" && it.key() != "description" && it.key() != "input_schema" && it.key() != "type" &&
                 it.key() != "cache_control")
-                return fail(err, p + "." + it.key(), "unknown field");
-        if (!t.contains("name") || !t["name"].is_string()) return fail(err, p + ".name", "must be a string");
+                return reject(err, p + "." + it.key(), "unknown field");
+        if (!t.contains("name") || !t["name"].is_string()) return reject(err, p + ".name", "must be a string");
         if (!t.contains("input_schema") || !t["input_schema"].is_object())
-            return fail(err, p + ".input_schema", "required, a JSON schema object");
+            return reject(err, p + ".input_schema", "required, a JSON schema object");
         json fn = {{"name", t["name"]}, {"parameters", t["input_schema"]}};
         if (t.contains("description")) fn["description"] = t["description"];
         out.push_back(json{{"type", "function"}, {"function", fn}});
@@ -160,20 +148,20 @@ bool translate_tools(const json& tools, json* chat, ApiError* err) {
 
 bool translate_tool_choice(const json& tc, json* chat, ApiError* err) {
     if (!tc.is_object() || !tc.contains("type") || !tc["type"].is_string())
-        return fail(err, "tool_choice.type", "required: auto, any, tool or none");
+        return reject(err, "tool_choice.type", "required: auto, any, tool or none");
     const std::string type = tc["type"].get<std::string>();
     if (type == "auto") (*chat)["tool_choice"] = "auto";
     else if (type == "any") (*chat)["tool_choice"] = "required";
     else if (type == "none") (*chat)["tool_choice"] = "none";
     else if (type == "tool") {
-        if (!tc.contains("name") || !tc["name"].is_string()) return fail(err, "tool_choice.name", "required with type tool");
+        if (!tc.contains("name") || !tc["name"].is_string()) return reject(err, "tool_choice.name", "required with type tool");
         (*chat)["tool_choice"] = json{{"type", "function"}, {"function", {{"name", tc["name"]}}}};
     } else {
-        return fail(err, "tool_choice.type", "must be auto, any, tool or none");
+        return reject(err, "tool_choice.type", "must be auto, any, tool or none");
     }
     if (tc.contains("disable_parallel_tool_use")) {
         if (!tc["disable_parallel_tool_use"].is_boolean())
-            return fail(err, "tool_choice.disable_parallel_tool_use", "must be a boolean");
+            return reject(err, "tool_choice.disable_parallel_tool_use", "must be a boolean");
         if (tc["disable_parallel_tool_use"].get<bool>()) (*chat)["parallel_tool_calls"] = false;
     }
     return true;
@@ -181,32 +169,22 @@ bool translate_tool_choice(const json& tc, json* chat, ApiError* err) {
 }  // namespace
 
 std::string anthropic_error_body(int status, const std::string& message) {
-    return dump(json{{"type", "error"}, {"error", {{"type", error_type(status)}, {"message", message}}}});
+    return json_text(json{{"type", "error"}, {"error", {{"type", error_type(status)}, {"message", message}}}});
 }
 
 bool anthropic_to_chat(const json& body, json* chat, ApiError* err) {
-    static const char* kKnown[] = {"model",  "messages", "max_tokens", "system",      "stop_sequences",
-                                   "stream", "temperature", "top_p",   "top_k",       "tools",
-                                   "tool_choice", "metadata", "thinking", "service_tier", "cache_control",
-                                   "output_config"};
-    if (!body.is_object()) return fail(err, "body", "must be a JSON object");
-    std::string unknown, first;
-    for (auto it = body.begin(); it != body.end(); ++it) {
-        bool known = false;
-        for (const char* k : kKnown) known = known || it.key() == k;
-        if (known) continue;
-        if (first.empty()) first = it.key();
-        unknown += (unknown.empty() ? "'" : ", '") + it.key() + "'";
-    }
-    if (!unknown.empty()) {
-        *err = invalid_field(first, "unknown field(s) " + unknown + ": not an Anthropic Messages field Frost supports");
+    if (!body.is_object()) return reject(err, "body", "must be a JSON object");
+    if (!only_known_fields(body,
+                           {"model", "messages", "max_tokens", "system", "stop_sequences", "stream", "temperature",
+                            "top_p", "top_k", "tools", "tool_choice", "metadata", "thinking", "service_tier",
+                            "cache_control", "output_config"},
+                           err, "not an Anthropic Messages field Frost supports"))
         return false;
-    }
-    if (!body.contains("max_tokens")) return fail(err, "max_tokens", "required");
+    if (!body.contains("max_tokens")) return reject(err, "max_tokens", "required");
     if (!body["max_tokens"].is_number_integer() || body["max_tokens"].get<int64_t>() < 1)
-        return fail(err, "max_tokens", "must be an integer >= 1");
+        return reject(err, "max_tokens", "must be an integer >= 1");
     if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
-        return fail(err, "messages", "required, a non-empty array");
+        return reject(err, "messages", "required, a non-empty array");
     json msgs = json::array();
     if (body.contains("system")) {
         std::string sys;
@@ -221,9 +199,9 @@ bool anthropic_to_chat(const json& body, json* chat, ApiError* err) {
         if (body.contains(k)) c[k] = body[k];
     if (body.contains("stop_sequences")) {
         const json& s = body["stop_sequences"];
-        if (!s.is_array()) return fail(err, "stop_sequences", "must be an array of strings");
+        if (!s.is_array()) return reject(err, "stop_sequences", "must be an array of strings");
         for (size_t i = 0; i < s.size(); ++i)
-            if (!s[i].is_string()) return fail(err, "stop_sequences[" + std::to_string(i) + "]", "must be a string");
+            if (!s[i].is_string()) return reject(err, "stop_sequences[" + std::to_string(i) + "]", "must be a string");
         if (!s.empty()) c["stop"] = s;
     }
     if (body.contains("tools") && !translate_tools(body["tools"], &c, err)) return false;
@@ -235,19 +213,19 @@ bool anthropic_to_chat(const json& body, json* chat, ApiError* err) {
         // (budget_tokens: max_tokens bounds it all), disabled turns it off.
         if (type == "enabled" || type == "adaptive" || type == "between_tools") c["enable_thinking"] = true;
         else if (type == "disabled") c["enable_thinking"] = false;
-        else return fail(err, "thinking.type", "must be enabled, adaptive, between_tools or disabled");
+        else return reject(err, "thinking.type", "must be enabled, adaptive, between_tools or disabled");
     }
     // cache_control (top level or on blocks) is a no-op: every prefix is reused by capsules anyway.
     if (body.contains("output_config") && !body["output_config"].is_null()) {
         const json& oc = body["output_config"];
-        if (!oc.is_object()) return fail(err, "output_config", "must be an object");
+        if (!oc.is_object()) return reject(err, "output_config", "must be an object");
         for (auto it = oc.begin(); it != oc.end(); ++it) {
             if (it.key() == "effort") continue;  // no effort control beyond thinking: a documented no-op
-            if (it.key() != "format") return fail(err, "output_config." + it.key(), "unknown field");
+            if (it.key() != "format") return reject(err, "output_config." + it.key(), "unknown field");
             const json& f = it.value();
             if (f.is_null()) continue;
             if (!f.is_object() || str_of(f, "type") != "json_schema" || !f.contains("schema"))
-                return fail(err, "output_config.format", "must be {\"type\":\"json_schema\",\"schema\":{...}}");
+                return reject(err, "output_config.format", "must be {\"type\":\"json_schema\",\"schema\":{...}}");
             // Structured output runs on the chat path's response_format (constrained decoding).
             c["response_format"] = json{{"type", "json_schema"},
                                         {"json_schema", {{"name", "output"}, {"schema", f["schema"]}, {"strict", true}}}};
@@ -292,15 +270,15 @@ HttpOut Api::messages(const HttpIn& in, const std::string& owner, bool count_onl
         for (const char* k : {"model", "tools", "enable_thinking"})
             if (chat.contains(k)) tok[k] = chat[k];
         HttpIn t = in;
-        t.body = dump(tok);
+        t.body = json_text(tok);
         HttpOut out = tokenize(t);
         if (out.status != 200) return anthropic(std::move(out));
-        out.body = dump(json{{"input_tokens", json::parse(out.body)["count"]}});
+        out.body = json_text(json{{"input_tokens", json::parse(out.body)["count"]}});
         return out;
     }
     if (!anthropic_to_chat(body, &chat, &err)) return anthropic(error_reply(err));
     return anthropic(generate_chat(chat, in, owner, [](const Job& job, const std::string& model) {
-        return std::make_unique<MessagesBuilder>(anthropic_id("msg"), model, job.prompt.size());
+        return std::make_unique<MessagesBuilder>(new_id("msg", '_'), model, job.prompt.size());
     }));
 }
 

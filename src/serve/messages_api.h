@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "serve/body_builder.h"
+#include "serve/turn_builder.h"
 
 namespace frost::serve {
 
@@ -21,19 +21,12 @@ std::string anthropic_error_body(int status, const std::string& message);
 // Anthropic field (e.g. "messages[1].content[0].type", "max_tokens") on a bad or unknown one.
 bool anthropic_to_chat(const nlohmann::json& body, nlohmann::json* chat, ApiError* err);
 
-// A fresh id in Anthropic's spelling: "<prefix>_<24 hex>" (msg_, toolu_).
-std::string anthropic_id(const char* prefix);
-
-class MessagesBuilder : public BodyBuilder {
+class MessagesBuilder : public TurnBuilder {
 public:
     MessagesBuilder(std::string id, std::string model, size_t prompt_tokens);
     std::string sse_open() override;
     std::string sse(const StreamEvent& e) override;
-    void add(const StreamEvent& e) override;
     std::string final_json() const override;
-    bool done() const override { return finished_ || failed_; }
-    bool failed() const override { return failed_; }
-    const ApiError& error() const override { return error_; }
     std::string error_json(const ApiError& e) const override { return anthropic_error_body(e.status, e.message); }
 
 private:
@@ -41,18 +34,14 @@ private:
     std::string open_block(Open kind);  // closes the open block first when it differs
     std::string close_block();
     nlohmann::json usage_json() const;
-    void take_calls(const nlohmann::json& calls);
+    nlohmann::json stop_sequence_json() const;  // the stop string, or null
+    std::string stop_reason() const;
+    void take_calls(const nlohmann::json& calls) override;
 
     std::string id_, model_;
-    size_t prompt_tokens_;
     Open open_ = Open::None;
     int next_index_ = 0;
-    std::string thinking_, text_;
     nlohmann::json tool_uses_ = nlohmann::json::array();  // Anthropic tool_use blocks
-    std::string stop_reason_;
-    size_t output_tokens_ = 0, cached_tokens_ = 0;
-    bool finished_ = false, failed_ = false;
-    ApiError error_;
 };
 
 }  // namespace frost::serve

@@ -4,14 +4,13 @@
 #include <algorithm>
 
 #include "serve/ids.h"
+#include "serve/sse_text.h"
 
 namespace frost::serve {
 
 using nlohmann::json;
 
 namespace {
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-std::string data_line(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
 // OpenAI tool_call objects with an index, as streamed deltas carry them.
 json indexed_calls(const json& calls) {
@@ -108,7 +107,7 @@ std::string ResponseBuilder::sse_open() {
                                          {"delta", {{"role", "assistant"}, {"content", ""}}},
                                          {"logprobs", nullptr},
                                          {"finish_reason", nullptr}}});
-        out += data_line(c);
+        out += sse_data(c);
     }
     return out;
 }
@@ -137,14 +136,14 @@ std::string ResponseBuilder::sse(const StreamEvent& e) {
     c["choices"] = json::array({choice});
     // Without a usage chunk the last finish chunk is the final one: it carries the extension.
     if (finished_ == n_ && !include_usage_) c["frost"] = frost_json();
-    std::string out = data_line(c);
+    std::string out = sse_data(c);
     if (finished_ == n_) {
         if (include_usage_) {
             json u = chunk_base();
             u["choices"] = json::array();
             u["usage"] = usage_json();
             u["frost"] = frost_json();
-            out += data_line(u);
+            out += sse_data(u);
         }
         out += "data: [DONE]\n\n";
     }
@@ -193,7 +192,7 @@ std::string ResponseBuilder::final_json() const {
     body["choices"] = choices;
     body["usage"] = usage_json();
     body["frost"] = frost_json();
-    return dump(body);
+    return json_text(body);
 }
 
 json ResponseBuilder::frost_json() const {
@@ -213,7 +212,7 @@ json ResponseBuilder::frost_json() const {
 
 std::string ResponseBuilder::sse_error(const ApiError& e) {
     json err = {{"message", e.message}, {"type", e.type}, {"code", e.code.empty() ? json(nullptr) : json(e.code)}};
-    return "data: " + dump(json{{"error", err}}) + "\n\n";
+    return sse_data(json{{"error", err}});
 }
 
 }  // namespace frost::serve

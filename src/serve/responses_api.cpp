@@ -9,41 +9,28 @@
 #include "serve/http_route.h"
 #include "serve/ids.h"
 #include "serve/json_guard.h"
+#include "serve/request_fields.h"
+#include "serve/sse_text.h"
 
 namespace frost::serve {
 
 using nlohmann::json;
 
 namespace {
-// o[key] when it is a string, else `dflt` (json::value() would throw on another type: the client's
-// JSON is never trusted to have the type a field should have).
-std::string str_of(const json& o, const char* key, const std::string& dflt = "") {
-    if (!o.is_object()) return dflt;
-    auto it = o.find(key);
-    return it != o.end() && it->is_string() ? it->get<std::string>() : dflt;
-}
-
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-bool fail(ApiError* err, const std::string& param, const std::string& msg) {
-    *err = invalid_field(param, msg);
-    return false;
-}
-
 // A message item's content: a string or input_text / output_text parts.
 bool content_text(const json& c, const std::string& p, std::string* out, ApiError* err) {
     if (c.is_string()) {
         *out = c.get<std::string>();
         return true;
     }
-    if (!c.is_array()) return fail(err, p, "must be a string or an array of input_text parts");
+    if (!c.is_array()) return reject(err, p, "must be a string or an array of input_text parts");
     out->clear();
     for (size_t j = 0; j < c.size(); ++j) {
         const std::string pp = p + "[" + std::to_string(j) + "]";
         const std::string type = str_of(c[j], "type");
         if (type != "input_text" && type != "output_text" && type != "text")
-            return fail(err, pp + ".type", "only input_text / output_text parts are supported (got '" + type + "')");
-        if (!c[j].contains("text") || !c[j]["text"].is_string()) return fail(err, pp + ".text", "must be a string");
+            return reject(err, pp + ".type", "only input_text / output_text parts are supported (got '" + type + "')");
+        if (!c[j].contains("text") || !c[j]["text"].is_string()) return reject(err, pp + ".text", "must be a string");
         *out += c[j]["text"].get<std::string>();
     }
     return true;
@@ -54,26 +41,26 @@ bool translate_input(const json& input, json* msgs, ApiError* err) {
         msgs->push_back(json{{"role", "user"}, {"content", input}});
         return true;
     }
-    if (!input.is_array() || input.empty()) return fail(err, "input", "must be a string or a non-empty array of items");
+    if (!input.is_array() || input.empty()) return reject(err, "input", "must be a string or a non-empty array of items");
     for (size_t i = 0; i < input.size(); ++i) {
         const std::string p = "input[" + std::to_string(i) + "]";
         const json& it = input[i];
-        if (!it.is_object()) return fail(err, p, "must be an object");
+        if (!it.is_object()) return reject(err, p, "must be an object");
         const std::string type = it.contains("type") ? str_of(it, "type") : std::string(it.contains("role") ? "message" : "");
         if (type == "message") {
             std::string role = str_of(it, "role");
             if (role != "user" && role != "assistant" && role != "system" && role != "developer")
-                return fail(err, p + ".role", "must be user, assistant, system or developer");
+                return reject(err, p + ".role", "must be user, assistant, system or developer");
             if (role == "developer") role = "system";
             std::string text;
             if (!it.contains("content") || !content_text(it["content"], p + ".content", &text, err)) {
-                if (!it.contains("content")) return fail(err, p + ".content", "required");
+                if (!it.contains("content")) return reject(err, p + ".content", "required");
                 return false;
             }
             msgs->push_back(json{{"role", role}, {"content", text}});
         } else if (type == "function_call") {
             for (const char* k : {"call_id", "name", "arguments"})
-                if (!it.contains(k) || !it[k].is_string()) return fail(err, p + "." + k, "must be a string");
+                if (!it.contains(k) || !it[k].is_string()) return reject(err, p + "." + k, "must be a string");
             const json call = {{"id", it["call_id"]},
                                {"type", "function"},
                                {"function", {{"name", it["name"]}, {"arguments", it["arguments"]}}}};
@@ -86,36 +73,36 @@ bool translate_input(const json& input, json* msgs, ApiError* err) {
                 msgs->push_back(json{{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({call})}});
             }
         } else if (type == "function_call_output") {
-            if (!it.contains("call_id") || !it["call_id"].is_string()) return fail(err, p + ".call_id", "must be a string");
+            if (!it.contains("call_id") || !it["call_id"].is_string()) return reject(err, p + ".call_id", "must be a string");
             std::string out;
             if (!it.contains("output") || !content_text(it["output"], p + ".output", &out, err)) {
-                if (!it.contains("output")) return fail(err, p + ".output", "required");
+                if (!it.contains("output")) return reject(err, p + ".output", "required");
                 return false;
             }
             msgs->push_back(json{{"role", "tool"}, {"tool_call_id", it["call_id"]}, {"content", out}});
         } else if (type == "reasoning") {
             // A previous turn's reasoning: the chat template drops past thinking anyway.
         } else {
-            return fail(err, p + ".type",
-                        "'" + type + "' is not supported (message, function_call, function_call_output, reasoning)");
+            return reject(err, p + ".type",
+                          "'" + type + "' is not supported (message, function_call, function_call_output, reasoning)");
         }
     }
     return true;
 }
 
 bool translate_tools(const json& tools, json* chat, ApiError* err) {
-    if (!tools.is_array()) return fail(err, "tools", "must be an array");
+    if (!tools.is_array()) return reject(err, "tools", "must be an array");
     json out = json::array();
     for (size_t i = 0; i < tools.size(); ++i) {
         const std::string p = "tools[" + std::to_string(i) + "]";
         const json& t = tools[i];
         if (!t.is_object() || str_of(t, "type") != "function")
-            return fail(err, p + ".type", "only function tools are supported");
-        if (!t.contains("name") || !t["name"].is_string()) return fail(err, p + ".name", "must be a string");
+            return reject(err, p + ".type", "only function tools are supported");
+        if (!t.contains("name") || !t["name"].is_string()) return reject(err, p + ".name", "must be a string");
         for (auto k = t.begin(); k != t.end(); ++k)
             if (k.key() != "type" && k.key() != "name" && k.key() != "description" && k.key() != "parameters" &&
                 k.key() != "strict")
-                return fail(err, p + "." + k.key(), "unknown field");
+                return reject(err, p + "." + k.key(), "unknown field");
         json fn = {{"name", t["name"]}};
         if (t.contains("description")) fn["description"] = t["description"];
         fn["parameters"] = t.contains("parameters") && !t["parameters"].is_null() ? t["parameters"]
@@ -127,29 +114,19 @@ bool translate_tools(const json& tools, json* chat, ApiError* err) {
 }
 }  // namespace
 bool responses_to_chat(const json& body, const json& prior, json* chat, json* conversation, ApiError* err) {
-    static const char* kKnown[] = {"model",       "input",       "instructions", "tools",    "tool_choice",
-                                   "max_output_tokens", "temperature", "top_p", "stream", "store",
-                                   "previous_response_id", "metadata", "user", "parallel_tool_calls", "text",
-                                   "reasoning",   "truncation",  "service_tier"};
-    if (!body.is_object()) return fail(err, "body", "must be a JSON object");
-    std::string unknown, first;
-    for (auto it = body.begin(); it != body.end(); ++it) {
-        bool known = false;
-        for (const char* k : kKnown) known = known || it.key() == k;
-        if (known) continue;
-        if (first.empty()) first = it.key();
-        unknown += (unknown.empty() ? "'" : ", '") + it.key() + "'";
-    }
-    if (!unknown.empty()) {
-        *err = invalid_field(first, "unknown field(s) " + unknown + ": not a Responses API field Frost supports");
+    if (!body.is_object()) return reject(err, "body", "must be a JSON object");
+    if (!only_known_fields(body,
+                           {"model", "input", "instructions", "tools", "tool_choice", "max_output_tokens",
+                            "temperature", "top_p", "stream", "store", "previous_response_id", "metadata", "user",
+                            "parallel_tool_calls", "text", "reasoning", "truncation", "service_tier"},
+                           err, "not a Responses API field Frost supports"))
         return false;
-    }
-    if (!body.contains("input")) return fail(err, "input", "required");
+    if (!body.contains("input")) return reject(err, "input", "required");
     json conv = prior.is_array() ? prior : json::array();
     if (!translate_input(body["input"], &conv, err)) return false;
     json msgs = json::array();
     if (body.contains("instructions") && !body["instructions"].is_null()) {
-        if (!body["instructions"].is_string()) return fail(err, "instructions", "must be a string");
+        if (!body["instructions"].is_string()) return reject(err, "instructions", "must be a string");
         msgs.push_back(json{{"role", "system"}, {"content", body["instructions"]}});
     }
     for (const auto& m : conv) msgs.push_back(m);
@@ -157,7 +134,7 @@ bool responses_to_chat(const json& body, const json& prior, json* chat, json* co
     if (body.contains("model")) c["model"] = body["model"];
     if (body.contains("max_output_tokens") && !body["max_output_tokens"].is_null()) {
         if (!body["max_output_tokens"].is_number_integer() || body["max_output_tokens"].get<int64_t>() < 1)
-            return fail(err, "max_output_tokens", "must be an integer >= 1");
+            return reject(err, "max_output_tokens", "must be an integer >= 1");
         c["max_tokens"] = body["max_output_tokens"];
     }
     for (const char* k : {"temperature", "top_p", "stream", "parallel_tool_calls", "metadata", "user", "service_tier"})
@@ -168,29 +145,29 @@ bool responses_to_chat(const json& body, const json& prior, json* chat, json* co
         if (tc.is_string()) c["tool_choice"] = tc;
         else if (tc.is_object() && str_of(tc, "type") == "function" && tc.contains("name") && tc["name"].is_string())
             c["tool_choice"] = json{{"type", "function"}, {"function", {{"name", tc["name"]}}}};
-        else return fail(err, "tool_choice", "must be auto, none, required or {\"type\":\"function\",\"name\":...}");
+        else return reject(err, "tool_choice", "must be auto, none, required or {\"type\":\"function\",\"name\":...}");
     }
-    if (body.contains("store") && !body["store"].is_boolean()) return fail(err, "store", "must be a boolean");
+    if (body.contains("store") && !body["store"].is_boolean()) return reject(err, "store", "must be a boolean");
     if (body.contains("truncation") && body["truncation"] != "disabled")
-        return fail(err, "truncation", "only \"disabled\" is supported (a prompt that does not fit is a 400)");
+        return reject(err, "truncation", "only \"disabled\" is supported (a prompt that does not fit is a 400)");
     if (body.contains("reasoning") && !body["reasoning"].is_null()) {
         const json& r = body["reasoning"];
-        if (!r.is_object()) return fail(err, "reasoning", "must be an object");
+        if (!r.is_object()) return reject(err, "reasoning", "must be an object");
         for (auto k = r.begin(); k != r.end(); ++k)
-            if (k.key() != "effort") return fail(err, "reasoning." + k.key(), "unknown field (only effort)");
+            if (k.key() != "effort") return reject(err, "reasoning." + k.key(), "unknown field (only effort)");
         if (r.contains("effort") && !r["effort"].is_null()) {
             const std::string e = r["effort"].is_string() ? r["effort"].get<std::string>() : "";
             if (e != "none" && e != "minimal" && e != "low" && e != "medium" && e != "high")
-                return fail(err, "reasoning.effort", "must be none, minimal, low, medium or high");
+                return reject(err, "reasoning.effort", "must be none, minimal, low, medium or high");
             // The model has one thinking switch: none/minimal turn it off, the others on.
             c["enable_thinking"] = !(e == "none" || e == "minimal");
         }
     }
     if (body.contains("text") && !body["text"].is_null()) {
         const json& t = body["text"];
-        if (!t.is_object()) return fail(err, "text", "must be an object");
+        if (!t.is_object()) return reject(err, "text", "must be an object");
         for (auto k = t.begin(); k != t.end(); ++k)
-            if (k.key() != "format") return fail(err, "text." + k.key(), "unknown field (only format)");
+            if (k.key() != "format") return reject(err, "text." + k.key(), "unknown field (only format)");
         if (t.contains("format")) {
             const json& f = t["format"];
             const std::string type = str_of(f, "type");
@@ -201,7 +178,7 @@ bool responses_to_chat(const json& body, const json& prior, json* chat, json* co
                 if (f.contains("strict")) js["strict"] = f["strict"];
                 c["response_format"] = json{{"type", "json_schema"}, {"json_schema", js}};
             } else if (type != "text") {
-                return fail(err, "text.format.type", "must be text, json_object or json_schema");
+                return reject(err, "text.format.type", "must be text, json_object or json_schema");
             }
         }
     }
@@ -242,11 +219,11 @@ HttpOut Api::input_items_page(const json& items, const std::string& query) const
     json data = json::array();
     for (size_t i = from; i < all.size() && data.size() < size_t(limit); ++i) data.push_back(all[i]);
     HttpOut out;
-    out.body = dump(json{{"object", "list"},
-                         {"data", data},
-                         {"first_id", data.empty() ? json(nullptr) : data.front()["id"]},
-                         {"last_id", data.empty() ? json(nullptr) : data.back()["id"]},
-                         {"has_more", from + data.size() < all.size()}});
+    out.body = json_text(json{{"object", "list"},
+                              {"data", data},
+                              {"first_id", data.empty() ? json(nullptr) : data.front()["id"]},
+                              {"last_id", data.empty() ? json(nullptr) : data.back()["id"]},
+                              {"has_more", from + data.size() < all.size()}});
     return out;
 }
 
@@ -254,7 +231,7 @@ HttpOut Api::responses(const HttpIn& in, const std::string& path, const std::str
     auto reply = [](int status, const json& j) {
         HttpOut out;
         out.status = status;
-        out.body = dump(j);
+        out.body = json_text(j);
         return out;
     };
     if (path != "/v1/responses") {
@@ -318,7 +295,7 @@ HttpOut Api::responses(const HttpIn& in, const std::string& path, const std::str
     auto st = store ? responses_ : nullptr;
     const json items = store ? input_items_of(body["input"]) : json::array();
     return generate_chat(chat, in, owner, [echo, st, owner, conv, items](const Job& job, const std::string& model) {
-        auto b = std::make_unique<ResponsesBuilder>(openai_item_id("resp"), model, echo, job.prompt.size(), st, owner, conv);
+        auto b = std::make_unique<ResponsesBuilder>(new_id("resp", '_'), model, echo, job.prompt.size(), st, owner, conv);
         if (st) b->set_input_items(items);
         return b;
     });

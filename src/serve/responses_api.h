@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "serve/body_builder.h"
+#include "serve/turn_builder.h"
 
 namespace frost::serve {
 
@@ -44,9 +44,6 @@ private:
 
 std::shared_ptr<ResponseStore> make_response_store(size_t cap);
 
-// A fresh id in OpenAI's spelling: "<prefix>_<24 hex>" (resp_, msg_, fc_, ...).
-std::string openai_item_id(const char* prefix);
-
 // A Responses request body + the previous response's conversation (empty array when none) ->
 // a chat-completions body and *conversation (prior + this input as chat messages). False +
 // *err naming the Responses field on a bad or unknown one.
@@ -57,7 +54,7 @@ nlohmann::json input_items_of(const nlohmann::json& input);
 bool responses_to_chat(const nlohmann::json& body, const nlohmann::json& prior, nlohmann::json* chat,
                        nlohmann::json* conversation, ApiError* err);
 
-class ResponsesBuilder : public BodyBuilder {
+class ResponsesBuilder : public TurnBuilder {
 public:
     // `echo`: request fields the response object repeats (instructions, tools, ...). With a
     // store, the finished response and its conversation are kept under `id` for `owner`.
@@ -69,9 +66,6 @@ public:
     std::string sse(const StreamEvent& e) override;
     void add(const StreamEvent& e) override;
     std::string final_json() const override;
-    bool done() const override { return finished_ || failed_; }
-    bool failed() const override { return failed_; }
-    const ApiError& error() const override { return error_; }
 
 private:
     enum class Open { None, Reasoning, Message };
@@ -81,28 +75,23 @@ private:
     nlohmann::json response_json(const char* status) const;
     nlohmann::json message_item(const char* status) const;
     nlohmann::json reasoning_item() const;
-    void take_calls(const nlohmann::json& calls);
-    void finish(const StreamEvent& e);
+    void take_calls(const nlohmann::json& calls) override;
+    void store();  // after the Finish: keeps the response and its conversation (with a store)
 
     std::string id_, model_;
     nlohmann::json echo_;
     int64_t created_;
-    size_t prompt_tokens_, output_tokens_ = 0, cached_tokens_ = 0;
     std::shared_ptr<ResponseStore> store_;
     std::string owner_;
     nlohmann::json conversation_;
     nlohmann::json input_items_ = nlohmann::json::array();
     std::string msg_id_, rs_id_;
-    std::string reasoning_, text_;
     nlohmann::json calls_ = nlohmann::json::array();  // function_call output items
     nlohmann::json output_ = nlohmann::json::array();  // closed items, in order (streaming)
     Open open_ = Open::None;
     bool reasoning_done_ = false, message_done_ = false;
     int seq_ = 0;
     int opened_ = 0;  // output items opened so far (the next output_index)
-    std::string finish_reason_;
-    bool finished_ = false, failed_ = false;
-    ApiError error_;
 };
 
 }  // namespace frost::serve

@@ -5,21 +5,11 @@
 #include <chrono>
 
 #include "serve/ids.h"
+#include "serve/sse_text.h"
 
 namespace frost::serve {
 
 using nlohmann::json;
-
-namespace {
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-}  // namespace
-
-std::string openai_item_id(const char* prefix) {  // "resp-<hex>" -> "resp_<hex>" (OpenAI's spelling)
-    std::string id = new_id(prefix);
-    const size_t dash = id.find('-');
-    if (dash != std::string::npos) id[dash] = '_';
-    return id;
-}
 
 void ResponseStore::put(const std::string& id, Entry e) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -69,7 +59,7 @@ json input_items_of(const json& input) {
         }
     }
     for (auto& item : items)
-        if (!item.contains("id") || !item["id"].is_string()) item["id"] = openai_item_id("item");
+        if (!item.contains("id") || !item["id"].is_string()) item["id"] = new_id("item", '_');
     return items;
 }
 
@@ -77,15 +67,15 @@ std::shared_ptr<ResponseStore> make_response_store(size_t cap) { return std::mak
 
 ResponsesBuilder::ResponsesBuilder(std::string id, std::string model, json echo, size_t prompt_tokens,
                                    std::shared_ptr<ResponseStore> store, std::string owner, json conversation)
-    : id_(std::move(id)), model_(std::move(model)), echo_(std::move(echo)),
+    : TurnBuilder(prompt_tokens), id_(std::move(id)), model_(std::move(model)), echo_(std::move(echo)),
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()),
-      prompt_tokens_(prompt_tokens), store_(std::move(store)), owner_(std::move(owner)),
-      conversation_(std::move(conversation)), msg_id_(openai_item_id("msg")), rs_id_(openai_item_id("rs")) {}
+      store_(std::move(store)), owner_(std::move(owner)),
+      conversation_(std::move(conversation)), msg_id_(new_id("msg", '_')), rs_id_(new_id("rs", '_')) {}
 
 std::string ResponsesBuilder::ev(const char* type, json data) {
     data["type"] = type;
     data["sequence_number"] = seq_++;
-    return std::string("event: ") + type + "\ndata: " + dump(data) + "\n\n";
+    return sse_event(type, data);
 }
 
 json ResponsesBuilder::message_item(const char* status) const {
@@ -133,7 +123,7 @@ void ResponsesBuilder::take_calls(const json& calls) {
         const json fn = c.value("function", json::object());
         const std::string call_id = c.contains("id") ? c["id"].get<std::string>() : new_id("call");
         calls_.push_back(json{{"type", "function_call"},
-                              {"id", openai_item_id("fc")},
+                              {"id", new_id("fc", '_')},
                               {"call_id", call_id},
                               {"name", fn.value("name", "")},
                               {"arguments", fn.value("arguments", "{}")},
@@ -191,25 +181,22 @@ std::string ResponsesBuilder::sse_open() {
 }
 
 std::string ResponsesBuilder::sse(const StreamEvent& e) {
-    if (e.index != 0) return "";
+    const size_t calls_before = calls_.size();
+    if (!record(e)) return "";
     std::string out;
     switch (e.kind) {
         case StreamEvent::Kind::Error:
-            failed_ = true;
-            error_ = e.error;
             return ev("error", {{"code", e.error.code.empty() ? json(nullptr) : json(e.error.code)},
                                 {"message", e.error.message},
                                 {"param", e.error.param.empty() ? json(nullptr) : json(e.error.param)}});
         case StreamEvent::Kind::Delta:
             if (!e.reasoning.empty()) {
                 out += open_item(Open::Reasoning);
-                reasoning_ += e.reasoning;
                 out += ev("response.reasoning_text.delta",
                           {{"item_id", rs_id_}, {"output_index", opened_ - 1}, {"content_index", 0}, {"delta", e.reasoning}});
             }
             if (!e.text.empty()) {
                 out += open_item(Open::Message);
-                text_ += e.text;
                 out += ev("response.output_text.delta", {{"item_id", msg_id_},
                                                          {"output_index", opened_ - 1},
                                                          {"content_index", 0},
@@ -219,9 +206,7 @@ std::string ResponsesBuilder::sse(const StreamEvent& e) {
             return out;
         case StreamEvent::Kind::ToolCalls: {
             out += close_item();
-            const size_t from = calls_.size();
-            take_calls(e.tool_calls);
-            for (size_t k = from; k < calls_.size(); ++k) {
+            for (size_t k = calls_before; k < calls_.size(); ++k) {
                 const json& c = calls_[k];
                 const int idx = opened_++;
                 json added = c;
@@ -240,7 +225,7 @@ std::string ResponsesBuilder::sse(const StreamEvent& e) {
             // Nothing at all was said: the response still has its (empty) message item.
             if (text_.empty() && calls_.empty()) out += open_item(Open::Message);
             out += close_item();
-            finish(e);
+            store();
             if (finish_reason_ == "length") return out + ev("response.incomplete", {{"response", response_json("incomplete")}});
             return out + ev("response.completed", {{"response", response_json("completed")}});
     }
@@ -248,31 +233,10 @@ std::string ResponsesBuilder::sse(const StreamEvent& e) {
 }
 
 void ResponsesBuilder::add(const StreamEvent& e) {
-    if (e.index != 0) return;
-    switch (e.kind) {
-        case StreamEvent::Kind::Delta:
-            reasoning_ += e.reasoning;
-            text_ += e.text;
-            break;
-        case StreamEvent::Kind::ToolCalls:
-            if (calls_.empty()) take_calls(e.tool_calls);
-            break;
-        case StreamEvent::Kind::Error:
-            failed_ = true;
-            error_ = e.error;
-            break;
-        case StreamEvent::Kind::Finish:
-            finish(e);
-            break;
-    }
+    if (record(e) && e.kind == StreamEvent::Kind::Finish) store();
 }
 
-void ResponsesBuilder::finish(const StreamEvent& e) {
-    finished_ = true;
-    finish_reason_ = e.finish_reason;
-    output_tokens_ = e.usage.completion_tokens;
-    cached_tokens_ = e.usage.cached_tokens;
-    if (e.usage.prompt_tokens) prompt_tokens_ = e.usage.prompt_tokens;
+void ResponsesBuilder::store() {
     if (!store_) return;
     // The conversation the next turn continues: this one's messages + the output as the
     // assistant turn (tool calls under their call ids, which function_call_output items name).
@@ -290,7 +254,7 @@ void ResponsesBuilder::finish(const StreamEvent& e) {
 }
 
 std::string ResponsesBuilder::final_json() const {
-    return dump(response_json(finish_reason_ == "length" ? "incomplete" : "completed"));
+    return json_text(response_json(finish_reason_ == "length" ? "incomplete" : "completed"));
 }
 
 }  // namespace frost::serve

@@ -93,6 +93,8 @@ bool Scheduler::finish_choice(Active& a, const char* reason) {
         emit_split(a, s.reasoning, s.content);
     }
     std::string finish = reason;
+    // A stop string found in the flushed tail ended the text too: it is the reason.
+    if (a.stop->stopped()) finish = "stop";
     if (a.tools_on) {
         ParsedOutput parsed = text_.parse_output(a.content_text, job.req.tools);
         // Ids unique across responses (clients key tool results by them; "call_0" every turn
@@ -129,6 +131,7 @@ bool Scheduler::finish_choice(Active& a, const char* reason) {
     fin.kind = StreamEvent::Kind::Finish;
     fin.index = job.index_base + a.choice;
     fin.finish_reason = finish;
+    if (finish == "stop" && a.stop->stopped()) fin.stop_sequence = a.stop->matched();
     a.usage.completion_tokens = size_t(a.generated);
     fin.usage = a.usage;
     if (!a.pending_logprobs.empty()) fin.logprobs = std::exchange(a.pending_logprobs, nlohmann::json::array());

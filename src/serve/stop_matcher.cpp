@@ -20,12 +20,17 @@ std::string StopMatcher::feed(std::string_view piece) {
     }
     // Earliest complete match wins (the first stop string to appear in the text).
     size_t cut = std::string::npos;
+    const std::string* which = nullptr;
     for (const auto& s : stops_) {
         const size_t at = pending_.find(s);
-        if (at != std::string::npos && at < cut) cut = at;
+        if (at != std::string::npos && at < cut) {
+            cut = at;
+            which = &s;
+        }
     }
     if (cut != std::string::npos) {
         stopped_ = true;
+        matched_ = *which;
         std::string out = pending_.substr(0, cut);
         pending_.clear();
         return out;

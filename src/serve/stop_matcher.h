@@ -19,11 +19,15 @@ public:
     // End of generation: releases any held-back text (empty after a stop).
     std::string flush();
     bool stopped() const { return stopped_; }
+    // The stop string that matched ("" before a match): Anthropic's `stop_sequence` names it.
+    // When several appear, the earliest in the text wins (then the first in the list).
+    const std::string& matched() const { return matched_; }
 
 private:
     std::vector<std::string> stops_;
     std::string pending_;  // held-back text that might begin a stop string
     bool stopped_ = false;
+    std::string matched_;
 };
 
 }  // namespace frost::serve

@@ -5,6 +5,8 @@
 #include "exec/error.h"
 #include "serve/api.h"
 #include "serve/json_guard.h"
+#include "serve/request_fields.h"
+#include "serve/sse_text.h"
 
 namespace frost::serve {
 
@@ -13,23 +15,8 @@ using nlohmann::json;
 namespace {
 HttpOut json_ok(const json& j) {
     HttpOut out;
-    out.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+    out.body = json_text(j);
     return out;
-}
-
-// Every key of `body` must be one of `known` (the project rule: nothing silently dropped).
-bool only_known(const json& body, std::initializer_list<const char*> known, ApiError* err) {
-    std::string unknown, first;
-    for (auto it = body.begin(); it != body.end(); ++it) {
-        bool ok = false;
-        for (const char* k : known) ok = ok || it.key() == k;
-        if (ok) continue;
-        if (first.empty()) first = it.key();
-        unknown += (unknown.empty() ? "'" : ", '") + it.key() + "'";
-    }
-    if (unknown.empty()) return true;
-    *err = invalid_field(first, "unknown field(s) " + unknown);
-    return false;
 }
 
 bool optional_bool(const json& body, const char* key, bool dflt, bool* out, ApiError* err) {
@@ -49,7 +36,7 @@ HttpOut Api::tokenize(const HttpIn& in) {
     ApiError err;
     if (!parse_json_body(in.body, cfg_.limits.max_depth, &body, &err)) return error_reply(err);
     if (!body.is_object()) return error_reply(invalid_field("", "the body must be a JSON object"));
-    if (!only_known(body, {"model", "prompt", "messages", "tools", "add_special_tokens", "add_generation_prompt",
+    if (!only_known_fields(body, {"model", "prompt", "messages", "tools", "add_special_tokens", "add_generation_prompt",
                            "continue_final_message", "chat_template_kwargs", "enable_thinking"},
                     &err))
         return error_reply(err);
@@ -96,7 +83,7 @@ HttpOut Api::detokenize(const HttpIn& in) {
     ApiError err;
     if (!parse_json_body(in.body, cfg_.limits.max_depth, &body, &err)) return error_reply(err);
     if (!body.is_object()) return error_reply(invalid_field("", "the body must be a JSON object"));
-    if (!only_known(body, {"model", "tokens"}, &err)) return error_reply(err);
+    if (!only_known_fields(body, {"model", "tokens"}, &err)) return error_reply(err);
     if (!body.contains("tokens") || !body["tokens"].is_array())
         return error_reply(invalid_field("tokens", "required, an array of token ids"));
     const int vocab = engine_.vocab_size();

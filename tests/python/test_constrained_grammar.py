@@ -3,6 +3,7 @@
 broken instances) and Python's `re` (random regexes). The verdicts come from the
 text_grammar_check helper (tests/text/tools/grammar_check.cpp); everything is drawn fresh per run."""
 import json
+import math
 import os
 import random
 import re
@@ -30,7 +31,8 @@ def verdicts(kind, source, strings):
 def rand_json_text(rng, depth=0):
     atoms = ["0", "-0", "12", "-3.25", "1e5", "2E-3", "1.5e+10", "true", "false", "null", '""', '"a b"',
              '"\\n\\t\\"\\\\"', '"\\u00e9\\ud83d\\ude00"', '"é中"', "01", "1.", ".5", "+1", "tru", "nul", "'a'",
-             '"\\x41"', "NaN", "Infinity", '"a\tb"']
+             '"\\x41"', "NaN", "Infinity", '"a\tb"', '"\\ud800"', '"\\udc00"', '"\\uD83D\\uDE00"', '"\\ud800\\ud800"',
+             '"\\udbff\\u0041"', "1e99", "-1.5E-99"]
     r = rng.random()
     ws = lambda: rng.choice(["", "", "", " ", "\n", "  ", "\t", "\r\n"])
     if depth > 3 or r < 0.4:
@@ -46,13 +48,37 @@ def rand_json_text(rng, depth=0):
     return "[" + rng.choice([",", ",", ""]).join(items) + ws() + rng.choice(["]", "]", ",]"])
 
 
+def strict_load(raw):
+    """Python's strictest reading: UTF-8 scalar values only (no encoded surrogates, overlongs),
+    json with strict=True (no raw control characters), no NaN/Infinity, every string encodable
+    as UTF-8 again (no lone surrogate escape) and every number a finite float."""
+    text = raw.decode("utf-8")  # errors='strict'
+    v = json.loads(text, strict=True, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+
+    def walk(x):
+        if isinstance(x, str):
+            x.encode("utf-8")
+        elif isinstance(x, (int, float)) and not isinstance(x, bool):
+            assert math.isfinite(float(x)), x
+        elif isinstance(x, list):
+            for y in x:
+                walk(y)
+        elif isinstance(x, dict):
+            for k, y in x.items():
+                walk(k)
+                walk(y)
+    walk(v)
+    return v
+
+
 def json_reference(s):
-    """Valid JSON object text without outer whitespace (the grammar starts at the first byte)."""
+    """Valid JSON object text without outer whitespace (the grammar starts at the first byte),
+    read strictly: Python's json lets a lone surrogate escape through, strict_load does not."""
     if s != s.strip(" \t\n\r") or not s.startswith("{"):
         return False
     try:
-        v = json.loads(s, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
-    except (ValueError, RecursionError):
+        v = strict_load(s.encode("utf-8"))
+    except (ValueError, RecursionError, AssertionError):
         return False
     return isinstance(v, dict)
 
@@ -207,6 +233,49 @@ def test_random_schemas_agree_with_jsonschema():
         assert not bad, (json.dumps(schema), bad[:3])
         total_valid += sum(ref)
     assert total_valid > 200
+
+
+# ---- random sentences of the JSON grammars vs strict readers ---------------------------------
+
+def generate(kind, source, n, seed):
+    """n random sentences of the grammar, drawn byte by byte by the helper (exact bytes)."""
+    if not CHECK or not os.path.exists(CHECK):
+        pytest.fail("FROST_GRAMMAR_CHECK must name the text_grammar_check binary (ctest sets it)")
+    spec = json.dumps({"kind": kind, "source": source, "generate": n, "seed": seed})
+    out = subprocess.run([CHECK], input=spec + "\n", capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, (seed, out.stdout[-2000:], out.stderr)
+    return [bytes.fromhex(line) for line in out.stdout.split()]
+
+
+def test_generated_json_parses_strictly():
+    seed = random.Random().randrange(1 << 62)
+    rng = random.Random(seed)
+    outs = generate("json_object", "", 300, seed)
+    assert len(outs) >= 250, (seed, len(outs))
+    pairs = 0
+    for raw in outs:
+        try:
+            v = strict_load(raw)
+        except (ValueError, UnicodeError, AssertionError) as e:
+            pytest.fail(f"seed {seed}: {raw!r}: {e}")
+        assert isinstance(v, dict)
+        pairs += len(re.findall(rb"\\u[dD][89abAB]", raw))
+    assert pairs > 5, (seed, "too few surrogate pairs generated to test them")
+    # Schemas: the sentences also validate.
+    valid = 0
+    for _ in range(8):
+        defs = {"leaf": rand_schema(rng, 3)}
+        schema = rand_schema(rng)
+        schema["$defs"] = defs
+        sub = rng.randrange(1 << 62)
+        for raw in generate("json_schema", schema, 40, sub):
+            try:
+                v = strict_load(raw)
+                jsonschema.validate(v, schema)
+            except (ValueError, UnicodeError, AssertionError, jsonschema.ValidationError) as e:
+                pytest.fail(f"seed {sub}: schema {json.dumps(schema)}: {raw!r}: {e}")
+            valid += 1
+    assert valid > 100, (seed, valid)
 
 
 # ---- random regexes vs re ---------------------------------------------------------------------

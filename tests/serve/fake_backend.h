@@ -106,6 +106,9 @@ public:
     bool split_safe(std::string_view left, std::string_view right) const override;
     mutable std::atomic<uint64_t> encoded_bytes{0};  // observation: bytes passed to encode()
     std::unique_ptr<Detokenizer> detokenizer() const override;
+    // The detokenizer holds each token's text until the next one (or the flush), as the real one
+    // holds an unfinished UTF-8 character: a choice's last text then arrives only at its end.
+    bool lagging_detok = false;
     bool is_end_token(int32_t id) const override { return id == kEndId; }
     ParsedOutput parse_output(const std::string& text, const nlohmann::json& tools) const override;
     std::string tool_call_marker() const override { return "<tool_call>"; }

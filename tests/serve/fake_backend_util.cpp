@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <thread>
+#include <utility>
 
 namespace frost::serve::testing {
 
@@ -189,12 +190,21 @@ std::vector<int32_t> FakeText::encode(std::string_view text) const {
 namespace {
 class ByteDetok : public Detokenizer {
 public:
-    std::string push(int32_t id) override { return id < 256 ? std::string(1, char(id)) : std::string(); }
-    std::string flush() override { return ""; }
+    explicit ByteDetok(bool lag) : lag_(lag) {}
+    std::string push(int32_t id) override {
+        std::string b = id < 256 ? std::string(1, char(id)) : std::string();
+        if (lag_) std::swap(b, held_);
+        return b;
+    }
+    std::string flush() override { return std::exchange(held_, std::string()); }
+
+private:
+    bool lag_;
+    std::string held_;  // lag: the last token's byte, released by the next push or the flush
 };
 }  // namespace
 
-std::unique_ptr<Detokenizer> FakeText::detokenizer() const { return std::make_unique<ByteDetok>(); }
+std::unique_ptr<Detokenizer> FakeText::detokenizer() const { return std::make_unique<ByteDetok>(lagging_detok); }
 
 // The real Qwen tool-call parser (text layer): tool-call tests over the fake engine then check
 // the server's plumbing (tools reach the parser, ids) with the parser the product uses.

@@ -6,8 +6,12 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "serve/api.h"
 #include "serve/engine_iface.h"
+#include "serve/fake_backend.h"
+#include "serve/http_client.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "serve/scheduler.h"
@@ -27,6 +31,25 @@ private:
     std::unique_ptr<Scheduler> sched_;
     std::unique_ptr<Api> api_;
     std::unique_ptr<HttpServer> http_;
+};
+
+// Each byte of s as its token id (the fake text layer's vocabulary).
+std::vector<int32_t> byte_ids(const std::string& s);
+
+// The whole stack over a FakeEngine whose output is exactly `script` (one token per byte, then
+// the end token; empty: the fake's own hash-driven output), one API key (kKey), a 4 MiB device
+// capsule budget.
+struct ScriptedServer {
+    static constexpr const char* kKey = "sk-scripted";
+    FakeEngine engine;
+    FakeText text;
+    Metrics metrics;
+    FakeServerStack stack;
+
+    explicit ScriptedServer(const std::string& script = "", int slots = 1, size_t max_seq = 4096,
+                            const ApiConfig& api = ApiConfig{});
+    RawResponse post(const std::string& path, const nlohmann::json& body) const;
+    RawResponse get(const std::string& path) const;
 };
 
 }  // namespace frost::serve::testing

@@ -27,4 +27,24 @@ FakeServerStack::~FakeServerStack() {
 
 uint16_t FakeServerStack::port() const { return http_ ? http_->port() : 0; }
 
+std::vector<int32_t> byte_ids(const std::string& s) {
+    std::vector<int32_t> ids;
+    for (unsigned char c : s) ids.push_back(int32_t(c));
+    return ids;
+}
+
+ScriptedServer::ScriptedServer(const std::string& script, int slots, size_t max_seq, const ApiConfig& api)
+    : engine(slots, max_seq) {
+    engine.script = byte_ids(script);
+    SchedulerConfig sc;
+    sc.budgets.bytes[0] = 1 << 22;
+    stack.start(engine, text, metrics, sc, {kKey}, api);
+}
+
+RawResponse ScriptedServer::post(const std::string& path, const nlohmann::json& body) const {
+    return http_request(stack.port(), "POST", path, body.dump(), kKey);
+}
+
+RawResponse ScriptedServer::get(const std::string& path) const { return http_request(stack.port(), "GET", path, "", kKey); }
+
 }  // namespace frost::serve::testing

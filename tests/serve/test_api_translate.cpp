@@ -46,6 +46,16 @@ StreamEvent calls(const json& c) {
     return e;
 }
 
+// The same events through a streaming builder (its SSE text is returned) and a non-streaming one.
+std::string play(const std::vector<StreamEvent>& evs, BodyBuilder* stream, BodyBuilder* body) {
+    std::string text = stream->sse_open();
+    for (const auto& e : evs) {
+        text += stream->sse(e);
+        body->add(e);
+    }
+    return text;
+}
+
 StreamEvent finish(const std::string& reason, size_t prompt, size_t completion, size_t cached) {
     StreamEvent e;
     e.kind = StreamEvent::Kind::Finish;
@@ -156,11 +166,7 @@ TEST(MessagesBuilder, StreamGrammarAndFinalBodyAgree) {
                                       {"function", {{"name", "f"}, {"arguments", R"({"x": 1})"}}}}});
     const std::vector<StreamEvent> evs = {delta("", "th"), delta("", "ink"), delta("Hel"), delta("lo"), calls(tc),
                                           finish("tool_calls", 100, 9, 64)};
-    std::string text = s.sse_open();
-    for (const auto& e : evs) {
-        text += s.sse(e);
-        b.add(e);
-    }
+    const std::string text = play(evs, &s, &b);
     std::vector<std::string> names;
     const auto j = sse_events(text, &names);
     const std::vector<std::string> want = {"message_start",       "content_block_start", "content_block_delta",
@@ -183,6 +189,48 @@ TEST(MessagesBuilder, StreamGrammarAndFinalBodyAgree) {
     EXPECT_EQ(fin["content"][1]["text"], "Hello");
     EXPECT_EQ(fin["content"][2]["input"], (json{{"x", 1}}));
     EXPECT_EQ(fin["usage"], j[12]["usage"]);
+}
+
+// A Finish naming the stop string that fired is stop_reason "stop_sequence" with that string,
+// streamed and not; a plain "stop" (the end token) stays end_turn with a null stop_sequence.
+TEST(MessagesBuilder, StopSequenceIsNamed) {
+    for (const std::string seq : {"", "END", "\n\nHuman:"}) {
+        MessagesBuilder s("msg_1", "frost", 10), b("msg_1", "frost", 10);
+        StreamEvent fin = finish("stop", 10, 3, 0);
+        fin.stop_sequence = seq;
+        const std::string text = play({delta("abc"), fin}, &s, &b);
+        std::vector<std::string> names;
+        const auto j = sse_events(text, &names);
+        ASSERT_EQ(names[names.size() - 2], "message_delta");
+        const json& d = j[names.size() - 2]["delta"];
+        const json body = json::parse(b.final_json());
+        EXPECT_EQ(d["stop_reason"], seq.empty() ? "end_turn" : "stop_sequence");
+        EXPECT_EQ(body["stop_reason"], d["stop_reason"]);
+        EXPECT_EQ(d["stop_sequence"], seq.empty() ? json(nullptr) : json(seq));
+        EXPECT_EQ(body["stop_sequence"], d["stop_sequence"]);
+    }
+}
+
+// A stop string right at the start, or in the thinking: no text at all. The stream and the
+// message object agree on one empty text block (after the thinking block, if any).
+TEST(MessagesBuilder, EmptyOutputsAgreeStreamedAndNot) {
+    for (const bool thought : {false, true}) {
+        MessagesBuilder s("msg_1", "frost", 10), b("msg_1", "frost", 10);
+        std::vector<StreamEvent> evs = {finish("stop", 10, 1, 0)};
+        evs.back().stop_sequence = std::string(thought ? "STOP" : "END");
+        if (thought) evs.insert(evs.begin(), delta("", "hmm"));
+        const std::string text = play(evs, &s, &b);
+        std::vector<std::string> names;
+        const auto j = sse_events(text, &names);
+        json blocks = json::array();
+        for (size_t i = 0; i < j.size(); ++i)
+            if (names[i] == "content_block_start") blocks.push_back(j[i]["content_block"]["type"]);
+        const json body = json::parse(b.final_json());
+        json final_types = json::array();
+        for (const auto& c : body["content"]) final_types.push_back(c["type"]);
+        EXPECT_EQ(blocks, final_types);
+        EXPECT_EQ(final_types, thought ? json::array({"thinking", "text"}) : json::array({"text"}));
+    }
 }
 
 TEST(ResponsesBuilder, SequenceNumbersIndicesAndStore) {

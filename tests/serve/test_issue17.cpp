@@ -23,31 +23,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kKey = "sk-i17";
-
-std::vector<int32_t> byte_ids(const std::string& s) {
-    std::vector<int32_t> ids;
-    for (unsigned char c : s) ids.push_back(int32_t(c));
-    return ids;
-}
-
-struct Server {
-    FakeEngine engine;
-    FakeText text;
-    Metrics metrics;
-    FakeServerStack stack;
-
-    explicit Server(const std::string& script = "", int slots = 1, size_t max_seq = 4096, ApiConfig api = ApiConfig{})
-        : engine(slots, max_seq) {
-        if (!script.empty()) engine.script = byte_ids(script);
-        SchedulerConfig sc;
-        sc.budgets.bytes[0] = 1 << 22;
-        stack.start(engine, text, metrics, sc, {kKey}, api);
-    }
-    RawResponse post(const std::string& path, const json& body) {
-        return http_request(stack.port(), "POST", path, body.dump(), kKey);
-    }
-};
+using Server = ScriptedServer;
 
 json user(const std::string& s) { return json{{"role", "user"}, {"content", s}}; }
 
@@ -384,7 +360,7 @@ TEST(Issue17, Bug9SessionIdsAndCapsuleTimes) {
     RawResponse r = s.post("/v1/sessions", {{"id", "agent-7"}});
     ASSERT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(json::parse(r.body)["id"], "agent-7");
-    EXPECT_EQ(http_request(s.stack.port(), "GET", "/v1/sessions/agent-7", "", kKey).status, 200);
+    EXPECT_EQ(s.get("/v1/sessions/agent-7").status, 200);
     r = s.post("/v1/sessions", {{"id", "agent-7"}});
     EXPECT_EQ(r.status, 409) << r.body;
     r = s.post("/v1/sessions", {{"id", "../etc"}});
@@ -408,7 +384,7 @@ TEST(Issue17, Bug9SessionIdsAndCapsuleTimes) {
     EXPECT_GE(cap["last_used_at"].get<int64_t>(), cap["created"].get<int64_t>());
     EXPECT_GT(cap["ttl_remaining_s"].get<double>(), 90.0);
     EXPECT_LE(cap["ttl_remaining_s"].get<double>(), 100.0);
-    const json listed = json::parse(http_request(s.stack.port(), "GET", "/v1/capsules", "", kKey).body);
+    const json listed = json::parse(s.get("/v1/capsules").body);
     ASSERT_EQ(listed["data"].size(), 1u);
     EXPECT_EQ(listed["data"][0]["created"], cap["created"]);
     const RawResponse no_ttl = s.post("/v1/capsules", {{"prompt", std::vector<int>(70, 'q')}});

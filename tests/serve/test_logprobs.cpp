@@ -22,24 +22,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kKey = "sk-lp";
-
-struct Server {
-    FakeEngine engine{1, 4096};
-    FakeText text;
-    Metrics metrics;
-    FakeServerStack stack;
-
-    explicit Server(const std::string& script) {
-        for (unsigned char c : script) engine.script.push_back(int32_t(c));
-        SchedulerConfig sc;
-        sc.budgets.bytes[0] = 1 << 22;
-        stack.start(engine, text, metrics, sc, {kKey}, ApiConfig{});
-    }
-    RawResponse post(const std::string& path, const json& body) {
-        return http_request(stack.port(), "POST", path, body.dump(), kKey);
-    }
-};
+using Server = ScriptedServer;
 
 std::vector<json> sse_chunks(const std::string& body) {
     std::vector<json> out;

@@ -156,31 +156,6 @@ TEST(ReasoningSplit, ResponseBodiesCarryReasoningContent) {
 
 namespace {
 
-constexpr const char* kKey = "sk-think";
-
-std::vector<int32_t> byte_ids(const std::string& s) {
-    std::vector<int32_t> ids;
-    for (unsigned char c : s) ids.push_back(int32_t(c));
-    return ids;
-}
-
-struct ScriptedServer {
-    FakeEngine engine{1, 2048};
-    FakeText text;
-    Metrics metrics;
-    FakeServerStack stack;
-
-    explicit ScriptedServer(const std::string& output) {
-        engine.script = byte_ids(output);
-        SchedulerConfig sc;
-        sc.budgets.bytes[0] = 1 << 20;
-        stack.start(engine, text, metrics, sc, {kKey});
-    }
-    RawResponse post(const json& body) {
-        return http_request(stack.port(), "POST", "/v1/chat/completions", body.dump(), kKey);
-    }
-};
-
 json tool_body(bool stream, std::optional<bool> thinking) {
     json tools = json::array({json{{"type", "function"},
                                    {"function", {{"name", "run"}, {"parameters", {{"type", "object"}}}}}}});
@@ -227,8 +202,8 @@ TEST(ReasoningSplit, OverHttpToolCallsComeFromTheContentOnly) {
     const std::string out =
         "<think>\nMaybe <tool_call>{\"name\":\"nope\"}</tool_call> first.\n</think>\n\nOK."
         "<tool_call>{\"name\":\"run\",\"arguments\":{}}</tool_call>";
-    ScriptedServer s(out);
-    const RawResponse r = s.post(tool_body(false, std::nullopt));
+    ScriptedServer s(out, 1, 2048);
+    const RawResponse r = s.post("/v1/chat/completions", tool_body(false, std::nullopt));
     ASSERT_EQ(r.status, 200) << r.body;
     const json msg = json::parse(r.body)["choices"][0]["message"];
     EXPECT_EQ(msg["reasoning_content"], "Maybe <tool_call>{\"name\":\"nope\"}</tool_call> first.");
@@ -237,7 +212,7 @@ TEST(ReasoningSplit, OverHttpToolCallsComeFromTheContentOnly) {
     EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "run");
     EXPECT_EQ(json::parse(r.body)["choices"][0]["finish_reason"], "tool_calls");
 
-    const RawResponse st = s.post(tool_body(true, std::nullopt));
+    const RawResponse st = s.post("/v1/chat/completions", tool_body(true, std::nullopt));
     ASSERT_EQ(st.status, 200);
     const Streamed got = parse_sse(st.body);
     EXPECT_EQ(got.reasoning, "Maybe <tool_call>{\"name\":\"nope\"}</tool_call> first.");
@@ -248,10 +223,10 @@ TEST(ReasoningSplit, OverHttpToolCallsComeFromTheContentOnly) {
 
 TEST(ReasoningSplit, OverHttpDisabledThinkingIsUnchanged) {
     const std::string out = "<think>x</think>plain";
-    ScriptedServer s(out);
+    ScriptedServer s(out, 1, 2048);
     json b = tool_body(false, false);
     b.erase("tools");
-    const RawResponse r = s.post(b);
+    const RawResponse r = s.post("/v1/chat/completions", b);
     ASSERT_EQ(r.status, 200) << r.body;
     const json msg = json::parse(r.body)["choices"][0]["message"];
     EXPECT_FALSE(msg.contains("reasoning_content"));

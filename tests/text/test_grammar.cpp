@@ -3,6 +3,10 @@
 // strings, plus the errors bad grammars and schemas must give.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <regex>
 
@@ -12,6 +16,7 @@
 #include "text/grammar/front_ends.h"
 #include "text/grammar/machine.h"
 #include "text/grammar/utf8_ranges.h"
+#include "grammar_sample_util.h"
 
 namespace g = frost::text::grammar;
 
@@ -178,8 +183,14 @@ namespace {
 
 // A random JSON-ish string: pieces of valid JSON, sometimes broken.
 std::string random_jsonish(std::mt19937_64& rng, int depth) {
+    // Surrogate escapes whole, lone and crossed, and raw bytes strict readers refuse (an encoded
+    // surrogate, overlongs, a code point past U+10FFFF, a cut character).
     static const char* atoms[] = {"1", "-0", "12.5e3", "0.25", "01", "1.", "true", "false", "null", "nul",
-                                  "\"a\"", "\"\\n\\u00e9\"", "\"\\x\"", "\"é😀\"", "\"\"", "-", "1e+2", ".5"};
+                                  "\"a\"", "\"\\n\\u00e9\"", "\"\\x\"", "\"é😀\"", "\"\"", "-", "1e+2", ".5",
+                                  "\"\\ud83d\\ude00\"", "\"\\uD800\\uDFFF\"", "\"\\ud800\"", "\"\\udc00\"",
+                                  "\"\\ud800\\ud800\"", "\"\\udbff\\u0041\"", "\"\\udc00\\ud800\"", "\"x\\ud83d\"",
+                                  "\"\xED\xA0\x80\"", "\"\xC0\x80\"", "\"\xF4\x90\x80\x80\"", "\"\xE2\x82\"",
+                                  "\"\xED\x9F\xBF\xEE\x80\x80\"", "1e99", "-9999999999999999.5e-99"};
     const int r = int(rng() % 10);
     if (depth > 3 || r < 4) return atoms[rng() % (sizeof(atoms) / sizeof(atoms[0]))];
     const char* ws[] = {"", "", " ", "\n  ", "\t"};
@@ -284,4 +295,121 @@ TEST(Machine, AmbiguityIsBoundedNotExponential) {
     const std::string s(5000, 'a');
     EXPECT_TRUE(matches(*m, s));
     EXPECT_LT(m->frontier_count(), 20u);
+}
+
+namespace {
+
+// The grammar's verdict on s and nlohmann::json's (the strict reader the mask test uses), as
+// "1"/"0" pairs, so one EXPECT shows both.
+std::string verdicts(g::Machine& m, const std::string& s) {
+    const bool ref = nlohmann::json::accept(s);
+    return std::string(matches(m, s) ? "1" : "0") + (ref ? "1" : "0");
+}
+
+std::unique_ptr<g::Machine> json_object_machine() { return gbnf(g::json_object_gbnf()); }
+
+// Every number in v is a finite double (and *numbers counts them).
+bool all_numbers_finite(const nlohmann::json& v, int* numbers) {
+    if (v.is_number()) {
+        ++*numbers;
+        return std::isfinite(v.get<double>());
+    }
+    if (v.is_structured())
+        for (const auto& x : v)
+            if (!all_numbers_finite(x, numbers)) return false;
+    return true;
+}
+
+}  // namespace
+
+TEST(JsonStrings, SurrogateEscapesOnlyAsPairs) {
+    auto m = json_object_machine();
+    auto obj = [](const char* str) { return std::string("{\"s\":\"") + str + "\"}"; };
+    for (const char* ok : {"\\ud83d\\ude00", "\\uD800\\uDC00", "\\uDBFF\\uDFFF", "a\\ud83d\\ude00b", "\\uD7FF",
+                           "\\uE000", "\\uFFFF", "\\u0000", "\\u00e9\\ud834\\udd1e"})
+        EXPECT_EQ(verdicts(*m, obj(ok)), "11") << obj(ok);
+    for (const char* bad : {"\\ud800", "\\uDBFF", "x\\ud83d", "\\udc00", "\\uDFFF", "\\ud800\\ud800", "\\udbff\\u0041",
+                            "\\udc00\\ud800", "\\ud800\\n", "\\ud800\\\\udc00", "\\ud800 \\udc00", "\\ud800\\uDBFF"})
+        EXPECT_EQ(verdicts(*m, obj(bad)), "00") << obj(bad);
+    // A high surrogate may wait for its partner, but nothing else: the prefix stays alive only
+    // on the way to a low surrogate escape.
+    const std::string pre = "{\"s\":\"\\ud83d";
+    const uint32_t f = m->walk(m->start(), pre.data(), pre.size());
+    ASSERT_NE(f, g::kDead);
+    EXPECT_EQ(m->step(f, '"'), g::kDead);
+    EXPECT_EQ(m->step(f, 'a'), g::kDead);
+    EXPECT_NE(m->step(f, '\\'), g::kDead);
+    // Schema strings share the rule, and a pair is ONE character for maxLength (a code point, as
+    // JSON Schema counts).
+    auto s1 = schema(nlohmann::json::parse(R"({"type":"string","minLength":1,"maxLength":1})"));
+    EXPECT_TRUE(matches(*s1, "\"\\ud83d\\ude00\""));
+    EXPECT_FALSE(matches(*s1, "\"\\ud83d\""));
+    EXPECT_FALSE(matches(*s1, "\"\\ude00\""));
+}
+
+TEST(JsonStrings, RawBytesAreUtf8ScalarValuesOnly) {
+    auto m = json_object_machine();
+    auto obj = [](const char* str) { return std::string("{\"s\":\"") + str + "\"}"; };
+    for (const char* ok : {"\xC2\x80", "\xDF\xBF", "\xE0\xA0\x80", "\xED\x9F\xBF", "\xEE\x80\x80", "\xEF\xBF\xBF",
+                           "\xF0\x90\x80\x80", "\xF4\x8F\xBF\xBF", "\x7F"})
+        EXPECT_EQ(verdicts(*m, obj(ok)), "11") << obj(ok);
+    for (const char* bad : {"\xED\xA0\x80", "\xED\xBF\xBF",             // encoded surrogates
+                            "\xC0\x80", "\xC1\xBF", "\xE0\x9F\xBF", "\xF0\x8F\xBF\xBF",  // overlongs
+                            "\xF4\x90\x80\x80", "\xF5\x80\x80\x80", "\xFF", "\xFE",   // past U+10FFFF, never bytes
+                            "\x80", "\xC2", "\xE2\x82", "\xC2\x41", "\x01", "\x1F"})  // stray, cut, controls
+        EXPECT_EQ(verdicts(*m, obj(bad)), "00") << obj(bad);
+}
+
+TEST(JsonNumbers, BoundedToFiniteDoubles) {
+    auto m = json_object_machine();
+    auto obj = [](const char* num) { return std::string("{\"n\":") + num + "}"; };
+    for (const char* ok : {"9999999999999999.999999999999999e+99", "-9999999999999999.999999999999999E99",
+                           "0.000000000000001e-99", "-0", "0e00", "1E-01"})
+        EXPECT_EQ(verdicts(*m, obj(ok)), "11") << obj(ok);
+    // Valid JSON, but beyond the bounds (1e-400 would underflow to 0; nlohmann refuses 1e400,
+    // which is no finite double, so it is not in this list).
+    for (const char* big : {"1e100", "1e-400", "99999999999999999", "0.1234567890123456"})
+        EXPECT_EQ(verdicts(*m, obj(big)), "01") << obj(big);
+    int numbers = 0;
+    for (const char* ok : {"9999999999999999.999999999999999e+99", "0.000000000000001e-99"}) {
+        const double d = std::strtod(ok, nullptr);
+        EXPECT_TRUE(std::isfinite(d) && d != 0.0) << ok;
+        EXPECT_TRUE(all_numbers_finite(nlohmann::json::parse(obj(ok)), &numbers)) << ok;
+    }
+}
+
+// Everything the JSON grammars let through, drawn at random byte by byte (biased toward escapes
+// and surrogate pairs), parses with nlohmann::json, and every number in it is a finite double.
+TEST(JsonGrammar, RandomSentencesParseStrictly) {
+    const uint64_t seed = frost::text::testing::grammar_test_seed("JsonGrammar.RandomSentencesParseStrictly");
+    SCOPED_TRACE("FROST_GRAMMAR_SEED=" + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    std::vector<std::unique_ptr<g::Machine>> machines;
+    machines.push_back(json_object_machine());
+    machines.push_back(schema(nlohmann::ordered_json::parse(R"({
+      "type": "object",
+      "properties": {"city": {"type": "string"}, "code": {"type": "string", "minLength": 1, "maxLength": 3},
+                     "n": {"type": ["number", "null"]}, "k": {"type": "integer"},
+                     "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
+                     "any": {}},
+      "required": ["city", "code", "n", "k", "tags"], "additionalProperties": false})")));
+    int finished = 0, pairs = 0, numbers = 0;
+    for (auto& m : machines) {
+        for (int k = 0; k < 300; ++k) {
+            std::string s;
+            bool dead = false;
+            if (!frost::text::testing::sample_sentence(*m, rng, 3000, &s, &dead)) {
+                ASSERT_FALSE(dead) << "dead end after " << s;
+                continue;
+            }
+            ++finished;
+            ASSERT_TRUE(nlohmann::json::accept(s)) << s;
+            ASSERT_TRUE(all_numbers_finite(nlohmann::json::parse(s), &numbers)) << s;
+            for (size_t p = 0; (p = s.find("\\u", p)) != std::string::npos; p += 2)
+                pairs += p + 2 < s.size() && (s[p + 2] == 'd' || s[p + 2] == 'D') && std::strchr("89abAB", s[p + 3]);
+        }
+    }
+    EXPECT_GE(finished, 400) << "too few random walks ended";
+    EXPECT_GT(pairs, 10) << "the walks produced too few surrogate pairs to test them";
+    EXPECT_GT(numbers, 100) << "the walks produced too few numbers to test them";
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <random>
 
@@ -15,6 +16,7 @@
 #include "exec/error.h"
 #include "text/grammar/front_ends.h"
 #include "text/grammar/vocab.h"
+#include "grammar_sample_util.h"
 #include "text_test_util.h"
 
 namespace g = frost::text::grammar;
@@ -85,7 +87,9 @@ std::string generate(g::Matcher& mt, const g::TokenMasker& k, std::mt19937_64& r
 }  // namespace
 
 TEST(TokenMask, MatchesBruteForceOnARandomVocabulary) {
-    std::mt19937_64 rng(std::random_device{}());
+    const uint64_t seed = frost::text::testing::grammar_test_seed("TokenMask.MatchesBruteForceOnARandomVocabulary");
+    SCOPED_TRACE("FROST_GRAMMAR_SEED=" + std::to_string(seed));
+    std::mt19937_64 rng(seed);
     const std::string alphabet = "{}[]\":, 0123456789.-etruefalsn\\ab\xC3\xA9";
     std::vector<std::string> vocab(600);
     std::vector<uint8_t> skip(vocab.size(), 0);
@@ -132,13 +136,11 @@ TEST(TokenMask, RealTokenizerMasksAreExactAndOutputsParse) {
     auto k = g::make_token_masker(*tok, {im_end}, tok->vocab_size() + 5);
     const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     auto m = machine_of_schema(kSchema);
-    // Fresh seeds found a rare output that nlohmann::json rejects (1 CI run in ~5, 2026-11-24,
-    // the city string of a random 4000-token generation; cause not yet located, see the issue-17
-    // note): until it is fixed the seed comes from FROST_GRAMMAR_SEED when set (to hunt it), else
-    // a fixed one, so CI stays a regression test of what passes.
-    const char* seed_env = std::getenv("FROST_GRAMMAR_SEED");
-    const uint64_t seed = seed_env ? std::strtoull(seed_env, nullptr, 10) : 20261124u;
-    std::printf("[ grammar mask ] seed %llu\n", static_cast<unsigned long long>(seed));
+    // A fresh seed every run (the rare unparseable output fresh seeds found in CI was a lone
+    // surrogate escape, now refused by the grammar: test_grammar.cpp JsonStrings.*);
+    // FROST_GRAMMAR_SEED repeats a run, and a failure names its seed.
+    const uint64_t seed = frost::text::testing::grammar_test_seed("TokenMask.RealTokenizerMasksAreExactAndOutputsParse");
+    SCOPED_TRACE("FROST_GRAMMAR_SEED=" + std::to_string(seed));
     std::mt19937_64 rng(seed);
     std::vector<double> us;
     int finished = 0;
@@ -166,6 +168,8 @@ TEST(TokenMask, RealTokenizerMasksAreExactAndOutputsParse) {
         ++finished;
         ASSERT_TRUE(nlohmann::json::accept(out)) << out;
         const auto j = nlohmann::json::parse(out);
+        // The grammar bounds numbers to finite doubles (json_schema.cpp).
+        EXPECT_TRUE(j["days"].is_number_integer() && std::isfinite(j["days"].get<double>())) << out;
         EXPECT_TRUE(j["city"].is_string() && j["days"].is_number_integer() && j["tags"].is_array() &&
                     j["tags"].size() <= 3 && (j["ok"].is_boolean() || j["ok"].is_null()))
             << out;

@@ -10,8 +10,14 @@
 // naming the keyword and where it is.
 //
 // Whitespace between tokens is optional and bounded (at most 20 of space/tab/newline), numbers
-// have at most 16 integer, 15 fraction and 3 exponent digits: a model, however random, cannot
-// pad forever, and every accepted output is valid JSON.
+// have at most 16 integer, 15 fraction and 2 exponent digits: a model, however random, cannot
+// pad forever, and every number is a finite, non-zero-underflowing double (|x| < 1e116, and a
+// non-zero one >= 1e-114). Every accepted output is valid JSON for strict parsers too: string
+// bytes are UTF-8 scalar values only (the class is expanded by utf8_ranges.h: no encoded
+// surrogates, no overlongs), and a \u escape of a high surrogate (D800-DBFF) is accepted only
+// as the first half of a pair with a low one (DC00-DFFF) right after it, never alone; a lone low
+// surrogate is refused. RFC 8259 tolerates lone surrogates, but nlohmann::json, Python's
+// codecs and most strict readers refuse them (a random CI generation tripped nlohmann on one).
 #include <map>
 #include <set>
 
@@ -25,7 +31,9 @@ namespace {
 const char* kBaseRules = R"(
 ws ::= [ \t\n\r]{0,20}
 json-string ::= "\"" json-char* "\""
-json-char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
+json-char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" json-u )
+json-hex ::= [0-9a-fA-F]
+json-u ::= ( [0-9a-cA-CeEfF] json-hex | [dD] [0-7] ) json-hex json-hex | [dD] [89abAB] json-hex json-hex "\\u" [dD] [c-fC-F] json-hex json-hex
 json-int-part ::= "0" | [1-9] [0-9]{0,15}
 json-integer ::= "-"? json-int-part
 json-number ::= "-"? json-int-part ( "." [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} )?

@@ -24,6 +24,15 @@ def long_system(rng):
     return "You are a careful agent. " + " ".join(rng.choice(WORDS) for _ in range(200))
 
 
+class OpenAIServer(ServeProcess):
+    """A keyed `frost serve` with the official openai client as .client (the chat-side suites)."""
+
+    def __init__(self, model, key, sessions=1, extra=(), max_seq_len=1024):
+        super().__init__(model, extra, key=key, sessions=sessions, max_seq_len=max_seq_len)
+        import openai
+        self.client = openai.OpenAI(base_url=self.base + "/v1", api_key=key, max_retries=0, timeout=300)
+
+
 class ApiServer(ServeProcess):
     def __init__(self, model, sessions=2, extra=(), max_seq_len=2048, key=KEY):
         super().__init__(model, extra, key=key, sessions=sessions, max_seq_len=max_seq_len)

@@ -17,16 +17,21 @@ import os
 import numpy as np
 
 
-def _bf16(values):
+def bf16(values):
+    """float32 values as bf16 bit patterns (truncated), as uint16."""
     f = np.asarray(values, dtype=np.float32)
     return (f.view(np.uint32) >> 16).astype(np.uint16)
 
 
-def chain_model(base, out, chain):
-    assert 2 <= len(chain) <= 10 and len(set(chain)) == len(chain), chain
+def edit_checkpoint(base, out, edit_embeddings, copy=(".json", ".jinja")):
+    """Writes to `out` the checkpoint of `base` with every mixer's and MLP's output projection
+    zeroed and the final norm the identity (the last hidden state is the last token's embedding,
+    RMS-normalised), the embedding table (tied with the LM head) rewritten in place by
+    edit_embeddings(view) (uint16 bf16 bits, [vocab, hidden]), and base's files ending in `copy`
+    (config, tokenizer, template) copied as they are."""
     os.makedirs(out, exist_ok=True)
     for name in os.listdir(base):
-        if name.endswith(".json") or name.endswith(".jinja"):
+        if name.endswith(tuple(copy)):
             with open(os.path.join(base, name), "rb") as src, open(os.path.join(out, name), "wb") as dst:
                 dst.write(src.read())
     with open(os.path.join(base, "model.safetensors"), "rb") as f:
@@ -43,15 +48,23 @@ def chain_model(base, out, chain):
         if name.endswith(("out_proj.weight", "o_proj.weight", "down_proj.weight", "language_model.norm.weight")):
             view[...] = 0
         elif name.endswith("embed_tokens.weight"):
-            view[...] = 0
-            view[:, 1] = _bf16(2.0 ** -10)
-            for k, tok in enumerate(chain):
-                r, ang = 0.25 * 1.4 ** k, np.deg2rad(30.0 * k)
-                view[tok, :] = 0
-                view[tok, 0] = _bf16(r * np.cos(ang))
-                view[tok, 2] = _bf16(r * np.sin(ang))
+            edit_embeddings(view)
     with open(os.path.join(out, "model.safetensors"), "wb") as f:
         f.write(blob)
+
+
+def chain_model(base, out, chain):
+    assert 2 <= len(chain) <= 10 and len(set(chain)) == len(chain), chain
+
+    def embed(view):
+        view[...] = 0
+        view[:, 1] = bf16(2.0 ** -10)
+        for k, tok in enumerate(chain):
+            r, ang = 0.25 * 1.4 ** k, np.deg2rad(30.0 * k)
+            view[tok, :] = 0
+            view[tok, 0] = bf16(r * np.cos(ang))
+            view[tok, 2] = bf16(r * np.sin(ang))
+    edit_checkpoint(base, out, embed)
 
 
 def weather_call_chain(tokenizer):

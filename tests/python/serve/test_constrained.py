@@ -11,7 +11,8 @@ import random
 import re
 
 import pytest
-from serve_proc import FROST, ServeProcess
+from api_common import OpenAIServer
+from serve_proc import FROST
 
 openai = pytest.importorskip("openai")
 jsonschema = pytest.importorskip("jsonschema")
@@ -21,10 +22,9 @@ pytestmark = pytest.mark.skipif(not FROST or not os.path.exists(FROST), reason="
 MAX_TOKENS = 400
 
 
-class Server(ServeProcess):
+class Server(OpenAIServer):
     def __init__(self, model):
-        super().__init__(model, (), key=KEY, sessions=4, max_seq_len=2048)
-        self.client = openai.OpenAI(base_url=self.base + "/v1", api_key=KEY, max_retries=0, timeout=300)
+        super().__init__(model, KEY, sessions=4, max_seq_len=2048)
 
 
 @pytest.fixture(scope="module")

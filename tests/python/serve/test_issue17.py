@@ -6,7 +6,8 @@ import os
 import random
 
 import pytest
-from serve_proc import FROST, ServeProcess
+from api_common import OpenAIServer
+from serve_proc import FROST
 
 openai = pytest.importorskip("openai")
 
@@ -14,10 +15,9 @@ KEY = "sk-frost-i17"
 pytestmark = pytest.mark.skipif(not FROST or not os.path.exists(FROST), reason="FROST_BIN not set")
 
 
-class Server(ServeProcess):
+class Server(OpenAIServer):
     def __init__(self, model, sessions=1, extra=(), max_seq_len=1024):
-        super().__init__(model, extra, key=KEY, sessions=sessions, max_seq_len=max_seq_len)
-        self.client = openai.OpenAI(base_url=self.base + "/v1", api_key=KEY, max_retries=0, timeout=300)
+        super().__init__(model, KEY, sessions=sessions, extra=extra, max_seq_len=max_seq_len)
 
 
 @pytest.fixture(scope="module")
@@ -52,46 +52,23 @@ def test_bug5_default_context_is_the_models(model_dir):
 # 2^-10 along another, and the final norm is the identity (zero weight, Qwen3.5's 1 + w): after
 # " apple" or " banana" the logits are apple 10, banana 9 (0.625 * 16, 0.5625 * 16), all others 0.
 
-def _bf16_bytes(values):
-    import numpy as np
-    f = np.asarray(values, dtype=np.float32)
-    return (f.view(np.uint32) >> 16).astype(np.uint16)
-
-
 def scripted_model(base, out):
-    import numpy as np
+    """The edit above (chain_model.edit_checkpoint); returns the ids of apple and banana."""
+    from chain_model import bf16, edit_checkpoint
     from tokenizers import Tokenizer
-    os.makedirs(out, exist_ok=True)
-    for name in os.listdir(base):
-        if name.endswith(".json"):
-            with open(os.path.join(base, name), "rb") as src, open(os.path.join(out, name), "wb") as dst:
-                dst.write(src.read())
     tok = Tokenizer.from_file(os.path.join(base, "tokenizer.json"))
     apple, banana = (tok.encode(w, add_special_tokens=False).ids for w in (" apple", " banana"))
     assert len(apple) == 1 and len(banana) == 1
     apple, banana = apple[0], banana[0]
-    with open(os.path.join(base, "model.safetensors"), "rb") as f:
-        blob = bytearray(f.read())
-    n = int.from_bytes(blob[:8], "little")
-    header = json.loads(blob[8:8 + n])
-    data = 8 + n
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        assert t["dtype"] == "BF16", name
-        a, b = t["data_offsets"]
-        view = np.frombuffer(memoryview(blob)[data + a:data + b], dtype=np.uint16).reshape(t["shape"])
-        if name.endswith(("out_proj.weight", "o_proj.weight", "down_proj.weight", "language_model.norm.weight")):
-            view[...] = 0
-        elif name.endswith("embed_tokens.weight"):
-            view[...] = 0
-            view[:, 1] = _bf16_bytes(2.0 ** -10)
-            view[apple, :] = 0
-            view[banana, :] = 0
-            view[apple, 0] = _bf16_bytes(0.625)
-            view[banana, 0] = _bf16_bytes(0.5625)
-    with open(os.path.join(out, "model.safetensors"), "wb") as f:
-        f.write(blob)
+
+    def embed(view):
+        view[...] = 0
+        view[:, 1] = bf16(2.0 ** -10)
+        view[apple, :] = 0
+        view[banana, :] = 0
+        view[apple, 0] = bf16(0.625)
+        view[banana, 0] = bf16(0.5625)
+    edit_checkpoint(base, out, embed, copy=(".json",))
     return apple, banana
 
 

@@ -7,7 +7,8 @@ import math
 import os
 
 import pytest
-from serve_proc import FROST, ServeProcess
+from api_common import OpenAIServer
+from serve_proc import FROST
 
 openai = pytest.importorskip("openai")
 
@@ -15,10 +16,9 @@ KEY = "sk-frost-lp"
 pytestmark = pytest.mark.skipif(not FROST or not os.path.exists(FROST), reason="FROST_BIN not set")
 
 
-class Server(ServeProcess):
+class Server(OpenAIServer):
     def __init__(self, model):
-        super().__init__(model, (), key=KEY, sessions=1, max_seq_len=1024)
-        self.client = openai.OpenAI(base_url=self.base + "/v1", api_key=KEY, max_retries=0, timeout=300)
+        super().__init__(model, KEY, sessions=1, max_seq_len=1024)
 
 
 @pytest.fixture(scope="module")

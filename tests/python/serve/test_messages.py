@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from api_common import KEY, type_confusions, TOKENIZER, WEATHER_TOOL_SCHEMA, ApiServer, fresh_rng, long_system, random_text
+from api_common import KEY, type_confusions, WEATHER_TOOL_SCHEMA, ApiServer, fresh_rng, long_system, random_text
 from serve_proc import FROST
 
 anthropic = pytest.importorskip("anthropic")
@@ -23,28 +23,6 @@ OPENAI_TOOL = {"type": "function", "function": {"name": "get_weather", "descript
 @pytest.fixture(scope="module")
 def server(model_dir):
     s = ApiServer(model_dir)
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
-def chain(model_dir, tmp_path_factory):
-    from chain_model import chain_model, weather_call_chain
-    from tokenizers import Tokenizer
-    out = str(tmp_path_factory.mktemp("chain"))
-    chain_model(model_dir, out, weather_call_chain(Tokenizer.from_file(TOKENIZER)))
-    s = ApiServer(out)
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
-def thinker(model_dir, tmp_path_factory):
-    from chain_model import chain_model, thinking_chain
-    from tokenizers import Tokenizer
-    out = str(tmp_path_factory.mktemp("thinker"))
-    chain_model(model_dir, out, thinking_chain(Tokenizer.from_file(TOKENIZER)))
-    s = ApiServer(out)
     yield s
     s.stop()
 
@@ -130,6 +108,70 @@ def test_thinking_blocks(thinker):
     off = thinker.anthropic.messages.create(model="frost", max_tokens=8, extra_body=GREEDY, messages=msgs,
                                             thinking={"type": "disabled"})
     assert [b.type for b in off.content] == ["text"]
+
+
+def stop_candidates(rng, text, avoid):
+    """Random 2..4-character pieces of `text` that start and end with a non-space and occur in
+    none of `avoid` (so the first place they appear in the raw output is in `text`)."""
+    out = set()
+    for _ in range(200):
+        n = rng.randint(2, 4)
+        if len(text) < n:
+            break
+        i = rng.randrange(len(text) - n + 1)
+        piece = text[i:i + n]
+        if piece.strip() == piece and not any(piece in a for a in avoid):
+            out.add(piece)
+    return sorted(out)
+
+
+def test_stop_sequence_is_reported(thinker):
+    """The stop string that ended the turn comes back as stop_reason "stop_sequence" with
+    stop_sequence naming it (non-streamed, streamed events, the SDK's accumulator), in the text
+    part and in the thinking part; the end token stays end_turn with stop_sequence None."""
+    rng = fresh_rng()
+    msgs = [{"role": "user", "content": "hello"}]
+    c = thinker.openai.chat.completions.create(model="frost", messages=msgs, max_tokens=32, extra_body=GREEDY)
+    reasoning, content = c.choices[0].message.model_extra["reasoning_content"], c.choices[0].message.content
+    ref = thinker.anthropic.messages.create(model="frost", max_tokens=32, extra_body=GREEDY, messages=msgs)
+    assert ref.stop_reason == "end_turn" and ref.stop_sequence is None
+    never = "zq#" + str(rng.randrange(1000))
+    cases = []
+    for stop in stop_candidates(rng, content.strip(), [reasoning, "</think>", "<think>"])[:2]:
+        cases.append((stop, reasoning, content[:content.index(stop)]))
+    for stop in stop_candidates(rng, reasoning.strip(), ["<think>"])[:1]:
+        cases.append((stop, reasoning[:reasoning.index(stop)], ""))
+    assert len(cases) >= 2, (reasoning, content)
+    for stop, want_thinking, want_text in cases:
+        stops = [never, stop] if rng.random() < 0.5 else [stop, never]
+        m = thinker.anthropic.messages.create(model="frost", max_tokens=32, extra_body=GREEDY, messages=msgs,
+                                              stop_sequences=stops)
+        assert (m.stop_reason, m.stop_sequence) == ("stop_sequence", stop), (stops, m)
+        assert "".join(b.text for b in m.content if b.type == "text") == want_text, (stop, m)
+        assert "".join(b.thinking for b in m.content if b.type == "thinking") == want_thinking, (stop, m)
+        # OpenAI's route keeps finish_reason "stop" for the same stop.
+        oc = thinker.openai.chat.completions.create(model="frost", messages=msgs, max_tokens=32, extra_body=GREEDY,
+                                                    stop=stops)
+        assert oc.choices[0].finish_reason == "stop" and (oc.choices[0].message.content or "") == want_text
+        deltas = []
+        with thinker.anthropic.messages.create(model="frost", max_tokens=32, extra_body=GREEDY, messages=msgs,
+                                               stop_sequences=stops, stream=True) as stream:
+            for ev in stream:
+                if ev.type == "message_start":
+                    assert ev.message.stop_sequence is None
+                if ev.type == "message_delta":
+                    deltas.append((ev.delta.stop_reason, ev.delta.stop_sequence))
+        assert deltas == [("stop_sequence", stop)], (stops, deltas)
+        with thinker.anthropic.messages.stream(model="frost", max_tokens=32, extra_body=GREEDY, messages=msgs,
+                                               stop_sequences=stops) as s:
+            final = s.get_final_message()
+        assert (final.stop_reason, final.stop_sequence) == ("stop_sequence", stop)
+        assert [b.model_dump() for b in final.content] == [b.model_dump() for b in m.content]
+    # A stop that never appears: end_turn, no stop_sequence, the whole output.
+    m = thinker.anthropic.messages.create(model="frost", max_tokens=32, extra_body=GREEDY, messages=msgs,
+                                          stop_sequences=[never])
+    assert (m.stop_reason, m.stop_sequence) == ("end_turn", None)
+    assert [b.model_dump() for b in m.content] == [b.model_dump() for b in ref.content]
 
 
 def test_messages_cache_read_on_the_next_turn(server):

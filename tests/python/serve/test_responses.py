@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from api_common import KEY, type_confusions, TOKENIZER, WEATHER_TOOL_SCHEMA, ApiServer, fresh_rng, long_system, random_text
+from api_common import KEY, type_confusions, WEATHER_TOOL_SCHEMA, ApiServer, fresh_rng, long_system, random_text
 from serve_proc import FROST
 
 openai = pytest.importorskip("openai")
@@ -24,28 +24,6 @@ CHAT_TOOL = {"type": "function", "function": {"name": "get_weather", "descriptio
 @pytest.fixture(scope="module")
 def server(model_dir):
     s = ApiServer(model_dir, extra=["--api-key", OTHER_KEY])
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
-def chain(model_dir, tmp_path_factory):
-    from chain_model import chain_model, weather_call_chain
-    from tokenizers import Tokenizer
-    out = str(tmp_path_factory.mktemp("chain"))
-    chain_model(model_dir, out, weather_call_chain(Tokenizer.from_file(TOKENIZER)))
-    s = ApiServer(out)
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
-def thinker(model_dir, tmp_path_factory):
-    from chain_model import chain_model, thinking_chain
-    from tokenizers import Tokenizer
-    out = str(tmp_path_factory.mktemp("thinker"))
-    chain_model(model_dir, out, thinking_chain(Tokenizer.from_file(TOKENIZER)))
-    s = ApiServer(out)
     yield s
     s.stop()
 
