@@ -249,6 +249,12 @@ TEST(CudaAttention, DecodeMatchesReference) {
     run_case({16, 4, 1000, 1, 1, 2048}, true, "AttnDecode");
     run_case({4, 4, 0, 1, 1, 300}, true, "AttnDecodeFirst");
     run_case({8, 4, 255, 1, 1, 300}, true, "AttnDecodeSplitEdge");
+    // Every group size: 3 in one block, 6 (Qwen3.5-27B 24/4) and 8 (35B-A3B, Qwen3-Next 16/2) as
+    // two blocks per kv head.
+    run_case({6, 2, 700, 1, 1, 1024}, true, "AttnDecodeGroup3");
+    run_case({24, 4, 1500, 1, 1, 2048}, true, "AttnDecodeGroup6");
+    run_case({16, 2, 2100, 1, 1, 4096}, true, "AttnDecodeGroup8");
+    run_case({8, 1, 31, 1, 1, 300}, true, "AttnDecodeGroup8OneKvHead");
 }
 
 }  // namespace

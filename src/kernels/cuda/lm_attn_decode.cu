@@ -36,7 +36,9 @@ __device__ inline bool batch_member(AttentionBf16Params& p, int m) {
     return true;
 }
 
-template <int G>
+// G q heads per block. A GQA group larger than the shared memory holds (6, 8) is kSub blocks of G
+// heads each over the same kv head: block y serves q heads y*G .. y*G+G-1 of kv head y / kSub.
+template <int G, int kSub>
 __global__ void __launch_bounds__(kThreads) attn_decode_split_kernel(AttentionBf16Params p) {
     __shared__ float acc_s[kWarps][G][kD];
     __shared__ float m_s[kWarps][G], l_s[kWarps][G];
@@ -46,14 +48,15 @@ __global__ void __launch_bounds__(kThreads) attn_decode_split_kernel(AttentionBf
     const int key_begin = split * kAttnDecodeSplit;
     if (key_begin >= len) return;
     const int key_end = min(len, key_begin + kAttnDecodeSplit);
-    const int kvh = blockIdx.y;
+    const int kvh = blockIdx.y / kSub;
+    const int qh0 = blockIdx.y * G;  // this block's first q head
     const int warp = threadIdx.x / kWarp;
     const int lane = threadIdx.x % kWarp;
     const int kv_dim = p.Hkv * kD;
 
     float q[G][kVec];
 #pragma unroll
-    for (int g = 0; g < G; ++g) load8(p.q + (kvh * G + g) * p.q_head_stride + lane * kVec, q[g]);
+    for (int g = 0; g < G; ++g) load8(p.q + (qh0 + g) * p.q_head_stride + lane * kVec, q[g]);
     float m[G], l[G], acc[G][kVec];
 #pragma unroll
     for (int g = 0; g < G; ++g) {
@@ -112,7 +115,7 @@ __global__ void __launch_bounds__(kThreads) attn_decode_split_kernel(AttentionBf
             o += wt * acc_s[w][g][d];
             sum += wt * l_s[w][g];
         }
-        float* part = p.work + (static_cast<int64_t>(split) * p.Hq + kvh * G + g) * kPartial;
+        float* part = p.work + (static_cast<int64_t>(split) * p.Hq + qh0 + g) * kPartial;
         part[d] = o;
         if (d == 0) {
             part[kD] = mx;
@@ -174,10 +177,10 @@ __global__ void __launch_bounds__(kThreads) attn_decode_merge_kernel(AttentionBf
     p.o[qh * kD + d] = __float2bfloat16(out);
 }
 
-template <int G>
+template <int G, int kSub = 1>
 cudaError_t attn_decode_dispatch(const AttentionBf16Params& p, cudaStream_t stream) {
     const int members = p.batch.slots ? p.batch.B : 1;  // batched decode: one grid slice per member
-    attn_decode_split_kernel<G><<<dim3(max_splits(p.max_seq), p.Hkv, members), kThreads, 0, stream>>>(p);
+    attn_decode_split_kernel<G, kSub><<<dim3(max_splits(p.max_seq), p.Hkv * kSub, members), kThreads, 0, stream>>>(p);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     static_assert(kThreads == kD, "the merge maps one thread to one dim");
@@ -198,10 +201,13 @@ cudaError_t attn_decode_launch(const AttentionBf16Params& p, cudaStream_t stream
         return cudaErrorInvalidValue;
     if (p.batch.slots && (!p.batch.table || !p.batch.cursors || p.batch.B != p.max_rows || p.batch.B > kAttnDecodeMaxBatch))
         return cudaErrorInvalidValue;
-    switch (p.Hq / p.Hkv) {  // the supported GQA group sizes: 1, 2, 4 (static smem holds 4)
+    switch (p.Hq / p.Hkv) {  // GQA group sizes 1-4 in one block (static smem holds 4); 6 and 8 in two
         case 1: return attn_decode_dispatch<1>(p, stream);
         case 2: return attn_decode_dispatch<2>(p, stream);
+        case 3: return attn_decode_dispatch<3>(p, stream);
         case 4: return attn_decode_dispatch<4>(p, stream);
+        case 6: return attn_decode_dispatch<3, 2>(p, stream);
+        case 8: return attn_decode_dispatch<4, 2>(p, stream);
         default: return cudaErrorInvalidValue;
     }
 }

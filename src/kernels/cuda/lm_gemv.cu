@@ -15,7 +15,7 @@ using namespace lm;
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kUnroll = 4;  // 16-byte loads in flight per lane (8 measured no faster for N = 4096, 2026-11-22 H100)
-constexpr int kMaxK = 16384;  // x staged in 32 KiB of shared memory
+constexpr int kMaxK = 20480;  // x staged in 40 KiB of shared memory (under the 48 KiB default with the static arrays); 27B down_proj K = 17408
 constexpr int kMinBlocksPerSm = 4;  // <= 64 registers: four blocks per SM, as the plain GEMV reaches
 constexpr int kNormMaxVecs = 4;  // folded RMSNorm: 16-byte vectors per thread, so K <= 8192
 

@@ -44,7 +44,7 @@ struct GemvQuantParams {
                                  // both rounded to bf16 first (the unfused GEMV + swiglu's bits)
 };
 
-constexpr int kGemvQuantMaxK = 16384;  // x is staged in 32 KiB of shared memory
+constexpr int kGemvQuantMaxK = 20480;  // x is staged in 40 KiB of shared memory (under the 48 KiB default with the static arrays)
 
 // NVFP4 with gemv_quant_tc_eligible(p) runs the tensor-core kernel (measured faster there),
 // everything else the SIMT one.

@@ -18,7 +18,7 @@ using quant::Scheme;
 
 // The CUDA quantized GEMV stages x in shared memory (kernels::kGemvQuantMaxK) and reads rows in
 // 16-byte chunks of 16 (fp8) or 32 (4-bit) weights that never straddle a scale group.
-constexpr int64_t kMaxK = 16384;
+constexpr int64_t kMaxK = 20480;  // kernels::kGemvQuantMaxK (lm_gemv_quant.h)
 constexpr int64_t kNvfp4Group = 16;
 constexpr int kInt4PerWord = 8;
 
