@@ -20,11 +20,14 @@
 #   LLAMACPP_CPU=1       CPU-only build (nice, -j1) and a small run for proving the flow without a GPU
 #                        (default preset tiny)
 #   LLAMACPP_SRC         the packed tree (default .peer/ or .gpu-peer/llama.cpp-src.tar.xz)
-#   LLAMACPP_DIR         unpack/build folder (default /tmp/frost-llamacpp); a finished build is reused
+#   LLAMACPP_DIR         unpack/build folder (default build-llamacpp/, git-ignored as /build*/: the device
+#                        machine keeps ignored build outputs between calls while warm, so a second call
+#                        reuses the build)
 #   FROST_BIN            the frost binary (default build-gpu/tools/frost/frost; CPU: build/tools/frost/frost)
 #   PEER_PP, PEER_DEPTH, PEER_NPP, PEER_NTG, PEER_NPL, PEER_TYPES (bf16 q8_0 q4_k_m), FROST_QUANTS
-#   (fp8 nvfp4), PEER_REPS: override the measured points. PEER_KEEP=1 keeps the GGUFs and quantized
-#   checkpoints (deleted at the end by default: a 9b run writes ~60 GB of them).
+#   (fp8 nvfp4), PEER_REPS: override the measured points. PEER_KEEP=1 keeps the checkpoints and GGUFs;
+#   by default each is deleted once measured, so a 9b run peaks at ~35 GB of disk (bf16 checkpoint +
+#   its GGUF while converting) beside what the other benches keep in /tmp.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -33,7 +36,7 @@ LOG=$OUT/llamacpp; mkdir -p "$LOG"
 CPU=${LLAMACPP_CPU:-0}
 preset=${1:-${PEER_PRESET:-}}
 [ -n "$preset" ] || { [ "$CPU" = 1 ] && preset=tiny || preset=0.8b; }
-WORK=${LLAMACPP_DIR:-/tmp/frost-llamacpp}
+WORK=${LLAMACPP_DIR:-$ROOT/build-llamacpp}
 PY=${LLAMACPP_PYTHON:-python3}
 TOK=$ROOT/tests/fixtures/tokenizer-qwen3
 SYNTH=${FROST_SYNTH_DIR:-/tmp}
@@ -95,7 +98,6 @@ PYTHONPATH=$WORK/llama.cpp/gguf-py timeout 900 $PY "$WORK/llama.cpp/convert_hf_t
 crc=$?
 step "convert_hf_to_gguf.py (bf16): rc=$crc in $(( $(date +%s) - t0 )) s ($(grep -m1 'Model architecture' "$LOG/convert.log" | sed 's/.*: //'))"
 [ $crc -eq 0 ] || tail -15 "$LOG/convert.log"
-for q in $QUANTS; do synth "$model-$q" --quant "$q"; done
 
 # ---- Frost on the same checkpoints, while llama.cpp builds
 frost_engine() {  # NAME DIR
@@ -103,11 +105,17 @@ frost_engine() {  # NAME DIR
     --decode-steps "$TG" --chunk 2048 --reps "$REPS" --json >"$LOG/frost_engine_$1.json" 2>"$LOG/frost_engine_$1.log"
   step "frost bench engine $1: rc=$?"; tail -6 "$LOG/frost_engine_$1.log"
 }
+keep=${PEER_KEEP:-0}
 frost_engine bf16 "$model"
-for q in $QUANTS; do [ -f "$model-$q/config.json" ] && frost_engine "$q" "$model-$q"; done
 timeout 300 "$FROST" bench batch --model "$model" --backend "$BACKEND" --sizes "$NPL" --context "$NPP" --steps "$NTG" \
   --json >"$LOG/frost_batch_bf16.json" 2>"$LOG/frost_batch_bf16.log"
 step "frost bench batch: rc=$?"; tail -7 "$LOG/frost_batch_bf16.log"
+[ "$keep" = 1 ] || rm -rf "$model"  # converted and measured: the disk is needed for what follows
+# Quantized checkpoints of the same synthetic weights (same preset and seed), one at a time.
+for q in $QUANTS; do
+  synth "$model-$q" --quant "$q" && frost_engine "$q" "$model-$q"
+  [ "$keep" = 1 ] || rm -rf "$model-$q"
+done
 
 wait "$build_pid"
 read -r brc bsec <"$LOG/build.status"
@@ -129,7 +137,7 @@ if [ "$brc" = 0 ] && [ $crc -eq 0 ]; then
     timeout 300 "$BIN/llama-bench" -m "$g" -p 0 -n "$TG" -d "$DEPTH" -fa 1 -ngl "$NGL" -r "$REPS" -o json \
       >"$LOG/llama_bench_tg_$t.json" 2>"$LOG/llama_bench_tg_$t.log"
     step "llama-bench tg $t: rc=$?"
-    [ "$t" = bf16 ] || [ "${PEER_KEEP:-0}" = 1 ] || rm -f "$g"
+    [ "$t" = bf16 ] || [ "$keep" = 1 ] || rm -f "$g"
   done
   maxb=$(tr ',' '\n' <<<"$NPL" | sort -n | tail -1)
   timeout 300 "$BIN/llama-batched-bench" -m "$GG/model-bf16.gguf" -c $(( (NPP + NTG + 256) * maxb )) -npp "$NPP" -ntg "$NTG" \
@@ -143,8 +151,5 @@ gpu=""; command -v nvidia-smi >/dev/null && gpu=$(nvidia-smi --query-gpu=name --
 $PY bench/python/peer_report.py "$LOG" --preset "$preset" --backend "$BACKEND" --version "$want" \
   --build-seconds "${bsec:-0}" --device "${gpu:-cpu}" --json "$OUT/llamacpp_bench_$preset.json"
 rc=$?
-if [ "${PEER_KEEP:-0}" != 1 ]; then
-  rm -rf "$GG"
-  for q in $QUANTS; do rm -rf "$model-$q"; done
-fi
+[ "$keep" = 1 ] || rm -rf "$GG"
 exit $rc
