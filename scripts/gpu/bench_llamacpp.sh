@@ -29,7 +29,7 @@
 #   by default each is deleted once measured, so a 9b run peaks at ~35 GB of disk (bf16 checkpoint +
 #   its GGUF while converting) beside what the other benches keep in /tmp.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 LOG=$OUT/llamacpp; mkdir -p "$LOG"
