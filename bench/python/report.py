@@ -10,6 +10,8 @@ Reads the JSON the GPU benches write into one folder (default $OUT, else ./gpu-o
     generic form for Frost's own benches, with M one of
       ttft_ms (+ "tokens"), decode_ms (+ "context"), peak_gpu_bytes, capsule_ttft_ms (+ "prefix",
       "suffix", "tier"), restore_GBps (+ "tier": device|host|disk), cold_start_s; "source" optional.
+  llamacpp_bench_<shape>.json scripts/gpu/bench_llamacpp.sh ("bench": "llamacpp"): Frost vs llama.cpp on
+    the same checkpoint, printed last by peer_report.print_table.
   engine_bench_<shape>.json `frost bench engine` ("bench": "engine"): its frost_results as above, plus
     "cold_start" (phases_s, total_s, floor_s) and "memory" (peak_bytes over the pre-engine baseline,
     floor_bytes = weights + KV(max_seq_len) + recurrent/conv state, engine_bytes by role), printed
@@ -28,6 +30,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from qwen35_shapes import SHAPES, Costs  # noqa: E402
+import peer_report  # noqa: E402
 
 SHAPE_ORDER = ["9b", "0.8b"]
 TTFT_SIZES = [1024, 4096, 16384, 32768]
@@ -50,7 +53,7 @@ def collect(paths):
     files = []
     for p in paths:
         files += sorted(glob.glob(os.path.join(p, "*.json"))) if os.path.isdir(p) else [p]
-    data = {"baseline": None, "kernels": None, "capsule": [], "engine": {}, "frost": [], "ignored": []}
+    data = {"baseline": None, "kernels": None, "capsule": [], "engine": {}, "frost": [], "peer": [], "ignored": []}
     for path in files:
         if not os.path.exists(path):
             continue
@@ -66,6 +69,8 @@ def collect(paths):
             data["capsule"].append(j)
         elif j.get("bench") == "engine" and isinstance(j.get("frost_results"), list):
             data["engine"][str(j.get("model", ""))] = j
+        elif j.get("bench") == "llamacpp":
+            data["peer"].append(j)
         else:
             known = False
         if isinstance(j.get("frost_results"), list):
@@ -317,6 +322,8 @@ def main(argv):
     for model, j in sorted(data["engine"].items()):
         if model not in SHAPE_ORDER:
             engine_table(model, j, gemm, rw)
+    for j in data["peer"]:
+        peer_report.print_table(j)
     if data["ignored"]:
         print("\nnot understood (no frost_results): %s" % ", ".join(data["ignored"]))
     print("\nfloors: decode = (weights multiplied + KV read + state r/w) / (2 x copy GB/s); "
