@@ -2,7 +2,8 @@
 # Several streams at once (issue 16), on synthetic models with the real Qwen3 tokenizer:
 #  - `frost bench batch`: per-stream ms/token and aggregate tokens/s at B = 1, 2, 4, 8 through the
 #    engine (one batched decode step per round), the bytes floor of a batched step, and the
-#    inter-token latency of 3 streams while a 16k-token prompt is admitted in 256-token chunks;
+#    inter-token latency of 3 streams while a 16k-token prompt is admitted in 128-token chunks (the
+#    server's SchedulerConfig::prefill_step_beside_decode);
 #  - bench/python/stream_bench.py: the same through the HTTP API of `frost serve` (concurrent
 #    streaming clients; every stream's greedy text checked against its solo run).
 # Logs and JSON go to $OUT. Expects build-gpu.
@@ -21,7 +22,7 @@ for preset in "${presets[@]}"; do
       >"$OUT/batch_bench_${preset}_synth.log" 2>&1 || { echo "batch bench $preset: synth failed"; continue; }
   fi
   timeout 300 "$FROST" bench batch --backend cuda --model "$dir" --sizes 1,2,4,8 --context 1024 --steps 32 \
-    --admit 16384 --admit-step 256 >"$OUT/batch_bench_$preset.log" 2>&1
+    --admit 16384 --admit-step 128 >"$OUT/batch_bench_$preset.log" 2>&1
   echo "batch bench $preset (engine): rc=$?"; tail -12 "$OUT/batch_bench_$preset.log"
   timeout 400 python3 bench/python/stream_bench.py --frost "$FROST" --model "$dir" --server-args="--backend cuda" \
     --sizes 1,2,4,8 --context 1024 --tokens 128 --admit 16384 --admit-tokens 768 \

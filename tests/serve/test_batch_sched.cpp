@@ -1,7 +1,8 @@
 // The scheduler's batched decode (issue 16) over the test-only fake engine, whose call log shows
 // the interleaving: concurrent streams advance in ONE decode_batch per round and give the text
 // each gives alone (greedy and seeded); a long prompt arriving beside them is prefilled in
-// chunks of at most prefill_step tokens between their steps (bounded inter-token stall) and
+// chunks of at most prefill_step_beside_decode tokens between their steps (bounded inter-token
+// stall; alone, a prompt takes prefill_step chunks) and
 // joins the batch once prefilled; a disconnected stream leaves the batch at the next step and
 // the others finish unchanged.
 #include <gtest/gtest.h>
@@ -25,6 +26,7 @@ namespace {
 
 constexpr const char* kKey = "sk-batch";
 constexpr size_t kPrefillStep = 64;
+constexpr size_t kBusyStep = 32;  // SchedulerConfig::prefill_step_beside_decode
 
 struct Stack {
     FakeEngine engine;
@@ -37,6 +39,7 @@ struct Stack {
         SchedulerConfig sc;
         sc.queue_cap = 16;
         sc.prefill_step = kPrefillStep;
+        sc.prefill_step_beside_decode = kBusyStep;
         stack.start(engine, text, metrics, sc, {kKey});
     }
     std::string complete(const json& body) {
@@ -121,12 +124,12 @@ TEST(BatchSched, LongPromptIsPrefilledInBoundedChunksBetweenTheStreamsSteps) {
     size_t first = calls.size(), last = 0, chunks = 0;
     for (size_t i = 0; i < calls.size(); ++i)
         if (!calls[i].decode && calls[i].slots[0] == L) {
-            EXPECT_LE(calls[i].tokens, kPrefillStep);
+            EXPECT_LE(calls[i].tokens, kBusyStep);
             first = std::min(first, i);
             last = i;
             ++chunks;
         }
-    EXPECT_GE(chunks, P / kPrefillStep);
+    EXPECT_GE(chunks, P / kBusyStep);
     // While it was prefilled, the streams kept decoding: never more than one chunk between two
     // of their steps.
     size_t since_step = 0, steps_inside = 0;
@@ -136,7 +139,7 @@ TEST(BatchSched, LongPromptIsPrefilledInBoundedChunksBetweenTheStreamsSteps) {
             ++steps_inside;
         } else {
             since_step += calls[i].tokens;
-            EXPECT_LE(since_step, kPrefillStep) << "the running streams waited for more than one chunk";
+            EXPECT_LE(since_step, kBusyStep) << "the running streams waited for more than one chunk";
         }
     }
     EXPECT_GE(steps_inside, chunks - 1);
@@ -148,6 +151,24 @@ TEST(BatchSched, LongPromptIsPrefilledInBoundedChunksBetweenTheStreamsSteps) {
     // The streams' text is what each gives alone.
     Stack one(1, 0);
     for (size_t i = 0; i < 3; ++i) EXPECT_EQ(got[i], one.complete(streams[i])) << "stream " << i;
+}
+
+TEST(BatchSched, ALonePromptTakesTheFullPrefillStep) {
+    std::mt19937 rng(std::random_device{}());
+    Stack s(2, 0);
+    const size_t P = 1000 + rng() % 500;
+    EXPECT_FALSE(s.complete(body_for(random_text(rng, P), 4, false, 0)).empty());
+    size_t chunks = 0, full = 0, prefilled = 0;
+    for (const auto& c : s.engine.calls())
+        if (!c.decode) {
+            EXPECT_LE(c.tokens, kPrefillStep);
+            ++chunks;
+            full += c.tokens == kPrefillStep ? 1 : 0;
+            prefilled += c.tokens;
+        }
+    EXPECT_GE(prefilled, P);
+    EXPECT_LE(chunks, (P + kPrefillStep - 1) / kPrefillStep + 2) << "nothing decoded, yet the prompt took small chunks";
+    EXPECT_GE(full, P / kPrefillStep - 2);
 }
 
 TEST(BatchSched, DisconnectedStreamLeavesTheBatchAndTheOthersFinishUnchanged) {
