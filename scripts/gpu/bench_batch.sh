@@ -3,7 +3,7 @@
 #  - `frost bench batch`: per-stream ms/token and aggregate tokens/s at B = 1, 2, 4, 8 through the
 #    engine (one batched decode step per round), the bytes floor of a batched step, and the
 #    inter-token latency of 3 streams while a 16k-token prompt is admitted in 128-token chunks (the
-#    server's SchedulerConfig::prefill_step_beside_decode);
+#    server's SchedulerConfig::prefill_step);
 #  - bench/python/stream_bench.py: the same through the HTTP API of `frost serve` (concurrent
 #    streaming clients; every stream's greedy text checked against its solo run).
 # Logs and JSON go to $OUT. Expects build-gpu.

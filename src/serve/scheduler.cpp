@@ -270,8 +270,6 @@ void Scheduler::loop() {
         // batch in the round after its prefill ends; a cancelled one leaves it at the next round.
         bool progressed = false;
         std::vector<Active*> decoding;
-        streams_decoding_ = std::any_of(active_.begin(), active_.end(),
-                                        [](const auto& a) { return a->phase == Active::Phase::Decode; });
         for (size_t i = 0; i < active_.size();) {
             Active& a = *active_[i];
             if (a.job->is_cancelled()) {

@@ -80,11 +80,11 @@ struct SchedulerConfig {
     // Requests queued + running per API key (tenant); beyond it submit() answers KeyLimit (429)
     // while the global queue may still have room. 0 = no per-key limit.
     size_t max_per_key = 0;
-    size_t prefill_step = 256;  // tokens per prefill step: bounds cancel latency during prefill
-    // Tokens per prefill step while other requests decode: a running stream waits for at most one
-    // such chunk between two of its tokens. On the H100 (9B-style, 3 streams, a 16k prompt
-    // admitted) 128 kept their p99 inter-token latency at 1.8x its unloaded value, 256 at 2.6x.
-    size_t prefill_step_beside_decode = 128;
+    // Tokens per prefill step. A running stream waits for at most one such chunk between two of
+    // its tokens: on the H100 (9B-style, 3 streams, a 16k prompt admitted) 128 kept their p99
+    // inter-token latency at 1.8x its unloaded value, 256 at 2.6x. The split never depends on
+    // load (a GEMM's bits depend on its row count), so a request's output does not either.
+    size_t prefill_step = 128;
     bool auto_capsules = true;  // snapshot each chat request's history boundary
     StoreBudgets budgets;
     std::string claim_log_path;  // empty: in memory only
@@ -213,7 +213,6 @@ private:
     std::vector<Slot> slots_;                 // engine thread only
     std::vector<std::unique_ptr<Active>> active_;  // engine thread only
     std::vector<std::unique_ptr<Active>> forks_;   // forked this round, join active_ after it
-    bool streams_decoding_ = false;  // this round has decoding jobs (engine thread): smaller prefill steps
     uint64_t use_clock_ = 0;
     std::chrono::steady_clock::time_point epoch_;
     PhaseTimes scratch_times_;  // phases after the first token land here, unreported

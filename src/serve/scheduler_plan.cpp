@@ -170,8 +170,7 @@ bool Scheduler::prefill_step(Active& a) {
     Slot& slot = slots_[size_t(a.slot)];
     if (a.batched && !a.forked && a.pos + 1 == job.prompt.size()) fork_choices(a);
     if (job.cancelled) return true;  // a fork failed the job: the loop releases every member
-    const size_t step = streams_decoding_ ? std::min(cfg_.prefill_step, cfg_.prefill_step_beside_decode) : cfg_.prefill_step;
-    size_t end = std::min(job.prompt.size(), a.pos + step);
+    size_t end = std::min(job.prompt.size(), a.pos + cfg_.prefill_step);
     if (a.batched && !a.forked) end = std::min(end, job.prompt.size() - 1);  // the fork point
     // Seeded sampling must not depend on how the prompt was cut: the engine draws from its RNG
     // once per prefill chunk, so the number of draws before the first token would follow the

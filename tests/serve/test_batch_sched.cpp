@@ -1,8 +1,8 @@
 // The scheduler's batched decode (issue 16) over the test-only fake engine, whose call log shows
 // the interleaving: concurrent streams advance in ONE decode_batch per round and give the text
 // each gives alone (greedy and seeded); a long prompt arriving beside them is prefilled in
-// chunks of at most prefill_step_beside_decode tokens between their steps (bounded inter-token
-// stall; alone, a prompt takes prefill_step chunks) and
+// chunks of at most prefill_step tokens between their steps (bounded inter-token stall; alone, a
+// prompt is cut the same way, so outputs never depend on load) and
 // joins the batch once prefilled; a disconnected stream leaves the batch at the next step and
 // the others finish unchanged.
 #include <gtest/gtest.h>
@@ -26,7 +26,6 @@ namespace {
 
 constexpr const char* kKey = "sk-batch";
 constexpr size_t kPrefillStep = 64;
-constexpr size_t kBusyStep = 32;  // SchedulerConfig::prefill_step_beside_decode
 
 struct Stack {
     FakeEngine engine;
@@ -39,7 +38,6 @@ struct Stack {
         SchedulerConfig sc;
         sc.queue_cap = 16;
         sc.prefill_step = kPrefillStep;
-        sc.prefill_step_beside_decode = kBusyStep;
         stack.start(engine, text, metrics, sc, {kKey});
     }
     std::string complete(const json& body) {
@@ -124,12 +122,12 @@ TEST(BatchSched, LongPromptIsPrefilledInBoundedChunksBetweenTheStreamsSteps) {
     size_t first = calls.size(), last = 0, chunks = 0;
     for (size_t i = 0; i < calls.size(); ++i)
         if (!calls[i].decode && calls[i].slots[0] == L) {
-            EXPECT_LE(calls[i].tokens, kBusyStep);
+            EXPECT_LE(calls[i].tokens, kPrefillStep);
             first = std::min(first, i);
             last = i;
             ++chunks;
         }
-    EXPECT_GE(chunks, P / kBusyStep);
+    EXPECT_GE(chunks, P / kPrefillStep);
     // While it was prefilled, the streams kept decoding: never more than one chunk between two
     // of their steps.
     size_t since_step = 0, steps_inside = 0;
@@ -139,7 +137,7 @@ TEST(BatchSched, LongPromptIsPrefilledInBoundedChunksBetweenTheStreamsSteps) {
             ++steps_inside;
         } else {
             since_step += calls[i].tokens;
-            EXPECT_LE(since_step, kBusyStep) << "the running streams waited for more than one chunk";
+            EXPECT_LE(since_step, kPrefillStep) << "the running streams waited for more than one chunk";
         }
     }
     EXPECT_GE(steps_inside, chunks - 1);
@@ -167,7 +165,7 @@ TEST(BatchSched, ALonePromptTakesTheFullPrefillStep) {
             prefilled += c.tokens;
         }
     EXPECT_GE(prefilled, P);
-    EXPECT_LE(chunks, (P + kPrefillStep - 1) / kPrefillStep + 2) << "nothing decoded, yet the prompt took small chunks";
+    EXPECT_LE(chunks, (P + kPrefillStep - 1) / kPrefillStep + 2) << "the prompt took smaller chunks than prefill_step";
     EXPECT_GE(full, P / kPrefillStep - 2);
 }
 
