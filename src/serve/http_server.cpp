@@ -425,6 +425,11 @@ struct HttpServer::Impl {
                 if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
                 return accept();
             }
+            // Streamed tokens are small writes: with Nagle's algorithm on, each waits for the
+            // client's delayed ACK of the previous one (~40 ms on Linux), which showed as a 30-40 ms
+            // p99 inter-token latency at every batch size (stream_bench, H100, 2026-11-24).
+            beast::error_code nodelay_ec;
+            sock.set_option(tcp::no_delay(true), nodelay_ec);  // best effort: a refusal only costs latency
             auto c = std::make_shared<Connection>(std::move(sock), api, sched, cfg);
             {
                 std::lock_guard<std::mutex> lock(mu);
