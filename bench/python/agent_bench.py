@@ -40,6 +40,21 @@ def words(rng, n):
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
+def sse_events(resp):
+    """The JSON events of an OpenAI-style SSE stream, up to [DONE]; an error event raises."""
+    for raw in resp:
+        line = raw.decode("utf-8", "replace").strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        ev = json.loads(data)
+        if "error" in ev:
+            raise RuntimeError(f"stream error: {ev['error']}")
+        yield ev
+
+
 class Server:
     def __init__(self, frost, model, extra, max_seq_len, slots):
         args = [frost, "serve", "--model", model, "--port", "0", "--max-seq-len", str(max_seq_len),
@@ -89,16 +104,7 @@ class Server:
             raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:400]!r}")
         ttft = None
         text, usage, frost = "", None, {}
-        for raw in resp:
-            line = raw.decode("utf-8", "replace").strip()
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                break
-            ev = json.loads(data)
-            if "error" in ev:
-                raise RuntimeError(f"stream error: {ev['error']}")
+        for ev in sse_events(resp):
             for c in ev.get("choices", []):
                 d = c.get("delta", {})
                 piece = (d.get("content") or "") + (d.get("reasoning_content") or "")

@@ -25,7 +25,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agent_bench import Server, pct  # noqa: E402  (same folder: the one server wrapper)
+from agent_bench import Server, pct, sse_events  # noqa: E402  (same folder: one server wrapper, one SSE reader)
 
 
 def stream_completion(port, prompt_ids, max_tokens, out, start_barrier=None):
@@ -43,23 +43,16 @@ def stream_completion(port, prompt_ids, max_tokens, out, start_barrier=None):
         return
     times, text, usage = [], "", {}
     out["times"] = times  # filled live: the admission run watches it
-    for raw in resp:
-        line = raw.decode("utf-8", "replace").strip()
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            break
-        ev = json.loads(data)
-        if "error" in ev:
-            out["error"] = str(ev["error"])
-            break
-        for c in ev.get("choices", []):
-            if c.get("text"):
-                times.append(time.perf_counter())
-                text += c["text"]
-        if ev.get("usage"):
-            usage = ev["usage"]
+    try:
+        for ev in sse_events(resp):
+            for c in ev.get("choices", []):
+                if c.get("text"):
+                    times.append(time.perf_counter())
+                    text += c["text"]
+            if ev.get("usage"):
+                usage = ev["usage"]
+    except RuntimeError as e:
+        out["error"] = str(e)
     conn.close()
     out.update(text=text, usage=usage, t_end=time.perf_counter())
 

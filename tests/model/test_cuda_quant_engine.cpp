@@ -84,6 +84,24 @@ std::unique_ptr<Engine> cuda_engine(const std::string& dir, bool keep, bool logi
     return e;
 }
 
+// A synthetic checkpoint in a temporary folder, removed when the test ends.
+struct SynthDir {
+    std::string dir;
+    SynthDir(const char* tag, const char* preset, uint64_t seed, const char* quant) {
+        SynthOptions so;
+        so.out_dir = (std::filesystem::temp_directory_path() / (std::string("frost-cuda-") + tag + "-" + std::to_string(::getpid()))).string();
+        so.preset = preset;
+        so.seed = seed;
+        so.quant = quant;
+        dir = so.out_dir;
+        EXPECT_EQ(synth_checkpoint(so), FROST_OK) << frost_last_error();
+    }
+    ~SynthDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+    }
+};
+
 TEST(CudaQuantEngine, Fp8FixtureKeptFp8MatchesGoldenWithinBf16Floor) {
     SKIP_WITHOUT_CUDA();
     const std::string dir = test::fixture_dir("fp8-tiny-a");
@@ -152,24 +170,13 @@ constexpr double kW8a8MeanRelL2 = 0.06;  // measured 0.041 (max 0.121 per row)
 
 TEST(CudaQuantEngine, Fp8W8a8PrefillNearExactAndDeterministic) {
     SKIP_WITHOUT_CUDA();
-    SynthOptions so;
-    so.out_dir = (std::filesystem::temp_directory_path() / ("frost-cuda-w8a8-" + std::to_string(::getpid()))).string();
-    so.preset = "tiny-gpu";
-    so.seed = 616;
-    so.quant = "fp8";
-    ASSERT_EQ(synth_checkpoint(so), FROST_OK) << frost_last_error();
-    struct Cleanup {
-        std::string d;
-        ~Cleanup() {
-            std::error_code ec;
-            std::filesystem::remove_all(d, ec);
-        }
-    } cleanup{so.out_dir};
+    const SynthDir synth("w8a8", "tiny-gpu", 616, "fp8");
+    ASSERT_FALSE(::testing::Test::HasFailure());
     std::vector<int32_t> ids(kPrompt);
     std::vector<float> w8a8[2], exact;
     size_t V = 0;
     for (int run = 0; run < 3; ++run) {
-        auto e = cuda_engine(so.out_dir, true, true, true, run < 2);
+        auto e = cuda_engine(synth.dir, true, true, true, run < 2);
         ASSERT_TRUE(e);
         V = size_t(e->config().vocab_size);
         for (int i = 0; i < kPrompt; ++i) ids[size_t(i)] = int32_t((i * 7919 + 13) % int(V));
@@ -200,21 +207,10 @@ TEST(CudaQuantEngine, Fp8W8a8PrefillNearExactAndDeterministic) {
 // bit for bit (both prefill through bf16 tiles), decode runs the fp8 GEMVs and stays close.
 TEST(CudaQuantEngine, QuantizedMoeRunsWithBf16Experts) {
     SKIP_WITHOUT_CUDA();
-    SynthOptions so;
-    so.out_dir = (std::filesystem::temp_directory_path() / ("frost-cuda-quant-moe-" + std::to_string(::getpid()))).string();
-    so.preset = "moe-tiny-gpu";
-    so.seed = 919;
-    so.quant = "fp8";
-    ASSERT_EQ(synth_checkpoint(so), FROST_OK) << frost_last_error();
-    struct Cleanup {
-        std::string d;
-        ~Cleanup() {
-            std::error_code ec;
-            std::filesystem::remove_all(d, ec);
-        }
-    } cleanup{so.out_dir};
-    auto kept = cuda_engine(so.out_dir, true, true);
-    auto deq = cuda_engine(so.out_dir, false, true);
+    const SynthDir synth("quant-moe", "moe-tiny-gpu", 919, "fp8");
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    auto kept = cuda_engine(synth.dir, true, true);
+    auto deq = cuda_engine(synth.dir, false, true);
     ASSERT_TRUE(kept && deq);
     const CudaEngineInfo ki = kept->info();
     const ModelConfig& c = kept->config();
@@ -254,22 +250,10 @@ class CudaQuantSynth : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaQuantSynth, KeptQuantizedFollowsTheSameCheckpointDequantized) {
     SKIP_WITHOUT_CUDA();
-    SynthOptions so;
-    so.out_dir = (std::filesystem::temp_directory_path() /
-                  ("frost-cuda-quant-" + std::to_string(::getpid()) + "-" + GetParam())).string();
-    so.preset = "tiny-gpu";
-    so.seed = 515;
-    so.quant = GetParam();
-    ASSERT_EQ(synth_checkpoint(so), FROST_OK) << frost_last_error();
-    struct Cleanup {
-        std::string d;
-        ~Cleanup() {
-            std::error_code ec;
-            std::filesystem::remove_all(d, ec);
-        }
-    } cleanup{so.out_dir};
-    auto kept = cuda_engine(so.out_dir, true, true);
-    auto deq = cuda_engine(so.out_dir, false, true);
+    const SynthDir synth("quant", "tiny-gpu", 515, GetParam());
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    auto kept = cuda_engine(synth.dir, true, true);
+    auto deq = cuda_engine(synth.dir, false, true);
     ASSERT_TRUE(kept && deq);
     const CudaEngineInfo ki = kept->info(), di = deq->info();
     const int layers = kept->config().num_layers;
