@@ -372,8 +372,9 @@ frost_status write_shard(const std::string& path, const std::vector<const Planne
         const unsigned n_threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
         std::vector<std::thread> pool;
         for (unsigned k = 0; k < n_threads; ++k) pool.emplace_back(worker);
+        const uint64_t total = total_bytes(ts);
         uint64_t shown = 0;
-        while (written < total_bytes(ts) && !failed) {  // the bar is drawn from this thread only
+        while (written < total && !failed) {  // the bar is drawn from this thread only
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
             const uint64_t w = written;
             bar->add(w - shown);

@@ -84,6 +84,21 @@ std::unique_ptr<Engine> cuda_engine(const std::string& dir, bool keep, bool logi
     return e;
 }
 
+// Prefills the same prompt on the kept-quantized and the dequantized engine: both prefill through
+// bf16 (tiles or weights), so their logits must be bitwise equal. *nk / *nd: their next tokens.
+void prefill_both_bitwise(Engine& kept, Engine& deq, int32_t* nk, int32_t* nd) {
+    const size_t V = size_t(kept.config().vocab_size);
+    std::vector<int32_t> ids(kPrompt);
+    for (int i = 0; i < kPrompt; ++i) ids[size_t(i)] = int32_t((i * 7919 + 13) % int(V));
+    std::vector<float> lk, ld;
+    ASSERT_EQ(kept.prefill(0, ids.data(), ids.size(), nk, &lk), FROST_OK) << frost_last_error();
+    ASSERT_EQ(deq.prefill(0, ids.data(), ids.size(), nd, &ld), FROST_OK) << frost_last_error();
+    ASSERT_EQ(lk.size(), ld.size());
+    ASSERT_EQ(lk.size(), ids.size() * V);
+    EXPECT_EQ(std::memcmp(lk.data(), ld.data(), lk.size() * sizeof(float)), 0) << "prefill logits differ";
+    EXPECT_EQ(*nk, *nd);
+}
+
 // A synthetic checkpoint in a temporary folder, removed when the test ends.
 struct SynthDir {
     std::string dir;
@@ -221,14 +236,9 @@ TEST(CudaQuantEngine, QuantizedMoeRunsWithBf16Experts) {
     EXPECT_EQ(ki.quantized_matrices, 2 * c.num_layers + 2 * (c.num_layers - moe_layers));
     EXPECT_GE(ki.dequantized_matrices, 4 * moe_layers);  // experts and shared expert gate_up + down (+ quantized routers)
     const size_t V = size_t(c.vocab_size);
-    std::vector<int32_t> ids(kPrompt);
-    for (int i = 0; i < kPrompt; ++i) ids[size_t(i)] = int32_t((i * 7919 + 13) % int(V));
-    std::vector<float> lk, ld;
     int32_t nk = -1, nd = -2;
-    ASSERT_EQ(kept->prefill(0, ids.data(), ids.size(), &nk, &lk), FROST_OK) << frost_last_error();
-    ASSERT_EQ(deq->prefill(0, ids.data(), ids.size(), &nd, &ld), FROST_OK) << frost_last_error();
-    ASSERT_EQ(lk.size(), ld.size());
-    EXPECT_EQ(std::memcmp(lk.data(), ld.data(), lk.size() * sizeof(float)), 0) << "prefill logits differ";
+    prefill_both_bitwise(*kept, *deq, &nk, &nd);
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
     std::vector<float> a(V), b(V);
     double mean = 0;
     for (int s = 0; s < kSteps; ++s) {
@@ -265,16 +275,9 @@ TEST_P(CudaQuantSynth, KeptQuantizedFollowsTheSameCheckpointDequantized) {
                 di.weight_bytes / 1e6);
 
     const size_t V = size_t(kept->config().vocab_size);
-    std::vector<int32_t> ids(kPrompt);
-    for (int i = 0; i < kPrompt; ++i) ids[size_t(i)] = int32_t((i * 7919 + 13) % int(V));
-    std::vector<float> lk, ld;
     int32_t nk = -1, nd = -2;
-    ASSERT_EQ(kept->prefill(0, ids.data(), ids.size(), &nk, &lk), FROST_OK) << frost_last_error();
-    ASSERT_EQ(deq->prefill(0, ids.data(), ids.size(), &nd, &ld), FROST_OK) << frost_last_error();
-    ASSERT_EQ(lk.size(), ld.size());
-    ASSERT_EQ(lk.size(), ids.size() * V);
-    EXPECT_EQ(std::memcmp(lk.data(), ld.data(), lk.size() * sizeof(float)), 0) << "prefill logits differ";
-    EXPECT_EQ(nk, nd);
+    prefill_both_bitwise(*kept, *deq, &nk, &nd);
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
 
     // Decode through the quantized GEMV, both engines fed the dequantized engine's tokens.
     double mean = 0, worst = 0;
