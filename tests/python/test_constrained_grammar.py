@@ -53,7 +53,6 @@ def strict_load(raw):
     json with strict=True (no raw control characters), no NaN/Infinity, every string encodable
     as UTF-8 again (no lone surrogate escape) and every number a finite float."""
     text = raw.decode("utf-8")  # errors='strict'
-    v = json.loads(text, strict=True, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
 
     def walk(x):
         if isinstance(x, str):
@@ -63,10 +62,15 @@ def strict_load(raw):
         elif isinstance(x, list):
             for y in x:
                 walk(y)
-        elif isinstance(x, dict):
-            for k, y in x.items():
-                walk(k)
-                walk(y)
+
+    def pairs(kv):  # every member, duplicates too: a dict keeps only a repeated key's last value
+        for k, y in kv:
+            walk(k)
+            walk(y)
+        return dict(kv)
+
+    v = json.loads(text, strict=True, object_pairs_hook=pairs,
+                   parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
     walk(v)
     return v
 
