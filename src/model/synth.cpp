@@ -504,6 +504,10 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
         return fail(FROST_ERR_INVALID_ARG, "unknown preset '%s' (one of:%s)", opt.preset.c_str(), names.c_str());
     }
     FROST_CHECK_ARG(!opt.out_dir.empty() && opt.vocab >= 0 && opt.shard_bytes > 0);
+    if (opt.layers < 0 || opt.layers > p.layers)
+        return fail(FROST_ERR_INVALID_ARG, "--layers %d is outside 1..%d (preset '%s')", opt.layers, p.layers,
+                    opt.preset.c_str());
+    if (opt.layers > 0) p.layers = opt.layers;
     int vocab = opt.vocab > 0 ? opt.vocab : p.vocab;
     std::vector<int32_t> eos;
     if (!opt.tokenizer_dir.empty()) {

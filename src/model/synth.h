@@ -63,6 +63,10 @@ struct SynthOptions {
     // taking no disk. Lets a released shape (next-80b-a3b: 160 GB) be bound and inspected
     // (names, shapes, dtypes, parameter counts) without writing it; its outputs are meaningless.
     bool header_only = false;
+    // > 0: the preset cut to its first `layers` layers (same shapes and layer pattern): a released
+    // shape's per-layer kernels can be measured without writing the whole checkpoint (35B-A3B:
+    // 70 GB; 4 layers: 7 GB). Must not exceed the preset's layer count.
+    int layers = 0;
 };
 
 struct SynthSummary {

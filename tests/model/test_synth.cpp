@@ -203,3 +203,47 @@ TEST(Fingerprint, NeverWritesIntoTheModelFolder) {
     EXPECT_EQ(r3.hex, r1.hex);
     unsetenv("FROST_CACHE_DIR");
 }
+
+// --layers keeps a released shape's first N layers: the same tensors (names, shapes, dtypes) as
+// the whole preset for those layers, none of the later ones, and the same layer pattern.
+TEST(Synth, LayersCutKeepsThePresetsFirstLayers) {
+    SynthOptions full;
+    full.out_dir = make_temp_dir("synth_full");
+    full.preset = "35b-a3b";
+    full.header_only = true;  // 70 GB of holes: shapes only
+    ASSERT_EQ(synth_checkpoint(full), FROST_OK) << frost_last_error();
+    SynthOptions cut = full;
+    cut.out_dir = make_temp_dir("synth_cut");
+    cut.layers = 5;
+    ASSERT_EQ(synth_checkpoint(cut), FROST_OK) << frost_last_error();
+    ModelConfig cf, cc;
+    ASSERT_EQ(load_config(full.out_dir, &cf), FROST_OK) << frost_last_error();
+    ASSERT_EQ(load_config(cut.out_dir, &cc), FROST_OK) << frost_last_error();
+    EXPECT_EQ(cc.num_layers, 5);
+    EXPECT_GT(cf.num_layers, 5);
+    ASSERT_EQ(cc.layer_types.size(), 5u);
+    for (int l = 0; l < 5; ++l) EXPECT_EQ(cc.layer_types[l], cf.layer_types[l]) << "layer " << l;
+    EXPECT_EQ(cc.num_experts, cf.num_experts);
+    std::shared_ptr<Checkpoint> a, b;
+    ASSERT_EQ(Checkpoint::open_dir(full.out_dir, &a), FROST_OK) << frost_last_error();
+    ASSERT_EQ(Checkpoint::open_dir(cut.out_dir, &b), FROST_OK) << frost_last_error();
+    size_t kept = 0;
+    for (const auto& t : a->tensors()) {
+        const auto at = t.name.find("layers.");
+        const int layer = at == std::string::npos ? -1 : std::atoi(t.name.c_str() + at + 7);
+        const CheckpointTensor* u = b->find(t.name);
+        if (layer >= 5) {
+            EXPECT_EQ(u, nullptr) << t.name;
+            continue;
+        }
+        ASSERT_NE(u, nullptr) << t.name;
+        EXPECT_EQ(u->shape, t.shape) << t.name;
+        EXPECT_EQ(u->bytes, t.bytes) << t.name;
+        ++kept;
+    }
+    EXPECT_EQ(kept, b->tensors().size());
+    cut.layers = cf.num_layers + 1;
+    cut.out_dir = make_temp_dir("synth_cut_bad");
+    EXPECT_EQ(synth_checkpoint(cut), FROST_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(frost_last_error()).find("--layers"), std::string::npos) << frost_last_error();
+}

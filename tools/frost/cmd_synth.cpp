@@ -10,6 +10,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: frost synth --out DIR --preset PRESET [--vocab N] [--seed S] [--tokenizer DIR] [--shard-gb G]\n"
     "                   [--quant fp8|fp8-dynamic|nvfp4|int4|int4-asym] [--decisive-router] [--header-only]\n"
+    "                   [--layers N]\n"
     "PRESET: dense tiny, tiny-gpu, 0.8b, 2b, 4b, 9b, 27b; MoE moe-tiny, 35b-a3b (Qwen3.5/3.6-35B-A3B),\n"
     "next-moe-tiny, moe-tiny-gpu, next-moe-tiny-gpu, next-80b-a3b (Qwen3-Next-80B-A3B).\n"
     "Writes a valid checkpoint (Qwen3.5 / Qwen3.5-MoE multimodal-wrapper layout, Qwen3-Next flat layout)\n"
@@ -21,7 +22,9 @@ constexpr const char* kUsage =
     "--decisive-router (MoE presets, bf16): routing set by a per-token sign code in ceil(log2 E)\n"
     "residual channels no layer writes, so every token's top-k gap is large (bf16 routes as fp32).\n"
     "--header-only writes every file and header but leaves the tensor data as holes (sparse files reading as\n"
-    "zeros, no disk used): a released shape binds and inspects without writing it; outputs are meaningless.";
+    "zeros, no disk used): a released shape binds and inspects without writing it; outputs are meaningless.\n"
+    "--layers N keeps the preset's first N layers (shapes and layer pattern unchanged): a released shape's\n"
+    "per-layer kernels measured without writing the whole checkpoint.";
 
 int run_synth(const std::vector<std::string>& args) {
     frost::model::SynthOptions opt;
@@ -49,6 +52,7 @@ int run_synth(const std::vector<std::string>& args) {
             else if (a == "--tokenizer") opt.tokenizer_dir = v;
             else if (a == "--shard-gb") opt.shard_bytes = uint64_t(std::stod(v) * 1e9);
             else if (a == "--quant") opt.quant = v;
+            else if (a == "--layers") opt.layers = std::stoi(v);
             else {
                 std::fprintf(stderr, "frost synth: unknown option %s\n%s\n", a.c_str(), kUsage);
                 return 2;
