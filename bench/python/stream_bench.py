@@ -10,9 +10,15 @@ N-token prompt (max_tokens 1): the three streams' inter-token latency p50/p99 wh
 admitted is compared with theirs before it arrived. Each stream's text must equal its solo (B = 1)
 text: batching must not change a greedy stream (checked, reported as `same_as_solo`).
 
+--port N measures a server that is already running on 127.0.0.1:N instead (the peer: llama.cpp's
+llama-server started with -np B on the same checkpoint converted to GGUF); --vocab then bounds the
+random prompt ids, --ignore-eos asks the server to run every stream to --tokens, and same_as_solo is
+reported for it too (a server that is not batch-invariant may differ, which is not an error here).
+
   python bench/python/stream_bench.py --frost build/tools/frost/frost --model DIR \
       [--server-args="--backend cuda"] [--sizes 1,2,4,8] [--context 1024] [--tokens 64] \
       [--admit 16384] [--out-json stream_bench.json]
+  python bench/python/stream_bench.py --port 8080 --vocab 151000 --label llama-server --ignore-eos ...
 """
 import argparse
 import http.client
@@ -28,10 +34,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agent_bench import Server, pct, sse_events  # noqa: E402  (same folder: one server wrapper, one SSE reader)
 
 
+EXTRA_BODY = {}  # request fields the measured server needs beyond the OpenAI ones (--ignore-eos)
+
+
 def stream_completion(port, prompt_ids, max_tokens, out, start_barrier=None):
     """Streams one completion; out gets the arrival time of every text chunk, the text and usage."""
     body = json.dumps({"model": "frost", "prompt": prompt_ids, "max_tokens": max_tokens, "temperature": 0,
-                       "stream": True, "stream_options": {"include_usage": True}})
+                       "stream": True, "stream_options": {"include_usage": True}, **EXTRA_BODY})
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1200)
     if start_barrier is not None:
         start_barrier.wait()
@@ -139,8 +148,12 @@ def measure_admission(port, rng, vocab, context, admit, tokens):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--frost", required=True)
-    ap.add_argument("--model", required=True)
+    ap.add_argument("--frost", help="frost binary: the bench starts `frost serve --model MODEL`")
+    ap.add_argument("--model", help="checkpoint folder (its config.json gives the vocabulary)")
+    ap.add_argument("--port", type=int, default=0, help="measure the server already on 127.0.0.1:PORT instead")
+    ap.add_argument("--vocab", type=int, default=0, help="prompt ids below this (default: the model's vocabulary)")
+    ap.add_argument("--label", default="frost serve", help="the server's name in the printed table")
+    ap.add_argument("--ignore-eos", action="store_true", help="send ignore_eos: every stream runs to --tokens")
     ap.add_argument("--server-args", default="")
     ap.add_argument("--sizes", default="1,2,4,8")
     ap.add_argument("--context", type=int, default=1024)
@@ -153,33 +166,45 @@ def main(argv):
     sizes = [int(s) for s in a.sizes.split(",")]
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
     rng = random.Random(seed)
-    with open(os.path.join(a.model, "config.json")) as f:
-        cfg = json.load(f)
-    vocab = (cfg.get("text_config") or cfg)["vocab_size"]
+    if not a.port and not (a.frost and a.model):
+        ap.error("give --frost and --model (start frost serve), or --port (a running server)")
+    if a.vocab:
+        vocab = a.vocab
+    elif a.model:
+        with open(os.path.join(a.model, "config.json")) as f:
+            cfg = json.load(f)
+        vocab = (cfg.get("text_config") or cfg)["vocab_size"]
+    else:
+        ap.error("--port needs --vocab or --model")
     vocab = min(vocab, 100000)  # ids the tokenizer decodes to text (synthetic vocabularies are padded)
+    if a.ignore_eos:
+        EXTRA_BODY["ignore_eos"] = True
     admit_tokens = a.admit_tokens or 4 * a.tokens
     max_seq = max(a.context + max(a.tokens, admit_tokens), a.admit) + 64
     slots = max(max(sizes), 4 if a.admit else 1)
-    server = Server(a.frost, a.model, shlex.split(a.server_args) + ["--no-capsules"], max_seq, slots)
-    result = {"seed": seed, "context": a.context, "tokens": a.tokens, "sizes": [], "server_args": a.server_args}
+    server = None if a.port else Server(a.frost, a.model, shlex.split(a.server_args) + ["--no-capsules"], max_seq, slots)
+    port = a.port or server.port
+    result = {"seed": seed, "context": a.context, "tokens": a.tokens, "sizes": [], "server": a.label,
+              "server_args": a.server_args}
     try:
         prompts = [[rng.randrange(vocab) for _ in range(a.context)] for _ in range(max(sizes))]
-        run_streams(server.port, prompts[:1], 4)  # warm-up
+        run_streams(port, prompts[:1], 4)  # warm-up
         texts = {}
         for B in sizes:
-            row, outs = measure_size(server.port, prompts[:B], a.tokens)
+            row, outs = measure_size(port, prompts[:B], a.tokens)
             texts[B] = [o["text"] for o in outs]
             result["sizes"].append(row)
         # Every stream alone, after the batched runs (greedy: the texts must be the same).
-        solo = [run_streams(server.port, [p], a.tokens)[0]["text"] for p in prompts]
+        solo = [run_streams(port, [p], a.tokens)[0]["text"] for p in prompts]
         for row in result["sizes"]:
             row["same_as_solo"] = texts[row["B"]] == solo[:row["B"]]
         if a.admit:
-            result["admission"] = measure_admission(server.port, rng, vocab, a.context, a.admit, admit_tokens)
+            result["admission"] = measure_admission(port, rng, vocab, a.context, a.admit, admit_tokens)
     finally:
-        server.stop()
+        if server:
+            server.stop()
     base = next((r for r in result["sizes"] if r["B"] == 1 and r.get("agg_tok_s")), None)
-    print(f"frost serve, concurrent streams: context {a.context}, {a.tokens} tokens each, seed {seed}")
+    print(f"{a.label}, concurrent streams: context {a.context}, {a.tokens} tokens each, seed {seed}")
     print(f"{'B':>3} {'ms/token':>9} {'agg tok/s':>10} {'agg/B1':>7} {'ms/B1':>6} {'ITL p50':>8} {'ITL p99':>8}  same as solo")
     for r in result["sizes"]:
         if not r.get("agg_tok_s"):

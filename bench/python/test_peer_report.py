@@ -53,6 +53,22 @@ def make_folder(d, rng):
     write(d, "frost_batch_bf16.json", {"bench": "batch", "rows": frows})
     # llama-batched-bench's log lines around the rows are skipped
     write(d, "llama_batched_bf16.jsonl", "main: n_kv_max = 9000\n" + "\n".join(lines) + "\nllama_perf_context_print:\n")
+    # stream_bench.py outputs: Frost's one run over every B, llama-server one file per -np B
+    fsizes = []
+    for b in [1, 2, 4, 8]:
+        f_row = {"B": b, "agg_tok_s": rng.uniform(100, 2000), "ms_per_token": rng.uniform(1, 20),
+                 "itl_p50_ms": rng.uniform(1, 20), "itl_p99_ms": rng.uniform(5, 50), "same_as_solo": True}
+        l_row = {"B": b, "agg_tok_s": rng.uniform(100, 2000), "ms_per_token": rng.uniform(1, 20),
+                 "itl_p50_ms": rng.uniform(1, 20), "itl_p99_ms": rng.uniform(5, 50), "same_as_solo": rng.random() < 0.5}
+        fsizes.append(f_row)
+        write(d, "serve_llama_np%d.json" % b, {"server": "llama-server", "sizes": [l_row]})
+        truth[("serve", b)] = (f_row, l_row)
+    f_ad = {"admit_tokens": 16384, "admit_ttft_ms": rng.uniform(100, 900), "before_p99_ms": rng.uniform(5, 10),
+            "during_p99_ms": rng.uniform(10, 30), "p99_ratio": 1.5}
+    l_ad = dict(f_ad, p99_ratio=rng.uniform(1, 9))
+    write(d, "serve_frost.json", {"server": "frost serve", "sizes": fsizes, "admission": f_ad})
+    write(d, "serve_llama_admit.json", {"server": "llama-server", "sizes": [], "admission": l_ad})
+    truth["admission"] = (f_ad, l_ad)
     return truth
 
 
@@ -75,6 +91,18 @@ def test_pairs_and_ratios(tmp_path):
         assert abs(r["frost_ms_per_token"] - f_ms) < 1e-9 and abs(r["llamacpp_ms_per_token"] - l_ms) < 1e-6
         assert abs(r["ms_frost_over_llamacpp"] - f_ms / l_ms) < 1e-6
         assert abs(r["tps_frost_over_llamacpp"] - f_tps / l_tps) < 1e-6
+    assert [r["B"] for r in j["serve"]] == [1, 2, 4, 8]
+    for r in j["serve"]:
+        f, l = truth[("serve", r["B"])]
+        assert r["frost_agg_tok_s"] == f["agg_tok_s"] and r["llamacpp_itl_p99_ms"] == l["itl_p99_ms"]
+        assert abs(r["tps_frost_over_llamacpp"] - f["agg_tok_s"] / l["agg_tok_s"]) < 1e-9
+        assert r["llamacpp_same_as_solo"] == l["same_as_solo"]
+    assert j["serve_admission"] == {"frost": truth["admission"][0], "llamacpp": truth["admission"][1]}
+    buf = io.StringIO()
+    peer_report.print_table(j, buf)
+    text = buf.getvalue()
+    assert "HTTP streams" in text and "llamacpp: 16384-token prompt admitted" in text
+    assert "x%.2f" % truth["admission"][1]["p99_ratio"] in text
 
 
 def test_missing_peer_prints_na(tmp_path):

