@@ -78,13 +78,13 @@ frost_status Engine::record_batch(int B, const ops::OpObserver* observer, frost_
 }
 
 // One graph, one variant per batch size, captured at load. CUDA only with
-// EngineOptions::cuda_batched_decode and a dense bf16 model: its MoE decode and quantized GEMV
-// kernels take one row, so such models step their members one by one (same results).
+// EngineOptions::cuda_batched_decode and bf16 matrices (dense or MoE: op_moe runs a batched step's
+// rows through its per-row decode kernels); kept-quantized weights step their members one by one
+// (same results): the quantized GEMV takes one row.
 frost_status Engine::capture_batch() {
     batch_sizes_.clear();
     if (sessions() < 2) return FROST_OK;
-    if (backend_->kind() == FROST_BACKEND_CUDA &&
-        (!opts_.cuda_batched_decode || cfg_.is_moe() || weights_.quantized_matrices > 0))
+    if (backend_->kind() == FROST_BACKEND_CUDA && (!opts_.cuda_batched_decode || weights_.quantized_matrices > 0))
         return FROST_OK;
     FROST_TRY(frost_graph_create(ctx_, "batch.decode", 0, &batch_graph_));
     struct Job {

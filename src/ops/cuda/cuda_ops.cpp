@@ -514,7 +514,10 @@ frost_status moe(const Exec& ex, const MoeOp& p) {
     if (moe_carve(m, base) > size_t(p.work.numel()))
         return fail(FROST_ERR_INVALID_ARG, "op_moe (cuda): work holds %lld floats, needs %zu", (long long)p.work.numel(),
                     moe_carve(m, nullptr));
-    if (p.rows.max > 1) return check(K::moe_prefill_launch(m, native(ex)), "moe");
+    // Decode rows (1, or a batched decode step's <= 8 members; prefill buckets are >= 64 rows) take
+    // the per-row decode kernels, whose arithmetic for a row does not depend on the other rows, so a
+    // batched member's bits equal its solo step's. Prefill groups the rows by expert.
+    if (p.rows.max > K::kGemvMaxRows) return check(K::moe_prefill_launch(m, native(ex)), "moe");
     FROST_TRY(check(K::moe_router_launch(m, native(ex)), "moe"));
     return check(K::moe_experts_launch(m, native(ex)), "moe");
 }
