@@ -478,6 +478,16 @@ int l2_mode() {
     return mode;
 }
 
+// Blocks per SM of the persistent gate/up grid: kGuBlocksPerSm (all resident at once), or
+// FROST_MOE_GU_BPS = 1..4 for A/B (beyond 2 the blocks run in waves, each routing again).
+int gate_up_blocks_per_sm() {
+    static const int bps = [] {
+        const char* v = std::getenv("FROST_MOE_GU_BPS");
+        return v && v[0] >= '1' && v[0] <= '4' && v[1] == 0 ? v[0] - '0' : kGuBlocksPerSm;
+    }();
+    return bps;
+}
+
 template <bool kRoute, bool kEvictFirst>
 cudaError_t launch_gate_up_variant(const MoeBf16Params& p, dim3 grid, size_t smem, cudaStream_t stream) {
     const cudaError_t e = allow_smem(moe_gate_up_kernel<kRoute, kEvictFirst>, smem);
@@ -493,7 +503,7 @@ cudaError_t launch_gate_up(const MoeBf16Params& p, cudaStream_t stream) {
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (e != cudaSuccess) return e;
     const int pairs = p.Is + p.k * p.I;
-    const dim3 grid(std::min(ceil_div(pairs, kGuWarps), kGuBlocksPerSm * sms), p.max_rows);
+    const dim3 grid(std::min(ceil_div(pairs, kGuWarps), gate_up_blocks_per_sm() * sms), p.max_rows);
     const size_t smem = static_cast<size_t>(p.H) * sizeof(bf16) + (kRoute ? sizeof(int) * p.E : 0);
     return l2_mode() == 2 ? launch_gate_up_variant<kRoute, true>(p, grid, smem, stream)
                           : launch_gate_up_variant<kRoute, false>(p, grid, smem, stream);
