@@ -19,12 +19,22 @@
 // Determinism: every output is computed by one warp in a fixed sequence (a lane's chunks in
 // order, then a fixed butterfly), so a row's bits do not depend on other rows, the grid size or
 // timing, and the fused decode equals router + experts bit for bit.
+//
+// Measured (H100, 2026-11-24, bench_ops on `frost synth --preset 35b-a3b --layers 4`, --pos 1024):
+// `moe decode` 38.5 us per layer (1.50 TB/s, 2.0x the ~19 us floor; the one-block router and
+// warp-per-row GEMVs before took 160 us). ncu, one row, caches flushed: logits 6.4 us (1 MB),
+// gate/up 20.3 us (37.8 MB, 56 % of DRAM peak), down 16.8 us (18.9 MB, 34 %): each phase pays its
+// own ramp, routing (~1-2 us) and drain. Tried and dropped: prefetching the shared expert (logits
+// kernel) and the selected down matrices (after routing) into L2 with cp.async.bulk.prefetch, the
+// gate/up stream loaded evict-first: bench_ops fell to 33 us per layer, but only because
+// back-to-back replays of one layer then find its down / shared weights still in L2; the captured
+// 4- and 8-layer decode got slower (0.683 -> 0.701 and 1.000 -> 1.027 ms/token). Gate/up grid of
+// 1 / 2 / 3 / 4 blocks per SM: 33.8 / 32.8 / 35.4 / 37.2 us per layer (with that prefetch).
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_moe.h"
@@ -77,54 +87,6 @@ __device__ inline float dot8f(const uint4& w, const float4& lo, const float4& hi
 
 __device__ inline uint4 ldg16(const bf16* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 
-// ---- L2 staging of the later phases' weights ------------------------------------------------------
-// Each phase alone leaves DRAM idle while it ramps up, routes or drains. So the weights a later
-// phase reads are prefetched into L2 as soon as they are known: the shared expert's (gate/up and
-// down, 6 MB on 35B-A3B) by the logits kernel before its pdl_wait, the selected experts' down
-// matrices (16 MB) by the gate/up kernel right after routing; the gate/up weights, read once, are
-// loaded evict-first so the stream does not push the prefetched lines out of L2 (50 MB).
-// FROST_MOE_L2 = 0 (none) / 1 (prefetch only) / 2 (default: both), read once per process, for A/B.
-constexpr size_t kPrefetchChunk = 16u << 10;  // bytes per bulk prefetch instruction
-
-// Asynchronous bulk prefetch of [p, p + bytes) into L2 (sm_90; bytes a multiple of 16). A hint: no
-// completion to wait for, no effect on results.
-__device__ inline void prefetch_l2(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-
-// [base, base + bytes) in kPrefetchChunk pieces spread over `workers`: piece i by worker i % workers.
-__device__ inline void prefetch_range(const void* base, size_t bytes, int worker, int workers) {
-    const char* b = static_cast<const char*>(base);
-    for (size_t off = static_cast<size_t>(worker) * kPrefetchChunk; off < bytes;
-         off += static_cast<size_t>(workers) * kPrefetchChunk)
-        prefetch_l2(b + off, static_cast<uint32_t>(bytes - off < kPrefetchChunk ? bytes - off : kPrefetchChunk));
-}
-
-// A cache policy that marks every line an access brings into L2 as first to evict.
-__device__ inline uint64_t l2_evict_first() {
-    uint64_t pol = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-#endif
-    return pol;
-}
-
-// 16-byte read-only load under an L2 cache policy (plain __ldg before sm_80).
-__device__ inline uint4 ldg16_policy(const bf16* p, uint64_t pol) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    uint4 v;
-    asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p), "l"(pol));
-    return v;
-#else
-    (void)pol;
-    return ldg16(p);
-#endif
-}
-
 // ---- router -------------------------------------------------------------------------------------
 
 // Where the logits kernel writes: logit (r, e) at dst[r * ld + e] for e < E, the shared gate's at
@@ -134,7 +96,6 @@ struct LogitsOut {
     int ld;
     float* dst_shared;
     int ld_shared;
-    int prefetch_shared;  // decode: stage the shared expert's weights in L2 for the next kernels
 };
 
 // grid: (ceil((E + 1) / warps), ceil(max_rows / kR)). Warp w of block b: router row b * warps + w
@@ -156,11 +117,6 @@ __global__ void __launch_bounds__(256, 1) moe_logits_kernel(MoeBf16Params p, Log
         }
     };
     load(0);  // the weights do not depend on the previous kernel
-    if (o.prefetch_shared) {
-        const int worker = threadIdx.x * gridDim.x + blockIdx.x, workers = gridDim.x * blockDim.x;
-        prefetch_range(p.shared_gate_up, sizeof(bf16) * 2 * static_cast<size_t>(p.Is) * p.H, worker, workers);
-        prefetch_range(p.shared_down, sizeof(bf16) * static_cast<size_t>(p.H) * p.Is, worker, workers);
-    }
     pdl_wait();
     pdl_launch_dependents();
     const int rows = launch_rows(p.n_rows, p.max_rows);
@@ -286,9 +242,8 @@ __host__ __device__ inline float* logits_of(const MoeBf16Params& p) {
 // row r: q < Is is the shared expert's FFN row q (first: its weights need no routing, so a warp
 // whose first pair is shared loads it before pdl_wait and the routing), then routed slot
 // (q - Is) / I, FFN row (q - Is) % I.
-template <bool kRoute, bool kEvictFirst>
-__global__ void __launch_bounds__(kGuWarps * kWarp, kGuBlocksPerSm) moe_gate_up_kernel(MoeBf16Params p,
-                                                                                      int prefetch_down) {
+template <bool kRoute>
+__global__ void __launch_bounds__(kGuWarps * kWarp, kGuBlocksPerSm) moe_gate_up_kernel(MoeBf16Params p) {
     extern __shared__ __align__(16) unsigned char gu_smem[];
     bf16* xs = reinterpret_cast<bf16*>(gu_smem);
     int* keys = reinterpret_cast<int*>(gu_smem + static_cast<size_t>(p.H) * sizeof(bf16));
@@ -297,14 +252,13 @@ __global__ void __launch_bounds__(kGuWarps * kWarp, kGuBlocksPerSm) moe_gate_up_
     const int nvec = p.H / kVec;
     const int pairs = p.Is + p.k * p.I;
     uint4 wg[kGuV], wu[kGuV];
-    const uint64_t pol = kEvictFirst ? l2_evict_first() : 0;
     auto load_chunk = [&](const bf16* g_row, const bf16* u_row, int c0) {
 #pragma unroll
         for (int j = 0; j < kGuV; ++j) {
             const int v = c0 + j * kWarp;
             if (v < nvec) {
-                wg[j] = kEvictFirst ? ldg16_policy(g_row + v * kVec, pol) : ldg16(g_row + v * kVec);
-                wu[j] = kEvictFirst ? ldg16_policy(u_row + v * kVec, pol) : ldg16(u_row + v * kVec);
+                wg[j] = ldg16(g_row + v * kVec);
+                wu[j] = ldg16(u_row + v * kVec);
             }
         }
     };
@@ -333,12 +287,6 @@ __global__ void __launch_bounds__(kGuWarps * kWarp, kGuBlocksPerSm) moe_gate_up_
         for (int i = threadIdx.x; i < nvec; i += blockDim.x) reinterpret_cast<uint4*>(xs)[i] = x[i];
     }
     __syncthreads();
-    if (prefetch_down) {  // this row's selected down matrices, for the down kernel
-        const int worker = threadIdx.x * gridDim.x + blockIdx.x, workers = gridDim.x * blockDim.x;
-        const size_t bytes = sizeof(bf16) * static_cast<size_t>(p.H) * p.I;
-        for (int j = 0; j < p.k; ++j)
-            prefetch_range(p.experts_down + static_cast<int64_t>(ids[j]) * p.H * p.I, bytes, worker, workers);
-    }
     const int width = ffn_width(p);
     const uint4* xv = reinterpret_cast<const uint4*>(xs);
     float* act = p.act + static_cast<int64_t>(r) * (p.k + 1) * width;
@@ -469,33 +417,6 @@ cudaError_t allow_smem(K kernel, size_t bytes) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
 }
 
-// FROST_MOE_L2 (see the L2 staging note above): 0, 1 or 2 (default).
-int l2_mode() {
-    static const int mode = [] {
-        const char* v = std::getenv("FROST_MOE_L2");
-        return v && (v[0] == '0' || v[0] == '1') && v[1] == 0 ? v[0] - '0' : 2;
-    }();
-    return mode;
-}
-
-// Blocks per SM of the persistent gate/up grid: kGuBlocksPerSm (all resident at once), or
-// FROST_MOE_GU_BPS = 1..4 for A/B (beyond 2 the blocks run in waves, each routing again).
-int gate_up_blocks_per_sm() {
-    static const int bps = [] {
-        const char* v = std::getenv("FROST_MOE_GU_BPS");
-        return v && v[0] >= '1' && v[0] <= '4' && v[1] == 0 ? v[0] - '0' : kGuBlocksPerSm;
-    }();
-    return bps;
-}
-
-template <bool kRoute, bool kEvictFirst>
-cudaError_t launch_gate_up_variant(const MoeBf16Params& p, dim3 grid, size_t smem, cudaStream_t stream) {
-    const cudaError_t e = allow_smem(moe_gate_up_kernel<kRoute, kEvictFirst>, smem);
-    if (e != cudaSuccess) return e;
-    return launch_kernel(moe_gate_up_kernel<kRoute, kEvictFirst>, grid, dim3(kGuWarps * kWarp), smem, stream,
-                         p.pdl != 0, p, l2_mode() >= 1 ? 1 : 0);
-}
-
 template <bool kRoute>
 cudaError_t launch_gate_up(const MoeBf16Params& p, cudaStream_t stream) {
     int dev = 0, sms = 0;
@@ -503,10 +424,11 @@ cudaError_t launch_gate_up(const MoeBf16Params& p, cudaStream_t stream) {
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (e != cudaSuccess) return e;
     const int pairs = p.Is + p.k * p.I;
-    const dim3 grid(std::min(ceil_div(pairs, kGuWarps), gate_up_blocks_per_sm() * sms), p.max_rows);
+    const dim3 grid(std::min(ceil_div(pairs, kGuWarps), kGuBlocksPerSm * sms), p.max_rows);
     const size_t smem = static_cast<size_t>(p.H) * sizeof(bf16) + (kRoute ? sizeof(int) * p.E : 0);
-    return l2_mode() == 2 ? launch_gate_up_variant<kRoute, true>(p, grid, smem, stream)
-                          : launch_gate_up_variant<kRoute, false>(p, grid, smem, stream);
+    e = allow_smem(moe_gate_up_kernel<kRoute>, smem);
+    if (e != cudaSuccess) return e;
+    return launch_kernel(moe_gate_up_kernel<kRoute>, grid, dim3(kGuWarps * kWarp), smem, stream, p.pdl != 0, p);
 }
 
 cudaError_t launch_down(const MoeBf16Params& p, cudaStream_t stream) {
@@ -531,7 +453,7 @@ size_t moe_act_floats(const MoeBf16Params& p) {
 
 cudaError_t moe_router_launch(const MoeBf16Params& p, cudaStream_t stream) {
     if (!valid(p)) return cudaErrorInvalidValue;
-    cudaError_t e = launch_logits(p, LogitsOut{p.probs, p.E, p.shared_w, 1, 0}, stream);
+    cudaError_t e = launch_logits(p, LogitsOut{p.probs, p.E, p.shared_w, 1}, stream);
     if (e != cudaSuccess) return e;
     const size_t smem = sizeof(int) * kTopkWarps * p.E;
     e = allow_smem(moe_topk_kernel, smem);
@@ -553,7 +475,7 @@ cudaError_t moe_experts_launch(const MoeBf16Params& p, cudaStream_t stream) {
 cudaError_t moe_decode_launch(const MoeBf16Params& p, cudaStream_t stream) {
     if (!experts_ok(p)) return cudaErrorInvalidValue;
     float* lg = logits_of(p);
-    cudaError_t e = launch_logits(p, LogitsOut{lg, p.E + 1, lg + p.E, p.E + 1, l2_mode() >= 1 ? 1 : 0}, stream);
+    cudaError_t e = launch_logits(p, LogitsOut{lg, p.E + 1, lg + p.E, p.E + 1}, stream);
     if (e == cudaSuccess) e = launch_gate_up<true>(p, stream);
     if (e == cudaSuccess) e = launch_down(p, stream);
     if (e != cudaSuccess) return e;
