@@ -3,6 +3,9 @@
 // except where the CPU router's k-th vs (k+1)-th gap is a near-tie (such rows are named, not
 // compared), probabilities to 1e-5, output relative L2 <= 1e-3; rows past n_rows untouched; the
 // expert ids are read from device memory, so one captured graph serves new ids without recapture.
+// Decode also at the released shapes (35B-A3B, Qwen3-Next-80B-A3B) with every expert the CPU did
+// not select filled with NaN (a read of any other expert shows), and bitwise checks: two runs
+// equal, the fused decode launch equals router + experts, a row equals its solo run.
 #include <gtest/gtest.h>
 
 #if !FROST_WITH_CUDA
@@ -10,6 +13,8 @@ TEST(CudaMoe, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #else
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "kernels/cpu/moe.h"
 #include "kernels/cuda/lm_moe.h"
@@ -31,13 +36,19 @@ struct Inputs {
     std::vector<float> x, router, gu, down, sgu, sdown, sgate;
 };
 
-Inputs make_inputs(std::mt19937& rng, Shape s, int rows) {
+// sparse: the routed experts' weights are left NaN (fill_experts draws the ones a run selects).
+Inputs make_inputs(std::mt19937& rng, Shape s, int rows, bool sparse = false) {
     const float wh = 1.0f / std::sqrt(float(s.H));
     Inputs in{s, rows, {}, {}, {}, {}, {}, {}, {}};
     in.x = uniform(rng, size_t(rows) * s.H, -2, 2);
     in.router = uniform(rng, size_t(s.E) * s.H, -2 * wh, 2 * wh);
-    in.gu = uniform(rng, size_t(s.E) * 2 * s.I * s.H, -wh, wh);
-    in.down = uniform(rng, size_t(s.E) * s.H * s.I, -1.0f / std::sqrt(float(s.I)), 1.0f / std::sqrt(float(s.I)));
+    if (sparse) {
+        in.gu.assign(size_t(s.E) * 2 * s.I * s.H, std::numeric_limits<float>::quiet_NaN());
+        in.down.assign(size_t(s.E) * s.H * s.I, std::numeric_limits<float>::quiet_NaN());
+    } else {
+        in.gu = uniform(rng, size_t(s.E) * 2 * s.I * s.H, -wh, wh);
+        in.down = uniform(rng, size_t(s.E) * s.H * s.I, -1.0f / std::sqrt(float(s.I)), 1.0f / std::sqrt(float(s.I)));
+    }
     in.sgu = uniform(rng, size_t(2) * s.Is * s.H, -wh, wh);
     in.sdown = uniform(rng, size_t(s.H) * s.Is, -1.0f / std::sqrt(float(s.Is)), 1.0f / std::sqrt(float(s.Is)));
     in.sgate = uniform(rng, size_t(s.H), -wh, wh);
@@ -69,6 +80,28 @@ CpuOut run_cpu(const Inputs& in, int n) {
     return o;
 }
 
+// Random weights for the experts the CPU reference selected in rows [0, n) (the others stay NaN).
+void fill_experts(std::mt19937& rng, Inputs& in, const CpuOut& c, int n) {
+    const Shape& s = in.s;
+    std::vector<bool> done(size_t(s.E), false);
+    const float wh = 1.0f / std::sqrt(float(s.H)), wi = 1.0f / std::sqrt(float(s.I));
+    for (int i = 0; i < n * s.k; ++i) {
+        const int e = c.ids[size_t(i)];
+        if (done[size_t(e)]) continue;
+        done[size_t(e)] = true;
+        const size_t gn = size_t(2) * s.I * s.H, dn = size_t(s.H) * s.I;
+        const auto g = uniform(rng, gn, -wh, wh), d = uniform(rng, dn, -wi, wi);
+        std::copy(g.begin(), g.end(), in.gu.begin() + long(e * gn));
+        std::copy(d.begin(), d.end(), in.down.begin() + long(e * dn));
+    }
+}
+
+size_t act_floats(const Inputs& in) {
+    kernels::MoeBf16Params p{};
+    p.H = in.s.H; p.E = in.s.E; p.k = in.s.k; p.I = in.s.I; p.Is = in.s.Is; p.max_rows = in.rows;
+    return kernels::moe_act_floats(p);
+}
+
 struct Gpu {
     Dev<uint16_t> x, router, gu, down, sgu, sdown, sgate;
     Dev<float> probs, w, sw, act, out;
@@ -77,8 +110,7 @@ struct Gpu {
     Gpu(const Inputs& in, int n)
         : x(to_bf(in.x)), router(to_bf(in.router)), gu(to_bf(in.gu)), down(to_bf(in.down)), sgu(to_bf(in.sgu)),
           sdown(to_bf(in.sdown)), sgate(to_bf(in.sgate)), probs(size_t(in.rows) * in.s.E),
-          w(size_t(in.rows) * in.s.k), sw(size_t(in.rows)),
-          act(size_t(in.rows) * (in.s.k + 1) * std::max(in.s.I, in.s.Is)), out(size_t(in.rows) * in.s.H),
+          w(size_t(in.rows) * in.s.k), sw(size_t(in.rows)), act(act_floats(in)), out(size_t(in.rows) * in.s.H),
           ids(size_t(in.rows) * in.s.k), n_rows(std::vector<int32_t>{n}) {
         const Shape& s = in.s;
         p.x = bf(x); p.router = bf(router); p.experts_gate_up = bf(gu); p.experts_down = bf(down);
@@ -88,7 +120,32 @@ struct Gpu {
         p.H = s.H; p.E = s.E; p.k = s.k; p.I = s.I; p.Is = s.Is; p.norm_topk = s.norm;
         p.max_rows = in.rows; p.n_rows = n_rows.get();
     }
+    void poison_outputs() {
+        probs.poison(); w.poison(); sw.poison(); act.poison(); out.poison(); ids.poison();
+    }
 };
+
+// Everything a decode writes, for bitwise comparisons.
+struct Snapshot {
+    std::vector<float> probs, w, sw, out;
+    std::vector<int32_t> ids;
+};
+
+Snapshot snapshot(const Gpu& g) { return {g.probs.download(), g.w.download(), g.sw.download(), g.out.download(), g.ids.download()}; }
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b, size_t n) {
+    return a.size() >= n && b.size() >= n && std::memcmp(a.data(), b.data(), n * sizeof(T)) == 0;
+}
+
+// Rows [0, n) of a and b bitwise equal in every output.
+void expect_same_bits(const Snapshot& a, const Snapshot& b, const Shape& s, int n, const char* what) {
+    EXPECT_TRUE(same_bits(a.probs, b.probs, size_t(n) * s.E)) << what << ": probs";
+    EXPECT_TRUE(same_bits(a.ids, b.ids, size_t(n) * s.k)) << what << ": topk_ids";
+    EXPECT_TRUE(same_bits(a.w, b.w, size_t(n) * s.k)) << what << ": topk_w";
+    EXPECT_TRUE(same_bits(a.sw, b.sw, size_t(n))) << what << ": shared_w";
+    EXPECT_TRUE(same_bits(a.out, b.out, size_t(n) * s.H)) << what << ": output";
+}
 
 // Compares GPU to CPU rows [0, n); returns the number of near-tie rows skipped.
 int compare(const Inputs& in, const CpuOut& c, Gpu& g, int n) {
@@ -139,6 +196,40 @@ TEST(CudaMoe, DecodeRouterAndExpertsMatchTheCpuReference) {
         CUDA_OK(kernels::moe_router_launch(g.p, nullptr));
         CUDA_OK(kernels::moe_experts_launch(g.p, nullptr));
         EXPECT_LT(compare(in, c, g, n), n) << "every row a near-tie: the inputs are degenerate";
+        // The fused decode launch (op_moe's) gives the same bits as router + experts.
+        const Snapshot split = snapshot(g);
+        g.poison_outputs();
+        CUDA_OK(kernels::moe_decode_launch(g.p, nullptr));
+        compare(in, c, g, n);
+        expect_same_bits(snapshot(g), split, s, n, "decode launch vs router + experts");
+    }
+}
+
+// The released shapes: 35B-A3B (H 2048, 256 experts top-8, I = Is = 512) and Qwen3-Next-80B-A3B
+// (512 experts top-10). Experts the CPU did not select are NaN, so reading any other expert (a
+// wrong id, an index past an expert's rows) poisons the output.
+TEST(CudaMoe, DecodeAtTheReleasedShapesMatchesTheCpuReferenceBitwiseRepeatable) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("CudaMoeReleased");
+    for (Shape s : {Shape{2048, 256, 8, 512, 512, true}, Shape{2048, 512, 10, 512, 512, true}}) {
+        SCOPED_TRACE("H " + std::to_string(s.H) + " E " + std::to_string(s.E) + " k " + std::to_string(s.k));
+        const int rows = 3, n = 2;  // row 2 past n_rows stays poisoned
+        Inputs in = make_inputs(rng, s, rows, /*sparse=*/true);
+        fill_experts(rng, in, run_cpu(in, n), n);  // routing does not depend on the expert weights
+        const CpuOut c = run_cpu(in, n);
+        Gpu g(in, n);
+        CUDA_OK(kernels::moe_decode_launch(g.p, nullptr));
+        EXPECT_LT(compare(in, c, g, n), n) << "every row a near-tie: the inputs are degenerate";
+        const Snapshot first = snapshot(g);
+        g.poison_outputs();
+        CUDA_OK(kernels::moe_decode_launch(g.p, nullptr));
+        expect_same_bits(snapshot(g), first, s, n, "second run");
+        // Row 0 alone (max_rows 1: the decode grid) gives the bits it had among three rows.
+        g.poison_outputs();
+        kernels::MoeBf16Params solo = g.p;
+        solo.max_rows = 1;
+        CUDA_OK(kernels::moe_decode_launch(solo, nullptr));
+        expect_same_bits(snapshot(g), first, s, 1, "row 0 alone");
     }
 }
 
@@ -186,7 +277,7 @@ TEST(CudaMoe, PrefillGroupedGemmMatchesTheCpuReference) {
     }
 }
 
-// One captured graph (router + experts) replayed on new inputs: the expert ids come from device
+// One captured graph (the decode launch) replayed on new inputs: the expert ids come from device
 // memory each replay, so the output follows the new routing without recapture.
 TEST(CudaMoe, CapturedGraphFollowsNewRoutingWithoutRecapture) {
     FROST_SKIP_WITHOUT_CUDA();
@@ -199,8 +290,8 @@ TEST(CudaMoe, CapturedGraphFollowsNewRoutingWithoutRecapture) {
     CUDA_OK(cudaStreamCreate(&st));
     cudaGraph_t graph;
     CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    CUDA_OK(kernels::moe_router_launch(g.p, st));
-    CUDA_OK(kernels::moe_experts_launch(g.p, st));
+    g.p.pdl = 1;  // as op_moe captures it: programmatic edges between the three launches
+    CUDA_OK(kernels::moe_decode_launch(g.p, st));
     CUDA_OK(cudaStreamEndCapture(st, &graph));
     cudaGraphExec_t exec;
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
@@ -236,6 +327,13 @@ TEST(CudaMoe, BadParamsAreRefused) {
     p = g.p;
     p.out = nullptr;
     EXPECT_EQ(kernels::moe_experts_launch(p, nullptr), cudaErrorInvalidValue);
+    EXPECT_EQ(kernels::moe_decode_launch(p, nullptr), cudaErrorInvalidValue);
+    p = g.p;
+    p.act = nullptr;
+    EXPECT_EQ(kernels::moe_decode_launch(p, nullptr), cudaErrorInvalidValue);
+    p = g.p;
+    p.E = 0;
+    EXPECT_EQ(kernels::moe_decode_launch(p, nullptr), cudaErrorInvalidValue);
 }
 
 }  // namespace

@@ -1,11 +1,39 @@
-// Sparse MoE MLP on the GPU (lm_moe.h): a router kernel (one block per row: fp32 logits of
-// every expert and of the shared expert's gate, fp32 softmax, top-k by k block arg-max passes);
-// decode: an expert GEMV pair that reads the selected expert ids from device memory (gate/up:
-// one warp per FFN row of each selected expert; down: one warp per output element, summing the
-// selected experts then the shared one). Prefill is lm_moe_prefill.cu. Every reduction has a
-// fixed order.
+// Sparse MoE MLP on the GPU, router and decode (lm_moe.h); prefill is lm_moe_prefill.cu.
+//
+// Decode is bound by the bytes of the active weights: on the 35B-A3B shape (H 2048, E 256, top-8
+// + shared, I = Is = 512) ~58 MB per layer, ~19 us at the H100's ~3 TB/s. Three kernels, chained
+// by programmatic dependent launch when p.pdl is set:
+//   logits  one warp per router row (E experts, then the shared gate), all of a lane's 16-byte
+//           loads of the row in flight at once, issued before pdl_wait (the weights do not depend
+//           on earlier kernels); kR token rows per block reuse the loaded weights (prefill).
+//   gate/up a persistent grid (about two blocks per SM): every block routes its row itself from
+//           the logits (one warp: softmax, top-k with warp redux, ~1 us) instead of a separate
+//           top-k launch, stages x in shared memory, then each warp takes (gate row, up row)
+//           pairs of the k selected experts and the shared one, 16 loads per lane in flight.
+//           Block 0 of a row writes the router outputs (probs, ids, weights, shared gate).
+//   down    one warp per output element: per lane, the weighted partial dots of ALL k + 1 experts
+//           (12 loads in flight), then one warp sum; the activations staged once per block.
+// moe_router_launch (used by prefill) is the logits kernel then a top-k kernel (one warp per row,
+// the same routing function as the fused one, so the bits are equal).
+//
+// Determinism: every output is computed by one warp in a fixed sequence (a lane's chunks in
+// order, then a fixed butterfly), so a row's bits do not depend on other rows, the grid size or
+// timing, and the fused decode equals router + experts bit for bit.
+//
+// Measured (H100, 2026-11-24, bench_ops on `frost synth --preset 35b-a3b --layers 4`, --pos 1024):
+// `moe decode` 38.5 us per layer (1.50 TB/s, 2.0x the ~19 us floor; the one-block router and
+// warp-per-row GEMVs before took 160 us). ncu, one row, caches flushed: logits 6.4 us (1 MB),
+// gate/up 20.3 us (37.8 MB, 56 % of DRAM peak), down 16.8 us (18.9 MB, 34 %): each phase pays its
+// own ramp, routing (~1-2 us) and drain. Tried and dropped: prefetching the shared expert (logits
+// kernel) and the selected down matrices (after routing) into L2 with cp.async.bulk.prefetch, the
+// gate/up stream loaded evict-first: bench_ops fell to 33 us per layer, but only because
+// back-to-back replays of one layer then find its down / shared weights still in L2; the captured
+// 4- and 8-layer decode got slower (0.683 -> 0.701 and 1.000 -> 1.027 ms/token). Gate/up grid of
+// 1 / 2 / 3 / 4 blocks per SM: 33.8 / 32.8 / 35.4 / 37.2 us per layer (with that prefetch).
 #include <cuda_bf16.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdint>
 
 #include "kernels/cuda/lm_common.cuh"
@@ -16,200 +44,441 @@ namespace frost::kernels {
 namespace {
 
 using namespace lm;
-
-constexpr int kRouterThreads = 256;
-constexpr int kGemvWarps = 8;  // warps per block of the expert GEMVs (one output each)
-
 using moe::aligned16;
 using moe::store_out;
 using moe::valid;
 
-// Σ_i w[i] * x[i] over n (multiple of 8) bf16 values, lanes striding 8-wide; full-warp result.
-__device__ inline float warp_dot_bf16(const bf16* w, const bf16* x, int n) {
-    const int lane = threadIdx.x % kWarp;
-    float acc = 0.0f;
-    for (int c = lane * kVec; c < n; c += kWarp * kVec) {
-        float a[kVec], b[kVec];
-        load8(w + c, a);
-        load8(x + c, b);
+constexpr int kLogitV = 8;        // 16-byte router loads per lane in flight: H 2048 in one go
+constexpr int kLogitRows = 4;     // token rows per logits block when max_rows > 1 (8 spilled: x loads hoisted)
+constexpr int kDecodeLogitWarps = 4;  // max_rows 1: 65 blocks for 257 router rows, spread over SMs
+constexpr int kPrefillLogitWarps = 8;
+constexpr int kTopkWarps = 8;     // rows per top-k block
+constexpr int kGuWarps = 8;       // gate/up: warps per block, one (gate, up) pair at a time each
+constexpr int kGuV = 8;           // 16-byte loads per lane per row in flight (x2: gate and up)
+constexpr int kGuBlocksPerSm = 2; // <= 128 registers: two 256-thread blocks per SM
+constexpr int kDownWarps = 8;     // down: warps per block, one output element each
+constexpr int kDownU = 12;        // 16-byte loads per lane in flight (35B-A3B: 18 per lane, 2 rounds)
+constexpr size_t kDownSmemMax = 48u << 10;  // activations staged when (k + 1) * width fp32 fit
+
+__host__ __device__ inline int ffn_width(const MoeBf16Params& p) { return p.I > p.Is ? p.I : p.Is; }
+
+// acc += Σ w[i] * x[i] over one 16-byte vector of bf16 weights and bf16 inputs, in index order.
+__device__ inline void fma8(float& acc, const uint4& w, const uint4& x) {
+    const __nv_bfloat162* a = reinterpret_cast<const __nv_bfloat162*>(&w);
+    const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&x);
 #pragma unroll
-        for (int i = 0; i < kVec; ++i) acc = fmaf(a[i], b[i], acc);
+    for (int i = 0; i < 4; ++i) {
+        const float2 fa = __bfloat1622float2(a[i]), fb = __bfloat1622float2(b[i]);
+        acc = fmaf(fa.x, fb.x, acc);
+        acc = fmaf(fa.y, fb.y, acc);
     }
-    return warp_sum(acc);
 }
 
-// Σ_i w[i] * a[i] with bf16 weights and fp32 activations.
-__device__ inline float warp_dot_bf16_f32(const bf16* w, const float* a, int n) {
-    const int lane = threadIdx.x % kWarp;
-    float acc = 0.0f;
-    for (int c = lane * kVec; c < n; c += kWarp * kVec) {
-        float v[kVec];
-        load8(w + c, v);
-        const float4 lo = *reinterpret_cast<const float4*>(a + c);
-        const float4 hi = *reinterpret_cast<const float4*>(a + c + 4);
-        acc = fmaf(v[0], lo.x, acc); acc = fmaf(v[1], lo.y, acc);
-        acc = fmaf(v[2], lo.z, acc); acc = fmaf(v[3], lo.w, acc);
-        acc = fmaf(v[4], hi.x, acc); acc = fmaf(v[5], hi.y, acc);
-        acc = fmaf(v[6], hi.z, acc); acc = fmaf(v[7], hi.w, acc);
-    }
-    return warp_sum(acc);
+// The same with fp32 inputs (the activations between the expert GEMVs stay fp32).
+__device__ inline float dot8f(const uint4& w, const float4& lo, const float4& hi) {
+    const __nv_bfloat162* a = reinterpret_cast<const __nv_bfloat162*>(&w);
+    const float2 f0 = __bfloat1622float2(a[0]), f1 = __bfloat1622float2(a[1]);
+    const float2 f2 = __bfloat1622float2(a[2]), f3 = __bfloat1622float2(a[3]);
+    float d = f0.x * lo.x;
+    d = fmaf(f0.y, lo.y, d); d = fmaf(f1.x, lo.z, d); d = fmaf(f1.y, lo.w, d);
+    d = fmaf(f2.x, hi.x, d); d = fmaf(f2.y, hi.y, d); d = fmaf(f3.x, hi.z, d); d = fmaf(f3.y, hi.w, d);
+    return d;
 }
 
-// Block arg-max of (value desc, index asc) over n candidates in `vals` (taken ones are -1).
-__device__ int block_argmax(const float* vals, int n, float* red_val, int* red_idx) {
-    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
-    float best = -2.0f;
-    int idx = n;
-    for (int e = threadIdx.x; e < n; e += blockDim.x)
-        if (vals[e] > best) {  // ascending e per thread: the first of equal values wins
-            best = vals[e];
-            idx = e;
-        }
+__device__ inline uint4 ldg16(const bf16* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+
+// ---- router -------------------------------------------------------------------------------------
+
+// Where the logits kernel writes: logit (r, e) at dst[r * ld + e] for e < E, the shared gate's at
+// dst_shared[r * ld_shared].
+struct LogitsOut {
+    float* dst;
+    int ld;
+    float* dst_shared;
+    int ld_shared;
+};
+
+// grid: (ceil((E + 1) / warps), ceil(max_rows / kR)). Warp w of block b: router row b * warps + w
+// (row E = shared_gate) against token rows [blockIdx.y * kR, + kR). A lane holds kLogitV vectors
+// of the weight row at a time (the whole row for H <= 2048) and reuses them for every token row.
+template <int kR>
+__global__ void __launch_bounds__(256, 1) moe_logits_kernel(MoeBf16Params p, LogitsOut o) {
+    const int lane = threadIdx.x % kWarp, warps = blockDim.x / kWarp;
+    const int e = blockIdx.x * warps + threadIdx.x / kWarp;
+    const bool ok = e <= p.E;
+    const bf16* w = !ok ? p.router : e < p.E ? p.router + static_cast<int64_t>(e) * p.H : p.shared_gate;
+    const int nvec = p.H / kVec;
+    uint4 wv[kLogitV];
+    auto load = [&](int c0) {
 #pragma unroll
-    for (int off = kWarp / 2; off > 0; off /= 2) {
-        const float ov = __shfl_xor_sync(kFullMask, best, off);
-        const int oi = __shfl_xor_sync(kFullMask, idx, off);
-        if (ov > best || (ov == best && oi < idx)) {
-            best = ov;
-            idx = oi;
+        for (int u = 0; u < kLogitV; ++u) {
+            const int v = c0 + lane + u * kWarp;
+            if (ok && v < nvec) wv[u] = ldg16(w + v * kVec);
+        }
+    };
+    load(0);  // the weights do not depend on the previous kernel
+    pdl_wait();
+    pdl_launch_dependents();
+    const int rows = launch_rows(p.n_rows, p.max_rows);
+    const int r0 = blockIdx.y * kR;
+    if (!ok || r0 >= rows) return;
+    float acc[kR];
+#pragma unroll
+    for (int rr = 0; rr < kR; ++rr) acc[rr] = 0.0f;
+    for (int c0 = 0;;) {
+#pragma unroll
+        for (int rr = 0; rr < kR; ++rr) {
+            if (r0 + rr >= rows) continue;
+            const bf16* x = p.x + static_cast<int64_t>(r0 + rr) * p.H;
+#pragma unroll
+            for (int u = 0; u < kLogitV; ++u) {
+                const int v = c0 + lane + u * kWarp;
+                if (v < nvec) fma8(acc[rr], wv[u], *reinterpret_cast<const uint4*>(x + v * kVec));
+            }
+        }
+        c0 += kLogitV * kWarp;
+        if (c0 >= nvec) break;
+        load(c0);
+    }
+#pragma unroll
+    for (int rr = 0; rr < kR; ++rr) {
+        if (r0 + rr >= rows) continue;
+        const float s = warp_sum(acc[rr]);
+        if (lane == 0) {
+            const int64_t r = r0 + rr;
+            if (e < p.E) o.dst[r * o.ld + e] = s;
+            else o.dst_shared[r * o.ld_shared] = s;
         }
     }
-    __syncthreads();
-    if (lane == 0) {
-        red_val[warp] = best;
-        red_idx[warp] = idx;
-    }
-    __syncthreads();
-    best = red_val[0];
-    idx = red_idx[0];
-    for (int w = 1; w < warps; ++w)
-        if (red_val[w] > best || (red_val[w] == best && red_idx[w] < idx)) {
-            best = red_val[w];
-            idx = red_idx[w];
-        }
-    return idx;
 }
 
-// grid: max_rows blocks; dynamic smem: (E + 1) logits + E candidate copies.
-__global__ void moe_router_kernel(MoeBf16Params p) {
-    extern __shared__ float smem[];
-    float* logit = smem;            // [E + 1]: experts, then the shared gate
-    float* cand = smem + p.E + 1;   // [E] probabilities still selectable
-    __shared__ float red_val[32];
-    __shared__ int red_idx[32];
-    __shared__ float scratch[32];
-    const int r = blockIdx.x;
-    if (r >= launch_rows(p.n_rows, p.max_rows)) return;
-    const bf16* x = p.x + static_cast<int64_t>(r) * p.H;
-    const int warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
-    for (int e = warp; e <= p.E; e += warps) {
-        const bf16* w = e < p.E ? p.router + static_cast<int64_t>(e) * p.H : p.shared_gate;
-        const float v = warp_dot_bf16(w, x, p.H);
-        if (threadIdx.x % kWarp == 0) logit[e] = v;
-    }
-    __syncthreads();
+// One warp routes row r: probs = softmax_fp32(logits[0, E)), the k largest (ties: lower id
+// first), their weights (renormalised when norm_topk). keys: [E] shared-memory scratch of this
+// warp. Entry e belongs to lane e % 32 throughout (only that lane reads or writes keys[e], so the
+// warp needs no barrier). A probability is >= +0, so its bits order like the value as an int:
+// each round is two warp redux instructions (largest key, then lowest id holding it). ids_smem
+// (may be null) receives the ids; `write` stores probs / topk_ids / topk_w / shared_w of row r.
+// `logits` may alias p.probs' row (the top-k kernel converts it in place: same lane, same entry).
+__device__ void route_row(const MoeBf16Params& p, int r, const float* logits, float shared_logit, int* keys,
+                          int32_t* ids_smem, bool write) {
+    const int lane = threadIdx.x % kWarp;
     float mx = -INFINITY;
-    for (int e = threadIdx.x; e < p.E; e += blockDim.x) mx = fmaxf(mx, logit[e]);
+    for (int e = lane; e < p.E; e += kWarp) mx = fmaxf(mx, logits[e]);
     mx = warp_max(mx);
-    __syncthreads();
-    if (threadIdx.x % kWarp == 0) scratch[warp] = mx;
-    __syncthreads();
-    mx = scratch[0];
-    for (int w = 1; w < warps; ++w) mx = fmaxf(mx, scratch[w]);
     float part = 0.0f;
-    for (int e = threadIdx.x; e < p.E; e += blockDim.x) part += (cand[e] = expf(logit[e] - mx));
-    const float sum = block_sum(part, scratch);
+    for (int e = lane; e < p.E; e += kWarp) {
+        const float v = expf(logits[e] - mx);
+        keys[e] = __float_as_int(v);
+        part += v;
+    }
+    const float sum = warp_sum(part);
     float* probs = p.probs + static_cast<int64_t>(r) * p.E;
-    for (int e = threadIdx.x; e < p.E; e += blockDim.x) {
-        cand[e] /= sum;
-        probs[e] = cand[e];
-    }
-    __syncthreads();
-    int32_t* ids = p.topk_ids + static_cast<int64_t>(r) * p.k;
-    float* w = p.topk_w + static_cast<int64_t>(r) * p.k;
-    float picked[kMoeMaxTopK];
-    for (int j = 0; j < p.k; ++j) {
-        const int best = block_argmax(cand, p.E, red_val, red_idx);
-        picked[j] = cand[best];
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            ids[j] = best;
-            cand[best] = -1.0f;
+    int best = INT_MIN, best_e = INT_MAX;
+    for (int e = lane; e < p.E; e += kWarp) {
+        const float pr = __int_as_float(keys[e]) / sum;
+        keys[e] = __float_as_int(pr);
+        if (write) probs[e] = pr;
+        if (keys[e] > best) {  // ascending e: the first of equal values stays
+            best = keys[e];
+            best_e = e;
         }
-        __syncthreads();
     }
-    if (threadIdx.x == 0) {
-        float s = 0.0f;
-        for (int j = 0; j < p.k; ++j) s += picked[j];
-        for (int j = 0; j < p.k; ++j) w[j] = p.norm_topk ? picked[j] / s : picked[j];
-        p.shared_w[r] = sigmoid(logit[p.E]);
+    int my_id = 0;
+    float my_p = 0.0f;
+    for (int j = 0; j < p.k; ++j) {
+        const int m = __reduce_max_sync(kFullMask, best);
+        int id = __reduce_min_sync(kFullMask, best == m ? best_e : INT_MAX);
+        if (id < 0 || id >= p.E) id = 0;  // unreachable for k <= E; never an id outside the experts
+        if (lane == j) {
+            my_id = id;
+            my_p = __int_as_float(m);
+        }
+        if (id % kWarp == lane) {  // the owner marks it taken and rescans its entries
+            keys[id] = INT_MIN;
+            best = INT_MIN;
+            best_e = INT_MAX;
+            for (int e = lane; e < p.E; e += kWarp)
+                if (keys[e] > best) {
+                    best = keys[e];
+                    best_e = e;
+                }
+        }
     }
+    float s = 0.0f;
+    for (int j = 0; j < p.k; ++j) s += __shfl_sync(kFullMask, my_p, j);
+    if (lane < p.k) {
+        if (ids_smem) ids_smem[lane] = my_id;
+        if (write) {
+            p.topk_ids[static_cast<int64_t>(r) * p.k + lane] = my_id;
+            p.topk_w[static_cast<int64_t>(r) * p.k + lane] = p.norm_topk ? my_p / s : my_p;
+        }
+    }
+    if (write && lane == 0) p.shared_w[r] = sigmoid(shared_logit);
 }
 
-// grid: (ceil(max(I, Is) / kGemvWarps), k + 1, max_rows); slot k is the shared expert.
-__global__ void moe_gate_up_kernel(MoeBf16Params p) {
-    const int r = blockIdx.z, slot = blockIdx.y;
+// Router top-k for moe_router_launch: one warp per row, in place over the logits the logits
+// kernel left in probs (and the shared gate's in shared_w). grid: ceil(max_rows / kTopkWarps);
+// dynamic smem: kTopkWarps * E ints.
+__global__ void __launch_bounds__(kTopkWarps * kWarp) moe_topk_kernel(MoeBf16Params p) {
+    extern __shared__ int topk_keys[];
+    pdl_wait();
+    pdl_launch_dependents();
+    const int warp = threadIdx.x / kWarp;
+    const int r = blockIdx.x * kTopkWarps + warp;
     if (r >= launch_rows(p.n_rows, p.max_rows)) return;
-    const bool shared = slot == p.k;
-    const int F = shared ? p.Is : p.I;
-    const int i = blockIdx.x * kGemvWarps + threadIdx.x / kWarp;
-    if (i >= F) return;
-    const int e = shared ? 0 : p.topk_ids[static_cast<int64_t>(r) * p.k + slot];
-    const bf16* gu = shared ? p.shared_gate_up : p.experts_gate_up + static_cast<int64_t>(e) * 2 * p.I * p.H;
-    const bf16* x = p.x + static_cast<int64_t>(r) * p.H;
-    const float g = warp_dot_bf16(gu + static_cast<int64_t>(i) * p.H, x, p.H);
-    const float u = warp_dot_bf16(gu + static_cast<int64_t>(F + i) * p.H, x, p.H);
-    const int width = p.I > p.Is ? p.I : p.Is;
-    if (threadIdx.x % kWarp == 0) p.act[(static_cast<int64_t>(r) * (p.k + 1) + slot) * width + i] = silu(g) * u;
+    route_row(p, r, p.probs + static_cast<int64_t>(r) * p.E, p.shared_w[r], topk_keys + warp * p.E, nullptr, true);
 }
 
-// grid: (ceil(H / kGemvWarps), max_rows). Selected experts in slot order, then the shared one.
-__global__ void moe_down_kernel(MoeBf16Params p) {
+// ---- decode experts -------------------------------------------------------------------------------
+
+// Decode scratch in p.act: the activations [max_rows, k + 1, width], then the fused path's
+// logits [max_rows, E + 1] (experts, then the shared gate).
+__host__ __device__ inline float* logits_of(const MoeBf16Params& p) {
+    return p.act + static_cast<int64_t>(p.max_rows) * (p.k + 1) * ffn_width(p);
+}
+
+// grid: (persistent blocks, max_rows); dynamic smem: H bf16 (x) + E ints (kRoute: top-k keys).
+// kRoute: the block routes row r from the logits itself; otherwise it reads p.topk_ids. Pair q of
+// row r: q < Is is the shared expert's FFN row q (first: its weights need no routing, so a warp
+// whose first pair is shared loads it before pdl_wait and the routing), then routed slot
+// (q - Is) / I, FFN row (q - Is) % I.
+template <bool kRoute>
+__global__ void __launch_bounds__(kGuWarps * kWarp, kGuBlocksPerSm) moe_gate_up_kernel(MoeBf16Params p) {
+    extern __shared__ __align__(16) unsigned char gu_smem[];
+    bf16* xs = reinterpret_cast<bf16*>(gu_smem);
+    int* keys = reinterpret_cast<int*>(gu_smem + static_cast<size_t>(p.H) * sizeof(bf16));
+    __shared__ int32_t ids[kMoeMaxTopK];
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int nvec = p.H / kVec;
+    const int pairs = p.Is + p.k * p.I;
+    uint4 wg[kGuV], wu[kGuV];
+    auto load_chunk = [&](const bf16* g_row, const bf16* u_row, int c0) {
+#pragma unroll
+        for (int j = 0; j < kGuV; ++j) {
+            const int v = c0 + j * kWarp;
+            if (v < nvec) {
+                wg[j] = ldg16(g_row + v * kVec);
+                wu[j] = ldg16(u_row + v * kVec);
+            }
+        }
+    };
+    int q = blockIdx.x * kGuWarps + warp;
+    bool preloaded = q < p.Is;
+    if (preloaded)
+        load_chunk(p.shared_gate_up + static_cast<int64_t>(q) * p.H, p.shared_gate_up + static_cast<int64_t>(p.Is + q) * p.H,
+                   lane);
+    pdl_wait();  // ids / logits and x come from earlier kernels
+    pdl_launch_dependents();
     const int r = blockIdx.y;
     if (r >= launch_rows(p.n_rows, p.max_rows)) return;
-    const int h = blockIdx.x * kGemvWarps + threadIdx.x / kWarp;
-    if (h >= p.H) return;
-    const int width = p.I > p.Is ? p.I : p.Is;
-    const float* act = p.act + static_cast<int64_t>(r) * (p.k + 1) * width;
-    float total = 0.0f;
-    for (int j = 0; j < p.k; ++j) {
-        const int e = p.topk_ids[static_cast<int64_t>(r) * p.k + j];
-        const bf16* down = p.experts_down + (static_cast<int64_t>(e) * p.H + h) * p.I;
-        total = fmaf(p.topk_w[static_cast<int64_t>(r) * p.k + j], warp_dot_bf16_f32(down, act + j * width, p.I),
-                     total);
+    const uint4* x = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(r) * p.H);
+    if constexpr (kRoute) {
+        if (warp == 0) {
+            const float* lg = logits_of(p) + static_cast<int64_t>(r) * (p.E + 1);
+            route_row(p, r, lg, lg[p.E], keys, ids, blockIdx.x == 0);
+        } else {
+            for (int i = threadIdx.x - kWarp; i < nvec; i += blockDim.x - kWarp) reinterpret_cast<uint4*>(xs)[i] = x[i];
+        }
+    } else {
+        if (threadIdx.x < p.k) {
+            const int e = p.topk_ids[static_cast<int64_t>(r) * p.k + threadIdx.x];
+            ids[threadIdx.x] = e < 0 || e >= p.E ? 0 : e;  // never read outside the expert tensors
+        }
+        for (int i = threadIdx.x; i < nvec; i += blockDim.x) reinterpret_cast<uint4*>(xs)[i] = x[i];
     }
-    const float s = warp_dot_bf16_f32(p.shared_down + static_cast<int64_t>(h) * p.Is, act + p.k * width, p.Is);
-    total = fmaf(p.shared_w[r], s, total);
-    if (threadIdx.x % kWarp == 0) {
-        if (p.out) p.out[static_cast<int64_t>(r) * p.H + h] = total;
-        if (p.out_bf16) store_out(p, static_cast<int64_t>(r) * p.H + h, total);
+    __syncthreads();
+    const int width = ffn_width(p);
+    const uint4* xv = reinterpret_cast<const uint4*>(xs);
+    float* act = p.act + static_cast<int64_t>(r) * (p.k + 1) * width;
+    for (; q < pairs; q += gridDim.x * kGuWarps) {
+        const bool shared = q < p.Is;
+        const int slot = shared ? p.k : (q - p.Is) / p.I;
+        const int i = shared ? q : q - p.Is - slot * p.I;
+        const int F = shared ? p.Is : p.I;
+        const bf16* base = shared ? p.shared_gate_up : p.experts_gate_up + static_cast<int64_t>(ids[slot]) * 2 * p.I * p.H;
+        const bf16* g_row = base + static_cast<int64_t>(i) * p.H;
+        const bf16* u_row = base + static_cast<int64_t>(F + i) * p.H;
+        float g = 0.0f, u = 0.0f;
+        for (int c0 = lane; c0 < nvec; c0 += kGuV * kWarp) {
+            if (!preloaded) load_chunk(g_row, u_row, c0);
+            preloaded = false;
+#pragma unroll
+            for (int j = 0; j < kGuV; ++j) {
+                const int v = c0 + j * kWarp;
+                if (v < nvec) {
+                    const uint4 xj = xv[v];
+                    fma8(g, wg[j], xj);
+                    fma8(u, wu[j], xj);
+                }
+            }
+        }
+        g = warp_sum(g);
+        u = warp_sum(u);
+        if (lane == 0) act[slot * width + i] = silu(g) * u;
     }
 }
 
+// grid: (ceil(H / kDownWarps), max_rows); dynamic smem: the row's (k + 1) x width activations
+// when kSmemAct (else they are read from global memory through L2). Warp w: output h. A lane's
+// items are the 16-byte vectors f = lane + 32 t of the flattened [the shared row of Is, then the
+// k routed rows of I], each weighted by its slot's mixing weight into one fp32 partial, then one
+// warp sum. The shared row comes first: its loads of the first round are issued before pdl_wait.
+template <bool kSmemAct>
+__global__ void __launch_bounds__(kDownWarps * kWarp, 2) moe_down_kernel(MoeBf16Params p) {
+    extern __shared__ __align__(16) float act_s[];
+    __shared__ const bf16* rows_of[kMoeMaxTopK + 1];  // slot -> its [H, I] (or [H, Is]) matrix
+    __shared__ float mix[kMoeMaxTopK + 1];
+    const int lane = threadIdx.x % kWarp;
+    const int h = blockIdx.x * kDownWarps + threadIdx.x / kWarp;
+    const int nI = p.I / kVec, nIs = p.Is / kVec, total = nIs + p.k * nI;
+    uint4 wv[kDownU];
+    int slot[kDownU], off[kDownU];
+#pragma unroll
+    for (int u = 0; u < kDownU; ++u) {  // the first round's shared-expert loads
+        const int f = lane + u * kWarp;
+        if (h < p.H && f < nIs) wv[u] = ldg16(p.shared_down + static_cast<int64_t>(h) * p.Is + f * kVec);
+    }
+    pdl_wait();
+    pdl_launch_dependents();
+    const int r = blockIdx.y;
+    if (r >= launch_rows(p.n_rows, p.max_rows)) return;
+    const int width = ffn_width(p);
+    const float* act_g = p.act + static_cast<int64_t>(r) * (p.k + 1) * width;
+    if (threadIdx.x < p.k) {
+        int e = p.topk_ids[static_cast<int64_t>(r) * p.k + threadIdx.x];
+        e = e < 0 || e >= p.E ? 0 : e;  // never read outside the expert tensors
+        rows_of[threadIdx.x] = p.experts_down + static_cast<int64_t>(e) * p.H * p.I;
+        mix[threadIdx.x] = p.topk_w[static_cast<int64_t>(r) * p.k + threadIdx.x];
+    } else if (threadIdx.x == p.k) {
+        rows_of[p.k] = p.shared_down;
+        mix[p.k] = p.shared_w[r];
+    }
+    if constexpr (kSmemAct) {
+        const int n4 = (p.k + 1) * width / 4;
+        for (int i = threadIdx.x; i < n4; i += blockDim.x)
+            reinterpret_cast<float4*>(act_s)[i] = __ldcg(reinterpret_cast<const float4*>(act_g) + i);
+    }
+    __syncthreads();
+    if (h >= p.H) return;
+    float acc = 0.0f;
+    for (int t0 = 0; t0 * kWarp < total; t0 += kDownU) {
+#pragma unroll
+        for (int u = 0; u < kDownU; ++u) {
+            const int f = lane + (t0 + u) * kWarp;
+            slot[u] = -1;
+            if (f < total) {
+                const bool shared = f < nIs;
+                slot[u] = shared ? p.k : (f - nIs) / nI;
+                const int v = shared ? f : f - nIs - slot[u] * nI;
+                off[u] = v * kVec;
+                if (!shared || t0 > 0)
+                    wv[u] = ldg16(rows_of[slot[u]] + static_cast<int64_t>(h) * (shared ? p.Is : p.I) + off[u]);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kDownU; ++u) {
+            if (slot[u] < 0) continue;
+            const float* a = (kSmemAct ? act_s : act_g) + slot[u] * width + off[u];
+            float4 lo, hi;
+            if constexpr (kSmemAct) {
+                lo = *reinterpret_cast<const float4*>(a);
+                hi = *reinterpret_cast<const float4*>(a + 4);
+            } else {
+                lo = __ldcg(reinterpret_cast<const float4*>(a));
+                hi = __ldcg(reinterpret_cast<const float4*>(a + 4));
+            }
+            acc = fmaf(mix[slot[u]], dot8f(wv[u], lo, hi), acc);
+        }
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) {
+        const int64_t at = static_cast<int64_t>(r) * p.H + h;
+        if (p.out) p.out[at] = acc;
+        if (p.out_bf16) store_out(p, at, acc);
+    }
+}
+
+// ---- launchers ----------------------------------------------------------------------------------
+
+cudaError_t launch_logits(const MoeBf16Params& p, const LogitsOut& o, cudaStream_t stream) {
+    const bool pdl = p.pdl != 0;
+    if (p.max_rows == 1) {
+        const dim3 grid(ceil_div(p.E + 1, kDecodeLogitWarps), 1);
+        return launch_kernel(moe_logits_kernel<1>, grid, dim3(kDecodeLogitWarps * kWarp), 0, stream, pdl, p, o);
+    }
+    const dim3 grid(ceil_div(p.E + 1, kPrefillLogitWarps), ceil_div(p.max_rows, kLogitRows));
+    return launch_kernel(moe_logits_kernel<kLogitRows>, grid, dim3(kPrefillLogitWarps * kWarp), 0, stream, pdl, p, o);
+}
+
+// Shared memory above the 48 KiB default needs the kernel's limit raised (idempotent, capturable).
+template <class K>
+cudaError_t allow_smem(K kernel, size_t bytes) {
+    if (bytes <= (48u << 10)) return cudaSuccess;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+}
+
+template <bool kRoute>
+cudaError_t launch_gate_up(const MoeBf16Params& p, cudaStream_t stream) {
+    int dev = 0, sms = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess) return e;
+    const int pairs = p.Is + p.k * p.I;
+    const dim3 grid(std::min(ceil_div(pairs, kGuWarps), kGuBlocksPerSm * sms), p.max_rows);
+    const size_t smem = static_cast<size_t>(p.H) * sizeof(bf16) + (kRoute ? sizeof(int) * p.E : 0);
+    e = allow_smem(moe_gate_up_kernel<kRoute>, smem);
+    if (e != cudaSuccess) return e;
+    return launch_kernel(moe_gate_up_kernel<kRoute>, grid, dim3(kGuWarps * kWarp), smem, stream, p.pdl != 0, p);
+}
+
+cudaError_t launch_down(const MoeBf16Params& p, cudaStream_t stream) {
+    const dim3 grid(ceil_div(p.H, kDownWarps), p.max_rows);
+    const size_t act_bytes = sizeof(float) * (p.k + 1) * ffn_width(p);
+    if (act_bytes <= kDownSmemMax)
+        return launch_kernel(moe_down_kernel<true>, grid, dim3(kDownWarps * kWarp), act_bytes, stream, p.pdl != 0, p);
+    return launch_kernel(moe_down_kernel<false>, grid, dim3(kDownWarps * kWarp), 0, stream, p.pdl != 0, p);
+}
+
+bool experts_ok(const MoeBf16Params& p) {
+    return valid(p) && p.act && (p.out || p.out_bf16) && aligned16(p.act) &&
+           static_cast<size_t>(p.H) * sizeof(bf16) + sizeof(int) * p.E <= (200u << 10);
+}
 
 }  // namespace
 
 size_t moe_act_floats(const MoeBf16Params& p) {
-    const int width = p.I > p.Is ? p.I : p.Is;
-    return static_cast<size_t>(p.max_rows) * (p.k + 1) * width;
+    const size_t acts = static_cast<size_t>(p.max_rows) * (p.k + 1) * ffn_width(p);
+    return acts + static_cast<size_t>(p.max_rows) * (p.E + 1);
 }
 
 cudaError_t moe_router_launch(const MoeBf16Params& p, cudaStream_t stream) {
     if (!valid(p)) return cudaErrorInvalidValue;
-    const size_t smem = sizeof(float) * (2 * static_cast<size_t>(p.E) + 1);
-    moe_router_kernel<<<p.max_rows, kRouterThreads, smem, stream>>>(p);
+    cudaError_t e = launch_logits(p, LogitsOut{p.probs, p.E, p.shared_w, 1}, stream);
+    if (e != cudaSuccess) return e;
+    const size_t smem = sizeof(int) * kTopkWarps * p.E;
+    e = allow_smem(moe_topk_kernel, smem);
+    if (e != cudaSuccess) return e;
+    e = launch_kernel(moe_topk_kernel, dim3(ceil_div(p.max_rows, kTopkWarps)), dim3(kTopkWarps * kWarp), smem, stream,
+                      p.pdl != 0, p);
+    if (e != cudaSuccess) return e;
     return cudaGetLastError();
 }
 
 cudaError_t moe_experts_launch(const MoeBf16Params& p, cudaStream_t stream) {
-    if (!valid(p) || !p.act || (!p.out && !p.out_bf16) || !aligned16(p.act)) return cudaErrorInvalidValue;
-    const int width = p.I > p.Is ? p.I : p.Is;
-    const dim3 gu(ceil_div(width, kGemvWarps), p.k + 1, p.max_rows);
-    moe_gate_up_kernel<<<gu, kGemvWarps * kWarp, 0, stream>>>(p);
-    const cudaError_t e = cudaGetLastError();
+    if (!experts_ok(p)) return cudaErrorInvalidValue;
+    cudaError_t e = launch_gate_up<false>(p, stream);
+    if (e == cudaSuccess) e = launch_down(p, stream);
     if (e != cudaSuccess) return e;
-    const dim3 dn(ceil_div(p.H, kGemvWarps), p.max_rows);
-    moe_down_kernel<<<dn, kGemvWarps * kWarp, 0, stream>>>(p);
+    return cudaGetLastError();
+}
+
+cudaError_t moe_decode_launch(const MoeBf16Params& p, cudaStream_t stream) {
+    if (!experts_ok(p)) return cudaErrorInvalidValue;
+    float* lg = logits_of(p);
+    cudaError_t e = launch_logits(p, LogitsOut{lg, p.E + 1, lg + p.E, p.E + 1}, stream);
+    if (e == cudaSuccess) e = launch_gate_up<true>(p, stream);
+    if (e == cudaSuccess) e = launch_down(p, stream);
+    if (e != cudaSuccess) return e;
     return cudaGetLastError();
 }
 

@@ -2,17 +2,22 @@
 // accumulation and mixing weights). Family MoeParams (kernels/params/moe.h), same math:
 //   moe_router_launch:  probs = softmax_fp32(router · x) over all E experts; the k largest
 //                       (ties: lower id first) into topk_ids / topk_w (renormalised when
-//                       norm_topk); shared_w = sigmoid(shared_gate · x). One block per row.
+//                       norm_topk); shared_w = sigmoid(shared_gate · x). Logits kernel (router
+//                       rows spread over the SMs) + a top-k kernel (one warp per row).
 //   moe_experts_launch: for every row, the k selected experts (ids READ FROM DEVICE MEMORY,
 //                       so one captured decode graph serves every step: no host round trip, no
 //                       recapture) and the shared expert: act = silu(gate · x) ⊙ (up · x), then
 //                       out = Σ_j w_j · down_j act_j + shared_w · down_s act_s. Only the selected
-//                       experts' weights are read. One warp per output element.
+//                       experts' weights are read. A gate/up kernel then a down kernel.
+//   moe_decode_launch:  router + experts in three launches (logits, gate/up that routes its row
+//                       itself, down), the same bits as the two launchers above; what op_moe's
+//                       decode runs. p.pdl chains them (and the first to its predecessor) with
+//                       programmatic dependent launch (decode graphs; never on the legacy stream).
 // moe_prefill_launch: the same result for many rows, tokens grouped by expert (see below).
 // Rows = *n_rows (clamped to max_rows) read on the device. Every launcher enqueues on `stream`,
 // never synchronises, and returns its cudaError_t (cudaErrorInvalidValue for params outside the
 // supported set: H, I, Is multiples of 8; 1 <= k <= kMoeMaxTopK; E <= kMoeMaxExperts).
-// The CUDA op table's op_moe wraps them (decode: router + experts; prefill: moe_prefill_launch);
+// The CUDA op table's op_moe wraps them (decode: moe_decode_launch; prefill: moe_prefill_launch);
 // tests/kernels/test_cuda_moe.cpp checks parity with the CPU reference. Defined only in builds with FROST_WITH_CUDA.
 #pragma once
 #include <cuda_runtime.h>
@@ -36,7 +41,8 @@ struct MoeBf16Params {
     int32_t* topk_ids;            // [max_rows, k] out (router), read by moe_experts_launch
     float* topk_w;                // [max_rows, k] out (router)
     float* shared_w;              // [max_rows] out (router): sigmoid(shared_gate · x)
-    float* act;                   // [max_rows, k + 1, max(I, Is)] scratch of moe_experts_launch
+    float* act;                   // moe_act_floats(): [max_rows, k + 1, max(I, Is)] activations, then
+                                  // [max_rows, E + 1] logits (moe_decode_launch)
     float* out;                   // [max_rows, H] MoE output (fp32), may be null
     bf16* out_bf16;               // [max_rows, H] MoE output (bf16, e.g. the residual delta), may be null
     int32_t accumulate;           // 1: out_bf16 += output (the fused residual add, one bf16 rounding)
@@ -44,6 +50,7 @@ struct MoeBf16Params {
     int32_t norm_topk;
     int32_t max_rows;
     const int32_t* n_rows;        // [1] device, may be null (= max_rows)
+    int32_t pdl;                  // router / experts / decode: programmatic dependent launch (lm_common.cuh)
     // Prefill only (moe_prefill_launch): fixed-capacity grouping buffers for max_rows x (k + 1)
     // entries (every (row, selected expert) pair, plus every row once for the shared expert,
     // which is group E), sized by moe_prefill_scratch(); the counts live on the device.
@@ -71,6 +78,7 @@ MoePrefillScratch moe_prefill_scratch(const MoeBf16Params& p);
 
 cudaError_t moe_router_launch(const MoeBf16Params& p, cudaStream_t stream);
 cudaError_t moe_experts_launch(const MoeBf16Params& p, cudaStream_t stream);
+cudaError_t moe_decode_launch(const MoeBf16Params& p, cudaStream_t stream);
 // Floats of p.act.
 size_t moe_act_floats(const MoeBf16Params& p);
 

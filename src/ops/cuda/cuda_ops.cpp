@@ -491,7 +491,7 @@ frost_status cursor(const Exec& ex, const CursorOpParams& p) {
     return check(K::cursor_launch(c, native(ex)), "cursor");
 }
 
-// Decode (one row): router, then the expert GEMVs reading the selected ids from device memory, so
+// Decode (one row): router logits, then the expert GEMVs routing from them on the device, so
 // one captured decode graph follows every step's routing. Prefill: tokens grouped by expert in
 // the fixed-capacity buffers of `work` and grouped tensor-core GEMMs. Both add into y.
 frost_status moe(const Exec& ex, const MoeOp& p) {
@@ -518,8 +518,9 @@ frost_status moe(const Exec& ex, const MoeOp& p) {
     // the per-row decode kernels, whose arithmetic for a row does not depend on the other rows, so a
     // batched member's bits equal its solo step's. Prefill groups the rows by expert.
     if (p.rows.max > K::kGemvMaxRows) return check(K::moe_prefill_launch(m, native(ex)), "moe");
-    FROST_TRY(check(K::moe_router_launch(m, native(ex)), "moe"));
-    return check(K::moe_experts_launch(m, native(ex)), "moe");
+    // Decode: three launches chained by programmatic dependent launch (never on the legacy stream).
+    m.pdl = native(ex) != nullptr ? 1 : 0;
+    return check(K::moe_decode_launch(m, native(ex)), "moe");
 }
 
 const OpTable& cuda_op_table() {
