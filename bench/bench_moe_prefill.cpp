@@ -152,8 +152,7 @@ int main(int argc, char** argv) {
     std::printf("MoE prefill, shape %s (H %d, E %d, k %d + shared, I = Is = %d), ms and TFLOP/s over 6 H I per entry\n",
                 shape.c_str(), H, E, k, I);
     std::printf("%7s %9s %9s %9s", "rows", "entries", "router", "router_tc");
-    constexpr int kTiles[4][2] = {{64, 32}, {64, 64}, {128, 32}, {128, 64}};
-    for (const auto& t : kTiles) std::printf("   %3dx%-2d    TF/s", t[0], t[1]);
+    for (const MoeTileShape& t : kMoeTileShapes) std::printf("  %3dx%-2dw%-2d  TF/s", t.rows, t.k, t.warp_cols);
     std::printf("  cublasLt    TF/s\n");
     for (const int rows : rows_list) {
         const int64_t entries = int64_t(rows) * (k + 1);
@@ -163,11 +162,11 @@ int main(int argc, char** argv) {
         const double router = time_ms(st, reps, [&] { CK(moe_router_launch(q, st)); });
         const double router_tc = time_ms(st, reps, [&] { CK(moe_prefill_router_launch(q, st)); });
         std::printf("%7d %9lld %9.3f %9.3f", rows, (long long)entries, router, router_tc);
-        for (const auto& t : kTiles) {
-            q.tile_rows = t[0];
-            q.tile_k = t[1];
+        for (int t = 1; t <= kMoeTileShapeCount; ++t) {
+            q.tile_shape = t;
             const double ms = time_ms(st, reps, [&] { CK(moe_prefill_launch(q, st)); });
             std::printf(" %8.3f %7.1f", ms, flops / ms / 1e9);
+            std::fflush(stdout);  // a failing shape still leaves the others' numbers
         }
         GemmBf16Params g1{}, g2{};
         g1.x = dx; g1.w = p.experts_gate_up; g1.y = dh; g1.ldx = H; g1.ldy = 2 * I;

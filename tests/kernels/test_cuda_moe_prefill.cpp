@@ -203,19 +203,23 @@ TEST(CudaMoePrefill, GroupedGemmMatchesTheCpuReference) {
     auto rng = fresh_rng("CudaMoePrefill");
     for (Shape s : {Shape{128, 8, 2, 64, 96, true}, Shape{256, 64, 4, 128, 64, true},
                     Shape{512, 128, 10, 32, 256, false}, Shape{272, 16, 3, 208, 48, true}})
-        for (int tile : {0, 1, 2, 3}) {
-            const int bm = tile % 2 ? 128 : 64, bk = tile / 2 ? 64 : 32;
-            SCOPED_TRACE("H " + std::to_string(s.H) + " E " + std::to_string(s.E) + " tile " + std::to_string(bm) + "x" +
-                         std::to_string(bk));
+        for (int shape = 1; shape <= kernels::kMoeTileShapeCount; ++shape) {
+            const kernels::MoeTileShape t = kernels::kMoeTileShapes[shape - 1];
+            SCOPED_TRACE("H " + std::to_string(s.H) + " E " + std::to_string(s.E) + " tile " + std::to_string(t.rows) +
+                         "x" + std::to_string(t.k) + " warp cols " + std::to_string(t.warp_cols));
             const int rows = 333, n = 301;  // rows 301.. past n_rows stay poisoned; 5 chunks, the last partial
             const Weights w = make_weights(rng, s);
             const std::vector<float> x = uniform(rng, size_t(rows) * s.H, -2, 2);
             Gpu g(w, x, rows, n);
-            g.p.tile_rows = bm;
-            g.p.tile_k = bk;
+            g.p.tile_shape = shape;
+            if (t.wgmma && !kernels::moe_prefill_wgmma_supported()) {
+                std::printf("[ not run  ] tile shape %d needs compute capability 9.0\n", shape);
+                EXPECT_EQ(kernels::moe_prefill_launch(g.p, nullptr), cudaErrorNotSupported);
+                continue;
+            }
             CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
             CUDA_OK(cudaDeviceSynchronize());
-            check_grouping(g, n, bm);
+            check_grouping(g, n, t.rows);
             const CpuOut c = run_cpu(w, x, n);
             EXPECT_LT(compare(g, c, first_rows(n)), n / 2) << "most rows near-ties: degenerate inputs";
             expect_untouched_past(g, n);
@@ -232,8 +236,7 @@ void check_released(Shape s, const char* name, int rows, int sample) {
     Gpu g(w, x, rows, rows);
     CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
-    const int bm = rows * s.k >= 128 * s.E ? 128 : 64;  // the launcher's pick (lm_moe_prefill.cu)
-    check_grouping(g, rows, bm);
+    check_grouping(g, rows, kernels::moe_prefill_tile_rows(g.p));
     const auto first = g.out.download();
     g.out.poison();
     g.ag.poison();
@@ -283,7 +286,7 @@ TEST(CudaMoePrefill, CapturedGraphFollowsTheDeviceRowCount) {
         g.out.poison();
         CUDA_OK(cudaGraphLaunch(exec, st));
         CUDA_OK(cudaStreamSynchronize(st));
-        check_grouping(g, n, 64);
+        check_grouping(g, n, kernels::moe_prefill_tile_rows(g.p));
         const CpuOut c = run_cpu(w, x, n);
         compare(g, c, first_rows(n));
         expect_untouched_past(g, n);
@@ -300,10 +303,9 @@ TEST(CudaMoePrefill, BadParamsAreRefused) {
     const Weights w = make_weights(rng, s);
     Gpu g(w, uniform(rng, size_t(4) * s.H, -2, 2), 4, 4);
     kernels::MoeBf16Params p = g.p;
-    p.tile_rows = 96;  // only 64 or 128
+    p.tile_shape = kernels::kMoeTileShapeCount + 1;
     EXPECT_EQ(kernels::moe_prefill_launch(p, nullptr), cudaErrorInvalidValue);
-    p = g.p;
-    p.tile_k = 48;  // only 32 or 64
+    p.tile_shape = -1;
     EXPECT_EQ(kernels::moe_prefill_launch(p, nullptr), cudaErrorInvalidValue);
     p = g.p;
     p.tile_table = nullptr;

@@ -31,11 +31,14 @@ int tile_capacity(const MoeBf16Params& p, int bm) { return ceil_div(entries(p), 
 
 // 64-row tiles waste less of an expert's tile when groups are small (a 1k-token chunk of the
 // 35B-A3B shape gives ~32 rows per expert); 128-row tiles halve the weight re-reads when they are
-// large. The switch is at an average of 128 rows per routed group.
-constexpr int kDefaultTileK = 64;
-int pick_tile_rows(const MoeBf16Params& p) {
-    if (p.tile_rows) return p.tile_rows;
-    return static_cast<int64_t>(p.max_rows) * p.k >= 128LL * p.E ? 128 : 64;
+// large. The switch is at an average of 128 rows per routed group. Measured on the H100
+// (bench_moe_prefill, 35B-A3B / Qwen3-Next-80B shapes, ms per launch): 1k rows 64x64 0.728 / 1.308
+// (wgmma 0.720 / 1.321: the weights' bytes bound it); 4k wgmma 1.053 / 1.591 (best mma.sync 1.225
+// / 1.632); 16k wgmma 3.297 / 4.294 (3.818 / 5.306).
+int pick_tile_shape(const MoeBf16Params& p) {
+    if (p.tile_shape) return p.tile_shape;
+    if (static_cast<int64_t>(p.max_rows) * p.k < 128LL * p.E) return 1;
+    return moe_prefill_wgmma_supported() ? 3 : 2;
 }
 
 // ---- grouping: count per chunk, scan, scatter (deterministic: by row within each group) -------
@@ -169,83 +172,63 @@ __device__ inline bool tile_of(const MoeBf16Params& p, int bm, int& group, int& 
 
 // grid: (ceil(max(I, Is) / 64), tile capacity). ag[entry, n0 .. n0 + 64) = bf16(silu(x_r · Wg^T)
 // * (x_r · Wu^T)) for the tile's entries, x_r gathered through entry_row. The B tile interleaves
-// weight rows so that warp column wn holds gate columns n0 + 16 wn .. + 16 in its fragments 0-1
-// and the matching up columns in 2-3: SwiGLU pairs sit in one thread's registers.
-template <int BM, int BK>
-__global__ void __launch_bounds__(moe::kGemmThreads, 2) moe_gate_up_kernel(MoeBf16Params p) {
+// gate and up weight rows (gate_up_col) so that SwiGLU pairs sit in one thread's registers.
+template <class T>
+__global__ void __launch_bounds__(T::threads, 2) moe_gate_up_kernel(MoeBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
+    constexpr int half_wc = T::WC / 2;
     int group, row0, row_end;
-    if (!tile_of(p, BM, group, row0, row_end)) return;
+    if (!tile_of(p, T::BM, group, row0, row_end)) return;
     const bool shared = group == p.E;
     const int F = shared ? p.Is : p.I, n0 = blockIdx.x * kActCols;
     if (n0 >= F) return;
     const bf16* w = shared ? p.shared_gate_up : p.experts_gate_up + static_cast<int64_t>(group) * 2 * p.I * p.H;
     const bf16** rows = moe::gemm_rows(smem_raw);
-    for (int i = threadIdx.x; i < BM + moe::kBN; i += blockDim.x) {
-        if (i < BM) {
+    for (int i = threadIdx.x; i < T::BM + moe::kBN; i += blockDim.x) {
+        if (i < T::BM) {
             const int e = row0 + i;
             rows[i] = e < row_end ? p.x + static_cast<int64_t>(p.entry_row[e]) * p.H : nullptr;
         } else {
-            const int j = i - BM, within = j % 32, col = n0 + (j / 32) * 16 + within % 16;
-            rows[i] = col < F ? w + static_cast<int64_t>(within < 16 ? col : F + col) * p.H : nullptr;
+            bool up;
+            const int col = n0 + moe::gate_up_col<T>(i - T::BM, up);
+            rows[i] = col < F ? w + static_cast<int64_t>(up ? F + col : col) * p.H : nullptr;
         }
     }
     __syncthreads();
-    float acc[moe::kMFrags<BM>][moe::kNFrags][4] = {};
-    moe::tile_mainloop<BM, BK>(acc, p.H, w, smem_raw);
-    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, wm = warp / 4, wn = warp % 4;
+    typename T::Acc acc{};
+    moe::tile_run<T>(acc, p.H, w, smem_raw);
     const int width = max_ffn(p);
-#pragma unroll
-    for (int mf = 0; mf < moe::kMFrags<BM>; ++mf)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int e = row0 + wm * (BM / 2) + mf * 16 + lane / 4 + half * 8;
-            if (e >= row_end) continue;
-#pragma unroll
-            for (int f = 0; f < 2; ++f) {
-                const int col = n0 + wn * 16 + f * 8 + (lane % 4) * 2;
-                if (col >= F) continue;
-                const float* gate = &acc[mf][f][half * 2];
-                const float* up = &acc[mf][f + 2][half * 2];
-                *reinterpret_cast<__nv_bfloat162*>(p.ag + static_cast<int64_t>(e) * width + col) =
-                    __floats2bfloat162_rn(silu(gate[0]) * up[0], silu(gate[1]) * up[1]);
-            }
-        }
+    T::visit_pairs(acc, [&](int r, int c, float g0, float g1, float u0, float u1) {
+        const int e = row0 + r, col = n0 + c;
+        if (e < row_end && col < F)
+            *reinterpret_cast<__nv_bfloat162*>(p.ag + static_cast<int64_t>(e) * width + col) =
+                __floats2bfloat162_rn(silu(g0) * u0, silu(g1) * u1);
+    });
 }
 
 // grid: (ceil(H / 128), tile capacity). yg[entry, n0 .. n0 + 128) = bf16(ag[entry, :F] · Wd^T).
-template <int BM, int BK>
-__global__ void __launch_bounds__(moe::kGemmThreads, 2) moe_down_kernel(MoeBf16Params p) {
+template <class T>
+__global__ void __launch_bounds__(T::threads, 2) moe_down_kernel(MoeBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     int group, row0, row_end;
-    if (!tile_of(p, BM, group, row0, row_end)) return;
+    if (!tile_of(p, T::BM, group, row0, row_end)) return;
     const bool shared = group == p.E;
     const int F = shared ? p.Is : p.I, n0 = blockIdx.x * moe::kBN, width = max_ffn(p);
     const bf16* w = shared ? p.shared_down : p.experts_down + static_cast<int64_t>(group) * p.H * p.I;
     const bf16** rows = moe::gemm_rows(smem_raw);
-    for (int i = threadIdx.x; i < BM + moe::kBN; i += blockDim.x) {
-        const int e = row0 + i, n = n0 + i - BM;
-        if (i < BM) rows[i] = e < row_end ? p.ag + static_cast<int64_t>(e) * width : nullptr;
+    for (int i = threadIdx.x; i < T::BM + moe::kBN; i += blockDim.x) {
+        const int e = row0 + i, n = n0 + i - T::BM;
+        if (i < T::BM) rows[i] = e < row_end ? p.ag + static_cast<int64_t>(e) * width : nullptr;
         else rows[i] = n < p.H ? w + static_cast<int64_t>(n) * F : nullptr;
     }
     __syncthreads();
-    float acc[moe::kMFrags<BM>][moe::kNFrags][4] = {};
-    moe::tile_mainloop<BM, BK>(acc, F, w, smem_raw);
-    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, wm = warp / 4, wn = warp % 4;
-#pragma unroll
-    for (int mf = 0; mf < moe::kMFrags<BM>; ++mf)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int e = row0 + wm * (BM / 2) + mf * 16 + lane / 4 + half * 8;
-            if (e >= row_end) continue;
-#pragma unroll
-            for (int nf = 0; nf < moe::kNFrags; ++nf) {
-                const int col = n0 + wn * 32 + nf * 8 + (lane % 4) * 2;
-                if (col >= p.H) continue;
-                *reinterpret_cast<__nv_bfloat162*>(p.yg + static_cast<int64_t>(e) * p.H + col) =
-                    __floats2bfloat162_rn(acc[mf][nf][half * 2], acc[mf][nf][half * 2 + 1]);
-            }
-        }
+    typename T::Acc acc{};
+    moe::tile_run<T>(acc, F, w, smem_raw);
+    T::visit(acc, [&](int r, int c, float v0, float v1) {
+        const int e = row0 + r, col = n0 + c;
+        if (e < row_end && col < p.H)
+            *reinterpret_cast<__nv_bfloat162*>(p.yg + static_cast<int64_t>(e) * p.H + col) = __floats2bfloat162_rn(v0, v1);
+    });
 }
 
 // grid: max_rows blocks; out[r] = Σ_j w_j · yg[pos(r, j)] (slot order) + shared_w · yg[pos(r, k)],
@@ -278,23 +261,27 @@ __global__ void moe_combine_kernel(MoeBf16Params p) {
     }
 }
 
-template <int BM, int BK>
+template <class T>
 cudaError_t launch_gemms(const MoeBf16Params& p, cudaStream_t stream) {
-    constexpr size_t smem = moe::gemm_smem_bytes<BM, BK>();
-    cudaError_t e = cudaFuncSetAttribute(moe_gate_up_kernel<BM, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaError_t e = cudaFuncSetAttribute(moe_gate_up_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::smem);
     if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(moe_down_kernel<BM, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        e = cudaFuncSetAttribute(moe_down_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::smem);
     if (e != cudaSuccess) return e;
-    const int tiles = tile_capacity(p, BM);
-    moe_gate_up_kernel<BM, BK><<<dim3(ceil_div(max_ffn(p), kActCols), tiles), moe::kGemmThreads, smem, stream>>>(p);
-    moe_down_kernel<BM, BK><<<dim3(ceil_div(p.H, moe::kBN), tiles), moe::kGemmThreads, smem, stream>>>(p);
+    const int tiles = tile_capacity(p, T::BM);
+    moe_gate_up_kernel<T><<<dim3(ceil_div(max_ffn(p), kActCols), tiles), T::threads, T::smem, stream>>>(p);
+    moe_down_kernel<T><<<dim3(ceil_div(p.H, moe::kBN), tiles), T::threads, T::smem, stream>>>(p);
     return cudaGetLastError();
 }
 
-// The one dispatch of the tile shape (tile_rows x tile_k) to its instantiation.
-cudaError_t launch_gemms(const MoeBf16Params& p, int bm, int bk, cudaStream_t stream) {
-    if (bm == 64) return bk == 32 ? launch_gemms<64, 32>(p, stream) : launch_gemms<64, 64>(p, stream);
-    return bk == 32 ? launch_gemms<128, 32>(p, stream) : launch_gemms<128, 64>(p, stream);
+// The one dispatch of a tile shape (kMoeTileShapes, 1-based) to its instantiation.
+cudaError_t launch_gemms(const MoeBf16Params& p, int shape, cudaStream_t stream) {
+    using moe::Tile;
+    switch (shape) {
+        case 1: return launch_gemms<Tile<64>>(p, stream);
+        case 2: return launch_gemms<Tile<128>>(p, stream);
+        case 3: return launch_gemms<moe::WgTile>(p, stream);
+        default: return cudaErrorInvalidValue;
+    }
 }
 
 }  // namespace
@@ -307,12 +294,32 @@ MoePrefillScratch moe_prefill_scratch(const MoeBf16Params& p) {
             n * max_ffn(p), n * p.H};
 }
 
+bool moe_prefill_wgmma_supported() {
+    static const bool supported = [] {
+        int dev = 0, major = 0, minor = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        return major == 9 && minor == 0;
+    }();
+    return supported;
+}
+
+int moe_prefill_tile_rows(const MoeBf16Params& p) {
+    const int shape = pick_tile_shape(p);
+    return shape >= 1 && shape <= kMoeTileShapeCount ? kMoeTileShapes[shape - 1].rows : 0;
+}
+
 cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream) {
-    const int bm = pick_tile_rows(p), bk = p.tile_k ? p.tile_k : kDefaultTileK;
+    const int shape = pick_tile_shape(p);
     if (!valid(p) || (!p.out && !p.out_bf16) || !p.group_offsets || !p.chunk_base || !p.tile_table ||
-        !p.entry_row || !p.entry_pos || !p.ag || !p.yg || p.H % 16 || p.I % 16 || p.Is % 16 || (bm != 64 && bm != 128) ||
-        (bk != 32 && bk != 64))
+        !p.entry_row || !p.entry_pos || !p.ag || !p.yg || p.H % 16 || p.I % 16 || p.Is % 16 || shape < 1 ||
+        shape > kMoeTileShapeCount)
         return cudaErrorInvalidValue;
+    if (kMoeTileShapes[shape - 1].wgmma && !moe_prefill_wgmma_supported()) return cudaErrorNotSupported;
     // 16-byte cp.async and vector accesses.
     if (!aligned16(p.ag) || !aligned16(p.yg) || (p.out_bf16 && !aligned16(p.out_bf16)))
         return cudaErrorInvalidValue;
@@ -320,10 +327,10 @@ cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream) {
     if (e != cudaSuccess) return e;
     const int n_chunks = chunks(p);
     moe_count_kernel<<<n_chunks, kChunkThreads, sizeof(int32_t) * p.E, stream>>>(p);
-    moe_scan_kernel<<<1, kScanThreads, sizeof(int32_t) * (p.E + 1), stream>>>(p, bm);
+    moe_scan_kernel<<<1, kScanThreads, sizeof(int32_t) * (p.E + 1), stream>>>(p, kMoeTileShapes[shape - 1].rows);
     moe_scatter_kernel<<<n_chunks, kChunkThreads, sizeof(int32_t) * kChunkRows * p.k, stream>>>(p);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    e = launch_gemms(p, bm, bk, stream);
+    e = launch_gemms(p, shape, stream);
     if (e != cudaSuccess) return e;
     moe_combine_kernel<<<p.max_rows, 256, 0, stream>>>(p);
     return cudaGetLastError();

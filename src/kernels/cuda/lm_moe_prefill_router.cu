@@ -19,41 +19,31 @@ namespace {
 
 using namespace lm;
 
-constexpr int kLogitRows = 64;  // rows per logits tile
-constexpr int kLogitK = 64;     // K per pipeline stage
+using LogitTile = moe::Tile<64>;  // 64 rows x 128 experts, K 64 per stage
 constexpr int kSelectWarps = 8; // rows per select block
 constexpr int kPerLane = kMoeMaxExperts / kWarp;  // expert values a lane holds
 
 // grid: (ceil(E / 128), ceil(max_rows / 64)). probs[r, e] = x_r · router_e (fp32 logits; the
 // select kernel turns them into probabilities in place).
-__global__ void __launch_bounds__(moe::kGemmThreads, 2) moe_logits_kernel(MoeBf16Params p) {
+__global__ void __launch_bounds__(LogitTile::threads, 2) moe_logits_kernel(MoeBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int rows = launch_rows(p.n_rows, p.max_rows), row0 = blockIdx.y * kLogitRows, n0 = blockIdx.x * moe::kBN;
+    const int rows = launch_rows(p.n_rows, p.max_rows), row0 = blockIdx.y * LogitTile::BM, n0 = blockIdx.x * moe::kBN;
     if (row0 >= rows) return;
     const bf16** tile_rows = moe::gemm_rows(smem_raw);
-    for (int i = threadIdx.x; i < kLogitRows + moe::kBN; i += blockDim.x) {
-        const int r = row0 + i, e = n0 + i - kLogitRows;
-        if (i < kLogitRows) tile_rows[i] = r < rows ? p.x + static_cast<int64_t>(r) * p.H : nullptr;
+    for (int i = threadIdx.x; i < LogitTile::BM + moe::kBN; i += blockDim.x) {
+        const int r = row0 + i, e = n0 + i - LogitTile::BM;
+        if (i < LogitTile::BM) tile_rows[i] = r < rows ? p.x + static_cast<int64_t>(r) * p.H : nullptr;
         else tile_rows[i] = e < p.E ? p.router + static_cast<int64_t>(e) * p.H : nullptr;
     }
     __syncthreads();
-    float acc[moe::kMFrags<kLogitRows>][moe::kNFrags][4] = {};
-    moe::tile_mainloop<kLogitRows, kLogitK>(acc, p.H, p.router, smem_raw);
-    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, wm = warp / 4, wn = warp % 4;
-#pragma unroll
-    for (int mf = 0; mf < moe::kMFrags<kLogitRows>; ++mf)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int r = row0 + wm * (kLogitRows / 2) + mf * 16 + lane / 4 + half * 8;
-            if (r >= rows) continue;
-#pragma unroll
-            for (int nf = 0; nf < moe::kNFrags; ++nf) {
-                const int e = n0 + wn * 32 + nf * 8 + (lane % 4) * 2;
-                float* out = p.probs + static_cast<int64_t>(r) * p.E + e;
-                if (e < p.E) out[0] = acc[mf][nf][half * 2];
-                if (e + 1 < p.E) out[1] = acc[mf][nf][half * 2 + 1];
-            }
-        }
+    LogitTile::Acc acc{};
+    moe::tile_run<LogitTile>(acc, p.H, p.router, smem_raw);
+    LogitTile::visit(acc, [&](int r, int c, float v0, float v1) {
+        const int row = row0 + r, e = n0 + c;
+        float* out = p.probs + static_cast<int64_t>(row) * p.E + e;
+        if (row < rows && e < p.E) out[0] = v0;
+        if (row < rows && e + 1 < p.E) out[1] = v1;
+    });
 }
 
 // grid: ceil(max_rows / 8) blocks of 8 warps, one row each. Lane l holds experts l, l + 32, ...
@@ -143,10 +133,10 @@ __global__ void moe_select_kernel(MoeBf16Params p) {
 cudaError_t moe_prefill_router_launch(const MoeBf16Params& p, cudaStream_t stream) {
     static_assert(kMoeMaxTopK <= kWarp, "lane j keeps pick j");
     if (!moe::valid(p)) return cudaErrorInvalidValue;
-    constexpr size_t smem = moe::gemm_smem_bytes<kLogitRows, kLogitK>();
+    constexpr size_t smem = LogitTile::smem;
     const cudaError_t e = cudaFuncSetAttribute(moe_logits_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
-    moe_logits_kernel<<<dim3(ceil_div(p.E, moe::kBN), ceil_div(p.max_rows, kLogitRows)), moe::kGemmThreads, smem,
+    moe_logits_kernel<<<dim3(ceil_div(p.E, moe::kBN), ceil_div(p.max_rows, LogitTile::BM)), LogitTile::threads, smem,
                         stream>>>(p);
     moe_select_kernel<<<ceil_div(p.max_rows, kSelectWarps), kSelectWarps * kWarp, 0, stream>>>(p);
     return cudaGetLastError();
