@@ -1,7 +1,8 @@
 // MoE prefill on the GPU (lm_moe.h, moe_prefill_launch): the router (lm_moe_prefill_router.cu),
 // grouping of (row, expert) pairs by expert into fixed-capacity buffers and a device-side tile
-// table, the two grouped tensor-core GEMMs (lm_moe_gemm.cuh) with the row gather and SwiGLU fused into them, and a
-// per-row combine. Every reduction has a fixed order, so two runs give the same bits.
+// table, the two grouped tensor-core GEMMs (lm_moe_gemm.cuh) with the row gather and SwiGLU fused
+// into them, and a per-row combine. Every reduction has a fixed order, so two runs give the same
+// bits.
 #include <cuda_bf16.h>
 
 #include <cstdint>
