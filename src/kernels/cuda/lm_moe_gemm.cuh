@@ -240,8 +240,10 @@ __device__ inline void tile_mainloop_wgmma(WgTile::Acc& acc, int K, const bf16* 
         for (int kk = 0; kk < T::BK / 16; ++kk) {
             const uint64_t da = lm::smem_desc_sw128(a0 + kk * 32, 16, 1024);  // 16 k = 32 bytes into the row
 #pragma unroll
-            for (int h = 0; h < 2; ++h)
-                lm::wgmma_m64n64k16_ss(acc.v[h], da, lm::smem_desc_sw128(b0 + h * 64 * row_bytes + kk * 32, 16, 1024), 1);
+            for (int h = 0; h < 2; ++h) {
+                const uint64_t db = lm::smem_desc_sw128(b0 + h * 64 * row_bytes + kk * 32, 16, 1024);
+                lm::wgmma_m64n64k16_ss(acc.v[h], da, db, 1);
+            }
         }
         lm::wgmma_commit();
         lm::wgmma_wait<0>();

@@ -228,7 +228,8 @@ __global__ void __launch_bounds__(T::threads, 2) moe_down_kernel(MoeBf16Params p
     T::visit(acc, [&](int r, int c, float v0, float v1) {
         const int e = row0 + r, col = n0 + c;
         if (e < row_end && col < p.H)
-            *reinterpret_cast<__nv_bfloat162*>(p.yg + static_cast<int64_t>(e) * p.H + col) = __floats2bfloat162_rn(v0, v1);
+            *reinterpret_cast<__nv_bfloat162*>(p.yg + static_cast<int64_t>(e) * p.H + col) =
+                __floats2bfloat162_rn(v0, v1);
     });
 }
 
