@@ -18,7 +18,8 @@
 // never synchronises, and returns its cudaError_t (cudaErrorInvalidValue for params outside the
 // supported set: H, I, Is multiples of 8; 1 <= k <= kMoeMaxTopK; E <= kMoeMaxExperts).
 // The CUDA op table's op_moe wraps them (decode: moe_decode_launch; prefill: moe_prefill_launch);
-// tests/kernels/test_cuda_moe.cpp checks parity with the CPU reference. Defined only in builds with FROST_WITH_CUDA.
+// tests/kernels/test_cuda_moe.cpp (decode) and test_cuda_moe_prefill.cpp check parity with the CPU
+// reference. Defined only in builds with FROST_WITH_CUDA.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -28,6 +29,14 @@ namespace frost::kernels {
 
 constexpr int kMoeMaxExperts = 1024;
 constexpr int kMoeMaxTopK = 32;
+
+// The grouped GEMMs' tile shapes (rows per tile, K per pipeline stage, columns per warp or
+// warpgroup, wgmma: warpgroup MMA, sm_90 only), for MoeBf16Params::tile_shape (1-based).
+struct MoeTileShape {
+    int rows, k, warp_cols, wgmma;
+};
+constexpr MoeTileShape kMoeTileShapes[] = {{64, 64, 32, 0}, {128, 64, 32, 0}, {128, 64, 128, 1}};
+constexpr int kMoeTileShapeCount = 3;
 
 struct MoeBf16Params {
     const bf16* x;                // [max_rows, H] post-attention-norm output
@@ -55,26 +64,39 @@ struct MoeBf16Params {
     // entries (every (row, selected expert) pair, plus every row once for the shared expert,
     // which is group E), sized by moe_prefill_scratch(); the counts live on the device.
     int32_t* group_offsets;       // [E + 2]: first entry of each group, then the entry total
+    int32_t* chunk_base;          // [ceil(max_rows / 64), E]: per 64-row chunk, its first slot in each group
+    int32_t* tile_table;          // [1 + 2 * tile capacity]: tile count, then (group, first entry) per tile
     int32_t* entry_row;           // [entries] source row of each grouped entry
     int32_t* entry_pos;           // [max_rows, k + 1] grouped entry of (row, slot); slot k = shared
-    bf16* xg;                     // [entries + 16, H] gathered input rows (16: last tile's padding)
-    float* hg;                    // [entries + 16, 2 max(I, Is)] gate | up projections
-    bf16* ag;                     // [entries + 16, max(I, Is)] silu(gate) * up
-    float* yg;                    // [entries + 16, H] each entry's expert output
+    bf16* ag;                     // [entries, max(I, Is)] silu(gate) * up of each entry
+    bf16* yg;                     // [entries, H] each entry's expert output (before its mixing weight)
+    int32_t tile_shape;           // GEMM tile: 0 = the launcher picks; 1..kMoeTileShapeCount forces one (benches)
 };
 
-// Prefill: router, then tokens grouped by expert inside the launch (deterministic order: by
-// row within each group), grouped GEMMs on tensor cores (bf16 WMMA, fp32 accumulation; every
-// 16-row tile runs once per group it touches, with that group's weights), SwiGLU, and a
-// per-row combine in slot order. Needs H, I, Is multiples of 16. Graph-capturable: the grid is
-// sized for the capacity and blocks past the device-side entry count exit.
+// Prefill: router (moe_prefill_router_launch), then tokens grouped by expert inside the launch
+// (a counting pass per 64-row chunk, a scan, a scatter; deterministic order: by row within each
+// group) into a device-side tile table, then two grouped GEMMs on tensor cores (bf16, fp32
+// accumulation, a cp.async multi-stage pipeline; wgmma 128x128 tiles on an H100 when groups
+// average >= 128 rows, else mma.sync 64x128 tiles; lm_moe_gemm.cuh): gate|up with the A rows
+// gathered through entry_row and SwiGLU in the epilogue (bf16 ag), then down (bf16 yg); a per-row
+// combine in slot order. Needs H, I, Is multiples of 16. Graph-capturable: the grids are sized
+// for the capacity and blocks past the device-side tile count exit. Bitwise deterministic: no
+// atomics in any value path. Measured (bench/bench_moe_prefill.cpp, H100, 35B-A3B shape, whole
+// launch): 80 / 220 / 281 TFLOP/s over the active FLOPs at 1k / 4k / 16k rows.
 cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream);
+// The router part of moe_prefill_launch (same outputs as moe_router_launch): the logits of all
+// rows as one tensor-core GEMM, then one warp per row for softmax / top-k / shared gate.
+cudaError_t moe_prefill_router_launch(const MoeBf16Params& p, cudaStream_t stream);
 struct MoePrefillScratch {
-    size_t offsets_ints, entry_row_ints, entry_pos_ints;  // int32 counts
-    size_t xg_elems, ag_elems;                            // bf16 counts
-    size_t hg_floats, yg_floats;                          // float counts
+    size_t offsets_ints, chunk_ints, tile_ints, entry_row_ints, entry_pos_ints;  // int32 counts
+    size_t ag_elems, yg_elems;                                                   // bf16 counts
 };
 MoePrefillScratch moe_prefill_scratch(const MoeBf16Params& p);
+// Whether this device runs the wgmma tile shapes (the sm_90a machine code: compute capability 9.0);
+// moe_prefill_launch refuses them elsewhere with cudaErrorNotSupported.
+bool moe_prefill_wgmma_supported();
+// Rows per GEMM tile the launch will use (the tile table's granularity); 0 for a bad tile_shape.
+int moe_prefill_tile_rows(const MoeBf16Params& p);
 
 cudaError_t moe_router_launch(const MoeBf16Params& p, cudaStream_t stream);
 cudaError_t moe_experts_launch(const MoeBf16Params& p, cudaStream_t stream);

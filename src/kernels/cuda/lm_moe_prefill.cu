@@ -1,188 +1,339 @@
-// MoE prefill on the GPU (lm_moe.h, moe_prefill_launch): the router, grouping of (row, expert)
-// pairs by expert into fixed-capacity buffers, gather, grouped GEMMs on tensor cores, SwiGLU and a
-// per-row combine. Every reduction has a fixed order.
+// MoE prefill on the GPU (lm_moe.h, moe_prefill_launch): the router (lm_moe_prefill_router.cu),
+// grouping of (row, expert) pairs by expert into fixed-capacity buffers and a device-side tile
+// table, the two grouped tensor-core GEMMs (lm_moe_gemm.cuh) with the row gather and SwiGLU fused
+// into them, and a per-row combine. Every reduction has a fixed order, so two runs give the same
+// bits.
 #include <cuda_bf16.h>
-#include <mma.h>
 
 #include <cstdint>
 
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_moe.h"
 #include "kernels/cuda/lm_moe_common.cuh"
+#include "kernels/cuda/lm_moe_gemm.cuh"
 
 namespace frost::kernels {
 namespace {
 
 using namespace lm;
-using moe::store_out;
+using moe::aligned16;
 using moe::valid;
 
-// ---- prefill: group by expert, grouped tensor-core GEMMs --------------------------------------
+constexpr int kChunkRows = 64;     // rows per counting / scatter block
+constexpr int kChunkThreads = 256;
+constexpr int kScanThreads = 1024;
+constexpr int kActCols = moe::kBN / 2;  // gate|up tile: 64 gate + the matching 64 up columns
 
-constexpr int kGroupThreads = 1024;
-constexpr int kTile = 16;          // WMMA m = n = k
-constexpr int kGemmWarps = 4;      // warps per GEMM block: 16 rows x 64 columns
-
-int max_ffn(const MoeBf16Params& p) { return p.I > p.Is ? p.I : p.Is; }
+__host__ __device__ inline int max_ffn(const MoeBf16Params& p) { return p.I > p.Is ? p.I : p.Is; }
 int64_t entries(const MoeBf16Params& p) { return static_cast<int64_t>(p.max_rows) * (p.k + 1); }
+int chunks(const MoeBf16Params& p) { return ceil_div(p.max_rows, kChunkRows); }
+// Tiles at most: every group's last tile may be partial, so one extra per group.
+int tile_capacity(const MoeBf16Params& p, int bm) { return ceil_div(entries(p), bm) + p.E + 1; }
 
-// One block. Group g < E holds the (row, slot) pairs that selected expert g, group E every row
-// (shared expert); inside a group, entries follow the row (then slot) order.
-__global__ void moe_group_kernel(MoeBf16Params p) {
-    extern __shared__ int32_t counts[];  // [E + 1]
-    const int rows = launch_rows(p.n_rows, p.max_rows);
-    for (int g = threadIdx.x; g <= p.E; g += blockDim.x) {
-        int c = 0;
-        if (g == p.E) c = rows;
-        else
-            for (int i = 0; i < rows * p.k; ++i) c += p.topk_ids[i] == g;
-        counts[g] = c;
-    }
+// 64-row tiles waste less of an expert's tile when groups are small (a 1k-token chunk of the
+// 35B-A3B shape gives ~32 rows per expert); 128-row tiles halve the weight re-reads when they are
+// large. The switch is at an average of 128 rows per routed group. Measured on the H100
+// (bench_moe_prefill, 35B-A3B / Qwen3-Next-80B shapes, ms per launch): 1k rows 64x64 0.728 / 1.308
+// (wgmma 0.720 / 1.321: the weights' bytes bound it); 4k wgmma 1.053 / 1.591 (best mma.sync 1.225
+// / 1.632); 16k wgmma 3.297 / 4.294 (3.818 / 5.306).
+int pick_tile_shape(const MoeBf16Params& p) {
+    if (p.tile_shape) return p.tile_shape;
+    if (static_cast<int64_t>(p.max_rows) * p.k < 128LL * p.E) return 1;
+    return moe_prefill_wgmma_supported() ? 3 : 2;
+}
+
+// ---- grouping: count per chunk, scan, scatter (deterministic: by row within each group) -------
+
+// grid: chunks. chunk_base[c, g] = how many of chunk c's (row, slot) pairs selected expert g. The
+// shared-memory atomics only count, so the values do not depend on their order.
+__global__ void moe_count_kernel(MoeBf16Params p) {
+    extern __shared__ int32_t count[];  // [E]
+    const int rows = launch_rows(p.n_rows, p.max_rows), r0 = blockIdx.x * kChunkRows;
+    if (r0 >= rows) return;  // the scan reads only the chunks below rows
+    for (int g = threadIdx.x; g < p.E; g += blockDim.x) count[g] = 0;
     __syncthreads();
-    if (threadIdx.x == 0) {
+    const int n = min(kChunkRows, rows - r0) * p.k;
+    const int32_t* ids = p.topk_ids + static_cast<int64_t>(r0) * p.k;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) atomicAdd(&count[ids[i]], 1);
+    __syncthreads();
+    int32_t* base = p.chunk_base + static_cast<int64_t>(blockIdx.x) * p.E;
+    for (int g = threadIdx.x; g < p.E; g += blockDim.x) base[g] = count[g];
+}
+
+// Exclusive prefix sum of v in thread order over the block (blockDim.x a multiple of 32);
+// `total` receives the sum. `warp_sums` holds 32 ints.
+__device__ int block_exclusive_scan(int v, int* warp_sums, int& total) {
+    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
+    int inc = v;
+#pragma unroll
+    for (int off = 1; off < kWarp; off *= 2) {
+        const int up = __shfl_up_sync(kFullMask, inc, off);
+        if (lane >= off) inc += up;
+    }
+    __syncthreads();  // warp_sums may still be read by a previous call
+    if (lane == kWarp - 1) warp_sums[warp] = inc;
+    __syncthreads();
+    int base = 0;
+    total = 0;
+    for (int w = 0; w < warps; ++w) {
+        if (w < warp) base += warp_sums[w];
+        total += warp_sums[w];
+    }
+    return base + inc - v;
+}
+
+// One block. Turns the per-chunk counts into each chunk's first slot inside its group, then
+// writes group_offsets and the tile table: per group ceil(count / bm) tiles of (group, first
+// entry), groups in order.
+__global__ void moe_scan_kernel(MoeBf16Params p, int bm) {
+    extern __shared__ int32_t count[];  // [E + 1]
+    __shared__ int warp_sums[kWarp];
+    const int rows = launch_rows(p.n_rows, p.max_rows), n_chunks = (rows + kChunkRows - 1) / kChunkRows;
+    constexpr int kBatch = 8;  // independent loads in flight per thread (a 16k-row chunk has 256 chunks)
+    for (int g = threadIdx.x; g < p.E; g += blockDim.x) {
         int run = 0;
-        for (int g = 0; g <= p.E; ++g) {
-            const int c = counts[g];
-            counts[g] = run;
-            p.group_offsets[g] = run;
-            run += c;
+        for (int c0 = 0; c0 < n_chunks; c0 += kBatch) {
+            int v[kBatch];
+#pragma unroll
+            for (int i = 0; i < kBatch; ++i)
+                v[i] = c0 + i < n_chunks ? p.chunk_base[static_cast<int64_t>(c0 + i) * p.E + g] : 0;
+#pragma unroll
+            for (int i = 0; i < kBatch; ++i) {
+                if (c0 + i < n_chunks) p.chunk_base[static_cast<int64_t>(c0 + i) * p.E + g] = run;
+                run += v[i];
+            }
         }
-        p.group_offsets[p.E + 1] = run;
+        count[g] = run;
+    }
+    if (threadIdx.x == 0) count[p.E] = rows;  // the shared expert: every row once
+    __syncthreads();
+    // Each thread owns a contiguous run of groups, so thread order is group order.
+    const int groups = p.E + 1, per = (groups + blockDim.x - 1) / blockDim.x;
+    const int lo = min(groups, static_cast<int>(threadIdx.x) * per), hi = min(groups, lo + per);
+    int entries_here = 0, tiles_here = 0;
+    for (int g = lo; g < hi; ++g) {
+        entries_here += count[g];
+        tiles_here += (count[g] + bm - 1) / bm;
+    }
+    int entry_total, tile_total;
+    int entry = block_exclusive_scan(entries_here, warp_sums, entry_total);
+    int tile = block_exclusive_scan(tiles_here, warp_sums, tile_total);
+    for (int g = lo; g < hi; ++g) {
+        p.group_offsets[g] = entry;
+        for (int t = 0; t * bm < count[g]; ++t, ++tile) {
+            p.tile_table[1 + 2 * tile] = g;
+            p.tile_table[2 + 2 * tile] = entry + t * bm;
+        }
+        entry += count[g];
+    }
+    if (threadIdx.x == 0) {
+        p.group_offsets[p.E + 1] = entry_total;
+        p.tile_table[0] = tile_total;
+    }
+}
+
+// grid: chunks. Writes each (row, slot) pair of the chunk to its group at the chunk's base plus
+// its rank among the chunk's earlier pairs of that group (one thread per group walks the chunk
+// in row order), and each row's shared-expert entry.
+__global__ void moe_scatter_kernel(MoeBf16Params p) {
+    extern __shared__ int32_t ids[];  // [kChunkRows * k]
+    const int rows = launch_rows(p.n_rows, p.max_rows), r0 = blockIdx.x * kChunkRows;
+    if (r0 >= rows) return;
+    const int nr = min(kChunkRows, rows - r0), n = nr * p.k;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) ids[i] = p.topk_ids[static_cast<int64_t>(r0) * p.k + i];
+    __syncthreads();
+    for (int g = threadIdx.x; g < p.E; g += blockDim.x) {
+        int pos = p.group_offsets[g] + p.chunk_base[static_cast<int64_t>(blockIdx.x) * p.E + g];
+        for (int i = 0; i < n; ++i) {
+            if (ids[i] != g) continue;
+            const int r = r0 + i / p.k;
+            p.entry_row[pos] = r;
+            p.entry_pos[static_cast<int64_t>(r) * (p.k + 1) + i % p.k] = pos;
+            ++pos;
+        }
+    }
+    for (int i = threadIdx.x; i < nr; i += blockDim.x) {
+        const int r = r0 + i, pos = p.group_offsets[p.E] + r;
+        p.entry_row[pos] = r;
+        p.entry_pos[static_cast<int64_t>(r) * (p.k + 1) + p.k] = pos;
+    }
+}
+
+// ---- grouped GEMMs ---------------------------------------------------------------------------
+
+// This block's tile: its group and entry range [row0, row_end); false past the tile count.
+__device__ inline bool tile_of(const MoeBf16Params& p, int bm, int& group, int& row0, int& row_end) {
+    const int t = blockIdx.y;
+    if (t >= p.tile_table[0]) return false;
+    group = p.tile_table[1 + 2 * t];
+    row0 = p.tile_table[2 + 2 * t];
+    row_end = min(row0 + bm, p.group_offsets[group + 1]);
+    return true;
+}
+
+// grid: (ceil(max(I, Is) / 64), tile capacity). ag[entry, n0 .. n0 + 64) = bf16(silu(x_r · Wg^T)
+// * (x_r · Wu^T)) for the tile's entries, x_r gathered through entry_row. The B tile interleaves
+// gate and up weight rows (gate_up_col) so that SwiGLU pairs sit in one thread's registers.
+template <class T>
+__global__ void __launch_bounds__(T::threads, 2) moe_gate_up_kernel(MoeBf16Params p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    constexpr int half_wc = T::WC / 2;
+    int group, row0, row_end;
+    if (!tile_of(p, T::BM, group, row0, row_end)) return;
+    const bool shared = group == p.E;
+    const int F = shared ? p.Is : p.I, n0 = blockIdx.x * kActCols;
+    if (n0 >= F) return;
+    const bf16* w = shared ? p.shared_gate_up : p.experts_gate_up + static_cast<int64_t>(group) * 2 * p.I * p.H;
+    const bf16** rows = moe::gemm_rows(smem_raw);
+    for (int i = threadIdx.x; i < T::BM + moe::kBN; i += blockDim.x) {
+        if (i < T::BM) {
+            const int e = row0 + i;
+            rows[i] = e < row_end ? p.x + static_cast<int64_t>(p.entry_row[e]) * p.H : nullptr;
+        } else {
+            bool up;
+            const int col = n0 + moe::gate_up_col<T>(i - T::BM, up);
+            rows[i] = col < F ? w + static_cast<int64_t>(up ? F + col : col) * p.H : nullptr;
+        }
     }
     __syncthreads();
-    for (int g = threadIdx.x; g <= p.E; g += blockDim.x) {
-        int pos = counts[g];
-        for (int r = 0; r < rows; ++r) {
-            for (int j = 0; j < p.k; ++j) {
-                if (g == p.E || p.topk_ids[r * p.k + j] != g) continue;
-                p.entry_row[pos] = r;
-                p.entry_pos[r * (p.k + 1) + j] = pos++;
-            }
-            if (g == p.E) {
-                p.entry_row[pos] = r;
-                p.entry_pos[r * (p.k + 1) + p.k] = pos++;
-            }
-        }
+    typename T::Acc acc{};
+    moe::tile_run<T>(acc, p.H, w, smem_raw);
+    const int width = max_ffn(p);
+    T::visit_pairs(acc, [&](int r, int c, float g0, float g1, float u0, float u1) {
+        const int e = row0 + r, col = n0 + c;
+        if (e < row_end && col < F)
+            *reinterpret_cast<__nv_bfloat162*>(p.ag + static_cast<int64_t>(e) * width + col) =
+                __floats2bfloat162_rn(silu(g0) * u0, silu(g1) * u1);
+    });
+}
+
+// grid: (ceil(H / 128), tile capacity). yg[entry, n0 .. n0 + 128) = bf16(ag[entry, :F] · Wd^T).
+template <class T>
+__global__ void __launch_bounds__(T::threads, 2) moe_down_kernel(MoeBf16Params p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    int group, row0, row_end;
+    if (!tile_of(p, T::BM, group, row0, row_end)) return;
+    const bool shared = group == p.E;
+    const int F = shared ? p.Is : p.I, n0 = blockIdx.x * moe::kBN, width = max_ffn(p);
+    const bf16* w = shared ? p.shared_down : p.experts_down + static_cast<int64_t>(group) * p.H * p.I;
+    const bf16** rows = moe::gemm_rows(smem_raw);
+    for (int i = threadIdx.x; i < T::BM + moe::kBN; i += blockDim.x) {
+        const int e = row0 + i, n = n0 + i - T::BM;
+        if (i < T::BM) rows[i] = e < row_end ? p.ag + static_cast<int64_t>(e) * width : nullptr;
+        else rows[i] = n < p.H ? w + static_cast<int64_t>(n) * F : nullptr;
     }
+    __syncthreads();
+    typename T::Acc acc{};
+    moe::tile_run<T>(acc, F, w, smem_raw);
+    T::visit(acc, [&](int r, int c, float v0, float v1) {
+        const int e = row0 + r, col = n0 + c;
+        if (e < row_end && col < p.H)
+            *reinterpret_cast<__nv_bfloat162*>(p.yg + static_cast<int64_t>(e) * p.H + col) =
+                __floats2bfloat162_rn(v0, v1);
+    });
 }
 
-// grid: entries blocks; copies x[entry_row[i]] to xg[i].
-__global__ void moe_gather_kernel(MoeBf16Params p) {
-    const int i = blockIdx.x;
-    if (i >= p.group_offsets[p.E + 1]) return;
-    const bf16* src = p.x + static_cast<int64_t>(p.entry_row[i]) * p.H;
-    bf16* dst = p.xg + static_cast<int64_t>(i) * p.H;
-    for (int c = threadIdx.x * kVec; c < p.H; c += blockDim.x * kVec)
-        *reinterpret_cast<Bf16x8*>(dst + c) = *reinterpret_cast<const Bf16x8*>(src + c);
-}
-
-// Y[rows of group g, 0:N_g] = A[rows of g, 0:K_g] · W_g^T (W_g [N_g, K_g] row-major), for the
-// routed groups (W_g = w_routed + g * N_r * K_r) and the shared one (group E).
-struct GroupedGemm {
-    const bf16* a;           // [entries + 16, lda]
-    int lda;
-    const bf16* w_routed;    // [E, N_r, K_r]
-    const bf16* w_shared;    // [N_s, K_s]
-    int n_routed, k_routed, n_shared, k_shared;
-    float* y;                // [entries + 16, ldy]
-    int ldy;
-};
-
-// grid: (ceil(max N / 64), ceil(entries / 16)); each block: one 16-row tile, 64 columns, once
-// per group the tile overlaps (rows of other groups are computed and dropped).
-__global__ void moe_grouped_gemm_kernel(MoeBf16Params p, GroupedGemm g) {
-    using namespace nvcuda;
-    __shared__ __align__(32) float tile[kGemmWarps][kTile * kTile];  // WMMA stores need 256-bit alignment
-    const int total = p.group_offsets[p.E + 1];
-    const int row0 = blockIdx.y * kTile;
-    if (row0 >= total) return;
-    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-    const int n0 = blockIdx.x * (kGemmWarps * kTile) + warp * kTile;
-    const int row_end = row0 + kTile < total ? row0 + kTile : total;
-    // First group whose entries reach past row0 (groups are few; a linear scan is cheap).
-    int grp = 0;
-    while (p.group_offsets[grp + 1] <= row0) ++grp;
-    for (; grp <= p.E && p.group_offsets[grp] < row_end; ++grp) {
-        const int lo = p.group_offsets[grp], hi = p.group_offsets[grp + 1];
-        if (hi <= lo) continue;
-        const bool shared = grp == p.E;
-        const int N = shared ? g.n_shared : g.n_routed, K = shared ? g.k_shared : g.k_routed;
-        if (n0 >= N) continue;  // warp-uniform
-        const bf16* w = shared ? g.w_shared : g.w_routed + static_cast<int64_t>(grp) * N * K;
-        wmma::fragment<wmma::accumulator, kTile, kTile, kTile, float> acc;
-        wmma::fill_fragment(acc, 0.0f);
-        for (int k0 = 0; k0 < K; k0 += kTile) {
-            wmma::fragment<wmma::matrix_a, kTile, kTile, kTile, bf16, wmma::row_major> fa;
-            wmma::fragment<wmma::matrix_b, kTile, kTile, kTile, bf16, wmma::col_major> fb;
-            wmma::load_matrix_sync(fa, g.a + static_cast<int64_t>(row0) * g.lda + k0, g.lda);
-            wmma::load_matrix_sync(fb, w + static_cast<int64_t>(n0) * K + k0, K);  // B[k][n] = W[n][k]
-            wmma::mma_sync(acc, fa, fb, acc);
-        }
-        wmma::store_matrix_sync(tile[warp], acc, kTile, wmma::mem_row_major);
-        __syncwarp();
-        for (int e = lane; e < kTile * kTile; e += kWarp) {
-            const int r = row0 + e / kTile;
-            if (r >= lo && r < hi) g.y[static_cast<int64_t>(r) * g.ldy + n0 + e % kTile] = tile[warp][e];
-        }
-        __syncwarp();
-    }
-}
-
-// grid: entries blocks; ag[i, :F] = bf16(silu(hg[i, :F]) * hg[i, F:2F]), F = I or Is by group.
-__global__ void moe_swiglu_kernel(MoeBf16Params p) {
-    const int i = blockIdx.x;
-    if (i >= p.group_offsets[p.E + 1]) return;
-    const int width = max(p.I, p.Is);
-    const int F = i >= p.group_offsets[p.E] ? p.Is : p.I;
-    const float* h = p.hg + static_cast<int64_t>(i) * 2 * width;
-    bf16* a = p.ag + static_cast<int64_t>(i) * width;
-    for (int c = threadIdx.x; c < F; c += blockDim.x) a[c] = __float2bfloat16_rn(silu(h[c]) * h[F + c]);
-}
-
-// grid: max_rows blocks; out[r] = Σ_j w_j · yg[pos(r, j)] (slot order) + shared_w · yg[pos(r, k)].
+// grid: max_rows blocks; out[r] = Σ_j w_j · yg[pos(r, j)] (slot order) + shared_w · yg[pos(r, k)],
+// 8 columns per thread.
 __global__ void moe_combine_kernel(MoeBf16Params p) {
     const int r = blockIdx.x;
     if (r >= launch_rows(p.n_rows, p.max_rows)) return;
     const int32_t* pos = p.entry_pos + static_cast<int64_t>(r) * (p.k + 1);
-    for (int h = threadIdx.x; h < p.H; h += blockDim.x) {
-        float total = 0.0f;
-        for (int j = 0; j < p.k; ++j)
-            total = fmaf(p.topk_w[static_cast<int64_t>(r) * p.k + j], p.yg[static_cast<int64_t>(pos[j]) * p.H + h], total);
-        total = fmaf(p.shared_w[r], p.yg[static_cast<int64_t>(pos[p.k]) * p.H + h], total);
-        if (p.out) p.out[static_cast<int64_t>(r) * p.H + h] = total;
-        if (p.out_bf16) store_out(p, static_cast<int64_t>(r) * p.H + h, total);
+    for (int h = threadIdx.x * kVec; h < p.H; h += blockDim.x * kVec) {
+        float total[kVec] = {}, y[kVec];
+        for (int j = 0; j <= p.k; ++j) {
+            const float wj = j < p.k ? p.topk_w[static_cast<int64_t>(r) * p.k + j] : p.shared_w[r];
+            load8(p.yg + static_cast<int64_t>(pos[j]) * p.H + h, y);
+#pragma unroll
+            for (int c = 0; c < kVec; ++c) total[c] = fmaf(wj, y[c], total[c]);
+        }
+        const int64_t at = static_cast<int64_t>(r) * p.H + h;
+        if (p.out)
+#pragma unroll
+            for (int c = 0; c < kVec; ++c) p.out[at + c] = total[c];
+        if (p.out_bf16) {
+            if (p.accumulate) {  // the fused residual add: fp32 sum, one bf16 rounding (moe::store_out)
+                float old[kVec];
+                load8(p.out_bf16 + at, old);
+#pragma unroll
+                for (int c = 0; c < kVec; ++c) total[c] += old[c];
+            }
+            store8(p.out_bf16 + at, total);
+        }
+    }
+}
+
+template <class T>
+cudaError_t launch_gemms(const MoeBf16Params& p, cudaStream_t stream) {
+    cudaError_t e = cudaFuncSetAttribute(moe_gate_up_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::smem);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(moe_down_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::smem);
+    if (e != cudaSuccess) return e;
+    const int tiles = tile_capacity(p, T::BM);
+    moe_gate_up_kernel<T><<<dim3(ceil_div(max_ffn(p), kActCols), tiles), T::threads, T::smem, stream>>>(p);
+    moe_down_kernel<T><<<dim3(ceil_div(p.H, moe::kBN), tiles), T::threads, T::smem, stream>>>(p);
+    return cudaGetLastError();
+}
+
+// The one dispatch of a tile shape (kMoeTileShapes, 1-based) to its instantiation.
+cudaError_t launch_gemms(const MoeBf16Params& p, int shape, cudaStream_t stream) {
+    using moe::Tile;
+    switch (shape) {
+        case 1: return launch_gemms<Tile<64>>(p, stream);
+        case 2: return launch_gemms<Tile<128>>(p, stream);
+        case 3: return launch_gemms<moe::WgTile>(p, stream);
+        default: return cudaErrorInvalidValue;
     }
 }
 
 }  // namespace
 
 MoePrefillScratch moe_prefill_scratch(const MoeBf16Params& p) {
-    const size_t n = static_cast<size_t>(entries(p)) + kTile, w = static_cast<size_t>(max_ffn(p));
-    return {static_cast<size_t>(p.E) + 2, static_cast<size_t>(entries(p)), static_cast<size_t>(entries(p)),
-            n * p.H, n * w, n * 2 * w, n * p.H};
+    const size_t n = static_cast<size_t>(entries(p));
+    // The table is sized for the smaller tile, which needs more of them.
+    const size_t tiles = static_cast<size_t>(tile_capacity(p, 64));
+    return {static_cast<size_t>(p.E) + 2, static_cast<size_t>(chunks(p)) * p.E, 1 + 2 * tiles, n, n,
+            n * max_ffn(p), n * p.H};
+}
+
+bool moe_prefill_wgmma_supported() {
+    static const bool supported = [] {
+        int dev = 0, major = 0, minor = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        return major == 9 && minor == 0;
+    }();
+    return supported;
+}
+
+int moe_prefill_tile_rows(const MoeBf16Params& p) {
+    const int shape = pick_tile_shape(p);
+    return shape >= 1 && shape <= kMoeTileShapeCount ? kMoeTileShapes[shape - 1].rows : 0;
 }
 
 cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream) {
-    if (!valid(p) || (!p.out && !p.out_bf16) || !p.group_offsets || !p.entry_row || !p.entry_pos || !p.xg ||
-        !p.hg || !p.ag || !p.yg || p.H % kTile || p.I % kTile || p.Is % kTile)
+    const int shape = pick_tile_shape(p);
+    if (!valid(p) || (!p.out && !p.out_bf16) || !p.group_offsets || !p.chunk_base || !p.tile_table ||
+        !p.entry_row || !p.entry_pos || !p.ag || !p.yg || p.H % 16 || p.I % 16 || p.Is % 16 || shape < 1 ||
+        shape > kMoeTileShapeCount)
         return cudaErrorInvalidValue;
-    // WMMA fragment loads need 256-bit aligned tiles.
-    for (const void* ptr : {static_cast<const void*>(p.xg), static_cast<const void*>(p.ag),
-                            static_cast<const void*>(p.experts_gate_up), static_cast<const void*>(p.experts_down),
-                            static_cast<const void*>(p.shared_gate_up), static_cast<const void*>(p.shared_down)})
-        if (reinterpret_cast<uintptr_t>(ptr) % 32) return cudaErrorInvalidValue;
-    cudaError_t e = moe_router_launch(p, stream);
+    if (kMoeTileShapes[shape - 1].wgmma && !moe_prefill_wgmma_supported()) return cudaErrorNotSupported;
+    // 16-byte cp.async and vector accesses.
+    if (!aligned16(p.ag) || !aligned16(p.yg) || (p.out_bf16 && !aligned16(p.out_bf16)))
+        return cudaErrorInvalidValue;
+    cudaError_t e = moe_prefill_router_launch(p, stream);
     if (e != cudaSuccess) return e;
-    moe_group_kernel<<<1, kGroupThreads, sizeof(int32_t) * (p.E + 1), stream>>>(p);
-    const int n_entries = static_cast<int>(entries(p)), m_tiles = ceil_div(n_entries, kTile);
-    moe_gather_kernel<<<n_entries, 128, 0, stream>>>(p);
-    const int width = max_ffn(p);
-    const int cols = kGemmWarps * kTile;
-    GroupedGemm gu{p.xg, p.H, p.experts_gate_up, p.shared_gate_up, 2 * p.I, p.H, 2 * p.Is, p.H, p.hg, 2 * width};
-    moe_grouped_gemm_kernel<<<dim3(ceil_div(2 * width, cols), m_tiles), kGemmWarps * kWarp, 0, stream>>>(p, gu);
-    moe_swiglu_kernel<<<n_entries, 128, 0, stream>>>(p);
-    GroupedGemm dn{p.ag, width, p.experts_down, p.shared_down, p.H, p.I, p.H, p.Is, p.yg, p.H};
-    moe_grouped_gemm_kernel<<<dim3(ceil_div(p.H, cols), m_tiles), kGemmWarps * kWarp, 0, stream>>>(p, dn);
+    const int n_chunks = chunks(p);
+    moe_count_kernel<<<n_chunks, kChunkThreads, sizeof(int32_t) * p.E, stream>>>(p);
+    moe_scan_kernel<<<1, kScanThreads, sizeof(int32_t) * (p.E + 1), stream>>>(p, kMoeTileShapes[shape - 1].rows);
+    moe_scatter_kernel<<<n_chunks, kChunkThreads, sizeof(int32_t) * kChunkRows * p.k, stream>>>(p);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    e = launch_gemms(p, shape, stream);
+    if (e != cudaSuccess) return e;
     moe_combine_kernel<<<p.max_rows, 256, 0, stream>>>(p);
     return cudaGetLastError();
 }

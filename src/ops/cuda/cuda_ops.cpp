@@ -56,13 +56,14 @@ size_t moe_carve(K::MoeBf16Params& p, float* base) {
     p.shared_w = take(sizeof(float) * size_t(p.max_rows));
     p.act = take(sizeof(float) * K::moe_act_floats(p));
     const K::MoePrefillScratch ps = K::moe_prefill_scratch(p);
-    p.group_offsets = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * ps.offsets_ints));
-    p.entry_row = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * ps.entry_row_ints));
-    p.entry_pos = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * ps.entry_pos_ints));
-    p.xg = reinterpret_cast<bf16*>(take(sizeof(bf16) * ps.xg_elems));
+    auto ints = [&](size_t n) { return reinterpret_cast<int32_t*>(take(sizeof(int32_t) * n)); };
+    p.group_offsets = ints(ps.offsets_ints);
+    p.chunk_base = ints(ps.chunk_ints);
+    p.tile_table = ints(ps.tile_ints);
+    p.entry_row = ints(ps.entry_row_ints);
+    p.entry_pos = ints(ps.entry_pos_ints);
     p.ag = reinterpret_cast<bf16*>(take(sizeof(bf16) * ps.ag_elems));
-    p.hg = take(sizeof(float) * ps.hg_floats);
-    p.yg = take(sizeof(float) * ps.yg_floats);
+    p.yg = reinterpret_cast<bf16*>(take(sizeof(bf16) * ps.yg_elems));
     return off + 64;  // + one unit: the base itself may sit up to 255 bytes before an aligned address
 }
 

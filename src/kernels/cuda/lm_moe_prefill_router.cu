@@ -1,0 +1,145 @@
+// The MoE router for prefill chunks (lm_moe.h, moe_prefill_router_launch). The decode router
+// (lm_moe.cu) gives each row one block that streams the whole [E, H] router matrix: fine for a
+// token, but a 16k-row chunk would re-read it 16k times (16 GB through L2 at the 35B-A3B shape).
+// Here the logits are one tensor-core GEMM over all rows (the grouped GEMM's tile, one group),
+// then a warp per row does the fp32 softmax, the top-k (ties: lower id first), the optional
+// renormalisation and the shared expert's sigmoid gate: the same function as params/moe.h, with
+// the logits summed in another fixed order (bitwise deterministic, not bitwise equal to decode).
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_moe.h"
+#include "kernels/cuda/lm_moe_common.cuh"
+#include "kernels/cuda/lm_moe_gemm.cuh"
+
+namespace frost::kernels {
+namespace {
+
+using namespace lm;
+
+using LogitTile = moe::Tile<64>;  // 64 rows x 128 experts, K 64 per stage
+constexpr int kSelectWarps = 8; // rows per select block
+constexpr int kPerLane = kMoeMaxExperts / kWarp;  // expert values a lane holds
+
+// grid: (ceil(E / 128), ceil(max_rows / 64)). probs[r, e] = x_r · router_e (fp32 logits; the
+// select kernel turns them into probabilities in place).
+__global__ void __launch_bounds__(LogitTile::threads, 2) moe_logits_kernel(MoeBf16Params p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int rows = launch_rows(p.n_rows, p.max_rows), row0 = blockIdx.y * LogitTile::BM, n0 = blockIdx.x * moe::kBN;
+    if (row0 >= rows) return;
+    const bf16** tile_rows = moe::gemm_rows(smem_raw);
+    for (int i = threadIdx.x; i < LogitTile::BM + moe::kBN; i += blockDim.x) {
+        const int r = row0 + i, e = n0 + i - LogitTile::BM;
+        if (i < LogitTile::BM) tile_rows[i] = r < rows ? p.x + static_cast<int64_t>(r) * p.H : nullptr;
+        else tile_rows[i] = e < p.E ? p.router + static_cast<int64_t>(e) * p.H : nullptr;
+    }
+    __syncthreads();
+    LogitTile::Acc acc{};
+    moe::tile_run<LogitTile>(acc, p.H, p.router, smem_raw);
+    LogitTile::visit(acc, [&](int r, int c, float v0, float v1) {
+        const int row = row0 + r, e = n0 + c;
+        float* out = p.probs + static_cast<int64_t>(row) * p.E + e;
+        if (row < rows && e < p.E) out[0] = v0;
+        if (row < rows && e + 1 < p.E) out[1] = v1;
+    });
+}
+
+// grid: ceil(max_rows / 8) blocks of 8 warps, one row each. Lane l holds experts l, l + 32, ...
+__global__ void moe_select_kernel(MoeBf16Params p) {
+    const int lane = threadIdx.x % kWarp;
+    const int r = blockIdx.x * kSelectWarps + threadIdx.x / kWarp;
+    if (r >= launch_rows(p.n_rows, p.max_rows)) return;  // warp-uniform
+    float* probs = p.probs + static_cast<int64_t>(r) * p.E;
+    float v[kPerLane];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+        const int e = lane + kWarp * i;
+        v[i] = e < p.E ? probs[e] : -INFINITY;
+        mx = fmaxf(mx, v[i]);
+    }
+    mx = warp_max(mx);
+    float part = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+        v[i] = lane + kWarp * i < p.E ? expf(v[i] - mx) : 0.0f;
+        part += v[i];
+    }
+    const float sum = warp_sum(part);  // fixed butterfly order
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+        const int e = lane + kWarp * i;
+        if (e < p.E) {
+            v[i] /= sum;
+            probs[e] = v[i];
+        } else {
+            v[i] = -2.0f;  // never selectable (taken ones are -1, probabilities >= 0)
+        }
+    }
+    // k arg-max passes over (probability desc, id asc); lane j keeps the j-th pick.
+    float mine = 0.0f;
+    int mine_id = 0;
+    for (int j = 0; j < p.k; ++j) {
+        float best = -2.0f;
+        int idx = kMoeMaxExperts;
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i)
+            if (v[i] > best) {  // ascending id per lane: the first of equal values wins
+                best = v[i];
+                idx = lane + kWarp * i;
+            }
+#pragma unroll
+        for (int off = kWarp / 2; off > 0; off /= 2) {
+            const float ov = __shfl_xor_sync(kFullMask, best, off);
+            const int oi = __shfl_xor_sync(kFullMask, idx, off);
+            if (ov > best || (ov == best && oi < idx)) {
+                best = ov;
+                idx = oi;
+            }
+        }
+        if (lane == j) {
+            mine = best;
+            mine_id = idx;
+        }
+        if (idx % kWarp == lane)
+#pragma unroll
+            for (int i = 0; i < kPerLane; ++i)
+                if (i == idx / kWarp) v[i] = -1.0f;
+    }
+    float s = 0.0f;  // in slot order, as the decode router
+    for (int j = 0; j < p.k; ++j) s += __shfl_sync(kFullMask, mine, j);
+    if (lane < p.k) {
+        p.topk_ids[static_cast<int64_t>(r) * p.k + lane] = mine_id;
+        p.topk_w[static_cast<int64_t>(r) * p.k + lane] = p.norm_topk ? mine / s : mine;
+    }
+    // The shared expert's gate: sigmoid(shared_gate · x_r), 8 columns per lane.
+    const bf16* x = p.x + static_cast<int64_t>(r) * p.H;
+    float dot = 0.0f;
+    for (int c = lane * kVec; c < p.H; c += kWarp * kVec) {
+        float a[kVec], b[kVec];
+        load8(p.shared_gate + c, a);
+        load8(x + c, b);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) dot = fmaf(a[i], b[i], dot);
+    }
+    dot = warp_sum(dot);
+    if (lane == 0) p.shared_w[r] = sigmoid(dot);
+}
+
+}  // namespace
+
+cudaError_t moe_prefill_router_launch(const MoeBf16Params& p, cudaStream_t stream) {
+    static_assert(kMoeMaxTopK <= kWarp, "lane j keeps pick j");
+    if (!moe::valid(p)) return cudaErrorInvalidValue;
+    constexpr size_t smem = LogitTile::smem;
+    const cudaError_t e = cudaFuncSetAttribute(moe_logits_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    moe_logits_kernel<<<dim3(ceil_div(p.E, moe::kBN), ceil_div(p.max_rows, LogitTile::BM)), LogitTile::threads, smem,
+                        stream>>>(p);
+    moe_select_kernel<<<ceil_div(p.max_rows, kSelectWarps), kSelectWarps * kWarp, 0, stream>>>(p);
+    return cudaGetLastError();
+}
+
+}  // namespace frost::kernels

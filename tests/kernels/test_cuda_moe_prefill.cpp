@@ -1,0 +1,328 @@
+// CUDA MoE prefill (moe_prefill_launch: device-side grouping, grouped tensor-core GEMMs with the
+// row gather and SwiGLU fused, per-row combine) against the CPU reference op (cpu/moe.cpp) on the
+// same bf16-representable inputs, fresh random, outputs poisoned. The activations between the two
+// GEMMs and each expert's output are bf16 here (fp32 in the CPU op), so the output tolerance is
+// the bf16 one: relative L2 <= 1e-2 per row. Rows whose CPU top-k gap is a near-tie are named and
+// not compared. Also: the grouping's invariants (every pair once, by row inside each group, the
+// tile table), bitwise equal reruns, a captured graph following the device row count.
+#include <gtest/gtest.h>
+
+#if !FROST_WITH_CUDA
+TEST(CudaMoePrefill, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
+#else
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/moe.h"
+#include "kernels/cuda/lm_moe.h"
+#include "kernels/cuda_test_util.h"
+
+namespace frost::test {
+namespace {
+
+constexpr double kNearTie = 1e-4;  // bf16-exact inputs: GPU and CPU logits differ by fp32 sum order only
+constexpr double kTol = 1e-2;
+
+struct Shape {
+    int H, E, k, I, Is;
+    bool norm;
+};
+// The released shapes: Qwen3.5/3.6-35B-A3B and Qwen3-Next-80B-A3B.
+constexpr Shape k35bA3b{2048, 256, 8, 512, 512, true};
+constexpr Shape kNext80b{2048, 512, 10, 512, 512, false};
+
+// Uniform bf16-representable values in [lo, hi) from a counter-based generator (splitmix64): the
+// released shapes hold ~10^9 weights, too many for std::uniform_real_distribution in a test.
+std::vector<float> fast_uniform(std::mt19937& rng, size_t n, float lo, float hi) {
+    uint64_t state = (uint64_t(rng()) << 32) | rng();
+    std::vector<float> v(n);
+    for (auto& x : v) {
+        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        x = round_bf(lo + (hi - lo) * float(z >> 40) * 0x1p-24f);
+    }
+    return v;
+}
+
+struct Weights {
+    Shape s;
+    std::vector<float> router, gu, down, sgu, sdown, sgate;
+};
+
+Weights make_weights(std::mt19937& rng, Shape s) {
+    const float wh = 1.0f / std::sqrt(float(s.H)), wi = 1.0f / std::sqrt(float(s.I)),
+                ws = 1.0f / std::sqrt(float(s.Is));
+    return {s,
+            fast_uniform(rng, size_t(s.E) * s.H, -2 * wh, 2 * wh),
+            fast_uniform(rng, size_t(s.E) * 2 * s.I * s.H, -wh, wh),
+            fast_uniform(rng, size_t(s.E) * s.H * s.I, -wi, wi),
+            fast_uniform(rng, size_t(2) * s.Is * s.H, -wh, wh),
+            fast_uniform(rng, size_t(s.H) * s.Is, -ws, ws),
+            fast_uniform(rng, size_t(s.H), -wh, wh)};
+}
+
+struct CpuOut {
+    std::vector<float> y, probs, w;
+    std::vector<int32_t> ids;
+};
+
+// The CPU reference on the given rows of x ([rows, H]).
+CpuOut run_cpu(const Weights& w, const std::vector<float>& x, int rows) {
+    const Shape& s = w.s;
+    CpuOut o;
+    o.y.assign(size_t(rows) * s.H, 0.0f);  // y starts at 0: y = the MoE output
+    o.probs.resize(size_t(rows) * s.E);
+    o.ids.resize(size_t(rows) * s.k);
+    o.w.resize(size_t(rows) * s.k);
+    std::vector<float> work(size_t(rows) * kernels::moe_work_floats(s.H, s.I, s.Is));
+    kernels::MoeParams p{};
+    p.x = x.data(); p.y = o.y.data(); p.router = w.router.data(); p.experts_gate_up = w.gu.data();
+    p.experts_down = w.down.data(); p.shared_gate_up = w.sgu.data(); p.shared_down = w.sdown.data();
+    p.shared_gate = w.sgate.data(); p.probs = o.probs.data(); p.topk_ids = o.ids.data(); p.topk_w = o.w.data();
+    p.work = work.data(); p.H = s.H; p.E = s.E; p.k = s.k; p.I = s.I; p.Is = s.Is; p.norm_topk = s.norm;
+    p.max_rows = rows;
+    EXPECT_EQ(kernels::cpu::moe(p), FROST_OK);
+    return o;
+}
+
+// Device weights, inputs, outputs and the prefill scratch (moe_prefill_scratch) for max_rows rows.
+struct Gpu {
+    Dev<uint16_t> x, router, gu, down, sgu, sdown, sgate;
+    Dev<float> probs, w, sw, out;
+    Dev<int32_t> ids, n_rows;
+    kernels::MoePrefillScratch sc;
+    Dev<int32_t> offsets, chunk_base, tiles, entry_row, entry_pos;
+    Dev<uint16_t> ag, yg;
+    kernels::MoeBf16Params p{};
+
+    static kernels::MoePrefillScratch scratch(Shape s, int rows) {
+        kernels::MoeBf16Params q{};
+        q.H = s.H; q.E = s.E; q.k = s.k; q.I = s.I; q.Is = s.Is; q.max_rows = rows;
+        return kernels::moe_prefill_scratch(q);
+    }
+    Gpu(const Weights& wt, const std::vector<float>& xs, int rows, int n)
+        : x(to_bf(xs)), router(to_bf(wt.router)), gu(to_bf(wt.gu)), down(to_bf(wt.down)), sgu(to_bf(wt.sgu)),
+          sdown(to_bf(wt.sdown)), sgate(to_bf(wt.sgate)), probs(size_t(rows) * wt.s.E), w(size_t(rows) * wt.s.k),
+          sw(size_t(rows)), out(size_t(rows) * wt.s.H), ids(size_t(rows) * wt.s.k), n_rows(std::vector<int32_t>{n}),
+          sc(scratch(wt.s, rows)), offsets(sc.offsets_ints), chunk_base(sc.chunk_ints), tiles(sc.tile_ints),
+          entry_row(sc.entry_row_ints), entry_pos(sc.entry_pos_ints), ag(sc.ag_elems), yg(sc.yg_elems) {
+        const Shape& s = wt.s;
+        p.x = bf(x); p.router = bf(router); p.experts_gate_up = bf(gu); p.experts_down = bf(down);
+        p.shared_gate_up = bf(sgu); p.shared_down = bf(sdown); p.shared_gate = bf(sgate);
+        p.probs = probs.get(); p.topk_ids = ids.get(); p.topk_w = w.get(); p.shared_w = sw.get();
+        p.out = out.get(); p.out_bf16 = nullptr;
+        p.H = s.H; p.E = s.E; p.k = s.k; p.I = s.I; p.Is = s.Is; p.norm_topk = s.norm;
+        p.max_rows = rows; p.n_rows = n_rows.get();
+        p.group_offsets = offsets.get(); p.chunk_base = chunk_base.get(); p.tile_table = tiles.get();
+        p.entry_row = entry_row.get(); p.entry_pos = entry_pos.get(); p.ag = bf(ag); p.yg = bf(yg);
+    }
+};
+
+// The grouping of the last launch: every (row, slot) pair of rows < n exactly once, in its
+// expert's group (shared expert = group E), rows ascending inside each group, and the tile table
+// = per group ceil(count / bm) tiles of bm entries, groups in order.
+void check_grouping(const Gpu& g, int n, int bm) {
+    const kernels::MoeBf16Params& p = g.p;
+    const auto off = g.offsets.download(), er = g.entry_row.download(), ep = g.entry_pos.download(),
+               ids = g.ids.download(), tt = g.tiles.download();
+    ASSERT_EQ(off[0], 0);
+    ASSERT_EQ(off[size_t(p.E) + 1], n * (p.k + 1)) << "every (row, expert) pair and every row's shared entry";
+    ASSERT_EQ(off[size_t(p.E) + 1] - off[size_t(p.E)], n);
+    std::vector<int> seen(size_t(n) * (p.k + 1), 0);
+    for (int r = 0; r < n; ++r)
+        for (int j = 0; j <= p.k; ++j) {
+            const int e = ep[size_t(r) * (p.k + 1) + j];
+            ASSERT_TRUE(e >= 0 && e < n * (p.k + 1)) << "row " << r << " slot " << j << " entry " << e;
+            ++seen[size_t(e)];
+            EXPECT_EQ(er[size_t(e)], r) << "entry " << e;
+            const int grp = j < p.k ? ids[size_t(r) * p.k + j] : p.E;
+            EXPECT_TRUE(e >= off[size_t(grp)] && e < off[size_t(grp) + 1]) << "row " << r << " slot " << j;
+        }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), long(seen.size())) << "an entry used twice or never";
+    int tile = 0;
+    for (int grp = 0; grp <= p.E; ++grp) {
+        for (int e = off[size_t(grp)] + 1; e < off[size_t(grp) + 1]; ++e)
+            ASSERT_LT(er[size_t(e) - 1], er[size_t(e)]) << "group " << grp << " not in row order at entry " << e;
+        for (int first = off[size_t(grp)]; first < off[size_t(grp) + 1]; first += bm, ++tile) {
+            ASSERT_EQ(tt[1 + 2 * size_t(tile)], grp) << "tile " << tile;
+            ASSERT_EQ(tt[2 + 2 * size_t(tile)], first) << "tile " << tile;
+        }
+    }
+    EXPECT_EQ(tt[0], tile) << "tile count";
+}
+
+// GPU rows `rows_at[i]` against CPU rows i; returns the near-tie rows skipped.
+int compare(const Gpu& g, const CpuOut& c, const std::vector<int>& rows_at) {
+    const kernels::MoeBf16Params& p = g.p;
+    const auto out = g.out.download(), probs = g.probs.download(), w = g.w.download();
+    const auto ids = g.ids.download();
+    int ties = 0;
+    for (size_t i = 0; i < rows_at.size(); ++i) {
+        const int r = rows_at[i];
+        std::vector<float> sorted(c.probs.begin() + long(i) * p.E, c.probs.begin() + long(i + 1) * p.E);
+        std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+        const double gap = p.k < p.E ? double(sorted[size_t(p.k) - 1]) - sorted[size_t(p.k)] : 1.0;
+        if (gap < kNearTie) {
+            ++ties;
+            std::printf("[ near-tie ] prefill row %d: CPU top-k gap %.3g; not compared\n", r, gap);
+            continue;
+        }
+        for (int e = 0; e < p.E; ++e)
+            EXPECT_NEAR(probs[size_t(r) * p.E + e], c.probs[i * p.E + e], 1e-5) << "row " << r << " expert " << e;
+        bool same = true;
+        for (int j = 0; j < p.k; ++j) same = same && ids[size_t(r) * p.k + j] == c.ids[i * p.k + j];
+        EXPECT_TRUE(same) << "row " << r << ": the GPU router chose other experts than the CPU";
+        if (!same) continue;
+        for (int j = 0; j < p.k; ++j)
+            EXPECT_NEAR(w[size_t(r) * p.k + j], c.w[i * p.k + j], 1e-5) << "row " << r << " slot " << j;
+        std::vector<double> ref(c.y.begin() + long(i) * p.H, c.y.begin() + long(i + 1) * p.H);
+        std::vector<float> got(out.begin() + long(r) * p.H, out.begin() + long(r + 1) * p.H);
+        EXPECT_LE(rel_l2(ref, got), kTol) << "row " << r;
+    }
+    return ties;
+}
+
+void expect_untouched_past(const Gpu& g, int n) {
+    const auto out = g.out.download();
+    for (int r = n; r < g.p.max_rows; ++r)
+        EXPECT_TRUE(std::isnan(out[size_t(r) * g.p.H])) << "row " << r << " past n_rows was written";
+}
+
+std::vector<int> first_rows(int n) {
+    std::vector<int> v(size_t(n), 0);
+    for (int i = 0; i < n; ++i) v[size_t(i)] = i;
+    return v;
+}
+
+// Small shapes (odd row counts, partial tiles, K tails, Is != I, narrow experts), every tile shape.
+TEST(CudaMoePrefill, GroupedGemmMatchesTheCpuReference) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("CudaMoePrefill");
+    for (Shape s : {Shape{128, 8, 2, 64, 96, true}, Shape{256, 64, 4, 128, 64, true},
+                    Shape{512, 128, 10, 32, 256, false}, Shape{272, 16, 3, 208, 48, true}})
+        for (int shape = 1; shape <= kernels::kMoeTileShapeCount; ++shape) {
+            const kernels::MoeTileShape t = kernels::kMoeTileShapes[shape - 1];
+            SCOPED_TRACE("H " + std::to_string(s.H) + " E " + std::to_string(s.E) + " tile " + std::to_string(t.rows) +
+                         "x" + std::to_string(t.k) + " warp cols " + std::to_string(t.warp_cols));
+            const int rows = 333, n = 301;  // rows 301.. past n_rows stay poisoned; 5 chunks, the last partial
+            const Weights w = make_weights(rng, s);
+            const std::vector<float> x = uniform(rng, size_t(rows) * s.H, -2, 2);
+            Gpu g(w, x, rows, n);
+            g.p.tile_shape = shape;
+            if (t.wgmma && !kernels::moe_prefill_wgmma_supported()) {
+                std::printf("[ not run  ] tile shape %d needs compute capability 9.0\n", shape);
+                EXPECT_EQ(kernels::moe_prefill_launch(g.p, nullptr), cudaErrorNotSupported);
+                continue;
+            }
+            CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
+            CUDA_OK(cudaDeviceSynchronize());
+            check_grouping(g, n, t.rows);
+            const CpuOut c = run_cpu(w, x, n);
+            EXPECT_LT(compare(g, c, first_rows(n)), n / 2) << "most rows near-ties: degenerate inputs";
+            expect_untouched_past(g, n);
+        }
+}
+
+// The released shapes at real chunk sizes: the CPU reference on a sample of rows spread over the
+// chunk (every row's routing and grouping is still checked), two launches bitwise equal.
+void check_released(Shape s, const char* name, int rows, int sample) {
+    SCOPED_TRACE(std::string(name) + " rows " + std::to_string(rows));
+    auto rng = fresh_rng(name);
+    const Weights w = make_weights(rng, s);
+    const std::vector<float> x = fast_uniform(rng, size_t(rows) * s.H, -2, 2);
+    Gpu g(w, x, rows, rows);
+    CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    check_grouping(g, rows, kernels::moe_prefill_tile_rows(g.p));
+    const auto first = g.out.download();
+    g.out.poison();
+    g.ag.poison();
+    g.yg.poison();
+    CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
+    const auto second = g.out.download();
+    EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)), 0) << "reruns differ";
+    std::vector<int> at;
+    std::vector<float> xs;
+    const int start = int(rng() % uint32_t(rows / sample));
+    for (int r = start; r < rows && int(at.size()) < sample; r += rows / sample) {
+        at.push_back(r);
+        xs.insert(xs.end(), x.begin() + long(r) * s.H, x.begin() + long(r + 1) * s.H);
+    }
+    const CpuOut c = run_cpu(w, xs, int(at.size()));
+    EXPECT_LT(compare(g, c, at), int(at.size()) / 2) << "most rows near-ties: degenerate inputs";
+}
+
+TEST(CudaMoePrefill, MatchesTheCpuReferenceAtTheReleasedShapes) {
+    FROST_SKIP_WITHOUT_CUDA();
+    check_released(k35bA3b, "35B-A3B", 1024, 128);
+    check_released(k35bA3b, "35B-A3B", 4096, 128);
+    check_released(kNext80b, "Qwen3-Next-80B", 2048, 128);
+}
+
+// One captured graph replayed with different device-side row counts: the grouping, the tile
+// table and the GEMM grids follow *n_rows without recapture.
+TEST(CudaMoePrefill, CapturedGraphFollowsTheDeviceRowCount) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("CudaMoePrefillGraph");
+    const Shape s{256, 32, 4, 128, 128, true};
+    const int rows = 200;
+    const Weights w = make_weights(rng, s);
+    const std::vector<float> x = uniform(rng, size_t(rows) * s.H, -2, 2);
+    Gpu g(w, x, rows, rows);
+    cudaStream_t st;
+    CUDA_OK(cudaStreamCreate(&st));
+    cudaGraph_t graph;
+    CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    CUDA_OK(kernels::moe_prefill_launch(g.p, st));
+    CUDA_OK(cudaStreamEndCapture(st, &graph));
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int n : {rows, 57, 129}) {
+        SCOPED_TRACE("n_rows " + std::to_string(n));
+        g.n_rows.upload({n});
+        g.out.poison();
+        CUDA_OK(cudaGraphLaunch(exec, st));
+        CUDA_OK(cudaStreamSynchronize(st));
+        check_grouping(g, n, kernels::moe_prefill_tile_rows(g.p));
+        const CpuOut c = run_cpu(w, x, n);
+        compare(g, c, first_rows(n));
+        expect_untouched_past(g, n);
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(st);
+}
+
+TEST(CudaMoePrefill, BadParamsAreRefused) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("CudaMoePrefillBad");
+    const Shape s{64, 8, 2, 32, 32, true};
+    const Weights w = make_weights(rng, s);
+    Gpu g(w, uniform(rng, size_t(4) * s.H, -2, 2), 4, 4);
+    kernels::MoeBf16Params p = g.p;
+    p.tile_shape = kernels::kMoeTileShapeCount + 1;
+    EXPECT_EQ(kernels::moe_prefill_launch(p, nullptr), cudaErrorInvalidValue);
+    p.tile_shape = -1;
+    EXPECT_EQ(kernels::moe_prefill_launch(p, nullptr), cudaErrorInvalidValue);
+    p = g.p;
+    p.tile_table = nullptr;
+    EXPECT_EQ(kernels::moe_prefill_launch(p, nullptr), cudaErrorInvalidValue);
+    p = g.p;
+    p.chunk_base = nullptr;
+    EXPECT_EQ(kernels::moe_prefill_launch(p, nullptr), cudaErrorInvalidValue);
+    p = g.p;
+    p.I = 24;  // not a multiple of 16
+    EXPECT_EQ(kernels::moe_prefill_launch(p, nullptr), cudaErrorInvalidValue);
+    p = g.p;
+    p.yg = p.yg + 1;  // 16-byte vector loads
+    EXPECT_EQ(kernels::moe_prefill_launch(p, nullptr), cudaErrorInvalidValue);
+    CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_TRUE(std::isnan(g.out.download()[0])) << "a refused launch wrote its output";
+}
+
+}  // namespace
+}  // namespace frost::test
+#endif
