@@ -258,7 +258,24 @@ void run_case(const Case& c) {
         EXPECT_LE(rel_l2(ref, got), kF32Tol) << what;
         EXPECT_LE(rel_l2(ref, from_bf(yb.download())), kBf16Tol) << what;
     }
-    if (kernels::gemv_quant_tc_eligible(p)) check_batched(c, p, w);
+    if (kernels::gemv_quant_tc_eligible(p)) {
+        // Every tuning variant of the tensor-core kernel: the default's bits.
+        p.out_f32 = 1;
+        p.y = yf.get();
+        CUDA_OK(kernels::gemv_quant_tc_launch(p, nullptr));
+        const auto want = yf.download();
+        for (const bool pipelined : {false, true})
+            for (const int unroll : {2, 4})
+                for (const int blocks : {2, 3, 4}) {
+                    yf2.poison();
+                    p.y = yf2.get();
+                    CUDA_OK(kernels::gemv_quant_tc_launch_tuned(p, unroll, blocks, pipelined, nullptr));
+                    EXPECT_EQ(0, std::memcmp(want.data(), yf2.download().data(), want.size() * sizeof(float)))
+                        << c.name << ": variant unroll " << unroll << " blocks " << blocks << " pipelined " << pipelined
+                        << " differs from the default launch";
+                }
+        check_batched(c, p, w);
+    }
     // The whole weight dequantized on the device: bitwise the CPU reference rounded to bf16.
     Dev<uint16_t> wb(static_cast<size_t>(N * K));
     CUDA_OK(kernels::dequant_bf16_launch(p, bf(wb), nullptr));

@@ -137,7 +137,7 @@ __device__ inline uint32_t x_pair(const uint4 (&xv)[4], int p) {
     }
 }
 
-template <int F, bool kSwiglu, int kUnroll, int kMinBlocks>
+template <int F, bool kSwiglu, int kUnroll, int kMinBlocks, bool kPipe>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(GemvQuantParams p) {
     __shared__ float partial[kWarps][kTileRows][kCols];
     constexpr int L = loads_per_row<F>();
@@ -187,22 +187,25 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
         return raw;
     };
 
-    uint4 w[kUnroll][2][L];  // [step][row][load]
+    // A ring of kUnroll step slots per warp. kPipe: slot u is refilled with step i + kUnroll as soon
+    // as step i has been copied out of it, so kUnroll steps stay in flight while a step computes
+    // (the 4-bit dequantization costs more issue time per byte than the bf16 GEMV's, so loading
+    // a whole group only after computing the previous one left DRAM idle); otherwise the group
+    // is reloaded after it has been consumed (the bf16 GEMV's scheme).
+    uint4 w[kUnroll][2][L];  // [slot][row][load]
     StepRaw sr[kUnroll][2];
-    auto load_group = [&](int i0) {
+    auto load_step = [&](int u, int i) {  // this warp's step i into slot u
+        const int s = warp + i * kWarps;
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            if (i0 + u >= my_steps) break;
-            const int s = warp + (i0 + u) * kWarps;
+        for (int r = 0; r < 2; ++r) {
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-#pragma unroll
-                for (int l = 0; l < L; ++l) w[u][r][l] = __ldg(wrow[r] + static_cast<int64_t>(s) * (4 * L) + l);
-                sr[u][r] = load_raw(r, s);
-            }
+            for (int l = 0; l < L; ++l) w[u][r][l] = __ldg(wrow[r] + static_cast<int64_t>(s) * (4 * L) + l);
+            sr[u][r] = load_raw(r, s);
         }
     };
-    load_group(0);  // weights and scales do not depend on the previous kernel
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+        if (u < my_steps) load_step(u, u);  // weights and scales do not depend on the previous kernel
     pdl_wait();
     pdl_launch_dependents();
 
@@ -210,41 +213,55 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     const bool x_ok = gid < p.M;
     const int ldx = p.ldx > 0 ? p.ldx : p.K;
     const uint4* xrow = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(x_ok ? gid : 0) * ldx) + 4 * t;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    // Two accumulator chains (even / odd mmas) halve the dependent mma sequence; every variant adds
+    // them in the same order, so all variants give the same bits.
+    float acc[2][4] = {};
     for (int i0 = 0; i0 < my_steps; i0 += kUnroll) {
-        if (i0 > 0) load_group(i0);
+        if (!kPipe && i0 > 0) {
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u)
+                if (i0 + u < my_steps) load_step(u, i0 + u);
+        }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-            if (i0 + u >= my_steps) break;
-            const int s = warp + (i0 + u) * kWarps;
+            const int i = i0 + u;
+            if (i >= my_steps) break;
+            const int s = warp + i * kWarps;
+            uint4 cw[2][L];
+            StepRaw cs[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                cs[r] = sr[u][r];
+#pragma unroll
+                for (int l = 0; l < L; ++l) cw[r][l] = w[u][r][l];
+            }
+            if (kPipe && i + kUnroll < my_steps) load_step(u, i + kUnroll);
             uint4 xv[4];
 #pragma unroll
             for (int q = 0; q < 4; ++q) xv[q] = x_ok ? xrow[s * (kStepK / kVec) + q] : make_uint4(0, 0, 0, 0);
-            const StepScale st0 = step_scale<F>(sr[u][0]), st1 = step_scale<F>(sr[u][1]);
-            auto mma_step = [&](float(&dst)[4]) {
+            const StepScale st0 = step_scale<F>(cs[0]), st1 = step_scale<F>(cs[1]);
+            auto mma_step = [&](float(&d0)[4], float(&d1)[4]) {
 #pragma unroll
                 for (int m = 0; m < kMmas; ++m)
-                    mma_bf16(dst, dequant_pair<F>(w[u][0], 2 * m, st0), dequant_pair<F>(w[u][1], 2 * m, st1),
-                             dequant_pair<F>(w[u][0], 2 * m + 1, st0), dequant_pair<F>(w[u][1], 2 * m + 1, st1),
+                    mma_bf16(m % 2 == 0 ? d0 : d1, dequant_pair<F>(cw[0], 2 * m, st0), dequant_pair<F>(cw[1], 2 * m, st1),
+                             dequant_pair<F>(cw[0], 2 * m + 1, st0), dequant_pair<F>(cw[1], 2 * m + 1, st1),
                              x_pair<F>(xv, 2 * m), x_pair<F>(xv, 2 * m + 1));
             };
             if constexpr (!step_scaled<F>()) {
-                mma_step(acc);
+                mma_step(acc[0], acc[1]);
             } else {
-                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                mma_step(d);
-                acc[0] += st0.s * d[0];
-                acc[1] += st0.s * d[1];
-                acc[2] += st1.s * d[2];
-                acc[3] += st1.s * d[3];
+                float d[2][4] = {};
+                mma_step(d[0], d[1]);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[0][e] += (e < 2 ? st0.s : st1.s) * (d[0][e] + d[1][e]);
             }
         }
     }
     // acc: (row gid, col 2t), (gid, 2t + 1), (gid + 8, 2t), (gid + 8, 2t + 1).
-    partial[warp][gid][2 * t] = acc[0];
-    partial[warp][gid][2 * t + 1] = acc[1];
-    partial[warp][gid + 8][2 * t] = acc[2];
-    partial[warp][gid + 8][2 * t + 1] = acc[3];
+    partial[warp][gid][2 * t] = acc[0][0] + acc[1][0];
+    partial[warp][gid][2 * t + 1] = acc[0][1] + acc[1][1];
+    partial[warp][gid + 8][2 * t] = acc[0][2] + acc[1][2];
+    partial[warp][gid + 8][2 * t + 1] = acc[0][3] + acc[1][3];
     __syncthreads();
     // Row factor applied to the summed row: fp8 channel scale, NVFP4 2^9 / global scale.
     auto row_value = [&](int row, int col, int nr) {
@@ -284,26 +301,32 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     }
 }
 
-template <int F, int kUnroll, int kMinBlocks>
+template <int F, int kUnroll, int kMinBlocks, bool kPipe>
 cudaError_t launch_variant(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
-    return p.swiglu
-               ? launch_kernel(gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks>, dim3(tiles), dim3(kThreads), 0, stream, p.pdl != 0, p)
-               : launch_kernel(gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks>, dim3(tiles), dim3(kThreads), 0, stream, p.pdl != 0, p);
+    return p.swiglu ? launch_kernel(gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kPipe>, dim3(tiles), dim3(kThreads), 0,
+                                    stream, p.pdl != 0, p)
+                    : launch_kernel(gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kPipe>, dim3(tiles), dim3(kThreads), 0,
+                                    stream, p.pdl != 0, p);
+}
+
+template <int F, bool kPipe>
+cudaError_t launch_blocks(const GemvQuantParams& p, int unroll, int min_blocks, cudaStream_t stream) {
+    if (unroll == 2) {
+        if (min_blocks == 2) return launch_variant<F, 2, 2, kPipe>(p, stream);
+        if (min_blocks == 3) return launch_variant<F, 2, 3, kPipe>(p, stream);
+        if (min_blocks == 4) return launch_variant<F, 2, 4, kPipe>(p, stream);
+    } else if (unroll == 4) {
+        if (min_blocks == 2) return launch_variant<F, 4, 2, kPipe>(p, stream);
+        if (min_blocks == 3) return launch_variant<F, 4, 3, kPipe>(p, stream);
+        if (min_blocks == 4) return launch_variant<F, 4, 4, kPipe>(p, stream);
+    }
+    return cudaErrorInvalidValue;
 }
 
 template <int F>
-cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, cudaStream_t stream) {
-    if (unroll == 2) {
-        if (min_blocks == 2) return launch_variant<F, 2, 2>(p, stream);
-        if (min_blocks == 3) return launch_variant<F, 2, 3>(p, stream);
-        if (min_blocks == 4) return launch_variant<F, 2, 4>(p, stream);
-    } else if (unroll == 4) {
-        if (min_blocks == 2) return launch_variant<F, 4, 2>(p, stream);
-        if (min_blocks == 3) return launch_variant<F, 4, 3>(p, stream);
-        if (min_blocks == 4) return launch_variant<F, 4, 4>(p, stream);
-    }
-    return cudaErrorInvalidValue;
+cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, bool pipelined, cudaStream_t stream) {
+    return pipelined ? launch_blocks<F, true>(p, unroll, min_blocks, stream) : launch_blocks<F, false>(p, unroll, min_blocks, stream);
 }
 
 bool multiple_of(int v, int of) { return v > 0 && v % of == 0; }
@@ -326,24 +349,24 @@ bool gemv_quant_tc_eligible(const GemvQuantParams& p) {
     }
 }
 
-cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, cudaStream_t stream) {
+cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, bool pipelined,
+                                       cudaStream_t stream) {
     if (!gemv_quant_tc_eligible(p)) return cudaErrorInvalidValue;
     cudaError_t e;
     switch (p.format) {
-        case kGemvQuantFp8Block: e = launch_format<kGemvQuantFp8Block>(p, unroll, min_blocks, stream); break;
-        case kGemvQuantFp8Channel: e = launch_format<kGemvQuantFp8Channel>(p, unroll, min_blocks, stream); break;
-        case kGemvQuantNvfp4: e = launch_format<kGemvQuantNvfp4>(p, unroll, min_blocks, stream); break;
-        default: e = launch_format<kGemvQuantInt4>(p, unroll, min_blocks, stream); break;
+        case kGemvQuantFp8Block: e = launch_format<kGemvQuantFp8Block>(p, unroll, min_blocks, pipelined, stream); break;
+        case kGemvQuantFp8Channel: e = launch_format<kGemvQuantFp8Channel>(p, unroll, min_blocks, pipelined, stream); break;
+        case kGemvQuantNvfp4: e = launch_format<kGemvQuantNvfp4>(p, unroll, min_blocks, pipelined, stream); break;
+        default: e = launch_format<kGemvQuantInt4>(p, unroll, min_blocks, pipelined, stream); break;
     }
     if (e != cudaSuccess) return e;
     return cudaGetLastError();
 }
 
-// 128 bytes of weights per lane in flight (fp8: 2 steps x 2 rows x 32 B; 4-bit: 4 x 2 x 16 B),
-// as the bf16 GEMV; three blocks per SM where K is large, four for the small matrices.
+// Two steps in flight per warp, the ring refilled per step; two blocks per SM where K is large
+// (more spill registers: ptxas -v), three for the small matrices.
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
-    const int unroll = p.format == kGemvQuantFp8Block || p.format == kGemvQuantFp8Channel ? 2 : 4;
-    return gemv_quant_tc_launch_tuned(p, unroll, p.K <= 2048 ? 4 : 3, stream);
+    return gemv_quant_tc_launch_tuned(p, 2, p.K <= 2048 ? 3 : 2, true, stream);
 }
 
 }  // namespace frost::kernels
