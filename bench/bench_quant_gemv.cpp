@@ -8,7 +8,7 @@
 // holds), per launch, as a decode step runs them. GB/s and time / floor use the stream timing
 // (1.00 = at the quantized-bytes floor). Quantized rows: the SIMT and the tensor-core kernel
 // (kern "tc", its default launch), and with --tune every tensor-core variant ("u<steps in
-// flight>b<blocks per SM>", "p" where the step ring is refilled per step). --m M runs M x rows at once (a batched decode step; the SIMT kernel
+// flight>b<blocks per SM>"). --m M runs M x rows at once (a batched decode step; the SIMT kernel
 // takes M = 1 only).
 // Usage: bench_quant_gemv [repeats] [--m M] [--tune]
 #if !FROST_WITH_CUDA
@@ -173,9 +173,8 @@ int main(int argc, char** argv) {
     for (const Shape& sh : kShapes) {
         for (const Fmt& f : fmts) {
             // bf16: the GEMV of lm_gemv.cu; quantized: the SIMT kernel (0), the tensor-core one's
-            // default (1) and its variants (2..13: unroll 2 / 4 x blocks per SM 2 / 3 / 4 x ring
-            // refilled per group / per step).
-            const int kernels = f.format < 0 ? 1 : tune ? 14 : 2;
+            // default (1) and its variants (2..7: unroll 2 / 4 x blocks per SM 2 / 3 / 4).
+            const int kernels = f.format < 0 ? 1 : tune ? 8 : 2;
             for (int kernel = 0; kernel < kernels; ++kernel) {
                 KernelCost cost;
                 std::function<cudaError_t(const void*)> launch;
@@ -206,17 +205,16 @@ int main(int argc, char** argv) {
                     if (kernel == 0 && M > 1) continue;
                     if (kernel >= 1 && !gemv_quant_tc_eligible(p)) continue;
                     const int v = kernel - 2;
-                    const int unroll = v % 6 >= 3 ? 4 : 2, blocks = 2 + v % 3;
-                    const bool pipelined = v >= 6;
+                    const int unroll = v >= 3 ? 4 : 2, blocks = 2 + v % 3;
                     char variant[16];
-                    std::snprintf(variant, sizeof variant, "u%db%d%s", unroll, blocks, pipelined ? "p" : "");
+                    std::snprintf(variant, sizeof variant, "u%db%d", unroll, blocks);
                     kname = kernel == 0 ? "simt" : kernel == 1 ? "tc" : variant;
-                    launch = [p, kernel, unroll, blocks, pipelined, &t](const void* wp) {
+                    launch = [p, kernel, unroll, blocks, &t](const void* wp) {
                         GemvQuantParams q = p;
                         q.w = wp;
                         return kernel == 0   ? gemv_quant_simt_launch(q, t.s)
                                : kernel == 1 ? gemv_quant_tc_launch(q, t.s)
-                                             : gemv_quant_tc_launch_tuned(q, unroll, blocks, pipelined, t.s);
+                                             : gemv_quant_tc_launch_tuned(q, unroll, blocks, t.s);
                     };
                 }
                 const double one_ms = t.median_ms([&] { return launch(w); });

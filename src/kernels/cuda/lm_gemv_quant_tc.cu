@@ -5,6 +5,12 @@
 // dequantizes its weights in registers straight into bf16 mma A fragments, reads x from global
 // memory (L1-resident: every warp of the SM reads the same x), keeps `kUnroll` steps of weights
 // in flight and the grid has one block per 16-row tile with the blocks per SM set per K.
+// Measured (bench_quant_gemv, 9B shapes, back-to-back launches, time over the bytes floor; before
+// = the kernels that ran each format before, same run, H100 2026-11-24): fp8 block 1.42-1.59x ->
+// 1.38-1.50x at N >= 10240 (2.13x -> 1.97x at 4096 x 4096), NVFP4 2.15-2.38x -> 1.68-1.90x
+// (3.17x -> 2.65x), INT4 2.30-2.80x -> 1.94-2.16x (3.43x -> 3.02x), bf16 1.11-1.14x (1.33x). The
+// 4-bit kernels are still issue- and latency-bound (ncu: 80 registers, 34 % occupancy, DRAM 32 %
+// busy): the dequantization costs more issue slots per byte than the bf16 GEMV's loads.
 //
 // Mapping. A block owns 16 weight rows (SwiGLU: 8 gate rows and their 8 up rows) and its 8 warps
 // split K in 128-wide steps, interleaved (step s = warp + i * 8). Lane L holds rows L/4 and
@@ -137,7 +143,7 @@ __device__ inline uint32_t x_pair(const uint4 (&xv)[4], int p) {
     }
 }
 
-template <int F, bool kSwiglu, int kUnroll, int kMinBlocks, bool kPipe>
+template <int F, bool kSwiglu, int kUnroll, int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(GemvQuantParams p) {
     __shared__ float partial[kWarps][kTileRows][kCols];
     constexpr int L = loads_per_row<F>();
@@ -187,11 +193,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
         return raw;
     };
 
-    // A ring of kUnroll step slots per warp. kPipe: slot u is refilled with step i + kUnroll as soon
-    // as step i has been copied out of it, so kUnroll steps stay in flight while a step computes
-    // (the 4-bit dequantization costs more issue time per byte than the bf16 GEMV's, so loading
-    // a whole group only after computing the previous one left DRAM idle); otherwise the group
-    // is reloaded after it has been consumed (the bf16 GEMV's scheme).
+    // kUnroll steps of weights (and their scales) per warp in flight, reloaded as a group once the
+    // group has been consumed (the bf16 GEMV's scheme). Refilling each slot as soon as its step
+    // was copied out (a ring, kUnroll steps always in flight) measured no faster at any setting
+    // and spilled at 3-4 blocks per SM (bench_quant_gemv --tune, H100 2026-11-24).
     uint4 w[kUnroll][2][L];  // [slot][row][load]
     StepRaw sr[kUnroll][2];
     auto load_step = [&](int u, int i) {  // this warp's step i into slot u
@@ -217,7 +222,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     // them in the same order, so all variants give the same bits.
     float acc[2][4] = {};
     for (int i0 = 0; i0 < my_steps; i0 += kUnroll) {
-        if (!kPipe && i0 > 0) {
+        if (i0 > 0) {
 #pragma unroll
             for (int u = 0; u < kUnroll; ++u)
                 if (i0 + u < my_steps) load_step(u, i0 + u);
@@ -227,24 +232,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
             const int i = i0 + u;
             if (i >= my_steps) break;
             const int s = warp + i * kWarps;
-            uint4 cw[2][L];
-            StepRaw cs[2];
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                cs[r] = sr[u][r];
-#pragma unroll
-                for (int l = 0; l < L; ++l) cw[r][l] = w[u][r][l];
-            }
-            if (kPipe && i + kUnroll < my_steps) load_step(u, i + kUnroll);
             uint4 xv[4];
 #pragma unroll
             for (int q = 0; q < 4; ++q) xv[q] = x_ok ? xrow[s * (kStepK / kVec) + q] : make_uint4(0, 0, 0, 0);
-            const StepScale st0 = step_scale<F>(cs[0]), st1 = step_scale<F>(cs[1]);
+            const StepScale st0 = step_scale<F>(sr[u][0]), st1 = step_scale<F>(sr[u][1]);
             auto mma_step = [&](float(&d0)[4], float(&d1)[4]) {
 #pragma unroll
                 for (int m = 0; m < kMmas; ++m)
-                    mma_bf16(m % 2 == 0 ? d0 : d1, dequant_pair<F>(cw[0], 2 * m, st0), dequant_pair<F>(cw[1], 2 * m, st1),
-                             dequant_pair<F>(cw[0], 2 * m + 1, st0), dequant_pair<F>(cw[1], 2 * m + 1, st1),
+                    mma_bf16(m % 2 == 0 ? d0 : d1, dequant_pair<F>(w[u][0], 2 * m, st0), dequant_pair<F>(w[u][1], 2 * m, st1),
+                             dequant_pair<F>(w[u][0], 2 * m + 1, st0), dequant_pair<F>(w[u][1], 2 * m + 1, st1),
                              x_pair<F>(xv, 2 * m), x_pair<F>(xv, 2 * m + 1));
             };
             if constexpr (!step_scaled<F>()) {
@@ -301,32 +297,27 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     }
 }
 
-template <int F, int kUnroll, int kMinBlocks, bool kPipe>
+template <int F, int kUnroll, int kMinBlocks>
 cudaError_t launch_variant(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
-    return p.swiglu ? launch_kernel(gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kPipe>, dim3(tiles), dim3(kThreads), 0,
-                                    stream, p.pdl != 0, p)
-                    : launch_kernel(gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kPipe>, dim3(tiles), dim3(kThreads), 0,
-                                    stream, p.pdl != 0, p);
-}
-
-template <int F, bool kPipe>
-cudaError_t launch_blocks(const GemvQuantParams& p, int unroll, int min_blocks, cudaStream_t stream) {
-    if (unroll == 2) {
-        if (min_blocks == 2) return launch_variant<F, 2, 2, kPipe>(p, stream);
-        if (min_blocks == 3) return launch_variant<F, 2, 3, kPipe>(p, stream);
-        if (min_blocks == 4) return launch_variant<F, 2, 4, kPipe>(p, stream);
-    } else if (unroll == 4) {
-        if (min_blocks == 2) return launch_variant<F, 4, 2, kPipe>(p, stream);
-        if (min_blocks == 3) return launch_variant<F, 4, 3, kPipe>(p, stream);
-        if (min_blocks == 4) return launch_variant<F, 4, 4, kPipe>(p, stream);
-    }
-    return cudaErrorInvalidValue;
+    return p.swiglu ? launch_kernel(gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks>, dim3(tiles), dim3(kThreads), 0, stream,
+                                    p.pdl != 0, p)
+                    : launch_kernel(gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks>, dim3(tiles), dim3(kThreads), 0, stream,
+                                    p.pdl != 0, p);
 }
 
 template <int F>
-cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, bool pipelined, cudaStream_t stream) {
-    return pipelined ? launch_blocks<F, true>(p, unroll, min_blocks, stream) : launch_blocks<F, false>(p, unroll, min_blocks, stream);
+cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, cudaStream_t stream) {
+    if (unroll == 2) {
+        if (min_blocks == 2) return launch_variant<F, 2, 2>(p, stream);
+        if (min_blocks == 3) return launch_variant<F, 2, 3>(p, stream);
+        if (min_blocks == 4) return launch_variant<F, 2, 4>(p, stream);
+    } else if (unroll == 4) {
+        if (min_blocks == 2) return launch_variant<F, 4, 2>(p, stream);
+        if (min_blocks == 3) return launch_variant<F, 4, 3>(p, stream);
+        if (min_blocks == 4) return launch_variant<F, 4, 4>(p, stream);
+    }
+    return cudaErrorInvalidValue;
 }
 
 bool multiple_of(int v, int of) { return v > 0 && v % of == 0; }
@@ -349,24 +340,26 @@ bool gemv_quant_tc_eligible(const GemvQuantParams& p) {
     }
 }
 
-cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, bool pipelined,
-                                       cudaStream_t stream) {
+cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, cudaStream_t stream) {
     if (!gemv_quant_tc_eligible(p)) return cudaErrorInvalidValue;
     cudaError_t e;
     switch (p.format) {
-        case kGemvQuantFp8Block: e = launch_format<kGemvQuantFp8Block>(p, unroll, min_blocks, pipelined, stream); break;
-        case kGemvQuantFp8Channel: e = launch_format<kGemvQuantFp8Channel>(p, unroll, min_blocks, pipelined, stream); break;
-        case kGemvQuantNvfp4: e = launch_format<kGemvQuantNvfp4>(p, unroll, min_blocks, pipelined, stream); break;
-        default: e = launch_format<kGemvQuantInt4>(p, unroll, min_blocks, pipelined, stream); break;
+        case kGemvQuantFp8Block: e = launch_format<kGemvQuantFp8Block>(p, unroll, min_blocks, stream); break;
+        case kGemvQuantFp8Channel: e = launch_format<kGemvQuantFp8Channel>(p, unroll, min_blocks, stream); break;
+        case kGemvQuantNvfp4: e = launch_format<kGemvQuantNvfp4>(p, unroll, min_blocks, stream); break;
+        default: e = launch_format<kGemvQuantInt4>(p, unroll, min_blocks, stream); break;
     }
     if (e != cudaSuccess) return e;
     return cudaGetLastError();
 }
 
-// Two steps in flight per warp, the ring refilled per step; two blocks per SM where K is large
-// (more spill registers: ptxas -v), three for the small matrices.
+// Two steps in flight per warp (64 bytes of weights per lane for the 4-bit formats, 128 for fp8),
+// three blocks per SM, two for K > 8192. Measured (bench_quant_gemv --tune, H100 2026-11-24, time
+// over the bytes floor, 9B shapes): at K = 4096 unroll 2 x 3 blocks was the best or within 2 % of
+// it for every format (unroll 4 spills at 3-4 blocks); at K = 12288 two blocks beat three for fp8
+// (1.42 vs 1.47) and tied for int4.
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
-    return gemv_quant_tc_launch_tuned(p, 2, p.K <= 2048 ? 3 : 2, true, stream);
+    return gemv_quant_tc_launch_tuned(p, 2, p.K > 8192 ? 2 : 3, stream);
 }
 
 }  // namespace frost::kernels
