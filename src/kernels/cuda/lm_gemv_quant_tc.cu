@@ -9,8 +9,9 @@
 // = the kernels that ran each format before, same run, H100 2026-11-24): fp8 block 1.42-1.59x ->
 // 1.38-1.50x at N >= 10240 (2.13x -> 1.97x at 4096 x 4096), NVFP4 2.15-2.38x -> 1.68-1.90x
 // (3.17x -> 2.65x), INT4 2.30-2.80x -> 1.94-2.16x (3.43x -> 3.02x), bf16 1.11-1.14x (1.33x). The
-// 4-bit kernels are still issue- and latency-bound (ncu: 80 registers, 34 % occupancy, DRAM 32 %
-// busy): the dequantization costs more issue slots per byte than the bf16 GEMV's loads.
+// 4-bit kernels are still latency-bound (ncu of an int4 unroll-4 variant, 12288 x 4096: 34 %
+// occupancy, DRAM 32 % busy, 12 cycles between a warp's instructions, 45 % of them waiting on
+// L1TEX): the dequantization costs far more issue slots per byte than the bf16 GEMV's loads.
 //
 // Mapping. A block owns 16 weight rows (SwiGLU: 8 gate rows and their 8 up rows) and its 8 warps
 // split K in 128-wide steps, interleaved (step s = warp + i * 8). Lane L holds rows L/4 and
@@ -37,8 +38,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
-
-#include <algorithm>
 
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gemv_quant.h"
