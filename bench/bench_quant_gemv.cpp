@@ -6,8 +6,11 @@
 // L2 was flushed by reading 256 MiB (includes the launch gap and the cold start of one kernel);
 // "stream" = 64 launches back to back cycling through 16 copies of the weights (more than the L2
 // holds), per launch, as a decode step runs them. GB/s and time / floor use the stream timing
-// (1.00 = at the quantized-bytes floor). Quantized rows: the SIMT and the tensor-core kernel.
-// Usage: bench_quant_gemv [repeats]
+// (1.00 = at the quantized-bytes floor). Quantized rows: the SIMT and the tensor-core kernel
+// (kern "tc", its default launch), and with --tune every tensor-core variant ("u<steps in
+// flight>b<blocks per SM>"). --m M runs M x rows at once (a batched decode step; the SIMT kernel
+// takes M = 1 only).
+// Usage: bench_quant_gemv [repeats] [--m M] [--tune]
 #if !FROST_WITH_CUDA
 #include <cstdio>
 int main() {
@@ -108,7 +111,15 @@ double copy_gbs(cudaStream_t s, Timer& t) {
 
 int main(int argc, char** argv) {
     Timer t{};
-    t.repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 25;
+    t.repeats = 25;
+    int M = 1;
+    bool tune = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--m" && i + 1 < argc) M = std::clamp(std::atoi(argv[++i]), 1, 8);
+        else if (a == "--tune") tune = true;
+        else t.repeats = std::max(1, std::atoi(argv[i]));
+    }
     CK(cudaStreamCreate(&t.s));
     CK(cudaEventCreate(&t.a));
     CK(cudaEventCreate(&t.b));
@@ -122,13 +133,14 @@ int main(int argc, char** argv) {
     const double gbs = copy_gbs(t.s, t);
     cudaDeviceProp prop{};
     CK(cudaGetDeviceProperties(&prop, 0));
-    std::printf("device %s; copy ceiling %.0f GB/s (read + write); floor = bytes / ceiling\n", prop.name, gbs);
+    std::printf("device %s; copy ceiling %.0f GB/s (read + write); floor = bytes / ceiling; M = %d x rows\n", prop.name,
+                gbs, M);
     std::printf("%-18s %-12s %-5s %10s %9s %9s %8s %9s %7s\n", "shape", "format", "kern", "MB", "alone us", "stream us",
                 "GB/s", "floor us", "ratio");
 
-    bf16* x = static_cast<bf16*>(dalloc(size_t(kF) * 2));
-    CK(cudaMemset(x, 0x3c, size_t(kF) * 2));  // bf16 ~0.0115: finite, no overflow in any format
-    void* y = dalloc(size_t(kLinIn) * 4);
+    bf16* x = static_cast<bf16*>(dalloc(size_t(kF) * 2 * M));
+    CK(cudaMemset(x, 0x3c, size_t(kF) * 2 * M));  // bf16 ~0.0115: finite, no overflow in any format
+    void* y = dalloc(size_t(kLinIn) * 4 * M);
     const size_t max_w = size_t(kF) * kH * 2;  // bf16 is the largest layout
     void* w = dalloc(max_w);
     void* scale = dalloc(size_t(kF) * kH / 16 * 4);
@@ -160,13 +172,15 @@ int main(int argc, char** argv) {
                         {"int4-zp", kGemvQuantInt4, true}};
     for (const Shape& sh : kShapes) {
         for (const Fmt& f : fmts) {
-            // bf16: the GEMV of lm_gemv.cu; quantized: the SIMT and the tensor-core kernel.
-            for (int kernel = 0; kernel < (f.format < 0 ? 1 : 2); ++kernel) {
+            // bf16: the GEMV of lm_gemv.cu; quantized: the SIMT kernel (0), the tensor-core one's
+            // default (1) and its variants (2..7: unroll 2 / 4 x blocks per SM 2 / 3 / 4).
+            const int kernels = f.format < 0 ? 1 : tune ? 8 : 2;
+            for (int kernel = 0; kernel < kernels; ++kernel) {
                 KernelCost cost;
                 std::function<cudaError_t(const void*)> launch;
-                const char* kname = "gemv";
+                std::string kname = "gemv";
                 if (f.format < 0) {
-                    GemmBf16Params p{x, static_cast<const bf16*>(w), y, sh.K, sh.N, 1, sh.N, sh.K, 0, 0};
+                    GemmBf16Params p{x, static_cast<const bf16*>(w), y, sh.K, sh.N, M, sh.N, sh.K, 0, 0};
                     cost = gemm_cost(p);
                     launch = [p, &t](const void* wp) {
                         GemmBf16Params q = p;
@@ -186,13 +200,21 @@ int main(int argc, char** argv) {
                     p.format = f.format;
                     p.block_n = p.block_k = 128;
                     p.group_size = 128;
+                    p.M = M;
                     cost = gemv_quant_cost(p);
-                    if (kernel == 1 && !gemv_quant_tc_eligible(p)) continue;
-                    kname = kernel == 0 ? "simt" : "tc";
-                    launch = [p, kernel, &t](const void* wp) {
+                    if (kernel == 0 && M > 1) continue;
+                    if (kernel >= 1 && !gemv_quant_tc_eligible(p)) continue;
+                    const int v = kernel - 2;
+                    const int unroll = v >= 3 ? 4 : 2, blocks = 2 + v % 3;
+                    char variant[16];
+                    std::snprintf(variant, sizeof variant, "u%db%d", unroll, blocks);
+                    kname = kernel == 0 ? "simt" : kernel == 1 ? "tc" : variant;
+                    launch = [p, kernel, unroll, blocks, &t](const void* wp) {
                         GemvQuantParams q = p;
                         q.w = wp;
-                        return kernel == 0 ? gemv_quant_simt_launch(q, t.s) : gemv_quant_tc_launch(q, t.s);
+                        return kernel == 0   ? gemv_quant_simt_launch(q, t.s)
+                               : kernel == 1 ? gemv_quant_tc_launch(q, t.s)
+                                             : gemv_quant_tc_launch_tuned(q, unroll, blocks, t.s);
                     };
                 }
                 const double one_ms = t.median_ms([&] { return launch(w); });
@@ -202,7 +224,7 @@ int main(int argc, char** argv) {
                     return cudaSuccess;
                 }) / kStreamLaunches;
                 const double floor_ms = cost.bytes / (gbs * 1e9) * 1e3;
-                std::printf("%-18s %-12s %-5s %10.2f %9.2f %9.2f %8.0f %9.2f %7.2f\n", sh.name, f.name, kname, cost.bytes / 1e6,
+                std::printf("%-18s %-12s %-5s %10.2f %9.2f %9.2f %8.0f %9.2f %7.2f\n", sh.name, f.name, kname.c_str(), cost.bytes / 1e6,
                             one_ms * 1e3, ms * 1e3, cost.bytes / (ms * 1e-3) / 1e9, floor_ms * 1e3, ms / floor_ms);
             }
         }

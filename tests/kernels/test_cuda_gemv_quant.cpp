@@ -3,7 +3,10 @@
 // model/quant/dequant.h, multiplied with the same bf16 x in fp64, and compared with the kernel's
 // fp32 output (relative L2 <= 1e-5) and bf16 output (<= 1e-2); the output is poisoned first and
 // two runs are bitwise equal. Odd row counts cover the last warp's half-empty row pair. The
-// device dequantization to bf16 must equal the CPU one rounded to bf16, bit for bit.
+// device dequantization to bf16 must equal the CPU one rounded to bf16, bit for bit. Where the
+// tensor-core kernel applies, a batch of M = 8 (and 3) x rows with padded strides matches the
+// reference row by row and each row's bits equal its solo launch (M = 1), for the plain, the
+// residual (accumulate) and the SwiGLU forms.
 #include <gtest/gtest.h>
 
 #if !FROST_WITH_CUDA
@@ -38,6 +41,128 @@ uint8_t random_fp8(std::mt19937& rng) {
     for (;;) {
         const uint8_t b = uint8_t(rng());
         if ((b & 0x7F) != 0x7F) return b;  // 0x7f / 0xff are NaN
+    }
+}
+
+// Row-major [rows, K] weights times x row r (fp64).
+std::vector<double> ref_rows(const std::vector<float>& w, int64_t N, int64_t K, const float* x) {
+    std::vector<double> ref(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k) acc += double(w[size_t(n * K + k)]) * x[size_t(k)];
+        ref[size_t(n)] = acc;
+    }
+    return ref;
+}
+
+double silu(double v) { return v / (1.0 + std::exp(-v)); }
+
+// The tensor-core kernel on M x rows at once (strides padded past K and N): every row against the
+// fp64 reference, and bitwise against its own solo launch, for y = xW^T (fp32), y += xW^T (fp32 and
+// bf16) and the SwiGLU form (N even). p holds the weights; x, y, M and the epilogue are set here.
+void check_batched(const Case& c, kernels::GemvQuantParams p, const std::vector<float>& w) {
+    auto rng = fresh_rng((std::string(c.name) + "_batched").c_str());
+    const int64_t N = c.N, K = c.K;
+    for (const int M : {8, 3}) {
+        const int ldx = c.K + 8, ldy = c.N + 5;
+        const std::string what = std::string(c.name) + " M=" + std::to_string(M);
+        const auto x = uniform(rng, size_t(M) * ldx, -1, 1);
+        Dev<uint16_t> dx(to_bf(x));
+        std::vector<std::vector<double>> ref(static_cast<size_t>(M));
+        for (int r = 0; r < M; ++r) ref[size_t(r)] = ref_rows(w, N, K, &x[size_t(r) * ldx]);
+        // Residual inputs: the same in the batched and the solo runs.
+        const auto y0 = uniform(rng, size_t(M) * ldy, -4, 4);
+        const auto y0b = to_bf(y0);
+        for (int form = 0; form < 3; ++form) {  // 0: plain f32, 1: accumulate f32, 2: accumulate bf16
+            const bool f32 = form < 2, acc = form > 0;
+            const std::string fw = what + (form == 0 ? " plain" : form == 1 ? " residual f32" : " residual bf16");
+            Dev<float> yf(size_t(M) * ldy), ys(static_cast<size_t>(N));
+            Dev<uint16_t> yb(size_t(M) * ldy), ysb(static_cast<size_t>(N));
+            if (acc) {
+                yf.upload(y0);
+                yb.upload(y0b);
+            }
+            kernels::GemvQuantParams q = p;
+            q.x = bf(dx);
+            q.M = M;
+            q.ldx = ldx;
+            q.ldy = ldy;
+            q.out_f32 = f32 ? 1 : 0;
+            q.accumulate = acc ? 1 : 0;
+            q.y = f32 ? static_cast<void*>(yf.get()) : static_cast<void*>(yb.get());
+            CUDA_OK(kernels::gemv_quant_tc_launch(q, nullptr));
+            const auto got = yf.download();
+            const auto gotb = yb.download();
+            for (int r = 0; r < M; ++r) {
+                std::vector<double> want(static_cast<size_t>(N));
+                std::vector<float> row(static_cast<size_t>(N));
+                for (int64_t n = 0; n < N; ++n) {
+                    const size_t at = size_t(r) * ldy + size_t(n);
+                    want[size_t(n)] = ref[size_t(r)][size_t(n)] + (!acc ? 0.0 : f32 ? double(y0[at]) : double(bf2f(y0b[at])));
+                    row[size_t(n)] = f32 ? got[at] : bf2f(gotb[at]);
+                }
+                EXPECT_LE(rel_l2(want, row), f32 ? kF32Tol : kBf16Tol) << fw << " row " << r;
+                // The same row alone (M = 1): bitwise equal.
+                kernels::GemvQuantParams one = q;
+                one.M = 1;
+                one.ldx = one.ldy = 0;
+                one.x = bf(dx) + size_t(r) * ldx;
+                std::vector<float> solo_in(y0.begin() + long(r) * ldy, y0.begin() + long(r) * ldy + N);
+                std::vector<uint16_t> solo_inb(y0b.begin() + long(r) * ldy, y0b.begin() + long(r) * ldy + N);
+                if (acc) {
+                    ys.upload(solo_in);
+                    ysb.upload(solo_inb);
+                } else {
+                    ys.poison();
+                }
+                one.y = f32 ? static_cast<void*>(ys.get()) : static_cast<void*>(ysb.get());
+                CUDA_OK(kernels::gemv_quant_tc_launch(one, nullptr));
+                bool same = true;
+                if (f32) {
+                    const auto solo = ys.download();
+                    same = std::memcmp(solo.data(), &got[size_t(r) * ldy], size_t(N) * sizeof(float)) == 0;
+                } else {
+                    const auto solo = ysb.download();
+                    same = std::memcmp(solo.data(), &gotb[size_t(r) * ldy], size_t(N) * sizeof(uint16_t)) == 0;
+                }
+                EXPECT_TRUE(same) << fw << " row " << r << ": batched bits differ from the solo launch";
+            }
+        }
+        if (N % 2 != 0) continue;
+        // SwiGLU: W = [gate; up], y[i] = silu(bf16(gate_i)) * bf16(up_i), bf16 [N/2] per row.
+        const int64_t F = N / 2;
+        const int ldys = int(F) + 3;
+        Dev<uint16_t> ysw(size_t(M) * ldys), ysolo(static_cast<size_t>(F));
+        kernels::GemvQuantParams q = p;
+        q.x = bf(dx);
+        q.M = M;
+        q.ldx = ldx;
+        q.ldy = ldys;
+        q.swiglu = 1;
+        q.out_f32 = q.accumulate = 0;
+        q.y = ysw.get();
+        CUDA_OK(kernels::gemv_quant_tc_launch(q, nullptr));
+        const auto got = ysw.download();
+        for (int r = 0; r < M; ++r) {
+            std::vector<double> want(static_cast<size_t>(F));
+            std::vector<float> row(static_cast<size_t>(F));
+            for (int64_t i = 0; i < F; ++i) {
+                const double g = round_bf(float(ref[size_t(r)][size_t(i)])), u = round_bf(float(ref[size_t(r)][size_t(F + i)]));
+                want[size_t(i)] = silu(g) * u;
+                row[size_t(i)] = bf2f(got[size_t(r) * ldys + size_t(i)]);
+            }
+            EXPECT_LE(rel_l2(want, row), kBf16Tol) << what << " swiglu row " << r;
+            kernels::GemvQuantParams one = q;
+            one.M = 1;
+            one.ldx = one.ldy = 0;
+            one.x = bf(dx) + size_t(r) * ldx;
+            one.y = ysolo.get();
+            ysolo.poison();
+            CUDA_OK(kernels::gemv_quant_tc_launch(one, nullptr));
+            const auto solo = ysolo.download();
+            EXPECT_EQ(0, std::memcmp(solo.data(), &got[size_t(r) * ldys], size_t(F) * sizeof(uint16_t)))
+                << what << " swiglu row " << r << ": batched bits differ from the solo launch";
+        }
     }
 }
 
@@ -93,12 +218,7 @@ void run_case(const Case& c) {
             break;
         }
     }
-    std::vector<double> ref(static_cast<size_t>(N));
-    for (int64_t n = 0; n < N; ++n) {
-        double acc = 0;
-        for (int64_t k = 0; k < K; ++k) acc += double(w[size_t(n * K + k)]) * x[size_t(k)];
-        ref[size_t(n)] = acc;
-    }
+    const auto ref = ref_rows(w, N, K, x.data());
     Dev<uint16_t> dx(to_bf(x));
     Dev<uint8_t> dw(wbytes), ds(scale_bytes);
     Dev<int32_t> dzp(std::max<size_t>(zp.size(), 1));
@@ -138,6 +258,22 @@ void run_case(const Case& c) {
         EXPECT_LE(rel_l2(ref, got), kF32Tol) << what;
         EXPECT_LE(rel_l2(ref, from_bf(yb.download())), kBf16Tol) << what;
     }
+    if (kernels::gemv_quant_tc_eligible(p)) {
+        // Every tuning variant of the tensor-core kernel: the default's bits.
+        p.out_f32 = 1;
+        p.y = yf.get();
+        CUDA_OK(kernels::gemv_quant_tc_launch(p, nullptr));
+        const auto want = yf.download();
+        for (const int unroll : {2, 4})
+            for (const int blocks : {2, 3, 4}) {
+                yf2.poison();
+                p.y = yf2.get();
+                CUDA_OK(kernels::gemv_quant_tc_launch_tuned(p, unroll, blocks, nullptr));
+                EXPECT_EQ(0, std::memcmp(want.data(), yf2.download().data(), want.size() * sizeof(float)))
+                    << c.name << ": variant unroll " << unroll << " blocks " << blocks << " differs from the default launch";
+            }
+        check_batched(c, p, w);
+    }
     // The whole weight dequantized on the device: bitwise the CPU reference rounded to bf16.
     Dev<uint16_t> wb(static_cast<size_t>(N * K));
     CUDA_OK(kernels::dequant_bf16_launch(p, bf(wb), nullptr));
@@ -151,10 +287,12 @@ TEST(CudaGemvQuant, Fp8Block128) {
     FROST_SKIP_WITHOUT_CUDA();
     run_case({kernels::kGemvQuantFp8Block, 301, 1024, 128, 128, false, "fp8_block"});
     run_case({kernels::kGemvQuantFp8Block, 64, 4096 + 64, 128, 128, false, "fp8_block_partial_k_block"});
+    run_case({kernels::kGemvQuantFp8Block, 258, 4096, 128, 128, false, "fp8_block_k4096"});
 }
 TEST(CudaGemvQuant, Fp8Channel) {
     FROST_SKIP_WITHOUT_CUDA();
     run_case({kernels::kGemvQuantFp8Channel, 257, 2048, 128, 128, false, "fp8_channel"});
+    run_case({kernels::kGemvQuantFp8Channel, 130, 4096 + 128, 128, 128, false, "fp8_channel_k4224"});
 }
 TEST(CudaGemvQuant, Nvfp4) {
     FROST_SKIP_WITHOUT_CUDA();
@@ -168,12 +306,13 @@ TEST(CudaGemvQuant, Int4SymmetricAndZeroPoints) {
     run_case({kernels::kGemvQuantInt4, 77, 2048, 128, 128, true, "int4_zero_point"});
     run_case({kernels::kGemvQuantInt4, 64, 1024, 128, 32, true, "int4_group32"});
     run_case({kernels::kGemvQuantInt4, 515, 4096, 128, 256, true, "int4_group256"});
+    run_case({kernels::kGemvQuantInt4, 300, 4096, 128, 128, false, "int4_k4096"});
 }
 TEST(CudaGemvQuant, RefusesUnsupportedParams) {
     FROST_SKIP_WITHOUT_CUDA();
-    Dev<uint16_t> dx(64);
+    Dev<uint16_t> dx(512);
     Dev<uint8_t> dw(64 * 64), ds(64 * 64);
-    Dev<float> y(64);
+    Dev<float> y(256);
     kernels::GemvQuantParams p{};
     p.x = bf(dx);
     p.w = dw.get();
@@ -190,6 +329,20 @@ TEST(CudaGemvQuant, RefusesUnsupportedParams) {
     EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue);
     p.format = 9;
     EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue);
+    // Batched rows: only the tensor-core kernel takes them (int4 group 32 is SIMT-only), at most 8.
+    p.K = 128;
+    p.format = kernels::kGemvQuantInt4;
+    p.group_size = 32;
+    p.M = 2;
+    EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue);
+    p.group_size = 128;
+    EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaSuccess);
+    p.M = 9;
+    EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue);
+    p.M = 2;
+    p.ldx = 100;  // not a multiple of 8
+    EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 }  // namespace

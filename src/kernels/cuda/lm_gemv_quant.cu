@@ -409,14 +409,12 @@ cudaError_t launch_gemv_quant(const GemvQuantParams& p, size_t smem, cudaStream_
 }
 
 cudaError_t gemv_quant_launch(const GemvQuantParams& p, cudaStream_t stream) {
-    if (supported(p) && p.x && p.y && aligned16(p.x) && !(p.swiglu && (p.out_f32 || p.accumulate)) &&
-        p.format == kGemvQuantNvfp4 && gemv_quant_tc_eligible(p))
-        return gemv_quant_tc_launch(p, stream);  // measured faster only there (lm_gemv_quant_tc.cu)
+    if (supported(p) && gemv_quant_tc_eligible(p)) return gemv_quant_tc_launch(p, stream);
     return gemv_quant_simt_launch(p, stream);
 }
 
 cudaError_t gemv_quant_simt_launch(const GemvQuantParams& p, cudaStream_t stream) {
-    if (!supported(p) || !p.x || !p.y || p.K > kGemvQuantMaxK || !aligned16(p.x)) return cudaErrorInvalidValue;
+    if (!supported(p) || !p.x || !p.y || p.M != 1 || p.K > kGemvQuantMaxK || !aligned16(p.x)) return cudaErrorInvalidValue;
     if (p.swiglu && (p.N % 2 != 0 || p.out_f32 || p.accumulate)) return cudaErrorInvalidValue;
     const size_t smem = static_cast<size_t>(p.K) * sizeof(bf16);
     cudaError_t err;
@@ -464,9 +462,10 @@ KernelCost gemv_quant_cost(const GemvQuantParams& p) {
             s = N * (K / p.group_size) * sizeof(bf16) + (p.zero_point ? std::ceil(N / 8) * (K / p.group_size) * 4 : 0);
             break;
     }
-    const double outs = p.swiglu ? N / 2 : N;
-    const double bytes = w + s + K * sizeof(bf16) + outs * (p.out_f32 ? sizeof(float) : sizeof(bf16)) * (p.accumulate ? 2 : 1);
-    return {bytes, 2.0 * N * K};
+    const double M = p.M > 1 ? p.M : 1;
+    const double outs = M * (p.swiglu ? N / 2 : N);
+    const double bytes = w + s + M * K * sizeof(bf16) + outs * (p.out_f32 ? sizeof(float) : sizeof(bf16)) * (p.accumulate ? 2 : 1);
+    return {bytes, 2.0 * M * N * K};
 }
 
 }  // namespace frost::kernels

@@ -24,13 +24,13 @@ enum GemvQuantFormat : int32_t {
 };
 
 struct GemvQuantParams {
-    const bf16* x;               // [K]
+    const bf16* x;               // [M, ldx]
     const void* w;               // layout per format (above), rows contiguous, 16-byte aligned
     const void* scale;           // per format (above)
     const int32_t* zero_point;   // INT4 only, may be null (symmetric): [ceil(N/8), K/group_size],
                                  // row r of a column at bits 4*(r%8) of word [r/8], stored zp + 8
     float global_scale;          // NVFP4 only: w = e2m1 * fp8(scale) / global_scale
-    void* y;                     // [N] bf16, or fp32 when out_f32
+    void* y;                     // [M, ldy] bf16, or fp32 when out_f32
     int32_t N, K;
     int32_t format;              // GemvQuantFormat
     int32_t block_n, block_k;    // FP8 block: the scale block (block_k a multiple of 16)
@@ -42,19 +42,29 @@ struct GemvQuantParams {
                                     // (row-concatenated projections of different global scales)
     int32_t swiglu;              // W = [gate; up] (N even): y[i] = silu(gate_i) * up_i, bf16 [N/2],
                                  // both rounded to bf16 first (the unfused GEMV + swiglu's bits)
+    // Rows of x (a batched decode step: one per member). M > 1 needs the tensor-core kernel; each
+    // output row's bits equal that row's solo launch (M = 1).
+    int32_t M = 1;               // 1..8
+    int32_t ldx = 0;             // elements between x rows (0: K); a multiple of 8 when M > 1
+    int32_t ldy = 0;             // elements between y rows (0: N, or N/2 with swiglu)
 };
 
 constexpr int kGemvQuantMaxK = 20480;  // x is staged in 40 KiB of shared memory (under the 48 KiB default with the static arrays)
 
-// NVFP4 with gemv_quant_tc_eligible(p) runs the tensor-core kernel (measured faster there),
-// everything else the SIMT one.
+// Params with gemv_quant_tc_eligible(p) run the tensor-core kernel, the rest (M = 1 only) the
+// SIMT one.
 cudaError_t gemv_quant_launch(const GemvQuantParams& p, cudaStream_t stream);
-// The two kernels behind it (tests and the bench run each): SIMT (lm_gemv_quant.cu: any supported
-// params, weights widened to fp32 in registers) and tensor core (lm_gemv_quant_tc.cu: K a multiple
-// of 128, fp8 block_k / int4 group a multiple of 128; fp16 mma with fp32 accumulation).
+// The two kernels behind it (tests and the bench run each): SIMT (lm_gemv_quant.cu: M = 1, any
+// supported params, weights widened to fp32 in registers) and tensor core (lm_gemv_quant_tc.cu:
+// K a multiple of 128, fp8 block_k / int4 group a multiple of 128, M <= 8; weights dequantized
+// into bf16 mma fragments, fp32 accumulation).
 cudaError_t gemv_quant_simt_launch(const GemvQuantParams& p, cudaStream_t stream);
 bool gemv_quant_tc_eligible(const GemvQuantParams& p);
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream);
+// The tensor-core kernel with `unroll` steps in flight per warp (2 or 4) and at least
+// `min_blocks` blocks per SM (2, 3 or 4), for the bench's tuning and the tests (every variant
+// gives the same bits); gemv_quant_tc_launch picks them by K.
+cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, cudaStream_t stream);
 // Dequantizes the whole weight of `p` (x, y, out_f32 unused) into bf16 out [N, K]: each value the
 // fp32 one the CPU reference computes, rounded to nearest even (bitwise equal to it). The operand
 // a prefill GEMM on 4-bit weights feeds cuBLASLt, and a device-side alternative to host dequant.

@@ -1,34 +1,43 @@
-// Quantized decode GEMV on tensor cores (see lm_gemv_quant.h, gemv_quant_tc_*). The SIMT kernel
-// of lm_gemv_quant.cu widens every weight to fp32 and spends two FMAs per pair; on the 4-bit
-// formats it is issue-bound (ncu, H100 2026-11-24, int4 12288x4096: 127 registers, 25 % occupancy,
-// a warp issuing every 5.7 cycles, DRAM 31 % busy). Here a warp dequantizes into fp16 mma
-// fragments (one lop3 + one hsub2 / hmul2 per pair, or one cvt for fp8) and mma.m16n8k16 does the
-// multiply-adds with fp32 accumulation: column 0 of B holds x, the other seven columns are
-// don't-cares whose results are dropped. Measured (bench_quant_gemv, back-to-back launches): NVFP4
-// 2.2-2.5x its bytes floor against the SIMT kernel's 2.6-3.1x; fp8 and int4 within +-5 % of SIMT
-// (the kernel is latency-bound: 80 registers, 37 % occupancy, no eligible warp 72 % of cycles), so
-// gemv_quant_launch sends only NVFP4 here.
+// Quantized decode GEMV on bf16 tensor cores (see lm_gemv_quant.h, gemv_quant_tc_*), built like
+// the bf16 one (lm_gemv_tc.cu): the previous version staged x in shared memory as fp16 scaled by
+// a block-wide max|x| (two passes over x and two barriers per block) and ran 2.2-2.5x its bytes
+// floor, latency-bound at 37 % occupancy (ncu, H100 2026-11-24). Here nothing is staged: a warp
+// dequantizes its weights in registers straight into bf16 mma A fragments, reads x from global
+// memory (L1-resident: every warp of the SM reads the same x), keeps `kUnroll` steps of weights
+// in flight and the grid has one block per 16-row tile with the blocks per SM set per K.
+// Measured (bench_quant_gemv, 9B shapes, back-to-back launches, time over the bytes floor; before
+// = the kernels that ran each format before, same run, H100 2026-11-24): fp8 block 1.42-1.59x ->
+// 1.38-1.50x at N >= 10240 (2.13x -> 1.97x at 4096 x 4096), NVFP4 2.15-2.38x -> 1.68-1.90x
+// (3.17x -> 2.65x), INT4 2.30-2.80x -> 1.94-2.16x (3.43x -> 3.02x), bf16 1.11-1.14x (1.33x). The
+// 4-bit kernels are still latency-bound (ncu of an int4 unroll-4 variant, 12288 x 4096: 34 %
+// occupancy, DRAM 32 % busy, 12 cycles between a warp's instructions, 45 % of them waiting on
+// L1TEX): the dequantization costs far more issue slots per byte than the bf16 GEMV's loads.
 //
-// Mapping. A block owns a tile of 16 weight rows (SwiGLU: 8 gate rows and their 8 up rows) and its
-// warps split K in 128-wide steps. Lane L holds rows L/4 and L/4 + 8 of the tile and, in a step,
-// the 32 consecutive weights k0 + 32*(L%4) .. +32 of both rows (one 16-byte load per row for the
-// 4-bit formats, two for fp8). A dot product does not care how k is permuted as long as A and B
-// agree, so mma j of the step takes that lane's pairs 2j and 2j+1 as its k slots {2t, 2t+1} and
-// {2t+8, 2t+9}; x is staged in shared memory already in that pair order (4-bit pairs are elements
-// (m, m+4) of an 8-element word, as one lop3 extracts them; fp8 pairs are adjacent), so a lane
-// reads its 16 pairs with four 16-byte loads.
+// Mapping. A block owns 16 weight rows (SwiGLU: 8 gate rows and their 8 up rows) and its 8 warps
+// split K in 128-wide steps, interleaved (step s = warp + i * 8). Lane L holds rows L/4 and
+// L/4 + 8 of the tile and, in a step, the 32 consecutive weights k0 + 32*(L%4) .. +32 of both
+// rows (one 16-byte load per row for the 4-bit formats, two for fp8): 16 bf16 pairs per row. A
+// dot product does not care how k is permuted as long as A and B agree, so mma m of the step
+// takes the lane's pairs 2m and 2m+1 as its k slots {2t, 2t+1} and {2t+8, 2t+9}; the lane reads
+// column L/4 of B (row L/4 of x, M <= 8) at the same offsets. fp8 pairs are adjacent weights;
+// 4-bit pairs are elements (j, j+4) of an 8-element word (what one mask extracts), so x's pairs
+// are permuted to match (one byte_perm per x pair, amortised over the two rows).
 //
-// Exactness. fp8 -> fp16, int4 - zp and e2m1 * 2^-14 are exact in fp16; an NVFP4 weight times
-// its e4m3 group scale is too (a 2-bit by 4-bit significand product, rounded only below fp16's
-// subnormal step: 2^-11 of the row maximum / global scale at worst). x is scaled by a power of
-// two so max|x| lands in [2^14, 2^15) before its fp16 rounding, which is then exact for every bf16
-// value above 2^-29 of the maximum; the power of two is undone in fp32. Block / group scales that
-// span a whole 128-wide step (fp8 block, int4 group) multiply each step's fp32 partial sum.
+// Dequantization, exact in bf16: fp8 -> fp16 (hardware pair conversion) -> fp32 -> bf16; int4 by
+// OR-ing two nibbles into the mantissas of bf16 128.0 and subtracting 128 + zero point; e2m1 by
+// placing its sign and 3 magnitude bits at bf16 bits 15 and 6..8 (that bf16 is e2m1 * 2^-126,
+// subnormal for the smallest codes) and multiplying by the group scale * 2^117: e2m1 * scale *
+// 2^-9, a 2-bit by 4-bit significand product in [2^-19, 6 * 448 * 2^-9], exact. The 2^9 and the
+// global scale are applied to the fp32 row sum. fp8 block and int4 group scales span whole steps
+// (block_k, group a multiple of 128): they multiply each step's fp32 partial sum.
+//
+// Exactness of batching. Each output (weight row, x row) is a fixed sequence: per warp its steps
+// in order, then the 8 warp partials summed in warp order. Column c of an mma depends only on
+// column c of B, so a row's bits do not depend on M or on the other rows: a batched member's
+// outputs equal its solo launch's (padding columns read zeros).
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
-
-#include <algorithm>
-#include <cmath>
 
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gemv_quant.h"
@@ -39,318 +48,317 @@ using namespace lm;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * kWarp;
-constexpr int kStepK = 128;       // k per step: 4 lanes x 32 weights
-constexpr int kTileRows = 16;     // mma M
-constexpr int kPairs = 16;        // fp16 pairs per lane per row per step
-constexpr int kInt4Magic = 0x64006400;  // fp16 1024.0 in both halves
+constexpr int kStepK = 128;    // k per warp step: 4 lanes x 32 weights
+constexpr int kLaneK = 32;     // weights of one row per lane per step
+constexpr int kTileRows = 16;  // mma M
+constexpr int kCols = 8;       // mma N: the x rows
+constexpr int kMmas = kLaneK / 4;                 // mma k16 per step: two pairs of each row per mma
+constexpr uint32_t kBf16Magic128 = 0x43004300u;   // bf16 128.0 in both halves
+constexpr float kNvfp4ScaleBias = 0x1p117f;       // e2m1 bits * (scale * 2^117) = e2m1 * scale * 2^-9
+constexpr float kNvfp4RowBias = 512.0f;           // the 2^9 back, on the row sum
 
 template <int F>
 constexpr bool is_fp8() { return F == kGemvQuantFp8Block || F == kGemvQuantFp8Channel; }
 // uint4 loads per row per step.
 template <int F>
 constexpr int loads_per_row() { return is_fp8<F>() ? 2 : 1; }
+// Formats whose scale changes every step (fp8 block, int4 group): a fresh partial per step.
+template <int F>
+constexpr bool step_scaled() { return F == kGemvQuantFp8Block || F == kGemvQuantInt4; }
 
-__device__ inline uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
-__device__ inline __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
+__device__ inline uint32_t bits_of(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t*>(&v); }
+__device__ inline __nv_bfloat162 bf2_of(uint32_t u) { return *reinterpret_cast<__nv_bfloat162*>(&u); }
+__device__ inline uint32_t word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
-__device__ inline void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+__device__ inline void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                uint32_t b1) {
     asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// The 16 fp16 pairs of one row's 32 weights in this step (the k order of the file comment).
-struct RowParams {
-    __half2 bias;      // INT4: 1024 + zero point in both halves
-    __half2 s[2];      // NVFP4: the two group scales of the lane's 32 weights, broadcast
+// The scale data of one row for one step, loaded with its weights (raw, converted at use).
+struct StepRaw {
+    uint32_t a = 0;  // fp8 block: the f32 scale bits; int4: the bf16 scale; nvfp4: the two e4m3 group scales
+    uint32_t z = 8;  // int4: the stored zero point (8: symmetric)
+};
+
+// What dequant_pair needs of a row in a step.
+struct StepScale {
+    float s = 1.0f;         // fp8 block / int4: multiplies the step's partial sum
+    __nv_bfloat162 bias;    // int4: 128 + zero point in both halves
+    __nv_bfloat162 g[2];    // nvfp4: scale * 2^117 of elements 0..15 / 16..31, in both halves
 };
 
 template <int F>
-__device__ inline void dequant_pairs(const uint4 (&w)[loads_per_row<F>()], const RowParams& rp, uint32_t (&out)[kPairs]) {
-    if constexpr (is_fp8<F>()) {
-        const uint32_t words[8] = {w[0].x, w[0].y, w[0].z, w[0].w, w[loads_per_row<F>() - 1].x,
-                                   w[loads_per_row<F>() - 1].y, w[loads_per_row<F>() - 1].z, w[loads_per_row<F>() - 1].w};
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(
-                    static_cast<__nv_fp8x2_storage_t>((words[i] >> (16 * h)) & 0xFFFFu), __NV_E4M3);
-                out[2 * i + h] = *reinterpret_cast<const uint32_t*>(&r);
-            }
-        }
-    } else {
-        const uint32_t words[4] = {w[0].x, w[0].y, w[0].z, w[0].w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-#pragma unroll
-            for (int m = 0; m < 4; ++m) {
-                const uint32_t v = words[i] >> (4 * m);  // nibbles m and m + 4 at bits 0 and 16
-                if constexpr (F == kGemvQuantNvfp4) {
-                    const uint32_t h = ((v & 0x00070007u) << 9) | ((v & 0x00080008u) << 12);  // e2m1 * 2^-14
-                    out[4 * i + m] = h2_bits(__hmul2(bits_h2(h), rp.s[i / 2]));
-                } else {
-                    out[4 * i + m] = h2_bits(__hsub2(bits_h2((v & 0x000F000Fu) | kInt4Magic), rp.bias));
-                }
-            }
-        }
-    }
-}
-
-// Scale map of a row: where its per-step scale lives (fp8 block, int4) and the per-row factors.
-struct RowScale {
-    const void* s = nullptr;
-    const int32_t* zp = nullptr;
-    int zshift = 0;
-    float row_mul = 1.0f;  // FP8 channel: the row scale; NVFP4: 2^14 / global scale
-};
-
-template <int F>
-__device__ inline RowScale row_scale(const GemvQuantParams& p, int n) {
-    RowScale r;
+__device__ inline StepScale step_scale(const StepRaw& r) {
+    StepScale st;
     if constexpr (F == kGemvQuantFp8Block) {
-        r.s = static_cast<const float*>(p.scale) + (n / p.block_n) * ((p.K + p.block_k - 1) / p.block_k);
-    } else if constexpr (F == kGemvQuantFp8Channel) {
-        r.row_mul = __ldg(static_cast<const float*>(p.scale) + n);
+        st.s = __uint_as_float(r.a);
+    } else if constexpr (F == kGemvQuantInt4) {
+        st.s = __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(r.a)));
+        st.bias = __float2bfloat162_rn(128.0f + static_cast<float>(r.z));
     } else if constexpr (F == kGemvQuantNvfp4) {
-        r.s = static_cast<const uint16_t*>(p.scale) + static_cast<int64_t>(n) * (p.K / 32);  // 2 groups per u16
-        r.row_mul = 16384.0f / (p.row_global_scale ? __ldg(p.row_global_scale + n) : p.global_scale);
+        const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(r.a & 0xFFFFu), __NV_E4M3);
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hr));
+        st.g[0] = __float2bfloat162_rn(f.x * kNvfp4ScaleBias);
+        st.g[1] = __float2bfloat162_rn(f.y * kNvfp4ScaleBias);
+    }
+    return st;
+}
+
+// Pair p (0..15) of a row's 32 weights in this step as bf16x2 (the k order of the file comment).
+template <int F>
+__device__ inline uint32_t dequant_pair(const uint4 (&w)[loads_per_row<F>()], int p, const StepScale& st) {
+    if constexpr (is_fp8<F>()) {
+        const uint32_t word = word_of(w[p / 8], (p / 2) % 4);
+        const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(
+            static_cast<__nv_fp8x2_storage_t>((word >> (16 * (p % 2))) & 0xFFFFu), __NV_E4M3);
+        return bits_of(__float22bfloat162_rn(__half22float2(*reinterpret_cast<const __half2*>(&hr))));
     } else {
-        const int groups = p.K / p.group_size;
-        r.s = static_cast<const bf16*>(p.scale) + static_cast<int64_t>(n) * groups;
-        if (p.zero_point) {
-            r.zp = p.zero_point + (n / 8) * groups;
-            r.zshift = 4 * (n % 8);
+        const uint32_t v = word_of(w[0], p / 4) >> (4 * (p % 4));  // nibbles j and j + 4 at bits 0 and 16
+        if constexpr (F == kGemvQuantNvfp4) {
+            const uint32_t e = ((v & 0x00070007u) << 6) | ((v & 0x00080008u) << 12);  // e2m1 * 2^-126
+            return bits_of(__hmul2(bf2_of(e), st.g[p / 8]));
+        } else {
+            return bits_of(__hsub2(bf2_of((v & 0x000F000Fu) | kBf16Magic128), st.bias));
         }
     }
-    return r;
 }
 
-// Stages x * 2^e as fp16 in the pair order, e chosen from max|x| (identical in every block).
-// Returns 2^-e.
+// x pair p of the lane's 32 values (xv: four 16-byte words of 8 bf16): adjacent for fp8,
+// elements (j, j+4) of word p/4 for the 4-bit formats.
 template <int F>
-__device__ inline float stage_x(const GemvQuantParams& p, __half* xs, float* scratch) {
-    const int vecs = p.K / kVec;
-    float m = 0.0f;
-    for (int i = threadIdx.x; i < vecs; i += kThreads) {
-        float v[kVec];
-        load8(p.x + i * kVec, v);
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) m = fmaxf(m, fabsf(v[e]));
+__device__ inline uint32_t x_pair(const uint4 (&xv)[4], int p) {
+    if constexpr (is_fp8<F>()) {
+        return word_of(xv[p / 4], p % 4);
+    } else {
+        const uint4& q = xv[p / 4];
+        const int j = p % 4;
+        const uint32_t lo = j < 2 ? q.x : q.y, hi = j < 2 ? q.z : q.w;  // elements (j, j+4) live in words j/2 and j/2 + 2
+        return __byte_perm(lo, hi, j % 2 == 0 ? 0x5410 : 0x7632);
     }
-    m = warp_max(m);
-    if (threadIdx.x % kWarp == 0) scratch[threadIdx.x / kWarp] = m;
-    __syncthreads();
-    m = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, scratch[w]);
-    const int e = m > 0.0f && isfinite(m) ? 14 - ilogbf(m) : 0;
-    for (int i = threadIdx.x; i < vecs; i += kThreads) {
-        float v[kVec];
-        load8(p.x + i * kVec, v);
-        __half h[kVec];
-#pragma unroll
-        for (int q = 0; q < kVec; ++q) {
-            // 4-bit: the 8-element word's pairs are (0,4) (1,5) (2,6) (3,7).
-            const int src = is_fp8<F>() ? q : (q / 2) + 4 * (q % 2);
-            h[q] = __float2half_rn(scalbnf(v[src], e));
-        }
-        *reinterpret_cast<uint4*>(xs + i * kVec) = *reinterpret_cast<const uint4*>(h);
-    }
-    __syncthreads();
-    return scalbnf(1.0f, -e);
 }
 
-// Steps whose weights one warp loads into registers together (128 bytes per lane in flight).
-// A ring of cp.async stages in shared memory instead (3-6 stages, 48 KB per block) measured
-// slower on every shape (fp8 2.2x the floor against 1.45x, H100 2026-11-24).
-template <int F>
-constexpr int kBatch() { return is_fp8<F>() ? 2 : 4; }
-
-// One block per 16-row tile (grid-stride over tiles), its 8 warps splitting K: warp w takes
-// steps w, w + 8, ... and the block adds the 8 partial sums in warp order (deterministic). A warp
-// per tile would leave most SMs idle at N = 4096 (256 tiles).
-template <int F>
-__global__ void __launch_bounds__(kThreads) gemv_quant_tc_kernel(GemvQuantParams p) {
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    __shared__ float scratch[kWarps];
-    __shared__ float partial[kWarps][kTileRows];
-    __half* xs = reinterpret_cast<__half*>(smem_raw);
+template <int F, bool kSwiglu, int kUnroll, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(GemvQuantParams p) {
+    __shared__ float partial[kWarps][kTileRows][kCols];
     constexpr int L = loads_per_row<F>();
-    constexpr int B = kBatch<F>();
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     const int t = lane % 4, gid = lane / 4;
-    const int half_n = p.N / 2;
-    const int n_tiles = p.swiglu ? (half_n + kTileRows / 2 - 1) / (kTileRows / 2) : (p.N + kTileRows - 1) / kTileRows;
-    const int steps = p.K / kStepK;
-    const int64_t row_vecs = static_cast<int64_t>(p.K) / (is_fp8<F>() ? 16 : 32);  // uint4 per row
-
-    // Row r (0: lane row gid, 1: gid + 8) of tile tl (SwiGLU: gate row j and up row N/2 + j).
-    auto row_of = [&](int tl, int r, int g) {
-        return p.swiglu ? (r == 0 ? tl * (kTileRows / 2) + g : half_n + tl * (kTileRows / 2) + g) : tl * kTileRows + g + 8 * r;
-    };
-    auto row_valid = [&](int tl, int r, int g) {
-        return (p.swiglu ? tl * (kTileRows / 2) + g < half_n : true) && row_of(tl, r, g) < p.N;
-    };
-    // This warp's steps i0 .. i0 + B - 1 (step s = warp + i * kWarps).
-    auto load_batch = [&](const uint4* const (&base)[2], const bool (&ok)[2], int i0, uint4 (&w)[B][2][L]) {
-#pragma unroll
-        for (int b = 0; b < B; ++b) {
-            const int s = warp + (i0 + b) * kWarps;
-#pragma unroll
-            for (int r = 0; r < 2; ++r)
-#pragma unroll
-                for (int l = 0; l < L; ++l)
-                    if (ok[r] && s < steps) w[b][r][l] = __ldg(base[r] + s * (4 * L) + t * L + l);
-        }
-    };
-    auto setup_rows = [&](int tl, int (&n)[2], bool (&ok)[2], const uint4* (&base)[2]) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            n[r] = row_of(tl, r, gid);
-            ok[r] = row_valid(tl, r, gid);
-            base[r] = static_cast<const uint4*>(p.w) + (ok[r] ? n[r] : 0) * row_vecs;
-        }
-    };
-
-    uint4 w[B][2][L];
+    const int F2 = p.N / 2;
+    const int tile = blockIdx.x;
+    // The lane's two rows: r = 0 is tile row gid, r = 1 is gid + 8 (SwiGLU: gate j and up F2 + j).
     int n[2];
     bool ok[2];
-    const uint4* base[2];
-    int tile = blockIdx.x;
-    if (tile < n_tiles) {  // the first batch does not depend on the previous kernel
-        setup_rows(tile, n, ok, base);
-        load_batch(base, ok, 0, w);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        if constexpr (kSwiglu) {
+            const int j = tile * (kTileRows / 2) + gid;
+            ok[r] = j < F2;
+            n[r] = r == 0 ? j : F2 + j;
+        } else {
+            n[r] = tile * kTileRows + gid + 8 * r;
+            ok[r] = n[r] < p.N;
+        }
+        if (!ok[r]) n[r] = 0;  // reads row 0, results dropped
     }
+    const int steps = p.K / kStepK;
+    const int my_steps = warp < steps ? (steps - warp + kWarps - 1) / kWarps : 0;
+    const int64_t row_words = p.K / (is_fp8<F>() ? 16 : 32);  // uint4 per weight row
+    const uint4* wrow[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) wrow[r] = static_cast<const uint4*>(p.w) + n[r] * row_words + t * L;
+
+    // Where a row's per-step scale data lives.
+    const int groups = F == kGemvQuantFp8Block ? (p.K + p.block_k - 1) / p.block_k
+                       : F == kGemvQuantInt4   ? p.K / p.group_size
+                                               : 0;
+    const int steps_per_group = F == kGemvQuantFp8Block ? p.block_k / kStepK : F == kGemvQuantInt4 ? p.group_size / kStepK : 1;
+    auto load_raw = [&](int r, int s) {
+        StepRaw raw;
+        if constexpr (F == kGemvQuantFp8Block) {
+            raw.a = __float_as_uint(__ldg(static_cast<const float*>(p.scale) + (n[r] / p.block_n) * groups + s / steps_per_group));
+        } else if constexpr (F == kGemvQuantInt4) {
+            const int g = s / steps_per_group;
+            raw.a = __bfloat16_as_ushort(__ldg(static_cast<const bf16*>(p.scale) + static_cast<int64_t>(n[r]) * groups + g));
+            if (p.zero_point) raw.z = (__ldg(p.zero_point + (n[r] / 8) * groups + g) >> (4 * (n[r] % 8))) & 0xFu;
+        } else if constexpr (F == kGemvQuantNvfp4) {
+            // the lane's two 16-weight groups: u16 (k0 + 32t) / 32 of the row's K / 16 bytes
+            raw.a = __ldg(static_cast<const uint16_t*>(p.scale) + static_cast<int64_t>(n[r]) * (p.K / 32) + s * 4 + t);
+        }
+        return raw;
+    };
+
+    // kUnroll steps of weights (and their scales) per warp in flight, reloaded as a group once the
+    // group has been consumed (the bf16 GEMV's scheme). Refilling each slot as soon as its step
+    // was copied out (a ring, kUnroll steps always in flight) measured no faster at any setting
+    // and spilled at 3-4 blocks per SM (bench_quant_gemv --tune, H100 2026-11-24).
+    uint4 w[kUnroll][2][L];  // [slot][row][load]
+    StepRaw sr[kUnroll][2];
+    auto load_step = [&](int u, int i) {  // this warp's step i into slot u
+        const int s = warp + i * kWarps;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+#pragma unroll
+            for (int l = 0; l < L; ++l) w[u][r][l] = __ldg(wrow[r] + static_cast<int64_t>(s) * (4 * L) + l);
+            sr[u][r] = load_raw(r, s);
+        }
+    };
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+        if (u < my_steps) load_step(u, u);  // weights and scales do not depend on the previous kernel
     pdl_wait();
     pdl_launch_dependents();
-    const float x_unscale = stage_x<F>(p, xs, scratch);
-    const int my_steps = warp < steps ? (steps - warp + kWarps - 1) / kWarps : 0;
 
-    for (bool first = true; tile < n_tiles; tile += gridDim.x, first = false) {
-        setup_rows(tile, n, ok, base);
-        RowScale rs[2];
+    // Column gid of B: row gid of x (zeros past M).
+    const bool x_ok = gid < p.M;
+    const int ldx = p.ldx > 0 ? p.ldx : p.K;
+    const uint4* xrow = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(x_ok ? gid : 0) * ldx) + 4 * t;
+    // Two accumulator chains (even / odd mmas) halve the dependent mma sequence; every variant adds
+    // them in the same order, so all variants give the same bits.
+    float acc[2][4] = {};
+    for (int i0 = 0; i0 < my_steps; i0 += kUnroll) {
+        if (i0 > 0) {
 #pragma unroll
-        for (int r = 0; r < 2; ++r) rs[r] = row_scale<F>(p, ok[r] ? n[r] : 0);
-        float acc[2] = {0.0f, 0.0f};
-        for (int i0 = 0; i0 < my_steps; i0 += B) {
-            if (!(first && i0 == 0)) load_batch(base, ok, i0, w);
+            for (int u = 0; u < kUnroll; ++u)
+                if (i0 + u < my_steps) load_step(u, i0 + u);
+        }
 #pragma unroll
-            for (int b = 0; b < B; ++b) {
-                if (i0 + b >= my_steps) break;
-                const int s = warp + (i0 + b) * kWarps;
-                RowParams rp[2];
-                float step_scale[2] = {1.0f, 1.0f};
+        for (int u = 0; u < kUnroll; ++u) {
+            const int i = i0 + u;
+            if (i >= my_steps) break;
+            const int s = warp + i * kWarps;
+            uint4 xv[4];
 #pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    if constexpr (F == kGemvQuantFp8Block) {
-                        step_scale[r] = __ldg(static_cast<const float*>(rs[r].s) + s * kStepK / p.block_k);
-                    } else if constexpr (F == kGemvQuantNvfp4) {
-                        const uint16_t s2 = __ldg(static_cast<const uint16_t*>(rs[r].s) + s * 4 + t);
-                        const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(s2), __NV_E4M3);
-                        const __half2 both = *reinterpret_cast<const __half2*>(&hr);
-                        rp[r].s[0] = __low2half2(both);
-                        rp[r].s[1] = __high2half2(both);
-                    } else if constexpr (F == kGemvQuantInt4) {
-                        const int g = s * kStepK / p.group_size;
-                        step_scale[r] = __bfloat162float(__ldg(static_cast<const bf16*>(rs[r].s) + g));
-                        int zp = 8;
-                        if (rs[r].zp) zp = (__ldg(rs[r].zp + g) >> rs[r].zshift) & 0xF;
-                        rp[r].bias = __float2half2_rn(1024.0f + static_cast<float>(zp));
-                    }
-                }
-                uint32_t a[2][kPairs];
+            for (int q = 0; q < 4; ++q) xv[q] = x_ok ? xrow[s * (kStepK / kVec) + q] : make_uint4(0, 0, 0, 0);
+            const StepScale st0 = step_scale<F>(sr[u][0]), st1 = step_scale<F>(sr[u][1]);
+            auto mma_step = [&](float(&d0)[4], float(&d1)[4]) {
 #pragma unroll
-                for (int r = 0; r < 2; ++r) dequant_pairs<F>(w[b][r], rp[r], a[r]);
-                const uint4* xv = reinterpret_cast<const uint4*>(xs + s * kStepK + 32 * t);
-                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                for (int m = 0; m < kMmas; ++m)
+                    mma_bf16(m % 2 == 0 ? d0 : d1, dequant_pair<F>(w[u][0], 2 * m, st0), dequant_pair<F>(w[u][1], 2 * m, st1),
+                             dequant_pair<F>(w[u][0], 2 * m + 1, st0), dequant_pair<F>(w[u][1], 2 * m + 1, st1),
+                             x_pair<F>(xv, 2 * m), x_pair<F>(xv, 2 * m + 1));
+            };
+            if constexpr (!step_scaled<F>()) {
+                mma_step(acc[0], acc[1]);
+            } else {
+                float d[2][4] = {};
+                mma_step(d[0], d[1]);
 #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const uint4 xq = xv[q];  // pairs 4q .. 4q+3: mmas 2q and 2q+1
-                    const uint32_t a0[4] = {a[0][4 * q], a[1][4 * q], a[0][4 * q + 1], a[1][4 * q + 1]};
-                    mma16816(d, a0, xq.x, xq.y);
-                    const uint32_t a1[4] = {a[0][4 * q + 2], a[1][4 * q + 2], a[0][4 * q + 3], a[1][4 * q + 3]};
-                    mma16816(d, a1, xq.z, xq.w);
-                }
-                acc[0] += step_scale[0] * d[0];  // column 0: lanes with t == 0 hold the rows
-                acc[1] += step_scale[1] * d[2];
+                for (int e = 0; e < 4; ++e) acc[0][e] += (e < 2 ? st0.s : st1.s) * (d[0][e] + d[1][e]);
             }
         }
-        if (t == 0) {
-            partial[warp][gid] = acc[0];
-            partial[warp][gid + 8] = acc[1];
-        }
-        __syncthreads();
-        if (threadIdx.x < kTileRows) {
-            const int g = threadIdx.x % 8, r = threadIdx.x / 8;
-            const int nr = row_of(tile, r, g);
-            const bool valid = row_valid(tile, r, g);
-            float sum = 0.0f;
+    }
+    // acc: (row gid, col 2t), (gid, 2t + 1), (gid + 8, 2t), (gid + 8, 2t + 1).
+    partial[warp][gid][2 * t] = acc[0][0] + acc[1][0];
+    partial[warp][gid][2 * t + 1] = acc[0][1] + acc[1][1];
+    partial[warp][gid + 8][2 * t] = acc[0][2] + acc[1][2];
+    partial[warp][gid + 8][2 * t + 1] = acc[0][3] + acc[1][3];
+    __syncthreads();
+    // Row factor applied to the summed row: fp8 channel scale, NVFP4 2^9 / global scale.
+    auto row_value = [&](int row, int col, int nr) {
+        float v = 0.0f;
 #pragma unroll
-            for (int wi = 0; wi < kWarps; ++wi) sum += partial[wi][threadIdx.x];
-            const float v = sum * x_unscale * row_scale<F>(p, valid ? nr : 0).row_mul;
-            if (p.swiglu) {
-                partial[0][threadIdx.x] = v;  // each thread read its own column above; now publish it
-                __syncwarp(0xFFFFu);
-                if (r == 0 && valid) {
-                    // The unfused pipeline rounds both projections to bf16, then swiglu's arithmetic.
-                    const float gate = __bfloat162float(__float2bfloat16(v));
-                    const float up = __bfloat162float(__float2bfloat16(partial[0][threadIdx.x + 8]));
-                    static_cast<bf16*>(p.y)[nr] = __float2bfloat16(silu(gate) * up);
-                }
-            } else if (valid) {
-                if (p.out_f32) {
-                    float* y = static_cast<float*>(p.y) + nr;
-                    *y = p.accumulate ? *y + v : v;
-                } else {
-                    bf16* y = static_cast<bf16*>(p.y) + nr;  // residual: one rounding of the fp32 sum
-                    *y = __float2bfloat16(p.accumulate ? __bfloat162float(*y) + v : v);
-                }
-            }
+        for (int wi = 0; wi < kWarps; ++wi) v += partial[wi][row][col];
+        if constexpr (F == kGemvQuantFp8Channel) v *= __ldg(static_cast<const float*>(p.scale) + nr);
+        if constexpr (F == kGemvQuantNvfp4)
+            v *= kNvfp4RowBias / (p.row_global_scale ? __ldg(p.row_global_scale + nr) : p.global_scale);
+        return v;
+    };
+    if constexpr (kSwiglu) {
+        if (threadIdx.x >= (kTileRows / 2) * kCols) return;
+        const int g = threadIdx.x / kCols, col = threadIdx.x % kCols;
+        const int j = tile * (kTileRows / 2) + g;
+        if (col >= p.M || j >= F2) return;
+        const int ldy = p.ldy > 0 ? p.ldy : F2;
+        // The unfused pipeline rounds both projections to bf16, then swiglu_kernel's arithmetic.
+        const float gate = __bfloat162float(__float2bfloat16(row_value(g, col, j)));
+        const float up = __bfloat162float(__float2bfloat16(row_value(g + 8, col, F2 + j)));
+        static_cast<bf16*>(p.y)[static_cast<int64_t>(col) * ldy + j] = __float2bfloat16(silu(gate) * up);
+    } else {
+        if (threadIdx.x >= kTileRows * kCols) return;
+        const int row = threadIdx.x / kCols, col = threadIdx.x % kCols;
+        const int nr = tile * kTileRows + row;
+        if (col >= p.M || nr >= p.N) return;
+        const int ldy = p.ldy > 0 ? p.ldy : p.N;
+        const float v = row_value(row, col, nr);
+        const int64_t at = static_cast<int64_t>(col) * ldy + nr;
+        if (p.out_f32) {
+            float* y = static_cast<float*>(p.y) + at;
+            *y = p.accumulate ? *y + v : v;
+        } else {
+            bf16* y = static_cast<bf16*>(p.y) + at;  // residual: one rounding of the fp32 sum
+            *y = __float2bfloat16(p.accumulate ? __bfloat162float(*y) + v : v);
         }
-        __syncthreads();  // partial is reused by the next tile
     }
 }
 
-template <int F>
-cudaError_t launch_tc(const GemvQuantParams& p, cudaStream_t stream) {
-    const size_t smem = static_cast<size_t>(p.K) * sizeof(__half);
-    int dev = 0, sms = 0, per_sm = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_quant_tc_kernel<F>, kThreads, smem);
-    if (e != cudaSuccess) return e;
+template <int F, int kUnroll, int kMinBlocks>
+cudaError_t launch_variant(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
-    const dim3 grid(std::max(1, std::min(tiles, sms * per_sm)));
-    return launch_kernel(gemv_quant_tc_kernel<F>, grid, dim3(kThreads), smem, stream, p.pdl != 0, p);
+    return p.swiglu ? launch_kernel(gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks>, dim3(tiles), dim3(kThreads), 0, stream,
+                                    p.pdl != 0, p)
+                    : launch_kernel(gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks>, dim3(tiles), dim3(kThreads), 0, stream,
+                                    p.pdl != 0, p);
+}
+
+template <int F>
+cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, cudaStream_t stream) {
+    if (unroll == 2) {
+        if (min_blocks == 2) return launch_variant<F, 2, 2>(p, stream);
+        if (min_blocks == 3) return launch_variant<F, 2, 3>(p, stream);
+        if (min_blocks == 4) return launch_variant<F, 2, 4>(p, stream);
+    } else if (unroll == 4) {
+        if (min_blocks == 2) return launch_variant<F, 4, 2>(p, stream);
+        if (min_blocks == 3) return launch_variant<F, 4, 3>(p, stream);
+        if (min_blocks == 4) return launch_variant<F, 4, 4>(p, stream);
+    }
+    return cudaErrorInvalidValue;
 }
 
 bool multiple_of(int v, int of) { return v > 0 && v % of == 0; }
+bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
 
 }  // namespace
 
 bool gemv_quant_tc_eligible(const GemvQuantParams& p) {
-    if (p.K % kStepK != 0 || p.K > kGemvQuantMaxK || p.N <= 0) return false;
-    if (p.swiglu && p.N % 2 != 0) return false;
+    if (!p.x || !p.w || !p.scale || !p.y || !aligned16(p.x) || !aligned16(p.w)) return false;
+    if (p.N <= 0 || !multiple_of(p.K, kStepK) || p.M < 1 || p.M > kCols) return false;
+    if (p.M > 1 && ((p.ldx != 0 && (p.ldx < p.K || p.ldx % kVec != 0)) || (p.ldy != 0 && p.ldy < (p.swiglu ? p.N / 2 : p.N))))
+        return false;
+    if (p.swiglu && (p.N % 2 != 0 || p.out_f32 || p.accumulate)) return false;
     switch (p.format) {
         case kGemvQuantFp8Block: return multiple_of(p.block_k, kStepK) && p.block_n > 0;
         case kGemvQuantFp8Channel: return true;
-        case kGemvQuantNvfp4: return true;
+        case kGemvQuantNvfp4: return p.row_global_scale || p.global_scale > 0.0f;
         case kGemvQuantInt4: return multiple_of(p.group_size, kStepK) && p.K % p.group_size == 0;
         default: return false;
     }
 }
 
-cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
+cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, cudaStream_t stream) {
     if (!gemv_quant_tc_eligible(p)) return cudaErrorInvalidValue;
+    cudaError_t e;
     switch (p.format) {
-        case kGemvQuantFp8Block: return launch_tc<kGemvQuantFp8Block>(p, stream);
-        case kGemvQuantFp8Channel: return launch_tc<kGemvQuantFp8Channel>(p, stream);
-        case kGemvQuantNvfp4: return launch_tc<kGemvQuantNvfp4>(p, stream);
-        default: return launch_tc<kGemvQuantInt4>(p, stream);
+        case kGemvQuantFp8Block: e = launch_format<kGemvQuantFp8Block>(p, unroll, min_blocks, stream); break;
+        case kGemvQuantFp8Channel: e = launch_format<kGemvQuantFp8Channel>(p, unroll, min_blocks, stream); break;
+        case kGemvQuantNvfp4: e = launch_format<kGemvQuantNvfp4>(p, unroll, min_blocks, stream); break;
+        default: e = launch_format<kGemvQuantInt4>(p, unroll, min_blocks, stream); break;
     }
+    if (e != cudaSuccess) return e;
+    return cudaGetLastError();
+}
+
+// Two steps in flight per warp (64 bytes of weights per lane for the 4-bit formats, 128 for fp8),
+// three blocks per SM, two for K > 8192. Measured (bench_quant_gemv --tune, H100 2026-11-24, time
+// over the bytes floor, 9B shapes): at K = 4096 unroll 2 x 3 blocks was the best or within 2 % of
+// it for every format (unroll 4 spills at 3-4 blocks); at K = 12288 two blocks beat three for fp8
+// (1.42 vs 1.47) and tied for int4.
+cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
+    return gemv_quant_tc_launch_tuned(p, 2, p.K > 8192 ? 2 : 3, stream);
 }
 
 }  // namespace frost::kernels
