@@ -78,13 +78,13 @@ frost_status Engine::record_batch(int B, const ops::OpObserver* observer, frost_
 }
 
 // One graph, one variant per batch size, captured at load. CUDA only with
-// EngineOptions::cuda_batched_decode and bf16 matrices (dense or MoE: op_moe runs a batched step's
-// rows through its per-row decode kernels); kept-quantized weights step their members one by one
-// (same results): the quantized GEMV takes one row.
+// EngineOptions::cuda_batched_decode: dense or MoE (op_moe runs a batched step's rows through its
+// per-row decode kernels), bf16 or kept-quantized weights (the quantized tensor-core GEMV takes up
+// to 8 rows, each with its solo bits; shapes only the SIMT kernel takes launch once per member).
 frost_status Engine::capture_batch() {
     batch_sizes_.clear();
     if (sessions() < 2) return FROST_OK;
-    if (backend_->kind() == FROST_BACKEND_CUDA && (!opts_.cuda_batched_decode || weights_.quantized_matrices > 0))
+    if (backend_->kind() == FROST_BACKEND_CUDA && !opts_.cuda_batched_decode)
         return FROST_OK;
     FROST_TRY(frost_graph_create(ctx_, "batch.decode", 0, &batch_graph_));
     struct Job {

@@ -1,9 +1,10 @@
 // Batched decode on the CUDA engine (issue 16): every session's tokens and final state under
 // Engine::decode_batch (members joining and leaving, greedy and seeded, B up to 8 and odd B)
 // equal its solo run on a one-session CUDA engine, bit for bit, on the dense and MoE tiny-gpu
-// synthetic models; no batched step recaptures. Run twice: with EngineOptions::cuda_batched_decode
-// (the batched kernels: one captured graph per B, the multi-row GEMV, MoE rows through the per-row
-// decode kernels) and without it (members one by one). Skipped without a CUDA device (CI);
+// synthetic models and kept-quantized tiny-gpu checkpoints; no batched step recaptures. Run
+// twice: with EngineOptions::cuda_batched_decode (the batched kernels: one captured graph per B,
+// the multi-row GEMV, MoE rows through the per-row decode kernels) and without it (members one
+// by one). Skipped without a CUDA device (CI);
 // the GPU machine runs it.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -25,10 +26,16 @@ namespace {
             GTEST_SKIP() << "no CUDA device in this build or machine";     \
     } while (0)
 
-std::string synth_dir(const std::string& preset) {
+// preset, or "preset:quant" for a kept-quantized checkpoint (synth --quant).
+std::string synth_dir(const std::string& name) {
+    const auto colon = name.find(':');
+    const std::string preset = name.substr(0, colon);
     SynthOptions o;
-    o.out_dir = (std::filesystem::temp_directory_path() /
-                 ("frost-cuda-batch-" + std::to_string(::getpid()) + "-" + preset)).string();
+    if (colon != std::string::npos) o.quant = name.substr(colon + 1);
+    std::string leaf = "frost-cuda-batch-" + std::to_string(::getpid());
+    leaf.append("-").append(preset);
+    if (!o.quant.empty()) leaf.append("-").append(o.quant);
+    o.out_dir = (std::filesystem::temp_directory_path() / leaf).string();
     o.preset = preset;
     o.seed = 4243;
     o.decisive_router = preset.find("moe") != std::string::npos;
@@ -81,6 +88,15 @@ TEST(CudaEngineBatch, DenseMatchesSolo) {
         check("tiny-gpu", 5, true, true, kernels);
         check("tiny-gpu", 3, true, false, kernels);
     }
+}
+
+// Kept-quantized weights (FP8 block, NVFP4, INT4): the quantized tensor-core GEMV takes the
+// members' rows, each with its solo bits.
+TEST(CudaEngineBatch, QuantizedMatchesSolo) {
+    SKIP_WITHOUT_CUDA();
+    check("tiny-gpu:fp8", 4, false, true, true);
+    check("tiny-gpu:nvfp4", 8, true, false, true);
+    check("tiny-gpu:int4", 3, false, false, true);
 }
 
 TEST(CudaEngineBatch, MoeMatchesSolo) {

@@ -407,7 +407,9 @@ frost_status gemm_quant(const Exec& ex, const GemmOp& p) {
     K::GemvQuantParams q{};
     FROST_TRY(quant_params(p.w, &q));
     const int32_t M = int32_t(p.x.shape[0]);
-    if (M > 1) {
+    // Decode rows (1, or a batched decode step's <= 8 members, which run with PDL; prefill buckets
+    // are >= 64 rows) take the quantized GEMV; prefill the FP8 GEMM or dequantize + bf16 GEMM.
+    if (M > 1 && !(p.pdl && M <= K::kGemvMaxRows)) {
         bool done = false;
         FROST_TRY(gemm_fp8_block(ex, p, q, &done));
         if (done) return FROST_OK;
@@ -423,16 +425,30 @@ frost_status gemm_quant(const Exec& ex, const GemmOp& p) {
     q.pdl = p.pdl;
     if (p.epilogue == Epilogue::SwiGLU) {
         NEED(p.y, DType::BF16, "gemm+swiglu");
-        q.y = p.y.data;
         q.swiglu = 1;
-        return check(K::gemv_quant_launch(q, native(ex)), "gemm+swiglu (quantized gemv)");
+    } else {
+        if (p.y.empty() || (p.y.dtype != DType::BF16 && p.y.dtype != DType::F32))
+            return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): y must be a bf16 or f32 view");
+        q.out_f32 = p.y.dtype == DType::F32 ? 1 : 0;
+        q.accumulate = p.epilogue == Epilogue::Residual ? 1 : 0;
     }
-    if (p.y.empty() || (p.y.dtype != DType::BF16 && p.y.dtype != DType::F32))
-        return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): y must be a bf16 or f32 view");
     q.y = p.y.data;
-    q.out_f32 = p.y.dtype == DType::F32 ? 1 : 0;
-    q.accumulate = p.epilogue == Epilogue::Residual ? 1 : 0;
-    return check(K::gemv_quant_launch(q, native(ex)), "gemm (quantized gemv)");
+    q.M = M;
+    q.ldx = int32_t(p.x.stride[0]);
+    q.ldy = int32_t(p.y.stride[0]);
+    const char* what = q.swiglu ? "gemm+swiglu (quantized gemv)" : "gemm (quantized gemv)";
+    if (M == 1 || K::gemv_quant_tc_eligible(q)) return check(K::gemv_quant_launch(q, native(ex)), what);
+    // A batched step on a shape only the one-row SIMT kernel takes: one launch per member, each
+    // exactly its solo step's launch, so the members keep their solo bits.
+    const size_t y_row_bytes = size_t(q.ldy) * (q.out_f32 ? sizeof(float) : sizeof(bf16));
+    for (int32_t r = 0; r < M; ++r) {
+        K::GemvQuantParams one = q;
+        one.M = 1;
+        one.x = q.x + size_t(r) * size_t(q.ldx);
+        one.y = static_cast<uint8_t*>(q.y) + size_t(r) * y_row_bytes;
+        FROST_TRY(check(K::gemv_quant_launch(one, native(ex)), what));
+    }
+    return FROST_OK;
 }
 
 // GEMV for one row (the decode forms: SwiGLU epilogue, PDL), cuBLASLt with a cached plan otherwise.
