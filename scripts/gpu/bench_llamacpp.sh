@@ -28,6 +28,9 @@
 #                        machine keeps ignored build outputs between calls while warm, so a second call
 #                        reuses the build)
 #   FROST_BIN            the frost binary (default build-gpu/tools/frost/frost; CPU: build/tools/frost/frost)
+#   PEER_LAYERS=N        the preset cut to its first N layers (frost synth --layers): a released MoE shape
+#                        whose checkpoint and GGUF do not both fit (35b-a3b: 70 GB each; with
+#                        FROST_SYNTH_DIR=/dev/shm enlarged, PEER_LAYERS=20 takes 2 x 35 GB)
 #   PEER_PP, PEER_DEPTH, PEER_NPP, PEER_NTG, PEER_NPL, PEER_TYPES (bf16 q8_0 q4_k_m), FROST_QUANTS
 #   (fp8 nvfp4), PEER_REPS, PEER_SERVE_TOKENS, PEER_ADMIT (0: no admission run), PEER_SERVE=0 (no HTTP
 #   runs): override the measured points. PEER_KEEP=1 keeps the checkpoints and GGUFs;
@@ -90,9 +93,11 @@ build_pid=$!
 
 # ---- checkpoints (Frost synth) and the bf16 GGUF, while it builds
 model=$SYNTH/frost-peer-$preset
+layers=(); [ -n "${PEER_LAYERS:-}" ] && { layers=(--layers "$PEER_LAYERS"); model=$model-L$PEER_LAYERS; }
 synth() {  # synth DIR [--quant Q]
   [ -f "$1/config.json" ] && return 0
-  timeout 900 "$FROST" synth --out "$1" --preset "$preset" --tokenizer "$TOK" "${@:2}" >"$LOG/synth_$(basename "$1").log" 2>&1 \
+  timeout 900 "$FROST" synth --out "$1" --preset "$preset" "${layers[@]}" --tokenizer "$TOK" "${@:2}" \
+    >"$LOG/synth_$(basename "$1").log" 2>&1 \
     || { echo "bench_llamacpp: frost synth $* failed:"; tail -5 "$LOG/synth_$(basename "$1").log"; return 1; }
 }
 synth "$model" || { kill "$build_pid" 2>/dev/null; exit 1; }
