@@ -425,20 +425,30 @@ frost_status Engine::record_ops(int session, int rows, bool decode, const ops::O
     FROST_TRY(check_session(session));
     if (decode ? rows != 1 : (rows <= 0 || rows % kGdnChunk || rows > opts_.prefill_chunk))
         return fail(FROST_ERR_INVALID_ARG, "record_ops: rows %d is not a %s bucket", rows, decode ? "decode" : "prefill");
-    // A prefill step of a full bucket; the cursor is put back afterwards, so the replays run at the
-    // step's position (and the host mirrors stay true); the state buffers keep the step's writes.
+    // A prefill step of a full bucket; the cursor's position is put back afterwards, so the replays
+    // run at the step's position (and the host mirrors stay true); the state buffers keep the
+    // step's writes. A prefill record leaves n_tokens = rows in the cursor: the replays of the ops
+    // that read their row count from the device then process the whole bucket, as the recorded
+    // step did (with the cursor put back whole they processed the context prefill's last chunk).
     StepCursor c0{};
     FROST_TRY(read_cursor(session, &c0));
     StepCursor c = c0;
     if (!decode) {
-        c.n_tokens = rows;  // a full bucket of token id 0 (the ids area may hold anything)
-        FROST_TRY(frost_buffer_fill(scratch_ids_buf_, 0, 0, sizeof(int32_t) * size_t(rows), stream_));
+        // Distinct token ids (a fixed odd-multiplier hash over the vocabulary): a bucket of one
+        // repeated id routes every MoE row to the same experts, which no real prompt does.
+        c.n_tokens = rows;
+        int32_t* st = static_cast<int32_t*>(frost_buffer_ptr(staging_));
+        for (int i = 0; i < rows; ++i)
+            st[i] = static_cast<int32_t>((uint64_t(i) * 2654435761u + 12345u) % uint64_t(cfg_.vocab_size));
+        FROST_TRY(frost_buffer_copy(scratch_ids_buf_, 0, staging_, 0, sizeof(int32_t) * size_t(rows), stream_));
     }
     FROST_TRY(write_cursor_field(session, 0, &c, sizeof c));
     const int64_t pos = host_pos_[session];  // costs at the step's context (as step_cost)
     FROST_TRY(record(session, rows, decode, &observer, stream_, false, decode ? pos + 1 : pos + (rows + 1) / 2));
     FROST_TRY(frost_stream_sync(stream_));
-    FROST_TRY(write_cursor_field(session, 0, &c0, sizeof c0));
+    StepCursor back = c0;
+    if (!decode) back.n_tokens = rows;
+    FROST_TRY(write_cursor_field(session, 0, &back, sizeof back));
     return frost_stream_sync(stream_);
 }
 

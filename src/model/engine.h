@@ -173,8 +173,9 @@ public:
     // Enqueues one step of the session's forward directly on the engine's stream (no graph),
     // telling `observer` every op it launches (costs at the session's position) with a replay
     // closure: the per-op bench times the model's own recorded ops with it. A prefill step covers
-    // the whole bucket. The step RUNS: its state writes stay (reset the session before reuse); the
-    // cursor is put back, so replays run at the step's position.
+    // the whole bucket of distinct token ids. The step RUNS: its state writes stay (reset the session
+    // before reuse); the cursor's position is put back, so replays run at the step's position, and
+    // after a prefill record its n_tokens is the bucket, so replays process every row.
     frost_status record_ops(int session, int rows, bool decode, const ops::OpObserver& observer);
     // The same for a batched decode step of `B` members (the captured sizes: 2, 4, 8): call
     // decode_batch() on those members first, so the slot vector and gathered cursors the replays

@@ -57,6 +57,16 @@ TEST_P(EngineOps, RecordOpsReportsEveryOpOfTheForwardInOrder) {
     EXPECT_EQ(n[ops::OpKind::GdnGate], c.num_linear_layers());
     EXPECT_EQ(n[ops::OpKind::Swiglu], c.num_layers);
     EXPECT_EQ(n[ops::OpKind::AttentionPrefill], c.num_full_layers());
+    // The position is put back and n_tokens is the bucket: a replay processes all 64 rows (the
+    // recorded advance moves the cursor by 64, as the recorded step did).
+    ASSERT_EQ(e->read_cursor(0, &cur), FROST_OK);
+    EXPECT_EQ(cur.pos, 11);
+    EXPECT_EQ(cur.n_tokens, 64);
+    ASSERT_EQ(seen.back().kind, ops::OpKind::Cursor);
+    ASSERT_EQ(seen.back().replay(e->stream()), FROST_OK);
+    ASSERT_EQ(frost_stream_sync(e->stream()), FROST_OK);
+    ASSERT_EQ(e->read_cursor(0, &cur), FROST_OK);
+    EXPECT_EQ(cur.pos, 11 + 64);
     EXPECT_EQ(e->record_ops(0, 3, false, [](const ops::OpRecord&) {}), FROST_ERR_INVALID_ARG);
 }
 
