@@ -39,7 +39,8 @@ typedef struct frost_model_options {
     int device;            /* CUDA device index; 0 for cpu */
     int max_seq_len;       /* tokens per session (KV capacity); default 4096 */
     int sessions;          /* live sessions (buffer sets); default 1 */
-    int prefill_chunk;     /* C_p, a positive multiple of 64; default 256 */
+    int prefill_chunk;     /* C_p, a positive multiple of 64, or 0 (the default): 256 on the CPU,
+                              2048 on CUDA (4096 for MoE models), at most max_seq_len */
     const char* capsule_dir; /* folder for disk-tier capsules (NULL: disk tier needs explicit paths
                                 through frost_capsule_save/load); leftover temp files there are
                                 removed at load */

@@ -25,11 +25,19 @@ namespace frost::model {
 
 constexpr int kGdnChunk = qwen35::kGdnChunk;  // gated-delta-rule chunk = alignment unit A this build guarantees
 
+struct EngineOptions;
+struct ModelConfig;
+// EngineOptions::prefill_chunk when it is 0 (see there); `opts` otherwise unchanged.
+int auto_prefill_chunk(const EngineOptions& opts, const ModelConfig& cfg);
+
 struct EngineOptions {
     frost_backend backend = FROST_BACKEND_CPU;
     int device = 0;
     int max_seq_len = 4096;    // tokens per session (KV capacity)
-    int prefill_chunk = 256;   // C_p: multiple of 64; prefill graphs exist for 64, 128, ..., C_p
+    // C_p: a multiple of 64; prefill graphs exist for 64, 128, ..., C_p. 0 = by backend and model
+    // (auto_prefill_chunk): 256 on the CPU; on CUDA 2048 (dense) or 4096 (MoE: the grouped expert
+    // GEMMs need rows per expert), never above max_seq_len rounded up to 64.
+    int prefill_chunk = 0;
     int sessions = 1;          // live BufferSets
     bool logits_all = false;   // keep the logits of every prefill row (eval); else last row only
     bool trace = false;        // copy named activations out after each step (debug, habit 7)

@@ -23,7 +23,7 @@ using frost::fail;
 using namespace frost::model;
 
 constexpr int kDefaultMaxSeq = 4096;
-constexpr int kDefaultChunk = 256;
+constexpr int kDefaultChunk = 0;  // EngineOptions::prefill_chunk: by backend and model
 
 frost_status check(const frost_model* m) {
     if (!m || !m->engine || !m->capsules) return fail(FROST_ERR_INVALID_ARG, "frost: model is NULL");

@@ -93,3 +93,31 @@ INSTANTIATE_TEST_SUITE_P(Backends, EngineOps, ::testing::ValuesIn(test::capsule_
 
 }  // namespace
 }  // namespace frost::model
+
+namespace frost::model {
+namespace {
+
+// EngineOptions::prefill_chunk = 0 picks the chunk by backend and model, within the context.
+TEST(EnginePrefillChunk, AutoByBackendAndModelWithinTheContext) {
+    ModelConfig dense, moe;
+    moe.num_experts = 256;
+    moe.num_experts_per_tok = 8;
+    ASSERT_FALSE(dense.is_moe());
+    ASSERT_TRUE(moe.is_moe());
+    EngineOptions o;
+    EXPECT_EQ(o.prefill_chunk, 0);
+    o.max_seq_len = 32768;
+    EXPECT_EQ(auto_prefill_chunk(o, dense), 256);  // CPU
+    o.backend = FROST_BACKEND_CUDA;
+    EXPECT_EQ(auto_prefill_chunk(o, dense), 2048);
+    EXPECT_EQ(auto_prefill_chunk(o, moe), 4096);
+    o.max_seq_len = 1000;  // never above the context, rounded up to the 64-row unit
+    EXPECT_EQ(auto_prefill_chunk(o, moe), 1024);
+    o.max_seq_len = 10;
+    EXPECT_EQ(auto_prefill_chunk(o, dense), 64);
+    o.prefill_chunk = 192;  // an explicit value is kept
+    EXPECT_EQ(auto_prefill_chunk(o, moe), 192);
+}
+
+}  // namespace
+}  // namespace frost::model

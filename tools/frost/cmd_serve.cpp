@@ -270,9 +270,9 @@ int run_serve(const std::vector<std::string>& args) {
         sched.stop();
         return 1;
     }
-    std::printf("frost serve: model %s (%d sessions, max_seq_len %d [%s], capsules %s) on http://%s:%u\n",
-                api_cfg.model_name.c_str(), eopts.sessions, eopts.max_seq_len, seq_why.c_str(), manager ? "on" : "off",
-                http_cfg.host.c_str(), unsigned(http.port()));
+    std::printf("frost serve: model %s (%d sessions, max_seq_len %d [%s], prefill chunk %d, capsules %s) on http://%s:%u\n",
+                api_cfg.model_name.c_str(), eopts.sessions, eopts.max_seq_len, seq_why.c_str(),
+                engine->options().prefill_chunk, manager ? "on" : "off", http_cfg.host.c_str(), unsigned(http.port()));
     std::fflush(stdout);
 
     int sig = 0;
