@@ -28,6 +28,7 @@ int main() {
 
 #include <nlohmann/json.hpp>
 
+#include "bench_cuda_check.h"
 #include "kernels/cuda/lm_gemm.h"
 #include "kernels/cuda/lm_kernels.h"
 #include "model/engine.h"
@@ -42,15 +43,6 @@ constexpr int kWarmup = 3, kRepeats = 25;
 constexpr size_t kFlushBytes = 256u << 20;  // > 5x the H100's 50 MB L2
 constexpr size_t kCopyBytes = 1u << 30;
 constexpr int kCeilGemm = 8192;
-
-#define CK(expr)                                                                              \
-    do {                                                                                      \
-        const cudaError_t e_ = (expr);                                                        \
-        if (e_ != cudaSuccess) {                                                              \
-            std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-            std::exit(1);                                                                     \
-        }                                                                                     \
-    } while (0)
 
 // The L2 is flushed by READING a buffer 5x its size (a GEMV over it): a memset would leave the L2
 // full of dirty lines whose write-back the timed kernel would pay (seen: ~12 us per kernel).

@@ -23,21 +23,13 @@ int main() {
 #include <string>
 #include <vector>
 
+#include "bench_cuda_check.h"
 #include "kernels/cuda/lm_gemm.h"
 #include "kernels/cuda/lm_moe.h"
 
 using namespace frost::kernels;
 
 namespace {
-
-#define CK(expr)                                                                                      \
-    do {                                                                                              \
-        const cudaError_t e_ = (expr);                                                                \
-        if (e_ != cudaSuccess) {                                                                      \
-            std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-            std::exit(1);                                                                             \
-        }                                                                                             \
-    } while (0)
 
 template <class T>
 T* dev_alloc(size_t n) {

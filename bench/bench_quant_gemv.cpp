@@ -28,6 +28,7 @@ int main() {
 #include <string>
 #include <vector>
 
+#include "bench_cuda_check.h"
 #include "kernels/cuda/lm_gemv_quant.h"
 #include "kernels/cuda/lm_kernels.h"
 
@@ -43,15 +44,6 @@ constexpr size_t kFlushBytes = 256u << 20;  // > 5x the H100's 50 MB L2
 constexpr size_t kCopyBytes = 1u << 30;
 constexpr int kCopies = 16;        // weight copies the back-to-back timing cycles through
 constexpr int kStreamLaunches = 64;
-
-#define CK(expr)                                                                                       \
-    do {                                                                                               \
-        const cudaError_t e_ = (expr);                                                                 \
-        if (e_ != cudaSuccess) {                                                                       \
-            std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-            std::exit(1);                                                                              \
-        }                                                                                              \
-    } while (0)
 
 struct Shape {
     const char* name;

@@ -439,6 +439,34 @@ std::vector<Case> cases() {
                                   return op_gemm(ex, p);
                               }});
             }
+    // A batched decode step's rows (3 members, PDL): CUDA runs the quantized tensor-core GEMV on all
+    // rows at once (K = H), or, on a shape only the one-row SIMT kernel takes (fp8 per-channel at
+    // K = 192, not a multiple of 128), one launch per member.
+    for (const auto& [f, K] : {std::pair{QFmt::Fp8Block, H}, std::pair{QFmt::Nvfp4, H}, std::pair{QFmt::Int4Asym, H},
+                               std::pair{QFmt::Fp8Channel, 192}})
+        for (int ep : {1, 2}) {  // residual (bf16 y), swiglu
+            const int rows = 3, N = ep == 2 ? 2 * F : 384, out_cols = ep == 2 ? F : N;
+            const QuantW q = make_quant(f, N, K);
+            cs.push_back({std::string("gemm ") + qfmt_name(f) + " K" + std::to_string(K) + (ep == 2 ? " swiglu" : " residual") +
+                              " batched decode",
+                          OpKind::Gemm,
+                          {act("x", Use::In, normal(size_t(rows) * K)),
+                           act("y", ep == 1 ? Use::InOut : Use::Out,
+                               ep == 1 ? normal(size_t(rows) * out_cols) : poison(size_t(rows) * out_cols)),
+                           act("tmp", Use::Scratch, poison(size_t(rows) * N)), bytes("wq", Use::In, q.w),
+                           bytes("ws", Use::In, q.scale), i32("wz", Use::In, q.zp), f32("wg", Use::In, q.gs),
+                           f32("wref", Use::In, q.ref)},
+                          [rows, ep, N, K, out_cols, f](const Exec& ex, const Bound& b) {
+                              GemmOp p;
+                              p.x = b.m("x", 0, rows, K, K);
+                              p.w = ex.backend->kind() == FROST_BACKEND_CUDA ? quant_view(b, f, N, K)
+                                                                             : b.m("wref", 0, N, K, K);
+                              p.y = b.m("y", 0, rows, out_cols, out_cols); p.tmp = b.m("tmp", 0, rows, N, N);
+                              p.epilogue = Epilogue(ep);
+                              p.pdl = true;
+                              return op_gemm(ex, p);
+                          }});
+        }
     // W8A8 prefill on FP8 128x128-block weights (GemmOp::quant_act): CUDA quantizes the activations
     // and runs cuBLASLt's block-scaled FP8 GEMM, the CPU quantizes them the same way in fp32.
     // K = 512: the smallest K the CUDA path plans (kernels/cuda/lm_gemm_fp8.h).

@@ -34,11 +34,6 @@ constexpr int kRowBytes = 128;      // one swizzled row: 64 bf16
 constexpr int kChunks = kD / kVec;  // 16-byte chunks per row of 256 dims
 constexpr float kLog2e = 1.4426950408889634f;
 
-__device__ inline uint32_t pack_bf16(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 __device__ inline void cp_async16_s(uint32_t dst, const void* src, int src_bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }

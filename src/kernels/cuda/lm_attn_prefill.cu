@@ -36,29 +36,6 @@ struct Smem {
     bf16 v[kKeysPerTile][kQkPitch];  // row-major; B fragments come through ldmatrix.trans
 };
 
-__device__ inline uint32_t ld32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
-
-
-// Four 8x8 bf16 matrices transposed: the B fragments of two adjacent n-tiles (PTX ldmatrix).
-__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* row_addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(row_addr)));
-}
-
-__device__ inline uint32_t pack_bf16(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-__device__ inline void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 constexpr int kVecsPerRow = kD / kVec;
 static_assert(kD == kWarp * kVec, "the combine maps one lane to 8 dims");

@@ -39,29 +39,6 @@ constexpr int kPS = kSlice + 8;
 constexpr int kPP = kC + 8;
 constexpr int kSolvePitch = kC + 4;  // fp32 A rows, float4-aligned
 
-__device__ inline void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Four 8x8 bf16 matrices, transposed: lane l gets (row 2(l%4)..+1, column l/4) of matrix i whose
-// row addresses lanes 8i..8i+7 give.
-__device__ inline void ldsm_x4_t(uint32_t (&r)[4], const bf16* p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p)));
-}
-
-__device__ inline uint32_t ld32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
-
-__device__ inline uint32_t pack_bf16(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 // A fragment of a row-major bf16 tile (rows m0.., columns k0..) with pitch P.
 template <int P>
 __device__ inline void load_a(uint32_t (&a)[4], const bf16* base, int m0, int k0, int g, int q) {
@@ -76,14 +53,14 @@ __device__ inline void load_a(uint32_t (&a)[4], const bf16* base, int m0, int k0
 template <int P>
 __device__ inline void load_b2_t(uint32_t (&b)[4], const bf16* base, int k0, int n0, int lane) {
     const int r = lane & 7, mi = lane >> 3;
-    ldsm_x4_t(b, base + (k0 + r + 8 * (mi & 1)) * P + n0 + 8 * (mi >> 1));
+    ldmatrix_x4_trans(b, base + (k0 + r + 8 * (mi & 1)) * P + n0 + 8 * (mi >> 1));
 }
 
 // A fragment of Xᵀ where X is a row-major [k][m] bf16 tile with pitch P (Aᵀ[m][k] = X[k][m]).
 template <int P>
 __device__ inline void load_at(uint32_t (&a)[4], const bf16* base, int m0, int k0, int lane) {
     const int r = lane & 7, mi = lane >> 3;
-    ldsm_x4_t(a, base + (k0 + r + 8 * (mi >> 1)) * P + m0 + 8 * (mi & 1));
+    ldmatrix_x4_trans(a, base + (k0 + r + 8 * (mi >> 1)) * P + m0 + 8 * (mi & 1));
 }
 
 // ---- 1. prep -------------------------------------------------------------------------------

@@ -30,15 +30,6 @@ constexpr int kStepK = 64;     // k per warp step: 4 lanes x 16 weights
 constexpr int kTileRows = 16;  // mma M
 constexpr int kCols = 8;       // mma N: the x rows
 
-__device__ inline void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // Two 16-byte words of one row and the matching two of x: four mmas (pairs 4q .. 4q+3 of word q
 // feed mmas 2q and 2q+1).
 __device__ inline void mma_step(float (&d)[4], const uint4 (&lo)[2], const uint4 (&hi)[2], const uint4 (&xv)[2]) {

@@ -125,21 +125,6 @@ __device__ inline int chunk_at(int r, int c) {
     return r * 64 + ((c ^ (r & 7)) * 8);
 }
 
-__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const bf16* p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(lm::smem_addr(p)));
-}
-
-// d += a · b for one m16n8k16 bf16 fragment (fp32 accumulators).
-__device__ inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // Copies K columns [k0, k0 + BK) of every tile row into one stage: thread t copies chunk t % (BK/8)
 // of rows t / (BK/8), + threads / (BK/8), ... `fallback` is any valid global address (a zero-byte
 // cp.async still names one).
@@ -188,15 +173,15 @@ __device__ inline void tile_mainloop(typename T::Acc& acc, int K, const bf16* fa
         for (int kk = 0; kk < T::BK / 16; ++kk) {
             uint32_t a[T::MF][4], b[T::NF / 2][4];
 #pragma unroll
-            for (int mf = 0; mf < T::MF; ++mf) ldmatrix_x4(a[mf], st + chunk_at<T>(a_row + 16 * mf, 2 * kk + a_chunk));
+            for (int mf = 0; mf < T::MF; ++mf) lm::ldmatrix_x4(a[mf], st + chunk_at<T>(a_row + 16 * mf, 2 * kk + a_chunk));
 #pragma unroll
             for (int np = 0; np < T::NF / 2; ++np)
-                ldmatrix_x4(b[np], st + chunk_at<T>(b_row + 16 * np, 2 * kk + b_chunk));
+                lm::ldmatrix_x4(b[np], st + chunk_at<T>(b_row + 16 * np, 2 * kk + b_chunk));
 #pragma unroll
             for (int mf = 0; mf < T::MF; ++mf)
 #pragma unroll
                 for (int nf = 0; nf < T::NF; ++nf)
-                    mma_16816(acc.v[mf][nf], a[mf], b[nf / 2][(nf % 2) * 2], b[nf / 2][(nf % 2) * 2 + 1]);
+                    lm::mma_bf16(acc.v[mf][nf], a[mf], b[nf / 2][(nf % 2) * 2], b[nf / 2][(nf % 2) * 2 + 1]);
         }
     }
     lm::cp_async_wait<0>();  // no copy may still target smem when the block exits
