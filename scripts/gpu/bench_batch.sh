@@ -3,7 +3,8 @@
 #  - `frost bench batch`: per-stream ms/token and aggregate tokens/s at B = 1, 2, 4, 8 through the
 #    engine (one batched decode step per round), the bytes floor of a batched step, and the
 #    inter-token latency of 3 streams while a 16k-token prompt is admitted in 128-token chunks (the
-#    server's SchedulerConfig::prefill_step);
+#    server's SchedulerConfig::prefill_step), sliced per layer within 0.6 of the decode step (the
+#    server's prefill_share) and, for comparison, whole;
 #  - bench/python/stream_bench.py: the same through the HTTP API of `frost serve` (concurrent
 #    streaming clients; every stream's greedy text checked against its solo run).
 # Logs and JSON go to $OUT. Expects build-gpu.
@@ -24,6 +25,10 @@ for preset in "${presets[@]}"; do
   timeout 300 "$FROST" bench batch --backend cuda --model "$dir" --sizes 1,2,4,8 --context 1024 --steps 32 \
     --admit 16384 --admit-step 128 >"$OUT/batch_bench_$preset.log" 2>&1
   echo "batch bench $preset (engine): rc=$?"; tail -12 "$OUT/batch_bench_$preset.log"
+  # The same admission with whole 128-token chunks between two steps (no slicing), for comparison.
+  timeout 200 "$FROST" bench batch --backend cuda --model "$dir" --sizes 1 --context 1024 --steps 32 \
+    --admit 16384 --admit-step 128 --admit-share 0 >"$OUT/batch_bench_${preset}_whole.log" 2>&1
+  echo "batch bench $preset (engine, whole chunks): rc=$?"; tail -1 "$OUT/batch_bench_${preset}_whole.log"
   timeout 400 python3 bench/python/stream_bench.py --frost "$FROST" --model "$dir" --server-args="--backend cuda" \
     --sizes 1,2,4,8 --context 1024 --tokens 128 --admit 16384 --admit-tokens 768 \
     --out-json "$OUT/stream_bench_$preset.json" >"$OUT/stream_bench_$preset.log" 2>&1

@@ -264,6 +264,8 @@ frost_status CapsuleManager::snapshot_locked(int session, int64_t requested, con
     if (!out) return fail(FROST_ERR_INVALID_ARG, "snapshot: out is null");
     if (tier == CapsuleTier::Disk && path.empty() && opts_.disk_dir.empty())
         return fail(FROST_ERR_INVALID_ARG, "snapshot: disk tier needs a path or a manager disk_dir");
+    if (engine_.prefill_slices_pending(session))
+        return fail(FROST_ERR_STATE, "snapshot: session %d is in the middle of a sliced prefill", session);
     const int64_t Pa = engine_.position(session);
     const auto& journal = engine_.journal(session);
     if (int64_t(journal.size()) != Pa)

@@ -157,9 +157,13 @@ frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
     FROST_TRY(alloc_scratch());
     for (int i = 0; i < opts.sessions; ++i) FROST_TRY(alloc_session(i));
     for (int i = 0; i < opts.sessions; ++i) FROST_TRY(alloc_sampler(i));
+    FROST_TRY(alloc_slices());
     FROST_TRY(frost_stream_sync(stream_));
     const auto t_capture = Clock::now();
-    for (int i = 0; i < opts.sessions; ++i) FROST_TRY(capture_session(i));
+    for (int i = 0; i < opts.sessions; ++i) {
+        FROST_TRY(capture_session(i));
+        FROST_TRY(capture_slices(i));
+    }
     FROST_TRY(alloc_batch());
     FROST_TRY(capture_batch());
     info_.capture_ms = ms_since(t_capture);
@@ -434,6 +438,7 @@ frost_status Engine::capture_session(int index) {
 
 frost_status Engine::record_ops(int session, int rows, bool decode, const ops::OpObserver& observer) {
     FROST_TRY(check_session(session));
+    FROST_TRY(check_no_slices(session, "record_ops"));
     if (decode ? rows != 1 : (rows <= 0 || rows % kGdnChunk || rows > opts_.prefill_chunk))
         return fail(FROST_ERR_INVALID_ARG, "record_ops: rows %d is not a %s bucket", rows, decode ? "decode" : "prefill");
     // A prefill step of a full bucket; the cursor's position is put back afterwards, so the replays
@@ -484,6 +489,7 @@ frost_status Engine::reset(int session, const SamplingConfig& sampling) {
     for (const auto& b : sampler_bufs_[session]->list())  // settings off, no mask, nothing seen
         FROST_TRY(frost_buffer_fill(b.buf, 0, 0, frost_buffer_bytes(b.buf), stream_));
     FROST_TRY(frost_stream_sync(stream_));
+    drop_slices(session);
     last_record_[session] = kernels::SampleRecord{};
     mask_on_[session] = 0;
     host_pos_[session] = 0;
@@ -641,6 +647,7 @@ frost_status Engine::run_chunk(int session, const int32_t* ids, int n, bool deco
 frost_status Engine::prefill(int session, const int32_t* ids, size_t n, int32_t* next,
                              std::vector<float>* all_logits) {
     FROST_TRY(check_session(session));
+    FROST_TRY(check_no_slices(session, "prefill"));
     if (!ids || n == 0) return fail(FROST_ERR_INVALID_ARG, "prefill: no tokens");
     if (host_pos_[session] + static_cast<int64_t>(n) > opts_.max_seq_len)
         return fail(FROST_ERR_OUT_OF_RANGE, "prefill: %zu tokens at position %lld exceed max_seq_len %d", n,
@@ -718,6 +725,7 @@ frost_status Engine::prefill_pipelined(int session, const int32_t* ids, size_t n
 
 frost_status Engine::decode(int session, int32_t* next) {
     FROST_TRY(check_session(session));
+    FROST_TRY(check_no_slices(session, "decode"));
     FROST_TRY(run_chunk(session, nullptr, 1, true));
     if (next) std::memcpy(next, static_cast<uint8_t*>(frost_buffer_ptr(staging_)) +
                                     sizeof(int32_t) * opts_.prefill_chunk + kCursorBytes, sizeof(int32_t));
@@ -726,6 +734,7 @@ frost_status Engine::decode(int session, int32_t* next) {
 
 frost_status Engine::feed(int session, int32_t token, int32_t* next) {
     FROST_TRY(check_session(session));
+    FROST_TRY(check_no_slices(session, "feed"));
     if (token < 0 || token >= cfg_.vocab_size)
         return fail(FROST_ERR_INVALID_ARG, "feed: token id %d outside vocabulary [0, %d)", token, cfg_.vocab_size);
     FROST_TRY(write_cursor_field(session, offsetof(StepCursor, last_token), &token, sizeof token));
@@ -753,6 +762,7 @@ frost_status Engine::last_logits(int session, std::vector<float>* out) {
 frost_status Engine::prompt_logprobs(int session, const int32_t* ids, size_t n, int top_n,
                                      std::vector<kernels::SampleRecord>* out) {
     FROST_TRY(check_session(session));
+    FROST_TRY(check_no_slices(session, "prompt_logprobs"));
     if (!ids || !out || n == 0) return fail(FROST_ERR_INVALID_ARG, "prompt_logprobs: no tokens or no output");
     if (top_n < 0 || top_n > kernels::kMaxTopLogprobs)
         return fail(FROST_ERR_INVALID_ARG, "prompt_logprobs: top_n must be in [0, %d], got %d", kernels::kMaxTopLogprobs,
@@ -812,6 +822,7 @@ frost_status Engine::adopt_restored_state(int session, const std::vector<int32_t
     if (c.pos < 0 || c.pos > opts_.max_seq_len || static_cast<size_t>(c.pos) != ids.size())
         return fail(FROST_ERR_CORRUPT, "engine: restored cursor position %d does not match %zu journal ids",
                     c.pos, ids.size());
+    drop_slices(session);  // the restore overwrote whatever a staged piece had written
     host_pos_[session] = c.pos;
     journal_[session] = ids;
     last_token_[session] = c.last_token;
@@ -830,6 +841,8 @@ frost_status Engine::fork(int src, int dst) {
     FROST_TRY(check_session(src));
     FROST_TRY(check_session(dst));
     if (src == dst) return fail(FROST_ERR_INVALID_ARG, "fork: session %d is both source and target", src);
+    FROST_TRY(check_no_slices(src, "fork"));
+    drop_slices(dst);  // overwritten below
     const auto& from = session_bufs_[src]->list();
     const auto& to = session_bufs_[dst]->list();
     FROST_TRY(frost_stream_sync(stream_));

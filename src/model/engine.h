@@ -59,6 +59,11 @@ struct EngineOptions {
     // bf16 models (MoE and kept-quantized weights step their members one by one). On since the
     // GPU parity test (tests/model/test_cuda_engine_batch.cpp) passed on the H100 (2026-11-24).
     bool cuda_batched_decode = true;
+    // Sliced prefill (engine_slices.cpp): one graph per layer for the prefill buckets 64 ..
+    // slice_rows, so a prompt piece of up to slice_rows tokens can run a few layers at a time
+    // between other sessions' decode steps. 0 = none. Clamped to prefill_chunk. The server's
+    // prefill step (SchedulerConfig::prefill_step, 128) is what it serves.
+    int slice_rows = 128;
 };
 
 // How to load weights for an engine of these options (Engine::create uses it; callers that load
@@ -133,6 +138,18 @@ public:
     frost_status decode_batch(const int* sessions, int B, int32_t* next);
     // Batch sizes with a captured batched decode graph (empty: members step one by one).
     const std::vector<int>& batch_sizes() const { return batch_sizes_; }
+    // Sliced prefill (engine_slices.cpp, architecture.md "Prefill beside decode"): stages a prompt
+    // piece of n <= slice_rows() tokens for the session; prefill_slices_run then runs up to `layers`
+    // layers of it per call (the graphs of prefill(), cut per layer, the residual rows kept in a
+    // per-session buffer), so decode steps of other sessions can run between two calls. When the
+    // last layer of the last chunk ran, *done is true and *next holds the sampled token: state,
+    // cursor, journal and token are bit-identical to prefill(session, ids, n). Until then the
+    // session refuses decode, prefill, feed, fork from it and capsule snapshots; reset(), a
+    // restore into it or a fork onto it drops the staged piece (its partial writes are overwritten).
+    frost_status prefill_slices_begin(int session, const int32_t* ids, size_t n);
+    frost_status prefill_slices_run(int session, int layers, bool* done, int32_t* next);
+    bool prefill_slices_pending(int session) const;
+    int slice_rows() const { return slice_rows_; }
     // Bytes and FLOPs of one batched step of B rows (a captured size), every member at `pos`.
     frost_status batch_step_cost(int B, int64_t pos, ops::OpCost* out);
     // Feeds a given token through the decode graph (token-by-token prefill), sampling *next.
@@ -217,6 +234,23 @@ private:
     frost_status record_batch(int B, const ops::OpObserver* observer, frost_stream* st, bool dry_run,
                               int64_t context);
     frost_status run_batch(const int* sessions, int n, int32_t* next);
+    // Sliced prefill (engine_slices.cpp): the per-session residual buffers and layer graphs, the
+    // staged piece of each session, and the refusal of other steps while one is staged.
+    frost_status alloc_slices();
+    frost_status capture_slices(int session);
+    frost_status check_no_slices(int session, const char* what) const;
+    void drop_slices(int session);
+    struct SlicedPiece {
+        std::vector<int32_t> ids;  // the staged tokens
+        std::vector<int> takes;    // its chunks on the absolute C_p grid
+        size_t chunk = 0;          // the chunk running now
+        size_t done = 0;           // tokens of the finished chunks
+        int layer = 0;             // its next layer
+        bool active = false;
+    };
+    std::vector<SlicedPiece> slices_;          // per session
+    std::vector<ops::Tensor> slice_h_;         // per session: [slice_rows, H] residual rows
+    int slice_rows_ = 0;
 
     ModelConfig cfg_;
     EngineOptions opts_;
@@ -272,5 +306,7 @@ private:
 frost_shape_key step_key(bool decode, int rows);
 // ShapeKey of a batched decode graph of B rows.
 frost_shape_key batch_key(int B);
+// ShapeKey of a sliced-prefill graph: one layer of a prefill bucket of `rows`.
+frost_shape_key slice_key(int layer, int rows);
 
 }  // namespace frost::model

@@ -132,6 +132,7 @@ frost_status Engine::decode_batch(const int* members, int B, int32_t* next) {
         return fail(FROST_ERR_INVALID_ARG, "decode_batch: needs B >= 1 sessions and a token array, got B=%d", B);
     for (int i = 0; i < B; ++i) {
         FROST_TRY(check_session(members[i]));
+        FROST_TRY(check_no_slices(members[i], "decode_batch"));
         for (int j = 0; j < i; ++j)
             if (members[j] == members[i])
                 return fail(FROST_ERR_INVALID_ARG, "decode_batch: session %d appears twice", members[i]);

@@ -84,6 +84,17 @@ public:
         return FROST_OK;
     }
 
+    // Sliced prefill (Engine::prefill_slices_*): a prompt piece of at most slice_rows() tokens is
+    // staged, then run a few layers per call (of layers() in all per chunk), so the decode steps
+    // of other slots go on between calls; the result equals prefill() of the same piece. Until
+    // *done the slot takes no other step; reset or restore drops the piece. 0 = not supported.
+    virtual size_t slice_rows() const { return 0; }
+    virtual int layers() const { return 0; }
+    virtual frost_status prefill_slices_begin(int slot, const int32_t* ids, size_t n) { return FROST_ERR_UNSUPPORTED; }
+    virtual frost_status prefill_slices_run(int slot, int layers, bool* done, int32_t* next) {
+        return FROST_ERR_UNSUPPORTED;
+    }
+
     // Capsules. Engines without capsule support return FROST_ERR_UNSUPPORTED from snapshot and
     // the server then plans with live state only.
     virtual bool capsules_supported() const { return false; }

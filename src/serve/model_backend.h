@@ -37,6 +37,14 @@ public:
     // One batched engine step (Engine::decode_batch: members whose sampler processes, masks or
     // records logprobs step alone there).
     frost_status decode_batch(const int* slots, int n, int32_t* next) override;
+    size_t slice_rows() const override { return size_t(engine_.slice_rows()); }
+    int layers() const override { return engine_.config().num_layers; }
+    frost_status prefill_slices_begin(int slot, const int32_t* ids, size_t n) override {
+        return engine_.prefill_slices_begin(slot, ids, n);
+    }
+    frost_status prefill_slices_run(int slot, int layers, bool* done, int32_t* next) override {
+        return engine_.prefill_slices_run(slot, layers, done, next);
+    }
 
     bool capsules_supported() const override { return capsules_ != nullptr; }
     bool snapshot_possible(size_t from, size_t to) const override;

@@ -25,6 +25,7 @@ constexpr double kExpireEvery = 1.0;  // seconds between TTL sweeps
 Scheduler::Scheduler(EngineIface& engine, const TextIface& text, SchedulerConfig cfg, Metrics* metrics)
     : engine_(engine), text_(text), cfg_(std::move(cfg)), metrics_(metrics) {
     epoch_ = std::chrono::steady_clock::now();
+    slice_budget_ = SliceBudget(cfg_.prefill_share);
     slots_.resize(size_t(std::max(0, engine_.slots())));
     StoreHooks hooks;
     hooks.move = [this](CapsuleRecord& r, Tier to) {
@@ -270,6 +271,9 @@ void Scheduler::loop() {
         // batch in the round after its prefill ends; a cancelled one leaves it at the next round.
         bool progressed = false;
         std::vector<Active*> decoding;
+        streams_decoding_ = std::any_of(active_.begin(), active_.end(), [](const std::unique_ptr<Active>& a) {
+            return a->phase == Active::Phase::Decode && !a->job->is_cancelled() && !a->job->channel->full();
+        });
         for (size_t i = 0; i < active_.size();) {
             Active& a = *active_[i];
             if (a.job->is_cancelled()) {
@@ -361,6 +365,8 @@ std::vector<Scheduler::Active*> Scheduler::decode_round(const std::vector<Active
         }
         return done;
     }
+    slice_budget_.note_decode(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (metrics_) {
         metrics_->decode_us_total += uint64_t(
             std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
@@ -396,6 +402,10 @@ void Scheduler::release(Active& a) {
     if (!a.batched || a.job->choices_left <= 0 || a.job->cancelled) uncount(*a.job);
     free_fork_slots(a);
     if (a.slot < 0) return;
+    // A piece left half way through its layers: the slot's state matches no journal (the next
+    // request rebuilds or restores it, which drops the piece).
+    if (a.slicing) slots_[size_t(a.slot)].journal.clear();
+    a.slicing = false;
     if (a.matcher) engine_.set_token_mask(a.slot, nullptr, 0);  // the next request starts free
     slots_[size_t(a.slot)].busy = false;
     slots_[size_t(a.slot)].last_use = ++use_clock_;

@@ -28,6 +28,7 @@
 #include "serve/metrics.h"
 #include "serve/openai_request.h"
 #include "serve/persistence.h"
+#include "serve/slice_budget.h"
 #include "serve/timings.h"
 #include "text/grammar/token_mask.h"
 
@@ -80,11 +81,15 @@ struct SchedulerConfig {
     // Requests queued + running per API key (tenant); beyond it submit() answers KeyLimit (429)
     // while the global queue may still have room. 0 = no per-key limit.
     size_t max_per_key = 0;
-    // Tokens per prefill step. A running stream waits for at most one such chunk between two of
-    // its tokens: on the H100 (9B-style, 3 streams, a 16k prompt admitted) 128 kept their p99
-    // inter-token latency at 1.8x its unloaded value, 256 at 2.6x. The split never depends on
-    // load (a GEMM's bits depend on its row count), so a request's output does not either.
+    // Tokens per prefill step (one engine chunk). The split never depends on load (a GEMM's bits
+    // depend on its row count), so a request's output does not either. While other streams
+    // decode, a chunk runs sliced (EngineIface::prefill_slices_*, when the engine has slices of
+    // this many rows): a few of its layers per round, at most prefill_share of the measured
+    // decode step (slice_budget.h), so a running stream's inter-token latency stays near
+    // (1 + prefill_share)x its unloaded value while a long prompt is admitted. Without slices a
+    // running stream waits for a whole chunk between two tokens (9B-style on the H100: x2.4).
     size_t prefill_step = 128;
+    double prefill_share = 0.6;
     bool auto_capsules = true;  // snapshot each chat request's history boundary
     StoreBudgets budgets;
     std::string claim_log_path;  // empty: in memory only
@@ -154,6 +159,10 @@ private:
     // At the prompt's last token: copies choice 0's state into the claimed slots, one Active each.
     void fork_choices(Active& a);
     bool prefill_step(Active& a);
+    // Sliced prefill (slice_budget.h): the staged piece's layers of this round; and what follows
+    // a piece or chunk that is in the state (journal, position, first token).
+    bool sliced_prefill_step(Active& a);
+    bool prefilled(Active& a, size_t end, int32_t next);
     // Records the first token's time, runs handle_token_events, then any deferred capsule work.
     bool handle_token(Active& a, int32_t tok);
     bool handle_token_events(Active& a, int32_t tok);
@@ -216,6 +225,10 @@ private:
     uint64_t use_clock_ = 0;
     std::chrono::steady_clock::time_point epoch_;
     PhaseTimes scratch_times_;  // phases after the first token land here, unreported
+    // Sliced prefill beside decoding streams: the per-round budget and whether this round has
+    // decoding streams (set at the start of each round).
+    SliceBudget slice_budget_{0.6};
+    bool streams_decoding_ = false;
 };
 
 }  // namespace frost::serve

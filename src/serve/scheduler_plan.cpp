@@ -166,8 +166,8 @@ frost_status Scheduler::set_mask(Active& a) {
 
 bool Scheduler::prefill_step(Active& a) {
     Job& job = *a.job;
+    if (a.slicing) return sliced_prefill_step(a);
     if (job.req.echo && job.req.logprobs >= 0 && a.pos == 0 && !job.capsule_only) return prefill_scored_step(a);
-    Slot& slot = slots_[size_t(a.slot)];
     if (a.batched && !a.forked && a.pos + 1 == job.prompt.size()) fork_choices(a);
     if (job.cancelled) return true;  // a fork failed the job: the loop releases every member
     size_t end = std::min(job.prompt.size(), a.pos + cfg_.prefill_step);
@@ -194,6 +194,16 @@ bool Scheduler::prefill_step(Active& a) {
     bool ok;
     if (snap && end == snap_at) {
         ok = prefill_and_snapshot(a, end, &next);
+    } else if (streams_decoding_ && cfg_.prefill_share > 0 && end - a.pos <= engine_.slice_rows()) {
+        // Other streams decode: this chunk runs a few layers per round beside their steps.
+        if (engine_.prefill_slices_begin(a.slot, job.prompt.data() + a.pos, end - a.pos) != FROST_OK) {
+            fail_job(a, make_error(500, "server_error", "engine_error", "prefill failed: " + last_error()), false);
+            return false;
+        }
+        a.slicing = true;
+        a.slice_end = end;
+        times(a).prefill_calls++;
+        return sliced_prefill_step(a);
     } else {
         times(a).prefill_calls++;
         PhaseTimer t(times(a), Phase::Prefill);
@@ -203,12 +213,44 @@ bool Scheduler::prefill_step(Active& a) {
         fail_job(a, make_error(500, "server_error", "engine_error", "prefill failed: " + last_error()), true);
         return false;
     }
+    return prefilled(a, end, next);
+}
+
+// The prompt is in the slot's state up to `end`: the journal follows; after the last piece the
+// first token goes out.
+bool Scheduler::prefilled(Active& a, size_t end, int32_t next) {
+    Job& job = *a.job;
+    Slot& slot = slots_[size_t(a.slot)];
     slot.journal.insert(slot.journal.end(), job.prompt.begin() + long(a.pos), job.prompt.begin() + long(end));
     a.pos = end;
     if (a.pos < job.prompt.size()) return true;
     if (job.capsule_only) return finish_capsule_only(a);
     if (job.req.echo) echo_prompt(a, nullptr);
     return handle_token(a, next);
+}
+
+// One round's share of a staged piece: as many layers as the budget allows beside the decoding
+// streams (all that is left once none decode). The call's time teaches the budget.
+bool Scheduler::sliced_prefill_step(Active& a) {
+    const int most = streams_decoding_ ? slice_budget_.layers(engine_.layers()) : 1 << 20;
+    bool done = false;
+    int32_t next = -1;
+    const auto t0 = std::chrono::steady_clock::now();
+    frost_status st;
+    {
+        PhaseTimer t(times(a), Phase::Prefill);
+        st = engine_.prefill_slices_run(a.slot, most, &done, &next);
+    }
+    if (st != FROST_OK) {
+        fail_job(a, make_error(500, "server_error", "engine_error", "prefill failed: " + last_error()), true);
+        return false;
+    }
+    if (streams_decoding_ && !done)
+        slice_budget_.note_layers(most, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                                            .count());
+    if (!done) return true;
+    a.slicing = false;
+    return prefilled(a, a.slice_end, next);
 }
 
 PhaseTimes& Scheduler::times(Active& a) {

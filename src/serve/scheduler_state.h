@@ -37,6 +37,10 @@ struct Scheduler::Active {
     int choice = 0;
     enum class Phase { Start, Prefill, Decode } phase = Phase::Start;
     size_t pos = 0;          // next prompt index to prefill
+    // A prompt piece [pos, slice_end) staged for sliced prefill, not yet through every layer
+    // (the slot's state is half written until it is: a cancel then forgets the slot's journal).
+    bool slicing = false;
+    size_t slice_end = 0;
     int32_t pending = -1;    // sampled, not yet committed
     int64_t generated = 0;
     bool first_token = true;

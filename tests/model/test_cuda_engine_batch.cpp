@@ -4,7 +4,7 @@
 // synthetic models and kept-quantized tiny-gpu checkpoints; no batched step recaptures. Run
 // twice: with EngineOptions::cuda_batched_decode (the batched kernels: one captured graph per B,
 // the multi-row GEMV, MoE rows through the per-row decode kernels) and without it (members one
-// by one). Skipped without a CUDA device (CI);
+// by one). Sliced prefill beside the batched steps too. Skipped without a CUDA device (CI);
 // the GPU machine runs it.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -57,7 +57,7 @@ std::unique_ptr<Engine> make(const std::string& dir, int sessions, bool kernels 
     return e;
 }
 
-void check(const std::string& preset, int S, bool sampled, bool staggered, bool kernels) {
+void check(const std::string& preset, int S, bool sampled, bool staggered, bool kernels, bool sliced = false) {
     const unsigned seed = std::random_device{}();
     SCOPED_TRACE(preset + " S=" + std::to_string(S) + (sampled ? " sampled" : " greedy") +
                  (kernels ? " batched kernels" : " one by one") + " seed=" + std::to_string(seed));
@@ -69,9 +69,14 @@ void check(const std::string& preset, int S, bool sampled, bool staggered, bool 
         EXPECT_FALSE(many->batch_sizes().empty()) << "cuda_batched_decode captured no batched graph";
     }
     std::mt19937 rng(seed);
-    const auto plans = batch_test::random_plans(rng, S, many->config().vocab_size, sampled, staggered);
+    auto plans = batch_test::random_plans(rng, S, many->config().vocab_size, sampled, staggered);
+    std::mt19937 layers(seed + 1);
+    if (sliced) {  // prompts admitted a few layers at a time beside the batched steps (pieces <= 64)
+        EXPECT_EQ(many->slice_rows(), 64);
+        batch_test::random_pieces(rng, many->slice_rows(), &plans);
+    }
     const uint64_t captures = many->capture_count();
-    const auto got = batch_test::batched(*many, plans, nullptr);
+    const auto got = batch_test::batched(*many, plans, nullptr, sliced ? &layers : nullptr);
     EXPECT_EQ(many->capture_count(), captures);
     for (int s = 0; s < S; ++s) {
         const auto want = batch_test::solo(*one, plans[size_t(s)]);
@@ -105,6 +110,16 @@ TEST(CudaEngineBatch, MoeMatchesSolo) {
     check("moe-tiny-gpu", 8, false, false, true);
     check("moe-tiny-gpu", 5, true, true, true);
     check("moe-tiny-gpu", 6, true, false, false);
+}
+
+// Sliced prefill (Engine::prefill_slices_*): a joining session's prompt runs a random number of
+// layers per call with the others' batched steps between; every session keeps its solo bits.
+TEST(CudaEngineBatch, SlicedPrefillBesideBatchedDecodeMatchesSolo) {
+    SKIP_WITHOUT_CUDA();
+    check("tiny-gpu", 6, false, true, true, true);
+    check("tiny-gpu", 4, true, true, true, true);
+    check("tiny-gpu:fp8", 3, false, true, true, true);
+    check("moe-tiny-gpu", 4, false, true, true, true);
 }
 
 }  // namespace

@@ -36,6 +36,13 @@ public:
                                 std::vector<TokenLogprobs>* out) override;
     // Logs the step (calls()) and decodes each slot (the default loop).
     frost_status decode_batch(const int* slots, int n, int32_t* next) override;
+    // Sliced prefill (knob `slices` > 0): a staged piece runs `fake_layers` layers, each sleeping
+    // layer_delay_us, and commits like prefill() after the last; a staged slot refuses prefill
+    // and decode (a scheduler bug shows as an engine error); reset, restore and fork drop it.
+    size_t slice_rows() const override { return slices; }
+    int layers() const override { return fake_layers; }
+    frost_status prefill_slices_begin(int slot, const int32_t* ids, size_t n) override;
+    frost_status prefill_slices_run(int slot, int layers, bool* done, int32_t* next) override;
 
     bool capsules_supported() const override { return capsules; }
     uint64_t capsule_bytes_at(size_t tokens) const override { return 1000 + 4 * tokens; }
@@ -62,6 +69,9 @@ public:
     bool capsules = true;
     size_t align = 0;
     bool fork_live_on = true;  // n > 1 as a batched fork (else one choice after another)
+    size_t slices = 0;         // sliced prefill: rows of a piece (0 = none)
+    int fake_layers = 8;
+    std::atomic<int> layer_delay_us{0};
     std::atomic<uint64_t> forks{0};
     std::atomic<bool> fail_restore{false};
     // When not empty: the output is exactly these ids, then the end token (set before use).
@@ -74,7 +84,8 @@ public:
     struct Call {
         bool decode = false;
         std::vector<int> slots;  // prefill: its slot; decode: the batch's members
-        size_t tokens = 0;       // prefill: ids in the call
+        size_t tokens = 0;       // prefill: ids in the call (a sliced piece: in its last call)
+        int layers = 0;          // a sliced prefill call: the layers it ran (0: a whole prefill)
     };
     std::vector<Call> calls() const;
 
@@ -89,6 +100,8 @@ private:
         // RNG; set_sampling restarts the count (so a sampled token depends on the draw index).
         uint64_t draws = 0;
         int top_logprobs = -1;
+        std::vector<int32_t> staged;  // a sliced piece not yet through every layer
+        int layer = 0;
     };
     int32_t sample(const SlotState& s) const;
     std::vector<SlotState> slots_;

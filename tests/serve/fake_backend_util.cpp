@@ -3,6 +3,7 @@
 
 #include "text/tool_calls.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <utility>
@@ -66,14 +67,54 @@ int32_t FakeEngine::sample(const SlotState& s) const {
     return int32_t('a' + (h >> 33) % kLetters);
 }
 
+frost_status FakeEngine::prefill_slices_begin(int slot, const int32_t* ids, size_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    SlotState& s = slots_[size_t(slot)];
+    if (slices == 0) return FROST_ERR_UNSUPPORTED;
+    if (!s.staged.empty()) return FROST_ERR_STATE;
+    if (n == 0 || n > slices) return FROST_ERR_INVALID_ARG;
+    if (s.committed.size() + n > max_seq_) return FROST_ERR_OUT_OF_RANGE;
+    s.staged.assign(ids, ids + n);
+    s.layer = 0;
+    return FROST_OK;
+}
+
+frost_status FakeEngine::prefill_slices_run(int slot, int layers, bool* done, int32_t* next) {
+    *done = false;
+    int run = 0;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        SlotState& s = slots_[size_t(slot)];
+        if (s.staged.empty() || layers < 1) return FROST_ERR_STATE;
+        run = std::min(layers, fake_layers - s.layer);
+    }
+    if (layer_delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(int64_t(layer_delay_us) * run));
+    std::lock_guard<std::mutex> lock(mu_);
+    SlotState& s = slots_[size_t(slot)];
+    s.layer += run;
+    const bool last = s.layer == fake_layers;
+    calls_.push_back(Call{false, {slot}, last ? s.staged.size() : 0, run});
+    if (!last) return FROST_OK;
+    s.committed.insert(s.committed.end(), s.staged.begin(), s.staged.end());
+    prefilled_tokens += s.staged.size();
+    s.staged.clear();
+    s.layer = 0;
+    s.pending = sample(s);
+    s.draws++;
+    *next = s.pending;
+    *done = true;
+    return FROST_OK;
+}
+
 frost_status FakeEngine::prefill(int slot, const int32_t* ids, size_t n, int32_t* next) {
     if (step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms.load()));
     std::lock_guard<std::mutex> lock(mu_);
     SlotState& s = slots_[size_t(slot)];
+    if (!s.staged.empty()) return FROST_ERR_STATE;
     if (s.committed.size() + n > max_seq_) return FROST_ERR_OUT_OF_RANGE;
     s.committed.insert(s.committed.end(), ids, ids + n);
     prefilled_tokens += n;
-    calls_.push_back(Call{false, {slot}, n});
+    calls_.push_back(Call{false, {slot}, n, 0});
     s.pending = sample(s);
     s.draws++;
     *next = s.pending;
@@ -83,7 +124,7 @@ frost_status FakeEngine::prefill(int slot, const int32_t* ids, size_t n, int32_t
 frost_status FakeEngine::decode_batch(const int* slots, int n, int32_t* next) {
     {
         std::lock_guard<std::mutex> lock(mu_);
-        calls_.push_back(Call{true, std::vector<int>(slots, slots + n), 0});
+        calls_.push_back(Call{true, std::vector<int>(slots, slots + n), 0, 0});
     }
     return EngineIface::decode_batch(slots, n, next);
 }
@@ -97,7 +138,7 @@ frost_status FakeEngine::decode(int slot, int32_t* next) {
     if (step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms.load()));
     std::lock_guard<std::mutex> lock(mu_);
     SlotState& s = slots_[size_t(slot)];
-    if (s.pending < 0 || s.committed.size() + 1 > max_seq_) return FROST_ERR_STATE;
+    if (s.pending < 0 || !s.staged.empty() || s.committed.size() + 1 > max_seq_) return FROST_ERR_STATE;
     s.committed.push_back(s.pending);
     s.decoded++;
     s.pending = sample(s);

@@ -3,8 +3,9 @@
 // each gives alone (greedy and seeded); a long prompt arriving beside them is prefilled in
 // chunks of at most prefill_step tokens between their steps (bounded inter-token stall; alone, a
 // prompt is cut the same way, so outputs never depend on load) and
-// joins the batch once prefilled; a disconnected stream leaves the batch at the next step and
-// the others finish unchanged.
+// joins the batch once prefilled; with sliced prefill the chunk runs a few layers per round
+// beside them; a disconnected stream leaves the batch at the next step and the others finish
+// unchanged.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -32,12 +33,18 @@ struct Stack {
     FakeText text;
     Metrics metrics;
     FakeServerStack stack;
-    Stack(int slots, int delay_ms) : engine(slots, 8192) {
+    // layer_us > 0: the engine has sliced prefill (8 layers of layer_us each per chunk).
+    Stack(int slots, int delay_ms, int layer_us = 0, double share = 0.6) : engine(slots, 8192) {
         engine.step_delay_ms = delay_ms;
         engine.capsules = false;
+        if (layer_us > 0) {
+            engine.slices = kPrefillStep;
+            engine.layer_delay_us = layer_us;
+        }
         SchedulerConfig sc;
         sc.queue_cap = 16;
         sc.prefill_step = kPrefillStep;
+        sc.prefill_share = share;
         stack.start(engine, text, metrics, sc, {kKey});
     }
     std::string complete(const json& body) {
@@ -149,6 +156,55 @@ TEST(BatchSched, LongPromptIsPrefilledInBoundedChunksBetweenTheStreamsSteps) {
     // The streams' text is what each gives alone.
     Stack one(1, 0);
     for (size_t i = 0; i < 3; ++i) EXPECT_EQ(got[i], one.complete(streams[i])) << "stream " << i;
+}
+
+// With sliced prefill: a long prompt arriving beside 3 streams runs a few layers per round (the
+// budget: prefill_share of the measured decode step), never a whole chunk between two of their
+// steps; alone (no stream decoding) it runs whole chunks. Every text equals its solo run.
+TEST(BatchSched, LongPromptIsSlicedBesideTheStreamsAndWholeWhenAlone) {
+    std::mt19937 rng(std::random_device{}());
+    // Decode: 3 slots x 2 ms a round; a layer 1 ms: the budget is about 0.6 * 6 / 1 = 3 layers.
+    Stack s(4, 2, 1000);
+    std::vector<json> streams;
+    for (int i = 0; i < 3; ++i) streams.push_back(body_for(random_text(rng, 16), 200, false, 0));
+    std::vector<std::string> got(3);
+    std::vector<std::thread> ts;
+    for (size_t i = 0; i < 3; ++i) ts.emplace_back([&, i] { got[i] = s.complete(streams[i]); });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (widest_step(s.engine.calls()) < 3 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_GE(widest_step(s.engine.calls()), 3u);
+    const size_t P = 600;
+    const json long_body = body_for(random_text(rng, P), 8, false, 0);
+    const std::string long_out = s.complete(long_body);
+    for (auto& t : ts) t.join();
+
+    const auto calls = s.engine.calls();
+    size_t sliced_calls = 0, pieces = 0, most = 0, since_step = 0;
+    int widest = 0;
+    for (const auto& c : calls) {
+        if (c.decode) {
+            most = std::max(most, since_step);
+            since_step = 0;
+            continue;
+        }
+        if (c.layers == 0) continue;
+        ++sliced_calls;
+        pieces += c.tokens > 0 ? 1 : 0;
+        since_step += size_t(c.layers);
+        widest = std::max(widest, c.layers);
+        EXPECT_LE(c.tokens, kPrefillStep);
+    }
+    EXPECT_GE(pieces, P / kPrefillStep) << "the long prompt was not sliced beside the streams";
+    EXPECT_GT(sliced_calls, pieces) << "every piece ran whole: no round was cut";
+    EXPECT_LT(most, size_t(s.engine.fake_layers)) << "a round carried a whole chunk beside the streams";
+    EXPECT_LT(widest, s.engine.fake_layers);
+
+    Stack one(1, 0, 1000);
+    EXPECT_EQ(long_out, one.complete(long_body)) << "the sliced prompt's text differs from its solo run";
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(got[i], one.complete(streams[i])) << "stream " << i;
+    for (const auto& c : one.engine.calls())  // alone: whole chunks, never sliced
+        EXPECT_EQ(c.layers, 0);
 }
 
 TEST(BatchSched, ALonePromptTakesTheFullPrefillStep) {

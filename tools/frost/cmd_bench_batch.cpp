@@ -17,6 +17,7 @@
 #include "engine_args.h"
 #include "model/engine.h"
 #include "model/synth.h"
+#include "serve/slice_budget.h"
 
 namespace {
 
@@ -26,15 +27,18 @@ using json = nlohmann::ordered_json;
 
 constexpr const char* kUsage =
     "usage: frost bench batch [--model DIR | --preset NAME] [--backend cpu|cuda] [--sizes 1,2,4,8]\n"
-    "         [--context N] [--steps N] [--admit N] [--admit-step S] [--solo-kernels] [--out-dir DIR] [--json]\n"
+    "         [--context N] [--steps N] [--admit N] [--admit-step S] [--admit-share F] [--solo-kernels]\n"
+    "         [--out-dir DIR] [--json]\n"
     "  B sessions at --context tokens (default 256) each decode --steps steps (default 32) together\n"
     "  (Engine::decode_batch) per size B: per-stream ms/token, aggregate tokens/s, ratios to B=1 and\n"
     "  the bytes floor of one batched step at the copy ceiling. Without --model a synthetic\n"
     "  checkpoint of --preset (default tiny) is written under --out-dir (default ./engine-bench).\n"
     "  --admit N: 3 streams decode together while an N-token prompt is prefilled beside them in\n"
-    "  --admit-step chunks (default 256), one chunk between two of their steps (the server's round):\n"
-    "  their inter-token latency p50 / p99 unloaded and while it is admitted. --solo-kernels: CUDA\n"
-    "  steps the members one by one (EngineOptions::cuda_batched_decode off) for comparison.";
+    "  --admit-step chunks (default 128), as the server's rounds do: with --admit-share F > 0 (default\n"
+    "  0.6, the server's prefill_share) each chunk runs sliced, a few layers per round within F of the\n"
+    "  measured decode step; 0 = one whole chunk between two of their steps. Reports their inter-token\n"
+    "  latency p50 / p99 unloaded and while it is admitted, and the prompt's time to its first token.\n"
+    "  --solo-kernels: CUDA steps the members one by one (EngineOptions::cuda_batched_decode off).";
 
 constexpr int kCeilingBytesCpu = 16 << 20;
 constexpr int kCeilingBytesCuda = 256 << 20;
@@ -92,6 +96,13 @@ double copy_ceiling(fm::Engine& e, size_t bytes) {
 
 constexpr int kAdmitStreams = 3;
 
+std::string lat_note(const json& a) {
+    if (!a.value("sliced", false)) return " (whole)";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " (sliced, share %.2f)", a.value("share", 0.0));
+    return buf;
+}
+
 double percentile(std::vector<double> v, double q) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
@@ -100,12 +111,42 @@ double percentile(std::vector<double> v, double q) {
 
 struct Latency {
     double p50[2] = {0, 0}, p99[2] = {0, 0};  // [0] unloaded, [1] while the prompt is admitted
+    double admit_ms = 0;                       // the prompt's first token, from its first chunk
+    int rounds = 0;
+    bool sliced = false;
 };
 
+// One round's share of the prompt: with a budget (sliced prefill), up to the budget's layers of
+// the staged chunk; without, one whole chunk. *done_tokens advances when a chunk is in.
+frost_status admit_round(fm::Engine& e, int s, const std::vector<int32_t>& prompt, int chunk,
+                         frost::serve::SliceBudget* budget, bool* staged, size_t* done_tokens) {
+    const size_t take = std::min(prompt.size() - *done_tokens, size_t(chunk));
+    if (!budget) {
+        FROST_TRY_CLI(e.prefill(s, prompt.data() + *done_tokens, take, nullptr));
+        *done_tokens += take;
+        return FROST_OK;
+    }
+    if (!*staged) FROST_TRY_CLI(e.prefill_slices_begin(s, prompt.data() + *done_tokens, take));
+    *staged = true;
+    const int layers = budget->layers(e.config().num_layers);
+    bool done = false;
+    const auto t0 = Clock::now();
+    FROST_TRY_CLI(e.prefill_slices_run(s, layers, &done, nullptr));
+    if (!done) {
+        budget->note_layers(layers, ms_since(t0));
+        return FROST_OK;
+    }
+    *staged = false;
+    *done_tokens += take;
+    return FROST_OK;
+}
+
 // Streams 1..3 (forked from session 0's context) decode together; first `steps` steps alone, then
-// one prefill chunk of the new prompt (session 4) before each of their steps until it is in, as
-// the server's round does. Inter-token latency = the time between two of their steps' tokens.
-frost_status admission_latency(fm::Engine& e, const std::vector<int32_t>& prompt, int chunk, int steps, Latency* out) {
+// the new prompt (session 4) goes in beside them, one round's share (admit_round) before each of
+// their steps, as the server's round does. Inter-token latency = the time between two of their
+// steps' tokens.
+frost_status admission_latency(fm::Engine& e, const std::vector<int32_t>& prompt, int chunk, double share, int steps,
+                               Latency* out) {
     const int streams[kAdmitStreams] = {1, 2, 3};
     const int newcomer = kAdmitStreams + 1;
     for (int s : streams) FROST_TRY_CLI(e.fork(0, s));
@@ -118,13 +159,19 @@ frost_status admission_latency(fm::Engine& e, const std::vector<int32_t>& prompt
         FROST_TRY_CLI(e.decode_batch(streams, kAdmitStreams, next));
         alone.push_back(ms_since(t0));
     }
+    frost::serve::SliceBudget budget(share);
+    out->sliced = share > 0 && e.slice_rows() >= chunk;
+    const auto t_admit = Clock::now();
+    bool staged = false;
     for (size_t done = 0; done < prompt.size();) {
         const auto t0 = Clock::now();
-        const size_t take = std::min(prompt.size() - done, size_t(chunk));
-        FROST_TRY_CLI(e.prefill(newcomer, prompt.data() + done, take, nullptr));
-        done += take;
+        FROST_TRY_CLI(admit_round(e, newcomer, prompt, chunk, out->sliced ? &budget : nullptr, &staged, &done));
+        if (done == prompt.size()) out->admit_ms = ms_since(t_admit);
+        const auto t1 = Clock::now();
         FROST_TRY_CLI(e.decode_batch(streams, kAdmitStreams, next));
+        budget.note_decode(ms_since(t1));
         admitting.push_back(ms_since(t0));
+        ++out->rounds;
     }
     out->p50[0] = percentile(alone, 0.5);
     out->p99[0] = percentile(alone, 0.99);
@@ -136,7 +183,8 @@ frost_status admission_latency(fm::Engine& e, const std::vector<int32_t>& prompt
 int run(const std::vector<std::string>& args) {
     std::string model, preset = "tiny", backend = "cpu", out_dir = "engine-bench";
     std::vector<int> sizes{1, 2, 4, 8};
-    int context = 256, steps = 32, admit = 0, admit_step = 256;
+    int context = 256, steps = 32, admit = 0, admit_step = 128;
+    double admit_share = 0.6;
     bool as_json = false, cuda_kernels = true;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& k = args[i];
@@ -167,6 +215,7 @@ int run(const std::vector<std::string>& args) {
         else if (k == "--steps") ok = (steps = std::atoi(v.c_str())) > 0;
         else if (k == "--admit") ok = (admit = std::atoi(v.c_str())) > 0;
         else if (k == "--admit-step") ok = (admit_step = std::atoi(v.c_str())) > 0;
+        else if (k == "--admit-share") ok = (admit_share = std::atof(v.c_str())) >= 0;
         else ok = false;
         if (!ok) {
             std::fprintf(stderr, "frost bench batch: bad option %s %s\n%s\n", k.c_str(), v.c_str(), kUsage);
@@ -197,7 +246,10 @@ int run(const std::vector<std::string>& args) {
     const int max_b = *std::max_element(sizes.begin(), sizes.end());
     eo.sessions = std::max(max_b, kAdmitStreams + 1) + 1;  // session 0: the context the members fork from
     eo.max_seq_len = std::max(context + steps, admit) + kSeqSlack;
-    if (admit > 0) eo.max_seq_len = std::max(eo.max_seq_len, context + admit / admit_step + 2 * steps + kSeqSlack);
+    // While a prompt is admitted the streams step once per round: at most a round per layer of
+    // every chunk (slices of one layer), fewer than `admit` rounds while layers <= admit_step.
+    if (admit > 0) eo.max_seq_len = std::max(eo.max_seq_len, context + admit + 2 * steps + kSeqSlack);
+    eo.slice_rows = std::max(eo.slice_rows, (admit_step + 63) / 64 * 64);
     std::unique_ptr<fm::Engine> e;
     if (fm::Engine::create(model, eo, &e) != FROST_OK) return fail_msg("loading the model");
     const bool cuda = eo.backend == FROST_BACKEND_CUDA;
@@ -249,8 +301,11 @@ int run(const std::vector<std::string>& args) {
         std::vector<int32_t> long_prompt(static_cast<size_t>(admit));
         for (auto& id : long_prompt) id = int32_t(rng() % uint64_t(e->config().vocab_size));
         Latency lat;
-        if (admission_latency(*e, long_prompt, admit_step, steps, &lat) != FROST_OK) return fail_msg("admission run");
+        if (admission_latency(*e, long_prompt, admit_step, admit_share, steps, &lat) != FROST_OK)
+            return fail_msg("admission run");
         admission = {{"prompt_tokens", admit}, {"chunk", admit_step}, {"streams", kAdmitStreams},
+                     {"sliced", lat.sliced}, {"share", lat.sliced ? admit_share : 0.0}, {"rounds", lat.rounds},
+                     {"admit_ms", lat.admit_ms},
                      {"unloaded_p50_ms", lat.p50[0]}, {"unloaded_p99_ms", lat.p99[0]},
                      {"admitting_p50_ms", lat.p50[1]}, {"admitting_p99_ms", lat.p99[1]},
                      {"p99_ratio", lat.p99[0] > 0 ? lat.p99[1] / lat.p99[0] : 0.0}};
@@ -270,9 +325,10 @@ int run(const std::vector<std::string>& args) {
                      r["floor_bytes"].get<double>() / 1e6, r["floor_ms"].get<double>(),
                      r["step_over_floor"].get<double>());
     if (admit > 0)
-        std::fprintf(tbl, "admission of %d tokens in %d-token chunks beside %d streams: inter-token p50 %.3f -> %.3f ms, "
-                          "p99 %.3f -> %.3f ms (p99 x%.2f)\n",
-                     admit, admit_step, kAdmitStreams, admission["unloaded_p50_ms"].get<double>(),
+        std::fprintf(tbl, "admission of %d tokens in %d-token chunks%s beside %d streams: %d rounds, first token after "
+                          "%.1f ms; inter-token p50 %.3f -> %.3f ms, p99 %.3f -> %.3f ms (p99 x%.2f)\n",
+                     admit, admit_step, lat_note(admission).c_str(), kAdmitStreams, admission["rounds"].get<int>(),
+                     admission["admit_ms"].get<double>(), admission["unloaded_p50_ms"].get<double>(),
                      admission["admitting_p50_ms"].get<double>(), admission["unloaded_p99_ms"].get<double>(),
                      admission["admitting_p99_ms"].get<double>(), admission["p99_ratio"].get<double>());
     if (as_json) std::printf("%s\n", out.dump(2).c_str());

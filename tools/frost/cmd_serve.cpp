@@ -35,7 +35,7 @@ constexpr const char* kUsage =
     "                   [--sessions N] [--device-budget B] [--host-budget B] [--disk-budget B]\n"
     "                   [--queue N] [--max-per-key N] [--max-body B] [--max-seq-len N] [--prefill-chunk N]\n"
     "                   [--backend cpu|cuda] [--fp8-prefill w8a8|exact] [--tokenizer DIR] [--model-name NAME]\n"
-    "                   [--n-cap N]\n"
+    "                   [--n-cap N] [--prefill-share F]\n"
     "                   [--claim-log FILE] [--header-timeout-ms MS] [--send-timeout-ms MS]\n"
     "                   [--drain-timeout S] [--no-capsules] [--public-metrics]\n"
     "                   [--sessions-per-key N] [--session-idle-s S] [--cors-origin ORIGIN|*]\n"
@@ -55,6 +55,8 @@ constexpr const char* kUsage =
     "--session-idle-s (a session unused this long is gone, default 3600; 0 = never).\n"
     "--max-seq-len (tokens per session) defaults to the model's context (config.json\n"
     "max_position_embeddings), lowered when the sessions' KV would not fit in memory (printed).\n"
+    "--prefill-share F (default 0.6): while streams decode, a new prompt's prefill runs a few layers\n"
+    "per step, at most F x the measured decode step (0 = whole 128-token chunks between their steps).\n"
     "--cors-origin (default off: no CORS headers) answers OPTIONS preflights and puts\n"
     "Access-Control-Allow-Origin: ORIGIN (e.g. http://localhost:3000, or *) on every reply.";
 
@@ -155,6 +157,11 @@ int run_serve(const std::vector<std::string>& args) {
         else if (a == "--fp8-prefill") ok = cli::parse_fp8_prefill(v, &eopts.fp8_w8a8_prefill);
         else if (a == "--model-name") model_name = v;
         else if (a == "--n-cap") { ok = parse_int(v, 1, 16, &n); api_cfg.limits.n_cap = int(n); }
+        else if (a == "--prefill-share") {
+            char* end = nullptr;
+            sched_cfg.prefill_share = std::strtod(v.c_str(), &end);
+            ok = end && *end == '\0' && sched_cfg.prefill_share >= 0 && sched_cfg.prefill_share <= 100;
+        }
         else if (a == "--claim-log") claim_log = v;
         else if (a == "--header-timeout-ms") { ok = parse_int(v, 100, 600000, &n); http_cfg.header_timeout_ms = int(n); }
         else if (a == "--send-timeout-ms") { ok = parse_int(v, 100, 600000, &n); http_cfg.send_timeout_ms = int(n); }

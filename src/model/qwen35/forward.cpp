@@ -209,14 +209,20 @@ struct Forward {
 
     frost_status record() {
         const int H = c.hidden_size, V = c.vocab_size;
-        if (step.decode) {  // batched: gathers each member's cursor first
-            ops::CursorOpParams cp{cursor(), s.ids, kernels::kCursorDecodeBegin, slots(0)};
-            FROST_TRY(ops::op_cursor(ex, cp, "cursor decode_begin"));
+        const int lb = step.layer_begin, le = step.layer_end < 0 ? c.num_layers : step.layer_end;
+        if (lb < 0 || lb >= le || le > c.num_layers || ((lb > 0 || le < c.num_layers) && step.decode))
+            return fail(FROST_ERR_INVALID_ARG, "forward: layer slice [%d, %d) of %d layers (prefill only)", lb, le,
+                        c.num_layers);
+        if (lb == 0) {
+            if (step.decode) {  // batched: gathers each member's cursor first
+                ops::CursorOpParams cp{cursor(), s.ids, kernels::kCursorDecodeBegin, slots(0)};
+                FROST_TRY(ops::op_cursor(ex, cp, "cursor decode_begin"));
+            }
+            ops::EmbedOp ep{w.embed, s.ids, h_rows(), rws()};
+            FROST_TRY(ops::op_embed(ex, ep, "embed"));
+            FROST_TRY(trace("embed", -1, ep.y));
         }
-        ops::EmbedOp ep{w.embed, s.ids, h_rows(), rws()};
-        FROST_TRY(ops::op_embed(ex, ep, "embed"));
-        FROST_TRY(trace("embed", -1, ep.y));
-        for (int l = 0; l < c.num_layers; ++l) {
+        for (int l = lb; l < le; ++l) {
             FROST_TRY(norm("rmsnorm input", w.layers[l].in_ln));
             FROST_TRY(c.is_linear(l) ? linear_mixer(l) : full_mixer(l));
             FROST_TRY(trace("mixer_residual", l, h_rows()));
@@ -224,6 +230,7 @@ struct Forward {
             FROST_TRY(mlp(l));
             FROST_TRY(trace("layer_out", l, h_rows()));
         }
+        if (le < c.num_layers) return FROST_OK;  // a slice before the last layer: h carries on
         // Final norm + lm_head: every row for eval (logits_all) and for a batched step (one row
         // per member), else only the last valid row.
         const int lm_rows = step.logits_all || batched() ? rows() : 1;

@@ -73,6 +73,13 @@ struct StepSpec {
     // > 0: a batched decode step of `batch` rows (= rows), row r one token of session
     // scratch.batch.slots[r]; the SessionViews passed are only the shape template (any session).
     int batch = 0;
+    // A layer slice of a prefill step (sliced prefill, architecture.md "Prefill beside decode"):
+    // layers [layer_begin, layer_end) only; the embedding runs with layer 0, the final norm,
+    // lm_head, sample and cursor advance with the last layer. layer_end -1 = every layer. The
+    // residual rows then live in ScratchViews::h across the slices (the caller points it at a
+    // per-session buffer no other step writes).
+    int layer_begin = 0;
+    int layer_end = -1;
 };
 
 // Enqueues one whole step on ex.stream (normally while it is being captured into a graph).
