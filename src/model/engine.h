@@ -62,8 +62,8 @@ struct EngineOptions {
     // Sliced prefill (engine_slices.cpp): one graph per layer for the prefill buckets 64 ..
     // slice_rows, so a prompt piece of up to slice_rows tokens can run a few layers at a time
     // between other sessions' decode steps. 0 = none. Clamped to prefill_chunk. The server's
-    // prefill step (SchedulerConfig::prefill_step, 128) is what it serves.
-    int slice_rows = 128;
+    // prefill step (SchedulerConfig::prefill_step, 512) is what it serves.
+    int slice_rows = 512;
 };
 
 // How to load weights for an engine of these options (Engine::create uses it; callers that load

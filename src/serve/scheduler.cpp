@@ -26,6 +26,8 @@ Scheduler::Scheduler(EngineIface& engine, const TextIface& text, SchedulerConfig
     : engine_(engine), text_(text), cfg_(std::move(cfg)), metrics_(metrics) {
     epoch_ = std::chrono::steady_clock::now();
     slice_budget_ = SliceBudget(cfg_.prefill_share);
+    step_tokens_ = std::max<size_t>(1, engine_.slice_rows() > 0 ? std::min(cfg_.prefill_step, engine_.slice_rows())
+                                                                 : cfg_.prefill_step);
     slots_.resize(size_t(std::max(0, engine_.slots())));
     StoreHooks hooks;
     hooks.move = [this](CapsuleRecord& r, Tier to) {
@@ -265,7 +267,8 @@ void Scheduler::loop() {
         }
         admit_from_queue();
 
-        // One round: every job still prefilling runs one bounded chunk (prefill_step tokens), then
+        // One round: every job still prefilling runs one bounded chunk (prefill_step tokens, sliced
+        // beside decoding streams), then
         // every decoding job advances by one token in ONE batched engine step. A new long prompt
         // therefore costs the running streams at most one chunk per token, and a job joins the
         // batch in the round after its prefill ends; a cancelled one leaves it at the next round.

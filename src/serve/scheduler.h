@@ -81,14 +81,17 @@ struct SchedulerConfig {
     // Requests queued + running per API key (tenant); beyond it submit() answers KeyLimit (429)
     // while the global queue may still have room. 0 = no per-key limit.
     size_t max_per_key = 0;
-    // Tokens per prefill step (one engine chunk). The split never depends on load (a GEMM's bits
-    // depend on its row count), so a request's output does not either. While other streams
-    // decode, a chunk runs sliced (EngineIface::prefill_slices_*, when the engine has slices of
-    // this many rows): a few of its layers per round, at most prefill_share of the measured
-    // decode step (slice_budget.h), so a running stream's inter-token latency stays near
-    // (1 + prefill_share)x its unloaded value while a long prompt is admitted. Without slices a
-    // running stream waits for a whole chunk between two tokens (9B-style on the H100: x2.4).
-    size_t prefill_step = 128;
+    // Tokens per prefill step (one engine call), at most the engine's slice_rows() when it has
+    // sliced prefill. The split never depends on load (a GEMM's bits depend on its row count), so
+    // a request's output does not either. While other streams decode, a step runs sliced
+    // (EngineIface::prefill_slices_*): a few of its layers per round, at most prefill_share of
+    // the measured decode step (slice_budget.h), so a running stream's inter-token latency stays
+    // near (1 + prefill_share)x its unloaded value while a long prompt is admitted. Without
+    // slices a running stream waits for a whole step between two tokens (9B-style on the H100,
+    // 128-token steps: x2.4), which is why steps were 128 tokens before; with them, 512-token
+    // steps pass over the weights a quarter as often (16k cold: 128-token steps cost 2.4x the
+    // engine's 2048-token chunks).
+    size_t prefill_step = 512;
     double prefill_share = 0.6;
     bool auto_capsules = true;  // snapshot each chat request's history boundary
     StoreBudgets budgets;
@@ -229,6 +232,7 @@ private:
     // decoding streams (set at the start of each round).
     SliceBudget slice_budget_{0.6};
     bool streams_decoding_ = false;
+    size_t step_tokens_ = 0;  // prefill_step, capped at the engine's slice_rows() (ctor)
 };
 
 }  // namespace frost::serve

@@ -170,7 +170,7 @@ bool Scheduler::prefill_step(Active& a) {
     if (job.req.echo && job.req.logprobs >= 0 && a.pos == 0 && !job.capsule_only) return prefill_scored_step(a);
     if (a.batched && !a.forked && a.pos + 1 == job.prompt.size()) fork_choices(a);
     if (job.cancelled) return true;  // a fork failed the job: the loop releases every member
-    size_t end = std::min(job.prompt.size(), a.pos + cfg_.prefill_step);
+    size_t end = std::min(job.prompt.size(), a.pos + step_tokens_);
     if (a.batched && !a.forked) end = std::min(end, job.prompt.size() - 1);  // the fork point
     // Seeded sampling must not depend on how the prompt was cut: the engine draws from its RNG
     // once per prefill chunk, so the number of draws before the first token would follow the

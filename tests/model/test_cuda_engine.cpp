@@ -322,8 +322,9 @@ TEST(CudaEngine, SeededSamplingRepeats) {
     }
 }
 
-// Every graph is captured at load: one per prefill bucket plus ONE decode graph per session,
-// and prefill / decode / reset at many positions never capture again.
+// Every graph is captured at load: one per prefill bucket plus ONE decode graph per session (and
+// the sliced-prefill layer graphs), and prefill / decode / reset at many positions never capture
+// again.
 TEST(CudaEngine, CapturesOnlyAtLoad) {
     SKIP_WITHOUT_CUDA();
     const std::string& dir = synth_dir("tiny-gpu");
@@ -332,7 +333,10 @@ TEST(CudaEngine, CapturesOnlyAtLoad) {
     ASSERT_TRUE(e);
     const CudaEngineInfo info = cuda_engine_info(*e);
     EXPECT_TRUE(info.active);
-    const size_t per_session = kChunk / kGdnChunk + 1;
+    // + one graph per layer of every sliced-prefill bucket (EngineOptions::slice_rows).
+    const size_t per_session = kChunk / kGdnChunk + 1 +
+                               size_t(e->slice_rows() / kGdnChunk) * size_t(e->config().num_layers);
+    EXPECT_EQ(e->slice_rows(), std::min(128, kChunk));
     // + the batched decode graph of B = 2 (EngineOptions::cuda_batched_decode; two sessions).
     const size_t batched = 1;
     EXPECT_EQ(info.graphs, per_session * kSessions + batched);

@@ -34,7 +34,7 @@ constexpr const char* kUsage =
     "  the bytes floor of one batched step at the copy ceiling. Without --model a synthetic\n"
     "  checkpoint of --preset (default tiny) is written under --out-dir (default ./engine-bench).\n"
     "  --admit N: 3 streams decode together while an N-token prompt is prefilled beside them in\n"
-    "  --admit-step chunks (default 128), as the server's rounds do: with --admit-share F > 0 (default\n"
+    "  --admit-step chunks (default 512), as the server's rounds do: with --admit-share F > 0 (default\n"
     "  0.6, the server's prefill_share) each chunk runs sliced, a few layers per round within F of the\n"
     "  measured decode step; 0 = one whole chunk between two of their steps. Reports their inter-token\n"
     "  latency p50 / p99 unloaded and while it is admitted, and the prompt's time to its first token.\n"
@@ -183,7 +183,7 @@ frost_status admission_latency(fm::Engine& e, const std::vector<int32_t>& prompt
 int run(const std::vector<std::string>& args) {
     std::string model, preset = "tiny", backend = "cpu", out_dir = "engine-bench";
     std::vector<int> sizes{1, 2, 4, 8};
-    int context = 256, steps = 32, admit = 0, admit_step = 128;
+    int context = 256, steps = 32, admit = 0, admit_step = 512;
     double admit_share = 0.6;
     bool as_json = false, cuda_kernels = true;
     for (size_t i = 0; i < args.size(); ++i) {

@@ -56,7 +56,7 @@ constexpr const char* kUsage =
     "--max-seq-len (tokens per session) defaults to the model's context (config.json\n"
     "max_position_embeddings), lowered when the sessions' KV would not fit in memory (printed).\n"
     "--prefill-share F (default 0.6): while streams decode, a new prompt's prefill runs a few layers\n"
-    "per step, at most F x the measured decode step (0 = whole 128-token chunks between their steps).\n"
+    "per step, at most F x the measured decode step (0 = whole 512-token steps between their steps).\n"
     "--cors-origin (default off: no CORS headers) answers OPTIONS preflights and puts\n"
     "Access-Control-Allow-Origin: ORIGIN (e.g. http://localhost:3000, or *) on every reply.";
 
