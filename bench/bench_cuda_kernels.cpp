@@ -156,7 +156,8 @@ Timer make_timer(cudaStream_t s) {
 // Attention section (--attn): the prefill attention kernels alone on the 9B shape (16 q heads,
 // 4 KV heads, d = 256, gate on) at (chunk rows, position) = (16384, 0), (4096, 0), (2048, 14336):
 // the mma.sync kernel as the launcher ran it before (its split choice) against the Hopper wgmma
-// kernel, in the same process. Random bf16 inputs in [-2, 2) (never zeros), TFLOP/s from
+// kernel, in the same process; then the Hopper variants one after another (80-key tiles, 64 again,
+// warp-specialised, ping-pong). (2048, 30720) is the last chunk of a 32k prefill. Random bf16 inputs in [-2, 2) (never zeros), TFLOP/s from
 // attn_prefill_cost (causal pairs only).
 int bench_attention(const char* json_path) {
     cudaDeviceProp prop{};
@@ -165,7 +166,7 @@ int bench_attention(const char* json_path) {
     CK(cudaStreamCreate(&s));
     Timer t = make_timer(s);
     constexpr int Hq = 16, Hkv = 4, D = kAttnHeadDim;
-    const int shapes[][2] = {{16384, 0}, {4096, 0}, {2048, 14336}};
+    const int shapes[][2] = {{16384, 0}, {4096, 0}, {2048, 14336}, {2048, 30720}};
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-2.0f, 2.0f);
     auto random_bf16 = [&](size_t n) {
@@ -244,14 +245,17 @@ int bench_attention(const char* json_path) {
         }
     };
     write();
-    for (const int variant : {2, 3}) {
-        const char* name = variant == 2 ? "warp-specialised" : "ping-pong";
+    for (const int variant : {4, 1, 2, 3}) {  // 4 and 1 again, interleaved: their spread
+        const char* name = variant == 4 ? "sync, 80 keys" : variant == 1 ? "sync, 64 keys" : variant == 2 ? "warp-specialised" : "ping-pong";
         for (size_t i = 0; i < all.size(); ++i) {
             Shape& x = all[i];
             const double ms = t.median_ms([&] { return attn_prefill_hopper_launch(x.p, s, variant); });
             std::printf("  %6d %6d %16s %9.3f ms %9.1f TF/s\n", x.rows, x.pos, name, ms, x.flops / (ms * 1e9));
             std::fflush(stdout);
-            j["attention"][i][variant == 2 ? "hopper_ws_ms" : "hopper_pingpong_ms"] = ms;
+            j["attention"][i][variant == 4   ? "hopper_sync80_ms"
+                              : variant == 1 ? "hopper_sync_third_ms"
+                              : variant == 2 ? "hopper_ws_ms"
+                                             : "hopper_pingpong_ms"] = ms;
         }
         write();
     }
@@ -260,13 +264,52 @@ int bench_attention(const char* json_path) {
     return 0;
 }
 
+// Conv section (--conv): the GDN conv1d + SiLU + q/k l2norm of one 2048-row 9B prefill chunk
+// (8192 channels, 4 taps, 32 of 64 heads normalised; input a view into the 12352-wide projection):
+// the per-channel kernel (a row stride of 12348, not 16-byte aligned) against the vectorised one
+// (12352), same data. GB/s over input read once + output written once.
+int bench_conv() {
+    cudaStream_t s = nullptr;
+    CK(cudaStreamCreate(&s));
+    Timer t = make_timer(s);
+    constexpr int rows = 2048, C = 8192, K = 4, W = 12352;
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    std::vector<bf16> hx(static_cast<size_t>(rows + 1) * W);
+    for (auto& v : hx) v = __float2bfloat16(u(rng));
+    std::vector<float> hw(static_cast<size_t>(C) * K);
+    for (auto& v : hw) v = 0.3f * u(rng);
+    bf16* x = dalloc<bf16>(hx.size());
+    CK(cudaMemcpy(x, hx.data(), hx.size() * sizeof(bf16), cudaMemcpyHostToDevice));
+    float* w = dalloc<float>(hw.size());
+    CK(cudaMemcpy(w, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice));
+    bf16* st = dalloc<bf16>(static_cast<size_t>(C) * (K - 1));
+    CK(cudaMemset(st, 0, static_cast<size_t>(C) * (K - 1) * sizeof(bf16)));
+    bf16* y = dalloc<bf16>(static_cast<size_t>(rows) * C);
+    int32_t* n = dalloc<int32_t>(1);
+    CK(cudaMemcpy(n, &rows, sizeof(rows), cudaMemcpyHostToDevice));
+    const double bytes = 2.0 * rows * C * sizeof(bf16);
+    std::printf("conv1d+silu+l2norm, %d rows x %d channels, K %d\n", rows, C, K);
+    for (int rep = 0; rep < 2; ++rep)
+        for (const int stride : {W - 4, W}) {
+            Conv1dBf16Params p{x, w, st, y, stride, C, K, 128, 32, 16, 1e-6f, 0.0625f, rows, n};
+            const double ms = t.median_ms([&] { return conv1d_launch(p, s); });
+            std::printf("  %-34s %8.1f us %8.1f GB/s\n", stride == W ? "vectorised (stride 12352)" : "per-channel (stride 12348)",
+                        ms * 1e3, bytes / (ms * 1e6));
+        }
+    for (void* b : std::initializer_list<void*>{x, w, st, y, n}) CK(cudaFree(b));
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     if (argc == 3 && std::string(argv[1]) == "--attn") return bench_attention(argv[2]);
+    if (argc == 2 && std::string(argv[1]) == "--conv") return bench_conv();
     if (argc < 3) {
         std::fprintf(stderr, "usage: bench_cuda_kernels out.json MODEL_DIR [prefill_chunk] [decode_pos...]\n"
-                             "       bench_cuda_kernels --attn out.json   (attention prefill kernels alone)\n");
+                             "       bench_cuda_kernels --attn out.json   (attention prefill kernels alone)\n"
+                             "       bench_cuda_kernels --conv            (GDN conv1d kernels alone)\n");
         return 2;
     }
     const std::string json_path = argv[1], model_dir = argv[2];
