@@ -217,8 +217,7 @@ TEST(CudaAttention, PrefillForcedSplitsMatchReference) {
 // The Hopper (wgmma) kernel: chunks of 64, 1000 and 4096 rows at positions 0, 37 and 3000 (keys
 // [0, pos + T), so 37 and 3000 start mid-tile), the GQA ratios of the presets (2, 4, 6, 8), gate on
 // and off, buckets larger than the valid rows; against fp64 on sampled rows and the mma.sync kernel
-// on every row; every variant (block-synchronous with 64- or 80-key tiles, warp-specialised,
-// warp-specialised ping-pong).
+// on every row; every variant (block-synchronous, warp-specialised, warp-specialised ping-pong).
 void run_hopper_cases(int variant) {
     FROST_SKIP_WITHOUT_CUDA();
     kernels::AttentionBf16Params probe{};
@@ -244,7 +243,6 @@ void run_hopper_cases(int variant) {
 TEST(CudaAttention, HopperPrefillMatchesReferenceAndFallback) { run_hopper_cases(1); }  // block-synchronous
 TEST(CudaAttention, HopperWsPrefillMatchesReferenceAndFallback) { run_hopper_cases(2); }  // warp-specialised
 TEST(CudaAttention, HopperWsPingpongPrefillMatchesReferenceAndFallback) { run_hopper_cases(3); }
-TEST(CudaAttention, HopperKeys80PrefillMatchesReferenceAndFallback) { run_hopper_cases(4); }  // 80-key tiles
 
 TEST(CudaAttention, DecodeMatchesReference) {
     FROST_SKIP_WITHOUT_CUDA();

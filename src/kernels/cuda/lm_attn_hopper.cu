@@ -23,15 +23,11 @@ namespace frost::kernels {
 namespace {
 using namespace attn_hopper;
 
-// NK keys per K/V tile: 64 (variant 1) or 80 (variant 4, FA3's tile for d = 256: a fifth fewer
-// tile iterations, barriers and loads issued per key, at 40 instead of 32 S registers).
-template <int NK>
 __global__ void __launch_bounds__(kThreads, 1) attn_prefill_hopper_kernel(AttentionBf16Params p) {
 #if defined(FROST_ATTN_WGMMA)
-    constexpr int kTileBytes = NK * kD * 2;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
-    const uint32_t sq = base, sk0 = base + kQBytes, sv0 = sk0 + kStages * kTileBytes;
+    const uint32_t sq = base, sk0 = base + kQBytes, sv0 = sk0 + kStages * kKvBytes;
 
     const int rows = cursor_rows(p.cursor, p.max_rows);
     const int pos = p.cursor->pos;
@@ -48,31 +44,31 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_hopper_kernel(Attent
     const int lane = threadIdx.x % kWarp;
     const int g = lane / 4, t = lane % 4;
     const int kv_len = pos + min(rows, row0 + kRows);
-    const int n_tiles = (kv_len + NK - 1) / NK;
+    const int n_tiles = (kv_len + kKeys - 1) / kKeys;
     const int wg_qpos0 = pos + row0 + wg * kWgRows;  // smallest position of this warpgroup's rows
     const int qpos_lo = wg_qpos0 + warp * 16 + g;
     const float scale_log2 = p.scale * kLog2e;
     const bf16* kc = p.k_cache + kvh * kD;
     const bf16* vc = p.v_cache + kvh * kD;
-    auto k_stage = [&](int j) { return sk0 + (j % kStages) * kTileBytes; };
-    auto v_stage = [&](int j) { return sv0 + (j % kStages) * kTileBytes; };
+    auto k_stage = [&](int j) { return sk0 + (j % kStages) * kKvBytes; };
+    auto v_stage = [&](int j) { return sv0 + (j % kStages) * kKvBytes; };
 
     // Groups: {Q, K0}, then {K1, V0}; in iteration j: {K(j+2), V(j+1)}.
     load_tile<kRows>(sq, p.q + row0 * p.q_row_stride + qh * p.q_head_stride, p.q_row_stride, rows - row0);
-    load_tile<NK>(k_stage(0), kc, kv_dim, kv_len);
+    load_tile<kKeys>(k_stage(0), kc, kv_dim, kv_len);
     cp_async_commit();
-    if (n_tiles > 1) load_tile<NK>(k_stage(1), kc + NK * kv_dim, kv_dim, kv_len - NK);
-    load_tile<NK>(v_stage(0), vc, kv_dim, kv_len);
+    if (n_tiles > 1) load_tile<kKeys>(k_stage(1), kc + kKeys * kv_dim, kv_dim, kv_len - kKeys);
+    load_tile<kKeys>(v_stage(0), vc, kv_dim, kv_len);
     cp_async_commit();
 
     const uint32_t sq_wg = sq + wg * kWgRows * kRowBytes;
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.0f;
-    float s[NK / 2];
+    float s[32];
 #pragma unroll
-    for (int i = 0; i < NK / 2; ++i) s[i] = 0.0f;
-    uint32_t pa[NK / 16][4];
+    for (int i = 0; i < 32; ++i) s[i] = 0.0f;
+    uint32_t pa[4][4];
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha[2];
 
     cp_async_wait<1>();
@@ -83,7 +79,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_hopper_kernel(Attent
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(s);
-    softmax_tile(s, 0, qpos_lo, NK - 1 > wg_qpos0, scale_log2, m, l, alpha);
+    softmax_tile(s, 0, qpos_lo, kKeys - 1 > wg_qpos0, scale_log2, m, l, alpha);
     pack_p(s, pa);
 
     // Tiles 0 .. n-2: PV(j) overlapped with QKᵀ(j+1) and its softmax. No branch around a wgmma
@@ -102,13 +98,13 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_hopper_kernel(Attent
         wgmma_commit();
         // Next loads, issued while the tensor cores work (stages no warpgroup reads any more).
         if (j + 2 < n_tiles)
-            load_tile<NK>(k_stage(j + 2), kc + (j + 2) * NK * kv_dim, kv_dim, kv_len - (j + 2) * NK);
-        load_tile<NK>(v_stage(j + 1), vc + (j + 1) * NK * kv_dim, kv_dim, kv_len - (j + 1) * NK);
+            load_tile<kKeys>(k_stage(j + 2), kc + (j + 2) * kKeys * kv_dim, kv_dim, kv_len - (j + 2) * kKeys);
+        load_tile<kKeys>(v_stage(j + 1), vc + (j + 1) * kKeys * kv_dim, kv_dim, kv_len - (j + 1) * kKeys);
         cp_async_commit();
         wgmma_wait<1>();  // S(j+1) is ready; PV(j) may still run
         reg_fence(s);
-        const int key0 = (j + 1) * NK;
-        softmax_tile(s, key0, qpos_lo, key0 + NK - 1 > wg_qpos0, scale_log2, m, l, alpha);
+        const int key0 = (j + 1) * kKeys;
+        softmax_tile(s, key0, qpos_lo, key0 + kKeys - 1 > wg_qpos0, scale_log2, m, l, alpha);
         // Pin the softmax results here: the compiler would otherwise sink the exponentials past
         // the wait below (register arithmetic moves freely across asm), losing the overlap. They
         // stay fp32 in s until PV(j) has released pa.
@@ -144,15 +140,6 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_hopper_kernel(Attent
 #endif  // FROST_ATTN_WGMMA
 }
 
-template <int NK>
-cudaError_t launch_nk(const AttentionBf16Params& p, cudaStream_t stream) {
-    cudaError_t err = cudaFuncSetAttribute(attn_prefill_hopper_kernel<NK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           smem_bytes(NK));
-    if (err != cudaSuccess) return err;
-    attn_prefill_hopper_kernel<NK><<<grid(p), kThreads, smem_bytes(NK), stream>>>(p);
-    return cudaGetLastError();
-}
-
 }  // namespace
 
 bool attn_prefill_hopper_supported(const AttentionBf16Params& p) {
@@ -169,13 +156,15 @@ bool attn_prefill_hopper_supported(const AttentionBf16Params& p) {
 cudaError_t attn_prefill_hopper_launch(const AttentionBf16Params& p, cudaStream_t stream, int variant) {
     if (!p.q || !p.k_cache || !p.v_cache || !p.o || !p.cursor || p.head_dim != kD || p.Hq <= 0 || p.Hkv <= 0 ||
         p.Hq % p.Hkv != 0 || p.max_rows <= 0 || p.q_row_stride % kVec != 0 || p.q_head_stride % kVec != 0 ||
-        variant < 0 || variant > 4)
+        variant < 0 || variant > 3)
         return cudaErrorInvalidValue;
     if (!attn_prefill_hopper_supported(p)) return cudaErrorNotSupported;
     if (variant == 0) variant = kAttnPrefillHopperVariant;
     if (variant >= 2) return attn_hopper::ws_launch(p, stream, variant == 3);
-    if (variant == 4) return launch_nk<80>(p, stream);
-    return launch_nk<64>(p, stream);
+    cudaError_t err = cudaFuncSetAttribute(attn_prefill_hopper_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (err != cudaSuccess) return err;
+    attn_prefill_hopper_kernel<<<grid(p), kThreads, kSmemBytes, stream>>>(p);
+    return cudaGetLastError();
 }
 
 }  // namespace frost::kernels

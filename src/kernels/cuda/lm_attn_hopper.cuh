@@ -17,16 +17,12 @@ constexpr int kD = kAttnHeadDim;  // 256
 constexpr int kWgRows = 64;       // query rows per consumer warpgroup (wgmma M)
 constexpr int kWgs = 2;
 constexpr int kRows = kWgs * kWgRows;  // query rows per block
-constexpr int kKeys = 64;              // keys per K/V tile (the NK = 80 variant: see smem_bytes)
+constexpr int kKeys = 64;              // keys per K/V tile
 constexpr int kThreads = kWgs * 128;
 constexpr int kQBytes = kRows * kD * 2;
 constexpr int kKvBytes = kKeys * kD * 2;
 constexpr int kStages = 2;
 constexpr int kSmemBytes = kQBytes + 2 * kStages * kKvBytes + 1024;  // + slack for 1024 alignment
-// Shared memory of the block-synchronous kernel with NK keys per tile: 80 (FA3's tile for d = 256)
-// is the most that fits two stages beside Q in the 227 KiB a block may have.
-constexpr int smem_bytes(int nk) { return kQBytes + 2 * kStages * nk * kD * 2 + 1024; }
-static_assert(smem_bytes(80) <= 227 * 1024, "two 80-key stages must fit");
 
 // Grid: q heads in x (dispatched fastest), row tiles in y; the kernels take y from the heaviest
 // tile down.
@@ -73,13 +69,12 @@ __device__ inline void load_tile(uint32_t dst, const bf16* src, int64_t stride, 
 // masks keys past each row's position, updates the running max m (raw score units) and the
 // thread's partial row sums l, leaves the probabilities in s and returns the
 // factors exp(m_old - m_new) by which the output accumulators must be scaled.
-template <int NS>  // NS = keys per tile / 2 accumulators per thread
-__device__ inline void softmax_tile(float (&s)[NS], int key0, int qpos_lo, bool mask,
+__device__ inline void softmax_tile(float (&s)[32], int key0, int qpos_lo, bool mask,
                                     float scale_log2, float (&m)[2], float (&l)[2], float (&alpha)[2]) {
     const int t = threadIdx.x % 4;
     if (mask) {
 #pragma unroll
-        for (int i = 0; i < NS / 4; ++i) {
+        for (int i = 0; i < 8; ++i) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int key = key0 + 8 * i + 2 * t + e;
@@ -90,7 +85,7 @@ __device__ inline void softmax_tile(float (&s)[NS], int key0, int qpos_lo, bool 
     }
     float mx[2] = {m[0], m[1]};
 #pragma unroll
-    for (int i = 0; i < NS / 4; ++i) {
+    for (int i = 0; i < 8; ++i) {
         mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
         mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
     }
@@ -105,7 +100,7 @@ __device__ inline void softmax_tile(float (&s)[NS], int key0, int qpos_lo, bool 
     const float base0 = mx[0] * scale_log2, base1 = mx[1] * scale_log2;
     float sum[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int i = 0; i < NS / 4; ++i) {
+    for (int i = 0; i < 8; ++i) {
         s[4 * i] = exp2f(fmaf(s[4 * i], scale_log2, -base0));
         s[4 * i + 1] = exp2f(fmaf(s[4 * i + 1], scale_log2, -base0));
         s[4 * i + 2] = exp2f(fmaf(s[4 * i + 2], scale_log2, -base1));
@@ -119,10 +114,9 @@ __device__ inline void softmax_tile(float (&s)[NS], int key0, int qpos_lo, bool 
 
 // The probabilities as bf16 A fragments: k-step ks of PV covers keys 16ks..16ks+15 = n8 tiles
 // 2ks, 2ks+1 of S.
-template <int NS>
-__device__ inline void pack_p(const float (&s)[NS], uint32_t (&pa)[NS / 8][4]) {
+__device__ inline void pack_p(const float (&s)[32], uint32_t (&pa)[4][4]) {
 #pragma unroll
-    for (int ks = 0; ks < NS / 8; ++ks) {
+    for (int ks = 0; ks < 4; ++ks) {
         pa[ks][0] = pack_bf16(s[8 * ks], s[8 * ks + 1]);
         pa[ks][1] = pack_bf16(s[8 * ks + 2], s[8 * ks + 3]);
         pa[ks][2] = pack_bf16(s[8 * ks + 4], s[8 * ks + 5]);
@@ -130,38 +124,31 @@ __device__ inline void pack_p(const float (&s)[NS], uint32_t (&pa)[NS / 8][4]) {
     }
 }
 
-template <int KS>
-__device__ inline void reg_fence_u(uint32_t (&r)[KS][4]) {
+__device__ inline void reg_fence_u(uint32_t (&r)[4][4]) {
 #pragma unroll
-    for (int i = 0; i < KS; ++i)
+    for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
 }
 
-// S = Q Kᵀ for this warpgroup's 64 rows against one K tile of 2 NS keys (issued, not waited).
-template <int NS>
-__device__ inline void issue_qk(float (&s)[NS], uint32_t sq_wg, uint32_t sk) {
-    static_assert(NS == 32 || NS == 40, "64- or 80-key tiles");
+// S = Q Kᵀ for this warpgroup's 64 rows against one K tile (issued, not waited).
+__device__ inline void issue_qk(float (&s)[32], uint32_t sq_wg, uint32_t sk) {
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
         const uint32_t koff = (kk % 4) * 32;  // 16 dims = 32 bytes into the swizzled row
         const uint64_t da = smem_desc_sw128(sq_wg + (kk / 4) * (kRows * kRowBytes) + koff, 16, 1024);
-        const uint64_t db = smem_desc_sw128(sk + (kk / 4) * (2 * NS * kRowBytes) + koff, 16, 1024);
-        if constexpr (NS == 32)
-            wgmma_m64n64k16_ss(s, da, db, kk > 0);
-        else
-            wgmma_m64n80k16_ss(s, da, db, kk > 0);
+        const uint64_t db = smem_desc_sw128(sk + (kk / 4) * (kKeys * kRowBytes) + koff, 16, 1024);
+        wgmma_m64n64k16_ss(s, da, db, kk > 0);
     }
 }
 
 // O += P V over one V tile: k-step ks covers keys 16ks..16ks+15 (two 8-row groups, 1024 bytes
-// apart: the stride offset); the four 64-dim column blocks of N = 256 are keys * 128 bytes apart
+// apart: the stride offset); the four 64-dim column blocks of N = 256 are kKeys * 128 bytes apart
 // (the leading offset of an N-major operand).
-template <int KS>  // KS = keys per tile / 16
-__device__ inline void issue_pv(float (&o)[128], const uint32_t (&pa)[KS][4], uint32_t sv) {
+__device__ inline void issue_pv(float (&o)[128], const uint32_t (&pa)[4][4], uint32_t sv) {
 #pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-        const uint64_t db = smem_desc_sw128(sv + ks * 16 * kRowBytes, KS * 16 * kRowBytes, 1024);
+    for (int ks = 0; ks < kKeys / 16; ++ks) {
+        const uint64_t db = smem_desc_sw128(sv + ks * 16 * kRowBytes, kKeys * kRowBytes, 1024);
         wgmma_m64n256k16_rs(o, pa[ks], db);
     }
 }

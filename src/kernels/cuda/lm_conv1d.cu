@@ -2,8 +2,7 @@
 // fused with the q/k l2norm (step 4). One thread per channel slides a K-tap window in registers
 // down a tile of rows, so each input is read once per tile; a block is one 128-channel head, so
 // the l2norm is one block reduction per row. Prefill and decode share this launcher (decode
-// graphs launch it programmatically: weights load before the wait). Prefill chunks with aligned
-// rows take the vectorised half-warp-per-row kernel (conv1d_vec_kernel).
+// graphs launch it programmatically: weights load before the wait).
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_kernels.h"
 
@@ -74,95 +73,6 @@ __global__ void __launch_bounds__(kConvChannelsPerBlock) conv1d_kernel(Conv1dBf1
     }
 }
 
-// Prefill path (many rows, 16-byte aligned input rows): a half-warp per 128-channel head and run
-// of kVecRunRows rows, 8 channels per lane, so inputs are 16-byte loads, the K-tap window slides
-// in registers down the run (each input read once, plus K-1 rows above the run), the weights are
-// loaded once per run, and the head's l2norm is four shuffles instead of a block reduction per
-// row. The one-thread-per-channel kernel above ran at ~0.75 TB/s on the 9B shape (2048 rows),
-// latency-bound on its two barriers per row. Never updates the state: conv1d_state_kernel runs
-// after it.
-constexpr int kVecRunRows = 8;
-constexpr int kVecLanesPerRow = kConvChannelsPerBlock / 8;         // 16: a half-warp per head
-constexpr int kVecThreads = 128;                                    // 8 half-warps
-constexpr int kVecRowsPerBlock = kVecRunRows * kVecThreads / kVecLanesPerRow;  // 64
-
-template <int K>
-__global__ void __launch_bounds__(kVecThreads) conv1d_vec_kernel(Conv1dBf16Params p) {
-    const int lane16 = threadIdx.x % kVecLanesPerRow;
-    const int ch0 = blockIdx.x * kConvChannelsPerBlock + lane16 * 8;
-    float w[8][K];  // [C, K] fp32: this lane's 8 x K weights are contiguous
-#pragma unroll
-    for (int q = 0; q < 2 * K; ++q) {
-        const float4 f = *reinterpret_cast<const float4*>(p.w + static_cast<int64_t>(ch0) * K + 4 * q);
-        w[(4 * q) / K][(4 * q) % K] = f.x;
-        w[(4 * q + 1) / K][(4 * q + 1) % K] = f.y;
-        w[(4 * q + 2) / K][(4 * q + 2) % K] = f.z;
-        w[(4 * q + 3) / K][(4 * q + 3) % K] = f.w;
-    }
-    pdl_wait();
-    pdl_launch_dependents();
-    const int rows = launch_rows(p.n_rows, p.max_rows);
-    const int r0 = blockIdx.y * kVecRowsPerBlock + static_cast<int>(threadIdx.x / kVecLanesPerRow) * kVecRunRows;
-    if (r0 >= rows) return;  // uniform per half-warp: the shuffles below stay within live lanes
-    const unsigned mask = 0xFFFFu << (threadIdx.x % kWarp & 16);
-    const bool l2 = p.l2_dim > 0 && static_cast<int>(blockIdx.x) < p.l2_heads;
-    const float head_scale = static_cast<int>(blockIdx.x) < p.l2_q_heads ? p.q_scale : 1.0f;
-    float win[K - 1][8];  // win[K-2] is the newest input before the current row
-#pragma unroll
-    for (int j = 0; j < K - 1; ++j) {
-        const int src = r0 - (K - 1) + j;
-        if (src >= 0) {
-            load8(p.x + src * p.x_row_stride + ch0, win[j]);
-        } else {
-#pragma unroll
-            for (int c = 0; c < 8; ++c) win[j][c] = conv_input<K>(p, ch0 + c, src);
-        }
-    }
-    const int n = min(kVecRunRows, rows - r0);
-    float cur[kVecRunRows][8];  // every load of the run issued before the first use
-#pragma unroll
-    for (int i = 0; i < kVecRunRows; ++i)
-        if (i < n) load8(p.x + (r0 + i) * p.x_row_stride + ch0, cur[i]);
-#pragma unroll
-    for (int i = 0; i < kVecRunRows; ++i) {
-        if (i >= n) break;  // uniform per half-warp
-        float out[8];
-        float ss = 0.0f;
-#pragma unroll
-        for (int c = 0; c < 8; ++c) {
-            float acc = w[c][K - 1] * cur[i][c];
-#pragma unroll
-            for (int j = 0; j < K - 1; ++j) acc += w[c][j] * win[j][c];
-            out[c] = silu(acc);
-            // l2norm consumes the bf16-rounded activation, as the unfused pipeline would.
-            if (l2) out[c] = __bfloat162float(__float2bfloat16(out[c]));
-            ss += out[c] * out[c];
-        }
-#pragma unroll
-        for (int j = 0; j < K - 2; ++j)
-#pragma unroll
-            for (int c = 0; c < 8; ++c) win[j][c] = win[j + 1][c];
-#pragma unroll
-        for (int c = 0; c < 8; ++c) win[K - 2][c] = cur[i][c];
-        if (l2) {
-#pragma unroll
-            for (int o = 1; o < kVecLanesPerRow; o <<= 1) ss += __shfl_xor_sync(mask, ss, o);
-            const float f = rsqrtf(ss + p.l2_eps) * head_scale;
-#pragma unroll
-            for (int c = 0; c < 8; ++c) out[c] *= f;
-        }
-        store8(p.y + static_cast<int64_t>(r0 + i) * p.channels + ch0, out);
-    }
-}
-
-// The vector path needs 16-byte aligned input rows and more than one row (decode keeps the
-// per-channel kernel, whose single tile also updates the state in the same launch).
-bool conv1d_vec_ok(const Conv1dBf16Params& p) {
-    return !p.batch.slots && p.max_rows > 1 && p.x_row_stride % 8 == 0 &&
-           reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0 &&
-           reinterpret_cast<uintptr_t>(p.w) % 16 == 0;
-}
-
 // Multi-tile launches: after every tile has read the old state, shift the last K-1 inputs in.
 template <int K>
 __global__ void conv1d_state_kernel(Conv1dBf16Params p) {
@@ -178,15 +88,6 @@ __global__ void conv1d_state_kernel(Conv1dBf16Params p) {
 
 template <int K>
 cudaError_t conv1d_dispatch(const Conv1dBf16Params& p, cudaStream_t stream) {
-    if (conv1d_vec_ok(p)) {
-        const dim3 grid(p.channels / kConvChannelsPerBlock, ceil_div(p.max_rows, kVecRowsPerBlock));
-        cudaError_t err = launch_kernel(conv1d_vec_kernel<K>, grid, dim3(kVecThreads), 0,
-                                        stream, p.pdl != 0, p);
-        if (err == cudaSuccess) err = cudaGetLastError();
-        if (err != cudaSuccess) return err;
-        conv1d_state_kernel<K><<<p.channels / kConvChannelsPerBlock, kConvChannelsPerBlock, 0, stream>>>(p);
-        return cudaGetLastError();
-    }
     const bool batched = p.batch.slots != nullptr;
     if (batched && (!p.batch.table || p.batch.B != p.max_rows || p.n_rows)) return cudaErrorInvalidValue;
     const int tiles = batched ? 1 : ceil_div(p.max_rows, kConvRowsPerBlock);  // batched: one row per member
