@@ -156,7 +156,7 @@ Timer make_timer(cudaStream_t s) {
 // Attention section (--attn): the prefill attention kernels alone on the 9B shape (16 q heads,
 // 4 KV heads, d = 256, gate on) at (chunk rows, position) = (16384, 0), (4096, 0), (2048, 14336):
 // the mma.sync kernel as the launcher ran it before (its split choice) against the Hopper wgmma
-// kernel, in the same process. Random bf16 inputs in [-2, 2) (never zeros), TFLOP/s from
+// kernel, in the same process. (2048, 30720) is the last chunk of a 32k prefill. Random bf16 inputs in [-2, 2) (never zeros), TFLOP/s from
 // attn_prefill_cost (causal pairs only).
 int bench_attention(const char* json_path) {
     cudaDeviceProp prop{};
@@ -165,7 +165,7 @@ int bench_attention(const char* json_path) {
     CK(cudaStreamCreate(&s));
     Timer t = make_timer(s);
     constexpr int Hq = 16, Hkv = 4, D = kAttnHeadDim;
-    const int shapes[][2] = {{16384, 0}, {4096, 0}, {2048, 14336}};
+    const int shapes[][2] = {{16384, 0}, {4096, 0}, {2048, 14336}, {2048, 30720}};
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-2.0f, 2.0f);
     auto random_bf16 = [&](size_t n) {
@@ -260,13 +260,51 @@ int bench_attention(const char* json_path) {
     return 0;
 }
 
+// Conv section (--conv): the GDN conv1d + SiLU + q/k l2norm of one 2048-row 9B prefill chunk
+// (8192 channels, 4 taps, 32 of 64 heads normalised; input a view into the 12352-wide projection),
+// twice (the spread). GB/s over input read once + output written once: ~0.9 TB/s on the H100
+// (2026-11-24), a third of a copy; a half-warp-per-row kernel with 16-byte loads measured no
+// faster (76 against 74 us), so the limit is not the load width.
+int bench_conv() {
+    cudaStream_t s = nullptr;
+    CK(cudaStreamCreate(&s));
+    Timer t = make_timer(s);
+    constexpr int rows = 2048, C = 8192, K = 4, W = 12352;
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    std::vector<bf16> hx(static_cast<size_t>(rows + 1) * W);
+    for (auto& v : hx) v = __float2bfloat16(u(rng));
+    std::vector<float> hw(static_cast<size_t>(C) * K);
+    for (auto& v : hw) v = 0.3f * u(rng);
+    bf16* x = dalloc<bf16>(hx.size());
+    CK(cudaMemcpy(x, hx.data(), hx.size() * sizeof(bf16), cudaMemcpyHostToDevice));
+    float* w = dalloc<float>(hw.size());
+    CK(cudaMemcpy(w, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice));
+    bf16* st = dalloc<bf16>(static_cast<size_t>(C) * (K - 1));
+    CK(cudaMemset(st, 0, static_cast<size_t>(C) * (K - 1) * sizeof(bf16)));
+    bf16* y = dalloc<bf16>(static_cast<size_t>(rows) * C);
+    int32_t* n = dalloc<int32_t>(1);
+    CK(cudaMemcpy(n, &rows, sizeof(rows), cudaMemcpyHostToDevice));
+    const double bytes = 2.0 * rows * C * sizeof(bf16);
+    std::printf("conv1d+silu+l2norm, %d rows x %d channels, K %d\n", rows, C, K);
+    for (int rep = 0; rep < 2; ++rep) {
+        Conv1dBf16Params p{x, w, st, y, W, C, K, 128, 32, 16, 1e-6f, 0.0625f, rows, n};
+        const double ms = t.median_ms([&] { return conv1d_launch(p, s); });
+        std::printf("  %8.1f us %8.1f GB/s\n", ms * 1e3, bytes / (ms * 1e6));
+    }
+    for (void* b : std::initializer_list<void*>{x, w, st, y, n}) CK(cudaFree(b));
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     if (argc == 3 && std::string(argv[1]) == "--attn") return bench_attention(argv[2]);
+    if (argc == 2 && std::string(argv[1]) == "--conv") return bench_conv();
     if (argc < 3) {
         std::fprintf(stderr, "usage: bench_cuda_kernels out.json MODEL_DIR [prefill_chunk] [decode_pos...]\n"
-                             "       bench_cuda_kernels --attn out.json   (attention prefill kernels alone)\n");
+                             "       bench_cuda_kernels --attn out.json   (attention prefill kernels alone)\n"
+                             "       bench_cuda_kernels --conv            (GDN conv1d kernels alone)\n");
         return 2;
     }
     const std::string json_path = argv[1], model_dir = argv[2];

@@ -146,11 +146,12 @@ TEST(CudaNorm, QkNormRopeMatchesReference) {
     check_qk_norm_rope(1);
 }
 
-TEST(CudaNorm, GatedRmsNormMatchesReferenceAndIsDeterministic) {
-    FROST_SKIP_WITHOUT_CUDA();
+// dim 128 with a z row stride that keeps 8-byte alignment takes the vectorised kernel; z_pad 2 (a
+// misaligned stride) and dim 64 take the strided one.
+void check_gated_rmsnorm(int dim, int z_pad) {
     auto rng = fresh_rng("GatedRmsNorm");
-    const int rows = 6, max_rows = 8, heads = 32, dim = 128;
-    const int64_t z_stride = heads * dim + 64;
+    const int rows = 6, max_rows = 8, heads = 32;
+    const int64_t z_stride = heads * dim + z_pad;
     auto x = uniform(rng, max_rows * heads * dim, -2, 2);
     auto z = uniform(rng, max_rows * z_stride, -4, 4);
     auto w = uniform(rng, dim, 0.5f, 1.5f, false);
@@ -178,8 +179,15 @@ TEST(CudaNorm, GatedRmsNormMatchesReferenceAndIsDeterministic) {
             }
         }
     }
-    EXPECT_LE(rel_l2(ref, got), kBf16Tol);
+    EXPECT_LE(rel_l2(ref, got), kBf16Tol) << "dim " << dim << " z_pad " << z_pad;
     EXPECT_TRUE(std::isnan(y[rows * heads * dim]));
+}
+
+TEST(CudaNorm, GatedRmsNormMatchesReferenceAndIsDeterministic) {
+    FROST_SKIP_WITHOUT_CUDA();
+    check_gated_rmsnorm(128, 64);  // vectorised
+    check_gated_rmsnorm(128, 2);   // strided: misaligned z rows
+    check_gated_rmsnorm(64, 64);   // strided: dim 64
 }
 
 }  // namespace
