@@ -109,11 +109,16 @@ __device__ inline uint32_t dequant_pair(const uint4 (&w)[loads_per_row<F>()], in
             static_cast<__nv_fp8x2_storage_t>((word >> (16 * (p % 2))) & 0xFFFFu), __NV_E4M3);
         return bits_of(__float22bfloat162_rn(__half22float2(*reinterpret_cast<const __half2*>(&hr))));
     } else {
-        const uint32_t v = word_of(w[0], p / 4) >> (4 * (p % 4));  // nibbles j and j + 4 at bits 0 and 16
+        const uint32_t word = word_of(w[0], p / 4);
+        const int j = p % 4;  // nibbles j and j + 4: bits 4j.. and 16 + 4j..
         if constexpr (F == kGemvQuantNvfp4) {
-            const uint32_t e = ((v & 0x00070007u) << 6) | ((v & 0x00080008u) << 12);  // e2m1 * 2^-126
-            return bits_of(__hmul2(bf2_of(e), st.g[p / 8]));
+            // Magnitude bits 4j..4j+2 to bf16 bits 6..8, sign bit 4j+3 to 15: one shift each (the
+            // shift counts are constants per j), then one masked OR (LOP3). e2m1 * 2^-126.
+            const uint32_t mag = j == 0 ? word << 6 : j == 1 ? word << 2 : word >> (4 * j - 6);
+            const uint32_t sgn = (word << (12 - 4 * j)) & 0x80008000u;
+            return bits_of(__hmul2(bf2_of((mag & 0x01C001C0u) | sgn), st.g[p / 8]));
         } else {
+            const uint32_t v = word >> (4 * j);
             return bits_of(__hsub2(bf2_of((v & 0x000F000Fu) | kBf16Magic128), st.bias));
         }
     }
@@ -133,25 +138,29 @@ __device__ inline uint32_t x_pair(const uint4 (&xv)[4], int p) {
     }
 }
 
-template <int F, bool kSwiglu, int kUnroll, int kMinBlocks>
+template <int F, bool kSwiglu, int kUnroll, int kMinBlocks, int kTiles>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(GemvQuantParams p) {
-    __shared__ float partial[kWarps][kTileRows][kCols];
+    constexpr int kBlockRows = kTileRows * kTiles;
+    constexpr int kRows = 2 * kTiles;  // weight rows per lane
+    __shared__ float partial[kWarps][kBlockRows][kCols];
     constexpr int L = loads_per_row<F>();
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     const int t = lane % 4, gid = lane / 4;
     const int F2 = p.N / 2;
-    const int tile = blockIdx.x;
-    // The lane's two rows: r = 0 is tile row gid, r = 1 is gid + 8 (SwiGLU: gate j and up F2 + j).
-    int n[2];
-    bool ok[2];
+    const int blk = blockIdx.x;
+    // Lane row r: tile r / 2, tile row gid + 8 * (r % 2), block row rho(r) (SwiGLU: tile row gid is
+    // gate j, gid + 8 its up row F2 + j).
+    auto rho = [&](int r) { return (r / 2) * kTileRows + gid + 8 * (r % 2); };
+    int n[kRows];
+    bool ok[kRows];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < kRows; ++r) {
         if constexpr (kSwiglu) {
-            const int j = tile * (kTileRows / 2) + gid;
+            const int j = blk * (kBlockRows / 2) + (r / 2) * (kTileRows / 2) + gid;
             ok[r] = j < F2;
-            n[r] = r == 0 ? j : F2 + j;
+            n[r] = r % 2 == 0 ? j : F2 + j;
         } else {
-            n[r] = tile * kTileRows + gid + 8 * r;
+            n[r] = blk * kBlockRows + rho(r);
             ok[r] = n[r] < p.N;
         }
         if (!ok[r]) n[r] = 0;  // reads row 0, results dropped
@@ -159,9 +168,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     const int steps = p.K / kStepK;
     const int my_steps = warp < steps ? (steps - warp + kWarps - 1) / kWarps : 0;
     const int64_t row_words = p.K / (is_fp8<F>() ? 16 : 32);  // uint4 per weight row
-    const uint4* wrow[2];
+    const uint4* wrow[kRows];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) wrow[r] = static_cast<const uint4*>(p.w) + n[r] * row_words + t * L;
+    for (int r = 0; r < kRows; ++r) wrow[r] = static_cast<const uint4*>(p.w) + n[r] * row_words + t * L;
 
     // Where a row's per-step scale data lives.
     const int groups = F == kGemvQuantFp8Block ? (p.K + p.block_k - 1) / p.block_k
@@ -187,12 +196,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     // group has been consumed (the bf16 GEMV's scheme). Refilling each slot as soon as its step
     // was copied out (a ring, kUnroll steps always in flight) measured no faster at any setting
     // and spilled at 3-4 blocks per SM (bench_quant_gemv --tune, H100 2026-11-24).
-    uint4 w[kUnroll][2][L];  // [slot][row][load]
-    StepRaw sr[kUnroll][2];
+    uint4 w[kUnroll][kRows][L];  // [slot][row][load]
+    StepRaw sr[kUnroll][kRows];
     auto load_step = [&](int u, int i) {  // this warp's step i into slot u
         const int s = warp + i * kWarps;
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
+        for (int r = 0; r < kRows; ++r) {
 #pragma unroll
             for (int l = 0; l < L; ++l) w[u][r][l] = __ldg(wrow[r] + static_cast<int64_t>(s) * (4 * L) + l);
             sr[u][r] = load_raw(r, s);
@@ -208,9 +217,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     const bool x_ok = gid < p.M;
     const int ldx = p.ldx > 0 ? p.ldx : p.K;
     const uint4* xrow = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(x_ok ? gid : 0) * ldx) + 4 * t;
-    // Two accumulator chains (even / odd mmas) halve the dependent mma sequence; every variant adds
-    // them in the same order, so all variants give the same bits.
-    float acc[2][4] = {};
+    // Per tile two accumulator chains (even / odd mmas) halve the dependent mma sequence; every
+    // variant adds them in the same order, so all variants give the same bits (a row's sequence
+    // does not depend on kTiles either: the tiles share only the B fragments).
+    float acc[kTiles][2][4] = {};
     for (int i0 = 0; i0 < my_steps; i0 += kUnroll) {
         if (i0 > 0) {
 #pragma unroll
@@ -225,29 +235,46 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
             uint4 xv[4];
 #pragma unroll
             for (int q = 0; q < 4; ++q) xv[q] = x_ok ? xrow[s * (kStepK / kVec) + q] : make_uint4(0, 0, 0, 0);
-            const StepScale st0 = step_scale<F>(sr[u][0]), st1 = step_scale<F>(sr[u][1]);
-            auto mma_step = [&](float(&d0)[4], float(&d1)[4]) {
+            StepScale st[kRows];
 #pragma unroll
-                for (int m = 0; m < kMmas; ++m)
-                    mma_bf16(m % 2 == 0 ? d0 : d1, dequant_pair<F>(w[u][0], 2 * m, st0), dequant_pair<F>(w[u][1], 2 * m, st1),
-                             dequant_pair<F>(w[u][0], 2 * m + 1, st0), dequant_pair<F>(w[u][1], 2 * m + 1, st1),
-                             x_pair<F>(xv, 2 * m), x_pair<F>(xv, 2 * m + 1));
-            };
-            if constexpr (!step_scaled<F>()) {
-                mma_step(acc[0], acc[1]);
-            } else {
-                float d[2][4] = {};
-                mma_step(d[0], d[1]);
+            for (int r = 0; r < kRows; ++r) st[r] = step_scale<F>(sr[u][r]);
+            float d[kTiles][2][4];
 #pragma unroll
-                for (int e = 0; e < 4; ++e) acc[0][e] += (e < 2 ? st0.s : st1.s) * (d[0][e] + d[1][e]);
+            for (int tt = 0; tt < kTiles; ++tt)
+#pragma unroll
+                for (int e = 0; e < 8; ++e) d[tt][e / 4][e % 4] = step_scaled<F>() ? 0.0f : acc[tt][e / 4][e % 4];
+#pragma unroll
+            for (int m = 0; m < kMmas; ++m) {
+                // One B fragment (x) for every tile of the lane.
+                const uint32_t b0 = x_pair<F>(xv, 2 * m), b1 = x_pair<F>(xv, 2 * m + 1);
+#pragma unroll
+                for (int tt = 0; tt < kTiles; ++tt) {
+                    const int r0 = 2 * tt, r1 = 2 * tt + 1;
+                    mma_bf16(d[tt][m % 2], dequant_pair<F>(w[u][r0], 2 * m, st[r0]), dequant_pair<F>(w[u][r1], 2 * m, st[r1]),
+                             dequant_pair<F>(w[u][r0], 2 * m + 1, st[r0]), dequant_pair<F>(w[u][r1], 2 * m + 1, st[r1]), b0, b1);
+                }
+            }
+#pragma unroll
+            for (int tt = 0; tt < kTiles; ++tt) {
+                if constexpr (!step_scaled<F>()) {
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) acc[tt][e / 4][e % 4] = d[tt][e / 4][e % 4];
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[tt][0][e] += (e < 2 ? st[2 * tt].s : st[2 * tt + 1].s) * (d[tt][0][e] + d[tt][1][e]);
+                }
             }
         }
     }
-    // acc: (row gid, col 2t), (gid, 2t + 1), (gid + 8, 2t), (gid + 8, 2t + 1).
-    partial[warp][gid][2 * t] = acc[0][0] + acc[1][0];
-    partial[warp][gid][2 * t + 1] = acc[0][1] + acc[1][1];
-    partial[warp][gid + 8][2 * t] = acc[0][2] + acc[1][2];
-    partial[warp][gid + 8][2 * t + 1] = acc[0][3] + acc[1][3];
+    // acc[tt]: (row gid, col 2t), (gid, 2t + 1), (gid + 8, 2t), (gid + 8, 2t + 1) of tile tt.
+#pragma unroll
+    for (int tt = 0; tt < kTiles; ++tt) {
+        const int r0 = tt * kTileRows + gid;
+        partial[warp][r0][2 * t] = acc[tt][0][0] + acc[tt][1][0];
+        partial[warp][r0][2 * t + 1] = acc[tt][0][1] + acc[tt][1][1];
+        partial[warp][r0 + 8][2 * t] = acc[tt][0][2] + acc[tt][1][2];
+        partial[warp][r0 + 8][2 * t + 1] = acc[tt][0][3] + acc[tt][1][3];
+    }
     __syncthreads();
     // Row factor applied to the summed row: fp8 channel scale, NVFP4 2^9 / global scale.
     auto row_value = [&](int row, int col, int nr) {
@@ -260,19 +287,20 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
         return v;
     };
     if constexpr (kSwiglu) {
-        if (threadIdx.x >= (kTileRows / 2) * kCols) return;
+        if (threadIdx.x >= (kBlockRows / 2) * kCols) return;
         const int g = threadIdx.x / kCols, col = threadIdx.x % kCols;
-        const int j = tile * (kTileRows / 2) + g;
+        const int j = blk * (kBlockRows / 2) + g;
         if (col >= p.M || j >= F2) return;
         const int ldy = p.ldy > 0 ? p.ldy : F2;
+        const int row = (g / 8) * kTileRows + g % 8;  // the gate's block row; its up row is 8 further
         // The unfused pipeline rounds both projections to bf16, then swiglu_kernel's arithmetic.
-        const float gate = __bfloat162float(__float2bfloat16(row_value(g, col, j)));
-        const float up = __bfloat162float(__float2bfloat16(row_value(g + 8, col, F2 + j)));
+        const float gate = __bfloat162float(__float2bfloat16(row_value(row, col, j)));
+        const float up = __bfloat162float(__float2bfloat16(row_value(row + 8, col, F2 + j)));
         static_cast<bf16*>(p.y)[static_cast<int64_t>(col) * ldy + j] = __float2bfloat16(silu(gate) * up);
     } else {
-        if (threadIdx.x >= kTileRows * kCols) return;
+        if (threadIdx.x >= kBlockRows * kCols) return;
         const int row = threadIdx.x / kCols, col = threadIdx.x % kCols;
-        const int nr = tile * kTileRows + row;
+        const int nr = blk * kBlockRows + row;
         if (col >= p.M || nr >= p.N) return;
         const int ldy = p.ldy > 0 ? p.ldy : p.N;
         const float v = row_value(row, col, nr);
@@ -287,25 +315,35 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     }
 }
 
-template <int F, int kUnroll, int kMinBlocks>
+template <int F, int kUnroll, int kMinBlocks, int kTiles>
 cudaError_t launch_variant(const GemvQuantParams& p, cudaStream_t stream) {
-    const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
-    return p.swiglu ? launch_kernel(gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks>, dim3(tiles), dim3(kThreads), 0, stream,
-                                    p.pdl != 0, p)
-                    : launch_kernel(gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks>, dim3(tiles), dim3(kThreads), 0, stream,
-                                    p.pdl != 0, p);
+    const int rows = kTileRows * kTiles;
+    const int blocks = p.swiglu ? ceil_div(p.N / 2, rows / 2) : ceil_div(p.N, rows);
+    return p.swiglu ? launch_kernel(gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kTiles>, dim3(blocks), dim3(kThreads), 0,
+                                    stream, p.pdl != 0, p)
+                    : launch_kernel(gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kTiles>, dim3(blocks), dim3(kThreads), 0,
+                                    stream, p.pdl != 0, p);
 }
 
 template <int F>
-cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, cudaStream_t stream) {
-    if (unroll == 2) {
-        if (min_blocks == 2) return launch_variant<F, 2, 2>(p, stream);
-        if (min_blocks == 3) return launch_variant<F, 2, 3>(p, stream);
-        if (min_blocks == 4) return launch_variant<F, 2, 4>(p, stream);
-    } else if (unroll == 4) {
-        if (min_blocks == 2) return launch_variant<F, 4, 2>(p, stream);
-        if (min_blocks == 3) return launch_variant<F, 4, 3>(p, stream);
-        if (min_blocks == 4) return launch_variant<F, 4, 4>(p, stream);
+cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, int tiles, cudaStream_t stream) {
+    if (tiles == 1) {
+        if (unroll == 2) {
+            if (min_blocks == 2) return launch_variant<F, 2, 2, 1>(p, stream);
+            if (min_blocks == 3) return launch_variant<F, 2, 3, 1>(p, stream);
+            if (min_blocks == 4) return launch_variant<F, 2, 4, 1>(p, stream);
+        } else if (unroll == 4) {
+            if (min_blocks == 2) return launch_variant<F, 4, 2, 1>(p, stream);
+            if (min_blocks == 3) return launch_variant<F, 4, 3, 1>(p, stream);
+            if (min_blocks == 4) return launch_variant<F, 4, 4, 1>(p, stream);
+        }
+    } else if (tiles == 2) {
+        if (unroll == 2) {
+            if (min_blocks == 2) return launch_variant<F, 2, 2, 2>(p, stream);
+            if (min_blocks == 3) return launch_variant<F, 2, 3, 2>(p, stream);
+        } else if (unroll == 4) {
+            if (min_blocks == 2) return launch_variant<F, 4, 2, 2>(p, stream);
+        }
     }
     return cudaErrorInvalidValue;
 }
@@ -330,14 +368,14 @@ bool gemv_quant_tc_eligible(const GemvQuantParams& p) {
     }
 }
 
-cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, cudaStream_t stream) {
+cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, int tiles, cudaStream_t stream) {
     if (!gemv_quant_tc_eligible(p)) return cudaErrorInvalidValue;
     cudaError_t e;
     switch (p.format) {
-        case kGemvQuantFp8Block: e = launch_format<kGemvQuantFp8Block>(p, unroll, min_blocks, stream); break;
-        case kGemvQuantFp8Channel: e = launch_format<kGemvQuantFp8Channel>(p, unroll, min_blocks, stream); break;
-        case kGemvQuantNvfp4: e = launch_format<kGemvQuantNvfp4>(p, unroll, min_blocks, stream); break;
-        default: e = launch_format<kGemvQuantInt4>(p, unroll, min_blocks, stream); break;
+        case kGemvQuantFp8Block: e = launch_format<kGemvQuantFp8Block>(p, unroll, min_blocks, tiles, stream); break;
+        case kGemvQuantFp8Channel: e = launch_format<kGemvQuantFp8Channel>(p, unroll, min_blocks, tiles, stream); break;
+        case kGemvQuantNvfp4: e = launch_format<kGemvQuantNvfp4>(p, unroll, min_blocks, tiles, stream); break;
+        default: e = launch_format<kGemvQuantInt4>(p, unroll, min_blocks, tiles, stream); break;
     }
     if (e != cudaSuccess) return e;
     return cudaGetLastError();
@@ -349,7 +387,7 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // it for every format (unroll 4 spills at 3-4 blocks); at K = 12288 two blocks beat three for fp8
 // (1.42 vs 1.47) and tied for int4.
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
-    return gemv_quant_tc_launch_tuned(p, 2, p.K > 8192 ? 2 : 3, stream);
+    return gemv_quant_tc_launch_tuned(p, 2, p.K > 8192 ? 2 : 3, 1, stream);
 }
 
 }  // namespace frost::kernels
