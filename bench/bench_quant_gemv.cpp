@@ -8,7 +8,7 @@
 // holds), per launch, as a decode step runs them. GB/s and time / floor use the stream timing
 // (1.00 = at the quantized-bytes floor). Quantized rows: the SIMT and the tensor-core kernel
 // (kern "tc", its default launch), and with --tune every tensor-core variant ("u<steps in
-// flight>b<blocks per SM>t<mma tiles per block>"). --m M runs M x rows at once (a batched decode step; the SIMT kernel
+// flight>b<blocks per SM>t<mma tiles per block>, x: x prefetched"). --m M runs M x rows at once (a batched decode step; the SIMT kernel
 // takes M = 1 only).
 // Usage: bench_quant_gemv [repeats] [--m M] [--tune]
 #if !FROST_WITH_CUDA
@@ -101,8 +101,9 @@ double copy_gbs(cudaStream_t s, Timer& t) {
 
 }  // namespace
 
-// The tensor-core variants --tune times: {unroll, min blocks per SM, mma tiles per block}.
-constexpr int kVariants[][3] = {{2, 2, 1}, {2, 3, 1}, {2, 4, 1}, {4, 2, 1}, {4, 3, 1}, {4, 4, 1}, {2, 2, 2}, {2, 3, 2}, {4, 2, 2}};
+// The tensor-core variants --tune times: {unroll, min blocks per SM, mma tiles per block, x prefetch}.
+constexpr int kVariants[][4] = {{2, 2, 1, 0}, {2, 3, 1, 0}, {2, 4, 1, 0}, {4, 2, 1, 0},
+                                {2, 2, 1, 1}, {2, 3, 1, 1}, {4, 2, 1, 1}, {2, 2, 2, 1}};
 constexpr int kVariantCount = static_cast<int>(sizeof kVariants / sizeof kVariants[0]);
 
 int main(int argc, char** argv) {
@@ -202,16 +203,16 @@ int main(int argc, char** argv) {
                     if (kernel == 0 && M > 1) continue;
                     if (kernel >= 1 && !gemv_quant_tc_eligible(p)) continue;
                     const int v = std::max(kernel - 2, 0);
-                    const int unroll = kVariants[v][0], blocks = kVariants[v][1], tiles = kVariants[v][2];
+                    const int unroll = kVariants[v][0], blocks = kVariants[v][1], tiles = kVariants[v][2], xpre = kVariants[v][3];
                     char variant[16];
-                    std::snprintf(variant, sizeof variant, "u%db%dt%d", unroll, blocks, tiles);
+                    std::snprintf(variant, sizeof variant, "u%db%dt%d%s", unroll, blocks, tiles, xpre ? "x" : "");
                     kname = kernel == 0 ? "simt" : kernel == 1 ? "tc" : variant;
-                    launch = [p, kernel, unroll, blocks, tiles, &t](const void* wp) {
+                    launch = [p, kernel, unroll, blocks, tiles, xpre, &t](const void* wp) {
                         GemvQuantParams q = p;
                         q.w = wp;
                         return kernel == 0   ? gemv_quant_simt_launch(q, t.s)
                                : kernel == 1 ? gemv_quant_tc_launch(q, t.s)
-                                             : gemv_quant_tc_launch_tuned(q, unroll, blocks, tiles, t.s);
+                                             : gemv_quant_tc_launch_tuned(q, unroll, blocks, tiles, xpre, t.s);
                     };
                 }
                 const double one_ms = t.median_ms([&] { return launch(w); });

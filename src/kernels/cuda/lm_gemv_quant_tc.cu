@@ -138,7 +138,18 @@ __device__ inline uint32_t x_pair(const uint4 (&xv)[4], int p) {
     }
 }
 
-template <int F, bool kSwiglu, int kUnroll, int kMinBlocks, int kTiles>
+// 16 bytes of weights that no other warp reads: not kept in L1, which then holds x (read by
+// every warp of the SM) for the whole kernel.
+__device__ inline uint4 ld_stream(const uint4* q) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(q));
+    return v;
+}
+
+// kXPre: x of a group of steps is loaded with (right after) its weights, so its latency hides
+// behind theirs, and the weights bypass L1 (ld_stream); otherwise each step loads its x when it
+// computes (the previous kernel's scheme).
+template <int F, bool kSwiglu, int kUnroll, int kMinBlocks, int kTiles, bool kXPre>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(GemvQuantParams p) {
     constexpr int kBlockRows = kTileRows * kTiles;
     constexpr int kRows = 2 * kTiles;  // weight rows per lane
@@ -203,7 +214,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-            for (int l = 0; l < L; ++l) w[u][r][l] = __ldg(wrow[r] + static_cast<int64_t>(s) * (4 * L) + l);
+            for (int l = 0; l < L; ++l) {
+                const uint4* q = wrow[r] + static_cast<int64_t>(s) * (4 * L) + l;
+                w[u][r][l] = kXPre ? ld_stream(q) : __ldg(q);
+            }
             sr[u][r] = load_raw(r, s);
         }
     };
@@ -217,6 +231,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     const bool x_ok = gid < p.M;
     const int ldx = p.ldx > 0 ? p.ldx : p.K;
     const uint4* xrow = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(x_ok ? gid : 0) * ldx) + 4 * t;
+    uint4 xs[kXPre ? kUnroll : 1][4];  // kXPre: the group's x
+    auto load_x = [&](int i0) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int s = warp + (i0 + u) * kWarps;
+            const bool in = x_ok && i0 + u < my_steps;
+#pragma unroll
+            for (int q = 0; q < 4; ++q) xs[kXPre ? u : 0][q] = in ? __ldg(xrow + s * (kStepK / kVec) + q) : make_uint4(0, 0, 0, 0);
+        }
+    };
     // Per tile two accumulator chains (even / odd mmas) halve the dependent mma sequence; every
     // variant adds them in the same order, so all variants give the same bits (a row's sequence
     // does not depend on kTiles either: the tiles share only the B fragments).
@@ -227,6 +251,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
             for (int u = 0; u < kUnroll; ++u)
                 if (i0 + u < my_steps) load_step(u, i0 + u);
         }
+        if constexpr (kXPre) load_x(i0);
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             const int i = i0 + u;
@@ -234,7 +259,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
             const int s = warp + i * kWarps;
             uint4 xv[4];
 #pragma unroll
-            for (int q = 0; q < 4; ++q) xv[q] = x_ok ? xrow[s * (kStepK / kVec) + q] : make_uint4(0, 0, 0, 0);
+            for (int q = 0; q < 4; ++q)
+                xv[q] = kXPre ? xs[kXPre ? u : 0][q] : x_ok ? xrow[s * (kStepK / kVec) + q] : make_uint4(0, 0, 0, 0);
             StepScale st[kRows];
 #pragma unroll
             for (int r = 0; r < kRows; ++r) st[r] = step_scale<F>(sr[u][r]);
@@ -315,37 +341,31 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     }
 }
 
-template <int F, int kUnroll, int kMinBlocks, int kTiles>
+template <int F, int kUnroll, int kMinBlocks, int kTiles, bool kXPre>
 cudaError_t launch_variant(const GemvQuantParams& p, cudaStream_t stream) {
     const int rows = kTileRows * kTiles;
     const int blocks = p.swiglu ? ceil_div(p.N / 2, rows / 2) : ceil_div(p.N, rows);
-    return p.swiglu ? launch_kernel(gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kTiles>, dim3(blocks), dim3(kThreads), 0,
+    return p.swiglu ? launch_kernel(gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kTiles, kXPre>, dim3(blocks), dim3(kThreads), 0,
                                     stream, p.pdl != 0, p)
-                    : launch_kernel(gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kTiles>, dim3(blocks), dim3(kThreads), 0,
+                    : launch_kernel(gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kTiles, kXPre>, dim3(blocks), dim3(kThreads), 0,
                                     stream, p.pdl != 0, p);
 }
 
+// The instantiated variants: {unroll, min blocks, tiles, x prefetch} (see the header).
 template <int F>
-cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, int tiles, cudaStream_t stream) {
-    if (tiles == 1) {
-        if (unroll == 2) {
-            if (min_blocks == 2) return launch_variant<F, 2, 2, 1>(p, stream);
-            if (min_blocks == 3) return launch_variant<F, 2, 3, 1>(p, stream);
-            if (min_blocks == 4) return launch_variant<F, 2, 4, 1>(p, stream);
-        } else if (unroll == 4) {
-            if (min_blocks == 2) return launch_variant<F, 4, 2, 1>(p, stream);
-            if (min_blocks == 3) return launch_variant<F, 4, 3, 1>(p, stream);
-            if (min_blocks == 4) return launch_variant<F, 4, 4, 1>(p, stream);
-        }
-    } else if (tiles == 2) {
-        if (unroll == 2) {
-            if (min_blocks == 2) return launch_variant<F, 2, 2, 2>(p, stream);
-            if (min_blocks == 3) return launch_variant<F, 2, 3, 2>(p, stream);
-        } else if (unroll == 4) {
-            if (min_blocks == 2) return launch_variant<F, 4, 2, 2>(p, stream);
-        }
+cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, int tiles, int xpre, cudaStream_t stream) {
+    const int v = unroll * 1000 + min_blocks * 100 + tiles * 10 + xpre;
+    switch (v) {
+        case 2210: return launch_variant<F, 2, 2, 1, false>(p, stream);
+        case 2310: return launch_variant<F, 2, 3, 1, false>(p, stream);
+        case 2410: return launch_variant<F, 2, 4, 1, false>(p, stream);
+        case 4210: return launch_variant<F, 4, 2, 1, false>(p, stream);
+        case 2211: return launch_variant<F, 2, 2, 1, true>(p, stream);
+        case 2311: return launch_variant<F, 2, 3, 1, true>(p, stream);
+        case 4211: return launch_variant<F, 4, 2, 1, true>(p, stream);
+        case 2221: return launch_variant<F, 2, 2, 2, true>(p, stream);
+        default: return cudaErrorInvalidValue;
     }
-    return cudaErrorInvalidValue;
 }
 
 bool multiple_of(int v, int of) { return v > 0 && v % of == 0; }
@@ -368,14 +388,14 @@ bool gemv_quant_tc_eligible(const GemvQuantParams& p) {
     }
 }
 
-cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, int tiles, cudaStream_t stream) {
+cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, int tiles, int xpre, cudaStream_t stream) {
     if (!gemv_quant_tc_eligible(p)) return cudaErrorInvalidValue;
     cudaError_t e;
     switch (p.format) {
-        case kGemvQuantFp8Block: e = launch_format<kGemvQuantFp8Block>(p, unroll, min_blocks, tiles, stream); break;
-        case kGemvQuantFp8Channel: e = launch_format<kGemvQuantFp8Channel>(p, unroll, min_blocks, tiles, stream); break;
-        case kGemvQuantNvfp4: e = launch_format<kGemvQuantNvfp4>(p, unroll, min_blocks, tiles, stream); break;
-        default: e = launch_format<kGemvQuantInt4>(p, unroll, min_blocks, tiles, stream); break;
+        case kGemvQuantFp8Block: e = launch_format<kGemvQuantFp8Block>(p, unroll, min_blocks, tiles, xpre, stream); break;
+        case kGemvQuantFp8Channel: e = launch_format<kGemvQuantFp8Channel>(p, unroll, min_blocks, tiles, xpre, stream); break;
+        case kGemvQuantNvfp4: e = launch_format<kGemvQuantNvfp4>(p, unroll, min_blocks, tiles, xpre, stream); break;
+        default: e = launch_format<kGemvQuantInt4>(p, unroll, min_blocks, tiles, xpre, stream); break;
     }
     if (e != cudaSuccess) return e;
     return cudaGetLastError();
@@ -387,7 +407,7 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // it for every format (unroll 4 spills at 3-4 blocks); at K = 12288 two blocks beat three for fp8
 // (1.42 vs 1.47) and tied for int4.
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
-    return gemv_quant_tc_launch_tuned(p, 2, p.K > 8192 ? 2 : 3, 1, stream);
+    return gemv_quant_tc_launch_tuned(p, 2, p.K > 8192 ? 2 : 3, 1, 0, stream);
 }
 
 }  // namespace frost::kernels
