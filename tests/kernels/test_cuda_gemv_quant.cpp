@@ -265,25 +265,21 @@ void run_case(const Case& c) {
         p.y = yf.get();
         CUDA_OK(kernels::gemv_quant_tc_launch(p, nullptr));
         const auto want = yf.download();
-        const int variants[][4] = {{2, 2, 1, 0}, {2, 3, 1, 0}, {2, 4, 1, 0}, {4, 2, 1, 0},
-                                   {2, 2, 1, 1}, {2, 3, 1, 1}, {4, 2, 1, 1}, {2, 2, 2, 1}};
-        for (const auto& [unroll, blocks, tiles, xpre] : variants) {
+        const int variants[][3] = {{2, 2, 0}, {2, 3, 0}, {2, 4, 0}, {4, 2, 0}, {1, 2, 1}, {1, 3, 1}, {2, 2, 1}, {2, 3, 1}};
+        for (const auto& [unroll, blocks, pipe] : variants) {
             yf2.poison();
             p.y = yf2.get();
-            CUDA_OK(kernels::gemv_quant_tc_launch_tuned(p, unroll, blocks, tiles, xpre, nullptr));
+            CUDA_OK(kernels::gemv_quant_tc_launch_tuned(p, unroll, blocks, pipe, nullptr));
             EXPECT_EQ(0, std::memcmp(want.data(), yf2.download().data(), want.size() * sizeof(float)))
-                << c.name << ": variant unroll " << unroll << " blocks " << blocks << " tiles " << tiles << " xpre " << xpre
+                << c.name << ": variant unroll " << unroll << " blocks " << blocks << " pipe " << pipe
                 << " differs from the default launch";
         }
-        EXPECT_EQ(kernels::gemv_quant_tc_launch_tuned(p, 3, 2, 1, 0, nullptr), cudaErrorInvalidValue) << "unroll 3 is no variant";
+        EXPECT_EQ(kernels::gemv_quant_tc_launch_tuned(p, 3, 2, 0, nullptr), cudaErrorInvalidValue) << "unroll 3 is no variant";
         check_batched(c, p, w, kernels::gemv_quant_tc_launch, "default");
-        // Two mma tiles per block sharing the x fragments (the SwiGLU pairing across tiles too).
+        // The pipelined loop (two register buffers), its SwiGLU and residual forms too.
         check_batched(
-            c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 2, 2, 2, 1, s); },
-            "tiles 2, x prefetch");
-        check_batched(
-            c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 2, 3, 1, 1, s); },
-            "x prefetch");
+            c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 2, 2, 1, s); },
+            "pipe");
     }
     // The whole weight dequantized on the device: bitwise the CPU reference rounded to bf16.
     Dev<uint16_t> wb(static_cast<size_t>(N * K));

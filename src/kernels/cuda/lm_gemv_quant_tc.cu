@@ -138,40 +138,28 @@ __device__ inline uint32_t x_pair(const uint4 (&xv)[4], int p) {
     }
 }
 
-// 16 bytes of weights that no other warp reads: not kept in L1, which then holds x (read by
-// every warp of the SM) for the whole kernel.
-__device__ inline uint4 ld_stream(const uint4* q) {
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(q));
-    return v;
-}
-
-// kXPre: x of a group of steps is loaded with (right after) its weights, so its latency hides
-// behind theirs, and the weights bypass L1 (ld_stream); otherwise each step loads its x when it
-// computes (the previous kernel's scheme).
-template <int F, bool kSwiglu, int kUnroll, int kMinBlocks, int kTiles, bool kXPre>
+// kPipe: two register buffers of kUnroll steps; the next group's loads are issued before the
+// current group is computed, so a warp keeps weights in flight while it dequantizes (without it a
+// warp loads a group, waits, computes it, and only then loads the next).
+template <int F, bool kSwiglu, int kUnroll, int kMinBlocks, bool kPipe>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(GemvQuantParams p) {
-    constexpr int kBlockRows = kTileRows * kTiles;
-    constexpr int kRows = 2 * kTiles;  // weight rows per lane
-    __shared__ float partial[kWarps][kBlockRows][kCols];
+    __shared__ float partial[kWarps][kTileRows][kCols];
     constexpr int L = loads_per_row<F>();
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     const int t = lane % 4, gid = lane / 4;
     const int F2 = p.N / 2;
-    const int blk = blockIdx.x;
-    // Lane row r: tile r / 2, tile row gid + 8 * (r % 2), block row rho(r) (SwiGLU: tile row gid is
-    // gate j, gid + 8 its up row F2 + j).
-    auto rho = [&](int r) { return (r / 2) * kTileRows + gid + 8 * (r % 2); };
-    int n[kRows];
-    bool ok[kRows];
+    const int tile = blockIdx.x;
+    // The lane's two rows: r = 0 is tile row gid, r = 1 is gid + 8 (SwiGLU: gate j and up F2 + j).
+    int n[2];
+    bool ok[2];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < 2; ++r) {
         if constexpr (kSwiglu) {
-            const int j = blk * (kBlockRows / 2) + (r / 2) * (kTileRows / 2) + gid;
+            const int j = tile * (kTileRows / 2) + gid;
             ok[r] = j < F2;
-            n[r] = r % 2 == 0 ? j : F2 + j;
+            n[r] = r == 0 ? j : F2 + j;
         } else {
-            n[r] = blk * kBlockRows + rho(r);
+            n[r] = tile * kTileRows + gid + 8 * r;
             ok[r] = n[r] < p.N;
         }
         if (!ok[r]) n[r] = 0;  // reads row 0, results dropped
@@ -179,9 +167,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     const int steps = p.K / kStepK;
     const int my_steps = warp < steps ? (steps - warp + kWarps - 1) / kWarps : 0;
     const int64_t row_words = p.K / (is_fp8<F>() ? 16 : 32);  // uint4 per weight row
-    const uint4* wrow[kRows];
+    const uint4* wrow[2];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) wrow[r] = static_cast<const uint4*>(p.w) + n[r] * row_words + t * L;
+    for (int r = 0; r < 2; ++r) wrow[r] = static_cast<const uint4*>(p.w) + n[r] * row_words + t * L;
 
     // Where a row's per-step scale data lives.
     const int groups = F == kGemvQuantFp8Block ? (p.K + p.block_k - 1) / p.block_k
@@ -207,17 +195,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     // group has been consumed (the bf16 GEMV's scheme). Refilling each slot as soon as its step
     // was copied out (a ring, kUnroll steps always in flight) measured no faster at any setting
     // and spilled at 3-4 blocks per SM (bench_quant_gemv --tune, H100 2026-11-24).
-    uint4 w[kUnroll][kRows][L];  // [slot][row][load]
-    StepRaw sr[kUnroll][kRows];
+    constexpr int kBufs = kPipe ? 2 : 1;
+    uint4 w[kBufs * kUnroll][2][L];  // [slot][row][load]; buffer b holds slots b * kUnroll ..
+    StepRaw sr[kBufs * kUnroll][2];
     auto load_step = [&](int u, int i) {  // this warp's step i into slot u
         const int s = warp + i * kWarps;
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) {
+        for (int r = 0; r < 2; ++r) {
 #pragma unroll
-            for (int l = 0; l < L; ++l) {
-                const uint4* q = wrow[r] + static_cast<int64_t>(s) * (4 * L) + l;
-                w[u][r][l] = kXPre ? ld_stream(q) : __ldg(q);
-            }
+            for (int l = 0; l < L; ++l) w[u][r][l] = __ldg(wrow[r] + static_cast<int64_t>(s) * (4 * L) + l);
             sr[u][r] = load_raw(r, s);
         }
     };
@@ -231,76 +217,63 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     const bool x_ok = gid < p.M;
     const int ldx = p.ldx > 0 ? p.ldx : p.K;
     const uint4* xrow = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(x_ok ? gid : 0) * ldx) + 4 * t;
-    uint4 xs[kXPre ? kUnroll : 1][4];  // kXPre: the group's x
-    auto load_x = [&](int i0) {
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const int s = warp + (i0 + u) * kWarps;
-            const bool in = x_ok && i0 + u < my_steps;
-#pragma unroll
-            for (int q = 0; q < 4; ++q) xs[kXPre ? u : 0][q] = in ? __ldg(xrow + s * (kStepK / kVec) + q) : make_uint4(0, 0, 0, 0);
-        }
-    };
-    // Per tile two accumulator chains (even / odd mmas) halve the dependent mma sequence; every
-    // variant adds them in the same order, so all variants give the same bits (a row's sequence
-    // does not depend on kTiles either: the tiles share only the B fragments).
-    float acc[kTiles][2][4] = {};
-    for (int i0 = 0; i0 < my_steps; i0 += kUnroll) {
-        if (i0 > 0) {
-#pragma unroll
-            for (int u = 0; u < kUnroll; ++u)
-                if (i0 + u < my_steps) load_step(u, i0 + u);
-        }
-        if constexpr (kXPre) load_x(i0);
+    // Two accumulator chains (even / odd mmas) halve the dependent mma sequence; every variant adds
+    // them in the same order, so all variants give the same bits.
+    float acc[2][4] = {};
+    // Computes this warp's steps i0 .. i0 + kUnroll (those below my_steps) from buffer b.
+    auto compute_group = [&](int b, int i0) {
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             const int i = i0 + u;
             if (i >= my_steps) break;
             const int s = warp + i * kWarps;
+            const int slot = b * kUnroll + u;
             uint4 xv[4];
 #pragma unroll
-            for (int q = 0; q < 4; ++q)
-                xv[q] = kXPre ? xs[kXPre ? u : 0][q] : x_ok ? xrow[s * (kStepK / kVec) + q] : make_uint4(0, 0, 0, 0);
-            StepScale st[kRows];
+            for (int q = 0; q < 4; ++q) xv[q] = x_ok ? xrow[s * (kStepK / kVec) + q] : make_uint4(0, 0, 0, 0);
+            const StepScale st0 = step_scale<F>(sr[slot][0]), st1 = step_scale<F>(sr[slot][1]);
+            auto mma_step = [&](float(&d0)[4], float(&d1)[4]) {
 #pragma unroll
-            for (int r = 0; r < kRows; ++r) st[r] = step_scale<F>(sr[u][r]);
-            float d[kTiles][2][4];
+                for (int m = 0; m < kMmas; ++m)
+                    mma_bf16(m % 2 == 0 ? d0 : d1, dequant_pair<F>(w[slot][0], 2 * m, st0), dequant_pair<F>(w[slot][1], 2 * m, st1),
+                             dequant_pair<F>(w[slot][0], 2 * m + 1, st0), dequant_pair<F>(w[slot][1], 2 * m + 1, st1),
+                             x_pair<F>(xv, 2 * m), x_pair<F>(xv, 2 * m + 1));
+            };
+            if constexpr (!step_scaled<F>()) {
+                mma_step(acc[0], acc[1]);
+            } else {
+                float d[2][4] = {};
+                mma_step(d[0], d[1]);
 #pragma unroll
-            for (int tt = 0; tt < kTiles; ++tt)
-#pragma unroll
-                for (int e = 0; e < 8; ++e) d[tt][e / 4][e % 4] = step_scaled<F>() ? 0.0f : acc[tt][e / 4][e % 4];
-#pragma unroll
-            for (int m = 0; m < kMmas; ++m) {
-                // One B fragment (x) for every tile of the lane.
-                const uint32_t b0 = x_pair<F>(xv, 2 * m), b1 = x_pair<F>(xv, 2 * m + 1);
-#pragma unroll
-                for (int tt = 0; tt < kTiles; ++tt) {
-                    const int r0 = 2 * tt, r1 = 2 * tt + 1;
-                    mma_bf16(d[tt][m % 2], dequant_pair<F>(w[u][r0], 2 * m, st[r0]), dequant_pair<F>(w[u][r1], 2 * m, st[r1]),
-                             dequant_pair<F>(w[u][r0], 2 * m + 1, st[r0]), dequant_pair<F>(w[u][r1], 2 * m + 1, st[r1]), b0, b1);
-                }
-            }
-#pragma unroll
-            for (int tt = 0; tt < kTiles; ++tt) {
-                if constexpr (!step_scaled<F>()) {
-#pragma unroll
-                    for (int e = 0; e < 8; ++e) acc[tt][e / 4][e % 4] = d[tt][e / 4][e % 4];
-                } else {
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) acc[tt][0][e] += (e < 2 ? st[2 * tt].s : st[2 * tt + 1].s) * (d[tt][0][e] + d[tt][1][e]);
-                }
+                for (int e = 0; e < 4; ++e) acc[0][e] += (e < 2 ? st0.s : st1.s) * (d[0][e] + d[1][e]);
             }
         }
-    }
-    // acc[tt]: (row gid, col 2t), (gid, 2t + 1), (gid + 8, 2t), (gid + 8, 2t + 1) of tile tt.
+    };
+    auto load_group = [&](int b, int i0) {
 #pragma unroll
-    for (int tt = 0; tt < kTiles; ++tt) {
-        const int r0 = tt * kTileRows + gid;
-        partial[warp][r0][2 * t] = acc[tt][0][0] + acc[tt][1][0];
-        partial[warp][r0][2 * t + 1] = acc[tt][0][1] + acc[tt][1][1];
-        partial[warp][r0 + 8][2 * t] = acc[tt][0][2] + acc[tt][1][2];
-        partial[warp][r0 + 8][2 * t + 1] = acc[tt][0][3] + acc[tt][1][3];
+        for (int u = 0; u < kUnroll; ++u)
+            if (i0 + u < my_steps) load_step(b * kUnroll + u, i0 + u);
+    };
+    if constexpr (kPipe) {
+        // Buffer 0 holds group i0 on entry; group i0 + kUnroll goes to buffer 1 before group i0 is
+        // computed, group i0 + 2 kUnroll to buffer 0 before group i0 + kUnroll is.
+        for (int i0 = 0; i0 < my_steps; i0 += 2 * kUnroll) {
+            load_group(1, i0 + kUnroll);
+            compute_group(0, i0);
+            load_group(0, i0 + 2 * kUnroll);
+            compute_group(1, i0 + kUnroll);
+        }
+    } else {
+        for (int i0 = 0; i0 < my_steps; i0 += kUnroll) {
+            if (i0 > 0) load_group(0, i0);
+            compute_group(0, i0);
+        }
     }
+    // acc: (row gid, col 2t), (gid, 2t + 1), (gid + 8, 2t), (gid + 8, 2t + 1).
+    partial[warp][gid][2 * t] = acc[0][0] + acc[1][0];
+    partial[warp][gid][2 * t + 1] = acc[0][1] + acc[1][1];
+    partial[warp][gid + 8][2 * t] = acc[0][2] + acc[1][2];
+    partial[warp][gid + 8][2 * t + 1] = acc[0][3] + acc[1][3];
     __syncthreads();
     // Row factor applied to the summed row: fp8 channel scale, NVFP4 2^9 / global scale.
     auto row_value = [&](int row, int col, int nr) {
@@ -313,20 +286,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
         return v;
     };
     if constexpr (kSwiglu) {
-        if (threadIdx.x >= (kBlockRows / 2) * kCols) return;
+        if (threadIdx.x >= (kTileRows / 2) * kCols) return;
         const int g = threadIdx.x / kCols, col = threadIdx.x % kCols;
-        const int j = blk * (kBlockRows / 2) + g;
+        const int j = tile * (kTileRows / 2) + g;
         if (col >= p.M || j >= F2) return;
         const int ldy = p.ldy > 0 ? p.ldy : F2;
-        const int row = (g / 8) * kTileRows + g % 8;  // the gate's block row; its up row is 8 further
         // The unfused pipeline rounds both projections to bf16, then swiglu_kernel's arithmetic.
-        const float gate = __bfloat162float(__float2bfloat16(row_value(row, col, j)));
-        const float up = __bfloat162float(__float2bfloat16(row_value(row + 8, col, F2 + j)));
+        const float gate = __bfloat162float(__float2bfloat16(row_value(g, col, j)));
+        const float up = __bfloat162float(__float2bfloat16(row_value(g + 8, col, F2 + j)));
         static_cast<bf16*>(p.y)[static_cast<int64_t>(col) * ldy + j] = __float2bfloat16(silu(gate) * up);
     } else {
-        if (threadIdx.x >= kBlockRows * kCols) return;
+        if (threadIdx.x >= kTileRows * kCols) return;
         const int row = threadIdx.x / kCols, col = threadIdx.x % kCols;
-        const int nr = blk * kBlockRows + row;
+        const int nr = tile * kTileRows + row;
         if (col >= p.M || nr >= p.N) return;
         const int ldy = p.ldy > 0 ? p.ldy : p.N;
         const float v = row_value(row, col, nr);
@@ -341,29 +313,27 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     }
 }
 
-template <int F, int kUnroll, int kMinBlocks, int kTiles, bool kXPre>
+template <int F, int kUnroll, int kMinBlocks, bool kPipe>
 cudaError_t launch_variant(const GemvQuantParams& p, cudaStream_t stream) {
-    const int rows = kTileRows * kTiles;
-    const int blocks = p.swiglu ? ceil_div(p.N / 2, rows / 2) : ceil_div(p.N, rows);
-    return p.swiglu ? launch_kernel(gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kTiles, kXPre>, dim3(blocks), dim3(kThreads), 0,
-                                    stream, p.pdl != 0, p)
-                    : launch_kernel(gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kTiles, kXPre>, dim3(blocks), dim3(kThreads), 0,
-                                    stream, p.pdl != 0, p);
+    const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
+    return p.swiglu ? launch_kernel(gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kPipe>, dim3(tiles), dim3(kThreads), 0, stream,
+                                    p.pdl != 0, p)
+                    : launch_kernel(gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kPipe>, dim3(tiles), dim3(kThreads), 0, stream,
+                                    p.pdl != 0, p);
 }
 
-// The instantiated variants: {unroll, min blocks, tiles, x prefetch} (see the header).
+// The instantiated variants: {unroll, min blocks, pipe} (see the header).
 template <int F>
-cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, int tiles, int xpre, cudaStream_t stream) {
-    const int v = unroll * 1000 + min_blocks * 100 + tiles * 10 + xpre;
-    switch (v) {
-        case 2210: return launch_variant<F, 2, 2, 1, false>(p, stream);
-        case 2310: return launch_variant<F, 2, 3, 1, false>(p, stream);
-        case 2410: return launch_variant<F, 2, 4, 1, false>(p, stream);
-        case 4210: return launch_variant<F, 4, 2, 1, false>(p, stream);
-        case 2211: return launch_variant<F, 2, 2, 1, true>(p, stream);
-        case 2311: return launch_variant<F, 2, 3, 1, true>(p, stream);
-        case 4211: return launch_variant<F, 4, 2, 1, true>(p, stream);
-        case 2221: return launch_variant<F, 2, 2, 2, true>(p, stream);
+cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, int pipe, cudaStream_t stream) {
+    switch (unroll * 100 + min_blocks * 10 + pipe) {
+        case 220: return launch_variant<F, 2, 2, false>(p, stream);
+        case 230: return launch_variant<F, 2, 3, false>(p, stream);
+        case 240: return launch_variant<F, 2, 4, false>(p, stream);
+        case 420: return launch_variant<F, 4, 2, false>(p, stream);
+        case 121: return launch_variant<F, 1, 2, true>(p, stream);
+        case 131: return launch_variant<F, 1, 3, true>(p, stream);
+        case 221: return launch_variant<F, 2, 2, true>(p, stream);
+        case 231: return launch_variant<F, 2, 3, true>(p, stream);
         default: return cudaErrorInvalidValue;
     }
 }
@@ -388,14 +358,14 @@ bool gemv_quant_tc_eligible(const GemvQuantParams& p) {
     }
 }
 
-cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, int tiles, int xpre, cudaStream_t stream) {
+cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, int pipe, cudaStream_t stream) {
     if (!gemv_quant_tc_eligible(p)) return cudaErrorInvalidValue;
     cudaError_t e;
     switch (p.format) {
-        case kGemvQuantFp8Block: e = launch_format<kGemvQuantFp8Block>(p, unroll, min_blocks, tiles, xpre, stream); break;
-        case kGemvQuantFp8Channel: e = launch_format<kGemvQuantFp8Channel>(p, unroll, min_blocks, tiles, xpre, stream); break;
-        case kGemvQuantNvfp4: e = launch_format<kGemvQuantNvfp4>(p, unroll, min_blocks, tiles, xpre, stream); break;
-        default: e = launch_format<kGemvQuantInt4>(p, unroll, min_blocks, tiles, xpre, stream); break;
+        case kGemvQuantFp8Block: e = launch_format<kGemvQuantFp8Block>(p, unroll, min_blocks, pipe, stream); break;
+        case kGemvQuantFp8Channel: e = launch_format<kGemvQuantFp8Channel>(p, unroll, min_blocks, pipe, stream); break;
+        case kGemvQuantNvfp4: e = launch_format<kGemvQuantNvfp4>(p, unroll, min_blocks, pipe, stream); break;
+        default: e = launch_format<kGemvQuantInt4>(p, unroll, min_blocks, pipe, stream); break;
     }
     if (e != cudaSuccess) return e;
     return cudaGetLastError();
@@ -407,7 +377,7 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // it for every format (unroll 4 spills at 3-4 blocks); at K = 12288 two blocks beat three for fp8
 // (1.42 vs 1.47) and tied for int4.
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
-    return gemv_quant_tc_launch_tuned(p, 2, p.K > 8192 ? 2 : 3, 1, 0, stream);
+    return gemv_quant_tc_launch_tuned(p, 2, p.K > 8192 ? 2 : 3, 0, stream);
 }
 
 }  // namespace frost::kernels
