@@ -89,8 +89,8 @@ __device__ inline StepScale step_scale(const StepRaw& r) {
     if constexpr (F == kGemvQuantFp8Block) {
         st.s = __uint_as_float(r.a);
     } else if constexpr (F == kGemvQuantInt4) {
-        st.s = __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(r.a)));
-        st.bias = __float2bfloat162_rn(128.0f + static_cast<float>(r.z));
+        st.s = __uint_as_float(r.a << 16);         // bf16 -> f32: the bits in the high half
+        st.bias = bf2_of(0x43004300u + r.z * 0x10001u);  // bf16 128 + z (z < 128: mantissa units of 1)
     } else if constexpr (F == kGemvQuantNvfp4) {
         const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(r.a & 0xFFFFu), __NV_E4M3);
         const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hr));
@@ -101,8 +101,17 @@ __device__ inline StepScale step_scale(const StepRaw& r) {
 }
 
 // Pair p (0..15) of a row's 32 weights in this step as bf16x2 (the k order of the file comment).
+// (a & mask) | c in one LOP3: with both masks immediates ptxas emits two (SASS LOP3 takes one
+// immediate), so `c` comes in a register.
+__device__ inline uint32_t and_or(uint32_t a, uint32_t c) {
+    uint32_t d;
+    asm("lop3.b32 %0, %1, 0x000F000F, %2, 0xEA;\n" : "=r"(d) : "r"(a), "r"(c));
+    return d;
+}
+
+// magic: kBf16Magic128 in a register (see and_or).
 template <int F>
-__device__ inline uint32_t dequant_pair(const uint4 (&w)[loads_per_row<F>()], int p, const StepScale& st) {
+__device__ inline uint32_t dequant_pair(const uint4 (&w)[loads_per_row<F>()], int p, const StepScale& st, uint32_t magic) {
     if constexpr (is_fp8<F>()) {
         const uint32_t word = word_of(w[p / 8], (p / 2) % 4);
         const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(
@@ -119,7 +128,7 @@ __device__ inline uint32_t dequant_pair(const uint4 (&w)[loads_per_row<F>()], in
             return bits_of(__hmul2(bf2_of((mag & 0x01C001C0u) | sgn), st.g[p / 8]));
         } else {
             const uint32_t v = word >> (4 * j);
-            return bits_of(__hsub2(bf2_of((v & 0x000F000Fu) | kBf16Magic128), st.bias));
+            return bits_of(__hsub2(bf2_of(and_or(v, magic)), st.bias));
         }
     }
 }
@@ -176,17 +185,35 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
                        : F == kGemvQuantInt4   ? p.K / p.group_size
                                                : 0;
     const int steps_per_group = F == kGemvQuantFp8Block ? p.block_k / kStepK : F == kGemvQuantInt4 ? p.group_size / kStepK : 1;
+    // s / steps_per_group without an integer division per step (~30 instructions): s < 2^16 and
+    // the quotient's fraction is at least 0.5 / steps_per_group away from an integer, far above
+    // the float product's error.
+    const float rcp_spg = 1.0f / static_cast<float>(steps_per_group);
+    auto group_of = [&](int s) { return steps_per_group == 1 ? s : __float2int_rz((static_cast<float>(s) + 0.5f) * rcp_spg); };
+    // Per-row scale / zero-point rows, so a step adds only its group index.
+    const void* srow[2];
+    const int32_t* zrow[2];
+    int zshift[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        if constexpr (F == kGemvQuantFp8Block) srow[r] = static_cast<const float*>(p.scale) + static_cast<int64_t>(n[r] / p.block_n) * groups;
+        else if constexpr (F == kGemvQuantInt4) srow[r] = static_cast<const bf16*>(p.scale) + static_cast<int64_t>(n[r]) * groups;
+        else if constexpr (F == kGemvQuantNvfp4) srow[r] = static_cast<const uint16_t*>(p.scale) + static_cast<int64_t>(n[r]) * (p.K / 32) + t;
+        else srow[r] = nullptr;
+        zrow[r] = p.zero_point ? p.zero_point + static_cast<int64_t>(n[r] / 8) * groups : nullptr;
+        zshift[r] = 4 * (n[r] % 8);
+    }
     auto load_raw = [&](int r, int s) {
         StepRaw raw;
         if constexpr (F == kGemvQuantFp8Block) {
-            raw.a = __float_as_uint(__ldg(static_cast<const float*>(p.scale) + (n[r] / p.block_n) * groups + s / steps_per_group));
+            raw.a = __float_as_uint(__ldg(static_cast<const float*>(srow[r]) + group_of(s)));
         } else if constexpr (F == kGemvQuantInt4) {
-            const int g = s / steps_per_group;
-            raw.a = __bfloat16_as_ushort(__ldg(static_cast<const bf16*>(p.scale) + static_cast<int64_t>(n[r]) * groups + g));
-            if (p.zero_point) raw.z = (__ldg(p.zero_point + (n[r] / 8) * groups + g) >> (4 * (n[r] % 8))) & 0xFu;
+            const int g = group_of(s);
+            raw.a = __bfloat16_as_ushort(__ldg(static_cast<const bf16*>(srow[r]) + g));
+            if (zrow[r]) raw.z = (__ldg(zrow[r] + g) >> zshift[r]) & 0xFu;
         } else if constexpr (F == kGemvQuantNvfp4) {
             // the lane's two 16-weight groups: u16 (k0 + 32t) / 32 of the row's K / 16 bytes
-            raw.a = __ldg(static_cast<const uint16_t*>(p.scale) + static_cast<int64_t>(n[r]) * (p.K / 32) + s * 4 + t);
+            raw.a = __ldg(static_cast<const uint16_t*>(srow[r]) + s * 4);
         }
         return raw;
     };
@@ -219,6 +246,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     const uint4* xrow = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(x_ok ? gid : 0) * ldx) + 4 * t;
     // Two accumulator chains (even / odd mmas) halve the dependent mma sequence; every variant adds
     // them in the same order, so all variants give the same bits.
+    // kBf16Magic128 where ptxas cannot see the constant (N > 0 here), so and_or stays one LOP3.
+    const uint32_t magic = kBf16Magic128 ^ (static_cast<uint32_t>(p.N) & 0x80000000u);
     float acc[2][4] = {};
     // Computes this warp's steps i0 .. i0 + kUnroll (those below my_steps) from buffer b.
     auto compute_group = [&](int b, int i0) {
@@ -235,8 +264,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
             auto mma_step = [&](float(&d0)[4], float(&d1)[4]) {
 #pragma unroll
                 for (int m = 0; m < kMmas; ++m)
-                    mma_bf16(m % 2 == 0 ? d0 : d1, dequant_pair<F>(w[slot][0], 2 * m, st0), dequant_pair<F>(w[slot][1], 2 * m, st1),
-                             dequant_pair<F>(w[slot][0], 2 * m + 1, st0), dequant_pair<F>(w[slot][1], 2 * m + 1, st1),
+                    mma_bf16(m % 2 == 0 ? d0 : d1, dequant_pair<F>(w[slot][0], 2 * m, st0, magic),
+                             dequant_pair<F>(w[slot][1], 2 * m, st1, magic), dequant_pair<F>(w[slot][0], 2 * m + 1, st0, magic),
+                             dequant_pair<F>(w[slot][1], 2 * m + 1, st1, magic),
                              x_pair<F>(xv, 2 * m), x_pair<F>(xv, 2 * m + 1));
             };
             if constexpr (!step_scaled<F>()) {
@@ -371,13 +401,13 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
     return cudaGetLastError();
 }
 
-// Two steps in flight per warp (64 bytes of weights per lane for the 4-bit formats, 128 for fp8),
-// three blocks per SM, two for K > 8192. Measured (bench_quant_gemv --tune, H100 2026-11-24, time
-// over the bytes floor, 9B shapes): at K = 4096 unroll 2 x 3 blocks was the best or within 2 % of
-// it for every format (unroll 4 spills at 3-4 blocks); at K = 12288 two blocks beat three for fp8
-// (1.42 vs 1.47) and tied for int4.
+// Pipelined one step per buffer (a step computed while the next one loads), three blocks per SM,
+// every K. Measured (bench_quant_gemv --tune, H100 2026-11-24, time over the bytes floor, 9B
+// shapes): it was the best variant or within 2 % of it for every format and shape (the loop before
+// it, unroll 2 without the pipeline: int4 2.17x -> 2.00x at 4096 x 12288, 3.04x -> 2.90x at 4096 x
+// 4096; fp8 block 1.43x -> 1.39x at 4096 x 12288).
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
-    return gemv_quant_tc_launch_tuned(p, 2, p.K > 8192 ? 2 : 3, 0, stream);
+    return gemv_quant_tc_launch_tuned(p, 1, 3, 1, stream);
 }
 
 }  // namespace frost::kernels
