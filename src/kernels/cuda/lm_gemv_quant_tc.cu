@@ -8,10 +8,16 @@
 // Measured (bench_quant_gemv, 9B shapes, back-to-back launches, time over the bytes floor; before
 // = the kernels that ran each format before, same run, H100 2026-11-24): fp8 block 1.42-1.59x ->
 // 1.38-1.50x at N >= 10240 (2.13x -> 1.97x at 4096 x 4096), NVFP4 2.15-2.38x -> 1.68-1.90x
-// (3.17x -> 2.65x), INT4 2.30-2.80x -> 1.94-2.16x (3.43x -> 3.02x), bf16 1.11-1.14x (1.33x). The
-// 4-bit kernels are still latency-bound (ncu of an int4 unroll-4 variant, 12288 x 4096: 34 %
-// occupancy, DRAM 32 % busy, 12 cycles between a warp's instructions, 45 % of them waiting on
-// L1TEX): the dequantization costs far more issue slots per byte than the bf16 GEMV's loads.
+// (3.17x -> 2.65x), INT4 2.30-2.80x -> 1.94-2.16x (3.43x -> 3.02x), bf16 1.11-1.14x (1.33x).
+// Round 2 (issue 15): ncu of the int4 kernel at 12288 x 4096 showed ~300 instructions per warp
+// step (1 KiB of weights) with the schedulers 58 % busy: a signed integer division per step for
+// the group index, 64-bit address arithmetic per scale load, the nibble mask and the 128.0 OR in
+// two LOP3s, the zero-point bias through float. Those are gone (group_of, srow / zrow, and_or,
+// integer bias): 5.9 M instead of 7.3 M instructions, and the default loop is pipelined. Now
+// (same bench, H100): fp8 block 1.36-1.44x (1.81x at 4096 x 4096), NVFP4 1.70-1.89x (2.52x),
+// INT4 1.82-2.06x (2.78x), with or without zero points. Tried and dropped (no gain, same bench):
+// two 16-row tiles per block sharing each x fragment (int4 1.98x vs 1.92x; more registers), and x
+// loaded together with its group's weights with the weights not kept in L1 (int4 2.21x vs 2.17x).
 //
 // Mapping. A block owns 16 weight rows (SwiGLU: 8 gate rows and their 8 up rows) and its 8 warps
 // split K in 128-wide steps, interleaved (step s = warp + i * 8). Lane L holds rows L/4 and
@@ -218,10 +224,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
         return raw;
     };
 
-    // kUnroll steps of weights (and their scales) per warp in flight, reloaded as a group once the
-    // group has been consumed (the bf16 GEMV's scheme). Refilling each slot as soon as its step
-    // was copied out (a ring, kUnroll steps always in flight) measured no faster at any setting
-    // and spilled at 3-4 blocks per SM (bench_quant_gemv --tune, H100 2026-11-24).
+    // Weights and scales are loaded kUnroll steps at a time (a group). Without kPipe a warp loads
+    // a group, waits for it, computes it, then loads the next: while it dequantizes it has nothing
+    // in flight. With kPipe the next group is loaded into the other buffer first (the default:
+    // kUnroll 1, i.e. one step computed while the next one loads; see gemv_quant_tc_launch).
     constexpr int kBufs = kPipe ? 2 : 1;
     uint4 w[kBufs * kUnroll][2][L];  // [slot][row][load]; buffer b holds slots b * kUnroll ..
     StepRaw sr[kBufs * kUnroll][2];
