@@ -7,9 +7,9 @@
 // "stream" = 64 launches back to back cycling through 16 copies of the weights (more than the L2
 // holds), per launch, as a decode step runs them. GB/s and time / floor use the stream timing
 // (1.00 = at the quantized-bytes floor). Quantized rows: the SIMT and the tensor-core kernel
-// (kern "tc", its default launch), and with --tune every tensor-core variant ("u<steps in
-// flight>b<blocks per SM>"). --m M runs M x rows at once (a batched decode step; the SIMT kernel
-// takes M = 1 only).
+// (kern "tc", its default launch), and with --tune every tensor-core variant ("u<steps per load
+// group>b<blocks per SM>", "p": pipelined, the next group loaded before the current one is
+// computed). --m M runs M x rows at once (a batched decode step; the SIMT kernel takes M = 1 only).
 // Usage: bench_quant_gemv [repeats] [--m M] [--tune]
 #if !FROST_WITH_CUDA
 #include <cstdio>
@@ -101,6 +101,10 @@ double copy_gbs(cudaStream_t s, Timer& t) {
 
 }  // namespace
 
+// The tensor-core variants --tune times: {unroll, min blocks per SM, pipe}.
+constexpr int kVariants[][3] = {{2, 2, 0}, {2, 3, 0}, {2, 4, 0}, {4, 2, 0}, {1, 2, 1}, {1, 3, 1}, {2, 2, 1}, {2, 3, 1}};
+constexpr int kVariantCount = static_cast<int>(sizeof kVariants / sizeof kVariants[0]);
+
 int main(int argc, char** argv) {
     Timer t{};
     t.repeats = 25;
@@ -165,8 +169,8 @@ int main(int argc, char** argv) {
     for (const Shape& sh : kShapes) {
         for (const Fmt& f : fmts) {
             // bf16: the GEMV of lm_gemv.cu; quantized: the SIMT kernel (0), the tensor-core one's
-            // default (1) and its variants (2..7: unroll 2 / 4 x blocks per SM 2 / 3 / 4).
-            const int kernels = f.format < 0 ? 1 : tune ? 8 : 2;
+            // default (1) and its variants (2..9: unroll / blocks per SM / pipe, kVariants).
+            const int kernels = f.format < 0 ? 1 : tune ? 2 + kVariantCount : 2;
             for (int kernel = 0; kernel < kernels; ++kernel) {
                 KernelCost cost;
                 std::function<cudaError_t(const void*)> launch;
@@ -196,17 +200,17 @@ int main(int argc, char** argv) {
                     cost = gemv_quant_cost(p);
                     if (kernel == 0 && M > 1) continue;
                     if (kernel >= 1 && !gemv_quant_tc_eligible(p)) continue;
-                    const int v = kernel - 2;
-                    const int unroll = v >= 3 ? 4 : 2, blocks = 2 + v % 3;
+                    const int v = std::max(kernel - 2, 0);
+                    const int unroll = kVariants[v][0], blocks = kVariants[v][1], pipe = kVariants[v][2];
                     char variant[16];
-                    std::snprintf(variant, sizeof variant, "u%db%d", unroll, blocks);
+                    std::snprintf(variant, sizeof variant, "u%db%d%s", unroll, blocks, pipe ? "p" : "");
                     kname = kernel == 0 ? "simt" : kernel == 1 ? "tc" : variant;
-                    launch = [p, kernel, unroll, blocks, &t](const void* wp) {
+                    launch = [p, kernel, unroll, blocks, pipe, &t](const void* wp) {
                         GemvQuantParams q = p;
                         q.w = wp;
                         return kernel == 0   ? gemv_quant_simt_launch(q, t.s)
                                : kernel == 1 ? gemv_quant_tc_launch(q, t.s)
-                                             : gemv_quant_tc_launch_tuned(q, unroll, blocks, t.s);
+                                             : gemv_quant_tc_launch_tuned(q, unroll, blocks, pipe, t.s);
                     };
                 }
                 const double one_ms = t.median_ms([&] { return launch(w); });

@@ -60,12 +60,14 @@ double silu(double v) { return v / (1.0 + std::exp(-v)); }
 // The tensor-core kernel on M x rows at once (strides padded past K and N): every row against the
 // fp64 reference, and bitwise against its own solo launch, for y = xW^T (fp32), y += xW^T (fp32 and
 // bf16) and the SwiGLU form (N even). p holds the weights; x, y, M and the epilogue are set here.
-void check_batched(const Case& c, kernels::GemvQuantParams p, const std::vector<float>& w) {
+// `launch`: the default tensor-core launch or one variant of it (`variant` names it).
+using Launch = cudaError_t (*)(const kernels::GemvQuantParams&, cudaStream_t);
+void check_batched(const Case& c, kernels::GemvQuantParams p, const std::vector<float>& w, Launch launch, const char* variant) {
     auto rng = fresh_rng((std::string(c.name) + "_batched").c_str());
     const int64_t N = c.N, K = c.K;
     for (const int M : {8, 3}) {
         const int ldx = c.K + 8, ldy = c.N + 5;
-        const std::string what = std::string(c.name) + " M=" + std::to_string(M);
+        const std::string what = std::string(c.name) + " (" + variant + ") M=" + std::to_string(M);
         const auto x = uniform(rng, size_t(M) * ldx, -1, 1);
         Dev<uint16_t> dx(to_bf(x));
         std::vector<std::vector<double>> ref(static_cast<size_t>(M));
@@ -90,7 +92,7 @@ void check_batched(const Case& c, kernels::GemvQuantParams p, const std::vector<
             q.out_f32 = f32 ? 1 : 0;
             q.accumulate = acc ? 1 : 0;
             q.y = f32 ? static_cast<void*>(yf.get()) : static_cast<void*>(yb.get());
-            CUDA_OK(kernels::gemv_quant_tc_launch(q, nullptr));
+            CUDA_OK(launch(q, nullptr));
             const auto got = yf.download();
             const auto gotb = yb.download();
             for (int r = 0; r < M; ++r) {
@@ -116,7 +118,7 @@ void check_batched(const Case& c, kernels::GemvQuantParams p, const std::vector<
                     ys.poison();
                 }
                 one.y = f32 ? static_cast<void*>(ys.get()) : static_cast<void*>(ysb.get());
-                CUDA_OK(kernels::gemv_quant_tc_launch(one, nullptr));
+                CUDA_OK(launch(one, nullptr));
                 bool same = true;
                 if (f32) {
                     const auto solo = ys.download();
@@ -141,7 +143,7 @@ void check_batched(const Case& c, kernels::GemvQuantParams p, const std::vector<
         q.swiglu = 1;
         q.out_f32 = q.accumulate = 0;
         q.y = ysw.get();
-        CUDA_OK(kernels::gemv_quant_tc_launch(q, nullptr));
+        CUDA_OK(launch(q, nullptr));
         const auto got = ysw.download();
         for (int r = 0; r < M; ++r) {
             std::vector<double> want(static_cast<size_t>(F));
@@ -158,7 +160,7 @@ void check_batched(const Case& c, kernels::GemvQuantParams p, const std::vector<
             one.x = bf(dx) + size_t(r) * ldx;
             one.y = ysolo.get();
             ysolo.poison();
-            CUDA_OK(kernels::gemv_quant_tc_launch(one, nullptr));
+            CUDA_OK(launch(one, nullptr));
             const auto solo = ysolo.download();
             EXPECT_EQ(0, std::memcmp(solo.data(), &got[size_t(r) * ldys], size_t(F) * sizeof(uint16_t)))
                 << what << " swiglu row " << r << ": batched bits differ from the solo launch";
@@ -238,7 +240,6 @@ void run_case(const Case& c) {
     p.group_size = c.group;
     // Both kernels behind gemv_quant_launch: the SIMT one always, the tensor-core one where the
     // shape allows it (that is where gemv_quant_launch sends it).
-    using Launch = cudaError_t (*)(const kernels::GemvQuantParams&, cudaStream_t);
     std::vector<std::pair<const char*, Launch>> kernels_run = {{"simt", kernels::gemv_quant_simt_launch}};
     if (kernels::gemv_quant_tc_eligible(p)) kernels_run.push_back({"tensor core", kernels::gemv_quant_tc_launch});
     for (const auto& [kname, launch] : kernels_run) {
@@ -264,15 +265,21 @@ void run_case(const Case& c) {
         p.y = yf.get();
         CUDA_OK(kernels::gemv_quant_tc_launch(p, nullptr));
         const auto want = yf.download();
-        for (const int unroll : {2, 4})
-            for (const int blocks : {2, 3, 4}) {
-                yf2.poison();
-                p.y = yf2.get();
-                CUDA_OK(kernels::gemv_quant_tc_launch_tuned(p, unroll, blocks, nullptr));
-                EXPECT_EQ(0, std::memcmp(want.data(), yf2.download().data(), want.size() * sizeof(float)))
-                    << c.name << ": variant unroll " << unroll << " blocks " << blocks << " differs from the default launch";
-            }
-        check_batched(c, p, w);
+        const int variants[][3] = {{2, 2, 0}, {2, 3, 0}, {2, 4, 0}, {4, 2, 0}, {1, 2, 1}, {1, 3, 1}, {2, 2, 1}, {2, 3, 1}};
+        for (const auto& [unroll, blocks, pipe] : variants) {
+            yf2.poison();
+            p.y = yf2.get();
+            CUDA_OK(kernels::gemv_quant_tc_launch_tuned(p, unroll, blocks, pipe, nullptr));
+            EXPECT_EQ(0, std::memcmp(want.data(), yf2.download().data(), want.size() * sizeof(float)))
+                << c.name << ": variant unroll " << unroll << " blocks " << blocks << " pipe " << pipe
+                << " differs from the default launch";
+        }
+        EXPECT_EQ(kernels::gemv_quant_tc_launch_tuned(p, 3, 2, 0, nullptr), cudaErrorInvalidValue) << "unroll 3 is no variant";
+        check_batched(c, p, w, kernels::gemv_quant_tc_launch, "default");
+        // The pipelined loop (two register buffers), its SwiGLU and residual forms too.
+        check_batched(
+            c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 2, 2, 1, s); },
+            "pipe");
     }
     // The whole weight dequantized on the device: bitwise the CPU reference rounded to bf16.
     Dev<uint16_t> wb(static_cast<size_t>(N * K));

@@ -61,10 +61,12 @@ cudaError_t gemv_quant_launch(const GemvQuantParams& p, cudaStream_t stream);
 cudaError_t gemv_quant_simt_launch(const GemvQuantParams& p, cudaStream_t stream);
 bool gemv_quant_tc_eligible(const GemvQuantParams& p);
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream);
-// The tensor-core kernel with `unroll` steps in flight per warp (2 or 4) and at least
-// `min_blocks` blocks per SM (2, 3 or 4), for the bench's tuning and the tests (every variant
-// gives the same bits); gemv_quant_tc_launch picks them by K.
-cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, cudaStream_t stream);
+// The tensor-core kernel with `unroll` steps per load group, at least `min_blocks` blocks per SM
+// and `pipe` (the next group's weights loaded before the current one is computed: two groups in
+// registers). Instantiated {unroll, blocks, pipe}: {2,2,0}, {2,3,0}, {2,4,0}, {4,2,0}, {1,2,1},
+// {1,3,1}, {2,2,1}, {2,3,1}; others return cudaErrorInvalidValue. For the bench's tuning and the
+// tests (every variant gives the same bits); gemv_quant_tc_launch picks them by shape.
+cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, int pipe, cudaStream_t stream);
 // Dequantizes the whole weight of `p` (x, y, out_f32 unused) into bf16 out [N, K]: each value the
 // fp32 one the CPU reference computes, rounded to nearest even (bitwise equal to it). The operand
 // a prefill GEMM on 4-bit weights feeds cuBLASLt, and a device-side alternative to host dequant.

@@ -8,10 +8,16 @@
 // Measured (bench_quant_gemv, 9B shapes, back-to-back launches, time over the bytes floor; before
 // = the kernels that ran each format before, same run, H100 2026-11-24): fp8 block 1.42-1.59x ->
 // 1.38-1.50x at N >= 10240 (2.13x -> 1.97x at 4096 x 4096), NVFP4 2.15-2.38x -> 1.68-1.90x
-// (3.17x -> 2.65x), INT4 2.30-2.80x -> 1.94-2.16x (3.43x -> 3.02x), bf16 1.11-1.14x (1.33x). The
-// 4-bit kernels are still latency-bound (ncu of an int4 unroll-4 variant, 12288 x 4096: 34 %
-// occupancy, DRAM 32 % busy, 12 cycles between a warp's instructions, 45 % of them waiting on
-// L1TEX): the dequantization costs far more issue slots per byte than the bf16 GEMV's loads.
+// (3.17x -> 2.65x), INT4 2.30-2.80x -> 1.94-2.16x (3.43x -> 3.02x), bf16 1.11-1.14x (1.33x).
+// Round 2 (issue 15): ncu of the int4 kernel at 12288 x 4096 showed ~300 instructions per warp
+// step (1 KiB of weights) with the schedulers 58 % busy: a signed integer division per step for
+// the group index, 64-bit address arithmetic per scale load, the nibble mask and the 128.0 OR in
+// two LOP3s, the zero-point bias through float. Those are gone (group_of, srow / zrow, and_or,
+// integer bias): 5.9 M instead of 7.3 M instructions, and the default loop is pipelined. Now
+// (same bench, H100): fp8 block 1.36-1.44x (1.81x at 4096 x 4096), NVFP4 1.70-1.89x (2.52x),
+// INT4 1.82-2.06x (2.78x), with or without zero points. Tried and dropped (no gain, same bench):
+// two 16-row tiles per block sharing each x fragment (int4 1.98x vs 1.92x; more registers), and x
+// loaded together with its group's weights with the weights not kept in L1 (int4 2.21x vs 2.17x).
 //
 // Mapping. A block owns 16 weight rows (SwiGLU: 8 gate rows and their 8 up rows) and its 8 warps
 // split K in 128-wide steps, interleaved (step s = warp + i * 8). Lane L holds rows L/4 and
@@ -89,8 +95,8 @@ __device__ inline StepScale step_scale(const StepRaw& r) {
     if constexpr (F == kGemvQuantFp8Block) {
         st.s = __uint_as_float(r.a);
     } else if constexpr (F == kGemvQuantInt4) {
-        st.s = __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(r.a)));
-        st.bias = __float2bfloat162_rn(128.0f + static_cast<float>(r.z));
+        st.s = __uint_as_float(r.a << 16);         // bf16 -> f32: the bits in the high half
+        st.bias = bf2_of(0x43004300u + r.z * 0x10001u);  // bf16 128 + z (z < 128: mantissa units of 1)
     } else if constexpr (F == kGemvQuantNvfp4) {
         const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(r.a & 0xFFFFu), __NV_E4M3);
         const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hr));
@@ -101,20 +107,34 @@ __device__ inline StepScale step_scale(const StepRaw& r) {
 }
 
 // Pair p (0..15) of a row's 32 weights in this step as bf16x2 (the k order of the file comment).
+// (a & mask) | c in one LOP3: with both masks immediates ptxas emits two (SASS LOP3 takes one
+// immediate), so `c` comes in a register.
+__device__ inline uint32_t and_or(uint32_t a, uint32_t c) {
+    uint32_t d;
+    asm("lop3.b32 %0, %1, 0x000F000F, %2, 0xEA;\n" : "=r"(d) : "r"(a), "r"(c));
+    return d;
+}
+
+// magic: kBf16Magic128 in a register (see and_or).
 template <int F>
-__device__ inline uint32_t dequant_pair(const uint4 (&w)[loads_per_row<F>()], int p, const StepScale& st) {
+__device__ inline uint32_t dequant_pair(const uint4 (&w)[loads_per_row<F>()], int p, const StepScale& st, uint32_t magic) {
     if constexpr (is_fp8<F>()) {
         const uint32_t word = word_of(w[p / 8], (p / 2) % 4);
         const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(
             static_cast<__nv_fp8x2_storage_t>((word >> (16 * (p % 2))) & 0xFFFFu), __NV_E4M3);
         return bits_of(__float22bfloat162_rn(__half22float2(*reinterpret_cast<const __half2*>(&hr))));
     } else {
-        const uint32_t v = word_of(w[0], p / 4) >> (4 * (p % 4));  // nibbles j and j + 4 at bits 0 and 16
+        const uint32_t word = word_of(w[0], p / 4);
+        const int j = p % 4;  // nibbles j and j + 4: bits 4j.. and 16 + 4j..
         if constexpr (F == kGemvQuantNvfp4) {
-            const uint32_t e = ((v & 0x00070007u) << 6) | ((v & 0x00080008u) << 12);  // e2m1 * 2^-126
-            return bits_of(__hmul2(bf2_of(e), st.g[p / 8]));
+            // Magnitude bits 4j..4j+2 to bf16 bits 6..8, sign bit 4j+3 to 15: one shift each (the
+            // shift counts are constants per j), then one masked OR (LOP3). e2m1 * 2^-126.
+            const uint32_t mag = j == 0 ? word << 6 : j == 1 ? word << 2 : word >> (4 * j - 6);
+            const uint32_t sgn = (word << (12 - 4 * j)) & 0x80008000u;
+            return bits_of(__hmul2(bf2_of((mag & 0x01C001C0u) | sgn), st.g[p / 8]));
         } else {
-            return bits_of(__hsub2(bf2_of((v & 0x000F000Fu) | kBf16Magic128), st.bias));
+            const uint32_t v = word >> (4 * j);
+            return bits_of(__hsub2(bf2_of(and_or(v, magic)), st.bias));
         }
     }
 }
@@ -133,7 +153,10 @@ __device__ inline uint32_t x_pair(const uint4 (&xv)[4], int p) {
     }
 }
 
-template <int F, bool kSwiglu, int kUnroll, int kMinBlocks>
+// kPipe: two register buffers of kUnroll steps; the next group's loads are issued before the
+// current group is computed, so a warp keeps weights in flight while it dequantizes (without it a
+// warp loads a group, waits, computes it, and only then loads the next).
+template <int F, bool kSwiglu, int kUnroll, int kMinBlocks, bool kPipe>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(GemvQuantParams p) {
     __shared__ float partial[kWarps][kTileRows][kCols];
     constexpr int L = loads_per_row<F>();
@@ -168,27 +191,46 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
                        : F == kGemvQuantInt4   ? p.K / p.group_size
                                                : 0;
     const int steps_per_group = F == kGemvQuantFp8Block ? p.block_k / kStepK : F == kGemvQuantInt4 ? p.group_size / kStepK : 1;
+    // s / steps_per_group without an integer division per step (~30 instructions): s < 2^16 and
+    // the quotient's fraction is at least 0.5 / steps_per_group away from an integer, far above
+    // the float product's error.
+    const float rcp_spg = 1.0f / static_cast<float>(steps_per_group);
+    auto group_of = [&](int s) { return steps_per_group == 1 ? s : __float2int_rz((static_cast<float>(s) + 0.5f) * rcp_spg); };
+    // Per-row scale / zero-point rows, so a step adds only its group index.
+    const void* srow[2];
+    const int32_t* zrow[2];
+    int zshift[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        if constexpr (F == kGemvQuantFp8Block) srow[r] = static_cast<const float*>(p.scale) + static_cast<int64_t>(n[r] / p.block_n) * groups;
+        else if constexpr (F == kGemvQuantInt4) srow[r] = static_cast<const bf16*>(p.scale) + static_cast<int64_t>(n[r]) * groups;
+        else if constexpr (F == kGemvQuantNvfp4) srow[r] = static_cast<const uint16_t*>(p.scale) + static_cast<int64_t>(n[r]) * (p.K / 32) + t;
+        else srow[r] = nullptr;
+        zrow[r] = p.zero_point ? p.zero_point + static_cast<int64_t>(n[r] / 8) * groups : nullptr;
+        zshift[r] = 4 * (n[r] % 8);
+    }
     auto load_raw = [&](int r, int s) {
         StepRaw raw;
         if constexpr (F == kGemvQuantFp8Block) {
-            raw.a = __float_as_uint(__ldg(static_cast<const float*>(p.scale) + (n[r] / p.block_n) * groups + s / steps_per_group));
+            raw.a = __float_as_uint(__ldg(static_cast<const float*>(srow[r]) + group_of(s)));
         } else if constexpr (F == kGemvQuantInt4) {
-            const int g = s / steps_per_group;
-            raw.a = __bfloat16_as_ushort(__ldg(static_cast<const bf16*>(p.scale) + static_cast<int64_t>(n[r]) * groups + g));
-            if (p.zero_point) raw.z = (__ldg(p.zero_point + (n[r] / 8) * groups + g) >> (4 * (n[r] % 8))) & 0xFu;
+            const int g = group_of(s);
+            raw.a = __bfloat16_as_ushort(__ldg(static_cast<const bf16*>(srow[r]) + g));
+            if (zrow[r]) raw.z = (__ldg(zrow[r] + g) >> zshift[r]) & 0xFu;
         } else if constexpr (F == kGemvQuantNvfp4) {
             // the lane's two 16-weight groups: u16 (k0 + 32t) / 32 of the row's K / 16 bytes
-            raw.a = __ldg(static_cast<const uint16_t*>(p.scale) + static_cast<int64_t>(n[r]) * (p.K / 32) + s * 4 + t);
+            raw.a = __ldg(static_cast<const uint16_t*>(srow[r]) + s * 4);
         }
         return raw;
     };
 
-    // kUnroll steps of weights (and their scales) per warp in flight, reloaded as a group once the
-    // group has been consumed (the bf16 GEMV's scheme). Refilling each slot as soon as its step
-    // was copied out (a ring, kUnroll steps always in flight) measured no faster at any setting
-    // and spilled at 3-4 blocks per SM (bench_quant_gemv --tune, H100 2026-11-24).
-    uint4 w[kUnroll][2][L];  // [slot][row][load]
-    StepRaw sr[kUnroll][2];
+    // Weights and scales are loaded kUnroll steps at a time (a group). Without kPipe a warp loads
+    // a group, waits for it, computes it, then loads the next: while it dequantizes it has nothing
+    // in flight. With kPipe the next group is loaded into the other buffer first (the default:
+    // kUnroll 1, i.e. one step computed while the next one loads; see gemv_quant_tc_launch).
+    constexpr int kBufs = kPipe ? 2 : 1;
+    uint4 w[kBufs * kUnroll][2][L];  // [slot][row][load]; buffer b holds slots b * kUnroll ..
+    StepRaw sr[kBufs * kUnroll][2];
     auto load_step = [&](int u, int i) {  // this warp's step i into slot u
         const int s = warp + i * kWarps;
 #pragma unroll
@@ -210,27 +252,27 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     const uint4* xrow = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(x_ok ? gid : 0) * ldx) + 4 * t;
     // Two accumulator chains (even / odd mmas) halve the dependent mma sequence; every variant adds
     // them in the same order, so all variants give the same bits.
+    // kBf16Magic128 where ptxas cannot see the constant (N > 0 here), so and_or stays one LOP3.
+    const uint32_t magic = kBf16Magic128 ^ (static_cast<uint32_t>(p.N) & 0x80000000u);
     float acc[2][4] = {};
-    for (int i0 = 0; i0 < my_steps; i0 += kUnroll) {
-        if (i0 > 0) {
-#pragma unroll
-            for (int u = 0; u < kUnroll; ++u)
-                if (i0 + u < my_steps) load_step(u, i0 + u);
-        }
+    // Computes this warp's steps i0 .. i0 + kUnroll (those below my_steps) from buffer b.
+    auto compute_group = [&](int b, int i0) {
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             const int i = i0 + u;
             if (i >= my_steps) break;
             const int s = warp + i * kWarps;
+            const int slot = b * kUnroll + u;
             uint4 xv[4];
 #pragma unroll
             for (int q = 0; q < 4; ++q) xv[q] = x_ok ? xrow[s * (kStepK / kVec) + q] : make_uint4(0, 0, 0, 0);
-            const StepScale st0 = step_scale<F>(sr[u][0]), st1 = step_scale<F>(sr[u][1]);
+            const StepScale st0 = step_scale<F>(sr[slot][0]), st1 = step_scale<F>(sr[slot][1]);
             auto mma_step = [&](float(&d0)[4], float(&d1)[4]) {
 #pragma unroll
                 for (int m = 0; m < kMmas; ++m)
-                    mma_bf16(m % 2 == 0 ? d0 : d1, dequant_pair<F>(w[u][0], 2 * m, st0), dequant_pair<F>(w[u][1], 2 * m, st1),
-                             dequant_pair<F>(w[u][0], 2 * m + 1, st0), dequant_pair<F>(w[u][1], 2 * m + 1, st1),
+                    mma_bf16(m % 2 == 0 ? d0 : d1, dequant_pair<F>(w[slot][0], 2 * m, st0, magic),
+                             dequant_pair<F>(w[slot][1], 2 * m, st1, magic), dequant_pair<F>(w[slot][0], 2 * m + 1, st0, magic),
+                             dequant_pair<F>(w[slot][1], 2 * m + 1, st1, magic),
                              x_pair<F>(xv, 2 * m), x_pair<F>(xv, 2 * m + 1));
             };
             if constexpr (!step_scaled<F>()) {
@@ -241,6 +283,26 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
 #pragma unroll
                 for (int e = 0; e < 4; ++e) acc[0][e] += (e < 2 ? st0.s : st1.s) * (d[0][e] + d[1][e]);
             }
+        }
+    };
+    auto load_group = [&](int b, int i0) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+            if (i0 + u < my_steps) load_step(b * kUnroll + u, i0 + u);
+    };
+    if constexpr (kPipe) {
+        // Buffer 0 holds group i0 on entry; group i0 + kUnroll goes to buffer 1 before group i0 is
+        // computed, group i0 + 2 kUnroll to buffer 0 before group i0 + kUnroll is.
+        for (int i0 = 0; i0 < my_steps; i0 += 2 * kUnroll) {
+            load_group(1, i0 + kUnroll);
+            compute_group(0, i0);
+            load_group(0, i0 + 2 * kUnroll);
+            compute_group(1, i0 + kUnroll);
+        }
+    } else {
+        for (int i0 = 0; i0 < my_steps; i0 += kUnroll) {
+            if (i0 > 0) load_group(0, i0);
+            compute_group(0, i0);
         }
     }
     // acc: (row gid, col 2t), (gid, 2t + 1), (gid + 8, 2t), (gid + 8, 2t + 1).
@@ -287,27 +349,29 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     }
 }
 
-template <int F, int kUnroll, int kMinBlocks>
+template <int F, int kUnroll, int kMinBlocks, bool kPipe>
 cudaError_t launch_variant(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
-    return p.swiglu ? launch_kernel(gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks>, dim3(tiles), dim3(kThreads), 0, stream,
+    return p.swiglu ? launch_kernel(gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kPipe>, dim3(tiles), dim3(kThreads), 0, stream,
                                     p.pdl != 0, p)
-                    : launch_kernel(gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks>, dim3(tiles), dim3(kThreads), 0, stream,
+                    : launch_kernel(gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kPipe>, dim3(tiles), dim3(kThreads), 0, stream,
                                     p.pdl != 0, p);
 }
 
+// The instantiated variants: {unroll, min blocks, pipe} (see the header).
 template <int F>
-cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, cudaStream_t stream) {
-    if (unroll == 2) {
-        if (min_blocks == 2) return launch_variant<F, 2, 2>(p, stream);
-        if (min_blocks == 3) return launch_variant<F, 2, 3>(p, stream);
-        if (min_blocks == 4) return launch_variant<F, 2, 4>(p, stream);
-    } else if (unroll == 4) {
-        if (min_blocks == 2) return launch_variant<F, 4, 2>(p, stream);
-        if (min_blocks == 3) return launch_variant<F, 4, 3>(p, stream);
-        if (min_blocks == 4) return launch_variant<F, 4, 4>(p, stream);
+cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, int pipe, cudaStream_t stream) {
+    switch (unroll * 100 + min_blocks * 10 + pipe) {
+        case 220: return launch_variant<F, 2, 2, false>(p, stream);
+        case 230: return launch_variant<F, 2, 3, false>(p, stream);
+        case 240: return launch_variant<F, 2, 4, false>(p, stream);
+        case 420: return launch_variant<F, 4, 2, false>(p, stream);
+        case 121: return launch_variant<F, 1, 2, true>(p, stream);
+        case 131: return launch_variant<F, 1, 3, true>(p, stream);
+        case 221: return launch_variant<F, 2, 2, true>(p, stream);
+        case 231: return launch_variant<F, 2, 3, true>(p, stream);
+        default: return cudaErrorInvalidValue;
     }
-    return cudaErrorInvalidValue;
 }
 
 bool multiple_of(int v, int of) { return v > 0 && v % of == 0; }
@@ -330,26 +394,26 @@ bool gemv_quant_tc_eligible(const GemvQuantParams& p) {
     }
 }
 
-cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, cudaStream_t stream) {
+cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, int pipe, cudaStream_t stream) {
     if (!gemv_quant_tc_eligible(p)) return cudaErrorInvalidValue;
     cudaError_t e;
     switch (p.format) {
-        case kGemvQuantFp8Block: e = launch_format<kGemvQuantFp8Block>(p, unroll, min_blocks, stream); break;
-        case kGemvQuantFp8Channel: e = launch_format<kGemvQuantFp8Channel>(p, unroll, min_blocks, stream); break;
-        case kGemvQuantNvfp4: e = launch_format<kGemvQuantNvfp4>(p, unroll, min_blocks, stream); break;
-        default: e = launch_format<kGemvQuantInt4>(p, unroll, min_blocks, stream); break;
+        case kGemvQuantFp8Block: e = launch_format<kGemvQuantFp8Block>(p, unroll, min_blocks, pipe, stream); break;
+        case kGemvQuantFp8Channel: e = launch_format<kGemvQuantFp8Channel>(p, unroll, min_blocks, pipe, stream); break;
+        case kGemvQuantNvfp4: e = launch_format<kGemvQuantNvfp4>(p, unroll, min_blocks, pipe, stream); break;
+        default: e = launch_format<kGemvQuantInt4>(p, unroll, min_blocks, pipe, stream); break;
     }
     if (e != cudaSuccess) return e;
     return cudaGetLastError();
 }
 
-// Two steps in flight per warp (64 bytes of weights per lane for the 4-bit formats, 128 for fp8),
-// three blocks per SM, two for K > 8192. Measured (bench_quant_gemv --tune, H100 2026-11-24, time
-// over the bytes floor, 9B shapes): at K = 4096 unroll 2 x 3 blocks was the best or within 2 % of
-// it for every format (unroll 4 spills at 3-4 blocks); at K = 12288 two blocks beat three for fp8
-// (1.42 vs 1.47) and tied for int4.
+// Pipelined one step per buffer (a step computed while the next one loads), three blocks per SM,
+// every K. Measured (bench_quant_gemv --tune, H100 2026-11-24, time over the bytes floor, 9B
+// shapes): it was the best variant or within 2 % of it for every format and shape (the loop before
+// it, unroll 2 without the pipeline: int4 2.17x -> 2.00x at 4096 x 12288, 3.04x -> 2.90x at 4096 x
+// 4096; fp8 block 1.43x -> 1.39x at 4096 x 12288).
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
-    return gemv_quant_tc_launch_tuned(p, 2, p.K > 8192 ? 2 : 3, stream);
+    return gemv_quant_tc_launch_tuned(p, 1, 3, 1, stream);
 }
 
 }  // namespace frost::kernels
