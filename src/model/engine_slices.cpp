@@ -65,9 +65,10 @@ frost_status Engine::capture_slices(int session) {
     for (int rows = kGdnChunk; rows <= slice_rows_; rows += kGdnChunk)
         for (int l = 0; l < cfg_.num_layers; ++l) {
             Job j{this, session, rows, l};
-            FROST_TRY(add_context(frost_graph_capture(graphs_[size_t(session)], slice_key(l, rows), stream_, fn, &j),
-                                  "engine: capture of the sliced prefill, layer " + std::to_string(l) + " bucket " +
-                                      std::to_string(rows)));
+            const frost_status st = frost_graph_capture(graphs_[size_t(session)], slice_key(l, rows), stream_, fn, &j);
+            if (st != FROST_OK)
+                return add_context(st, "engine: capture of the sliced prefill, layer " + std::to_string(l) +
+                                           " bucket " + std::to_string(rows));
         }
     return FROST_OK;
 }
