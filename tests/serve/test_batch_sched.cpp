@@ -84,6 +84,21 @@ size_t widest_step(const std::vector<FakeEngine::Call>& calls) {
     return w;
 }
 
+// Starts one client thread per body (texts into *got) and waits until all of them decode in one
+// step; false (threads still joined by the caller) when they never did within 10 s.
+bool start_decoding_together(Stack& s, const std::vector<json>& bodies, std::vector<std::string>* got,
+                             std::vector<std::thread>* ts) {
+    for (size_t i = 0; i < bodies.size(); ++i)
+        ts->emplace_back([&s, &bodies, got, i] { (*got)[i] = s.complete(bodies[i]); });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (widest_step(s.engine.calls()) < bodies.size() && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const bool together = widest_step(s.engine.calls()) >= bodies.size();
+    if (!together)
+        for (auto& t : *ts) t.join();
+    return together;
+}
+
 TEST(BatchSched, ConcurrentStreamsDecodeInOneStepAndEqualSolo) {
     std::mt19937 rng(std::random_device{}());
     for (const bool seeded : {false, true}) {
@@ -107,11 +122,7 @@ TEST(BatchSched, LongPromptIsPrefilledInBoundedChunksBetweenTheStreamsSteps) {
     for (int i = 0; i < 3; ++i) streams.push_back(body_for(random_text(rng, 16), 300, false, 0));
     std::vector<std::string> got(3);
     std::vector<std::thread> ts;
-    for (size_t i = 0; i < 3; ++i) ts.emplace_back([&, i] { got[i] = s.complete(streams[i]); });
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (widest_step(s.engine.calls()) < 3 && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    ASSERT_GE(widest_step(s.engine.calls()), 3u);
+    ASSERT_TRUE(start_decoding_together(s, streams, &got, &ts));
     const size_t P = 3000;
     const std::string long_out = s.complete(body_for(random_text(rng, P), 8, false, 0));
     for (auto& t : ts) t.join();
@@ -169,11 +180,7 @@ TEST(BatchSched, LongPromptIsSlicedBesideTheStreamsAndWholeWhenAlone) {
     for (int i = 0; i < 3; ++i) streams.push_back(body_for(random_text(rng, 16), 200, false, 0));
     std::vector<std::string> got(3);
     std::vector<std::thread> ts;
-    for (size_t i = 0; i < 3; ++i) ts.emplace_back([&, i] { got[i] = s.complete(streams[i]); });
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (widest_step(s.engine.calls()) < 3 && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    ASSERT_GE(widest_step(s.engine.calls()), 3u);
+    ASSERT_TRUE(start_decoding_together(s, streams, &got, &ts));
     const size_t P = 600;
     const json long_body = body_for(random_text(rng, P), 8, false, 0);
     const std::string long_out = s.complete(long_body);
