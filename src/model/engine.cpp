@@ -616,7 +616,6 @@ frost_status Engine::run_chunk(int session, const int32_t* ids, int n, bool deco
         return fail(FROST_ERR_OUT_OF_RANGE, "engine: session %d would exceed max_seq_len %d (at %lld + %d)",
                     session, opts_.max_seq_len, static_cast<long long>(host_pos_[session]), n);
     uint8_t* st = static_cast<uint8_t*>(frost_buffer_ptr(staging_));
-    const size_t token_off = sizeof(int32_t) * opts_.prefill_chunk + kCursorBytes;
     frost_shape_key key;
     if (decode_graph) {
         key = step_key(true, 1);
@@ -630,18 +629,28 @@ frost_status Engine::run_chunk(int session, const int32_t* ids, int n, bool deco
         last_rows_ = bucket;
     }
     FROST_TRY(frost_graph_replay(graphs_[session], key, stream_));
+    const int32_t consumed = last_token_[session];
+    FROST_TRY(collect_token(session));
+    host_pos_[session] += n;
+    if (decode_graph)
+        journal_[session].push_back(consumed);  // the decode step consumed it
+    else
+        journal_[session].insert(journal_[session].end(), ids, ids + n);
+    if (decode_graph) last_rows_ = 1;
+    return read_record(session);
+}
+
+// After a step's graphs were enqueued: the sampled token (and, when asked, its record) comes back
+// in one small copy each, the stream is synced and the host mirror last_token_ follows.
+frost_status Engine::collect_token(int session) {
+    const size_t token_off = sizeof(int32_t) * opts_.prefill_chunk + kCursorBytes;
     FROST_TRY(frost_buffer_copy(staging_, token_off, out_token_buf_, 0, sizeof(int32_t), stream_));
     if (sampling_[session].top_logprobs >= 0)  // one small copy with the token, never the logits
         FROST_TRY(frost_buffer_copy(record_staging_, 0, record_buf_, 0, sizeof(kernels::SampleRecord), stream_));
     FROST_TRY(frost_stream_sync(stream_));
-    host_pos_[session] += n;
-    if (decode_graph)
-        journal_[session].push_back(last_token_[session]);  // the decode step consumed it
-    else
-        journal_[session].insert(journal_[session].end(), ids, ids + n);
-    std::memcpy(&last_token_[session], st + token_off, sizeof(int32_t));
-    if (decode_graph) last_rows_ = 1;
-    return read_record(session);
+    std::memcpy(&last_token_[session], static_cast<const uint8_t*>(frost_buffer_ptr(staging_)) + token_off,
+                sizeof(int32_t));
+    return FROST_OK;
 }
 
 frost_status Engine::prefill(int session, const int32_t* ids, size_t n, int32_t* next,
@@ -659,8 +668,7 @@ frost_status Engine::prefill(int session, const int32_t* ids, size_t n, int32_t*
                         ids[i], i, cfg_.vocab_size);
     if (!(all_logits && opts_.logits_all)) {
         FROST_TRY(prefill_pipelined(session, ids, n));
-        if (next) std::memcpy(next, static_cast<uint8_t*>(frost_buffer_ptr(staging_)) +
-                                        sizeof(int32_t) * opts_.prefill_chunk + kCursorBytes, sizeof(int32_t));
+        if (next) *next = last_token_[session];
         return FROST_OK;
     }
     const int64_t Cp = opts_.prefill_chunk;
@@ -679,8 +687,7 @@ frost_status Engine::prefill(int session, const int32_t* ids, size_t n, int32_t*
         }
         done += take;
     }
-    if (next) std::memcpy(next, static_cast<uint8_t*>(frost_buffer_ptr(staging_)) +
-                                    sizeof(int32_t) * opts_.prefill_chunk + kCursorBytes, sizeof(int32_t));
+    if (next) *next = last_token_[session];
     return FROST_OK;
 }
 
@@ -711,15 +718,9 @@ frost_status Engine::prefill_pipelined(int session, const int32_t* ids, size_t n
         done += take;
         ++chunk;
     }
-    uint8_t* st = static_cast<uint8_t*>(frost_buffer_ptr(staging_));
-    const size_t token_off = sizeof(int32_t) * opts_.prefill_chunk + kCursorBytes;
-    FROST_TRY(frost_buffer_copy(staging_, token_off, out_token_buf_, 0, sizeof(int32_t), stream_));
-    if (sampling_[session].top_logprobs >= 0)
-        FROST_TRY(frost_buffer_copy(record_staging_, 0, record_buf_, 0, sizeof(kernels::SampleRecord), stream_));
-    FROST_TRY(frost_stream_sync(stream_));
+    FROST_TRY(collect_token(session));
     host_pos_[session] = pos;
     journal_[session].insert(journal_[session].end(), ids, ids + n);
-    std::memcpy(&last_token_[session], st + token_off, sizeof(int32_t));
     return read_record(session);
 }
 
@@ -727,8 +728,7 @@ frost_status Engine::decode(int session, int32_t* next) {
     FROST_TRY(check_session(session));
     FROST_TRY(check_no_slices(session, "decode"));
     FROST_TRY(run_chunk(session, nullptr, 1, true));
-    if (next) std::memcpy(next, static_cast<uint8_t*>(frost_buffer_ptr(staging_)) +
-                                    sizeof(int32_t) * opts_.prefill_chunk + kCursorBytes, sizeof(int32_t));
+    if (next) *next = last_token_[session];
     return FROST_OK;
 }
 

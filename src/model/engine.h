@@ -224,6 +224,7 @@ private:
     frost_status trace_copy(frost_stream* st, const char* name, int layer, const ops::Tensor& src);
     frost_status run_chunk(int session, const int32_t* ids, int n, bool decode_graph);
     frost_status prefill_pipelined(int session, const int32_t* ids, size_t n);
+    frost_status collect_token(int session);  // the step's token (+ record) back, synced
     frost_status alloc_prompt_staging();
     frost_status check_session(int session) const;
     frost_status write_cursor_field(int session, size_t offset, const void* src, size_t bytes);

@@ -125,7 +125,6 @@ frost_status Engine::prefill_slices_run(int session, int layers, bool* done, int
     if (layers < 1) return fail(FROST_ERR_INVALID_ARG, "prefill_slices_run: layers must be >= 1, got %d", layers);
     const int L = cfg_.num_layers;
     uint8_t* st = static_cast<uint8_t*>(frost_buffer_ptr(staging_));
-    const size_t token_off = sizeof(int32_t) * opts_.prefill_chunk + sizeof(kernels::StepCursor);
     frost_status s = FROST_OK;
     for (int left = layers; left > 0 && p.chunk < p.takes.size() && s == FROST_OK; --left) {
         const int take = p.takes[p.chunk];
@@ -155,11 +154,7 @@ frost_status Engine::prefill_slices_run(int session, int layers, bool* done, int
         return add_context(s, "prefill_slices_run");
     }
     if (p.chunk < p.takes.size()) return frost_stream_sync(stream_);  // callers time their calls
-    FROST_TRY(frost_buffer_copy(staging_, token_off, out_token_buf_, 0, sizeof(int32_t), stream_));
-    if (sampling_[size_t(session)].top_logprobs >= 0)
-        FROST_TRY(frost_buffer_copy(record_staging_, 0, record_buf_, 0, sizeof(kernels::SampleRecord), stream_));
-    FROST_TRY(frost_stream_sync(stream_));
-    std::memcpy(&last_token_[size_t(session)], st + token_off, sizeof(int32_t));
+    FROST_TRY(collect_token(session));
     p = SlicedPiece{};
     *done = true;
     if (next) *next = last_token_[size_t(session)];
