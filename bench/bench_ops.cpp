@@ -4,9 +4,12 @@
 // launch the captured graphs hold, with the same params. Bytes and FLOPs are the ops' cost model
 // (ops/cost.cpp), at the step's context. Works on both backends.
 // Usage: bench_ops [--model DIR | --preset NAME] [--backend cpu|cuda] [--rows R] [--pos P]
-//                  [--reps N] [--batch B] [--json out.json]
+//                  [--reps N] [--batch B] [--quant FMT] [--fp8-prefill w8a8] [--json out.json]
 // --batch B (2, 4 or 8; CUDA batched kernels or the CPU): B sessions at `pos`, and the decode phase
 // is one batched step of all B (Engine::record_batch_ops) instead of a solo step.
+// --quant FMT synthesises the preset in that format (fp8, nvfp4, int4, ...: SynthOptions::quant);
+// --fp8-prefill w8a8 runs an FP8 checkpoint's prefill GEMMs on FP8 tensor cores
+// (EngineOptions::fp8_w8a8_prefill), so the table shows where W8A8 prefill spends its time.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,8 +34,9 @@ namespace fo = frost::ops;
 using Clock = std::chrono::steady_clock;
 
 struct Args {
-    std::string model, preset = "tiny", backend = "cpu", json;
+    std::string model, preset = "tiny", backend = "cpu", json, quant;
     int rows = 256, pos = 1024, reps = 20, batch = 1;
+    bool fp8_w8a8 = false;
 };
 
 struct Line {
@@ -112,15 +116,23 @@ int main(int argc, char** argv) {
         else if (k == "--reps") a.reps = std::atoi(v);
         else if (k == "--batch") a.batch = std::atoi(v);
         else if (k == "--json") a.json = v;
+        else if (k == "--quant") a.quant = v;
+        else if (k == "--fp8-prefill") {
+            if (std::strcmp(v, "w8a8") != 0 && std::strcmp(v, "dequant") != 0)
+                return std::fprintf(stderr, "bench_ops: --fp8-prefill takes w8a8 or dequant, not %s\n", v), 2;
+            a.fp8_w8a8 = std::strcmp(v, "w8a8") == 0;
+        }
         else return std::fprintf(stderr, "bench_ops: unknown option %s\n", k.c_str()), 2;
         ++i;
     }
     if (a.model.empty()) {
-        a.model = (std::filesystem::temp_directory_path() / ("frost-bench-ops-" + a.preset)).string();
+        const std::string tag = a.quant.empty() ? a.preset : a.preset + "-" + a.quant;
+        a.model = (std::filesystem::temp_directory_path() / ("frost-bench-ops-" + tag)).string();
         if (!std::filesystem::exists(a.model + "/config.json")) {
             fm::SynthOptions so;
             so.out_dir = a.model;
             so.preset = a.preset;
+            so.quant = a.quant;
             if (fm::synth_checkpoint(so) != FROST_OK)
                 return std::fprintf(stderr, "bench_ops: synth %s: %s\n", a.preset.c_str(), frost_last_error()), 1;
         }
@@ -128,6 +140,7 @@ int main(int argc, char** argv) {
     fm::EngineOptions o;
     o.backend = a.backend == "cuda" ? FROST_BACKEND_CUDA : FROST_BACKEND_CPU;
     o.prefill_chunk = (a.rows + 63) / 64 * 64;
+    o.fp8_w8a8_prefill = a.fp8_w8a8;
     o.max_seq_len = std::max(a.pos + 2 * o.prefill_chunk, 1024);
     if (a.batch > 1) {  // every replay of the batched cursor advance moves the members on
         o.sessions = a.batch;
