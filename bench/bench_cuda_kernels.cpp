@@ -30,6 +30,7 @@ int main() {
 
 #include "bench_cuda_check.h"
 #include "kernels/cuda/lm_gemm.h"
+#include "kernels/cuda/lm_gemm_fp8.h"
 #include "kernels/cuda/lm_kernels.h"
 #include "model/engine.h"
 
@@ -296,15 +297,81 @@ int bench_conv() {
     return 0;
 }
 
+// The 9B-style prefill GEMMs at 4096 rows: bf16 cuBLASLt against the FP8 block-scaled GEMM
+// (W8A8: activation quantization + GEMM, the ops layer's sequence), each of the heuristic's first
+// few FP8 algorithms (rank 0 is what the engine takes). TFLOP/s over the GEMM's 2MNK.
+int bench_fp8() {
+    cudaStream_t s = nullptr;
+    CK(cudaStreamCreate(&s));
+    Timer t = make_timer(s);
+    struct Shape { const char* name; int N, K, block_n; };
+    const Shape shapes[] = {{"lin in_proj (per-row scales)", 12352, 4096, 1}, {"mlp gate|up", 24576, 4096, 128},
+                            {"mlp down", 4096, 12288, 128}, {"lin out_proj", 4096, 4096, 128},
+                            {"full qkv_proj", 10240, 4096, 128}, {"full o_proj", 4096, 4096, 128}};
+    constexpr int M = 4096, kRanks = 6;
+    uint8_t* ws = dalloc<uint8_t>(kGemmWorkspaceBytes);
+    GemmLt* lt = nullptr;
+    CK(gemm_lt_create(ws, kGemmWorkspaceBytes, &lt));
+    std::printf("GEMMs at M = %d rows: TFLOP/s (bf16 | fp8 act-quant+gemm at heuristic rank 0..%d)\n", M, kRanks - 1);
+    for (const Shape& sh : shapes) {
+        const double flops = 2.0 * M * sh.N * double(sh.K);
+        bf16* x = dalloc<bf16>(size_t(M) * sh.K);
+        bf16* w = dalloc<bf16>(size_t(sh.N) * sh.K);
+        bf16* y = dalloc<bf16>(size_t(M) * sh.N);
+        CK(cudaMemset(x, 0x3C, size_t(M) * sh.K * sizeof(bf16)));
+        CK(cudaMemset(w, 0x3C, size_t(sh.N) * sh.K * sizeof(bf16)));
+        uint8_t* wq = dalloc<uint8_t>(size_t(sh.N) * sh.K);
+        uint8_t* xq = dalloc<uint8_t>(size_t(M) * sh.K);
+        CK(cudaMemset(wq, 0x38, size_t(sh.N) * sh.K));
+        const size_t wsn = sh.block_n == 1 ? size_t(sh.N) * (sh.K / 128) : size_t((sh.N + 127) / 128) * (sh.K / 128);
+        float* wsc = dalloc<float>(std::max(wsn, act_scale_floats(sh.N, sh.K)));
+        float* wsr = dalloc<float>(act_scale_floats(sh.N, sh.K));
+        float* xs = dalloc<float>(act_scale_floats(M, sh.K));
+        CK(cudaMemset(wsc, 0, wsn * sizeof(float)));
+        std::printf("  %-30s N %5d K %5d:", sh.name, sh.N, sh.K);
+        GemmBf16Params b{x, w, y, sh.K, sh.N, M, sh.N, sh.K, 0, 0};
+        GemmPlan* bp = nullptr;
+        if (gemm_plan_create(lt, b, &bp) == cudaSuccess) {
+            const double ms = t.median_ms([&] { return gemm_launch(bp, b, s); });
+            std::printf(" bf16 %6.0f |", flops / (ms * 1e9));
+            gemm_plan_destroy(bp);
+        }
+        GemmFp8Params f{};
+        f.xq = xq; f.x_scale = xs; f.w = wq; f.w_scale = sh.block_n == 1 ? wsr : wsc; f.y = y; f.ldy = sh.N;
+        f.M = M; f.N = sh.N; f.K = sh.K; f.w_block_n = sh.block_n;
+        for (int r = 0; r < kRanks; ++r) {
+            GemmFp8Plan* fp = nullptr;
+            if (gemm_fp8_plan_create(lt, f, &fp, nullptr, r) != cudaSuccess) {
+                std::printf("      -");
+                continue;
+            }
+            const double ms = t.median_ms([&] {
+                if (sh.block_n == 1) CK(w_scale_rows_launch(wsc, sh.N, sh.K, wsr, s));
+                CK(act_quant_fp8_launch(x, sh.K, M, sh.K, xq, xs, s));
+                return gemm_fp8_launch(fp, f, s);
+            });
+            std::printf(" %6.0f", flops / (ms * 1e9));
+            gemm_fp8_plan_destroy(fp);
+        }
+        std::printf("\n");
+        for (void* p : std::initializer_list<void*>{x, w, y, wq, xq, wsc, wsr, xs}) CK(cudaFree(p));
+    }
+    gemm_lt_destroy(lt);
+    CK(cudaFree(ws));
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     if (argc == 3 && std::string(argv[1]) == "--attn") return bench_attention(argv[2]);
     if (argc == 2 && std::string(argv[1]) == "--conv") return bench_conv();
+    if (argc == 2 && std::string(argv[1]) == "--fp8") return bench_fp8();
     if (argc < 3) {
         std::fprintf(stderr, "usage: bench_cuda_kernels out.json MODEL_DIR [prefill_chunk] [decode_pos...]\n"
                              "       bench_cuda_kernels --attn out.json   (attention prefill kernels alone)\n"
-                             "       bench_cuda_kernels --conv            (GDN conv1d kernels alone)\n");
+                             "       bench_cuda_kernels --conv            (GDN conv1d kernels alone)\n"
+                             "       bench_cuda_kernels --fp8             (FP8 W8A8 vs bf16 prefill GEMMs)\n");
         return 2;
     }
     const std::string json_path = argv[1], model_dir = argv[2];

@@ -1,4 +1,4 @@
-// FP8 block-scaled prefill GEMM (W8A8: 128x128 weight blocks, 1x128 activation groups) against an
+// FP8 block-scaled prefill GEMM (W8A8: 128x128 or per-row 1x128 weight blocks, 1x128 activation groups) against an
 // fp64 reference. Exact case: every activation group is an e4m3 code times a power of two with
 // one element at +-448 times it, so the on-the-fly quantization reproduces x bit for bit and the
 // GEMM must match the reference to the tensor cores' accumulation (relative L2 <= 1e-3: Hopper's
@@ -43,16 +43,18 @@ struct Lt {
     ~Lt() { K::gemm_lt_destroy(lt); }
 };
 
-void run_case(int M, int N, int Kd, bool exact, bool accumulate, bool out_f32, const char* name) {
+// block_n: rows per weight scale, 128 (the checkpoint grid) or 1 (a fused matrix's per-row scales,
+// uploaded through w_scale_rows_launch as the ops layer does).
+void run_case(int M, int N, int Kd, bool exact, bool accumulate, bool out_f32, const char* name, int block_n = 128) {
     auto rng = fresh_rng(name);
     std::vector<uint8_t> w(size_t(N) * Kd);
     for (auto& b : w) b = random_fp8(rng);
-    const int nb = (N + 127) / 128, kb = Kd / 128;
+    const int nb = (N + block_n - 1) / block_n, kb = Kd / 128;
     std::vector<float> ws(size_t(nb) * kb);
     std::uniform_real_distribution<float> pos(0.5f, 2.0f);
     for (auto& v : ws) v = pos(rng) / 448.0f;
     std::vector<float> wf(size_t(N) * Kd);
-    mq::dequant_fp8_block(w.data(), ws.data(), N, Kd, 128, 128, wf.data());
+    mq::dequant_fp8_block(w.data(), ws.data(), N, Kd, block_n, 128, wf.data());
     std::vector<float> x(size_t(M) * Kd);
     if (exact) {
         for (int m = 0; m < M; ++m)
@@ -75,13 +77,18 @@ void run_case(int M, int N, int Kd, bool exact, bool accumulate, bool out_f32, c
     Dev<uint16_t> dx(to_bf(x));
     Dev<uint8_t> dw(w), dxq(size_t(M) * Kd);
     Dev<float> dws(ws), dxs(K::act_scale_floats(M, Kd));
+    Dev<float> dws_rows(block_n == 1 ? std::vector<float>(K::act_scale_floats(N, Kd), std::nanf("")) : std::vector<float>(1));
     ASSERT_EQ(K::act_quant_fp8_launch(bf(dx), Kd, M, Kd, dxq.get(), dxs.get(), nullptr), cudaSuccess);
+    if (block_n == 1) {
+        ASSERT_EQ(K::w_scale_rows_launch(dws.get(), N, Kd, dws_rows.get(), nullptr), cudaSuccess);
+    }
     Lt lt;
     K::GemmFp8Params p{};
     p.xq = dxq.get();
     p.x_scale = dxs.get();
     p.w = dw.get();
-    p.w_scale = dws.get();
+    p.w_scale = block_n == 1 ? dws_rows.get() : dws.get();
+    p.w_block_n = block_n;
     p.ldy = N;
     p.M = M;
     p.N = N;
@@ -125,6 +132,14 @@ TEST(CudaGemmFp8, Bf16OutAndRandomActivations) {
     run_case(128, 512, 1024, true, true, false, "fp8_exact_bf16_residual");
     run_case(256, 512, 2048, false, false, true, "fp8_random_x");
 }
+// A fused matrix with per-row scales (the GDN in_proj: [qkv | z | b | a], b and a 32 rows each):
+// VEC128 weight scales, every row its own; N not a multiple of 128.
+TEST(CudaGemmFp8, PerRowWeightScales) {
+    FROST_SKIP_WITHOUT_CUDA();
+    run_case(128, 320, 512, true, false, true, "fp8_rows_exact_f32", 1);
+    run_case(256, 448, 1024, true, true, false, "fp8_rows_exact_bf16_residual", 1);
+    run_case(192, 384, 2048, false, false, true, "fp8_rows_random_x", 1);
+}
 TEST(CudaGemmFp8, RefusesBadShapes) {
     FROST_SKIP_WITHOUT_CUDA();
     Dev<uint16_t> x(64);
@@ -136,6 +151,11 @@ TEST(CudaGemmFp8, RefusesBadShapes) {
     p.M = 4; p.N = 128; p.K = 100; p.ldy = 128;
     K::GemmFp8Plan* plan = nullptr;
     EXPECT_EQ(K::gemm_fp8_plan_create(lt.lt, p, &plan), cudaErrorInvalidValue);
+    p.K = 512;
+    p.w_block_n = 64;  // rows per weight scale: 128 or 1
+    EXPECT_EQ(K::gemm_fp8_plan_create(lt.lt, p, &plan), cudaErrorInvalidValue);
+    p.w_block_n = 128;
+    EXPECT_EQ(K::w_scale_rows_launch(s.get(), 4, 100, s.get() + 32, nullptr), cudaErrorInvalidValue);
     // K below kFp8MinK (wrong products from cuBLASLt, see lm_gemm_fp8.h) and shapes cuBLASLt has
     // no block-scaled algorithm for are "not supported" (the ops layer then dequantizes), never a
     // crash or a wrong result.

@@ -50,6 +50,13 @@ __global__ void act_quant_kernel(const bf16* x, int64_t ldx, int32_t M, int32_t 
     if (lane == 0) xs[g * ld_scale + m] = scale;
 }
 
+__global__ void w_scale_rows_kernel(const float* s, int32_t N, int32_t groups, float* out, int64_t ld) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // over [groups][N]
+    if (i >= static_cast<int64_t>(N) * groups) return;
+    const int64_t g = i / N, n = i % N;
+    out[g * ld + n] = s[n * groups + g];
+}
+
 cudaError_t fail(cublasStatus_t st, int* lt_status) {
     if (lt_status) *lt_status = static_cast<int>(st);
     return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
@@ -57,7 +64,7 @@ cudaError_t fail(cublasStatus_t st, int* lt_status) {
 
 bool same_shape(const GemmFp8Params& a, const GemmFp8Params& b) {
     return a.M == b.M && a.N == b.N && a.K == b.K && a.ldy == b.ldy && a.out_f32 == b.out_f32 &&
-           a.accumulate == b.accumulate;
+           a.accumulate == b.accumulate && a.w_block_n == b.w_block_n;
 }
 
 }  // namespace
@@ -72,6 +79,14 @@ cudaError_t act_quant_fp8_launch(const bf16* x, int64_t ldx, int32_t M, int32_t 
     return cudaGetLastError();
 }
 
+cudaError_t w_scale_rows_launch(const float* w_scale, int32_t N, int32_t K, float* out, cudaStream_t stream) {
+    if (!w_scale || !out || N <= 0 || K <= 0 || K % kFp8Group != 0) return cudaErrorInvalidValue;
+    constexpr int kThreads = 256;
+    const int64_t n = static_cast<int64_t>(N) * (K / kFp8Group);
+    w_scale_rows_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream>>>(w_scale, N, K / kFp8Group, out, act_scale_ld(N));
+    return cudaGetLastError();
+}
+
 void gemm_fp8_plan_destroy(GemmFp8Plan* plan) {
     if (!plan) return;
     if (plan->op) cublasLtMatmulDescDestroy(plan->op);
@@ -81,8 +96,10 @@ void gemm_fp8_plan_destroy(GemmFp8Plan* plan) {
     delete plan;
 }
 
-cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& s, GemmFp8Plan** out, int* lt_status) {
-    if (!lt || !out || s.M <= 0 || s.N <= 0 || s.K <= 0 || s.K % kFp8Group != 0 || s.ldy < s.N)
+cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& s, GemmFp8Plan** out, int* lt_status, int rank) {
+    constexpr int kMaxRank = 16;
+    if (rank < 0 || rank >= kMaxRank || !lt || !out || s.M <= 0 || s.N <= 0 || s.K <= 0 || s.K % kFp8Group != 0 || s.ldy < s.N ||
+        (s.w_block_n != kFp8Group && s.w_block_n != 1))
         return cudaErrorInvalidValue;
     *out = nullptr;
     if (s.K < kFp8MinK) return cudaErrorNotSupported;
@@ -96,7 +113,9 @@ cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& s, GemmFp8Plan
     plan->shape.y = nullptr;
     const cudaDataType_t out_type = s.out_f32 ? CUDA_R_32F : CUDA_R_16BF;
     const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-    const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    const int32_t a_mode = s.w_block_n == 1 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
+                                            : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
     cublasStatus_t st = cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a));
@@ -125,13 +144,14 @@ cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& s, GemmFp8Plan
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder,
                                             sizeof(placeholder));
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kMaxRank]{};
     int found = 0;
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulAlgoGetHeuristic(lt->handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref, 1,
-                                            &result, &found);
+        st = cublasLtMatmulAlgoGetHeuristic(lt->handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref, rank + 1,
+                                            results, &found);
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    const cublasLtMatmulHeuristicResult_t& result = results[rank];
+    if (st != CUBLAS_STATUS_SUCCESS || found <= rank) {
         gemm_fp8_plan_destroy(plan);
         if (lt_status) *lt_status = static_cast<int>(st);
         return cudaErrorNotSupported;

@@ -27,13 +27,24 @@ struct GemmFp8Params {
     const uint8_t* xq;      // [M, K] e4m3, row stride K
     const float* x_scale;   // activation group scales, act_quant_fp8 layout (below)
     const uint8_t* w;       // [N, K] e4m3, row stride K
-    const float* w_scale;   // [ceil(N/128), K/128] row-major (the checkpoint's weight_scale_inv)
+    const float* w_scale;   // w_block_n 128: [ceil(N/128), K/128] row-major (the checkpoint's
+                            // weight_scale_inv); 1: [K/128][act_scale_ld(N)], w_scale_rows_launch
     void* y;                // [M, N] row stride ldy; bf16, or fp32 when out_f32
     int64_t ldy;
     int32_t M, N, K;        // K a multiple of 128
     int32_t out_f32;
     int32_t accumulate;     // y += x Wᵀ
+    // Rows per weight scale: 128 (the 128x128 grid, BLK128x128) or 1 (one scale per row and
+    // 128-wide k group, VEC128 like the activations). 1 is what a fused matrix gets when one of
+    // its parts is not a whole number of 128-row blocks (the GDN in_proj's b and a: 32 rows each,
+    // model/qwen35/weight_quant.cpp), so each row keeps its own part's block scale.
+    int32_t w_block_n = kFp8Group;
 };
+
+// Per-row weight scales [N][K/128] (the quantized GEMV's layout, block rows 1) -> the VEC128
+// layout cuBLASLt reads for w_block_n = 1: [K/128][act_scale_ld(N)], row n of group g at
+// g * act_scale_ld(N) + n.
+cudaError_t w_scale_rows_launch(const float* w_scale, int32_t N, int32_t K, float* out, cudaStream_t stream);
 
 // Activation scale layout: [K/128][ld_scale] floats, group g of row m at g * ld_scale + m
 // (rows contiguous per group, as cuBLASLt reads VEC128 scales of the column-major operand);
@@ -49,7 +60,10 @@ struct GemmFp8Plan;
 // `shape` gives M, N, K, ldy, out_f32, accumulate. cudaErrorNotSupported when K < kFp8MinK or
 // cuBLASLt offers no block-scaled algorithm for the shape (measured: M = 77; pre-Hopper GPUs):
 // the caller falls back to bf16.
-cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& shape, GemmFp8Plan** out, int* lt_status = nullptr);
+// rank: which of the heuristic's ordered answers to take (0, its first choice, is what the engine
+// uses; benches sweep the others); NotSupported when it offers fewer.
+cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& shape, GemmFp8Plan** out, int* lt_status = nullptr,
+                                 int rank = 0);
 void gemm_fp8_plan_destroy(GemmFp8Plan* plan);
 cudaError_t gemm_fp8_launch(GemmFp8Plan* plan, const GemmFp8Params& p, cudaStream_t stream, int* lt_status = nullptr);
 

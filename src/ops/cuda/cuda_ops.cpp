@@ -139,7 +139,7 @@ public:
     // the caller falls back to the dequantized bf16 GEMM). Only a failure other than "no
     // algorithm" is an error.
     cudaError_t fp8_plan(const K::GemmFp8Params& p, K::GemmFp8Plan** out) {
-        const GemmShapeKey key{p.M, p.N, p.K, 0, p.ldy, p.out_f32, p.accumulate};
+        const GemmShapeKey key{p.M, p.N, p.K, p.w_block_n, p.ldy, p.out_f32, p.accumulate};
         auto it = fp8_plans_.find(key);
         if (it == fp8_plans_.end()) {
             K::GemmFp8Plan* plan = nullptr;
@@ -366,25 +366,33 @@ frost_status gemm_bf16(const Exec& ex, const GemmOp& p, const Tensor& w);
 
 // Prefill on 128x128-block FP8 weights with GemmOp::quant_act: the activations quantized per row and 128-wide group into
 // the backend's tile (e4m3 rows, then their scales), then cuBLASLt's block-scaled FP8 GEMM (the
-// checkpoint's own W8A8 scheme, lm_gemm_fp8.h). *done = false when the shape has no such path
-// (other block sizes, K not a multiple of 128, no cuBLASLt algorithm): the caller dequantizes.
+// checkpoint's own W8A8 scheme, lm_gemm_fp8.h). A fused matrix whose parts do not all fill whole
+// 128-row blocks (the GDN in_proj) carries one scale per row and 128 columns: it runs the same
+// GEMM with per-row weight scales. *done = false when the shape has no such path (other block
+// sizes, K not a multiple of 128, no cuBLASLt algorithm): the caller dequantizes.
 frost_status gemm_fp8_block(const Exec& ex, const GemmOp& p, const K::GemvQuantParams& q, bool* done) {
     *done = false;
     auto* be = static_cast<CudaBackend*>(ex.backend);
     const int32_t M = int32_t(p.x.shape[0]);
-    if (!p.quant_act || q.format != K::kGemvQuantFp8Block || q.block_n != K::kFp8Group || q.block_k != K::kFp8Group ||
-        q.K % K::kFp8Group != 0 || p.x.dtype != DType::BF16 || p.epilogue == Epilogue::SwiGLU ||
-        p.y.empty() || (p.y.dtype != DType::BF16 && p.y.dtype != DType::F32))
+    if (!p.quant_act || q.format != K::kGemvQuantFp8Block || (q.block_n != K::kFp8Group && q.block_n != 1) ||
+        q.block_k != K::kFp8Group || q.K % K::kFp8Group != 0 || p.x.dtype != DType::BF16 ||
+        p.epilogue == Epilogue::SwiGLU || p.y.empty() || (p.y.dtype != DType::BF16 && p.y.dtype != DType::F32))
         return FROST_OK;
+    // Tile: e4m3 rows, their scales, then (per-row weight scales) the weight's scales in the
+    // layout cuBLASLt reads for them (K::w_scale_rows_launch).
     const size_t xq_bytes = (size_t(M) * size_t(q.K) + 255) / 256 * 256;
-    const size_t need = xq_bytes + K::act_scale_floats(M, q.K) * sizeof(float);
+    const size_t xs_bytes = (K::act_scale_floats(M, q.K) * sizeof(float) + 255) / 256 * 256;
+    const size_t ws_bytes = q.block_n == 1 ? K::act_scale_floats(q.N, q.K) * sizeof(float) : 0;
+    const size_t need = xq_bytes + xs_bytes + ws_bytes;
     uint8_t* tile = reinterpret_cast<uint8_t*>(be->tile(be->tile_bytes() / sizeof(bf16)));
     if (!tile || need > be->tile_bytes()) return FROST_OK;
     K::GemmFp8Params g{};
     g.xq = tile;
     g.x_scale = reinterpret_cast<const float*>(tile + xq_bytes);
     g.w = static_cast<const uint8_t*>(q.w);
-    g.w_scale = static_cast<const float*>(q.scale);
+    g.w_scale = q.block_n == 1 ? reinterpret_cast<const float*>(tile + xq_bytes + xs_bytes)
+                               : static_cast<const float*>(q.scale);
+    g.w_block_n = q.block_n;
     g.y = p.y.data;
     g.ldy = p.y.stride[0];
     g.M = M;
@@ -395,6 +403,10 @@ frost_status gemm_fp8_block(const Exec& ex, const GemmOp& p, const K::GemvQuantP
     K::GemmFp8Plan* plan = nullptr;
     FROST_TRY(check(be->fp8_plan(g, &plan), "gemm (fp8 plan)"));
     if (!plan) return FROST_OK;
+    if (q.block_n == 1)
+        FROST_TRY(check(K::w_scale_rows_launch(static_cast<const float*>(q.scale), q.N, q.K,
+                                               reinterpret_cast<float*>(tile + xq_bytes + xs_bytes), native(ex)),
+                        "gemm (fp8 per-row weight scales)"));
     FROST_TRY(check(K::act_quant_fp8_launch(B(p.x), p.x.stride[0], M, q.K, tile,
                                             reinterpret_cast<float*>(tile + xq_bytes), native(ex)),
                     "gemm (fp8 activation quantization)"));
