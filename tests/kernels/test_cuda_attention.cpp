@@ -244,6 +244,32 @@ TEST(CudaAttention, HopperPrefillMatchesReferenceAndFallback) { run_hopper_cases
 TEST(CudaAttention, HopperWsPrefillMatchesReferenceAndFallback) { run_hopper_cases(2); }  // warp-specialised
 TEST(CudaAttention, HopperWsPingpongPrefillMatchesReferenceAndFallback) { run_hopper_cases(3); }
 
+// The TMA-producer variants (4, 5; 6, 7 with three K stages): the cases above, and the edges of
+// the tensor-map loads: a cache that ends mid-tile (max_seq = pos + rows = 150, so the last tile's
+// rows past the map arrive as TMA zeros) and KV lengths that end mid-tile inside a NaN cache (the
+// consumers zero those V rows), at positions that start mid-tile, valid rows below the bucket.
+void run_hopper_tma_cases(int variant) {
+    run_hopper_cases(variant);
+    FROST_SKIP_WITHOUT_CUDA();
+    kernels::AttentionBf16Params probe{};
+    if (!kernels::attn_prefill_hopper_supported(probe)) GTEST_SKIP() << "the Hopper kernel needs compute capability 9.0";
+    //  Hq Hkv pos   rows  max_rows max_seq gate splits row_step
+    const Case cases[] = {
+        {4, 2, 50, 100, 128, 150, true, 0, 1},
+        {16, 4, 1234, 777, 1024, 2100, true, 0, 13},
+        {8, 2, 4000, 300, 384, 4301, false, 0, 7},
+    };
+    for (Case k : cases) {
+        k.hopper = variant;
+        run_case(k, false, "AttnPrefillHopperTma");
+    }
+}
+
+TEST(CudaAttention, HopperTmaPrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(4); }
+TEST(CudaAttention, HopperTmaPingpongPrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(5); }
+TEST(CudaAttention, HopperTmaK3PrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(6); }
+TEST(CudaAttention, HopperTmaK3PingpongPrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(7); }
+
 TEST(CudaAttention, DecodeMatchesReference) {
     FROST_SKIP_WITHOUT_CUDA();
     run_case({16, 4, 1000, 1, 1, 2048}, true, "AttnDecode");

@@ -80,7 +80,9 @@ cudaError_t attn_prefill_launch(const AttentionBf16Params& p, cudaStream_t strea
 // wgmma from a cp.async shared-memory ring, no split; needs no p.work. cudaErrorNotSupported on a
 // device other than compute capability 9.0. variant: 0 the default, 1 block-synchronous (every
 // thread loads and computes), 2 warp-specialised (a producer warpgroup, mbarriers), 3 warp-
-// specialised with ping-pong (the two consumer warpgroups take turns to issue their MMAs).
+// specialised with ping-pong (the two consumer warpgroups take turns to issue their MMAs);
+// 4 / 5 those two with a TMA producer (one thread, bulk tensor copies; lm_attn_hopper_tma.cu),
+// 6 / 7 the same with three K stages.
 bool attn_prefill_hopper_supported(const AttentionBf16Params& p);
 cudaError_t attn_prefill_hopper_launch(const AttentionBf16Params& p, cudaStream_t stream, int variant = 0);
 // Test / bench hook: a given split count in [1, kAttnPrefillMaxSplits] (1 = the single-kernel
