@@ -244,7 +244,8 @@ TEST(CudaAttention, HopperPrefillMatchesReferenceAndFallback) { run_hopper_cases
 TEST(CudaAttention, HopperWsPrefillMatchesReferenceAndFallback) { run_hopper_cases(2); }  // warp-specialised
 TEST(CudaAttention, HopperWsPingpongPrefillMatchesReferenceAndFallback) { run_hopper_cases(3); }
 
-// The TMA-producer variants (4, 5; 6, 7 with three K stages): the cases above, and the edges of
+// The TMA-producer variants (4, 5; 6, 7 with three K stages; 8, 9 in clusters of two CTAs that
+// multicast K and V): the cases above, and the edges of
 // the tensor-map loads: a cache that ends mid-tile (max_seq = pos + rows = 150, so the last tile's
 // rows past the map arrive as TMA zeros) and KV lengths that end mid-tile inside a NaN cache (the
 // consumers zero those V rows), at positions that start mid-tile, valid rows below the bucket.
@@ -258,6 +259,7 @@ void run_hopper_tma_cases(int variant) {
         {4, 2, 50, 100, 128, 150, true, 0, 1},
         {16, 4, 1234, 777, 1024, 2100, true, 0, 13},
         {8, 2, 4000, 300, 384, 4301, false, 0, 7},
+        {6, 2, 100, 200, 256, 400, true, 0, 3},  // Hq / Hkv = 3: no cluster pairs (8, 9 launch plain)
     };
     for (Case k : cases) {
         k.hopper = variant;
@@ -269,6 +271,8 @@ TEST(CudaAttention, HopperTmaPrefillMatchesReferenceAndFallback) { run_hopper_tm
 TEST(CudaAttention, HopperTmaPingpongPrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(5); }
 TEST(CudaAttention, HopperTmaK3PrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(6); }
 TEST(CudaAttention, HopperTmaK3PingpongPrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(7); }
+TEST(CudaAttention, HopperTmaClusterPrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(8); }
+TEST(CudaAttention, HopperTmaClusterPingpongPrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(9); }
 
 TEST(CudaAttention, DecodeMatchesReference) {
     FROST_SKIP_WITHOUT_CUDA();

@@ -6,6 +6,11 @@
 // lm_attn_hopper_ws.cu. Against the cp.async producer this frees the producer's 128 threads of 16
 // copies each per tile and its registers (24 a thread, the consumers get 240), and the copy engine
 // writes shared memory through the async proxy that wgmma reads (no proxy fence per tile).
+// kCluster (variants 8, 9): clusters of two CTAs, q heads 2c and 2c + 1 of one row tile (they
+// share a KV head when Hq / Hkv is even): each producer loads two of a K/V tile's four column boxes
+// and multicasts them to both CTAs, halving the L2 -> SM traffic of K and V. A stage is refilled
+// only when the consumers of both CTAs released it: each producer waits for its own consumers,
+// tells the peer's producer (a remote mbarrier arrive), and waits for the peer's word.
 // Keys past the valid length: the tensor map ends at max_seq (zeros beyond), and rows of the last
 // tile inside [kv_len, max_seq) hold whatever the cache holds; their scores are masked (set, not
 // added: a NaN K row cannot leak), and the V rows are zeroed in shared memory by the consumers
@@ -32,7 +37,7 @@ struct TmaMaps {
 
 // kKStages K tiles in flight (2 or 3: a third fits beside Q and two V stages in 227 KB), the
 // producer keeps K kKStages - 1 tiles ahead of V. kPingpong as in lm_attn_hopper_ws.cu.
-template <bool kPingpong, int kKStages>
+template <bool kPingpong, int kKStages, bool kCluster>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     attn_prefill_hopper_tma_kernel(AttentionBf16Params p, const __grid_constant__ TmaMaps maps) {
 #if defined(FROST_ATTN_WGMMA)
@@ -43,12 +48,16 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const uint32_t sq = base, sk0 = base + kQBytes, sv0 = sk0 + kKStages * kKvBytes;
-    const uint32_t bars = sv0 + kVS * kKvBytes;  // q_full, k_full[KS], v_full[VS], k_empty[KS], v_empty[VS]
+    // q_full, k_full[KS], v_full[VS], k_empty[KS], v_empty[VS]; cluster: k_peer[KS], v_peer[VS]
+    const uint32_t bars = sv0 + kVS * kKvBytes;
+    static_assert(8 * (1 + 3 * (kKStages + kVStagesTma)) <= 128, "mbarriers past their 128 bytes");
     const uint32_t q_full = bars;
     auto k_full = [&](int j) { return bars + 8 * (1 + j % kKStages); };
     auto v_full = [&](int j) { return bars + 8 * (1 + kKStages + j % kVS); };
     auto k_empty = [&](int j) { return bars + 8 * (1 + kKStages + kVS + j % kKStages); };
     auto v_empty = [&](int j) { return bars + 8 * (1 + 2 * kKStages + kVS + j % kVS); };
+    auto k_peer = [&](int j) { return bars + 8 * (1 + 2 * kKStages + 2 * kVS + j % kKStages); };
+    auto v_peer = [&](int j) { return bars + 8 * (1 + 3 * kKStages + 2 * kVS + j % kVS); };
     auto k_stage = [&](int j) { return sk0 + (j % kKStages) * kKvBytes; };
     auto v_stage = [&](int j) { return sv0 + (j % kVS) * kKvBytes; };
 
@@ -70,14 +79,23 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
             mbar_init(v_full(i), 1);
             mbar_init(v_empty(i), 256);
         }
+        if constexpr (kCluster) {
+            for (int i = 0; i < kKStages; ++i) mbar_init(k_peer(i), 1);
+            for (int i = 0; i < kVS; ++i) mbar_init(v_peer(i), 1);
+        }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads();
+    // The peer's copies and arrivals may target this CTA's barriers as soon as it runs.
+    if constexpr (kCluster) {
+        cluster_sync();
+    } else {
+        __syncthreads();
+    }
     const int wg = threadIdx.x / 128;
 
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
-        if (threadIdx.x != 0) return;
+        if (threadIdx.x == 0) {
         // One thread: Q and K0 .. K(lead - 1), then K(j + lead) before V(j), the consumers' order.
         tma_prefetch_map(&maps.k);
         tma_prefetch_map(&maps.v);
@@ -85,19 +103,46 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
 #pragma unroll
             for (int b = 0; b < kD / 64; ++b) tma_load_2d(dst + b * r * kRowBytes, map, col0 + 64 * b, row, bar);
         };
+        // A K / V tile into both CTAs: this CTA's half of the column boxes, multicast.
+        [[maybe_unused]] const uint32_t rank = kCluster ? cluster_rank() : 0;
+        auto load_kv = [&](const CUtensorMap* map, uint32_t dst, int row, uint32_t bar) {
+            if constexpr (kCluster) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int b = 2 * static_cast<int>(rank) + h;
+                    tma_load_2d_multicast(dst + b * kKeys * kRowBytes, map, kvh * kD + 64 * b, row, bar, 0x3);
+                }
+            } else {
+                load(map, dst, kKeys, kvh * kD, row, bar);
+            }
+        };
+        // Stage of tile j free: this CTA's consumers released it (and, in a cluster, the peer's).
+        auto wait_free = [&](uint32_t empty, uint32_t peer, int parity) {
+            mbar_wait(empty, parity);
+            if constexpr (kCluster) {
+                mbar_arrive_remote(peer, rank ^ 1u);
+                mbar_wait_cluster(peer, parity);
+            }
+        };
         auto load_k = [&](int j) {
-            if (j >= kKStages) mbar_wait(k_empty(j), (j / kKStages - 1) & 1);
+            if (j >= kKStages) wait_free(k_empty(j), k_peer(j), (j / kKStages - 1) & 1);
             mbar_arrive_expect_tx(k_full(j), kKvBytes);
-            load(&maps.k, k_stage(j), kKeys, kvh * kD, j * kKeys, k_full(j));
+            load_kv(&maps.k, k_stage(j), j * kKeys, k_full(j));
         };
         mbar_arrive_expect_tx(q_full, kQBytes);
         load(&maps.q, sq, kRows, static_cast<int>(qh * p.q_head_stride), row0, q_full);
         for (int j = 0; j < kLead && j < n_tiles; ++j) load_k(j);
         for (int j = 0; j < n_tiles; ++j) {
             if (j + kLead < n_tiles) load_k(j + kLead);
-            if (j >= kVS) mbar_wait(v_empty(j), (j / kVS - 1) & 1);
+            if (j >= kVS) wait_free(v_empty(j), v_peer(j), (j / kVS - 1) & 1);
             mbar_arrive_expect_tx(v_full(j), kKvBytes);
-            load(&maps.v, v_stage(j), kKeys, kvh * kD, j * kKeys, v_full(j));
+            load_kv(&maps.v, v_stage(j), j * kKeys, v_full(j));
+        }
+        }
+        // In a cluster no CTA may leave while the peer can still copy or arrive into it.
+        if constexpr (kCluster) {
+            __syncwarp();
+            cluster_sync();
         }
         return;
     }
@@ -205,17 +250,36 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     wgmma_wait<0>();
     reg_fence(o);
     store_output(p, o, l, row0 + cw * kWgRows + warp * 16 + g, rows, qh, t);
+    if constexpr (kCluster) {
+        __syncwarp();
+        cluster_sync();
+    }
 #endif  // FROST_ATTN_WGMMA
 }
 
-template <bool kPingpong, int kKStages>
+template <bool kPingpong, int kKStages, bool kCluster = false>
 cudaError_t tma_launch_t(const AttentionBf16Params& p, const TmaMaps& maps, cudaStream_t stream) {
-    const auto kernel = attn_prefill_hopper_tma_kernel<kPingpong, kKStages>;
+    const auto kernel = attn_prefill_hopper_tma_kernel<kPingpong, kKStages, kCluster>;
     constexpr int smem = tma_smem_bytes<kKStages>();
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
-    kernel<<<grid(p), kTmaThreads, smem, stream>>>(p, maps);
-    return cudaGetLastError();
+    if constexpr (!kCluster) {
+        kernel<<<grid(p), kTmaThreads, smem, stream>>>(p, maps);
+        return cudaGetLastError();
+    }
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid(p);
+    cfg.blockDim = dim3(kTmaThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, p, maps);
 }
 
 }  // namespace
@@ -244,7 +308,7 @@ cudaError_t encode_tile_map(CUtensorMap* map, const void* base, int64_t cols, in
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-cudaError_t tma_launch(const AttentionBf16Params& p, cudaStream_t stream, bool pingpong, int k_stages) {
+cudaError_t tma_launch(const AttentionBf16Params& p, cudaStream_t stream, bool pingpong, int k_stages, bool cluster) {
     // TMA needs 16-byte aligned bases and row strides; the maps end at the cache's and the bucket's
     // extents, so no box reads outside an allocation.
     const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
@@ -255,6 +319,9 @@ cudaError_t tma_launch(const AttentionBf16Params& p, cudaStream_t stream, bool p
     if (err == cudaSuccess) err = encode_tile_map(&maps.k, p.k_cache, kv_dim, p.max_seq, kv_dim, kKeys);
     if (err == cudaSuccess) err = encode_tile_map(&maps.v, p.v_cache, kv_dim, p.max_seq, kv_dim, kKeys);
     if (err != cudaSuccess) return err;
+    // A cluster pairs q heads 2c, 2c + 1: they must share their KV head.
+    if (cluster && (p.Hq / p.Hkv) % 2 == 0)
+        return pingpong ? tma_launch_t<true, 2, true>(p, maps, stream) : tma_launch_t<false, 2, true>(p, maps, stream);
     if (k_stages == 3) return pingpong ? tma_launch_t<true, 3>(p, maps, stream) : tma_launch_t<false, 3>(p, maps, stream);
     return pingpong ? tma_launch_t<true, 2>(p, maps, stream) : tma_launch_t<false, 2>(p, maps, stream);
 }

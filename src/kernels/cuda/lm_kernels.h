@@ -82,7 +82,8 @@ cudaError_t attn_prefill_launch(const AttentionBf16Params& p, cudaStream_t strea
 // thread loads and computes), 2 warp-specialised (a producer warpgroup, mbarriers), 3 warp-
 // specialised with ping-pong (the two consumer warpgroups take turns to issue their MMAs);
 // 4 / 5 those two with a TMA producer (one thread, bulk tensor copies; lm_attn_hopper_tma.cu),
-// 6 / 7 the same with three K stages.
+// 6 / 7 the same with three K stages, 8 / 9 with clusters of two CTAs (q heads 2c, 2c + 1) that
+// share each K/V tile by TMA multicast (the plain TMA launch where Hq / Hkv is odd).
 bool attn_prefill_hopper_supported(const AttentionBf16Params& p);
 cudaError_t attn_prefill_hopper_launch(const AttentionBf16Params& p, cudaStream_t stream, int variant = 0);
 // Test / bench hook: a given split count in [1, kAttnPrefillMaxSplits] (1 = the single-kernel
