@@ -7,8 +7,10 @@
 # bench_cuda_kernels, bench_ops, frost); logs go to $OUT. Each step has its own time limit, so a
 # hang in one variant leaves the others' results. Knobs (empty = skip the step):
 #   ATTN_TESTS="tma:*HopperTma*:60 rest:-*HopperWs*:*HopperTma*:90"   name:gtest filter:seconds
+#   ATTN_EXTRA="ops_test_backend_ops:60"   other test binaries under $BIN (name:seconds), default off
+#   ATTN_BENCH=1                 bench_cuda_kernels --attn (every variant, the shapes of the brief)
 #   ATTN_OPS_VARIANTS="1 5"      bench_ops --preset 9b --rows 2048 --pos 30720 per variant
-#   ATTN_ENGINE_VARIANTS="1 5"   frost bench engine --ttft 32768 per variant
+#   ATTN_ENGINE_VARIANTS="1 5"   frost bench engine --ttft 32768 per variant (0: the default)
 set -f  # the gtest filters below are patterns for gtest, not the shell
 BIN=${BIN:-/tmp/attn}
 OUT=${OUT:-/tmp/attn_out}
@@ -22,8 +24,14 @@ for spec in ${ATTN_TESTS-tma:*HopperTma*:150 rest:-*HopperWs*:*HopperTma*:90 ws:
     timeout "$limit" "$BIN/kernels_test_cuda_attention" --gtest_filter="$filter" 2>&1 | tee "$OUT/test_$name.log" | grep -E "$summary" | head -30
     echo "$name test exit ${PIPESTATUS[0]}"
 done
-timeout 120 "$BIN/bench_cuda_kernels" --attn "$OUT/attn.json" 2>&1 | tee "$OUT/bench.log"
-echo "bench exit ${PIPESTATUS[0]}"
+for spec in ${ATTN_EXTRA-}; do
+    timeout "${spec##*:}" "$BIN/${spec%%:*}" 2>&1 | tee "$OUT/test_${spec%%:*}.log" | grep -E "$summary" | tail -8
+    echo "${spec%%:*} exit ${PIPESTATUS[0]}"
+done
+if [ "${ATTN_BENCH:-1}" = 1 ]; then
+    timeout 120 "$BIN/bench_cuda_kernels" --attn "$OUT/attn.json" 2>&1 | tee "$OUT/bench.log"
+    echo "bench exit ${PIPESTATUS[0]}"
+fi
 for v in ${ATTN_OPS_VARIANTS-1 5}; do
     FROST_ATTN_HOPPER=$v TMPDIR=${TMPDIR:-/dev/shm} timeout 120 "$BIN/bench_ops" --preset 9b --backend cuda --rows 2048 --pos 30720 \
         --json "$OUT/ops_$v.json" > "$OUT/ops_$v.log" 2>&1

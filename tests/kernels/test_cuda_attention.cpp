@@ -274,6 +274,39 @@ TEST(CudaAttention, HopperTmaK3PingpongPrefillMatchesReferenceAndFallback) { run
 TEST(CudaAttention, HopperTmaClusterPrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(8); }
 TEST(CudaAttention, HopperTmaClusterPingpongPrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(9); }
 
+// TMA reads only 16-byte aligned bases: a q view 8 bytes off is refused (cudaErrorInvalidValue) before
+// any launch (the poisoned output stays untouched), for every TMA variant.
+TEST(CudaAttention, HopperTmaRefusesUnalignedBase) {
+    FROST_SKIP_WITHOUT_CUDA();
+    kernels::AttentionBf16Params probe{};
+    if (!kernels::attn_prefill_hopper_supported(probe)) GTEST_SKIP() << "the Hopper kernel needs compute capability 9.0";
+    constexpr int Hq = 2, Hkv = 1, rows = 128, seq = 128;
+    Dev<uint16_t> dq(static_cast<size_t>(rows) * Hq * D + 64), dk(static_cast<size_t>(seq) * Hkv * D),
+        dv(static_cast<size_t>(seq) * Hkv * D), dout(static_cast<size_t>(rows) * Hq * D);
+    StepCursor c{};
+    c.n_tokens = rows;
+    Dev<StepCursor> dc(std::vector<StepCursor>{c});
+    kernels::AttentionBf16Params p{};
+    p.q = bf(dq) + 4;  // 8 bytes off
+    p.k_cache = bf(dk);
+    p.v_cache = bf(dv);
+    p.o = bf(dout);
+    p.q_row_stride = Hq * D;
+    p.q_head_stride = D;
+    p.Hq = Hq;
+    p.Hkv = Hkv;
+    p.head_dim = D;
+    p.scale = 0.0625f;
+    p.max_seq = seq;
+    p.max_rows = rows;
+    p.cursor = dc.get();
+    for (int variant = 4; variant <= 9; ++variant)
+        EXPECT_EQ(kernels::attn_prefill_hopper_launch(p, nullptr, variant), cudaErrorInvalidValue) << "variant " << variant;
+    CUDA_OK(cudaDeviceSynchronize());
+    const auto out = from_bf(dout.download());
+    EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float x) { return std::isnan(x); })) << "a refused launch wrote";
+}
+
 TEST(CudaAttention, DecodeMatchesReference) {
     FROST_SKIP_WITHOUT_CUDA();
     run_case({16, 4, 1000, 1, 1, 2048}, true, "AttnDecode");

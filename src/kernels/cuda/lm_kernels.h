@@ -22,7 +22,7 @@ constexpr int kAttnDecodeMaxBatch = 8;  // members of a batched decode step (wor
 constexpr int kGemvMaxRows = 8;         // rows of a multi-row GEMV (batched decode)
 constexpr int kAttnPrefillMaxSplits = 16;  // KV splits of one prefill row tile
 constexpr int kAttnPrefillHopperMinRows = 128;  // smallest bucket the Hopper prefill kernel takes
-constexpr int kAttnPrefillHopperVariant = 1;    // the launcher's (see attn_prefill_hopper_launch)
+constexpr int kAttnPrefillHopperVariant = 5;    // the launcher's: TMA producer, ping-pong (see attn_prefill_hopper_launch)
 constexpr int kSampleMaxTopK = 256;    // candidates the device sampler orders exactly
 
 cudaError_t embed_launch(const EmbedBf16Params& p, cudaStream_t stream);
