@@ -14,9 +14,10 @@
 // Keys past the valid length load as zeros (cp.async zero-fill), so a NaN in an unwritten cache
 // row never meets a zero probability. Positions and row counts come from the device cursor.
 // The warp-specialised variants (producer warpgroup, mbarriers, optional ping-pong) are in
-// lm_attn_hopper_ws.cu; measured slower with a cp.async producer (see README), kept as the base
-// for a TMA producer. Measured on the H100 (bench_cuda_kernels --attn, 9B shape): 466 TFLOP/s at
-// 16k rows from 0, 2.0x the mma.sync kernel.
+// lm_attn_hopper_ws.cu (cp.async producer, slower than this kernel) and lm_attn_hopper_tma.cu (TMA
+// producer, the default since 2026-11-24). Measured on the H100 (bench_cuda_kernels --attn, 9B
+// shape): this kernel 462 / 423 TFLOP/s at (16384 rows, position 0) / (2048, 30720), the TMA
+// ping-pong kernel 556-561 / 605-611 in the same run.
 #include <cstdlib>
 
 #include "kernels/cuda/lm_attn_hopper.cuh"

@@ -96,48 +96,48 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
         if (threadIdx.x == 0) {
-        // One thread: Q and K0 .. K(lead - 1), then K(j + lead) before V(j), the consumers' order.
-        tma_prefetch_map(&maps.k);
-        tma_prefetch_map(&maps.v);
-        auto load = [&](const CUtensorMap* map, uint32_t dst, int r, int col0, int row, uint32_t bar) {
+            // One thread: Q and K0 .. K(lead - 1), then K(j + lead) before V(j), the consumers' order.
+            tma_prefetch_map(&maps.k);
+            tma_prefetch_map(&maps.v);
+            auto load = [&](const CUtensorMap* map, uint32_t dst, int r, int col0, int row, uint32_t bar) {
 #pragma unroll
-            for (int b = 0; b < kD / 64; ++b) tma_load_2d(dst + b * r * kRowBytes, map, col0 + 64 * b, row, bar);
-        };
-        // A K / V tile into both CTAs: this CTA's half of the column boxes, multicast.
-        [[maybe_unused]] const uint32_t rank = kCluster ? cluster_rank() : 0;
-        auto load_kv = [&](const CUtensorMap* map, uint32_t dst, int row, uint32_t bar) {
-            if constexpr (kCluster) {
+                for (int b = 0; b < kD / 64; ++b) tma_load_2d(dst + b * r * kRowBytes, map, col0 + 64 * b, row, bar);
+            };
+            // A K / V tile into both CTAs: this CTA's half of the column boxes, multicast.
+            [[maybe_unused]] const uint32_t rank = kCluster ? cluster_rank() : 0;
+            auto load_kv = [&](const CUtensorMap* map, uint32_t dst, int row, uint32_t bar) {
+                if constexpr (kCluster) {
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int b = 2 * static_cast<int>(rank) + h;
-                    tma_load_2d_multicast(dst + b * kKeys * kRowBytes, map, kvh * kD + 64 * b, row, bar, 0x3);
+                    for (int h = 0; h < 2; ++h) {
+                        const int b = 2 * static_cast<int>(rank) + h;
+                        tma_load_2d_multicast(dst + b * kKeys * kRowBytes, map, kvh * kD + 64 * b, row, bar, 0x3);
+                    }
+                } else {
+                    load(map, dst, kKeys, kvh * kD, row, bar);
                 }
-            } else {
-                load(map, dst, kKeys, kvh * kD, row, bar);
+            };
+            // Stage of tile j free: this CTA's consumers released it (and, in a cluster, the peer's).
+            auto wait_free = [&](uint32_t empty, uint32_t peer, int parity) {
+                mbar_wait(empty, parity);
+                if constexpr (kCluster) {
+                    mbar_arrive_remote(peer, rank ^ 1u);
+                    mbar_wait_cluster(peer, parity);
+                }
+            };
+            auto load_k = [&](int j) {
+                if (j >= kKStages) wait_free(k_empty(j), k_peer(j), (j / kKStages - 1) & 1);
+                mbar_arrive_expect_tx(k_full(j), kKvBytes);
+                load_kv(&maps.k, k_stage(j), j * kKeys, k_full(j));
+            };
+            mbar_arrive_expect_tx(q_full, kQBytes);
+            load(&maps.q, sq, kRows, static_cast<int>(qh * p.q_head_stride), row0, q_full);
+            for (int j = 0; j < kLead && j < n_tiles; ++j) load_k(j);
+            for (int j = 0; j < n_tiles; ++j) {
+                if (j + kLead < n_tiles) load_k(j + kLead);
+                if (j >= kVS) wait_free(v_empty(j), v_peer(j), (j / kVS - 1) & 1);
+                mbar_arrive_expect_tx(v_full(j), kKvBytes);
+                load_kv(&maps.v, v_stage(j), j * kKeys, v_full(j));
             }
-        };
-        // Stage of tile j free: this CTA's consumers released it (and, in a cluster, the peer's).
-        auto wait_free = [&](uint32_t empty, uint32_t peer, int parity) {
-            mbar_wait(empty, parity);
-            if constexpr (kCluster) {
-                mbar_arrive_remote(peer, rank ^ 1u);
-                mbar_wait_cluster(peer, parity);
-            }
-        };
-        auto load_k = [&](int j) {
-            if (j >= kKStages) wait_free(k_empty(j), k_peer(j), (j / kKStages - 1) & 1);
-            mbar_arrive_expect_tx(k_full(j), kKvBytes);
-            load_kv(&maps.k, k_stage(j), j * kKeys, k_full(j));
-        };
-        mbar_arrive_expect_tx(q_full, kQBytes);
-        load(&maps.q, sq, kRows, static_cast<int>(qh * p.q_head_stride), row0, q_full);
-        for (int j = 0; j < kLead && j < n_tiles; ++j) load_k(j);
-        for (int j = 0; j < n_tiles; ++j) {
-            if (j + kLead < n_tiles) load_k(j + kLead);
-            if (j >= kVS) wait_free(v_empty(j), v_peer(j), (j / kVS - 1) & 1);
-            mbar_arrive_expect_tx(v_full(j), kKvBytes);
-            load_kv(&maps.v, v_stage(j), j * kKeys, v_full(j));
-        }
         }
         // In a cluster no CTA may leave while the peer can still copy or arrive into it.
         if constexpr (kCluster) {
