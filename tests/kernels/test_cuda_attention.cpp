@@ -244,6 +244,69 @@ TEST(CudaAttention, HopperPrefillMatchesReferenceAndFallback) { run_hopper_cases
 TEST(CudaAttention, HopperWsPrefillMatchesReferenceAndFallback) { run_hopper_cases(2); }  // warp-specialised
 TEST(CudaAttention, HopperWsPingpongPrefillMatchesReferenceAndFallback) { run_hopper_cases(3); }
 
+// The TMA-producer variants (4, 5; 6, 7 with three K stages; 8, 9 in clusters of two CTAs that
+// multicast K and V): the cases above, and the edges of
+// the tensor-map loads: a cache that ends mid-tile (max_seq = pos + rows = 150, so the last tile's
+// rows past the map arrive as TMA zeros) and KV lengths that end mid-tile inside a NaN cache (the
+// consumers zero those V rows), at positions that start mid-tile, valid rows below the bucket.
+void run_hopper_tma_cases(int variant) {
+    run_hopper_cases(variant);
+    FROST_SKIP_WITHOUT_CUDA();
+    kernels::AttentionBf16Params probe{};
+    if (!kernels::attn_prefill_hopper_supported(probe)) GTEST_SKIP() << "the Hopper kernel needs compute capability 9.0";
+    //  Hq Hkv pos   rows  max_rows max_seq gate splits row_step
+    const Case cases[] = {
+        {4, 2, 50, 100, 128, 150, true, 0, 1},
+        {16, 4, 1234, 777, 1024, 2100, true, 0, 13},
+        {8, 2, 4000, 300, 384, 4301, false, 0, 7},
+        {6, 2, 100, 200, 256, 400, true, 0, 3},  // Hq / Hkv = 3: no cluster pairs (8, 9 launch plain)
+    };
+    for (Case k : cases) {
+        k.hopper = variant;
+        run_case(k, false, "AttnPrefillHopperTma");
+    }
+}
+
+TEST(CudaAttention, HopperTmaPrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(4); }
+TEST(CudaAttention, HopperTmaPingpongPrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(5); }
+TEST(CudaAttention, HopperTmaK3PrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(6); }
+TEST(CudaAttention, HopperTmaK3PingpongPrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(7); }
+TEST(CudaAttention, HopperTmaClusterPrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(8); }
+TEST(CudaAttention, HopperTmaClusterPingpongPrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(9); }
+
+// TMA reads only 16-byte aligned bases: a q view 8 bytes off is refused (cudaErrorInvalidValue) before
+// any launch (the poisoned output stays untouched), for every TMA variant.
+TEST(CudaAttention, HopperTmaRefusesUnalignedBase) {
+    FROST_SKIP_WITHOUT_CUDA();
+    kernels::AttentionBf16Params probe{};
+    if (!kernels::attn_prefill_hopper_supported(probe)) GTEST_SKIP() << "the Hopper kernel needs compute capability 9.0";
+    constexpr int Hq = 2, Hkv = 1, rows = 128, seq = 128;
+    Dev<uint16_t> dq(static_cast<size_t>(rows) * Hq * D + 64), dk(static_cast<size_t>(seq) * Hkv * D),
+        dv(static_cast<size_t>(seq) * Hkv * D), dout(static_cast<size_t>(rows) * Hq * D);
+    StepCursor c{};
+    c.n_tokens = rows;
+    Dev<StepCursor> dc(std::vector<StepCursor>{c});
+    kernels::AttentionBf16Params p{};
+    p.q = bf(dq) + 4;  // 8 bytes off
+    p.k_cache = bf(dk);
+    p.v_cache = bf(dv);
+    p.o = bf(dout);
+    p.q_row_stride = Hq * D;
+    p.q_head_stride = D;
+    p.Hq = Hq;
+    p.Hkv = Hkv;
+    p.head_dim = D;
+    p.scale = 0.0625f;
+    p.max_seq = seq;
+    p.max_rows = rows;
+    p.cursor = dc.get();
+    for (int variant = 4; variant <= 9; ++variant)
+        EXPECT_EQ(kernels::attn_prefill_hopper_launch(p, nullptr, variant), cudaErrorInvalidValue) << "variant " << variant;
+    CUDA_OK(cudaDeviceSynchronize());
+    const auto out = from_bf(dout.download());
+    EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float x) { return std::isnan(x); })) << "a refused launch wrote";
+}
+
 TEST(CudaAttention, DecodeMatchesReference) {
     FROST_SKIP_WITHOUT_CUDA();
     run_case({16, 4, 1000, 1, 1, 2048}, true, "AttnDecode");

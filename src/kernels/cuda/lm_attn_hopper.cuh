@@ -209,5 +209,9 @@ __device__ inline void mbar_wait(uint32_t bar, int parity) {
 
 // Launches the warp-specialised variants (lm_attn_hopper_ws.cu); parameters already checked.
 cudaError_t ws_launch(const AttentionBf16Params& p, cudaStream_t stream, bool pingpong);
+// Launches the TMA-producer variants (lm_attn_hopper_tma.cu) with k_stages (2 or 3) K stages, or
+// as clusters of two CTAs sharing K/V by multicast (2 K stages; where Hq / Hkv is odd, the plain
+// launch); cudaErrorInvalidValue for a base address TMA cannot read (not 16-byte aligned).
+cudaError_t tma_launch(const AttentionBf16Params& p, cudaStream_t stream, bool pingpong, int k_stages, bool cluster);
 
 }  // namespace frost::kernels::attn_hopper

@@ -22,7 +22,7 @@ constexpr int kAttnDecodeMaxBatch = 8;  // members of a batched decode step (wor
 constexpr int kGemvMaxRows = 8;         // rows of a multi-row GEMV (batched decode)
 constexpr int kAttnPrefillMaxSplits = 16;  // KV splits of one prefill row tile
 constexpr int kAttnPrefillHopperMinRows = 128;  // smallest bucket the Hopper prefill kernel takes
-constexpr int kAttnPrefillHopperVariant = 1;    // the launcher's (see attn_prefill_hopper_launch)
+constexpr int kAttnPrefillHopperVariant = 5;    // the launcher's: TMA producer, ping-pong (see attn_prefill_hopper_launch)
 constexpr int kSampleMaxTopK = 256;    // candidates the device sampler orders exactly
 
 cudaError_t embed_launch(const EmbedBf16Params& p, cudaStream_t stream);
@@ -80,7 +80,10 @@ cudaError_t attn_prefill_launch(const AttentionBf16Params& p, cudaStream_t strea
 // wgmma from a cp.async shared-memory ring, no split; needs no p.work. cudaErrorNotSupported on a
 // device other than compute capability 9.0. variant: 0 the default, 1 block-synchronous (every
 // thread loads and computes), 2 warp-specialised (a producer warpgroup, mbarriers), 3 warp-
-// specialised with ping-pong (the two consumer warpgroups take turns to issue their MMAs).
+// specialised with ping-pong (the two consumer warpgroups take turns to issue their MMAs);
+// 4 / 5 those two with a TMA producer (one thread, bulk tensor copies; lm_attn_hopper_tma.cu),
+// 6 / 7 the same with three K stages, 8 / 9 with clusters of two CTAs (q heads 2c, 2c + 1) that
+// share each K/V tile by TMA multicast (the plain TMA launch where Hq / Hkv is odd).
 bool attn_prefill_hopper_supported(const AttentionBf16Params& p);
 cudaError_t attn_prefill_hopper_launch(const AttentionBf16Params& p, cudaStream_t stream, int variant = 0);
 // Test / bench hook: a given split count in [1, kAttnPrefillMaxSplits] (1 = the single-kernel
