@@ -6,7 +6,8 @@
 //   logits  one warp per router row (E experts, then the shared gate), all of a lane's 16-byte
 //           loads of the row in flight at once, issued before pdl_wait (the weights do not depend
 //           on earlier kernels); kR token rows per block reuse the loaded weights (prefill).
-//   gate/up a persistent grid (about two blocks per SM): every block routes its row itself from
+//   gate/up a persistent grid (at most two blocks per SM, trimmed so every warp takes the same
+//           number of pairs): every block routes its row itself from
 //           the logits (one warp: softmax, top-k with warp redux, ~1 us) instead of a separate
 //           top-k launch, stages x in shared memory, then each warp takes (gate row, up row)
 //           pairs of the k selected experts and the shared one, 16 loads per lane in flight.
@@ -30,6 +31,15 @@
 // back-to-back replays of one layer then find its down / shared weights still in L2; the captured
 // 4- and 8-layer decode got slower (0.683 -> 0.701 and 1.000 -> 1.027 ms/token). Gate/up grid of
 // 1 / 2 / 3 / 4 blocks per SM: 33.8 / 32.8 / 35.4 / 37.2 us per layer (with that prefetch).
+// Also tried and dropped (H100, 2026-11-24, engine decode on the 4-layer cut, two alternations):
+// the down kernel routing its row itself from the logits (the same route_row) and issuing all its
+// routed loads before pdl_wait, so the down weights stream during gate/up's last round: 0.690 ->
+// 0.704 ms/token (the extra routing and index arithmetic cost more than the overlap gave); 18
+// instead of 12 loads per lane in down: no change. The down kernel's index arithmetic counts: a
+// rewrite with a second integer division per item was 2.3 us per layer slower (bench_ops), so
+// items are now walked with a cursor and no division (4-layer cut 0.679 -> 0.674 ms/token with the
+// gate/up change, about the run's noise). Kept: equal rounds per gate/up warp, the division-free
+// down walk (with the PDL / attention changes of the same commit: 40 layers 3.51 -> 3.46 ms/token).
 #include <cuda_bf16.h>
 
 #include <algorithm>
