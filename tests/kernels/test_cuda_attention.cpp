@@ -320,6 +320,70 @@ TEST(CudaAttention, DecodeMatchesReference) {
     run_case({8, 1, 31, 1, 1, 300}, true, "AttnDecodeGroup8OneKvHead");
 }
 
+// The decode chain as a captured decode graph holds it: kv_append then attention decode (split,
+// merge), all three chained by programmatic dependent launch. The split launch may start while
+// the append still runs, so it must not read the cache (the new key at pos) or q before its
+// pdl_wait: each replay appends a fresh key / value at pos and must give the bits of the same two
+// launches made plainly on the legacy stream.
+TEST(CudaAttention, DecodeChainedByPdlInACapturedGraphEqualsPlainLaunches) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("AttnDecodePdl");
+    const int Hq = 16, Hkv = 2, max_seq = 2048, pos = 1300;  // 35B-A3B's group of 8
+    const int64_t kv_dim = int64_t(Hkv) * D, q_stride = 2 * Hq * D;
+    const auto q = uniform(rng, q_stride, -2, 2);
+    const auto kc = uniform(rng, size_t(max_seq) * kv_dim, -2, 2);
+    const auto vc = uniform(rng, size_t(max_seq) * kv_dim, -2, 2);
+    Dev<uint16_t> dq(to_bf(q)), dk(to_bf(kc)), dv(to_bf(vc)), dkn(kv_dim), dvn(kv_dim), plain(Hq * D), graph(Hq * D);
+    StepCursor c{};
+    c.pos = pos;
+    c.n_tokens = 1;
+    Dev<StepCursor> dc(std::vector<StepCursor>{c});
+    kernels::KvAppendBf16Params a{};
+    a.k = bf(dkn); a.v = bf(dvn); a.k_cache = bf(dk); a.v_cache = bf(dv);
+    a.src_row_stride = kv_dim; a.kv_dim = int32_t(kv_dim); a.max_seq = max_seq; a.max_rows = 1; a.cursor = dc.get();
+    kernels::AttentionBf16Params p{};
+    p.q = bf(dq); p.gate = bf(dq) + D; p.k_cache = bf(dk); p.v_cache = bf(dv);
+    p.q_row_stride = q_stride; p.q_head_stride = 2 * D; p.Hq = Hq; p.Hkv = Hkv; p.head_dim = D;
+    p.scale = 1.0f / std::sqrt(float(D)); p.max_seq = max_seq; p.max_rows = 1; p.cursor = dc.get();
+    Dev<float> work(kernels::attn_decode_work_floats(p));
+    p.work = work.get();
+    cudaStream_t st;
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    kernels::KvAppendBf16Params ag = a;
+    kernels::AttentionBf16Params pg = p;
+    ag.pdl = pg.pdl = 1;
+    pg.o = bf(graph);
+    cudaGraph_t g;
+    CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    CUDA_OK(kernels::kv_append_launch(ag, st));
+    CUDA_OK(kernels::attn_decode_launch(pg, st));
+    CUDA_OK(cudaStreamEndCapture(st, &g));
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaGraphInstantiate(&exec, g, 0));
+    p.o = bf(plain);
+    for (int step = 0; step < 3; ++step) {
+        SCOPED_TRACE("step " + std::to_string(step));
+        const auto kn = to_bf(uniform(rng, size_t(kv_dim), -2, 2)), vn = to_bf(uniform(rng, size_t(kv_dim), -2, 2));
+        dkn.upload(kn);
+        dvn.upload(vn);
+        plain.poison();
+        graph.poison();
+        CUDA_OK(kernels::kv_append_launch(a, nullptr));
+        CUDA_OK(kernels::attn_decode_launch(p, nullptr));
+        CUDA_OK(cudaDeviceSynchronize());
+        dk.upload(to_bf(kc));  // the old row at pos again: the graph's own append must land first
+        dv.upload(to_bf(vc));
+        CUDA_OK(cudaGraphLaunch(exec, st));
+        CUDA_OK(cudaStreamSynchronize(st));
+        const auto want = plain.download();
+        EXPECT_FALSE(std::isnan(from_bf(want)[0])) << "the plain launch wrote nothing";
+        EXPECT_EQ(graph.download(), want) << "PDL-chained graph differs from the plain launches";
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(st);
+}
+
 }  // namespace
 }  // namespace frost::test
 #endif

@@ -12,6 +12,8 @@ constexpr int kThreads = 256;
 
 // One thread per 8-element vector of a [rows, dim] output.
 __global__ void embed_kernel(EmbedBf16Params p) {
+    pdl_wait();  // programmatic launch (decode graphs): ids come from the predecessor
+    pdl_launch_dependents();
     const int rows = launch_rows(p.n_rows, p.max_rows);
     const int vecs = p.dim / kVec;
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -57,6 +59,8 @@ __global__ void gdn_gate_kernel(GdnGateBf16Params p) {
 }
 
 __global__ void kv_append_kernel(KvAppendBf16Params p) {
+    pdl_wait();  // programmatic launch (decode graphs): k / v rows and the cursor come from predecessors
+    pdl_launch_dependents();
     const bool batched = p.batch.slots != nullptr;
     const int rows = batched ? p.max_rows : cursor_rows(p.cursor, p.max_rows);
     const int vecs = p.kv_dim / kVec;
@@ -120,7 +124,8 @@ cudaError_t embed_launch(const EmbedBf16Params& p, cudaStream_t stream) {
         !aligned16(p.table) || !aligned16(p.y))
         return cudaErrorInvalidValue;
     const int64_t n = static_cast<int64_t>(p.max_rows) * (p.dim / kVec);
-    embed_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream>>>(p);
+    const cudaError_t err = launch_kernel(embed_kernel, dim3(ceil_div(n, kThreads)), dim3(kThreads), 0, stream, p.pdl != 0, p);
+    if (err != cudaSuccess) return err;
     return cudaGetLastError();
 }
 
@@ -161,7 +166,9 @@ cudaError_t kv_append_launch(const KvAppendBf16Params& p, cudaStream_t stream) {
         return cudaErrorInvalidValue;
     if (p.batch.slots && (!p.batch.table || !p.batch.cursors || p.batch.B != p.max_rows)) return cudaErrorInvalidValue;
     const int64_t n = static_cast<int64_t>(p.max_rows) * (p.kv_dim / kVec);
-    kv_append_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream>>>(p);
+    const cudaError_t err =
+        launch_kernel(kv_append_kernel, dim3(ceil_div(n, kThreads)), dim3(kThreads), 0, stream, p.pdl != 0, p);
+    if (err != cudaSuccess) return err;
     return cudaGetLastError();
 }
 

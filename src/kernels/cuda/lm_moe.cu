@@ -6,7 +6,8 @@
 //   logits  one warp per router row (E experts, then the shared gate), all of a lane's 16-byte
 //           loads of the row in flight at once, issued before pdl_wait (the weights do not depend
 //           on earlier kernels); kR token rows per block reuse the loaded weights (prefill).
-//   gate/up a persistent grid (about two blocks per SM): every block routes its row itself from
+//   gate/up a persistent grid (at most two blocks per SM, trimmed so every warp takes the same
+//           number of pairs): every block routes its row itself from
 //           the logits (one warp: softmax, top-k with warp redux, ~1 us) instead of a separate
 //           top-k launch, stages x in shared memory, then each warp takes (gate row, up row)
 //           pairs of the k selected experts and the shared one, 16 loads per lane in flight.
@@ -30,6 +31,15 @@
 // back-to-back replays of one layer then find its down / shared weights still in L2; the captured
 // 4- and 8-layer decode got slower (0.683 -> 0.701 and 1.000 -> 1.027 ms/token). Gate/up grid of
 // 1 / 2 / 3 / 4 blocks per SM: 33.8 / 32.8 / 35.4 / 37.2 us per layer (with that prefetch).
+// Also tried and dropped (H100, 2026-11-24, engine decode on the 4-layer cut, two alternations):
+// the down kernel routing its row itself from the logits (the same route_row) and issuing all its
+// routed loads before pdl_wait, so the down weights stream during gate/up's last round: 0.690 ->
+// 0.704 ms/token (the extra routing and index arithmetic cost more than the overlap gave); 18
+// instead of 12 loads per lane in down: no change. The down kernel's index arithmetic counts: a
+// rewrite with a second integer division per item was 2.3 us per layer slower (bench_ops), so
+// items are now walked with a cursor and no division (4-layer cut 0.679 -> 0.674 ms/token with the
+// gate/up change, about the run's noise). Kept: equal rounds per gate/up warp, the division-free
+// down walk (with the PDL / attention changes of the same commit: 40 layers 3.51 -> 3.46 ms/token).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -360,6 +370,18 @@ __global__ void __launch_bounds__(kDownWarps * kWarp, 2) moe_down_kernel(MoeBf16
     }
     __syncthreads();
     if (h >= p.H) return;
+    // The lane's item f as a cursor (segment, vector): segment -1 = the shared row (nIs vectors),
+    // s >= 0 = routed slot s (nI), moved on by 32 vectors per item with compares and subtracts
+    // rather than a division per item (the integer divisions were a large share of this
+    // kernel's instructions; same items in the same order, so the same bits).
+    int seg = -1, v = lane;
+    auto settle = [&] {
+        while (seg < p.k && v >= (seg < 0 ? nIs : nI)) {
+            v -= seg < 0 ? nIs : nI;
+            ++seg;
+        }
+    };
+    settle();
     float acc = 0.0f;
     for (int t0 = 0; t0 * kWarp < total; t0 += kDownU) {
 #pragma unroll
@@ -367,13 +389,14 @@ __global__ void __launch_bounds__(kDownWarps * kWarp, 2) moe_down_kernel(MoeBf16
             const int f = lane + (t0 + u) * kWarp;
             slot[u] = -1;
             if (f < total) {
-                const bool shared = f < nIs;
-                slot[u] = shared ? p.k : (f - nIs) / nI;
-                const int v = shared ? f : f - nIs - slot[u] * nI;
+                const bool shared = seg < 0;
+                slot[u] = shared ? p.k : seg;
                 off[u] = v * kVec;
                 if (!shared || t0 > 0)
                     wv[u] = ldg16(rows_of[slot[u]] + static_cast<int64_t>(h) * (shared ? p.Is : p.I) + off[u]);
             }
+            v += kWarp;
+            settle();
         }
 #pragma unroll
         for (int u = 0; u < kDownU; ++u) {
@@ -423,8 +446,13 @@ cudaError_t launch_gate_up(const MoeBf16Params& p, cudaStream_t stream) {
     cudaError_t e = cudaGetDevice(&dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (e != cudaSuccess) return e;
+    // As many blocks as fit kGuBlocksPerSm per SM, then trimmed so every warp takes the same
+    // number of pairs (35B-A3B: 4608 pairs, 264 blocks would give 48 of them a third round
+    // alone; 192 blocks of three rounds each). 4-layer 35B-A3B cut, H100: 0.690 -> 0.686 ms/token.
     const int pairs = p.Is + p.k * p.I;
-    const dim3 grid(std::min(ceil_div(pairs, kGuWarps), kGuBlocksPerSm * sms), p.max_rows);
+    const int most = std::min(ceil_div(pairs, kGuWarps), kGuBlocksPerSm * sms);
+    const int rounds = ceil_div(pairs, static_cast<int64_t>(kGuWarps) * most);
+    const dim3 grid(ceil_div(pairs, static_cast<int64_t>(kGuWarps) * rounds), p.max_rows);
     const size_t smem = static_cast<size_t>(p.H) * sizeof(bf16) + (kRoute ? sizeof(int) * p.E : 0);
     e = allow_smem(moe_gate_up_kernel<kRoute>, smem);
     if (e != cudaSuccess) return e;

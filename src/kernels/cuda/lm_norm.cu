@@ -62,6 +62,8 @@ __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf1
 // One warp per (row, head) of q then k: lane owns elements lane + 32 e, so with rotary_dim a
 // multiple of 64 the RoPE partner (i ± rotary_dim/2) sits in the same lane.
 __global__ void qk_norm_rope_kernel(QkNormRopeBf16Params p) {
+    pdl_wait();  // programmatic launch (decode graphs): q / k and the cursor come from predecessors
+    pdl_launch_dependents();
     const bool batched = p.batch.cursors != nullptr;  // every row, at its member's own position
     const int rows = batched ? p.max_rows : cursor_rows(p.cursor, p.max_rows);
     const int heads = p.Hq + p.Hkv;
@@ -207,7 +209,9 @@ cudaError_t qk_norm_rope_launch(const QkNormRopeBf16Params& p, cudaStream_t stre
         p.rotary_dim % (2 * kWarp) != 0 || p.rotary_dim > p.head_dim || p.max_rows <= 0)
         return cudaErrorInvalidValue;
     const int items = p.max_rows * (p.Hq + p.Hkv);
-    qk_norm_rope_kernel<<<ceil_div(items, kHeadWarpsPerBlock), kHeadWarpsPerBlock * kWarp, 0, stream>>>(p);
+    const cudaError_t err = launch_kernel(qk_norm_rope_kernel, dim3(ceil_div(items, kHeadWarpsPerBlock)),
+                                          dim3(kHeadWarpsPerBlock * kWarp), 0, stream, p.pdl != 0, p);
+    if (err != cudaSuccess) return err;
     return cudaGetLastError();
 }
 

@@ -23,6 +23,7 @@ struct EmbedBf16Params {
     int32_t dim;
     int32_t max_rows;
     const int32_t* n_rows;   // [1] device, may be null (= max_rows)
+    int32_t pdl = 0;         // 1: programmatic dependent launch (decode graphs; see lm_common.cuh)
 };
 
 // Residual add + RMSNorm (family RmsNormParams): if delta != null, h = bf16(h + delta) in place;
@@ -82,6 +83,7 @@ struct QkNormRopeBf16Params {
     const StepCursor* cursor;  // pos, n_tokens (rows)
     int32_t inv_freq_bf16 = 0;  // 1: inv_freq rounded to bf16 (RopeParams::inv_freq_bf16, the CPU rule)
     BatchRef batch = {};             // on: max_rows = B rows, row r at position batch.cursors[r].pos
+    int32_t pdl = 0;                 // 1: programmatic dependent launch (decode graphs; see lm_common.cuh)
 };
 
 // Gated RMSNorm per value head (family GatedRmsNormParams): y = w ⊙ norm(o) ⊙ silu(z).
@@ -193,6 +195,7 @@ struct KvAppendBf16Params {
     int32_t max_rows;
     const StepCursor* cursor;
     BatchRef batch = {};          // on: row r appends at batch.cursors[r].pos to member r's caches
+    int32_t pdl = 0;              // 1: programmatic dependent launch (decode graphs; see lm_common.cuh)
 };
 
 // Causal GQA attention of this launch's rows (absolute position pos + row) over cache
@@ -217,6 +220,7 @@ struct AttentionBf16Params {
     int32_t max_rows;
     const StepCursor* cursor;
     BatchRef batch = {};          // decode: row r (grid z) over member r's caches, its own work slice
+    int32_t pdl = 0;              // decode: programmatic dependent launch of both launches (lm_common.cuh)
 };
 
 // y[r, i] = silu(x[r, i]) * x[r, F + i] for the fused [gate | up] projection (family SwigluParams).

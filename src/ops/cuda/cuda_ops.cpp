@@ -192,11 +192,17 @@ frost_status check(cudaError_t e, const char* op) {
 bf16* B(const Tensor& t) { return t.as<bf16>(); }
 float* F(const Tensor& t) { return t.as<float>(); }
 
+// Programmatic dependent launch for the ops whose op struct carries no pdl hint: on for
+// decode-sized launches (<= kGemvMaxRows rows: a solo or batched decode step, whose neighbours are
+// all kernels) on a created stream (never the legacy one), as op_moe does.
+int32_t decode_pdl(const Exec& ex, int max_rows) { return native(ex) != nullptr && max_rows <= K::kGemvMaxRows ? 1 : 0; }
+
 frost_status embed(const Exec& ex, const EmbedOp& p) {
     NEED(p.table, DType::BF16, "embed");
     NEED(p.y, DType::BF16, "embed");
     K::EmbedBf16Params e{B(p.table), p.ids, B(p.y), int32_t(p.table.shape[0]), int32_t(p.table.shape[1]),
                          p.rows.max, p.rows.n};
+    e.pdl = decode_pdl(ex, p.rows.max);
     return check(K::embed_launch(e, native(ex)), "embed");
 }
 
@@ -219,6 +225,7 @@ frost_status qk_norm_rope(const Exec& ex, const QkNormRopeOp& p) {
                               p.k.stride[1], int32_t(p.q.shape[1]), int32_t(p.k.shape[1]), int32_t(p.q.shape[2]),
                               p.rotary_dim, 1, p.eps, p.theta, p.max_rows, p.cursor, p.inv_freq_bf16};
     q.batch = batch_ref(p.batch);
+    q.pdl = decode_pdl(ex, p.max_rows);
     return check(K::qk_norm_rope_launch(q, native(ex)), "qk_norm_rope");
 }
 
@@ -298,6 +305,7 @@ frost_status kv_append(const Exec& ex, const KvAppendOp& p) {
     K::KvAppendBf16Params k{B(p.k), B(p.v), B(p.k_cache), B(p.v_cache), p.k.stride[0], int32_t(p.k.shape[1]),
                             int32_t(p.k_cache.shape[0]), p.max_rows, p.cursor};
     k.batch = batch_ref(p.batch);
+    k.pdl = decode_pdl(ex, p.max_rows);
     return check(K::kv_append_launch(k, native(ex)), "kv_append");
 }
 
@@ -324,6 +332,7 @@ frost_status attention_decode(const Exec& ex, const AttentionOp& p) {
     K::AttentionBf16Params a{};
     FROST_TRY(attention_params(p, "attention_decode", &a));
     a.batch = batch_ref(p.batch);
+    a.pdl = decode_pdl(ex, 1);
     return check(K::attn_decode_launch(a, native(ex)), "attention_decode");
 }
 
