@@ -87,10 +87,10 @@ TEST(CudaConv1d, ChunksAndDecodeStepsMatchWholeSequence) {
     }
 }
 
-// The multi-tile prefill (tiled loop, whole tile loaded first, tile rows reduced together) and
-// the single-row launches (sliding window, the decode path) compute each row with the same
-// arithmetic in the same order: a row's output bits do not depend on how the prompt was cut, which
-// capsule restore + append and sliced prefill rely on. Rows 0..T-1 once as one launch, once one by one.
+// A multi-tile prefill launch and single-row launches (the decode path, which also writes the
+// state) compute each row with the same arithmetic in the same order: a row's output bits do not
+// depend on how the prompt was cut, which capsule restore + append and sliced prefill rely on.
+// Rows 0..T-1 once as one launch, once one by one.
 TEST(CudaConv1d, TiledPrefillEqualsDecodeStepsBitwise) {
     FROST_SKIP_WITHOUT_CUDA();
     auto rng = fresh_rng("Conv1dTiled");

@@ -1,18 +1,8 @@
 // Causal depthwise conv1d + SiLU of the GDN qkv channels with its K-1 input state (spec §4.1 step 2),
-// fused with the q/k l2norm (step 4). A block is one 128-channel head, one thread per channel, so
+// fused with the q/k l2norm (step 4). One thread per channel slides a K-tap window in registers
+// down a tile of rows, so each input is read once per tile; a block is one 128-channel head, so
 // the l2norm is one block reduction per row. Prefill and decode share this launcher (decode
 // graphs launch it programmatically: weights load before the wait).
-//
-// Two row loops, same arithmetic and summation order, so a row's bits do not depend on which
-// one ran it (or on the tiling): a single-tile launch (decode, short prefill, which also writes
-// the new state) slides a K-tap window down its rows; a multi-tile prefill launch loads its whole
-// tile (kConvTileRows + K - 1 inputs per thread) before computing, and reduces the tile's rows
-// together (one barrier pair per tile, not per row). The sliding loop keeps one 2-byte load in
-// flight per thread and two barriers per row: at 2048 rows it ran 70-87 us per layer, ~3x the
-// bytes floor (H100, 2026-11-24).
-#include <cstdlib>
-#include <cstring>
-
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_kernels.h"
 
@@ -20,18 +10,7 @@ namespace frost::kernels {
 namespace {
 using namespace lm;
 
-constexpr int kConvRowsPerBlock = 16;  // rows per block of the sliding loop (multi-tile: FROST_CONV1D=loop)
-constexpr int kConvTileRows = 32;      // rows per block of the tiled prefill loop
-constexpr int kConvWarps = kConvChannelsPerBlock / kWarp;
-
-// FROST_CONV1D=loop runs multi-tile prefills with the sliding loop too (A/B benches; same bits).
-bool conv_force_loop() {
-    static const bool v = [] {
-        const char* e = std::getenv("FROST_CONV1D");
-        return e && std::strcmp(e, "loop") == 0;
-    }();
-    return v;
-}
+constexpr int kConvRowsPerBlock = 16;
 
 __device__ inline float bf16_at(const bf16* p) { return __bfloat162float(*p); }
 
@@ -94,60 +73,6 @@ __global__ void __launch_bounds__(kConvChannelsPerBlock) conv1d_kernel(Conv1dBf1
     }
 }
 
-// Multi-tile prefill, a tile of kConvTileRows rows per block: every input of the tile (and the K-1
-// before it) is loaded first, then each row is computed exactly as conv1d_kernel computes it
-// (w[K-1] * x[r] first, then the older taps in order; block_sum's butterflies and warp order).
-template <int K>
-__global__ void __launch_bounds__(kConvChannelsPerBlock) conv1d_tile_kernel(Conv1dBf16Params p) {
-    __shared__ float part[kConvTileRows][kConvWarps];
-    const int ch = blockIdx.x * kConvChannelsPerBlock + threadIdx.x;
-    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-    float w[K];
-#pragma unroll
-    for (int j = 0; j < K; ++j) w[j] = p.w[static_cast<int64_t>(ch) * K + j];
-    pdl_wait();
-    pdl_launch_dependents();
-    const int rows = launch_rows(p.n_rows, p.max_rows);
-    const int r0 = blockIdx.y * kConvTileRows;
-    if (r0 >= rows) return;  // uniform per block
-    const int n = min(kConvTileRows, rows - r0);
-    float in[kConvTileRows + K - 1];  // in[i]: input of row r0 - (K-1) + i
-#pragma unroll
-    for (int i = 0; i < kConvTileRows + K - 1; ++i) {
-        const int r = r0 - (K - 1) + i;
-        in[i] = i - (K - 1) < n ? conv_input<K>(p, ch, r) : 0.0f;
-    }
-    const bool l2 = p.l2_dim > 0 && static_cast<int>(blockIdx.x) < p.l2_heads;
-    const float head_scale = (l2 && static_cast<int>(blockIdx.x) < p.l2_q_heads) ? p.q_scale : 1.0f;
-    float out[kConvTileRows];
-#pragma unroll
-    for (int t = 0; t < kConvTileRows; ++t) {
-        float acc = w[K - 1] * in[t + K - 1];
-#pragma unroll
-        for (int j = 0; j < K - 1; ++j) acc += w[j] * in[t + j];
-        out[t] = silu(acc);
-    }
-    if (l2) {  // uniform per block
-#pragma unroll
-        for (int t = 0; t < kConvTileRows; ++t) {
-            out[t] = __bfloat162float(__float2bfloat16(out[t]));  // as conv1d_kernel: the bf16 activation
-            const float v = warp_sum(out[t] * out[t]);
-            if (lane == 0) part[t][warp] = v;
-        }
-        __syncthreads();
-#pragma unroll
-        for (int t = 0; t < kConvTileRows; ++t) {
-            float ss = 0.0f;
-#pragma unroll
-            for (int i = 0; i < kConvWarps; ++i) ss += part[t][i];
-            out[t] = out[t] * rsqrtf(ss + p.l2_eps) * head_scale;
-        }
-    }
-#pragma unroll
-    for (int t = 0; t < kConvTileRows; ++t)
-        if (t < n) p.y[static_cast<int64_t>(r0 + t) * p.channels + ch] = __float2bfloat16(out[t]);
-}
-
 // Multi-tile launches: after every tile has read the old state, shift the last K-1 inputs in.
 template <int K>
 __global__ void conv1d_state_kernel(Conv1dBf16Params p) {
@@ -166,15 +91,9 @@ cudaError_t conv1d_dispatch(const Conv1dBf16Params& p, cudaStream_t stream) {
     const bool batched = p.batch.slots != nullptr;
     if (batched && (!p.batch.table || p.batch.B != p.max_rows || p.n_rows)) return cudaErrorInvalidValue;
     const int tiles = batched ? 1 : ceil_div(p.max_rows, kConvRowsPerBlock);  // batched: one row per member
-    cudaError_t err;
-    if (tiles > 1 && !conv_force_loop()) {
-        const dim3 grid(p.channels / kConvChannelsPerBlock, ceil_div(p.max_rows, kConvTileRows));
-        err = launch_kernel(conv1d_tile_kernel<K>, grid, dim3(kConvChannelsPerBlock), 0, stream, p.pdl != 0, p);
-    } else {
-        const dim3 grid(p.channels / kConvChannelsPerBlock, tiles, batched ? p.batch.B : 1);
-        err = launch_kernel(conv1d_kernel<K>, grid, dim3(kConvChannelsPerBlock), 0, stream, p.pdl != 0, p,
-                            tiles == 1 ? 1 : 0);
-    }
+    const dim3 grid(p.channels / kConvChannelsPerBlock, tiles, batched ? p.batch.B : 1);
+    cudaError_t err = launch_kernel(conv1d_kernel<K>, grid, dim3(kConvChannelsPerBlock), 0, stream, p.pdl != 0, p,
+                                    tiles == 1 ? 1 : 0);
     if (err == cudaSuccess) err = cudaGetLastError();
     if (err != cudaSuccess || tiles == 1) return err;
     conv1d_state_kernel<K><<<p.channels / kConvChannelsPerBlock, kConvChannelsPerBlock, 0, stream>>>(p);
