@@ -306,7 +306,61 @@ int bench_conv() {
     return 0;
 }
 
-// The 9B-style prefill GEMMs at 4096 rows: bf16 cuBLASLt against the FP8 block-scaled GEMM
+// Uniform [-1, 1) bf16 from a hash of the index (host; the bench has no kernels of its own).
+void fill_random_bf16(bf16* dst, size_t n, uint32_t seed) {
+    std::vector<bf16> h(n);
+    for (size_t i = 0; i < n; ++i) {
+        uint32_t v = uint32_t(i) * 2654435761u ^ seed;
+        v ^= v >> 15;
+        v *= 2246822519u;
+        v ^= v >> 13;
+        h[i] = __float2bfloat16(float(v & 0xFFFF) / 32768.0f - 1.0f);
+    }
+    CK(cudaMemcpy(dst, h.data(), n * sizeof(bf16), cudaMemcpyHostToDevice));
+}
+
+// The 9B-style prefill GEMMs at `rows` rows with random operands (constant ones draw less power
+// and clock higher): the heuristic's first few bf16 algorithms, TFLOP/s; rank 0 is the engine's.
+int bench_gemm(int rows) {
+    cudaStream_t s = nullptr;
+    CK(cudaStreamCreate(&s));
+    Timer t = make_timer(s);
+    struct Shape { const char* name; int N, K; };
+    const Shape shapes[] = {{"lin in_proj", 12352, 4096}, {"mlp gate|up", 24576, 4096}, {"mlp down", 4096, 12288},
+                            {"lin out_proj", 4096, 4096}, {"full qkv_proj", 10240, 4096}};
+    constexpr int kRanks = 8;
+    uint8_t* ws = dalloc<uint8_t>(kGemmWorkspaceBytes);
+    GemmLt* lt = nullptr;
+    CK(gemm_lt_create(ws, kGemmWorkspaceBytes, &lt));
+    std::printf("bf16 GEMMs at M = %d rows, random operands: TFLOP/s at heuristic rank 0..%d\n", rows, kRanks - 1);
+    for (const Shape& sh : shapes) {
+        const double flops = 2.0 * rows * sh.N * double(sh.K);
+        bf16* x = dalloc<bf16>(size_t(rows) * sh.K);
+        bf16* w = dalloc<bf16>(size_t(sh.N) * sh.K);
+        bf16* y = dalloc<bf16>(size_t(rows) * sh.N);
+        fill_random_bf16(x, size_t(rows) * sh.K, 1u);
+        fill_random_bf16(w, size_t(sh.N) * sh.K, 2u);
+        std::printf("  %-16s N %5d K %5d:", sh.name, sh.N, sh.K);
+        GemmBf16Params b{x, w, y, sh.K, sh.N, rows, sh.N, sh.K, 0, 0};
+        for (int r = 0; r < kRanks; ++r) {
+            GemmPlan* bp = nullptr;
+            if (gemm_plan_create(lt, b, &bp, nullptr, r) != cudaSuccess) {
+                std::printf("      -");
+                continue;
+            }
+            const double ms = t.median_ms([&] { return gemm_launch(bp, b, s); });
+            std::printf(" %6.0f", flops / (ms * 1e9));
+            gemm_plan_destroy(bp);
+        }
+        std::printf("\n");
+        for (void* p : std::initializer_list<void*>{x, w, y}) CK(cudaFree(p));
+    }
+    gemm_lt_destroy(lt);
+    CK(cudaFree(ws));
+    return 0;
+}
+
+// The 9B-style prefill GEMMs at 4096 rows, random operands: bf16 cuBLASLt against the FP8 block-scaled GEMM
 // (W8A8: activation quantization + GEMM, the ops layer's sequence), each of the heuristic's first
 // few FP8 algorithms (rank 0 is what the engine takes). TFLOP/s over the GEMM's 2MNK.
 int bench_fp8() {
@@ -327,16 +381,27 @@ int bench_fp8() {
         bf16* x = dalloc<bf16>(size_t(M) * sh.K);
         bf16* w = dalloc<bf16>(size_t(sh.N) * sh.K);
         bf16* y = dalloc<bf16>(size_t(M) * sh.N);
-        CK(cudaMemset(x, 0x3C, size_t(M) * sh.K * sizeof(bf16)));
-        CK(cudaMemset(w, 0x3C, size_t(sh.N) * sh.K * sizeof(bf16)));
+        fill_random_bf16(x, size_t(M) * sh.K, 1u);
+        fill_random_bf16(w, size_t(sh.N) * sh.K, 2u);
         uint8_t* wq = dalloc<uint8_t>(size_t(sh.N) * sh.K);
         uint8_t* xq = dalloc<uint8_t>(size_t(M) * sh.K);
-        CK(cudaMemset(wq, 0x38, size_t(sh.N) * sh.K));
+        {
+            std::vector<uint8_t> h(size_t(sh.N) * sh.K);
+            uint32_t v = 12345u;
+            for (auto& b : h) {
+                v = v * 1664525u + 1013904223u;
+                b = uint8_t(v >> 24) & 0xF7u;  // clears bit 3: never the NaN codes 0x7F / 0xFF
+            }
+            CK(cudaMemcpy(wq, h.data(), h.size(), cudaMemcpyHostToDevice));
+        }
         const size_t wsn = sh.block_n == 1 ? size_t(sh.N) * (sh.K / 128) : size_t((sh.N + 127) / 128) * (sh.K / 128);
         float* wsc = dalloc<float>(std::max(wsn, act_scale_floats(sh.N, sh.K)));
         float* wsr = dalloc<float>(act_scale_floats(sh.N, sh.K));
         float* xs = dalloc<float>(act_scale_floats(M, sh.K));
-        CK(cudaMemset(wsc, 0, wsn * sizeof(float)));
+        {
+            const std::vector<float> h(wsn, 1.0f / 448.0f);
+            CK(cudaMemcpy(wsc, h.data(), wsn * sizeof(float), cudaMemcpyHostToDevice));
+        }
         std::printf("  %-30s N %5d K %5d:", sh.name, sh.N, sh.K);
         GemmBf16Params b{x, w, y, sh.K, sh.N, M, sh.N, sh.K, 0, 0};
         GemmPlan* bp = nullptr;
@@ -376,11 +441,13 @@ int main(int argc, char** argv) {
     if (argc == 3 && std::string(argv[1]) == "--attn") return bench_attention(argv[2]);
     if (argc == 2 && std::string(argv[1]) == "--conv") return bench_conv();
     if (argc == 2 && std::string(argv[1]) == "--fp8") return bench_fp8();
+    if (argc == 3 && std::string(argv[1]) == "--gemm") return bench_gemm(std::atoi(argv[2]));
     if (argc < 3) {
         std::fprintf(stderr, "usage: bench_cuda_kernels out.json MODEL_DIR [prefill_chunk] [decode_pos...]\n"
                              "       bench_cuda_kernels --attn out.json   (attention prefill kernels alone)\n"
                              "       bench_cuda_kernels --conv            (GDN conv1d kernels alone)\n"
-                             "       bench_cuda_kernels --fp8             (FP8 W8A8 vs bf16 prefill GEMMs)\n");
+                             "       bench_cuda_kernels --fp8             (FP8 W8A8 vs bf16 prefill GEMMs)\n"
+                             "       bench_cuda_kernels --gemm ROWS       (bf16 prefill GEMMs per heuristic rank)\n");
         return 2;
     }
     const std::string json_path = argv[1], model_dir = argv[2];

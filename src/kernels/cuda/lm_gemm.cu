@@ -58,8 +58,9 @@ void gemm_plan_destroy(GemmPlan* plan) {
     delete plan;
 }
 
-cudaError_t gemm_plan_create(GemmLt* lt, const GemmBf16Params& s, GemmPlan** out, int* lt_status) {
-    if (!lt || !out || s.M <= 0 || s.N <= 0 || s.K <= 0 || s.ldx < s.K || s.ldy < s.N)
+cudaError_t gemm_plan_create(GemmLt* lt, const GemmBf16Params& s, GemmPlan** out, int* lt_status, int rank) {
+    constexpr int kMaxRank = 16;
+    if (rank < 0 || rank >= kMaxRank || !lt || !out || s.M <= 0 || s.N <= 0 || s.K <= 0 || s.ldx < s.K || s.ldy < s.N)
         return cudaErrorInvalidValue;
     *out = nullptr;
     auto* plan = new GemmPlan{};
@@ -93,13 +94,14 @@ cudaError_t gemm_plan_create(GemmLt* lt, const GemmBf16Params& s, GemmPlan** out
                       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
         if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
     }
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kMaxRank]{};
     int found = 0;
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulAlgoGetHeuristic(lt->handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref, 1,
-                                            &result, &found);
+        st = cublasLtMatmulAlgoGetHeuristic(lt->handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref, rank + 1,
+                                            results, &found);
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    const cublasLtMatmulHeuristicResult_t& result = results[rank];
+    if (st != CUBLAS_STATUS_SUCCESS || found <= rank) {
         gemm_plan_destroy(plan);
         if (st == CUBLAS_STATUS_SUCCESS) return cudaErrorNotSupported;
         return fail(st, lt_status);

@@ -25,7 +25,10 @@ cudaError_t gemm_lt_create(void* workspace, size_t workspace_bytes, GemmLt** out
 void gemm_lt_destroy(GemmLt* lt);  // null ignored
 
 // `shape` gives M, N, K, ldx, ldy, out_f32, accumulate; its pointers are ignored.
-cudaError_t gemm_plan_create(GemmLt* lt, const GemmBf16Params& shape, GemmPlan** out, int* lt_status = nullptr);
+// rank: which of the heuristic's ordered answers to take (0, its first choice, is what the engine
+// uses; benches sweep the others); NotSupported when it offers fewer.
+cudaError_t gemm_plan_create(GemmLt* lt, const GemmBf16Params& shape, GemmPlan** out, int* lt_status = nullptr,
+                             int rank = 0);
 void gemm_plan_destroy(GemmPlan* plan);  // null ignored
 
 // p must have the plan's shape (else cudaErrorInvalidValue); pointers 16-byte aligned.
