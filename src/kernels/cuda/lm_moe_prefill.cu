@@ -11,6 +11,7 @@
 #include "kernels/cuda/lm_moe.h"
 #include "kernels/cuda/lm_moe_common.cuh"
 #include "kernels/cuda/lm_moe_gemm.cuh"
+#include "kernels/cuda/lm_moe_gemm_ws.cuh"
 
 namespace frost::kernels {
 namespace {
@@ -38,8 +39,8 @@ int tile_capacity(const MoeBf16Params& p, int bm) { return ceil_div(entries(p), 
 // / 1.632); 16k wgmma 3.297 / 4.294 (3.818 / 5.306).
 int pick_tile_shape(const MoeBf16Params& p) {
     if (p.tile_shape) return p.tile_shape;
-    if (static_cast<int64_t>(p.max_rows) * p.k < 128LL * p.E) return 1;
-    return moe_prefill_wgmma_supported() ? 3 : 2;
+    if (moe_prefill_wgmma_supported()) return 4;
+    return static_cast<int64_t>(p.max_rows) * p.k < 128LL * p.E ? 1 : 2;
 }
 
 // ---- grouping: count per chunk, scan, scatter (deterministic: by row within each group) -------
@@ -282,6 +283,7 @@ cudaError_t launch_gemms(const MoeBf16Params& p, int shape, cudaStream_t stream)
         case 1: return launch_gemms<Tile<64>>(p, stream);
         case 2: return launch_gemms<Tile<128>>(p, stream);
         case 3: return launch_gemms<moe::WgTile>(p, stream);
+        case 4: return moe::ws_gemms_launch(p, tile_capacity(p, moe::WsTile::BM), stream);
         default: return cudaErrorInvalidValue;
     }
 }
