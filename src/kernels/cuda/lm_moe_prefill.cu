@@ -235,18 +235,31 @@ __global__ void __launch_bounds__(T::threads, 2) moe_down_kernel(MoeBf16Params p
 }
 
 // grid: max_rows blocks; out[r] = Σ_j w_j · yg[pos(r, j)] (slot order) + shared_w · yg[pos(r, k)],
-// 8 columns per thread.
+// 8 columns per thread. The entries' loads go out kBatch at a time before their sums (which keep
+// the slot order, so the bits do not depend on the batching): one 16-byte load in flight per
+// thread left the combine at ~1.8 TB/s.
 __global__ void moe_combine_kernel(MoeBf16Params p) {
+    constexpr int kBatch = 4;
     const int r = blockIdx.x;
     if (r >= launch_rows(p.n_rows, p.max_rows)) return;
     const int32_t* pos = p.entry_pos + static_cast<int64_t>(r) * (p.k + 1);
     for (int h = threadIdx.x * kVec; h < p.H; h += blockDim.x * kVec) {
-        float total[kVec] = {}, y[kVec];
-        for (int j = 0; j <= p.k; ++j) {
-            const float wj = j < p.k ? p.topk_w[static_cast<int64_t>(r) * p.k + j] : p.shared_w[r];
-            load8(p.yg + static_cast<int64_t>(pos[j]) * p.H + h, y);
+        float total[kVec] = {};
+        for (int j0 = 0; j0 <= p.k; j0 += kBatch) {
+            float y[kBatch][kVec], wj[kBatch];
 #pragma unroll
-            for (int c = 0; c < kVec; ++c) total[c] = fmaf(wj, y[c], total[c]);
+            for (int u = 0; u < kBatch; ++u) {
+                const int j = j0 + u;
+                if (j > p.k) break;
+                wj[u] = j < p.k ? p.topk_w[static_cast<int64_t>(r) * p.k + j] : p.shared_w[r];
+                load8(p.yg + static_cast<int64_t>(pos[j]) * p.H + h, y[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < kBatch; ++u) {
+                if (j0 + u > p.k) break;
+#pragma unroll
+                for (int c = 0; c < kVec; ++c) total[c] = fmaf(wj[u], y[u][c], total[c]);
+            }
         }
         const int64_t at = static_cast<int64_t>(r) * p.H + h;
         if (p.out)
