@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
     std::printf("%7s %9s %9s %9s", "rows", "entries", "router", "router_tc");
     for (int i : tiles) {
         const MoeTileShape& t = kMoeTileShapes[i - 1];
-        std::printf("  %3dx%-2dw%-2d  TF/s", t.rows, t.k, t.warp_cols);
+        std::printf("  t%d %3dx%-2dw%-3d TF/s", i, t.rows, t.k, t.warp_cols);
     }
     std::printf("  cublasLt    TF/s\n");
     for (const int rows : rows_list) {

@@ -36,7 +36,7 @@ struct MoeTileShape {
     int rows, k, warp_cols, wgmma;
 };
 // Shape 4: 128 x 256 tiles, a producer warpgroup and two wgmma consumer warpgroups over a
-// 4-stage ring, persistent blocks (lm_moe_gemm_ws.cuh).
+// 4-stage ring, persistent blocks (lm_moe_gemm_ws.cuh); opt-in, the launcher does not pick it.
 constexpr MoeTileShape kMoeTileShapes[] = {{64, 64, 32, 0}, {128, 64, 32, 0}, {128, 64, 128, 1}, {128, 64, 256, 1}};
 constexpr int kMoeTileShapeCount = 4;
 

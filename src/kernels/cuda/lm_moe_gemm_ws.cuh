@@ -8,9 +8,14 @@
 // across the tiles a persistent block takes, so the producer fetches the next tile while the
 // consumers run the epilogue of this one.
 //
-// Why not WgTile (lm_moe_gemm.cuh): there every thread loads, a block barrier precedes each stage
-// and each warpgroup waits for its own MMAs before the next, so loads, barriers and MMAs take
-// turns; its 128-column B tiles also read every A row twice as often per FLOP.
+// Against WgTile (lm_moe_gemm.cuh; every thread loads, a block barrier before each stage, each
+// warpgroup waiting for its own MMAs) it loads fewer bytes per FLOP and overlaps the epilogue,
+// yet measured no faster (H100, 35B-A3B shape, whole launch: 4k rows 1.16 against 1.06 ms, 16k
+// 3.17 against 3.32; Qwen3-Next-80B slower at both), so the launcher does not pick it. ncu at 16k
+// rows: SM, L2 and DRAM throughput all ~40 %, none saturated, one block per SM: latency bound,
+// the ring's ~150 KB in flight per SM too little for the gathered rows' L2 misses. What would
+// move it: TMA for the weight tiles with multicast over a 2-block cluster (half the B bytes per
+// block), a deeper ring, fewer nearly-empty second tiles at ~128 rows per expert.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -137,10 +142,13 @@ __device__ inline void ws_produce(const WsRing& ring, uint32_t& it, const bf16* 
     }
 }
 
-// Consumer warpgroup wg (0 or 1, rows 64 wg..) over one tile's k-steps: acc = A · B^T.
-// kMma false (all the warpgroup's rows past the group's end) still walks the ring, so the
-// barrier phases stay in step, but issues no MMA. Two instantiations rather than a branch around
-// the wgmma: ptxas serialises wgmma on a divergent path (C7518).
+// Consumer warpgroup wg (0 or 1, rows 64 wg..) over one tile's k-steps: acc = A · B^T. Each
+// stage goes back to the producer as soon as the MMAs that read it retire (the other
+// warpgroup's MMAs keep the tensor cores busy meanwhile; keeping one group in flight and
+// releasing a step late measured the same at 4k rows and 2 % slower at 16k). kMma false (all
+// the warpgroup's rows past the group's end) still walks the ring, so the barrier phases stay in
+// step, but issues no MMA. Two instantiations rather than a branch around the wgmma: ptxas
+// serialises wgmma on a divergent path (C7518).
 template <bool kMma>
 __device__ inline void ws_consume(const WsRing& ring, uint32_t& it, float (&acc)[128], int K, int wg) {
     const int k_tiles = (K + WsTile::BK - 1) / WsTile::BK;
@@ -160,16 +168,11 @@ __device__ inline void ws_consume(const WsRing& ring, uint32_t& it, float (&acc)
                 wgmma_m64n256k16_ss(acc, lm::smem_desc_sw128(a0 + kk * 32, 16, 1024),
                                     lm::smem_desc_sw128(b0 + kk * 32, 16, 1024));
             lm::wgmma_commit();
-            lm::wgmma_wait<1>();  // the previous k-step's group has retired: its stage is free
+            lm::wgmma_wait<0>();
             lm::reg_fence(acc);
         }
-        if (kt > 0) ws_bar_arrive(ring.empty_bar(it - 1));
+        ws_bar_arrive(ring.empty_bar(it));
     }
-    if constexpr (kMma) {
-        lm::wgmma_wait<0>();
-        lm::reg_fence(acc);
-    }
-    if (k_tiles > 0) ws_bar_arrive(ring.empty_bar(it - 1));
 }
 
 // acc of a consumer thread: n8 tile i (columns 8 i..) in acc[4 i .. 4 i + 3]: (row g, columns

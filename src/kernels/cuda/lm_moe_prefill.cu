@@ -36,11 +36,13 @@ int tile_capacity(const MoeBf16Params& p, int bm) { return ceil_div(entries(p), 
 // large. The switch is at an average of 128 rows per routed group. Measured on the H100
 // (bench_moe_prefill, 35B-A3B / Qwen3-Next-80B shapes, ms per launch): 1k rows 64x64 0.728 / 1.308
 // (wgmma 0.720 / 1.321: the weights' bytes bound it); 4k wgmma 1.053 / 1.591 (best mma.sync 1.225
-// / 1.632); 16k wgmma 3.297 / 4.294 (3.818 / 5.306).
+// / 1.632); 16k wgmma 3.297 / 4.294 (3.818 / 5.306). The warp-specialised persistent tile (shape
+// 4) is not picked: 4k 1.159 / 1.692 ms, 16k 3.170 / 4.860 against wgmma 1.055 / 1.579 and
+// 3.316 / 4.284 in the same run (lm_moe_gemm_ws.cuh says why).
 int pick_tile_shape(const MoeBf16Params& p) {
     if (p.tile_shape) return p.tile_shape;
-    if (moe_prefill_wgmma_supported()) return 4;
-    return static_cast<int64_t>(p.max_rows) * p.k < 128LL * p.E ? 1 : 2;
+    if (static_cast<int64_t>(p.max_rows) * p.k < 128LL * p.E) return 1;
+    return moe_prefill_wgmma_supported() ? 3 : 2;
 }
 
 // ---- grouping: count per chunk, scan, scatter (deterministic: by row within each group) -------
@@ -236,8 +238,8 @@ __global__ void __launch_bounds__(T::threads, 2) moe_down_kernel(MoeBf16Params p
 
 // grid: max_rows blocks; out[r] = Σ_j w_j · yg[pos(r, j)] (slot order) + shared_w · yg[pos(r, k)],
 // 8 columns per thread. The entries' loads go out kBatch at a time before their sums (which keep
-// the slot order, so the bits do not depend on the batching): one 16-byte load in flight per
-// thread left the combine at ~1.8 TB/s.
+// the slot order, so the bits do not depend on the batching), several loads in flight per thread
+// (H100, 35B-A3B shape, 4k rows: 70 us, ~2.6 TB/s of yg, out and residual traffic).
 __global__ void moe_combine_kernel(MoeBf16Params p) {
     constexpr int kBatch = 4;
     const int r = blockIdx.x;

@@ -131,17 +131,15 @@ int sm_count() {
 }  // namespace
 
 cudaError_t ws_gemms_launch(const MoeBf16Params& p, int tile_capacity, cudaStream_t stream) {
-    cudaError_t e = cudaFuncSetAttribute(moe_ws_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(WsTile::smem));
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(moe_ws_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(WsTile::smem));
+    constexpr auto up = moe_ws_kernel<false>, down = moe_ws_kernel<true>;
+    const int smem = static_cast<int>(WsTile::smem);
+    cudaError_t e = cudaFuncSetAttribute(up, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(down, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
-    const int64_t cap_up = int64_t(tile_capacity) * ws_col_tiles(p, false), cap_down = int64_t(tile_capacity) * ws_col_tiles(p, true);
-    const int grid_up = static_cast<int>(std::min<int64_t>(sm_count(), cap_up));
-    const int grid_down = static_cast<int>(std::min<int64_t>(sm_count(), cap_down));
-    moe_ws_kernel<false><<<grid_up, WsTile::threads, WsTile::smem, stream>>>(p);
-    moe_ws_kernel<true><<<grid_down, WsTile::threads, WsTile::smem, stream>>>(p);
+    const int64_t cap_up = int64_t(tile_capacity) * ws_col_tiles(p, false);
+    const int64_t cap_down = int64_t(tile_capacity) * ws_col_tiles(p, true);
+    up<<<static_cast<int>(std::min<int64_t>(sm_count(), cap_up)), WsTile::threads, WsTile::smem, stream>>>(p);
+    down<<<static_cast<int>(std::min<int64_t>(sm_count(), cap_down)), WsTile::threads, WsTile::smem, stream>>>(p);
     return cudaGetLastError();
 }
 
