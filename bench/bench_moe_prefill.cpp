@@ -4,7 +4,8 @@
 // two routers alone (the decode one, and the tensor-core one every prefill launch runs). Median
 // of CUDA-event timings over repeated launches after a warm-up; random bf16 inputs (never zeros).
 // TFLOP/s counts the active FLOPs, 6 H I per entry.
-// Usage: bench_moe_prefill [--shape 35b|next] [--rows 1024,4096,16384] [--reps N]
+// Usage: bench_moe_prefill [--shape 35b|next] [--rows 1024,4096,16384] [--reps N] [--tiles 1,4]
+// (--tiles: only these tile shapes, e.g. under a profiler).
 #if !FROST_WITH_CUDA
 #include <cstdio>
 int main() {
@@ -84,22 +85,31 @@ int main(int argc, char** argv) {
     std::string shape = "35b";
     std::vector<int> rows_list{1024, 4096, 16384};
     int reps = 10;
+    std::vector<int> tiles;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i], v = argv[i + 1];
         if (k == "--shape") shape = v;
         else if (k == "--reps") reps = std::atoi(v.c_str());
-        else if (k == "--rows") {
-            rows_list.clear();
+        else if (k == "--rows" || k == "--tiles") {
+            std::vector<int>& list = k == "--rows" ? rows_list : tiles;
+            list.clear();
             for (size_t at = 0; at < v.size();) {
                 const size_t comma = v.find(',', at);
-                rows_list.push_back(std::atoi(v.substr(at, comma - at).c_str()));
+                list.push_back(std::atoi(v.substr(at, comma - at).c_str()));
                 at = comma == std::string::npos ? v.size() : comma + 1;
             }
         } else {
-            std::fprintf(stderr, "usage: bench_moe_prefill [--shape 35b|next] [--rows R1,R2,..] [--reps N]\n");
+            std::fprintf(stderr, "usage: bench_moe_prefill [--shape 35b|next] [--rows R1,R2,..] [--reps N] [--tiles T1,..]\n");
             return 2;
         }
     }
+    if (tiles.empty())
+        for (int t = 1; t <= kMoeTileShapeCount; ++t) tiles.push_back(t);
+    for (int t : tiles)
+        if (t < 1 || t > kMoeTileShapeCount) {
+            std::fprintf(stderr, "bench_moe_prefill: --tiles: %d is not a tile shape (1..%d)\n", t, kMoeTileShapeCount);
+            return 2;
+        }
     if (shape != "35b" && shape != "next") {
         std::fprintf(stderr, "bench_moe_prefill: --shape must be 35b or next, got %s\n", shape.c_str());
         return 2;
@@ -144,7 +154,10 @@ int main(int argc, char** argv) {
     std::printf("MoE prefill, shape %s (H %d, E %d, k %d + shared, I = Is = %d), ms and TFLOP/s over 6 H I per entry\n",
                 shape.c_str(), H, E, k, I);
     std::printf("%7s %9s %9s %9s", "rows", "entries", "router", "router_tc");
-    for (const MoeTileShape& t : kMoeTileShapes) std::printf("  %3dx%-2dw%-2d  TF/s", t.rows, t.k, t.warp_cols);
+    for (int i : tiles) {
+        const MoeTileShape& t = kMoeTileShapes[i - 1];
+        std::printf("  t%d %3dx%-2dw%-3d TF/s", i, t.rows, t.k, t.warp_cols);
+    }
     std::printf("  cublasLt    TF/s\n");
     for (const int rows : rows_list) {
         const int64_t entries = int64_t(rows) * (k + 1);
@@ -154,7 +167,7 @@ int main(int argc, char** argv) {
         const double router = time_ms(st, reps, [&] { CK(moe_router_launch(q, st)); });
         const double router_tc = time_ms(st, reps, [&] { CK(moe_prefill_router_launch(q, st)); });
         std::printf("%7d %9lld %9.3f %9.3f", rows, (long long)entries, router, router_tc);
-        for (int t = 1; t <= kMoeTileShapeCount; ++t) {
+        for (int t : tiles) {
             q.tile_shape = t;
             const double ms = time_ms(st, reps, [&] { CK(moe_prefill_launch(q, st)); });
             std::printf(" %8.3f %7.1f", ms, flops / ms / 1e9);

@@ -228,12 +228,14 @@ TEST(CudaMoePrefill, GroupedGemmMatchesTheCpuReference) {
 
 // The released shapes at real chunk sizes: the CPU reference on a sample of rows spread over the
 // chunk (every row's routing and grouping is still checked), two launches bitwise equal.
-void check_released(Shape s, const char* name, int rows, int sample) {
+// tile_shape 0: the launcher's pick.
+void check_released(Shape s, const char* name, int rows, int sample, int tile_shape = 0) {
     SCOPED_TRACE(std::string(name) + " rows " + std::to_string(rows));
     auto rng = fresh_rng(name);
     const Weights w = make_weights(rng, s);
     const std::vector<float> x = fast_uniform(rng, size_t(rows) * s.H, -2, 2);
     Gpu g(w, x, rows, rows);
+    g.p.tile_shape = tile_shape;
     CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
     check_grouping(g, rows, kernels::moe_prefill_tile_rows(g.p));
@@ -260,6 +262,25 @@ TEST(CudaMoePrefill, MatchesTheCpuReferenceAtTheReleasedShapes) {
     check_released(k35bA3b, "35B-A3B", 1024, 128);
     check_released(k35bA3b, "35B-A3B", 4096, 128);
     check_released(kNext80b, "Qwen3-Next-80B", 2048, 128);
+}
+
+// Tile shape 4 (persistent warp-specialised blocks, lm_moe_gemm_ws.cuh) where each block takes
+// many work items: the shared-memory ring's barrier phases carry from tile to tile, groups of
+// ~750 rows span several tiles, a warpgroup whose 64 rows are all past its group's end skips its
+// MMAs, and the shared expert's narrower FFN (Is 384 of 512) skips a column tile.
+TEST(CudaMoePrefill, PersistentTileCarriesTheRingAcrossManyTiles) {
+    FROST_SKIP_WITHOUT_CUDA();
+    const Shape s{512, 8, 2, 512, 384, false};
+    if (!kernels::moe_prefill_wgmma_supported()) {
+        std::printf("[ not run  ] tile shape 4 needs compute capability 9.0\n");
+        auto rng = fresh_rng("CudaMoePrefillWsRefused");
+        const Weights w = make_weights(rng, s);
+        Gpu g(w, uniform(rng, size_t(8) * s.H, -2, 2), 8, 8);
+        g.p.tile_shape = 4;
+        EXPECT_EQ(kernels::moe_prefill_launch(g.p, nullptr), cudaErrorNotSupported);
+        return;
+    }
+    check_released(s, "CudaMoePrefillWs", 3000, 160, 4);
 }
 
 // One captured graph replayed with different device-side row counts: the grouping, the tile

@@ -35,8 +35,10 @@ constexpr int kMoeMaxTopK = 32;
 struct MoeTileShape {
     int rows, k, warp_cols, wgmma;
 };
-constexpr MoeTileShape kMoeTileShapes[] = {{64, 64, 32, 0}, {128, 64, 32, 0}, {128, 64, 128, 1}};
-constexpr int kMoeTileShapeCount = 3;
+// Shape 4: 128 x 256 tiles, a producer warpgroup and two wgmma consumer warpgroups over a
+// 4-stage ring, persistent blocks (lm_moe_gemm_ws.cuh); opt-in, the launcher does not pick it.
+constexpr MoeTileShape kMoeTileShapes[] = {{64, 64, 32, 0}, {128, 64, 32, 0}, {128, 64, 128, 1}, {128, 64, 256, 1}};
+constexpr int kMoeTileShapeCount = 4;
 
 struct MoeBf16Params {
     const bf16* x;                // [max_rows, H] post-attention-norm output

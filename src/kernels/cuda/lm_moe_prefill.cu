@@ -11,6 +11,7 @@
 #include "kernels/cuda/lm_moe.h"
 #include "kernels/cuda/lm_moe_common.cuh"
 #include "kernels/cuda/lm_moe_gemm.cuh"
+#include "kernels/cuda/lm_moe_gemm_ws.cuh"
 
 namespace frost::kernels {
 namespace {
@@ -35,7 +36,9 @@ int tile_capacity(const MoeBf16Params& p, int bm) { return ceil_div(entries(p), 
 // large. The switch is at an average of 128 rows per routed group. Measured on the H100
 // (bench_moe_prefill, 35B-A3B / Qwen3-Next-80B shapes, ms per launch): 1k rows 64x64 0.728 / 1.308
 // (wgmma 0.720 / 1.321: the weights' bytes bound it); 4k wgmma 1.053 / 1.591 (best mma.sync 1.225
-// / 1.632); 16k wgmma 3.297 / 4.294 (3.818 / 5.306).
+// / 1.632); 16k wgmma 3.297 / 4.294 (3.818 / 5.306). The warp-specialised persistent tile (shape
+// 4) is not picked: 4k 1.159 / 1.692 ms, 16k 3.170 / 4.860 against wgmma 1.055 / 1.579 and
+// 3.316 / 4.284 in the same run (lm_moe_gemm_ws.cuh says why).
 int pick_tile_shape(const MoeBf16Params& p) {
     if (p.tile_shape) return p.tile_shape;
     if (static_cast<int64_t>(p.max_rows) * p.k < 128LL * p.E) return 1;
@@ -234,18 +237,31 @@ __global__ void __launch_bounds__(T::threads, 2) moe_down_kernel(MoeBf16Params p
 }
 
 // grid: max_rows blocks; out[r] = Σ_j w_j · yg[pos(r, j)] (slot order) + shared_w · yg[pos(r, k)],
-// 8 columns per thread.
+// 8 columns per thread. The entries' loads go out kBatch at a time before their sums (which keep
+// the slot order, so the bits do not depend on the batching), several loads in flight per thread
+// (H100, 35B-A3B shape, 4k rows: 70 us, ~2.6 TB/s of yg, out and residual traffic).
 __global__ void moe_combine_kernel(MoeBf16Params p) {
+    constexpr int kBatch = 4;
     const int r = blockIdx.x;
     if (r >= launch_rows(p.n_rows, p.max_rows)) return;
     const int32_t* pos = p.entry_pos + static_cast<int64_t>(r) * (p.k + 1);
     for (int h = threadIdx.x * kVec; h < p.H; h += blockDim.x * kVec) {
-        float total[kVec] = {}, y[kVec];
-        for (int j = 0; j <= p.k; ++j) {
-            const float wj = j < p.k ? p.topk_w[static_cast<int64_t>(r) * p.k + j] : p.shared_w[r];
-            load8(p.yg + static_cast<int64_t>(pos[j]) * p.H + h, y);
+        float total[kVec] = {};
+        for (int j0 = 0; j0 <= p.k; j0 += kBatch) {
+            float y[kBatch][kVec], wj[kBatch];
 #pragma unroll
-            for (int c = 0; c < kVec; ++c) total[c] = fmaf(wj, y[c], total[c]);
+            for (int u = 0; u < kBatch; ++u) {
+                const int j = j0 + u;
+                if (j > p.k) break;
+                wj[u] = j < p.k ? p.topk_w[static_cast<int64_t>(r) * p.k + j] : p.shared_w[r];
+                load8(p.yg + static_cast<int64_t>(pos[j]) * p.H + h, y[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < kBatch; ++u) {
+                if (j0 + u > p.k) break;
+#pragma unroll
+                for (int c = 0; c < kVec; ++c) total[c] = fmaf(wj[u], y[u][c], total[c]);
+            }
         }
         const int64_t at = static_cast<int64_t>(r) * p.H + h;
         if (p.out)
@@ -282,6 +298,7 @@ cudaError_t launch_gemms(const MoeBf16Params& p, int shape, cudaStream_t stream)
         case 1: return launch_gemms<Tile<64>>(p, stream);
         case 2: return launch_gemms<Tile<128>>(p, stream);
         case 3: return launch_gemms<moe::WgTile>(p, stream);
+        case 4: return moe::ws_gemms_launch(p, tile_capacity(p, moe::WsTile::BM), stream);
         default: return cudaErrorInvalidValue;
     }
 }

@@ -1,0 +1,184 @@
+// The warp-specialised persistent tile of the MoE prefill's grouped GEMMs (tile shape 4,
+// lm_moe_prefill_ws.cu), sm_90a only: acc[128 x 256] = A[128, K] · B[256, K]^T, bf16 operands,
+// fp32 accumulation. One producer warpgroup copies A and B rows (each through its own pointer, so
+// the caller gathers token rows and interleaves gate/up weight rows with no copy) with cp.async
+// into a 4-stage shared-memory ring, each stage completing on an mbarrier; two consumer
+// warpgroups each issue m64n256k16 wgmma over 64 of the rows and release a stage once the wgmma
+// that read it has retired (one group kept in flight). The ring and its barrier phases run on
+// across the tiles a persistent block takes, so the producer fetches the next tile while the
+// consumers run the epilogue of this one.
+//
+// Against WgTile (lm_moe_gemm.cuh; every thread loads, a block barrier before each stage, each
+// warpgroup waiting for its own MMAs) it loads fewer bytes per FLOP and overlaps the epilogue,
+// yet measured no faster (H100, 35B-A3B shape, whole launch: 4k rows 1.16 against 1.06 ms, 16k
+// 3.17 against 3.32; Qwen3-Next-80B slower at both), so the launcher does not pick it. ncu at 16k
+// rows: SM, L2 and DRAM throughput all ~40 %, none saturated, one block per SM: latency bound,
+// the ring's ~150 KB in flight per SM too little for the gathered rows' L2 misses. What would
+// move it: TMA for the weight tiles with multicast over a 2-block cluster (half the B bytes per
+// block), a deeper ring, fewer nearly-empty second tiles at ~128 rows per expert.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/lm_attn_wgmma.cuh"
+#include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_moe.h"
+
+namespace frost::kernels::moe {
+
+struct WsTile {
+    static constexpr int BM = 128, BN = 256, BK = 64, stages = 4;
+    static constexpr int threads = 384;  // warpgroup 0 produces, 1 and 2 consume
+    static constexpr int a_bytes = BM * BK * 2, b_bytes = BN * BK * 2, stage_bytes = a_bytes + b_bytes;
+    // Stages 1024-byte aligned (the 128-byte swizzle's period), so the slack.
+    static constexpr size_t smem = 1024 + size_t(stages) * stage_bytes;
+};
+
+// Gate|up, then down, on WsTile (lm_moe_prefill_ws.cu), after the grouping built the tile table
+// at WsTile::BM rows; `tile_capacity` bounds the table's tile count. Enqueues only.
+cudaError_t ws_gemms_launch(const MoeBf16Params& p, int tile_capacity, cudaStream_t stream);
+
+#if defined(FROST_ATTN_WGMMA)
+// mbarrier primitives (PTX "mbarrier"); shared-memory addresses.
+__device__ inline void ws_bar_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ inline void ws_bar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// One arrival once every cp.async this thread issued so far has landed (counted at init).
+__device__ inline void ws_bar_arrive_cp_async(uint32_t bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ inline void ws_bar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done = 0;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+// d[64x256] += A[64x16] · B[256x16]^T, both K-major in shared memory (128-byte swizzle).
+__device__ inline void wgmma_m64n256k16_ss(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+        "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(desc_a), "l"(desc_b));
+}
+
+// The ring: stage s at base + s * stage_bytes (A rows, then B rows, 128-byte rows with the 16-byte
+// chunk c of row r at c ^ (r % 8)); full[s] completes when the producer's 128 threads' copies
+// into s have landed, empty[s] when the 256 consumer threads have retired the wgmma reading s.
+// `it` counts k-steps over the block's whole run: stage it % S, phase (it / S) & 1.
+struct WsRing {
+    uint32_t base, full, empty;  // shared-memory addresses; full / empty: S barriers of 8 bytes
+    __device__ uint32_t stage(uint32_t it) const { return base + (it % WsTile::stages) * WsTile::stage_bytes; }
+    __device__ uint32_t full_bar(uint32_t it) const { return full + (it % WsTile::stages) * 8; }
+    __device__ uint32_t empty_bar(uint32_t it) const { return empty + (it % WsTile::stages) * 8; }
+    __device__ static uint32_t phase(uint32_t it) { return (it / WsTile::stages) & 1; }
+};
+
+// Producer thread t (0..127) copies 16-byte chunk t % 8 of A rows t / 8 + 16 i (i < 8) and of B
+// rows t / 8 + 16 i (i < 16) for each of the tile's k-steps. A null row is not copied (its
+// products land only in outputs the epilogue drops); chunks past K are zero-filled (they would
+// enter every output). `fallback`: any valid global address.
+__device__ inline void ws_produce(const WsRing& ring, uint32_t& it, const bf16* const (&a)[8],
+                                  const bf16* const (&b)[16], int K, const bf16* fallback) {
+    const int t = threadIdx.x % 128, c = t % 8, r0 = t / 8;
+    const int k_tiles = (K + WsTile::BK - 1) / WsTile::BK;
+    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        if (it >= WsTile::stages) ws_bar_wait(ring.empty_bar(it), WsRing::phase(it) ^ 1);
+        const uint32_t st = ring.stage(it);
+        const int col = kt * WsTile::BK + c * 8;
+        const bool in_k = col < K;  // K % 8 == 0: a chunk is wholly inside or outside
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const int r = r0 + 16 * i;
+            const uint32_t dst = st + r * 128 + ((c ^ (r & 7)) * 16);
+            if (!in_k)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, 0;\n" ::"r"(dst), "l"(fallback));
+            else if (a[i])
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(a[i] + col));
+        }
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            const int r = r0 + 16 * i;
+            const uint32_t dst = st + WsTile::a_bytes + r * 128 + ((c ^ (r & 7)) * 16);
+            if (!in_k)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, 0;\n" ::"r"(dst), "l"(fallback));
+            else if (b[i])
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(b[i] + col));
+        }
+        ws_bar_arrive_cp_async(ring.full_bar(it));
+    }
+}
+
+// Consumer warpgroup wg (0 or 1, rows 64 wg..) over one tile's k-steps: acc = A · B^T. Each
+// stage goes back to the producer as soon as the MMAs that read it retire (the other
+// warpgroup's MMAs keep the tensor cores busy meanwhile; keeping one group in flight and
+// releasing a step late measured the same at 4k rows and 2 % slower at 16k). kMma false (all
+// the warpgroup's rows past the group's end) still walks the ring, so the barrier phases stay in
+// step, but issues no MMA. Two instantiations rather than a branch around the wgmma: ptxas
+// serialises wgmma on a divergent path (C7518).
+template <bool kMma>
+__device__ inline void ws_consume(const WsRing& ring, uint32_t& it, float (&acc)[128], int K, int wg) {
+    const int k_tiles = (K + WsTile::BK - 1) / WsTile::BK;
+    if constexpr (kMma) {
+#pragma unroll
+        for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    }
+    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        ws_bar_wait(ring.full_bar(it), WsRing::phase(it));
+        if constexpr (kMma) {
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async (generic) -> wgmma (async)
+            const uint32_t st = ring.stage(it), a0 = st + wg * 64 * 128, b0 = st + WsTile::a_bytes;
+            lm::reg_fence(acc);
+            lm::wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < WsTile::BK / 16; ++kk)
+                wgmma_m64n256k16_ss(acc, lm::smem_desc_sw128(a0 + kk * 32, 16, 1024),
+                                    lm::smem_desc_sw128(b0 + kk * 32, 16, 1024));
+            lm::wgmma_commit();
+            lm::wgmma_wait<0>();
+            lm::reg_fence(acc);
+        }
+        ws_bar_arrive(ring.empty_bar(it));
+    }
+}
+
+// acc of a consumer thread: n8 tile i (columns 8 i..) in acc[4 i .. 4 i + 3]: (row g, columns
+// 8 i + 2 t, + 1), (row g + 8, same), g = 16 (warp in warpgroup) + lane / 4, t = lane % 4.
+__device__ inline int ws_row(int half) { return ((threadIdx.x % 128) / 32) * 16 + (threadIdx.x % 32) / 4 + half * 8; }
+__device__ inline int ws_col(int i) { return i * 8 + (threadIdx.x % 4) * 2; }
+#endif  // FROST_ATTN_WGMMA
+
+}  // namespace frost::kernels::moe
