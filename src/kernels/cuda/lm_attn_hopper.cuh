@@ -9,6 +9,7 @@
 #include "kernels/cuda/lm_attn_wgmma.cuh"
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_kernels.h"
+#include "kernels/cuda/lm_mbarrier.cuh"
 
 namespace frost::kernels::attn_hopper {
 using namespace lm;
@@ -184,27 +185,6 @@ __device__ inline void store_output(const AttentionBf16Params& p, const float (&
     }
 }
 
-// mbarrier primitives (PTX "Parallel synchronization and communication: mbarrier").
-__device__ inline void mbar_init(uint32_t bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ inline void mbar_arrive(uint32_t bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// Arrives once every cp.async this thread issued so far has landed (count set at init).
-__device__ inline void mbar_arrive_cp_async(uint32_t bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ inline void mbar_wait(uint32_t bar, int parity) {
-    uint32_t done = 0;
-    do {
-        asm volatile(
-            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(bar), "r"(parity)
-            : "memory");
-    } while (!done);
-}
 #endif  // FROST_ATTN_WGMMA
 
 // Launches the warp-specialised variants (lm_attn_hopper_ws.cu); parameters already checked.

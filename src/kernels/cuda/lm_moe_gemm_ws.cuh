@@ -23,6 +23,7 @@
 
 #include "kernels/cuda/lm_attn_wgmma.cuh"
 #include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_mbarrier.cuh"
 #include "kernels/cuda/lm_moe.h"
 
 namespace frost::kernels::moe {
@@ -40,28 +41,6 @@ struct WsTile {
 cudaError_t ws_gemms_launch(const MoeBf16Params& p, int tile_capacity, cudaStream_t stream);
 
 #if defined(FROST_ATTN_WGMMA)
-// mbarrier primitives (PTX "mbarrier"); shared-memory addresses.
-__device__ inline void ws_bar_init(uint32_t bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ inline void ws_bar_arrive(uint32_t bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// One arrival once every cp.async this thread issued so far has landed (counted at init).
-__device__ inline void ws_bar_arrive_cp_async(uint32_t bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ inline void ws_bar_wait(uint32_t bar, uint32_t parity) {
-    uint32_t done = 0;
-    do {
-        asm volatile(
-            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(bar), "r"(parity)
-            : "memory");
-    } while (!done);
-}
-
 // d[64x256] += A[64x16] · B[256x16]^T, both K-major in shared memory (128-byte swizzle).
 __device__ inline void wgmma_m64n256k16_ss(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
     asm volatile(
@@ -116,7 +95,7 @@ __device__ inline void ws_produce(const WsRing& ring, uint32_t& it, const bf16* 
     const int t = threadIdx.x % 128, c = t % 8, r0 = t / 8;
     const int k_tiles = (K + WsTile::BK - 1) / WsTile::BK;
     for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-        if (it >= WsTile::stages) ws_bar_wait(ring.empty_bar(it), WsRing::phase(it) ^ 1);
+        if (it >= WsTile::stages) lm::mbar_wait(ring.empty_bar(it), WsRing::phase(it) ^ 1);
         const uint32_t st = ring.stage(it);
         const int col = kt * WsTile::BK + c * 8;
         const bool in_k = col < K;  // K % 8 == 0: a chunk is wholly inside or outside
@@ -138,7 +117,7 @@ __device__ inline void ws_produce(const WsRing& ring, uint32_t& it, const bf16* 
             else if (b[i])
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(b[i] + col));
         }
-        ws_bar_arrive_cp_async(ring.full_bar(it));
+        lm::mbar_arrive_cp_async(ring.full_bar(it));
     }
 }
 
@@ -157,7 +136,7 @@ __device__ inline void ws_consume(const WsRing& ring, uint32_t& it, float (&acc)
         for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
     }
     for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-        ws_bar_wait(ring.full_bar(it), WsRing::phase(it));
+        lm::mbar_wait(ring.full_bar(it), WsRing::phase(it));
         if constexpr (kMma) {
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async (generic) -> wgmma (async)
             const uint32_t st = ring.stage(it), a0 = st + wg * 64 * 128, b0 = st + WsTile::a_bytes;
@@ -171,7 +150,7 @@ __device__ inline void ws_consume(const WsRing& ring, uint32_t& it, float (&acc)
             lm::wgmma_wait<0>();
             lm::reg_fence(acc);
         }
-        ws_bar_arrive(ring.empty_bar(it));
+        lm::mbar_arrive(ring.empty_bar(it));
     }
 }
 

@@ -36,8 +36,8 @@ __global__ void __launch_bounds__(WsTile::threads, 1) moe_ws_kernel(MoeBf16Param
                       lm::smem_addr(bars + T::stages)};
     if (threadIdx.x == 0)
         for (int s = 0; s < T::stages; ++s) {
-            ws_bar_init(ring.full + 8 * s, 128);   // every producer thread's cp.async arrival
-            ws_bar_init(ring.empty + 8 * s, 256);  // every consumer thread
+            lm::mbar_init(ring.full + 8 * s, 128);   // every producer thread's cp.async arrival
+            lm::mbar_init(ring.empty + 8 * s, 256);  // every consumer thread
         }
     __syncthreads();
     const int width = ws_width(p), nt = ws_col_tiles(p, kDown), total = p.tile_table[0] * nt;
