@@ -248,12 +248,12 @@ int bench_attention(const char* json_path) {
     // 4-9: the TMA producer (6, 7 with three K stages, 8, 9 in clusters of two with K/V multicast);
     // 5 twice (its spread); each a separate pass, so a hang or a failure in one leaves the others'
     // numbers in the JSON.
-    const char* names[] = {"", "", "warp-specialised", "ping-pong", "tma ws", "tma ping-pong", "tma ws k3",
+    const char* names[] = {"", "", "", "", "tma ws", "tma ping-pong", "tma ws k3",
                            "tma ping-pong k3", "tma ws cluster", "tma pp cluster", "tma ping-pong again"};
-    const char* keys[] = {"", "", "hopper_ws_ms", "hopper_pingpong_ms", "hopper_tma_ws_ms", "hopper_tma_pingpong_ms",
+    const char* keys[] = {"", "", "", "", "hopper_tma_ws_ms", "hopper_tma_pingpong_ms",
                           "hopper_tma_ws_k3_ms", "hopper_tma_pingpong_k3_ms", "hopper_tma_ws_cluster_ms",
                           "hopper_tma_pingpong_cluster_ms", "hopper_tma_pingpong_again_ms"};
-    for (const int pass : {4, 5, 6, 7, 2, 3, 10, 8, 9}) {
+    for (const int pass : {4, 5, 6, 7, 10, 8, 9}) {
         const int variant = pass == 10 ? 5 : pass;
         const char* name = names[pass];
         for (size_t i = 0; i < all.size(); ++i) {

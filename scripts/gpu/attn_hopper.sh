@@ -6,7 +6,7 @@
 # Expects the stripped binaries under $BIN (default /tmp/attn: kernels_test_cuda_attention,
 # bench_cuda_kernels, bench_ops, frost); logs go to $OUT. Each step has its own time limit, so a
 # hang in one variant leaves the others' results. Knobs (empty = skip the step):
-#   ATTN_TESTS="tma:*HopperTma*:60 rest:-*HopperWs*:*HopperTma*:90"   name:gtest filter:seconds
+#   ATTN_TESTS="tma:*HopperTma*:60 rest:-*HopperTma*:90"   name:gtest filter:seconds
 #   ATTN_EXTRA="ops_test_backend_ops:60"   other test binaries under $BIN (name:seconds), default off
 #   ATTN_BENCH=1                 bench_cuda_kernels --attn (every variant, the shapes of the brief)
 #   ATTN_OPS_VARIANTS="1 5"      bench_ops --preset 9b --rows 2048 --pos 30720 per variant
@@ -19,7 +19,7 @@ SYNTH=${FROST_SYNTH_DIR:-/dev/shm}/frost-synth-9b
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$OUT/smi.txt"
 summary='^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|Which is|row |differ|wrote|pick'
-for spec in ${ATTN_TESTS-tma:*HopperTma*:150 rest:-*HopperWs*:*HopperTma*:90 ws:*HopperWs*:40}; do
+for spec in ${ATTN_TESTS-tma:*HopperTma*:150 rest:-*HopperTma*:90}; do
     name=${spec%%:*}; rest=${spec#*:}; limit=${rest##*:}; filter=${rest%:*}
     timeout "$limit" "$BIN/kernels_test_cuda_attention" --gtest_filter="$filter" 2>&1 | tee "$OUT/test_$name.log" | grep -E "$summary" | head -30
     echo "$name test exit ${PIPESTATUS[0]}"

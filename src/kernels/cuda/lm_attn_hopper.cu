@@ -13,11 +13,11 @@
 // both publishes the landed tile and releases the stage consumed in the previous iteration.
 // Keys past the valid length load as zeros (cp.async zero-fill), so a NaN in an unwritten cache
 // row never meets a zero probability. Positions and row counts come from the device cursor.
-// The warp-specialised variants (producer warpgroup, mbarriers, optional ping-pong) are in
-// lm_attn_hopper_ws.cu (cp.async producer, slower than this kernel) and lm_attn_hopper_tma.cu (TMA
-// producer, the default since 2026-11-24). Measured on the H100 (bench_cuda_kernels --attn, 9B
-// shape): this kernel 462 / 423 TFLOP/s at (16384 rows, position 0) / (2048, 30720), the TMA
-// ping-pong kernel 556-561 / 605-611 in the same run.
+// The warp-specialised variants (a TMA producer, mbarriers, optional ping-pong) are in
+// lm_attn_hopper_tma.cu, the default since 2026-11-24. Measured on the H100 (bench_cuda_kernels
+// --attn, 9B shape): this kernel 462 / 423 TFLOP/s at (16384 rows, position 0) / (2048, 30720), the
+// TMA ping-pong kernel 556-561 / 605-611 in the same run. A warp-specialised variant whose
+// producer warpgroup issued cp.async (variants 2 and 3 until then) ran 333-337 and was removed.
 #include <cstdlib>
 
 #include "kernels/cuda/lm_attn_hopper.cuh"
@@ -156,13 +156,13 @@ bool attn_prefill_hopper_supported(const AttentionBf16Params& p) {
     return major == 9 && minor == 0;  // the sm_90a machine code; no PTX fallback for wgmma
 }
 
-// The variant a launch with variant 0 runs: kAttnPrefillHopperVariant, or FROST_ATTN_HOPPER=1..9
+// The variant a launch with variant 0 runs: kAttnPrefillHopperVariant, or FROST_ATTN_HOPPER=1, 4..9
 // (for A/B measurement of the same binary through the engine and bench_ops; read once per process).
 static int default_variant() {
     static const int v = [] {
         const char* e = std::getenv("FROST_ATTN_HOPPER");
         const int n = e ? std::atoi(e) : 0;
-        return n >= 1 && n <= 9 ? n : kAttnPrefillHopperVariant;
+        return n == 1 || (n >= 4 && n <= 9) ? n : kAttnPrefillHopperVariant;
     }();
     return v;
 }
@@ -170,13 +170,12 @@ static int default_variant() {
 cudaError_t attn_prefill_hopper_launch(const AttentionBf16Params& p, cudaStream_t stream, int variant) {
     if (!p.q || !p.k_cache || !p.v_cache || !p.o || !p.cursor || p.head_dim != kD || p.Hq <= 0 || p.Hkv <= 0 ||
         p.Hq % p.Hkv != 0 || p.max_rows <= 0 || p.q_row_stride % kVec != 0 || p.q_head_stride % kVec != 0 ||
-        variant < 0 || variant > 9)
+        variant < 0 || variant > 9 || variant == 2 || variant == 3)  // 2, 3: removed (see above)
         return cudaErrorInvalidValue;
     if (!attn_prefill_hopper_supported(p)) return cudaErrorNotSupported;
     if (variant == 0) variant = default_variant();
     if (variant >= 4)
         return attn_hopper::tma_launch(p, stream, variant % 2 == 1, variant == 6 || variant == 7 ? 3 : 2, variant >= 8);
-    if (variant >= 2) return attn_hopper::ws_launch(p, stream, variant == 3);
     cudaError_t err = cudaFuncSetAttribute(attn_prefill_hopper_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     if (err != cudaSuccess) return err;
     attn_prefill_hopper_kernel<<<grid(p), kThreads, kSmemBytes, stream>>>(p);

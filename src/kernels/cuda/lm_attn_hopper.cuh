@@ -1,4 +1,4 @@
-// Shared pieces of the Hopper attention prefill kernels (lm_attn_hopper.cu, lm_attn_hopper_ws.cu):
+// Shared pieces of the Hopper attention prefill kernels (lm_attn_hopper.cu, lm_attn_hopper_tma.cu):
 // tile sizes, the swizzled shared-memory layout and its cp.async loader, the wgmma issue of QKᵀ and
 // PV, the online softmax over wgmma accumulators, the gated epilogue, mbarrier primitives.
 // Layout: a tile of R rows x 256 dims is stored as four column blocks of 64 dims, [block][row][64],
@@ -187,8 +187,6 @@ __device__ inline void store_output(const AttentionBf16Params& p, const float (&
 
 #endif  // FROST_ATTN_WGMMA
 
-// Launches the warp-specialised variants (lm_attn_hopper_ws.cu); parameters already checked.
-cudaError_t ws_launch(const AttentionBf16Params& p, cudaStream_t stream, bool pingpong);
 // Launches the TMA-producer variants (lm_attn_hopper_tma.cu) with k_stages (2 or 3) K stages, or
 // as clusters of two CTAs sharing K/V by multicast (2 K stages; where Hq / Hkv is odd, the plain
 // launch); cudaErrorInvalidValue for a base address TMA cannot read (not 16-byte aligned).

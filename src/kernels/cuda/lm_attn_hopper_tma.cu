@@ -2,10 +2,14 @@
 // attn_prefill_hopper_launch; the shared design is in lm_attn_hopper.cu). One elected thread of
 // the producer warpgroup issues every load as a bulk tensor copy (cp.async.bulk.tensor, four
 // 64-dim column boxes per tile, 128-byte swizzle = the layout the wgmma descriptors read) and
-// arms the stage's "full" mbarrier with the tile's byte count; the consumers are those of
-// lm_attn_hopper_ws.cu. Against the cp.async producer this frees the producer's 128 threads of 16
-// copies each per tile and its registers (24 a thread, the consumers get 240), and the copy engine
-// writes shared memory through the async proxy that wgmma reads (no proxy fence per tile).
+// arms the stage's "full" mbarrier with the tile's byte count. The two consumer warpgroups only
+// compute and release stages on "empty" mbarriers; they never meet at a block barrier, so one can
+// run its softmax while the other's MMAs occupy the tensor cores. kPingpong (FA3's inter-warpgroup
+// schedule): they take turns to issue their MMAs (named barriers 1 and 2). Against a producer
+// warpgroup issuing cp.async (removed: 333-337 against 556-611 TFLOP/s) this frees the producer's
+// 128 threads of 16 copies each per tile and its registers (24 a thread, the consumers get 240,
+// setmaxnreg), and the copy engine writes shared memory through the async proxy that wgmma reads
+// (no proxy fence per tile).
 // kCluster (variants 8, 9): clusters of two CTAs, q heads 2c and 2c + 1 of one row tile (they
 // share a KV head when Hq / Hkv is even): each producer loads two of a K/V tile's four column boxes
 // and multicasts them to both CTAs, halving the L2 -> SM traffic of K and V. A stage is refilled
@@ -36,7 +40,7 @@ struct TmaMaps {
 };
 
 // kKStages K tiles in flight (2 or 3: a third fits beside Q and two V stages in 227 KB), the
-// producer keeps K kKStages - 1 tiles ahead of V. kPingpong as in lm_attn_hopper_ws.cu.
+// producer keeps K kKStages - 1 tiles ahead of V.
 template <bool kPingpong, int kKStages, bool kCluster>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     attn_prefill_hopper_tma_kernel(AttentionBf16Params p, const __grid_constant__ TmaMaps maps) {
@@ -165,7 +169,9 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     uint32_t pa[4][4];
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha[2];
 
-    // Turns as in lm_attn_hopper_ws.cu (named barriers 1 and 2).
+    // Turns: warpgroup cw waits on barrier 1 + cw and passes to the other on 2 - cw; n + 1 issue
+    // rounds each (QK(0), n - 1 overlapped rounds, the last PV); consumer 0 goes first and
+    // consumer 1 skips its last pass, so every arrival is matched.
     auto turn_wait = [&] {
         if constexpr (kPingpong) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + cw) : "memory");
     };

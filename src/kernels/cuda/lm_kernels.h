@@ -79,11 +79,11 @@ cudaError_t attn_prefill_launch(const AttentionBf16Params& p, cudaStream_t strea
 // The Hopper kernel alone (test / bench hook): FlashAttention-3 style, 128 query rows per block,
 // wgmma from a cp.async shared-memory ring, no split; needs no p.work. cudaErrorNotSupported on a
 // device other than compute capability 9.0. variant: 0 the default, 1 block-synchronous (every
-// thread loads and computes), 2 warp-specialised (a producer warpgroup, mbarriers), 3 warp-
-// specialised with ping-pong (the two consumer warpgroups take turns to issue their MMAs);
-// 4 / 5 those two with a TMA producer (one thread, bulk tensor copies; lm_attn_hopper_tma.cu),
-// 6 / 7 the same with three K stages, 8 / 9 with clusters of two CTAs (q heads 2c, 2c + 1) that
-// share each K/V tile by TMA multicast (the plain TMA launch where Hq / Hkv is odd).
+// thread loads and computes), 4 warp-specialised (a TMA producer thread, mbarriers; lm_attn_hopper_
+// tma.cu), 5 the same with ping-pong (the two consumer warpgroups take turns to issue their MMAs),
+// 6 / 7 those with three K stages, 8 / 9 with clusters of two CTAs (q heads 2c, 2c + 1) that share
+// each K/V tile by TMA multicast (the plain TMA launch where Hq / Hkv is odd). 2 and 3 (a cp.async
+// producer warpgroup, slower than 1) were removed: cudaErrorInvalidValue.
 bool attn_prefill_hopper_supported(const AttentionBf16Params& p);
 cudaError_t attn_prefill_hopper_launch(const AttentionBf16Params& p, cudaStream_t stream, int variant = 0);
 // Test / bench hook: a given split count in [1, kAttnPrefillMaxSplits] (1 = the single-kernel
