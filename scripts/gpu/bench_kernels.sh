@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Per-op table of the 9B-style engine (bench/bench_cuda_kernels.cpp: the engine's own recorded ops,
 # each timed alone), with the copy and GEMM ceilings measured in the same run. Whole-step times are
-# `frost bench engine`'s (bench_engine.sh). Expects build-gpu from run_all.sh.
+# `frost bench engine`'s (bench_engine.sh). Then the kernel sweeps of bench_cuda_kernels (--attn,
+# --conv, --gemm, --fp8). Expects build-gpu from run_all.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -12,4 +13,12 @@ dir=/tmp/frost-synth-9b  # shared with bench_engine.sh
   >"$OUT/bench_cuda_kernels.log" 2>&1
 rc=$?
 sed -n '/ceilings/,$p' "$OUT/bench_cuda_kernels.log" | tail -60
+# The kernels alone, same run: attention prefill per Hopper variant, the GDN conv1d, the 9B prefill
+# GEMMs per cuBLASLt heuristic rank (bf16) and FP8 W8A8 against bf16.
+"$BUILD/bench/bench_cuda_kernels" --attn "$OUT/bench_attention.json" >"$OUT/bench_attention.log" 2>&1 || rc=1
+"$BUILD/bench/bench_cuda_kernels" --conv >"$OUT/bench_conv.log" 2>&1 || rc=1
+"$BUILD/bench/bench_cuda_kernels" --gemm 2048 >"$OUT/bench_gemm.log" 2>&1 || rc=1
+"$BUILD/bench/bench_cuda_kernels" --fp8 >"$OUT/bench_fp8.log" 2>&1 || rc=1
+cat "$OUT/bench_conv.log" "$OUT/bench_gemm.log" "$OUT/bench_fp8.log"
+grep -E "TF/s" "$OUT/bench_attention.log" | tail -28
 exit $rc
