@@ -32,7 +32,7 @@ def rand_json_text(rng, depth=0):
     atoms = ["0", "-0", "12", "-3.25", "1e5", "2E-3", "1.5e+10", "true", "false", "null", '""', '"a b"',
              '"\\n\\t\\"\\\\"', '"\\u00e9\\ud83d\\ude00"', '"é中"', "01", "1.", ".5", "+1", "tru", "nul", "'a'",
              '"\\x41"', "NaN", "Infinity", '"a\tb"', '"\\ud800"', '"\\udc00"', '"\\uD83D\\uDE00"', '"\\ud800\\ud800"',
-             '"\\udbff\\u0041"', "1e99", "-1.5E-99"]
+             '"\\udbff\\u0041"', "1e99", "-1.5E-99", "1e100", "12345678901234567", "0.1234567890123456"]
     r = rng.random()
     ws = lambda: rng.choice(["", "", "", " ", "\n", "  ", "\t", "\r\n"])
     if depth > 3 or r < 0.4:
@@ -48,10 +48,22 @@ def rand_json_text(rng, depth=0):
     return "[" + rng.choice([",", ",", ""]).join(items) + ws() + rng.choice(["]", "]", ",]"])
 
 
+# The grammar's number bound (src/text/grammar/json_schema.cpp): at most 16 integer, 15 fraction
+# and 2 exponent digits, so a generation cannot pad a number forever. Python reads longer ones.
+BOUNDED_NUMBER = re.compile(r"-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,15})?([eE][-+]?[0-9]{1,2})?")
+
+
+def bounded_number(text, convert):
+    if not BOUNDED_NUMBER.fullmatch(text):
+        raise ValueError("number beyond the grammar's digit bound: " + text)
+    return convert(text)
+
+
 def strict_load(raw):
     """Python's strictest reading: UTF-8 scalar values only (no encoded surrogates, overlongs),
     json with strict=True (no raw control characters), no NaN/Infinity, every string encodable
-    as UTF-8 again (no lone surrogate escape) and every number a finite float."""
+    as UTF-8 again (no lone surrogate escape), every number a finite float within the grammar's
+    digit bound."""
     text = raw.decode("utf-8")  # errors='strict'
 
     def walk(x):
@@ -70,7 +82,8 @@ def strict_load(raw):
         return dict(kv)
 
     v = json.loads(text, strict=True, object_pairs_hook=pairs,
-                   parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+                   parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)),
+                   parse_int=lambda t: bounded_number(t, int), parse_float=lambda t: bounded_number(t, float))
     walk(v)
     return v
 
