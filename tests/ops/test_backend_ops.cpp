@@ -157,11 +157,14 @@ void normalise_heads(std::vector<float>& v, size_t row_stride, size_t rows, size
 // file's own decoders (independent of model/quant and of the kernels): the reference runs the fp32
 // GEMM on the decoded values, the CUDA candidate the GEMM op on the packed view.
 
-enum class QFmt { Fp8Block, Fp8Channel, Nvfp4, Int4, Int4Asym };
+// Fp8Rows: one scale per row and 128 columns, what a fused FP8 matrix whose parts are not whole
+// 128-row blocks carries (the GDN in_proj, model/qwen35/weight_quant.cpp).
+enum class QFmt { Fp8Block, Fp8Channel, Fp8Rows, Nvfp4, Int4, Int4Asym };
 const char* qfmt_name(QFmt f) {
     switch (f) {
         case QFmt::Fp8Block: return "fp8-block128";
         case QFmt::Fp8Channel: return "fp8-channel";
+        case QFmt::Fp8Rows: return "fp8-rows1x128";
         case QFmt::Nvfp4: return "nvfp4";
         case QFmt::Int4: return "int4-g128";
         case QFmt::Int4Asym: return "int4-g128-asym";
@@ -200,10 +203,10 @@ QuantW make_quant(QFmt f, int N, int K) {
         v.resize(vals.size() * 4);
         std::memcpy(v.data(), vals.data(), v.size());
     };
-    if (f == QFmt::Fp8Block || f == QFmt::Fp8Channel) {
+    if (f == QFmt::Fp8Block || f == QFmt::Fp8Channel || f == QFmt::Fp8Rows) {
         q.w.resize(size_t(N) * K);
         for (auto& b : q.w) b = rand_e4m3(1, 8, true);
-        const int br = f == QFmt::Fp8Block ? kQBlock : 1, bc = f == QFmt::Fp8Block ? kQBlock : K;
+        const int br = f == QFmt::Fp8Block ? kQBlock : 1, bc = f == QFmt::Fp8Channel ? K : kQBlock;
         const int sr = (N + br - 1) / br, sc = (K + bc - 1) / bc;
         std::vector<float> s = uniform(size_t(sr) * sc, 0.005f, 0.03f);
         put_f32(q.scale, s);
@@ -253,6 +256,7 @@ Tensor quant_view(const Bound& b, QFmt f, int N, int K) {
     switch (f) {
         case QFmt::Fp8Block: t.scale_rows = kQBlock; t.scale_block = kQBlock; break;
         case QFmt::Fp8Channel: t.scale_rows = 1; t.scale_block = K; break;
+        case QFmt::Fp8Rows: t.scale_rows = 1; t.scale_block = kQBlock; break;
         case QFmt::Nvfp4: t.scale_block = kNvGroup; t.global_scale = b.as<float>("wg"); break;
         case QFmt::Int4: t.scale_block = kQGroup4; break;
         case QFmt::Int4Asym: t.scale_block = kQGroup4; t.zero_point = b.as<int32_t>("wz"); break;
@@ -472,21 +476,28 @@ std::vector<Case> cases() {
         }
     // W8A8 prefill on FP8 128x128-block weights (GemmOp::quant_act): CUDA quantizes the activations
     // and runs cuBLASLt's block-scaled FP8 GEMM, the CPU quantizes them the same way in fp32.
-    // K = 512: the smallest K the CUDA path plans (kernels/cuda/lm_gemm_fp8.h).
+    // K = 512: the smallest K the CUDA path plans (kernels/cuda/lm_gemm_fp8.h). Per-row scales
+    // (Fp8Rows) take the same GEMM with VEC128 weight scales, laid out in the backend's tile.
+    // The per-row cases take the shapes tests/kernels/test_cuda_gemm_fp8.cpp saw cuBLASLt plan
+    // (M 128 N 320 K 512 f32 out; M 256 N 448 K 1024 bf16 residual).
+    for (QFmt f : {QFmt::Fp8Block, QFmt::Fp8Rows})
     for (int ep : {0, 1, 3}) {
-        const int rows = 64, N = ep == 3 ? 512 : 384, KQ = 512;
-        const QuantW q = make_quant(QFmt::Fp8Block, N, KQ);
+        const bool rows1 = f == QFmt::Fp8Rows;
+        if (rows1 && ep == 0) continue;
+        const int rows = rows1 ? (ep == 3 ? 128 : 256) : 64;
+        const int N = rows1 ? (ep == 3 ? 320 : 448) : ep == 3 ? 512 : 384, KQ = rows1 && ep == 1 ? 1024 : 512;
+        const QuantW q = make_quant(f, N, KQ);
         const char* epn = ep == 0 ? "none" : ep == 1 ? "residual" : "f32";
         Arg y = ep == 3 ? f32("y", Use::Out, poison(size_t(rows) * N))
                         : act("y", ep == 1 ? Use::InOut : Use::Out, ep == 1 ? normal(size_t(rows) * N) : poison(size_t(rows) * N));
-        cs.push_back({std::string("gemm fp8-block128 w8a8 ") + epn + " prefill", OpKind::Gemm,
+        cs.push_back({std::string("gemm ") + qfmt_name(f) + " w8a8 " + epn + " prefill", OpKind::Gemm,
                       {act("x", Use::In, normal(size_t(rows) * KQ)), std::move(y), bytes("wq", Use::In, q.w),
                        bytes("ws", Use::In, q.scale), i32("wz", Use::In, q.zp), f32("wg", Use::In, q.gs),
                        f32("wref", Use::In, q.ref)},
-                      [rows, ep, N, KQ](const Exec& ex, const Bound& b) {
+                      [rows, ep, N, KQ, f](const Exec& ex, const Bound& b) {
                           GemmOp p;
                           p.x = b.m("x", 0, rows, KQ, KQ);
-                          p.w = ex.backend->kind() == FROST_BACKEND_CUDA ? quant_view(b, QFmt::Fp8Block, N, KQ)
+                          p.w = ex.backend->kind() == FROST_BACKEND_CUDA ? quant_view(b, f, N, KQ)
                                                                          : b.m("wref", 0, N, KQ, KQ);
                           p.y = b.m("y", 0, rows, N, N);
                           p.epilogue = ep == 3 ? Epilogue::None : Epilogue(ep);
