@@ -99,7 +99,11 @@ namespace {
 
 // EngineOptions::prefill_chunk = 0 picks the chunk by backend and model, within the context.
 TEST(EnginePrefillChunk, AutoByBackendAndModelWithinTheContext) {
-    ModelConfig dense, moe;
+    ModelConfig dense, small, moe;
+    dense.hidden_size = 4096;  // 9B-style
+    small.hidden_size = 1024;  // 0.8B-style: its GEMMs want more rows per launch
+    ModelConfig test_sized = small;
+    test_sized.hidden_size = 256;  // tiny-gpu: keeps 2048 (its tests capture a graph per bucket)
     moe.num_experts = 256;
     moe.num_experts_per_tok = 8;
     ASSERT_FALSE(dense.is_moe());
@@ -110,6 +114,8 @@ TEST(EnginePrefillChunk, AutoByBackendAndModelWithinTheContext) {
     EXPECT_EQ(auto_prefill_chunk(o, dense), 256);  // CPU
     o.backend = FROST_BACKEND_CUDA;
     EXPECT_EQ(auto_prefill_chunk(o, dense), 2048);
+    EXPECT_EQ(auto_prefill_chunk(o, small), 4096);
+    EXPECT_EQ(auto_prefill_chunk(o, test_sized), 2048);
     EXPECT_EQ(auto_prefill_chunk(o, moe), 4096);
     o.max_seq_len = 1000;  // never above the context, rounded up to the 64-row unit
     EXPECT_EQ(auto_prefill_chunk(o, moe), 1024);
