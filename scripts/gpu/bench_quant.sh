@@ -6,7 +6,8 @@
 # (the kernels alone on the 9B shapes). Prefill dequantizes each quantized weight into a bf16 tile
 # before the bf16 GEMM, so TTFT is expected at or slightly above bf16; the fp8-w8a8 row runs the
 # same fp8 checkpoint with --fp8-prefill w8a8 (activations quantized per 128-group, cuBLASLt
-# block-scaled FP8 GEMM). Writes $OUT/quant_bench_<variant>.json ("frost_results"). Expects
+# block-scaled FP8 GEMM). Each quantized row also runs `frost bench accuracy` against the bf16
+# model (the same weights before quantization). Writes $OUT/quant_bench_<variant>.json ("frost_results"). Expects
 # build-gpu (or FROST_GPU_BUILD_DIR). QUANT_VARIANTS limits the rows (default: all).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -59,11 +60,23 @@ w = (find(d, "cuda_engine_info") or {}).get("cuda_engine_info", {}).get("weight_
 print("%-9s %11.2f %14.3f %10.3f %7.2f %11.1f %11.1f %11.1f" % (sys.argv[2], w / 1e9, dec.get("ms_per_token", 0),
       dec.get("floor_ms", 0), dec.get("ms_over_floor", 0), ttft.get(1024, 0), ttft.get(4096, 0), ttft.get(16384, 0)))
 PY
+  # Accuracy against the bf16 model of the same weights (`frost bench accuracy`: relative logit
+  # error and greedy agreement over a 512-token prompt and 256 teacher-forced decode steps).
+  if [ "$fmt" != bf16 ]; then
+    ref=/tmp/frost-synth-9b
+    [ -f "$ref/config.json" ] || "$FROST" synth --out "$ref" --preset 9b >/dev/null 2>&1
+    # shellcheck disable=SC2086
+    timeout 300 "$FROST" bench accuracy --model "$dir" --reference "$ref" --backend cuda --prompt-len 512 \
+      --gen 256 $extra >"$OUT/quant_accuracy_$variant.log" 2>&1 || { echo "accuracy $variant failed"; rc=1; }
+    { echo "$variant:"; tail -3 "$OUT/quant_accuracy_$variant.log"; } >>"$OUT/quant_accuracy.txt"
+  fi
   # ~5-9 GB each; the disk holds the bf16 model for the other benches (fp8 stays for fp8-w8a8)
   [ "$fmt" = bf16 ] || [ "$variant" = fp8 ] || rm -rf "$dir"
 done
 echo "== quantized engine vs bf16 (decode @1k: ms/token vs the quantized-bytes floor)"
 cat "$OUT/quant_bench_table.txt"
+echo "== accuracy against the bf16 model (frost bench accuracy)"
+cat "$OUT/quant_accuracy.txt" 2>/dev/null
 # The paper's deployment: a 27B-style model as NVFP4 weights at 32k context, peak GPU memory
 # against the 32 GB card it targets (issue 15: <= 26 GB). QUANT_27B=0 skips it.
 if [ "${QUANT_27B:-1}" = 1 ]; then
