@@ -45,6 +45,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_moe.h"
@@ -167,10 +169,11 @@ __global__ void __launch_bounds__(256, 1) moe_logits_kernel(MoeBf16Params p, Log
 // warp. Entry e belongs to lane e % 32 throughout (only that lane reads or writes keys[e], so the
 // warp needs no barrier). A probability is >= +0, so its bits order like the value as an int:
 // each round is two warp redux instructions (largest key, then lowest id holding it). ids_smem
-// (may be null) receives the ids; `write` stores probs / topk_ids / topk_w / shared_w of row r.
+// (may be null) receives the ids, w_smem (may be null) the mixing weights (topk_w's values); `write`
+// stores probs / topk_ids / topk_w / shared_w of row r.
 // `logits` may alias p.probs' row (the top-k kernel converts it in place: same lane, same entry).
 __device__ void route_row(const MoeBf16Params& p, int r, const float* logits, float shared_logit, int* keys,
-                          int32_t* ids_smem, bool write) {
+                          int32_t* ids_smem, bool write, float* w_smem = nullptr) {
     const int lane = threadIdx.x % kWarp;
     float mx = -INFINITY;
     for (int e = lane; e < p.E; e += kWarp) mx = fmaxf(mx, logits[e]);
@@ -217,10 +220,12 @@ __device__ void route_row(const MoeBf16Params& p, int r, const float* logits, fl
     float s = 0.0f;
     for (int j = 0; j < p.k; ++j) s += __shfl_sync(kFullMask, my_p, j);
     if (lane < p.k) {
+        const float w = p.norm_topk ? my_p / s : my_p;
         if (ids_smem) ids_smem[lane] = my_id;
+        if (w_smem) w_smem[lane] = w;
         if (write) {
             p.topk_ids[static_cast<int64_t>(r) * p.k + lane] = my_id;
-            p.topk_w[static_cast<int64_t>(r) * p.k + lane] = p.norm_topk ? my_p / s : my_p;
+            p.topk_w[static_cast<int64_t>(r) * p.k + lane] = w;
         }
     }
     if (write && lane == 0) p.shared_w[r] = sigmoid(shared_logit);
@@ -421,6 +426,254 @@ __global__ void __launch_bounds__(kDownWarps * kWarp, 2) moe_down_kernel(MoeBf16
     }
 }
 
+// ---- one-row decode: a streaming gate/up grid and a down grid that loads its weights early ------
+//
+// For max_rows 1 (op_moe's solo decode step; H <= 2048) on sm_90. Same arithmetic per output as
+// moe_gate_up_kernel / moe_down_kernel, so the same bits (a batched member, which takes those,
+// equals its solo step). Two changes of schedule:
+//   gate/up  one 8-warp block per SM; a warp's pairs are q = its warp-major index + n * (all
+//            warps), so every SM gets the same number of pairs, and the loads of its next pair
+//            are in flight while it computes the current one (two register stages): the DRAM
+//            queue never drains between rounds.
+//   down     each block owns R consecutive output rows (one block per SM). It starts as soon as
+//            gate/up has passed its pdl_wait (and sits beside it on the SM: gate/up leaves
+//            registers and shared memory for it), routes the row itself from the logits, and has
+//            the copy engine bring its R rows of the shared and the k routed down matrices into
+//            shared memory (cp.async.bulk, one mbarrier): the down weights stream during gate/up.
+//            After its pdl_wait only the activations are read (L2) and the dots run from shared
+//            memory.
+
+// mbarrier and bulk-copy primitives (PTX ISA: mbarrier, cp.async.bulk), one barrier per block.
+__device__ inline void mbar_init_one(uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+// The single arrival, announcing `bytes` of bulk copies that complete on this barrier.
+__device__ inline void mbar_arrive_expect(uint32_t bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory.
+__device__ inline void bulk_load(void* dst, const void* src, uint32_t bytes, uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+#endif
+}
+__device__ inline void mbar_wait_phase0(uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint32_t done = 0;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar)
+            : "memory");
+    } while (!done);
+#endif
+}
+
+constexpr int kGsWarps = 8;   // streaming gate/up: warps per block, one block per SM
+constexpr int kGsRegs = 168;  // <= 168 registers: 256 x 168 + the down block's 256 x 80 fit 64 K
+constexpr int kDsWarps = 8;   // streaming down: warps per block, two output rows at a time each
+constexpr int kDsRegs = 80;
+
+// The shared-memory layout of the streaming down block (R rows): logits [E + 1] f32, keys [E]
+// i32, then (16-byte aligned) the activations as [k + 1, width / 8] 16-byte halves (lo then hi
+// arrays, so a warp's reads are contiguous), then the weights: routed slot s at s * R * I
+// (R x I), the shared expert's R x Is after them.
+struct DsLayout {
+    size_t act, act_hi, w, bytes;
+};
+__host__ __device__ inline DsLayout ds_layout(const MoeBf16Params& p, int R) {
+    DsLayout l{};
+    const size_t halves = static_cast<size_t>(p.k + 1) * (ffn_width(p) / kVec) * 16;  // bytes of one half array
+    l.act = (sizeof(float) * (2 * static_cast<size_t>(p.E) + 1) + 15) / 16 * 16;
+    l.act_hi = l.act + halves;
+    l.w = l.act_hi + halves;
+    l.bytes = l.w + sizeof(bf16) * static_cast<size_t>(R) * (static_cast<size_t>(p.k) * p.I + p.Is);
+    return l;
+}
+
+// grid: (blocks <= SMs); dynamic smem: H bf16 (x) + E ints (route keys). Row 0 only.
+__global__ void __maxnreg__(kGsRegs) moe_gate_up_stream_kernel(MoeBf16Params p) {
+    extern __shared__ __align__(16) unsigned char gs_smem[];
+    bf16* xs = reinterpret_cast<bf16*>(gs_smem);
+    int* keys = reinterpret_cast<int*>(gs_smem + static_cast<size_t>(p.H) * sizeof(bf16));
+    __shared__ int32_t ids[kMoeMaxTopK];
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int nvec = p.H / kVec;  // <= kGuV * kWarp (the launcher checks)
+    const int pairs = p.Is + p.k * p.I;
+    const int stride = gridDim.x * kGsWarps;
+    const int width = ffn_width(p);
+    uint4 g0[kGuV], u0[kGuV], g1[kGuV], u1[kGuV];
+    // Pair q: the shared expert's FFN row q for q < Is, else routed slot (q - Is) / I.
+    auto load = [&](uint4(&g)[kGuV], uint4(&u)[kGuV], int q) {
+        const bool shared = q < p.Is;
+        const int slot = shared ? 0 : (q - p.Is) / p.I;
+        const int i = shared ? q : q - p.Is - slot * p.I;
+        const int F = shared ? p.Is : p.I;
+        const bf16* base = shared ? p.shared_gate_up : p.experts_gate_up + static_cast<int64_t>(ids[slot]) * 2 * p.I * p.H;
+        const bf16* g_row = base + static_cast<int64_t>(i) * p.H;
+        const bf16* u_row = base + static_cast<int64_t>(F + i) * p.H;
+#pragma unroll
+        for (int j = 0; j < kGuV; ++j) {
+            const int v = lane + j * kWarp;
+            if (v < nvec) {
+                g[j] = ldg16(g_row + v * kVec);
+                u[j] = ldg16(u_row + v * kVec);
+            }
+        }
+    };
+    auto finish = [&](const uint4(&g)[kGuV], const uint4(&u)[kGuV], int q) {
+        const uint4* xv = reinterpret_cast<const uint4*>(xs);
+        float gs = 0.0f, us = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kGuV; ++j) {
+            const int v = lane + j * kWarp;
+            if (v < nvec) {
+                const uint4 xj = xv[v];
+                fma8(gs, g[j], xj);
+                fma8(us, u[j], xj);
+            }
+        }
+        gs = warp_sum(gs);
+        us = warp_sum(us);
+        const bool shared = q < p.Is;
+        const int slot = shared ? p.k : (q - p.Is) / p.I;
+        const int i = shared ? q : q - p.Is - slot * p.I;
+        if (lane == 0) p.act[slot * width + i] = silu(gs) * us;
+    };
+    int q = warp * gridDim.x + blockIdx.x;  // warp-major: pairs spread evenly over the blocks
+    const bool preloaded = q < p.Is;
+    if (preloaded) load(g0, u0, q);  // the shared expert's rows need no routing
+    pdl_wait();                      // logits and x come from earlier kernels
+    pdl_launch_dependents();         // the down grid starts now and loads its weights
+    if (launch_rows(p.n_rows, 1) < 1) return;
+    if (warp == 0) {
+        const float* lg = logits_of(p);
+        route_row(p, 0, lg, lg[p.E], keys, ids, blockIdx.x == 0);
+    } else {
+        const uint4* x = reinterpret_cast<const uint4*>(p.x);
+        for (int i = threadIdx.x - kWarp; i < nvec; i += blockDim.x - kWarp) reinterpret_cast<uint4*>(xs)[i] = x[i];
+    }
+    __syncthreads();
+    if (q >= pairs) return;
+    if (!preloaded) load(g0, u0, q);
+    for (;;) {  // stage 0 holds q; the next pair's loads go out before q's arithmetic
+        int next = q + stride;
+        if (next < pairs) load(g1, u1, next);
+        finish(g0, u0, q);
+        if (next >= pairs) break;
+        q = next;
+        next = q + stride;
+        if (next < pairs) load(g0, u0, next);
+        finish(g1, u1, q);
+        if (next >= pairs) break;
+        q = next;
+    }
+}
+
+// grid: (ceil(H / R)); dynamic smem: ds_layout(p, R).bytes. Row 0 only. Output h = block * R +
+// hr; warp w takes rows hr = 2w, 2w + 1 (then + 2 * kDsWarps): per lane the items f = lane + 32 t
+// of [the shared row (Is / 8 vectors), then the k routed rows (I / 8 each)] in order, weighted by
+// the slot's mixing weight, then one warp sum: moe_down_kernel's sequence, so its bits.
+__global__ void __maxnreg__(kDsRegs) moe_down_stream_kernel(MoeBf16Params p, int R) {
+    extern __shared__ __align__(16) unsigned char ds_smem[];
+    __shared__ __align__(8) uint64_t bar_storage;
+    __shared__ int32_t ids[kMoeMaxTopK];
+    __shared__ float mix[kMoeMaxTopK + 1];
+    const DsLayout L = ds_layout(p, R);
+    float* lg = reinterpret_cast<float*>(ds_smem);
+    int* keys = reinterpret_cast<int*>(lg + p.E + 1);
+    const uint4* act_lo = reinterpret_cast<const uint4*>(ds_smem + L.act);
+    const uint4* act_hi = reinterpret_cast<const uint4*>(ds_smem + L.act_hi);
+    bf16* ws = reinterpret_cast<bf16*>(ds_smem + L.w);
+    bf16* ws_shared = ws + static_cast<size_t>(p.k) * R * p.I;
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int h0 = blockIdx.x * R;
+    const int nr = min(R, p.H - h0);
+    const uint32_t bar = smem_addr(&bar_storage);
+    if (threadIdx.x == 0) mbar_init_one(bar);
+    __syncthreads();
+    // Before pdl_wait: nothing an earlier kernel of this launch still writes. The logits are
+    // final (the gate/up grid let this grid start only after its own wait on the logits kernel).
+    if (threadIdx.x == 0) {
+        mbar_arrive_expect(bar, static_cast<uint32_t>(sizeof(bf16) * nr * (static_cast<size_t>(p.k) * p.I + p.Is)));
+        bulk_load(ws_shared, p.shared_down + static_cast<int64_t>(h0) * p.Is, sizeof(bf16) * nr * p.Is, bar);
+    }
+    if (warp == 0) {
+        const float* lg_g = logits_of(p);
+        for (int e = lane; e <= p.E; e += kWarp) lg[e] = __ldcg(lg_g + e);
+        __syncwarp();
+        route_row(p, 0, lg, lg[p.E], keys, ids, false, mix);  // ids always in [0, E)
+        __syncwarp();
+        if (lane < p.k)
+            bulk_load(ws + static_cast<size_t>(lane) * R * p.I,
+                      p.experts_down + (static_cast<int64_t>(ids[lane]) * p.H + h0) * p.I, sizeof(bf16) * nr * p.I, bar);
+        if (lane == 0) mix[p.k] = sigmoid(lg[p.E]);  // shared_w's value
+    }
+    pdl_wait();  // the activations (gate/up) and the output buffer
+    pdl_launch_dependents();
+    const bool live = launch_rows(p.n_rows, 1) > 0;
+    const int width = ffn_width(p), wv = width / kVec;
+    if (live) {
+        const float4* act_g = reinterpret_cast<const float4*>(p.act);
+        uint4* lo = reinterpret_cast<uint4*>(ds_smem + L.act);
+        uint4* hi = reinterpret_cast<uint4*>(ds_smem + L.act_hi);
+        for (int i = threadIdx.x; i < (p.k + 1) * wv; i += blockDim.x) {
+            const float4 a = __ldcg(act_g + 2 * i), b = __ldcg(act_g + 2 * i + 1);
+            lo[i] = *reinterpret_cast<const uint4*>(&a);
+            hi[i] = *reinterpret_cast<const uint4*>(&b);
+        }
+    }
+    __syncthreads();
+    mbar_wait_phase0(bar);  // never leave with copies into this block's shared memory in flight
+    if (!live) return;
+    const int nI = p.I / kVec, nIs = p.Is / kVec, total = nIs + p.k * nI;
+    for (int hr = 2 * warp; hr < nr; hr += 2 * kDsWarps) {
+        const bool two = hr + 1 < nr;
+        int seg = -1, v = lane;  // moe_down_kernel's cursor: segment -1 = the shared row
+        auto settle = [&] {
+            while (seg < p.k && v >= (seg < 0 ? nIs : nI)) {
+                v -= seg < 0 ? nIs : nI;
+                ++seg;
+            }
+        };
+        settle();
+        float a0 = 0.0f, a1 = 0.0f;
+        for (int f = lane; f < total; f += kWarp) {
+            const bool shared = seg < 0;
+            const int slot = shared ? p.k : seg;
+            const int F = shared ? p.Is : p.I;
+            const bf16* w = (shared ? ws_shared : ws + static_cast<size_t>(seg) * R * p.I) + hr * F + v * kVec;
+            const uint4 ua = act_lo[slot * wv + v], ub = act_hi[slot * wv + v];
+            const float4 flo = *reinterpret_cast<const float4*>(&ua), fhi = *reinterpret_cast<const float4*>(&ub);
+            const float m = mix[slot];
+            a0 = fmaf(m, dot8f(*reinterpret_cast<const uint4*>(w), flo, fhi), a0);
+            if (two) a1 = fmaf(m, dot8f(*reinterpret_cast<const uint4*>(w + F), flo, fhi), a1);
+            v += kWarp;
+            settle();
+        }
+        a0 = warp_sum(a0);
+        a1 = warp_sum(a1);
+        if (lane == 0) {
+            const int h = h0 + hr;
+            if (p.out) p.out[h] = a0;
+            if (p.out_bf16) store_out(p, h, a0);
+            if (two) {
+                if (p.out) p.out[h + 1] = a1;
+                if (p.out_bf16) store_out(p, h + 1, a1);
+            }
+        }
+    }
+}
+
 // ---- launchers ----------------------------------------------------------------------------------
 
 cudaError_t launch_logits(const MoeBf16Params& p, const LogitsOut& o, cudaStream_t stream) {
@@ -467,6 +720,60 @@ cudaError_t launch_down(const MoeBf16Params& p, cudaStream_t stream) {
     return launch_kernel(moe_down_kernel<false>, grid, dim3(kDownWarps * kWarp), 0, stream, p.pdl != 0, p);
 }
 
+// The one-row streaming path (moe_gate_up_stream_kernel + moe_down_stream_kernel) when this
+// launch can take it: one row, H <= 2048 (a pair in one register stage), an sm_90 device (bulk
+// copies), and the down block's shared memory fitting beside the gate/up block's on one SM.
+// FROST_MOE_DECODE=split keeps the older gate/up + down kernels (A/B runs; same bits).
+struct StreamPlan {
+    int gu_blocks = 0, R = 0;
+    size_t gu_smem = 0, ds_smem = 0;
+};
+cudaError_t plan_stream(const MoeBf16Params& p, StreamPlan& plan, bool& ok) {
+    ok = false;
+    const char* env = std::getenv("FROST_MOE_DECODE");
+    if (p.max_rows != 1 || p.H / kVec > kGuV * kWarp || (env && std::strcmp(env, "split") == 0)) return cudaSuccess;
+    int dev = 0, major = 0, sms = 0, per_sm = 0, per_block = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e != cudaSuccess || major < 9) return e;
+    const int pairs = p.Is + p.k * p.I;
+    plan.gu_blocks = std::min(sms, ceil_div(pairs, kGsWarps));
+    plan.gu_smem = static_cast<size_t>(p.H) * sizeof(bf16) + sizeof(int) * p.E;
+    plan.R = ceil_div(p.H, sms);
+    plan.ds_smem = ds_layout(p, plan.R).bytes;
+    const size_t reserve = 4u << 10;  // static shared memory and the per-block reservations
+    const size_t copied = sizeof(bf16) * plan.R * (static_cast<size_t>(p.k) * p.I + p.Is);
+    ok = copied < (1u << 20) &&  // an mbarrier phase counts at most 2^20 - 1 bytes
+         plan.ds_smem <= static_cast<size_t>(per_block) &&
+         plan.ds_smem + plan.gu_smem + reserve <= static_cast<size_t>(per_sm);
+    return cudaSuccess;
+}
+
+cudaError_t launch_stream(const MoeBf16Params& p, const StreamPlan& plan, cudaStream_t stream) {
+    // Both kernels prefer the largest shared-memory carve-out, so an SM running a gate/up block
+    // has room for a down block beside it.
+    cudaError_t e = allow_smem(moe_gate_up_stream_kernel, plan.gu_smem);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(moe_gate_up_stream_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(moe_down_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(plan.ds_smem));
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(moe_down_stream_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared);
+    if (e == cudaSuccess)
+        e = launch_kernel(moe_gate_up_stream_kernel, dim3(plan.gu_blocks), dim3(kGsWarps * kWarp), plan.gu_smem, stream,
+                          p.pdl != 0, p);
+    if (e == cudaSuccess)
+        e = launch_kernel(moe_down_stream_kernel, dim3(ceil_div(p.H, plan.R)), dim3(kDsWarps * kWarp), plan.ds_smem,
+                          stream, p.pdl != 0, p, plan.R);
+    return e;
+}
+
 bool experts_ok(const MoeBf16Params& p) {
     return valid(p) && p.act && (p.out || p.out_bf16) && aligned16(p.act) &&
            static_cast<size_t>(p.H) * sizeof(bf16) + sizeof(int) * p.E <= (200u << 10);
@@ -503,9 +810,13 @@ cudaError_t moe_experts_launch(const MoeBf16Params& p, cudaStream_t stream) {
 cudaError_t moe_decode_launch(const MoeBf16Params& p, cudaStream_t stream) {
     if (!experts_ok(p)) return cudaErrorInvalidValue;
     float* lg = logits_of(p);
-    cudaError_t e = launch_logits(p, LogitsOut{lg, p.E + 1, lg + p.E, p.E + 1}, stream);
-    if (e == cudaSuccess) e = launch_gate_up<true>(p, stream);
-    if (e == cudaSuccess) e = launch_down(p, stream);
+    StreamPlan plan;
+    bool stream_ok = false;
+    cudaError_t e = plan_stream(p, plan, stream_ok);
+    if (e == cudaSuccess) e = launch_logits(p, LogitsOut{lg, p.E + 1, lg + p.E, p.E + 1}, stream);
+    if (e == cudaSuccess && stream_ok) e = launch_stream(p, plan, stream);
+    if (e == cudaSuccess && !stream_ok) e = launch_gate_up<true>(p, stream);
+    if (e == cudaSuccess && !stream_ok) e = launch_down(p, stream);
     if (e != cudaSuccess) return e;
     return cudaGetLastError();
 }
