@@ -65,14 +65,12 @@ constexpr int kLogitRows = 4;     // token rows per logits block when max_rows >
 constexpr int kDecodeLogitWarps = 4;  // max_rows 1: 65 blocks for 257 router rows, spread over SMs
 constexpr int kPrefillLogitWarps = 8;
 constexpr int kTopkWarps = 8;     // rows per top-k block
-constexpr int kGuWarps = 8;       // gate/up: warps per block, one (gate, up) pair at a time each
-constexpr int kGuV = 8;           // 16-byte loads per lane per row in flight (x2: gate and up)
-constexpr int kGuBlocksPerSm = 2; // <= 128 registers: two 256-thread blocks per SM
 constexpr int kDownWarps = 8;     // down: warps per block, one output element each
 constexpr int kDownU = 12;        // 16-byte loads per lane in flight (35B-A3B: 18 per lane, 2 rounds)
 constexpr size_t kDownSmemMax = 48u << 10;  // activations staged when (k + 1) * width fp32 fit
 
 __host__ __device__ inline int ffn_width(const MoeBf16Params& p) { return p.I > p.Is ? p.I : p.Is; }
+__device__ inline int ceil_div_dev(int a, int b) { return (a + b - 1) / b; }
 
 // acc += Σ w[i] * x[i] over one 16-byte vector of bf16 weights and bf16 inputs, in index order.
 __device__ inline void fma8(float& acc, const uint4& w, const uint4& x) {
@@ -252,84 +250,146 @@ __host__ __device__ inline float* logits_of(const MoeBf16Params& p) {
     return p.act + static_cast<int64_t>(p.max_rows) * (p.k + 1) * ffn_width(p);
 }
 
-// grid: (persistent blocks, max_rows); dynamic smem: H bf16 (x) + E ints (kRoute: top-k keys).
-// kRoute: the block routes row r from the logits itself; otherwise it reads p.topk_ids. Pair q of
-// row r: q < Is is the shared expert's FFN row q (first: its weights need no routing, so a warp
-// whose first pair is shared loads it before pdl_wait and the routing), then routed slot
-// (q - Is) / I, FFN row (q - Is) % I.
+// Gate/up on bf16 tensor cores (mma.m16n8k16, fp32 accumulation), lm_gemv_tc.cu's mapping. A
+// tile is 16 weight rows: 8 gate rows j0 .. j0 + 7 of one slot (the shared expert, then the k
+// routed ones) and their 8 up rows, so lane L's accumulators d[0] / d[2] (rows L / 4 and L / 4 + 8,
+// column 0) are a gate and its up value. B's column 0 is x (lanes 0-3 give it; the other columns
+// are zeros). The block's 16 warps split K in 64-wide steps, interleaved (step s = warp + 16 i);
+// a lane loads 2 x 16 bytes of each of its two rows per step, two steps per stage, and the next
+// tile's stage is in flight while the current one is multiplied (two register stages). The 16
+// warp partials are summed in warp order by one thread per gate row: act = silu(g) * u. A
+// SIMT version (one warp per (gate, up) pair, a dependent FMA chain per lane) was issue-bound: 3.7
+// M instructions for the 35B-A3B layer's 38 MB, 1.25 TB/s under ncu (H100, 2026-11-24).
+// grid: (blocks <= SMs, max_rows); dynamic smem: H bf16 (x, 16-byte padded) + E ints (route keys).
+// kRoute: the block routes row r from the logits itself; otherwise it reads p.topk_ids. The
+// bits of a row depend only on that row (not on max_rows or the grid).
+constexpr int kGmWarps = 16;  // one 512-thread block per SM
+constexpr int kGmU = 2;       // 64-wide k steps per warp per register stage
+constexpr int kGmStepK = 64;
+constexpr int kGmRegs = 96;   // 512 x 96 + the streaming down block's 256 x 56 fit the 64 K registers
+
+__host__ __device__ inline size_t gm_x_bytes(const MoeBf16Params& p) {
+    return (static_cast<size_t>(p.H) * sizeof(bf16) + 15) / 16 * 16;
+}
+
 template <bool kRoute>
-__global__ void __launch_bounds__(kGuWarps * kWarp, kGuBlocksPerSm) moe_gate_up_kernel(MoeBf16Params p) {
-    extern __shared__ __align__(16) unsigned char gu_smem[];
-    bf16* xs = reinterpret_cast<bf16*>(gu_smem);
-    int* keys = reinterpret_cast<int*>(gu_smem + static_cast<size_t>(p.H) * sizeof(bf16));
+__global__ void __maxnreg__(kGmRegs) moe_gate_up_mma_kernel(MoeBf16Params p) {
+    extern __shared__ __align__(16) unsigned char gm_smem[];
+    bf16* xs = reinterpret_cast<bf16*>(gm_smem);
+    int* keys = reinterpret_cast<int*>(gm_smem + gm_x_bytes(p));
     __shared__ int32_t ids[kMoeMaxTopK];
+    __shared__ float partial[2][kGmWarps][16];  // by tile parity: one barrier per tile
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-    const int nvec = p.H / kVec;
-    const int pairs = p.Is + p.k * p.I;
-    uint4 wg[kGuV], wu[kGuV];
-    auto load_chunk = [&](const bf16* g_row, const bf16* u_row, int c0) {
+    const int t4 = lane % 4, gid = lane / 4;
+    const int r = blockIdx.y;
+    const int steps = ceil_div_dev(p.H, kGmStepK);
+    const int groups = ceil_div_dev(steps, kGmWarps * kGmU);  // stages per tile (1 for H <= 2048)
+    const int tiles_s = p.Is / 8, tiles_r = p.I / 8, tiles = tiles_s + p.k * tiles_r;
+    const int my_tiles = blockIdx.x < tiles ? ceil_div_dev(tiles - blockIdx.x, gridDim.x) : 0;
+    const int items = my_tiles * groups;
+    const int width = ffn_width(p);
+    // Tile `tile`: slot (k = the shared expert) and its first FFN row j0.
+    auto tile_of = [&](int tile, int& slot, int& j0) {
+        if (tile < tiles_s) {
+            slot = p.k;
+            j0 = tile * 8;
+        } else {
+            slot = (tile - tiles_s) / tiles_r;
+            j0 = (tile - tiles_s - slot * tiles_r) * 8;
+        }
+    };
+    uint4 wa[kGmU][2][2], wb[kGmU][2][2];  // [step][row gid / gid + 8][word]
+    auto load = [&](uint4(&w)[kGmU][2][2], int n) {
+        int slot, j0;
+        tile_of(blockIdx.x + (n / groups) * gridDim.x, slot, j0);
+        const int grp = n % groups;
+        const bool shared = slot == p.k;
+        const int F = shared ? p.Is : p.I;
+        const bf16* base =
+            shared ? p.shared_gate_up : p.experts_gate_up + static_cast<int64_t>(ids[slot]) * 2 * p.I * p.H;
+        const bf16* g_row = base + static_cast<int64_t>(j0 + gid) * p.H;
+        const bf16* u_row = base + static_cast<int64_t>(F + j0 + gid) * p.H;
 #pragma unroll
-        for (int j = 0; j < kGuV; ++j) {
-            const int v = c0 + j * kWarp;
-            if (v < nvec) {
-                wg[j] = ldg16(g_row + v * kVec);
-                wu[j] = ldg16(u_row + v * kVec);
+        for (int u = 0; u < kGmU; ++u) {
+            const int s = warp + kGmWarps * (grp * kGmU + u);
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const int kk = s * kGmStepK + 16 * t4 + 8 * q;
+                const bool ok = kk < p.H;
+                w[u][0][q] = ok ? ldg16(g_row + kk) : make_uint4(0, 0, 0, 0);
+                w[u][1][q] = ok ? ldg16(u_row + kk) : make_uint4(0, 0, 0, 0);
             }
         }
     };
-    int q = blockIdx.x * kGuWarps + warp;
-    bool preloaded = q < p.Is;
-    if (preloaded)
-        load_chunk(p.shared_gate_up + static_cast<int64_t>(q) * p.H, p.shared_gate_up + static_cast<int64_t>(p.Is + q) * p.H,
-                   lane);
-    pdl_wait();  // ids / logits and x come from earlier kernels
-    pdl_launch_dependents();
-    const int r = blockIdx.y;
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    auto consume = [&](const uint4(&w)[kGmU][2][2], int n) {
+        const int grp = n % groups;
+        if (grp == 0) d[0] = d[1] = d[2] = d[3] = 0.0f;
+#pragma unroll
+        for (int u = 0; u < kGmU; ++u) {
+            const int s = warp + kGmWarps * (grp * kGmU + u);
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const int kk = s * kGmStepK + 16 * t4 + 8 * q;
+                uint4 xv = make_uint4(0, 0, 0, 0);
+                if (gid == 0 && kk < p.H) xv = *reinterpret_cast<const uint4*>(xs + kk);
+                mma_bf16(d, w[u][0][q].x, w[u][1][q].x, w[u][0][q].y, w[u][1][q].y, xv.x, xv.y);
+                mma_bf16(d, w[u][0][q].z, w[u][1][q].z, w[u][0][q].w, w[u][1][q].w, xv.z, xv.w);
+            }
+        }
+        if (grp != groups - 1) return;
+        const int it = n / groups;
+        float(*part)[16] = partial[it & 1];
+        if (t4 == 0) {
+            part[warp][gid] = d[0];
+            part[warp][gid + 8] = d[2];
+        }
+        __syncthreads();
+        if (threadIdx.x < 8) {
+            int slot, j0;
+            tile_of(blockIdx.x + it * gridDim.x, slot, j0);
+            float g = 0.0f, up = 0.0f;
+#pragma unroll
+            for (int wi = 0; wi < kGmWarps; ++wi) {
+                g += part[wi][threadIdx.x];
+                up += part[wi][threadIdx.x + 8];
+            }
+            p.act[(static_cast<int64_t>(r) * (p.k + 1) + slot) * width + j0 + threadIdx.x] = silu(g) * up;
+        }
+    };
+    const bool preloaded = kRoute && items > 0 && blockIdx.x < tiles_s;  // shared rows need no routing
+    if (preloaded) load(wa, 0);
+    pdl_wait();               // logits / ids and x come from earlier kernels
+    pdl_launch_dependents();  // the down grid may start now (the streaming one loads its weights)
     if (r >= launch_rows(p.n_rows, p.max_rows)) return;
-    const uint4* x = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(r) * p.H);
+    const bf16* x = p.x + static_cast<int64_t>(r) * p.H;
+    const int nvec = p.H / kVec;
     if constexpr (kRoute) {
         if (warp == 0) {
             const float* lg = logits_of(p) + static_cast<int64_t>(r) * (p.E + 1);
             route_row(p, r, lg, lg[p.E], keys, ids, blockIdx.x == 0);
         } else {
-            for (int i = threadIdx.x - kWarp; i < nvec; i += blockDim.x - kWarp) reinterpret_cast<uint4*>(xs)[i] = x[i];
+            for (int i = threadIdx.x - kWarp; i < nvec; i += blockDim.x - kWarp)
+                reinterpret_cast<uint4*>(xs)[i] = reinterpret_cast<const uint4*>(x)[i];
         }
     } else {
         if (threadIdx.x < p.k) {
             const int e = p.topk_ids[static_cast<int64_t>(r) * p.k + threadIdx.x];
             ids[threadIdx.x] = e < 0 || e >= p.E ? 0 : e;  // never read outside the expert tensors
         }
-        for (int i = threadIdx.x; i < nvec; i += blockDim.x) reinterpret_cast<uint4*>(xs)[i] = x[i];
+        for (int i = threadIdx.x; i < nvec; i += blockDim.x)
+            reinterpret_cast<uint4*>(xs)[i] = reinterpret_cast<const uint4*>(x)[i];
     }
     __syncthreads();
-    const int width = ffn_width(p);
-    const uint4* xv = reinterpret_cast<const uint4*>(xs);
-    float* act = p.act + static_cast<int64_t>(r) * (p.k + 1) * width;
-    for (; q < pairs; q += gridDim.x * kGuWarps) {
-        const bool shared = q < p.Is;
-        const int slot = shared ? p.k : (q - p.Is) / p.I;
-        const int i = shared ? q : q - p.Is - slot * p.I;
-        const int F = shared ? p.Is : p.I;
-        const bf16* base = shared ? p.shared_gate_up : p.experts_gate_up + static_cast<int64_t>(ids[slot]) * 2 * p.I * p.H;
-        const bf16* g_row = base + static_cast<int64_t>(i) * p.H;
-        const bf16* u_row = base + static_cast<int64_t>(F + i) * p.H;
-        float g = 0.0f, u = 0.0f;
-        for (int c0 = lane; c0 < nvec; c0 += kGuV * kWarp) {
-            if (!preloaded) load_chunk(g_row, u_row, c0);
-            preloaded = false;
-#pragma unroll
-            for (int j = 0; j < kGuV; ++j) {
-                const int v = c0 + j * kWarp;
-                if (v < nvec) {
-                    const uint4 xj = xv[v];
-                    fma8(g, wg[j], xj);
-                    fma8(u, wu[j], xj);
-                }
-            }
-        }
-        g = warp_sum(g);
-        u = warp_sum(u);
-        if (lane == 0) act[slot * width + i] = silu(g) * u;
+    if (items == 0) return;
+    if (!preloaded) load(wa, 0);
+    for (int n = 0;;) {  // stage wa holds item n; the next item's loads go out before n's mmas
+        if (n + 1 < items) load(wb, n + 1);
+        consume(wa, n);
+        if (++n >= items) break;
+        if (n + 1 < items) load(wa, n + 1);
+        consume(wb, n);
+        if (++n >= items) break;
     }
 }
 
@@ -478,8 +538,6 @@ __device__ inline void mbar_wait_phase0(uint32_t bar) {
 #endif
 }
 
-constexpr int kGsWarps = 8;   // streaming gate/up: warps per block, one block per SM
-constexpr int kGsRegs = 168;  // <= 168 registers: 256 x 168 + the down block's 256 x 80 fit 64 K
 constexpr int kDsWarps = 8;   // streaming down: warps per block, two output rows at a time each
 constexpr int kDsRegs = 80;
 
@@ -498,85 +556,6 @@ __host__ __device__ inline DsLayout ds_layout(const MoeBf16Params& p, int R) {
     l.w = l.act_hi + halves;
     l.bytes = l.w + sizeof(bf16) * static_cast<size_t>(R) * (static_cast<size_t>(p.k) * p.I + p.Is);
     return l;
-}
-
-// grid: (blocks <= SMs); dynamic smem: H bf16 (x) + E ints (route keys). Row 0 only.
-__global__ void __maxnreg__(kGsRegs) moe_gate_up_stream_kernel(MoeBf16Params p) {
-    extern __shared__ __align__(16) unsigned char gs_smem[];
-    bf16* xs = reinterpret_cast<bf16*>(gs_smem);
-    int* keys = reinterpret_cast<int*>(gs_smem + static_cast<size_t>(p.H) * sizeof(bf16));
-    __shared__ int32_t ids[kMoeMaxTopK];
-    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-    const int nvec = p.H / kVec;  // <= kGuV * kWarp (the launcher checks)
-    const int pairs = p.Is + p.k * p.I;
-    const int stride = gridDim.x * kGsWarps;
-    const int width = ffn_width(p);
-    uint4 g0[kGuV], u0[kGuV], g1[kGuV], u1[kGuV];
-    // Pair q: the shared expert's FFN row q for q < Is, else routed slot (q - Is) / I.
-    auto load = [&](uint4(&g)[kGuV], uint4(&u)[kGuV], int q) {
-        const bool shared = q < p.Is;
-        const int slot = shared ? 0 : (q - p.Is) / p.I;
-        const int i = shared ? q : q - p.Is - slot * p.I;
-        const int F = shared ? p.Is : p.I;
-        const bf16* base = shared ? p.shared_gate_up : p.experts_gate_up + static_cast<int64_t>(ids[slot]) * 2 * p.I * p.H;
-        const bf16* g_row = base + static_cast<int64_t>(i) * p.H;
-        const bf16* u_row = base + static_cast<int64_t>(F + i) * p.H;
-#pragma unroll
-        for (int j = 0; j < kGuV; ++j) {
-            const int v = lane + j * kWarp;
-            if (v < nvec) {
-                g[j] = ldg16(g_row + v * kVec);
-                u[j] = ldg16(u_row + v * kVec);
-            }
-        }
-    };
-    auto finish = [&](const uint4(&g)[kGuV], const uint4(&u)[kGuV], int q) {
-        const uint4* xv = reinterpret_cast<const uint4*>(xs);
-        float gs = 0.0f, us = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kGuV; ++j) {
-            const int v = lane + j * kWarp;
-            if (v < nvec) {
-                const uint4 xj = xv[v];
-                fma8(gs, g[j], xj);
-                fma8(us, u[j], xj);
-            }
-        }
-        gs = warp_sum(gs);
-        us = warp_sum(us);
-        const bool shared = q < p.Is;
-        const int slot = shared ? p.k : (q - p.Is) / p.I;
-        const int i = shared ? q : q - p.Is - slot * p.I;
-        if (lane == 0) p.act[slot * width + i] = silu(gs) * us;
-    };
-    int q = warp * gridDim.x + blockIdx.x;  // warp-major: pairs spread evenly over the blocks
-    const bool preloaded = q < p.Is;
-    if (preloaded) load(g0, u0, q);  // the shared expert's rows need no routing
-    pdl_wait();                      // logits and x come from earlier kernels
-    pdl_launch_dependents();         // the down grid starts now and loads its weights
-    if (launch_rows(p.n_rows, 1) < 1) return;
-    if (warp == 0) {
-        const float* lg = logits_of(p);
-        route_row(p, 0, lg, lg[p.E], keys, ids, blockIdx.x == 0);
-    } else {
-        const uint4* x = reinterpret_cast<const uint4*>(p.x);
-        for (int i = threadIdx.x - kWarp; i < nvec; i += blockDim.x - kWarp) reinterpret_cast<uint4*>(xs)[i] = x[i];
-    }
-    __syncthreads();
-    if (q >= pairs) return;
-    if (!preloaded) load(g0, u0, q);
-    for (;;) {  // stage 0 holds q; the next pair's loads go out before q's arithmetic
-        int next = q + stride;
-        if (next < pairs) load(g1, u1, next);
-        finish(g0, u0, q);
-        if (next >= pairs) break;
-        q = next;
-        next = q + stride;
-        if (next < pairs) load(g0, u0, next);
-        finish(g1, u1, q);
-        if (next >= pairs) break;
-        q = next;
-    }
 }
 
 // grid: (ceil(H / R)); dynamic smem: ds_layout(p, R).bytes. Row 0 only. Output h = block * R +
@@ -693,23 +672,29 @@ cudaError_t allow_smem(K kernel, size_t bytes) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
 }
 
+int sm_count(cudaError_t& e) {
+    int dev = 0, sms = 0;
+    e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    return sms;
+}
+
+// One 512-thread block per SM (per row), each taking tiles blockIdx.x + n * gridDim.x; the
+// largest shared-memory carve-out, so a streaming down block fits beside it on the SM.
 template <bool kRoute>
 cudaError_t launch_gate_up(const MoeBf16Params& p, cudaStream_t stream) {
-    int dev = 0, sms = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    cudaError_t e = cudaSuccess;
+    const int sms = sm_count(e);
     if (e != cudaSuccess) return e;
-    // As many blocks as fit kGuBlocksPerSm per SM, then trimmed so every warp takes the same
-    // number of pairs (35B-A3B: 4608 pairs, 264 blocks would give 48 of them a third round
-    // alone; 192 blocks of three rounds each). 4-layer 35B-A3B cut, H100: 0.690 -> 0.686 ms/token.
-    const int pairs = p.Is + p.k * p.I;
-    const int most = std::min(ceil_div(pairs, kGuWarps), kGuBlocksPerSm * sms);
-    const int rounds = ceil_div(pairs, static_cast<int64_t>(kGuWarps) * most);
-    const dim3 grid(ceil_div(pairs, static_cast<int64_t>(kGuWarps) * rounds), p.max_rows);
-    const size_t smem = static_cast<size_t>(p.H) * sizeof(bf16) + (kRoute ? sizeof(int) * p.E : 0);
-    e = allow_smem(moe_gate_up_kernel<kRoute>, smem);
+    const int tiles = p.Is / 8 + p.k * (p.I / 8);
+    const dim3 grid(std::min(sms, tiles), p.max_rows);
+    const size_t smem = gm_x_bytes(p) + (kRoute ? sizeof(int) * p.E : 0);
+    e = allow_smem(moe_gate_up_mma_kernel<kRoute>, smem);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(moe_gate_up_mma_kernel<kRoute>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess) return e;
-    return launch_kernel(moe_gate_up_kernel<kRoute>, grid, dim3(kGuWarps * kWarp), smem, stream, p.pdl != 0, p);
+    return launch_kernel(moe_gate_up_mma_kernel<kRoute>, grid, dim3(kGmWarps * kWarp), smem, stream, p.pdl != 0, p);
 }
 
 cudaError_t launch_down(const MoeBf16Params& p, cudaStream_t stream) {
@@ -720,18 +705,13 @@ cudaError_t launch_down(const MoeBf16Params& p, cudaStream_t stream) {
     return launch_kernel(moe_down_kernel<false>, grid, dim3(kDownWarps * kWarp), 0, stream, p.pdl != 0, p);
 }
 
-// The one-row streaming path (moe_gate_up_stream_kernel + moe_down_stream_kernel) when this
-// launch can take it: one row, H <= 2048 (a pair in one register stage), an sm_90 device (bulk
-// copies), and the down block's shared memory fitting beside the gate/up block's on one SM.
-// FROST_MOE_DECODE=split keeps the older gate/up + down kernels (A/B runs; same bits).
-struct StreamPlan {
-    int gu_blocks = 0, R = 0;
-    size_t gu_smem = 0, ds_smem = 0;
-};
-cudaError_t plan_stream(const MoeBf16Params& p, StreamPlan& plan, bool& ok) {
+// The streaming down kernel for a one-row decode when this device and shape allow it: an sm_90
+// device (bulk copies) and its shared memory fitting beside the gate/up block's on one SM.
+// Otherwise moe_down_kernel (the same bits; FROST_MOE_DOWN=plain forces it, for A/B runs). R: output rows per block, one block per SM.
+cudaError_t plan_stream_down(const MoeBf16Params& p, int& R, size_t& smem, bool& ok) {
     ok = false;
-    const char* env = std::getenv("FROST_MOE_DECODE");
-    if (p.max_rows != 1 || p.H / kVec > kGuV * kWarp || (env && std::strcmp(env, "split") == 0)) return cudaSuccess;
+    const char* env = std::getenv("FROST_MOE_DOWN");  // "plain": moe_down_kernel (A/B runs, same bits)
+    if (p.max_rows != 1 || (env && std::strcmp(env, "plain") == 0)) return cudaSuccess;
     int dev = 0, major = 0, sms = 0, per_sm = 0, per_block = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
@@ -739,39 +719,25 @@ cudaError_t plan_stream(const MoeBf16Params& p, StreamPlan& plan, bool& ok) {
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (e != cudaSuccess || major < 9) return e;
-    const int pairs = p.Is + p.k * p.I;
-    plan.gu_blocks = std::min(sms, ceil_div(pairs, kGsWarps));
-    plan.gu_smem = static_cast<size_t>(p.H) * sizeof(bf16) + sizeof(int) * p.E;
-    plan.R = ceil_div(p.H, sms);
-    plan.ds_smem = ds_layout(p, plan.R).bytes;
+    R = ceil_div(p.H, sms);
+    smem = ds_layout(p, R).bytes;
+    const size_t gu_smem = gm_x_bytes(p) + sizeof(int) * p.E;
+    const size_t copied = sizeof(bf16) * R * (static_cast<size_t>(p.k) * p.I + p.Is);
     const size_t reserve = 4u << 10;  // static shared memory and the per-block reservations
-    const size_t copied = sizeof(bf16) * plan.R * (static_cast<size_t>(p.k) * p.I + p.Is);
-    ok = copied < (1u << 20) &&  // an mbarrier phase counts at most 2^20 - 1 bytes
-         plan.ds_smem <= static_cast<size_t>(per_block) &&
-         plan.ds_smem + plan.gu_smem + reserve <= static_cast<size_t>(per_sm);
+    ok = copied < (1u << 20) &&       // an mbarrier phase counts at most 2^20 - 1 bytes
+         smem <= static_cast<size_t>(per_block) && smem + gu_smem + reserve <= static_cast<size_t>(per_sm);
     return cudaSuccess;
 }
 
-cudaError_t launch_stream(const MoeBf16Params& p, const StreamPlan& plan, cudaStream_t stream) {
-    // Both kernels prefer the largest shared-memory carve-out, so an SM running a gate/up block
-    // has room for a down block beside it.
-    cudaError_t e = allow_smem(moe_gate_up_stream_kernel, plan.gu_smem);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(moe_gate_up_stream_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                 cudaSharedmemCarveoutMaxShared);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(moe_down_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(plan.ds_smem));
+cudaError_t launch_stream_down(const MoeBf16Params& p, int R, size_t smem, cudaStream_t stream) {
+    cudaError_t e =
+        cudaFuncSetAttribute(moe_down_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(moe_down_stream_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  cudaSharedmemCarveoutMaxShared);
-    if (e == cudaSuccess)
-        e = launch_kernel(moe_gate_up_stream_kernel, dim3(plan.gu_blocks), dim3(kGsWarps * kWarp), plan.gu_smem, stream,
-                          p.pdl != 0, p);
-    if (e == cudaSuccess)
-        e = launch_kernel(moe_down_stream_kernel, dim3(ceil_div(p.H, plan.R)), dim3(kDsWarps * kWarp), plan.ds_smem,
-                          stream, p.pdl != 0, p, plan.R);
-    return e;
+    if (e != cudaSuccess) return e;
+    return launch_kernel(moe_down_stream_kernel, dim3(ceil_div(p.H, R)), dim3(kDsWarps * kWarp), smem, stream,
+                         p.pdl != 0, p, R);
 }
 
 bool experts_ok(const MoeBf16Params& p) {
@@ -810,13 +776,13 @@ cudaError_t moe_experts_launch(const MoeBf16Params& p, cudaStream_t stream) {
 cudaError_t moe_decode_launch(const MoeBf16Params& p, cudaStream_t stream) {
     if (!experts_ok(p)) return cudaErrorInvalidValue;
     float* lg = logits_of(p);
-    StreamPlan plan;
-    bool stream_ok = false;
-    cudaError_t e = plan_stream(p, plan, stream_ok);
+    int R = 0;
+    size_t ds_smem = 0;
+    bool stream_down = false;
+    cudaError_t e = plan_stream_down(p, R, ds_smem, stream_down);
     if (e == cudaSuccess) e = launch_logits(p, LogitsOut{lg, p.E + 1, lg + p.E, p.E + 1}, stream);
-    if (e == cudaSuccess && stream_ok) e = launch_stream(p, plan, stream);
-    if (e == cudaSuccess && !stream_ok) e = launch_gate_up<true>(p, stream);
-    if (e == cudaSuccess && !stream_ok) e = launch_down(p, stream);
+    if (e == cudaSuccess) e = launch_gate_up<true>(p, stream);
+    if (e == cudaSuccess) e = stream_down ? launch_stream_down(p, R, ds_smem, stream) : launch_down(p, stream);
     if (e != cudaSuccess) return e;
     return cudaGetLastError();
 }
