@@ -170,8 +170,8 @@ __global__ void __launch_bounds__(256, 1) moe_logits_kernel(MoeBf16Params p, Log
 // (may be null) receives the ids, w_smem (may be null) the mixing weights (topk_w's values); `write`
 // stores probs / topk_ids / topk_w / shared_w of row r.
 // `logits` may alias p.probs' row (the top-k kernel converts it in place: same lane, same entry).
-__device__ void route_row(const MoeBf16Params& p, int r, const float* logits, float shared_logit, int* keys,
-                          int32_t* ids_smem, bool write, float* w_smem = nullptr) {
+__device__ void route_row_smem(const MoeBf16Params& p, int r, const float* logits, float shared_logit, int* keys,
+                               int32_t* ids_smem, bool write, float* w_smem) {
     const int lane = threadIdx.x % kWarp;
     float mx = -INFINITY;
     for (int e = lane; e < p.E; e += kWarp) mx = fmaxf(mx, logits[e]);
@@ -229,6 +229,96 @@ __device__ void route_row(const MoeBf16Params& p, int r, const float* logits, fl
     if (write && lane == 0) p.shared_w[r] = sigmoid(shared_logit);
 }
 
+// route_row_smem's arithmetic with a lane's kPer entries (e = lane + 32 i) held in registers
+// (E <= 32 kPer): the logits are loaded at once and each top-k round rescans registers instead
+// of shared memory, so routing (on the critical path of every decode step's gate/up) is about
+// half as long. Same operations in the same order, so the same bits.
+template <int kPer>
+__device__ void route_row_reg(const MoeBf16Params& p, int r, const float* logits, float shared_logit,
+                              int32_t* ids_smem, bool write, float* w_smem) {
+    const int lane = threadIdx.x % kWarp;
+    float v[kPer];
+    int key[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        const int e = lane + i * kWarp;
+        v[i] = e < p.E ? logits[e] : -INFINITY;
+    }
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i)
+        if (lane + i * kWarp < p.E) mx = fmaxf(mx, v[i]);
+    mx = warp_max(mx);
+    float part = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i)
+        if (lane + i * kWarp < p.E) {
+            v[i] = expf(v[i] - mx);
+            part += v[i];
+        }
+    const float sum = warp_sum(part);
+    float* probs = p.probs + static_cast<int64_t>(r) * p.E;
+    int best = INT_MIN, best_e = INT_MAX;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        const int e = lane + i * kWarp;
+        key[i] = INT_MIN;
+        if (e < p.E) {
+            const float pr = v[i] / sum;
+            key[i] = __float_as_int(pr);
+            if (write) probs[e] = pr;
+            if (key[i] > best) {
+                best = key[i];
+                best_e = e;
+            }
+        }
+    }
+    int my_id = 0;
+    float my_p = 0.0f;
+    for (int j = 0; j < p.k; ++j) {
+        const int m = __reduce_max_sync(kFullMask, best);
+        int id = __reduce_min_sync(kFullMask, best == m ? best_e : INT_MAX);
+        if (id < 0 || id >= p.E) id = 0;
+        if (lane == j) {
+            my_id = id;
+            my_p = __int_as_float(m);
+        }
+        if (id % kWarp == lane) {
+            best = INT_MIN;
+            best_e = INT_MAX;
+#pragma unroll
+            for (int i = 0; i < kPer; ++i) {
+                const int e = lane + i * kWarp;
+                if (e == id) key[i] = INT_MIN;
+                if (e < p.E && key[i] > best) {
+                    best = key[i];
+                    best_e = e;
+                }
+            }
+        }
+    }
+    float s = 0.0f;
+    for (int j = 0; j < p.k; ++j) s += __shfl_sync(kFullMask, my_p, j);
+    if (lane < p.k) {
+        const float w = p.norm_topk ? my_p / s : my_p;
+        if (ids_smem) ids_smem[lane] = my_id;
+        if (w_smem) w_smem[lane] = w;
+        if (write) {
+            p.topk_ids[static_cast<int64_t>(r) * p.k + lane] = my_id;
+            p.topk_w[static_cast<int64_t>(r) * p.k + lane] = w;
+        }
+    }
+    if (write && lane == 0) p.shared_w[r] = sigmoid(shared_logit);
+}
+
+// Routes row r (see route_row_smem) with the register version where E allows (keys unused then).
+__device__ void route_row(const MoeBf16Params& p, int r, const float* logits, float shared_logit, int* keys,
+                          int32_t* ids_smem, bool write, float* w_smem = nullptr) {
+    if (p.E <= 8 * kWarp) route_row_reg<8>(p, r, logits, shared_logit, ids_smem, write, w_smem);
+    else if (p.E <= 16 * kWarp) route_row_reg<16>(p, r, logits, shared_logit, ids_smem, write, w_smem);
+    else route_row_smem(p, r, logits, shared_logit, keys, ids_smem, write, w_smem);
+}
+
 // Router top-k for moe_router_launch: one warp per row, in place over the logits the logits
 // kernel left in probs (and the shared gate's in shared_w). grid: ceil(max_rows / kTopkWarps);
 // dynamic smem: kTopkWarps * E ints.
@@ -268,17 +358,23 @@ constexpr int kGmU = 2;       // 64-wide k steps per warp per register stage
 constexpr int kGmStepK = 64;
 constexpr int kGmRegs = 96;   // 512 x 96 + the streaming down block's 256 x 56 fit the 64 K registers
 
+// `bytes` (a multiple of 16, 16-byte aligned) from global memory into L2, no completion to wait on.
+__device__ inline void prefetch_l2_bulk(const void* ptr, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(ptr), "r"(bytes) : "memory");
+#endif
+}
+
 __host__ __device__ inline size_t gm_x_bytes(const MoeBf16Params& p) {
     return (static_cast<size_t>(p.H) * sizeof(bf16) + 15) / 16 * 16;
 }
 
 template <bool kRoute>
-__global__ void __maxnreg__(kGmRegs) moe_gate_up_mma_kernel(MoeBf16Params p) {
+__global__ void __maxnreg__(kGmRegs) moe_gate_up_mma_kernel(MoeBf16Params p, int l2_prefetch) {
     extern __shared__ __align__(16) unsigned char gm_smem[];
     bf16* xs = reinterpret_cast<bf16*>(gm_smem);
     int* keys = reinterpret_cast<int*>(gm_smem + gm_x_bytes(p));
     __shared__ int32_t ids[kMoeMaxTopK];
-    __shared__ float partial[2][kGmWarps][16];  // by tile parity: one barrier per tile
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     const int t4 = lane % 4, gid = lane / 4;
     const int r = blockIdx.y;
@@ -288,6 +384,9 @@ __global__ void __maxnreg__(kGmRegs) moe_gate_up_mma_kernel(MoeBf16Params p) {
     const int my_tiles = blockIdx.x < tiles ? ceil_div_dev(tiles - blockIdx.x, gridDim.x) : 0;
     const int items = my_tiles * groups;
     const int width = ffn_width(p);
+    // [my_tiles][kGmWarps][16] warp partials, summed once at the end: no barrier per tile, so
+    // every warp streams its slices of the block's tiles at its own pace.
+    float* partial = reinterpret_cast<float*>(gm_smem + gm_x_bytes(p) + (kRoute ? sizeof(int) * p.E : 0));
     // Tile `tile`: slot (k = the shared expert) and its first FFN row j0.
     auto tile_of = [&](int tile, int& slot, int& j0) {
         if (tile < tiles_s) {
@@ -337,25 +436,10 @@ __global__ void __maxnreg__(kGmRegs) moe_gate_up_mma_kernel(MoeBf16Params p) {
                 mma_bf16(d, w[u][0][q].z, w[u][1][q].z, w[u][0][q].w, w[u][1][q].w, xv.z, xv.w);
             }
         }
-        if (grp != groups - 1) return;
-        const int it = n / groups;
-        float(*part)[16] = partial[it & 1];
-        if (t4 == 0) {
-            part[warp][gid] = d[0];
-            part[warp][gid + 8] = d[2];
-        }
-        __syncthreads();
-        if (threadIdx.x < 8) {
-            int slot, j0;
-            tile_of(blockIdx.x + it * gridDim.x, slot, j0);
-            float g = 0.0f, up = 0.0f;
-#pragma unroll
-            for (int wi = 0; wi < kGmWarps; ++wi) {
-                g += part[wi][threadIdx.x];
-                up += part[wi][threadIdx.x + 8];
-            }
-            p.act[(static_cast<int64_t>(r) * (p.k + 1) + slot) * width + j0 + threadIdx.x] = silu(g) * up;
-        }
+        if (grp != groups - 1 || t4 != 0) return;
+        float* part = partial + ((n / groups) * kGmWarps + warp) * 16;
+        part[gid] = d[0];
+        part[gid + 8] = d[2];
     };
     const bool preloaded = kRoute && items > 0 && blockIdx.x < tiles_s;  // shared rows need no routing
     if (preloaded) load(wa, 0);
@@ -383,6 +467,19 @@ __global__ void __maxnreg__(kGmRegs) moe_gate_up_mma_kernel(MoeBf16Params p) {
     __syncthreads();
     if (items == 0) return;
     if (!preloaded) load(wa, 0);
+    if (l2_prefetch) {  // FROST_MOE_GU_L2=1: the block's tiles past the two register stages into L2
+        for (int i = threadIdx.x; i < (my_tiles - 2) * 16; i += blockDim.x) {  // one row (H bf16) each
+            const int it = 2 + i / 16, row = i % 16;
+            int slot, j0;
+            tile_of(blockIdx.x + it * gridDim.x, slot, j0);
+            const bool shared = slot == p.k;
+            const int F = shared ? p.Is : p.I;
+            const bf16* base =
+                shared ? p.shared_gate_up : p.experts_gate_up + static_cast<int64_t>(ids[slot]) * 2 * p.I * p.H;
+            const int fr = row < 8 ? j0 + row : F + j0 + row - 8;
+            prefetch_l2_bulk(base + static_cast<int64_t>(fr) * p.H, p.H * sizeof(bf16));
+        }
+    }
     for (int n = 0;;) {  // stage wa holds item n; the next item's loads go out before n's mmas
         if (n + 1 < items) load(wb, n + 1);
         consume(wa, n);
@@ -390,6 +487,20 @@ __global__ void __maxnreg__(kGmRegs) moe_gate_up_mma_kernel(MoeBf16Params p) {
         if (n + 1 < items) load(wa, n + 1);
         consume(wb, n);
         if (++n >= items) break;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < my_tiles * 8; i += blockDim.x) {  // the 16 partials in warp order
+        const int it = i / 8, g = i % 8;
+        int slot, j0;
+        tile_of(blockIdx.x + it * gridDim.x, slot, j0);
+        const float* part = partial + it * kGmWarps * 16;
+        float gs = 0.0f, up = 0.0f;
+#pragma unroll
+        for (int wi = 0; wi < kGmWarps; ++wi) {
+            gs += part[wi * 16 + g];
+            up += part[wi * 16 + g + 8];
+        }
+        p.act[(static_cast<int64_t>(r) * (p.k + 1) + slot) * width + j0 + g] = silu(gs) * up;
     }
 }
 
@@ -562,7 +673,7 @@ __host__ __device__ inline DsLayout ds_layout(const MoeBf16Params& p, int R) {
 // hr; warp w takes rows hr = 2w, 2w + 1 (then + 2 * kDsWarps): per lane the items f = lane + 32 t
 // of [the shared row (Is / 8 vectors), then the k routed rows (I / 8 each)] in order, weighted by
 // the slot's mixing weight, then one warp sum: moe_down_kernel's sequence, so its bits.
-__global__ void __maxnreg__(kDsRegs) moe_down_stream_kernel(MoeBf16Params p, int R) {
+__global__ void __maxnreg__(kDsRegs) moe_down_stream_kernel(MoeBf16Params p, int R, int bulk) {
     extern __shared__ __align__(16) unsigned char ds_smem[];
     __shared__ __align__(8) uint64_t bar_storage;
     __shared__ int32_t ids[kMoeMaxTopK];
@@ -582,20 +693,32 @@ __global__ void __maxnreg__(kDsRegs) moe_down_stream_kernel(MoeBf16Params p, int
     __syncthreads();
     // Before pdl_wait: nothing an earlier kernel of this launch still writes. The logits are
     // final (the gate/up grid let this grid start only after its own wait on the logits kernel).
-    if (threadIdx.x == 0) {
+    if (bulk && threadIdx.x == 0) {
         mbar_arrive_expect(bar, static_cast<uint32_t>(sizeof(bf16) * nr * (static_cast<size_t>(p.k) * p.I + p.Is)));
         bulk_load(ws_shared, p.shared_down + static_cast<int64_t>(h0) * p.Is, sizeof(bf16) * nr * p.Is, bar);
     }
+    if (!bulk)  // FROST_MOE_DOWN=cpasync: 16-byte cp.async by every thread instead of the copy engine
+        for (int i = threadIdx.x; i < nr * p.Is / kVec; i += blockDim.x)
+            cp_async16(ws_shared + i * kVec, p.shared_down + static_cast<int64_t>(h0) * p.Is + i * kVec);
     if (warp == 0) {
         const float* lg_g = logits_of(p);
         for (int e = lane; e <= p.E; e += kWarp) lg[e] = __ldcg(lg_g + e);
         __syncwarp();
         route_row(p, 0, lg, lg[p.E], keys, ids, false, mix);  // ids always in [0, E)
         __syncwarp();
-        if (lane < p.k)
+        if (bulk && lane < p.k)
             bulk_load(ws + static_cast<size_t>(lane) * R * p.I,
                       p.experts_down + (static_cast<int64_t>(ids[lane]) * p.H + h0) * p.I, sizeof(bf16) * nr * p.I, bar);
         if (lane == 0) mix[p.k] = sigmoid(lg[p.E]);  // shared_w's value
+    }
+    if (!bulk) {
+        __syncthreads();  // ids
+        for (int j = 0; j < p.k; ++j) {
+            const bf16* src = p.experts_down + (static_cast<int64_t>(ids[j]) * p.H + h0) * p.I;
+            for (int i = threadIdx.x; i < nr * p.I / kVec; i += blockDim.x)
+                cp_async16(ws + static_cast<size_t>(j) * R * p.I + i * kVec, src + i * kVec);
+        }
+        cp_async_commit();
     }
     pdl_wait();  // the activations (gate/up) and the output buffer
     pdl_launch_dependents();
@@ -611,8 +734,9 @@ __global__ void __maxnreg__(kDsRegs) moe_down_stream_kernel(MoeBf16Params p, int
             hi[i] = *reinterpret_cast<const uint4*>(&b);
         }
     }
-    __syncthreads();
-    mbar_wait_phase0(bar);  // never leave with copies into this block's shared memory in flight
+    if (bulk) mbar_wait_phase0(bar);  // never leave with copies into this block's shared memory in flight
+    else cp_async_wait<0>();
+    __syncthreads();  // the activations (and the cp.async copies of every thread)
     if (!live) return;
     const int nI = p.I / kVec, nIs = p.Is / kVec, total = nIs + p.k * nI;
     for (int hr = 2 * warp; hr < nr; hr += 2 * kDsWarps) {
@@ -679,6 +803,14 @@ int sm_count(cudaError_t& e) {
     return sms;
 }
 
+int gm_blocks(const MoeBf16Params& p, int sms) { return std::min(sms, p.Is / 8 + p.k * (p.I / 8)); }
+// x, the route keys (kRoute) and the warp partials of the block's tiles.
+size_t gm_smem_bytes(const MoeBf16Params& p, bool route, int sms) {
+    const int tiles = p.Is / 8 + p.k * (p.I / 8);
+    const size_t partials = sizeof(float) * ceil_div(tiles, gm_blocks(p, sms)) * kGmWarps * 16;
+    return gm_x_bytes(p) + (route ? sizeof(int) * p.E : 0) + partials;
+}
+
 // One 512-thread block per SM (per row), each taking tiles blockIdx.x + n * gridDim.x; the
 // largest shared-memory carve-out, so a streaming down block fits beside it on the SM.
 template <bool kRoute>
@@ -686,15 +818,17 @@ cudaError_t launch_gate_up(const MoeBf16Params& p, cudaStream_t stream) {
     cudaError_t e = cudaSuccess;
     const int sms = sm_count(e);
     if (e != cudaSuccess) return e;
-    const int tiles = p.Is / 8 + p.k * (p.I / 8);
-    const dim3 grid(std::min(sms, tiles), p.max_rows);
-    const size_t smem = gm_x_bytes(p) + (kRoute ? sizeof(int) * p.E : 0);
+    const dim3 grid(gm_blocks(p, sms), p.max_rows);
+    const size_t smem = gm_smem_bytes(p, kRoute, sms);
     e = allow_smem(moe_gate_up_mma_kernel<kRoute>, smem);
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(moe_gate_up_mma_kernel<kRoute>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess) return e;
-    return launch_kernel(moe_gate_up_mma_kernel<kRoute>, grid, dim3(kGmWarps * kWarp), smem, stream, p.pdl != 0, p);
+    const char* l2 = std::getenv("FROST_MOE_GU_L2");  // "1": L2 prefetch of later tiles (A/B runs, same bits)
+    const int l2_prefetch = l2 && std::strcmp(l2, "1") == 0 ? 1 : 0;
+    return launch_kernel(moe_gate_up_mma_kernel<kRoute>, grid, dim3(kGmWarps * kWarp), smem, stream, p.pdl != 0, p,
+                         l2_prefetch);
 }
 
 cudaError_t launch_down(const MoeBf16Params& p, cudaStream_t stream) {
@@ -721,7 +855,7 @@ cudaError_t plan_stream_down(const MoeBf16Params& p, int& R, size_t& smem, bool&
     if (e != cudaSuccess || major < 9) return e;
     R = ceil_div(p.H, sms);
     smem = ds_layout(p, R).bytes;
-    const size_t gu_smem = gm_x_bytes(p) + sizeof(int) * p.E;
+    const size_t gu_smem = gm_smem_bytes(p, true, sms);
     const size_t copied = sizeof(bf16) * R * (static_cast<size_t>(p.k) * p.I + p.Is);
     const size_t reserve = 4u << 10;  // static shared memory and the per-block reservations
     ok = copied < (1u << 20) &&       // an mbarrier phase counts at most 2^20 - 1 bytes
@@ -736,8 +870,10 @@ cudaError_t launch_stream_down(const MoeBf16Params& p, int R, size_t smem, cudaS
         e = cudaFuncSetAttribute(moe_down_stream_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess) return e;
+    const char* env = std::getenv("FROST_MOE_DOWN");
+    const int bulk = env && std::strcmp(env, "cpasync") == 0 ? 0 : 1;
     return launch_kernel(moe_down_stream_kernel, dim3(ceil_div(p.H, R)), dim3(kDsWarps * kWarp), smem, stream,
-                         p.pdl != 0, p, R);
+                         p.pdl != 0, p, R, bulk);
 }
 
 bool experts_ok(const MoeBf16Params& p) {
