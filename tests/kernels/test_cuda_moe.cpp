@@ -234,13 +234,13 @@ TEST(CudaMoe, DecodeAtTheReleasedShapesMatchesTheCpuReferenceBitwiseRepeatable) 
     }
 }
 
-// One row (op_moe's solo decode step) takes the streaming kernels on an sm_90 device (a gate/up
-// grid with two register stages per warp; a down grid that routes its row itself and bulk-copies
-// its output rows of every selected down matrix into shared memory while gate/up runs): the same
-// bits as router + experts (the older kernels, which a batched step's rows take), with and
-// without programmatic dependent launch. Shapes: I != Is, an odd row count per down block
-// (H 1064: 9 rows per block on 132 SMs, the last block 2 rows), Qwen3-Next's router without
-// renormalisation, H 2560 (past the streaming limit: the older kernels). n_rows 0 writes nothing.
+// One row (op_moe's solo decode step) takes the streaming down kernel on an sm_90 device (it
+// routes its row itself and bulk-copies its output rows of every selected down matrix into
+// shared memory while gate/up runs): the same bits as router + experts (moe_down_kernel, which
+// a batched step's rows take), with and without programmatic dependent launch. Shapes: I != Is,
+// H 1064 (not a multiple of the tensor-core gate/up's 64-wide K step: a masked last step; an odd
+// row count per down block, 9 rows on 132 SMs, the last block 2), Qwen3-Next's router without
+// renormalisation, H 2560 (two register stages per gate/up tile). n_rows 0 writes nothing.
 TEST(CudaMoe, OneRowDecodeEqualsRouterAndExpertsBitwise) {
     FROST_SKIP_WITHOUT_CUDA();
     auto rng = fresh_rng("CudaMoeOneRow");

@@ -6,21 +6,44 @@
 //   logits  one warp per router row (E experts, then the shared gate), all of a lane's 16-byte
 //           loads of the row in flight at once, issued before pdl_wait (the weights do not depend
 //           on earlier kernels); kR token rows per block reuse the loaded weights (prefill).
-//   gate/up a persistent grid (at most two blocks per SM, trimmed so every warp takes the same
-//           number of pairs): every block routes its row itself from
-//           the logits (one warp: softmax, top-k with warp redux, ~1 us) instead of a separate
-//           top-k launch, stages x in shared memory, then each warp takes (gate row, up row)
-//           pairs of the k selected experts and the shared one, 16 loads per lane in flight.
+//   gate/up bf16 tensor cores (moe_gate_up_mma_kernel): one 16-warp block per SM and row; every
+//           block routes its row itself from the logits (one warp, a lane's entries in
+//           registers) instead of a separate top-k launch, then takes 16-row tiles (8 gate rows
+//           of a slot and their 8 up rows) with K split over its warps, two register stages.
 //           Block 0 of a row writes the router outputs (probs, ids, weights, shared gate).
-//   down    one warp per output element: per lane, the weighted partial dots of ALL k + 1 experts
-//           (12 loads in flight), then one warp sum; the activations staged once per block.
+//   down    one row (op_moe's solo step, sm_90): moe_down_stream_kernel, one block per SM owning
+//           R output rows, started beside gate/up as soon as gate/up passes its pdl_wait; it
+//           routes the row itself and bulk-copies its R rows of the k + 1 down matrices into
+//           shared memory while gate/up streams. Batched rows (or no room): moe_down_kernel, one
+//           warp per output element, the weighted partial dots of ALL k + 1 experts per lane.
 // moe_router_launch (used by prefill) is the logits kernel then a top-k kernel (one warp per row,
-// the same routing function as the fused one, so the bits are equal).
+// the same routing function as the fused one, so the bits are equal); moe_experts_launch runs
+// the same gate/up kernel on ids from memory, then moe_down_kernel.
 //
-// Determinism: every output is computed by one warp in a fixed sequence (a lane's chunks in
-// order, then a fixed butterfly), so a row's bits do not depend on other rows, the grid size or
-// timing, and the fused decode equals router + experts bit for bit.
+// Determinism: every output is computed in a fixed sequence (gate/up: each warp's mma steps in
+// order, then the 16 warp partials in warp order; down: a lane's items in order, then a fixed
+// butterfly; both down kernels share that sequence), so a row's bits do not depend on other
+// rows, the grid size or timing, and the fused decode equals router + experts bit for bit.
 //
+// Measured (H100, 2026-11-24, three runs of one helper; old = the base commit's SIMT gate/up, one
+// warp per (gate, up) pair, + moe_down_kernel): bench_ops `moe decode` on the 4-layer cut 38.8 / 39.1 -> 36.6 / 36.7 us
+// per layer; engine decode (4-layer cut, ms/token, two alternations) 0.676 / 0.681 -> 0.673 /
+// 0.674; 40 layers 3.437 -> 3.401 ms/token (1.61x -> 1.58x the active-bytes floor). ncu (caches
+// flushed, one launch): the tensor-core gate/up 25.7 us at 1.54 TB/s with 3.3 M instructions; a
+// SIMT gate/up with two register stages per warp (one warp per (gate, up) pair, 8 warps per SM)
+// was slower than the old one (31.9 us, 1.25 TB/s, 3.7 M instructions, issue-bound at 2 warps per
+// scheduler: 0.697 vs 0.672 ms/token) and is gone. The streaming down kernel alone: 20.8 us for
+// 18.9 MB (its loads overlap gate/up in the chain; with moe_down_kernel instead, FROST_MOE_DOWN=
+// plain, moe decode is 39.5 us per layer). Opt-in A/B switches, both slower or equal in the
+// engine: FROST_MOE_GU_L2=1 (bulk L2 prefetch of each gate/up block's later tiles after routing:
+// 0.686 / 0.689 ms/token on the 4-layer cut) and FROST_MOE_DOWN=cpasync (the down rows by
+// per-thread cp.async instead of the copy engine: 0.677 / 0.679). Routing from registers and one
+// partial sum per block instead of a barrier per tile: no measurable change (36.6 -> 36.7 us).
+// What is left: gate/up streams at ~1.5-1.9 TB/s whatever the arithmetic (SIMT or tensor cores),
+// so the limit is in how the loads are in flight, not in issue; next: a copy-engine (bulk /
+// TMA) ring for gate/up too, and stall sampling (ncu source page) of the gate/up loop.
+//
+// Earlier sessions' notes on the older kernels:
 // Measured (H100, 2026-11-24, bench_ops on `frost synth --preset 35b-a3b --layers 4`, --pos 1024):
 // `moe decode` 38.5 us per layer (1.50 TB/s, 2.0x the ~19 us floor; the one-block router and
 // warp-per-row GEMVs before took 160 us). ncu, one row, caches flushed: logits 6.4 us (1 MB),
@@ -346,13 +369,16 @@ __host__ __device__ inline float* logits_of(const MoeBf16Params& p) {
 // column 0) are a gate and its up value. B's column 0 is x (lanes 0-3 give it; the other columns
 // are zeros). The block's 16 warps split K in 64-wide steps, interleaved (step s = warp + 16 i);
 // a lane loads 2 x 16 bytes of each of its two rows per step, two steps per stage, and the next
-// tile's stage is in flight while the current one is multiplied (two register stages). The 16
-// warp partials are summed in warp order by one thread per gate row: act = silu(g) * u. A
-// SIMT version (one warp per (gate, up) pair, a dependent FMA chain per lane) was issue-bound: 3.7
-// M instructions for the 35B-A3B layer's 38 MB, 1.25 TB/s under ncu (H100, 2026-11-24).
-// grid: (blocks <= SMs, max_rows); dynamic smem: H bf16 (x, 16-byte padded) + E ints (route keys).
+// tile's stage is in flight while the current one is multiplied (two register stages). Each
+// warp keeps its partials of the block's tiles in shared memory; after the last tile the 16 warp
+// partials of each gate row are summed in warp order: act = silu(g) * u (fp32). A SIMT version
+// with two register stages (one warp per (gate, up) pair) was issue-bound: 3.7 M instructions for
+// the 35B-A3B layer's 38 MB, 1.25 TB/s under ncu (H100, 2026-11-24).
+// grid: (blocks <= SMs, max_rows); dynamic smem: gm_smem_bytes (x, route keys, warp partials).
 // kRoute: the block routes row r from the logits itself; otherwise it reads p.topk_ids. The
-// bits of a row depend only on that row (not on max_rows or the grid).
+// bits of a row depend only on that row (not on max_rows or the grid). l2_prefetch
+// (FROST_MOE_GU_L2=1, an A/B switch, measured slower): the block's tiles past the first two are
+// bulk-prefetched into L2 after routing.
 constexpr int kGmWarps = 16;  // one 512-thread block per SM
 constexpr int kGmU = 2;       // 64-wide k steps per warp per register stage
 constexpr int kGmStepK = 64;
@@ -597,22 +623,16 @@ __global__ void __launch_bounds__(kDownWarps * kWarp, 2) moe_down_kernel(MoeBf16
     }
 }
 
-// ---- one-row decode: a streaming gate/up grid and a down grid that loads its weights early ------
+// ---- one-row decode: a down grid that loads its weights while gate/up runs -------------------
 //
-// For max_rows 1 (op_moe's solo decode step; H <= 2048) on sm_90. Same arithmetic per output as
-// moe_gate_up_kernel / moe_down_kernel, so the same bits (a batched member, which takes those,
-// equals its solo step). Two changes of schedule:
-//   gate/up  one 8-warp block per SM; a warp's pairs are q = its warp-major index + n * (all
-//            warps), so every SM gets the same number of pairs, and the loads of its next pair
-//            are in flight while it computes the current one (two register stages): the DRAM
-//            queue never drains between rounds.
-//   down     each block owns R consecutive output rows (one block per SM). It starts as soon as
-//            gate/up has passed its pdl_wait (and sits beside it on the SM: gate/up leaves
-//            registers and shared memory for it), routes the row itself from the logits, and has
-//            the copy engine bring its R rows of the shared and the k routed down matrices into
-//            shared memory (cp.async.bulk, one mbarrier): the down weights stream during gate/up.
-//            After its pdl_wait only the activations are read (L2) and the dots run from shared
-//            memory.
+// For max_rows 1 (op_moe's solo decode step) on sm_90. Same arithmetic per output as
+// moe_down_kernel, so the same bits (a batched member, which takes that kernel, equals its solo
+// step). Each block owns R consecutive output rows (one block per SM). It starts as soon as
+// gate/up has passed its pdl_wait (and sits beside it on the SM: gate/up leaves registers and
+// shared memory for it), routes the row itself from the logits, and has the copy engine bring its
+// R rows of the shared and the k routed down matrices into shared memory (cp.async.bulk, one
+// mbarrier): the down weights stream during gate/up. After its pdl_wait only the activations are
+// read (L2) and the dots run from shared memory.
 
 // mbarrier and bulk-copy primitives (PTX ISA: mbarrier, cp.async.bulk), one barrier per block.
 __device__ inline void mbar_init_one(uint32_t bar) {
@@ -672,7 +692,8 @@ __host__ __device__ inline DsLayout ds_layout(const MoeBf16Params& p, int R) {
 // grid: (ceil(H / R)); dynamic smem: ds_layout(p, R).bytes. Row 0 only. Output h = block * R +
 // hr; warp w takes rows hr = 2w, 2w + 1 (then + 2 * kDsWarps): per lane the items f = lane + 32 t
 // of [the shared row (Is / 8 vectors), then the k routed rows (I / 8 each)] in order, weighted by
-// the slot's mixing weight, then one warp sum: moe_down_kernel's sequence, so its bits.
+// the slot's mixing weight, then one warp sum: moe_down_kernel's sequence, so its bits. bulk 0
+// (FROST_MOE_DOWN=cpasync, an A/B switch, no faster): the rows come by per-thread cp.async.
 __global__ void __maxnreg__(kDsRegs) moe_down_stream_kernel(MoeBf16Params p, int R, int bulk) {
     extern __shared__ __align__(16) unsigned char ds_smem[];
     __shared__ __align__(8) uint64_t bar_storage;
@@ -841,7 +862,8 @@ cudaError_t launch_down(const MoeBf16Params& p, cudaStream_t stream) {
 
 // The streaming down kernel for a one-row decode when this device and shape allow it: an sm_90
 // device (bulk copies) and its shared memory fitting beside the gate/up block's on one SM.
-// Otherwise moe_down_kernel (the same bits; FROST_MOE_DOWN=plain forces it, for A/B runs). R: output rows per block, one block per SM.
+// Otherwise moe_down_kernel (the same bits; FROST_MOE_DOWN=plain forces it, for A/B runs).
+// R: output rows per block, one block per SM.
 cudaError_t plan_stream_down(const MoeBf16Params& p, int& R, size_t& smem, bool& ok) {
     ok = false;
     const char* env = std::getenv("FROST_MOE_DOWN");  // "plain": moe_down_kernel (A/B runs, same bits)
