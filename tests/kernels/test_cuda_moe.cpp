@@ -5,7 +5,8 @@
 // expert ids are read from device memory, so one captured graph serves new ids without recapture.
 // Decode also at the released shapes (35B-A3B, Qwen3-Next-80B-A3B) with every expert the CPU did
 // not select filled with NaN (a read of any other expert shows), and bitwise checks: two runs
-// equal, the fused decode launch equals router + experts, a row equals its solo run.
+// equal, the fused decode launch equals router + experts, a row equals its solo run (one row
+// takes the streaming kernels, so this also holds them to the older ones' bits).
 #include <gtest/gtest.h>
 
 #if !FROST_WITH_CUDA
@@ -231,6 +232,56 @@ TEST(CudaMoe, DecodeAtTheReleasedShapesMatchesTheCpuReferenceBitwiseRepeatable) 
         CUDA_OK(kernels::moe_decode_launch(solo, nullptr));
         expect_same_bits(snapshot(g), first, s, 1, "row 0 alone");
     }
+}
+
+// One row (op_moe's solo decode step) takes the streaming down kernel on an sm_90 device (it
+// routes its row itself and bulk-copies its output rows of every selected down matrix into
+// shared memory while gate/up runs): the same bits as router + experts (moe_down_kernel, which
+// a batched step's rows take), with and without programmatic dependent launch. Shapes: I != Is,
+// H 1064 (not a multiple of the tensor-core gate/up's 64-wide K step: a masked last step; an odd
+// row count per down block, 9 rows on 132 SMs, the last block 2), Qwen3-Next's router without
+// renormalisation, H 2560 (two register stages per gate/up tile). n_rows 0 writes nothing.
+TEST(CudaMoe, OneRowDecodeEqualsRouterAndExpertsBitwise) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("CudaMoeOneRow");
+    cudaStream_t st;
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (Shape s : {Shape{128, 8, 2, 64, 96, true}, Shape{1064, 64, 6, 40, 24, true}, Shape{2048, 256, 8, 64, 512, true},
+                    Shape{512, 512, 10, 32, 256, false}, Shape{2560, 32, 4, 64, 64, true}}) {
+        SCOPED_TRACE("H " + std::to_string(s.H) + " E " + std::to_string(s.E) + " k " + std::to_string(s.k));
+        const Inputs in = make_inputs(rng, s, 1);
+        const CpuOut c = run_cpu(in, 1);
+        Gpu g(in, 1);
+        CUDA_OK(kernels::moe_router_launch(g.p, nullptr));
+        CUDA_OK(kernels::moe_experts_launch(g.p, nullptr));
+        CUDA_OK(cudaDeviceSynchronize());
+        const Snapshot split = snapshot(g);
+        g.poison_outputs();
+        CUDA_OK(kernels::moe_decode_launch(g.p, nullptr));
+        CUDA_OK(cudaDeviceSynchronize());
+        compare(in, c, g, 1);
+        expect_same_bits(snapshot(g), split, s, 1, "one-row decode vs router + experts");
+        for (int rep = 0; rep < 2; ++rep) {  // chained by PDL on a stream, twice (the second overlaps the first's tail)
+            g.poison_outputs();
+            kernels::MoeBf16Params pp = g.p;
+            pp.pdl = 1;
+            CUDA_OK(kernels::moe_decode_launch(pp, st));
+            CUDA_OK(cudaStreamSynchronize(st));
+            expect_same_bits(snapshot(g), split, s, 1, "one-row decode with PDL");
+        }
+        // n_rows 0: nothing is written (the output stays poisoned).
+        g.n_rows.upload(std::vector<int32_t>{0});
+        g.poison_outputs();
+        CUDA_OK(kernels::moe_decode_launch(g.p, nullptr));
+        CUDA_OK(cudaDeviceSynchronize());
+        const auto out = g.out.download();
+        for (int h = 0; h < s.H; ++h)
+            if (!std::isnan(out[size_t(h)])) {
+                ADD_FAILURE() << "n_rows 0 wrote output " << h;
+                break;
+            }
+    }
+    cudaStreamDestroy(st);
 }
 
 // One captured graph (the decode launch) replayed on new inputs: the expert ids come from device

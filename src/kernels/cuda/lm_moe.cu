@@ -6,21 +6,44 @@
 //   logits  one warp per router row (E experts, then the shared gate), all of a lane's 16-byte
 //           loads of the row in flight at once, issued before pdl_wait (the weights do not depend
 //           on earlier kernels); kR token rows per block reuse the loaded weights (prefill).
-//   gate/up a persistent grid (at most two blocks per SM, trimmed so every warp takes the same
-//           number of pairs): every block routes its row itself from
-//           the logits (one warp: softmax, top-k with warp redux, ~1 us) instead of a separate
-//           top-k launch, stages x in shared memory, then each warp takes (gate row, up row)
-//           pairs of the k selected experts and the shared one, 16 loads per lane in flight.
+//   gate/up bf16 tensor cores (moe_gate_up_mma_kernel): one 16-warp block per SM and row; every
+//           block routes its row itself from the logits (one warp, a lane's entries in
+//           registers) instead of a separate top-k launch, then takes 16-row tiles (8 gate rows
+//           of a slot and their 8 up rows) with K split over its warps, two register stages.
 //           Block 0 of a row writes the router outputs (probs, ids, weights, shared gate).
-//   down    one warp per output element: per lane, the weighted partial dots of ALL k + 1 experts
-//           (12 loads in flight), then one warp sum; the activations staged once per block.
+//   down    one row (op_moe's solo step, sm_90): moe_down_stream_kernel, one block per SM owning
+//           R output rows, started beside gate/up as soon as gate/up passes its pdl_wait; it
+//           routes the row itself and bulk-copies its R rows of the k + 1 down matrices into
+//           shared memory while gate/up streams. Batched rows (or no room): moe_down_kernel, one
+//           warp per output element, the weighted partial dots of ALL k + 1 experts per lane.
 // moe_router_launch (used by prefill) is the logits kernel then a top-k kernel (one warp per row,
-// the same routing function as the fused one, so the bits are equal).
+// the same routing function as the fused one, so the bits are equal); moe_experts_launch runs
+// the same gate/up kernel on ids from memory, then moe_down_kernel.
 //
-// Determinism: every output is computed by one warp in a fixed sequence (a lane's chunks in
-// order, then a fixed butterfly), so a row's bits do not depend on other rows, the grid size or
-// timing, and the fused decode equals router + experts bit for bit.
+// Determinism: every output is computed in a fixed sequence (gate/up: each warp's mma steps in
+// order, then the 16 warp partials in warp order; down: a lane's items in order, then a fixed
+// butterfly; both down kernels share that sequence), so a row's bits do not depend on other
+// rows, the grid size or timing, and the fused decode equals router + experts bit for bit.
 //
+// Measured (H100, 2026-11-24, three runs of one helper; old = the base commit's SIMT gate/up, one
+// warp per (gate, up) pair, + moe_down_kernel): bench_ops `moe decode` on the 4-layer cut 38.8 / 39.1 -> 36.6 / 36.7 us
+// per layer; engine decode (4-layer cut, ms/token, two alternations) 0.676 / 0.681 -> 0.673 /
+// 0.674; 40 layers 3.437 -> 3.401 ms/token (1.61x -> 1.58x the active-bytes floor). ncu (caches
+// flushed, one launch): the tensor-core gate/up 25.7 us at 1.54 TB/s with 3.3 M instructions; a
+// SIMT gate/up with two register stages per warp (one warp per (gate, up) pair, 8 warps per SM)
+// was slower than the old one (31.9 us, 1.25 TB/s, 3.7 M instructions, issue-bound at 2 warps per
+// scheduler: 0.697 vs 0.672 ms/token) and is gone. The streaming down kernel alone: 20.8 us for
+// 18.9 MB (its loads overlap gate/up in the chain; with moe_down_kernel instead, FROST_MOE_DOWN=
+// plain, moe decode is 39.5 us per layer). Opt-in A/B switches, both slower or equal in the
+// engine: FROST_MOE_GU_L2=1 (bulk L2 prefetch of each gate/up block's later tiles after routing:
+// 0.686 / 0.689 ms/token on the 4-layer cut) and FROST_MOE_DOWN=cpasync (the down rows by
+// per-thread cp.async instead of the copy engine: 0.677 / 0.679). Routing from registers and one
+// partial sum per block instead of a barrier per tile: no measurable change (36.6 -> 36.7 us).
+// What is left: gate/up streams at ~1.5-1.9 TB/s whatever the arithmetic (SIMT or tensor cores),
+// so the limit is in how the loads are in flight, not in issue; next: a copy-engine (bulk /
+// TMA) ring for gate/up too, and stall sampling (ncu source page) of the gate/up loop.
+//
+// Earlier sessions' notes on the older kernels:
 // Measured (H100, 2026-11-24, bench_ops on `frost synth --preset 35b-a3b --layers 4`, --pos 1024):
 // `moe decode` 38.5 us per layer (1.50 TB/s, 2.0x the ~19 us floor; the one-block router and
 // warp-per-row GEMVs before took 160 us). ncu, one row, caches flushed: logits 6.4 us (1 MB),
@@ -45,6 +68,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_moe.h"
@@ -63,14 +88,12 @@ constexpr int kLogitRows = 4;     // token rows per logits block when max_rows >
 constexpr int kDecodeLogitWarps = 4;  // max_rows 1: 65 blocks for 257 router rows, spread over SMs
 constexpr int kPrefillLogitWarps = 8;
 constexpr int kTopkWarps = 8;     // rows per top-k block
-constexpr int kGuWarps = 8;       // gate/up: warps per block, one (gate, up) pair at a time each
-constexpr int kGuV = 8;           // 16-byte loads per lane per row in flight (x2: gate and up)
-constexpr int kGuBlocksPerSm = 2; // <= 128 registers: two 256-thread blocks per SM
 constexpr int kDownWarps = 8;     // down: warps per block, one output element each
 constexpr int kDownU = 12;        // 16-byte loads per lane in flight (35B-A3B: 18 per lane, 2 rounds)
 constexpr size_t kDownSmemMax = 48u << 10;  // activations staged when (k + 1) * width fp32 fit
 
 __host__ __device__ inline int ffn_width(const MoeBf16Params& p) { return p.I > p.Is ? p.I : p.Is; }
+__device__ inline int ceil_div_dev(int a, int b) { return (a + b - 1) / b; }
 
 // acc += Σ w[i] * x[i] over one 16-byte vector of bf16 weights and bf16 inputs, in index order.
 __device__ inline void fma8(float& acc, const uint4& w, const uint4& x) {
@@ -167,10 +190,11 @@ __global__ void __launch_bounds__(256, 1) moe_logits_kernel(MoeBf16Params p, Log
 // warp. Entry e belongs to lane e % 32 throughout (only that lane reads or writes keys[e], so the
 // warp needs no barrier). A probability is >= +0, so its bits order like the value as an int:
 // each round is two warp redux instructions (largest key, then lowest id holding it). ids_smem
-// (may be null) receives the ids; `write` stores probs / topk_ids / topk_w / shared_w of row r.
+// (may be null) receives the ids, w_smem (may be null) the mixing weights (topk_w's values); `write`
+// stores probs / topk_ids / topk_w / shared_w of row r.
 // `logits` may alias p.probs' row (the top-k kernel converts it in place: same lane, same entry).
-__device__ void route_row(const MoeBf16Params& p, int r, const float* logits, float shared_logit, int* keys,
-                          int32_t* ids_smem, bool write) {
+__device__ void route_row_smem(const MoeBf16Params& p, int r, const float* logits, float shared_logit, int* keys,
+                               int32_t* ids_smem, bool write, float* w_smem) {
     const int lane = threadIdx.x % kWarp;
     float mx = -INFINITY;
     for (int e = lane; e < p.E; e += kWarp) mx = fmaxf(mx, logits[e]);
@@ -217,13 +241,105 @@ __device__ void route_row(const MoeBf16Params& p, int r, const float* logits, fl
     float s = 0.0f;
     for (int j = 0; j < p.k; ++j) s += __shfl_sync(kFullMask, my_p, j);
     if (lane < p.k) {
+        const float w = p.norm_topk ? my_p / s : my_p;
         if (ids_smem) ids_smem[lane] = my_id;
+        if (w_smem) w_smem[lane] = w;
         if (write) {
             p.topk_ids[static_cast<int64_t>(r) * p.k + lane] = my_id;
-            p.topk_w[static_cast<int64_t>(r) * p.k + lane] = p.norm_topk ? my_p / s : my_p;
+            p.topk_w[static_cast<int64_t>(r) * p.k + lane] = w;
         }
     }
     if (write && lane == 0) p.shared_w[r] = sigmoid(shared_logit);
+}
+
+// route_row_smem's arithmetic with a lane's kPer entries (e = lane + 32 i) held in registers
+// (E <= 32 kPer): the logits are loaded at once and each top-k round rescans registers instead
+// of shared memory, so routing (on the critical path of every decode step's gate/up) is about
+// half as long. Same operations in the same order, so the same bits.
+template <int kPer>
+__device__ void route_row_reg(const MoeBf16Params& p, int r, const float* logits, float shared_logit,
+                              int32_t* ids_smem, bool write, float* w_smem) {
+    const int lane = threadIdx.x % kWarp;
+    float v[kPer];
+    int key[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        const int e = lane + i * kWarp;
+        v[i] = e < p.E ? logits[e] : -INFINITY;
+    }
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i)
+        if (lane + i * kWarp < p.E) mx = fmaxf(mx, v[i]);
+    mx = warp_max(mx);
+    float part = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i)
+        if (lane + i * kWarp < p.E) {
+            v[i] = expf(v[i] - mx);
+            part += v[i];
+        }
+    const float sum = warp_sum(part);
+    float* probs = p.probs + static_cast<int64_t>(r) * p.E;
+    int best = INT_MIN, best_e = INT_MAX;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        const int e = lane + i * kWarp;
+        key[i] = INT_MIN;
+        if (e < p.E) {
+            const float pr = v[i] / sum;
+            key[i] = __float_as_int(pr);
+            if (write) probs[e] = pr;
+            if (key[i] > best) {
+                best = key[i];
+                best_e = e;
+            }
+        }
+    }
+    int my_id = 0;
+    float my_p = 0.0f;
+    for (int j = 0; j < p.k; ++j) {
+        const int m = __reduce_max_sync(kFullMask, best);
+        int id = __reduce_min_sync(kFullMask, best == m ? best_e : INT_MAX);
+        if (id < 0 || id >= p.E) id = 0;
+        if (lane == j) {
+            my_id = id;
+            my_p = __int_as_float(m);
+        }
+        if (id % kWarp == lane) {
+            best = INT_MIN;
+            best_e = INT_MAX;
+#pragma unroll
+            for (int i = 0; i < kPer; ++i) {
+                const int e = lane + i * kWarp;
+                if (e == id) key[i] = INT_MIN;
+                if (e < p.E && key[i] > best) {
+                    best = key[i];
+                    best_e = e;
+                }
+            }
+        }
+    }
+    float s = 0.0f;
+    for (int j = 0; j < p.k; ++j) s += __shfl_sync(kFullMask, my_p, j);
+    if (lane < p.k) {
+        const float w = p.norm_topk ? my_p / s : my_p;
+        if (ids_smem) ids_smem[lane] = my_id;
+        if (w_smem) w_smem[lane] = w;
+        if (write) {
+            p.topk_ids[static_cast<int64_t>(r) * p.k + lane] = my_id;
+            p.topk_w[static_cast<int64_t>(r) * p.k + lane] = w;
+        }
+    }
+    if (write && lane == 0) p.shared_w[r] = sigmoid(shared_logit);
+}
+
+// Routes row r (see route_row_smem) with the register version where E allows (keys unused then).
+__device__ void route_row(const MoeBf16Params& p, int r, const float* logits, float shared_logit, int* keys,
+                          int32_t* ids_smem, bool write, float* w_smem = nullptr) {
+    if (p.E <= 8 * kWarp) route_row_reg<8>(p, r, logits, shared_logit, ids_smem, write, w_smem);
+    else if (p.E <= 16 * kWarp) route_row_reg<16>(p, r, logits, shared_logit, ids_smem, write, w_smem);
+    else route_row_smem(p, r, logits, shared_logit, keys, ids_smem, write, w_smem);
 }
 
 // Router top-k for moe_router_launch: one warp per row, in place over the logits the logits
@@ -247,84 +363,170 @@ __host__ __device__ inline float* logits_of(const MoeBf16Params& p) {
     return p.act + static_cast<int64_t>(p.max_rows) * (p.k + 1) * ffn_width(p);
 }
 
-// grid: (persistent blocks, max_rows); dynamic smem: H bf16 (x) + E ints (kRoute: top-k keys).
-// kRoute: the block routes row r from the logits itself; otherwise it reads p.topk_ids. Pair q of
-// row r: q < Is is the shared expert's FFN row q (first: its weights need no routing, so a warp
-// whose first pair is shared loads it before pdl_wait and the routing), then routed slot
-// (q - Is) / I, FFN row (q - Is) % I.
+// Gate/up on bf16 tensor cores (mma.m16n8k16, fp32 accumulation), lm_gemv_tc.cu's mapping. A
+// tile is 16 weight rows: 8 gate rows j0 .. j0 + 7 of one slot (the shared expert, then the k
+// routed ones) and their 8 up rows, so lane L's accumulators d[0] / d[2] (rows L / 4 and L / 4 + 8,
+// column 0) are a gate and its up value. B's column 0 is x (lanes 0-3 give it; the other columns
+// are zeros). The block's 16 warps split K in 64-wide steps, interleaved (step s = warp + 16 i);
+// a lane loads 2 x 16 bytes of each of its two rows per step, two steps per stage, and the next
+// tile's stage is in flight while the current one is multiplied (two register stages). Each
+// warp keeps its partials of the block's tiles in shared memory; after the last tile the 16 warp
+// partials of each gate row are summed in warp order: act = silu(g) * u (fp32). A SIMT version
+// with two register stages (one warp per (gate, up) pair) was issue-bound: 3.7 M instructions for
+// the 35B-A3B layer's 38 MB, 1.25 TB/s under ncu (H100, 2026-11-24).
+// grid: (blocks <= SMs, max_rows); dynamic smem: gm_smem_bytes (x, route keys, warp partials).
+// kRoute: the block routes row r from the logits itself; otherwise it reads p.topk_ids. The
+// bits of a row depend only on that row (not on max_rows or the grid). l2_prefetch
+// (FROST_MOE_GU_L2=1, an A/B switch, measured slower): the block's tiles past the first two are
+// bulk-prefetched into L2 after routing.
+constexpr int kGmWarps = 16;  // one 512-thread block per SM
+constexpr int kGmU = 2;       // 64-wide k steps per warp per register stage
+constexpr int kGmStepK = 64;
+constexpr int kGmRegs = 96;   // 512 x 96 + the streaming down block's 256 x 56 fit the 64 K registers
+
+// `bytes` (a multiple of 16, 16-byte aligned) from global memory into L2, no completion to wait on.
+__device__ inline void prefetch_l2_bulk(const void* ptr, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(ptr), "r"(bytes) : "memory");
+#endif
+}
+
+__host__ __device__ inline size_t gm_x_bytes(const MoeBf16Params& p) {
+    return (static_cast<size_t>(p.H) * sizeof(bf16) + 15) / 16 * 16;
+}
+
 template <bool kRoute>
-__global__ void __launch_bounds__(kGuWarps * kWarp, kGuBlocksPerSm) moe_gate_up_kernel(MoeBf16Params p) {
-    extern __shared__ __align__(16) unsigned char gu_smem[];
-    bf16* xs = reinterpret_cast<bf16*>(gu_smem);
-    int* keys = reinterpret_cast<int*>(gu_smem + static_cast<size_t>(p.H) * sizeof(bf16));
+__global__ void __maxnreg__(kGmRegs) moe_gate_up_mma_kernel(MoeBf16Params p, int l2_prefetch) {
+    extern __shared__ __align__(16) unsigned char gm_smem[];
+    bf16* xs = reinterpret_cast<bf16*>(gm_smem);
+    int* keys = reinterpret_cast<int*>(gm_smem + gm_x_bytes(p));
     __shared__ int32_t ids[kMoeMaxTopK];
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-    const int nvec = p.H / kVec;
-    const int pairs = p.Is + p.k * p.I;
-    uint4 wg[kGuV], wu[kGuV];
-    auto load_chunk = [&](const bf16* g_row, const bf16* u_row, int c0) {
+    const int t4 = lane % 4, gid = lane / 4;
+    const int r = blockIdx.y;
+    const int steps = ceil_div_dev(p.H, kGmStepK);
+    const int groups = ceil_div_dev(steps, kGmWarps * kGmU);  // stages per tile (1 for H <= 2048)
+    const int tiles_s = p.Is / 8, tiles_r = p.I / 8, tiles = tiles_s + p.k * tiles_r;
+    const int my_tiles = blockIdx.x < tiles ? ceil_div_dev(tiles - blockIdx.x, gridDim.x) : 0;
+    const int items = my_tiles * groups;
+    const int width = ffn_width(p);
+    // [my_tiles][kGmWarps][16] warp partials, summed once at the end: no barrier per tile, so
+    // every warp streams its slices of the block's tiles at its own pace.
+    float* partial = reinterpret_cast<float*>(gm_smem + gm_x_bytes(p) + (kRoute ? sizeof(int) * p.E : 0));
+    // Tile `tile`: slot (k = the shared expert) and its first FFN row j0.
+    auto tile_of = [&](int tile, int& slot, int& j0) {
+        if (tile < tiles_s) {
+            slot = p.k;
+            j0 = tile * 8;
+        } else {
+            slot = (tile - tiles_s) / tiles_r;
+            j0 = (tile - tiles_s - slot * tiles_r) * 8;
+        }
+    };
+    uint4 wa[kGmU][2][2], wb[kGmU][2][2];  // [step][row gid / gid + 8][word]
+    auto load = [&](uint4(&w)[kGmU][2][2], int n) {
+        int slot, j0;
+        tile_of(blockIdx.x + (n / groups) * gridDim.x, slot, j0);
+        const int grp = n % groups;
+        const bool shared = slot == p.k;
+        const int F = shared ? p.Is : p.I;
+        const bf16* base =
+            shared ? p.shared_gate_up : p.experts_gate_up + static_cast<int64_t>(ids[slot]) * 2 * p.I * p.H;
+        const bf16* g_row = base + static_cast<int64_t>(j0 + gid) * p.H;
+        const bf16* u_row = base + static_cast<int64_t>(F + j0 + gid) * p.H;
 #pragma unroll
-        for (int j = 0; j < kGuV; ++j) {
-            const int v = c0 + j * kWarp;
-            if (v < nvec) {
-                wg[j] = ldg16(g_row + v * kVec);
-                wu[j] = ldg16(u_row + v * kVec);
+        for (int u = 0; u < kGmU; ++u) {
+            const int s = warp + kGmWarps * (grp * kGmU + u);
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const int kk = s * kGmStepK + 16 * t4 + 8 * q;
+                const bool ok = kk < p.H;
+                w[u][0][q] = ok ? ldg16(g_row + kk) : make_uint4(0, 0, 0, 0);
+                w[u][1][q] = ok ? ldg16(u_row + kk) : make_uint4(0, 0, 0, 0);
             }
         }
     };
-    int q = blockIdx.x * kGuWarps + warp;
-    bool preloaded = q < p.Is;
-    if (preloaded)
-        load_chunk(p.shared_gate_up + static_cast<int64_t>(q) * p.H, p.shared_gate_up + static_cast<int64_t>(p.Is + q) * p.H,
-                   lane);
-    pdl_wait();  // ids / logits and x come from earlier kernels
-    pdl_launch_dependents();
-    const int r = blockIdx.y;
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    auto consume = [&](const uint4(&w)[kGmU][2][2], int n) {
+        const int grp = n % groups;
+        if (grp == 0) d[0] = d[1] = d[2] = d[3] = 0.0f;
+#pragma unroll
+        for (int u = 0; u < kGmU; ++u) {
+            const int s = warp + kGmWarps * (grp * kGmU + u);
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const int kk = s * kGmStepK + 16 * t4 + 8 * q;
+                uint4 xv = make_uint4(0, 0, 0, 0);
+                if (gid == 0 && kk < p.H) xv = *reinterpret_cast<const uint4*>(xs + kk);
+                mma_bf16(d, w[u][0][q].x, w[u][1][q].x, w[u][0][q].y, w[u][1][q].y, xv.x, xv.y);
+                mma_bf16(d, w[u][0][q].z, w[u][1][q].z, w[u][0][q].w, w[u][1][q].w, xv.z, xv.w);
+            }
+        }
+        if (grp != groups - 1 || t4 != 0) return;
+        float* part = partial + ((n / groups) * kGmWarps + warp) * 16;
+        part[gid] = d[0];
+        part[gid + 8] = d[2];
+    };
+    const bool preloaded = kRoute && items > 0 && blockIdx.x < tiles_s;  // shared rows need no routing
+    if (preloaded) load(wa, 0);
+    pdl_wait();               // logits / ids and x come from earlier kernels
+    pdl_launch_dependents();  // the down grid may start now (the streaming one loads its weights)
     if (r >= launch_rows(p.n_rows, p.max_rows)) return;
-    const uint4* x = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(r) * p.H);
+    const bf16* x = p.x + static_cast<int64_t>(r) * p.H;
+    const int nvec = p.H / kVec;
     if constexpr (kRoute) {
         if (warp == 0) {
             const float* lg = logits_of(p) + static_cast<int64_t>(r) * (p.E + 1);
             route_row(p, r, lg, lg[p.E], keys, ids, blockIdx.x == 0);
         } else {
-            for (int i = threadIdx.x - kWarp; i < nvec; i += blockDim.x - kWarp) reinterpret_cast<uint4*>(xs)[i] = x[i];
+            for (int i = threadIdx.x - kWarp; i < nvec; i += blockDim.x - kWarp)
+                reinterpret_cast<uint4*>(xs)[i] = reinterpret_cast<const uint4*>(x)[i];
         }
     } else {
         if (threadIdx.x < p.k) {
             const int e = p.topk_ids[static_cast<int64_t>(r) * p.k + threadIdx.x];
             ids[threadIdx.x] = e < 0 || e >= p.E ? 0 : e;  // never read outside the expert tensors
         }
-        for (int i = threadIdx.x; i < nvec; i += blockDim.x) reinterpret_cast<uint4*>(xs)[i] = x[i];
+        for (int i = threadIdx.x; i < nvec; i += blockDim.x)
+            reinterpret_cast<uint4*>(xs)[i] = reinterpret_cast<const uint4*>(x)[i];
     }
     __syncthreads();
-    const int width = ffn_width(p);
-    const uint4* xv = reinterpret_cast<const uint4*>(xs);
-    float* act = p.act + static_cast<int64_t>(r) * (p.k + 1) * width;
-    for (; q < pairs; q += gridDim.x * kGuWarps) {
-        const bool shared = q < p.Is;
-        const int slot = shared ? p.k : (q - p.Is) / p.I;
-        const int i = shared ? q : q - p.Is - slot * p.I;
-        const int F = shared ? p.Is : p.I;
-        const bf16* base = shared ? p.shared_gate_up : p.experts_gate_up + static_cast<int64_t>(ids[slot]) * 2 * p.I * p.H;
-        const bf16* g_row = base + static_cast<int64_t>(i) * p.H;
-        const bf16* u_row = base + static_cast<int64_t>(F + i) * p.H;
-        float g = 0.0f, u = 0.0f;
-        for (int c0 = lane; c0 < nvec; c0 += kGuV * kWarp) {
-            if (!preloaded) load_chunk(g_row, u_row, c0);
-            preloaded = false;
-#pragma unroll
-            for (int j = 0; j < kGuV; ++j) {
-                const int v = c0 + j * kWarp;
-                if (v < nvec) {
-                    const uint4 xj = xv[v];
-                    fma8(g, wg[j], xj);
-                    fma8(u, wu[j], xj);
-                }
-            }
+    if (items == 0) return;
+    if (!preloaded) load(wa, 0);
+    if (l2_prefetch) {  // FROST_MOE_GU_L2=1: the block's tiles past the two register stages into L2
+        for (int i = threadIdx.x; i < (my_tiles - 2) * 16; i += blockDim.x) {  // one row (H bf16) each
+            const int it = 2 + i / 16, row = i % 16;
+            int slot, j0;
+            tile_of(blockIdx.x + it * gridDim.x, slot, j0);
+            const bool shared = slot == p.k;
+            const int F = shared ? p.Is : p.I;
+            const bf16* base =
+                shared ? p.shared_gate_up : p.experts_gate_up + static_cast<int64_t>(ids[slot]) * 2 * p.I * p.H;
+            const int fr = row < 8 ? j0 + row : F + j0 + row - 8;
+            prefetch_l2_bulk(base + static_cast<int64_t>(fr) * p.H, p.H * sizeof(bf16));
         }
-        g = warp_sum(g);
-        u = warp_sum(u);
-        if (lane == 0) act[slot * width + i] = silu(g) * u;
+    }
+    for (int n = 0;;) {  // stage wa holds item n; the next item's loads go out before n's mmas
+        if (n + 1 < items) load(wb, n + 1);
+        consume(wa, n);
+        if (++n >= items) break;
+        if (n + 1 < items) load(wa, n + 1);
+        consume(wb, n);
+        if (++n >= items) break;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < my_tiles * 8; i += blockDim.x) {  // the 16 partials in warp order
+        const int it = i / 8, g = i % 8;
+        int slot, j0;
+        tile_of(blockIdx.x + it * gridDim.x, slot, j0);
+        const float* part = partial + it * kGmWarps * 16;
+        float gs = 0.0f, up = 0.0f;
+#pragma unroll
+        for (int wi = 0; wi < kGmWarps; ++wi) {
+            gs += part[wi * 16 + g];
+            up += part[wi * 16 + g + 8];
+        }
+        p.act[(static_cast<int64_t>(r) * (p.k + 1) + slot) * width + j0 + g] = silu(gs) * up;
     }
 }
 
@@ -421,6 +623,181 @@ __global__ void __launch_bounds__(kDownWarps * kWarp, 2) moe_down_kernel(MoeBf16
     }
 }
 
+// ---- one-row decode: a down grid that loads its weights while gate/up runs -------------------
+//
+// For max_rows 1 (op_moe's solo decode step) on sm_90. Same arithmetic per output as
+// moe_down_kernel, so the same bits (a batched member, which takes that kernel, equals its solo
+// step). Each block owns R consecutive output rows (one block per SM). It starts as soon as
+// gate/up has passed its pdl_wait (and sits beside it on the SM: gate/up leaves registers and
+// shared memory for it), routes the row itself from the logits, and has the copy engine bring its
+// R rows of the shared and the k routed down matrices into shared memory (cp.async.bulk, one
+// mbarrier): the down weights stream during gate/up. After its pdl_wait only the activations are
+// read (L2) and the dots run from shared memory.
+
+// mbarrier and bulk-copy primitives (PTX ISA: mbarrier, cp.async.bulk), one barrier per block.
+__device__ inline void mbar_init_one(uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+// The single arrival, announcing `bytes` of bulk copies that complete on this barrier.
+__device__ inline void mbar_arrive_expect(uint32_t bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory.
+__device__ inline void bulk_load(void* dst, const void* src, uint32_t bytes, uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+#endif
+}
+__device__ inline void mbar_wait_phase0(uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint32_t done = 0;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar)
+            : "memory");
+    } while (!done);
+#endif
+}
+
+constexpr int kDsWarps = 8;   // streaming down: warps per block, two output rows at a time each
+constexpr int kDsRegs = 80;
+
+// The shared-memory layout of the streaming down block (R rows): logits [E + 1] f32, keys [E]
+// i32, then (16-byte aligned) the activations as [k + 1, width / 8] 16-byte halves (lo then hi
+// arrays, so a warp's reads are contiguous), then the weights: routed slot s at s * R * I
+// (R x I), the shared expert's R x Is after them.
+struct DsLayout {
+    size_t act, act_hi, w, bytes;
+};
+__host__ __device__ inline DsLayout ds_layout(const MoeBf16Params& p, int R) {
+    DsLayout l{};
+    const size_t halves = static_cast<size_t>(p.k + 1) * (ffn_width(p) / kVec) * 16;  // bytes of one half array
+    l.act = (sizeof(float) * (2 * static_cast<size_t>(p.E) + 1) + 15) / 16 * 16;
+    l.act_hi = l.act + halves;
+    l.w = l.act_hi + halves;
+    l.bytes = l.w + sizeof(bf16) * static_cast<size_t>(R) * (static_cast<size_t>(p.k) * p.I + p.Is);
+    return l;
+}
+
+// grid: (ceil(H / R)); dynamic smem: ds_layout(p, R).bytes. Row 0 only. Output h = block * R +
+// hr; warp w takes rows hr = 2w, 2w + 1 (then + 2 * kDsWarps): per lane the items f = lane + 32 t
+// of [the shared row (Is / 8 vectors), then the k routed rows (I / 8 each)] in order, weighted by
+// the slot's mixing weight, then one warp sum: moe_down_kernel's sequence, so its bits. bulk 0
+// (FROST_MOE_DOWN=cpasync, an A/B switch, no faster): the rows come by per-thread cp.async.
+__global__ void __maxnreg__(kDsRegs) moe_down_stream_kernel(MoeBf16Params p, int R, int bulk) {
+    extern __shared__ __align__(16) unsigned char ds_smem[];
+    __shared__ __align__(8) uint64_t bar_storage;
+    __shared__ int32_t ids[kMoeMaxTopK];
+    __shared__ float mix[kMoeMaxTopK + 1];
+    const DsLayout L = ds_layout(p, R);
+    float* lg = reinterpret_cast<float*>(ds_smem);
+    int* keys = reinterpret_cast<int*>(lg + p.E + 1);
+    const uint4* act_lo = reinterpret_cast<const uint4*>(ds_smem + L.act);
+    const uint4* act_hi = reinterpret_cast<const uint4*>(ds_smem + L.act_hi);
+    bf16* ws = reinterpret_cast<bf16*>(ds_smem + L.w);
+    bf16* ws_shared = ws + static_cast<size_t>(p.k) * R * p.I;
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int h0 = blockIdx.x * R;
+    const int nr = min(R, p.H - h0);
+    const uint32_t bar = smem_addr(&bar_storage);
+    if (threadIdx.x == 0) mbar_init_one(bar);
+    __syncthreads();
+    // Before pdl_wait: nothing an earlier kernel of this launch still writes. The logits are
+    // final (the gate/up grid let this grid start only after its own wait on the logits kernel).
+    if (bulk && threadIdx.x == 0) {
+        mbar_arrive_expect(bar, static_cast<uint32_t>(sizeof(bf16) * nr * (static_cast<size_t>(p.k) * p.I + p.Is)));
+        bulk_load(ws_shared, p.shared_down + static_cast<int64_t>(h0) * p.Is, sizeof(bf16) * nr * p.Is, bar);
+    }
+    if (!bulk)  // FROST_MOE_DOWN=cpasync: 16-byte cp.async by every thread instead of the copy engine
+        for (int i = threadIdx.x; i < nr * p.Is / kVec; i += blockDim.x)
+            cp_async16(ws_shared + i * kVec, p.shared_down + static_cast<int64_t>(h0) * p.Is + i * kVec);
+    if (warp == 0) {
+        const float* lg_g = logits_of(p);
+        for (int e = lane; e <= p.E; e += kWarp) lg[e] = __ldcg(lg_g + e);
+        __syncwarp();
+        route_row(p, 0, lg, lg[p.E], keys, ids, false, mix);  // ids always in [0, E)
+        __syncwarp();
+        if (bulk && lane < p.k)
+            bulk_load(ws + static_cast<size_t>(lane) * R * p.I,
+                      p.experts_down + (static_cast<int64_t>(ids[lane]) * p.H + h0) * p.I, sizeof(bf16) * nr * p.I, bar);
+        if (lane == 0) mix[p.k] = sigmoid(lg[p.E]);  // shared_w's value
+    }
+    if (!bulk) {
+        __syncthreads();  // ids
+        for (int j = 0; j < p.k; ++j) {
+            const bf16* src = p.experts_down + (static_cast<int64_t>(ids[j]) * p.H + h0) * p.I;
+            for (int i = threadIdx.x; i < nr * p.I / kVec; i += blockDim.x)
+                cp_async16(ws + static_cast<size_t>(j) * R * p.I + i * kVec, src + i * kVec);
+        }
+        cp_async_commit();
+    }
+    pdl_wait();  // the activations (gate/up) and the output buffer
+    pdl_launch_dependents();
+    const bool live = launch_rows(p.n_rows, 1) > 0;
+    const int width = ffn_width(p), wv = width / kVec;
+    if (live) {
+        const float4* act_g = reinterpret_cast<const float4*>(p.act);
+        uint4* lo = reinterpret_cast<uint4*>(ds_smem + L.act);
+        uint4* hi = reinterpret_cast<uint4*>(ds_smem + L.act_hi);
+        for (int i = threadIdx.x; i < (p.k + 1) * wv; i += blockDim.x) {
+            const float4 a = __ldcg(act_g + 2 * i), b = __ldcg(act_g + 2 * i + 1);
+            lo[i] = *reinterpret_cast<const uint4*>(&a);
+            hi[i] = *reinterpret_cast<const uint4*>(&b);
+        }
+    }
+    if (bulk) mbar_wait_phase0(bar);  // never leave with copies into this block's shared memory in flight
+    else cp_async_wait<0>();
+    __syncthreads();  // the activations (and the cp.async copies of every thread)
+    if (!live) return;
+    const int nI = p.I / kVec, nIs = p.Is / kVec, total = nIs + p.k * nI;
+    for (int hr = 2 * warp; hr < nr; hr += 2 * kDsWarps) {
+        const bool two = hr + 1 < nr;
+        int seg = -1, v = lane;  // moe_down_kernel's cursor: segment -1 = the shared row
+        auto settle = [&] {
+            while (seg < p.k && v >= (seg < 0 ? nIs : nI)) {
+                v -= seg < 0 ? nIs : nI;
+                ++seg;
+            }
+        };
+        settle();
+        float a0 = 0.0f, a1 = 0.0f;
+        for (int f = lane; f < total; f += kWarp) {
+            const bool shared = seg < 0;
+            const int slot = shared ? p.k : seg;
+            const int F = shared ? p.Is : p.I;
+            const bf16* w = (shared ? ws_shared : ws + static_cast<size_t>(seg) * R * p.I) + hr * F + v * kVec;
+            const uint4 ua = act_lo[slot * wv + v], ub = act_hi[slot * wv + v];
+            const float4 flo = *reinterpret_cast<const float4*>(&ua), fhi = *reinterpret_cast<const float4*>(&ub);
+            const float m = mix[slot];
+            a0 = fmaf(m, dot8f(*reinterpret_cast<const uint4*>(w), flo, fhi), a0);
+            if (two) a1 = fmaf(m, dot8f(*reinterpret_cast<const uint4*>(w + F), flo, fhi), a1);
+            v += kWarp;
+            settle();
+        }
+        a0 = warp_sum(a0);
+        a1 = warp_sum(a1);
+        if (lane == 0) {
+            const int h = h0 + hr;
+            if (p.out) p.out[h] = a0;
+            if (p.out_bf16) store_out(p, h, a0);
+            if (two) {
+                if (p.out) p.out[h + 1] = a1;
+                if (p.out_bf16) store_out(p, h + 1, a1);
+            }
+        }
+    }
+}
+
 // ---- launchers ----------------------------------------------------------------------------------
 
 cudaError_t launch_logits(const MoeBf16Params& p, const LogitsOut& o, cudaStream_t stream) {
@@ -440,23 +817,39 @@ cudaError_t allow_smem(K kernel, size_t bytes) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
 }
 
+int sm_count(cudaError_t& e) {
+    int dev = 0, sms = 0;
+    e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    return sms;
+}
+
+int gm_blocks(const MoeBf16Params& p, int sms) { return std::min(sms, p.Is / 8 + p.k * (p.I / 8)); }
+// x, the route keys (kRoute) and the warp partials of the block's tiles.
+size_t gm_smem_bytes(const MoeBf16Params& p, bool route, int sms) {
+    const int tiles = p.Is / 8 + p.k * (p.I / 8);
+    const size_t partials = sizeof(float) * ceil_div(tiles, gm_blocks(p, sms)) * kGmWarps * 16;
+    return gm_x_bytes(p) + (route ? sizeof(int) * p.E : 0) + partials;
+}
+
+// One 512-thread block per SM (per row), each taking tiles blockIdx.x + n * gridDim.x; the
+// largest shared-memory carve-out, so a streaming down block fits beside it on the SM.
 template <bool kRoute>
 cudaError_t launch_gate_up(const MoeBf16Params& p, cudaStream_t stream) {
-    int dev = 0, sms = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    cudaError_t e = cudaSuccess;
+    const int sms = sm_count(e);
     if (e != cudaSuccess) return e;
-    // As many blocks as fit kGuBlocksPerSm per SM, then trimmed so every warp takes the same
-    // number of pairs (35B-A3B: 4608 pairs, 264 blocks would give 48 of them a third round
-    // alone; 192 blocks of three rounds each). 4-layer 35B-A3B cut, H100: 0.690 -> 0.686 ms/token.
-    const int pairs = p.Is + p.k * p.I;
-    const int most = std::min(ceil_div(pairs, kGuWarps), kGuBlocksPerSm * sms);
-    const int rounds = ceil_div(pairs, static_cast<int64_t>(kGuWarps) * most);
-    const dim3 grid(ceil_div(pairs, static_cast<int64_t>(kGuWarps) * rounds), p.max_rows);
-    const size_t smem = static_cast<size_t>(p.H) * sizeof(bf16) + (kRoute ? sizeof(int) * p.E : 0);
-    e = allow_smem(moe_gate_up_kernel<kRoute>, smem);
+    const dim3 grid(gm_blocks(p, sms), p.max_rows);
+    const size_t smem = gm_smem_bytes(p, kRoute, sms);
+    e = allow_smem(moe_gate_up_mma_kernel<kRoute>, smem);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(moe_gate_up_mma_kernel<kRoute>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess) return e;
-    return launch_kernel(moe_gate_up_kernel<kRoute>, grid, dim3(kGuWarps * kWarp), smem, stream, p.pdl != 0, p);
+    const char* l2 = std::getenv("FROST_MOE_GU_L2");  // "1": L2 prefetch of later tiles (A/B runs, same bits)
+    const int l2_prefetch = l2 && std::strcmp(l2, "1") == 0 ? 1 : 0;
+    return launch_kernel(moe_gate_up_mma_kernel<kRoute>, grid, dim3(kGmWarps * kWarp), smem, stream, p.pdl != 0, p,
+                         l2_prefetch);
 }
 
 cudaError_t launch_down(const MoeBf16Params& p, cudaStream_t stream) {
@@ -465,6 +858,44 @@ cudaError_t launch_down(const MoeBf16Params& p, cudaStream_t stream) {
     if (act_bytes <= kDownSmemMax)
         return launch_kernel(moe_down_kernel<true>, grid, dim3(kDownWarps * kWarp), act_bytes, stream, p.pdl != 0, p);
     return launch_kernel(moe_down_kernel<false>, grid, dim3(kDownWarps * kWarp), 0, stream, p.pdl != 0, p);
+}
+
+// The streaming down kernel for a one-row decode when this device and shape allow it: an sm_90
+// device (bulk copies) and its shared memory fitting beside the gate/up block's on one SM.
+// Otherwise moe_down_kernel (the same bits; FROST_MOE_DOWN=plain forces it, for A/B runs).
+// R: output rows per block, one block per SM.
+cudaError_t plan_stream_down(const MoeBf16Params& p, int& R, size_t& smem, bool& ok) {
+    ok = false;
+    const char* env = std::getenv("FROST_MOE_DOWN");  // "plain": moe_down_kernel (A/B runs, same bits)
+    if (p.max_rows != 1 || (env && std::strcmp(env, "plain") == 0)) return cudaSuccess;
+    int dev = 0, major = 0, sms = 0, per_sm = 0, per_block = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e != cudaSuccess || major < 9) return e;
+    R = ceil_div(p.H, sms);
+    smem = ds_layout(p, R).bytes;
+    const size_t gu_smem = gm_smem_bytes(p, true, sms);
+    const size_t copied = sizeof(bf16) * R * (static_cast<size_t>(p.k) * p.I + p.Is);
+    const size_t reserve = 4u << 10;  // static shared memory and the per-block reservations
+    ok = copied < (1u << 20) &&       // an mbarrier phase counts at most 2^20 - 1 bytes
+         smem <= static_cast<size_t>(per_block) && smem + gu_smem + reserve <= static_cast<size_t>(per_sm);
+    return cudaSuccess;
+}
+
+cudaError_t launch_stream_down(const MoeBf16Params& p, int R, size_t smem, cudaStream_t stream) {
+    cudaError_t e =
+        cudaFuncSetAttribute(moe_down_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(moe_down_stream_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared);
+    if (e != cudaSuccess) return e;
+    const char* env = std::getenv("FROST_MOE_DOWN");
+    const int bulk = env && std::strcmp(env, "cpasync") == 0 ? 0 : 1;
+    return launch_kernel(moe_down_stream_kernel, dim3(ceil_div(p.H, R)), dim3(kDsWarps * kWarp), smem, stream,
+                         p.pdl != 0, p, R, bulk);
 }
 
 bool experts_ok(const MoeBf16Params& p) {
@@ -503,9 +934,13 @@ cudaError_t moe_experts_launch(const MoeBf16Params& p, cudaStream_t stream) {
 cudaError_t moe_decode_launch(const MoeBf16Params& p, cudaStream_t stream) {
     if (!experts_ok(p)) return cudaErrorInvalidValue;
     float* lg = logits_of(p);
-    cudaError_t e = launch_logits(p, LogitsOut{lg, p.E + 1, lg + p.E, p.E + 1}, stream);
+    int R = 0;
+    size_t ds_smem = 0;
+    bool stream_down = false;
+    cudaError_t e = plan_stream_down(p, R, ds_smem, stream_down);
+    if (e == cudaSuccess) e = launch_logits(p, LogitsOut{lg, p.E + 1, lg + p.E, p.E + 1}, stream);
     if (e == cudaSuccess) e = launch_gate_up<true>(p, stream);
-    if (e == cudaSuccess) e = launch_down(p, stream);
+    if (e == cudaSuccess) e = stream_down ? launch_stream_down(p, R, ds_smem, stream) : launch_down(p, stream);
     if (e != cudaSuccess) return e;
     return cudaGetLastError();
 }

@@ -13,6 +13,12 @@
 //                       itself, down), the same bits as the two launchers above; what op_moe's
 //                       decode runs. p.pdl chains them (and the first to its predecessor) with
 //                       programmatic dependent launch (decode graphs; never on the legacy stream).
+//                       Gate/up runs on bf16 tensor cores (fp32 accumulation); for one row on an
+//                       sm_90 device the down kernel starts beside gate/up, routes the row itself
+//                       and bulk-copies its output rows of the k + 1 down matrices into shared
+//                       memory while gate/up streams (same bits as the batched rows' down kernel).
+//                       A/B switches (environment, read at launch): FROST_MOE_DOWN=plain|cpasync,
+//                       FROST_MOE_GU_L2=1 (lm_moe.cu has the measurements).
 // moe_prefill_launch: the same result for many rows, tokens grouped by expert (see below).
 // Rows = *n_rows (clamped to max_rows) read on the device. Every launcher enqueues on `stream`,
 // never synchronises, and returns its cudaError_t (cudaErrorInvalidValue for params outside the
