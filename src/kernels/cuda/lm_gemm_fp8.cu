@@ -4,6 +4,9 @@
 // per column and 128-wide k group).
 #include <cuda_fp8.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gemm_fp8.h"
 #include "kernels/cuda/lm_gemm_lt.h"
@@ -17,6 +20,7 @@ struct GemmFp8Plan {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
     size_t workspace_bytes = 0;
+    int impl = kFp8ImplCublasLt;  // kFp8ImplWgmma: no cuBLASLt objects, gemm_fp8_wgmma_launch
 };
 
 namespace {
@@ -62,6 +66,15 @@ cudaError_t fail(cublasStatus_t st, int* lt_status) {
     return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
 }
 
+// Auto selection: FROST_FP8_GEMM (cublaslt | wgmma) first, then the measured default.
+int resolve_impl(const GemmFp8Params& s) {
+    if (s.impl != kFp8ImplAuto) return s.impl;
+    const char* env = std::getenv("FROST_FP8_GEMM");
+    if (env && std::strcmp(env, "cublaslt") == 0) return kFp8ImplCublasLt;
+    const bool want = (env && std::strcmp(env, "wgmma") == 0) || gemm_fp8_prefers_wgmma(s);
+    return want && gemm_fp8_wgmma_supported(s) ? kFp8ImplWgmma : kFp8ImplCublasLt;
+}
+
 bool same_shape(const GemmFp8Params& a, const GemmFp8Params& b) {
     return a.M == b.M && a.N == b.N && a.K == b.K && a.ldy == b.ldy && a.out_f32 == b.out_f32 &&
            a.accumulate == b.accumulate && a.w_block_n == b.w_block_n;
@@ -87,6 +100,14 @@ cudaError_t w_scale_rows_launch(const float* w_scale, int32_t N, int32_t K, floa
     return cudaGetLastError();
 }
 
+int gemm_fp8_plan_impl(const GemmFp8Plan* plan) { return plan ? plan->impl : kFp8ImplAuto; }
+
+// Measured on the H100 (bench_cuda_kernels --fp8, 2026-11-24): see the README's FP8 paragraph.
+bool gemm_fp8_prefers_wgmma(const GemmFp8Params& s) {
+    (void)s;
+    return false;
+}
+
 void gemm_fp8_plan_destroy(GemmFp8Plan* plan) {
     if (!plan) return;
     if (plan->op) cublasLtMatmulDescDestroy(plan->op);
@@ -102,15 +123,23 @@ cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& s, GemmFp8Plan
         (s.w_block_n != kFp8Group && s.w_block_n != 1))
         return cudaErrorInvalidValue;
     *out = nullptr;
-    if (s.K < kFp8MinK) return cudaErrorNotSupported;
+    const int impl = resolve_impl(s);
+    if (impl != kFp8ImplCublasLt && impl != kFp8ImplWgmma) return cudaErrorInvalidValue;
+    if (impl == kFp8ImplWgmma && (rank != 0 || !gemm_fp8_wgmma_supported(s))) return cudaErrorNotSupported;
+    if (impl == kFp8ImplCublasLt && s.K < kFp8MinK) return cudaErrorNotSupported;
     auto* plan = new GemmFp8Plan{};
     plan->lt = lt;
+    plan->impl = impl;
     plan->shape = s;
     plan->shape.xq = nullptr;
     plan->shape.x_scale = nullptr;
     plan->shape.w = nullptr;
     plan->shape.w_scale = nullptr;
     plan->shape.y = nullptr;
+    if (impl == kFp8ImplWgmma) {
+        *out = plan;
+        return cudaSuccess;
+    }
     const cudaDataType_t out_type = s.out_f32 ? CUDA_R_32F : CUDA_R_16BF;
     const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
     const int32_t a_mode = s.w_block_n == 1 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
@@ -165,6 +194,10 @@ cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& s, GemmFp8Plan
 cudaError_t gemm_fp8_launch(GemmFp8Plan* plan, const GemmFp8Params& p, cudaStream_t stream, int* lt_status) {
     if (!plan || !p.xq || !p.x_scale || !p.w || !p.w_scale || !p.y || !same_shape(plan->shape, p))
         return cudaErrorInvalidValue;
+    if (plan->impl == kFp8ImplWgmma) {
+        if (lt_status) *lt_status = 0;
+        return gemm_fp8_wgmma_launch(p, stream);
+    }
     // The scale pointers differ per weight: set on the (host-side) descriptor before each enqueue.
     cublasStatus_t st = cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &p.w_scale,
                                                        sizeof(p.w_scale));

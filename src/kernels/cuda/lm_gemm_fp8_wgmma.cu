@@ -1,0 +1,303 @@
+// Our own FP8 block-scaled prefill GEMM for Hopper (issue 15; the cuBLASLt path is lm_gemm_fp8.cu):
+// y[M,N] (+)= x[M,K] W[N,K]ᵀ with x e4m3 in 1x128 groups (scale per row and 128-wide k block,
+// act_quant_fp8 layout) and W e4m3 in 128x128 blocks (the checkpoint's weight_scale_inv grid).
+//
+// Design (DeepSeek's DeepGEMM recipe, our code): 128x128 output tiles, 128-wide k blocks. A
+// persistent grid (one CTA per SM) walks the tiles in bands of kBandM row tiles (the CTAs running
+// at once share A rows and W rows in L2). Warp-specialised: warpgroup 0's first thread issues TMA
+// copies (128-byte swizzle, the layout wgmma's descriptors read) of the A and B 128x128 byte tiles
+// into a kStages-deep mbarrier ring; warpgroups 1 and 2 each own 64 rows of the tile and run four
+// wgmma m64n128k32 per k block into an fp32 accumulator, which is then scaled by
+// x_scale[row, kb] * w_scale[nb, kb] and added into a second fp32 register tile ("promotion": the
+// tensor cores accumulate FP8 products in reduced precision, so no more than 128 of K ever sum
+// inside them; the scales differ per k block anyway). kOverlap: two accumulators, the wgmmas of
+// block kb run while block kb-1 is promoted, so the tensor cores do not idle during the FMAs.
+// The epilogue stores bf16 or fp32 straight from registers (residual add: y is read first).
+#include <cudaTypedefs.h>
+#include <cuda_fp8.h>
+
+#include <cstdlib>
+
+#include "kernels/cuda/lm_attn_tma.cuh"
+#include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gemm_fp8.h"
+#include "kernels/cuda/lm_gemm_fp8_wgmma.cuh"
+#include "kernels/cuda/lm_mbarrier.cuh"
+
+namespace frost::kernels {
+namespace {
+using namespace lm;
+
+constexpr int kTile = 128;                       // BM = BN = BK
+constexpr int kTileBytes = kTile * kTile;        // one 128x128 e4m3 tile
+constexpr int kStageBytes = 2 * kTileBytes;      // A and B
+constexpr int kThreads = 3 * 128;                // producer warpgroup + 2 consumer warpgroups
+constexpr int kBandM = 16;                       // row tiles per raster band
+
+template <int kStages>
+constexpr int smem_bytes() {
+    return kStages * kStageBytes + 1024 + 256;  // + alignment slack, + mbarriers
+}
+
+struct Fp8Maps {
+    CUtensorMap a, b;
+};
+
+struct TileCoord {
+    int mb, nb;
+};
+
+// Tile id -> (row tile, column tile): bands of kBandM row tiles, column-major inside a band.
+[[maybe_unused]] __device__ inline TileCoord tile_coord(int id, int num_m, int num_n) {
+    const int band = id / (kBandM * num_n);
+    const int first_m = band * kBandM;
+    const int gm = min(kBandM, num_m - first_m);
+    const int local = id - band * kBandM * num_n;
+    return {first_m + local % gm, local / gm};
+}
+
+template <int kStages, bool kOverlap>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_fp8_wgmma_kernel(GemmFp8Params p, const __grid_constant__ Fp8Maps maps) {
+#if defined(FROST_ATTN_WGMMA)
+    constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 128 x 40 + 256 x 232 <= 65536
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const uint32_t bars = base + kStages * kStageBytes;
+    auto full = [&](int s) { return bars + 8 * s; };
+    auto empty = [&](int s) { return bars + 8 * (kStages + s); };
+    auto stage_a = [&](int s) { return base + s * kStageBytes; };
+    auto stage_b = [&](int s) { return base + s * kStageBytes + kTileBytes; };
+
+    const int num_m = (p.M + kTile - 1) / kTile, num_n = (p.N + kTile - 1) / kTile;
+    const int tiles = num_m * num_n;
+    const int kblocks = p.K / kTile;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kStages; ++s) {
+            mbar_init(full(s), 1);
+            mbar_init(empty(s), 8);  // lane 0 of each consumer warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    const int wg = threadIdx.x / 128;
+
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+        if (threadIdx.x != 0) return;
+        attn_hopper::tma_prefetch_map(&maps.a);
+        attn_hopper::tma_prefetch_map(&maps.b);
+        int it = 0;  // k blocks issued by this CTA, over all its tiles: the ring position
+        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+            const TileCoord c = tile_coord(t, num_m, num_n);
+            for (int kb = 0; kb < kblocks; ++kb, ++it) {
+                const int s = it % kStages;
+                if (it >= kStages) mbar_wait(empty(s), (it / kStages - 1) & 1);
+                attn_hopper::mbar_arrive_expect_tx(full(s), kStageBytes);  // out-of-range rows arrive as zeros
+                attn_hopper::tma_load_2d(stage_a(s), &maps.a, kb * kTile, c.mb * kTile, full(s));
+                attn_hopper::tma_load_2d(stage_b(s), &maps.b, kb * kTile, c.nb * kTile, full(s));
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+    const int cw = wg - 1;                 // consumer warpgroup: rows 64 cw .. 64 cw + 63 of the tile
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int g = lane / 4, tq = lane % 4;
+    const int64_t ld_scale = (p.M + 3) / 4 * 4;  // act_scale_ld (host-only)
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const TileCoord c = tile_coord(t, num_m, num_n);
+        const int row0 = c.mb * kTile + cw * 64 + warp * 16 + g, row1 = row0 + 8;
+        const float* ws = p.w_scale + static_cast<int64_t>(c.nb) * kblocks;
+        float out[64];
+#pragma unroll
+        for (int i = 0; i < 64; ++i) out[i] = 0.0f;
+        struct Scales {
+            float s0, s1;
+        };
+        // Waits for k block kb's stage and issues its four wgmmas into acc; returns the block's
+        // row scales (activation x weight), loaded while the MMAs run.
+        auto issue = [&](int kb, float(&acc)[64]) -> Scales {
+            const int i = it + kb, s = i % kStages;
+            const float sw = __ldg(ws + kb);
+            const float a0 = row0 < p.M ? __ldg(p.x_scale + kb * ld_scale + row0) : 0.0f;
+            const float a1 = row1 < p.M ? __ldg(p.x_scale + kb * ld_scale + row1) : 0.0f;
+            mbar_wait(full(s), (i / kStages) & 1);
+            reg_fence(acc);
+            wgmma_fence();
+            const uint32_t a = stage_a(s) + cw * 64 * kTile, b = stage_b(s);
+#pragma unroll
+            for (int k = 0; k < kTile / 32; ++k)
+                wgmma_m64n128k32_e4m3(acc, smem_desc_sw128(a + 32 * k, 16, 1024), smem_desc_sw128(b + 32 * k, 16, 1024),
+                                      k);
+            wgmma_commit();
+            return {a0 * sw, a1 * sw};
+        };
+        // Block kb's MMAs are complete: release its stage, add acc x scales into out.
+        auto finish = [&](int kb, float(&acc)[64], Scales sc) {
+            reg_fence(acc);
+            __syncwarp();
+            if (lane == 0) mbar_arrive(empty((it + kb) % kStages));
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+                out[4 * j + 0] = fmaf(acc[4 * j + 0], sc.s0, out[4 * j + 0]);
+                out[4 * j + 1] = fmaf(acc[4 * j + 1], sc.s0, out[4 * j + 1]);
+                out[4 * j + 2] = fmaf(acc[4 * j + 2], sc.s1, out[4 * j + 2]);
+                out[4 * j + 3] = fmaf(acc[4 * j + 3], sc.s1, out[4 * j + 3]);
+            }
+        };
+        float acc0[64];
+        if constexpr (!kOverlap) {
+            for (int kb = 0; kb < kblocks; ++kb) {
+                const Scales sc = issue(kb, acc0);
+                wgmma_wait<0>();
+                finish(kb, acc0, sc);
+            }
+        } else {
+            float acc1[64];
+            Scales sc0 = issue(0, acc0), sc1{};
+            int kb = 1;
+            for (; kb + 1 < kblocks; kb += 2) {
+                sc1 = issue(kb, acc1);
+                wgmma_wait<1>();
+                finish(kb - 1, acc0, sc0);
+                sc0 = issue(kb + 1, acc0);
+                wgmma_wait<1>();
+                finish(kb, acc1, sc1);
+            }
+            if (kb < kblocks) {
+                sc1 = issue(kb, acc1);
+                wgmma_wait<1>();
+                finish(kb - 1, acc0, sc0);
+                wgmma_wait<0>();
+                finish(kb, acc1, sc1);
+            } else {
+                wgmma_wait<0>();
+                finish(kb - 1, acc0, sc0);
+            }
+        }
+        it += kblocks;
+
+        // Epilogue: thread holds (row0 | row1, cols 8j + 2tq, +1) for j < 16.
+        const int col_base = c.nb * kTile + 2 * tq;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = h ? row1 : row0;
+            if (row >= p.M) continue;
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+                const int col = col_base + 8 * j;
+                if (col >= p.N) continue;
+                float v0 = out[4 * j + 2 * h], v1 = out[4 * j + 2 * h + 1];
+                const int64_t off = static_cast<int64_t>(row) * p.ldy + col;
+                if (p.out_f32) {
+                    float2* y = reinterpret_cast<float2*>(static_cast<float*>(p.y) + off);
+                    if (p.accumulate) {
+                        const float2 old = *y;
+                        v0 += old.x;
+                        v1 += old.y;
+                    }
+                    *y = make_float2(v0, v1);
+                } else {
+                    __nv_bfloat162* y = reinterpret_cast<__nv_bfloat162*>(static_cast<bf16*>(p.y) + off);
+                    if (p.accumulate) {
+                        const float2 old = __bfloat1622float2(*y);
+                        v0 += old.x;
+                        v1 += old.y;
+                    }
+                    *y = __floats2bfloat162_rn(v0, v1);
+                }
+            }
+        }
+    }
+#endif
+}
+
+// A 2D e4m3 tensor map over rows x cols bytes (row stride = cols), boxes of 128 x 128 bytes with
+// the 128-byte swizzle. Resolved through the driver entry point as encode_tile_map does.
+cudaError_t encode_fp8_map(CUtensorMap* map, const void* base, int64_t cols, int64_t rows) {
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult q{};
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess) {
+            cudaGetLastError();
+            fn = nullptr;
+        }
+        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    }();
+    if (!encode) return cudaErrorNotSupported;
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols)};
+    const cuuint32_t box[2] = {kTile, kTile};
+    const cuuint32_t elem_strides[2] = {1, 1};
+    const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box,
+                              elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+int sm_count() {
+    static const int n = [] {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+            cudaGetLastError();
+            return 0;
+        }
+        return v;
+    }();
+    return n;
+}
+
+template <int kStages, bool kOverlap>
+cudaError_t launch_t(const GemmFp8Params& p, const Fp8Maps& maps, int grid, cudaStream_t stream) {
+    auto kernel = gemm_fp8_wgmma_kernel<kStages, kOverlap>;
+    constexpr int smem = smem_bytes<kStages>();
+    static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (attr != cudaSuccess) return attr;
+    kernel<<<grid, kThreads, smem, stream>>>(p, maps);
+    return cudaGetLastError();
+}
+
+}  // namespace
+
+bool gemm_fp8_wgmma_supported(const GemmFp8Params& s) {
+    if (s.w_block_n != kFp8Group || s.M <= 0 || s.N <= 0 || s.K < kFp8Group || s.K % kFp8Group != 0 || s.N % 2 != 0 ||
+        s.ldy < s.N || s.ldy % 2 != 0)
+        return false;
+    static const bool hopper = [] {
+        int dev = 0, major = 0, minor = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        return major == 9 && minor == 0;  // sm_90a code only
+    }();
+    return hopper;
+}
+
+cudaError_t gemm_fp8_wgmma_launch(const GemmFp8Params& p, cudaStream_t stream, int variant) {
+    if (!p.xq || !p.x_scale || !p.w || !p.w_scale || !p.y) return cudaErrorInvalidValue;
+    if (!gemm_fp8_wgmma_supported(p)) return cudaErrorNotSupported;
+    const auto aligned = [](const void* ptr, uintptr_t a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; };
+    if (!aligned(p.xq, 16) || !aligned(p.w, 16) || !aligned(p.y, p.out_f32 ? 8 : 4)) return cudaErrorInvalidValue;
+    Fp8Maps maps;
+    cudaError_t err = encode_fp8_map(&maps.a, p.xq, p.K, p.M);
+    if (err == cudaSuccess) err = encode_fp8_map(&maps.b, p.w, p.K, p.N);
+    if (err != cudaSuccess) return err;
+    const int tiles = ((p.M + kTile - 1) / kTile) * ((p.N + kTile - 1) / kTile);
+    const int sms = sm_count();
+    if (sms <= 0) return cudaErrorNoDevice;
+    const int grid = tiles < sms ? tiles : sms;
+    switch (variant) {
+        case 1: return launch_t<6, false>(p, maps, grid, stream);
+        case 2: return launch_t<4, true>(p, maps, grid, stream);
+        default: return launch_t<6, true>(p, maps, grid, stream);
+    }
+}
+
+}  // namespace frost::kernels
