@@ -375,7 +375,7 @@ int bench_fp8() {
     const Shape shapes[] = {{"lin in_proj (per-row scales)", 12352, 4096, 1}, {"mlp gate|up", 24576, 4096, 128},
                             {"mlp down", 4096, 12288, 128}, {"lin out_proj", 4096, 4096, 128},
                             {"full qkv_proj", 10240, 4096, 128}, {"full o_proj", 4096, 4096, 128}};
-    constexpr int M = 4096, kRanks = 6, kVariants = 3;
+    constexpr int M = 4096, kRanks = 6, kVariants = 5;
     uint8_t* ws = dalloc<uint8_t>(kGemmWorkspaceBytes);
     GemmLt* lt = nullptr;
     CK(gemm_lt_create(ws, kGemmWorkspaceBytes, &lt));
@@ -468,7 +468,7 @@ int bench_fp8() {
                 num += d * d;
                 den += f32(a[i]) * f32(a[i]);
             }
-            std::printf(" | %.2g", std::sqrt(num / std::max(den, 1e-30)));
+            std::printf(" | %.2g (rms %.3g)", std::sqrt(num / std::max(den, 1e-30)), std::sqrt(den / double(a.size())));
         }
         std::printf("\n");
         for (void* p : std::initializer_list<void*>{x, w, y, y2, wq, xq, wsc, wsr, xs}) CK(cudaFree(p));

@@ -12,6 +12,7 @@
 #if !FROST_WITH_CUDA
 TEST(CudaGemmFp8, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #else
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +24,7 @@ TEST(CudaGemmFp8, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #include "kernels/cuda/lm_gemm_fp8.h"
 #include "kernels/cuda_test_util.h"
 #include "model/quant/dequant.h"
+#include "model/quant/quant_writer.h"
 
 namespace frost::test {
 namespace {
@@ -152,6 +154,48 @@ TEST(CudaGemmFp8, PerRowWeightScales) {
     run_case(256, 448, 1024, true, true, false, "fp8_rows_exact_bf16_residual", 1);
     run_case(192, 384, 2048, false, false, true, "fp8_rows_random_x", 1);
 }
+// Activation quantization against a host reference (scale = max|x| / 448 per row and 128-wide
+// group, 1 for an all-zero group; q = e4m3 RNE-saturating of x / scale), through both kernels:
+// 16-byte rows (act_quant16_kernel) and rows whose stride is not a multiple of 8 (the fallback).
+// M not a multiple of the 32-row block.
+TEST(CudaGemmFp8, ActQuantMatchesReferenceBothPaths) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("fp8_act_quant");
+    const int M = 77, Kd = 384;
+    std::vector<float> x = uniform(rng, size_t(M) * Kd, -3, 3);
+    for (int e = 0; e < 128; ++e) x[size_t(5) * Kd + 128 + e] = 0.0f;  // an all-zero group
+    std::vector<float> ref_s(K::act_scale_floats(M, Kd), 0.0f);
+    std::vector<uint8_t> ref_q(size_t(M) * Kd);
+    for (int m = 0; m < M; ++m)
+        for (int g = 0; g < Kd / 128; ++g) {
+            float amax = 0;
+            for (int e = 0; e < 128; ++e) amax = std::max(amax, std::fabs(x[size_t(m) * Kd + g * 128 + e]));
+            const float sc = amax > 0 ? amax / 448.0f : 1.0f;
+            ref_s[size_t(g) * K::act_scale_ld(M) + m] = sc;
+            for (int e = 0; e < 128; ++e)
+                ref_q[size_t(m) * Kd + g * 128 + e] = mq::f32_to_fp8_e4m3(x[size_t(m) * Kd + g * 128 + e] / sc);
+        }
+    for (const int ldx : {Kd, Kd + 4}) {
+        std::vector<float> xp(size_t(M) * ldx, 0.0f);
+        for (int m = 0; m < M; ++m)
+            for (int k = 0; k < Kd; ++k) xp[size_t(m) * ldx + k] = x[size_t(m) * Kd + k];
+        Dev<uint16_t> dx(to_bf(xp));
+        Dev<uint8_t> q(std::vector<uint8_t>(size_t(M) * Kd, 0x7F));
+        Dev<float> s(std::vector<float>(ref_s.size(), std::nanf("")));
+        ASSERT_EQ(K::act_quant_fp8_launch(bf(dx), ldx, M, Kd, q.get(), s.get(), nullptr), cudaSuccess) << ldx;
+        const auto got_q = q.download();
+        const auto got_s = s.download();
+        int bad_q = 0, bad_s = 0;
+        for (size_t i = 0; i < ref_q.size(); ++i) bad_q += got_q[i] != ref_q[i];
+        for (int g = 0; g < Kd / 128; ++g)
+            for (int m = 0; m < M; ++m) {
+                const size_t i = size_t(g) * K::act_scale_ld(M) + m;
+                bad_s += !(got_s[i] == ref_s[i]);
+            }
+        EXPECT_EQ(bad_q, 0) << "ldx " << ldx;
+        EXPECT_EQ(bad_s, 0) << "ldx " << ldx;
+    }
+}
 TEST(CudaGemmFp8, RefusesBadShapes) {
     FROST_SKIP_WITHOUT_CUDA();
     Dev<uint16_t> x(64);
@@ -213,10 +257,11 @@ TEST(CudaGemmFp8Wgmma, Bf16OutRandomActivationsAndManyTiles) {
 // Every pipeline variant the bench sweeps computes the same products.
 TEST(CudaGemmFp8Wgmma, PipelineVariants) {
     FROST_SKIP_WITHOUT_CUDA();
-    for (int v = 0; v < 3; ++v) {
+    for (int v = 0; v < 5; ++v) {
         const std::string name = "wg_variant_" + std::to_string(v);
         run_case(1100, 2560, 384, true, true, false, name.c_str(), 128, K::kFp8ImplWgmma, v);
         run_case(100, 256, 1024, true, false, true, (name + "_k1024").c_str(), 128, K::kFp8ImplWgmma, v);
+        run_case(300, 384, 640, false, false, false, (name + "_odd_row_units").c_str(), 128, K::kFp8ImplWgmma, v);
     }
 }
 // Selection: an explicit impl, FROST_FP8_GEMM for the automatic one; per-row weight scales

@@ -32,7 +32,7 @@ constexpr int kTile = 128;                       // BM = BN = BK
 constexpr int kTileBytes = kTile * kTile;        // one 128x128 e4m3 tile
 constexpr int kStageBytes = 2 * kTileBytes;      // A and B
 constexpr int kThreads = 3 * 128;                // producer warpgroup + 2 consumer warpgroups
-constexpr int kBandM = 16;                       // row tiles per raster band
+[[maybe_unused]] constexpr int kBandM = 16;                       // row tiles per raster band
 
 template <int kStages>
 constexpr int smem_bytes() {
@@ -47,16 +47,21 @@ struct TileCoord {
     int mb, nb;
 };
 
-// Tile id -> (row tile, column tile): bands of kBandM row tiles, column-major inside a band.
-[[maybe_unused]] __device__ inline TileCoord tile_coord(int id, int num_m, int num_n) {
-    const int band = id / (kBandM * num_n);
-    const int first_m = band * kBandM;
-    const int gm = min(kBandM, num_m - first_m);
-    const int local = id - band * kBandM * num_n;
+// Work unit id -> (row unit, column tile): bands of kBandM row units, column-major inside a band.
+[[maybe_unused]] __device__ inline TileCoord tile_coord(int id, int num_m, int num_n, int band_m) {
+    const int band = id / (band_m * num_n);
+    const int first_m = band * band_m;
+    const int gm = min(band_m, num_m - first_m);
+    const int local = id - band * band_m * num_n;
     return {first_m + local % gm, local / gm};
 }
 
-template <int kStages, bool kOverlap>
+// kCluster 2: clusters of two CTAs on row tiles 2i, 2i + 1 of one column tile; each loads its own
+// A tile and one 64-row half of the shared B tile, multicast into both CTAs, so the L2 -> SM
+// traffic per k block is 24 KB a CTA instead of 32 (128x128 FP8 tiles are bound by it). A stage
+// is refilled only when the consumers of both CTAs released it: they arrive on both CTAs'
+// "empty" barriers.
+template <int kStages, bool kOverlap, int kCluster>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_fp8_wgmma_kernel(GemmFp8Params p, const __grid_constant__ Fp8Maps maps) {
 #if defined(FROST_ATTN_WGMMA)
@@ -69,17 +74,25 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto stage_a = [&](int s) { return base + s * kStageBytes; };
     auto stage_b = [&](int s) { return base + s * kStageBytes + kTileBytes; };
 
-    const int num_m = (p.M + kTile - 1) / kTile, num_n = (p.N + kTile - 1) / kTile;
-    const int tiles = num_m * num_n;
+    // Work units: kCluster row tiles x 1 column tile, one per cluster at a time.
+    const int num_m = (p.M + kTile * kCluster - 1) / (kTile * kCluster), num_n = (p.N + kTile - 1) / kTile;
+    const int units = num_m * num_n;
     const int kblocks = p.K / kTile;
+    const int unit0 = blockIdx.x / kCluster, unit_step = gridDim.x / kCluster;
+    [[maybe_unused]] const uint32_t rank = kCluster > 1 ? attn_hopper::cluster_rank() : 0;
     if (threadIdx.x == 0) {
         for (int s = 0; s < kStages; ++s) {
             mbar_init(full(s), 1);
-            mbar_init(empty(s), 8);  // lane 0 of each consumer warp
+            mbar_init(empty(s), 8 * kCluster);  // lane 0 of each consumer warp of the cluster
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads();
+    // The peer's copies and arrivals may target this CTA's barriers as soon as it runs.
+    if constexpr (kCluster > 1) {
+        attn_hopper::cluster_sync();
+    } else {
+        __syncthreads();
+    }
     const int wg = threadIdx.x / 128;
 
     if (wg == 0) {
@@ -88,14 +101,31 @@ __global__ void __launch_bounds__(kThreads, 1)
         attn_hopper::tma_prefetch_map(&maps.a);
         attn_hopper::tma_prefetch_map(&maps.b);
         int it = 0;  // k blocks issued by this CTA, over all its tiles: the ring position
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-            const TileCoord c = tile_coord(t, num_m, num_n);
+        for (int t = unit0; t < units; t += unit_step) {
+            const TileCoord c = tile_coord(t, num_m, num_n, kBandM / kCluster);
+            const int mb = c.mb * kCluster + static_cast<int>(rank);
             for (int kb = 0; kb < kblocks; ++kb, ++it) {
                 const int s = it % kStages;
-                if (it >= kStages) mbar_wait(empty(s), (it / kStages - 1) & 1);
-                attn_hopper::mbar_arrive_expect_tx(full(s), kStageBytes);  // out-of-range rows arrive as zeros
-                attn_hopper::tma_load_2d(stage_a(s), &maps.a, kb * kTile, c.mb * kTile, full(s));
-                attn_hopper::tma_load_2d(stage_b(s), &maps.b, kb * kTile, c.nb * kTile, full(s));
+                if (it >= kStages) {
+                    // Released by both CTAs' consumers (the peer's arrivals: cluster-scope acquire).
+                    if constexpr (kCluster > 1) {
+                        attn_hopper::mbar_wait_cluster(empty(s), (it / kStages - 1) & 1);
+                    } else {
+                        mbar_wait(empty(s), (it / kStages - 1) & 1);
+                    }
+                }
+                // Both tiles' bytes, the peer's multicast half of B included; out-of-range rows
+                // (M, N tails, a cluster's second row tile past M) arrive as zeros.
+                attn_hopper::mbar_arrive_expect_tx(full(s), kStageBytes);
+                attn_hopper::tma_load_2d(stage_a(s), &maps.a, kb * kTile, mb * kTile, full(s));
+                if constexpr (kCluster > 1) {
+                    constexpr int kPart = kTile / kCluster;
+                    attn_hopper::tma_load_2d_multicast(stage_b(s) + rank * kPart * kTile, &maps.b, kb * kTile,
+                                                       c.nb * kTile + static_cast<int>(rank) * kPart, full(s),
+                                                       static_cast<uint16_t>((1u << kCluster) - 1));
+                } else {
+                    attn_hopper::tma_load_2d(stage_b(s), &maps.b, kb * kTile, c.nb * kTile, full(s));
+                }
             }
         }
         return;
@@ -107,9 +137,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int g = lane / 4, tq = lane % 4;
     const int64_t ld_scale = (p.M + 3) / 4 * 4;  // act_scale_ld (host-only)
     int it = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const TileCoord c = tile_coord(t, num_m, num_n);
-        const int row0 = c.mb * kTile + cw * 64 + warp * 16 + g, row1 = row0 + 8;
+    for (int t = unit0; t < units; t += unit_step) {
+        const TileCoord c = tile_coord(t, num_m, num_n, kBandM / kCluster);
+        const int mb = c.mb * kCluster + static_cast<int>(rank);
+        const int row0 = mb * kTile + cw * 64 + warp * 16 + g, row1 = row0 + 8;
         const float* ws = p.w_scale + static_cast<int64_t>(c.nb) * kblocks;
         float out[64];
 #pragma unroll
@@ -139,7 +170,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         auto finish = [&](int kb, float(&acc)[64], Scales sc) {
             reg_fence(acc);
             __syncwarp();
-            if (lane == 0) mbar_arrive(empty((it + kb) % kStages));
+            if (lane == 0) {
+                if constexpr (kCluster > 1) {
+#pragma unroll
+                    for (int r = 0; r < kCluster; ++r) attn_hopper::mbar_arrive_remote(empty((it + kb) % kStages), r);
+                } else {
+                    mbar_arrive(empty((it + kb) % kStages));
+                }
+            }
 #pragma unroll
             for (int j = 0; j < 16; ++j) {
                 out[4 * j + 0] = fmaf(acc[4 * j + 0], sc.s0, out[4 * j + 0]);
@@ -212,12 +250,14 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
         }
     }
+    // The peer may still arrive on this CTA's barriers: neither leaves before both are done.
+    if constexpr (kCluster > 1) attn_hopper::cluster_sync();
 #endif
 }
 
 // A 2D e4m3 tensor map over rows x cols bytes (row stride = cols), boxes of 128 x 128 bytes with
 // the 128-byte swizzle. Resolved through the driver entry point as encode_tile_map does.
-cudaError_t encode_fp8_map(CUtensorMap* map, const void* base, int64_t cols, int64_t rows) {
+cudaError_t encode_fp8_map(CUtensorMap* map, const void* base, int64_t cols, int64_t rows, int box_rows) {
     static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
         void* fn = nullptr;
         cudaDriverEntryPointQueryResult q{};
@@ -231,7 +271,7 @@ cudaError_t encode_fp8_map(CUtensorMap* map, const void* base, int64_t cols, int
     if (!encode) return cudaErrorNotSupported;
     const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
     const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols)};
-    const cuuint32_t box[2] = {kTile, kTile};
+    const cuuint32_t box[2] = {kTile, static_cast<cuuint32_t>(box_rows)};
     const cuuint32_t elem_strides[2] = {1, 1};
     const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box,
                               elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
@@ -239,26 +279,42 @@ cudaError_t encode_fp8_map(CUtensorMap* map, const void* base, int64_t cols, int
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-int sm_count() {
-    static const int n = [] {
-        int dev = 0, v = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-            cudaGetLastError();
-            return 0;
-        }
-        return v;
-    }();
-    return n;
-}
-
-template <int kStages, bool kOverlap>
-cudaError_t launch_t(const GemmFp8Params& p, const Fp8Maps& maps, int grid, cudaStream_t stream) {
-    auto kernel = gemm_fp8_wgmma_kernel<kStages, kOverlap>;
+template <int kStages, bool kOverlap, int kCluster>
+cudaError_t launch_t(const GemmFp8Params& p, cudaStream_t stream) {
+    auto kernel = gemm_fp8_wgmma_kernel<kStages, kOverlap, kCluster>;
     constexpr int smem = smem_bytes<kStages>();
     static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (attr != cudaSuccess) return attr;
-    kernel<<<grid, kThreads, smem, stream>>>(p, maps);
-    return cudaGetLastError();
+    Fp8Maps maps;
+    cudaError_t err = encode_fp8_map(&maps.a, p.xq, p.K, p.M, kTile);
+    if (err == cudaSuccess) err = encode_fp8_map(&maps.b, p.w, p.K, p.N, kTile / kCluster);
+    if (err != cudaSuccess) return err;
+    cudaLaunchAttribute la[1];
+    la[0].id = cudaLaunchAttributeClusterDimension;
+    la[0].val.clusterDim.x = kCluster;
+    la[0].val.clusterDim.y = 1;
+    la[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = la;
+    cfg.numAttrs = 1;
+    // Persistent: as many clusters as fit at once (one CTA per SM), at most one per work unit.
+    static const int resident = [&] {
+        int n = 0;
+        cudaLaunchConfig_t q = cfg;
+        q.gridDim = dim3(kCluster * 1024);
+        if (cudaOccupancyMaxActiveClusters(&n, kernel, &q) != cudaSuccess) {
+            cudaGetLastError();
+            n = 0;
+        }
+        return n;
+    }();
+    if (resident <= 0) return cudaErrorNotSupported;
+    const int units = ((p.M + kTile * kCluster - 1) / (kTile * kCluster)) * ((p.N + kTile - 1) / kTile);
+    cfg.gridDim = dim3(kCluster * (units < resident ? units : resident));
+    return cudaLaunchKernelEx(&cfg, kernel, p, maps);
 }
 
 }  // namespace
@@ -285,18 +341,12 @@ cudaError_t gemm_fp8_wgmma_launch(const GemmFp8Params& p, cudaStream_t stream, i
     if (!gemm_fp8_wgmma_supported(p)) return cudaErrorNotSupported;
     const auto aligned = [](const void* ptr, uintptr_t a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; };
     if (!aligned(p.xq, 16) || !aligned(p.w, 16) || !aligned(p.y, p.out_f32 ? 8 : 4)) return cudaErrorInvalidValue;
-    Fp8Maps maps;
-    cudaError_t err = encode_fp8_map(&maps.a, p.xq, p.K, p.M);
-    if (err == cudaSuccess) err = encode_fp8_map(&maps.b, p.w, p.K, p.N);
-    if (err != cudaSuccess) return err;
-    const int tiles = ((p.M + kTile - 1) / kTile) * ((p.N + kTile - 1) / kTile);
-    const int sms = sm_count();
-    if (sms <= 0) return cudaErrorNoDevice;
-    const int grid = tiles < sms ? tiles : sms;
     switch (variant) {
-        case 1: return launch_t<6, false>(p, maps, grid, stream);
-        case 2: return launch_t<4, true>(p, maps, grid, stream);
-        default: return launch_t<6, true>(p, maps, grid, stream);
+        case 1: return launch_t<6, false, 1>(p, stream);
+        case 2: return launch_t<4, true, 1>(p, stream);
+        case 3: return launch_t<6, true, 1>(p, stream);
+        case 4: return launch_t<6, false, 2>(p, stream);
+        default: return launch_t<6, true, 2>(p, stream);
     }
 }
 
