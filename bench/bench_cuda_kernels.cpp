@@ -375,7 +375,7 @@ int bench_fp8() {
     const Shape shapes[] = {{"lin in_proj (per-row scales)", 12352, 4096, 1}, {"mlp gate|up", 24576, 4096, 128},
                             {"mlp down", 4096, 12288, 128}, {"lin out_proj", 4096, 4096, 128},
                             {"full qkv_proj", 10240, 4096, 128}, {"full o_proj", 4096, 4096, 128}};
-    constexpr int M = 4096, kRanks = 6, kVariants = 5;
+    constexpr int M = 4096, kRanks = 6, kVariants = 6;
     uint8_t* ws = dalloc<uint8_t>(kGemmWorkspaceBytes);
     GemmLt* lt = nullptr;
     CK(gemm_lt_create(ws, kGemmWorkspaceBytes, &lt));

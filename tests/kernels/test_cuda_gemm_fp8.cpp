@@ -257,7 +257,7 @@ TEST(CudaGemmFp8Wgmma, Bf16OutRandomActivationsAndManyTiles) {
 // Every pipeline variant the bench sweeps computes the same products.
 TEST(CudaGemmFp8Wgmma, PipelineVariants) {
     FROST_SKIP_WITHOUT_CUDA();
-    for (int v = 0; v < 5; ++v) {
+    for (int v = 0; v < 6; ++v) {
         const std::string name = "wg_variant_" + std::to_string(v);
         run_case(1100, 2560, 384, true, true, false, name.c_str(), 128, K::kFp8ImplWgmma, v);
         run_case(100, 256, 1024, true, false, true, (name + "_k1024").c_str(), 128, K::kFp8ImplWgmma, v);

@@ -21,6 +21,7 @@ struct GemmFp8Plan {
     cublasLtMatmulAlgo_t algo{};
     size_t workspace_bytes = 0;
     int impl = kFp8ImplCublasLt;  // kFp8ImplWgmma: no cuBLASLt objects, gemm_fp8_wgmma_launch
+    int variant = 0;              // gemm_fp8_wgmma_launch's; FROST_FP8_WGMMA_VARIANT (benches) overrides
 };
 
 namespace {
@@ -143,10 +144,10 @@ cudaError_t w_scale_rows_launch(const float* w_scale, int32_t N, int32_t K, floa
 
 int gemm_fp8_plan_impl(const GemmFp8Plan* plan) { return plan ? plan->impl : kFp8ImplAuto; }
 
-// Measured on the H100 (bench_cuda_kernels --fp8, 2026-11-24): see the README's FP8 paragraph.
+// The N = 4096 prefill shapes (the 9B's mlp down, out_proj, o_proj), where cuBLASLt's block-scaled
+// GEMM was weakest; measured on the H100 (bench_cuda_kernels --fp8), see the README's FP8 paragraph.
 bool gemm_fp8_prefers_wgmma(const GemmFp8Params& s) {
-    (void)s;
-    return false;
+    return s.w_block_n == kFp8Group && s.N <= 4096 && s.M >= 1024;
 }
 
 void gemm_fp8_plan_destroy(GemmFp8Plan* plan) {
@@ -178,6 +179,8 @@ cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& s, GemmFp8Plan
     plan->shape.w_scale = nullptr;
     plan->shape.y = nullptr;
     if (impl == kFp8ImplWgmma) {
+        const char* v = std::getenv("FROST_FP8_WGMMA_VARIANT");
+        plan->variant = v ? std::atoi(v) : 0;
         *out = plan;
         return cudaSuccess;
     }
@@ -237,7 +240,7 @@ cudaError_t gemm_fp8_launch(GemmFp8Plan* plan, const GemmFp8Params& p, cudaStrea
         return cudaErrorInvalidValue;
     if (plan->impl == kFp8ImplWgmma) {
         if (lt_status) *lt_status = 0;
-        return gemm_fp8_wgmma_launch(p, stream);
+        return gemm_fp8_wgmma_launch(p, stream, plan->variant);
     }
     // The scale pointers differ per weight: set on the (host-side) descriptor before each enqueue.
     cublasStatus_t st = cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &p.w_scale,

@@ -82,7 +82,7 @@ cudaError_t gemm_fp8_launch(GemmFp8Plan* plan, const GemmFp8Params& p, cudaStrea
 // tests and benches: 0 the default (6 stages, promotion overlapped with the next block's MMAs,
 // clusters of 2 sharing the weight tile by multicast); 1: 6 stages, promotion after each block's
 // MMAs, no cluster; 2: 4 stages, overlapped, no cluster; 3: 6 stages, overlapped, no cluster;
-// 4: 6 stages, not overlapped, clusters of 2.
+// 4: 6 stages, not overlapped, clusters of 2; 5: 4 stages, overlapped, clusters of 2.
 bool gemm_fp8_wgmma_supported(const GemmFp8Params& shape);
 cudaError_t gemm_fp8_wgmma_launch(const GemmFp8Params& p, cudaStream_t stream, int variant = 0);
 // Auto selection's default: whether our kernel takes this shape (see lm_gemm_fp8.cu).
