@@ -371,10 +371,11 @@ int bench_fp8() {
     cudaStream_t s = nullptr;
     CK(cudaStreamCreate(&s));
     Timer t = make_timer(s);
-    struct Shape { const char* name; int N, K, block_n; };
-    const Shape shapes[] = {{"lin in_proj (per-row scales)", 12352, 4096, 1}, {"mlp gate|up", 24576, 4096, 128},
-                            {"mlp down", 4096, 12288, 128}, {"lin out_proj", 4096, 4096, 128},
-                            {"full qkv_proj", 10240, 4096, 128}, {"full o_proj", 4096, 4096, 128}};
+    // residual: the model's epilogue (y += x Wᵀ into the bf16 residual stream, qwen35/forward.cpp).
+    struct Shape { const char* name; int N, K, block_n, residual; };
+    const Shape shapes[] = {{"lin in_proj (per-row scales)", 12352, 4096, 1, 0}, {"mlp gate|up", 24576, 4096, 128, 0},
+                            {"mlp down (residual)", 4096, 12288, 128, 1}, {"lin out_proj (residual)", 4096, 4096, 128, 1},
+                            {"full qkv_proj", 10240, 4096, 128, 0}, {"full o_proj (residual)", 4096, 4096, 128, 1}};
     constexpr int M = 4096, kRanks = 6, kVariants = 6;
     uint8_t* ws = dalloc<uint8_t>(kGemmWorkspaceBytes);
     GemmLt* lt = nullptr;
@@ -421,6 +422,7 @@ int bench_fp8() {
         GemmFp8Params f{};
         f.xq = xq; f.x_scale = xs; f.w = wq; f.w_scale = sh.block_n == 1 ? wsr : wsc; f.y = y; f.ldy = sh.N;
         f.M = M; f.N = sh.N; f.K = sh.K; f.w_block_n = sh.block_n; f.impl = kFp8ImplCublasLt;
+        f.accumulate = sh.residual;
         GemmFp8Plan* lt0 = nullptr;
         for (int r = 0; r < kRanks; ++r) {
             GemmFp8Plan* fp = nullptr;
@@ -457,7 +459,15 @@ int bench_fp8() {
             std::printf(" %6.0f", flops / (ms * 1e9));
         }
         if (lt0 && gemm_fp8_wgmma_supported(g)) {
+            // One fresh launch each, from the same residual (zeros), for the comparison.
+            CK(cudaMemsetAsync(y, 0, size_t(M) * sh.N * 2, s));
+            CK(cudaMemsetAsync(y2, 0, size_t(M) * sh.N * 2, s));
+            GemmFp8Plan* cmp = nullptr;
+            CK(gemm_fp8_plan_create(lt, f, &cmp));
+            CK(gemm_fp8_launch(cmp, f, s));
+            CK(gemm_fp8_wgmma_launch(g, s, 0));
             CK(cudaStreamSynchronize(s));
+            gemm_fp8_plan_destroy(cmp);
             std::vector<uint16_t> a(size_t(M) * sh.N), c(a.size());
             CK(cudaMemcpy(a.data(), y, a.size() * 2, cudaMemcpyDeviceToHost));
             CK(cudaMemcpy(c.data(), y2, c.size() * 2, cudaMemcpyDeviceToHost));
