@@ -144,10 +144,13 @@ cudaError_t w_scale_rows_launch(const float* w_scale, int32_t N, int32_t K, floa
 
 int gemm_fp8_plan_impl(const GemmFp8Plan* plan) { return plan ? plan->impl : kFp8ImplAuto; }
 
-// The N = 4096 prefill shapes (the 9B's mlp down, out_proj, o_proj), where cuBLASLt's block-scaled
-// GEMM was weakest; measured on the H100 (bench_cuda_kernels --fp8), see the README's FP8 paragraph.
+// No shape yet: on the H100 (2026-11-24, M 4096, the GEMM alone) cuBLASLt ran the 9B's shapes at
+// 1194-1300 TFLOP/s and our kernel at 831-960 (bench_cuda_kernels --fp8); taking it for the
+// N = 4096 shapes made the engine's W8A8 TTFT 6% slower (frost bench engine, 4k and 16k). Opt in
+// with FROST_FP8_GEMM=wgmma.
 bool gemm_fp8_prefers_wgmma(const GemmFp8Params& s) {
-    return s.w_block_n == kFp8Group && s.N <= 4096 && s.M >= 1024;
+    (void)s;
+    return false;
 }
 
 void gemm_fp8_plan_destroy(GemmFp8Plan* plan) {
