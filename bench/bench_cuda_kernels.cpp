@@ -20,6 +20,7 @@ int main() {
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <random>
@@ -362,25 +363,32 @@ int bench_gemm(int rows) {
 
 // The 9B-style prefill GEMMs at 4096 rows, random operands: bf16 cuBLASLt against the FP8 block-scaled GEMM
 // (W8A8: activation quantization + GEMM, the ops layer's sequence), each of the heuristic's first
-// few FP8 algorithms (rank 0 is what the engine takes). TFLOP/s over the GEMM's 2MNK.
+// few FP8 algorithms (rank 0 is what the engine took before our kernel), then the GEMMs alone:
+// cuBLASLt rank 0 and our wgmma kernel's pipeline variants (lm_gemm_fp8_wgmma.cu; 128x128 weight
+// blocks only), with the relative L2 difference of our kernel's output from cuBLASLt's.
+// TFLOP/s over the GEMM's 2MNK.
 int bench_fp8() {
     cudaStream_t s = nullptr;
     CK(cudaStreamCreate(&s));
     Timer t = make_timer(s);
-    struct Shape { const char* name; int N, K, block_n; };
-    const Shape shapes[] = {{"lin in_proj (per-row scales)", 12352, 4096, 1}, {"mlp gate|up", 24576, 4096, 128},
-                            {"mlp down", 4096, 12288, 128}, {"lin out_proj", 4096, 4096, 128},
-                            {"full qkv_proj", 10240, 4096, 128}, {"full o_proj", 4096, 4096, 128}};
-    constexpr int M = 4096, kRanks = 6;
+    // residual: the model's epilogue (y += x Wᵀ into the bf16 residual stream, qwen35/forward.cpp).
+    struct Shape { const char* name; int N, K, block_n, residual; };
+    const Shape shapes[] = {{"lin in_proj (per-row scales)", 12352, 4096, 1, 0}, {"mlp gate|up", 24576, 4096, 128, 0},
+                            {"mlp down (residual)", 4096, 12288, 128, 1}, {"lin out_proj (residual)", 4096, 4096, 128, 1},
+                            {"full qkv_proj", 10240, 4096, 128, 0}, {"full o_proj (residual)", 4096, 4096, 128, 1}};
+    constexpr int M = 4096, kRanks = 6, kVariants = 6;
     uint8_t* ws = dalloc<uint8_t>(kGemmWorkspaceBytes);
     GemmLt* lt = nullptr;
     CK(gemm_lt_create(ws, kGemmWorkspaceBytes, &lt));
-    std::printf("GEMMs at M = %d rows: TFLOP/s (bf16 | fp8 act-quant+gemm at heuristic rank 0..%d)\n", M, kRanks - 1);
+    std::printf("GEMMs at M = %d rows: TFLOP/s (bf16 | fp8 act-quant+gemm at heuristic rank 0..%d | act-quant us |"
+                " gemm alone: cuBLASLt rank 0, wgmma variants 0..%d | wgmma vs cuBLASLt rel L2)\n",
+                M, kRanks - 1, kVariants - 1);
     for (const Shape& sh : shapes) {
         const double flops = 2.0 * M * sh.N * double(sh.K);
         bf16* x = dalloc<bf16>(size_t(M) * sh.K);
         bf16* w = dalloc<bf16>(size_t(sh.N) * sh.K);
         bf16* y = dalloc<bf16>(size_t(M) * sh.N);
+        bf16* y2 = dalloc<bf16>(size_t(M) * sh.N);
         fill_random_bf16(x, size_t(M) * sh.K, 1u);
         fill_random_bf16(w, size_t(sh.N) * sh.K, 2u);
         uint8_t* wq = dalloc<uint8_t>(size_t(sh.N) * sh.K);
@@ -399,7 +407,8 @@ int bench_fp8() {
         float* wsr = dalloc<float>(act_scale_floats(sh.N, sh.K));
         float* xs = dalloc<float>(act_scale_floats(M, sh.K));
         {
-            const std::vector<float> h(wsn, 1.0f / 448.0f);
+            std::vector<float> h(wsn);
+            for (size_t i = 0; i < wsn; ++i) h[i] = (0.5f + float(i % 7) / 4.0f) / 448.0f;  // distinct block scales
             CK(cudaMemcpy(wsc, h.data(), wsn * sizeof(float), cudaMemcpyHostToDevice));
         }
         std::printf("  %-30s N %5d K %5d:", sh.name, sh.N, sh.K);
@@ -412,7 +421,9 @@ int bench_fp8() {
         }
         GemmFp8Params f{};
         f.xq = xq; f.x_scale = xs; f.w = wq; f.w_scale = sh.block_n == 1 ? wsr : wsc; f.y = y; f.ldy = sh.N;
-        f.M = M; f.N = sh.N; f.K = sh.K; f.w_block_n = sh.block_n;
+        f.M = M; f.N = sh.N; f.K = sh.K; f.w_block_n = sh.block_n; f.impl = kFp8ImplCublasLt;
+        f.accumulate = sh.residual;
+        GemmFp8Plan* lt0 = nullptr;
         for (int r = 0; r < kRanks; ++r) {
             GemmFp8Plan* fp = nullptr;
             if (gemm_fp8_plan_create(lt, f, &fp, nullptr, r) != cudaSuccess) {
@@ -425,10 +436,52 @@ int bench_fp8() {
                 return gemm_fp8_launch(fp, f, s);
             });
             std::printf(" %6.0f", flops / (ms * 1e9));
-            gemm_fp8_plan_destroy(fp);
+            if (r == 0) lt0 = fp; else gemm_fp8_plan_destroy(fp);
+        }
+        const double q_ms = t.median_ms([&] { return act_quant_fp8_launch(x, sh.K, M, sh.K, xq, xs, s); });
+        std::printf(" | %5.0f |", q_ms * 1e3);
+        if (sh.block_n == 1) CK(w_scale_rows_launch(wsc, sh.N, sh.K, wsr, s));
+        if (lt0) {
+            const double ms = t.median_ms([&] { return gemm_fp8_launch(lt0, f, s); });
+            std::printf(" %6.0f", flops / (ms * 1e9));
+            gemm_fp8_plan_destroy(lt0);
+        } else {
+            std::printf("      -");
+        }
+        GemmFp8Params g = f;
+        g.y = y2;
+        for (int v = 0; v < kVariants; ++v) {
+            if (!gemm_fp8_wgmma_supported(g)) {
+                std::printf("      -");
+                continue;
+            }
+            const double ms = t.median_ms([&] { return gemm_fp8_wgmma_launch(g, s, v); });
+            std::printf(" %6.0f", flops / (ms * 1e9));
+        }
+        if (lt0 && gemm_fp8_wgmma_supported(g)) {
+            // One fresh launch each, from the same residual (zeros), for the comparison.
+            CK(cudaMemsetAsync(y, 0, size_t(M) * sh.N * 2, s));
+            CK(cudaMemsetAsync(y2, 0, size_t(M) * sh.N * 2, s));
+            GemmFp8Plan* cmp = nullptr;
+            CK(gemm_fp8_plan_create(lt, f, &cmp));
+            CK(gemm_fp8_launch(cmp, f, s));
+            CK(gemm_fp8_wgmma_launch(g, s, 0));
+            CK(cudaStreamSynchronize(s));
+            gemm_fp8_plan_destroy(cmp);
+            std::vector<uint16_t> a(size_t(M) * sh.N), c(a.size());
+            CK(cudaMemcpy(a.data(), y, a.size() * 2, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(c.data(), y2, c.size() * 2, cudaMemcpyDeviceToHost));
+            const auto f32 = [](uint16_t h) { uint32_t u = uint32_t(h) << 16; float v; std::memcpy(&v, &u, 4); return double(v); };
+            double num = 0, den = 0;
+            for (size_t i = 0; i < a.size(); ++i) {
+                const double d = f32(c[i]) - f32(a[i]);
+                num += d * d;
+                den += f32(a[i]) * f32(a[i]);
+            }
+            std::printf(" | %.2g (rms %.3g)", std::sqrt(num / std::max(den, 1e-30)), std::sqrt(den / double(a.size())));
         }
         std::printf("\n");
-        for (void* p : std::initializer_list<void*>{x, w, y, wq, xq, wsc, wsr, xs}) CK(cudaFree(p));
+        for (void* p : std::initializer_list<void*>{x, w, y, y2, wq, xq, wsc, wsr, xs}) CK(cudaFree(p));
     }
     gemm_lt_destroy(lt);
     CK(cudaFree(ws));

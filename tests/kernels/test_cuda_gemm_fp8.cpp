@@ -12,8 +12,10 @@
 #if !FROST_WITH_CUDA
 TEST(CudaGemmFp8, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #else
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -22,6 +24,7 @@ TEST(CudaGemmFp8, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #include "kernels/cuda/lm_gemm_fp8.h"
 #include "kernels/cuda_test_util.h"
 #include "model/quant/dequant.h"
+#include "model/quant/quant_writer.h"
 
 namespace frost::test {
 namespace {
@@ -45,7 +48,9 @@ struct Lt {
 
 // block_n: rows per weight scale, 128 (the checkpoint grid) or 1 (a fused matrix's per-row scales,
 // uploaded through w_scale_rows_launch as the ops layer does).
-void run_case(int M, int N, int Kd, bool exact, bool accumulate, bool out_f32, const char* name, int block_n = 128) {
+// impl: the plan's GemmFp8Impl; variant >= 0 launches our wgmma kernel's pipeline variant directly.
+void run_case(int M, int N, int Kd, bool exact, bool accumulate, bool out_f32, const char* name, int block_n = 128,
+              int impl = K::kFp8ImplCublasLt, int variant = -1) {
     auto rng = fresh_rng(name);
     std::vector<uint8_t> w(size_t(N) * Kd);
     for (auto& b : w) b = random_fp8(rng);
@@ -95,22 +100,31 @@ void run_case(int M, int N, int Kd, bool exact, bool accumulate, bool out_f32, c
     p.K = Kd;
     p.out_f32 = out_f32 ? 1 : 0;
     p.accumulate = accumulate ? 1 : 0;
+    p.impl = impl;
     K::GemmFp8Plan* plan = nullptr;
     int lt_status = 0;
-    ASSERT_EQ(K::gemm_fp8_plan_create(lt.lt, p, &plan, &lt_status), cudaSuccess)
-        << name << ": no cuBLASLt block-scaled FP8 algorithm (status " << lt_status << ")";
+    if (variant < 0) {
+        ASSERT_EQ(K::gemm_fp8_plan_create(lt.lt, p, &plan, &lt_status), cudaSuccess)
+            << name << ": no block-scaled FP8 plan (impl " << impl << ", cuBLASLt status " << lt_status << ")";
+        ASSERT_EQ(K::gemm_fp8_plan_impl(plan), impl) << name;
+    }
+    const auto launch = [&] {
+        return variant < 0 ? K::gemm_fp8_launch(plan, p, nullptr, &lt_status) : K::gemm_fp8_wgmma_launch(p, nullptr, variant);
+    };
     std::vector<float> got, again;
     for (int run = 0; run < 2; ++run) {  // two runs: bitwise equal
         std::vector<float>& out = run ? again : got;
         if (out_f32) {
             Dev<float> y(accumulate ? y0 : std::vector<float>(y0.size(), std::nanf("")));
             p.y = y.get();
-            ASSERT_EQ(K::gemm_fp8_launch(plan, p, nullptr, &lt_status), cudaSuccess) << name << " status " << lt_status;
+            ASSERT_EQ(launch(), cudaSuccess) << name << " status " << lt_status;
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << name;
             out = y.download();
         } else {
             Dev<uint16_t> y(accumulate ? to_bf(y0) : std::vector<uint16_t>(y0.size(), 0x7FC0));
             p.y = y.get();
-            ASSERT_EQ(K::gemm_fp8_launch(plan, p, nullptr, &lt_status), cudaSuccess) << name << " status " << lt_status;
+            ASSERT_EQ(launch(), cudaSuccess) << name << " status " << lt_status;
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << name;
             out = from_bf(y.download());
         }
     }
@@ -140,6 +154,48 @@ TEST(CudaGemmFp8, PerRowWeightScales) {
     run_case(256, 448, 1024, true, true, false, "fp8_rows_exact_bf16_residual", 1);
     run_case(192, 384, 2048, false, false, true, "fp8_rows_random_x", 1);
 }
+// Activation quantization against a host reference (scale = max|x| / 448 per row and 128-wide
+// group, 1 for an all-zero group; q = e4m3 RNE-saturating of x / scale), through both kernels:
+// 16-byte rows (act_quant16_kernel) and rows whose stride is not a multiple of 8 (the fallback).
+// M not a multiple of the 32-row block.
+TEST(CudaGemmFp8, ActQuantMatchesReferenceBothPaths) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("fp8_act_quant");
+    const int M = 77, Kd = 384;
+    std::vector<float> x = uniform(rng, size_t(M) * Kd, -3, 3);
+    for (int e = 0; e < 128; ++e) x[size_t(5) * Kd + 128 + e] = 0.0f;  // an all-zero group
+    std::vector<float> ref_s(K::act_scale_floats(M, Kd), 0.0f);
+    std::vector<uint8_t> ref_q(size_t(M) * Kd);
+    for (int m = 0; m < M; ++m)
+        for (int g = 0; g < Kd / 128; ++g) {
+            float amax = 0;
+            for (int e = 0; e < 128; ++e) amax = std::max(amax, std::fabs(x[size_t(m) * Kd + g * 128 + e]));
+            const float sc = amax > 0 ? amax / 448.0f : 1.0f;
+            ref_s[size_t(g) * K::act_scale_ld(M) + m] = sc;
+            for (int e = 0; e < 128; ++e)
+                ref_q[size_t(m) * Kd + g * 128 + e] = mq::f32_to_fp8_e4m3(x[size_t(m) * Kd + g * 128 + e] / sc);
+        }
+    for (const int ldx : {Kd, Kd + 4}) {
+        std::vector<float> xp(size_t(M) * ldx, 0.0f);
+        for (int m = 0; m < M; ++m)
+            for (int k = 0; k < Kd; ++k) xp[size_t(m) * ldx + k] = x[size_t(m) * Kd + k];
+        Dev<uint16_t> dx(to_bf(xp));
+        Dev<uint8_t> q(std::vector<uint8_t>(size_t(M) * Kd, 0x7F));
+        Dev<float> s(std::vector<float>(ref_s.size(), std::nanf("")));
+        ASSERT_EQ(K::act_quant_fp8_launch(bf(dx), ldx, M, Kd, q.get(), s.get(), nullptr), cudaSuccess) << ldx;
+        const auto got_q = q.download();
+        const auto got_s = s.download();
+        int bad_q = 0, bad_s = 0;
+        for (size_t i = 0; i < ref_q.size(); ++i) bad_q += got_q[i] != ref_q[i];
+        for (int g = 0; g < Kd / 128; ++g)
+            for (int m = 0; m < M; ++m) {
+                const size_t i = size_t(g) * K::act_scale_ld(M) + m;
+                bad_s += !(got_s[i] == ref_s[i]);
+            }
+        EXPECT_EQ(bad_q, 0) << "ldx " << ldx;
+        EXPECT_EQ(bad_s, 0) << "ldx " << ldx;
+    }
+}
 TEST(CudaGemmFp8, RefusesBadShapes) {
     FROST_SKIP_WITHOUT_CUDA();
     Dev<uint16_t> x(64);
@@ -149,6 +205,7 @@ TEST(CudaGemmFp8, RefusesBadShapes) {
     Lt lt;
     K::GemmFp8Params p{};
     p.M = 4; p.N = 128; p.K = 100; p.ldy = 128;
+    p.impl = K::kFp8ImplCublasLt;
     K::GemmFp8Plan* plan = nullptr;
     EXPECT_EQ(K::gemm_fp8_plan_create(lt.lt, p, &plan), cudaErrorInvalidValue);
     p.K = 512;
@@ -173,6 +230,72 @@ TEST(CudaGemmFp8, RefusesBadShapes) {
             run_case(m, n, 512, true, false, true, "fp8_exact_unusual_shape");  // then it must be right
         }
     }
+}
+
+// Our TMA + wgmma kernel (lm_gemm_fp8_wgmma.cu) against the same fp64 reference and tolerances.
+// Shapes: M not a multiple of the 128-row tile, N not a multiple of 128 (the weight's last block
+// partial), K below cuBLASLt's minimum, K = 4096 and 12288 (the 9B's), more tiles than SMs (the
+// persistent loop's second round and the ring's phases across tiles).
+TEST(CudaGemmFp8Wgmma, ExactActivationsMatchToFp32) {
+    FROST_SKIP_WITHOUT_CUDA();
+    const int w = K::kFp8ImplWgmma;
+    run_case(64, 256, 512, true, false, true, "wg_exact_f32", 128, w);
+    run_case(200, 384, 1024, true, false, true, "wg_exact_f32_odd_m", 128, w);
+    run_case(64, 320, 256, true, true, true, "wg_exact_accumulate_k256_n320", 128, w);
+    run_case(77, 128, 128, true, false, true, "wg_exact_k128_m77", 128, w);
+    run_case(300, 384, 4096, true, false, true, "wg_exact_k4096", 128, w);
+    run_case(130, 256, 12288, true, true, true, "wg_exact_accumulate_k12288", 128, w);
+}
+TEST(CudaGemmFp8Wgmma, Bf16OutRandomActivationsAndManyTiles) {
+    FROST_SKIP_WITHOUT_CUDA();
+    const int w = K::kFp8ImplWgmma;
+    run_case(128, 512, 1024, true, true, false, "wg_exact_bf16_residual", 128, w);
+    run_case(256, 512, 2048, false, false, true, "wg_random_x", 128, w);
+    run_case(333, 256, 4096, false, false, false, "wg_random_x_bf16_k4096", 128, w);
+    run_case(1100, 2560, 512, true, false, true, "wg_exact_many_tiles", 128, w);  // 9 x 20 = 180 tiles
+}
+// Every pipeline variant the bench sweeps computes the same products.
+TEST(CudaGemmFp8Wgmma, PipelineVariants) {
+    FROST_SKIP_WITHOUT_CUDA();
+    for (int v = 0; v < 6; ++v) {
+        const std::string name = "wg_variant_" + std::to_string(v);
+        run_case(1100, 2560, 384, true, true, false, name.c_str(), 128, K::kFp8ImplWgmma, v);
+        run_case(100, 256, 1024, true, false, true, (name + "_k1024").c_str(), 128, K::kFp8ImplWgmma, v);
+        run_case(300, 384, 640, false, false, false, (name + "_odd_row_units").c_str(), 128, K::kFp8ImplWgmma, v);
+    }
+}
+// Selection: an explicit impl, FROST_FP8_GEMM for the automatic one; per-row weight scales
+// (w_block_n 1) are not ours.
+TEST(CudaGemmFp8Wgmma, Selection) {
+    FROST_SKIP_WITHOUT_CUDA();
+    Lt lt;
+    K::GemmFp8Params p{};
+    p.M = 256; p.N = 512; p.K = 1024; p.ldy = 512;
+    const auto impl_of = [&](int impl) {
+        p.impl = impl;
+        K::GemmFp8Plan* plan = nullptr;
+        const cudaError_t e = K::gemm_fp8_plan_create(lt.lt, p, &plan);
+        const int got = e == cudaSuccess ? K::gemm_fp8_plan_impl(plan) : -int(e);
+        K::gemm_fp8_plan_destroy(plan);
+        return got;
+    };
+    EXPECT_EQ(impl_of(K::kFp8ImplWgmma), K::kFp8ImplWgmma);
+    EXPECT_EQ(impl_of(K::kFp8ImplCublasLt), K::kFp8ImplCublasLt);
+    const char* old = std::getenv("FROST_FP8_GEMM");
+    const std::string saved = old ? old : "";
+    setenv("FROST_FP8_GEMM", "wgmma", 1);
+    EXPECT_EQ(impl_of(K::kFp8ImplAuto), K::kFp8ImplWgmma);
+    setenv("FROST_FP8_GEMM", "cublaslt", 1);
+    EXPECT_EQ(impl_of(K::kFp8ImplAuto), K::kFp8ImplCublasLt);
+    p.w_block_n = 1;
+    EXPECT_EQ(impl_of(K::kFp8ImplWgmma), -int(cudaErrorNotSupported));
+    setenv("FROST_FP8_GEMM", "wgmma", 1);  // asked for, but not ours: cuBLASLt
+    EXPECT_EQ(impl_of(K::kFp8ImplAuto), K::kFp8ImplCublasLt);
+    p.w_block_n = 128;
+    p.K = 256;  // below cuBLASLt's minimum: ours runs it
+    EXPECT_EQ(impl_of(K::kFp8ImplWgmma), K::kFp8ImplWgmma);
+    EXPECT_EQ(impl_of(K::kFp8ImplCublasLt), -int(cudaErrorNotSupported));
+    if (old) setenv("FROST_FP8_GEMM", saved.c_str(), 1); else unsetenv("FROST_FP8_GEMM");
 }
 
 }  // namespace

@@ -23,6 +23,12 @@ constexpr int kFp8Group = 128;  // the block edge of both scale grids
 // not supported, so the ops layer dequantizes instead.
 constexpr int kFp8MinK = 512;
 
+// Which GEMM runs a plan. kFp8ImplAuto: FROST_FP8_GEMM=cublaslt|wgmma in the environment decides if
+// set, else gemm_fp8_prefers_wgmma (the shapes where our kernel measured faster). kFp8ImplWgmma:
+// our Hopper kernel (lm_gemm_fp8_wgmma.cu; 128x128 weight blocks only, any K multiple of 128);
+// the plan is NotSupported where it cannot run.
+enum GemmFp8Impl : int32_t { kFp8ImplAuto = 0, kFp8ImplCublasLt = 1, kFp8ImplWgmma = 2 };
+
 struct GemmFp8Params {
     const uint8_t* xq;      // [M, K] e4m3, row stride K
     const float* x_scale;   // activation group scales, act_quant_fp8 layout (below)
@@ -39,6 +45,7 @@ struct GemmFp8Params {
     // its parts is not a whole number of 128-row blocks (the GDN in_proj's b and a: 32 rows each,
     // model/qwen35/weight_quant.cpp), so each row keeps its own part's block scale.
     int32_t w_block_n = kFp8Group;
+    int32_t impl = kFp8ImplAuto;  // GemmFp8Impl; a plan's choice, launches ignore it
 };
 
 // Per-row weight scales [N][K/128] (the quantized GEMV's layout, block rows 1) -> the VEC128
@@ -65,6 +72,20 @@ struct GemmFp8Plan;
 cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& shape, GemmFp8Plan** out, int* lt_status = nullptr,
                                  int rank = 0);
 void gemm_fp8_plan_destroy(GemmFp8Plan* plan);
+// The implementation a plan took (kFp8ImplCublasLt or kFp8ImplWgmma).
+int gemm_fp8_plan_impl(const GemmFp8Plan* plan);
 cudaError_t gemm_fp8_launch(GemmFp8Plan* plan, const GemmFp8Params& p, cudaStream_t stream, int* lt_status = nullptr);
+
+// Our warp-specialised TMA + wgmma kernel (lm_gemm_fp8_wgmma.cu) for the same GemmFp8Params
+// (w_block_n 128 only). supported: the shape and the device (sm_90) allow it. launch:
+// cudaErrorNotSupported where not supported; variant selects a pipeline configuration for the
+// tests and benches: 0 the default (6 stages, promotion overlapped with the next block's MMAs,
+// clusters of 2 sharing the weight tile by multicast); 1: 6 stages, promotion after each block's
+// MMAs, no cluster; 2: 4 stages, overlapped, no cluster; 3: 6 stages, overlapped, no cluster;
+// 4: 6 stages, not overlapped, clusters of 2; 5: 4 stages, overlapped, clusters of 2.
+bool gemm_fp8_wgmma_supported(const GemmFp8Params& shape);
+cudaError_t gemm_fp8_wgmma_launch(const GemmFp8Params& p, cudaStream_t stream, int variant = 0);
+// Auto selection's default: whether our kernel takes this shape (see lm_gemm_fp8.cu).
+bool gemm_fp8_prefers_wgmma(const GemmFp8Params& shape);
 
 }  // namespace frost::kernels
