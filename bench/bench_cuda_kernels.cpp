@@ -321,6 +321,8 @@ int bench_conv() {
 // heads, dk = dv = 128) at 2048 rows (one engine prefill chunk) and 16384, per launch (prep, state
 // pass, both) and per path, in one process: median µs, L2 flushed before each timed launch.
 // Inputs: q, k of norm ~1 (as after the l2norm), β in (0.02, 0.98), g in (-0.05, -0.001).
+// H100 (2026-11-24, one run): default 57.1 + 74.6 µs (prep + state) at 2048 rows, 383.5 + 554.4
+// at 16384; v1 (chunk_v1 = 1) 56.3 + 76.8 / 378.6 + 569.1; the 16-warp state pass 82.6 / 622.9.
 int bench_gdn() {
     cudaStream_t s = nullptr;
     CK(cudaStreamCreate(&s));
@@ -365,9 +367,12 @@ int bench_gdn() {
     p.cursor = cursor;
     struct Path {
         const char* name;
-        int tf32, variant;
+        int tf32, warps, v1;
     };
-    const Path paths[] = {{"bf16 (default)", 0, 0}, {"bf16, 16-warp state pass", 0, 16}, {"tf32", 1, 0}};
+    const Path paths[] = {{"bf16 (default)", 0, 0, 0},
+                          {"bf16 v1 (before round 2)", 0, 0, 1},
+                          {"bf16, 16-warp state pass", 0, 16, 0},
+                          {"tf32", 1, 0, 0}};
     std::printf("gdn chunked, 9B shape (Hk %d, Hv %d, d %d), us per launch (median, L2 flushed)\n", Hk, Hv, D);
     std::printf("  %-26s %6s %9s %9s %9s\n", "path", "T", "prep", "state", "all");
     for (int T : {2048, 16384}) {
@@ -379,7 +384,8 @@ int bench_gdn() {
         for (int rep = 0; rep < 2; ++rep)
             for (const Path& path : paths) {
                 p.chunk_tf32 = path.tf32;
-                p.chunk_state_warps = path.variant;
+                p.chunk_state_warps = path.warps;
+                p.chunk_v1 = path.v1;
                 CK(cudaMemcpy(state, hs.data(), hs.size() * sizeof(float), cudaMemcpyHostToDevice));
                 CK(gdn_chunk_launch(p, s));  // fills the scratch the stage timings read
                 const double prep = t.median_ms([&] { return gdn_chunk_launch_stages(p, s, kGdnStagePrep); });

@@ -16,10 +16,21 @@
 // 577 (state + output) = 993 µs, 2.5x. The state pass is latency-bound (one block per SM, 256
 // chunks in sequence): the bulk-copy and cluster-multicast loads measured slower than cp.async
 // (1073 and 1204 µs in all), so chunk_cluster = 0 is the default and they stay selectable.
+// Round 2 (issue 18; bench_cuda_kernels --gdn, H100, 9B shape, L2 flushed, one run, µs prep +
+// state at 2048 / 16384 rows): v1 56.3 + 76.8 / 378.6 + 569.1 → now 57.1 + 74.6 / 383.5 + 554.4
+// (twice: 56.4 + 74.1 / 376.5 + 538.7); the session's first run had v1's prep at 59.6 / 401 before
+// its block-diagonal solve was unrolled. ldmatrix A fragments and unrolled copies cut the state
+// pass's instructions (ncu, 2048 rows: 23.6 M → ~16 M executed, IPC 1.41 → 1.02) but hardly its time:
+// it waits on latency (2 warps per scheduler, 0.31 eligible, 7.8 cycles per issue), not issue.
+// 16 warps in two roles (opt-in) measured slower still. What is left is the chain per chunk:
+// barrier, 8 dependent mma per accumulator, barrier, 4 more, barrier.
 // Fragment layouts (PTX ISA, m16n8k16 .bf16), g = lane / 4, q = lane % 4, pairs of bf16 per
 // register, the lower index in the low half: A 16x16 row-major: a0 (g, 2q..2q+1), a1 (g+8, 2q..),
 // a2 (g, 2q+8..), a3 (g+8, 2q+8..); B 16x8: b0 (k 2q..2q+1, n g), b1 (k 2q+8.., n g);
 // C 16x8: c0 c1 (g, 2q..2q+1), c2 c3 (g+8, 2q..2q+1).
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gdn_chunk.cuh"
 #include "kernels/cuda/lm_kernels.h"
@@ -46,6 +57,24 @@ __device__ inline void load_a(uint32_t (&a)[4], const bf16* base, int m0, int k0
     a[1] = ld32(base + (m0 + g + 8) * P + k0 + 2 * q);
     a[2] = ld32(base + (m0 + g) * P + k0 + 2 * q + 8);
     a[3] = ld32(base + (m0 + g + 8) * P + k0 + 2 * q + 8);
+}
+
+// The same fragment by one ldmatrix (lanes 0-7: rows m0.. at k0, 8-15: rows m0+8.. at k0, 16-23:
+// rows m0.. at k0+8, 24-31: rows m0+8.. at k0+8): the same registers as load_a, one instruction
+// instead of four (pitches ≡ 16 mod 128 bytes: the 8 rows of each matrix hit distinct bank groups).
+template <int P>
+__device__ inline void load_a_ldsm(uint32_t (&a)[4], const bf16* base, int m0, int k0, int lane) {
+    const int r = lane & 7, mi = lane >> 3;
+    ldmatrix_x4(a, base + (m0 + r + 8 * (mi & 1)) * P + k0 + 8 * (mi >> 1));
+}
+
+// B fragments of two n-tiles (n0.., n0+8..) of Xᵀ where X is a row-major [n][k] bf16 tile with
+// pitch P (B[k][n] = X[n][k]): b[0], b[1] for n0 and b[2], b[3] for n0 + 8, as 32-bit loads of
+// X[n0 + g][k0 + 2q ..] would give them.
+template <int P>
+__device__ inline void load_bt2(uint32_t (&b)[4], const bf16* base, int n0, int k0, int lane) {
+    const int r = lane & 7, mi = lane >> 3;
+    ldmatrix_x4(b, base + (n0 + r + 8 * (mi >> 1)) * P + k0 + 8 * (mi & 1));
 }
 
 // B fragments of two n-tiles (columns n0.., n0+8..) of a row-major [k][n] bf16 tile with pitch P:
@@ -154,6 +183,8 @@ __device__ inline void copy_out(bf16* dst, const bf16 (*src)[P]) {
     }
 }
 
+// kFast: fragments by ldmatrix (load_a_ldsm, load_bt2) instead of 32-bit loads, same registers.
+template <bool kFast>
 __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     PrepSmem& sm = *reinterpret_cast<PrepSmem*>(smem_raw);
@@ -210,14 +241,28 @@ __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Param
 #pragma unroll
         for (int k0 = 0; k0 < kD; k0 += 16) {
             uint32_t ka[4], qa[4];
-            load_a<kPW>(ka, &sm.u0.k[0][0], pm0, k0, g, q);
-            load_a<kPW>(qa, &sm.u1.q[0][0], pm0, k0, g, q);
+            if constexpr (kFast) {
+                load_a_ldsm<kPW>(ka, &sm.u0.k[0][0], pm0, k0, lane);
+                load_a_ldsm<kPW>(qa, &sm.u1.q[0][0], pm0, k0, lane);
 #pragma unroll
-            for (int j = 0; j < kTiles; ++j) {
-                const int n = pn0 + 8 * j + g;  // Kᵀ as B: B[k][n] = K[n][k], pairs along k
-                const uint32_t b0 = ld32(&sm.u0.k[n][k0 + 2 * q]), b1 = ld32(&sm.u0.k[n][k0 + 2 * q + 8]);
-                mma_bf16(kk[j], ka, b0, b1);
-                mma_bf16(qk[j], qa, b0, b1);
+                for (int j = 0; j < kTiles; j += 2) {
+                    uint32_t b[4];
+                    load_bt2<kPW>(b, &sm.u0.k[0][0], pn0 + 8 * j, k0, lane);
+                    mma_bf16(kk[j], ka, b[0], b[1]);
+                    mma_bf16(qk[j], qa, b[0], b[1]);
+                    mma_bf16(kk[j + 1], ka, b[2], b[3]);
+                    mma_bf16(qk[j + 1], qa, b[2], b[3]);
+                }
+            } else {
+                load_a<kPW>(ka, &sm.u0.k[0][0], pm0, k0, g, q);
+                load_a<kPW>(qa, &sm.u1.q[0][0], pm0, k0, g, q);
+#pragma unroll
+                for (int j = 0; j < kTiles; ++j) {
+                    const int n = pn0 + 8 * j + g;  // Kᵀ as B: B[k][n] = K[n][k], pairs along k
+                    const uint32_t b0 = ld32(&sm.u0.k[n][k0 + 2 * q]), b1 = ld32(&sm.u0.k[n][k0 + 2 * q + 8]);
+                    mma_bf16(kk[j], ka, b0, b1);
+                    mma_bf16(qk[j], qa, b0, b1);
+                }
             }
         }
 #pragma unroll
@@ -458,12 +503,51 @@ __device__ inline void prefetch(StageBuf& b, const GdnBf16Params& p, const float
     if (threadIdx.x < kC / 4) cp_async16(&b.gamma[4 * threadIdx.x], slot + kBf16GammaOff + 4 * threadIdx.x);
 }
 
+// prefetch() with every trip count a constant (one 256-thread block: 4 rounds of W, K, Q rows, one
+// of the U slice, two of P), so each thread's offsets are computed once per chunk and the copies
+// unroll: the looped form's 64-bit index arithmetic was most of the state pass's instructions.
+__device__ inline void prefetch_fast(StageBuf& b, const GdnBf16Params& p, const float* slot, int start, int len,
+                                     int kh, int j0) {
+    constexpr int kRowVecs = kD / kVec, kRowsPer = kThreads / kRowVecs;  // 16 rows of 128 per round
+    constexpr int kSliceVecs = kSlice / kVec, kPVecs = kC / kVec;
+    static_assert(kC * kSliceVecs == kThreads && kC * kPVecs == 2 * kThreads && kC % kRowsPer == 0, "rounds");
+    const int t = threadIdx.x;
+    const int r0 = t / kRowVecs, d = (t % kRowVecs) * kVec;
+    const bf16* w = reinterpret_cast<const bf16*>(slot + kBf16WOff) + r0 * kD + d;
+    const int64_t head_row = static_cast<int64_t>(start) * p.qkv_row_stride + kh * kD + d;
+    const bf16* kb = p.k + head_row;
+    const bf16* qb = p.q + head_row;
+#pragma unroll
+    for (int it = 0; it < kC / kRowsPer; ++it) {
+        const int r = r0 + it * kRowsPer;
+        cp_async16(&b.w[r][d], w + it * kRowsPer * kD);
+        const bool in = r < len;
+        const int64_t off = in ? static_cast<int64_t>(r) * p.qkv_row_stride : 0;
+        cp_async16(&b.k[r][d], kb + off, in ? 16 : 0);
+        cp_async16(&b.q[r][d], qb + off, in ? 16 : 0);
+    }
+    {
+        const int r = t / kSliceVecs, dd = (t % kSliceVecs) * kVec;
+        cp_async16(&b.u[r][dd], reinterpret_cast<const bf16*>(slot + kBf16UOff) + r * kD + j0 + dd);
+    }
+    const bf16* pm = reinterpret_cast<const bf16*>(slot + kBf16POff);
+#pragma unroll
+    for (int it = 0; it < 2; ++it) {
+        const int r = t / kPVecs + it * (kThreads / kPVecs), dd = (t % kPVecs) * kVec;
+        cp_async16(&b.p[r][dd], pm + r * kC + dd);
+    }
+    if (t < kC / 4) cp_async16(&b.gamma[4 * t], slot + kBf16GammaOff + 4 * t);
+}
+
 // Block (value head, 32-column dv slice), 8 warps. Warp w: V', X and O tiles rows 16 (w/2),
 // columns 16 (w%2) .. +15 of the slice (two n-tiles); S rows 16 w .. +15, all 32 columns (four
 // n-tiles) as fp32 accumulators for the whole pass. kCl: the copy mode above (kCl >= 2: launched
 // as clusters of kCl slices of a head along grid y).
-template <int kCl>
+// kFast (cp.async mode only): prefetch_fast and ldmatrix A fragments; the same bytes, registers
+// and products as kFast = false.
+template <int kCl, bool kFast = false>
 __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params p) {
+    static_assert(!kFast || kCl == 0, "the fast copies are the cp.async mode's");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     StateSmem& sm = *reinterpret_cast<StateSmem*>(smem_raw);
     const int rows = cursor_rows(p.cursor, p.max_rows);
@@ -497,6 +581,8 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
         if constexpr (kBulk) {
             bulk_chunk<kCl>(sm.buf[c % kStages], &sm.full[c % kStages], p, slot_of(c), st, ln, kh, rank);
             prefetch_own(sm.buf[c % kStages], slot_of(c), j0);
+        } else if constexpr (kFast) {
+            prefetch_fast(sm.buf[c % kStages], p, slot_of(c), st, ln, kh, j0);
         } else {
             prefetch(sm.buf[c % kStages], p, slot_of(c), st, ln, kh, j0);
         }
@@ -541,8 +627,13 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
 #pragma unroll
         for (int k0 = 0; k0 < kD; k0 += 16) {
             uint32_t aw[4], aq[4], bs[4];
-            load_a<kPW>(aw, &b.w[0][0], m0, k0, g, q);
-            load_a<kPW>(aq, &b.q[0][0], m0, k0, g, q);
+            if constexpr (kFast) {
+                load_a_ldsm<kPW>(aw, &b.w[0][0], m0, k0, lane);
+                load_a_ldsm<kPW>(aq, &b.q[0][0], m0, k0, lane);
+            } else {
+                load_a<kPW>(aw, &b.w[0][0], m0, k0, g, q);
+                load_a<kPW>(aq, &b.q[0][0], m0, k0, g, q);
+            }
             load_b2_t<kPS>(bs, &sm.s[0][0], k0, nb, lane);
             mma_bf16(v[0], aw, bs[0], bs[1]);
             mma_bf16(v[1], aw, bs[2], bs[3]);
@@ -594,7 +685,10 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
         // O += P V' (P is zero above the diagonal: k-blocks past this tile's rows add nothing).
         for (int k0 = 0; k0 <= m0; k0 += 16) {
             uint32_t ap[4], bv[4];
-            load_a<kPP>(ap, &b.p[0][0], m0, k0, g, q);
+            if constexpr (kFast)
+                load_a_ldsm<kPP>(ap, &b.p[0][0], m0, k0, lane);
+            else
+                load_a<kPP>(ap, &b.p[0][0], m0, k0, g, q);
             load_b2_t<kPS>(bv, &sm.vp[0][0], k0, nb, lane);
             mma_bf16(o[0], ap, bv[0], bv[1]);
             mma_bf16(o[1], ap, bv[2], bv[3]);
@@ -827,26 +921,38 @@ bool clusters_fit(int heads) {
     return cluster_capacity<kCl>() >= heads * (kMaxCluster / kCl);
 }
 
-template <int kCl>
+template <int kCl, bool kFast = false>
 cudaError_t launch_state(const GdnBf16Params& p, cudaStream_t stream) {
-    cudaError_t err = cudaFuncSetAttribute(gdn_bf16_state_kernel<kCl>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaError_t err = cudaFuncSetAttribute(gdn_bf16_state_kernel<kCl, kFast>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(sizeof(StateSmem)));
     if (err != cudaSuccess) return err;
     cudaLaunchAttribute attr[1];
     const cudaLaunchConfig_t cfg = state_config<kCl>(p, stream, attr);
-    return cudaLaunchKernelEx(&cfg, gdn_bf16_state_kernel<kCl>, p);
+    return cudaLaunchKernelEx(&cfg, gdn_bf16_state_kernel<kCl, kFast>, p);
+}
+
+// FROST_GDN_PREFILL=old runs the kernels as they were before (kFast = false here; the per-channel
+// conv1d in lm_conv1d.cu) for A/B runs of one binary through the engine; read once per process.
+bool prefill_old() {
+    static const bool old = [] {
+        const char* e = std::getenv("FROST_GDN_PREFILL");
+        return e && std::string(e) == "old";
+    }();
+    return old;
 }
 
 }  // namespace
 
 
 cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages) {
+    const bool fast = !p.chunk_v1 && !prefill_old();
     const size_t prep_smem = sizeof(PrepSmem);
-    cudaError_t err = cudaFuncSetAttribute(gdn_bf16_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(prep_smem));
+    const auto prep = fast ? gdn_bf16_prep_kernel<true> : gdn_bf16_prep_kernel<false>;
+    cudaError_t err =
+        cudaFuncSetAttribute(prep, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(prep_smem));
     if (err != cudaSuccess) return err;
     if (stages & kGdnStagePrep) {
-        gdn_bf16_prep_kernel<<<dim3(max_chunks(p.max_rows), p.Hv), kThreads, prep_smem, stream>>>(p);
+        prep<<<dim3(max_chunks(p.max_rows), p.Hv), kThreads, prep_smem, stream>>>(p);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (stages & (kGdnStageState | kGdnStageOut)) {
@@ -864,6 +970,8 @@ cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream
             err = launch_state<2>(p, stream);
         else if (want >= 1 && cluster_capacity<2>() > 0)
             err = launch_state<1>(p, stream);
+        else if (fast)
+            err = launch_state<0, true>(p, stream);
         else
             err = launch_state<0>(p, stream);
         if (err != cudaSuccess) return err;

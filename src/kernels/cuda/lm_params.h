@@ -189,6 +189,9 @@ struct GdnBf16Params {
     // in both roles; 16: 16 warps split into a state role (V', S) and an output role (X, O), same
     // bits, measured slower on the H100 (kept for A/B).
     int32_t chunk_state_warps = 0;
+    // bf16 path: 1 runs the prep and the cp.async state pass as before round 2 of issue 18 (32-bit
+    // fragment loads, looped copy indexing; same bits), for A/B. FROST_GDN_PREFILL=old does too.
+    int32_t chunk_v1 = 0;
 };
 
 // Copies this launch's K and V rows into the contiguous cache at cursor->pos + row
