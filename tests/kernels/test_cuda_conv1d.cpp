@@ -123,6 +123,59 @@ TEST(CudaConv1d, TiledPrefillEqualsDecodeStepsBitwise) {
     EXPECT_EQ(s1.download(), s2.download());  // and both leave the same state
 }
 
+// The prefill vector kernel (4 channels per thread, a warp per head; tile rows 16 / 32 / 64 / 16 at 80 registers)
+// against the per-channel loop kernel that decode steps run (Conv1dBf16Params::prefill_loop = 1),
+// bit for bit: outputs and the state left behind, on the 9B layout (64 heads of which 16 q and
+// 16 k are normalised, input a view into a wider projection), from a random carried state, over
+// row counts that end mid-tile and mid-group, including fewer rows than taps.
+TEST(CudaConv1d, VectorPrefillKernelEqualsLoopKernelBitwise) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("Conv1dVector");
+    const int C = 8192, K = 4, l2_heads = 32, q_heads = 16;
+    const int64_t x_stride = C + 4160;  // the 9B in_proj row: qkv | z | b | a
+    const int max_rows = 1100;
+    auto x = uniform(rng, max_rows * x_stride, -3, 3);
+    auto w = uniform(rng, C * K, -0.6f, 0.6f, false);
+    auto s0 = to_bf(uniform(rng, C * (K - 1), -3, 3));
+    Dev<uint16_t> dx(to_bf(x));
+    Dev<float> dw(w);
+    using kernels::bf16;
+    for (int rows : {1037, 333, 17, 2}) {
+        for (int tile : {0, 16, 64, -16}) {
+            std::vector<uint16_t> ys[2], ss[2];
+            for (int loop = 0; loop < 2; ++loop) {
+                Dev<uint16_t> st(s0), y(static_cast<size_t>(max_rows) * C);
+                Dev<int32_t> n(std::vector<int32_t>{rows});
+                y.poison();
+                kernels::Conv1dBf16Params p{bf(dx), dw.get(), bf(st), bf(y), x_stride, C, K, 128, l2_heads, q_heads,
+                                            1e-6f, 0.0883883f, max_rows, n.get()};
+                p.prefill_loop = loop;
+                p.tile_rows = tile;
+                CUDA_OK(kernels::conv1d_launch(p, nullptr));
+                ys[loop] = y.download();
+                ss[loop] = st.download();
+            }
+            const auto got = from_bf(ys[0]);
+            for (size_t i = 0; i < size_t(rows) * C; ++i)
+                ASSERT_FALSE(std::isnan(got[i])) << "rows " << rows << " tile " << tile << ": element " << i
+                                                 << " not written";
+            EXPECT_TRUE(std::isnan(got[size_t(rows) * C])) << "wrote past the valid rows";
+            for (size_t i = 0; i < size_t(rows) * C; ++i)
+                ASSERT_EQ(ys[0][i], ys[1][i]) << "rows " << rows << " tile " << tile << " row " << i / C << " channel "
+                                              << i % C;
+            EXPECT_EQ(ss[0], ss[1]) << "rows " << rows << " tile " << tile;
+            EXPECT_NE(ss[0], s0) << "the state moved on";
+        }
+    }
+    kernels::Conv1dBf16Params bad{bf(dx), dw.get(), nullptr, nullptr, x_stride, C, K, 128, l2_heads, q_heads,
+                                  1e-6f, 1.0f, max_rows, nullptr};
+    Dev<uint16_t> st(s0), y(static_cast<size_t>(max_rows) * C);
+    bad.state = bf(st);
+    bad.y = bf(y);
+    bad.tile_rows = 48;
+    EXPECT_EQ(kernels::conv1d_launch(bad, nullptr), cudaErrorInvalidValue) << "tile rows 48 is refused";
+}
+
 }  // namespace
 }  // namespace frost::test
 #endif

@@ -16,10 +16,21 @@
 // 577 (state + output) = 993 µs, 2.5x. The state pass is latency-bound (one block per SM, 256
 // chunks in sequence): the bulk-copy and cluster-multicast loads measured slower than cp.async
 // (1073 and 1204 µs in all), so chunk_cluster = 0 is the default and they stay selectable.
+// Round 2 (issue 18; bench_cuda_kernels --gdn, H100, 9B shape, L2 flushed, one run, µs prep +
+// state at 2048 / 16384 rows): v1 56.3 + 76.8 / 378.6 + 569.1 → now 57.1 + 74.6 / 383.5 + 554.4
+// (twice: 56.4 + 74.1 / 376.5 + 538.7); the session's first run had v1's prep at 59.6 / 401 before
+// its block-diagonal solve was unrolled. ldmatrix A fragments and unrolled copies cut the state
+// pass's instructions (ncu, 2048 rows: 23.6 M → ~16 M executed, IPC 1.41 → 1.02) but hardly its time:
+// it waits on latency (2 warps per scheduler, 0.31 eligible, 7.8 cycles per issue), not issue.
+// 16 warps in two roles (opt-in) measured slower still. What is left is the chain per chunk:
+// barrier, 8 dependent mma per accumulator, barrier, 4 more, barrier.
 // Fragment layouts (PTX ISA, m16n8k16 .bf16), g = lane / 4, q = lane % 4, pairs of bf16 per
 // register, the lower index in the low half: A 16x16 row-major: a0 (g, 2q..2q+1), a1 (g+8, 2q..),
 // a2 (g, 2q+8..), a3 (g+8, 2q+8..); B 16x8: b0 (k 2q..2q+1, n g), b1 (k 2q+8.., n g);
 // C 16x8: c0 c1 (g, 2q..2q+1), c2 c3 (g+8, 2q..2q+1).
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gdn_chunk.cuh"
 #include "kernels/cuda/lm_kernels.h"
@@ -46,6 +57,24 @@ __device__ inline void load_a(uint32_t (&a)[4], const bf16* base, int m0, int k0
     a[1] = ld32(base + (m0 + g + 8) * P + k0 + 2 * q);
     a[2] = ld32(base + (m0 + g) * P + k0 + 2 * q + 8);
     a[3] = ld32(base + (m0 + g + 8) * P + k0 + 2 * q + 8);
+}
+
+// The same fragment by one ldmatrix (lanes 0-7: rows m0.. at k0, 8-15: rows m0+8.. at k0, 16-23:
+// rows m0.. at k0+8, 24-31: rows m0+8.. at k0+8): the same registers as load_a, one instruction
+// instead of four (pitches ≡ 16 mod 128 bytes: the 8 rows of each matrix hit distinct bank groups).
+template <int P>
+__device__ inline void load_a_ldsm(uint32_t (&a)[4], const bf16* base, int m0, int k0, int lane) {
+    const int r = lane & 7, mi = lane >> 3;
+    ldmatrix_x4(a, base + (m0 + r + 8 * (mi & 1)) * P + k0 + 8 * (mi >> 1));
+}
+
+// B fragments of two n-tiles (n0.., n0+8..) of Xᵀ where X is a row-major [n][k] bf16 tile with
+// pitch P (B[k][n] = X[n][k]): b[0], b[1] for n0 and b[2], b[3] for n0 + 8, as 32-bit loads of
+// X[n0 + g][k0 + 2q ..] would give them.
+template <int P>
+__device__ inline void load_bt2(uint32_t (&b)[4], const bf16* base, int n0, int k0, int lane) {
+    const int r = lane & 7, mi = lane >> 3;
+    ldmatrix_x4(b, base + (n0 + r + 8 * (mi >> 1)) * P + k0 + 8 * (mi & 1));
 }
 
 // B fragments of two n-tiles (columns n0.., n0+8..) of a row-major [k][n] bf16 tile with pitch P:
@@ -154,6 +183,8 @@ __device__ inline void copy_out(bf16* dst, const bf16 (*src)[P]) {
     }
 }
 
+// kFast: fragments by ldmatrix (load_a_ldsm, load_bt2) instead of 32-bit loads, same registers.
+template <bool kFast>
 __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     PrepSmem& sm = *reinterpret_cast<PrepSmem*>(smem_raw);
@@ -210,14 +241,28 @@ __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Param
 #pragma unroll
         for (int k0 = 0; k0 < kD; k0 += 16) {
             uint32_t ka[4], qa[4];
-            load_a<kPW>(ka, &sm.u0.k[0][0], pm0, k0, g, q);
-            load_a<kPW>(qa, &sm.u1.q[0][0], pm0, k0, g, q);
+            if constexpr (kFast) {
+                load_a_ldsm<kPW>(ka, &sm.u0.k[0][0], pm0, k0, lane);
+                load_a_ldsm<kPW>(qa, &sm.u1.q[0][0], pm0, k0, lane);
 #pragma unroll
-            for (int j = 0; j < kTiles; ++j) {
-                const int n = pn0 + 8 * j + g;  // Kᵀ as B: B[k][n] = K[n][k], pairs along k
-                const uint32_t b0 = ld32(&sm.u0.k[n][k0 + 2 * q]), b1 = ld32(&sm.u0.k[n][k0 + 2 * q + 8]);
-                mma_bf16(kk[j], ka, b0, b1);
-                mma_bf16(qk[j], qa, b0, b1);
+                for (int j = 0; j < kTiles; j += 2) {
+                    uint32_t b[4];
+                    load_bt2<kPW>(b, &sm.u0.k[0][0], pn0 + 8 * j, k0, lane);
+                    mma_bf16(kk[j], ka, b[0], b[1]);
+                    mma_bf16(qk[j], qa, b[0], b[1]);
+                    mma_bf16(kk[j + 1], ka, b[2], b[3]);
+                    mma_bf16(qk[j + 1], qa, b[2], b[3]);
+                }
+            } else {
+                load_a<kPW>(ka, &sm.u0.k[0][0], pm0, k0, g, q);
+                load_a<kPW>(qa, &sm.u1.q[0][0], pm0, k0, g, q);
+#pragma unroll
+                for (int j = 0; j < kTiles; ++j) {
+                    const int n = pn0 + 8 * j + g;  // Kᵀ as B: B[k][n] = K[n][k], pairs along k
+                    const uint32_t b0 = ld32(&sm.u0.k[n][k0 + 2 * q]), b1 = ld32(&sm.u0.k[n][k0 + 2 * q + 8]);
+                    mma_bf16(kk[j], ka, b0, b1);
+                    mma_bf16(qk[j], qa, b0, b1);
+                }
             }
         }
 #pragma unroll
@@ -255,29 +300,38 @@ __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Param
     }
     __syncthreads();
     // Block diagonals d = 1, 2, 3: Y = Σ_{j≤k<i} A_ik T_kj, then T_ij = −T_ii Y (block indices).
-#pragma unroll 1
-    for (int d = 1; d < kNBlk; ++d) {
-        const int pairs = kNBlk - d;  // (i, j) = (j + d, j), j = 0 .. pairs - 1
-        for (int e = t; e < pairs * kBlk * kBlk; e += kThreads) {
-            const int j = e / (kBlk * kBlk), r = (e / kBlk) % kBlk, cc = e % kBlk;
-            const int i = j + d;
-            float acc = 0.0f;
-            for (int kb = j; kb < i; ++kb)
+    // One element of a 16x16 block per thread, block pair j per round: every loop below has a
+    // constant trip count and every index is a constant plus (r, cc), so it unrolls into straight
+    // loads and FMAs (the looped form was a third of the kernel's instructions).
+    static_assert(kBlk * kBlk == kThreads, "one element of a 16x16 block per thread");
+    {
+        const int r = t / kBlk, cc = t % kBlk;
+#pragma unroll
+        for (int d = 1; d < kNBlk; ++d) {
+#pragma unroll
+            for (int j = 0; j < kNBlk - d; ++j) {  // (i, j) = (j + d, j)
+                const int i = j + d;
+                float acc = 0.0f;
+#pragma unroll
+                for (int kb = j; kb < i; ++kb)
+#pragma unroll
+                    for (int m = 0; m < kBlk; ++m)
+                        acc = __fmaf_rn(sm.u2.a[kBlk * i + r][kBlk * kb + m], sm.u1.t[kBlk * kb + m][kBlk * j + cc],
+                                        acc);
+                sm.y[j][r][cc] = acc;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int j = 0; j < kNBlk - d; ++j) {
+                const int i = j + d;
+                float acc = 0.0f;
 #pragma unroll
                 for (int m = 0; m < kBlk; ++m)
-                    acc += sm.u2.a[kBlk * i + r][kBlk * kb + m] * sm.u1.t[kBlk * kb + m][kBlk * j + cc];
-            sm.y[j][r][cc] = acc;
+                    acc = __fmaf_rn(sm.u1.t[kBlk * i + r][kBlk * i + m], sm.y[j][m][cc], acc);
+                sm.u1.t[kBlk * i + r][kBlk * j + cc] = -acc;
+            }
+            __syncthreads();  // (last round: T is complete and A is dead)
         }
-        __syncthreads();
-        for (int e = t; e < pairs * kBlk * kBlk; e += kThreads) {
-            const int j = e / (kBlk * kBlk), r = (e / kBlk) % kBlk, cc = e % kBlk;
-            const int i = j + d;
-            float acc = 0.0f;
-#pragma unroll
-            for (int m = 0; m < kBlk; ++m) acc += sm.u1.t[kBlk * i + r][kBlk * i + m] * sm.y[j][m][cc];
-            sm.u1.t[kBlk * i + r][kBlk * j + cc] = -acc;
-        }
-        __syncthreads();  // (last round: T is complete and A is dead)
     }
     // W = T diag(β e^γ) K, then U = T diag(β) V: warp w owns rows 16 (w/2), columns 64 (w%2) .. +63.
     const int m0 = 16 * (warp / 2), n0 = 64 * (warp % 2);
@@ -422,13 +476,15 @@ __device__ inline void prefetch_own(StageBuf& b, const float* slot, int j0) {
 }
 
 // Chunk c's operands into a staging buffer; K and Q rows past len are zero-filled (never read).
+// kT: the block's threads.
+template <int kT = kThreads>
 __device__ inline void prefetch(StageBuf& b, const GdnBf16Params& p, const float* slot, int start, int len, int kh,
                                 int j0) {
     constexpr int kRowVecs = kD / kVec, kSliceVecs = kSlice / kVec, kPVecs = kC / kVec;
     const bf16* w = reinterpret_cast<const bf16*>(slot + kBf16WOff);
     const bf16* u = reinterpret_cast<const bf16*>(slot + kBf16UOff);
     const bf16* pm = reinterpret_cast<const bf16*>(slot + kBf16POff);
-    for (int e = threadIdx.x; e < kC * kRowVecs; e += kThreads) {
+    for (int e = threadIdx.x; e < kC * kRowVecs; e += kT) {
         const int r = e / kRowVecs, d = (e % kRowVecs) * kVec;
         cp_async16(&b.w[r][d], w + r * kD + d);
         const bool in = r < len;
@@ -436,23 +492,62 @@ __device__ inline void prefetch(StageBuf& b, const GdnBf16Params& p, const float
         cp_async16(&b.k[r][d], p.k + row, in ? 16 : 0);
         cp_async16(&b.q[r][d], p.q + row, in ? 16 : 0);
     }
-    for (int e = threadIdx.x; e < kC * kSliceVecs; e += kThreads) {
+    for (int e = threadIdx.x; e < kC * kSliceVecs; e += kT) {
         const int r = e / kSliceVecs, d = (e % kSliceVecs) * kVec;
         cp_async16(&b.u[r][d], u + r * kD + j0 + d);
     }
-    for (int e = threadIdx.x; e < kC * kPVecs; e += kThreads) {
+    for (int e = threadIdx.x; e < kC * kPVecs; e += kT) {
         const int r = e / kPVecs, d = (e % kPVecs) * kVec;
         cp_async16(&b.p[r][d], pm + r * kC + d);
     }
     if (threadIdx.x < kC / 4) cp_async16(&b.gamma[4 * threadIdx.x], slot + kBf16GammaOff + 4 * threadIdx.x);
 }
 
+// prefetch() with every trip count a constant (one 256-thread block: 4 rounds of W, K, Q rows, one
+// of the U slice, two of P), so each thread's offsets are computed once per chunk and the copies
+// unroll: the looped form's 64-bit index arithmetic was most of the state pass's instructions.
+__device__ inline void prefetch_fast(StageBuf& b, const GdnBf16Params& p, const float* slot, int start, int len,
+                                     int kh, int j0) {
+    constexpr int kRowVecs = kD / kVec, kRowsPer = kThreads / kRowVecs;  // 16 rows of 128 per round
+    constexpr int kSliceVecs = kSlice / kVec, kPVecs = kC / kVec;
+    static_assert(kC * kSliceVecs == kThreads && kC * kPVecs == 2 * kThreads && kC % kRowsPer == 0, "rounds");
+    const int t = threadIdx.x;
+    const int r0 = t / kRowVecs, d = (t % kRowVecs) * kVec;
+    const bf16* w = reinterpret_cast<const bf16*>(slot + kBf16WOff) + r0 * kD + d;
+    const int64_t head_row = static_cast<int64_t>(start) * p.qkv_row_stride + kh * kD + d;
+    const bf16* kb = p.k + head_row;
+    const bf16* qb = p.q + head_row;
+#pragma unroll
+    for (int it = 0; it < kC / kRowsPer; ++it) {
+        const int r = r0 + it * kRowsPer;
+        cp_async16(&b.w[r][d], w + it * kRowsPer * kD);
+        const bool in = r < len;
+        const int64_t off = in ? static_cast<int64_t>(r) * p.qkv_row_stride : 0;
+        cp_async16(&b.k[r][d], kb + off, in ? 16 : 0);
+        cp_async16(&b.q[r][d], qb + off, in ? 16 : 0);
+    }
+    {
+        const int r = t / kSliceVecs, dd = (t % kSliceVecs) * kVec;
+        cp_async16(&b.u[r][dd], reinterpret_cast<const bf16*>(slot + kBf16UOff) + r * kD + j0 + dd);
+    }
+    const bf16* pm = reinterpret_cast<const bf16*>(slot + kBf16POff);
+#pragma unroll
+    for (int it = 0; it < 2; ++it) {
+        const int r = t / kPVecs + it * (kThreads / kPVecs), dd = (t % kPVecs) * kVec;
+        cp_async16(&b.p[r][dd], pm + r * kC + dd);
+    }
+    if (t < kC / 4) cp_async16(&b.gamma[4 * t], slot + kBf16GammaOff + 4 * t);
+}
+
 // Block (value head, 32-column dv slice), 8 warps. Warp w: V', X and O tiles rows 16 (w/2),
 // columns 16 (w%2) .. +15 of the slice (two n-tiles); S rows 16 w .. +15, all 32 columns (four
 // n-tiles) as fp32 accumulators for the whole pass. kCl: the copy mode above (kCl >= 2: launched
 // as clusters of kCl slices of a head along grid y).
-template <int kCl>
+// kFast (cp.async mode only): prefetch_fast and ldmatrix A fragments; the same bytes, registers
+// and products as kFast = false.
+template <int kCl, bool kFast = false>
 __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params p) {
+    static_assert(!kFast || kCl == 0, "the fast copies are the cp.async mode's");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     StateSmem& sm = *reinterpret_cast<StateSmem*>(smem_raw);
     const int rows = cursor_rows(p.cursor, p.max_rows);
@@ -486,6 +581,8 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
         if constexpr (kBulk) {
             bulk_chunk<kCl>(sm.buf[c % kStages], &sm.full[c % kStages], p, slot_of(c), st, ln, kh, rank);
             prefetch_own(sm.buf[c % kStages], slot_of(c), j0);
+        } else if constexpr (kFast) {
+            prefetch_fast(sm.buf[c % kStages], p, slot_of(c), st, ln, kh, j0);
         } else {
             prefetch(sm.buf[c % kStages], p, slot_of(c), st, ln, kh, j0);
         }
@@ -530,8 +627,13 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
 #pragma unroll
         for (int k0 = 0; k0 < kD; k0 += 16) {
             uint32_t aw[4], aq[4], bs[4];
-            load_a<kPW>(aw, &b.w[0][0], m0, k0, g, q);
-            load_a<kPW>(aq, &b.q[0][0], m0, k0, g, q);
+            if constexpr (kFast) {
+                load_a_ldsm<kPW>(aw, &b.w[0][0], m0, k0, lane);
+                load_a_ldsm<kPW>(aq, &b.q[0][0], m0, k0, lane);
+            } else {
+                load_a<kPW>(aw, &b.w[0][0], m0, k0, g, q);
+                load_a<kPW>(aq, &b.q[0][0], m0, k0, g, q);
+            }
             load_b2_t<kPS>(bs, &sm.s[0][0], k0, nb, lane);
             mma_bf16(v[0], aw, bs[0], bs[1]);
             mma_bf16(v[1], aw, bs[2], bs[3]);
@@ -583,7 +685,10 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
         // O += P V' (P is zero above the diagonal: k-blocks past this tile's rows add nothing).
         for (int k0 = 0; k0 <= m0; k0 += 16) {
             uint32_t ap[4], bv[4];
-            load_a<kPP>(ap, &b.p[0][0], m0, k0, g, q);
+            if constexpr (kFast)
+                load_a_ldsm<kPP>(ap, &b.p[0][0], m0, k0, lane);
+            else
+                load_a<kPP>(ap, &b.p[0][0], m0, k0, g, q);
             load_b2_t<kPS>(bv, &sm.vp[0][0], k0, nb, lane);
             mma_bf16(o[0], ap, bv[0], bv[1]);
             mma_bf16(o[1], ap, bv[2], bv[3]);
@@ -614,6 +719,161 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
             const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
             *reinterpret_cast<float2*>(state + r * kD + j0 + col) = make_float2(s[j][2 * hi], s[j][2 * hi + 1]);
         }
+}
+
+// ---- 2'. State pass split by role, 16 warps (opt-in: chunk_state_warps = 16) -------------------
+// The 8-warp kernel above is latency-bound (ncu, 2048 rows: 2 warps per scheduler, 0.45 eligible,
+// IPC 1.41): each warp runs both products of a tile, W S₀ and Q S₀, then both of S and O. Here the
+// block has 16 warps in two roles on the same tiles and shared memory: warps 0-7 form V' = U − W S₀
+// and update S (rows 16 w, as above), warps 8-15 form X = Q S₀ and the output O = e^γ ⊙ X + P V'.
+// Every product, operand and order is the 8-warp kernel's: the same bits (tested). Measured slower
+// (H100, bench_cuda_kernels --gdn, one run: 83.7 against 77.2 us at 2048 rows, 611 against 567 at
+// 16384; IPC 1.52, 4 warps per scheduler but 0.69 eligible): each accumulator's chain of 8
+// dependent mma per chunk stays as long, and the chunk's barriers now wait for 16 warps.
+constexpr int kThreadsWs = 2 * kThreads;
+
+__global__ void __launch_bounds__(kThreadsWs, 1) gdn_bf16_state_ws_kernel(GdnBf16Params p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    StateSmem& sm = *reinterpret_cast<StateSmem*>(smem_raw);
+    const int rows = cursor_rows(p.cursor, p.max_rows);
+    const int pos = p.cursor->pos;
+    const int h = blockIdx.x, j0 = blockIdx.y * kSlice;
+    const int kh = h / (p.Hv / p.Hk);
+    const int wid = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const bool state_role = wid < kThreads / kWarp;  // warp-uniform
+    const int warp = state_role ? wid : wid - kThreads / kWarp;
+    const int g = lane / 4, q = lane % 4;
+    const int m0 = 16 * (warp / 2), nb = 16 * (warp % 2);  // V' (state role) or X / O (output role) tile
+    const int ms = 16 * warp;                              // S rows (state role)
+    float* state = p.state + static_cast<int64_t>(h) * kD * kD;
+
+    float s[4][4] = {};
+    if (state_role) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi) {
+                const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
+                const float2 v = *reinterpret_cast<const float2*>(state + r * kD + j0 + col);
+                s[j][2 * hi] = v.x, s[j][2 * hi + 1] = v.y;
+                *reinterpret_cast<uint32_t*>(&sm.s[r][col]) = pack_bf16(v.x, v.y);
+            }
+    }
+    int chunks = 0;
+    for (int st, ln; chunks < max_chunks(rows) && chunk_range(chunks, pos, rows, st, ln);) ++chunks;
+    auto slot_of = [&](int c) { return p.work + (static_cast<int64_t>(c) * p.Hv + h) * kBf16SlotFloats; };
+    auto stage = [&](int c) {
+        int st, ln;
+        chunk_range(c, pos, rows, st, ln);
+        prefetch<kThreadsWs>(sm.buf[c % kStages], p, slot_of(c), st, ln, kh, j0);
+    };
+#pragma unroll
+    for (int c = 0; c < kStages - 1; ++c) {
+        if (c < chunks) stage(c);
+        cp_async_commit();
+    }
+    for (int c = 0; c < chunks; ++c) {
+        if (c + kStages - 1 < chunks) stage(c + kStages - 1);  // into the buffer chunk c - 1 used
+        cp_async_commit();
+        cp_async_wait<kStages - 1>();  // chunk c has landed
+        __syncthreads();               // chunk c is visible to every thread, and so is the previous S copy
+        const StageBuf& b = sm.buf[c % kStages];
+        int start, len;
+        chunk_range(c, pos, rows, start, len);
+        const float gamma_last = b.gamma[len - 1];
+
+        // V' = U − W S₀ (state role) or X = Q S₀ (output role) on this warp's two tiles.
+        float acc[2][4] = {};
+        const bf16* a_src = state_role ? &b.w[0][0] : &b.q[0][0];
+#pragma unroll
+        for (int k0 = 0; k0 < kD; k0 += 16) {
+            uint32_t a[4], bs[4];
+            load_a<kPW>(a, a_src, m0, k0, g, q);
+            load_b2_t<kPS>(bs, &sm.s[0][0], k0, nb, lane);
+            mma_bf16(acc[0], a, bs[0], bs[1]);
+            mma_bf16(acc[1], a, bs[2], bs[3]);
+        }
+        if (state_role) {
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi) {
+                const int r = m0 + g + 8 * hi;
+                const float tail = expf(gamma_last - b.gamma[r]);
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    const int col = nb + 8 * j + 2 * q;
+                    const float2 uu = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&b.u[r][col]));
+                    const float v0 = uu.x - acc[j][2 * hi], v1 = uu.y - acc[j][2 * hi + 1];
+                    *reinterpret_cast<uint32_t*>(&sm.vp[r][col]) = pack_bf16(v0, v1);
+                    *reinterpret_cast<uint32_t*>(&sm.vd[r][col]) = pack_bf16(v0 * tail, v1 * tail);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi) {
+                const float eg = expf(b.gamma[m0 + g + 8 * hi]);
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    acc[j][2 * hi] *= eg;
+                    acc[j][2 * hi + 1] *= eg;
+                }
+            }
+        }
+        __syncthreads();  // V' is complete and every read of the S₀ copy is done
+
+        if (state_role) {
+            // S = e^{γ_L} S₀ + Kᵀ (e^{γ_L−γ} ⊙ V') (k over the chunk's rows; rows past len are zero).
+            const float decay = expf(gamma_last);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int x = 0; x < 4; ++x) s[j][x] *= decay;
+#pragma unroll
+            for (int k0 = 0; k0 < kC; k0 += 16) {
+                uint32_t ak[4], b01[4], b23[4];
+                load_at<kPW>(ak, &b.k[0][0], ms, k0, lane);
+                load_b2_t<kPS>(b01, &sm.vd[0][0], k0, 0, lane);
+                load_b2_t<kPS>(b23, &sm.vd[0][0], k0, 16, lane);
+                mma_bf16(s[0], ak, b01[0], b01[1]);
+                mma_bf16(s[1], ak, b01[2], b01[3]);
+                mma_bf16(s[2], ak, b23[0], b23[1]);
+                mma_bf16(s[3], ak, b23[2], b23[3]);
+            }
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int hi = 0; hi < 2; ++hi)
+                    *reinterpret_cast<uint32_t*>(&sm.s[ms + g + 8 * hi][8 * j + 2 * q]) =
+                        pack_bf16(s[j][2 * hi], s[j][2 * hi + 1]);
+        } else {
+            // O += P V' (P is zero above the diagonal: k-blocks past this tile's rows add nothing).
+            for (int k0 = 0; k0 <= m0; k0 += 16) {
+                uint32_t ap[4], bv[4];
+                load_a<kPP>(ap, &b.p[0][0], m0, k0, g, q);
+                load_b2_t<kPS>(bv, &sm.vp[0][0], k0, nb, lane);
+                mma_bf16(acc[0], ap, bv[0], bv[1]);
+                mma_bf16(acc[1], ap, bv[2], bv[3]);
+            }
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi) {
+                const int r = m0 + g + 8 * hi;
+                if (r >= len) continue;
+                bf16* out = p.o + (static_cast<int64_t>(start + r) * p.Hv + h) * kD + j0 + nb + 2 * q;
+#pragma unroll
+                for (int j = 0; j < 2; ++j)
+                    *reinterpret_cast<uint32_t*>(out + 8 * j) = pack_bf16(acc[j][2 * hi], acc[j][2 * hi + 1]);
+            }
+        }
+        __syncthreads();  // this buffer is free for the prefetch of chunk c + 3; V' may be rewritten
+    }
+    if (state_role) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi) {
+                const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
+                *reinterpret_cast<float2*>(state + r * kD + j0 + col) = make_float2(s[j][2 * hi], s[j][2 * hi + 1]);
+            }
+    }
 }
 
 template <int kCl>
@@ -661,37 +921,57 @@ bool clusters_fit(int heads) {
     return cluster_capacity<kCl>() >= heads * (kMaxCluster / kCl);
 }
 
-template <int kCl>
+template <int kCl, bool kFast = false>
 cudaError_t launch_state(const GdnBf16Params& p, cudaStream_t stream) {
-    cudaError_t err = cudaFuncSetAttribute(gdn_bf16_state_kernel<kCl>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaError_t err = cudaFuncSetAttribute(gdn_bf16_state_kernel<kCl, kFast>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(sizeof(StateSmem)));
     if (err != cudaSuccess) return err;
     cudaLaunchAttribute attr[1];
     const cudaLaunchConfig_t cfg = state_config<kCl>(p, stream, attr);
-    return cudaLaunchKernelEx(&cfg, gdn_bf16_state_kernel<kCl>, p);
+    return cudaLaunchKernelEx(&cfg, gdn_bf16_state_kernel<kCl, kFast>, p);
+}
+
+// FROST_GDN_PREFILL=old runs the kernels as they were before (kFast = false here; the per-channel
+// conv1d in lm_conv1d.cu) for A/B runs of one binary through the engine; read once per process.
+bool prefill_old() {
+    static const bool old = [] {
+        const char* e = std::getenv("FROST_GDN_PREFILL");
+        return e && std::string(e) == "old";
+    }();
+    return old;
 }
 
 }  // namespace
 
 
 cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages) {
+    const bool fast = !p.chunk_v1 && !prefill_old();
     const size_t prep_smem = sizeof(PrepSmem);
-    cudaError_t err = cudaFuncSetAttribute(gdn_bf16_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(prep_smem));
+    const auto prep = fast ? gdn_bf16_prep_kernel<true> : gdn_bf16_prep_kernel<false>;
+    cudaError_t err =
+        cudaFuncSetAttribute(prep, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(prep_smem));
     if (err != cudaSuccess) return err;
     if (stages & kGdnStagePrep) {
-        gdn_bf16_prep_kernel<<<dim3(max_chunks(p.max_rows), p.Hv), kThreads, prep_smem, stream>>>(p);
+        prep<<<dim3(max_chunks(p.max_rows), p.Hv), kThreads, prep_smem, stream>>>(p);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (stages & (kGdnStageState | kGdnStageOut)) {
         // The largest requested cluster whose clusters all fit; bulk copies need sm_90.
         const int want = p.chunk_cluster;
-        if (want >= 4 && clusters_fit<4>(p.Hv))
+        if (want == 0 && p.chunk_state_warps == 16) {
+            constexpr int smem = static_cast<int>(sizeof(StateSmem));
+            err = cudaFuncSetAttribute(gdn_bf16_state_ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+            if (err != cudaSuccess) return err;
+            gdn_bf16_state_ws_kernel<<<dim3(p.Hv, kD / kSlice), kThreadsWs, smem, stream>>>(p);
+            err = cudaGetLastError();
+        } else if (want >= 4 && clusters_fit<4>(p.Hv))
             err = launch_state<4>(p, stream);
         else if (want >= 2 && clusters_fit<2>(p.Hv))
             err = launch_state<2>(p, stream);
         else if (want >= 1 && cluster_capacity<2>() > 0)
             err = launch_state<1>(p, stream);
+        else if (fast)
+            err = launch_state<0, true>(p, stream);
         else
             err = launch_state<0>(p, stream);
         if (err != cudaSuccess) return err;

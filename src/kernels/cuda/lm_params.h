@@ -123,6 +123,11 @@ struct Conv1dBf16Params {
     const int32_t* n_rows;
     int32_t pdl = 0;         // 1: programmatic dependent launch (decode graphs; see lm_common.cuh)
     BatchRef batch = {};          // on: one row per member (grid z), state from the table
+    // Prefill launches of more than 16 rows (never batched decode): 0 (default) runs the 4-channel
+    // vector kernel where it applies (K = 4, 8-byte aligned x rows and y), same bits as the
+    // per-channel kernel; 1 always runs the per-channel loop kernel (the decode step's, for A/B).
+    int32_t prefill_loop = 0;
+    int32_t tile_rows = 0;   // vector kernel: rows per warp, 0 = 16, else 32 or 64; -32 / -16 capped at 80 registers (bench)
 };
 
 // β = sigmoid(b); g = -exp(A_log) * softplus(a + dt_bias) in fp32 (family GdnGateParams).
@@ -180,6 +185,13 @@ struct GdnBf16Params {
     // largest size whose clusters all fit is taken, down to 1; 0 without cluster launch).
     int32_t chunk_cluster = 0;
     BatchRef batch = {};                  // recurrent kernel: one row per member (grid z), state from the table
+    // bf16 path with chunk_cluster == 0: the state pass's warps. 0 (default) or 8: 8 warps, each
+    // in both roles; 16: 16 warps split into a state role (V', S) and an output role (X, O), same
+    // bits, measured slower on the H100 (kept for A/B).
+    int32_t chunk_state_warps = 0;
+    // bf16 path: 1 runs the prep and the cp.async state pass as before round 2 of issue 18 (32-bit
+    // fragment loads, looped copy indexing; same bits), for A/B. FROST_GDN_PREFILL=old does too.
+    int32_t chunk_v1 = 0;
 };
 
 // Copies this launch's K and V rows into the contiguous cache at cursor->pos + row
