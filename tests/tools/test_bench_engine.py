@@ -115,3 +115,17 @@ def test_floors_match_independent_count(bench):
 def test_bad_lengths_refused(tmp_path):
     p = frost("bench", "engine", "--preset", "tiny", "--ttft", "0,128", "--out-dir", tmp_path)
     assert p.returncode == 2 and "--ttft" in p.stderr
+
+
+def test_chunk_reported_is_the_engines(bench, tmp_path):
+    j, model_dir, _ = bench
+    assert j["prefill_chunk"] == 256  # the explicit --chunk
+    # Without --chunk the engine picks (auto_prefill_chunk: 256 rows on the CPU, never above the
+    # context rounded up to a 64-row unit) and the bench reports what it picked.
+    p = frost("bench", "engine", "--model", model_dir, "--backend", "cpu", "--ttft", 64, "--decode", 64,
+              "--decode-steps", 2, "--reps", 1, "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    context = 64 + 2 + SEQ_SLACK
+    assert json.loads(p.stdout)["prefill_chunk"] == min(256, -(-context // 64) * 64)
+    p = frost("bench", "engine", "--preset", "tiny", "--chunk", 100, "--out-dir", tmp_path)
+    assert p.returncode == 2 and "--chunk" in p.stderr

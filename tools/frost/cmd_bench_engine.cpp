@@ -44,7 +44,8 @@ constexpr const char* kUsage =
     "  Cold start (process start -> ready), cold TTFT per prompt length (median of --reps after one\n"
     "  warm-up), decode ms/token at each context, peak device memory; each beside its floor. Without\n"
     "  --model a synthetic checkpoint of --preset (default tiny) is written under --out-dir\n"
-    "  (default ./engine-bench). --json prints JSON on stdout and the table on stderr.";
+    "  (default ./engine-bench). --chunk: the prefill chunk C_p (default 0: the engine's own choice,\n"
+    "  auto_prefill_chunk). --json prints JSON on stdout and the table on stderr.";
 
 constexpr int kWarmupTokens = 64;          // warm-up prefill length (one GDN chunk)
 constexpr int kSeqSlack = 64;              // max_seq_len = longest run + decode steps + this
@@ -236,7 +237,7 @@ double ratio(double v, double floor) { return floor > 0 ? v / floor : 0; }
 struct Args {
     std::string model, preset = "tiny", backend = "cpu", out_dir = "engine-bench";
     std::vector<int32_t> ttft = {1024, 4096, 16384, 32768}, decode = {1024, 32768};
-    int decode_steps = 64, chunk = 2048, reps = 3;
+    int decode_steps = 64, chunk = 0, reps = 3;  // chunk 0: the engine picks (auto_prefill_chunk)
     bool json = false;
     bool fp8_w8a8 = false;  // --fp8-prefill w8a8
     bool mask_decode = false;  // --mask-decode: a token mask set before every decode step
@@ -281,8 +282,8 @@ int parse_args(const std::vector<std::string>& args, Args* a) {
         std::fprintf(stderr, "frost bench engine: bad numeric value\n%s\n", kUsage);
         return 2;
     }
-    if (a->chunk <= 0 || a->chunk % fm::kGdnChunk) {
-        std::fprintf(stderr, "frost bench engine: --chunk must be a positive multiple of %d\n", fm::kGdnChunk);
+    if (a->chunk < 0 || a->chunk % fm::kGdnChunk) {
+        std::fprintf(stderr, "frost bench engine: --chunk must be 0 (auto) or a positive multiple of %d\n", fm::kGdnChunk);
         return 2;
     }
     return -1;
@@ -334,6 +335,7 @@ int run_bench_engine(const std::vector<std::string>& args) {
     t = Clock::now();
     std::unique_ptr<fm::Engine> e;
     if (fm::Engine::create_from_weights(w, eo, &e) != FROST_OK) return fail_msg("creating the engine");
+    const int chunk = e->options().prefill_chunk;  // the one the engine runs (--chunk 0: its choice)
     const double create_s = s_since(t);
     mem.sample("engine_created");
     const fm::CudaEngineInfo ci = fm::cuda_engine_info(*e);
@@ -482,14 +484,14 @@ int run_bench_engine(const std::vector<std::string>& args) {
                        {"floor", "checkpoint bytes at the pinned H2D copy rate (page cache warm)"},
                        {"total_over_floor", ratio(total_s, cold_floor_s)}};
     const json out = {{"bench", "engine"}, {"model", model_name}, {"model_dir", a.model}, {"backend", a.backend},
-                      {"prefill_chunk", a.chunk}, {"reps", a.reps}, {"decode_steps", a.decode_steps},
+                      {"prefill_chunk", chunk}, {"reps", a.reps}, {"decode_steps", a.decode_steps},
                       {"ceilings_gbps", {{"d2d", ce.d2d_gbps}, {"h2d_pinned", ce.h2d_gbps}}},
                       {"frost_results", results}, {"cold_start", cold}, {"memory", memory},
                       {"ttft", ttft_rows}, {"decode", decode_rows}};
 
     FILE* tbl = a.json ? stderr : stdout;
     std::fprintf(tbl, "engine bench %s (%s, C_p %d, max_seq %d): copy %.1f GB/s, pinned H2D %.1f GB/s\n",
-                 model_name.c_str(), a.backend.c_str(), a.chunk, eo.max_seq_len, ce.d2d_gbps, ce.h2d_gbps);
+                 model_name.c_str(), a.backend.c_str(), chunk, eo.max_seq_len, ce.d2d_gbps, ce.h2d_gbps);
     std::fprintf(tbl, "  cold start %.3f s (floor %.3f s, %.1fx):", total_s, cold_floor_s, ratio(total_s, cold_floor_s));
     for (const auto& [k, v] : phases.items()) std::fprintf(tbl, " %s %.3f", k.c_str(), v.get<double>());
     std::fprintf(tbl, "  [synth %.1f s excluded]\n", synth_s);
