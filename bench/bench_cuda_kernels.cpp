@@ -368,12 +368,9 @@ int bench_gdn() {
     p.cursor = cursor;
     struct Path {
         const char* name;
-        int tf32, warps, v1;
+        int tf32, v1;
     };
-    const Path paths[] = {{"bf16 (default)", 0, 0, 0},
-                          {"bf16 v1 (before round 2)", 0, 0, 1},
-                          {"bf16, 16-warp state pass", 0, 16, 0},
-                          {"tf32", 1, 0, 0}};
+    const Path paths[] = {{"bf16 (default)", 0, 0}, {"bf16 v1 (before round 2)", 0, 1}, {"tf32", 1, 0}};
     std::printf("gdn chunked, 9B shape (Hk %d, Hv %d, d %d), us per launch (median, L2 flushed)\n", Hk, Hv, D);
     std::printf("  %-26s %6s %9s %9s %9s\n", "path", "T", "prep", "state", "all");
     for (int T : {2048, 16384}) {
@@ -385,7 +382,6 @@ int bench_gdn() {
         for (int rep = 0; rep < 2; ++rep)
             for (const Path& path : paths) {
                 p.chunk_tf32 = path.tf32;
-                p.chunk_state_warps = path.warps;
                 p.chunk_v1 = path.v1;
                 CK(cudaMemcpy(state, hs.data(), hs.size() * sizeof(float), cudaMemcpyHostToDevice));
                 CK(gdn_chunk_launch(p, s));  // fills the scratch the stage timings read

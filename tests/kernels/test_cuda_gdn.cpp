@@ -310,16 +310,14 @@ struct PathResult {
 // The bf16 path in its state-pass copy modes (GdnBf16Params::chunk_cluster): kBf16 clusters of 4
 // (or the largest size that fits), kBf16Pair clusters of 2, kBf16Bulk bulk copies per block,
 // kBf16Own 16-byte cp.async per block (the default: 8 warps, each in both roles, ldmatrix A
-// fragments and unrolled copies), kBf16W16 the same copies with 16 warps split into a state and an
-// output role (chunk_state_warps = 16), kBf16V1 the prep and state pass as before (chunk_v1 = 1:
-// 32-bit fragment loads, looped copies).
-enum class Path { kBf16, kBf16Pair, kBf16Bulk, kBf16Own, kBf16W16, kBf16V1, kTf32, kFp32 };
+// fragments and unrolled copies), kBf16V1 the prep and state pass as before (chunk_v1 = 1: 32-bit
+// fragment loads, looped copies).
+enum class Path { kBf16, kBf16Pair, kBf16Bulk, kBf16Own, kBf16V1, kTf32, kFp32 };
 
 void set_path(kernels::GdnBf16Params& p, Path path) {
     p.chunk_fp32 = path == Path::kFp32 ? 1 : 0;
     p.chunk_tf32 = path == Path::kTf32 ? 1 : 0;
     p.chunk_cluster = path == Path::kBf16 ? 4 : path == Path::kBf16Pair ? 2 : path == Path::kBf16Bulk ? 1 : 0;
-    p.chunk_state_warps = path == Path::kBf16W16 ? 16 : 0;
     p.chunk_v1 = path == Path::kBf16V1 ? 1 : 0;
 }
 
@@ -402,12 +400,11 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
         auto rng = fresh_rng("GdnTensorCore");
         const Inputs in = make_inputs_shaped(rng, cs.T, cs.sh, cs.g_lo, cs.g_hi);
         const auto s0 = uniform(rng, cs.sh.Hv * D * D, -0.2f, 0.2f, false);
-        PathResult b16, pair, bulk, own, w16, v1, tc, f32;
+        PathResult b16, pair, bulk, own, v1, tc, f32;
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16, b16));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Pair, pair));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Bulk, bulk));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Own, own));
-        ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16W16, w16));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16V1, v1));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kTf32, tc));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kFp32, f32));
@@ -456,9 +453,9 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
                     s_b_f32.head_rel, s_tc_ref.head_rel, s_f32_ref.head_rel, o_b_ref.max_abs, s_b_ref.max_abs);
         const std::string where = "T " + std::to_string(cs.T) + " pos " + std::to_string(cs.pos) + " Hv/Hk " +
                                   std::to_string(nv / cs.sh.Hk) + " g_lo " + std::to_string(cs.g_lo);
-        // Every copy mode loads the same bytes and both warp layouts run the same products in the
-        // same order: the same bits.
-        for (const PathResult* r : {&pair, &bulk, &own, &w16, &v1}) {
+        // Every copy mode and both load forms (v1) run the same products in the same order: the
+        // same bits.
+        for (const PathResult* r : {&pair, &bulk, &own, &v1}) {
             EXPECT_EQ(0, std::memcmp(b16.state.data(), r->state.data(), b16.state.size() * sizeof(float))) << where;
             EXPECT_EQ(0, std::memcmp(b16.o.data(), r->o.data(), n_o * sizeof(float))) << where;
         }
@@ -472,7 +469,7 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
         EXPECT_LE(s_f32_ref.head_rel, kStateTol) << where;
         EXPECT_LE(s_tc_ref.head_rel, kTcStateTol) << where;
         EXPECT_LE(s_tc_cpu.head_rel, kTcStateTol) << where;
-        for (const PathResult* r : {&b16, &pair, &bulk, &own, &w16, &v1, &tc, &f32})
+        for (const PathResult* r : {&b16, &pair, &bulk, &own, &v1, &tc, &f32})
             if (n_o < r->o.size()) {
                 EXPECT_TRUE(std::isnan(r->o[n_o])) << where << ": wrote past the valid rows";
             }
@@ -528,10 +525,9 @@ TEST(CudaGdn, NineBShapeTimingAndAgreement) {
         c.n_tokens = T;
         cursor.upload(std::vector<StepCursor>{c});
         p.max_rows = T;
-        constexpr int kPaths = 7;
-        const Path paths[kPaths] = {Path::kTf32,     Path::kBf16Own,  Path::kBf16V1, Path::kBf16W16,
-                                    Path::kBf16Bulk, Path::kBf16Pair, Path::kBf16};
-        const char* names[kPaths] = {"tf32", "bf16o", "bf16v1", "bf16w16", "bf16b", "bf16p", "bf16"};
+        constexpr int kPaths = 6;
+        const Path paths[kPaths] = {Path::kTf32, Path::kBf16Own, Path::kBf16V1, Path::kBf16Bulk, Path::kBf16Pair, Path::kBf16};
+        const char* names[kPaths] = {"tf32", "bf16o", "bf16v1", "bf16b", "bf16p", "bf16"};
         PathResult res[kPaths];
         StageTimes times[kPaths];
         for (int pi = 0; pi < kPaths; ++pi) {

@@ -22,7 +22,10 @@
 // its block-diagonal solve was unrolled. ldmatrix A fragments and unrolled copies cut the state
 // pass's instructions (ncu, 2048 rows: 23.6 M → ~16 M executed, IPC 1.41 → 1.02) but hardly its time:
 // it waits on latency (2 warps per scheduler, 0.31 eligible, 7.8 cycles per issue), not issue.
-// 16 warps in two roles (opt-in) measured slower still. What is left is the chain per chunk:
+// A 16-warp version with the state (V', S) and output (X, O) products in separate warps, same
+// bits, measured slower (83.7 / 611 against 77.2 / 567 µs: each accumulator's chain of dependent
+// mma stays as long and the chunk's barriers wait for 16 warps) and was removed. What is left is
+// the chain per chunk:
 // barrier, 8 dependent mma per accumulator, barrier, 4 more, barrier.
 // Fragment layouts (PTX ISA, m16n8k16 .bf16), g = lane / 4, q = lane % 4, pairs of bf16 per
 // register, the lower index in the low half: A 16x16 row-major: a0 (g, 2q..2q+1), a1 (g+8, 2q..),
@@ -721,161 +724,6 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
         }
 }
 
-// ---- 2'. State pass split by role, 16 warps (opt-in: chunk_state_warps = 16) -------------------
-// The 8-warp kernel above is latency-bound (ncu, 2048 rows: 2 warps per scheduler, 0.45 eligible,
-// IPC 1.41): each warp runs both products of a tile, W S₀ and Q S₀, then both of S and O. Here the
-// block has 16 warps in two roles on the same tiles and shared memory: warps 0-7 form V' = U − W S₀
-// and update S (rows 16 w, as above), warps 8-15 form X = Q S₀ and the output O = e^γ ⊙ X + P V'.
-// Every product, operand and order is the 8-warp kernel's: the same bits (tested). Measured slower
-// (H100, bench_cuda_kernels --gdn, one run: 83.7 against 77.2 us at 2048 rows, 611 against 567 at
-// 16384; IPC 1.52, 4 warps per scheduler but 0.69 eligible): each accumulator's chain of 8
-// dependent mma per chunk stays as long, and the chunk's barriers now wait for 16 warps.
-constexpr int kThreadsWs = 2 * kThreads;
-
-__global__ void __launch_bounds__(kThreadsWs, 1) gdn_bf16_state_ws_kernel(GdnBf16Params p) {
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    StateSmem& sm = *reinterpret_cast<StateSmem*>(smem_raw);
-    const int rows = cursor_rows(p.cursor, p.max_rows);
-    const int pos = p.cursor->pos;
-    const int h = blockIdx.x, j0 = blockIdx.y * kSlice;
-    const int kh = h / (p.Hv / p.Hk);
-    const int wid = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-    const bool state_role = wid < kThreads / kWarp;  // warp-uniform
-    const int warp = state_role ? wid : wid - kThreads / kWarp;
-    const int g = lane / 4, q = lane % 4;
-    const int m0 = 16 * (warp / 2), nb = 16 * (warp % 2);  // V' (state role) or X / O (output role) tile
-    const int ms = 16 * warp;                              // S rows (state role)
-    float* state = p.state + static_cast<int64_t>(h) * kD * kD;
-
-    float s[4][4] = {};
-    if (state_role) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int hi = 0; hi < 2; ++hi) {
-                const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
-                const float2 v = *reinterpret_cast<const float2*>(state + r * kD + j0 + col);
-                s[j][2 * hi] = v.x, s[j][2 * hi + 1] = v.y;
-                *reinterpret_cast<uint32_t*>(&sm.s[r][col]) = pack_bf16(v.x, v.y);
-            }
-    }
-    int chunks = 0;
-    for (int st, ln; chunks < max_chunks(rows) && chunk_range(chunks, pos, rows, st, ln);) ++chunks;
-    auto slot_of = [&](int c) { return p.work + (static_cast<int64_t>(c) * p.Hv + h) * kBf16SlotFloats; };
-    auto stage = [&](int c) {
-        int st, ln;
-        chunk_range(c, pos, rows, st, ln);
-        prefetch<kThreadsWs>(sm.buf[c % kStages], p, slot_of(c), st, ln, kh, j0);
-    };
-#pragma unroll
-    for (int c = 0; c < kStages - 1; ++c) {
-        if (c < chunks) stage(c);
-        cp_async_commit();
-    }
-    for (int c = 0; c < chunks; ++c) {
-        if (c + kStages - 1 < chunks) stage(c + kStages - 1);  // into the buffer chunk c - 1 used
-        cp_async_commit();
-        cp_async_wait<kStages - 1>();  // chunk c has landed
-        __syncthreads();               // chunk c is visible to every thread, and so is the previous S copy
-        const StageBuf& b = sm.buf[c % kStages];
-        int start, len;
-        chunk_range(c, pos, rows, start, len);
-        const float gamma_last = b.gamma[len - 1];
-
-        // V' = U − W S₀ (state role) or X = Q S₀ (output role) on this warp's two tiles.
-        float acc[2][4] = {};
-        const bf16* a_src = state_role ? &b.w[0][0] : &b.q[0][0];
-#pragma unroll
-        for (int k0 = 0; k0 < kD; k0 += 16) {
-            uint32_t a[4], bs[4];
-            load_a<kPW>(a, a_src, m0, k0, g, q);
-            load_b2_t<kPS>(bs, &sm.s[0][0], k0, nb, lane);
-            mma_bf16(acc[0], a, bs[0], bs[1]);
-            mma_bf16(acc[1], a, bs[2], bs[3]);
-        }
-        if (state_role) {
-#pragma unroll
-            for (int hi = 0; hi < 2; ++hi) {
-                const int r = m0 + g + 8 * hi;
-                const float tail = expf(gamma_last - b.gamma[r]);
-#pragma unroll
-                for (int j = 0; j < 2; ++j) {
-                    const int col = nb + 8 * j + 2 * q;
-                    const float2 uu = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&b.u[r][col]));
-                    const float v0 = uu.x - acc[j][2 * hi], v1 = uu.y - acc[j][2 * hi + 1];
-                    *reinterpret_cast<uint32_t*>(&sm.vp[r][col]) = pack_bf16(v0, v1);
-                    *reinterpret_cast<uint32_t*>(&sm.vd[r][col]) = pack_bf16(v0 * tail, v1 * tail);
-                }
-            }
-        } else {
-#pragma unroll
-            for (int hi = 0; hi < 2; ++hi) {
-                const float eg = expf(b.gamma[m0 + g + 8 * hi]);
-#pragma unroll
-                for (int j = 0; j < 2; ++j) {
-                    acc[j][2 * hi] *= eg;
-                    acc[j][2 * hi + 1] *= eg;
-                }
-            }
-        }
-        __syncthreads();  // V' is complete and every read of the S₀ copy is done
-
-        if (state_role) {
-            // S = e^{γ_L} S₀ + Kᵀ (e^{γ_L−γ} ⊙ V') (k over the chunk's rows; rows past len are zero).
-            const float decay = expf(gamma_last);
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int x = 0; x < 4; ++x) s[j][x] *= decay;
-#pragma unroll
-            for (int k0 = 0; k0 < kC; k0 += 16) {
-                uint32_t ak[4], b01[4], b23[4];
-                load_at<kPW>(ak, &b.k[0][0], ms, k0, lane);
-                load_b2_t<kPS>(b01, &sm.vd[0][0], k0, 0, lane);
-                load_b2_t<kPS>(b23, &sm.vd[0][0], k0, 16, lane);
-                mma_bf16(s[0], ak, b01[0], b01[1]);
-                mma_bf16(s[1], ak, b01[2], b01[3]);
-                mma_bf16(s[2], ak, b23[0], b23[1]);
-                mma_bf16(s[3], ak, b23[2], b23[3]);
-            }
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int hi = 0; hi < 2; ++hi)
-                    *reinterpret_cast<uint32_t*>(&sm.s[ms + g + 8 * hi][8 * j + 2 * q]) =
-                        pack_bf16(s[j][2 * hi], s[j][2 * hi + 1]);
-        } else {
-            // O += P V' (P is zero above the diagonal: k-blocks past this tile's rows add nothing).
-            for (int k0 = 0; k0 <= m0; k0 += 16) {
-                uint32_t ap[4], bv[4];
-                load_a<kPP>(ap, &b.p[0][0], m0, k0, g, q);
-                load_b2_t<kPS>(bv, &sm.vp[0][0], k0, nb, lane);
-                mma_bf16(acc[0], ap, bv[0], bv[1]);
-                mma_bf16(acc[1], ap, bv[2], bv[3]);
-            }
-#pragma unroll
-            for (int hi = 0; hi < 2; ++hi) {
-                const int r = m0 + g + 8 * hi;
-                if (r >= len) continue;
-                bf16* out = p.o + (static_cast<int64_t>(start + r) * p.Hv + h) * kD + j0 + nb + 2 * q;
-#pragma unroll
-                for (int j = 0; j < 2; ++j)
-                    *reinterpret_cast<uint32_t*>(out + 8 * j) = pack_bf16(acc[j][2 * hi], acc[j][2 * hi + 1]);
-            }
-        }
-        __syncthreads();  // this buffer is free for the prefetch of chunk c + 3; V' may be rewritten
-    }
-    if (state_role) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int hi = 0; hi < 2; ++hi) {
-                const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
-                *reinterpret_cast<float2*>(state + r * kD + j0 + col) = make_float2(s[j][2 * hi], s[j][2 * hi + 1]);
-            }
-    }
-}
-
 template <int kCl>
 cudaLaunchConfig_t state_config(const GdnBf16Params& p, cudaStream_t stream, cudaLaunchAttribute* attr) {
     attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -958,13 +806,7 @@ cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream
     if (stages & (kGdnStageState | kGdnStageOut)) {
         // The largest requested cluster whose clusters all fit; bulk copies need sm_90.
         const int want = p.chunk_cluster;
-        if (want == 0 && p.chunk_state_warps == 16) {
-            constexpr int smem = static_cast<int>(sizeof(StateSmem));
-            err = cudaFuncSetAttribute(gdn_bf16_state_ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-            if (err != cudaSuccess) return err;
-            gdn_bf16_state_ws_kernel<<<dim3(p.Hv, kD / kSlice), kThreadsWs, smem, stream>>>(p);
-            err = cudaGetLastError();
-        } else if (want >= 4 && clusters_fit<4>(p.Hv))
+        if (want >= 4 && clusters_fit<4>(p.Hv))
             err = launch_state<4>(p, stream);
         else if (want >= 2 && clusters_fit<2>(p.Hv))
             err = launch_state<2>(p, stream);

@@ -185,10 +185,6 @@ struct GdnBf16Params {
     // largest size whose clusters all fit is taken, down to 1; 0 without cluster launch).
     int32_t chunk_cluster = 0;
     BatchRef batch = {};                  // recurrent kernel: one row per member (grid z), state from the table
-    // bf16 path with chunk_cluster == 0: the state pass's warps. 0 (default) or 8: 8 warps, each
-    // in both roles; 16: 16 warps split into a state role (V', S) and an output role (X, O), same
-    // bits, measured slower on the H100 (kept for A/B).
-    int32_t chunk_state_warps = 0;
     // bf16 path: 1 runs the prep and the cp.async state pass as before round 2 of issue 18 (32-bit
     // fragment loads, looped copy indexing; same bits), for A/B. FROST_GDN_PREFILL=old does too.
     int32_t chunk_v1 = 0;
