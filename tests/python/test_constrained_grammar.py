@@ -11,8 +11,27 @@ import subprocess
 
 import pytest
 
-jsonschema = pytest.importorskip("jsonschema")
+import jsonschema  # scripts/requirements-test.txt: a missing package fails the suite, never skips it
+
 CHECK = os.environ.get("FROST_GRAMMAR_CHECK", "")
+
+
+def _integer_literal(_checker, x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+# The grammar's "integer" is an integer literal: digits, no fraction, no exponent
+# (src/text/grammar/json_schema.cpp, json-integer), the reading constrained decoders give it.
+# JSON Schema itself also counts integer-valued numbers such as 1.0 or 3.125e+20 as integers, and
+# jsonschema's default checker follows it; the reference uses the grammar's reading, so a float
+# never passes as "integer" (a mutation that puts 3.125e+20 where an integer goes once failed CI).
+SchemaValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _integer_literal))
+
+
+def schema_validate(value, schema):
+    SchemaValidator(schema).validate(value)
 
 
 def verdicts(kind, source, strings):
@@ -222,6 +241,24 @@ def mutate(rng, v):
     return rng.choice(choices)()
 
 
+def test_integer_is_an_integer_literal():
+    # Integer-valued numbers in other spellings are numbers, not integers, for the grammar and
+    # for the reference alike; both readings of "integer" accept the plain literals.
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": "number"}},
+              "required": ["n"], "additionalProperties": False}
+    texts = ['{"n":3}', '{"n":-0}', '{"n":1.0}', '{"n":3.125e+20}', '{"n":1e5}', '{"n":12,"x":1e5}',
+             '{"n":-42,"x":3.125e+20}', '{"n":true}']
+    ref = []
+    for t in texts:
+        try:
+            schema_validate(json.loads(t), schema)
+            ref.append(True)
+        except jsonschema.ValidationError:
+            ref.append(False)
+    assert ref == [True, True, False, False, False, True, True, False]
+    assert verdicts("json_schema", schema, texts) == ref
+
+
 def test_random_schemas_agree_with_jsonschema():
     rng = random.Random()
     total_valid = 0
@@ -241,7 +278,7 @@ def test_random_schemas_agree_with_jsonschema():
         ref = []
         for v in values:
             try:
-                jsonschema.validate(v, schema)
+                schema_validate(v, schema)
                 ref.append(True)
             except jsonschema.ValidationError:
                 ref.append(False)
@@ -288,7 +325,7 @@ def test_generated_json_parses_strictly():
         for raw in generate("json_schema", schema, 40, sub):
             try:
                 v = strict_load(raw)
-                jsonschema.validate(v, schema)
+                schema_validate(v, schema)
             except (ValueError, UnicodeError, AssertionError, jsonschema.ValidationError) as e:
                 pytest.fail(f"seed {sub}: schema {json.dumps(schema)}: {raw!r}: {e}")
             valid += 1
