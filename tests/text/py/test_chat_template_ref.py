@@ -111,7 +111,7 @@ def reference(tok, req, template):
 def run_frost(reqs, tmp_path):
     exe = os.environ.get("FROST_CHAT_RENDER")
     if not exe or not os.path.exists(exe):
-        pytest.skip("FROST_CHAT_RENDER does not name the text_chat_render helper")
+        pytest.fail("FROST_CHAT_RENDER must name the text_chat_render helper (ctest sets it)")
     path = tmp_path / "chat.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in reqs), encoding="utf-8")
     out = subprocess.run([exe, str(path)], capture_output=True, check=True).stdout.decode("utf-8")
