@@ -186,9 +186,10 @@ TEST(CudaMoe, DecodeRouterAndExpertsMatchTheCpuReference) {
     FROST_SKIP_WITHOUT_CUDA();
     auto rng = fresh_rng("CudaMoe");
     // the fixture's shape, 35B-A3B's router (H 2048, 256 experts top-8; narrower experts keep the
-    // host arrays small) and Qwen3-Next's (512 experts top-10, no renormalisation)
+    // host arrays small), Qwen3-Next's (512 experts top-10, no renormalisation) and 640 experts:
+    // past the register routing's 512, the shared-memory routing (route_row_smem) runs
     for (Shape s : {Shape{128, 8, 2, 64, 96, true}, Shape{2048, 256, 8, 64, 512, true},
-                    Shape{512, 512, 10, 32, 256, false}}) {
+                    Shape{512, 512, 10, 32, 256, false}, Shape{256, 640, 6, 32, 64, true}}) {
         SCOPED_TRACE("H " + std::to_string(s.H) + " E " + std::to_string(s.E));
         const int rows = 5, n = 4;  // row 4 past n_rows stays poisoned
         const Inputs in = make_inputs(rng, s, rows);
