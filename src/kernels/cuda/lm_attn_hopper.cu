@@ -147,13 +147,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_hopper_kernel(Attent
 
 bool attn_prefill_hopper_supported(const AttentionBf16Params& p) {
     (void)p;
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
-    return major == 9 && minor == 0;  // the sm_90a machine code; no PTX fallback for wgmma
+    return lm::device_runs_sm90a();
 }
 
 // The variant a launch with variant 0 runs: kAttnPrefillHopperVariant, or FROST_ATTN_HOPPER=1, 4..9

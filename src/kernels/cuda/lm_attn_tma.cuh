@@ -75,11 +75,17 @@ __device__ inline void tma_prefetch_map(const CUtensorMap* map) {
 }
 #endif
 
-// A 2D bf16 tensor map over rows x cols elements (row stride `row_stride` elements, a multiple of
-// 8), boxes of box_rows x 64 (128 bytes a row, the 128-byte swizzle wgmma reads). Host code only:
-// safe inside a stream capture. cudaErrorNotSupported when the driver has no cuTensorMapEncodeTiled,
-// cudaErrorInvalidValue when it refuses the shape.
-cudaError_t encode_tile_map(CUtensorMap* map, const void* base, int64_t cols, int64_t rows, int64_t row_stride,
-                            int box_rows);
+// A 2D tensor map of `dtype` (elements of elem_bytes) over rows x cols elements (row stride
+// `row_stride` elements, 16 bytes a multiple), boxes of box_rows x (128 / elem_bytes) elements:
+// 128 bytes a row, the 128-byte swizzle wgmma reads. Host code only: safe inside a stream capture.
+// cudaErrorNotSupported when the driver has no cuTensorMapEncodeTiled, cudaErrorInvalidValue when
+// it refuses the shape.
+cudaError_t encode_swizzled_map(CUtensorMap* map, CUtensorMapDataType dtype, int elem_bytes, const void* base,
+                                int64_t cols, int64_t rows, int64_t row_stride, int box_rows);
+// The bf16 form (attention's Q and K / V cache).
+inline cudaError_t encode_tile_map(CUtensorMap* map, const void* base, int64_t cols, int64_t rows, int64_t row_stride,
+                                   int box_rows) {
+    return encode_swizzled_map(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, cols, rows, row_stride, box_rows);
+}
 
 }  // namespace frost::kernels::attn_hopper

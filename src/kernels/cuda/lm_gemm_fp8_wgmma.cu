@@ -17,7 +17,6 @@
 // shapes against cuBLASLt's 1194-1300 (bitwise the same products), so it is opt-in
 // (FROST_FP8_GEMM=wgmma). Likely next steps: ping-pong consumers (one tile each, so one
 // warpgroup's epilogue overlaps the other's MMAs) and a shared-memory + TMA-store epilogue.
-#include <cudaTypedefs.h>
 #include <cuda_fp8.h>
 
 #include <cstdlib>
@@ -283,28 +282,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// A 2D e4m3 tensor map over rows x cols bytes (row stride = cols), boxes of 128 x 128 bytes with
-// the 128-byte swizzle. Resolved through the driver entry point as encode_tile_map does.
+// A 2D e4m3 tensor map over rows x cols bytes (row stride = cols), boxes of box_rows x 128 bytes
+// with the 128-byte swizzle (the attention kernels' encoder, byte elements).
 cudaError_t encode_fp8_map(CUtensorMap* map, const void* base, int64_t cols, int64_t rows, int box_rows) {
-    static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-        void* fn = nullptr;
-        cudaDriverEntryPointQueryResult q{};
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess) {
-            cudaGetLastError();
-            fn = nullptr;
-        }
-        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-    }();
-    if (!encode) return cudaErrorNotSupported;
-    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols)};
-    const cuuint32_t box[2] = {kTile, static_cast<cuuint32_t>(box_rows)};
-    const cuuint32_t elem_strides[2] = {1, 1};
-    const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box,
-                              elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+    return attn_hopper::encode_swizzled_map(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, base, cols, rows, cols, box_rows);
 }
 
 template <int kStages, bool kOverlap, int kCluster>
@@ -351,16 +332,7 @@ bool gemm_fp8_wgmma_supported(const GemmFp8Params& s) {
     if (s.w_block_n != kFp8Group || s.M <= 0 || s.N <= 0 || s.K < kFp8Group || s.K % kFp8Group != 0 || s.N % 2 != 0 ||
         s.ldy < s.N || s.ldy % 2 != 0)
         return false;
-    static const bool hopper = [] {
-        int dev = 0, major = 0, minor = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-            cudaGetLastError();
-            return false;
-        }
-        return major == 9 && minor == 0;  // sm_90a code only
-    }();
+    static const bool hopper = lm::device_runs_sm90a();
     return hopper;
 }
 

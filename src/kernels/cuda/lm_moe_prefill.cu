@@ -314,16 +314,7 @@ MoePrefillScratch moe_prefill_scratch(const MoeBf16Params& p) {
 }
 
 bool moe_prefill_wgmma_supported() {
-    static const bool supported = [] {
-        int dev = 0, major = 0, minor = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-            cudaGetLastError();
-            return false;
-        }
-        return major == 9 && minor == 0;
-    }();
+    static const bool supported = lm::device_runs_sm90a();
     return supported;
 }
 
