@@ -1,6 +1,6 @@
 // The decode-graph forms of the CUDA kernels: the gate_up GEMV with SwiGLU in its epilogue, the
-// GEMV with the preceding RMSNorm folded into its staging, the GDN recurrence with the gates
-// computed inside, and programmatic dependent launch (PDL) of GEMV / norm / conv1d / recurrence. Each is checked against an fp64 host reference and bitwise against
+// GDN recurrence with the gates computed inside, and programmatic dependent launch (PDL) of GEMV /
+// norm / conv1d / recurrence. Each is checked against an fp64 host reference and bitwise against
 // the unfused, fully serialised kernels; PDL chains also run inside a captured graph.
 #include <gtest/gtest.h>
 
@@ -57,66 +57,6 @@ TEST(CudaDecodeFused, GemvSwigluMatchesUnfused) {
     check_swiglu_gemv(1000, 4096, "SwigluK4096");
     check_swiglu_gemv(1003, 4096, "SwigluF1003");  // F not a multiple of the block's 4 row pairs
     check_swiglu_gemv(64, 512, "SwigluK512");      // K too short for the prefetched first group
-}
-
-// RMSNorm folded into the GEMV's staging (a SIMT-kernel form) vs add_rmsnorm then the GEMV, for
-// the 2- and 4-vector-per-thread forms, a short K, a plain weight, and with SwiGLU and residual add:
-// the same bits where the unfused GEMV is the SIMT kernel too (K not a multiple of 64); where it is
-// the tensor-core GEMV (another summation order) within bf16 rounding of each other.
-void check_folded_norm(int K, int N, bool zero_centred, bool swiglu, const char* name) {
-    auto rng = fresh_rng(name);
-    auto h = uniform(rng, K, -2, 2);
-    auto g = uniform(rng, K, zero_centred ? -0.2f : 0.5f, zero_centred ? 0.2f : 1.5f, false);
-    auto w = uniform(rng, static_cast<size_t>(N) * K, -1, 1);
-    auto y0 = to_bf(uniform(rng, N, -4, 4));
-    const int outs = swiglu ? N / 2 : N;
-    Dev<uint16_t> dh(to_bf(h)), dw(to_bf(w)), xn(K), y_ref(outs), y_fold(outs);
-    Dev<float> dg(g);
-    const bool acc = !swiglu;  // the residual-accumulating form where SwiGLU allows it
-    if (acc) {
-        y_ref.upload(y0);
-        y_fold.upload(y0);
-    }
-    kernels::AddRmsNormBf16Params np{bf(dh), nullptr, dg.get(), bf(xn), K, zero_centred ? 1 : 0, 1e-6f, 1, nullptr, 0};
-    CUDA_OK(kernels::add_rmsnorm_launch(np, nullptr));
-    kernels::GemmBf16Params p{bf(xn), bf(dw), y_ref.get(), K, N, 1, N, K, 0, acc ? 1 : 0};
-    p.swiglu = swiglu ? 1 : 0;
-    CUDA_OK(kernels::gemv_launch(p, nullptr));
-    p.x = bf(dh);
-    p.y = y_fold.get();
-    p.norm_w = dg.get();
-    p.norm_eps = 1e-6f;
-    p.norm_zero_centred = zero_centred ? 1 : 0;
-    p.pdl = 1;
-    CUDA_OK(kernels::gemv_launch(p, nullptr));
-    const auto ref = y_ref.download(), got = y_fold.download();
-    p.norm_w = nullptr;
-    if (!kernels::gemv_tc_supports(p)) {
-        EXPECT_EQ(ref, got) << name;
-    } else {
-        const auto r = from_bf(ref), f = from_bf(got);
-        EXPECT_LE(rel_l2(std::vector<double>(r.begin(), r.end()), f), kBf16Tol) << name;
-        EXPECT_NE(ref, std::vector<uint16_t>(ref.size(), 0)) << name;
-    }
-    for (float v : from_bf(got)) ASSERT_FALSE(std::isnan(v)) << name;
-}
-
-TEST(CudaDecodeFused, GemvFoldedNormMatchesNormThenGemv) {
-    FROST_SKIP_WITHOUT_CUDA();
-    check_folded_norm(4096, 300, true, false, "FoldK4096");
-    check_folded_norm(8192, 200, true, false, "FoldK8192");
-    check_folded_norm(520, 100, false, false, "FoldK520Plain");   // SIMT both ways: bitwise
-    check_folded_norm(1000, 2 * 150, true, true, "FoldK1000Swiglu");  // SIMT both ways: bitwise
-    check_folded_norm(4096, 2 * 203, true, true, "FoldSwiglu");
-}
-
-TEST(CudaDecodeFused, GemvFoldedNormRefusesLongK) {
-    FROST_SKIP_WITHOUT_CUDA();
-    Dev<uint16_t> dx(16384), dw(16384 * 8), dy(8);
-    Dev<float> dg(16384);
-    kernels::GemmBf16Params p{bf(dx), bf(dw), dy.get(), 16384, 8, 1, 8, 16384, 0, 0};
-    p.norm_w = dg.get();
-    EXPECT_EQ(kernels::gemv_launch(p, nullptr), cudaErrorInvalidValue);
 }
 
 TEST(CudaDecodeFused, GemvSwigluRefusesAccumulate) {

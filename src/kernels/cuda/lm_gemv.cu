@@ -17,7 +17,6 @@ constexpr int kThreads = kWarps * kWarp;
 constexpr int kUnroll = 4;  // 16-byte loads in flight per lane (8 measured no faster for N = 4096, 2026-11-22 H100)
 constexpr int kMaxK = 20480;  // x staged in 40 KiB of shared memory (under the 48 KiB default with the static arrays); 27B down_proj K = 17408
 constexpr int kMinBlocksPerSm = 4;  // <= 64 registers: four blocks per SM, as the plain GEMV reaches
-constexpr int kNormMaxVecs = 4;  // folded RMSNorm: 16-byte vectors per thread, so K <= 8192
 
 __device__ inline void dot8(float& acc, const Bf16x8& wv, const Bf16x8& xv) {
 #pragma unroll
@@ -33,45 +32,17 @@ __device__ inline Bf16x8 load_w(const Bf16x8* w) {
     return *reinterpret_cast<const Bf16x8*>(&raw);
 }
 
-// Stages bf16(rmsnorm(h) * g) into xs with add_rmsnorm_kernel's thread mapping, arithmetic and
-// reduction order (256 threads, vector vi = thread + j * 256), so the bits equal that kernel's.
-template <int kVecs>
-__device__ inline void stage_rmsnorm(const GemmBf16Params& p, bf16* xs, float* scratch) {
-    const int nvec = p.K / kVec;
-    float v[kVecs][kVec];
-    float ss = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kVecs; ++j) {
-        const int vi = threadIdx.x + j * kThreads;
-        if (vi >= nvec) continue;
-        load8(p.x + vi * kVec, v[j]);
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) ss += v[j][e] * v[j][e];
-    }
-    const float rs = rsqrtf(block_sum(ss, scratch) / p.K + p.norm_eps);
-    const float one = p.norm_zero_centred ? 1.0f : 0.0f;
-#pragma unroll
-    for (int j = 0; j < kVecs; ++j) {
-        const int vi = threadIdx.x + j * kThreads;
-        if (vi >= nvec) continue;
-        float out[kVec];
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) out[e] = v[j][e] * rs * (one + p.norm_w[vi * kVec + e]);
-        store8(xs + vi * kVec, out);
-    }
-}
-
 // x is staged once per block in shared memory (measured 1-5% faster than every warp reading it
 // through the read-only cache, 2026-11-22 H100). The weights do not depend on earlier kernels, so
 // each warp issues its first kUnroll loads before pdl_wait(): under programmatic launch they
 // overlap the predecessor's tail. kSwiglu: warps [0, kWarps/2) take gate rows, the others the
-// matching up rows, and the block combines them into the [F] activation. kNormVecs > 0: x is the
-// residual stream, normalised while staged (GemmBf16Params::norm_w).
-template <bool kSwiglu, int kNormVecs, bool kMultiRow>
+// matching up rows, and the block combines them into the [F] activation. (Folding the RMSNorm
+// that produces x into this staging, from the residual stream, was measured slower than the norm
+// kernel: 9B decode @1k 6.144 vs 6.121 ms, H100 2026-11-22; every block repeats the norm.)
+template <bool kSwiglu, bool kMultiRow>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) gemv_kernel(GemmBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float row_sum[kWarps];
-    __shared__ float norm_scratch[kWarp];
     bf16* xs = reinterpret_cast<bf16*>(smem_raw);
     // Multi-row (batched decode, M <= kGemvMaxRows): consecutive blocks are the M rows of one
     // weight-row group, so the group's weights are read from DRAM once and from L2 by the other
@@ -102,13 +73,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) gemv_kernel(GemmBf1
     }
     pdl_wait();
     pdl_launch_dependents();
-    if constexpr (kNormVecs > 0) {
-        stage_rmsnorm<kNormVecs>(p, xs, norm_scratch);
-    } else {
-        for (int i = threadIdx.x; i < vecs; i += kThreads) {
-            reinterpret_cast<Bf16x8*>(xs)[i] = reinterpret_cast<const Bf16x8*>(p.x)[i];
-        }
-    }
+    for (int i = threadIdx.x; i < vecs; i += kThreads) reinterpret_cast<Bf16x8*>(xs)[i] = reinterpret_cast<const Bf16x8*>(p.x)[i];
     __syncthreads();
     const Bf16x8* xv = reinterpret_cast<const Bf16x8*>(xs);
     float acc = 0.0f;
@@ -157,11 +122,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) gemv_kernel(GemmBf1
 // so a step reads the weights from DRAM once. Every row's accumulation runs in exactly the order
 // of the M = 1 kernel above (same lane / chunk sequence, same butterfly, same epilogue), so a
 // member's bits equal its solo step. x rows take M * K * 2 bytes of shared memory.
-template <bool kSwiglu, int kNormVecs>
+template <bool kSwiglu>
 __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(GemmBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float row_sum[kGemvMaxRows][kWarps];
-    __shared__ float norm_scratch[kWarp];
     bf16* xs = reinterpret_cast<bf16*>(smem_raw);
     const int M = p.M;
     const int vecs = p.K / kVec;
@@ -182,16 +146,8 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(GemmBf16Params p) {
     pdl_wait();
     pdl_launch_dependents();
     for (int r = 0; r < M; ++r) {
-        if constexpr (kNormVecs > 0) {
-            GemmBf16Params q = p;
-            q.x = p.x + r * p.ldx;
-            stage_rmsnorm<kNormVecs>(q, xs + static_cast<int64_t>(r) * p.K, norm_scratch);
-            __syncthreads();  // norm_scratch is reused by the next row
-        } else {
-            const Bf16x8* src = reinterpret_cast<const Bf16x8*>(p.x + r * p.ldx);
-            for (int i = threadIdx.x; i < vecs; i += kThreads)
-                reinterpret_cast<Bf16x8*>(xs + static_cast<int64_t>(r) * p.K)[i] = src[i];
-        }
+        const Bf16x8* src = reinterpret_cast<const Bf16x8*>(p.x + r * p.ldx);
+        for (int i = threadIdx.x; i < vecs; i += kThreads) reinterpret_cast<Bf16x8*>(xs + static_cast<int64_t>(r) * p.K)[i] = src[i];
     }
     __syncthreads();
     float acc[kGemvMaxRows];
@@ -248,13 +204,13 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(GemmBf16Params p) {
     }
 }
 
-template <bool kSwiglu, int kNormVecs>
+template <bool kSwiglu>
 cudaError_t launch_rows(const GemmBf16Params& p, size_t smem, cudaStream_t stream) {
-    const cudaError_t e = cudaFuncSetAttribute(gemv_rows_kernel<kSwiglu, kNormVecs>,
+    const cudaError_t e = cudaFuncSetAttribute(gemv_rows_kernel<kSwiglu>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != cudaSuccess) return e;
     const dim3 grid(p.swiglu ? ceil_div(p.N / 2, kWarps / 2) : ceil_div(p.N, kWarps));
-    return launch_kernel(gemv_rows_kernel<kSwiglu, kNormVecs>, grid, dim3(kThreads), smem, stream, p.pdl != 0, p);
+    return launch_kernel(gemv_rows_kernel<kSwiglu>, grid, dim3(kThreads), smem, stream, p.pdl != 0, p);
 }
 
 // x rows of the multi-row kernel at most this many bytes of shared memory (beyond it: one block
@@ -278,42 +234,24 @@ cudaError_t gemv_launch(const GemmBf16Params& p, cudaStream_t stream) {
         reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || reinterpret_cast<uintptr_t>(p.w) % 16 != 0)
         return cudaErrorInvalidValue;
     if (p.swiglu && (p.N % 2 != 0 || p.out_f32 || p.accumulate)) return cudaErrorInvalidValue;
-    if (p.norm_w && p.K > kThreads * kNormMaxVecs * kVec) return cudaErrorInvalidValue;
     if (p.M > 1 && (p.ldx % kVec != 0 || p.ldx < p.K || p.ldy < (p.swiglu ? p.N / 2 : p.N))) return cudaErrorInvalidValue;
     if (use_tc_gemv() && gemv_tc_supports(p)) return gemv_tc_launch(p, stream);
     const size_t smem = static_cast<size_t>(p.K) * sizeof(bf16);
     const bool pdl = p.pdl != 0;
     const dim3 grid((p.swiglu ? ceil_div(p.N / 2, kWarps / 2) : ceil_div(p.N, kWarps)) * p.M);
-    // Folded norm: as many vectors per thread as K needs (2 for K <= 4096 keeps the registers low).
-    const int norm_vecs = !p.norm_w ? 0 : (p.K <= kThreads * 2 * kVec ? 2 : kNormMaxVecs);
     cudaError_t err;
     const bool multi = p.M > 1;
     if (multi && static_cast<size_t>(p.M) * smem <= kRowsSmemMax) {
         const size_t rows_smem = static_cast<size_t>(p.M) * smem;
-        switch ((p.swiglu ? 8 : 0) + norm_vecs) {
-            case 0: err = launch_rows<false, 0>(p, rows_smem, stream); break;
-            case 2: err = launch_rows<false, 2>(p, rows_smem, stream); break;
-            case 4: err = launch_rows<false, 4>(p, rows_smem, stream); break;
-            case 8: err = launch_rows<true, 0>(p, rows_smem, stream); break;
-            case 10: err = launch_rows<true, 2>(p, rows_smem, stream); break;
-            default: err = launch_rows<true, 4>(p, rows_smem, stream); break;
-        }
+        err = p.swiglu ? launch_rows<true>(p, rows_smem, stream) : launch_rows<false>(p, rows_smem, stream);
         if (err != cudaSuccess) return err;
         return cudaGetLastError();
     }
-    switch ((multi ? 16 : 0) + (p.swiglu ? 8 : 0) + norm_vecs) {
-        case 0: err = launch_kernel(gemv_kernel<false, 0, false>, grid, dim3(kThreads), smem, stream, pdl, p); break;
-        case 2: err = launch_kernel(gemv_kernel<false, 2, false>, grid, dim3(kThreads), smem, stream, pdl, p); break;
-        case 4: err = launch_kernel(gemv_kernel<false, 4, false>, grid, dim3(kThreads), smem, stream, pdl, p); break;
-        case 8: err = launch_kernel(gemv_kernel<true, 0, false>, grid, dim3(kThreads), smem, stream, pdl, p); break;
-        case 10: err = launch_kernel(gemv_kernel<true, 2, false>, grid, dim3(kThreads), smem, stream, pdl, p); break;
-        case 12: err = launch_kernel(gemv_kernel<true, 4, false>, grid, dim3(kThreads), smem, stream, pdl, p); break;
-        case 16: err = launch_kernel(gemv_kernel<false, 0, true>, grid, dim3(kThreads), smem, stream, pdl, p); break;
-        case 18: err = launch_kernel(gemv_kernel<false, 2, true>, grid, dim3(kThreads), smem, stream, pdl, p); break;
-        case 20: err = launch_kernel(gemv_kernel<false, 4, true>, grid, dim3(kThreads), smem, stream, pdl, p); break;
-        case 24: err = launch_kernel(gemv_kernel<true, 0, true>, grid, dim3(kThreads), smem, stream, pdl, p); break;
-        case 26: err = launch_kernel(gemv_kernel<true, 2, true>, grid, dim3(kThreads), smem, stream, pdl, p); break;
-        default: err = launch_kernel(gemv_kernel<true, 4, true>, grid, dim3(kThreads), smem, stream, pdl, p); break;
+    switch ((multi ? 2 : 0) + (p.swiglu ? 1 : 0)) {
+        case 0: err = launch_kernel(gemv_kernel<false, false>, grid, dim3(kThreads), smem, stream, pdl, p); break;
+        case 1: err = launch_kernel(gemv_kernel<true, false>, grid, dim3(kThreads), smem, stream, pdl, p); break;
+        case 2: err = launch_kernel(gemv_kernel<false, true>, grid, dim3(kThreads), smem, stream, pdl, p); break;
+        default: err = launch_kernel(gemv_kernel<true, true>, grid, dim3(kThreads), smem, stream, pdl, p); break;
     }
     if (err != cudaSuccess) return err;
     return cudaGetLastError();

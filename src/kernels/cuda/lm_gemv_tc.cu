@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_tc_kernel(GemmBf16P
 }  // namespace
 
 bool gemv_tc_supports(const GemmBf16Params& p) {
-    return !p.norm_w && p.K % kStepK == 0 && p.M >= 1 && p.M <= kCols && (p.M == 1 || p.ldx % kVec == 0);
+    return p.K % kStepK == 0 && p.M >= 1 && p.M <= kCols && (p.M == 1 || p.ldx % kVec == 0);
 }
 
 template <int kUnroll, int kMinBlocks>

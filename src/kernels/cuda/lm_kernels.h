@@ -124,11 +124,11 @@ cudaError_t batch_cursor_launch(const BatchCursorParams& p, cudaStream_t stream)
 
 // Decode GEMV (M = 1 row of x, bf16 weights streamed once with 16-byte loads); same params as
 // the GEMM (M must be 1, K a multiple of 8). Deterministic: fixed per-row reduction order.
-// Decode forms (GemmBf16Params tail fields): swiglu (gate_up with SwiGLU in the epilogue),
-// norm_w (RMSNorm of x folded into the staging), pdl (programmatic dependent launch).
+// Decode forms (GemmBf16Params tail fields): swiglu (gate_up with SwiGLU in the epilogue), pdl
+// (programmatic dependent launch).
 cudaError_t gemv_launch(const GemmBf16Params& p, cudaStream_t stream);
 // The tensor-core decode GEMV (lm_gemv_tc.cu) that gemv_launch picks where it supports the shape
-// (K % 64 == 0, M <= 8, no folded norm).
+// (K % 64 == 0, M <= 8).
 bool gemv_tc_supports(const GemmBf16Params& p);
 cudaError_t gemv_tc_launch(const GemmBf16Params& p, cudaStream_t stream);
 KernelCost gemm_cost(const GemmBf16Params& p);

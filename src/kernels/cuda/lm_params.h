@@ -255,12 +255,6 @@ struct GemmBf16Params {
     // accumulate). pdl: programmatic dependent launch (weights prefetched before the wait).
     int32_t swiglu = 0;
     int32_t pdl = 0;
-    // GEMV only. norm_w set: x is the residual stream row h [K] (K <= 8192) and the GEMV consumes
-    // bf16(h * rsqrt(mean(h^2) + norm_eps) * g), g = 1 + norm_w when norm_zero_centred else norm_w:
-    // the bits add_rmsnorm (delta null) would write, so decode folds the pre-norm in.
-    const float* norm_w = nullptr;  // [K]
-    float norm_eps = 0.0f;
-    int32_t norm_zero_centred = 0;
 };
 
 // Greedy sampling on the device (family SampleParams): the lowest index of the largest logit
