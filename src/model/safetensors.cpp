@@ -149,6 +149,16 @@ const char* dtype_name(DType t) {
     return "?";
 }
 
+std::string shape_string(const std::vector<int64_t>& shape) {
+    std::string o = "[";
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (i) o.push_back(',');
+        o.append(std::to_string(shape[i]));
+    }
+    o.push_back(']');
+    return o;
+}
+
 bool parse_dtype(const std::string& name, DType* out) {
     for (const auto& d : kDTypes)
         if (name == d.name) {

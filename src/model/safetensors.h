@@ -88,4 +88,7 @@ private:
 // Parses "BF16", "F32", ...; false for an unknown name.
 bool parse_dtype(const std::string& name, DType* out);
 
+// "[4096,2048]": a tensor shape as error messages print it.
+std::string shape_string(const std::vector<int64_t>& shape);
+
 }  // namespace frost::model

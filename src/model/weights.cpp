@@ -19,16 +19,6 @@ constexpr const char* kMtpPrefix = "mtp.";
 constexpr const char* kLmHead = "lm_head.weight";
 constexpr int kMaxListedProblems = 64;
 
-std::string shape_str(const std::vector<int64_t>& s) {
-    std::string o = "[";
-    for (size_t i = 0; i < s.size(); ++i) {
-        if (i) o.push_back(',');
-        o.append(std::to_string(s[i]));
-    }
-    o.push_back(']');
-    return o;
-}
-
 enum class DTypeRule { Bf16, Bf16OrF32 };
 
 struct Binder {
@@ -50,7 +40,7 @@ struct Binder {
         }
         const CheckpointTensor* t = ck.find(name);
         if (!t) {
-            problems.push_back("missing: " + name + " " + shape_str(shape));
+            problems.push_back("missing: " + name + " " + shape_string(shape));
             return;
         }
         bool dtype_ok = t->dtype == DType::BF16 || (rule == DTypeRule::Bf16OrF32 && t->dtype == DType::F32);
@@ -58,7 +48,7 @@ struct Binder {
             problems.push_back("wrong dtype: " + name + " is " + dtype_name(t->dtype) + ", expected BF16" +
                                (rule == DTypeRule::Bf16OrF32 ? " or F32" : ""));
         if (t->shape != shape)
-            problems.push_back("wrong shape: " + name + " is " + shape_str(t->shape) + ", expected " + shape_str(shape));
+            problems.push_back("wrong shape: " + name + " is " + shape_string(t->shape) + ", expected " + shape_string(shape));
         if (dtype_ok && t->shape == shape) *out = t->view();
     }
 
@@ -70,7 +60,7 @@ struct Binder {
         const std::vector<int64_t> logical = {q.out, q.in};
         if (logical != shape) {
             problems.push_back("wrong shape: " + name + " (" + quant::scheme_name(q.args.scheme) + ") is " +
-                               shape_str(logical) + ", expected " + shape_str(shape));
+                               shape_string(logical) + ", expected " + shape_string(shape));
             return;
         }
         TensorView v;
@@ -390,7 +380,7 @@ frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, 
             w.mtp[t.name] = t.view();
             continue;
         }
-        b.problems.push_back("unexpected: " + t.name + " " + shape_str(t.shape) + " " + dtype_name(t.dtype));
+        b.problems.push_back("unexpected: " + t.name + " " + shape_string(t.shape) + " " + dtype_name(t.dtype));
     }
     if (!b.problems.empty()) {
         std::string list;

@@ -24,16 +24,6 @@ const std::set<std::string> kQuantParams = {"weight_scale_inv", "weight_scale", 
 
 using Params = std::map<std::string, const CheckpointTensor*>;
 
-std::string shape_str(const std::vector<int64_t>& s) {
-    std::string o = "[";
-    for (size_t i = 0; i < s.size(); ++i) {
-        if (i) o.push_back(',');
-        o.append(std::to_string(s[i]));
-    }
-    o.push_back(']');
-    return o;
-}
-
 int64_t cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
 
 bool ends_with(const std::string& s, const std::string& suf) {
@@ -63,7 +53,7 @@ struct Checker {
                                  std::initializer_list<DType> dtypes, const std::vector<int64_t>& shape) {
         auto it = p.find(name);
         if (it == p.end()) {
-            add("missing: " + m + "." + name + " " + shape_str(shape));
+            add("missing: " + m + "." + name + " " + shape_string(shape));
             return nullptr;
         }
         const CheckpointTensor* t = it->second;
@@ -75,7 +65,7 @@ struct Checker {
             names.append(dtype_name(d));
         }
         if (!ok) add("wrong dtype: " + t->name + " is " + dtype_name(t->dtype) + ", expected " + names);
-        if (t->shape != shape) add("wrong shape: " + t->name + " is " + shape_str(t->shape) + ", expected " + shape_str(shape));
+        if (t->shape != shape) add("wrong shape: " + t->name + " is " + shape_string(t->shape) + ", expected " + shape_string(shape));
         return ok && t->shape == shape ? t : nullptr;
     }
 };
@@ -198,7 +188,7 @@ void plan_module_ct(const std::string& m, const Params& p, const ConfigGroup& g,
             const CheckpointTensor* w = q_of("weight");
             if (!w) return;
             if (w->dtype != DType::F8_E4M3 || w->shape.size() != 2) {
-                ck->add("wrong dtype: " + w->name + " is " + dtype_name(w->dtype) + " " + shape_str(w->shape) +
+                ck->add("wrong dtype: " + w->name + " is " + dtype_name(w->dtype) + " " + shape_string(w->shape) +
                         ", expected F8_E4M3 [out, in]");
                 return;
             }
@@ -224,7 +214,7 @@ void plan_module_ct(const std::string& m, const Params& p, const ConfigGroup& g,
             const CheckpointTensor* w = q_of("weight_packed");
             if (!w) return;
             if (w->dtype != DType::U8 || w->shape.size() != 2) {
-                ck->add("wrong dtype: " + w->name + " is " + dtype_name(w->dtype) + " " + shape_str(w->shape) +
+                ck->add("wrong dtype: " + w->name + " is " + dtype_name(w->dtype) + " " + shape_string(w->shape) +
                         ", expected U8 [out, in/2]");
                 return;
             }
@@ -250,12 +240,12 @@ void plan_module_ct(const std::string& m, const Params& p, const ConfigGroup& g,
             const CheckpointTensor* shape = q_of("weight_shape");
             if (!w || !shape) return;
             if (w->dtype != DType::I32 || w->shape.size() != 2) {
-                ck->add("wrong dtype: " + w->name + " is " + dtype_name(w->dtype) + " " + shape_str(w->shape) +
+                ck->add("wrong dtype: " + w->name + " is " + dtype_name(w->dtype) + " " + shape_string(w->shape) +
                         ", expected I32 [out, ceil(in/8)]");
                 return;
             }
             if ((shape->dtype != DType::I64 && shape->dtype != DType::I32) || shape->shape != std::vector<int64_t>{2}) {
-                ck->add("wrong dtype: " + shape->name + " is " + dtype_name(shape->dtype) + " " + shape_str(shape->shape) +
+                ck->add("wrong dtype: " + shape->name + " is " + dtype_name(shape->dtype) + " " + shape_string(shape->shape) +
                         ", expected I64 or I32 [2]");
                 return;
             }
@@ -263,7 +253,7 @@ void plan_module_ct(const std::string& m, const Params& p, const ConfigGroup& g,
             qm.in = int_at(*shape, 1);
             if (qm.out != w->shape[0] || qm.in <= 0 || cdiv(qm.in, kInt4PerWord) != w->shape[1]) {
                 ck->add("wrong shape: " + shape->name + " says [" + std::to_string(qm.out) + "," + std::to_string(qm.in) +
-                        "] but " + w->name + " is " + shape_str(w->shape));
+                        "] but " + w->name + " is " + shape_string(w->shape));
                 return;
             }
             qm.q = w;
