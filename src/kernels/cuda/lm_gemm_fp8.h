@@ -82,7 +82,12 @@ cudaError_t gemm_fp8_launch(GemmFp8Plan* plan, const GemmFp8Params& p, cudaStrea
 // tests and benches: 0 the default (6 stages, promotion overlapped with the next block's MMAs,
 // clusters of 2 sharing the weight tile by multicast); 1: 6 stages, promotion after each block's
 // MMAs, no cluster; 2: 4 stages, overlapped, no cluster; 3: 6 stages, overlapped, no cluster;
-// 4: 6 stages, not overlapped, clusters of 2; 5: 4 stages, overlapped, clusters of 2.
+// 4: 6 stages, not overlapped, clusters of 2; 5: 4 stages, overlapped, clusters of 2; 6: variant 0
+// with the epilogue overlapped (the next tile's first k block runs on the tensor cores while this
+// tile is stored; the residual prefetched into L2); 7: 6 stages, overlapped, 2x2 clusters (A and
+// B multicast); 8: 7 with the epilogue overlapped; 9: 6 with 7 stages; 10: 6 without clusters.
+// Every variant computes the same products in the same order: bitwise the same output.
+constexpr int kFp8WgmmaVariants = 11;
 bool gemm_fp8_wgmma_supported(const GemmFp8Params& shape);
 cudaError_t gemm_fp8_wgmma_launch(const GemmFp8Params& p, cudaStream_t stream, int variant = 0);
 // Auto selection's default: whether our kernel takes this shape (see lm_gemm_fp8.cu).
