@@ -349,6 +349,19 @@ TEST(CudaGemmFp8Wgmma, Selection) {
     p.K = 256;  // below cuBLASLt's minimum: ours runs it
     EXPECT_EQ(impl_of(K::kFp8ImplWgmma), K::kFp8ImplWgmma);
     EXPECT_EQ(impl_of(K::kFp8ImplCublasLt), -int(cudaErrorNotSupported));
+    // The measured default: ours on the narrow-N shapes (the 9B's down / out_proj at a 2048-row
+    // chunk), cuBLASLt on the wide ones; FROST_FP8_GEMM=cublas keeps cuBLASLt everywhere.
+    unsetenv("FROST_FP8_GEMM");
+    p.M = 2048; p.N = 4096; p.K = 12288; p.ldy = 4096;
+    const int narrow = K::kFp8PreferWgmmaNarrow ? K::kFp8ImplWgmma : K::kFp8ImplCublasLt;
+    EXPECT_EQ(impl_of(K::kFp8ImplAuto), narrow);
+    p.K = 4096;
+    EXPECT_EQ(impl_of(K::kFp8ImplAuto), narrow);
+    p.N = 24576; p.ldy = 24576;
+    EXPECT_EQ(impl_of(K::kFp8ImplAuto), K::kFp8ImplCublasLt);
+    p.N = 4096; p.ldy = 4096;
+    setenv("FROST_FP8_GEMM", "cublas", 1);
+    EXPECT_EQ(impl_of(K::kFp8ImplAuto), K::kFp8ImplCublasLt);
     if (old) setenv("FROST_FP8_GEMM", saved.c_str(), 1); else unsetenv("FROST_FP8_GEMM");
 }
 

@@ -23,7 +23,7 @@ constexpr int kFp8Group = 128;  // the block edge of both scale grids
 // not supported, so the ops layer dequantizes instead.
 constexpr int kFp8MinK = 512;
 
-// Which GEMM runs a plan. kFp8ImplAuto: FROST_FP8_GEMM=cublaslt|wgmma in the environment decides if
+// Which GEMM runs a plan. kFp8ImplAuto: FROST_FP8_GEMM=cublas|cublaslt|wgmma in the environment decides if
 // set, else gemm_fp8_prefers_wgmma (the shapes where our kernel measured faster). kFp8ImplWgmma:
 // our Hopper kernel (lm_gemm_fp8_wgmma.cu; 128x128 weight blocks only, any K multiple of 128);
 // the plan is NotSupported where it cannot run.
@@ -90,6 +90,8 @@ cudaError_t gemm_fp8_launch(GemmFp8Plan* plan, const GemmFp8Params& p, cudaStrea
 constexpr int kFp8WgmmaVariants = 11;
 bool gemm_fp8_wgmma_supported(const GemmFp8Params& shape);
 cudaError_t gemm_fp8_wgmma_launch(const GemmFp8Params& p, cudaStream_t stream, int variant = 0);
+// Whether auto selection takes our kernel for the narrow-N prefill shapes (gemm_fp8_prefers_wgmma).
+constexpr bool kFp8PreferWgmmaNarrow = true;
 // Auto selection's default: whether our kernel takes this shape (see lm_gemm_fp8.cu).
 bool gemm_fp8_prefers_wgmma(const GemmFp8Params& shape);
 

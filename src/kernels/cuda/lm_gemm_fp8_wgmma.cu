@@ -210,16 +210,22 @@ __global__ void __launch_bounds__(kThreads, 1)
         T.ws = p.w_scale + static_cast<int64_t>(min(T.nb, col_tiles - 1)) * kblocks;
         return T;
     };
+    // A k block's scales for this thread's two rows: activation (a0, a1) and weight (w). Loaded
+    // one k block before the block is issued and first used when it is promoted, so the loads'
+    // latency (L2, ~600+ cycles) runs under the MMAs instead of between them: loaded and used
+    // inside one block's issue, it was a serial stall every k block (ncu, 2026-11-25: tensor
+    // pipe 47% busy, long-scoreboard the top stall, against cuBLASLt's 72% with no global loads).
     struct Scales {
-        float s0, s1;
+        float a0, a1, w;
     };
-    // Waits for k block kb's stage and issues its four wgmmas into acc; returns the block's
-    // row scales (activation x weight), loaded while the MMAs run.
-    const auto issue = [&](const Tile& T, int kb, float(&acc)[64]) -> Scales {
+    const auto load_scales = [&](const Tile& T, int kb) -> Scales {
+        if (kb >= kblocks) return {0.0f, 0.0f, 0.0f};
+        return {T.row0 < p.M ? __ldg(p.x_scale + kb * ld_scale + T.row0) : 0.0f,
+                T.row1 < p.M ? __ldg(p.x_scale + kb * ld_scale + T.row1) : 0.0f, __ldg(T.ws + kb)};
+    };
+    // Waits for k block kb's stage and issues its four wgmmas into acc.
+    const auto issue = [&](const Tile& T, int kb, float(&acc)[64]) {
         const int i = T.it + kb, s = i % kStages;
-        const float sw = __ldg(T.ws + kb);
-        const float a0 = T.row0 < p.M ? __ldg(p.x_scale + kb * ld_scale + T.row0) : 0.0f;
-        const float a1 = T.row1 < p.M ? __ldg(p.x_scale + kb * ld_scale + T.row1) : 0.0f;
         mbar_wait(full(s), (i / kStages) & 1);
         reg_fence(acc);
         wgmma_fence();
@@ -228,9 +234,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int k = 0; k < kTile / 32; ++k)
             wgmma_m64n128k32_e4m3(acc, smem_desc_sw128(a + 32 * k, 16, 1024), smem_desc_sw128(b + 32 * k, 16, 1024), k);
         wgmma_commit();
-        return {a0 * sw, a1 * sw};
     };
-    // Block kb's MMAs are complete: release its stage, add acc x scales into out.
+    // Block kb's MMAs are complete: release its stage, add acc x (activation x weight scale) into
+    // out (the product rounded to fp32 first, as always).
     const auto finish = [&](const Tile& T, int kb, float(&acc)[64], Scales sc, float(&out)[64]) {
         reg_fence(acc);
         __syncwarp();
@@ -242,12 +248,40 @@ __global__ void __launch_bounds__(kThreads, 1)
                 mbar_arrive(empty((T.it + kb) % kStages));
             }
         }
+        const float s0 = sc.a0 * sc.w, s1 = sc.a1 * sc.w;
 #pragma unroll
         for (int j = 0; j < 16; ++j) {
-            out[4 * j + 0] = fmaf(acc[4 * j + 0], sc.s0, out[4 * j + 0]);
-            out[4 * j + 1] = fmaf(acc[4 * j + 1], sc.s0, out[4 * j + 1]);
-            out[4 * j + 2] = fmaf(acc[4 * j + 2], sc.s1, out[4 * j + 2]);
-            out[4 * j + 3] = fmaf(acc[4 * j + 3], sc.s1, out[4 * j + 3]);
+            out[4 * j + 0] = fmaf(acc[4 * j + 0], s0, out[4 * j + 0]);
+            out[4 * j + 1] = fmaf(acc[4 * j + 1], s0, out[4 * j + 1]);
+            out[4 * j + 2] = fmaf(acc[4 * j + 2], s1, out[4 * j + 2]);
+            out[4 * j + 3] = fmaf(acc[4 * j + 3], s1, out[4 * j + 3]);
+        }
+    };
+    // kOverlap's k loop for one tile, block 0 already issued into acc0 with its scales in sc0:
+    // block kb + 1's MMAs run while block kb is promoted; block kb + 1's scales are loaded just
+    // before it is issued and first used at its promotion, a block later.
+    const auto overlap_loop = [&](const Tile& T, Scales sc0, float(&acc0)[64], float(&acc1)[64], float(&out)[64]) {
+        Scales sc1 = load_scales(T, 1);
+        int kb = 1;
+        for (; kb + 1 < kblocks; kb += 2) {
+            issue(T, kb, acc1);
+            wgmma_wait<1>();
+            finish(T, kb - 1, acc0, sc0, out);
+            sc0 = load_scales(T, kb + 1);
+            issue(T, kb + 1, acc0);
+            wgmma_wait<1>();
+            finish(T, kb, acc1, sc1, out);
+            sc1 = load_scales(T, kb + 2);
+        }
+        if (kb < kblocks) {
+            issue(T, kb, acc1);
+            wgmma_wait<1>();
+            finish(T, kb - 1, acc0, sc0, out);
+            wgmma_wait<0>();
+            finish(T, kb, acc1, sc1, out);
+        } else {
+            wgmma_wait<0>();
+            finish(T, kb - 1, acc0, sc0, out);
         }
     };
     // Epilogue: thread holds (row0 | row1, cols 8j + 2tq, +1) for j < 16. The residual's pairs
@@ -312,33 +346,19 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int i = 0; i < 64; ++i) out[i] = 0.0f;
             if constexpr (!kOverlap) {
+                Scales sc = load_scales(T, 0);
                 for (int kb = 0; kb < kblocks; ++kb) {
-                    const Scales sc = issue(T, kb, acc0);
+                    issue(T, kb, acc0);
+                    const Scales next = load_scales(T, kb + 1);
                     wgmma_wait<0>();
                     finish(T, kb, acc0, sc, out);
+                    sc = next;
                 }
             } else {
                 float acc1[64];
-                Scales sc0 = issue(T, 0, acc0), sc1{};
-                int kb = 1;
-                for (; kb + 1 < kblocks; kb += 2) {
-                    sc1 = issue(T, kb, acc1);
-                    wgmma_wait<1>();
-                    finish(T, kb - 1, acc0, sc0, out);
-                    sc0 = issue(T, kb + 1, acc0);
-                    wgmma_wait<1>();
-                    finish(T, kb, acc1, sc1, out);
-                }
-                if (kb < kblocks) {
-                    sc1 = issue(T, kb, acc1);
-                    wgmma_wait<1>();
-                    finish(T, kb - 1, acc0, sc0, out);
-                    wgmma_wait<0>();
-                    finish(T, kb, acc1, sc1, out);
-                } else {
-                    wgmma_wait<0>();
-                    finish(T, kb - 1, acc0, sc0, out);
-                }
+                const Scales sc0 = load_scales(T, 0);
+                issue(T, 0, acc0);
+                overlap_loop(T, sc0, acc0, acc1, out);
             }
             it += kblocks;
             epilogue(T, out);
@@ -351,37 +371,20 @@ __global__ void __launch_bounds__(kThreads, 1)
         float acc1[64];
         Tile cur = make_tile(unit0, 0), prev = cur;
         bool has_prev = false;
-        Scales sc0 = issue(cur, 0, acc0), sc1{};
+        Scales sc0 = load_scales(cur, 0);
+        issue(cur, 0, acc0);
         for (;;) {
             if (has_prev) epilogue(prev, out);
 #pragma unroll
             for (int i = 0; i < 64; ++i) out[i] = 0.0f;
-            // The non-kEpi loop's order, block 0 already issued.
-            int kb = 1;
-            for (; kb + 1 < kblocks; kb += 2) {
-                sc1 = issue(cur, kb, acc1);
-                wgmma_wait<1>();
-                finish(cur, kb - 1, acc0, sc0, out);
-                sc0 = issue(cur, kb + 1, acc0);
-                wgmma_wait<1>();
-                finish(cur, kb, acc1, sc1, out);
-            }
-            if (kb < kblocks) {
-                sc1 = issue(cur, kb, acc1);
-                wgmma_wait<1>();
-                finish(cur, kb - 1, acc0, sc0, out);
-                wgmma_wait<0>();
-                finish(cur, kb, acc1, sc1, out);
-            } else {
-                wgmma_wait<0>();
-                finish(cur, kb - 1, acc0, sc0, out);
-            }
+            overlap_loop(cur, sc0, acc0, acc1, out);
             const int t_next = unit0 + unit_step * (1 + (cur.it / kblocks));
             if (t_next >= units) break;
             prev = cur;
             has_prev = true;
             cur = make_tile(t_next, cur.it + kblocks);
-            sc0 = issue(cur, 0, acc0);
+            sc0 = load_scales(cur, 0);
+            issue(cur, 0, acc0);
         }
         epilogue(cur, out);
     }
