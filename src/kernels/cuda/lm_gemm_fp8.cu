@@ -145,8 +145,10 @@ cudaError_t w_scale_rows_launch(const float* w_scale, int32_t N, int32_t K, floa
 int gemm_fp8_plan_impl(const GemmFp8Plan* plan) { return plan ? plan->impl : kFp8ImplAuto; }
 
 // The narrow-N prefill shapes (N <= 4096 at K >= 4096 and M >= 2048: the 9B's down, out_proj and
-// o_proj) are where cuBLASLt's block-scaled kernel is weakest against ours (bench_cuda_kernels
-// --fp8, H100). FROST_FP8_GEMM=cublas keeps cuBLASLt for them.
+// o_proj) would go to our kernel when kFp8PreferWgmmaNarrow is on. It is off: on the H100
+// (2026-11-25, bench_cuda_kernels --fp8, the GEMM alone) cuBLASLt ran them at 1169-1307 TFLOP/s
+// (M 2048 / 4096) and our best variant at 779-910; the ~900 quoted for cuBLASLt before was
+// activation quantization + GEMM (973-1104). FROST_FP8_GEMM=wgmma opts in everywhere.
 bool gemm_fp8_prefers_wgmma(const GemmFp8Params& s) {
     return kFp8PreferWgmmaNarrow && s.w_block_n == kFp8Group && s.M >= 2048 && s.N <= 4096 && s.K >= 4096;
 }

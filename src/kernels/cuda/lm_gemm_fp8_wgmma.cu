@@ -13,10 +13,16 @@
 // inside them; the scales differ per k block anyway). kOverlap: two accumulators, the wgmmas of
 // block kb run while block kb-1 is promoted, so the tensor cores do not idle during the FMAs.
 // The epilogue stores bf16 or fp32 straight from registers (residual add: y is read first).
-// Measured on the H100 (2026-11-24, M 4096, bench_cuda_kernels --fp8): 831-928 TFLOP/s on the 9B's
-// shapes against cuBLASLt's 1194-1300 (bitwise the same products), so it is opt-in
-// (FROST_FP8_GEMM=wgmma). Likely next steps: ping-pong consumers (one tile each, so one
-// warpgroup's epilogue overlaps the other's MMAs) and a shared-memory + TMA-store epilogue.
+// Measured on the H100 (2026-11-25, bench_cuda_kernels --fp8 [2048], the GEMM alone): 779-910
+// TFLOP/s on the 9B's N = 4096 shapes (down, out_proj, o_proj; M 2048 and 4096) against cuBLASLt's
+// 1169-1307 (bitwise the same products), 830-950 on the wide ones against 1234-1278, so it is
+// opt-in (FROST_FP8_GEMM=wgmma). ncu at 4096^3 (source view): tensor pipe 47% busy (cuBLASLt
+// 72%, with the same 128x128x128 tile, 6 stages and 2-CTA clusters: nvjet ..._128x128_128x6_1x2_
+// ..._coopA); our top stalls are the scale product's FMUL waiting on the scales' global loads
+// just before the next block's wgmmas (kFar below), and the residual's loads in the epilogue
+// (~9%; cuBLASLt stages its tile through shared memory and adds the residual with a TMA
+// reduce-add store, and reads its scales from shared memory). Variants 6-10 (2x2 clusters, the
+// epilogue overlapped with the next tile's first block) measured no faster; 11-15 are untimed.
 #include <cuda_fp8.h>
 
 #include <cstdlib>
@@ -87,7 +93,14 @@ struct TileCoord {
 // kEpi: the next tile's first two k blocks are issued before this tile's epilogue, so the tensor
 // cores work through the stores (and the residual's loads) instead of idling; same products, same
 // promotion order, so the same bits as without.
-template <int kStages, bool kOverlap, int kCm, int kCn, bool kEpi>
+// kCtaWait (clusters): the producer waits for "empty" with the default CTA-scope acquire, as
+// CUTLASS's cluster pipelines do, instead of cluster scope: on sm_90 the cluster-scope acquire
+// compiles to CCTL.IVALL, an L1 invalidate after every wait (ncu source view of variant 0,
+// 2026-11-25: the producer's wait samples sit on it), i.e. once per k block, which also drops
+// the consumers' L1-cached scales (their scale FMUL was the top long-scoreboard stall). The
+// peers' arrivals follow their wgmma.wait_group, so their reads of the stage are complete either
+// way. Not yet measured (variant 11).
+template <int kStages, bool kOverlap, int kCm, int kCn, bool kEpi, bool kCtaWait, bool kFar>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_fp8_wgmma_kernel(GemmFp8Params p, const __grid_constant__ Fp8Maps maps) {
 #if defined(FROST_ATTN_WGMMA)
@@ -152,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const int s = it % kStages;
                 if (it >= kStages) {
                     // Released by every CTA's consumers (the peers' arrivals: cluster-scope acquire).
-                    if constexpr (kCluster > 1) {
+                    if constexpr (kCluster > 1 && !kCtaWait) {
                         attn_hopper::mbar_wait_cluster(empty(s), (it / kStages - 1) & 1);
                     } else {
                         mbar_wait(empty(s), (it / kStages - 1) & 1);
@@ -210,11 +223,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         T.ws = p.w_scale + static_cast<int64_t>(min(T.nb, col_tiles - 1)) * kblocks;
         return T;
     };
-    // A k block's scales for this thread's two rows: activation (a0, a1) and weight (w). Loaded
-    // one k block before the block is issued and first used when it is promoted, so the loads'
-    // latency (L2, ~600+ cycles) runs under the MMAs instead of between them: loaded and used
-    // inside one block's issue, it was a serial stall every k block (ncu, 2026-11-25: tensor
-    // pipe 47% busy, long-scoreboard the top stall, against cuBLASLt's 72% with no global loads).
+    // A k block's scales for this thread's two rows: activation (a0, a1) and weight (w).
+    // !kFar (variants 0-11, measured): issue() loads them before waiting for the stage and returns
+    // their products ({a0 w, a1 w, 1}). ncu's source view (2026-11-25) shows ptxas then places the
+    // product's FMUL just before the next block's WARPGROUP.ARRIVE, where it waits out the L2
+    // latency of the loads every k block (the kernel's top stall, 7% of samples; tensor pipe 47%
+    // busy against cuBLASLt's 72%, whose scales come from shared memory). kFar: each block's
+    // scales are loaded three blocks before its promotion (a rotation of raw scales in
+    // registers), so wherever ptxas puts the FMUL the loads have landed. Same products either way.
     struct Scales {
         float a0, a1, w;
     };
@@ -223,9 +239,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         return {T.row0 < p.M ? __ldg(p.x_scale + kb * ld_scale + T.row0) : 0.0f,
                 T.row1 < p.M ? __ldg(p.x_scale + kb * ld_scale + T.row1) : 0.0f, __ldg(T.ws + kb)};
     };
-    // Waits for k block kb's stage and issues its four wgmmas into acc.
-    const auto issue = [&](const Tile& T, int kb, float(&acc)[64]) {
+    // Waits for k block kb's stage and issues its four wgmmas into acc (!kFar: returns the
+    // block's scale products, loaded before the wait).
+    const auto issue = [&](const Tile& T, int kb, float(&acc)[64]) -> Scales {
         const int i = T.it + kb, s = i % kStages;
+        Scales raw{};
+        if constexpr (!kFar) raw = load_scales(T, kb);
         mbar_wait(full(s), (i / kStages) & 1);
         reg_fence(acc);
         wgmma_fence();
@@ -234,9 +253,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int k = 0; k < kTile / 32; ++k)
             wgmma_m64n128k32_e4m3(acc, smem_desc_sw128(a + 32 * k, 16, 1024), smem_desc_sw128(b + 32 * k, 16, 1024), k);
         wgmma_commit();
+        return {raw.a0 * raw.w, raw.a1 * raw.w, 1.0f};
     };
     // Block kb's MMAs are complete: release its stage, add acc x (activation x weight scale) into
-    // out (the product rounded to fp32 first, as always).
+    // out (the scale product rounded to fp32 first, in both modes).
     const auto finish = [&](const Tile& T, int kb, float(&acc)[64], Scales sc, float(&out)[64]) {
         reg_fence(acc);
         __syncwarp();
@@ -248,7 +268,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 mbar_arrive(empty((T.it + kb) % kStages));
             }
         }
-        const float s0 = sc.a0 * sc.w, s1 = sc.a1 * sc.w;
+        const float s0 = kFar ? sc.a0 * sc.w : sc.a0, s1 = kFar ? sc.a1 * sc.w : sc.a1;
 #pragma unroll
         for (int j = 0; j < 16; ++j) {
             out[4 * j + 0] = fmaf(acc[4 * j + 0], s0, out[4 * j + 0]);
@@ -257,24 +277,52 @@ __global__ void __launch_bounds__(kThreads, 1)
             out[4 * j + 3] = fmaf(acc[4 * j + 3], s1, out[4 * j + 3]);
         }
     };
+    // Issues block 0 of a tile into acc0; returns its scales (loaded here when kFar).
+    const auto first_block = [&](const Tile& T, float(&acc)[64]) -> Scales {
+        if constexpr (kFar) {
+            const Scales sc = load_scales(T, 0);
+            issue(T, 0, acc);
+            return sc;
+        } else {
+            return issue(T, 0, acc);
+        }
+    };
     // kOverlap's k loop for one tile, block 0 already issued into acc0 with its scales in sc0:
-    // block kb + 1's MMAs run while block kb is promoted; block kb + 1's scales are loaded just
-    // before it is issued and first used at its promotion, a block later.
+    // block kb + 1's MMAs run while block kb is promoted. kFar: sc2 / sc3 hold the scales of the
+    // next even / odd block, loaded two blocks ahead of sc0 / sc1.
     const auto overlap_loop = [&](const Tile& T, Scales sc0, float(&acc0)[64], float(&acc1)[64], float(&out)[64]) {
-        Scales sc1 = load_scales(T, 1);
+        Scales sc1{}, sc2{}, sc3{};
+        if constexpr (kFar) {
+            sc1 = load_scales(T, 1);
+            sc2 = load_scales(T, 2);
+            sc3 = load_scales(T, 3);
+        }
+        const auto issue_to = [&](int kb, float(&acc)[64], Scales& sc) {
+            if constexpr (kFar) {
+                issue(T, kb, acc);
+            } else {
+                sc = issue(T, kb, acc);
+            }
+        };
         int kb = 1;
         for (; kb + 1 < kblocks; kb += 2) {
-            issue(T, kb, acc1);
+            issue_to(kb, acc1, sc1);
             wgmma_wait<1>();
             finish(T, kb - 1, acc0, sc0, out);
-            sc0 = load_scales(T, kb + 1);
-            issue(T, kb + 1, acc0);
+            if constexpr (kFar) {
+                sc0 = sc2;
+                sc2 = load_scales(T, kb + 3);
+            }
+            issue_to(kb + 1, acc0, sc0);
             wgmma_wait<1>();
             finish(T, kb, acc1, sc1, out);
-            sc1 = load_scales(T, kb + 2);
+            if constexpr (kFar) {
+                sc1 = sc3;
+                sc3 = load_scales(T, kb + 4);
+            }
         }
         if (kb < kblocks) {
-            issue(T, kb, acc1);
+            issue_to(kb, acc1, sc1);
             wgmma_wait<1>();
             finish(T, kb - 1, acc0, sc0, out);
             wgmma_wait<0>();
@@ -346,18 +394,30 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int i = 0; i < 64; ++i) out[i] = 0.0f;
             if constexpr (!kOverlap) {
-                Scales sc = load_scales(T, 0);
+                // kFar: sc, n1, n2 hold the scales of blocks kb, kb + 1, kb + 2.
+                Scales sc{}, n1{}, n2{};
+                if constexpr (kFar) {
+                    sc = load_scales(T, 0);
+                    n1 = load_scales(T, 1);
+                    n2 = load_scales(T, 2);
+                }
                 for (int kb = 0; kb < kblocks; ++kb) {
-                    issue(T, kb, acc0);
-                    const Scales next = load_scales(T, kb + 1);
+                    if constexpr (kFar) {
+                        issue(T, kb, acc0);
+                    } else {
+                        sc = issue(T, kb, acc0);
+                    }
                     wgmma_wait<0>();
                     finish(T, kb, acc0, sc, out);
-                    sc = next;
+                    if constexpr (kFar) {
+                        sc = n1;
+                        n1 = n2;
+                        n2 = load_scales(T, kb + 3);
+                    }
                 }
             } else {
                 float acc1[64];
-                const Scales sc0 = load_scales(T, 0);
-                issue(T, 0, acc0);
+                const Scales sc0 = first_block(T, acc0);
                 overlap_loop(T, sc0, acc0, acc1, out);
             }
             it += kblocks;
@@ -371,8 +431,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         float acc1[64];
         Tile cur = make_tile(unit0, 0), prev = cur;
         bool has_prev = false;
-        Scales sc0 = load_scales(cur, 0);
-        issue(cur, 0, acc0);
+        Scales sc0 = first_block(cur, acc0);
         for (;;) {
             if (has_prev) epilogue(prev, out);
 #pragma unroll
@@ -383,8 +442,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             prev = cur;
             has_prev = true;
             cur = make_tile(t_next, cur.it + kblocks);
-            sc0 = load_scales(cur, 0);
-            issue(cur, 0, acc0);
+            sc0 = first_block(cur, acc0);
         }
         epilogue(cur, out);
     }
@@ -399,9 +457,9 @@ cudaError_t encode_fp8_map(CUtensorMap* map, const void* base, int64_t cols, int
     return attn_hopper::encode_swizzled_map(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, base, cols, rows, cols, box_rows);
 }
 
-template <int kStages, bool kOverlap, int kCm, int kCn = 1, bool kEpi = false>
+template <int kStages, bool kOverlap, int kCm, int kCn = 1, bool kEpi = false, bool kCtaWait = false, bool kFar = false>
 cudaError_t launch_t(const GemmFp8Params& p, cudaStream_t stream) {
-    auto kernel = gemm_fp8_wgmma_kernel<kStages, kOverlap, kCm, kCn, kEpi>;
+    auto kernel = gemm_fp8_wgmma_kernel<kStages, kOverlap, kCm, kCn, kEpi, kCtaWait, kFar>;
     constexpr int kCluster = kCm * kCn;
     constexpr int smem = smem_bytes<kStages>();
     static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -464,6 +522,11 @@ cudaError_t gemm_fp8_wgmma_launch(const GemmFp8Params& p, cudaStream_t stream, i
         case 8: return launch_t<6, true, 2, 2, true>(p, stream);
         case 9: return launch_t<7, true, 2, 1, true>(p, stream);
         case 10: return launch_t<6, true, 1, 1, true>(p, stream);
+        case 11: return launch_t<6, true, 2, 1, false, true>(p, stream);
+        case 12: return launch_t<6, true, 2, 1, false, false, true>(p, stream);
+        case 13: return launch_t<6, true, 2, 1, false, true, true>(p, stream);
+        case 14: return launch_t<6, true, 1, 1, false, false, true>(p, stream);
+        case 15: return launch_t<6, false, 2, 1, false, true, true>(p, stream);
         default: return launch_t<6, true, 2>(p, stream);
     }
 }
