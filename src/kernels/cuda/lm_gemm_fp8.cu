@@ -183,7 +183,7 @@ cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& s, GemmFp8Plan
     plan->shape.y = nullptr;
     if (impl == kFp8ImplWgmma) {
         const char* v = std::getenv("FROST_FP8_WGMMA_VARIANT");
-        plan->variant = v ? std::atoi(v) : 0;
+        plan->variant = v ? std::atoi(v) : kFp8WgmmaDefaultVariant;
         *out = plan;
         return cudaSuccess;
     }

@@ -92,6 +92,8 @@ cudaError_t gemm_fp8_launch(GemmFp8Plan* plan, const GemmFp8Params& p, cudaStrea
 // timed on the GPU (lm_gemm_fp8_wgmma.cu says why they should help).
 // Every variant computes the same products in the same order: bitwise the same output.
 constexpr int kFp8WgmmaVariants = 16;
+// The variant a kFp8ImplWgmma plan launches (FROST_FP8_WGMMA_VARIANT overrides it).
+constexpr int kFp8WgmmaDefaultVariant = 0;
 bool gemm_fp8_wgmma_supported(const GemmFp8Params& shape);
 cudaError_t gemm_fp8_wgmma_launch(const GemmFp8Params& p, cudaStream_t stream, int variant = 0);
 // Whether auto selection takes our kernel for the narrow-N prefill shapes (gemm_fp8_prefers_wgmma).
