@@ -14,6 +14,7 @@ int main() {
     return 0;
 }
 #else
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -450,13 +451,13 @@ int bench_gemm(int rows) {
     return 0;
 }
 
-// The 9B-style prefill GEMMs at 4096 rows, random operands: bf16 cuBLASLt against the FP8 block-scaled GEMM
+// The 9B-style prefill GEMMs at M rows (4096 unless given), random operands: bf16 cuBLASLt against the FP8 block-scaled GEMM
 // (W8A8: activation quantization + GEMM, the ops layer's sequence), each of the heuristic's first
 // few FP8 algorithms (rank 0 is what the engine took before our kernel), then the GEMMs alone:
 // cuBLASLt rank 0 and our wgmma kernel's pipeline variants (lm_gemm_fp8_wgmma.cu; 128x128 weight
 // blocks only), with the relative L2 difference of our kernel's output from cuBLASLt's.
 // TFLOP/s over the GEMM's 2MNK.
-int bench_fp8() {
+int bench_fp8(int M) {
     cudaStream_t s = nullptr;
     CK(cudaStreamCreate(&s));
     Timer t = make_timer(s);
@@ -465,7 +466,7 @@ int bench_fp8() {
     const Shape shapes[] = {{"lin in_proj (per-row scales)", 12352, 4096, 1, 0}, {"mlp gate|up", 24576, 4096, 128, 0},
                             {"mlp down (residual)", 4096, 12288, 128, 1}, {"lin out_proj (residual)", 4096, 4096, 128, 1},
                             {"full qkv_proj", 10240, 4096, 128, 0}, {"full o_proj (residual)", 4096, 4096, 128, 1}};
-    constexpr int M = 4096, kRanks = 6, kVariants = 6;
+    constexpr int kRanks = 6, kVariants = kFp8WgmmaVariants;
     uint8_t* ws = dalloc<uint8_t>(kGemmWorkspaceBytes);
     GemmLt* lt = nullptr;
     CK(gemm_lt_create(ws, kGemmWorkspaceBytes, &lt));
@@ -577,20 +578,82 @@ int bench_fp8() {
     return 0;
 }
 
+// One launch each of cuBLASLt's FP8 GEMM and the named wgmma variants on one M 4096 shape (bf16
+// out, residual), inside cudaProfilerStart/Stop after a warm-up, for
+// `ncu --profile-from-start off`: the profiler sees exactly those kernels.
+int bench_fp8_profile(int N, int Kd, const std::vector<int>& variants) {
+    constexpr int M = 4096;
+    cudaStream_t s = nullptr;
+    CK(cudaStreamCreate(&s));
+    uint8_t* ws = dalloc<uint8_t>(kGemmWorkspaceBytes);
+    GemmLt* lt = nullptr;
+    CK(gemm_lt_create(ws, kGemmWorkspaceBytes, &lt));
+    bf16* x = dalloc<bf16>(size_t(M) * Kd);
+    fill_random_bf16(x, size_t(M) * Kd, 1u);
+    uint8_t* xq = dalloc<uint8_t>(size_t(M) * Kd);
+    uint8_t* wq = dalloc<uint8_t>(size_t(N) * Kd);
+    {
+        std::vector<uint8_t> h(size_t(N) * Kd);
+        uint32_t v = 12345u;
+        for (auto& b : h) {
+            v = v * 1664525u + 1013904223u;
+            b = uint8_t(v >> 24) & 0xF7u;
+        }
+        CK(cudaMemcpy(wq, h.data(), h.size(), cudaMemcpyHostToDevice));
+    }
+    const size_t wsn = size_t((N + 127) / 128) * (Kd / 128);
+    float* wsc = dalloc<float>(wsn);
+    {
+        std::vector<float> h(wsn);
+        for (size_t i = 0; i < wsn; ++i) h[i] = (0.5f + float(i % 7) / 4.0f) / 448.0f;
+        CK(cudaMemcpy(wsc, h.data(), wsn * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    float* xs = dalloc<float>(act_scale_floats(M, Kd));
+    bf16* y = dalloc<bf16>(size_t(M) * N);
+    CK(cudaMemset(y, 0, size_t(M) * N * 2));
+    CK(act_quant_fp8_launch(x, Kd, M, Kd, xq, xs, s));
+    GemmFp8Params f{};
+    f.xq = xq; f.x_scale = xs; f.w = wq; f.w_scale = wsc; f.y = y; f.ldy = N;
+    f.M = M; f.N = N; f.K = Kd; f.accumulate = 1; f.impl = kFp8ImplCublasLt;
+    GemmFp8Plan* plan = nullptr;
+    CK(gemm_fp8_plan_create(lt, f, &plan));
+    const auto all = [&] {
+        CK(gemm_fp8_launch(plan, f, s));
+        for (int v : variants) CK(gemm_fp8_wgmma_launch(f, s, v));
+    };
+    all();
+    CK(cudaStreamSynchronize(s));
+    CK(cudaProfilerStart());
+    all();
+    CK(cudaStreamSynchronize(s));
+    CK(cudaProfilerStop());
+    gemm_fp8_plan_destroy(plan);
+    gemm_lt_destroy(lt);
+    for (void* q : std::initializer_list<void*>{x, xq, wq, wsc, xs, y, ws}) CK(cudaFree(q));
+    std::printf("profiled: cuBLASLt + %zu wgmma variants at M %d N %d K %d\n", variants.size(), M, N, Kd);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     if (argc == 3 && std::string(argv[1]) == "--attn") return bench_attention(argv[2]);
     if (argc == 2 && std::string(argv[1]) == "--conv") return bench_conv();
     if (argc == 2 && std::string(argv[1]) == "--gdn") return bench_gdn();
-    if (argc == 2 && std::string(argv[1]) == "--fp8") return bench_fp8();
+    if ((argc == 2 || argc == 3) && std::string(argv[1]) == "--fp8") return bench_fp8(argc == 3 ? std::atoi(argv[2]) : 4096);
+    if (argc >= 4 && std::string(argv[1]) == "--fp8-profile") {
+        std::vector<int> variants;
+        for (int i = 4; i < argc; ++i) variants.push_back(std::atoi(argv[i]));
+        return bench_fp8_profile(std::atoi(argv[2]), std::atoi(argv[3]), variants);
+    }
     if (argc == 3 && std::string(argv[1]) == "--gemm") return bench_gemm(std::atoi(argv[2]));
     if (argc < 3) {
         std::fprintf(stderr, "usage: bench_cuda_kernels out.json MODEL_DIR [prefill_chunk] [decode_pos...]\n"
                              "       bench_cuda_kernels --attn out.json   (attention prefill kernels alone)\n"
                              "       bench_cuda_kernels --conv            (GDN conv1d kernels alone)\n"
                              "       bench_cuda_kernels --gdn             (GDN chunked prefill launches alone)\n"
-                             "       bench_cuda_kernels --fp8             (FP8 W8A8 vs bf16 prefill GEMMs)\n"
+                             "       bench_cuda_kernels --fp8 [ROWS]      (FP8 W8A8 vs bf16 prefill GEMMs, 4096 rows by default)\n"
+                             "       bench_cuda_kernels --fp8-profile N K [variant...]  (one launch each, for ncu)\n"
                              "       bench_cuda_kernels --gemm ROWS       (bf16 prefill GEMMs per heuristic rank)\n");
         return 2;
     }

@@ -257,11 +257,65 @@ TEST(CudaGemmFp8Wgmma, Bf16OutRandomActivationsAndManyTiles) {
 // Every pipeline variant the bench sweeps computes the same products.
 TEST(CudaGemmFp8Wgmma, PipelineVariants) {
     FROST_SKIP_WITHOUT_CUDA();
-    for (int v = 0; v < 6; ++v) {
+    for (int v = 0; v < K::kFp8WgmmaVariants; ++v) {
         const std::string name = "wg_variant_" + std::to_string(v);
         run_case(1100, 2560, 384, true, true, false, name.c_str(), 128, K::kFp8ImplWgmma, v);
         run_case(100, 256, 1024, true, false, true, (name + "_k1024").c_str(), 128, K::kFp8ImplWgmma, v);
         run_case(300, 384, 640, false, false, false, (name + "_odd_row_units").c_str(), 128, K::kFp8ImplWgmma, v);
+    }
+}
+// The variants differ only in scheduling (clusters, stages, the overlapped epilogue): each must
+// give variant 0's output bit for bit, fresh operands, bf16 residual and fp32 out. Shapes: row and
+// column tiles odd (a 2x2 cluster's tiles past M and past N), and more tiles than SMs with K 4096
+// (the overlapped epilogue crosses tiles, the residual prefetch runs on many rows).
+TEST(CudaGemmFp8Wgmma, VariantsBitwiseEqual) {
+    FROST_SKIP_WITHOUT_CUDA();
+    struct Case { int M, N, K; bool accumulate, out_f32; };
+    for (const Case c : {Case{300, 384, 1024, true, false}, Case{333, 640, 512, false, true},
+                         Case{1536, 2688, 4096, true, false}}) {
+        auto rng = fresh_rng("wg_variants_bitwise");
+        std::vector<uint8_t> x(size_t(c.M) * c.K), w(size_t(c.N) * c.K);
+        for (auto& b : x) b = random_fp8(rng);
+        for (auto& b : w) b = random_fp8(rng);
+        std::uniform_real_distribution<float> pos(0.25f, 4.0f);
+        std::vector<float> xs(K::act_scale_floats(c.M, c.K)), ws(size_t((c.N + 127) / 128) * (c.K / 128));
+        for (auto& v : xs) v = pos(rng) / 448.0f;
+        for (auto& v : ws) v = pos(rng) / 448.0f;
+        const auto y0 = uniform(rng, size_t(c.M) * c.N, -4, 4);
+        Dev<uint8_t> dx(x), dw(w);
+        Dev<float> dxs(xs), dws(ws);
+        K::GemmFp8Params p{};
+        p.xq = dx.get(); p.x_scale = dxs.get(); p.w = dw.get(); p.w_scale = dws.get();
+        p.ldy = c.N; p.M = c.M; p.N = c.N; p.K = c.K;
+        p.out_f32 = c.out_f32; p.accumulate = c.accumulate;
+        const auto run = [&](int v) {
+            std::vector<float> out;
+            if (c.out_f32) {
+                Dev<float> y(c.accumulate ? y0 : std::vector<float>(y0.size(), std::nanf("")));
+                p.y = y.get();
+                EXPECT_EQ(K::gemm_fp8_wgmma_launch(p, nullptr, v), cudaSuccess) << "variant " << v;
+                EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "variant " << v;
+                out = y.download();
+            } else {
+                Dev<uint16_t> y(c.accumulate ? to_bf(y0) : std::vector<uint16_t>(y0.size(), 0x7FC0));
+                p.y = y.get();
+                EXPECT_EQ(K::gemm_fp8_wgmma_launch(p, nullptr, v), cudaSuccess) << "variant " << v;
+                EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "variant " << v;
+                out = from_bf(y.download());
+            }
+            return out;
+        };
+        const std::vector<float> base = run(0);
+        size_t nan = 0;
+        for (float v : base) nan += std::isnan(v) ? 1 : 0;
+        EXPECT_EQ(nan, 0u) << "variant 0 left outputs unwritten, M " << c.M << " N " << c.N;
+        for (int v = 1; v < K::kFp8WgmmaVariants; ++v) {
+            const std::vector<float> got = run(v);
+            size_t diff = 0;
+            for (size_t i = 0; i < got.size(); ++i) diff += std::memcmp(&got[i], &base[i], sizeof(float)) != 0 ? 1 : 0;
+            EXPECT_EQ(diff, 0u) << "variant " << v << " differs from variant 0 in " << diff << " of " << got.size()
+                                << " outputs, M " << c.M << " N " << c.N << " K " << c.K;
+        }
     }
 }
 // Selection: an explicit impl, FROST_FP8_GEMM for the automatic one; per-row weight scales
@@ -295,6 +349,19 @@ TEST(CudaGemmFp8Wgmma, Selection) {
     p.K = 256;  // below cuBLASLt's minimum: ours runs it
     EXPECT_EQ(impl_of(K::kFp8ImplWgmma), K::kFp8ImplWgmma);
     EXPECT_EQ(impl_of(K::kFp8ImplCublasLt), -int(cudaErrorNotSupported));
+    // The measured default: ours on the narrow-N shapes (the 9B's down / out_proj at a 2048-row
+    // chunk), cuBLASLt on the wide ones; FROST_FP8_GEMM=cublas keeps cuBLASLt everywhere.
+    unsetenv("FROST_FP8_GEMM");
+    p.M = 2048; p.N = 4096; p.K = 12288; p.ldy = 4096;
+    const int narrow = K::kFp8PreferWgmmaNarrow ? K::kFp8ImplWgmma : K::kFp8ImplCublasLt;
+    EXPECT_EQ(impl_of(K::kFp8ImplAuto), narrow);
+    p.K = 4096;
+    EXPECT_EQ(impl_of(K::kFp8ImplAuto), narrow);
+    p.N = 24576; p.ldy = 24576;
+    EXPECT_EQ(impl_of(K::kFp8ImplAuto), K::kFp8ImplCublasLt);
+    p.N = 4096; p.ldy = 4096;
+    setenv("FROST_FP8_GEMM", "cublas", 1);
+    EXPECT_EQ(impl_of(K::kFp8ImplAuto), K::kFp8ImplCublasLt);
     if (old) setenv("FROST_FP8_GEMM", saved.c_str(), 1); else unsetenv("FROST_FP8_GEMM");
 }
 

@@ -103,11 +103,11 @@ cudaError_t fail(cublasStatus_t st, int* lt_status) {
     return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
 }
 
-// Auto selection: FROST_FP8_GEMM (cublaslt | wgmma) first, then the measured default.
+// Auto selection: FROST_FP8_GEMM (cublas | cublaslt | wgmma) first, then the measured default.
 int resolve_impl(const GemmFp8Params& s) {
     if (s.impl != kFp8ImplAuto) return s.impl;
     const char* env = std::getenv("FROST_FP8_GEMM");
-    if (env && std::strcmp(env, "cublaslt") == 0) return kFp8ImplCublasLt;
+    if (env && (std::strcmp(env, "cublaslt") == 0 || std::strcmp(env, "cublas") == 0)) return kFp8ImplCublasLt;
     const bool want = (env && std::strcmp(env, "wgmma") == 0) || gemm_fp8_prefers_wgmma(s);
     return want && gemm_fp8_wgmma_supported(s) ? kFp8ImplWgmma : kFp8ImplCublasLt;
 }
@@ -144,13 +144,13 @@ cudaError_t w_scale_rows_launch(const float* w_scale, int32_t N, int32_t K, floa
 
 int gemm_fp8_plan_impl(const GemmFp8Plan* plan) { return plan ? plan->impl : kFp8ImplAuto; }
 
-// No shape yet: on the H100 (2026-11-24, M 4096, the GEMM alone) cuBLASLt ran the 9B's shapes at
-// 1194-1300 TFLOP/s and our kernel at 831-960 (bench_cuda_kernels --fp8); taking it for the
-// N = 4096 shapes made the engine's W8A8 TTFT 6% slower (frost bench engine, 4k and 16k). Opt in
-// with FROST_FP8_GEMM=wgmma.
+// The narrow-N prefill shapes (N <= 4096 at K >= 4096 and M >= 2048: the 9B's down, out_proj and
+// o_proj) would go to our kernel when kFp8PreferWgmmaNarrow is on. It is off: on the H100
+// (2026-11-25, bench_cuda_kernels --fp8, the GEMM alone) cuBLASLt ran them at 1169-1307 TFLOP/s
+// (M 2048 / 4096) and our best variant at 779-910; the ~900 quoted for cuBLASLt before was
+// activation quantization + GEMM (973-1104). FROST_FP8_GEMM=wgmma opts in everywhere.
 bool gemm_fp8_prefers_wgmma(const GemmFp8Params& s) {
-    (void)s;
-    return false;
+    return kFp8PreferWgmmaNarrow && s.w_block_n == kFp8Group && s.M >= 2048 && s.N <= 4096 && s.K >= 4096;
 }
 
 void gemm_fp8_plan_destroy(GemmFp8Plan* plan) {
@@ -183,7 +183,7 @@ cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& s, GemmFp8Plan
     plan->shape.y = nullptr;
     if (impl == kFp8ImplWgmma) {
         const char* v = std::getenv("FROST_FP8_WGMMA_VARIANT");
-        plan->variant = v ? std::atoi(v) : 0;
+        plan->variant = v ? std::atoi(v) : kFp8WgmmaDefaultVariant;
         *out = plan;
         return cudaSuccess;
     }

@@ -23,7 +23,7 @@ constexpr int kFp8Group = 128;  // the block edge of both scale grids
 // not supported, so the ops layer dequantizes instead.
 constexpr int kFp8MinK = 512;
 
-// Which GEMM runs a plan. kFp8ImplAuto: FROST_FP8_GEMM=cublaslt|wgmma in the environment decides if
+// Which GEMM runs a plan. kFp8ImplAuto: FROST_FP8_GEMM=cublas|cublaslt|wgmma in the environment decides if
 // set, else gemm_fp8_prefers_wgmma (the shapes where our kernel measured faster). kFp8ImplWgmma:
 // our Hopper kernel (lm_gemm_fp8_wgmma.cu; 128x128 weight blocks only, any K multiple of 128);
 // the plan is NotSupported where it cannot run.
@@ -82,9 +82,23 @@ cudaError_t gemm_fp8_launch(GemmFp8Plan* plan, const GemmFp8Params& p, cudaStrea
 // tests and benches: 0 the default (6 stages, promotion overlapped with the next block's MMAs,
 // clusters of 2 sharing the weight tile by multicast); 1: 6 stages, promotion after each block's
 // MMAs, no cluster; 2: 4 stages, overlapped, no cluster; 3: 6 stages, overlapped, no cluster;
-// 4: 6 stages, not overlapped, clusters of 2; 5: 4 stages, overlapped, clusters of 2.
+// 4: 6 stages, not overlapped, clusters of 2; 5: 4 stages, overlapped, clusters of 2; 6: variant 0
+// with the epilogue overlapped (the next tile's first k block runs on the tensor cores while this
+// tile is stored; the residual prefetched into L2); 7: 6 stages, overlapped, 2x2 clusters (A and
+// B multicast); 8: 7 with the epilogue overlapped; 9: 6 with 7 stages; 10: 6 without clusters;
+// 11: variant 0 with the producer's CTA-scope wait (no L1 invalidate per k block); 12: variant 0
+// with the scales loaded three k blocks ahead of their use; 13: 11 + 12; 14: variant 3 with the
+// scales ahead; 15: variant 4 with the CTA-scope wait and the scales ahead. 11-15 are not yet
+// timed on the GPU (lm_gemm_fp8_wgmma.cu says why they should help).
+// Every variant computes the same products in the same order: bitwise the same output.
+constexpr int kFp8WgmmaVariants = 16;
+// The variant a kFp8ImplWgmma plan launches (FROST_FP8_WGMMA_VARIANT overrides it).
+constexpr int kFp8WgmmaDefaultVariant = 0;
 bool gemm_fp8_wgmma_supported(const GemmFp8Params& shape);
 cudaError_t gemm_fp8_wgmma_launch(const GemmFp8Params& p, cudaStream_t stream, int variant = 0);
+// Whether auto selection takes our kernel for the narrow-N prefill shapes (gemm_fp8_prefers_wgmma).
+// Off: measured slower than cuBLASLt there too (lm_gemm_fp8.cu).
+constexpr bool kFp8PreferWgmmaNarrow = false;
 // Auto selection's default: whether our kernel takes this shape (see lm_gemm_fp8.cu).
 bool gemm_fp8_prefers_wgmma(const GemmFp8Params& shape);
 
