@@ -6,11 +6,13 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_moe.h"
 #include "kernels/cuda/lm_moe_common.cuh"
 #include "kernels/cuda/lm_moe_gemm.cuh"
+#include "kernels/cuda/lm_moe_gemm_tma.cuh"
 #include "kernels/cuda/lm_moe_gemm_ws.cuh"
 
 namespace frost::kernels {
@@ -41,6 +43,10 @@ int tile_capacity(const MoeBf16Params& p, int bm) { return ceil_div(entries(p), 
 // 3.316 / 4.284 in the same run (lm_moe_gemm_ws.cuh says why).
 int pick_tile_shape(const MoeBf16Params& p) {
     if (p.tile_shape) return p.tile_shape;
+    if (const char* env = std::getenv("FROST_MOE_PREFILL_TILE"); env && *env) {
+        const int forced = std::atoi(env);  // out of range: refused by the launcher like a bad tile_shape
+        return forced >= 1 && forced <= kMoeTileShapeCount ? forced : -1;
+    }
     if (static_cast<int64_t>(p.max_rows) * p.k < 128LL * p.E) return 1;
     return moe_prefill_wgmma_supported() ? 3 : 2;
 }
@@ -299,6 +305,9 @@ cudaError_t launch_gemms(const MoeBf16Params& p, int shape, cudaStream_t stream)
         case 2: return launch_gemms<Tile<128>>(p, stream);
         case 3: return launch_gemms<moe::WgTile>(p, stream);
         case 4: return moe::ws_gemms_launch(p, tile_capacity(p, moe::WsTile::BM), stream);
+        case 5:
+        case 6:
+        case 7: return moe::tma_gemms_launch(p, tile_capacity(p, kMoeTileShapes[shape - 1].rows), shape, stream);
         default: return cudaErrorInvalidValue;
     }
 }
@@ -323,17 +332,32 @@ int moe_prefill_tile_rows(const MoeBf16Params& p) {
     return shape >= 1 && shape <= kMoeTileShapeCount ? kMoeTileShapes[shape - 1].rows : 0;
 }
 
-cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream) {
-    const int shape = pick_tile_shape(p);
+namespace {
+// The checks every prefill entry point makes; cudaSuccess when `shape` may run.
+cudaError_t check_prefill(const MoeBf16Params& p, int shape) {
     if (!valid(p) || (!p.out && !p.out_bf16) || !p.group_offsets || !p.chunk_base || !p.tile_table ||
         !p.entry_row || !p.entry_pos || !p.ag || !p.yg || p.H % 16 || p.I % 16 || p.Is % 16 || shape < 1 ||
         shape > kMoeTileShapeCount)
         return cudaErrorInvalidValue;
     if (kMoeTileShapes[shape - 1].wgmma && !moe_prefill_wgmma_supported()) return cudaErrorNotSupported;
-    // 16-byte cp.async and vector accesses.
+    // 16-byte cp.async, TMA and vector accesses.
     if (!aligned16(p.ag) || !aligned16(p.yg) || (p.out_bf16 && !aligned16(p.out_bf16)))
         return cudaErrorInvalidValue;
-    cudaError_t e = moe_prefill_router_launch(p, stream);
+    return cudaSuccess;
+}
+}  // namespace
+
+cudaError_t moe_prefill_gemms_launch(const MoeBf16Params& p, cudaStream_t stream) {
+    const int shape = pick_tile_shape(p);
+    const cudaError_t e = check_prefill(p, shape);
+    return e != cudaSuccess ? e : launch_gemms(p, shape, stream);
+}
+
+cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream) {
+    const int shape = pick_tile_shape(p);
+    cudaError_t e = check_prefill(p, shape);
+    if (e != cudaSuccess) return e;
+    e = moe_prefill_router_launch(p, stream);
     if (e != cudaSuccess) return e;
     const int n_chunks = chunks(p);
     moe_count_kernel<<<n_chunks, kChunkThreads, sizeof(int32_t) * p.E, stream>>>(p);
