@@ -45,9 +45,12 @@ struct MoeTileShape {
 // 4-stage ring, persistent blocks (lm_moe_gemm_ws.cuh); opt-in, the launcher does not pick it.
 // Shapes 5-7: the same ring with the expert weights (and down's activations) loaded by TMA,
 // 128 x 256 in 4 stages, 128 x 128 in 6 stages, 192 x 128 in 5 stages (lm_moe_gemm_tma.cuh).
-constexpr MoeTileShape kMoeTileShapes[] = {{64, 64, 32, 0},   {128, 64, 32, 0},  {128, 64, 128, 1}, {128, 64, 256, 1},
-                                           {128, 64, 256, 1}, {128, 64, 128, 1}, {192, 64, 128, 1}};
-constexpr int kMoeTileShapeCount = 7;
+// Shapes 8, 9: shape 7 in clusters of 2 / 4 blocks sharing each A tile by TMA multicast (gate|up's
+// token rows gathered contiguously first).
+constexpr MoeTileShape kMoeTileShapes[] = {{64, 64, 32, 0},   {128, 64, 32, 0},  {128, 64, 128, 1},
+                                           {128, 64, 256, 1}, {128, 64, 256, 1}, {128, 64, 128, 1},
+                                           {192, 64, 128, 1}, {192, 64, 128, 1}, {192, 64, 128, 1}};
+constexpr int kMoeTileShapeCount = 9;
 
 struct MoeBf16Params {
     const bf16* x;                // [max_rows, H] post-attention-norm output
@@ -102,7 +105,9 @@ cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream);
 // the GEMMs' share of a launch with it. Same validation as moe_prefill_launch.
 cudaError_t moe_prefill_gemms_launch(const MoeBf16Params& p, cudaStream_t stream);
 // The router part of moe_prefill_launch (same outputs as moe_router_launch): the logits of all
-// rows as one tensor-core GEMM, then one warp per row for softmax / top-k / shared gate.
+// rows as one tensor-core GEMM (split over K into fp32 partials kept in p.ag when it is set, so a
+// 4k-row chunk fills the GPU; summed in a fixed order), then one warp per row for softmax / top-k
+// / shared gate. Clobbers p.ag.
 cudaError_t moe_prefill_router_launch(const MoeBf16Params& p, cudaStream_t stream);
 struct MoePrefillScratch {
     size_t offsets_ints, chunk_ints, tile_ints, entry_row_ints, entry_pos_ints;  // int32 counts

@@ -200,6 +200,162 @@ __global__ void __launch_bounds__(T::threads, 1) moe_tma_kernel(MoeBf16Params p,
 #endif
 }
 
+// kCluster CTAs (one cluster) share each row tile's A by TMA multicast: CTA r of the cluster
+// takes column tile kCluster u + r of the cluster's work unit u (units = row tiles x
+// ceil(column tiles / kCluster)), loads rows [r BM / kCluster, (r + 1) BM / kCluster) of the A tile
+// into every CTA of the cluster and its own B tile; so each A byte crosses from L2 once per
+// cluster instead of once per column tile (A re-reads are most of the L2 traffic of the
+// gate|up and down GEMMs: 8 and 16 column tiles re-read the same rows at I 512, H 2048). Gate|up
+// reads A from `xg` (the token rows gathered contiguously by moe_gather_kernel, in yg's memory,
+// which only down writes later). A stage is refilled only when the consumers of every CTA of the
+// cluster released it (they arrive on each CTA's empty barrier). Every CTA of a cluster walks
+// the same units and k-steps, columns past F or H included (dropped in the epilogue).
+template <class T, bool kDown, int kCluster>
+__global__ void __launch_bounds__(T::threads, 1)
+    moe_tma_cluster_kernel(MoeBf16Params p, const __grid_constant__ MoeTmaMaps maps) {
+#if defined(FROST_ATTN_WGMMA)
+    constexpr int S = T::stages, kPart = T::BM / kCluster;
+    static_assert(kPart % 8 == 0, "whole 1024-byte swizzle atoms per CTA part");
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const uint32_t base = (lm::smem_addr(smem_raw) + 1023u) & ~1023u, bars = base + S * T::stage_bytes;
+    auto stage = [&](uint32_t it) { return base + (it % S) * T::stage_bytes; };
+    auto full = [&](uint32_t it) { return bars + (it % S) * 8; };
+    auto empty = [&](uint32_t it) { return bars + (S + it % S) * 8; };
+    auto phase = [](uint32_t it) { return static_cast<int>((it / S) & 1); };
+    const uint32_t rank = attn_hopper::cluster_rank();
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < S; ++s) {
+            lm::mbar_init(bars + 8 * s, 1);                         // this CTA's expect-tx arrival
+            lm::mbar_init(bars + 8 * (S + s), 4 * T::W * kCluster);  // lane 0 of every consumer warp of the cluster
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    attn_hopper::cluster_sync();  // the peers' copies and arrivals may target these barriers from now on
+    const int width = tma_width(p), nt = tma_col_tiles<T>(p, kDown), nu = (nt + kCluster - 1) / kCluster;
+    const int units = p.tile_table[0] * nu, unit0 = blockIdx.x / kCluster, unit_step = gridDim.x / kCluster;
+    const int wg = threadIdx.x / 128;
+    uint32_t it = 0;
+    // Unit u: row tile u / nu, this CTA's column tile.
+    auto item_at = [&](int u, Item& item) {
+        const int t = u / nu;
+        item.group = p.tile_table[1 + 2 * t];
+        item.row0 = p.tile_table[2 + 2 * t];
+        item.row_end = min(item.row0 + T::BM, p.group_offsets[item.group + 1]);
+        item.shared = item.group == p.E;
+        item.F = item.shared ? p.Is : p.I;
+        item.n0 = ((u % nu) * kCluster + static_cast<int>(rank)) * (kDown ? T::BN : T::BN / 2);
+        item.K = kDown ? item.F : p.H;
+    };
+    if (wg == 0) {
+        if (threadIdx.x != 0) return;
+        attn_hopper::tma_prefetch_map(&maps.a_routed);
+        attn_hopper::tma_prefetch_map(&maps.b_routed);
+        for (int u = unit0; u < units; u += unit_step) {
+            Item item;
+            item_at(u, item);
+            const CUtensorMap* bmap = item.shared ? &maps.b_shared : &maps.b_routed;
+            const CUtensorMap* amap = item.shared && kDown ? &maps.a_shared : &maps.a_routed;
+            const int brow = (item.shared ? 0 : item.group * (kDown ? p.H : 2 * p.I)) + item.n0;
+            const int k_tiles = (item.K + T::BK - 1) / T::BK;
+            for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                if (it >= S) attn_hopper::mbar_wait_cluster(empty(it), phase(it) ^ 1);
+                const uint32_t st = stage(it);
+                const int k0 = kt * T::BK;
+                attn_hopper::mbar_arrive_expect_tx(full(it), T::a_bytes + T::b_bytes);  // the peers' A parts too
+                attn_hopper::tma_load_2d_multicast(st + rank * kPart * 128, amap, k0, item.row0 + static_cast<int>(rank) * kPart,
+                                                   full(it), static_cast<uint16_t>((1u << kCluster) - 1));
+                if constexpr (kDown) {
+                    attn_hopper::tma_load_2d(st + T::a_bytes, bmap, k0, brow, full(it));
+                } else {
+                    attn_hopper::tma_load_2d(st + T::a_bytes, bmap, k0, brow, full(it));
+                    attn_hopper::tma_load_2d(st + T::a_bytes + (T::BN / 2) * 128, bmap, k0, brow + item.F, full(it));
+                }
+            }
+        }
+        return;
+    }
+    const int cw = wg - 1, lane = threadIdx.x % 32;
+    auto release = [&](uint32_t at) {
+        if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < kCluster; ++r) attn_hopper::mbar_arrive_remote(empty(at), static_cast<uint32_t>(r));
+    };
+    for (int u = unit0; u < units; u += unit_step) {
+        Item item;
+        item_at(u, item);
+        const int k_tiles = (item.K + T::BK - 1) / T::BK;
+        if (item.row0 + 64 * cw >= item.row_end) {  // warpgroup-uniform: no rows; walk the ring only
+            for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                lm::mbar_wait(full(it), phase(it));
+                release(it);
+            }
+            continue;
+        }
+        float acc[T::BN / 2];
+#pragma unroll
+        for (int i = 0; i < T::BN / 2; ++i) acc[i] = 0.0f;
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+            lm::mbar_wait(full(it), phase(it));
+            const uint32_t st = stage(it), a0 = st + cw * 64 * 128, b0 = st + T::a_bytes;
+            lm::reg_fence(acc);
+            lm::wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < T::BK / 16; ++kk)
+                wgmma_tile_ss<T::BN>(acc, lm::smem_desc_sw128(a0 + kk * 32, 16, 1024),
+                                     lm::smem_desc_sw128(b0 + kk * 32, 16, 1024));
+            lm::wgmma_commit();
+            lm::wgmma_wait<0>();
+            lm::reg_fence(acc);
+            release(it);
+        }
+        constexpr int n8 = T::BN / 8;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int e = item.row0 + 64 * cw + ws_row(half);
+            if (e >= item.row_end) continue;
+            if constexpr (kDown) {
+                bf16* dst = p.yg + static_cast<int64_t>(e) * p.H;
+#pragma unroll
+                for (int i = 0; i < n8; ++i) {
+                    const int col = item.n0 + ws_col(i);
+                    if (col < p.H)
+                        *reinterpret_cast<__nv_bfloat162*>(dst + col) =
+                            __floats2bfloat162_rn(acc[4 * i + 2 * half], acc[4 * i + 2 * half + 1]);
+                }
+            } else {
+                bf16* dst = p.ag + static_cast<int64_t>(e) * width;
+#pragma unroll
+                for (int i = 0; i < n8 / 2; ++i) {
+                    const int col = item.n0 + ws_col(i);
+                    const float g0 = acc[4 * i + 2 * half], g1 = acc[4 * i + 2 * half + 1];
+                    const float u0 = acc[4 * (i + n8 / 2) + 2 * half], u1 = acc[4 * (i + n8 / 2) + 2 * half + 1];
+                    if (col < item.F)
+                        *reinterpret_cast<__nv_bfloat162*>(dst + col) =
+                            __floats2bfloat162_rn(lm::silu(g0) * u0, lm::silu(g1) * u1);
+                }
+            }
+        }
+    }
+    attn_hopper::cluster_sync();  // the peers may still arrive on this CTA's barriers: none leaves early
+#else
+    __trap();  // not launched: the wgmma shapes run only on compute capability 9.0 (the sm_90a code)
+#endif
+}
+
+// grid: ceil(entry capacity / kGatherRows). xg[e] = x[entry_row[e]] for the launch's entries
+// (group_offsets[E + 1] of them), 16 bytes a thread: the gate|up A rows, contiguous for TMA.
+constexpr int kGatherRows = 16;
+__global__ void moe_gather_kernel(MoeBf16Params p) {
+    const int e0 = blockIdx.x * kGatherRows, total = p.group_offsets[p.E + 1];
+    if (e0 >= total) return;
+    const int chunks = p.H / 8, n = min(kGatherRows, total - e0) * chunks;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int e = e0 + i / chunks, c = i % chunks;
+        const uint4 v = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(p.entry_row[e]) * p.H)[c];
+        reinterpret_cast<uint4*>(p.yg + static_cast<int64_t>(e) * p.H)[c] = v;
+    }
+}
+
 int sm_count() {
     static const int n = [] {
         int dev = 0, v = 0;
@@ -240,6 +396,58 @@ cudaError_t launch_t(const MoeBf16Params& p, int tile_capacity, cudaStream_t str
     return cudaGetLastError();
 }
 
+template <class T, int kCluster>
+cudaError_t launch_cluster_t(const MoeBf16Params& p, int tile_capacity, cudaStream_t stream) {
+    using attn_hopper::encode_tile_map;
+    constexpr auto up = moe_tma_cluster_kernel<T, false, kCluster>, down = moe_tma_cluster_kernel<T, true, kCluster>;
+    const int smem = static_cast<int>(T::smem);
+    cudaError_t e = cudaFuncSetAttribute(up, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(down, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    const int64_t entries = static_cast<int64_t>(p.max_rows) * (p.k + 1), width = tma_width(p);
+    constexpr int part = T::BM / kCluster;
+    MoeTmaMaps gu{}, dn{};
+    e = encode_tile_map(&gu.b_routed, p.experts_gate_up, p.H, int64_t(p.E) * 2 * p.I, p.H, T::BN / 2);
+    if (e == cudaSuccess) e = encode_tile_map(&gu.b_shared, p.shared_gate_up, p.H, 2 * int64_t(p.Is), p.H, T::BN / 2);
+    if (e == cudaSuccess) e = encode_tile_map(&gu.a_routed, p.yg, p.H, entries, p.H, part);  // xg, in yg's memory
+    if (e == cudaSuccess) e = encode_tile_map(&dn.b_routed, p.experts_down, p.I, int64_t(p.E) * p.H, p.I, T::BN);
+    if (e == cudaSuccess) e = encode_tile_map(&dn.b_shared, p.shared_down, p.Is, p.H, p.Is, T::BN);
+    if (e == cudaSuccess) e = encode_tile_map(&dn.a_routed, p.ag, p.I, entries, width, part);
+    if (e == cudaSuccess) e = encode_tile_map(&dn.a_shared, p.ag, p.Is, entries, width, part);
+    if (e != cudaSuccess) return e;
+    gu.a_shared = gu.a_routed;
+    cudaLaunchAttribute la[1];
+    la[0].id = cudaLaunchAttributeClusterDimension;
+    la[0].val.clusterDim.x = kCluster;
+    la[0].val.clusterDim.y = 1;
+    la[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.blockDim = dim3(T::threads);
+    cfg.dynamicSmemBytes = T::smem;
+    cfg.stream = stream;
+    cfg.attrs = la;
+    cfg.numAttrs = 1;
+    // Persistent: as many clusters as fit at once (one CTA per SM), at most one per work unit.
+    static int resident = 0;
+    if (resident <= 0) {
+        cudaLaunchConfig_t q = cfg;
+        q.gridDim = dim3(kCluster * 1024);
+        if (cudaOccupancyMaxActiveClusters(&resident, up, &q) != cudaSuccess) {
+            cudaGetLastError();
+            resident = 0;
+        }
+    }
+    if (resident <= 0) return cudaErrorNotSupported;
+    const int64_t nu_up = (tma_col_tiles<T>(p, false) + kCluster - 1) / kCluster;
+    const int64_t nu_down = (tma_col_tiles<T>(p, true) + kCluster - 1) / kCluster;
+    moe_gather_kernel<<<static_cast<int>((entries + kGatherRows - 1) / kGatherRows), 256, 0, stream>>>(p);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    cfg.gridDim = dim3(static_cast<unsigned>(kCluster * std::min<int64_t>(resident, int64_t(tile_capacity) * nu_up)));
+    if ((e = cudaLaunchKernelEx(&cfg, up, p, gu)) != cudaSuccess) return e;
+    cfg.gridDim = dim3(static_cast<unsigned>(kCluster * std::min<int64_t>(resident, int64_t(tile_capacity) * nu_down)));
+    return cudaLaunchKernelEx(&cfg, down, p, dn);
+}
+
 }  // namespace
 
 cudaError_t tma_gemms_launch(const MoeBf16Params& p, int tile_capacity, int shape, cudaStream_t stream) {
@@ -247,6 +455,8 @@ cudaError_t tma_gemms_launch(const MoeBf16Params& p, int tile_capacity, int shap
         case 5: return launch_t<TmaTile<256, 4, 2>>(p, tile_capacity, stream);
         case 6: return launch_t<TmaTile<128, 6, 2>>(p, tile_capacity, stream);
         case 7: return launch_t<TmaTile<128, 5, 3>>(p, tile_capacity, stream);
+        case 8: return launch_cluster_t<TmaTile<128, 5, 3>, 2>(p, tile_capacity, stream);
+        case 9: return launch_cluster_t<TmaTile<128, 5, 3>, 4>(p, tile_capacity, stream);
         default: return cudaErrorInvalidValue;
     }
 }
