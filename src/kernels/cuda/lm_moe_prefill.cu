@@ -39,11 +39,12 @@ int tile_capacity(const MoeBf16Params& p, int bm) { return ceil_div(entries(p), 
 // Measured on the H100 (bench_moe_prefill, 35B-A3B / Qwen3-Next-80B shapes, ms per launch): 1k
 // rows 64x64 0.728 / 1.308; 4k wgmma 1.053 / 1.591 (best mma.sync 1.225 / 1.632); 16k wgmma 3.297
 // / 4.294 (3.818 / 5.306). On Hopper the TMA-fed tiles (lm_moe_gemm_tma.cuh) win, by the average
-// routed group g (same H100 run, whole launch, old wgmma shape 3 in brackets): g 20-80 (1k rows;
-// Qwen3-Next 4k) 128 x 256 tiles (shape 5) 0.685 / 1.250 / 1.562 ms (0.726 / 1.321 / 1.597);
-// g 128-320 (35B-A3B 4k, Qwen3-Next 16k) 192-row tiles (shape 7: one tile for most groups, so each
-// expert's weights stream once) 0.963 / 4.152 (1.040 / 4.273); g 512 (35B-A3B 16k) shape 5
-// 2.831 (3.243). The warp-specialised cp.async tile (shape 4) is never picked.
+// routed group g = rows k / E (H100, two runs, whole launch, ms, the old wgmma shape 3 after the
+// slash): g 20-80 (1k rows; Qwen3-Next 4k): 128 x 256 tiles (shape 5) 0.685-0.694 / 0.726-0.735,
+// 1.250-1.276 / 1.321-1.343, 1.562-1.610 / 1.597-1.632; g 128-320 (35B-A3B 4k, Qwen3-Next 16k):
+// 192-row tiles (shape 7: one tile for most groups, so each expert's weights stream once)
+// 0.963-0.983 / 1.040-1.060, 3.967-4.152 / 4.167-4.273; g 512 (35B-A3B 16k): shape 5 2.787-2.831
+// / 3.243-3.253. The warp-specialised cp.async tile (shape 4) is never picked.
 int pick_tile_shape(const MoeBf16Params& p) {
     if (p.tile_shape) return p.tile_shape;
     if (const char* env = std::getenv("FROST_MOE_PREFILL_TILE"); env && *env) {
@@ -312,9 +313,7 @@ cudaError_t launch_gemms(const MoeBf16Params& p, int shape, cudaStream_t stream)
         case 4: return moe::ws_gemms_launch(p, tile_capacity(p, moe::WsTile::BM), stream);
         case 5:
         case 6:
-        case 7:
-        case 8:
-        case 9: return moe::tma_gemms_launch(p, tile_capacity(p, kMoeTileShapes[shape - 1].rows), shape, stream);
+        case 7: return moe::tma_gemms_launch(p, tile_capacity(p, kMoeTileShapes[shape - 1].rows), shape, stream);
         default: return cudaErrorInvalidValue;
     }
 }
