@@ -3,7 +3,8 @@
 // [entries x H] · [H x 2I] and down [entries x I] · [I x H], entries = rows x (k + 1)), and the
 // two routers alone (the decode one, and the tensor-core one every prefill launch runs). Median
 // of CUDA-event timings over repeated launches after a warm-up; random bf16 inputs (never zeros).
-// TFLOP/s counts the active FLOPs, 6 H I per entry.
+// TFLOP/s counts the active FLOPs, 6 H I per entry; GB/s the expert weights the GEMMs must stream
+// (every expert hit at least once, and the shared one: 6 H I bytes each), against ~3.35 TB/s of HBM.
 // Usage: bench_moe_prefill [--shape 35b|next] [--rows 1024,4096,16384] [--reps N] [--tiles 1,4]
 // (--tiles: only these tile shapes, e.g. under a profiler).
 #if !FROST_WITH_CUDA
@@ -153,12 +154,8 @@ int main(int argc, char** argv) {
 
     std::printf("MoE prefill, shape %s (H %d, E %d, k %d + shared, I = Is = %d), ms and TFLOP/s over 6 H I per entry\n",
                 shape.c_str(), H, E, k, I);
-    std::printf("%7s %9s %9s %9s", "rows", "entries", "router", "router_tc");
-    for (int i : tiles) {
-        const MoeTileShape& t = kMoeTileShapes[i - 1];
-        std::printf("  t%d %3dx%-2dw%-3d TF/s", i, t.rows, t.k, t.warp_cols);
-    }
-    std::printf("  cublasLt    TF/s\n");
+    std::printf("per chunk: the routers alone, then per tile shape the whole launch (ms, TF/s) and its two grouped\n"
+                "GEMMs alone (moe_prefill_gemms_launch: ms, TF/s, GB/s of the weights of the experts hit + shared)\n");
     for (const int rows : rows_list) {
         const int64_t entries = int64_t(rows) * (k + 1);
         const double flops = 6.0 * H * I * double(entries);
@@ -166,11 +163,20 @@ int main(int argc, char** argv) {
         q.max_rows = rows;  // the grids shrink with the capacity; n_rows null = max_rows
         const double router = time_ms(st, reps, [&] { CK(moe_router_launch(q, st)); });
         const double router_tc = time_ms(st, reps, [&] { CK(moe_prefill_router_launch(q, st)); });
-        std::printf("%7d %9lld %9.3f %9.3f", rows, (long long)entries, router, router_tc);
+        std::printf("rows %d entries %lld: router %.3f ms, router_tc %.3f ms\n", rows, (long long)entries, router, router_tc);
         for (int t : tiles) {
             q.tile_shape = t;
+            const MoeTileShape& ts = kMoeTileShapes[t - 1];
             const double ms = time_ms(st, reps, [&] { CK(moe_prefill_launch(q, st)); });
-            std::printf(" %8.3f %7.1f", ms, flops / ms / 1e9);
+            // The grouping the launches left: which experts were hit (their weights are streamed).
+            std::vector<int32_t> off(size_t(E) + 2);
+            CK(cudaMemcpy(off.data(), q.group_offsets, off.size() * 4, cudaMemcpyDeviceToHost));
+            int hit = 0;
+            for (int e = 0; e < E; ++e) hit += off[size_t(e) + 1] > off[size_t(e)];
+            const double bytes = double(hit + 1) * 3.0 * H * I * 2.0;
+            const double gm = time_ms(st, reps, [&] { CK(moe_prefill_gemms_launch(q, st)); });
+            std::printf("  t%d %3dx%-2d w%-3d launch %8.3f ms %6.1f TF/s | gemms %8.3f ms %6.1f TF/s %6.0f GB/s (%d experts hit)\n",
+                        t, ts.rows, ts.k, ts.warp_cols, ms, flops / ms / 1e9, gm, flops / gm / 1e9, bytes / gm / 1e6, hit);
             std::fflush(stdout);  // a failing shape still leaves the others' numbers
         }
         GemmBf16Params g1{}, g2{};
@@ -187,7 +193,7 @@ int main(int argc, char** argv) {
         });
         gemm_plan_destroy(p1);
         gemm_plan_destroy(p2);
-        std::printf(" %9.3f %7.1f\n", dense, flops / dense / 1e9);
+        std::printf("  cublasLt dense GEMMs of the same FLOPs %8.3f ms %6.1f TF/s\n", dense, flops / dense / 1e9);
     }
     gemm_lt_destroy(lt);
     CK(cudaDeviceSynchronize());

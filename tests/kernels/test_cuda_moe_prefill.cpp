@@ -12,6 +12,7 @@ TEST(CudaMoePrefill, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA";
 #else
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/cpu/moe.h"
@@ -280,11 +281,65 @@ TEST(CudaMoePrefill, PersistentTileCarriesTheRingAcrossManyTiles) {
         EXPECT_EQ(kernels::moe_prefill_launch(g.p, nullptr), cudaErrorNotSupported);
         return;
     }
-    check_released(s, "CudaMoePrefillWs", 3000, 160, 4);
+    for (int shape = 4; shape <= kernels::kMoeTileShapeCount; ++shape)
+        check_released(s, "CudaMoePrefillWs", 3000, 160, shape);
+}
+
+// The TMA-fed tiles (shapes 5-7, lm_moe_gemm_tma.cuh) on a routing made to hold the edge cases:
+// a constant input feature with router weight -64 for expert 0, so expert 0 gets no rows (its
+// weights never stream), and 8 experts for 977 rows x top-2, so groups average ~280 entries
+// (several tiles each, the last partial; asserted, as is the empty group);
+// K tails (H 272, I 208: not multiples of the 64-wide TMA box, the zero fill must hold), a
+// gate|up column tile past I (rows of the next expert arrive and are dropped), a narrower shared
+// FFN (Is 96) whose columns past Is read zeros from the map, not other groups' activations.
+// Every row against the CPU reference; a rerun with poisoned scratch is bitwise equal.
+TEST(CudaMoePrefill, TmaTilesHandleEmptyFullAndPartialGroups) {
+    FROST_SKIP_WITHOUT_CUDA();
+    const Shape s{272, 8, 2, 208, 96, true};
+    const int rows = 1000, n = 977;
+    for (int shape = 5; shape <= kernels::kMoeTileShapeCount; ++shape) {
+        SCOPED_TRACE("tile shape " + std::to_string(shape));
+        auto rng = fresh_rng("CudaMoePrefillTma");
+        Weights w = make_weights(rng, s);
+        std::vector<float> x = uniform(rng, size_t(rows) * s.H, -2, 2);
+        for (int r = 0; r < rows; ++r) x[size_t(r) * s.H] = 1.0f;
+        w.router[0] = -64.0f;  // expert 0, feature 0
+        Gpu g(w, x, rows, n);
+        g.p.tile_shape = shape;
+        if (!kernels::moe_prefill_wgmma_supported()) {
+            std::printf("[ not run  ] tile shape %d needs compute capability 9.0\n", shape);
+            EXPECT_EQ(kernels::moe_prefill_launch(g.p, nullptr), cudaErrorNotSupported);
+            continue;
+        }
+        CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
+        CUDA_OK(cudaDeviceSynchronize());
+        check_grouping(g, n, kernels::kMoeTileShapes[shape - 1].rows);
+        const auto off = g.offsets.download();
+        ASSERT_EQ(off[1] - off[0], 0) << "expert 0 should get no rows";
+        const int bm = kernels::kMoeTileShapes[shape - 1].rows;
+        int biggest = 0, partial = 0;
+        for (int e = 1; e < s.E; ++e) {
+            biggest = std::max(biggest, off[size_t(e) + 1] - off[size_t(e)]);
+            partial += (off[size_t(e) + 1] - off[size_t(e)]) % bm != 0;
+        }
+        ASSERT_GT(biggest, bm) << "no routed group spans two tiles";
+        ASSERT_GT(partial, 0) << "no routed group ends in a partial tile";
+        const auto first = g.out.download();
+        const CpuOut c = run_cpu(w, x, n);
+        EXPECT_LT(compare(g, c, first_rows(n)), n / 2) << "most rows near-ties: degenerate inputs";
+        expect_untouched_past(g, n);
+        g.out.poison();
+        g.ag.poison();
+        g.yg.poison();
+        CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
+        const auto second = g.out.download();
+        EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)), 0) << "reruns differ";
+    }
 }
 
 // One captured graph replayed with different device-side row counts: the grouping, the tile
-// table and the GEMM grids follow *n_rows without recapture.
+// table and the GEMM grids follow *n_rows without recapture; the launcher's pick and two TMA
+// tiles (their tensor maps are encoded at capture).
 TEST(CudaMoePrefill, CapturedGraphFollowsTheDeviceRowCount) {
     FROST_SKIP_WITHOUT_CUDA();
     auto rng = fresh_rng("CudaMoePrefillGraph");
@@ -292,29 +347,79 @@ TEST(CudaMoePrefill, CapturedGraphFollowsTheDeviceRowCount) {
     const int rows = 200;
     const Weights w = make_weights(rng, s);
     const std::vector<float> x = uniform(rng, size_t(rows) * s.H, -2, 2);
-    Gpu g(w, x, rows, rows);
-    cudaStream_t st;
-    CUDA_OK(cudaStreamCreate(&st));
-    cudaGraph_t graph;
-    CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    CUDA_OK(kernels::moe_prefill_launch(g.p, st));
-    CUDA_OK(cudaStreamEndCapture(st, &graph));
-    cudaGraphExec_t exec;
-    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int n : {rows, 57, 129}) {
-        SCOPED_TRACE("n_rows " + std::to_string(n));
-        g.n_rows.upload({n});
-        g.out.poison();
-        CUDA_OK(cudaGraphLaunch(exec, st));
-        CUDA_OK(cudaStreamSynchronize(st));
-        check_grouping(g, n, kernels::moe_prefill_tile_rows(g.p));
-        const CpuOut c = run_cpu(w, x, n);
-        compare(g, c, first_rows(n));
-        expect_untouched_past(g, n);
+    for (int shape : {0, 5, 7}) {
+        SCOPED_TRACE("tile shape " + std::to_string(shape));
+        if (shape && !kernels::moe_prefill_wgmma_supported()) continue;  // refusal checked above
+        Gpu g(w, x, rows, rows);
+        g.p.tile_shape = shape;
+        cudaStream_t st;
+        CUDA_OK(cudaStreamCreate(&st));
+        cudaGraph_t graph;
+        CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        CUDA_OK(kernels::moe_prefill_launch(g.p, st));
+        CUDA_OK(cudaStreamEndCapture(st, &graph));
+        cudaGraphExec_t exec;
+        CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int n : {rows, 57, 129}) {
+            SCOPED_TRACE("n_rows " + std::to_string(n));
+            g.n_rows.upload({n});
+            g.out.poison();
+            CUDA_OK(cudaGraphLaunch(exec, st));
+            CUDA_OK(cudaStreamSynchronize(st));
+            check_grouping(g, n, kernels::moe_prefill_tile_rows(g.p));
+            const CpuOut c = run_cpu(w, x, n);
+            compare(g, c, first_rows(n));
+            expect_untouched_past(g, n);
+        }
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        cudaStreamDestroy(st);
     }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(st);
+}
+
+// moe_prefill_gemms_launch (benches) reruns only the grouped GEMMs over the last launch's
+// grouping: the same expert outputs, bit for bit, into a poisoned yg.
+TEST(CudaMoePrefill, GemmsAloneRepeatTheLaunchsGemms) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("CudaMoePrefillGemmsAlone");
+    const Shape s{256, 16, 2, 128, 64, true};
+    const int rows = 150;
+    const Weights w = make_weights(rng, s);
+    Gpu g(w, uniform(rng, size_t(rows) * s.H, -2, 2), rows, rows);
+    for (int shape : {1, 5}) {
+        SCOPED_TRACE("tile shape " + std::to_string(shape));
+        if (kernels::kMoeTileShapes[shape - 1].wgmma && !kernels::moe_prefill_wgmma_supported()) continue;
+        g.p.tile_shape = shape;
+        CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
+        const auto first = g.yg.download();
+        const int used = rows * (s.k + 1) * s.H;  // the entries of this launch
+        g.yg.poison();
+        CUDA_OK(kernels::moe_prefill_gemms_launch(g.p, nullptr));
+        const auto second = g.yg.download();
+        ASSERT_FALSE(std::isnan(bf2f(second[0]))) << "yg not rewritten";
+        EXPECT_EQ(std::memcmp(first.data(), second.data(), size_t(used) * sizeof(uint16_t)), 0);
+    }
+}
+
+// FROST_MOE_PREFILL_TILE overrides the launcher's pick when params leave it (tile_shape 0): the
+// tile table's granularity follows it, and an unknown shape is refused like a bad tile_shape.
+TEST(CudaMoePrefill, EnvironmentOverridesThePickedTile) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("CudaMoePrefillEnv");
+    const Shape s{64, 8, 2, 32, 32, true};
+    const Weights w = make_weights(rng, s);
+    Gpu g(w, uniform(rng, size_t(4) * s.H, -2, 2), 4, 4);
+    EXPECT_EQ(kernels::moe_prefill_tile_rows(g.p), 64);  // few rows per expert: the 64-row tile
+    ASSERT_EQ(setenv("FROST_MOE_PREFILL_TILE", "2", 1), 0);
+    EXPECT_EQ(kernels::moe_prefill_tile_rows(g.p), 128);
+    CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    check_grouping(g, 4, 128);
+    ASSERT_EQ(setenv("FROST_MOE_PREFILL_TILE", "99", 1), 0);
+    EXPECT_EQ(kernels::moe_prefill_launch(g.p, nullptr), cudaErrorInvalidValue);
+    g.p.tile_shape = 1;  // an explicit shape wins over the environment
+    EXPECT_EQ(kernels::moe_prefill_tile_rows(g.p), 64);
+    unsetenv("FROST_MOE_PREFILL_TILE");
 }
 
 TEST(CudaMoePrefill, BadParamsAreRefused) {

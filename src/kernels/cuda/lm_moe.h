@@ -43,8 +43,11 @@ struct MoeTileShape {
 };
 // Shape 4: 128 x 256 tiles, a producer warpgroup and two wgmma consumer warpgroups over a
 // 4-stage ring, persistent blocks (lm_moe_gemm_ws.cuh); opt-in, the launcher does not pick it.
-constexpr MoeTileShape kMoeTileShapes[] = {{64, 64, 32, 0}, {128, 64, 32, 0}, {128, 64, 128, 1}, {128, 64, 256, 1}};
-constexpr int kMoeTileShapeCount = 4;
+// Shapes 5-7: the same ring with the expert weights (and down's activations) loaded by TMA,
+// 128 x 256 in 4 stages, 128 x 128 in 6 stages, 192 x 128 in 5 stages (lm_moe_gemm_tma.cuh).
+constexpr MoeTileShape kMoeTileShapes[] = {{64, 64, 32, 0},   {128, 64, 32, 0},  {128, 64, 128, 1}, {128, 64, 256, 1},
+                                           {128, 64, 256, 1}, {128, 64, 128, 1}, {192, 64, 128, 1}};
+constexpr int kMoeTileShapeCount = 7;
 
 struct MoeBf16Params {
     const bf16* x;                // [max_rows, H] post-attention-norm output
@@ -78,20 +81,27 @@ struct MoeBf16Params {
     int32_t* entry_pos;           // [max_rows, k + 1] grouped entry of (row, slot); slot k = shared
     bf16* ag;                     // [entries, max(I, Is)] silu(gate) * up of each entry
     bf16* yg;                     // [entries, H] each entry's expert output (before its mixing weight)
-    int32_t tile_shape;           // GEMM tile: 0 = the launcher picks; 1..kMoeTileShapeCount forces one (benches)
+    int32_t tile_shape;           // GEMM tile: 0 = the launcher picks (FROST_MOE_PREFILL_TILE=N in the
+                                  // environment, read at launch, overrides the pick: A/B runs);
+                                  // 1..kMoeTileShapeCount forces one (benches)
 };
 
 // Prefill: router (moe_prefill_router_launch), then tokens grouped by expert inside the launch
 // (a counting pass per 64-row chunk, a scan, a scatter; deterministic order: by row within each
 // group) into a device-side tile table, then two grouped GEMMs on tensor cores (bf16, fp32
-// accumulation, a cp.async multi-stage pipeline; wgmma 128x128 tiles on an H100 when groups
-// average >= 128 rows, else mma.sync 64x128 tiles; lm_moe_gemm.cuh): gate|up with the A rows
+// accumulation; on an H100 the TMA-fed persistent tiles of lm_moe_gemm_tma.cuh, 192-row tiles when
+// routed groups average 128-384 rows, else 128 x 256; mma.sync 64x128 tiles below 16 rows per
+// group and before Hopper, 128x128 above 128 there; lm_moe_gemm.cuh): gate|up with the A rows
 // gathered through entry_row and SwiGLU in the epilogue (bf16 ag), then down (bf16 yg); a per-row
 // combine in slot order. Needs H, I, Is multiples of 16. Graph-capturable: the grids are sized
 // for the capacity and blocks past the device-side tile count exit. Bitwise deterministic: no
 // atomics in any value path. Measured (bench/bench_moe_prefill.cpp, H100, 35B-A3B shape, whole
-// launch): 80 / 220 / 281 TFLOP/s over the active FLOPs at 1k / 4k / 16k rows.
+// launch): 84 / 236 / 333 TFLOP/s over the active FLOPs at 1k / 4k / 16k rows (was 80 / 220 / 281).
 cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream);
+// The grouped GEMMs alone (gate|up, then down) over the grouping and tile table that the last
+// moe_prefill_launch with the same params (the same tile shape) left on the device: benches time
+// the GEMMs' share of a launch with it. Same validation as moe_prefill_launch.
+cudaError_t moe_prefill_gemms_launch(const MoeBf16Params& p, cudaStream_t stream);
 // The router part of moe_prefill_launch (same outputs as moe_router_launch): the logits of all
 // rows as one tensor-core GEMM, then one warp per row for softmax / top-k / shared gate.
 cudaError_t moe_prefill_router_launch(const MoeBf16Params& p, cudaStream_t stream);

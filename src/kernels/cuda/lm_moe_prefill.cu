@@ -6,11 +6,13 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_moe.h"
 #include "kernels/cuda/lm_moe_common.cuh"
 #include "kernels/cuda/lm_moe_gemm.cuh"
+#include "kernels/cuda/lm_moe_gemm_tma.cuh"
 #include "kernels/cuda/lm_moe_gemm_ws.cuh"
 
 namespace frost::kernels {
@@ -33,16 +35,26 @@ int tile_capacity(const MoeBf16Params& p, int bm) { return ceil_div(entries(p), 
 
 // 64-row tiles waste less of an expert's tile when groups are small (a 1k-token chunk of the
 // 35B-A3B shape gives ~32 rows per expert); 128-row tiles halve the weight re-reads when they are
-// large. The switch is at an average of 128 rows per routed group. Measured on the H100
-// (bench_moe_prefill, 35B-A3B / Qwen3-Next-80B shapes, ms per launch): 1k rows 64x64 0.728 / 1.308
-// (wgmma 0.720 / 1.321: the weights' bytes bound it); 4k wgmma 1.053 / 1.591 (best mma.sync 1.225
-// / 1.632); 16k wgmma 3.297 / 4.294 (3.818 / 5.306). The warp-specialised persistent tile (shape
-// 4) is not picked: 4k 1.159 / 1.692 ms, 16k 3.170 / 4.860 against wgmma 1.055 / 1.579 and
-// 3.316 / 4.284 in the same run (lm_moe_gemm_ws.cuh says why).
+// large. Without wgmma (before Hopper) the switch is at an average of 128 rows per routed group.
+// Measured on the H100 (bench_moe_prefill, 35B-A3B / Qwen3-Next-80B shapes, ms per launch): 1k
+// rows 64x64 0.728 / 1.308; 4k wgmma 1.053 / 1.591 (best mma.sync 1.225 / 1.632); 16k wgmma 3.297
+// / 4.294 (3.818 / 5.306). On Hopper the TMA-fed tiles (lm_moe_gemm_tma.cuh) win, by the average
+// routed group g = rows k / E (H100, two runs, whole launch, ms, the old wgmma shape 3 after the
+// slash): g 20-80 (1k rows; Qwen3-Next 4k): 128 x 256 tiles (shape 5) 0.685-0.694 / 0.726-0.735,
+// 1.250-1.276 / 1.321-1.343, 1.562-1.610 / 1.597-1.632; g 128-320 (35B-A3B 4k, Qwen3-Next 16k):
+// 192-row tiles (shape 7: one tile for most groups, so each expert's weights stream once)
+// 0.963-0.983 / 1.040-1.060, 3.967-4.152 / 4.167-4.273; g 512 (35B-A3B 16k): shape 5 2.787-2.831
+// / 3.243-3.253. The warp-specialised cp.async tile (shape 4) is never picked.
 int pick_tile_shape(const MoeBf16Params& p) {
     if (p.tile_shape) return p.tile_shape;
-    if (static_cast<int64_t>(p.max_rows) * p.k < 128LL * p.E) return 1;
-    return moe_prefill_wgmma_supported() ? 3 : 2;
+    if (const char* env = std::getenv("FROST_MOE_PREFILL_TILE"); env && *env) {
+        const int forced = std::atoi(env);  // out of range: refused by the launcher like a bad tile_shape
+        return forced >= 1 && forced <= kMoeTileShapeCount ? forced : -1;
+    }
+    const int64_t routed = static_cast<int64_t>(p.max_rows) * p.k;  // entries of the routed groups
+    if (!moe_prefill_wgmma_supported()) return routed < 128LL * p.E ? 1 : 2;
+    if (routed < 16LL * p.E) return 1;
+    return routed >= 128LL * p.E && routed < 384LL * p.E ? 7 : 5;
 }
 
 // ---- grouping: count per chunk, scan, scatter (deterministic: by row within each group) -------
@@ -299,6 +311,9 @@ cudaError_t launch_gemms(const MoeBf16Params& p, int shape, cudaStream_t stream)
         case 2: return launch_gemms<Tile<128>>(p, stream);
         case 3: return launch_gemms<moe::WgTile>(p, stream);
         case 4: return moe::ws_gemms_launch(p, tile_capacity(p, moe::WsTile::BM), stream);
+        case 5:
+        case 6:
+        case 7: return moe::tma_gemms_launch(p, tile_capacity(p, kMoeTileShapes[shape - 1].rows), shape, stream);
         default: return cudaErrorInvalidValue;
     }
 }
@@ -323,17 +338,32 @@ int moe_prefill_tile_rows(const MoeBf16Params& p) {
     return shape >= 1 && shape <= kMoeTileShapeCount ? kMoeTileShapes[shape - 1].rows : 0;
 }
 
-cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream) {
-    const int shape = pick_tile_shape(p);
+namespace {
+// The checks every prefill entry point makes; cudaSuccess when `shape` may run.
+cudaError_t check_prefill(const MoeBf16Params& p, int shape) {
     if (!valid(p) || (!p.out && !p.out_bf16) || !p.group_offsets || !p.chunk_base || !p.tile_table ||
         !p.entry_row || !p.entry_pos || !p.ag || !p.yg || p.H % 16 || p.I % 16 || p.Is % 16 || shape < 1 ||
         shape > kMoeTileShapeCount)
         return cudaErrorInvalidValue;
     if (kMoeTileShapes[shape - 1].wgmma && !moe_prefill_wgmma_supported()) return cudaErrorNotSupported;
-    // 16-byte cp.async and vector accesses.
+    // 16-byte cp.async, TMA and vector accesses.
     if (!aligned16(p.ag) || !aligned16(p.yg) || (p.out_bf16 && !aligned16(p.out_bf16)))
         return cudaErrorInvalidValue;
-    cudaError_t e = moe_prefill_router_launch(p, stream);
+    return cudaSuccess;
+}
+}  // namespace
+
+cudaError_t moe_prefill_gemms_launch(const MoeBf16Params& p, cudaStream_t stream) {
+    const int shape = pick_tile_shape(p);
+    const cudaError_t e = check_prefill(p, shape);
+    return e != cudaSuccess ? e : launch_gemms(p, shape, stream);
+}
+
+cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream) {
+    const int shape = pick_tile_shape(p);
+    cudaError_t e = check_prefill(p, shape);
+    if (e != cudaSuccess) return e;
+    e = moe_prefill_router_launch(p, stream);
     if (e != cudaSuccess) return e;
     const int n_chunks = chunks(p);
     moe_count_kernel<<<n_chunks, kChunkThreads, sizeof(int32_t) * p.E, stream>>>(p);

@@ -1,0 +1,254 @@
+// The MoE prefill's grouped GEMMs on the TMA-fed persistent tile (tile shapes 5 and 6,
+// lm_moe_gemm_tma.cuh; sm_90a): the same inputs, outputs and bits-per-element contract as the
+// other shapes' gate|up and down kernels in lm_moe_prefill.cu (each output element is one
+// thread's fixed-order K sum, no atomics). A block per SM walks the work items (row tile of the
+// device-side tile table x column tile, the column tiles of one row tile adjacent, so an
+// expert's A rows are re-read from L2) with a stride of the grid.
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/lm_attn_tma.cuh"
+#include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_mbarrier.cuh"
+#include "kernels/cuda/lm_moe.h"
+#include "kernels/cuda/lm_moe_gemm_tma.cuh"
+#include "kernels/cuda/lm_moe_gemm_ws.cuh"
+
+namespace frost::kernels::moe {
+namespace {
+
+__host__ __device__ inline int tma_width(const MoeBf16Params& p) { return p.I > p.Is ? p.I : p.Is; }
+// Column tiles per row tile: gate|up BN / 2 activation columns, down BN output columns.
+template <class T>
+__host__ __device__ inline int tma_col_tiles(const MoeBf16Params& p, bool down) {
+    return down ? (p.H + T::BN - 1) / T::BN : (tma_width(p) + T::BN / 2 - 1) / (T::BN / 2);
+}
+
+#if defined(FROST_ATTN_WGMMA)
+template <int BN>
+__device__ inline void wgmma_tile_ss(float (&d)[BN / 2], uint64_t da, uint64_t db) {
+    if constexpr (BN == 256) wgmma_m64n256k16_ss(d, da, db);
+    else wgmma_m64n128k16_ss(d, da, db);
+}
+#endif
+
+// One work item's coordinates; false when the item has no columns (a narrower FFN than the
+// widest: the same test on the producer's and the consumers' side, so the ring stays in step).
+struct Item {
+    int row0, row_end, group, F, n0, K;
+    bool shared;
+};
+template <class T, bool kDown>
+__device__ inline bool item_of(const MoeBf16Params& p, int w, int nt, Item& it) {
+    const int t = w / nt;
+    it.group = p.tile_table[1 + 2 * t];
+    it.row0 = p.tile_table[2 + 2 * t];
+    it.row_end = min(it.row0 + T::BM, p.group_offsets[it.group + 1]);
+    it.shared = it.group == p.E;
+    it.F = it.shared ? p.Is : p.I;
+    it.n0 = (w % nt) * (kDown ? T::BN : T::BN / 2);
+    it.K = kDown ? it.F : p.H;
+    return kDown || it.n0 < it.F;
+}
+
+// kDown false: ag[e, n0 .. n0 + BN/2) = bf16(silu(x_r · Wg^T) * (x_r · Wu^T)), x_r gathered
+// through entry_row. kDown true: yg[e, n0 .. n0 + BN) = bf16(ag[e, :F] · Wd^T).
+template <class T, bool kDown>
+__global__ void __launch_bounds__(T::threads, 1) moe_tma_kernel(MoeBf16Params p, const __grid_constant__ MoeTmaMaps maps) {
+#if defined(FROST_ATTN_WGMMA)
+    constexpr int S = T::stages;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const uint32_t base = (lm::smem_addr(smem_raw) + 1023u) & ~1023u, bars = base + S * T::stage_bytes;
+    auto stage = [&](uint32_t it) { return base + (it % S) * T::stage_bytes; };
+    auto full = [&](uint32_t it) { return bars + (it % S) * 8; };
+    auto empty = [&](uint32_t it) { return bars + (S + it % S) * 8; };
+    auto phase = [](uint32_t it) { return static_cast<int>((it / S) & 1); };
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < S; ++s) {
+            // gate|up: the 128 producer threads' cp.async arrivals + the expect-tx arrival; down: TMA only.
+            lm::mbar_init(bars + 8 * s, kDown ? 1 : 129);
+            lm::mbar_init(bars + 8 * (S + s), 4 * T::W);  // lane 0 of each consumer warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    const int width = tma_width(p), nt = tma_col_tiles<T>(p, kDown), total = p.tile_table[0] * nt;
+    const int wg = threadIdx.x / 128;
+    uint32_t it = 0;  // k-steps over the block's whole run: the ring position
+    if (wg == 0) {
+        if (kDown && threadIdx.x != 0) return;  // down: one thread issues every box
+        if (threadIdx.x == 0) {
+            attn_hopper::tma_prefetch_map(&maps.b_routed);
+            attn_hopper::tma_prefetch_map(&maps.b_shared);
+        }
+        const int c = threadIdx.x % 8, r0 = threadIdx.x / 8;
+        for (int w = blockIdx.x; w < total; w += gridDim.x) {
+            Item item;
+            if (!item_of<T, kDown>(p, w, nt, item)) continue;
+            const CUtensorMap* bmap = item.shared ? &maps.b_shared : &maps.b_routed;
+            const CUtensorMap* amap = item.shared ? &maps.a_shared : &maps.a_routed;
+            // Weight rows of this tile in the map: down, output rows n0..; gate|up, gate rows n0..
+            // and up rows F + n0.. of the expert (rows past F land in outputs the epilogue drops).
+            const int brow = (item.shared ? 0 : item.group * (kDown ? p.H : 2 * p.I)) + item.n0;
+            const bf16* a[T::BM / 16];
+            if constexpr (!kDown) {
+#pragma unroll
+                for (int i = 0; i < T::BM / 16; ++i) {
+                    const int e = item.row0 + r0 + 16 * i;
+                    a[i] = e < item.row_end ? p.x + static_cast<int64_t>(p.entry_row[e]) * p.H : nullptr;
+                }
+            }
+            const int k_tiles = (item.K + T::BK - 1) / T::BK;
+            for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                if (it >= S) lm::mbar_wait(empty(it), phase(it) ^ 1);
+                const uint32_t st = stage(it);
+                const int k0 = kt * T::BK;
+                if (threadIdx.x == 0) {
+                    attn_hopper::mbar_arrive_expect_tx(full(it), kDown ? T::a_bytes + T::b_bytes : T::b_bytes);
+                    if constexpr (kDown) {
+                        attn_hopper::tma_load_2d(st, amap, k0, item.row0, full(it));
+                        attn_hopper::tma_load_2d(st + T::a_bytes, bmap, k0, brow, full(it));
+                    } else {
+                        attn_hopper::tma_load_2d(st + T::a_bytes, bmap, k0, brow, full(it));
+                        attn_hopper::tma_load_2d(st + T::a_bytes + (T::BN / 2) * 128, bmap, k0, brow + item.F, full(it));
+                    }
+                }
+                if constexpr (!kDown) {
+                    // A null row is not copied (its products land only in dropped outputs); chunks
+                    // past K are zero-filled (they would enter every output).
+                    const int col = k0 + c * 8;
+#pragma unroll
+                    for (int i = 0; i < T::BM / 16; ++i) {
+                        const int r = r0 + 16 * i;
+                        const uint32_t dst = st + r * 128 + ((c ^ (r & 7)) * 16);
+                        if (col >= item.K)
+                            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, 0;\n" ::"r"(dst), "l"(p.x));
+                        else if (a[i])
+                            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(a[i] + col));
+                    }
+                    lm::mbar_arrive_cp_async(full(it));
+                }
+            }
+        }
+        if constexpr (!kDown) lm::cp_async_wait<0>();  // no copy may still target shared memory at exit
+        return;
+    }
+    const int cw = wg - 1, lane = threadIdx.x % 32;
+    for (int w = blockIdx.x; w < total; w += gridDim.x) {
+        Item item;
+        if (!item_of<T, kDown>(p, w, nt, item)) continue;
+        const int k_tiles = (item.K + T::BK - 1) / T::BK;
+        if (item.row0 + 64 * cw >= item.row_end) {  // warpgroup-uniform: no rows; walk the ring only
+            for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                lm::mbar_wait(full(it), phase(it));
+                if (lane == 0) lm::mbar_arrive(empty(it));
+            }
+            continue;
+        }
+        float acc[T::BN / 2];
+#pragma unroll
+        for (int i = 0; i < T::BN / 2; ++i) acc[i] = 0.0f;
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+            lm::mbar_wait(full(it), phase(it));
+            if constexpr (!kDown) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async -> wgmma
+            const uint32_t st = stage(it), a0 = st + cw * 64 * 128, b0 = st + T::a_bytes;
+            lm::reg_fence(acc);
+            lm::wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < T::BK / 16; ++kk)
+                wgmma_tile_ss<T::BN>(acc, lm::smem_desc_sw128(a0 + kk * 32, 16, 1024),
+                                     lm::smem_desc_sw128(b0 + kk * 32, 16, 1024));
+            lm::wgmma_commit();
+            lm::wgmma_wait<0>();
+            lm::reg_fence(acc);
+            if (lane == 0) lm::mbar_arrive(empty(it));
+        }
+        // acc: n8 tile i (columns 8 i..) in acc[4 i .. 4 i + 3] (ws_row / ws_col).
+        constexpr int n8 = T::BN / 8;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int e = item.row0 + 64 * cw + ws_row(half);
+            if (e >= item.row_end) continue;
+            if constexpr (kDown) {
+                bf16* dst = p.yg + static_cast<int64_t>(e) * p.H;
+#pragma unroll
+                for (int i = 0; i < n8; ++i) {
+                    const int col = item.n0 + ws_col(i);
+                    if (col < p.H)
+                        *reinterpret_cast<__nv_bfloat162*>(dst + col) =
+                            __floats2bfloat162_rn(acc[4 * i + 2 * half], acc[4 * i + 2 * half + 1]);
+                }
+            } else {
+                bf16* dst = p.ag + static_cast<int64_t>(e) * width;
+#pragma unroll
+                for (int i = 0; i < n8 / 2; ++i) {
+                    const int col = item.n0 + ws_col(i);
+                    const float g0 = acc[4 * i + 2 * half], g1 = acc[4 * i + 2 * half + 1];
+                    const float u0 = acc[4 * (i + n8 / 2) + 2 * half], u1 = acc[4 * (i + n8 / 2) + 2 * half + 1];
+                    if (col < item.F)
+                        *reinterpret_cast<__nv_bfloat162*>(dst + col) =
+                            __floats2bfloat162_rn(lm::silu(g0) * u0, lm::silu(g1) * u1);
+                }
+            }
+        }
+    }
+#else
+    __trap();  // not launched: the wgmma shapes run only on compute capability 9.0 (the sm_90a code)
+#endif
+}
+
+int sm_count() {
+    static const int n = [] {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+            cudaGetLastError();
+            return 132;
+        }
+        return v;
+    }();
+    return n;
+}
+
+template <class T>
+cudaError_t launch_t(const MoeBf16Params& p, int tile_capacity, cudaStream_t stream) {
+    using attn_hopper::encode_tile_map;
+    constexpr auto up = moe_tma_kernel<T, false>, down = moe_tma_kernel<T, true>;
+    const int smem = static_cast<int>(T::smem);
+    cudaError_t e = cudaFuncSetAttribute(up, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(down, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    // Weights: [E * 2I, H] / [2Is, H] (gate|up, boxes of BN / 2 rows) and [E * H, I] / [H, Is]
+    // (down, BN rows); down's A: the grouped activations [entries, width], F columns of them.
+    const int64_t entries = static_cast<int64_t>(p.max_rows) * (p.k + 1), width = tma_width(p);
+    MoeTmaMaps gu{}, dn{};
+    e = encode_tile_map(&gu.b_routed, p.experts_gate_up, p.H, int64_t(p.E) * 2 * p.I, p.H, T::BN / 2);
+    if (e == cudaSuccess) e = encode_tile_map(&gu.b_shared, p.shared_gate_up, p.H, 2 * int64_t(p.Is), p.H, T::BN / 2);
+    if (e == cudaSuccess) e = encode_tile_map(&dn.b_routed, p.experts_down, p.I, int64_t(p.E) * p.H, p.I, T::BN);
+    if (e == cudaSuccess) e = encode_tile_map(&dn.b_shared, p.shared_down, p.Is, p.H, p.Is, T::BN);
+    if (e == cudaSuccess) e = encode_tile_map(&dn.a_routed, p.ag, p.I, entries, width, T::BM);
+    if (e == cudaSuccess) e = encode_tile_map(&dn.a_shared, p.ag, p.Is, entries, width, T::BM);
+    if (e != cudaSuccess) return e;
+    gu.a_routed = gu.b_routed;  // unused by gate|up (A is gathered), any valid map
+    gu.a_shared = gu.b_shared;
+    const int64_t cap_up = int64_t(tile_capacity) * tma_col_tiles<T>(p, false);
+    const int64_t cap_down = int64_t(tile_capacity) * tma_col_tiles<T>(p, true);
+    up<<<static_cast<int>(std::min<int64_t>(sm_count(), cap_up)), T::threads, T::smem, stream>>>(p, gu);
+    down<<<static_cast<int>(std::min<int64_t>(sm_count(), cap_down)), T::threads, T::smem, stream>>>(p, dn);
+    return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t tma_gemms_launch(const MoeBf16Params& p, int tile_capacity, int shape, cudaStream_t stream) {
+    switch (shape) {
+        case 5: return launch_t<TmaTile<256, 4, 2>>(p, tile_capacity, stream);
+        case 6: return launch_t<TmaTile<128, 6, 2>>(p, tile_capacity, stream);
+        case 7: return launch_t<TmaTile<128, 5, 3>>(p, tile_capacity, stream);
+        default: return cudaErrorInvalidValue;
+    }
+}
+
+}  // namespace frost::kernels::moe
