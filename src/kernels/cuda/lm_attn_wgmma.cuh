@@ -1,6 +1,6 @@
-// Warpgroup MMA wrappers for the Hopper attention kernel (PTX ISA "wgmma.mma_async", sm_90a):
-// bf16 operands, fp32 accumulators in registers. The long operand lists are written out because
-// inline PTX needs every accumulator register named; the fragment layout of d is that of
+// Warpgroup MMA wrappers for the Hopper kernels (attention, the MoE prefill GEMMs, and through
+// lm_gemm_fp8_wgmma.cuh the FP8 GEMM; PTX ISA "wgmma.mma_async", sm_90a): bf16 operands, fp32
+// accumulators in registers. The fragment layout of d is that of
 // mma.sync m16n8 per warp (warp w of the warpgroup holds rows 16w..16w+15), n8 tile i in
 // d[4i..4i+3]: (row g, cols 8i+2t, +1), (row g+8, same cols), g = lane/4, t = lane%4.
 #pragma once
@@ -33,53 +33,59 @@ __device__ inline uint64_t smem_desc_sw128(uint32_t addr, uint32_t lead_bytes, u
            static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFF) << 32 | 1ull << 62;
 }
 
+// Inline PTX must name every accumulator register: FROST_WGMMA_D<n> is the operand list "%0, ..,
+// %<n-1>" of an n-register fragment (built from the 16-register runs FROST_WGMMA_R<first>) and FROST_WGMMA_ACC<n>(d) binds d[0..n) to it, so each
+// wrapper below states only its instruction, its operands after the fragment and their numbers.
+#define FROST_WGMMA_ACC8(d) \
+    "+f"((d)[0]), "+f"((d)[1]), "+f"((d)[2]), "+f"((d)[3]), "+f"((d)[4]), "+f"((d)[5]), "+f"((d)[6]), "+f"((d)[7])
+#define FROST_WGMMA_ACC16(d) FROST_WGMMA_ACC8(d), FROST_WGMMA_ACC8((d) + 8)
+#define FROST_WGMMA_ACC32(d) FROST_WGMMA_ACC16(d), FROST_WGMMA_ACC16((d) + 16)
+#define FROST_WGMMA_ACC64(d) FROST_WGMMA_ACC32(d), FROST_WGMMA_ACC32((d) + 32)
+#define FROST_WGMMA_ACC128(d) FROST_WGMMA_ACC64(d), FROST_WGMMA_ACC64((d) + 64)
+
+#define FROST_WGMMA_R0 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define FROST_WGMMA_R16 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define FROST_WGMMA_R32 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47"
+#define FROST_WGMMA_R48 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define FROST_WGMMA_R64 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79"
+#define FROST_WGMMA_R80 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define FROST_WGMMA_R96 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
+#define FROST_WGMMA_R112 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define FROST_WGMMA_D32 FROST_WGMMA_R0 ", " FROST_WGMMA_R16
+#define FROST_WGMMA_D64 FROST_WGMMA_D32 ", " FROST_WGMMA_R32 ", " FROST_WGMMA_R48
+#define FROST_WGMMA_D128 FROST_WGMMA_D64 ", " FROST_WGMMA_R64 ", " FROST_WGMMA_R80 ", " FROST_WGMMA_R96 ", " FROST_WGMMA_R112
+
 // d[64x64] (+)= A[64x16] * B[16x64], both K-major in shared memory; accumulate = 0 overwrites d.
 __device__ inline void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-        "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" FROST_WGMMA_D32 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : FROST_WGMMA_ACC32(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// d[64x128] += A[64x16] · B[128x16]^T, both K-major in shared memory (128-byte swizzle).
+__device__ inline void wgmma_m64n128k16_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" FROST_WGMMA_D64 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : FROST_WGMMA_ACC64(d)
+                 : "l"(desc_a), "l"(desc_b));
+}
+
+// d[64x256] += A[64x16] · B[256x16]^T, both K-major in shared memory (128-byte swizzle).
+__device__ inline void wgmma_m64n256k16_ss(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" FROST_WGMMA_D128 "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                 : FROST_WGMMA_ACC128(d)
+                 : "l"(desc_a), "l"(desc_b));
 }
 
 // d[64x256] += A[64x16] * B[16x256]: A from registers (the m16n8k16 A fragment per warp), B
 // N-major (transposed: row-major [k][n]) in shared memory.
 __device__ inline void wgmma_m64n256k16_rs(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-        "}, {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" FROST_WGMMA_D128 "}, {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
+                 : FROST_WGMMA_ACC128(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
 }
 #endif
 

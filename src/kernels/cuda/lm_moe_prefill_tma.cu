@@ -30,8 +30,8 @@ __host__ __device__ inline int tma_col_tiles(const MoeBf16Params& p, bool down) 
 #if defined(FROST_ATTN_WGMMA)
 template <int BN>
 __device__ inline void wgmma_tile_ss(float (&d)[BN / 2], uint64_t da, uint64_t db) {
-    if constexpr (BN == 256) wgmma_m64n256k16_ss(d, da, db);
-    else wgmma_m64n128k16_ss(d, da, db);
+    if constexpr (BN == 256) lm::wgmma_m64n256k16_ss(d, da, db);
+    else lm::wgmma_m64n128k16_ss(d, da, db);
 }
 #endif
 
