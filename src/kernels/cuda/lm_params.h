@@ -188,6 +188,10 @@ struct GdnBf16Params {
     // bf16 path: 1 runs the prep and the cp.async state pass as before round 2 of issue 18 (32-bit
     // fragment loads, looped copy indexing; same bits), for A/B. FROST_GDN_PREFILL=old does too.
     int32_t chunk_v1 = 0;
+    // bf16 path, cp.async mode: dv columns per state-pass block. 0 (default) picks 16 when every
+    // block of the 16-column grid (Hv x 8) is resident at once (one per SM: Hv <= 16 on the H100),
+    // else 32; 16 or 32 force it. Both give the same bits. FROST_GDN_PREFILL=wide forces 32.
+    int32_t chunk_slice = 0;
 };
 
 // Copies this launch's K and V rows into the contiguous cache at cursor->pos + row

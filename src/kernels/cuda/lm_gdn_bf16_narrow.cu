@@ -1,0 +1,224 @@
+// The bf16 path's state + output pass on 16-column dv slices (issue 18): grid (value heads, 8)
+// instead of (value heads, 4), for models with few value heads. The pass is sequential over chunks
+// and latency-bound, one block per SM: at 16 heads the 32-column pass runs 64 blocks on the H100's
+// 132 SMs, this one 128. Each block computes the same products as the 32-column kernel
+// (lm_gdn_bf16.cu) on half the columns, in the same order per element: V' = U − W S₀ and
+// X = Q S₀ (k over dk ascending), O = e^γ ⊙ X + P V', S = e^{γ_L} S₀ + Kᵀ (e^{γ_L−γ} ⊙ V'), so
+// output and state are bit-identical to it (the tests compare bytes).
+// Warp roles (8 warps, 64 rows x 16 columns): warp w owns rows 16 (w/2) of V' (w even, A = W) or
+// of X and O (w odd, A = Q), both n-tiles of the slice; S rows 16 w .. +15, both n-tiles, as fp32
+// accumulators for the whole pass. Per chunk a warp issues half the mma and B loads of the
+// 32-column kernel, and each A fragment is loaded by one warp instead of two.
+// Shared memory: three stages of W, K, Q (full rows: every slice needs them), the U slice, P, γ
+// (63.3 KB each), the bf16 S₀ copy and V', e^{γ_L−γ} V' (202 KB in all: one block per SM).
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gdn_bf16.cuh"
+
+namespace frost::kernels::gdn {
+namespace {
+using namespace lm;
+
+constexpr int kNarrow = 16;          // dv columns per block
+constexpr int kPN = kNarrow + 8;     // 48-byte rows: 8 consecutive rows hit 8 distinct 16-byte groups
+constexpr int kNStages = 3;
+
+struct NarrowBuf {
+    bf16 w[kC][kPW];
+    bf16 k[kC][kPW];
+    bf16 q[kC][kPW];
+    bf16 u[kC][kPN];  // this block's U slice
+    bf16 p[kC][kPP];
+    float gamma[kC];
+};
+struct NarrowSmem {
+    NarrowBuf buf[kNStages];
+    bf16 s[kD][kPN];   // S₀ slice, bf16: the B operand of W S₀ and Q S₀
+    bf16 vp[kC][kPN];  // V'
+    bf16 vd[kC][kPN];  // e^{γ_L−γ} ⊙ V'
+};
+static_assert(sizeof(NarrowBuf) % 16 == 0, "16-byte copies into every stage");
+
+// Chunk c's operands into a stage (constant trip counts: 4 rounds of W, K, Q rows per thread, one
+// of the U slice or γ, two of P); K and Q rows past len are zero-filled (never read: V' is zero there).
+__device__ inline void prefetch_narrow(NarrowBuf& b, const GdnBf16Params& p, const float* slot, int start, int len,
+                                       int kh, int j0) {
+    constexpr int kRowVecs = kD / kVec, kRowsPer = kThreads / kRowVecs;  // 16 rows of 128 per round
+    constexpr int kSliceVecs = kNarrow / kVec, kPVecs = kC / kVec;
+    static_assert(kC * kSliceVecs + kC / 4 <= kThreads && kC * kPVecs == 2 * kThreads && kC % kRowsPer == 0,
+                  "rounds");
+    const int t = threadIdx.x;
+    const int r0 = t / kRowVecs, d = (t % kRowVecs) * kVec;
+    const bf16* w = reinterpret_cast<const bf16*>(slot + kBf16WOff) + r0 * kD + d;
+    const int64_t head_row = static_cast<int64_t>(start) * p.qkv_row_stride + kh * kD + d;
+    const bf16* kb = p.k + head_row;
+    const bf16* qb = p.q + head_row;
+#pragma unroll
+    for (int it = 0; it < kC / kRowsPer; ++it) {
+        const int r = r0 + it * kRowsPer;
+        cp_async16(&b.w[r][d], w + it * kRowsPer * kD);
+        const bool in = r < len;
+        const int64_t off = in ? static_cast<int64_t>(r) * p.qkv_row_stride : 0;
+        cp_async16(&b.k[r][d], kb + off, in ? 16 : 0);
+        cp_async16(&b.q[r][d], qb + off, in ? 16 : 0);
+    }
+    if (t < kC * kSliceVecs) {
+        const int r = t / kSliceVecs, dd = (t % kSliceVecs) * kVec;
+        cp_async16(&b.u[r][dd], reinterpret_cast<const bf16*>(slot + kBf16UOff) + r * kD + j0 + dd);
+    } else if (t < kC * kSliceVecs + kC / 4) {
+        const int e = 4 * (t - kC * kSliceVecs);
+        cp_async16(&b.gamma[e], slot + kBf16GammaOff + e);
+    }
+    const bf16* pm = reinterpret_cast<const bf16*>(slot + kBf16POff);
+#pragma unroll
+    for (int it = 0; it < 2; ++it) {
+        const int r = t / kPVecs + it * (kThreads / kPVecs), dd = (t % kPVecs) * kVec;
+        cp_async16(&b.p[r][dd], pm + r * kC + dd);
+    }
+}
+
+__global__ void __launch_bounds__(kThreads) gdn_bf16_state_narrow_kernel(GdnBf16Params p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    NarrowSmem& sm = *reinterpret_cast<NarrowSmem*>(smem_raw);
+    const int rows = cursor_rows(p.cursor, p.max_rows);
+    const int pos = p.cursor->pos;
+    const int h = blockIdx.x, j0 = blockIdx.y * kNarrow;
+    const int kh = h / (p.Hv / p.Hk);
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int g = lane / 4, q = lane % 4;
+    const int m0 = 16 * (warp / 2);   // V' or X / O rows
+    const bool out_warp = warp & 1;   // warp-uniform: X and O (A = Q), else V' (A = W)
+    const int ms = 16 * warp;         // S rows
+    float* state = p.state + static_cast<int64_t>(h) * kD * kD;
+
+    float s[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+            const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
+            const float2 v = *reinterpret_cast<const float2*>(state + r * kD + j0 + col);
+            s[j][2 * hi] = v.x, s[j][2 * hi + 1] = v.y;
+            *reinterpret_cast<uint32_t*>(&sm.s[r][col]) = pack_bf16(v.x, v.y);
+        }
+    int chunks = 0;
+    for (int st, ln; chunks < max_chunks(rows) && chunk_range(chunks, pos, rows, st, ln);) ++chunks;
+    auto stage = [&](int c) {
+        int st, ln;
+        chunk_range(c, pos, rows, st, ln);
+        const float* slot = p.work + (static_cast<int64_t>(c) * p.Hv + h) * kBf16SlotFloats;
+        prefetch_narrow(sm.buf[c % kNStages], p, slot, st, ln, kh, j0);
+    };
+#pragma unroll
+    for (int c = 0; c < kNStages - 1; ++c) {
+        if (c < chunks) stage(c);
+        cp_async_commit();
+    }
+    for (int c = 0; c < chunks; ++c) {
+        if (c + kNStages - 1 < chunks) stage(c + kNStages - 1);  // into the buffer chunk c - 1 used
+        cp_async_commit();
+        cp_async_wait<kNStages - 1>();  // chunk c has landed
+        __syncthreads();                // ... for every thread, and so has the previous S copy
+        const NarrowBuf& b = sm.buf[c % kNStages];
+        int start, len;
+        chunk_range(c, pos, rows, start, len);
+
+        // V' = U − W S₀ or X = Q S₀ on this warp's 16 x 16 tile (k over dk).
+        const bf16* a_base = out_warp ? &b.q[0][0] : &b.w[0][0];
+        float acc[2][4] = {};
+#pragma unroll
+        for (int k0 = 0; k0 < kD; k0 += 16) {
+            uint32_t a[4], bs[4];
+            load_a_ldsm<kPW>(a, a_base, m0, k0, lane);
+            load_b2_t<kPN>(bs, &sm.s[0][0], k0, 0, lane);
+            mma_bf16(acc[0], a, bs[0], bs[1]);
+            mma_bf16(acc[1], a, bs[2], bs[3]);
+        }
+        const float gamma_last = b.gamma[len - 1];
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+            const int r = m0 + g + 8 * hi;
+            if (out_warp) {
+                const float eg = expf(b.gamma[r]);
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    acc[j][2 * hi] *= eg;
+                    acc[j][2 * hi + 1] *= eg;
+                }
+            } else {
+                const float tail = expf(gamma_last - b.gamma[r]);
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    const int col = 8 * j + 2 * q;
+                    const float2 uu = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&b.u[r][col]));
+                    const float v0 = uu.x - acc[j][2 * hi], v1 = uu.y - acc[j][2 * hi + 1];
+                    *reinterpret_cast<uint32_t*>(&sm.vp[r][col]) = pack_bf16(v0, v1);
+                    *reinterpret_cast<uint32_t*>(&sm.vd[r][col]) = pack_bf16(v0 * tail, v1 * tail);
+                }
+            }
+        }
+        __syncthreads();  // V' is complete and every read of the S₀ copy is done
+
+        // S = e^{γ_L} S₀ + Kᵀ (e^{γ_L−γ} ⊙ V') (k over the chunk's rows; rows past len are zero).
+        const float decay = expf(gamma_last);
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) s[j][x] *= decay;
+#pragma unroll
+        for (int k0 = 0; k0 < kC; k0 += 16) {
+            uint32_t ak[4], bv[4];
+            load_at<kPW>(ak, &b.k[0][0], ms, k0, lane);
+            load_b2_t<kPN>(bv, &sm.vd[0][0], k0, 0, lane);
+            mma_bf16(s[0], ak, bv[0], bv[1]);
+            mma_bf16(s[1], ak, bv[2], bv[3]);
+        }
+        if (out_warp) {
+            // O += P V' (P is zero above the diagonal: k-blocks past this tile's rows add nothing).
+            for (int k0 = 0; k0 <= m0; k0 += 16) {
+                uint32_t ap[4], bv[4];
+                load_a_ldsm<kPP>(ap, &b.p[0][0], m0, k0, lane);
+                load_b2_t<kPN>(bv, &sm.vp[0][0], k0, 0, lane);
+                mma_bf16(acc[0], ap, bv[0], bv[1]);
+                mma_bf16(acc[1], ap, bv[2], bv[3]);
+            }
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi) {
+                const int r = m0 + g + 8 * hi;
+                if (r >= len) continue;
+                bf16* out = p.o + (static_cast<int64_t>(start + r) * p.Hv + h) * kD + j0 + 2 * q;
+#pragma unroll
+                for (int j = 0; j < 2; ++j)
+                    *reinterpret_cast<uint32_t*>(out + 8 * j) = pack_bf16(acc[j][2 * hi], acc[j][2 * hi + 1]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi)
+                *reinterpret_cast<uint32_t*>(&sm.s[ms + g + 8 * hi][8 * j + 2 * q]) =
+                    pack_bf16(s[j][2 * hi], s[j][2 * hi + 1]);
+        __syncthreads();  // this buffer is free for the prefetch of chunk c + 3; V' may be rewritten
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+            const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
+            *reinterpret_cast<float2*>(state + r * kD + j0 + col) = make_float2(s[j][2 * hi], s[j][2 * hi + 1]);
+        }
+}
+
+}  // namespace
+
+cudaError_t chunk_bf16_launch_state_narrow(const GdnBf16Params& p, cudaStream_t stream) {
+    constexpr int kSmem = static_cast<int>(sizeof(NarrowSmem));
+    cudaError_t err =
+        cudaFuncSetAttribute(gdn_bf16_state_narrow_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (err != cudaSuccess) return err;
+    gdn_bf16_state_narrow_kernel<<<dim3(p.Hv, kD / kNarrow), kThreads, kSmem, stream>>>(p);
+    return cudaGetLastError();
+}
+
+}  // namespace frost::kernels::gdn
