@@ -461,6 +461,8 @@ __device__ inline void prefetch(StageBuf& b, const GdnBf16Params& p, const float
 // prefetch() with every trip count a constant (one 256-thread block: 4 rounds of W, K, Q rows, one
 // of the U slice, two of P), so each thread's offsets are computed once per chunk and the copies
 // unroll: the looped form's 64-bit index arithmetic was most of the state pass's instructions.
+// Round 3 (prefetch_rows) copies the same bytes with a fifth of the address arithmetic; this form
+// stays for A/B (chunk_v1 = 2, FROST_GDN_PREFILL=wide).
 __device__ inline void prefetch_fast(StageBuf& b, const GdnBf16Params& p, const float* slot, int start, int len,
                                      int kh, int j0) {
     constexpr int kRowVecs = kD / kVec, kRowsPer = kThreads / kRowVecs;  // 16 rows of 128 per round
@@ -498,11 +500,14 @@ __device__ inline void prefetch_fast(StageBuf& b, const GdnBf16Params& p, const 
 // columns 16 (w%2) .. +15 of the slice (two n-tiles); S rows 16 w .. +15, all 32 columns (four
 // n-tiles) as fp32 accumulators for the whole pass. kCl: the copy mode above (kCl >= 2: launched
 // as clusters of kCl slices of a head along grid y).
-// kFast (cp.async mode only): prefetch_fast and ldmatrix A fragments; the same bytes, registers
-// and products as kFast = false.
-template <int kCl, bool kFast = false>
+// kLoads (cp.async mode only): kLoadsV1 the looped prefetch and 32-bit A fragments (round 1),
+// kLoadsR2 prefetch_fast and ldmatrix A fragments (round 2), kLoadsRows prefetch_rows and ldmatrix
+// (round 3, the default); the same bytes, registers and products in every form.
+constexpr int kLoadsV1 = 0, kLoadsR2 = 1, kLoadsRows = 2;
+template <int kCl, int kLoads = kLoadsV1>
 __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params p) {
-    static_assert(!kFast || kCl == 0, "the fast copies are the cp.async mode's");
+    static_assert(kLoads == kLoadsV1 || kCl == 0, "the fast copies are the cp.async mode's");
+    constexpr bool kFast = kLoads != kLoadsV1;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     StateSmem& sm = *reinterpret_cast<StateSmem*>(smem_raw);
     const int rows = cursor_rows(p.cursor, p.max_rows);
@@ -536,7 +541,9 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
         if constexpr (kBulk) {
             bulk_chunk<kCl>(sm.buf[c % kStages], &sm.full[c % kStages], p, slot_of(c), st, ln, kh, rank);
             prefetch_own(sm.buf[c % kStages], slot_of(c), j0);
-        } else if constexpr (kFast) {
+        } else if constexpr (kLoads == kLoadsRows) {
+            prefetch_rows<kSlice>(sm.buf[c % kStages], p, slot_of(c), st, ln, kh, j0);
+        } else if constexpr (kLoads == kLoadsR2) {
             prefetch_fast(sm.buf[c % kStages], p, slot_of(c), st, ln, kh, j0);
         } else {
             prefetch(sm.buf[c % kStages], p, slot_of(c), st, ln, kh, j0);
@@ -721,14 +728,15 @@ bool clusters_fit(int heads) {
     return cluster_capacity<kCl>() >= heads * (kMaxCluster / kCl);
 }
 
-template <int kCl, bool kFast = false>
+template <int kCl, int kLoads = kLoadsV1>
 cudaError_t launch_state(const GdnBf16Params& p, cudaStream_t stream) {
-    cudaError_t err = cudaFuncSetAttribute(gdn_bf16_state_kernel<kCl, kFast>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaError_t err = cudaFuncSetAttribute(gdn_bf16_state_kernel<kCl, kLoads>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(sizeof(StateSmem)));
     if (err != cudaSuccess) return err;
     cudaLaunchAttribute attr[1];
     const cudaLaunchConfig_t cfg = state_config<kCl>(p, stream, attr);
-    return cudaLaunchKernelEx(&cfg, gdn_bf16_state_kernel<kCl, kFast>, p);
+    return cudaLaunchKernelEx(&cfg, gdn_bf16_state_kernel<kCl, kLoads>, p);
 }
 
 // FROST_GDN_PREFILL=old runs the kernels as they were before (kFast = false here; the per-channel
@@ -741,14 +749,24 @@ bool prefill_old() {
     return old;
 }
 
-// FROST_GDN_PREFILL=wide keeps the 32-column state pass at every head count (A/B of the
-// 16-column one through the engine); read once per process.
+// FROST_GDN_PREFILL=wide runs the state pass as at the start of round 3 (chunk_v1 = 2: 32-column
+// slices at every head count, prefetch_fast), for A/B of round 3 through the engine; read once.
 bool prefill_wide() {
     static const bool wide = [] {
         const char* e = std::getenv("FROST_GDN_PREFILL");
         return e && std::string(e) == "wide";
     }();
     return wide;
+}
+
+// FROST_GDN_PREFILL=producer: the 16-column state pass with its producer warp
+// (GdnBf16Params::chunk_producer = 0 only); read once per process.
+bool prefill_producer() {
+    static const bool on = [] {
+        const char* e = std::getenv("FROST_GDN_PREFILL");
+        return e && std::string(e) == "producer";
+    }();
+    return on;
 }
 
 // Streaming multiprocessors of the current device, asked once per process (one GPU model).
@@ -764,20 +782,20 @@ int sm_count() {
     return n;
 }
 
-// The 16-column state pass (fast cp.async mode only): forced by chunk_slice = 16, or by default
-// when its Hv x 8 blocks (one per SM: 202 KB of shared memory each) are all resident at once, so
-// the sequential pass runs in one wave; a second wave would double it.
-bool use_narrow(const GdnBf16Params& p, bool fast) {
-    if (!fast || p.chunk_cluster != 0 || p.chunk_slice == 32) return false;
-    if (p.chunk_slice == 16) return true;
-    return !prefill_wide() && p.Hv * (kD / 16) <= sm_count();
+// The 16-column state pass (round 3's cp.async mode only): forced by chunk_slice = 16, or by
+// default when its Hv x 8 blocks (one per SM: 202 KB of shared memory each) are all resident at
+// once, so the sequential pass runs in one wave (a second wave would double it; H100: Hv <= 16).
+bool use_narrow(const GdnBf16Params& p) {
+    if (p.chunk_slice == 32) return false;
+    return p.chunk_slice == 16 || p.Hv * (kD / 16) <= sm_count();
 }
 
 }  // namespace
 
 
 cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages) {
-    const bool fast = !p.chunk_v1 && !prefill_old();
+    const bool fast = p.chunk_v1 != 1 && !prefill_old();        // prep and copies of round 2 or 3
+    const bool round2 = fast && (p.chunk_v1 == 2 || prefill_wide());  // the state pass of round 2
     const size_t prep_smem = sizeof(PrepSmem);
     const auto prep = fast ? gdn_bf16_prep_kernel<true> : gdn_bf16_prep_kernel<false>;
     cudaError_t err =
@@ -796,12 +814,15 @@ cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream
             err = launch_state<2>(p, stream);
         else if (want >= 1 && cluster_capacity<2>() > 0)
             err = launch_state<1>(p, stream);
-        else if (use_narrow(p, fast))
-            err = chunk_bf16_launch_state_narrow(p, stream);
-        else if (fast)
-            err = launch_state<0, true>(p, stream);
+        else if (!fast)
+            err = launch_state<0, kLoadsV1>(p, stream);
+        else if (round2)
+            err = launch_state<0, kLoadsR2>(p, stream);
+        else if (use_narrow(p))
+            err = chunk_bf16_launch_state_narrow(
+                p, stream, p.chunk_producer > 0 || (p.chunk_producer == 0 && prefill_producer()));
         else
-            err = launch_state<0>(p, stream);
+            err = launch_state<0, kLoadsRows>(p, stream);
         if (err != cudaSuccess) return err;
     }
     return cudaSuccess;
