@@ -325,6 +325,10 @@ int bench_conv() {
 // (0.02, 0.98), g in (-0.05, -0.001).
 // H100 (2026-11-24, one run, 9B shape): default 57.1 + 74.6 µs (prep + state) at 2048 rows, 383.5 +
 // 554.4 at 16384; v1 (chunk_v1 = 1) 56.3 + 76.8 / 378.6 + 569.1; the 16-warp state pass 82.6 / 622.9.
+// H100 (2026-11-25, one call, two runs each; µs of the state pass): 16 value heads, 4096 / 16384
+// rows: 32-column 146.3-146.4 / 544.0-569.0, 16-column with the producer warp (the default there)
+// 114.6-115.1 / 453.9-457.2; prep 58-59 / 193-198. 32 value heads: 32-column (the default) 139.4-143.0
+// / 537.1-569.0.
 int bench_gdn(std::vector<int> heads) {
     if (heads.empty()) heads = {16, 32};
     cudaStream_t s = nullptr;
@@ -378,9 +382,8 @@ int bench_gdn(std::vector<int> heads) {
         };
         const Path paths[] = {{"bf16 (default)", 0, 0, 0, 0},
                               {"bf16 32-col slices", 0, 0, 32, 0},
-                              {"bf16 16-col slices", 0, 0, 16, -1},
-                              {"bf16 16-col + producer", 0, 0, 16, 1},
-                              {"bf16 round 2 (32-col)", 0, 2, 0, 0},
+                              {"bf16 16-col, compute copies", 0, 0, 16, -1},
+                              {"bf16 16-col + producer", 0, 0, 16, 0},
                               {"bf16 v1 (before round 2)", 0, 1, 0, 0},
                               {"tf32", 1, 0, 0, 0}};
         std::printf("gdn chunked, Hk %d, Hv %d, d %d, us per launch (median, L2 flushed)\n", Hk, Hv, D);

@@ -27,6 +27,9 @@
 // mma stays as long and the chunk's barriers wait for 16 warps) and was removed. What is left is
 // the chain per chunk:
 // barrier, 8 dependent mma per accumulator, barrier, 4 more, barrier.
+// Round 3: with few value heads (16: the 0.8B shape) this pass has only 64 blocks on 132 SMs;
+// lm_gdn_bf16_narrow.cu runs 16-column slices there (128 blocks, copies from a producer warp, same
+// bits): state pass 146 → 115 µs at 4096 rows, 0.8B TTFT 2.7-4.5 % lower (numbers there).
 // Fragment layouts (PTX ISA, m16n8k16 .bf16), g = lane / 4, q = lane % 4, pairs of bf16 per
 // register, the lower index in the low half: A 16x16 row-major: a0 (g, 2q..2q+1), a1 (g+8, 2q..),
 // a2 (g, 2q+8..), a3 (g+8, 2q+8..); B 16x8: b0 (k 2q..2q+1, n g), b1 (k 2q+8.., n g);
@@ -461,8 +464,9 @@ __device__ inline void prefetch(StageBuf& b, const GdnBf16Params& p, const float
 // prefetch() with every trip count a constant (one 256-thread block: 4 rounds of W, K, Q rows, one
 // of the U slice, two of P), so each thread's offsets are computed once per chunk and the copies
 // unroll: the looped form's 64-bit index arithmetic was most of the state pass's instructions.
-// Round 3 (prefetch_rows) copies the same bytes with a fifth of the address arithmetic; this form
-// stays for A/B (chunk_v1 = 2, FROST_GDN_PREFILL=wide).
+// Round 3 tried rows of 64 contiguous bytes per lane group (every source one row pointer plus a
+// constant: a fifth of the address instructions): slower on the H100 (9B shape, 16384 rows: state
+// 598-610 against 537-569 µs; 8 rows per warp instruction instead of 2), so this form stays.
 __device__ inline void prefetch_fast(StageBuf& b, const GdnBf16Params& p, const float* slot, int start, int len,
                                      int kh, int j0) {
     constexpr int kRowVecs = kD / kVec, kRowsPer = kThreads / kRowVecs;  // 16 rows of 128 per round
@@ -500,14 +504,11 @@ __device__ inline void prefetch_fast(StageBuf& b, const GdnBf16Params& p, const 
 // columns 16 (w%2) .. +15 of the slice (two n-tiles); S rows 16 w .. +15, all 32 columns (four
 // n-tiles) as fp32 accumulators for the whole pass. kCl: the copy mode above (kCl >= 2: launched
 // as clusters of kCl slices of a head along grid y).
-// kLoads (cp.async mode only): kLoadsV1 the looped prefetch and 32-bit A fragments (round 1),
-// kLoadsR2 prefetch_fast and ldmatrix A fragments (round 2), kLoadsRows prefetch_rows and ldmatrix
-// (round 3, the default); the same bytes, registers and products in every form.
-constexpr int kLoadsV1 = 0, kLoadsR2 = 1, kLoadsRows = 2;
-template <int kCl, int kLoads = kLoadsV1>
+// kFast (cp.async mode only): prefetch_fast and ldmatrix A fragments; the same bytes, registers
+// and products as kFast = false.
+template <int kCl, bool kFast = false>
 __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params p) {
-    static_assert(kLoads == kLoadsV1 || kCl == 0, "the fast copies are the cp.async mode's");
-    constexpr bool kFast = kLoads != kLoadsV1;
+    static_assert(!kFast || kCl == 0, "the fast copies are the cp.async mode's");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     StateSmem& sm = *reinterpret_cast<StateSmem*>(smem_raw);
     const int rows = cursor_rows(p.cursor, p.max_rows);
@@ -541,9 +542,7 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
         if constexpr (kBulk) {
             bulk_chunk<kCl>(sm.buf[c % kStages], &sm.full[c % kStages], p, slot_of(c), st, ln, kh, rank);
             prefetch_own(sm.buf[c % kStages], slot_of(c), j0);
-        } else if constexpr (kLoads == kLoadsRows) {
-            prefetch_rows<kSlice>(sm.buf[c % kStages], p, slot_of(c), st, ln, kh, j0);
-        } else if constexpr (kLoads == kLoadsR2) {
+        } else if constexpr (kFast) {
             prefetch_fast(sm.buf[c % kStages], p, slot_of(c), st, ln, kh, j0);
         } else {
             prefetch(sm.buf[c % kStages], p, slot_of(c), st, ln, kh, j0);
@@ -728,15 +727,14 @@ bool clusters_fit(int heads) {
     return cluster_capacity<kCl>() >= heads * (kMaxCluster / kCl);
 }
 
-template <int kCl, int kLoads = kLoadsV1>
+template <int kCl, bool kFast = false>
 cudaError_t launch_state(const GdnBf16Params& p, cudaStream_t stream) {
-    cudaError_t err = cudaFuncSetAttribute(gdn_bf16_state_kernel<kCl, kLoads>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaError_t err = cudaFuncSetAttribute(gdn_bf16_state_kernel<kCl, kFast>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(sizeof(StateSmem)));
     if (err != cudaSuccess) return err;
     cudaLaunchAttribute attr[1];
     const cudaLaunchConfig_t cfg = state_config<kCl>(p, stream, attr);
-    return cudaLaunchKernelEx(&cfg, gdn_bf16_state_kernel<kCl, kLoads>, p);
+    return cudaLaunchKernelEx(&cfg, gdn_bf16_state_kernel<kCl, kFast>, p);
 }
 
 // FROST_GDN_PREFILL=old runs the kernels as they were before (kFast = false here; the per-channel
@@ -749,24 +747,14 @@ bool prefill_old() {
     return old;
 }
 
-// FROST_GDN_PREFILL=wide runs the state pass as at the start of round 3 (chunk_v1 = 2: 32-column
-// slices at every head count, prefetch_fast), for A/B of round 3 through the engine; read once.
+// FROST_GDN_PREFILL=wide keeps the 32-column state pass at every head count (round 2's default:
+// A/B of the 16-column one through the engine); read once per process.
 bool prefill_wide() {
     static const bool wide = [] {
         const char* e = std::getenv("FROST_GDN_PREFILL");
         return e && std::string(e) == "wide";
     }();
     return wide;
-}
-
-// FROST_GDN_PREFILL=producer: the 16-column state pass with its producer warp
-// (GdnBf16Params::chunk_producer = 0 only); read once per process.
-bool prefill_producer() {
-    static const bool on = [] {
-        const char* e = std::getenv("FROST_GDN_PREFILL");
-        return e && std::string(e) == "producer";
-    }();
-    return on;
 }
 
 // Streaming multiprocessors of the current device, asked once per process (one GPU model).
@@ -782,20 +770,19 @@ int sm_count() {
     return n;
 }
 
-// The 16-column state pass (round 3's cp.async mode only): forced by chunk_slice = 16, or by
+// The 16-column state pass (cp.async mode of round 2 or later): forced by chunk_slice = 16, or by
 // default when its Hv x 8 blocks (one per SM: 202 KB of shared memory each) are all resident at
 // once, so the sequential pass runs in one wave (a second wave would double it; H100: Hv <= 16).
 bool use_narrow(const GdnBf16Params& p) {
     if (p.chunk_slice == 32) return false;
-    return p.chunk_slice == 16 || p.Hv * (kD / 16) <= sm_count();
+    return p.chunk_slice == 16 || (!prefill_wide() && p.Hv * (kD / 16) <= sm_count());
 }
 
 }  // namespace
 
 
 cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages) {
-    const bool fast = p.chunk_v1 != 1 && !prefill_old();        // prep and copies of round 2 or 3
-    const bool round2 = fast && (p.chunk_v1 == 2 || prefill_wide());  // the state pass of round 2
+    const bool fast = !p.chunk_v1 && !prefill_old();
     const size_t prep_smem = sizeof(PrepSmem);
     const auto prep = fast ? gdn_bf16_prep_kernel<true> : gdn_bf16_prep_kernel<false>;
     cudaError_t err =
@@ -814,15 +801,12 @@ cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream
             err = launch_state<2>(p, stream);
         else if (want >= 1 && cluster_capacity<2>() > 0)
             err = launch_state<1>(p, stream);
-        else if (!fast)
-            err = launch_state<0, kLoadsV1>(p, stream);
-        else if (round2)
-            err = launch_state<0, kLoadsR2>(p, stream);
-        else if (use_narrow(p))
-            err = chunk_bf16_launch_state_narrow(
-                p, stream, p.chunk_producer > 0 || (p.chunk_producer == 0 && prefill_producer()));
+        else if (fast && use_narrow(p))
+            err = chunk_bf16_launch_state_narrow(p, stream, p.chunk_producer >= 0);
+        else if (fast)
+            err = launch_state<0, true>(p, stream);
         else
-            err = launch_state<0, kLoadsRows>(p, stream);
+            err = launch_state<0>(p, stream);
         if (err != cudaSuccess) return err;
     }
     return cudaSuccess;

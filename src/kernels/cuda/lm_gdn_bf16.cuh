@@ -11,7 +11,6 @@ using lm::kWarp;
 using lm::ld32;
 using lm::ldmatrix_x4;
 using lm::ldmatrix_x4_trans;
-using lm::cp_async16;
 
 constexpr int kThreads = 256;  // 8 warps, both kernels
 // Pitches in bf16: rows of 128 padded to 68 words (≡ 4 mod 32: the 32-bit fragment loads at
@@ -61,41 +60,6 @@ template <int P>
 __device__ inline void load_at(uint32_t (&a)[4], const bf16* base, int m0, int k0, int lane) {
     const int r = lane & 7, mi = lane >> 3;
     ldmatrix_x4_trans(a, base + (k0 + r + 8 * (mi >> 1)) * P + m0 + 8 * (mi & 1));
-}
-
-// Chunk c's operands into a state-pass stage buffer Buf (members w, k, q [kC][kPW], u
-// [kC][kSliceCols + 8], p [kC][kPP], gamma [kC]) by 16-byte cp.async. Thread t owns row t / 4 and
-// copies its 16-byte vectors t % 4 + 4 i: one warp instruction reads 64 contiguous bytes of each of
-// 8 rows (whole 32-byte sectors), and every source is one row pointer plus a constant, so the
-// per-chunk address arithmetic is a handful of instructions (the row-interleaved form spent ~160
-// instructions per warp per chunk on 64-bit offsets, a third of the state pass's). K and Q rows past
-// len are zero-filled (V' is zero there). Same bytes as prefetch() of lm_gdn_bf16.cu.
-template <int kSliceCols, class Buf>
-__device__ inline void prefetch_rows(Buf& b, const GdnBf16Params& p, const float* slot, int start, int len, int kh,
-                                     int j0) {
-    static_assert(kThreads == 4 * kC, "four threads per row");
-    constexpr int kStep = 4 * kVec;  // columns between one thread's vectors
-    constexpr int kUVecs = kSliceCols / kVec;
-    static_assert(kUVecs == 2 || kUVecs == 4, "16- or 32-column slices");
-    const int t = threadIdx.x, r = t / 4, d = (t % 4) * kVec;
-    const bool in = r < len;
-    const int64_t row = static_cast<int64_t>(start + (in ? r : 0)) * p.qkv_row_stride + kh * kD + d;
-    const bf16* kr = p.k + row;
-    const bf16* qr = p.q + row;
-    const bf16* wr = reinterpret_cast<const bf16*>(slot + kBf16WOff) + r * kD + d;
-    const int bytes = in ? 16 : 0;
-#pragma unroll
-    for (int i = 0; i < kD / kStep; ++i) {
-        cp_async16(&b.w[r][d + kStep * i], wr + kStep * i);
-        cp_async16(&b.k[r][d + kStep * i], kr + kStep * i, bytes);
-        cp_async16(&b.q[r][d + kStep * i], qr + kStep * i, bytes);
-    }
-    const bf16* pr = reinterpret_cast<const bf16*>(slot + kBf16POff) + r * kC + d;
-#pragma unroll
-    for (int i = 0; i < kC / kStep; ++i) cp_async16(&b.p[r][d + kStep * i], pr + kStep * i);
-    if (t % 4 < kUVecs)
-        cp_async16(&b.u[r][d], reinterpret_cast<const bf16*>(slot + kBf16UOff) + r * kD + j0 + d);
-    if (t < kC / 4) cp_async16(&b.gamma[4 * t], slot + kBf16GammaOff + 4 * t);
 }
 
 }  // namespace frost::kernels::gdn

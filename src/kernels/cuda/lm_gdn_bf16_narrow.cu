@@ -9,9 +9,16 @@
 // of X and O (w odd, A = Q), both n-tiles of the slice; S rows 16 w .. +15, both n-tiles, as fp32
 // accumulators for the whole pass. Per chunk a warp issues half the mma and B loads of the
 // 32-column kernel, and each A fragment is loaded by one warp instead of two.
-// Copies: prefetch_rows (lm_gdn_bf16.cuh), two chunks ahead.
 // Shared memory: three stages of W, K, Q (full rows: every slice needs them), the U slice, P, γ
 // (63.3 KB each), the bf16 S₀ copy and V', e^{γ_L−γ} V' (202 KB in all: one block per SM).
+// Copies: by default a ninth (producer) warp issues them and hands each stage over through
+// mbarriers (kProducer below); chunk_producer = -1 has the 8 compute warps issue them between
+// their products (prefetch_narrow), as the 32-column pass does.
+// Measured (H100, bench_cuda_kernels --gdn 16, L2 flushed, two runs, µs of the state pass at 4096 /
+// 16384 rows; one call): 32-column pass 146.4 / 544-569, 16-column with the compute warps copying
+// 121.7 / 468-479 (an earlier call), with the producer warp 114.6-115.1 / 453.9-457.2. What limits
+// it now (ncu, 4096 rows, producer): L2 throughput 81 % (every slice block reads the head's full W,
+// K, Q and P: 8 x 56 KB per chunk and head), 0.22 instructions issued per scheduler per cycle.
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/lm_common.cuh"
@@ -41,6 +48,44 @@ struct NarrowSmem {
     uint64_t full[kNStages];   // producer mode: a stage's copies have landed
     uint64_t empty[kNStages];  // producer mode: the compute warps are done with a stage
 };
+
+// Chunk c's operands into a stage (constant trip counts: 4 rounds of W, K, Q rows per thread, one
+// of the U slice or γ, two of P); K and Q rows past len are zero-filled (never read: V' is zero there).
+__device__ inline void prefetch_narrow(NarrowBuf& b, const GdnBf16Params& p, const float* slot, int start, int len,
+                                       int kh, int j0) {
+    constexpr int kRowVecs = kD / kVec, kRowsPer = kThreads / kRowVecs;  // 16 rows of 128 per round
+    constexpr int kSliceVecs = kNarrow / kVec, kPVecs = kC / kVec;
+    static_assert(kC * kSliceVecs + kC / 4 <= kThreads && kC * kPVecs == 2 * kThreads && kC % kRowsPer == 0,
+                  "rounds");
+    const int t = threadIdx.x;
+    const int r0 = t / kRowVecs, d = (t % kRowVecs) * kVec;
+    const bf16* w = reinterpret_cast<const bf16*>(slot + kBf16WOff) + r0 * kD + d;
+    const int64_t head_row = static_cast<int64_t>(start) * p.qkv_row_stride + kh * kD + d;
+    const bf16* kb = p.k + head_row;
+    const bf16* qb = p.q + head_row;
+#pragma unroll
+    for (int it = 0; it < kC / kRowsPer; ++it) {
+        const int r = r0 + it * kRowsPer;
+        cp_async16(&b.w[r][d], w + it * kRowsPer * kD);
+        const bool in = r < len;
+        const int64_t off = in ? static_cast<int64_t>(r) * p.qkv_row_stride : 0;
+        cp_async16(&b.k[r][d], kb + off, in ? 16 : 0);
+        cp_async16(&b.q[r][d], qb + off, in ? 16 : 0);
+    }
+    if (t < kC * kSliceVecs) {
+        const int r = t / kSliceVecs, dd = (t % kSliceVecs) * kVec;
+        cp_async16(&b.u[r][dd], reinterpret_cast<const bf16*>(slot + kBf16UOff) + r * kD + j0 + dd);
+    } else if (t < kC * kSliceVecs + kC / 4) {
+        const int e = 4 * (t - kC * kSliceVecs);
+        cp_async16(&b.gamma[e], slot + kBf16GammaOff + e);
+    }
+    const bf16* pm = reinterpret_cast<const bf16*>(slot + kBf16POff);
+#pragma unroll
+    for (int it = 0; it < 2; ++it) {
+        const int r = t / kPVecs + it * (kThreads / kPVecs), dd = (t % kPVecs) * kVec;
+        cp_async16(&b.p[r][dd], pm + r * kC + dd);
+    }
+}
 
 // ---- Producer mode (kProducer): a ninth warp issues every copy and hands each stage over through
 // mbarriers (full: its cp.async have landed, tracked by cp.async.mbarrier.arrive; empty: all 8
@@ -165,7 +210,7 @@ __global__ void __launch_bounds__(kProducer ? kProducerThreads : kThreads)
     auto stage = [&](int c) {
         int st, ln;
         chunk_range(c, pos, rows, st, ln);
-        prefetch_rows<kNarrow>(sm.buf[c % kNStages], p, slot_of(c), st, ln, kh, j0);
+        prefetch_narrow(sm.buf[c % kNStages], p, slot_of(c), st, ln, kh, j0);
     };
     if constexpr (!kProducer) {
 #pragma unroll
