@@ -309,8 +309,8 @@ struct PathResult {
 
 // The bf16 path in its state-pass copy modes (GdnBf16Params::chunk_cluster): kBf16 clusters of 4
 // (or the largest size that fits), kBf16Pair clusters of 2, kBf16Bulk bulk copies per block,
-// kBf16Own 16-byte cp.async per block (the default: 8 warps, each in both roles, ldmatrix A
-// fragments and unrolled copies), kBf16V1 the prep and state pass as before (chunk_v1 = 1: 32-bit
+// kBf16Own 16-byte cp.async per block (the default mode: ldmatrix A fragments and unrolled
+// copies), kBf16V1 the prep and state pass as before (chunk_v1 = 1: 32-bit
 // fragment loads, looped copies). kBf16Own takes the default slice width (16 columns when the
 // 16-column grid fits the SMs at once, so at every head count of these tests but 32); kBf16Wide
 // forces 32-column slices (chunk_slice = 32), kBf16Producer 16-column ones with the producer warp
@@ -486,11 +486,11 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
 }
 
 // ---- The presets' head counts (16 key heads; 16 value heads: 0.8B-style, 32: 9B-style): the
-// 16-column state pass (the default at 16 heads on the H100: 128 blocks) and the 32-column one
-// (the default at 32) and the 16-column pass with its copies in the compute warps give the same
-// bytes as each other and as v1, on long launches from start
-// positions off the 64-grid with a state carried in, decaying and non-decaying g; and the
-// 16-column pass agrees with the fp64 recurrence within the bf16 path's tolerance.
+// 16-column state pass in both copy forms (producer warp: the default at 16 heads on the H100, 128
+// blocks; compute warps), the 32-column one (the default at 32) and v1 give the same bytes, on
+// long launches from start positions off the 64-grid with a state carried in, decaying and
+// non-decaying g; and the 16-column pass agrees with the fp64 recurrence within the bf16 path's
+// tolerance.
 TEST(CudaGdn, SliceWidthsAgreeAtPresetHeadCounts) {
     FROST_SKIP_WITHOUT_CUDA();
     struct Case {
