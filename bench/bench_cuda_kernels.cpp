@@ -319,81 +319,102 @@ int bench_conv() {
     return 0;
 }
 
-// GDN section (--gdn): the chunked gated delta rule alone on the 9B shape (16 key heads, 32 value
-// heads, dk = dv = 128) at 2048 rows (one engine prefill chunk) and 16384, per launch (prep, state
-// pass, both) and per path, in one process: median µs, L2 flushed before each timed launch.
-// Inputs: q, k of norm ~1 (as after the l2norm), β in (0.02, 0.98), g in (-0.05, -0.001).
-// H100 (2026-11-24, one run): default 57.1 + 74.6 µs (prep + state) at 2048 rows, 383.5 + 554.4
-// at 16384; v1 (chunk_v1 = 1) 56.3 + 76.8 / 378.6 + 569.1; the 16-warp state pass 82.6 / 622.9.
-int bench_gdn() {
+// GDN section (--gdn [Hv...]): the chunked gated delta rule alone at 16 key heads and the given
+// value-head counts (default 16 and 32: the 0.8B and 9B shapes; dk = dv = 128) at 2048, 4096 and
+// 16384 rows, per launch (prep, state pass, both) and per path, in one process: median µs, L2
+// flushed before each timed launch (FROST_BENCH_GDN_ROWS=T: that length only, e.g. under ncu). Inputs: q, k of norm ~1 (as after the l2norm), β in
+// (0.02, 0.98), g in (-0.05, -0.001).
+// H100 (2026-11-24, one run, 9B shape): default 57.1 + 74.6 µs (prep + state) at 2048 rows, 383.5 +
+// 554.4 at 16384; v1 (chunk_v1 = 1) 56.3 + 76.8 / 378.6 + 569.1; the 16-warp state pass 82.6 / 622.9.
+// H100 (2026-11-25, one call, two runs each; µs of the state pass): 16 value heads, 4096 / 16384
+// rows: 32-column 146.3-146.4 / 544.0-569.0, 16-column with the producer warp (the default there)
+// 114.6-115.1 / 453.9-457.2; prep 58-59 / 193-198. 32 value heads: 32-column (the default) 139.4-143.0
+// / 537.1-569.0.
+int bench_gdn(std::vector<int> heads) {
+    if (heads.empty()) heads = {16, 32};
     cudaStream_t s = nullptr;
     CK(cudaStreamCreate(&s));
     Timer t = make_timer(s);
-    constexpr int Hk = 16, Hv = 32, D = 128, Tmax = 16384;
-    constexpr int64_t W = 2 * Hk * D + Hv * D;
-    std::mt19937 rng(7);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    std::vector<bf16> hqkv(static_cast<size_t>(Tmax) * W);
-    for (size_t i = 0; i < hqkv.size(); ++i)
-        hqkv[i] = __float2bfloat16(i % W < 2 * Hk * D ? 0.153f * u(rng) : u(rng));  // |q|, |k| ~ 1
-    std::vector<float> hbeta(static_cast<size_t>(Tmax) * Hv), hg(hbeta.size()), hs(static_cast<size_t>(Hv) * D * D);
-    for (auto& v : hbeta) v = 0.5f + 0.48f * u(rng);
-    for (auto& v : hg) v = -0.0255f + 0.0245f * u(rng);
-    for (auto& v : hs) v = 0.2f * u(rng);
-    GdnBf16Params p{};
-    p.Hk = Hk;
-    p.Hv = Hv;
-    p.dk = D;
-    p.dv = D;
-    p.chunk = kGdnChunk;
-    p.max_rows = Tmax;
-    bf16* qkv = dalloc<bf16>(hqkv.size());
-    CK(cudaMemcpy(qkv, hqkv.data(), hqkv.size() * sizeof(bf16), cudaMemcpyHostToDevice));
-    float* beta = dalloc<float>(hbeta.size());
-    float* g = dalloc<float>(hg.size());
-    float* state = dalloc<float>(hs.size());
-    CK(cudaMemcpy(beta, hbeta.data(), hbeta.size() * sizeof(float), cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(g, hg.data(), hg.size() * sizeof(float), cudaMemcpyHostToDevice));
-    bf16* o = dalloc<bf16>(static_cast<size_t>(Tmax) * Hv * D);
-    float* work = dalloc<float>(gdn_chunk_work_floats(p));
-    StepCursor* cursor = dalloc<StepCursor>(1);
-    p.q = qkv;
-    p.k = qkv + Hk * D;
-    p.v = qkv + 2 * Hk * D;
-    p.beta = beta;
-    p.g = g;
-    p.state = state;
-    p.o = o;
-    p.work = work;
-    p.qkv_row_stride = W;
-    p.cursor = cursor;
-    struct Path {
-        const char* name;
-        int tf32, v1;
-    };
-    const Path paths[] = {{"bf16 (default)", 0, 0}, {"bf16 v1 (before round 2)", 0, 1}, {"tf32", 1, 0}};
-    std::printf("gdn chunked, 9B shape (Hk %d, Hv %d, d %d), us per launch (median, L2 flushed)\n", Hk, Hv, D);
-    std::printf("  %-26s %6s %9s %9s %9s\n", "path", "T", "prep", "state", "all");
-    for (int T : {2048, 16384}) {
-        StepCursor c{};
-        c.pos = 0;
-        c.n_tokens = T;
-        CK(cudaMemcpy(cursor, &c, sizeof(c), cudaMemcpyHostToDevice));
-        p.max_rows = T;
-        for (int rep = 0; rep < 2; ++rep)
-            for (const Path& path : paths) {
-                p.chunk_tf32 = path.tf32;
-                p.chunk_v1 = path.v1;
-                CK(cudaMemcpy(state, hs.data(), hs.size() * sizeof(float), cudaMemcpyHostToDevice));
-                CK(gdn_chunk_launch(p, s));  // fills the scratch the stage timings read
-                const double prep = t.median_ms([&] { return gdn_chunk_launch_stages(p, s, kGdnStagePrep); });
-                const double rest = t.median_ms(
-                    [&] { return gdn_chunk_launch_stages(p, s, kGdnStageAll & ~kGdnStagePrep); });
-                const double all = t.median_ms([&] { return gdn_chunk_launch(p, s); });
-                std::printf("  %-26s %6d %9.1f %9.1f %9.1f\n", path.name, T, prep * 1e3, rest * 1e3, all * 1e3);
-            }
+    constexpr int Hk = 16, D = 128, Tmax = 16384;
+    for (int h : heads)
+        if (h < Hk || h % Hk) return std::fprintf(stderr, "--gdn: value heads must be a multiple of %d\n", Hk), 2;
+    for (int Hv : heads) {
+        const int64_t W = 2 * Hk * D + Hv * D;
+        std::mt19937 rng(7);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        std::vector<bf16> hqkv(static_cast<size_t>(Tmax) * W);
+        for (size_t i = 0; i < hqkv.size(); ++i)
+            hqkv[i] = __float2bfloat16(i % W < 2 * Hk * D ? 0.153f * u(rng) : u(rng));  // |q|, |k| ~ 1
+        std::vector<float> hbeta(static_cast<size_t>(Tmax) * Hv), hg(hbeta.size()),
+            hs(static_cast<size_t>(Hv) * D * D);
+        for (auto& v : hbeta) v = 0.5f + 0.48f * u(rng);
+        for (auto& v : hg) v = -0.0255f + 0.0245f * u(rng);
+        for (auto& v : hs) v = 0.2f * u(rng);
+        GdnBf16Params p{};
+        p.Hk = Hk;
+        p.Hv = Hv;
+        p.dk = D;
+        p.dv = D;
+        p.chunk = kGdnChunk;
+        p.max_rows = Tmax;
+        bf16* qkv = dalloc<bf16>(hqkv.size());
+        CK(cudaMemcpy(qkv, hqkv.data(), hqkv.size() * sizeof(bf16), cudaMemcpyHostToDevice));
+        float* beta = dalloc<float>(hbeta.size());
+        float* g = dalloc<float>(hg.size());
+        float* state = dalloc<float>(hs.size());
+        CK(cudaMemcpy(beta, hbeta.data(), hbeta.size() * sizeof(float), cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(g, hg.data(), hg.size() * sizeof(float), cudaMemcpyHostToDevice));
+        bf16* o = dalloc<bf16>(static_cast<size_t>(Tmax) * Hv * D);
+        float* work = dalloc<float>(gdn_chunk_work_floats(p));
+        StepCursor* cursor = dalloc<StepCursor>(1);
+        p.q = qkv;
+        p.k = qkv + Hk * D;
+        p.v = qkv + 2 * Hk * D;
+        p.beta = beta;
+        p.g = g;
+        p.state = state;
+        p.o = o;
+        p.work = work;
+        p.qkv_row_stride = W;
+        p.cursor = cursor;
+        struct Path {
+            const char* name;
+            int tf32, v1, slice, producer;
+        };
+        const Path paths[] = {{"bf16 (default)", 0, 0, 0, 0},
+                              {"bf16 32-col slices", 0, 0, 32, 0},
+                              {"bf16 16-col, compute copies", 0, 0, 16, -1},
+                              {"bf16 16-col + producer", 0, 0, 16, 0},
+                              {"bf16 v1 (before round 2)", 0, 1, 0, 0},
+                              {"tf32", 1, 0, 0, 0}};
+        std::printf("gdn chunked, Hk %d, Hv %d, d %d, us per launch (median, L2 flushed)\n", Hk, Hv, D);
+        std::printf("  %-26s %6s %9s %9s %9s\n", "path", "T", "prep", "state", "all");
+        std::vector<int> lengths = {2048, 4096, 16384};
+        if (const char* e = std::getenv("FROST_BENCH_GDN_ROWS")) lengths = {std::clamp(std::atoi(e), 64, Tmax)};
+        for (int T : lengths) {
+            StepCursor c{};
+            c.pos = 0;
+            c.n_tokens = T;
+            CK(cudaMemcpy(cursor, &c, sizeof(c), cudaMemcpyHostToDevice));
+            p.max_rows = T;
+            for (int rep = 0; rep < 2; ++rep)
+                for (const Path& path : paths) {
+                    if (path.tf32 && (T > 4096 || rep)) continue;  // the old path, for scale only
+                    p.chunk_tf32 = path.tf32;
+                    p.chunk_v1 = path.v1;
+                    p.chunk_slice = path.slice;
+                    p.chunk_producer = path.producer;
+                    CK(cudaMemcpy(state, hs.data(), hs.size() * sizeof(float), cudaMemcpyHostToDevice));
+                    CK(gdn_chunk_launch(p, s));  // fills the scratch the stage timings read
+                    const double prep = t.median_ms([&] { return gdn_chunk_launch_stages(p, s, kGdnStagePrep); });
+                    const double rest = t.median_ms(
+                        [&] { return gdn_chunk_launch_stages(p, s, kGdnStageAll & ~kGdnStagePrep); });
+                    const double all = t.median_ms([&] { return gdn_chunk_launch(p, s); });
+                    std::printf("  %-26s %6d %9.1f %9.1f %9.1f\n", path.name, T, prep * 1e3, rest * 1e3, all * 1e3);
+                }
+        }
+        for (void* b : std::initializer_list<void*>{qkv, beta, g, state, o, work, cursor}) CK(cudaFree(b));
     }
-    for (void* b : std::initializer_list<void*>{qkv, beta, g, state, o, work, cursor}) CK(cudaFree(b));
     return 0;
 }
 
@@ -639,7 +660,11 @@ int bench_fp8_profile(int N, int Kd, const std::vector<int>& variants) {
 int main(int argc, char** argv) {
     if (argc == 3 && std::string(argv[1]) == "--attn") return bench_attention(argv[2]);
     if (argc == 2 && std::string(argv[1]) == "--conv") return bench_conv();
-    if (argc == 2 && std::string(argv[1]) == "--gdn") return bench_gdn();
+    if (argc >= 2 && std::string(argv[1]) == "--gdn") {
+        std::vector<int> heads;
+        for (int i = 2; i < argc; ++i) heads.push_back(std::atoi(argv[i]));
+        return bench_gdn(heads);
+    }
     if ((argc == 2 || argc == 3) && std::string(argv[1]) == "--fp8") return bench_fp8(argc == 3 ? std::atoi(argv[2]) : 4096);
     if (argc >= 4 && std::string(argv[1]) == "--fp8-profile") {
         std::vector<int> variants;
@@ -651,7 +676,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: bench_cuda_kernels out.json MODEL_DIR [prefill_chunk] [decode_pos...]\n"
                              "       bench_cuda_kernels --attn out.json   (attention prefill kernels alone)\n"
                              "       bench_cuda_kernels --conv            (GDN conv1d kernels alone)\n"
-                             "       bench_cuda_kernels --gdn             (GDN chunked prefill launches alone)\n"
+                             "       bench_cuda_kernels --gdn [Hv...]     (GDN chunked prefill launches alone; default Hv 16 32)\n"
                              "       bench_cuda_kernels --fp8 [ROWS]      (FP8 W8A8 vs bf16 prefill GEMMs, 4096 rows by default)\n"
                              "       bench_cuda_kernels --fp8-profile N K [variant...]  (one launch each, for ncu)\n"
                              "       bench_cuda_kernels --gemm ROWS       (bf16 prefill GEMMs per heuristic rank)\n");

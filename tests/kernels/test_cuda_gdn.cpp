@@ -309,16 +309,22 @@ struct PathResult {
 
 // The bf16 path in its state-pass copy modes (GdnBf16Params::chunk_cluster): kBf16 clusters of 4
 // (or the largest size that fits), kBf16Pair clusters of 2, kBf16Bulk bulk copies per block,
-// kBf16Own 16-byte cp.async per block (the default: 8 warps, each in both roles, ldmatrix A
-// fragments and unrolled copies), kBf16V1 the prep and state pass as before (chunk_v1 = 1: 32-bit
-// fragment loads, looped copies).
-enum class Path { kBf16, kBf16Pair, kBf16Bulk, kBf16Own, kBf16V1, kTf32, kFp32 };
+// kBf16Own 16-byte cp.async per block (the default mode: ldmatrix A fragments and unrolled
+// copies), kBf16V1 the prep and state pass as before (chunk_v1 = 1: 32-bit
+// fragment loads, looped copies). kBf16Own takes the default slice width (16 columns when the
+// 16-column grid fits the SMs at once, so at every head count of these tests but 32); kBf16Wide
+// forces 32-column slices (chunk_slice = 32), kBf16Producer 16-column ones with the producer warp
+// (chunk_slice = 16, the default form), kBf16Narrow 16-column ones copied by the compute warps
+// (chunk_producer = -1).
+enum class Path { kBf16, kBf16Pair, kBf16Bulk, kBf16Own, kBf16V1, kTf32, kFp32, kBf16Wide, kBf16Narrow, kBf16Producer };
 
 void set_path(kernels::GdnBf16Params& p, Path path) {
     p.chunk_fp32 = path == Path::kFp32 ? 1 : 0;
     p.chunk_tf32 = path == Path::kTf32 ? 1 : 0;
     p.chunk_cluster = path == Path::kBf16 ? 4 : path == Path::kBf16Pair ? 2 : path == Path::kBf16Bulk ? 1 : 0;
     p.chunk_v1 = path == Path::kBf16V1 ? 1 : 0;
+    p.chunk_slice = path == Path::kBf16Wide ? 32 : path == Path::kBf16Narrow || path == Path::kBf16Producer ? 16 : 0;
+    p.chunk_producer = path == Path::kBf16Narrow ? -1 : 0;
 }
 
 // One chunked launch of T rows at position pos on the GPU on the given path.
@@ -400,8 +406,11 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
         auto rng = fresh_rng("GdnTensorCore");
         const Inputs in = make_inputs_shaped(rng, cs.T, cs.sh, cs.g_lo, cs.g_hi);
         const auto s0 = uniform(rng, cs.sh.Hv * D * D, -0.2f, 0.2f, false);
-        PathResult b16, pair, bulk, own, v1, tc, f32;
+        PathResult b16, pair, bulk, own, v1, tc, f32, wide, narrow, prod;
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16, b16));
+        ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Wide, wide));
+        ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Narrow, narrow));
+        ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Producer, prod));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Pair, pair));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Bulk, bulk));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Own, own));
@@ -453,9 +462,9 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
                     s_b_f32.head_rel, s_tc_ref.head_rel, s_f32_ref.head_rel, o_b_ref.max_abs, s_b_ref.max_abs);
         const std::string where = "T " + std::to_string(cs.T) + " pos " + std::to_string(cs.pos) + " Hv/Hk " +
                                   std::to_string(nv / cs.sh.Hk) + " g_lo " + std::to_string(cs.g_lo);
-        // Every copy mode and both load forms (v1) run the same products in the same order: the
-        // same bits.
-        for (const PathResult* r : {&pair, &bulk, &own, &v1}) {
+        // Every copy mode, both load forms (v1) and both slice widths run the same products in the
+        // same order: the same bits.
+        for (const PathResult* r : {&pair, &bulk, &own, &v1, &wide, &narrow, &prod}) {
             EXPECT_EQ(0, std::memcmp(b16.state.data(), r->state.data(), b16.state.size() * sizeof(float))) << where;
             EXPECT_EQ(0, std::memcmp(b16.o.data(), r->o.data(), n_o * sizeof(float))) << where;
         }
@@ -469,10 +478,66 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
         EXPECT_LE(s_f32_ref.head_rel, kStateTol) << where;
         EXPECT_LE(s_tc_ref.head_rel, kTcStateTol) << where;
         EXPECT_LE(s_tc_cpu.head_rel, kTcStateTol) << where;
-        for (const PathResult* r : {&b16, &pair, &bulk, &own, &v1, &tc, &f32})
+        for (const PathResult* r : {&b16, &pair, &bulk, &own, &v1, &tc, &f32, &wide, &narrow, &prod})
             if (n_o < r->o.size()) {
                 EXPECT_TRUE(std::isnan(r->o[n_o])) << where << ": wrote past the valid rows";
             }
+    }
+}
+
+// ---- The presets' head counts (16 key heads; 16 value heads: 0.8B-style, 32: 9B-style): the
+// 16-column state pass in both copy forms (producer warp: the default at 16 heads on the H100, 128
+// blocks; compute warps), the 32-column one (the default at 32) and v1 give the same bytes, on
+// long launches from start positions off the 64-grid with a state carried in, decaying and
+// non-decaying g; and the 16-column pass agrees with the fp64 recurrence within the bf16 path's
+// tolerance.
+TEST(CudaGdn, SliceWidthsAgreeAtPresetHeadCounts) {
+    FROST_SKIP_WITHOUT_CUDA();
+    struct Case {
+        int T, pos;
+        Shape sh;
+        float g_lo, g_hi;
+        bool fp64;  // also against the fp64 recurrence (CPU time grows with T x Hv)
+    };
+    const Case cases[] = {{1100, 45, {16, 16}, -0.05f, -0.001f, true}, {4133, 45, {16, 16}, 0.0f, 0.0f, false},
+                          {4100, 13, {16, 16}, -3.0f, -0.001f, false}, {1100, 27, {16, 32}, -0.05f, -0.001f, true},
+                          {4133, 45, {16, 32}, 0.0f, 0.0f, false},     {300, 0, {16, 32}, 0.0f, 0.0f, true}};
+    for (const Case& cs : cases) {
+        auto rng = fresh_rng("GdnSliceWidths");
+        const Inputs in = make_inputs_shaped(rng, cs.T, cs.sh, cs.g_lo, cs.g_hi);
+        const auto s0 = uniform(rng, cs.sh.Hv * D * D, -0.2f, 0.2f, false);
+        PathResult narrow, wide, own, v1, prod;
+        ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Narrow, narrow));
+        ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Wide, wide));
+        ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Own, own));
+        ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16V1, v1));
+        ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Producer, prod));
+        const std::string where = "T " + std::to_string(cs.T) + " pos " + std::to_string(cs.pos) + " Hv " +
+                                  std::to_string(cs.sh.Hv) + " g_lo " + std::to_string(cs.g_lo);
+        const size_t n_o = static_cast<size_t>(cs.T) * cs.sh.Hv * D;
+        for (const PathResult* r : {&narrow, &wide, &own, &v1, &prod}) {
+            for (size_t i = 0; i < n_o; ++i)
+                if (!std::isfinite(r->o[i])) {
+                    ADD_FAILURE() << where << ": output " << i << " not written or not finite";
+                    break;
+                }
+        }
+        for (const PathResult* r : {&wide, &own, &v1, &prod}) {
+            EXPECT_EQ(0, std::memcmp(narrow.state.data(), r->state.data(), narrow.state.size() * sizeof(float)))
+                << where;
+            EXPECT_EQ(0, std::memcmp(narrow.o.data(), r->o.data(), n_o * sizeof(float))) << where;
+        }
+        if (cs.fp64) {
+            std::vector<double> S(s0.begin(), s0.end()), o_ref;
+            reference_shaped(in, cs.sh, cs.T, S, o_ref);
+            const std::vector<float> o16(narrow.o.begin(), narrow.o.begin() + n_o);
+            const Err eo = compare(o_ref, o16, cs.sh.Hv, false);
+            const Err es = compare(S, narrow.state, cs.sh.Hv, true);
+            std::printf("gdn slices %s: 16-column worst-head rel vs fp64: o %.2e state %.2e\n", where.c_str(),
+                        eo.head_rel, es.head_rel);
+            EXPECT_LE(eo.head_rel, kBf16PathTol) << where;
+            EXPECT_LE(es.head_rel, kBf16PathTol) << where;
+        }
     }
 }
 

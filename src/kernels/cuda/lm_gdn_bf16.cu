@@ -27,6 +27,9 @@
 // mma stays as long and the chunk's barriers wait for 16 warps) and was removed. What is left is
 // the chain per chunk:
 // barrier, 8 dependent mma per accumulator, barrier, 4 more, barrier.
+// Round 3: with few value heads (16: the 0.8B shape) this pass has only 64 blocks on 132 SMs;
+// lm_gdn_bf16_narrow.cu runs 16-column slices there (128 blocks, copies from a producer warp, same
+// bits): state pass 146 → 115 µs at 4096 rows, 0.8B TTFT 2.7-4.5 % lower (numbers there).
 // Fragment layouts (PTX ISA, m16n8k16 .bf16), g = lane / 4, q = lane % 4, pairs of bf16 per
 // register, the lower index in the low half: A 16x16 row-major: a0 (g, 2q..2q+1), a1 (g+8, 2q..),
 // a2 (g, 2q+8..), a3 (g+8, 2q+8..); B 16x8: b0 (k 2q..2q+1, n g), b1 (k 2q+8.., n g);
@@ -35,7 +38,7 @@
 #include <string>
 
 #include "kernels/cuda/lm_common.cuh"
-#include "kernels/cuda/lm_gdn_chunk.cuh"
+#include "kernels/cuda/lm_gdn_bf16.cuh"
 #include "kernels/cuda/lm_kernels.h"
 
 namespace frost::kernels::gdn {
@@ -43,57 +46,9 @@ namespace {
 using namespace lm;
 static_assert(kC == kGdnChunk && kD == kGdnHeadDim, "one chunk grid for every path");
 
-constexpr int kThreads = 256;  // 8 warps, both kernels
-constexpr int kSlice = 32;     // dv columns per state-pass block: 4 blocks per head fill the SMs
-// Pitches in bf16: rows of 128 padded to 68 words (≡ 4 mod 32: the 32-bit fragment loads at
-// g * pitch + q hit 32 distinct banks; 272 bytes ≡ 16 mod 128: the 8 row addresses of an ldmatrix
-// hit 8 distinct 16-byte bank groups), rows of 32 to 80 bytes, rows of 64 to 36 words.
-constexpr int kPW = kD + 8;
+constexpr int kSlice = 32;  // dv columns per state-pass block: 4 blocks per head (lm_gdn_bf16_narrow.cu: 16)
 constexpr int kPS = kSlice + 8;
-constexpr int kPP = kC + 8;
 constexpr int kSolvePitch = kC + 4;  // fp32 A rows, float4-aligned
-
-// A fragment of a row-major bf16 tile (rows m0.., columns k0..) with pitch P.
-template <int P>
-__device__ inline void load_a(uint32_t (&a)[4], const bf16* base, int m0, int k0, int g, int q) {
-    a[0] = ld32(base + (m0 + g) * P + k0 + 2 * q);
-    a[1] = ld32(base + (m0 + g + 8) * P + k0 + 2 * q);
-    a[2] = ld32(base + (m0 + g) * P + k0 + 2 * q + 8);
-    a[3] = ld32(base + (m0 + g + 8) * P + k0 + 2 * q + 8);
-}
-
-// The same fragment by one ldmatrix (lanes 0-7: rows m0.. at k0, 8-15: rows m0+8.. at k0, 16-23:
-// rows m0.. at k0+8, 24-31: rows m0+8.. at k0+8): the same registers as load_a, one instruction
-// instead of four (pitches ≡ 16 mod 128 bytes: the 8 rows of each matrix hit distinct bank groups).
-template <int P>
-__device__ inline void load_a_ldsm(uint32_t (&a)[4], const bf16* base, int m0, int k0, int lane) {
-    const int r = lane & 7, mi = lane >> 3;
-    ldmatrix_x4(a, base + (m0 + r + 8 * (mi & 1)) * P + k0 + 8 * (mi >> 1));
-}
-
-// B fragments of two n-tiles (n0.., n0+8..) of Xᵀ where X is a row-major [n][k] bf16 tile with
-// pitch P (B[k][n] = X[n][k]): b[0], b[1] for n0 and b[2], b[3] for n0 + 8, as 32-bit loads of
-// X[n0 + g][k0 + 2q ..] would give them.
-template <int P>
-__device__ inline void load_bt2(uint32_t (&b)[4], const bf16* base, int n0, int k0, int lane) {
-    const int r = lane & 7, mi = lane >> 3;
-    ldmatrix_x4(b, base + (n0 + r + 8 * (mi >> 1)) * P + k0 + 8 * (mi & 1));
-}
-
-// B fragments of two n-tiles (columns n0.., n0+8..) of a row-major [k][n] bf16 tile with pitch P:
-// b[0], b[1] for n0 and b[2], b[3] for n0 + 8.
-template <int P>
-__device__ inline void load_b2_t(uint32_t (&b)[4], const bf16* base, int k0, int n0, int lane) {
-    const int r = lane & 7, mi = lane >> 3;
-    ldmatrix_x4_trans(b, base + (k0 + r + 8 * (mi & 1)) * P + n0 + 8 * (mi >> 1));
-}
-
-// A fragment of Xᵀ where X is a row-major [k][m] bf16 tile with pitch P (Aᵀ[m][k] = X[k][m]).
-template <int P>
-__device__ inline void load_at(uint32_t (&a)[4], const bf16* base, int m0, int k0, int lane) {
-    const int r = lane & 7, mi = lane >> 3;
-    ldmatrix_x4_trans(a, base + (k0 + r + 8 * (mi >> 1)) * P + m0 + 8 * (mi & 1));
-}
 
 // ---- 1. prep -------------------------------------------------------------------------------
 // The UT solve as T = (I+A)⁻¹ once per chunk, blocked by 16 (fp32 on CUDA cores: the diagonal
@@ -509,6 +464,9 @@ __device__ inline void prefetch(StageBuf& b, const GdnBf16Params& p, const float
 // prefetch() with every trip count a constant (one 256-thread block: 4 rounds of W, K, Q rows, one
 // of the U slice, two of P), so each thread's offsets are computed once per chunk and the copies
 // unroll: the looped form's 64-bit index arithmetic was most of the state pass's instructions.
+// Round 3 tried rows of 64 contiguous bytes per lane group (every source one row pointer plus a
+// constant: a fifth of the address instructions): slower on the H100 (9B shape, 16384 rows: state
+// 598-610 against 537-569 µs; 8 rows per warp instruction instead of 2), so this form stays.
 __device__ inline void prefetch_fast(StageBuf& b, const GdnBf16Params& p, const float* slot, int start, int len,
                                      int kh, int j0) {
     constexpr int kRowVecs = kD / kVec, kRowsPer = kThreads / kRowVecs;  // 16 rows of 128 per round
@@ -789,6 +747,37 @@ bool prefill_old() {
     return old;
 }
 
+// FROST_GDN_PREFILL=wide keeps the 32-column state pass at every head count (round 2's default:
+// A/B of the 16-column one through the engine); read once per process.
+bool prefill_wide() {
+    static const bool wide = [] {
+        const char* e = std::getenv("FROST_GDN_PREFILL");
+        return e && std::string(e) == "wide";
+    }();
+    return wide;
+}
+
+// Streaming multiprocessors of the current device, asked once per process (one GPU model).
+int sm_count() {
+    static const int n = [] {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            v = 0;
+        cudaGetLastError();
+        return v;
+    }();
+    return n;
+}
+
+// The 16-column state pass (cp.async mode of round 2 or later): forced by chunk_slice = 16, or by
+// default when its Hv x 8 blocks (one per SM: 202 KB of shared memory each) are all resident at
+// once, so the sequential pass runs in one wave (a second wave would double it; H100: Hv <= 16).
+bool use_narrow(const GdnBf16Params& p) {
+    if (p.chunk_slice == 32) return false;
+    return p.chunk_slice == 16 || (!prefill_wide() && p.Hv * (kD / 16) <= sm_count());
+}
+
 }  // namespace
 
 
@@ -812,6 +801,8 @@ cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream
             err = launch_state<2>(p, stream);
         else if (want >= 1 && cluster_capacity<2>() > 0)
             err = launch_state<1>(p, stream);
+        else if (fast && use_narrow(p))
+            err = chunk_bf16_launch_state_narrow(p, stream, p.chunk_producer >= 0);
         else if (fast)
             err = launch_state<0, true>(p, stream);
         else

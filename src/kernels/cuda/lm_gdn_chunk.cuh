@@ -40,4 +40,8 @@ constexpr int64_t kBf16SlotFloats = kBf16GammaOff + kC;
 // The two launches of the bf16 path; stages as GdnStage (kGdnStageOut is part of the state pass).
 cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages);
 
+// The state + output pass on 16-column dv slices (lm_gdn_bf16_narrow.cu; same bits as the
+// 32-column pass, twice the blocks); producer: copies by a dedicated ninth warp.
+cudaError_t chunk_bf16_launch_state_narrow(const GdnBf16Params& p, cudaStream_t stream, bool producer);
+
 }  // namespace frost::kernels::gdn

@@ -188,6 +188,14 @@ struct GdnBf16Params {
     // bf16 path: 1 runs the prep and the cp.async state pass as before round 2 of issue 18 (32-bit
     // fragment loads, looped copy indexing; same bits), for A/B. FROST_GDN_PREFILL=old does too.
     int32_t chunk_v1 = 0;
+    // bf16 path, cp.async mode: dv columns per state-pass block. 0 (default) picks 16 when every
+    // block of the 16-column grid (Hv x 8) is resident at once (one per SM: Hv <= 16 on the H100),
+    // else 32; 16 or 32 force it. Every width gives the same bits. FROST_GDN_PREFILL=wide keeps 32.
+    int32_t chunk_slice = 0;
+    // bf16 path, 16-column state pass: 0 (default) issues every copy from a ninth (producer) warp
+    // with an mbarrier handoff per stage; -1 from the 8 compute warps between their products (the
+    // first form of round 3, for A/B). Same bits.
+    int32_t chunk_producer = 0;
 };
 
 // Copies this launch's K and V rows into the contiguous cache at cursor->pos + row
