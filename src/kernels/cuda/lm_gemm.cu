@@ -21,11 +21,6 @@ namespace {
 
 constexpr uint32_t kMinAlignmentBytes = 16;  // views into fused projection outputs are 16-aligned
 
-cudaError_t fail(cublasStatus_t st, int* lt_status) {
-    if (lt_status) *lt_status = static_cast<int>(st);
-    return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
-}
-
 bool same_shape(const GemmBf16Params& a, const GemmBf16Params& b) {
     return a.M == b.M && a.N == b.N && a.K == b.K && a.ldx == b.ldx && a.ldy == b.ldy &&
            a.out_f32 == b.out_f32 && a.accumulate == b.accumulate;
@@ -38,7 +33,7 @@ cudaError_t gemm_lt_create(void* workspace, size_t workspace_bytes, GemmLt** out
     *out = nullptr;
     cublasLtHandle_t h = nullptr;
     const cublasStatus_t st = cublasLtCreate(&h);
-    if (st != CUBLAS_STATUS_SUCCESS) return fail(st, lt_status);
+    if (st != CUBLAS_STATUS_SUCCESS) return lt_fail(st, lt_status);
     *out = new GemmLt{h, workspace, workspace_bytes};
     return cudaSuccess;
 }
@@ -51,10 +46,7 @@ void gemm_lt_destroy(GemmLt* lt) {
 
 void gemm_plan_destroy(GemmPlan* plan) {
     if (!plan) return;
-    if (plan->op) cublasLtMatmulDescDestroy(plan->op);
-    if (plan->a) cublasLtMatrixLayoutDestroy(plan->a);
-    if (plan->b) cublasLtMatrixLayoutDestroy(plan->b);
-    if (plan->c) cublasLtMatrixLayoutDestroy(plan->c);
+    lt_destroy(plan->op, plan->a, plan->b, plan->c);
     delete plan;
 }
 
@@ -104,7 +96,7 @@ cudaError_t gemm_plan_create(GemmLt* lt, const GemmBf16Params& s, GemmPlan** out
     if (st != CUBLAS_STATUS_SUCCESS || found <= rank) {
         gemm_plan_destroy(plan);
         if (st == CUBLAS_STATUS_SUCCESS) return cudaErrorNotSupported;
-        return fail(st, lt_status);
+        return lt_fail(st, lt_status);
     }
     plan->algo = result.algo;
     plan->workspace_bytes = result.workspaceSize;
@@ -118,7 +110,7 @@ cudaError_t gemm_launch(const GemmPlan* plan, const GemmBf16Params& p, cudaStrea
     const cublasStatus_t st =
         cublasLtMatmul(plan->lt->handle, plan->op, &alpha, p.w, plan->a, p.x, plan->b, &beta, p.y, plan->c, p.y,
                        plan->c, &plan->algo, plan->lt->workspace, plan->workspace_bytes, stream);
-    return fail(st, lt_status);
+    return lt_fail(st, lt_status);
 }
 
 }  // namespace frost::kernels

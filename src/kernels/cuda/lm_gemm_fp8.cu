@@ -98,11 +98,6 @@ __global__ void w_scale_rows_kernel(const float* s, int32_t N, int32_t groups, f
     out[g * ld + n] = s[n * groups + g];
 }
 
-cudaError_t fail(cublasStatus_t st, int* lt_status) {
-    if (lt_status) *lt_status = static_cast<int>(st);
-    return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
-}
-
 // Auto selection: FROST_FP8_GEMM (cublas | cublaslt | wgmma) first, then the measured default.
 int resolve_impl(const GemmFp8Params& s) {
     if (s.impl != kFp8ImplAuto) return s.impl;
@@ -155,10 +150,7 @@ bool gemm_fp8_prefers_wgmma(const GemmFp8Params& s) {
 
 void gemm_fp8_plan_destroy(GemmFp8Plan* plan) {
     if (!plan) return;
-    if (plan->op) cublasLtMatmulDescDestroy(plan->op);
-    if (plan->a) cublasLtMatrixLayoutDestroy(plan->a);
-    if (plan->b) cublasLtMatrixLayoutDestroy(plan->b);
-    if (plan->c) cublasLtMatrixLayoutDestroy(plan->c);
+    lt_destroy(plan->op, plan->a, plan->b, plan->c);
     delete plan;
 }
 
@@ -251,11 +243,11 @@ cudaError_t gemm_fp8_launch(GemmFp8Plan* plan, const GemmFp8Params& p, cudaStrea
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &p.x_scale,
                                             sizeof(p.x_scale));
-    if (st != CUBLAS_STATUS_SUCCESS) return fail(st, lt_status);
+    if (st != CUBLAS_STATUS_SUCCESS) return lt_fail(st, lt_status);
     const float alpha = 1.0f, beta = p.accumulate ? 1.0f : 0.0f;
     st = cublasLtMatmul(plan->lt->handle, plan->op, &alpha, p.w, plan->a, p.xq, plan->b, &beta, p.y, plan->c, p.y,
                         plan->c, &plan->algo, plan->lt->workspace, plan->workspace_bytes, stream);
-    return fail(st, lt_status);
+    return lt_fail(st, lt_status);
 }
 
 }  // namespace frost::kernels

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gemv_out.cuh"
 #include "kernels/cuda/lm_kernels.h"
 
 namespace frost::kernels {
@@ -100,19 +101,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) gemv_kernel(GemmBf1
         if (threadIdx.x >= kHalf) return;
         const int jj = bx * kHalf + threadIdx.x;
         if (jj >= F) return;
-        // The unfused pipeline rounds both projections to bf16, then swiglu_kernel's arithmetic.
-        const float gate = __bfloat162float(__float2bfloat16(row_sum[threadIdx.x]));
-        const float up = __bfloat162float(__float2bfloat16(row_sum[kHalf + threadIdx.x]));
-        static_cast<bf16*>(p.y)[jj] = __float2bfloat16(silu(gate) * up);
+        static_cast<bf16*>(p.y)[jj] = swiglu_from_sums(row_sum[threadIdx.x], row_sum[kHalf + threadIdx.x]);
     } else {
         if (lane != 0 || !valid) return;
-        if (p.out_f32) {
-            float* y = static_cast<float*>(p.y) + n;
-            *y = p.accumulate ? *y + acc : acc;
-        } else {
-            bf16* y = static_cast<bf16*>(p.y) + n;
-            *y = __float2bfloat16(p.accumulate ? __bfloat162float(*y) + acc : acc);
-        }
+        store_gemv_out(p, n, acc);
     }
 }
 
@@ -184,23 +176,11 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(GemmBf16Params p) {
         if (threadIdx.x >= kHalf) return;
         const int jj = blockIdx.x * kHalf + threadIdx.x;
         if (jj >= F) return;
-        for (int r = 0; r < M; ++r) {
-            // The unfused pipeline rounds both projections to bf16, then swiglu_kernel's arithmetic.
-            const float gate = __bfloat162float(__float2bfloat16(row_sum[r][threadIdx.x]));
-            const float up = __bfloat162float(__float2bfloat16(row_sum[r][kHalf + threadIdx.x]));
-            static_cast<bf16*>(p.y)[r * p.ldy + jj] = __float2bfloat16(silu(gate) * up);
-        }
+        for (int r = 0; r < M; ++r)
+            static_cast<bf16*>(p.y)[r * p.ldy + jj] = swiglu_from_sums(row_sum[r][threadIdx.x], row_sum[r][kHalf + threadIdx.x]);
     } else {
         if (lane != 0 || !valid) return;
-        for (int r = 0; r < M; ++r) {
-            if (p.out_f32) {
-                float* y = static_cast<float*>(p.y) + r * p.ldy + n;
-                *y = p.accumulate ? *y + acc[r] : acc[r];
-            } else {
-                bf16* y = static_cast<bf16*>(p.y) + r * p.ldy + n;
-                *y = __float2bfloat16(p.accumulate ? __bfloat162float(*y) + acc[r] : acc[r]);
-            }
-        }
+        for (int r = 0; r < M; ++r) store_gemv_out(p, static_cast<int64_t>(r) * p.ldy + n, acc[r]);
     }
 }
 

@@ -15,6 +15,7 @@
 #include <cmath>
 
 #include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gemv_out.cuh"
 #include "kernels/cuda/lm_gemv_quant.h"
 
 namespace frost::kernels {
@@ -272,23 +273,13 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
         if (lane != 0) continue;
         if (p.swiglu) {
             if (!valid[0]) continue;
-            const float gate = __bfloat162float(__float2bfloat16(sum[0]));
-            const float up = __bfloat162float(__float2bfloat16(sum[1]));
-            static_cast<bf16*>(p.y)[grp] = __float2bfloat16(silu(gate) * up);
+            static_cast<bf16*>(p.y)[grp] = swiglu_from_sums(sum[0], sum[1]);
             continue;
         }
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
             if (!valid[r]) continue;
-            const int n = grp * kRows + r;
-            const float a = sum[r];
-            if (p.out_f32) {
-                float* y = static_cast<float*>(p.y) + n;
-                *y = p.accumulate ? *y + a : a;
-            } else {
-                bf16* y = static_cast<bf16*>(p.y) + n;  // residual: one rounding of the fp32 sum
-                *y = __float2bfloat16(p.accumulate ? __bfloat162float(*y) + a : a);
-            }
+            store_gemv_out(p, grp * kRows + r, sum[r]);
         }
     }
 }

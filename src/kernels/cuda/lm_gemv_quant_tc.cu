@@ -46,6 +46,7 @@
 #include <cuda_fp8.h>
 
 #include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gemv_out.cuh"
 #include "kernels/cuda/lm_gemv_quant.h"
 
 namespace frost::kernels {
@@ -327,25 +328,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
         const int j = tile * (kTileRows / 2) + g;
         if (col >= p.M || j >= F2) return;
         const int ldy = p.ldy > 0 ? p.ldy : F2;
-        // The unfused pipeline rounds both projections to bf16, then swiglu_kernel's arithmetic.
-        const float gate = __bfloat162float(__float2bfloat16(row_value(g, col, j)));
-        const float up = __bfloat162float(__float2bfloat16(row_value(g + 8, col, F2 + j)));
-        static_cast<bf16*>(p.y)[static_cast<int64_t>(col) * ldy + j] = __float2bfloat16(silu(gate) * up);
+        static_cast<bf16*>(p.y)[static_cast<int64_t>(col) * ldy + j] =
+            swiglu_from_sums(row_value(g, col, j), row_value(g + 8, col, F2 + j));
     } else {
         if (threadIdx.x >= kTileRows * kCols) return;
         const int row = threadIdx.x / kCols, col = threadIdx.x % kCols;
         const int nr = tile * kTileRows + row;
         if (col >= p.M || nr >= p.N) return;
         const int ldy = p.ldy > 0 ? p.ldy : p.N;
-        const float v = row_value(row, col, nr);
-        const int64_t at = static_cast<int64_t>(col) * ldy + nr;
-        if (p.out_f32) {
-            float* y = static_cast<float*>(p.y) + at;
-            *y = p.accumulate ? *y + v : v;
-        } else {
-            bf16* y = static_cast<bf16*>(p.y) + at;  // residual: one rounding of the fp32 sum
-            *y = __float2bfloat16(p.accumulate ? __bfloat162float(*y) + v : v);
-        }
+        store_gemv_out(p, static_cast<int64_t>(col) * ldy + nr, row_value(row, col, nr));
     }
 }
 

@@ -18,6 +18,7 @@
 // Column c of an mma depends only on column c of B, so a row's bits do not depend on M or on the
 // other rows: a batched member's logits equal its solo step's (padding columns read zeros).
 #include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gemv_out.cuh"
 #include "kernels/cuda/lm_kernels.h"
 
 namespace frost::kernels {
@@ -119,23 +120,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_tc_kernel(GemmBf16P
         const int g = threadIdx.x / kCols, col = threadIdx.x % kCols;
         const int j = tile * (kTileRows / 2) + g;
         if (col >= p.M || j >= F) return;
-        // The unfused pipeline rounds both projections to bf16, then swiglu_kernel's arithmetic.
-        const float gate = __bfloat162float(__float2bfloat16(sum_of(g, col)));
-        const float up = __bfloat162float(__float2bfloat16(sum_of(g + 8, col)));
-        static_cast<bf16*>(p.y)[col * p.ldy + j] = __float2bfloat16(silu(gate) * up);
+        static_cast<bf16*>(p.y)[col * p.ldy + j] = swiglu_from_sums(sum_of(g, col), sum_of(g + 8, col));
     } else {
         if (threadIdx.x >= kTileRows * kCols) return;
         const int row = threadIdx.x / kCols, col = threadIdx.x % kCols;
         const int nr = tile * kTileRows + row;
         if (col >= p.M || nr >= p.N) return;
-        const float v = sum_of(row, col);
-        if (p.out_f32) {
-            float* y = static_cast<float*>(p.y) + col * p.ldy + nr;
-            *y = p.accumulate ? *y + v : v;
-        } else {
-            bf16* y = static_cast<bf16*>(p.y) + col * p.ldy + nr;  // residual: one rounding of the fp32 sum
-            *y = __float2bfloat16(p.accumulate ? __bfloat162float(*y) + v : v);
-        }
+        store_gemv_out(p, col * p.ldy + nr, sum_of(row, col));
     }
 }
 

@@ -13,6 +13,19 @@ constexpr int kNormMaxVecPerThread = 4;  // dim <= 256 threads * 4 vectors * 8 =
 constexpr int kHeadWarpsPerBlock = 4;
 constexpr int kHeadMaxPerLane = 8;       // head_dim <= 32 lanes * 8 = 256
 
+// One warp's load of a head vector: v[e] = x[lane + 32 e] (zeros past dim) and the head's
+// rsqrt(mean(x^2) + eps), squares summed per lane in e order, then warp_sum's fixed butterfly.
+__device__ inline float head_rms_load(const bf16* x, int dim, float eps, float (&v)[kHeadMaxPerLane]) {
+    const int lane = threadIdx.x % kWarp, per_lane = dim / kWarp;
+    float ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kHeadMaxPerLane; ++e) {
+        v[e] = e < per_lane ? __bfloat162float(x[lane + e * kWarp]) : 0.0f;
+        ss += v[e] * v[e];
+    }
+    return rsqrtf(warp_sum(ss) / dim + eps);
+}
+
 // One block per row: h += delta (rounded to bf16 as the residual stream is), then RMSNorm.
 __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf16Params p) {
     __shared__ float scratch[kWarp];
@@ -78,13 +91,7 @@ __global__ void qk_norm_rope_kernel(QkNormRopeBf16Params p) {
     const float* w = is_q ? p.q_w : p.k_w;
     const int per_lane = p.head_dim / kWarp;
     float v[kHeadMaxPerLane];
-    float ss = 0.0f;
-#pragma unroll
-    for (int e = 0; e < kHeadMaxPerLane; ++e) {
-        v[e] = e < per_lane ? __bfloat162float(x[lane + e * kWarp]) : 0.0f;
-        ss += v[e] * v[e];
-    }
-    const float rs = rsqrtf(warp_sum(ss) / p.head_dim + p.eps);
+    const float rs = head_rms_load(x, p.head_dim, p.eps, v);
     const float one = p.zero_centred ? 1.0f : 0.0f;
 #pragma unroll
     for (int e = 0; e < kHeadMaxPerLane; ++e) {
@@ -133,13 +140,7 @@ __global__ void gated_rmsnorm_kernel(GatedRmsNormBf16Params p) {
     bf16* y = p.y + (static_cast<int64_t>(row) * p.heads + head) * p.dim;
     const int per_lane = p.dim / kWarp;
     float v[kHeadMaxPerLane];
-    float ss = 0.0f;
-#pragma unroll
-    for (int e = 0; e < kHeadMaxPerLane; ++e) {
-        v[e] = e < per_lane ? __bfloat162float(x[lane + e * kWarp]) : 0.0f;
-        ss += v[e] * v[e];
-    }
-    const float rs = rsqrtf(warp_sum(ss) / p.dim + p.eps);
+    const float rs = head_rms_load(x, p.dim, p.eps, v);
 #pragma unroll
     for (int e = 0; e < kHeadMaxPerLane; ++e) {
         if (e >= per_lane) continue;
