@@ -469,34 +469,15 @@ __device__ inline void prefetch(StageBuf& b, const GdnBf16Params& p, const float
 // 598-610 against 537-569 µs; 8 rows per warp instruction instead of 2), so this form stays.
 __device__ inline void prefetch_fast(StageBuf& b, const GdnBf16Params& p, const float* slot, int start, int len,
                                      int kh, int j0) {
-    constexpr int kRowVecs = kD / kVec, kRowsPer = kThreads / kRowVecs;  // 16 rows of 128 per round
-    constexpr int kSliceVecs = kSlice / kVec, kPVecs = kC / kVec;
-    static_assert(kC * kSliceVecs == kThreads && kC * kPVecs == 2 * kThreads && kC % kRowsPer == 0, "rounds");
+    constexpr int kSliceVecs = kSlice / kVec;
+    static_assert(kC * kSliceVecs == kThreads, "one round of the U slice");
     const int t = threadIdx.x;
-    const int r0 = t / kRowVecs, d = (t % kRowVecs) * kVec;
-    const bf16* w = reinterpret_cast<const bf16*>(slot + kBf16WOff) + r0 * kD + d;
-    const int64_t head_row = static_cast<int64_t>(start) * p.qkv_row_stride + kh * kD + d;
-    const bf16* kb = p.k + head_row;
-    const bf16* qb = p.q + head_row;
-#pragma unroll
-    for (int it = 0; it < kC / kRowsPer; ++it) {
-        const int r = r0 + it * kRowsPer;
-        cp_async16(&b.w[r][d], w + it * kRowsPer * kD);
-        const bool in = r < len;
-        const int64_t off = in ? static_cast<int64_t>(r) * p.qkv_row_stride : 0;
-        cp_async16(&b.k[r][d], kb + off, in ? 16 : 0);
-        cp_async16(&b.q[r][d], qb + off, in ? 16 : 0);
-    }
+    prefetch_wkq(b, p, slot, start, len, kh);
     {
         const int r = t / kSliceVecs, dd = (t % kSliceVecs) * kVec;
         cp_async16(&b.u[r][dd], reinterpret_cast<const bf16*>(slot + kBf16UOff) + r * kD + j0 + dd);
     }
-    const bf16* pm = reinterpret_cast<const bf16*>(slot + kBf16POff);
-#pragma unroll
-    for (int it = 0; it < 2; ++it) {
-        const int r = t / kPVecs + it * (kThreads / kPVecs), dd = (t % kPVecs) * kVec;
-        cp_async16(&b.p[r][dd], pm + r * kC + dd);
-    }
+    prefetch_p(b, slot);
     if (t < kC / 4) cp_async16(&b.gamma[4 * t], slot + kBf16GammaOff + 4 * t);
 }
 

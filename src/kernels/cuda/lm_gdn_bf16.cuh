@@ -62,4 +62,43 @@ __device__ inline void load_at(uint32_t (&a)[4], const bf16* base, int m0, int k
     ldmatrix_x4_trans(a, base + (k0 + r + 8 * (mi >> 1)) * P + m0 + 8 * (mi & 1));
 }
 
+// The chunk operands every dv slice of a head reads, by cp.async with constant trip counts (one
+// 256-thread block: each thread's offsets computed once per chunk, the copies unrolled). B: a
+// stage buffer with w, k, q [kC][kPW] and p [kC][kPP] (the state passes' StageBuf, NarrowBuf).
+// W (4 rounds of rows, from the prep's scratch slot), K and Q (rows past len zero-filled: never
+// read, V' is zero there).
+template <class B>
+__device__ inline void prefetch_wkq(B& b, const GdnBf16Params& p, const float* slot, int start, int len, int kh) {
+    constexpr int kRowVecs = kD / kVec, kRowsPer = kThreads / kRowVecs;  // 16 rows of 128 per round
+    static_assert(kC % kRowsPer == 0, "whole rounds");
+    const int t = threadIdx.x;
+    const int r0 = t / kRowVecs, d = (t % kRowVecs) * kVec;
+    const bf16* w = reinterpret_cast<const bf16*>(slot + kBf16WOff) + r0 * kD + d;
+    const int64_t head_row = static_cast<int64_t>(start) * p.qkv_row_stride + kh * kD + d;
+    const bf16* kb = p.k + head_row;
+    const bf16* qb = p.q + head_row;
+#pragma unroll
+    for (int it = 0; it < kC / kRowsPer; ++it) {
+        const int r = r0 + it * kRowsPer;
+        lm::cp_async16(&b.w[r][d], w + it * kRowsPer * kD);
+        const bool in = r < len;
+        const int64_t off = in ? static_cast<int64_t>(r) * p.qkv_row_stride : 0;
+        lm::cp_async16(&b.k[r][d], kb + off, in ? 16 : 0);
+        lm::cp_async16(&b.q[r][d], qb + off, in ? 16 : 0);
+    }
+}
+// P (two rounds of rows) from the prep's scratch slot.
+template <class B>
+__device__ inline void prefetch_p(B& b, const float* slot) {
+    constexpr int kPVecs = kC / kVec;
+    static_assert(kC * kPVecs == 2 * kThreads, "two rounds");
+    const int t = threadIdx.x;
+    const bf16* pm = reinterpret_cast<const bf16*>(slot + kBf16POff);
+#pragma unroll
+    for (int it = 0; it < 2; ++it) {
+        const int r = t / kPVecs + it * (kThreads / kPVecs), dd = (t % kPVecs) * kVec;
+        lm::cp_async16(&b.p[r][dd], pm + r * kC + dd);
+    }
+}
+
 }  // namespace frost::kernels::gdn
