@@ -185,6 +185,49 @@ __global__ void __launch_bounds__(256, 1) moe_logits_kernel(MoeBf16Params p, Log
     }
 }
 
+// The k rounds of top-k over a warp's keys (a probability's bits as an int; ties to the lowest
+// id): each round is two warp redux instructions (largest key, then lowest id holding it); lane j
+// keeps round j's id and probability; the id's owner lane (id % 32) clears it and rescans its own
+// entries (`take(id)`, which recomputes best / best_e: shared memory or registers).
+template <class Take>
+__device__ inline void pick_topk(const MoeBf16Params& p, int& best, int& best_e, int& my_id, float& my_p, Take&& take) {
+    const int lane = threadIdx.x % kWarp;
+    for (int j = 0; j < p.k; ++j) {
+        const int m = __reduce_max_sync(kFullMask, best);
+        int id = __reduce_min_sync(kFullMask, best == m ? best_e : INT_MAX);
+        if (id < 0 || id >= p.E) id = 0;  // unreachable for k <= E; never an id outside the experts
+        if (lane == j) {
+            my_id = id;
+            my_p = __int_as_float(m);
+        }
+        if (id % kWarp == lane) {  // the owner marks it taken and rescans its entries
+            best = INT_MIN;
+            best_e = INT_MAX;
+            take(id);
+        }
+    }
+}
+
+// The routing's outputs from lane j's pick (my_id, my_p): mixing weights (renormalised over the
+// k picks, summed in round order, where the config says), into shared memory and / or the row's
+// topk_ids / topk_w, and the shared expert's sigmoid gate.
+__device__ inline void finish_route(const MoeBf16Params& p, int r, float shared_logit, int my_id, float my_p,
+                                    int32_t* ids_smem, bool write, float* w_smem) {
+    const int lane = threadIdx.x % kWarp;
+    float s = 0.0f;
+    for (int j = 0; j < p.k; ++j) s += __shfl_sync(kFullMask, my_p, j);
+    if (lane < p.k) {
+        const float w = p.norm_topk ? my_p / s : my_p;
+        if (ids_smem) ids_smem[lane] = my_id;
+        if (w_smem) w_smem[lane] = w;
+        if (write) {
+            p.topk_ids[static_cast<int64_t>(r) * p.k + lane] = my_id;
+            p.topk_w[static_cast<int64_t>(r) * p.k + lane] = w;
+        }
+    }
+    if (write && lane == 0) p.shared_w[r] = sigmoid(shared_logit);
+}
+
 // One warp routes row r: probs = softmax_fp32(logits[0, E)), the k largest (ties: lower id
 // first), their weights (renormalised when norm_topk). keys: [E] shared-memory scratch of this
 // warp. Entry e belongs to lane e % 32 throughout (only that lane reads or writes keys[e], so the
@@ -219,37 +262,15 @@ __device__ void route_row_smem(const MoeBf16Params& p, int r, const float* logit
     }
     int my_id = 0;
     float my_p = 0.0f;
-    for (int j = 0; j < p.k; ++j) {
-        const int m = __reduce_max_sync(kFullMask, best);
-        int id = __reduce_min_sync(kFullMask, best == m ? best_e : INT_MAX);
-        if (id < 0 || id >= p.E) id = 0;  // unreachable for k <= E; never an id outside the experts
-        if (lane == j) {
-            my_id = id;
-            my_p = __int_as_float(m);
-        }
-        if (id % kWarp == lane) {  // the owner marks it taken and rescans its entries
-            keys[id] = INT_MIN;
-            best = INT_MIN;
-            best_e = INT_MAX;
-            for (int e = lane; e < p.E; e += kWarp)
-                if (keys[e] > best) {
-                    best = keys[e];
-                    best_e = e;
-                }
-        }
-    }
-    float s = 0.0f;
-    for (int j = 0; j < p.k; ++j) s += __shfl_sync(kFullMask, my_p, j);
-    if (lane < p.k) {
-        const float w = p.norm_topk ? my_p / s : my_p;
-        if (ids_smem) ids_smem[lane] = my_id;
-        if (w_smem) w_smem[lane] = w;
-        if (write) {
-            p.topk_ids[static_cast<int64_t>(r) * p.k + lane] = my_id;
-            p.topk_w[static_cast<int64_t>(r) * p.k + lane] = w;
-        }
-    }
-    if (write && lane == 0) p.shared_w[r] = sigmoid(shared_logit);
+    pick_topk(p, best, best_e, my_id, my_p, [&](int id) {
+        keys[id] = INT_MIN;
+        for (int e = lane; e < p.E; e += kWarp)
+            if (keys[e] > best) {
+                best = keys[e];
+                best_e = e;
+            }
+    });
+    finish_route(p, r, shared_logit, my_id, my_p, ids_smem, write, w_smem);
 }
 
 // route_row_smem's arithmetic with a lane's kPer entries (e = lane + 32 i) held in registers
@@ -298,40 +319,18 @@ __device__ void route_row_reg(const MoeBf16Params& p, int r, const float* logits
     }
     int my_id = 0;
     float my_p = 0.0f;
-    for (int j = 0; j < p.k; ++j) {
-        const int m = __reduce_max_sync(kFullMask, best);
-        int id = __reduce_min_sync(kFullMask, best == m ? best_e : INT_MAX);
-        if (id < 0 || id >= p.E) id = 0;
-        if (lane == j) {
-            my_id = id;
-            my_p = __int_as_float(m);
-        }
-        if (id % kWarp == lane) {
-            best = INT_MIN;
-            best_e = INT_MAX;
+    pick_topk(p, best, best_e, my_id, my_p, [&](int id) {
 #pragma unroll
-            for (int i = 0; i < kPer; ++i) {
-                const int e = lane + i * kWarp;
-                if (e == id) key[i] = INT_MIN;
-                if (e < p.E && key[i] > best) {
-                    best = key[i];
-                    best_e = e;
-                }
+        for (int i = 0; i < kPer; ++i) {
+            const int e = lane + i * kWarp;
+            if (e == id) key[i] = INT_MIN;
+            if (e < p.E && key[i] > best) {
+                best = key[i];
+                best_e = e;
             }
         }
-    }
-    float s = 0.0f;
-    for (int j = 0; j < p.k; ++j) s += __shfl_sync(kFullMask, my_p, j);
-    if (lane < p.k) {
-        const float w = p.norm_topk ? my_p / s : my_p;
-        if (ids_smem) ids_smem[lane] = my_id;
-        if (w_smem) w_smem[lane] = w;
-        if (write) {
-            p.topk_ids[static_cast<int64_t>(r) * p.k + lane] = my_id;
-            p.topk_w[static_cast<int64_t>(r) * p.k + lane] = w;
-        }
-    }
-    if (write && lane == 0) p.shared_w[r] = sigmoid(shared_logit);
+    });
+    finish_route(p, r, shared_logit, my_id, my_p, ids_smem, write, w_smem);
 }
 
 // Routes row r (see route_row_smem) with the register version where E allows (keys unused then).
