@@ -62,20 +62,10 @@ cudaError_t gemm_plan_create(GemmLt* lt, const GemmBf16Params& s, GemmPlan** out
     plan->shape.w = nullptr;
     plan->shape.y = nullptr;
     const cudaDataType_t out_type = s.out_f32 ? CUDA_R_32F : CUDA_R_16BF;
-    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-    cublasStatus_t st = cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a));
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b));
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, s.K, s.N, s.K);
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, s.K, s.M, s.ldx);
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&plan->c, out_type, s.N, s.M, s.ldy);
+    cublasStatus_t st = lt_tn_descs(&plan->op, &plan->a, &plan->b, &plan->c, CUDA_R_16BF, out_type, s.N, s.M, s.K,
+                                    s.ldx, s.ldy);
     cublasLtMatmulPreference_t pref = nullptr;
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceCreate(&pref);
-    const uint64_t ws = lt->workspace_bytes;
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt_preference(lt, &pref);
     // In-place split-K reductions accumulate with atomics in a varying order: not deterministic.
     const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_MASK & ~static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_INPLACE);
     if (st == CUBLAS_STATUS_SUCCESS)

@@ -180,27 +180,18 @@ cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& s, GemmFp8Plan
         return cudaSuccess;
     }
     const cudaDataType_t out_type = s.out_f32 ? CUDA_R_32F : CUDA_R_16BF;
-    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
     const int32_t a_mode = s.w_block_n == 1 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
                                             : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-    cublasStatus_t st = cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a));
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b));
+    // xq is packed: its row stride is K.
+    cublasStatus_t st = lt_tn_descs(&plan->op, &plan->a, &plan->b, &plan->c, CUDA_R_8F_E4M3, out_type, s.N, s.M,
+                                    s.K, s.K, s.ldy);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode));
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode));
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, s.K, s.N, s.K);
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, s.K, s.M, s.K);
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&plan->c, out_type, s.N, s.M, s.ldy);
     cublasLtMatmulPreference_t pref = nullptr;
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceCreate(&pref);
-    const uint64_t ws = lt->workspace_bytes;
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt_preference(lt, &pref);
     // The heuristic refuses block-scaled FP8 without scale pointers (INVALID_VALUE); any device
     // pointer stands in until a launch sets the weight's own. Unlike the bf16 plans, no reduction
     // scheme mask: with it the heuristic offers no block-scaled algorithm (the test checks two
