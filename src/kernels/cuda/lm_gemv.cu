@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "kernels/cuda/lm_common.cuh"
-#include "kernels/cuda/lm_gemv_out.cuh"
+#include "kernels/cuda/lm_gemv_common.cuh"
 #include "kernels/cuda/lm_kernels.h"
 
 namespace frost::kernels {

@@ -15,7 +15,7 @@
 #include <cmath>
 
 #include "kernels/cuda/lm_common.cuh"
-#include "kernels/cuda/lm_gemv_out.cuh"
+#include "kernels/cuda/lm_gemv_common.cuh"
 #include "kernels/cuda/lm_gemv_quant.h"
 
 namespace frost::kernels {

@@ -46,7 +46,7 @@
 #include <cuda_fp8.h>
 
 #include "kernels/cuda/lm_common.cuh"
-#include "kernels/cuda/lm_gemv_out.cuh"
+#include "kernels/cuda/lm_gemv_common.cuh"
 #include "kernels/cuda/lm_gemv_quant.h"
 
 namespace frost::kernels {
@@ -165,21 +165,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     const int t = lane % 4, gid = lane / 4;
     const int F2 = p.N / 2;
     const int tile = blockIdx.x;
-    // The lane's two rows: r = 0 is tile row gid, r = 1 is gid + 8 (SwiGLU: gate j and up F2 + j).
-    int n[2];
+    int n[2];  // the lane's two weight rows
     bool ok[2];
+    tc_tile_rows<kSwiglu>(tile, gid, p.N, n, ok);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        if constexpr (kSwiglu) {
-            const int j = tile * (kTileRows / 2) + gid;
-            ok[r] = j < F2;
-            n[r] = r == 0 ? j : F2 + j;
-        } else {
-            n[r] = tile * kTileRows + gid + 8 * r;
-            ok[r] = n[r] < p.N;
-        }
+    for (int r = 0; r < 2; ++r)
         if (!ok[r]) n[r] = 0;  // reads row 0, results dropped
-    }
     const int steps = p.K / kStepK;
     const int my_steps = warp < steps ? (steps - warp + kWarps - 1) / kWarps : 0;
     const int64_t row_words = p.K / (is_fp8<F>() ? 16 : 32);  // uint4 per weight row

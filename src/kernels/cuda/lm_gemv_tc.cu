@@ -18,7 +18,7 @@
 // Column c of an mma depends only on column c of B, so a row's bits do not depend on M or on the
 // other rows: a batched member's logits equal its solo step's (padding columns read zeros).
 #include "kernels/cuda/lm_common.cuh"
-#include "kernels/cuda/lm_gemv_out.cuh"
+#include "kernels/cuda/lm_gemv_common.cuh"
 #include "kernels/cuda/lm_kernels.h"
 
 namespace frost::kernels {
@@ -48,20 +48,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_tc_kernel(GemmBf16P
     const int t = lane % 4, gid = lane / 4;
     const int F = p.N / 2;
     const int tile = blockIdx.x;
-    // The lane's two rows: r = 0 is tile row gid, r = 1 is gid + 8 (SwiGLU: gate j and up F + j).
-    int n[2];
+    int n[2];  // the lane's two weight rows
     bool ok[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        if constexpr (kSwiglu) {
-            const int j = tile * (kTileRows / 2) + gid;
-            ok[r] = j < F;
-            n[r] = r == 0 ? j : F + j;
-        } else {
-            n[r] = tile * kTileRows + gid + 8 * r;
-            ok[r] = n[r] < p.N;
-        }
-    }
+    tc_tile_rows<kSwiglu>(tile, gid, p.N, n, ok);
     const int steps = p.K / kStepK;
     const int my_steps = warp < steps ? (steps - warp + kWarps - 1) / kWarps : 0;
     const int64_t row_words = p.K / kVec;  // uint4 per weight row
