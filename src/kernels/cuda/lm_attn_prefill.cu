@@ -309,11 +309,8 @@ int row_tiles(const AttentionBf16Params& p) { return ceil_div(p.max_rows, kRowsP
 // Splits for `tiles` row tiles: as many as keep the launch within one wave of resident blocks
 // (kBlocksPerSm per SM), at most kAttnPrefillMaxSplits; 1 when the tiles alone fill half of it.
 int splits_for(int tiles, int Hq) {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-        cudaGetLastError();
-        return 1;
-    }
+    const int sms = lm::device_sm_count();
+    if (sms == 0) return 1;
     const int s = kBlocksPerSm * sms / (tiles * Hq);
     return s >= 2 ? std::min(s, kAttnPrefillMaxSplits) : 1;
 }

@@ -147,6 +147,20 @@ inline bool device_runs_sm90a() {
     return major == 9 && minor == 0;
 }
 
+// Streaming multiprocessors of the current device, asked once per process (a process drives one
+// GPU model); 0 when the runtime cannot say (its error is cleared).
+inline int device_sm_count() {
+    static const int n = [] {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+            cudaGetLastError();
+            v = 0;
+        }
+        return v;
+    }();
+    return n;
+}
+
 // Shared-memory address of a generic pointer, for PTX operands.
 __device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 

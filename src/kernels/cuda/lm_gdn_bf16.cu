@@ -738,25 +738,13 @@ bool prefill_wide() {
     return wide;
 }
 
-// Streaming multiprocessors of the current device, asked once per process (one GPU model).
-int sm_count() {
-    static const int n = [] {
-        int dev = 0, v = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-            v = 0;
-        cudaGetLastError();
-        return v;
-    }();
-    return n;
-}
 
 // The 16-column state pass (cp.async mode of round 2 or later): forced by chunk_slice = 16, or by
 // default when its Hv x 8 blocks (one per SM: 202 KB of shared memory each) are all resident at
 // once, so the sequential pass runs in one wave (a second wave would double it; H100: Hv <= 16).
 bool use_narrow(const GdnBf16Params& p) {
     if (p.chunk_slice == 32) return false;
-    return p.chunk_slice == 16 || (!prefill_wide() && p.Hv * (kD / 16) <= sm_count());
+    return p.chunk_slice == 16 || (!prefill_wide() && p.Hv * (kD / 16) <= lm::device_sm_count());
 }
 
 }  // namespace

@@ -200,17 +200,8 @@ __global__ void __launch_bounds__(T::threads, 1) moe_tma_kernel(MoeBf16Params p,
 #endif
 }
 
-int sm_count() {
-    static const int n = [] {
-        int dev = 0, v = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-            cudaGetLastError();
-            return 132;
-        }
-        return v;
-    }();
-    return n;
-}
+// One persistent block per SM (132, the H100's, if the runtime cannot say).
+int sm_count() { return lm::device_sm_count() > 0 ? lm::device_sm_count() : 132; }
 
 template <class T>
 cudaError_t launch_t(const MoeBf16Params& p, int tile_capacity, cudaStream_t stream) {

@@ -116,17 +116,8 @@ __global__ void __launch_bounds__(WsTile::threads, 1) moe_ws_kernel(MoeBf16Param
 #endif
 }
 
-int sm_count() {
-    static const int n = [] {
-        int dev = 0, v = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-            cudaGetLastError();
-            return 132;
-        }
-        return v;
-    }();
-    return n;
-}
+// One persistent block per SM (132, the H100's, if the runtime cannot say).
+int sm_count() { return lm::device_sm_count() > 0 ? lm::device_sm_count() : 132; }
 
 }  // namespace
 
