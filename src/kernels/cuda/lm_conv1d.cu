@@ -3,6 +3,7 @@
 // down a tile of rows, so each input is read once per tile; a block is one 128-channel head, so
 // the l2norm is one block reduction per row. Prefill and decode share this launcher (decode
 // graphs launch it programmatically: weights load before the wait).
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -118,10 +119,105 @@ __device__ inline void unpack4(const uint2& u, float (&v)[kVecCh]) {
     v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
 }
 
+// One row of 4 channels in three steps, the arithmetic the comment above pins, shared by the vector
+// kernels: conv taps and SiLU (slides the window), the head's l2norm over the warp, packing.
+__device__ __forceinline__ void vec_act(const float (&w)[kVecCh][kVecTaps], float (&win)[kVecTaps - 1][kVecCh],
+                                        const float (&cur)[kVecCh], float (&out)[kVecCh]) {
+#pragma unroll
+    for (int c = 0; c < kVecCh; ++c) {
+        float acc = __fmaf_rn(w[c][3], cur[c], __fmul_rn(w[c][0], win[0][c]));
+        acc = __fmaf_rn(w[c][1], win[1][c], acc);
+        acc = __fmaf_rn(w[c][2], win[2][c], acc);
+        win[0][c] = win[1][c];
+        win[1][c] = win[2][c];
+        win[2][c] = cur[c];
+        out[c] = silu(acc);
+    }
+}
+
+// kScatter = false: each level of the butterfly shuffles all 4 channels (12 shuffles + 12 adds).
+// kScatter = true: the same sums with a reduce-scatter: at channel offset 16 (lane offset 4) a lane
+// keeps 2 of its 4 channels and sends the other 2, at offset 8 it keeps 1, at 4 it adds its
+// partner's copy of that channel; then lane offsets 4 and 2 combine the 4 channel totals as the
+// in-thread offsets 2 and 1 did. Every add has the same two operands as in the butterfly (fp add
+// commutes exactly), so the bits are those of conv1d_kernel<4>: 6 shuffles and 6 adds.
+template <bool kScatter>
+__device__ __forceinline__ void vec_l2(float (&out)[kVecCh], float head_scale, float eps) {
+    float sq[kVecCh];
+#pragma unroll
+    for (int c = 0; c < kVecCh; ++c) {
+        out[c] = __bfloat162float(__float2bfloat16(out[c]));
+        sq[c] = __fmul_rn(out[c], out[c]);
+    }
+    float part;
+    if constexpr (kScatter) {
+        const int lane = threadIdx.x % kWarp;
+        const bool hi2 = lane & 4, hi1 = lane & 2;
+        float s1[2];
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {  // keep channels 2 * hi2 + k
+            const float keep = hi2 ? sq[2 + k] : sq[k], send = hi2 ? sq[k] : sq[2 + k];
+            s1[k] = __fadd_rn(keep, __shfl_xor_sync(kFullMask, send, 4));
+        }
+        const float keep = hi1 ? s1[1] : s1[0], send = hi1 ? s1[0] : s1[1];  // channel 2 * hi2 + hi1
+        float t = __fadd_rn(keep, __shfl_xor_sync(kFullMask, send, 2));
+        t = __fadd_rn(t, __shfl_xor_sync(kFullMask, t, 1));           // T_c over the 8 lanes
+        const float u = __fadd_rn(t, __shfl_xor_sync(kFullMask, t, 4));  // T0 + T2 (hi1 = 0), T1 + T3
+        part = __fadd_rn(u, __shfl_xor_sync(kFullMask, u, 2));           // (T0 + T2) + (T1 + T3)
+    } else {
+#pragma unroll
+        for (int off = 4; off > 0; off /= 2)
+#pragma unroll
+            for (int c = 0; c < kVecCh; ++c) sq[c] = __fadd_rn(sq[c], __shfl_xor_sync(kFullMask, sq[c], off));
+        part = __fadd_rn(__fadd_rn(sq[0], sq[2]), __fadd_rn(sq[1], sq[3]));
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) ss = __fadd_rn(ss, __shfl_sync(kFullMask, part, 8 * k));
+    const float inv = rsqrtf(__fadd_rn(ss, eps));
+#pragma unroll
+    for (int c = 0; c < kVecCh; ++c) out[c] = __fmul_rn(__fmul_rn(out[c], inv), head_scale);
+}
+
+__device__ __forceinline__ uint2 pack4(const float (&out)[kVecCh]) {
+    return make_uint2(pack_bf16(out[0], out[1]), pack_bf16(out[2], out[3]));
+}
+
+template <bool kScatter = false>
+__device__ __forceinline__ uint2 vec_row(const float (&w)[kVecCh][kVecTaps], float (&win)[kVecTaps - 1][kVecCh],
+                                         const float (&cur)[kVecCh], bool l2, float head_scale, float eps) {
+    float out[kVecCh];
+    vec_act(w, win, cur, out);
+    if (l2) vec_l2<kScatter>(out, head_scale, eps);
+    return pack4(out);
+}
+
+// The last K - 1 inputs of a launch (raw, as bf16) for the 4 channels from ch0 into the state, by
+// the thread that read the old state (it may be among them when rows < K - 1).
+__device__ __forceinline__ void vec_write_state(const Conv1dBf16Params& p, const bf16* xc, int ch0, int rows) {
+    constexpr int K = kVecTaps;
+    bf16 next[K - 1][kVecCh];
+#pragma unroll
+    for (int j = 0; j < K - 1; ++j) {
+        const int r = rows - (K - 1) + j;
+#pragma unroll
+        for (int c = 0; c < kVecCh; ++c)
+            next[j][c] = r >= 0 ? xc[r * p.x_row_stride + c] : p.state[static_cast<int64_t>(ch0 + c) * (K - 1) + (K - 1 + r)];
+    }
+#pragma unroll
+    for (int c = 0; c < kVecCh; ++c)
+#pragma unroll
+        for (int j = 0; j < K - 1; ++j) p.state[static_cast<int64_t>(ch0 + c) * (K - 1) + j] = next[j][c];
+}
+
 // kMinBlocks > 0 caps the registers for that many blocks per SM (6: 80 registers); 0 leaves the
 // compiler its 93 (5 blocks).
-template <int R, int kMinBlocks>
+// kMode 0: round 1 as measured (the state by a second launch). 1: tile 0's warp, the only reader of
+// the old state, writes the new one at its end (one launch). 2: and the reduce-scatter l2norm. 3: and
+// rows in pairs (two rows' activations, then both l2norms: two independent dependency chains).
+template <int R, int kMinBlocks, int kMode>
 __global__ void __launch_bounds__(kVecThreads, kMinBlocks > 0 ? kMinBlocks : 1) conv1d_vec_kernel(Conv1dBf16Params p) {
+    constexpr bool kScatter = kMode >= 2;
     constexpr int K = kVecTaps;
     const int lane = threadIdx.x % kWarp, tile = threadIdx.x / kWarp;
     const int head = blockIdx.x;
@@ -166,45 +262,36 @@ __global__ void __launch_bounds__(kVecThreads, kMinBlocks > 0 ? kMinBlocks : 1) 
 #pragma unroll
         for (int i = 0; i < kVecGroup; ++i) in[i] = next[i];
         if (rg + kVecGroup < r_end) load_group(next, rg + kVecGroup);
+        if constexpr (kMode == 3) {
 #pragma unroll
-        for (int i = 0; i < kVecGroup; ++i) {
-            const int r = rg + i;
-            if (r >= r_end) break;  // uniform over the warp
-            float cur[kVecCh], out[kVecCh];
-            unpack4(in[i], cur);
-#pragma unroll
-            for (int c = 0; c < kVecCh; ++c) {
-                float acc = __fmaf_rn(w[c][3], cur[c], __fmul_rn(w[c][0], win[0][c]));
-                acc = __fmaf_rn(w[c][1], win[1][c], acc);
-                acc = __fmaf_rn(w[c][2], win[2][c], acc);
-                win[0][c] = win[1][c];
-                win[1][c] = win[2][c];
-                win[2][c] = cur[c];
-                out[c] = silu(acc);
-            }
-            if (l2) {
-                float sq[kVecCh];
-#pragma unroll
-                for (int c = 0; c < kVecCh; ++c) {
-                    out[c] = __bfloat162float(__float2bfloat16(out[c]));
-                    sq[c] = __fmul_rn(out[c], out[c]);
+            for (int i = 0; i < kVecGroup; i += 2) {
+                const int r = rg + i;
+                if (r >= r_end) break;  // uniform over the warp
+                float cur[kVecCh], o0[kVecCh], o1[kVecCh];
+                unpack4(in[i], cur);
+                vec_act(w, win, cur, o0);
+                unpack4(in[i + 1], cur);  // zeros past the tile: computed, not stored (the state is read from x)
+                vec_act(w, win, cur, o1);
+                if (l2) {
+                    vec_l2<true>(o0, head_scale, p.l2_eps);
+                    vec_l2<true>(o1, head_scale, p.l2_eps);
                 }
-#pragma unroll
-                for (int off = 4; off > 0; off /= 2)
-#pragma unroll
-                    for (int c = 0; c < kVecCh; ++c) sq[c] = __fadd_rn(sq[c], __shfl_xor_sync(kFullMask, sq[c], off));
-                const float part = __fadd_rn(__fadd_rn(sq[0], sq[2]), __fadd_rn(sq[1], sq[3]));
-                float ss = 0.0f;
-#pragma unroll
-                for (int k = 0; k < 4; ++k) ss = __fadd_rn(ss, __shfl_sync(kFullMask, part, 8 * k));
-                const float inv = rsqrtf(__fadd_rn(ss, p.l2_eps));
-#pragma unroll
-                for (int c = 0; c < kVecCh; ++c) out[c] = __fmul_rn(__fmul_rn(out[c], inv), head_scale);
+                *reinterpret_cast<uint2*>(p.y + static_cast<int64_t>(r) * p.channels + ch0) = pack4(o0);
+                if (r + 1 < r_end) *reinterpret_cast<uint2*>(p.y + static_cast<int64_t>(r + 1) * p.channels + ch0) = pack4(o1);
             }
-            *reinterpret_cast<uint2*>(p.y + static_cast<int64_t>(r) * p.channels + ch0) =
-                make_uint2(pack_bf16(out[0], out[1]), pack_bf16(out[2], out[3]));
+        } else {
+#pragma unroll
+            for (int i = 0; i < kVecGroup; ++i) {
+                const int r = rg + i;
+                if (r >= r_end) break;  // uniform over the warp
+                float cur[kVecCh];
+                unpack4(in[i], cur);
+                *reinterpret_cast<uint2*>(p.y + static_cast<int64_t>(r) * p.channels + ch0) =
+                    vec_row<kScatter>(w, win, cur, l2, head_scale, p.l2_eps);
+            }
         }
     }
+    if (kMode >= 1 && r0 == 0) vec_write_state(p, xc, ch0, rows);
 }
 
 // The vector kernel applies: K = 4, 8-byte aligned x rows and y, 16-byte aligned weights.
@@ -213,14 +300,166 @@ bool vec_applies(const Conv1dBf16Params& p) {
            reinterpret_cast<uintptr_t>(p.y) % 8 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0;
 }
 
-template <int R, int kMinBlocks = 0>
+template <int R, int kMinBlocks = 0, int kMode = 0>
 cudaError_t conv1d_vec_launch(const Conv1dBf16Params& p, cudaStream_t stream) {
     const dim3 grid(p.channels / kConvChannelsPerBlock, ceil_div(p.max_rows, kVecTiles * R));
-    cudaError_t err = launch_kernel(conv1d_vec_kernel<R, kMinBlocks>, grid, dim3(kVecThreads), 0, stream, p.pdl != 0, p);
+    cudaError_t err = launch_kernel(conv1d_vec_kernel<R, kMinBlocks, kMode>, grid, dim3(kVecThreads), 0, stream, p.pdl != 0, p);
     if (err == cudaSuccess) err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
+    if (err != cudaSuccess || kMode >= 1) return err;
     conv1d_state_kernel<kVecTaps><<<p.channels / kConvChannelsPerBlock, kConvChannelsPerBlock, 0, stream>>>(p);
     return cudaGetLastError();
+}
+
+// ---- Prefill at HBM bandwidth: the vector kernel's rows from a cp.async ring, long tiles -------
+// The vector kernel above holds one 8-row group in flight per warp and runs 16-row tiles: 43.4 us
+// for 2048 x 8192 (H100, ~1.55 TB/s of ~3), latency-bound, plus a second launch for the state and
+// 3/16 of the input re-read as history. Here each warp streams its tile through a ring of
+// kPipeStages 8-row groups in shared memory (16-byte cp.async; kPipeStages - 1 groups in flight
+// while one computes), the tiles are long (by default sized so that the launch is one wave of
+// resident warps: every warp streams about the same rows, history 3 / R), and the warp of tile 0 of
+// each head, the only reader of the old state, writes the new state at its end (no second launch).
+// Rows are computed by vec_row: the same bits as the vector and per-channel kernels.
+constexpr int kPipeGroupBytes = kVecGroup * kConvChannelsPerBlock * sizeof(bf16);  // 2 KB: 8 rows of a head
+constexpr int kPipeChunks = kPipeGroupBytes / 16 / kWarp;                            // 16-byte copies per lane
+
+// cp.async waits with a compiler memory barrier (the shared reads after it must not move up).
+template <int N>
+__device__ inline void pipe_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+template <int S>
+__global__ void __launch_bounds__(kVecThreads) conv1d_pipe_kernel(Conv1dBf16Params p, int R) {
+    constexpr int K = kVecTaps;
+    __shared__ __align__(16) bf16 ring[kVecTiles][S][kVecGroup][kConvChannelsPerBlock];
+    const int lane = threadIdx.x % kWarp, tile = threadIdx.x / kWarp;
+    const int head = blockIdx.x;
+    const int ch0 = head * kConvChannelsPerBlock + lane * kVecCh;
+    float w[kVecCh][K];  // weights depend on no earlier kernel: loaded before the programmatic wait
+#pragma unroll
+    for (int c = 0; c < kVecCh; ++c) {
+        const float4 f = reinterpret_cast<const float4*>(p.w + static_cast<int64_t>(ch0) * K)[c];
+        w[c][0] = f.x, w[c][1] = f.y, w[c][2] = f.z, w[c][3] = f.w;
+    }
+    pdl_wait();
+    pdl_launch_dependents();
+    const int rows = launch_rows(p.n_rows, p.max_rows);
+    const int r0 = (blockIdx.y * kVecTiles + tile) * R;
+    if (r0 >= rows) return;  // the whole warp leaves together
+    const int r_end = min(rows, r0 + R);
+    const bf16* xh = p.x + head * kConvChannelsPerBlock;
+    // Group g (rows r0 + 8g ...) into slot g % S: lane copies 16-byte pieces lane, lane + 32, ...
+    // (two rows of 256 bytes per warp instruction); rows past the tile are not copied, never read.
+    auto issue = [&](int g) {
+        const int rg = r0 + g * kVecGroup;
+#pragma unroll
+        for (int i = 0; i < kPipeChunks; ++i) {
+            const int piece = lane + kWarp * i, row = piece / 16, col = (piece % 16) * 8;
+            if (rg + row < r_end)
+                cp_async16(&ring[tile][g % S][row][col], xh + static_cast<int64_t>(rg + row) * p.x_row_stride + col);
+        }
+        cp_async_commit();  // one group per call, empty or not: the wait counts stay uniform
+    };
+#pragma unroll
+    for (int g = 0; g < S - 1; ++g) issue(g);
+    const bf16* xc = xh + lane * kVecCh;
+    float win[K - 1][kVecCh];  // win[K-2] is the newest input before the current row
+#pragma unroll
+    for (int j = 0; j < K - 1; ++j) {
+        const int r = r0 - (K - 1) + j;
+        if (r >= 0) {
+            unpack4(*reinterpret_cast<const uint2*>(xc + r * p.x_row_stride), win[j]);
+        } else {
+#pragma unroll
+            for (int c = 0; c < kVecCh; ++c)
+                win[j][c] = bf16_at(p.state + static_cast<int64_t>(ch0 + c) * (K - 1) + (K - 1 + r));
+        }
+    }
+    const bool l2 = p.l2_dim > 0 && head < p.l2_heads;
+    const float head_scale = (l2 && head < p.l2_q_heads) ? p.q_scale : 1.0f;
+    const int groups = (r_end - r0 + kVecGroup - 1) / kVecGroup;
+    for (int g = 0; g < groups; ++g) {
+        pipe_wait<S - 2>();  // group g has landed (this lane's copies) ...
+        __syncwarp();        // ... and every lane's; slot (g - 1) % S is consumed by all lanes
+        issue(g + S - 1);    // into that slot
+        const bf16(*src)[kConvChannelsPerBlock] = ring[tile][g % S];
+        const int rg = r0 + g * kVecGroup;
+#pragma unroll
+        for (int i = 0; i < kVecGroup; ++i) {
+            const int r = rg + i;
+            if (r >= r_end) break;  // uniform over the warp
+            float cur[kVecCh];
+            unpack4(*reinterpret_cast<const uint2*>(&src[i][lane * kVecCh]), cur);
+            *reinterpret_cast<uint2*>(p.y + static_cast<int64_t>(r) * p.channels + ch0) =
+                vec_row(w, win, cur, l2, head_scale, p.l2_eps);
+        }
+    }
+    pipe_wait<0>();
+    if (r0 != 0) return;
+    // Tile 0 read the old state above (no other tile does: R >= K - 1); the new one is the last
+    // K - 1 inputs: this window when the tile reached the end, else rows - 3 .. rows - 1 of x.
+    if (r_end < rows) {
+#pragma unroll
+        for (int j = 0; j < K - 1; ++j)
+            unpack4(*reinterpret_cast<const uint2*>(xc + (rows - (K - 1) + j) * p.x_row_stride), win[j]);
+    }
+#pragma unroll
+    for (int c = 0; c < kVecCh; ++c)
+#pragma unroll
+        for (int j = 0; j < K - 1; ++j)
+            p.state[static_cast<int64_t>(ch0 + c) * (K - 1) + j] = __float2bfloat16(win[j][c]);
+}
+
+// Resident warps of the ring kernel over the device (0 when the query fails), asked once per stage
+// count; the shared-memory carveout is set to its maximum first (the ring is all the kernel needs).
+template <int S>
+int pipe_slots() {
+    static const int slots = [] {
+        int dev = 0, sms = 0, blocks = 0;
+        if (cudaFuncSetAttribute(conv1d_pipe_kernel<S>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared) != cudaSuccess ||
+            cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, conv1d_pipe_kernel<S>, kVecThreads, 0) != cudaSuccess) {
+            cudaGetLastError();
+            return 0;
+        }
+        return sms * blocks * kVecTiles;
+    }();
+    return slots;
+}
+
+// Rows per warp for a one-wave launch: max_rows x heads warp tiles spread over the resident warps,
+// a multiple of the 8-row group, at least 16.
+int pipe_auto_rows(const Conv1dBf16Params& p, int slots) {
+    const int64_t tiles = static_cast<int64_t>(p.max_rows) * (p.channels / kConvChannelsPerBlock);
+    const int r = slots > 0 ? static_cast<int>((tiles + slots - 1) / slots) : 64;
+    return std::max(16, ceil_div(r, kVecGroup) * kVecGroup);
+}
+
+// The ring applies where the vector kernel does and x rows are 16-byte aligned.
+bool pipe_applies(const Conv1dBf16Params& p) {
+    return vec_applies(p) && p.x_row_stride % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+}
+
+template <int S>
+cudaError_t conv1d_pipe_launch(const Conv1dBf16Params& p, cudaStream_t stream) {
+    if (p.tile_rows < 0 || p.tile_rows % kVecGroup != 0) return cudaErrorInvalidValue;
+    const int slots = pipe_slots<S>();
+    const int R = p.tile_rows > 0 ? p.tile_rows : pipe_auto_rows(p, slots);
+    const dim3 grid(p.channels / kConvChannelsPerBlock, ceil_div(p.max_rows, kVecTiles * R));
+    cudaError_t err = launch_kernel(conv1d_pipe_kernel<S>, grid, dim3(kVecThreads), 0, stream, p.pdl != 0, p, R);
+    return err == cudaSuccess ? cudaGetLastError() : err;
+}
+
+// FROST_GDN_PREFILL=conv_v1 runs the round-1 vector kernel (16-row tiles, registers, separate state
+// launch) instead of the ring for A/B through the engine; read once per process.
+// The default prefill kernel (Conv1dBf16Params::prefill_kernel numbering).
+constexpr int kConvDefaultKernel = 5;
+
+bool conv_prefill_v1() {
+    static const bool v1 = [] {
+        const char* e = std::getenv("FROST_GDN_PREFILL");
+        return e && std::string(e) == "conv_v1";
+    }();
+    return v1;
 }
 
 // FROST_GDN_PREFILL=old runs the previous prefill kernels of the GDN layer (here the per-channel
@@ -240,7 +479,25 @@ cudaError_t conv1d_dispatch(const Conv1dBf16Params& p, cudaStream_t stream) {
     if (batched && (!p.batch.table || p.batch.B != p.max_rows || p.n_rows)) return cudaErrorInvalidValue;
     const int tiles = batched ? 1 : ceil_div(p.max_rows, kConvRowsPerBlock);  // batched: one row per member
     if (tiles > 1 && !p.prefill_loop && !gdn_prefill_old() && vec_applies(p)) {  // prefill only: decode keeps the kernel below
-        switch (p.tile_rows) {
+        const int kind = p.prefill_kernel != 0 ? p.prefill_kernel : (conv_prefill_v1() ? 1 : kConvDefaultKernel);
+        if (kind < 1 || kind > 6) return cudaErrorInvalidValue;
+        if (kind == 2 || kind == 3) {  // the ring; where its 16-byte copies do not apply, the vector kernel's default tile
+            if (p.tile_rows < 0 || p.tile_rows % kVecGroup != 0) return cudaErrorInvalidValue;
+            if (!pipe_applies(p)) return conv1d_vec_launch<16>(p, stream);
+            return kind == 2 ? conv1d_pipe_launch<4>(p, stream) : conv1d_pipe_launch<3>(p, stream);
+        }
+        if (kind >= 4) {  // one launch: modes 1, 2, 3 of the vector kernel at 16 or 32 rows per warp, 5 blocks
+            // per SM (96 registers; the reduce-scatter needs 98 unbounded, which would leave 4)
+            if (kind == 5 && p.tile_rows == -16) return conv1d_vec_launch<16, 6, 2>(p, stream);  // 80 registers (bench)
+            if (p.tile_rows != 0 && p.tile_rows != 16 && p.tile_rows != 32) return cudaErrorInvalidValue;
+            const bool t32 = p.tile_rows == 32;
+            switch (kind) {
+                case 4: return t32 ? conv1d_vec_launch<32, 5, 1>(p, stream) : conv1d_vec_launch<16, 5, 1>(p, stream);
+                case 5: return t32 ? conv1d_vec_launch<32, 5, 2>(p, stream) : conv1d_vec_launch<16, 5, 2>(p, stream);
+                default: return t32 ? conv1d_vec_launch<32, 5, 3>(p, stream) : conv1d_vec_launch<16, 5, 3>(p, stream);
+            }
+        }
+        switch (p.tile_rows) {  // the round-1 vector kernel
             case 0:
             case 16: return conv1d_vec_launch<16>(p, stream);
             case 32: return conv1d_vec_launch<32>(p, stream);
