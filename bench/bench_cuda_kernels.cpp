@@ -278,8 +278,10 @@ int bench_attention(const char* json_path) {
 // 16384 rows), every kernel in the same process, twice (the spread), beside a device-to-device copy
 // of the same byte count. GB/s over input read once + output written once. FROST_BENCH_CONV=i: shape
 // i only (0, 1, 2; e.g. under ncu).
-// H100 (2026-11-24, 9B shape): the per-channel loop kernel ~0.9 TB/s (issue-bound: ~80 instructions
-// and two barriers per element in its l2norm), the round-1 vector kernel 43.4 us (1.55 TB/s).
+// H100 (2026-11-25, one call, two runs; us per launch, 9B 2048 rows / 0.8B 4096 / 0.8B 16384): copy
+// 21.1 / 31.4 / 130.7 (3.1-3.2 TB/s); per-channel loop 70.6-71.3 / 107.2 / 378-385; round-1 vector
+// kernel 42.8-43.0 / 60.7-60.8 / 200.6-204.0; row pairs (the default) 38.0-38.5 / 55.5-55.7 /
+// 191.3-193.4 (1.77 / 1.81 / 2.1 TB/s); numbers per variant in lm_conv1d.cu.
 int bench_conv() {
     cudaStream_t s = nullptr;
     CK(cudaStreamCreate(&s));
@@ -293,11 +295,10 @@ int bench_conv() {
         const char* name;
         int loop, kernel, tile_rows;
     };
-    const Variant variants[] = {{"loop (per channel)", 1, 0, 0},     {"v1 vector, 16 rows", 0, 1, 16},
-                                {"one launch, 16 rows", 0, 4, 16},    {"scatter l2, 16 rows (default)", 0, 5, 16},
-                                {"scatter l2, 32 rows", 0, 5, 32},    {"row pairs, 16 rows", 0, 6, 16},
-                                {"row pairs, 32 rows", 0, 6, 32},     {"ring 3, 64 rows", 0, 3, 64},
-                                {"ring 4, 32 rows", 0, 2, 32},       {"scatter l2, 16 rows, 80 regs", 0, 5, -16}};
+    const Variant variants[] = {{"loop (per channel)", 1, 0, 0},          {"v1 vector, 16 rows", 0, 1, 16},
+                                {"one launch, 16 rows", 0, 2, 16},         {"scatter l2, 16 rows", 0, 3, 16},
+                                {"scatter l2, 32 rows", 0, 3, 32},         {"scatter l2, 16 rows, 80 regs", 0, 3, -16},
+                                {"row pairs, 16 rows (default)", 0, 4, 16}, {"row pairs, 32 rows", 0, 4, 32}};
     const char* only = std::getenv("FROST_BENCH_CONV");
     constexpr int K = 4;
     for (int si = 0; si < 3; ++si) {

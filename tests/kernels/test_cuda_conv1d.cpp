@@ -127,12 +127,10 @@ TEST(CudaConv1d, TiledPrefillEqualsDecodeStepsBitwise) {
 // (Conv1dBf16Params::prefill_loop = 1), bit for bit: outputs and the state left behind, from a
 // random carried state, over row counts that end mid-tile and mid-group, including fewer rows than
 // taps. Kernels: the default, the round-1 vector kernel (prefill_kernel 1; tile rows 16 / 64 / 16
-// at 80 registers), the cp.async ring (2: one-wave tiles, 8, 24 and 64 rows; 3: three stages), the
-// one-launch vector kernels (4: state by tile 0; 5: reduce-scatter l2norm; 6: row pairs; 16 and 32
-// rows; 5 also at 80 registers). Layouts:
-// the 9B (64 heads: 16 q, 16 k normalised; input a view into the 12352-wide in_proj row), the 0.8B
-// (48 heads, 8224-wide row), and a row stride that is not 16-byte aligned (the ring does not apply:
-// the vector kernel runs).
+// at 80 registers), the one-launch vector kernels (2: state by tile 0; 3: reduce-scatter l2norm,
+// also at 80 registers; 4: row pairs; 16 and 32 rows). Layouts: the 9B (64 heads: 16 q, 16 k
+// normalised; input a view into the 12352-wide in_proj row), the 0.8B (48 heads, 8224-wide row),
+// and a row stride that is only 8-byte aligned.
 TEST(CudaConv1d, PrefillKernelsEqualLoopKernelBitwise) {
     FROST_SKIP_WITHOUT_CUDA();
     auto rng = fresh_rng("Conv1dVector");
@@ -143,8 +141,8 @@ TEST(CudaConv1d, PrefillKernelsEqualLoopKernelBitwise) {
     struct Kind {
         int kernel, tile;
     };
-    const Kind kinds[] = {{0, 0},  {1, 0}, {1, 16}, {1, 64}, {1, -16}, {2, 0}, {2, 8}, {2, 24}, {2, 64},
-                          {3, 0},  {3, 40}, {4, 0}, {4, 32}, {5, 0},  {5, 32}, {5, -16}, {6, 0}, {6, 32}};
+    const Kind kinds[] = {{0, 0}, {1, 0}, {1, 16}, {1, 64}, {1, -16}, {2, 0},
+                          {2, 32}, {3, 0}, {3, 32}, {3, -16}, {4, 0}, {4, 32}};
     const int K = 4, l2_heads = 32, q_heads = 16, max_rows = 1100;
     using kernels::bf16;
     for (const Layout lay : {Layout{8192, 8192 + 4160}, Layout{6144, 6144 + 2080}, Layout{6144, 6144 + 2084}}) {
@@ -190,7 +188,7 @@ TEST(CudaConv1d, PrefillKernelsEqualLoopKernelBitwise) {
     }
 }
 
-// The ring kernel and the default one over a prompt cut into launches (1 row, fewer than the taps; more than one tile;
+// The one-launch kernels over a prompt cut into launches (1 row, fewer than the taps; more than one tile;
 // a tile's worth; the rest) carries the state from launch to launch: every row's bits and the final
 // state equal one launch over the whole prompt, from a random state carried in.
 TEST(CudaConv1d, PrefillInPiecesEqualsOneLaunchBitwise) {
@@ -212,7 +210,7 @@ TEST(CudaConv1d, PrefillInPiecesEqualsOneLaunchBitwise) {
         p.prefill_kernel = kernel;
         return p;
     };
-    for (int k : {2, 0, 6}) {  // the ring, the default, row pairs
+    for (int k : {2, 3, 4}) {  // state by tile 0, reduce-scatter, row pairs (the default)
         kernel = k;
         Dev<uint16_t> s1(s0), y1(static_cast<size_t>(T) * C);
         Dev<int32_t> n1(std::vector<int32_t>{T});
@@ -246,10 +244,11 @@ TEST(CudaConv1d, PrefillRefusesBadTileRows) {
         int kernel, tile;
         const char* why;
     };
-    for (const Case c : {Case{1, 48, "vector kernel: 48 rows"}, Case{2, 12, "ring: not a multiple of 8"},
-                         Case{2, -16, "ring: negative"}, Case{3, 4, "ring 3: not a multiple of 8"},
-                         Case{5, 64, "one-launch vector kernel: 64 rows"}, Case{9, 0, "no prefill kernel 9"}}) {
-        kernels::Conv1dBf16Params p{bf(dx), dw.get(), bf(st), bf(y), C, C, K, 128, 4, 2, 1e-6f, 1.0f, max_rows, nullptr};
+    for (const Case c : {Case{1, 48, "round-1 vector kernel: 48 rows"}, Case{2, 64, "one launch: 64 rows"},
+                         Case{4, 8, "row pairs: 8 rows"}, Case{4, -16, "row pairs: -16"}, Case{3, -32, "scatter: -32"},
+                         Case{5, 0, "no prefill kernel 5"}, Case{-1, 0, "no prefill kernel -1"}}) {
+        kernels::Conv1dBf16Params p{bf(dx), dw.get(), bf(st), bf(y), C, C, K, 128, 4, 2, 1e-6f, 1.0f,
+                                    max_rows, nullptr};
         p.prefill_kernel = c.kernel;
         p.tile_rows = c.tile;
         EXPECT_EQ(kernels::conv1d_launch(p, nullptr), cudaErrorInvalidValue) << c.why;

@@ -3,7 +3,6 @@
 // down a tile of rows, so each input is read once per tile; a block is one 128-channel head, so
 // the l2norm is one block reduction per row. Prefill and decode share this launcher (decode
 // graphs launch it programmatically: weights load before the wait).
-#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -96,9 +95,9 @@ __global__ void conv1d_state_kernel(Conv1dBf16Params p) {
 // a thread owns 4 adjacent channels (8-byte loads and stores), a warp one 128-channel head and one
 // tile of R rows, so the l2norm is a warp shuffle tree with no barrier; the next group of 8 rows is
 // loaded while this one computes. H100, 2048 x 8192 (bench_cuda_kernels --conv, one run): 43.2 us
-// at R = 16 (the default), 49.5 at 32, 48.6 at 64, the loop kernel 71.4; capping registers at 80
-// for 6 blocks per SM changed nothing. (8 channels per thread and a half-warp per head measured
-// 50 us: 128 registers, a quarter occupancy and spills.)
+// at R = 16 (round 1, kMode 0 below), 49.5 at 32, 48.6 at 64, the loop kernel 71.4; capping
+// registers at 80 for 6 blocks per SM changed nothing. (8 channels per thread and a half-warp per
+// head measured 50 us: 128 registers, a quarter occupancy and spills.)
 // Bits: every row is computed exactly as conv1d_kernel<4> computes it (the decode step's kernel),
 // so a prompt's outputs do not depend on how it was cut. Its SASS (sm_90a, nvcc 13.0) computes
 //   acc = fma(w3, x_t, w0 * x_{t-3}), then fma(w1, x_{t-2}, acc), fma(w2, x_{t-1}, acc);
@@ -202,7 +201,8 @@ __device__ __forceinline__ void vec_write_state(const Conv1dBf16Params& p, const
         const int r = rows - (K - 1) + j;
 #pragma unroll
         for (int c = 0; c < kVecCh; ++c)
-            next[j][c] = r >= 0 ? xc[r * p.x_row_stride + c] : p.state[static_cast<int64_t>(ch0 + c) * (K - 1) + (K - 1 + r)];
+            next[j][c] = r >= 0 ? xc[r * p.x_row_stride + c]
+                                : p.state[static_cast<int64_t>(ch0 + c) * (K - 1) + (K - 1 + r)];
     }
 #pragma unroll
     for (int c = 0; c < kVecCh; ++c)
@@ -214,7 +214,17 @@ __device__ __forceinline__ void vec_write_state(const Conv1dBf16Params& p, const
 // compiler its 93 (5 blocks).
 // kMode 0: round 1 as measured (the state by a second launch). 1: tile 0's warp, the only reader of
 // the old state, writes the new one at its end (one launch). 2: and the reduce-scatter l2norm. 3: and
-// rows in pairs (two rows' activations, then both l2norms: two independent dependency chains).
+// rows in pairs (two rows' activations, then both l2norms: two independent dependency chains), the
+// default. H100 (2026-11-25, bench_cuda_kernels --conv, one process, two runs; L2 flushed), us per
+// launch, 16 rows per warp, modes 0 / 1 / 2 / 3 (3 at 32 rows):
+//   9B, 2048 x 8192:      42.8-43.0 / 40.1-40.8 / 40.5-40.7 / 38.0-38.5 (42.7-43.1)
+//   0.8B, 4096 x 6144:    60.7-60.8 / 58.5     / 59.0-59.1 / 55.5-55.7 (58.0-58.1)
+//   0.8B, 16384 x 6144:   200.6-204 / 201-203.5 / 203-206  / 191.3-193.4 (186.8-189.1)
+// (a device-to-device copy of the same bytes: 21.1 / 31.4 / 130.7 us, ~3.1-3.2 TB/s). Round 1 under
+// ncu (9B): issue slots 61 % busy, 183 instructions per warp and row (the pinned expf and IEEE
+// division of silu are most of them), the largest stall a fixed-latency dependency: the kernel is
+// bound by issue and dependent arithmetic, not by loads in flight (see the cp.async ring note
+// below). Two rows' chains side by side are what helped.
 template <int R, int kMinBlocks, int kMode>
 __global__ void __launch_bounds__(kVecThreads, kMinBlocks > 0 ? kMinBlocks : 1) conv1d_vec_kernel(Conv1dBf16Params p) {
     constexpr bool kScatter = kMode >= 2;
@@ -277,7 +287,8 @@ __global__ void __launch_bounds__(kVecThreads, kMinBlocks > 0 ? kMinBlocks : 1) 
                     vec_l2<true>(o1, head_scale, p.l2_eps);
                 }
                 *reinterpret_cast<uint2*>(p.y + static_cast<int64_t>(r) * p.channels + ch0) = pack4(o0);
-                if (r + 1 < r_end) *reinterpret_cast<uint2*>(p.y + static_cast<int64_t>(r + 1) * p.channels + ch0) = pack4(o1);
+                if (r + 1 < r_end)
+                    *reinterpret_cast<uint2*>(p.y + static_cast<int64_t>(r + 1) * p.channels + ch0) = pack4(o1);
             }
         } else {
 #pragma unroll
@@ -303,157 +314,27 @@ bool vec_applies(const Conv1dBf16Params& p) {
 template <int R, int kMinBlocks = 0, int kMode = 0>
 cudaError_t conv1d_vec_launch(const Conv1dBf16Params& p, cudaStream_t stream) {
     const dim3 grid(p.channels / kConvChannelsPerBlock, ceil_div(p.max_rows, kVecTiles * R));
-    cudaError_t err = launch_kernel(conv1d_vec_kernel<R, kMinBlocks, kMode>, grid, dim3(kVecThreads), 0, stream, p.pdl != 0, p);
+    cudaError_t err =
+        launch_kernel(conv1d_vec_kernel<R, kMinBlocks, kMode>, grid, dim3(kVecThreads), 0, stream, p.pdl != 0, p);
     if (err == cudaSuccess) err = cudaGetLastError();
     if (err != cudaSuccess || kMode >= 1) return err;
     conv1d_state_kernel<kVecTaps><<<p.channels / kConvChannelsPerBlock, kConvChannelsPerBlock, 0, stream>>>(p);
     return cudaGetLastError();
 }
 
-// ---- Prefill at HBM bandwidth: the vector kernel's rows from a cp.async ring, long tiles -------
-// The vector kernel above holds one 8-row group in flight per warp and runs 16-row tiles: 43.4 us
-// for 2048 x 8192 (H100, ~1.55 TB/s of ~3), latency-bound, plus a second launch for the state and
-// 3/16 of the input re-read as history. Here each warp streams its tile through a ring of
-// kPipeStages 8-row groups in shared memory (16-byte cp.async; kPipeStages - 1 groups in flight
-// while one computes), the tiles are long (by default sized so that the launch is one wave of
-// resident warps: every warp streams about the same rows, history 3 / R), and the warp of tile 0 of
-// each head, the only reader of the old state, writes the new state at its end (no second launch).
-// Rows are computed by vec_row: the same bits as the vector and per-channel kernels.
-constexpr int kPipeGroupBytes = kVecGroup * kConvChannelsPerBlock * sizeof(bf16);  // 2 KB: 8 rows of a head
-constexpr int kPipeChunks = kPipeGroupBytes / 16 / kWarp;                            // 16-byte copies per lane
+// Tried and dropped (commit 9124c9d of branch wt-conv3 has it): a kernel that streams each warp's
+// tile through a shared-memory ring of 8-row groups by 16-byte cp.async (2-3 groups of loads in
+// flight, tiles up to one wave of resident warps, history 3 / R, the state by tile 0). Same bits,
+// but slower at every shape: H100 (2026-11-25, us per launch, 9B 2048 rows / 0.8B 4096 / 16384)
+// 4 stages one wave 52.5 / 68.3 / 240, 3 stages at 64 rows 47.3-48.0 / 64.8-65.9 / 197-199, round 1
+// 43 / 61 / 202; under ncu it executes as many instructions as round 1 with fewer warps. Loads in
+// flight were not what limited round 1.
 
-// cp.async waits with a compiler memory barrier (the shared reads after it must not move up).
-template <int N>
-__device__ inline void pipe_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+// The default prefill kernel (Conv1dBf16Params::prefill_kernel numbering: kMode + 1).
+constexpr int kConvDefaultKernel = 4;  // row pairs, 16 rows per warp
 
-template <int S>
-__global__ void __launch_bounds__(kVecThreads) conv1d_pipe_kernel(Conv1dBf16Params p, int R) {
-    constexpr int K = kVecTaps;
-    __shared__ __align__(16) bf16 ring[kVecTiles][S][kVecGroup][kConvChannelsPerBlock];
-    const int lane = threadIdx.x % kWarp, tile = threadIdx.x / kWarp;
-    const int head = blockIdx.x;
-    const int ch0 = head * kConvChannelsPerBlock + lane * kVecCh;
-    float w[kVecCh][K];  // weights depend on no earlier kernel: loaded before the programmatic wait
-#pragma unroll
-    for (int c = 0; c < kVecCh; ++c) {
-        const float4 f = reinterpret_cast<const float4*>(p.w + static_cast<int64_t>(ch0) * K)[c];
-        w[c][0] = f.x, w[c][1] = f.y, w[c][2] = f.z, w[c][3] = f.w;
-    }
-    pdl_wait();
-    pdl_launch_dependents();
-    const int rows = launch_rows(p.n_rows, p.max_rows);
-    const int r0 = (blockIdx.y * kVecTiles + tile) * R;
-    if (r0 >= rows) return;  // the whole warp leaves together
-    const int r_end = min(rows, r0 + R);
-    const bf16* xh = p.x + head * kConvChannelsPerBlock;
-    // Group g (rows r0 + 8g ...) into slot g % S: lane copies 16-byte pieces lane, lane + 32, ...
-    // (two rows of 256 bytes per warp instruction); rows past the tile are not copied, never read.
-    auto issue = [&](int g) {
-        const int rg = r0 + g * kVecGroup;
-#pragma unroll
-        for (int i = 0; i < kPipeChunks; ++i) {
-            const int piece = lane + kWarp * i, row = piece / 16, col = (piece % 16) * 8;
-            if (rg + row < r_end)
-                cp_async16(&ring[tile][g % S][row][col], xh + static_cast<int64_t>(rg + row) * p.x_row_stride + col);
-        }
-        cp_async_commit();  // one group per call, empty or not: the wait counts stay uniform
-    };
-#pragma unroll
-    for (int g = 0; g < S - 1; ++g) issue(g);
-    const bf16* xc = xh + lane * kVecCh;
-    float win[K - 1][kVecCh];  // win[K-2] is the newest input before the current row
-#pragma unroll
-    for (int j = 0; j < K - 1; ++j) {
-        const int r = r0 - (K - 1) + j;
-        if (r >= 0) {
-            unpack4(*reinterpret_cast<const uint2*>(xc + r * p.x_row_stride), win[j]);
-        } else {
-#pragma unroll
-            for (int c = 0; c < kVecCh; ++c)
-                win[j][c] = bf16_at(p.state + static_cast<int64_t>(ch0 + c) * (K - 1) + (K - 1 + r));
-        }
-    }
-    const bool l2 = p.l2_dim > 0 && head < p.l2_heads;
-    const float head_scale = (l2 && head < p.l2_q_heads) ? p.q_scale : 1.0f;
-    const int groups = (r_end - r0 + kVecGroup - 1) / kVecGroup;
-    for (int g = 0; g < groups; ++g) {
-        pipe_wait<S - 2>();  // group g has landed (this lane's copies) ...
-        __syncwarp();        // ... and every lane's; slot (g - 1) % S is consumed by all lanes
-        issue(g + S - 1);    // into that slot
-        const bf16(*src)[kConvChannelsPerBlock] = ring[tile][g % S];
-        const int rg = r0 + g * kVecGroup;
-#pragma unroll
-        for (int i = 0; i < kVecGroup; ++i) {
-            const int r = rg + i;
-            if (r >= r_end) break;  // uniform over the warp
-            float cur[kVecCh];
-            unpack4(*reinterpret_cast<const uint2*>(&src[i][lane * kVecCh]), cur);
-            *reinterpret_cast<uint2*>(p.y + static_cast<int64_t>(r) * p.channels + ch0) =
-                vec_row(w, win, cur, l2, head_scale, p.l2_eps);
-        }
-    }
-    pipe_wait<0>();
-    if (r0 != 0) return;
-    // Tile 0 read the old state above (no other tile does: R >= K - 1); the new one is the last
-    // K - 1 inputs: this window when the tile reached the end, else rows - 3 .. rows - 1 of x.
-    if (r_end < rows) {
-#pragma unroll
-        for (int j = 0; j < K - 1; ++j)
-            unpack4(*reinterpret_cast<const uint2*>(xc + (rows - (K - 1) + j) * p.x_row_stride), win[j]);
-    }
-#pragma unroll
-    for (int c = 0; c < kVecCh; ++c)
-#pragma unroll
-        for (int j = 0; j < K - 1; ++j)
-            p.state[static_cast<int64_t>(ch0 + c) * (K - 1) + j] = __float2bfloat16(win[j][c]);
-}
-
-// Resident warps of the ring kernel over the device (0 when the query fails), asked once per stage
-// count; the shared-memory carveout is set to its maximum first (the ring is all the kernel needs).
-template <int S>
-int pipe_slots() {
-    static const int slots = [] {
-        int dev = 0, sms = 0, blocks = 0;
-        if (cudaFuncSetAttribute(conv1d_pipe_kernel<S>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                 cudaSharedmemCarveoutMaxShared) != cudaSuccess ||
-            cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, conv1d_pipe_kernel<S>, kVecThreads, 0) != cudaSuccess) {
-            cudaGetLastError();
-            return 0;
-        }
-        return sms * blocks * kVecTiles;
-    }();
-    return slots;
-}
-
-// Rows per warp for a one-wave launch: max_rows x heads warp tiles spread over the resident warps,
-// a multiple of the 8-row group, at least 16.
-int pipe_auto_rows(const Conv1dBf16Params& p, int slots) {
-    const int64_t tiles = static_cast<int64_t>(p.max_rows) * (p.channels / kConvChannelsPerBlock);
-    const int r = slots > 0 ? static_cast<int>((tiles + slots - 1) / slots) : 64;
-    return std::max(16, ceil_div(r, kVecGroup) * kVecGroup);
-}
-
-// The ring applies where the vector kernel does and x rows are 16-byte aligned.
-bool pipe_applies(const Conv1dBf16Params& p) {
-    return vec_applies(p) && p.x_row_stride % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
-}
-
-template <int S>
-cudaError_t conv1d_pipe_launch(const Conv1dBf16Params& p, cudaStream_t stream) {
-    if (p.tile_rows < 0 || p.tile_rows % kVecGroup != 0) return cudaErrorInvalidValue;
-    const int slots = pipe_slots<S>();
-    const int R = p.tile_rows > 0 ? p.tile_rows : pipe_auto_rows(p, slots);
-    const dim3 grid(p.channels / kConvChannelsPerBlock, ceil_div(p.max_rows, kVecTiles * R));
-    cudaError_t err = launch_kernel(conv1d_pipe_kernel<S>, grid, dim3(kVecThreads), 0, stream, p.pdl != 0, p, R);
-    return err == cudaSuccess ? cudaGetLastError() : err;
-}
-
-// FROST_GDN_PREFILL=conv_v1 runs the round-1 vector kernel (16-row tiles, registers, separate state
-// launch) instead of the ring for A/B through the engine; read once per process.
-// The default prefill kernel (Conv1dBf16Params::prefill_kernel numbering).
-constexpr int kConvDefaultKernel = 5;
-
+// FROST_GDN_PREFILL=conv_v1 runs the round-1 vector kernel (kMode 0: the state by a second launch)
+// as the default, for A/B through the engine; read once per process.
 bool conv_prefill_v1() {
     static const bool v1 = [] {
         const char* e = std::getenv("FROST_GDN_PREFILL");
@@ -480,20 +361,15 @@ cudaError_t conv1d_dispatch(const Conv1dBf16Params& p, cudaStream_t stream) {
     const int tiles = batched ? 1 : ceil_div(p.max_rows, kConvRowsPerBlock);  // batched: one row per member
     if (tiles > 1 && !p.prefill_loop && !gdn_prefill_old() && vec_applies(p)) {  // prefill only: decode keeps the kernel below
         const int kind = p.prefill_kernel != 0 ? p.prefill_kernel : (conv_prefill_v1() ? 1 : kConvDefaultKernel);
-        if (kind < 1 || kind > 6) return cudaErrorInvalidValue;
-        if (kind == 2 || kind == 3) {  // the ring; where its 16-byte copies do not apply, the vector kernel's default tile
-            if (p.tile_rows < 0 || p.tile_rows % kVecGroup != 0) return cudaErrorInvalidValue;
-            if (!pipe_applies(p)) return conv1d_vec_launch<16>(p, stream);
-            return kind == 2 ? conv1d_pipe_launch<4>(p, stream) : conv1d_pipe_launch<3>(p, stream);
-        }
-        if (kind >= 4) {  // one launch: modes 1, 2, 3 of the vector kernel at 16 or 32 rows per warp, 5 blocks
-            // per SM (96 registers; the reduce-scatter needs 98 unbounded, which would leave 4)
-            if (kind == 5 && p.tile_rows == -16) return conv1d_vec_launch<16, 6, 2>(p, stream);  // 80 registers (bench)
+        if (kind < 1 || kind > 4) return cudaErrorInvalidValue;
+        if (kind > 1) {  // one launch: modes 1, 2, 3 at 16 or 32 rows per warp, 5 blocks per SM (96
+                         // registers; the reduce-scatter takes 98 unbounded, which would leave 4)
+            if (kind == 3 && p.tile_rows == -16) return conv1d_vec_launch<16, 6, 2>(p, stream);  // 80 registers (bench)
             if (p.tile_rows != 0 && p.tile_rows != 16 && p.tile_rows != 32) return cudaErrorInvalidValue;
             const bool t32 = p.tile_rows == 32;
             switch (kind) {
-                case 4: return t32 ? conv1d_vec_launch<32, 5, 1>(p, stream) : conv1d_vec_launch<16, 5, 1>(p, stream);
-                case 5: return t32 ? conv1d_vec_launch<32, 5, 2>(p, stream) : conv1d_vec_launch<16, 5, 2>(p, stream);
+                case 2: return t32 ? conv1d_vec_launch<32, 5, 1>(p, stream) : conv1d_vec_launch<16, 5, 1>(p, stream);
+                case 3: return t32 ? conv1d_vec_launch<32, 5, 2>(p, stream) : conv1d_vec_launch<16, 5, 2>(p, stream);
                 default: return t32 ? conv1d_vec_launch<32, 5, 3>(p, stream) : conv1d_vec_launch<16, 5, 3>(p, stream);
             }
         }
