@@ -272,50 +272,73 @@ int bench_attention(const char* json_path) {
     return 0;
 }
 
-// Conv section (--conv): the GDN conv1d + SiLU + q/k l2norm of one 2048-row 9B prefill chunk
-// (8192 channels, 4 taps, 32 of 64 heads normalised; input a view into the 12352-wide projection),
-// twice (the spread). GB/s over input read once + output written once: ~0.9 TB/s on the H100
-// (2026-11-24), a third of a copy, for the per-channel loop kernel (issue-bound: ~80 instructions
-// and two barriers per element in its l2norm); the vector kernel (4 channels per thread, a warp
-// shuffle tree per head) at 16 / 32 / 64 rows per warp beside it, in the same process.
+// Conv section (--conv): the GDN conv1d + SiLU + q/k l2norm of one prefill chunk (4 taps, 16 q + 16
+// k heads of 128 normalised, input a view into the in_proj row: qkv | z | b | a), L2 flushed, at
+// the 9B shape (8192 channels of a 12352-wide row, 2048 rows) and the 0.8B (6144 of 8224; 4096 and
+// 16384 rows), every kernel in the same process, twice (the spread), beside a device-to-device copy
+// of the same byte count. GB/s over input read once + output written once. FROST_BENCH_CONV=i: shape
+// i only (0, 1, 2; e.g. under ncu).
+// H100 (2026-11-25, one call, two runs; us per launch, 9B 2048 rows / 0.8B 4096 / 0.8B 16384): copy
+// 21.1 / 31.4 / 130.7 (3.1-3.2 TB/s); per-channel loop 70.6-71.3 / 107.2 / 378-385; round-1 vector
+// kernel 42.8-43.0 / 60.7-60.8 / 200.6-204.0; row pairs (the default) 38.0-38.5 / 55.5-55.7 /
+// 191.3-193.4 (1.77 / 1.81 / 2.1 TB/s); numbers per variant in lm_conv1d.cu.
 int bench_conv() {
     cudaStream_t s = nullptr;
     CK(cudaStreamCreate(&s));
     Timer t = make_timer(s);
-    constexpr int rows = 2048, C = 8192, K = 4, W = 12352;
-    std::mt19937 rng(11);
-    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-    std::vector<bf16> hx(static_cast<size_t>(rows + 1) * W);
-    for (auto& v : hx) v = __float2bfloat16(u(rng));
-    std::vector<float> hw(static_cast<size_t>(C) * K);
-    for (auto& v : hw) v = 0.3f * u(rng);
-    bf16* x = dalloc<bf16>(hx.size());
-    CK(cudaMemcpy(x, hx.data(), hx.size() * sizeof(bf16), cudaMemcpyHostToDevice));
-    float* w = dalloc<float>(hw.size());
-    CK(cudaMemcpy(w, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice));
-    bf16* st = dalloc<bf16>(static_cast<size_t>(C) * (K - 1));
-    CK(cudaMemset(st, 0, static_cast<size_t>(C) * (K - 1) * sizeof(bf16)));
-    bf16* y = dalloc<bf16>(static_cast<size_t>(rows) * C);
-    int32_t* n = dalloc<int32_t>(1);
-    CK(cudaMemcpy(n, &rows, sizeof(rows), cudaMemcpyHostToDevice));
-    const double bytes = 2.0 * rows * C * sizeof(bf16);
-    std::printf("conv1d+silu+l2norm, %d rows x %d channels, K %d\n", rows, C, K);
+    struct Shape {
+        const char* name;
+        int rows, C, W;
+    };
+    const Shape shapes[] = {{"9B", 2048, 8192, 12352}, {"0.8B", 4096, 6144, 8224}, {"0.8B", 16384, 6144, 8224}};
     struct Variant {
         const char* name;
-        int loop, tile_rows;
+        int loop, kernel, tile_rows;
     };
-    const Variant variants[] = {{"loop (per channel)", 1, 0},       {"vector, 16 rows (default)", 0, 16},
-                                {"vector, 32 rows", 0, 32}, {"vector, 64 rows", 0, 64},
-                                {"vector, 16 rows, 80 regs", 0, -16}, {"vector, 32 rows, 80 regs", 0, -32}};
-    for (int rep = 0; rep < 2; ++rep)
-        for (const Variant& v : variants) {
-            Conv1dBf16Params p{x, w, st, y, W, C, K, 128, 32, 16, 1e-6f, 0.0625f, rows, n};
-            p.prefill_loop = v.loop;
-            p.tile_rows = v.tile_rows;
-            const double ms = t.median_ms([&] { return conv1d_launch(p, s); });
-            std::printf("  %-26s %8.1f us %8.1f GB/s\n", v.name, ms * 1e3, bytes / (ms * 1e6));
+    const Variant variants[] = {{"loop (per channel)", 1, 0, 0},          {"v1 vector, 16 rows", 0, 1, 16},
+                                {"one launch, 16 rows", 0, 2, 16},         {"scatter l2, 16 rows", 0, 3, 16},
+                                {"scatter l2, 32 rows", 0, 3, 32},         {"scatter l2, 16 rows, 80 regs", 0, 3, -16},
+                                {"row pairs, 16 rows (default)", 0, 4, 16}, {"row pairs, 32 rows", 0, 4, 32}};
+    const char* only = std::getenv("FROST_BENCH_CONV");
+    constexpr int K = 4;
+    for (int si = 0; si < 3; ++si) {
+        if (only && *only && std::atoi(only) != si) continue;
+        const Shape& sh = shapes[si];
+        const int rows = sh.rows, C = sh.C, W = sh.W;
+        std::mt19937 rng(11);
+        std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+        std::vector<bf16> hx(static_cast<size_t>(rows + 1) * W);
+        for (auto& v : hx) v = __float2bfloat16(u(rng));
+        std::vector<float> hw(static_cast<size_t>(C) * K);
+        for (auto& v : hw) v = 0.3f * u(rng);
+        bf16* x = dalloc<bf16>(hx.size());
+        CK(cudaMemcpy(x, hx.data(), hx.size() * sizeof(bf16), cudaMemcpyHostToDevice));
+        float* w = dalloc<float>(hw.size());
+        CK(cudaMemcpy(w, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice));
+        bf16* st = dalloc<bf16>(static_cast<size_t>(C) * (K - 1));
+        CK(cudaMemset(st, 0, static_cast<size_t>(C) * (K - 1) * sizeof(bf16)));
+        bf16* y = dalloc<bf16>(static_cast<size_t>(rows) * C);
+        int32_t* n = dalloc<int32_t>(1);
+        CK(cudaMemcpy(n, &rows, sizeof(rows), cudaMemcpyHostToDevice));
+        const double bytes = 2.0 * rows * C * sizeof(bf16);
+        std::printf("conv1d+silu+l2norm, %s shape: %d rows x %d channels (row %d), K %d\n", sh.name, rows, C, W, K);
+        for (int rep = 0; rep < 2; ++rep) {
+            const double cms = t.median_ms([&] {
+                return cudaMemcpyAsync(y, x, static_cast<size_t>(rows) * C * sizeof(bf16), cudaMemcpyDeviceToDevice, s);
+            });
+            std::printf("  %-28s %8.1f us %8.1f GB/s\n", "copy, same bytes", cms * 1e3, bytes / (cms * 1e6));
+            for (const Variant& v : variants) {
+                Conv1dBf16Params p{x, w, st, y, W, C, K, 128, 32, 16, 1e-6f, 0.0625f, rows, n};
+                p.prefill_loop = v.loop;
+                p.prefill_kernel = v.kernel;
+                p.tile_rows = v.tile_rows;
+                const double ms = t.median_ms([&] { return conv1d_launch(p, s); });
+                std::printf("  %-28s %8.1f us %8.1f GB/s\n", v.name, ms * 1e3, bytes / (ms * 1e6));
+                std::fflush(stdout);
+            }
         }
-    for (void* b : std::initializer_list<void*>{x, w, st, y, n}) CK(cudaFree(b));
+        for (void* b : std::initializer_list<void*>{x, w, st, y, n}) CK(cudaFree(b));
+    }
     return 0;
 }
 

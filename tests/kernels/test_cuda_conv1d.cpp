@@ -123,57 +123,136 @@ TEST(CudaConv1d, TiledPrefillEqualsDecodeStepsBitwise) {
     EXPECT_EQ(s1.download(), s2.download());  // and both leave the same state
 }
 
-// The prefill vector kernel (4 channels per thread, a warp per head; tile rows 16 / 32 / 64 / 16 at 80 registers)
-// against the per-channel loop kernel that decode steps run (Conv1dBf16Params::prefill_loop = 1),
-// bit for bit: outputs and the state left behind, on the 9B layout (64 heads of which 16 q and
-// 16 k are normalised, input a view into a wider projection), from a random carried state, over
-// row counts that end mid-tile and mid-group, including fewer rows than taps.
-TEST(CudaConv1d, VectorPrefillKernelEqualsLoopKernelBitwise) {
+// The prefill kernels against the per-channel loop kernel that decode steps run
+// (Conv1dBf16Params::prefill_loop = 1), bit for bit: outputs and the state left behind, from a
+// random carried state, over row counts that end mid-tile and mid-group, including fewer rows than
+// taps. Kernels: the default, the round-1 vector kernel (prefill_kernel 1; tile rows 16 / 64 / 16
+// at 80 registers), the one-launch vector kernels (2: state by tile 0; 3: reduce-scatter l2norm,
+// also at 80 registers; 4: row pairs; 16 and 32 rows). Layouts: the 9B (64 heads: 16 q, 16 k
+// normalised; input a view into the 12352-wide in_proj row), the 0.8B (48 heads, 8224-wide row),
+// and a row stride that is only 8-byte aligned.
+TEST(CudaConv1d, PrefillKernelsEqualLoopKernelBitwise) {
     FROST_SKIP_WITHOUT_CUDA();
     auto rng = fresh_rng("Conv1dVector");
-    const int C = 8192, K = 4, l2_heads = 32, q_heads = 16;
-    const int64_t x_stride = C + 4160;  // the 9B in_proj row: qkv | z | b | a
-    const int max_rows = 1100;
-    auto x = uniform(rng, max_rows * x_stride, -3, 3);
+    struct Layout {
+        int C;
+        int64_t stride;
+    };
+    struct Kind {
+        int kernel, tile;
+    };
+    const Kind kinds[] = {{0, 0}, {1, 0}, {1, 16}, {1, 64}, {1, -16}, {2, 0},
+                          {2, 32}, {3, 0}, {3, 32}, {3, -16}, {4, 0}, {4, 32}};
+    const int K = 4, l2_heads = 32, q_heads = 16, max_rows = 1100;
+    using kernels::bf16;
+    for (const Layout lay : {Layout{8192, 8192 + 4160}, Layout{6144, 6144 + 2080}, Layout{6144, 6144 + 2084}}) {
+        const int C = lay.C;
+        const int64_t x_stride = lay.stride;
+        auto x = uniform(rng, max_rows * x_stride, -3, 3);
+        auto w = uniform(rng, C * K, -0.6f, 0.6f, false);
+        auto s0 = to_bf(uniform(rng, C * (K - 1), -3, 3));
+        Dev<uint16_t> dx(to_bf(x));
+        Dev<float> dw(w);
+        for (int rows : {1037, 333, 17, 2}) {
+            Dev<int32_t> n(std::vector<int32_t>{rows});
+            auto run = [&](int loop, int kernel, int tile, std::vector<uint16_t>& ys, std::vector<uint16_t>& ss) {
+                Dev<uint16_t> st(s0), y(static_cast<size_t>(max_rows) * C);
+                y.poison();
+                kernels::Conv1dBf16Params p{bf(dx), dw.get(), bf(st), bf(y), x_stride, C, K, 128, l2_heads, q_heads,
+                                            1e-6f, 0.0883883f, max_rows, n.get()};
+                p.prefill_loop = loop;
+                p.prefill_kernel = kernel;
+                p.tile_rows = tile;
+                CUDA_OK(kernels::conv1d_launch(p, nullptr));
+                ys = y.download();
+                ss = st.download();
+            };
+            std::vector<uint16_t> want_y, want_s;
+            run(1, 0, 0, want_y, want_s);
+            ASSERT_NE(want_s, s0) << "the state moved on";
+            for (const Kind kd : kinds) {
+                std::vector<uint16_t> ys, ss;
+                run(0, kd.kernel, kd.tile, ys, ss);
+                const auto got = from_bf(ys);
+                const std::string what = "C " + std::to_string(C) + " stride " + std::to_string(x_stride) + " rows " +
+                                         std::to_string(rows) + " kernel " + std::to_string(kd.kernel) + " tile " +
+                                         std::to_string(kd.tile);
+                for (size_t i = 0; i < size_t(rows) * C; ++i)
+                    ASSERT_FALSE(std::isnan(got[i])) << what << ": element " << i << " not written";
+                EXPECT_TRUE(std::isnan(got[size_t(rows) * C])) << what << ": wrote past the valid rows";
+                for (size_t i = 0; i < size_t(rows) * C; ++i)
+                    ASSERT_EQ(ys[i], want_y[i]) << what << ": row " << i / C << " channel " << i % C;
+                EXPECT_EQ(ss, want_s) << what << ": state";
+            }
+        }
+    }
+}
+
+// The one-launch kernels over a prompt cut into launches (1 row, fewer than the taps; more than one tile;
+// a tile's worth; the rest) carries the state from launch to launch: every row's bits and the final
+// state equal one launch over the whole prompt, from a random state carried in.
+TEST(CudaConv1d, PrefillInPiecesEqualsOneLaunchBitwise) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("Conv1dPieces");
+    const int C = 6144, K = 4, l2_heads = 32, q_heads = 16, T = 900, max_rows = 512;
+    const int64_t x_stride = C + 2080;
+    const int pieces[] = {1, 2, 300, 64, 512, 21};
+    auto x = uniform(rng, T * x_stride, -3, 3);
     auto w = uniform(rng, C * K, -0.6f, 0.6f, false);
     auto s0 = to_bf(uniform(rng, C * (K - 1), -3, 3));
     Dev<uint16_t> dx(to_bf(x));
     Dev<float> dw(w);
     using kernels::bf16;
-    for (int rows : {1037, 333, 17, 2}) {
-        for (int tile : {0, 16, 64, -16}) {
-            std::vector<uint16_t> ys[2], ss[2];
-            for (int loop = 0; loop < 2; ++loop) {
-                Dev<uint16_t> st(s0), y(static_cast<size_t>(max_rows) * C);
-                Dev<int32_t> n(std::vector<int32_t>{rows});
-                y.poison();
-                kernels::Conv1dBf16Params p{bf(dx), dw.get(), bf(st), bf(y), x_stride, C, K, 128, l2_heads, q_heads,
-                                            1e-6f, 0.0883883f, max_rows, n.get()};
-                p.prefill_loop = loop;
-                p.tile_rows = tile;
-                CUDA_OK(kernels::conv1d_launch(p, nullptr));
-                ys[loop] = y.download();
-                ss[loop] = st.download();
-            }
-            const auto got = from_bf(ys[0]);
-            for (size_t i = 0; i < size_t(rows) * C; ++i)
-                ASSERT_FALSE(std::isnan(got[i])) << "rows " << rows << " tile " << tile << ": element " << i
-                                                 << " not written";
-            EXPECT_TRUE(std::isnan(got[size_t(rows) * C])) << "wrote past the valid rows";
-            for (size_t i = 0; i < size_t(rows) * C; ++i)
-                ASSERT_EQ(ys[0][i], ys[1][i]) << "rows " << rows << " tile " << tile << " row " << i / C << " channel "
-                                              << i % C;
-            EXPECT_EQ(ss[0], ss[1]) << "rows " << rows << " tile " << tile;
-            EXPECT_NE(ss[0], s0) << "the state moved on";
+    int kernel = 0;
+    auto params = [&](const bf16* xp, Dev<uint16_t>& st, Dev<uint16_t>& y, int mr, const int32_t* n) {
+        kernels::Conv1dBf16Params p{xp, dw.get(), bf(st), bf(y), x_stride, C, K, 128, l2_heads, q_heads,
+                                    1e-6f, 0.0883883f, mr, n};
+        p.prefill_kernel = kernel;
+        return p;
+    };
+    for (int k : {2, 3, 4}) {  // state by tile 0, reduce-scatter, row pairs (the default)
+        kernel = k;
+        Dev<uint16_t> s1(s0), y1(static_cast<size_t>(T) * C);
+        Dev<int32_t> n1(std::vector<int32_t>{T});
+        y1.poison();
+        CUDA_OK(kernels::conv1d_launch(params(bf(dx), s1, y1, T, n1.get()), nullptr));
+        const auto whole = y1.download();
+        Dev<uint16_t> s2(s0), y2(static_cast<size_t>(max_rows) * C);
+        int t0 = 0;
+        for (int n : pieces) {
+            Dev<int32_t> dn(std::vector<int32_t>{n});
+            y2.poison();
+            CUDA_OK(kernels::conv1d_launch(params(bf(dx) + t0 * x_stride, s2, y2, max_rows, dn.get()), nullptr));
+            const auto part = y2.download();
+            for (size_t i = 0; i < size_t(n) * C; ++i)
+                ASSERT_EQ(part[i], whole[size_t(t0) * C + i])
+                    << "kernel " << kernel << ": piece at row " << t0 << ": row " << t0 + i / C << " channel " << i % C;
+            t0 += n;
         }
+        ASSERT_EQ(t0, T);
+        EXPECT_EQ(s2.download(), s1.download()) << "kernel " << kernel << ": the state after the pieces";
     }
-    kernels::Conv1dBf16Params bad{bf(dx), dw.get(), nullptr, nullptr, x_stride, C, K, 128, l2_heads, q_heads,
-                                  1e-6f, 1.0f, max_rows, nullptr};
-    Dev<uint16_t> st(s0), y(static_cast<size_t>(max_rows) * C);
-    bad.state = bf(st);
-    bad.y = bf(y);
-    bad.tile_rows = 48;
-    EXPECT_EQ(kernels::conv1d_launch(bad, nullptr), cudaErrorInvalidValue) << "tile rows 48 is refused";
+}
+
+// Tile rows and kernel choices outside what each prefill kernel supports are refused.
+TEST(CudaConv1d, PrefillRefusesBadTileRows) {
+    FROST_SKIP_WITHOUT_CUDA();
+    const int C = 1024, K = 4, max_rows = 100;
+    Dev<uint16_t> dx(static_cast<size_t>(max_rows) * C), st(C * (K - 1)), y(static_cast<size_t>(max_rows) * C);
+    Dev<float> dw(std::vector<float>(C * K, 0.1f));
+    struct Case {
+        int kernel, tile;
+        const char* why;
+    };
+    for (const Case c : {Case{1, 48, "round-1 vector kernel: 48 rows"}, Case{2, 64, "one launch: 64 rows"},
+                         Case{4, 8, "row pairs: 8 rows"}, Case{4, -16, "row pairs: -16"}, Case{3, -32, "scatter: -32"},
+                         Case{5, 0, "no prefill kernel 5"}, Case{-1, 0, "no prefill kernel -1"}}) {
+        kernels::Conv1dBf16Params p{bf(dx), dw.get(), bf(st), bf(y), C, C, K, 128, 4, 2, 1e-6f, 1.0f,
+                                    max_rows, nullptr};
+        p.prefill_kernel = c.kernel;
+        p.tile_rows = c.tile;
+        EXPECT_EQ(kernels::conv1d_launch(p, nullptr), cudaErrorInvalidValue) << c.why;
+    }
 }
 
 }  // namespace

@@ -95,9 +95,9 @@ __global__ void conv1d_state_kernel(Conv1dBf16Params p) {
 // a thread owns 4 adjacent channels (8-byte loads and stores), a warp one 128-channel head and one
 // tile of R rows, so the l2norm is a warp shuffle tree with no barrier; the next group of 8 rows is
 // loaded while this one computes. H100, 2048 x 8192 (bench_cuda_kernels --conv, one run): 43.2 us
-// at R = 16 (the default), 49.5 at 32, 48.6 at 64, the loop kernel 71.4; capping registers at 80
-// for 6 blocks per SM changed nothing. (8 channels per thread and a half-warp per head measured
-// 50 us: 128 registers, a quarter occupancy and spills.)
+// at R = 16 (round 1, kMode 0 below), 49.5 at 32, 48.6 at 64, the loop kernel 71.4; capping
+// registers at 80 for 6 blocks per SM changed nothing. (8 channels per thread and a half-warp per
+// head measured 50 us: 128 registers, a quarter occupancy and spills.)
 // Bits: every row is computed exactly as conv1d_kernel<4> computes it (the decode step's kernel),
 // so a prompt's outputs do not depend on how it was cut. Its SASS (sm_90a, nvcc 13.0) computes
 //   acc = fma(w3, x_t, w0 * x_{t-3}), then fma(w1, x_{t-2}, acc), fma(w2, x_{t-1}, acc);
@@ -118,10 +118,116 @@ __device__ inline void unpack4(const uint2& u, float (&v)[kVecCh]) {
     v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
 }
 
+// One row of 4 channels in three steps, the arithmetic the comment above pins, shared by the vector
+// kernels: conv taps and SiLU (slides the window), the head's l2norm over the warp, packing.
+__device__ __forceinline__ void vec_act(const float (&w)[kVecCh][kVecTaps], float (&win)[kVecTaps - 1][kVecCh],
+                                        const float (&cur)[kVecCh], float (&out)[kVecCh]) {
+#pragma unroll
+    for (int c = 0; c < kVecCh; ++c) {
+        float acc = __fmaf_rn(w[c][3], cur[c], __fmul_rn(w[c][0], win[0][c]));
+        acc = __fmaf_rn(w[c][1], win[1][c], acc);
+        acc = __fmaf_rn(w[c][2], win[2][c], acc);
+        win[0][c] = win[1][c];
+        win[1][c] = win[2][c];
+        win[2][c] = cur[c];
+        out[c] = silu(acc);
+    }
+}
+
+// kScatter = false: each level of the butterfly shuffles all 4 channels (12 shuffles + 12 adds).
+// kScatter = true: the same sums with a reduce-scatter: at channel offset 16 (lane offset 4) a lane
+// keeps 2 of its 4 channels and sends the other 2, at offset 8 it keeps 1, at 4 it adds its
+// partner's copy of that channel; then lane offsets 4 and 2 combine the 4 channel totals as the
+// in-thread offsets 2 and 1 did. Every add has the same two operands as in the butterfly (fp add
+// commutes exactly), so the bits are those of conv1d_kernel<4>: 6 shuffles and 6 adds.
+template <bool kScatter>
+__device__ __forceinline__ void vec_l2(float (&out)[kVecCh], float head_scale, float eps) {
+    float sq[kVecCh];
+#pragma unroll
+    for (int c = 0; c < kVecCh; ++c) {
+        out[c] = __bfloat162float(__float2bfloat16(out[c]));
+        sq[c] = __fmul_rn(out[c], out[c]);
+    }
+    float part;
+    if constexpr (kScatter) {
+        const int lane = threadIdx.x % kWarp;
+        const bool hi2 = lane & 4, hi1 = lane & 2;
+        float s1[2];
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {  // keep channels 2 * hi2 + k
+            const float keep = hi2 ? sq[2 + k] : sq[k], send = hi2 ? sq[k] : sq[2 + k];
+            s1[k] = __fadd_rn(keep, __shfl_xor_sync(kFullMask, send, 4));
+        }
+        const float keep = hi1 ? s1[1] : s1[0], send = hi1 ? s1[0] : s1[1];  // channel 2 * hi2 + hi1
+        float t = __fadd_rn(keep, __shfl_xor_sync(kFullMask, send, 2));
+        t = __fadd_rn(t, __shfl_xor_sync(kFullMask, t, 1));           // T_c over the 8 lanes
+        const float u = __fadd_rn(t, __shfl_xor_sync(kFullMask, t, 4));  // T0 + T2 (hi1 = 0), T1 + T3
+        part = __fadd_rn(u, __shfl_xor_sync(kFullMask, u, 2));           // (T0 + T2) + (T1 + T3)
+    } else {
+#pragma unroll
+        for (int off = 4; off > 0; off /= 2)
+#pragma unroll
+            for (int c = 0; c < kVecCh; ++c) sq[c] = __fadd_rn(sq[c], __shfl_xor_sync(kFullMask, sq[c], off));
+        part = __fadd_rn(__fadd_rn(sq[0], sq[2]), __fadd_rn(sq[1], sq[3]));
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) ss = __fadd_rn(ss, __shfl_sync(kFullMask, part, 8 * k));
+    const float inv = rsqrtf(__fadd_rn(ss, eps));
+#pragma unroll
+    for (int c = 0; c < kVecCh; ++c) out[c] = __fmul_rn(__fmul_rn(out[c], inv), head_scale);
+}
+
+__device__ __forceinline__ uint2 pack4(const float (&out)[kVecCh]) {
+    return make_uint2(pack_bf16(out[0], out[1]), pack_bf16(out[2], out[3]));
+}
+
+template <bool kScatter = false>
+__device__ __forceinline__ uint2 vec_row(const float (&w)[kVecCh][kVecTaps], float (&win)[kVecTaps - 1][kVecCh],
+                                         const float (&cur)[kVecCh], bool l2, float head_scale, float eps) {
+    float out[kVecCh];
+    vec_act(w, win, cur, out);
+    if (l2) vec_l2<kScatter>(out, head_scale, eps);
+    return pack4(out);
+}
+
+// The last K - 1 inputs of a launch (raw, as bf16) for the 4 channels from ch0 into the state, by
+// the thread that read the old state (it may be among them when rows < K - 1).
+__device__ __forceinline__ void vec_write_state(const Conv1dBf16Params& p, const bf16* xc, int ch0, int rows) {
+    constexpr int K = kVecTaps;
+    bf16 next[K - 1][kVecCh];
+#pragma unroll
+    for (int j = 0; j < K - 1; ++j) {
+        const int r = rows - (K - 1) + j;
+#pragma unroll
+        for (int c = 0; c < kVecCh; ++c)
+            next[j][c] = r >= 0 ? xc[r * p.x_row_stride + c]
+                                : p.state[static_cast<int64_t>(ch0 + c) * (K - 1) + (K - 1 + r)];
+    }
+#pragma unroll
+    for (int c = 0; c < kVecCh; ++c)
+#pragma unroll
+        for (int j = 0; j < K - 1; ++j) p.state[static_cast<int64_t>(ch0 + c) * (K - 1) + j] = next[j][c];
+}
+
 // kMinBlocks > 0 caps the registers for that many blocks per SM (6: 80 registers); 0 leaves the
 // compiler its 93 (5 blocks).
-template <int R, int kMinBlocks>
+// kMode 0: round 1 as measured (the state by a second launch). 1: tile 0's warp, the only reader of
+// the old state, writes the new one at its end (one launch). 2: and the reduce-scatter l2norm. 3: and
+// rows in pairs (two rows' activations, then both l2norms: two independent dependency chains), the
+// default. H100 (2026-11-25, bench_cuda_kernels --conv, one process, two runs; L2 flushed), us per
+// launch, 16 rows per warp, modes 0 / 1 / 2 / 3 (3 at 32 rows):
+//   9B, 2048 x 8192:      42.8-43.0 / 40.1-40.8 / 40.5-40.7 / 38.0-38.5 (42.7-43.1)
+//   0.8B, 4096 x 6144:    60.7-60.8 / 58.5     / 59.0-59.1 / 55.5-55.7 (58.0-58.1)
+//   0.8B, 16384 x 6144:   200.6-204 / 201-203.5 / 203-206  / 191.3-193.4 (186.8-189.1)
+// (a device-to-device copy of the same bytes: 21.1 / 31.4 / 130.7 us, ~3.1-3.2 TB/s). Round 1 under
+// ncu (9B): issue slots 61 % busy, 183 instructions per warp and row (the pinned expf and IEEE
+// division of silu are most of them), the largest stall a fixed-latency dependency: the kernel is
+// bound by issue and dependent arithmetic, not by loads in flight (see the cp.async ring note
+// below). Two rows' chains side by side are what helped.
+template <int R, int kMinBlocks, int kMode>
 __global__ void __launch_bounds__(kVecThreads, kMinBlocks > 0 ? kMinBlocks : 1) conv1d_vec_kernel(Conv1dBf16Params p) {
+    constexpr bool kScatter = kMode >= 2;
     constexpr int K = kVecTaps;
     const int lane = threadIdx.x % kWarp, tile = threadIdx.x / kWarp;
     const int head = blockIdx.x;
@@ -166,45 +272,37 @@ __global__ void __launch_bounds__(kVecThreads, kMinBlocks > 0 ? kMinBlocks : 1) 
 #pragma unroll
         for (int i = 0; i < kVecGroup; ++i) in[i] = next[i];
         if (rg + kVecGroup < r_end) load_group(next, rg + kVecGroup);
+        if constexpr (kMode == 3) {
 #pragma unroll
-        for (int i = 0; i < kVecGroup; ++i) {
-            const int r = rg + i;
-            if (r >= r_end) break;  // uniform over the warp
-            float cur[kVecCh], out[kVecCh];
-            unpack4(in[i], cur);
-#pragma unroll
-            for (int c = 0; c < kVecCh; ++c) {
-                float acc = __fmaf_rn(w[c][3], cur[c], __fmul_rn(w[c][0], win[0][c]));
-                acc = __fmaf_rn(w[c][1], win[1][c], acc);
-                acc = __fmaf_rn(w[c][2], win[2][c], acc);
-                win[0][c] = win[1][c];
-                win[1][c] = win[2][c];
-                win[2][c] = cur[c];
-                out[c] = silu(acc);
-            }
-            if (l2) {
-                float sq[kVecCh];
-#pragma unroll
-                for (int c = 0; c < kVecCh; ++c) {
-                    out[c] = __bfloat162float(__float2bfloat16(out[c]));
-                    sq[c] = __fmul_rn(out[c], out[c]);
+            for (int i = 0; i < kVecGroup; i += 2) {
+                const int r = rg + i;
+                if (r >= r_end) break;  // uniform over the warp
+                float cur[kVecCh], o0[kVecCh], o1[kVecCh];
+                unpack4(in[i], cur);
+                vec_act(w, win, cur, o0);
+                unpack4(in[i + 1], cur);  // zeros past the tile: computed, not stored (the state is read from x)
+                vec_act(w, win, cur, o1);
+                if (l2) {
+                    vec_l2<true>(o0, head_scale, p.l2_eps);
+                    vec_l2<true>(o1, head_scale, p.l2_eps);
                 }
-#pragma unroll
-                for (int off = 4; off > 0; off /= 2)
-#pragma unroll
-                    for (int c = 0; c < kVecCh; ++c) sq[c] = __fadd_rn(sq[c], __shfl_xor_sync(kFullMask, sq[c], off));
-                const float part = __fadd_rn(__fadd_rn(sq[0], sq[2]), __fadd_rn(sq[1], sq[3]));
-                float ss = 0.0f;
-#pragma unroll
-                for (int k = 0; k < 4; ++k) ss = __fadd_rn(ss, __shfl_sync(kFullMask, part, 8 * k));
-                const float inv = rsqrtf(__fadd_rn(ss, p.l2_eps));
-#pragma unroll
-                for (int c = 0; c < kVecCh; ++c) out[c] = __fmul_rn(__fmul_rn(out[c], inv), head_scale);
+                *reinterpret_cast<uint2*>(p.y + static_cast<int64_t>(r) * p.channels + ch0) = pack4(o0);
+                if (r + 1 < r_end)
+                    *reinterpret_cast<uint2*>(p.y + static_cast<int64_t>(r + 1) * p.channels + ch0) = pack4(o1);
             }
-            *reinterpret_cast<uint2*>(p.y + static_cast<int64_t>(r) * p.channels + ch0) =
-                make_uint2(pack_bf16(out[0], out[1]), pack_bf16(out[2], out[3]));
+        } else {
+#pragma unroll
+            for (int i = 0; i < kVecGroup; ++i) {
+                const int r = rg + i;
+                if (r >= r_end) break;  // uniform over the warp
+                float cur[kVecCh];
+                unpack4(in[i], cur);
+                *reinterpret_cast<uint2*>(p.y + static_cast<int64_t>(r) * p.channels + ch0) =
+                    vec_row<kScatter>(w, win, cur, l2, head_scale, p.l2_eps);
+            }
         }
     }
+    if (kMode >= 1 && r0 == 0) vec_write_state(p, xc, ch0, rows);
 }
 
 // The vector kernel applies: K = 4, 8-byte aligned x rows and y, 16-byte aligned weights.
@@ -213,14 +311,36 @@ bool vec_applies(const Conv1dBf16Params& p) {
            reinterpret_cast<uintptr_t>(p.y) % 8 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0;
 }
 
-template <int R, int kMinBlocks = 0>
+template <int R, int kMinBlocks = 0, int kMode = 0>
 cudaError_t conv1d_vec_launch(const Conv1dBf16Params& p, cudaStream_t stream) {
     const dim3 grid(p.channels / kConvChannelsPerBlock, ceil_div(p.max_rows, kVecTiles * R));
-    cudaError_t err = launch_kernel(conv1d_vec_kernel<R, kMinBlocks>, grid, dim3(kVecThreads), 0, stream, p.pdl != 0, p);
+    cudaError_t err =
+        launch_kernel(conv1d_vec_kernel<R, kMinBlocks, kMode>, grid, dim3(kVecThreads), 0, stream, p.pdl != 0, p);
     if (err == cudaSuccess) err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
+    if (err != cudaSuccess || kMode >= 1) return err;
     conv1d_state_kernel<kVecTaps><<<p.channels / kConvChannelsPerBlock, kConvChannelsPerBlock, 0, stream>>>(p);
     return cudaGetLastError();
+}
+
+// Tried and dropped (commit 9124c9d of branch wt-conv3 has it): a kernel that streams each warp's
+// tile through a shared-memory ring of 8-row groups by 16-byte cp.async (2-3 groups of loads in
+// flight, tiles up to one wave of resident warps, history 3 / R, the state by tile 0). Same bits,
+// but slower at every shape: H100 (2026-11-25, us per launch, 9B 2048 rows / 0.8B 4096 / 16384)
+// 4 stages one wave 52.5 / 68.3 / 240, 3 stages at 64 rows 47.3-48.0 / 64.8-65.9 / 197-199, round 1
+// 43 / 61 / 202; under ncu it executes as many instructions as round 1 with fewer warps. Loads in
+// flight were not what limited round 1.
+
+// The default prefill kernel (Conv1dBf16Params::prefill_kernel numbering: kMode + 1).
+constexpr int kConvDefaultKernel = 4;  // row pairs, 16 rows per warp
+
+// FROST_GDN_PREFILL=conv_v1 runs the round-1 vector kernel (kMode 0: the state by a second launch)
+// as the default, for A/B through the engine; read once per process.
+bool conv_prefill_v1() {
+    static const bool v1 = [] {
+        const char* e = std::getenv("FROST_GDN_PREFILL");
+        return e && std::string(e) == "conv_v1";
+    }();
+    return v1;
 }
 
 // FROST_GDN_PREFILL=old runs the previous prefill kernels of the GDN layer (here the per-channel
@@ -240,7 +360,20 @@ cudaError_t conv1d_dispatch(const Conv1dBf16Params& p, cudaStream_t stream) {
     if (batched && (!p.batch.table || p.batch.B != p.max_rows || p.n_rows)) return cudaErrorInvalidValue;
     const int tiles = batched ? 1 : ceil_div(p.max_rows, kConvRowsPerBlock);  // batched: one row per member
     if (tiles > 1 && !p.prefill_loop && !gdn_prefill_old() && vec_applies(p)) {  // prefill only: decode keeps the kernel below
-        switch (p.tile_rows) {
+        const int kind = p.prefill_kernel != 0 ? p.prefill_kernel : (conv_prefill_v1() ? 1 : kConvDefaultKernel);
+        if (kind < 1 || kind > 4) return cudaErrorInvalidValue;
+        if (kind > 1) {  // one launch: modes 1, 2, 3 at 16 or 32 rows per warp, 5 blocks per SM (96
+                         // registers; the reduce-scatter takes 98 unbounded, which would leave 4)
+            if (kind == 3 && p.tile_rows == -16) return conv1d_vec_launch<16, 6, 2>(p, stream);  // 80 registers (bench)
+            if (p.tile_rows != 0 && p.tile_rows != 16 && p.tile_rows != 32) return cudaErrorInvalidValue;
+            const bool t32 = p.tile_rows == 32;
+            switch (kind) {
+                case 2: return t32 ? conv1d_vec_launch<32, 5, 1>(p, stream) : conv1d_vec_launch<16, 5, 1>(p, stream);
+                case 3: return t32 ? conv1d_vec_launch<32, 5, 2>(p, stream) : conv1d_vec_launch<16, 5, 2>(p, stream);
+                default: return t32 ? conv1d_vec_launch<32, 5, 3>(p, stream) : conv1d_vec_launch<16, 5, 3>(p, stream);
+            }
+        }
+        switch (p.tile_rows) {  // the round-1 vector kernel
             case 0:
             case 16: return conv1d_vec_launch<16>(p, stream);
             case 32: return conv1d_vec_launch<32>(p, stream);

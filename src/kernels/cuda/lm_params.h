@@ -127,7 +127,14 @@ struct Conv1dBf16Params {
     // vector kernel where it applies (K = 4, 8-byte aligned x rows and y), same bits as the
     // per-channel kernel; 1 always runs the per-channel loop kernel (the decode step's, for A/B).
     int32_t prefill_loop = 0;
-    int32_t tile_rows = 0;   // vector kernel: rows per warp, 0 = 16, else 32 or 64; -32 / -16 capped at 80 registers (bench)
+    // Which prefill kernel where the vector kernel applies (all compute the same bits): 0 the default
+    // (4; FROST_GDN_PREFILL=conv_v1 makes it 1); 1 the round-1 vector kernel (state by a second
+    // launch); 2 the vector kernel writing the state itself (one launch); 3 that with the
+    // reduce-scatter l2norm; 4 that with rows in pairs.
+    int32_t prefill_kernel = 0;
+    // Rows per warp. Kernel 1: 0 = 16, else 32 or 64; -32 / -16 capped at 80 registers (bench).
+    // 2-4: 0 = 16, or 32; 3 also -16 (80 registers, 6 blocks per SM; bench).
+    int32_t tile_rows = 0;
 };
 
 // β = sigmoid(b); g = -exp(A_log) * softplus(a + dt_bias) in fp32 (family GdnGateParams).
