@@ -50,8 +50,17 @@ public:
     Dev& operator=(const Dev&) = delete;
     T* get() const { return p_; }
     size_t size() const { return n_; }
-    void poison() { cudaMemset(p_, 0xFF, n_ * sizeof(T)); }  // NaN as f32 and as bf16
-    void upload(const std::vector<T>& h) { cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice); }
+    // Both complete before they return: cudaMemset, and the DMA of a pageable cudaMemcpy, run on
+    // the legacy default stream, which a kernel on a cudaStreamNonBlocking stream does not wait
+    // for (a poison landing after such a kernel's writes failed a bitwise test once, H100).
+    void poison() {  // NaN as f32 and as bf16
+        cudaMemset(p_, 0xFF, n_ * sizeof(T));
+        cudaDeviceSynchronize();
+    }
+    void upload(const std::vector<T>& h) {
+        cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
+        cudaDeviceSynchronize();
+    }
     std::vector<T> download() const {
         std::vector<T> h(n_);
         cudaDeviceSynchronize();
