@@ -605,15 +605,7 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
         {"text_config", text_config(p, vocab, eos)},
         {"frost_synthetic", {{"preset", p.name}, {"seed", opt.seed}}},
     };
-    if (!opt.quant.empty()) {
-        // Modules the tools leave in bf16: the LM head (ignored by every recipe) and the vision tower.
-        const std::vector<std::string> keep = qf == quant::WriteFormat::Fp8Block
-                                                  ? std::vector<std::string>{"lm_head", "model.visual"}
-                                                  : std::vector<std::string>{"lm_head", "re:model\\.visual\\..*"};
-        config["quantization_config"] = quant::quant_config_json(qf, keep);
-        config["frost_synthetic"]["quant"] = opt.quant;
-    }
-    if (p.qwen3_next) {  // flat: the text fields at top level
+    if (p.qwen3_next) {  // flat: the text fields at top level (the quantization config follows)
         config = text_config(p, vocab, eos);
         config["architectures"] = {"Qwen3NextForCausalLM"};
         config["frost_synthetic"] = {{"preset", p.name}, {"seed", opt.seed}};
