@@ -219,7 +219,52 @@ std::string random_jsonish(std::mt19937_64& rng, int depth) {
     return s;
 }
 
+// Whether every number in JSON text s (which a parser accepted) keeps json-number's bounds: at most
+// 16 integer, 15 fraction and 2 exponent digits (json_schema.cpp). A parser takes any length, so
+// two atoms run together ("-9999999999999999.5e-99" then "1") are valid JSON the grammar refuses.
+bool numbers_within_grammar_bounds(const std::string& s) {
+    size_t i = 0;
+    auto digits = [&] {
+        size_t n = 0;
+        for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) ++n;
+        return n;
+    };
+    bool in_string = false;
+    while (i < s.size()) {
+        const char c = s[i];
+        if (in_string) {
+            if (c == '\\') i += 2;  // an escape: the next byte is never the closing quote
+            else in_string = c != '"', ++i;
+            continue;
+        }
+        if (c == '"') {
+            in_string = true;
+            ++i;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            if (c == '-') ++i;
+            if (digits() > 16) return false;
+            if (i < s.size() && s[i] == '.' && (++i, digits() > 15)) return false;
+            if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+                ++i;
+                if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+                if (digits() > 2) return false;
+            }
+        } else {
+            ++i;
+        }
+    }
+    return true;
+}
+
 }  // namespace
+
+TEST(JsonObject, NumberBoundsCheckOfTheTestItself) {
+    EXPECT_TRUE(numbers_within_grammar_bounds(R"({"a":[-9999999999999999.5e-99,"1e999",12.5e3]})"));
+    EXPECT_FALSE(numbers_within_grammar_bounds(R"({"x":[[-9999999999999999.5e-991]]})"));
+    EXPECT_FALSE(numbers_within_grammar_bounds(R"({"x":99999999999999999})"));
+    EXPECT_FALSE(numbers_within_grammar_bounds(R"({"x":0.1234567890123456})"));
+    EXPECT_TRUE(numbers_within_grammar_bounds(R"({"x\"1e999":0})"));
+}
 
 TEST(JsonObject, AgreesWithAJsonParser) {
     g::Grammar gr;
@@ -230,7 +275,8 @@ TEST(JsonObject, AgreesWithAJsonParser) {
     for (int k = 0; k < 4000; ++k) {
         std::string s = random_jsonish(rng, 0);
         if (k % 2) s = "{\"x\":" + s + "}";
-        const bool ref = nlohmann::json::accept(s) && nlohmann::json::parse(s).is_object();
+        const bool ref = nlohmann::json::accept(s) && nlohmann::json::parse(s).is_object() &&
+                         numbers_within_grammar_bounds(s);
         valid += ref;
         ASSERT_EQ(matches(m, s), ref) << s;
     }
