@@ -192,6 +192,16 @@ void expect_untouched_past(const Gpu& g, int n) {
         EXPECT_TRUE(std::isnan(out[size_t(r) * g.p.H])) << "row " << r << " past n_rows was written";
 }
 
+// A second launch over poisoned output and grouped scratch gives `first` again, bit for bit.
+void expect_rerun_bitwise(Gpu& g, const std::vector<float>& first) {
+    g.out.poison();
+    g.ag.poison();
+    g.yg.poison();
+    CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
+    const auto second = g.out.download();
+    EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)), 0) << "reruns differ";
+}
+
 std::vector<int> first_rows(int n) {
     std::vector<int> v(size_t(n), 0);
     for (int i = 0; i < n; ++i) v[size_t(i)] = i;
@@ -240,13 +250,7 @@ void check_released(Shape s, const char* name, int rows, int sample, int tile_sh
     CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
     check_grouping(g, rows, kernels::moe_prefill_tile_rows(g.p));
-    const auto first = g.out.download();
-    g.out.poison();
-    g.ag.poison();
-    g.yg.poison();
-    CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
-    const auto second = g.out.download();
-    EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)), 0) << "reruns differ";
+    expect_rerun_bitwise(g, g.out.download());
     std::vector<int> at;
     std::vector<float> xs;
     const int start = int(rng() % uint32_t(rows / sample));
@@ -328,12 +332,7 @@ TEST(CudaMoePrefill, TmaTilesHandleEmptyFullAndPartialGroups) {
         const CpuOut c = run_cpu(w, x, n);
         EXPECT_LT(compare(g, c, first_rows(n)), n / 2) << "most rows near-ties: degenerate inputs";
         expect_untouched_past(g, n);
-        g.out.poison();
-        g.ag.poison();
-        g.yg.poison();
-        CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
-        const auto second = g.out.download();
-        EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)), 0) << "reruns differ";
+        expect_rerun_bitwise(g, first);
     }
 }
 

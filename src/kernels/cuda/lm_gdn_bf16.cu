@@ -503,15 +503,7 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
     float* state = p.state + static_cast<int64_t>(h) * kD * kD;
 
     float s[4][4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int hi = 0; hi < 2; ++hi) {
-            const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
-            const float2 v = *reinterpret_cast<const float2*>(state + r * kD + j0 + col);
-            s[j][2 * hi] = v.x, s[j][2 * hi + 1] = v.y;
-            *reinterpret_cast<uint32_t*>(&sm.s[r][col]) = pack_bf16(v.x, v.y);
-        }
+    load_state_slice(s, state, sm.s, ms, g, q, j0);
     int chunks = 0;
     for (int st, ln; chunks < max_chunks(rows) && chunk_range(chunks, pos, rows, st, ln);) ++chunks;
     auto slot_of = [&](int c) { return p.work + (static_cast<int64_t>(c) * p.Hv + h) * kBf16SlotFloats; };
@@ -654,13 +646,7 @@ __global__ void __launch_bounds__(kThreads) gdn_bf16_state_kernel(GdnBf16Params 
         if constexpr (kClustered) cluster_arrive();
     }
     if constexpr (kClustered) cluster_wait();  // no block leaves while multicasts may target it
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int hi = 0; hi < 2; ++hi) {
-            const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
-            *reinterpret_cast<float2*>(state + r * kD + j0 + col) = make_float2(s[j][2 * hi], s[j][2 * hi + 1]);
-        }
+    store_state_slice(s, state, ms, g, q, j0);
 }
 
 template <int kCl>

@@ -62,6 +62,32 @@ __device__ inline void load_at(uint32_t (&a)[4], const bf16* base, int m0, int k
     ldmatrix_x4_trans(a, base + (k0 + r + 8 * (mi >> 1)) * P + m0 + 8 * (mi & 1));
 }
 
+// A state pass's slice of S (fp32 [kD][kD] of one value head, columns j0..): warp rows ms + g
+// (+ 8), NT n-tiles of 8 columns, into accumulator registers s (the mma C layout) and, rounded to
+// bf16, into the shared copy sb (the B operand of W S₀ and Q S₀); store_state_slice writes s back.
+template <int NT, class SB>
+__device__ inline void load_state_slice(float (&s)[NT][4], const float* state, SB& sb, int ms, int g, int q, int j0) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+            const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
+            const float2 v = *reinterpret_cast<const float2*>(state + r * kD + j0 + col);
+            s[j][2 * hi] = v.x, s[j][2 * hi + 1] = v.y;
+            *reinterpret_cast<uint32_t*>(&sb[r][col]) = lm::pack_bf16(v.x, v.y);
+        }
+}
+template <int NT>
+__device__ inline void store_state_slice(const float (&s)[NT][4], float* state, int ms, int g, int q, int j0) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+            const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
+            *reinterpret_cast<float2*>(state + r * kD + j0 + col) = make_float2(s[j][2 * hi], s[j][2 * hi + 1]);
+        }
+}
+
 // The chunk operands every dv slice of a head reads, by cp.async with constant trip counts (one
 // 256-thread block: each thread's offsets computed once per chunk, the copies unrolled). B: a
 // stage buffer with w, k, q [kC][kPW] and p [kC][kPP] (the state passes' StageBuf, NarrowBuf).

@@ -178,15 +178,7 @@ __global__ void __launch_bounds__(kProducer ? kProducerThreads : kThreads)
     float* state = p.state + static_cast<int64_t>(h) * kD * kD;
 
     float s[2][4];
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int hi = 0; hi < 2; ++hi) {
-            const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
-            const float2 v = *reinterpret_cast<const float2*>(state + r * kD + j0 + col);
-            s[j][2 * hi] = v.x, s[j][2 * hi + 1] = v.y;
-            *reinterpret_cast<uint32_t*>(&sm.s[r][col]) = pack_bf16(v.x, v.y);
-        }
+    load_state_slice(s, state, sm.s, ms, g, q, j0);
     auto stage = [&](int c) {
         int st, ln;
         chunk_range(c, pos, rows, st, ln);
@@ -299,13 +291,7 @@ __global__ void __launch_bounds__(kProducer ? kProducerThreads : kThreads)
             __syncthreads();  // this buffer is free for the prefetch of chunk c + 3; V' may be rewritten
         }
     }
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int hi = 0; hi < 2; ++hi) {
-            const int r = ms + g + 8 * hi, col = 8 * j + 2 * q;
-            *reinterpret_cast<float2*>(state + r * kD + j0 + col) = make_float2(s[j][2 * hi], s[j][2 * hi + 1]);
-        }
+    store_state_slice(s, state, ms, g, q, j0);
 }
 
 }  // namespace
