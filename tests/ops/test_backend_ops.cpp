@@ -158,20 +158,23 @@ void normalise_heads(std::vector<float>& v, size_t row_stride, size_t rows, size
 // GEMM on the decoded values, the CUDA candidate the GEMM op on the packed view.
 
 // Fp8Rows: one scale per row and 128 columns, what a fused FP8 matrix whose parts are not whole
-// 128-row blocks carries (the GDN in_proj, model/qwen35/weight_quant.cpp).
-enum class QFmt { Fp8Block, Fp8Channel, Fp8Rows, Nvfp4, Int4, Int4Asym };
+// 128-row blocks carries (the GDN in_proj, model/qwen35/weight_quant.cpp). Fp8RowsGrid: the same
+// with the leading whole 128-row blocks' scales also as a 128x128 grid (ops::Tensor::grid_rows,
+// kGridRows rows: the in_proj's qkv | z before b | a), which CUDA's W8A8 prefill runs block-scaled.
+enum class QFmt { Fp8Block, Fp8Channel, Fp8Rows, Fp8RowsGrid, Nvfp4, Int4, Int4Asym };
 const char* qfmt_name(QFmt f) {
     switch (f) {
         case QFmt::Fp8Block: return "fp8-block128";
         case QFmt::Fp8Channel: return "fp8-channel";
         case QFmt::Fp8Rows: return "fp8-rows1x128";
+        case QFmt::Fp8RowsGrid: return "fp8-rows1x128+grid";
         case QFmt::Nvfp4: return "nvfp4";
         case QFmt::Int4: return "int4-g128";
         case QFmt::Int4Asym: return "int4-g128-asym";
     }
     return "?";
 }
-constexpr int kQBlock = 128, kQGroup4 = 128, kNvGroup = 16;
+constexpr int kQBlock = 128, kQGroup4 = 128, kNvGroup = 16, kGridRows = 256;
 
 float e4m3(uint8_t b) {  // OCP e4m3fn (no NaN is generated here)
     const int e = (b >> 3) & 0xF, m = b & 7;
@@ -191,6 +194,7 @@ struct QuantW {
     std::vector<uint8_t> w, scale;  // packed rows; scale bytes (f32 / bf16 / e4m3 per format)
     std::vector<int32_t> zp;        // INT4 asymmetric
     std::vector<float> gs;          // NVFP4 per-row divisor
+    std::vector<float> grid;        // Fp8RowsGrid: [kGridRows / 128][K / 128], else one unused value
     std::vector<float> ref;         // decoded [N, K]
 };
 
@@ -199,16 +203,22 @@ QuantW make_quant(QFmt f, int N, int K) {
     q.ref.resize(size_t(N) * K);
     q.zp.assign(size_t((N + 7) / 8) * (K / kQGroup4), int32_t(0x88888888u));
     q.gs.assign(size_t(N), 1.0f);
+    q.grid.assign(1, 0.0f);
     auto put_f32 = [&](std::vector<uint8_t>& v, const std::vector<float>& vals) {
         v.resize(vals.size() * 4);
         std::memcpy(v.data(), vals.data(), v.size());
     };
-    if (f == QFmt::Fp8Block || f == QFmt::Fp8Channel || f == QFmt::Fp8Rows) {
+    if (f == QFmt::Fp8Block || f == QFmt::Fp8Channel || f == QFmt::Fp8Rows || f == QFmt::Fp8RowsGrid) {
         q.w.resize(size_t(N) * K);
         for (auto& b : q.w) b = rand_e4m3(1, 8, true);
         const int br = f == QFmt::Fp8Block ? kQBlock : 1, bc = f == QFmt::Fp8Channel ? K : kQBlock;
         const int sr = (N + br - 1) / br, sc = (K + bc - 1) / bc;
         std::vector<float> s = uniform(size_t(sr) * sc, 0.005f, 0.03f);
+        if (f == QFmt::Fp8RowsGrid) {  // the grid's rows share their block's scales
+            q.grid = uniform(size_t(kGridRows / kQBlock) * sc, 0.005f, 0.03f);
+            for (int r = 0; r < kGridRows; ++r)
+                for (int c = 0; c < sc; ++c) s[size_t(r) * sc + c] = q.grid[size_t(r / kQBlock) * sc + c];
+        }
         put_f32(q.scale, s);
         for (int r = 0; r < N; ++r)
             for (int c = 0; c < K; ++c) q.ref[size_t(r) * K + c] = e4m3(q.w[size_t(r) * K + c]) * s[size_t(r / br) * sc + c / bc];
@@ -257,6 +267,9 @@ Tensor quant_view(const Bound& b, QFmt f, int N, int K) {
         case QFmt::Fp8Block: t.scale_rows = kQBlock; t.scale_block = kQBlock; break;
         case QFmt::Fp8Channel: t.scale_rows = 1; t.scale_block = K; break;
         case QFmt::Fp8Rows: t.scale_rows = 1; t.scale_block = kQBlock; break;
+        case QFmt::Fp8RowsGrid:
+            t.scale_rows = 1; t.scale_block = kQBlock; t.grid_scale = b.as<float>("wgrid"); t.grid_rows = kGridRows;
+            break;
         case QFmt::Nvfp4: t.scale_block = kNvGroup; t.global_scale = b.as<float>("wg"); break;
         case QFmt::Int4: t.scale_block = kQGroup4; break;
         case QFmt::Int4Asym: t.scale_block = kQGroup4; t.zero_point = b.as<int32_t>("wz"); break;
@@ -479,10 +492,11 @@ std::vector<Case> cases() {
     // K = 512: the smallest K the CUDA path plans (kernels/cuda/lm_gemm_fp8.h). Per-row scales
     // (Fp8Rows) take the same GEMM with VEC128 weight scales, laid out in the backend's tile.
     // The per-row cases take the shapes tests/kernels/test_cuda_gemm_fp8.cpp saw cuBLASLt plan
-    // (M 128 N 320 K 512 f32 out; M 256 N 448 K 1024 bf16 residual).
-    for (QFmt f : {QFmt::Fp8Block, QFmt::Fp8Rows})
+    // (M 128 N 320 K 512 f32 out; M 256 N 448 K 1024 bf16 residual). Fp8RowsGrid: the same shapes,
+    // rows [0, 256) block-scaled and the rest (64 / 192 rows) per-row, written after them.
+    for (QFmt f : {QFmt::Fp8Block, QFmt::Fp8Rows, QFmt::Fp8RowsGrid})
     for (int ep : {0, 1, 3}) {
-        const bool rows1 = f == QFmt::Fp8Rows;
+        const bool rows1 = f == QFmt::Fp8Rows || f == QFmt::Fp8RowsGrid;
         if (rows1 && ep == 0) continue;
         const int rows = rows1 ? (ep == 3 ? 128 : 256) : 64;
         const int N = rows1 ? (ep == 3 ? 320 : 448) : ep == 3 ? 512 : 384, KQ = rows1 && ep == 1 ? 1024 : 512;
@@ -493,7 +507,7 @@ std::vector<Case> cases() {
         cs.push_back({std::string("gemm ") + qfmt_name(f) + " w8a8 " + epn + " prefill", OpKind::Gemm,
                       {act("x", Use::In, normal(size_t(rows) * KQ)), std::move(y), bytes("wq", Use::In, q.w),
                        bytes("ws", Use::In, q.scale), i32("wz", Use::In, q.zp), f32("wg", Use::In, q.gs),
-                       f32("wref", Use::In, q.ref)},
+                       f32("wgrid", Use::In, q.grid), f32("wref", Use::In, q.ref)},
                       [rows, ep, N, KQ, f](const Exec& ex, const Bound& b) {
                           GemmOp p;
                           p.x = b.m("x", 0, rows, KQ, KQ);

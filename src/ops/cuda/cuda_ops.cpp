@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 
 #include "kernels/cuda/lm_gemm.h"
@@ -39,6 +41,7 @@ using K::bf16;
 
 // M, N, K, ldx, ldy, out_f32, accumulate.
 using GemmShapeKey = std::array<int64_t, 7>;
+using Fp8ShapeKey = std::array<int64_t, 8>;  // GemmShapeKey's fields with w_block_n, + grid_rows
 
 const OpTable& cuda_op_table();
 
@@ -139,7 +142,7 @@ public:
     // the caller falls back to the dequantized bf16 GEMM). Only a failure other than "no
     // algorithm" is an error.
     cudaError_t fp8_plan(const K::GemmFp8Params& p, K::GemmFp8Plan** out) {
-        const GemmShapeKey key{p.M, p.N, p.K, p.w_block_n, p.ldy, p.out_f32, p.accumulate};
+        const Fp8ShapeKey key{p.M, p.N, p.K, p.w_block_n, p.ldy, p.out_f32, p.accumulate, p.grid_rows};
         auto it = fp8_plans_.find(key);
         if (it == fp8_plans_.end()) {
             K::GemmFp8Plan* plan = nullptr;
@@ -153,7 +156,7 @@ public:
     size_t tile_bytes() const { return tile_elems_ * sizeof(bf16); }
 
 private:
-    std::map<GemmShapeKey, K::GemmFp8Plan*> fp8_plans_;
+    std::map<Fp8ShapeKey, K::GemmFp8Plan*> fp8_plans_;
     frost_buffer* workspace_ = nullptr;
     frost_buffer* tile_ = nullptr;  // bf16 dequant tile (reserve_dequant_scratch)
     size_t tile_elems_ = 0;
@@ -377,8 +380,19 @@ frost_status gemm_bf16(const Exec& ex, const GemmOp& p, const Tensor& w);
 // the backend's tile (e4m3 rows, then their scales), then cuBLASLt's block-scaled FP8 GEMM (the
 // checkpoint's own W8A8 scheme, lm_gemm_fp8.h). A fused matrix whose parts do not all fill whole
 // 128-row blocks (the GDN in_proj) carries one scale per row and 128 columns: it runs the same
-// GEMM with per-row weight scales. *done = false when the shape has no such path (other block
+// GEMM with per-row weight scales, split where the weight also has a 128x128 grid for its leading
+// whole blocks (ops::Tensor::grid_rows): those rows block-scaled, only the rest per-row
+// (GemmFp8Params::grid_rows). *done = false when the shape has no such path (other block
 // sizes, K not a multiple of 128, no cuBLASLt algorithm): the caller dequantizes.
+// FROST_FP8_GRID_SPLIT=0 turns the split off (A/B benches).
+bool fp8_grid_split_enabled() {
+    static const bool on = [] {
+        const char* e = std::getenv("FROST_FP8_GRID_SPLIT");
+        return !(e && std::strcmp(e, "0") == 0);
+    }();
+    return on;
+}
+
 frost_status gemm_fp8_block(const Exec& ex, const GemmOp& p, const K::GemvQuantParams& q, bool* done) {
     *done = false;
     auto* be = static_cast<CudaBackend*>(ex.backend);
@@ -402,6 +416,11 @@ frost_status gemm_fp8_block(const Exec& ex, const GemmOp& p, const K::GemvQuantP
     g.w_scale = q.block_n == 1 ? reinterpret_cast<const float*>(tile + xq_bytes + xs_bytes)
                                : static_cast<const float*>(q.scale);
     g.w_block_n = q.block_n;
+    if (q.block_n == 1 && p.w.grid_scale && p.w.grid_rows > 0 && p.w.grid_rows % K::kFp8Group == 0 &&
+        p.w.grid_rows < q.N && fp8_grid_split_enabled()) {
+        g.grid_rows = p.w.grid_rows;
+        g.w_grid_scale = p.w.grid_scale;
+    }
     g.y = p.y.data;
     g.ldy = p.y.stride[0];
     g.M = M;
@@ -411,11 +430,19 @@ frost_status gemm_fp8_block(const Exec& ex, const GemmOp& p, const K::GemvQuantP
     g.accumulate = p.epilogue == Epilogue::Residual ? 1 : 0;
     K::GemmFp8Plan* plan = nullptr;
     FROST_TRY(check(be->fp8_plan(g, &plan), "gemm (fp8 plan)"));
+    if (!plan && g.grid_rows > 0) {  // no split plan: every row per-row
+        g.grid_rows = 0;
+        g.w_grid_scale = nullptr;
+        FROST_TRY(check(be->fp8_plan(g, &plan), "gemm (fp8 plan)"));
+    }
     if (!plan) return FROST_OK;
-    if (q.block_n == 1)
-        FROST_TRY(check(K::w_scale_rows_launch(static_cast<const float*>(q.scale), q.N, q.K,
+    const int32_t grid = K::gemm_fp8_plan_grid_rows(plan);  // rows the plan runs block-scaled
+    if (q.block_n == 1) {  // the per-row rows' scales only (from row `grid`)
+        const float* rows_scale = static_cast<const float*>(q.scale) + int64_t(grid) * (q.K / K::kFp8Group);
+        FROST_TRY(check(K::w_scale_rows_launch(rows_scale, q.N - grid, q.K,
                                                reinterpret_cast<float*>(tile + xq_bytes + xs_bytes), native(ex)),
                         "gemm (fp8 per-row weight scales)"));
+    }
     FROST_TRY(check(K::act_quant_fp8_launch(B(p.x), p.x.stride[0], M, q.K, tile,
                                             reinterpret_cast<float*>(tile + xq_bytes), native(ex)),
                     "gemm (fp8 activation quantization)"));
