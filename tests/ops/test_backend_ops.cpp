@@ -519,6 +519,58 @@ std::vector<Case> cases() {
                           return op_gemm(ex, p);
                       }});
     }
+    // W8A8 with the GEMM input quantized by its producer (ops.h Fp8Act): add_rmsnorm, gated_rmsnorm
+    // or swiglu writes its output and the output's FP8 twin, and the FP8 GEMM reads the twin
+    // (GemmOp::xq) instead of quantizing x. Both backends: the CPU twin comes from its fp32 output,
+    // the CUDA one from the bf16 output, so the GEMM's inputs differ by those roundings only.
+    // K = 512 (kernels/cuda/lm_gemm_fp8.h kFp8MinK); 64 rows, 50 valid.
+    for (int producer = 0; producer < 3; ++producer) {
+        const int rows = 64, n = 50, KQ = 512, N = 384;
+        const QuantW q = make_quant(QFmt::Fp8Block, N, KQ);
+        const char* name = producer == 0 ? "add_rmsnorm" : producer == 1 ? "gated_rmsnorm" : "swiglu";
+        const size_t in_cols = producer == 2 ? 2 * KQ : KQ;
+        cs.push_back({std::string(name) + " fp8 twin -> gemm fp8-block w8a8 residual prefill", OpKind::Gemm,
+                      {act("in", Use::In, normal(size_t(rows) * in_cols)), act("z", Use::In, normal(size_t(rows) * KQ)),
+                       f32("nw", Use::In, uniform(producer == 1 ? 128 : KQ, -0.5f, 0.5f)),
+                       act("act", Use::Out, poison(size_t(rows) * KQ)),
+                       // Twin rows past the count stay e4m3 zeros with scale 1: the CUDA GEMM
+                       // computes them (adding 0 to y), the CPU skips them.
+                       bytes("q", Use::Scratch, std::vector<uint8_t>(size_t(rows) * KQ, 0)),
+                       f32("s", Use::Scratch, std::vector<float>(size_t(fp8_act_ld(rows)) * (KQ / 128), 1.0f)),
+                       act("y", Use::InOut, normal(size_t(rows) * N)), bytes("wq", Use::In, q.w),
+                       bytes("ws", Use::In, q.scale), i32("wz", Use::In, q.zp), f32("wg", Use::In, q.gs),
+                       f32("wref", Use::In, q.ref), rows_arg(n)},
+                      [=](const Exec& ex, const Bound& b) {
+                          const Fp8Act twin = fp8_act(b.p("q"), b.p("s"), rows, KQ);
+                          const Rows rw{rows, b.as<int32_t>("n")};
+                          const Tensor a = b.m("act", 0, rows, KQ, KQ);
+                          if (producer == 0) {
+                              AddRmsNormOp p;
+                              p.h = b.m("in", 0, rows, KQ, KQ); p.w = b.v("nw"); p.y = a; p.eps = 1e-6f;
+                              p.rows = rw; p.yq = twin;
+                              FROST_TRY(op_add_rmsnorm(ex, p));
+                          } else if (producer == 1) {
+                              GatedRmsNormOp p;
+                              p.x = b.m("in", 0, rows, KQ, KQ); p.z = b.m("z", 0, rows, KQ, KQ);
+                              p.w = b.v("nw"); p.y = a; p.heads = KQ / 128; p.dim = 128; p.eps = 1e-6f;
+                              p.rows = rw; p.yq = twin;
+                              FROST_TRY(op_gated_rmsnorm(ex, p));
+                          } else {
+                              SwigluOp p{b.m("in", 0, rows, 2 * KQ, 2 * KQ), a, rw, twin};
+                              FROST_TRY(op_swiglu(ex, p));
+                          }
+                          GemmOp g;
+                          g.x = a;
+                          g.w = ex.backend->kind() == FROST_BACKEND_CUDA ? quant_view(b, QFmt::Fp8Block, N, KQ)
+                                                                         : b.m("wref", 0, N, KQ, KQ);
+                          g.y = b.m("y", 0, rows, N, N);
+                          g.epilogue = Epilogue::Residual;
+                          g.n_rows = b.as<int32_t>("n");
+                          g.quant_act = 1;
+                          g.xq = twin;
+                          return op_gemm(ex, g);
+                      }});
+    }
     // Gated delta rule: prefill over a chunk boundary (pos 40, 100 rows), decode step with its gate.
     {
         const int rows = 128, n = 100;
@@ -797,6 +849,41 @@ TEST(BackendOps, CpuGemmRefusesQuantizedWeights) {
     p.y = mat(y.data(), DType::F32, 1, 8, 8);
     EXPECT_EQ(cpu->table().gemm(Exec{nullptr, cpu.get(), nullptr}, p), FROST_ERR_UNSUPPORTED);
     EXPECT_NE(std::string(frost_last_error()).find("fp8_e4m3"), std::string::npos) << frost_last_error();
+}
+
+// The CPU op semantics of the FP8 twin: an FP8 GEMM reading its input's twin (GemmOp::xq, written
+// by the producing op) gives bit for bit the GEMM that quantizes x itself (GemmOp::quant_act).
+TEST(BackendOps, CpuGemmOnTheProducersTwinEqualsQuantizingItself) {
+    Side side(FROST_BACKEND_CPU, DType::F32);
+    ASSERT_TRUE(side.backend);
+    Backend* cpu = side.backend.get();
+    const Exec ex{side.st, cpu, nullptr};
+    const int rows = 6, Fw = 384, N = 24;
+    std::vector<float> x = normal(size_t(rows) * 2 * Fw, 2.0f), act(size_t(rows) * Fw, -777.0f);
+    std::vector<float> w = normal(size_t(N) * Fw), y1(size_t(rows) * N, -1.0f), y2 = y1;
+    std::vector<uint8_t> q(size_t(rows) * Fw, 0xFF);
+    std::vector<float> sc(size_t(fp8_act_ld(rows)) * (Fw / 128), -1.0f);
+    const Fp8Act twin = fp8_act(q.data(), sc.data(), rows, Fw);
+    SwigluOp sw{mat(x.data(), DType::F32, rows, 2 * Fw, 2 * Fw), mat(act.data(), DType::F32, rows, Fw, Fw), {rows, nullptr},
+                twin};
+    ASSERT_EQ(cpu->table().swiglu(ex, sw), FROST_OK) << frost_last_error();
+    ASSERT_EQ(frost_stream_sync(side.st), FROST_OK);
+    GemmOp g;
+    g.x = sw.y;
+    g.w = mat(w.data(), DType::F32, N, Fw, Fw);
+    g.y = mat(y1.data(), DType::F32, rows, N, N);
+    g.quant_act = 1;
+    ASSERT_EQ(cpu->table().gemm(ex, g), FROST_OK) << frost_last_error();
+    g.y = mat(y2.data(), DType::F32, rows, N, N);
+    g.xq = twin;
+    ASSERT_EQ(cpu->table().gemm(ex, g), FROST_OK) << frost_last_error();
+    ASSERT_EQ(frost_stream_sync(side.st), FROST_OK);
+    EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)));
+    EXPECT_NE(y1[0], -1.0f);
+    EXPECT_EQ(sc[rows], -1.0f);  // the scale row padding (fp8_act_ld(6) = 8) is left alone
+    // A twin of the wrong width is refused.
+    g.xq = fp8_act(q.data(), sc.data(), rows, 256);
+    EXPECT_NE(cpu->table().gemm(ex, g) == FROST_OK ? frost_stream_sync(side.st) : FROST_ERR_INVALID_ARG, FROST_OK);
 }
 
 class Parity : public ::testing::TestWithParam<int> {};

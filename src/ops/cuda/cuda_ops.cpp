@@ -195,6 +195,28 @@ frost_status check(cudaError_t e, const char* op) {
 bf16* B(const Tensor& t) { return t.as<bf16>(); }
 float* F(const Tensor& t) { return t.as<float>(); }
 
+// An FP8 twin (ops.h Fp8Act) of `rows` rows of `cols` columns, in act_quant_fp8_launch's layout: the
+// launchers' fields (null when t is off); false when the views do not have that layout.
+bool twin_args(const Fp8Act& t, int64_t rows, int64_t cols, uint8_t** q, float** scale, int64_t* ld) {
+    *q = nullptr;
+    *scale = nullptr;
+    *ld = 0;
+    if (!t.on()) return true;
+    if (t.q.dtype != DType::U8 || t.q.rank != 2 || t.q.shape[0] != rows || t.q.shape[1] != cols || t.q.stride[0] != cols ||
+        t.scale.dtype != DType::F32 || t.scale.empty() || t.scale.stride[0] != K::act_scale_ld(int32_t(rows)))
+        return false;
+    *q = t.q.as<uint8_t>();
+    *scale = F(t.scale);
+    *ld = t.scale.stride[0];
+    return true;
+}
+#define NEED_TWIN(t, rows, cols, dst, op)                                                                       \
+    do {                                                                                                        \
+        if (!twin_args((t), (rows), (cols), &(dst).yq, &(dst).yq_scale, &(dst).yq_scale_ld))                    \
+            return fail(FROST_ERR_UNSUPPORTED, "op_%s (cuda): yq must be an Fp8Act of [%lld, %lld]", op,        \
+                        (long long)(rows), (long long)(cols));                                                  \
+    } while (0)
+
 // Programmatic dependent launch for the ops whose op struct carries no pdl hint: on for
 // decode-sized launches (<= kGemvMaxRows rows: a solo or batched decode step, whose neighbours are
 // all kernels) on a created stream (never the legacy one), as op_moe does.
@@ -218,6 +240,7 @@ frost_status add_rmsnorm(const Exec& ex, const AddRmsNormOp& p) {
     K::AddRmsNormBf16Params n{B(p.h), p.delta.empty() ? nullptr : B(p.delta), F(p.w), B(p.y), int32_t(p.h.shape[1]),
                               p.zero_centred, p.eps, p.rows.max, p.rows.n, p.last_row_only};
     n.pdl = p.pdl;
+    NEED_TWIN(p.yq, p.rows.max, p.h.shape[1], n, "add_rmsnorm");
     return check(K::add_rmsnorm_launch(n, native(ex)), "add_rmsnorm");
 }
 
@@ -297,6 +320,7 @@ frost_status gated_rmsnorm(const Exec& ex, const GatedRmsNormOp& p) {
     K::GatedRmsNormBf16Params g{B(p.x), B(p.z), F(p.w), B(p.y), p.z.stride[0], p.dim, p.heads, p.eps,
                                 p.rows.max, p.rows.n};
     g.pdl = p.pdl;
+    NEED_TWIN(p.yq, p.rows.max, int64_t(p.heads) * p.dim, g, "gated_rmsnorm");
     return check(K::gated_rmsnorm_launch(g, native(ex)), "gated_rmsnorm");
 }
 
@@ -409,9 +433,15 @@ frost_status gemm_fp8_block(const Exec& ex, const GemmOp& p, const K::GemvQuantP
     const size_t need = xq_bytes + xs_bytes + ws_bytes;
     uint8_t* tile = reinterpret_cast<uint8_t*>(be->tile(be->tile_bytes() / sizeof(bf16)));
     if (!tile || need > be->tile_bytes()) return FROST_OK;
+    // x already quantized by its producer (GemmOp::xq): the GEMM reads that twin, no quantizer.
+    uint8_t* twin_q = nullptr;
+    float* twin_s = nullptr;
+    int64_t twin_ld = 0;
+    if (!twin_args(p.xq, M, q.K, &twin_q, &twin_s, &twin_ld))
+        return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): xq must be an Fp8Act of [%d, %d]", M, q.K);
     K::GemmFp8Params g{};
-    g.xq = tile;
-    g.x_scale = reinterpret_cast<const float*>(tile + xq_bytes);
+    g.xq = twin_q ? twin_q : tile;
+    g.x_scale = twin_q ? twin_s : reinterpret_cast<const float*>(tile + xq_bytes);
     g.w = static_cast<const uint8_t*>(q.w);
     g.w_scale = q.block_n == 1 ? reinterpret_cast<const float*>(tile + xq_bytes + xs_bytes)
                                : static_cast<const float*>(q.scale);
@@ -443,9 +473,10 @@ frost_status gemm_fp8_block(const Exec& ex, const GemmOp& p, const K::GemvQuantP
                                                reinterpret_cast<float*>(tile + xq_bytes + xs_bytes), native(ex)),
                         "gemm (fp8 per-row weight scales)"));
     }
-    FROST_TRY(check(K::act_quant_fp8_launch(B(p.x), p.x.stride[0], M, q.K, tile,
-                                            reinterpret_cast<float*>(tile + xq_bytes), native(ex)),
-                    "gemm (fp8 activation quantization)"));
+    if (!twin_q)
+        FROST_TRY(check(K::act_quant_fp8_launch(B(p.x), p.x.stride[0], M, q.K, tile,
+                                                reinterpret_cast<float*>(tile + xq_bytes), native(ex)),
+                        "gemm (fp8 activation quantization)"));
     FROST_TRY(check(K::gemm_fp8_launch(plan, g, native(ex)), "gemm (fp8 block-scaled)"));
     *done = true;
     return FROST_OK;
@@ -534,6 +565,7 @@ frost_status swiglu(const Exec& ex, const SwigluOp& p) {
     NEED(p.x, DType::BF16, "swiglu");
     NEED(p.y, DType::BF16, "swiglu");
     K::SwigluBf16Params s{B(p.x), B(p.y), int32_t(p.y.shape[1]), p.rows.max, p.rows.n};
+    NEED_TWIN(p.yq, p.rows.max, p.y.shape[1], s, "swiglu");
     return check(K::swiglu_launch(s, native(ex)), "swiglu");
 }
 
