@@ -62,6 +62,10 @@ struct EngineOptions {
     // H100, 9B-style FP8, two alternating rounds (2026-11-25): cold TTFT 4k 73.6 / 73.1 ms against
     // 75.3 / 75.1 without; 16k 335.7 / 339.6 against 338.1 / 340.1.
     bool fp8_act_fuse = true;
+    // With fp8_act_fuse: such a producer skips its bf16 output where its only reader is an FP8
+    // GEMM that reads just the twin (the same logits bit for bit; ops.h Fp8Act yq_only).
+    // FROST_FP8_TWIN_ONLY=0 in the environment turns it off (A/B).
+    bool fp8_twin_only = true;
     // CUDA batched decode kernels (engine_batch.cpp): captured per batch size when set, for dense
     // bf16 models (MoE and kept-quantized weights step their members one by one). On since the
     // GPU parity test (tests/model/test_cuda_engine_batch.cpp) passed on the H100 (2026-11-24).
@@ -222,6 +226,8 @@ private:
     Engine() = default;
     frost_status init(const ModelWeights& w, const EngineOptions& opts);
     frost_status alloc_scratch();
+    // StepSpec::fp8_twin_only: EngineOptions::fp8_twin_only unless FROST_FP8_TWIN_ONLY=0.
+    bool fp8_twin_only() const;
     // Elements of the largest quantized GEMM weight (the prefill dequant tile; 0 when none).
     size_t largest_quantized_matrix() const;
     frost_status alloc_session(int index);

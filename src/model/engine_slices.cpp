@@ -57,6 +57,7 @@ frost_status Engine::capture_slices(int session) {
         step.rows = j->rows;
         step.rope_inv_freq_bf16 = e.opts_.rope_inv_freq_bf16;
         step.fp8_w8a8_prefill = e.opts_.fp8_w8a8_prefill;
+        step.fp8_twin_only = e.fp8_twin_only();
         step.layer_begin = j->layer;
         step.layer_end = j->layer + 1;
         const ops::Exec ex{st, e.backend_.get(), nullptr, false, 0};

@@ -55,6 +55,11 @@ struct BatchSlots {
 // values (bf16 on CUDA) as GemmOp::quant_act does: s = max|x| / 448 (1 for zeros), e4m3(x / s).
 // The ops producing a GEMM input can write this twin beside their output (AddRmsNormOp,
 // GatedRmsNormOp, SwigluOp: `yq`), so the GEMM skips its own quantization pass (GemmOp::xq).
+// Where every reader of the output is such a GEMM and reads only the twin (Backend::
+// gemm_reads_twin), the producer may also skip the bf16 output itself (`yq_only`): then only the
+// twin is a result and y's bytes are unspecified after the op (CUDA leaves them as they were where
+// its kernel makes the twin in the same pass, else stores y and quantizes that; the CPU uses y as
+// its working storage).
 struct Fp8Act {
     Tensor q;               // [M, K] U8, contiguous rows
     Tensor scale;           // [K / 128, fp8_act_ld(M)] F32
@@ -93,6 +98,7 @@ struct AddRmsNormOp {
     Rows rows;
     int32_t pdl = 0;        // launch hint: programmatic dependent launch (decode graphs)
     Fp8Act yq{};           // optional: y's FP8 twin [rows, dim] (not with last_row_only)
+    int32_t yq_only = 0;   // with yq: y is no result, its bytes unspecified after the op (Fp8Act)
 };
 
 // Per-head zero-centred RMSNorm of q and k, then partial NeoX RoPE at position cursor->pos + row.
@@ -168,6 +174,7 @@ struct GatedRmsNormOp {
     Rows rows;
     int32_t pdl = 0;
     Fp8Act yq{};           // optional: y's FP8 twin [rows, heads * dim]
+    int32_t yq_only = 0;   // with yq: y is no result, its bytes unspecified after the op (Fp8Act)
 };
 
 // Copies this launch's K / V rows into the caches at cursor->pos + row.
@@ -218,6 +225,9 @@ struct GemmOp {
     // K columns, the very numbers quant_act would make of x), used instead of quantizing x again.
     // x stays given: a shape without the FP8 path multiplies x itself.
     Fp8Act xq{};
+    // x's values were never written (its producer ran with yq_only): the GEMM must read xq and
+    // fails where it cannot (the caller asked Backend::gemm_reads_twin first). x still gives M, K.
+    int32_t xq_only = 0;
 };
 
 // y[r, i] = silu(x[r, i]) * x[r, F + i].
@@ -226,6 +236,7 @@ struct SwigluOp {
     Tensor y;               // [rows, F]
     Rows rows;
     Fp8Act yq{};           // optional: y's FP8 twin [rows, F]
+    int32_t yq_only = 0;   // with yq: y is no result, its bytes unspecified after the op (Fp8Act)
 };
 
 // Samples one token with the cursor's sampling settings; writes *out_token and cursor->last_token.
@@ -389,6 +400,10 @@ public:
     virtual size_t moe_work_floats(int H, int E, int k, int I, int Is, int max_rows) const = 0;
     // Distinct GEMM shapes planned so far (CUDA: cuBLASLt plans; CPU: 0).
     virtual size_t gemm_plans() const { return 0; }
+    // Whether op_gemm(p) (quant_act with xq given) reads only the twin, never x's values, so x's
+    // producer may skip x (yq_only; GemmOp::xq_only). The CPU always does (it decodes the twin);
+    // CUDA where p takes its FP8 block-scaled GEMM (the cuBLASLt plan is built here, once).
+    virtual bool gemm_reads_twin(const GemmOp& p) { return p.quant_act && p.xq.on(); }
     // Device bytes the backend holds itself (CUDA: the cuBLASLt workspace, the dequant tile).
     virtual uint64_t owned_bytes() const { return 0; }
     // Called once at load, before capture, with the element count of the largest quantized GEMM

@@ -2,7 +2,9 @@
 // e4m3 bytes and group scales of their bf16 output in the same pass. They must be bit for bit what
 // act_quant_fp8_launch makes of that bf16 output (so the FP8 GEMM's product does not change) and
 // what the CPU reference (kernels/cpu quantize_act_e4m3_bytes) makes of it; the bf16 output must
-// be the one the kernel writes without a twin; rows past the valid count stay untouched.
+// be the one the kernel writes without a twin; rows past the valid count stay untouched. With
+// yq_only (the twin's GEMM is y's only reader) the twin is the same and y is not stored (the
+// strided gated kernel, whose twin is quantized from y afterwards, still stores it).
 #include <gtest/gtest.h>
 
 #if !FROST_WITH_CUDA
@@ -25,8 +27,9 @@ uint32_t bits(float f) {
     return u;
 }
 
-// One producer run: writes y (bf16 [max_rows, K]) and, when q / s are set, its twin.
-using Producer = std::function<cudaError_t(kernels::bf16* y, uint8_t* q, float* s, int64_t ld)>;
+// One producer run: writes y (bf16 [max_rows, K]) and, when q / s are set, its twin (y itself
+// not with yq_only).
+using Producer = std::function<cudaError_t(kernels::bf16* y, uint8_t* q, float* s, int64_t ld, int32_t yq_only)>;
 
 // fused: the twin comes from the producer's own pass, which leaves rows past the count alone (the
 // quantizer after the strided gated kernel quantizes every row).
@@ -37,8 +40,12 @@ void check_twin(const char* what, int max_rows, int rows, int K, const Producer&
     Dev<uint16_t> y_plain(size_t(max_rows) * K), y(size_t(max_rows) * K);
     Dev<uint8_t> q(size_t(max_rows) * K), q_ref(size_t(max_rows) * K);
     Dev<float> s(ns), s_ref(ns);
-    CUDA_OK(run(bf(y_plain), nullptr, nullptr, 0));
-    CUDA_OK(run(bf(y), q.get(), s.get(), ld));
+    Dev<uint16_t> y_only(size_t(max_rows) * K);
+    Dev<uint8_t> q_only(size_t(max_rows) * K);
+    Dev<float> s_only(ns);
+    CUDA_OK(run(bf(y_plain), nullptr, nullptr, 0, 0));
+    CUDA_OK(run(bf(y), q.get(), s.get(), ld, 0));
+    CUDA_OK(run(bf(y_only), q_only.get(), s_only.get(), ld, 1));
     // The old two-kernel path: the quantizer over the bf16 output.
     CUDA_OK(kernels::act_quant_fp8_launch(bf(y), K, max_rows, K, q_ref.get(), s_ref.get(), nullptr));
     CUDA_OK(cudaDeviceSynchronize());
@@ -46,6 +53,16 @@ void check_twin(const char* what, int max_rows, int rows, int K, const Producer&
     const auto qt = q.download(), qr = q_ref.download();
     const auto st = s.download(), sr = s_ref.download();
     for (size_t i = 0; i < size_t(rows) * K; ++i) ASSERT_EQ(yp[i], yt[i]) << "bf16 output changed at " << i;
+    {  // yq_only: the same twin bytes (valid rows and past them), y left as it was where fused
+        const auto yo = y_only.download();
+        const auto qo = q_only.download();
+        const auto so = s_only.download();
+        ASSERT_EQ(0, std::memcmp(qo.data(), qt.data(), qo.size())) << "yq_only changed the twin's bytes";
+        ASSERT_EQ(0, std::memcmp(so.data(), st.data(), so.size() * sizeof(float)))
+            << "yq_only changed the twin's scales";
+        for (size_t i = 0; i < size_t(rows) * K; ++i)
+            ASSERT_EQ(yo[i], fused ? uint16_t(0xFFFF) : yt[i]) << "yq_only: y at " << i;
+    }
     // CPU reference over the bf16 output's valid rows.
     std::vector<float> yf(size_t(rows) * K);
     for (size_t i = 0; i < yf.size(); ++i) yf[i] = bf2f(yt[i]);
@@ -86,10 +103,10 @@ TEST(CudaActTwin, AddRmsNormTwinIsTheQuantizersBytes) {
         Dev<int32_t> dn(std::vector<int32_t>{rows});
         Dev<uint16_t> dh(size_t(max_rows) * dim), dd(to_bf(delta));
         check_twin(dim == 4096 ? "dim 4096" : "dim 1152", max_rows, rows, dim,
-                   [&](kernels::bf16* y, uint8_t* q, float* s, int64_t ld) {
+                   [&](kernels::bf16* y, uint8_t* q, float* s, int64_t ld, int32_t only) {
                        dh.upload(to_bf(h));  // the residual add is in place: same h for every run
                        kernels::AddRmsNormBf16Params p{bf(dh), bf(dd), dw.get(), y, dim, 1, 1e-6f, max_rows, dn.get(), 0};
-                       p.yq = q; p.yq_scale = s; p.yq_scale_ld = ld;
+                       p.yq = q; p.yq_scale = s; p.yq_scale_ld = ld; p.yq_only = only;
                        return kernels::add_rmsnorm_launch(p, nullptr);
                    });
     }
@@ -111,10 +128,10 @@ TEST(CudaActTwin, GatedRmsNormTwinIsTheQuantizersBytes) {
         Dev<float> dw(w);
         Dev<int32_t> dn(std::vector<int32_t>{rows});
         check_twin(dim == 128 ? "dim 128" : "dim 64", max_rows, rows, width,
-                   [&](kernels::bf16* y, uint8_t* q, float* s, int64_t ld) {
+                   [&](kernels::bf16* y, uint8_t* q, float* s, int64_t ld, int32_t only) {
                        kernels::GatedRmsNormBf16Params p{bf(dx), bf(dz), dw.get(), y, z_stride, dim, heads, 1e-6f,
                                                          max_rows, dn.get()};
-                       p.yq = q; p.yq_scale = s; p.yq_scale_ld = ld;
+                       p.yq = q; p.yq_scale = s; p.yq_scale_ld = ld; p.yq_only = only;
                        return kernels::gated_rmsnorm_launch(p, nullptr);
                    },
                    dim == 128);
@@ -132,9 +149,9 @@ TEST(CudaActTwin, SwigluTwinIsTheQuantizersBytes) {
         Dev<uint16_t> dx(to_bf(x));
         Dev<int32_t> dn(std::vector<int32_t>{rows});
         check_twin(F == 384 ? "F 384" : "F 12288", max_rows, rows, F,
-                   [&](kernels::bf16* y, uint8_t* q, float* s, int64_t ld) {
+                   [&](kernels::bf16* y, uint8_t* q, float* s, int64_t ld, int32_t only) {
                        kernels::SwigluBf16Params p{bf(dx), y, F, max_rows, dn.get()};
-                       p.yq = q; p.yq_scale = s; p.yq_scale_ld = ld;
+                       p.yq = q; p.yq_scale = s; p.yq_scale_ld = ld; p.yq_only = only;
                        return kernels::swiglu_launch(p, nullptr);
                    });
     }
@@ -152,6 +169,9 @@ TEST(CudaActTwin, RefusesTwinsOutOfLayout) {
     p.F = 256;
     p.yq_scale_ld = 3;  // not act_scale_ld(rows)
     EXPECT_EQ(kernels::swiglu_launch(p, nullptr), cudaErrorInvalidValue);
+    kernels::SwigluBf16Params no_twin{bf(dx), bf(dy), 256, rows, nullptr};
+    no_twin.yq_only = 1;  // y skipped with no twin: nothing would be written
+    EXPECT_EQ(kernels::swiglu_launch(no_twin, nullptr), cudaErrorInvalidValue);
     cudaGetLastError();
 }
 

@@ -523,16 +523,20 @@ std::vector<Case> cases() {
     // or swiglu writes its output and the output's FP8 twin, and the FP8 GEMM reads the twin
     // (GemmOp::xq) instead of quantizing x. Both backends: the CPU twin comes from its fp32 output,
     // the CUDA one from the bf16 output, so the GEMM's inputs differ by those roundings only.
-    // K = 512 (kernels/cuda/lm_gemm_fp8.h kFp8MinK); 64 rows, 50 valid.
-    for (int producer = 0; producer < 3; ++producer) {
+    // K = 512 (kernels/cuda/lm_gemm_fp8.h kFp8MinK); 64 rows, 50 valid. yq_only: the producer skips
+    // its output (the GEMM, its only reader, reads the twin: Backend::gemm_reads_twin must say so),
+    // so the output is no result on either side (CUDA leaves it, the CPU works in it).
+    for (int variant = 0; variant < 6; ++variant) {
+        const int producer = variant % 3, only = variant >= 3 ? 1 : 0;
         const int rows = 64, n = 50, KQ = 512, N = 384;
         const QuantW q = make_quant(QFmt::Fp8Block, N, KQ);
         const char* name = producer == 0 ? "add_rmsnorm" : producer == 1 ? "gated_rmsnorm" : "swiglu";
         const size_t in_cols = producer == 2 ? 2 * KQ : KQ;
-        cs.push_back({std::string(name) + " fp8 twin -> gemm fp8-block w8a8 residual prefill", OpKind::Gemm,
+        cs.push_back({std::string(name) + (only ? " fp8 twin only" : " fp8 twin") + " -> gemm fp8-block w8a8 residual prefill",
+                      OpKind::Gemm,
                       {act("in", Use::In, normal(size_t(rows) * in_cols)), act("z", Use::In, normal(size_t(rows) * KQ)),
                        f32("nw", Use::In, uniform(producer == 1 ? 128 : KQ, -0.5f, 0.5f)),
-                       act("act", Use::Out, poison(size_t(rows) * KQ)),
+                       act("act", only ? Use::Scratch : Use::Out, poison(size_t(rows) * KQ)),
                        // Twin rows past the count stay e4m3 zeros with scale 1: the CUDA GEMM
                        // computes them (adding 0 to y), the CPU skips them.
                        bytes("q", Use::Scratch, std::vector<uint8_t>(size_t(rows) * KQ, 0)),
@@ -544,21 +548,6 @@ std::vector<Case> cases() {
                           const Fp8Act twin = fp8_act(b.p("q"), b.p("s"), rows, KQ);
                           const Rows rw{rows, b.as<int32_t>("n")};
                           const Tensor a = b.m("act", 0, rows, KQ, KQ);
-                          if (producer == 0) {
-                              AddRmsNormOp p;
-                              p.h = b.m("in", 0, rows, KQ, KQ); p.w = b.v("nw"); p.y = a; p.eps = 1e-6f;
-                              p.rows = rw; p.yq = twin;
-                              FROST_TRY(op_add_rmsnorm(ex, p));
-                          } else if (producer == 1) {
-                              GatedRmsNormOp p;
-                              p.x = b.m("in", 0, rows, KQ, KQ); p.z = b.m("z", 0, rows, KQ, KQ);
-                              p.w = b.v("nw"); p.y = a; p.heads = KQ / 128; p.dim = 128; p.eps = 1e-6f;
-                              p.rows = rw; p.yq = twin;
-                              FROST_TRY(op_gated_rmsnorm(ex, p));
-                          } else {
-                              SwigluOp p{b.m("in", 0, rows, 2 * KQ, 2 * KQ), a, rw, twin};
-                              FROST_TRY(op_swiglu(ex, p));
-                          }
                           GemmOp g;
                           g.x = a;
                           g.w = ex.backend->kind() == FROST_BACKEND_CUDA ? quant_view(b, QFmt::Fp8Block, N, KQ)
@@ -568,6 +557,26 @@ std::vector<Case> cases() {
                           g.n_rows = b.as<int32_t>("n");
                           g.quant_act = 1;
                           g.xq = twin;
+                          if (only && !ex.backend->gemm_reads_twin(g)) {
+                              ADD_FAILURE() << "gemm_reads_twin: no for the fp8-block GEMM";
+                              return FROST_ERR_UNSUPPORTED;
+                          }
+                          g.xq_only = only;
+                          if (producer == 0) {
+                              AddRmsNormOp p;
+                              p.h = b.m("in", 0, rows, KQ, KQ); p.w = b.v("nw"); p.y = a; p.eps = 1e-6f;
+                              p.rows = rw; p.yq = twin; p.yq_only = only;
+                              FROST_TRY(op_add_rmsnorm(ex, p));
+                          } else if (producer == 1) {
+                              GatedRmsNormOp p;
+                              p.x = b.m("in", 0, rows, KQ, KQ); p.z = b.m("z", 0, rows, KQ, KQ);
+                              p.w = b.v("nw"); p.y = a; p.heads = KQ / 128; p.dim = 128; p.eps = 1e-6f;
+                              p.rows = rw; p.yq = twin; p.yq_only = only;
+                              FROST_TRY(op_gated_rmsnorm(ex, p));
+                          } else {
+                              SwigluOp p{b.m("in", 0, rows, 2 * KQ, 2 * KQ), a, rw, twin, only};
+                              FROST_TRY(op_swiglu(ex, p));
+                          }
                           return op_gemm(ex, g);
                       }});
     }
@@ -883,6 +892,44 @@ TEST(BackendOps, CpuGemmOnTheProducersTwinEqualsQuantizingItself) {
     EXPECT_EQ(sc[rows], -1.0f);  // the scale row padding (fp8_act_ld(6) = 8) is left alone
     // A twin of the wrong width is refused.
     g.xq = fp8_act(q.data(), sc.data(), rows, 256);
+    EXPECT_NE(cpu->table().gemm(ex, g) == FROST_OK ? frost_stream_sync(side.st) : FROST_ERR_INVALID_ARG, FROST_OK);
+}
+
+// yq_only on the CPU (ops.h Fp8Act): the producer writes the same twin (y is its working storage,
+// no result), the CPU GEMM always reads the twin (Backend::gemm_reads_twin), and a GEMM told x was
+// never written (xq_only) refuses to run without the twin.
+TEST(BackendOps, CpuTwinOnlyProducerWritesTheSameTwin) {
+    Side side(FROST_BACKEND_CPU, DType::F32);
+    ASSERT_TRUE(side.backend);
+    Backend* cpu = side.backend.get();
+    const Exec ex{side.st, cpu, nullptr};
+    const int rows = 5, Fw = 256, N = 8;
+    std::vector<float> x = normal(size_t(rows) * 2 * Fw, 2.0f), act(size_t(rows) * Fw, -777.0f);
+    std::vector<uint8_t> q1(size_t(rows) * Fw, 0xFF), q2 = q1;
+    std::vector<float> s1(size_t(fp8_act_ld(rows)) * (Fw / 128), -1.0f), s2 = s1;
+    std::vector<float> w = normal(size_t(N) * Fw), y(size_t(rows) * N, -1.0f);
+    for (int only = 0; only < 2; ++only) {
+        SwigluOp sw{mat(x.data(), DType::F32, rows, 2 * Fw, 2 * Fw), mat(act.data(), DType::F32, rows, Fw, Fw),
+                    {rows, nullptr}, fp8_act(only ? q2.data() : q1.data(), only ? s2.data() : s1.data(), rows, Fw), only};
+        ASSERT_EQ(cpu->table().swiglu(ex, sw), FROST_OK) << frost_last_error();
+    }
+    ASSERT_EQ(frost_stream_sync(side.st), FROST_OK);
+    EXPECT_EQ(q1, q2);
+    EXPECT_EQ(0, std::memcmp(s1.data(), s2.data(), s1.size() * sizeof(float)));
+    EXPECT_NE(q1[0], 0xFF);
+    GemmOp g;
+    g.x = mat(act.data(), DType::F32, rows, Fw, Fw);
+    g.w = mat(w.data(), DType::F32, N, Fw, Fw);
+    g.y = mat(y.data(), DType::F32, rows, N, N);
+    g.quant_act = 1;
+    EXPECT_FALSE(cpu->gemm_reads_twin(g));  // no twin given
+    g.xq_only = 1;
+    g.xq = fp8_act(q2.data(), s2.data(), rows, Fw);
+    EXPECT_TRUE(cpu->gemm_reads_twin(g));
+    ASSERT_EQ(cpu->table().gemm(ex, g), FROST_OK) << frost_last_error();
+    ASSERT_EQ(frost_stream_sync(side.st), FROST_OK);
+    EXPECT_NE(y[0], -1.0f);
+    g.xq = Fp8Act{};  // x never written and no twin: refused
     EXPECT_NE(cpu->table().gemm(ex, g) == FROST_OK ? frost_stream_sync(side.st) : FROST_ERR_INVALID_ARG, FROST_OK);
 }
 

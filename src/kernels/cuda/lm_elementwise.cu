@@ -48,7 +48,7 @@ __global__ void swiglu_kernel(SwigluBf16Params p) {
         load8(x + p.F + vi * kVec, up);
 #pragma unroll
         for (int e = 0; e < kVec; ++e) out[e] = silu(gate[e]) * up[e];
-        store8(p.y + row * p.F + vi * kVec, out);
+        if (!p.yq_only) store8(p.y + row * p.F + vi * kVec, out);  // yq_only: the twin is the only reader's input
     }
     if (p.yq) {  // F a multiple of 128: 16 consecutive threads hold one group of one row
 #pragma unroll
@@ -153,6 +153,7 @@ cudaError_t swiglu_launch(const SwigluBf16Params& p, cudaStream_t stream) {
     if (p.yq && (!p.yq_scale || p.F % kFp8Group != 0 || p.yq_scale_ld != act_scale_ld(p.max_rows) ||
                  reinterpret_cast<uintptr_t>(p.yq) % 8 != 0))
         return cudaErrorInvalidValue;
+    if (p.yq_only && !p.yq) return cudaErrorInvalidValue;
     const int64_t n = static_cast<int64_t>(p.max_rows) * (p.F / kVec);
     swiglu_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream>>>(p);
     return cudaGetLastError();
@@ -161,7 +162,7 @@ cudaError_t swiglu_launch(const SwigluBf16Params& p, cudaStream_t stream) {
 KernelCost swiglu_cost(const SwigluBf16Params& p, int rows) {
     const double elems = static_cast<double>(rows) * p.F;
     const double twin = p.yq ? elems * (1.0 + sizeof(float) / double(kFp8Group)) : 0.0;  // e4m3 + scales
-    return {elems * sizeof(bf16) * 3.0 + twin, elems * 6.0};
+    return {elems * sizeof(bf16) * (p.yq_only ? 2.0 : 3.0) + twin, elems * 6.0};
 }
 
 cudaError_t gdn_gate_launch(const GdnGateBf16Params& p, cudaStream_t stream) {

@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf1
         if (vi < nvec) {
 #pragma unroll
             for (int e = 0; e < kVec; ++e) out[e] = v[j][e] * rs * (one + p.w[vi * kVec + e]);
-            store8(y + vi * kVec, out);
+            if (!p.yq_only) store8(y + vi * kVec, out);  // yq_only: the twin is the only reader's input
         }
         // The FP8 twin (dim a multiple of 128, so 16 lanes hold one group): the whole warp joins
         // while any of its lanes has a vector, as the group max is a warp shuffle.
@@ -193,7 +193,7 @@ __global__ void gated_rmsnorm_vec4_kernel(GatedRmsNormBf16Params p) {
     uint2 u;
     u.x = *reinterpret_cast<const uint32_t*>(&lo);
     u.y = *reinterpret_cast<const uint32_t*>(&hi);
-    *reinterpret_cast<uint2*>(p.y + xo) = u;
+    if (!p.yq_only) *reinterpret_cast<uint2*>(p.y + xo) = u;  // yq_only: the twin is the only reader's input
     // The FP8 twin: a head of 128 is one activation group, this warp's.
     if (p.yq) {
         const float2 a = __bfloat1622float2(lo), b = __bfloat1622float2(hi);
@@ -215,6 +215,7 @@ cudaError_t add_rmsnorm_launch(const AddRmsNormBf16Params& p, cudaStream_t strea
         return cudaErrorInvalidValue;
     if (p.yq && (p.last_row_only || !twin_ok(p.yq, p.yq_scale, p.yq_scale_ld, p.dim, p.max_rows)))
         return cudaErrorInvalidValue;
+    if (p.yq_only && !p.yq) return cudaErrorInvalidValue;
     const int blocks = p.last_row_only ? 1 : p.max_rows;
     const cudaError_t err = launch_kernel(add_rmsnorm_kernel, dim3(blocks), dim3(kNormThreads), 0, stream, p.pdl != 0, p);
     if (err != cudaSuccess) return err;
@@ -224,7 +225,7 @@ cudaError_t add_rmsnorm_launch(const AddRmsNormBf16Params& p, cudaStream_t strea
 KernelCost add_rmsnorm_cost(const AddRmsNormBf16Params& p, int rows) {
     const int r = p.last_row_only ? 1 : rows;
     const double elems = static_cast<double>(r) * p.dim;
-    const double io = p.delta ? 4.0 : 2.0;  // h (+ delta read, h write) and y
+    const double io = (p.delta ? 4.0 : 2.0) - (p.yq_only ? 1.0 : 0.0);  // h (+ delta read, h write) and y
     const double twin = p.yq ? elems * (1.0 + sizeof(float) / double(kFp8Group)) : 0.0;  // e4m3 + scales
     return {elems * sizeof(bf16) * io + p.dim * sizeof(float) + twin, elems * 5.0};
 }
@@ -253,12 +254,17 @@ cudaError_t gated_rmsnorm_launch(const GatedRmsNormBf16Params& p, cudaStream_t s
     const int items = p.max_rows * p.heads;
     if (p.yq && !twin_ok(p.yq, p.yq_scale, p.yq_scale_ld, int64_t(p.heads) * p.dim, p.max_rows))
         return cudaErrorInvalidValue;
+    if (p.yq_only && !p.yq) return cudaErrorInvalidValue;
     const bool vec4 = p.dim == kGatedVecDim && p.z_row_stride % 4 == 0 && reinterpret_cast<uintptr_t>(p.x) % 8 == 0 &&
                       reinterpret_cast<uintptr_t>(p.z) % 8 == 0 && reinterpret_cast<uintptr_t>(p.y) % 8 == 0 &&
                       reinterpret_cast<uintptr_t>(p.w) % 16 == 0;
-    // The strided kernel's lanes do not hold whole groups: its twin comes from the quantizer after.
+    // The strided kernel's lanes do not hold whole groups: its twin comes from the quantizer after,
+    // which reads y, so y is stored there even with yq_only.
     GatedRmsNormBf16Params k = p;
-    if (!vec4) k.yq = nullptr;
+    if (!vec4) {
+        k.yq = nullptr;
+        k.yq_only = 0;
+    }
     const cudaError_t err = launch_kernel(vec4 ? gated_rmsnorm_vec4_kernel : gated_rmsnorm_kernel,
                                           dim3(ceil_div(items, kHeadWarpsPerBlock)),
                                           dim3(kHeadWarpsPerBlock * kWarp), 0, stream, p.pdl != 0, k);
@@ -275,7 +281,7 @@ cudaError_t gated_rmsnorm_launch(const GatedRmsNormBf16Params& p, cudaStream_t s
 KernelCost gated_rmsnorm_cost(const GatedRmsNormBf16Params& p, int rows) {
     const double elems = static_cast<double>(rows) * p.heads * p.dim;
     const double twin = p.yq ? elems * (1.0 + sizeof(float) / double(kFp8Group)) : 0.0;  // e4m3 + scales
-    return {elems * sizeof(bf16) * 3.0 + twin, elems * 8.0};
+    return {elems * sizeof(bf16) * (p.yq_only ? 2.0 : 3.0) + twin, elems * 8.0};
 }
 
 }  // namespace frost::kernels

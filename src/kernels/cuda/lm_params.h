@@ -47,6 +47,7 @@ struct AddRmsNormBf16Params {
     uint8_t* yq = nullptr;
     float* yq_scale = nullptr;
     int64_t yq_scale_ld = 0;
+    int32_t yq_only = 0;     // with yq: y is not stored (every reader reads the twin; ops.h Fp8Act)
 };
 
 // Batched decode (ops.h BatchSlots): row r of a launch is one token of session slots[r] (< 0:
@@ -111,6 +112,7 @@ struct GatedRmsNormBf16Params {
     uint8_t* yq = nullptr;
     float* yq_scale = nullptr;
     int64_t yq_scale_ld = 0;
+    int32_t yq_only = 0;     // with yq: y is not stored (every reader reads the twin; ops.h Fp8Act)
 };
 
 // Causal depthwise conv1d (K taps, tap K-1 = current token) + SiLU over this launch's rows, with
@@ -271,6 +273,7 @@ struct SwigluBf16Params {
     uint8_t* yq = nullptr;
     float* yq_scale = nullptr;
     int64_t yq_scale_ld = 0;
+    int32_t yq_only = 0;     // with yq: y is not stored (every reader reads the twin; ops.h Fp8Act)
 };
 
 // y = x W^T (+ y when accumulate: the fused residual add), bf16 operands, fp32 accumulation.

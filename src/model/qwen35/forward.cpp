@@ -74,35 +74,62 @@ struct Forward {
         return ops::fp8_act(s.fp8_q.data, s.fp8_scale.data, rows(), K);
     }
 
-    // y (+)= x Wᵀ over x's rows; xq: x's FP8 twin when its producer wrote one (twin_for(wt)).
-    frost_status gemm(const char* label, const Tensor& x, const Tensor& wt, const Tensor& y, Epilogue ep,
-                      const Tensor& tmp = Tensor{}, const ops::Fp8Act& xq = {}) {
+    // y (+)= x Wᵀ over x's rows. twin: x's producer writes its FP8 twin (twin_for(wt)), which the
+    // GEMM then reads; xq_only where, in addition, x's single reader is this GEMM and the backend
+    // reads only the twin, so the producer skips x (its yq_only). The producer and the GEMM both
+    // take their fields from this one op, so they agree.
+    ops::GemmOp gemm_op(const Tensor& x, const Tensor& wt, const Tensor& y, Epilogue ep, const Tensor& tmp = Tensor{},
+                        bool twin = false) const {
         ops::GemmOp g;
         g.x = x; g.w = wt; g.y = y; g.tmp = tmp; g.epilogue = ep; g.pdl = pdl();
         g.n_rows = x.rows() > 1 ? n_rows() : nullptr;
         g.quant_act = quant_act(wt) ? 1 : 0;
-        if (g.quant_act) g.xq = xq;
-        return ops::op_gemm(ex, g, label);
+        if (g.quant_act && twin) g.xq = twin_for(wt);
+        g.xq_only = g.xq.on() && step.fp8_twin_only && ex.backend->gemm_reads_twin(g) ? 1 : 0;
+        return g;
+    }
+    frost_status gemm(const char* label, const Tensor& x, const Tensor& wt, const Tensor& y, Epilogue ep,
+                      const Tensor& tmp = Tensor{}) {
+        return ops::op_gemm(ex, gemm_op(x, wt, y, ep, tmp), label);
     }
 
-    frost_status norm(const char* label, const Tensor& weight, const ops::Fp8Act& yq) {
+    // The residual RMSNorm into x, for `reader` (its twin, and x skipped where reader allows).
+    frost_status norm(const char* label, const Tensor& weight, const ops::GemmOp& reader) {
         ops::AddRmsNormOp n;
         n.h = at(s.h, 0, rows(), c.hidden_size, c.hidden_size);
         n.w = weight; n.y = at(s.x, 0, rows(), c.hidden_size, c.hidden_size);
-        n.eps = eps(); n.rows = rws(); n.pdl = pdl(); n.yq = yq;
+        n.eps = eps(); n.rows = rws(); n.pdl = pdl(); n.yq = reader.xq; n.yq_only = reader.xq_only;
         return ops::op_add_rmsnorm(ex, n, label);
     }
 
     Tensor h_rows() const { return at(s.h, 0, rows(), c.hidden_size, c.hidden_size); }
     Tensor x_rows() const { return at(s.x, 0, rows(), c.hidden_size, c.hidden_size); }
 
+    // The mixer's input projection (GDN in_proj [qkv | z | b | a] or attention [q+gate | k | v])
+    // from x into proj: the only reader of the input norm's x.
+    ops::GemmOp in_proj_op(int l) const {
+        const Tensor& wt = w.layers[l].in_proj;
+        const int64_t W = wt.shape[0];
+        return gemm_op(x_rows(), wt, at(s.proj, 0, rows(), W, W), Epilogue::None, Tensor{}, true);
+    }
+    // Prefill's dense gate_up from x into proj: the only reader of the post-attention norm's x.
+    ops::GemmOp gate_up_op(int l) const {
+        const int F = c.intermediate_size;
+        return gemm_op(x_rows(), w.layers[l].gate_up, at(s.proj, 0, rows(), 2 * F, 2 * F), Epilogue::None, Tensor{},
+                       true);
+    }
+    // What the post-attention norm's x feeds: the MoE op or the decode gate_up+SwiGLU GEMV read x
+    // itself (no twin); prefill's dense gate_up reads its twin.
+    ops::GemmOp post_norm_reader(int l) const {
+        return c.is_moe_layer(l) || step.decode ? ops::GemmOp{} : gate_up_op(l);
+    }
+
     frost_status linear_mixer(int l) {
         const LayerWeightViews& L = w.layers[l];
         const int C = c.conv_dim(), V = c.lin_v_dim(), Q = c.lin_q_dim();
         const int Hv = c.lin_num_v_heads, Hk = c.lin_num_k_heads, dk = c.lin_k_head_dim, dv = c.lin_v_head_dim;
         const int64_t W = L.in_proj.shape[0];  // [qkv | z | b | a | row padding]
-        FROST_TRY(gemm("gemm lin in_proj", x_rows(), L.in_proj, at(s.proj, 0, rows(), W, W), Epilogue::None, Tensor{},
-                       twin_for(L.in_proj)));
+        FROST_TRY(ops::op_gemm(ex, in_proj_op(l), "gemm lin in_proj"));
         ops::Conv1dSiluL2Op cv;
         cv.x = at(s.proj, 0, rows(), C, W); cv.w = L.conv_w; cv.state = ss.conv[l];
         cv.y = at(s.conv_out, 0, rows(), C, C);
@@ -134,19 +161,21 @@ struct Forward {
             FROST_TRY(ops::op_gdn_chunk(ex, d, "gdn_chunk"));
         }
         FROST_TRY(trace("gdn_out", l, core));
+        const ops::GemmOp out = gemm_op(at(s.gated, 0, rows(), V, V), L.out_proj, h_rows(), Epilogue::Residual, Tensor{},
+                                        true);
         ops::GatedRmsNormOp gn;
-        gn.x = core; gn.z = at(s.proj, C, rows(), V, W); gn.w = L.gdn_norm; gn.y = at(s.gated, 0, rows(), V, V);
-        gn.heads = Hv; gn.dim = dv; gn.eps = eps(); gn.rows = rws(); gn.pdl = pdl(); gn.yq = twin_for(L.out_proj);
+        gn.x = core; gn.z = at(s.proj, C, rows(), V, W); gn.w = L.gdn_norm; gn.y = out.x;
+        gn.heads = Hv; gn.dim = dv; gn.eps = eps(); gn.rows = rws(); gn.pdl = pdl();
+        gn.yq = out.xq; gn.yq_only = out.xq_only;
         FROST_TRY(ops::op_gated_rmsnorm(ex, gn, "gated_rmsnorm"));
-        return gemm("gemm lin out_proj", gn.y, L.out_proj, h_rows(), Epilogue::Residual, Tensor{}, gn.yq);
+        return ops::op_gemm(ex, out, "gemm lin out_proj");
     }
 
     frost_status full_mixer(int l) {
         const LayerWeightViews& L = w.layers[l];
         const int Hq = c.num_heads, Hkv = c.num_kv_heads, d = c.head_dim;
         const int64_t W = L.in_proj.shape[0];  // [q|gate interleaved per head | k | v]
-        FROST_TRY(gemm("gemm full qkv_proj", x_rows(), L.in_proj, at(s.proj, 0, rows(), W, W), Epilogue::None, Tensor{},
-                       twin_for(L.in_proj)));
+        FROST_TRY(ops::op_gemm(ex, in_proj_op(l), "gemm full qkv_proj"));
         const int64_t k_off = int64_t(2) * Hq * d, v_off = k_off + int64_t(Hkv) * d;
         ops::QkNormRopeOp qk;
         qk.q = heads_at(s.proj, 0, rows(), Hq, d, W, 2 * d);
@@ -202,11 +231,12 @@ struct Forward {
         if (step.decode) {  // gate_up GEMV with SwiGLU in its epilogue (same bits as the two kernels)
             FROST_TRY(gemm("gemv mlp gate_up+swiglu", x_rows(), L.gate_up, act, Epilogue::SwiGLU, up));
         } else {
-            FROST_TRY(gemm("gemm mlp gate_up", x_rows(), L.gate_up, up, Epilogue::None, Tensor{}, twin_for(L.gate_up)));
+            FROST_TRY(ops::op_gemm(ex, gate_up_op(l), "gemm mlp gate_up"));
+            const ops::GemmOp down = gemm_op(act, L.down, h_rows(), Epilogue::Residual, Tensor{}, true);
             ops::SwigluOp sw;
-            sw.x = up; sw.y = act; sw.rows = rws(); sw.yq = twin_for(L.down);
+            sw.x = up; sw.y = act; sw.rows = rws(); sw.yq = down.xq; sw.yq_only = down.xq_only;
             FROST_TRY(ops::op_swiglu(ex, sw, "swiglu"));
-            return gemm("gemm mlp down", act, L.down, h_rows(), Epilogue::Residual, Tensor{}, sw.yq);
+            return ops::op_gemm(ex, down, "gemm mlp down");
         }
         return gemm("gemm mlp down", act, L.down, h_rows(), Epilogue::Residual);
     }
@@ -243,10 +273,10 @@ struct Forward {
         }
         for (int l = lb; l < le; ++l) {
             const LayerWeightViews& L = w.layers[l];
-            FROST_TRY(norm("rmsnorm input", L.in_ln, twin_for(L.in_proj)));
+            FROST_TRY(norm("rmsnorm input", L.in_ln, in_proj_op(l)));
             FROST_TRY(c.is_linear(l) ? linear_mixer(l) : full_mixer(l));
             FROST_TRY(trace("mixer_residual", l, h_rows()));
-            FROST_TRY(norm("rmsnorm post_attention", L.post_ln, c.is_moe_layer(l) ? ops::Fp8Act{} : twin_for(L.gate_up)));
+            FROST_TRY(norm("rmsnorm post_attention", L.post_ln, post_norm_reader(l)));
             FROST_TRY(mlp(l));
             FROST_TRY(trace("layer_out", l, h_rows()));
         }

@@ -76,6 +76,9 @@ struct StepSpec {
     bool logits_all = false;  // lm_head over every row (eval), else the last row only
     bool rope_inv_freq_bf16 = true;
     bool fp8_w8a8_prefill = false;  // EngineOptions::fp8_w8a8_prefill
+    // With the twins (ScratchViews::fp8_q): a producer whose every reader is an FP8 GEMM that reads
+    // only the twin (Backend::gemm_reads_twin) skips its bf16 output (EngineOptions::fp8_twin_only).
+    bool fp8_twin_only = false;
     // > 0: a batched decode step of `batch` rows (= rows), row r one token of session
     // scratch.batch.slots[r]; the SessionViews passed are only the shape template (any session).
     int batch = 0;

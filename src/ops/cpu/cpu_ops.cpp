@@ -397,6 +397,8 @@ frost_status run(const GemmOp& p) {
     float* act = swiglu ? w.out(p.y) : nullptr;
     FROST_TRY(w.status());
     g.ldx = p.x.stride[0];
+    if (p.xq_only && !(p.quant_act && p.xq.on()))
+        return fail(FROST_ERR_INVALID_ARG, "op_gemm (cpu): xq_only needs quant_act and xq (x was never written)");
     std::vector<float> xq;  // W8A8: the activations as the FP8 GEMM sees them (a copy: x is the caller's)
     if (p.quant_act && p.xq.on()) {  // quantized by x's producer: its twin, decoded
         const int32_t M = int32_t(p.x.shape[0]), Kd = int32_t(p.x.shape[1]);

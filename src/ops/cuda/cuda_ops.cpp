@@ -111,6 +111,7 @@ public:
         return moe_carve(p, nullptr);
     }
     size_t gemm_plans() const override { return plans_.size(); }
+    bool gemm_reads_twin(const GemmOp& p) override;  // below, beside the FP8 GEMM it mirrors
     uint64_t owned_bytes() const override { return K::kGemmWorkspaceBytes + tile_elems_ * sizeof(bf16); }
     frost_status reserve_dequant_scratch(frost_ctx* ctx, size_t elems) override {
         if (elems <= tile_elems_) return FROST_OK;
@@ -241,6 +242,7 @@ frost_status add_rmsnorm(const Exec& ex, const AddRmsNormOp& p) {
                               p.zero_centred, p.eps, p.rows.max, p.rows.n, p.last_row_only};
     n.pdl = p.pdl;
     NEED_TWIN(p.yq, p.rows.max, p.h.shape[1], n, "add_rmsnorm");
+    n.yq_only = n.yq && p.yq_only ? 1 : 0;
     return check(K::add_rmsnorm_launch(n, native(ex)), "add_rmsnorm");
 }
 
@@ -321,6 +323,7 @@ frost_status gated_rmsnorm(const Exec& ex, const GatedRmsNormOp& p) {
                                 p.rows.max, p.rows.n};
     g.pdl = p.pdl;
     NEED_TWIN(p.yq, p.rows.max, int64_t(p.heads) * p.dim, g, "gated_rmsnorm");
+    g.yq_only = g.yq && p.yq_only ? 1 : 0;
     return check(K::gated_rmsnorm_launch(g, native(ex)), "gated_rmsnorm");
 }
 
@@ -417,9 +420,15 @@ bool fp8_grid_split_enabled() {
     return on;
 }
 
-frost_status gemm_fp8_block(const Exec& ex, const GemmOp& p, const K::GemvQuantParams& q, bool* done) {
-    *done = false;
-    auto* be = static_cast<CudaBackend*>(ex.backend);
+// The FP8 path's parameters and plan for p (tile layout as below); *plan = null when the shape
+// has none. Shared by the launch and Backend::gemm_reads_twin, so both decide alike.
+struct Fp8Tile {
+    size_t xq_bytes = 0, xs_bytes = 0;
+    uint8_t* base = nullptr;
+};
+frost_status fp8_setup(CudaBackend* be, const GemmOp& p, const K::GemvQuantParams& q, K::GemmFp8Params* out,
+                       Fp8Tile* t, K::GemmFp8Plan** plan) {
+    *plan = nullptr;
     const int32_t M = int32_t(p.x.shape[0]);
     if (!p.quant_act || q.format != K::kGemvQuantFp8Block || (q.block_n != K::kFp8Group && q.block_n != 1) ||
         q.block_k != K::kFp8Group || q.K % K::kFp8Group != 0 || p.x.dtype != DType::BF16 ||
@@ -427,23 +436,24 @@ frost_status gemm_fp8_block(const Exec& ex, const GemmOp& p, const K::GemvQuantP
         return FROST_OK;
     // Tile: e4m3 rows, their scales, then (per-row weight scales) the weight's scales in the
     // layout cuBLASLt reads for them (K::w_scale_rows_launch).
-    const size_t xq_bytes = (size_t(M) * size_t(q.K) + 255) / 256 * 256;
-    const size_t xs_bytes = (K::act_scale_floats(M, q.K) * sizeof(float) + 255) / 256 * 256;
+    t->xq_bytes = (size_t(M) * size_t(q.K) + 255) / 256 * 256;
+    t->xs_bytes = (K::act_scale_floats(M, q.K) * sizeof(float) + 255) / 256 * 256;
     const size_t ws_bytes = q.block_n == 1 ? K::act_scale_floats(q.N, q.K) * sizeof(float) : 0;
-    const size_t need = xq_bytes + xs_bytes + ws_bytes;
-    uint8_t* tile = reinterpret_cast<uint8_t*>(be->tile(be->tile_bytes() / sizeof(bf16)));
-    if (!tile || need > be->tile_bytes()) return FROST_OK;
+    const size_t need = t->xq_bytes + t->xs_bytes + ws_bytes;
+    t->base = reinterpret_cast<uint8_t*>(be->tile(be->tile_bytes() / sizeof(bf16)));
+    if (!t->base || need > be->tile_bytes()) return FROST_OK;
     // x already quantized by its producer (GemmOp::xq): the GEMM reads that twin, no quantizer.
     uint8_t* twin_q = nullptr;
     float* twin_s = nullptr;
     int64_t twin_ld = 0;
     if (!twin_args(p.xq, M, q.K, &twin_q, &twin_s, &twin_ld))
         return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): xq must be an Fp8Act of [%d, %d]", M, q.K);
-    K::GemmFp8Params g{};
-    g.xq = twin_q ? twin_q : tile;
-    g.x_scale = twin_q ? twin_s : reinterpret_cast<const float*>(tile + xq_bytes);
+    K::GemmFp8Params& g = *out;
+    g = K::GemmFp8Params{};
+    g.xq = twin_q ? twin_q : t->base;
+    g.x_scale = twin_q ? twin_s : reinterpret_cast<const float*>(t->base + t->xq_bytes);
     g.w = static_cast<const uint8_t*>(q.w);
-    g.w_scale = q.block_n == 1 ? reinterpret_cast<const float*>(tile + xq_bytes + xs_bytes)
+    g.w_scale = q.block_n == 1 ? reinterpret_cast<const float*>(t->base + t->xq_bytes + t->xs_bytes)
                                : static_cast<const float*>(q.scale);
     g.w_block_n = q.block_n;
     if (q.block_n == 1 && p.w.grid_scale && p.w.grid_rows > 0 && p.w.grid_rows % K::kFp8Group == 0 &&
@@ -458,24 +468,50 @@ frost_status gemm_fp8_block(const Exec& ex, const GemmOp& p, const K::GemvQuantP
     g.K = q.K;
     g.out_f32 = p.y.dtype == DType::F32 ? 1 : 0;
     g.accumulate = p.epilogue == Epilogue::Residual ? 1 : 0;
-    K::GemmFp8Plan* plan = nullptr;
-    FROST_TRY(check(be->fp8_plan(g, &plan), "gemm (fp8 plan)"));
-    if (!plan && g.grid_rows > 0) {  // no split plan: every row per-row
+    FROST_TRY(check(be->fp8_plan(g, plan), "gemm (fp8 plan)"));
+    if (!*plan && g.grid_rows > 0) {  // no split plan: every row per-row
         g.grid_rows = 0;
         g.w_grid_scale = nullptr;
-        FROST_TRY(check(be->fp8_plan(g, &plan), "gemm (fp8 plan)"));
+        FROST_TRY(check(be->fp8_plan(g, plan), "gemm (fp8 plan)"));
     }
+    return FROST_OK;
+}
+
+// Whether a quantized prefill GEMM takes the FP8 path rather than the GEMV or the dequant tile.
+bool fp8_gemm_rows(const GemmOp& p) {
+    const int32_t M = int32_t(p.x.shape[0]);
+    return M > 1 && !(p.pdl && M <= K::kGemvMaxRows);
+}
+
+bool CudaBackend::gemm_reads_twin(const GemmOp& p) {
+    if (!p.quant_act || !p.xq.on() || !p.w.quantized() || p.x.rank != 2 || !fp8_gemm_rows(p)) return false;
+    K::GemvQuantParams q{};
+    if (quant_params(p.w, &q) != FROST_OK) return false;
+    K::GemmFp8Params g{};
+    Fp8Tile t;
+    K::GemmFp8Plan* plan = nullptr;
+    return fp8_setup(this, p, q, &g, &t, &plan) == FROST_OK && plan != nullptr;
+}
+
+frost_status gemm_fp8_block(const Exec& ex, const GemmOp& p, const K::GemvQuantParams& q, bool* done) {
+    *done = false;
+    auto* be = static_cast<CudaBackend*>(ex.backend);
+    const int32_t M = int32_t(p.x.shape[0]);
+    K::GemmFp8Params g{};
+    Fp8Tile t;
+    K::GemmFp8Plan* plan = nullptr;
+    FROST_TRY(fp8_setup(be, p, q, &g, &t, &plan));
     if (!plan) return FROST_OK;
     const int32_t grid = K::gemm_fp8_plan_grid_rows(plan);  // rows the plan runs block-scaled
     if (q.block_n == 1) {  // the per-row rows' scales only (from row `grid`)
         const float* rows_scale = static_cast<const float*>(q.scale) + int64_t(grid) * (q.K / K::kFp8Group);
         FROST_TRY(check(K::w_scale_rows_launch(rows_scale, q.N - grid, q.K,
-                                               reinterpret_cast<float*>(tile + xq_bytes + xs_bytes), native(ex)),
+                                               reinterpret_cast<float*>(t.base + t.xq_bytes + t.xs_bytes), native(ex)),
                         "gemm (fp8 per-row weight scales)"));
     }
-    if (!twin_q)
-        FROST_TRY(check(K::act_quant_fp8_launch(B(p.x), p.x.stride[0], M, q.K, tile,
-                                                reinterpret_cast<float*>(tile + xq_bytes), native(ex)),
+    if (!p.xq.on())
+        FROST_TRY(check(K::act_quant_fp8_launch(B(p.x), p.x.stride[0], M, q.K, t.base,
+                                                reinterpret_cast<float*>(t.base + t.xq_bytes), native(ex)),
                         "gemm (fp8 activation quantization)"));
     FROST_TRY(check(K::gemm_fp8_launch(plan, g, native(ex)), "gemm (fp8 block-scaled)"));
     *done = true;
@@ -488,10 +524,13 @@ frost_status gemm_quant(const Exec& ex, const GemmOp& p) {
     const int32_t M = int32_t(p.x.shape[0]);
     // Decode rows (1, or a batched decode step's <= 8 members, which run with PDL; prefill buckets
     // are >= 64 rows) take the quantized GEMV; prefill the FP8 GEMM or dequantize + bf16 GEMM.
-    if (M > 1 && !(p.pdl && M <= K::kGemvMaxRows)) {
+    if (fp8_gemm_rows(p)) {
         bool done = false;
         FROST_TRY(gemm_fp8_block(ex, p, q, &done));
         if (done) return FROST_OK;
+        if (p.xq_only)
+            return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): xq_only on a [%d, %d] x [%d, %d] GEMM without the FP8 "
+                        "path (ask Backend::gemm_reads_twin)", M, q.K, q.N, q.K);
         bf16* tile = static_cast<CudaBackend*>(ex.backend)->tile(size_t(q.N) * size_t(q.K));
         if (!tile)
             return fail(FROST_ERR_INVALID_ARG, "op_gemm (cuda): no dequant tile for a [%d, %d] %s weight "
@@ -532,7 +571,8 @@ frost_status gemm_quant(const Exec& ex, const GemmOp& p) {
 
 // GEMV for one row (the decode forms: SwiGLU epilogue, PDL), cuBLASLt with a cached plan otherwise.
 frost_status gemm(const Exec& ex, const GemmOp& p) {
-    if (p.w.quantized()) return gemm_quant(ex, p);
+    if (p.w.quantized() && (!p.xq_only || fp8_gemm_rows(p))) return gemm_quant(ex, p);
+    if (p.xq_only) return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): xq_only without the FP8 GEMM (x was never written)");
     return gemm_bf16(ex, p, p.w);
 }
 
@@ -566,6 +606,7 @@ frost_status swiglu(const Exec& ex, const SwigluOp& p) {
     NEED(p.y, DType::BF16, "swiglu");
     K::SwigluBf16Params s{B(p.x), B(p.y), int32_t(p.y.shape[1]), p.rows.max, p.rows.n};
     NEED_TWIN(p.yq, p.rows.max, p.y.shape[1], s, "swiglu");
+    s.yq_only = s.yq && p.yq_only ? 1 : 0;
     return check(K::swiglu_launch(s, native(ex)), "swiglu");
 }
 
