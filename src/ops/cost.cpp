@@ -59,6 +59,11 @@ OpCost cost_of(const GatedRmsNormOp& p) {
     return {8 * n, n * (B(p.x) + B(p.z) + B(p.y)) + 4.0 * p.dim};
 }
 
+OpCost cost_of(const GdnDecodeOp& p) {
+    const OpCost c = cost_of(p.conv), s = cost_of(p.step), n = cost_of(p.norm);
+    return {c.flops + s.flops + n.flops, c.bytes + s.bytes + n.bytes};
+}
+
 OpCost cost_of(const KvAppendOp& p) {
     const double n = double(p.max_rows) * p.k.shape[1];
     return {0, 2 * n * (B(p.k) + B(p.k_cache))};

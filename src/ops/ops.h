@@ -50,7 +50,7 @@ struct BatchSlots {
 
 enum class OpKind : int {
     Embed, AddRmsNorm, QkNormRope, Conv1dSiluL2, GdnGate, GdnChunk, GdnStep, GatedRmsNorm, KvAppend,
-    AttentionPrefill, AttentionDecode, Gemm, Swiglu, Sample, Cursor, Moe,
+    AttentionPrefill, AttentionDecode, Gemm, Swiglu, Sample, Cursor, Moe, GdnDecode,
     Count
 };
 const char* op_name(OpKind k);
@@ -150,6 +150,16 @@ struct GatedRmsNormOp {
     float eps = 0;
     Rows rows;
     int32_t pdl = 0;
+};
+
+// The GDN layer's decode step: conv (conv1d + SiLU + q/k l2norm), step (the gated delta rule with
+// its gates) and norm (the gated RMSNorm), in that order, each with the semantics of its own op;
+// step reads conv.y and norm reads step.o. One op so a backend may run it as one launch (CUDA
+// does, with the three ops' bits; FROST_DECODE_FUSE=0 runs the three launches for A/B).
+struct GdnDecodeOp {
+    Conv1dSiluL2Op conv;
+    GdnStepOp step;
+    GatedRmsNormOp norm;
 };
 
 // Copies this launch's K / V rows into the caches at cursor->pos + row.
@@ -298,6 +308,7 @@ frost_status op_gdn_gate(const Exec& ex, const GdnGateOp& p, const char* label =
 frost_status op_gdn_chunk(const Exec& ex, const GdnChunkOp& p, const char* label = "gdn_chunk");
 frost_status op_gdn_step(const Exec& ex, const GdnStepOp& p, const char* label = "gdn_step+gate");
 frost_status op_gated_rmsnorm(const Exec& ex, const GatedRmsNormOp& p, const char* label = "gated_rmsnorm");
+frost_status op_gdn_decode(const Exec& ex, const GdnDecodeOp& p, const char* label = "gdn_decode");
 frost_status op_kv_append(const Exec& ex, const KvAppendOp& p, const char* label = "kv_append");
 frost_status op_attention_prefill(const Exec& ex, const AttentionOp& p, const char* label = "attn_prefill");
 frost_status op_attention_decode(const Exec& ex, const AttentionOp& p, const char* label = "attn_decode");
@@ -316,6 +327,7 @@ OpCost cost_of(const GdnGateOp& p);
 OpCost cost_of(const GdnChunkOp& p);
 OpCost cost_of(const GdnStepOp& p);
 OpCost cost_of(const GatedRmsNormOp& p);
+OpCost cost_of(const GdnDecodeOp& p);  // the three ops' sum
 OpCost cost_of(const KvAppendOp& p);
 OpCost cost_of(const AttentionOp& p, int64_t context);  // context: keys attended per row
 OpCost cost_of(const GemmOp& p);
@@ -344,6 +356,7 @@ struct OpTable {
     frost_status (*sample)(const Exec&, const SampleOp&) = nullptr;
     frost_status (*cursor)(const Exec&, const CursorOpParams&) = nullptr;
     frost_status (*moe)(const Exec&, const MoeOp&) = nullptr;
+    frost_status (*gdn_decode)(const Exec&, const GdnDecodeOp&) = nullptr;
 };
 
 // Per-engine backend object: the op table of the context's backend plus that backend's own

@@ -551,6 +551,35 @@ std::vector<Case> cases() {
                           p.o = b.m("o", 0, 1, VW, VW); p.max_rows = 1; p.cursor = b.as<StepCursor>("cursor"); p.pdl = 1;
                           return op_gdn_step(ex, p);
                       }});
+        // The GDN layer's decode step as one op (conv, gated step, norm): one launch on CUDA.
+        cs.push_back({"gdn_decode (conv+step+norm)", OpKind::GdnDecode,
+                      {act("proj", Use::In, normal(WL)), f32("cw", Use::In, normal(size_t(C) * KC, 0.5f)),
+                       act("cstate", Use::InOut, normal(size_t(C) * (KC - 1))), act("qkv", Use::Out, poison(C)),
+                       f32("A_log", Use::In, uniform(Hv, -1.0f, 1.0f)), f32("dt", Use::In, normal(Hv)),
+                       f32("beta", Use::Scratch, poison(Hv)), f32("g", Use::Scratch, poison(Hv)),
+                       f32("state", Use::InOut, normal(size_t(Hv) * DK * DV, 0.05f)),
+                       act("o", Use::Out, poison(VW)), f32("nw", Use::In, normal(DV, 0.5f)),
+                       act("y", Use::Out, poison(VW)), bytes("cursor", Use::In, cursor_bytes(77, 1))},
+                      [](const Exec& ex, const Bound& b) {
+                          GdnDecodeOp p;
+                          StepCursor* cur = b.as<StepCursor>("cursor");
+                          Conv1dSiluL2Op& c = p.conv;
+                          c.x = b.m("proj", 0, 1, C, WL); c.w = b.m("cw", 0, C, KC, KC);
+                          c.state = b.m("cstate", 0, C, KC - 1, KC - 1); c.y = b.m("qkv", 0, 1, C, C);
+                          c.l2_dim = DK; c.l2_heads = 2 * Hk; c.l2_q_heads = Hk; c.l2_eps = EPS;
+                          c.q_scale = 1.0f / std::sqrt(float(DK)); c.rows = {1, &cur->n_tokens}; c.pdl = 1;
+                          GdnStepOp& d = p.step;
+                          d.q = b.h("qkv", 0, 1, Hk, DK, C, DK); d.k = b.h("qkv", Q, 1, Hk, DK, C, DK);
+                          d.v = b.h("qkv", 2 * Q, 1, Hv, DV, C, DV);
+                          d.b = b.m("proj", C + VW, 1, Hv, WL); d.a = b.m("proj", C + VW + Hv, 1, Hv, WL);
+                          d.A_log = b.v("A_log"); d.dt_bias = b.v("dt"); d.beta = b.m("beta", 0, 1, Hv, Hv);
+                          d.g = b.m("g", 0, 1, Hv, Hv); d.state = b.h("state", 0, Hv, DK, DV, DK * DV, DV);
+                          d.o = b.m("o", 0, 1, VW, VW); d.max_rows = 1; d.cursor = cur; d.pdl = 1;
+                          GatedRmsNormOp& n = p.norm;
+                          n.x = d.o; n.z = b.m("proj", C, 1, VW, WL); n.w = b.v("nw"); n.y = b.m("y", 0, 1, VW, VW);
+                          n.heads = Hv; n.dim = DV; n.eps = EPS; n.rows = c.rows; n.pdl = 1;
+                          return op_gdn_decode(ex, p);
+                      }});
     }
     cs.push_back({"swiglu prefill", OpKind::Swiglu,
                   {act("x", Use::In, normal(size_t(64) * 2 * F)), act("y", Use::Out, poison(size_t(64) * F)), rows_arg(50)},

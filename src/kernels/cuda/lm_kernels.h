@@ -64,6 +64,10 @@ KernelCost gdn_chunk_cost(const GdnBf16Params& p, int rows);
 
 // Recurrent gated-delta-rule (decode): token by token over the launch's rows, state in registers.
 cudaError_t gdn_recurrent_launch(const GdnBf16Params& p, cudaStream_t stream);
+// The GDN decode step in one launch (GdnDecodeBf16Params); gdn_decode_fused_applies says whether
+// the fused kernel takes these params (else the caller runs the three launches).
+bool gdn_decode_fused_applies(const GdnDecodeBf16Params& p);
+cudaError_t gdn_decode_fused_launch(const GdnDecodeBf16Params& p, cudaStream_t stream);
 KernelCost gdn_recurrent_cost(const GdnBf16Params& p, int rows);
 
 // Flash-style causal prefill attention (tensor cores, d = 256), sigmoid gate fused. When the

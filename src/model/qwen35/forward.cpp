@@ -2,13 +2,14 @@
 // mixer (Gated DeltaNet or gated attention: one is_linear switch) -> post-norm -> MLP (dense, or
 // mixture-of-experts: one is_moe_layer switch), residual
 // adds fused into the output GEMMs; final norm, lm_head, sample, cursor advance. Per step the
-// forward picks the fused op both backends implement: decode runs the GDN step with its gate
-// fused, the gate_up GEMV with SwiGLU in its epilogue and attention_decode; prefill runs the gate
-// + chunked GDN, GEMM + swiglu and attention_prefill. `pdl` marks the launches a decode graph
-// chains with programmatic dependent launch (a hint the CPU ignores). A batched decode step
-// (StepSpec::batch) is this same sequence over B rows, one token of one live session each: the
-// per-session ops read their member's state through the session pointer table and its gathered
-// cursor (ops.h BatchSlots), the sample op runs once per member.
+// forward picks the fused op both backends implement: decode runs the GDN layer's conv, gated
+// step and norm as one op (op_gdn_decode), the gate_up GEMV with SwiGLU in its epilogue and
+// attention_decode; prefill runs the gate + chunked GDN, GEMM + swiglu and attention_prefill.
+// `pdl` marks the launches a decode graph chains with programmatic dependent launch (a hint the
+// CPU ignores). A batched decode step (StepSpec::batch) is this same sequence over B rows, one
+// token of one live session each: the per-session ops read their member's state through the
+// session pointer table and its gathered cursor (ops.h BatchSlots), the sample op runs once per
+// member.
 #include "model/qwen35/forward.h"
 
 #include <cmath>
@@ -92,7 +93,6 @@ struct Forward {
         cv.l2_dim = dk; cv.l2_heads = 2 * Hk; cv.l2_q_heads = Hk; cv.l2_eps = kL2Eps;
         cv.q_scale = 1.0f / std::sqrt(static_cast<float>(dk)); cv.rows = rws(); cv.pdl = pdl();
         cv.batch = slots(slot_column(l, StateKind::Conv));
-        FROST_TRY(ops::op_conv1d_silu_l2(ex, cv, "conv1d+silu+l2norm"));
         const Tensor q = heads_at(s.conv_out, 0, rows(), Hk, dk, C, dk);
         const Tensor k = heads_at(s.conv_out, Q, rows(), Hk, dk, C, dk);
         const Tensor v = heads_at(s.conv_out, 2 * Q, rows(), Hv, dv, C, dv);
@@ -100,14 +100,22 @@ struct Forward {
         const Tensor a = at(s.proj, C + V + Hv, rows(), Hv, W);
         const Tensor beta = at(s.beta, 0, rows(), Hv, Hv), g = at(s.g, 0, rows(), Hv, Hv);
         const Tensor core = at(s.core, 0, rows(), V, V);
-        if (step.decode) {
-            ops::GdnStepOp d;
+        ops::GatedRmsNormOp gn;
+        gn.x = core; gn.z = at(s.proj, C, rows(), V, W); gn.w = L.gdn_norm; gn.y = at(s.gated, 0, rows(), V, V);
+        gn.heads = Hv; gn.dim = dv; gn.eps = eps(); gn.rows = rws(); gn.pdl = pdl();
+        if (step.decode) {  // conv, gated step and norm as one op (one launch on CUDA, same bits)
+            ops::GdnDecodeOp dec;
+            dec.conv = cv;
+            ops::GdnStepOp& d = dec.step;
             d.q = q; d.k = k; d.v = v; d.state = ss.rec[l]; d.o = core; d.b = b; d.a = a;
             d.A_log = L.A_log; d.dt_bias = L.dt_bias; d.beta = beta; d.g = g;
             d.max_rows = rows(); d.cursor = cursor(); d.pdl = pdl();
             d.batch = slots(slot_column(l, StateKind::Recurrent));
-            FROST_TRY(ops::op_gdn_step(ex, d, "gdn_recurrent+gate"));
+            dec.norm = gn;
+            FROST_TRY(ops::op_gdn_decode(ex, dec, "conv1d+gdn_step+gated_rmsnorm"));
+            FROST_TRY(trace("gdn_out", l, core));
         } else {
+            FROST_TRY(ops::op_conv1d_silu_l2(ex, cv, "conv1d+silu+l2norm"));
             ops::GdnGateOp gp;
             gp.b = b; gp.a = a; gp.A_log = L.A_log; gp.dt_bias = L.dt_bias; gp.beta = beta; gp.g = g; gp.rows = rws();
             FROST_TRY(ops::op_gdn_gate(ex, gp, "gdn_gate"));
@@ -115,12 +123,9 @@ struct Forward {
             d.q = q; d.k = k; d.v = v; d.beta = beta; d.g = g; d.state = ss.rec[l]; d.o = core; d.work = s.gdn_work;
             d.chunk = kGdnChunk; d.max_rows = rows(); d.cursor = ss.cursor;
             FROST_TRY(ops::op_gdn_chunk(ex, d, "gdn_chunk"));
+            FROST_TRY(trace("gdn_out", l, core));
+            FROST_TRY(ops::op_gated_rmsnorm(ex, gn, "gated_rmsnorm"));
         }
-        FROST_TRY(trace("gdn_out", l, core));
-        ops::GatedRmsNormOp gn;
-        gn.x = core; gn.z = at(s.proj, C, rows(), V, W); gn.w = L.gdn_norm; gn.y = at(s.gated, 0, rows(), V, V);
-        gn.heads = Hv; gn.dim = dv; gn.eps = eps(); gn.rows = rws(); gn.pdl = pdl();
-        FROST_TRY(ops::op_gated_rmsnorm(ex, gn, "gated_rmsnorm"));
         return gemm("gemm lin out_proj", gn.y, L.out_proj, h_rows(), Epilogue::Residual);
     }
 

@@ -307,6 +307,13 @@ frost_status run(const GatedRmsNormOp& p) {
     return FROST_OK;
 }
 
+// The GDN decode step: the three reference ops in order (the CUDA backend runs them as one launch).
+frost_status run(const GdnDecodeOp& p) {
+    FROST_TRY(run(p.conv));
+    FROST_TRY(run(p.step));
+    return run(p.norm);
+}
+
 frost_status run(const KvAppendOp& p) {
     if (p.batch.on())
         return per_member(p, [&](int32_t r, KvAppendOp& q) {
@@ -511,6 +518,7 @@ const OpTable& cpu_op_table() {
         o.sample = enqueue<SampleOp>;
         o.cursor = enqueue<CursorOpParams>;
         o.moe = enqueue<MoeOp>;
+        o.gdn_decode = enqueue<GdnDecodeOp>;
         return o;
     }();
     return t;

@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <map>
+#include <string>
 
 #include "kernels/cuda/lm_gemm.h"
 #include "kernels/cuda/lm_gemm_fp8.h"
@@ -229,16 +231,20 @@ frost_status qk_norm_rope(const Exec& ex, const QkNormRopeOp& p) {
     return check(K::qk_norm_rope_launch(q, native(ex)), "qk_norm_rope");
 }
 
-frost_status conv1d_silu_l2(const Exec& ex, const Conv1dSiluL2Op& p) {
-    NEED(p.x, DType::BF16, "conv1d_silu_l2");
-    NEED(p.state, DType::BF16, "conv1d_silu_l2");
-    NEED(p.y, DType::BF16, "conv1d_silu_l2");
+K::Conv1dBf16Params conv_params(const Conv1dSiluL2Op& p) {
     K::Conv1dBf16Params c{B(p.x), F(p.w), B(p.state), B(p.y), p.x.stride[0], int32_t(p.w.shape[0]),
                           int32_t(p.w.shape[1]), p.l2_dim, p.l2_heads, p.l2_q_heads, p.l2_eps, p.q_scale,
                           p.rows.max, p.rows.n};
     c.pdl = p.pdl;
     c.batch = batch_ref(p.batch);
-    return check(K::conv1d_launch(c, native(ex)), "conv1d_silu_l2");
+    return c;
+}
+
+frost_status conv1d_silu_l2(const Exec& ex, const Conv1dSiluL2Op& p) {
+    NEED(p.x, DType::BF16, "conv1d_silu_l2");
+    NEED(p.state, DType::BF16, "conv1d_silu_l2");
+    NEED(p.y, DType::BF16, "conv1d_silu_l2");
+    return check(K::conv1d_launch(conv_params(p), native(ex)), "conv1d_silu_l2");
 }
 
 frost_status gdn_gate(const Exec& ex, const GdnGateOp& p) {
@@ -272,10 +278,7 @@ frost_status gdn_chunk(const Exec& ex, const GdnChunkOp& p) {
 }
 
 // The recurrence computes beta and g itself from the raw projections: one launch fewer.
-frost_status gdn_step(const Exec& ex, const GdnStepOp& p) {
-    NEED_QKVO(p, "gdn_step");
-    NEED(p.a, DType::BF16, "gdn_step");
-    NEED(p.b, DType::BF16, "gdn_step");
+K::GdnBf16Params gdn_step_params(const GdnStepOp& p) {
     K::GdnBf16Params d = gdn_params(p.q, p.k, p.v, p.beta, p.g, p.state, p.o, Tensor{}, p.max_rows, p.cursor);
     d.gate_b = B(p.b);
     d.gate_a = B(p.a);
@@ -284,17 +287,58 @@ frost_status gdn_step(const Exec& ex, const GdnStepOp& p) {
     d.gate_row_stride = p.a.stride[0];
     d.pdl = p.pdl;
     d.batch = batch_ref(p.batch);
-    return check(K::gdn_recurrent_launch(d, native(ex)), "gdn_step");
+    return d;
+}
+
+frost_status gdn_step(const Exec& ex, const GdnStepOp& p) {
+    NEED_QKVO(p, "gdn_step");
+    NEED(p.a, DType::BF16, "gdn_step");
+    NEED(p.b, DType::BF16, "gdn_step");
+    return check(K::gdn_recurrent_launch(gdn_step_params(p), native(ex)), "gdn_step");
+}
+
+K::GatedRmsNormBf16Params gated_params(const GatedRmsNormOp& p) {
+    K::GatedRmsNormBf16Params g{B(p.x), B(p.z), F(p.w), B(p.y), p.z.stride[0], p.dim, p.heads, p.eps,
+                                p.rows.max, p.rows.n};
+    g.pdl = p.pdl;
+    return g;
 }
 
 frost_status gated_rmsnorm(const Exec& ex, const GatedRmsNormOp& p) {
     NEED(p.x, DType::BF16, "gated_rmsnorm");
     NEED(p.z, DType::BF16, "gated_rmsnorm");
     NEED(p.y, DType::BF16, "gated_rmsnorm");
-    K::GatedRmsNormBf16Params g{B(p.x), B(p.z), F(p.w), B(p.y), p.z.stride[0], p.dim, p.heads, p.eps,
-                                p.rows.max, p.rows.n};
-    g.pdl = p.pdl;
-    return check(K::gated_rmsnorm_launch(g, native(ex)), "gated_rmsnorm");
+    return check(K::gated_rmsnorm_launch(gated_params(p), native(ex)), "gated_rmsnorm");
+}
+
+// FROST_DECODE_FUSE=0 runs the GDN decode step as its three launches (A/B runs of one binary);
+// read once per process.
+bool decode_fuse_off() {
+    static const bool off = [] {
+        const char* e = std::getenv("FROST_DECODE_FUSE");
+        return e && std::string(e) == "0";
+    }();
+    return off;
+}
+
+// One launch where the fused kernel takes the shapes (Qwen3.5's: K = 4, dk = dv = 128, Hv / Hk
+// <= 2, Hopper), else the three ops' launches; the same bits either way.
+frost_status gdn_decode(const Exec& ex, const GdnDecodeOp& p) {
+    NEED(p.conv.x, DType::BF16, "gdn_decode");
+    NEED(p.conv.state, DType::BF16, "gdn_decode");
+    NEED(p.conv.y, DType::BF16, "gdn_decode");
+    NEED_QKVO(p.step, "gdn_decode");
+    NEED(p.step.a, DType::BF16, "gdn_decode");
+    NEED(p.step.b, DType::BF16, "gdn_decode");
+    NEED(p.norm.x, DType::BF16, "gdn_decode");
+    NEED(p.norm.z, DType::BF16, "gdn_decode");
+    NEED(p.norm.y, DType::BF16, "gdn_decode");
+    K::GdnDecodeBf16Params f{conv_params(p.conv), gdn_step_params(p.step), gated_params(p.norm), p.step.pdl};
+    if (!decode_fuse_off() && K::gdn_decode_fused_applies(f))
+        return check(K::gdn_decode_fused_launch(f, native(ex)), "gdn_decode");
+    FROST_TRY(conv1d_silu_l2(ex, p.conv));
+    FROST_TRY(gdn_step(ex, p.step));
+    return gated_rmsnorm(ex, p.norm);
 }
 
 frost_status kv_append(const Exec& ex, const KvAppendOp& p) {
@@ -580,6 +624,7 @@ const OpTable& cuda_op_table() {
         o.sample = sample;
         o.cursor = cursor;
         o.moe = moe;
+        o.gdn_decode = gdn_decode;
         return o;
     }();
     return t;
