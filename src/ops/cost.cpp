@@ -69,6 +69,11 @@ OpCost cost_of(const KvAppendOp& p) {
     return {0, 2 * n * (B(p.k) + B(p.k_cache))};
 }
 
+OpCost cost_of(const QkRopeKvAppendOp& p) {
+    const OpCost a = cost_of(p.qk), b = cost_of(p.kv);
+    return {a.flops + b.flops, a.bytes + b.bytes};
+}
+
 OpCost cost_of(const AttentionOp& p, int64_t context) {
     const double rows = p.max_rows, ctx = double(context), Hq = p.q.shape[1], d = p.q.shape[2];
     const double Hkv = p.k_cache.shape[1];

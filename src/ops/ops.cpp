@@ -25,6 +25,7 @@ const char* op_name(OpKind k) {
         case OpKind::Cursor: return "cursor";
         case OpKind::Moe: return "moe";
         case OpKind::GdnDecode: return "gdn_decode";
+        case OpKind::QkRopeKvAppend: return "qk_rope_kv_append";
         case OpKind::Count: break;
     }
     return "unknown";
@@ -157,6 +158,25 @@ frost_status op_kv_append(const Exec& ex, const KvAppendOp& p, const char* label
     OP_ENTRY(KvAppend, kv_append);
 }
 
+// Each part's own checks, and the link: the append copies the k rows qk normalises, same cursor.
+frost_status op_qk_rope_kv_append(const Exec& ex, const QkRopeKvAppendOp& p, const char* label) {
+    const QkNormRopeOp& q = p.qk;
+    const KvAppendOp& kv = p.kv;
+    OP_REQUIRE(q.q.rank == 3 && q.k.rank == 3 && f32(q.q_w) && f32(q.k_w) && q.cursor, "qk_rope_kv_append");
+    OP_REQUIRE(q.q.shape[2] == q.k.shape[2] && q.rotary_dim > 0 && q.rotary_dim % 2 == 0 &&
+                   q.rotary_dim <= q.q.shape[2] && q.max_rows > 0 && q.eps > 0,
+               "qk_rope_kv_append");
+    OP_REQUIRE(valid_batch(q.batch, q.max_rows), "qk_rope_kv_append");
+    OP_REQUIRE(has(kv.k) && has(kv.v) && kv.k_cache.rank == 3 && kv.v_cache.rank == 3 && kv.cursor && kv.max_rows > 0,
+               "qk_rope_kv_append");
+    OP_REQUIRE(kv.k.shape[1] == kv.k_cache.shape[1] * kv.k_cache.shape[2], "qk_rope_kv_append");
+    OP_REQUIRE(valid_batch(kv.batch, kv.max_rows, 2), "qk_rope_kv_append");
+    OP_REQUIRE(kv.k.data == q.k.data && kv.cursor == q.cursor && kv.max_rows == q.max_rows &&
+                   kv.batch.on() == q.batch.on(),
+               "qk_rope_kv_append");
+    OP_ENTRY(QkRopeKvAppend, qk_rope_kv_append);
+}
+
 static frost_status check_attention(const AttentionOp& p, const char* name) {
     OP_REQUIRE(p.q.rank == 3 && p.k_cache.rank == 3 && p.v_cache.rank == 3 && has(p.o) && p.cursor, name);
     OP_REQUIRE(p.k_cache.shape[1] > 0 && p.q.shape[1] % p.k_cache.shape[1] == 0 &&
@@ -246,7 +266,7 @@ bool op_table_complete(const OpTable& t, OpKind* missing) {
         reinterpret_cast<const void*>(t.attention_decode), reinterpret_cast<const void*>(t.gemm),
         reinterpret_cast<const void*>(t.swiglu),         reinterpret_cast<const void*>(t.sample),
         reinterpret_cast<const void*>(t.cursor),         reinterpret_cast<const void*>(t.moe),
-        reinterpret_cast<const void*>(t.gdn_decode)};
+        reinterpret_cast<const void*>(t.gdn_decode),     reinterpret_cast<const void*>(t.qk_rope_kv_append)};
     for (int i = 0; i < kOpCount; ++i)
         if (!slots[i]) {
             if (missing) *missing = static_cast<OpKind>(i);

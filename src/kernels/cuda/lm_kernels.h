@@ -32,6 +32,10 @@ cudaError_t add_rmsnorm_launch(const AddRmsNormBf16Params& p, cudaStream_t strea
 KernelCost add_rmsnorm_cost(const AddRmsNormBf16Params& p, int rows);
 
 cudaError_t qk_norm_rope_launch(const QkNormRopeBf16Params& p, cudaStream_t stream);
+// The same with the rows' KV append in one launch (QkRopeKvBf16Params); the _applies check says
+// whether these params take it (else the caller runs qk_norm_rope_launch then kv_append_launch).
+bool qk_norm_rope_kv_applies(const QkRopeKvBf16Params& p);
+cudaError_t qk_norm_rope_kv_launch(const QkRopeKvBf16Params& p, cudaStream_t stream);
 KernelCost qk_norm_rope_cost(const QkNormRopeBf16Params& p, int rows);
 
 cudaError_t gated_rmsnorm_launch(const GatedRmsNormBf16Params& p, cudaStream_t stream);

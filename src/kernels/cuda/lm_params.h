@@ -299,6 +299,15 @@ struct GdnDecodeBf16Params {
     int32_t pdl = 0;  // 1: programmatic dependent launch (decode graphs; see lm_common.cuh)
 };
 
+// Decode's per-head q / k RMSNorm + RoPE with the KV append of the same rows in one launch
+// (qk_norm_rope_kv_launch): the k rows go into the cache as normed and rotated (the bits
+// kv_append would copy), the v rows are copied. kv.k must be qk.k's rows (head stride head_dim),
+// kv.cursor qk.cursor; batched: kv.batch the members' KV columns, cursors shared.
+struct QkRopeKvBf16Params {
+    QkNormRopeBf16Params qk;
+    KvAppendBf16Params kv;
+};
+
 // Bytes a kernel must move (each input read once, each output written once) and the FLOPs it
 // performs, for a given number of valid rows: what the benches divide by.
 struct KernelCost {

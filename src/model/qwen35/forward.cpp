@@ -3,8 +3,8 @@
 // mixture-of-experts: one is_moe_layer switch), residual
 // adds fused into the output GEMMs; final norm, lm_head, sample, cursor advance. Per step the
 // forward picks the fused op both backends implement: decode runs the GDN layer's conv, gated
-// step and norm as one op (op_gdn_decode), the gate_up GEMV with SwiGLU in its epilogue and
-// attention_decode; prefill runs the gate + chunked GDN, GEMM + swiglu and attention_prefill.
+// step and norm as one op (op_gdn_decode), q/k norm + RoPE with the KV append as one op, the
+// gate_up GEMV with SwiGLU in its epilogue and attention_decode; prefill runs the gate + chunked GDN, GEMM + swiglu and attention_prefill.
 // `pdl` marks the launches a decode graph chains with programmatic dependent launch (a hint the
 // CPU ignores). A batched decode step (StepSpec::batch) is this same sequence over B rows, one
 // token of one live session each: the per-session ops read their member's state through the
@@ -141,13 +141,17 @@ struct Forward {
         qk.q_w = L.q_norm; qk.k_w = L.k_norm; qk.rotary_dim = c.rotary_dim; qk.eps = eps();
         qk.theta = static_cast<float>(c.rope_theta); qk.inv_freq_bf16 = step.rope_inv_freq_bf16 ? 1 : 0;
         qk.max_rows = rows(); qk.cursor = cursor(); qk.batch = slots(0);
-        FROST_TRY(ops::op_qk_norm_rope(ex, qk, "qk_norm_rope"));
         ops::KvAppendOp kv;
         kv.k = at(s.proj, k_off, rows(), int64_t(Hkv) * d, W);
         kv.v = at(s.proj, v_off, rows(), int64_t(Hkv) * d, W);
         kv.k_cache = ss.k_cache[l]; kv.v_cache = ss.v_cache[l]; kv.max_rows = rows(); kv.cursor = cursor();
         kv.batch = slots(slot_column(l, StateKind::Kv));
-        FROST_TRY(ops::op_kv_append(ex, kv, "kv_append"));
+        if (step.decode) {  // one op (one launch on CUDA, same bits)
+            FROST_TRY(ops::op_qk_rope_kv_append(ex, ops::QkRopeKvAppendOp{qk, kv}, "qk_norm_rope+kv_append"));
+        } else {
+            FROST_TRY(ops::op_qk_norm_rope(ex, qk, "qk_norm_rope"));
+            FROST_TRY(ops::op_kv_append(ex, kv, "kv_append"));
+        }
         ops::AttentionOp ap;
         ap.q = qk.q;
         if (c.attn_output_gate) ap.gate = heads_at(s.proj, d, rows(), Hq, d, W, 2 * d);

@@ -333,6 +333,12 @@ frost_status run(const KvAppendOp& p) {
     return FROST_OK;
 }
 
+// Decode's attention inputs: the two reference ops in order (CUDA runs them as one launch).
+frost_status run(const QkRopeKvAppendOp& p) {
+    FROST_TRY(run(p.qk));
+    return run(p.kv);
+}
+
 frost_status run(const AttentionOp& p) {
     if (p.batch.on())
         return per_member(p, [&](int32_t r, AttentionOp& q) {
@@ -519,6 +525,7 @@ const OpTable& cpu_op_table() {
         o.cursor = enqueue<CursorOpParams>;
         o.moe = enqueue<MoeOp>;
         o.gdn_decode = enqueue<GdnDecodeOp>;
+        o.qk_rope_kv_append = enqueue<QkRopeKvAppendOp>;
         return o;
     }();
     return t;

@@ -220,15 +220,29 @@ frost_status add_rmsnorm(const Exec& ex, const AddRmsNormOp& p) {
     return check(K::add_rmsnorm_launch(n, native(ex)), "add_rmsnorm");
 }
 
-frost_status qk_norm_rope(const Exec& ex, const QkNormRopeOp& p) {
-    NEED(p.q, DType::BF16, "qk_norm_rope");
-    NEED(p.k, DType::BF16, "qk_norm_rope");
+// FROST_DECODE_FUSE=0 runs the fused decode ops (GDN decode step, q/k norm + RoPE + KV append)
+// as their separate launches, for A/B runs of one binary; read once per process.
+bool decode_fuse_off() {
+    static const bool off = [] {
+        const char* e = std::getenv("FROST_DECODE_FUSE");
+        return e && std::string(e) == "0";
+    }();
+    return off;
+}
+
+K::QkNormRopeBf16Params qk_params(const Exec& ex, const QkNormRopeOp& p) {
     K::QkNormRopeBf16Params q{B(p.q), B(p.k), F(p.q_w), F(p.k_w), p.q.stride[0], p.q.stride[1], p.k.stride[0],
                               p.k.stride[1], int32_t(p.q.shape[1]), int32_t(p.k.shape[1]), int32_t(p.q.shape[2]),
                               p.rotary_dim, 1, p.eps, p.theta, p.max_rows, p.cursor, p.inv_freq_bf16};
     q.batch = batch_ref(p.batch);
     q.pdl = decode_pdl(ex, p.max_rows);
-    return check(K::qk_norm_rope_launch(q, native(ex)), "qk_norm_rope");
+    return q;
+}
+
+frost_status qk_norm_rope(const Exec& ex, const QkNormRopeOp& p) {
+    NEED(p.q, DType::BF16, "qk_norm_rope");
+    NEED(p.k, DType::BF16, "qk_norm_rope");
+    return check(K::qk_norm_rope_launch(qk_params(ex, p), native(ex)), "qk_norm_rope");
 }
 
 K::Conv1dBf16Params conv_params(const Conv1dSiluL2Op& p) {
@@ -311,15 +325,6 @@ frost_status gated_rmsnorm(const Exec& ex, const GatedRmsNormOp& p) {
     return check(K::gated_rmsnorm_launch(gated_params(p), native(ex)), "gated_rmsnorm");
 }
 
-// FROST_DECODE_FUSE=0 runs the GDN decode step as its three launches (A/B runs of one binary);
-// read once per process.
-bool decode_fuse_off() {
-    static const bool off = [] {
-        const char* e = std::getenv("FROST_DECODE_FUSE");
-        return e && std::string(e) == "0";
-    }();
-    return off;
-}
 
 // One launch where the fused kernel takes the shapes (Qwen3.5's: K = 4, dk = dv = 128, Hv / Hk
 // <= 2, Hopper), else the three ops' launches; the same bits either way.
@@ -341,16 +346,35 @@ frost_status gdn_decode(const Exec& ex, const GdnDecodeOp& p) {
     return gated_rmsnorm(ex, p.norm);
 }
 
+K::KvAppendBf16Params kv_params(const Exec& ex, const KvAppendOp& p) {
+    K::KvAppendBf16Params k{B(p.k), B(p.v), B(p.k_cache), B(p.v_cache), p.k.stride[0], int32_t(p.k.shape[1]),
+                            int32_t(p.k_cache.shape[0]), p.max_rows, p.cursor};
+    k.batch = batch_ref(p.batch);
+    k.pdl = decode_pdl(ex, p.max_rows);
+    return k;
+}
+
 frost_status kv_append(const Exec& ex, const KvAppendOp& p) {
     NEED(p.k, DType::BF16, "kv_append");
     NEED(p.v, DType::BF16, "kv_append");
     NEED(p.k_cache, DType::BF16, "kv_append");
     NEED(p.v_cache, DType::BF16, "kv_append");
-    K::KvAppendBf16Params k{B(p.k), B(p.v), B(p.k_cache), B(p.v_cache), p.k.stride[0], int32_t(p.k.shape[1]),
-                            int32_t(p.k_cache.shape[0]), p.max_rows, p.cursor};
-    k.batch = batch_ref(p.batch);
-    k.pdl = decode_pdl(ex, p.max_rows);
-    return check(K::kv_append_launch(k, native(ex)), "kv_append");
+    return check(K::kv_append_launch(kv_params(ex, p), native(ex)), "kv_append");
+}
+
+// One launch where the params allow (qk_norm_rope_kv_applies), else the two; the same bits.
+frost_status qk_rope_kv_append(const Exec& ex, const QkRopeKvAppendOp& p) {
+    NEED(p.qk.q, DType::BF16, "qk_rope_kv_append");
+    NEED(p.qk.k, DType::BF16, "qk_rope_kv_append");
+    NEED(p.kv.k, DType::BF16, "qk_rope_kv_append");
+    NEED(p.kv.v, DType::BF16, "qk_rope_kv_append");
+    NEED(p.kv.k_cache, DType::BF16, "qk_rope_kv_append");
+    NEED(p.kv.v_cache, DType::BF16, "qk_rope_kv_append");
+    const K::QkRopeKvBf16Params f{qk_params(ex, p.qk), kv_params(ex, p.kv)};
+    if (!decode_fuse_off() && K::qk_norm_rope_kv_applies(f))
+        return check(K::qk_norm_rope_kv_launch(f, native(ex)), "qk_rope_kv_append");
+    FROST_TRY(qk_norm_rope(ex, p.qk));
+    return kv_append(ex, p.kv);
 }
 
 frost_status attention_params(const AttentionOp& p, const char* op, K::AttentionBf16Params* out) {
@@ -625,6 +649,7 @@ const OpTable& cuda_op_table() {
         o.cursor = cursor;
         o.moe = moe;
         o.gdn_decode = gdn_decode;
+        o.qk_rope_kv_append = qk_rope_kv_append;
         return o;
     }();
     return t;
