@@ -221,13 +221,15 @@ frost_status add_rmsnorm(const Exec& ex, const AddRmsNormOp& p) {
 }
 
 // FROST_DECODE_FUSE=0 runs the fused decode ops (GDN decode step, q/k norm + RoPE + KV append)
-// as their separate launches, for A/B runs of one binary; read once per process.
-bool decode_fuse_off() {
-    static const bool off = [] {
+// as their separate launches, for A/B runs of one binary; =gdn keeps only the GDN one fused, =qkkv
+// only the attention one. Read once per process.
+int decode_fuse_mode() {  // bit 0: GDN decode step fused, bit 1: q/k norm + RoPE + KV append fused
+    static const int mode = [] {
         const char* e = std::getenv("FROST_DECODE_FUSE");
-        return e && std::string(e) == "0";
+        const std::string v = e ? e : "";
+        return v == "0" ? 0 : v == "gdn" ? 1 : v == "qkkv" ? 2 : 3;
     }();
-    return off;
+    return mode;
 }
 
 K::QkNormRopeBf16Params qk_params(const Exec& ex, const QkNormRopeOp& p) {
@@ -339,7 +341,7 @@ frost_status gdn_decode(const Exec& ex, const GdnDecodeOp& p) {
     NEED(p.norm.z, DType::BF16, "gdn_decode");
     NEED(p.norm.y, DType::BF16, "gdn_decode");
     K::GdnDecodeBf16Params f{conv_params(p.conv), gdn_step_params(p.step), gated_params(p.norm), p.step.pdl};
-    if (!decode_fuse_off() && K::gdn_decode_fused_applies(f))
+    if ((decode_fuse_mode() & 1) && K::gdn_decode_fused_applies(f))
         return check(K::gdn_decode_fused_launch(f, native(ex)), "gdn_decode");
     FROST_TRY(conv1d_silu_l2(ex, p.conv));
     FROST_TRY(gdn_step(ex, p.step));
@@ -371,7 +373,7 @@ frost_status qk_rope_kv_append(const Exec& ex, const QkRopeKvAppendOp& p) {
     NEED(p.kv.k_cache, DType::BF16, "qk_rope_kv_append");
     NEED(p.kv.v_cache, DType::BF16, "qk_rope_kv_append");
     const K::QkRopeKvBf16Params f{qk_params(ex, p.qk), kv_params(ex, p.kv)};
-    if (!decode_fuse_off() && K::qk_norm_rope_kv_applies(f))
+    if ((decode_fuse_mode() & 2) && K::qk_norm_rope_kv_applies(f))
         return check(K::qk_norm_rope_kv_launch(f, native(ex)), "qk_rope_kv_append");
     FROST_TRY(qk_norm_rope(ex, p.qk));
     return kv_append(ex, p.kv);
