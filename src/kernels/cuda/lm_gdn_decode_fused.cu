@@ -28,7 +28,10 @@
 // decode graph the three launches already overlap, so the engine gains less: frost bench engine
 // --decode 1024, ms/token fused / unfused (FROST_DECODE_FUSE=0), alternating: 0.8B 1.038 1.038 /
 // 1.047 1.050; 35B-A3B (40 layers) 3.382 3.417 / 3.434 3.445; 9B int4 3.189 3.186 / 3.166 3.182
-// (GDN fusion alone, FROST_DECODE_FUSE=gdn: 3.183 3.192, i.e. ~+10 us there).
+// (GDN fusion alone, FROST_DECODE_FUSE=gdn: 3.183 3.192); a second call, three rounds each:
+// 0.8B 1.037 1.030 1.031 / 1.051 1.050 1.051; 9B int4 3.179 3.183 3.176 / 3.178 3.178 3.185;
+// 35B-A3B 4 layers 0.671 0.676 0.682 / 0.675 0.677 0.673. A gain on the small model, noise on
+// the GEMV-bound ones.
 #include <cooperative_groups.h>
 
 #include "kernels/cuda/lm_common.cuh"
