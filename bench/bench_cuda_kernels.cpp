@@ -506,8 +506,13 @@ int bench_fp8(int M) {
     CK(cudaStreamCreate(&s));
     Timer t = make_timer(s);
     // residual: the model's epilogue (y += x Wᵀ into the bf16 residual stream, qwen35/forward.cpp).
-    struct Shape { const char* name; int N, K, block_n, residual; };
-    const Shape shapes[] = {{"lin in_proj (per-row scales)", 12352, 4096, 1, 0}, {"mlp gate|up", 24576, 4096, 128, 0},
+    // grid: per-row scales whose first `grid` rows also come as a 128x128 grid (the split plan,
+    // GemmFp8Params::grid_rows: the engine's in_proj since 2026-11-25).
+    struct Shape { const char* name; int N, K, block_n, residual, grid = 0; };
+    const Shape shapes[] = {{"lin in_proj (per-row scales)", 12352, 4096, 1, 0},
+                            {"lin in_proj (split: grid|rows)", 12352, 4096, 1, 0, 12288},
+                            {"lin in_proj qkv|z (grid only)", 12288, 4096, 128, 0},
+                            {"lin in_proj b|a (rows only)", 64, 4096, 1, 0}, {"mlp gate|up", 24576, 4096, 128, 0},
                             {"mlp down (residual)", 4096, 12288, 128, 1}, {"lin out_proj (residual)", 4096, 4096, 128, 1},
                             {"full qkv_proj", 10240, 4096, 128, 0}, {"full o_proj (residual)", 4096, 4096, 128, 1}};
     constexpr int kRanks = 6, kVariants = kFp8WgmmaVariants;
@@ -557,6 +562,13 @@ int bench_fp8(int M) {
         f.xq = xq; f.x_scale = xs; f.w = wq; f.w_scale = sh.block_n == 1 ? wsr : wsc; f.y = y; f.ldy = sh.N;
         f.M = M; f.N = sh.N; f.K = sh.K; f.w_block_n = sh.block_n; f.impl = kFp8ImplCublasLt;
         f.accumulate = sh.residual;
+        f.grid_rows = sh.grid;
+        f.w_grid_scale = sh.grid ? wsc : nullptr;  // its first grid / 128 rows of distinct scales
+        // The per-row scales the ops layer lays out per call: rows from the plan's grid rows on.
+        const auto rows_layout = [&](GemmFp8Plan* fp) {
+            const int G = gemm_fp8_plan_grid_rows(fp);
+            return w_scale_rows_launch(wsc + size_t(G) * (sh.K / 128), sh.N - G, sh.K, wsr, s);
+        };
         GemmFp8Plan* lt0 = nullptr;
         for (int r = 0; r < kRanks; ++r) {
             GemmFp8Plan* fp = nullptr;
@@ -565,7 +577,7 @@ int bench_fp8(int M) {
                 continue;
             }
             const double ms = t.median_ms([&] {
-                if (sh.block_n == 1) CK(w_scale_rows_launch(wsc, sh.N, sh.K, wsr, s));
+                if (sh.block_n == 1) CK(rows_layout(fp));
                 CK(act_quant_fp8_launch(x, sh.K, M, sh.K, xq, xs, s));
                 return gemm_fp8_launch(fp, f, s);
             });
@@ -574,7 +586,7 @@ int bench_fp8(int M) {
         }
         const double q_ms = t.median_ms([&] { return act_quant_fp8_launch(x, sh.K, M, sh.K, xq, xs, s); });
         std::printf(" | %5.0f |", q_ms * 1e3);
-        if (sh.block_n == 1) CK(w_scale_rows_launch(wsc, sh.N, sh.K, wsr, s));
+        if (sh.block_n == 1 && lt0) CK(rows_layout(lt0));
         if (lt0) {
             const double ms = t.median_ms([&] { return gemm_fp8_launch(lt0, f, s); });
             std::printf(" %6.0f", flops / (ms * 1e9));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "exec/error.h"
@@ -254,6 +255,22 @@ frost_status Engine::alloc_scratch() {
     // Host staging: [ids (R int32) | cursor fields (64 B) | token read-back (4 B)].
     FROST_TRY(L.add("staging", BufferRole::Scratch, sizeof(int32_t) * R + kCursorBytes + sizeof(int32_t),
                     &staging_, -1, 0, FROST_SPACE_HOST_PINNED));
+    // The FP8 twin of W8A8 prefill (ScratchViews::fp8_q): as wide as the widest FP8 GEMM input.
+    const char* fuse_env = std::getenv("FROST_FP8_ACT_FUSE");
+    if (opts_.fp8_w8a8_prefill && opts_.fp8_act_fuse && !(fuse_env && std::strcmp(fuse_env, "0") == 0)) {
+        size_t k_max = 0;
+        for (const auto& Lw : weights_.layers)
+            for (const ops::Tensor* t : {&Lw.in_proj, &Lw.out_proj, &Lw.gate_up, &Lw.down})
+                if (t->dtype == ops::DType::FP8_E4M3 && t->shape[1] % 128 == 0) k_max = std::max(k_max, size_t(t->shape[1]));
+        if (k_max > 0) {
+            // Zeroed once: a GEMM computes every row of its bucket, and the rows past a chunk's
+            // count then read finite bytes (zeros or an earlier step's twin), never garbage.
+            FROST_TRY(add("fp8_q", ops::DType::U8, R * k_max, &s.fp8_q));
+            FROST_TRY(frost_buffer_fill(last, 0, 0, frost_buffer_bytes(last), stream_));
+            FROST_TRY(add("fp8_scale", f32, size_t(ops::fp8_act_ld(int64_t(R))) * (k_max / 128), &s.fp8_scale));
+            FROST_TRY(frost_buffer_fill(last, 0, 0, frost_buffer_bytes(last), stream_));
+        }
+    }
     if (cfg_.is_moe()) {  // router outputs and expert scratch, one set for every MoE layer
         const size_t E = cfg_.num_experts, k = cfg_.num_experts_per_tok;
         FROST_TRY(add("moe_probs", f32, R * E, &s.moe_probs));

@@ -9,6 +9,8 @@ namespace frost::ops {
 namespace {
 
 double B(const Tensor& t) { return t.empty() ? 0.0 : double(dtype_bits(t.dtype)) / 8.0; }
+// An FP8 twin (Fp8Act) written beside an output: its e4m3 bytes and one fp32 scale per 128.
+double twin_bytes(const Fp8Act& t) { return t.on() ? double(t.q.numel()) * (1.0 + 4.0 / 128.0) : 0.0; }
 
 }  // namespace
 
@@ -19,7 +21,8 @@ OpCost cost_of(const EmbedOp& p) {
 
 OpCost cost_of(const AddRmsNormOp& p) {
     const double rows = p.last_row_only ? 1 : p.rows.max, n = rows * p.h.shape[1];
-    return {4 * n, n * (B(p.h) * (p.delta.empty() ? 1 : 3) + B(p.delta) + B(p.y)) + 4.0 * p.h.shape[1]};
+    return {4 * n, n * (B(p.h) * (p.delta.empty() ? 1 : 3) + B(p.delta) + B(p.y)) + 4.0 * p.h.shape[1] +
+                       twin_bytes(p.yq)};
 }
 
 OpCost cost_of(const QkNormRopeOp& p) {
@@ -56,7 +59,7 @@ OpCost cost_of(const GdnStepOp& p) {
 
 OpCost cost_of(const GatedRmsNormOp& p) {
     const double n = double(p.rows.max) * p.heads * p.dim;
-    return {8 * n, n * (B(p.x) + B(p.z) + B(p.y)) + 4.0 * p.dim};
+    return {8 * n, n * (B(p.x) + B(p.z) + B(p.y)) + 4.0 * p.dim + twin_bytes(p.yq)};
 }
 
 OpCost cost_of(const GdnDecodeOp& p) {
@@ -93,7 +96,7 @@ OpCost cost_of(const GemmOp& p) {
 
 OpCost cost_of(const SwigluOp& p) {
     const double n = double(p.rows.max) * p.y.shape[1];
-    return {5 * n, n * (2 * B(p.x) + B(p.y))};
+    return {5 * n, n * (2 * B(p.x) + B(p.y)) + twin_bytes(p.yq)};
 }
 
 OpCost cost_of(const SampleOp& p) {

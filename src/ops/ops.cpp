@@ -275,6 +275,13 @@ bool op_table_complete(const OpTable& t, OpKind* missing) {
     return true;
 }
 
+Fp8Act fp8_act(void* q, void* scale, int64_t M, int64_t K) {
+    Fp8Act a;
+    a.q = mat(q, DType::U8, M, K, K);
+    a.scale = mat(scale, DType::F32, K / 128, fp8_act_ld(M), fp8_act_ld(M));
+    return a;
+}
+
 frost_status Backend::create(frost_ctx* ctx, frost_stream* stream, std::unique_ptr<Backend>* out) {
     if (!ctx || !out) return fail(FROST_ERR_INVALID_ARG, "ops::Backend::create: null argument");
     if (frost_ctx_backend(ctx) == FROST_BACKEND_CUDA) return make_cuda_backend(ctx, stream, out);

@@ -48,6 +48,22 @@ struct BatchSlots {
     bool on() const { return slots != nullptr; }
 };
 
+// W8A8 prefill activations as the FP8 GEMM reads them (GemmOp::quant_act; on CUDA
+// kernels/cuda/lm_gemm_fp8.h act_quant_fp8_launch's layout): e4m3 bytes of M rows of K (K a
+// multiple of 128), and per row and 128-wide group an fp32 scale, group g of row m at
+// scale[g * ld + m], ld = fp8_act_ld(M). Each group is quantized from the activations' stored
+// values (bf16 on CUDA) as GemmOp::quant_act does: s = max|x| / 448 (1 for zeros), e4m3(x / s).
+// The ops producing a GEMM input can write this twin beside their output (AddRmsNormOp,
+// GatedRmsNormOp, SwigluOp: `yq`), so the GEMM skips its own quantization pass (GemmOp::xq).
+struct Fp8Act {
+    Tensor q;               // [M, K] U8, contiguous rows
+    Tensor scale;           // [K / 128, fp8_act_ld(M)] F32
+    bool on() const { return !q.empty(); }
+};
+inline int64_t fp8_act_ld(int64_t M) { return (M + 3) / 4 * 4; }
+// Views of a twin of [M, K] over the bytes at q and the floats at scale.
+Fp8Act fp8_act(void* q, void* scale, int64_t M, int64_t K);
+
 enum class OpKind : int {
     Embed, AddRmsNorm, QkNormRope, Conv1dSiluL2, GdnGate, GdnChunk, GdnStep, GatedRmsNorm, KvAppend,
     AttentionPrefill, AttentionDecode, Gemm, Swiglu, Sample, Cursor, Moe, GdnDecode,
@@ -76,6 +92,7 @@ struct AddRmsNormOp {
     int32_t last_row_only = 0;
     Rows rows;
     int32_t pdl = 0;        // launch hint: programmatic dependent launch (decode graphs)
+    Fp8Act yq{};           // optional: y's FP8 twin [rows, dim] (not with last_row_only)
 };
 
 // Per-head zero-centred RMSNorm of q and k, then partial NeoX RoPE at position cursor->pos + row.
@@ -150,6 +167,7 @@ struct GatedRmsNormOp {
     float eps = 0;
     Rows rows;
     int32_t pdl = 0;
+    Fp8Act yq{};           // optional: y's FP8 twin [rows, heads * dim]
 };
 
 // The GDN layer's decode step: conv (conv1d + SiLU + q/k l2norm), step (the gated delta rule with
@@ -214,6 +232,10 @@ struct GemmOp {
     // (lm_gemm_fp8.h) where M > 1 and the shape allows, else ignores it; the CPU quantizes x the
     // same way (bit for bit) and multiplies in fp32, so both agree to accumulation order.
     int32_t quant_act = 0;
+    // With quant_act: x already quantized by the op that produced it (Fp8Act over x's M rows and
+    // K columns, the very numbers quant_act would make of x), used instead of quantizing x again.
+    // x stays given: a shape without the FP8 path multiplies x itself.
+    Fp8Act xq{};
 };
 
 // y[r, i] = silu(x[r, i]) * x[r, F + i].
@@ -221,6 +243,7 @@ struct SwigluOp {
     Tensor x;               // [rows, 2F]
     Tensor y;               // [rows, F]
     Rows rows;
+    Fp8Act yq{};           // optional: y's FP8 twin [rows, F]
 };
 
 // Samples one token with the cursor's sampling settings; writes *out_token and cursor->last_token.

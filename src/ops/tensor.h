@@ -40,6 +40,12 @@ struct Tensor {
     int32_t scale_rows = 0;
     const int32_t* zero_point = nullptr;
     const float* global_scale = nullptr;
+    // FP8 with per-row scales (scale_rows 1) only: rows [0, grid_rows) (whole 128-row blocks of a
+    // fused matrix, the GDN in_proj's qkv | z) also carry their scales as the 128x128 grid
+    // grid_scale ([grid_rows / 128][ceil(K / 128)] f32, the same values as `scale`), for the CUDA
+    // prefill GEMM's block-scaled path; 0 / null: none. Every other reader uses `scale`.
+    const float* grid_scale = nullptr;
+    int32_t grid_rows = 0;
 
     bool quantized() const { return dtype_quantized(dtype); }
     // Bytes of the packed rows plus scales / zero points / global scales (quantized), else the

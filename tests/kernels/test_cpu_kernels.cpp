@@ -125,6 +125,48 @@ TEST(E4m3Rounding, ActivationGroupsScaleToTheirMaximum) {
     EXPECT_NE(quantize_act_e4m3(x.data(), rows, 100, ld), FROST_OK);  // K not a multiple of 128
 }
 
+TEST(E4m3Rounding, BitsRoundTripEveryCode) {
+    for (int b = 0; b < 256; ++b) {
+        const float v = e4m3_from_bits(uint8_t(b));
+        if ((b & 0x7f) == 0x7f) {  // the two NaN codes
+            EXPECT_TRUE(std::isnan(v)) << b;
+            continue;
+        }
+        if (b == 0x80) {  // -0 keeps its sign bit
+            EXPECT_EQ(e4m3_bits(v), 0x80);
+            continue;
+        }
+        ASSERT_EQ(round_e4m3_satfinite(v), v) << b << " is an e4m3 value";
+        ASSERT_EQ(e4m3_bits(v), uint8_t(b)) << v;
+    }
+    EXPECT_EQ(e4m3_from_bits(0x7e), 448.0f);
+    EXPECT_EQ(e4m3_from_bits(0x01), std::ldexp(1.0f, -9));
+}
+
+// The byte form (the FP8 twin ops write for the GEMM) decodes to exactly the in-place values.
+TEST(E4m3Rounding, ActivationBytesDecodeToTheInPlaceQuantization) {
+    std::mt19937 rng(std::random_device{}());
+    std::normal_distribution<float> nd(0.0f, 3.0f);
+    const int rows = 5, K = 384, ld = 400, scale_ld = 8;
+    std::vector<float> x(size_t(rows) * ld);
+    for (auto& v : x) v = nd(rng);
+    for (int k = 0; k < 128; ++k) x[size_t(3) * ld + 256 + k] = 0.0f;  // an all-zero group
+    x[7] = 1e5f;  // saturates nothing: it sets its group's scale
+    std::vector<uint8_t> q(size_t(rows) * K, 0xAA);
+    std::vector<float> s(size_t(scale_ld) * (K / 128), -1.0f);
+    ASSERT_EQ(quantize_act_e4m3_bytes(x.data(), rows, K, ld, q.data(), s.data(), scale_ld), FROST_OK);
+    auto inplace = x;
+    ASSERT_EQ(quantize_act_e4m3(inplace.data(), rows, K, ld), FROST_OK);
+    for (int r = 0; r < rows; ++r)
+        for (int k = 0; k < K; ++k)
+            ASSERT_EQ(e4m3_from_bits(q[size_t(r) * K + k]) * s[size_t(k / 128) * scale_ld + r], inplace[size_t(r) * ld + k])
+                << r << " " << k;
+    EXPECT_EQ(s[size_t(2) * scale_ld + 3], 1.0f);               // the zero group's scale
+    EXPECT_EQ(s[size_t(0) * scale_ld + 0], 1e5f / 448.0f);      // the outlier's
+    EXPECT_EQ(s[size_t(0) * scale_ld + rows], -1.0f);           // scale padding rows untouched
+    EXPECT_NE(quantize_act_e4m3_bytes(x.data(), rows, K, ld, q.data(), s.data(), rows - 1), FROST_OK);
+}
+
 TEST(ThreadPool, ResultsDoNotDependOnTheThreadCount) {
     const int M = 9, K = 64, N = 50;
     auto x = randv(size_t(M) * K), w = randv(size_t(N) * K);

@@ -18,6 +18,7 @@ TEST(CudaGemmFp8, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -49,8 +50,10 @@ struct Lt {
 // block_n: rows per weight scale, 128 (the checkpoint grid) or 1 (a fused matrix's per-row scales,
 // uploaded through w_scale_rows_launch as the ops layer does).
 // impl: the plan's GemmFp8Impl; variant >= 0 launches our wgmma kernel's pipeline variant directly.
+// grid_rows (block_n 1): rows [0, grid_rows) share one scale per 128-row block, also handed over as
+// the 128x128 grid (GemmFp8Params::grid_rows: the split plan), the rest keep their own per row.
 void run_case(int M, int N, int Kd, bool exact, bool accumulate, bool out_f32, const char* name, int block_n = 128,
-              int impl = K::kFp8ImplCublasLt, int variant = -1) {
+              int impl = K::kFp8ImplCublasLt, int variant = -1, int grid_rows = 0) {
     auto rng = fresh_rng(name);
     std::vector<uint8_t> w(size_t(N) * Kd);
     for (auto& b : w) b = random_fp8(rng);
@@ -58,6 +61,10 @@ void run_case(int M, int N, int Kd, bool exact, bool accumulate, bool out_f32, c
     std::vector<float> ws(size_t(nb) * kb);
     std::uniform_real_distribution<float> pos(0.5f, 2.0f);
     for (auto& v : ws) v = pos(rng) / 448.0f;
+    std::vector<float> grid(size_t(grid_rows / 128) * kb);
+    for (auto& v : grid) v = pos(rng) / 448.0f;
+    for (int n = 0; n < grid_rows; ++n)  // the per-row scales of the grid's rows: their block's
+        for (int g = 0; g < kb; ++g) ws[size_t(n) * kb + g] = grid[size_t(n / 128) * kb + g];
     std::vector<float> wf(size_t(N) * Kd);
     mq::dequant_fp8_block(w.data(), ws.data(), N, Kd, block_n, 128, wf.data());
     std::vector<float> x(size_t(M) * Kd);
@@ -73,20 +80,26 @@ void run_case(int M, int N, int Kd, bool exact, bool accumulate, bool out_f32, c
     }
     const auto y0 = uniform(rng, size_t(M) * N, -1, 1);  // the residual accumulate adds into this
     std::vector<double> ref(size_t(M) * N);
-    for (int m = 0; m < M; ++m)
-        for (int n = 0; n < N; ++n) {
-            double acc = accumulate ? double(out_f32 ? y0[size_t(m) * N + n] : round_bf(y0[size_t(m) * N + n])) : 0.0;
-            for (int k = 0; k < Kd; ++k) acc += double(x[size_t(m) * Kd + k]) * wf[size_t(n) * Kd + k];
-            ref[size_t(m) * N + n] = acc;
-        }
+    const auto ref_rows = [&](int m0, int m1) {
+        for (int m = m0; m < m1; ++m)
+            for (int n = 0; n < N; ++n) {
+                double acc = accumulate ? double(out_f32 ? y0[size_t(m) * N + n] : round_bf(y0[size_t(m) * N + n])) : 0.0;
+                for (int k = 0; k < Kd; ++k) acc += double(x[size_t(m) * Kd + k]) * wf[size_t(n) * Kd + k];
+                ref[size_t(m) * N + n] = acc;
+            }
+    };
+    {  // the in_proj shape's reference is ~3e9 products: spread over the host's cores
+        const int T = int(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
+        std::vector<std::thread> pool;
+        for (int t = 0; t < T; ++t) pool.emplace_back(ref_rows, M * t / T, M * (t + 1) / T);
+        for (auto& th : pool) th.join();
+    }
     Dev<uint16_t> dx(to_bf(x));
     Dev<uint8_t> dw(w), dxq(size_t(M) * Kd);
     Dev<float> dws(ws), dxs(K::act_scale_floats(M, Kd));
     Dev<float> dws_rows(block_n == 1 ? std::vector<float>(K::act_scale_floats(N, Kd), std::nanf("")) : std::vector<float>(1));
+    Dev<float> dgrid(grid_rows ? grid : std::vector<float>(1));
     ASSERT_EQ(K::act_quant_fp8_launch(bf(dx), Kd, M, Kd, dxq.get(), dxs.get(), nullptr), cudaSuccess);
-    if (block_n == 1) {
-        ASSERT_EQ(K::w_scale_rows_launch(dws.get(), N, Kd, dws_rows.get(), nullptr), cudaSuccess);
-    }
     Lt lt;
     K::GemmFp8Params p{};
     p.xq = dxq.get();
@@ -94,6 +107,8 @@ void run_case(int M, int N, int Kd, bool exact, bool accumulate, bool out_f32, c
     p.w = dw.get();
     p.w_scale = block_n == 1 ? dws_rows.get() : dws.get();
     p.w_block_n = block_n;
+    p.grid_rows = grid_rows;
+    p.w_grid_scale = grid_rows ? dgrid.get() : nullptr;
     p.ldy = N;
     p.M = M;
     p.N = N;
@@ -107,6 +122,12 @@ void run_case(int M, int N, int Kd, bool exact, bool accumulate, bool out_f32, c
         ASSERT_EQ(K::gemm_fp8_plan_create(lt.lt, p, &plan, &lt_status), cudaSuccess)
             << name << ": no block-scaled FP8 plan (impl " << impl << ", cuBLASLt status " << lt_status << ")";
         ASSERT_EQ(K::gemm_fp8_plan_impl(plan), impl) << name;
+    }
+    if (block_n == 1) {  // the per-row rows' scales only, from the plan's first per-row row (as the ops layer does)
+        const int G = K::gemm_fp8_plan_grid_rows(plan);
+        EXPECT_TRUE(G % 128 == 0 && G <= grid_rows && (grid_rows == 0 || G > 0)) << name << ": grid rows " << G;
+        if (grid_rows) std::printf("[%s] split: %d rows block-scaled, %d per-row\n", name, G, N - G);
+        ASSERT_EQ(K::w_scale_rows_launch(dws.get() + size_t(G) * kb, N - G, Kd, dws_rows.get(), nullptr), cudaSuccess);
     }
     const auto launch = [&] {
         return variant < 0 ? K::gemm_fp8_launch(plan, p, nullptr, &lt_status) : K::gemm_fp8_wgmma_launch(p, nullptr, variant);
@@ -153,6 +174,19 @@ TEST(CudaGemmFp8, PerRowWeightScales) {
     run_case(128, 320, 512, true, false, true, "fp8_rows_exact_f32", 1);
     run_case(256, 448, 1024, true, true, false, "fp8_rows_exact_bf16_residual", 1);
     run_case(192, 384, 2048, false, false, true, "fp8_rows_random_x", 1);
+}
+// The same fused matrix with its leading whole 128-row blocks also given as a 128x128 grid: the
+// split plan (block-scaled rows, then per-row rows into the columns after them), on the 9B GDN
+// in_proj's shape (K 4096, N 12352 = qkv 8192 | z 4096 | b 32 | a 32, grid 12288) and on
+// small ones with residual accumulate and bf16 out. The reference dequantizes with the per-row
+// scales: the grid must reproduce them.
+TEST(CudaGemmFp8, PerRowWeightScalesWithGrid) {
+    FROST_SKIP_WITHOUT_CUDA();
+    run_case(128, 320, 512, true, false, true, "fp8_grid_exact_f32", 1, K::kFp8ImplCublasLt, -1, 256);
+    run_case(256, 448, 1024, true, true, false, "fp8_grid_exact_bf16_residual", 1, K::kFp8ImplCublasLt, -1, 384);
+    run_case(64, 12352, 4096, true, false, true, "fp8_grid_in_proj_9b_exact_f32", 1, K::kFp8ImplCublasLt, -1, 12288);
+    run_case(128, 12352, 4096, false, true, false, "fp8_grid_in_proj_9b_random_bf16_residual", 1, K::kFp8ImplCublasLt, -1,
+             12288);
 }
 // Activation quantization against a host reference (scale = max|x| / 448 per row and 128-wide
 // group, 1 for an all-zero group; q = e4m3 RNE-saturating of x / scale), through both kernels:
@@ -211,6 +245,25 @@ TEST(CudaGemmFp8, RefusesBadShapes) {
     p.K = 512;
     p.w_block_n = 64;  // rows per weight scale: 128 or 1
     EXPECT_EQ(K::gemm_fp8_plan_create(lt.lt, p, &plan), cudaErrorInvalidValue);
+    p.w_block_n = 128;
+    // grid_rows: per-row weights only, whole 128-row blocks, below N.
+    p.grid_rows = 128;
+    EXPECT_EQ(K::gemm_fp8_plan_create(lt.lt, p, &plan), cudaErrorInvalidValue);
+    p.w_block_n = 1;
+    p.grid_rows = 64;
+    EXPECT_EQ(K::gemm_fp8_plan_create(lt.lt, p, &plan), cudaErrorInvalidValue);
+    p.grid_rows = 128;  // = N
+    EXPECT_EQ(K::gemm_fp8_plan_create(lt.lt, p, &plan), cudaErrorInvalidValue);
+    {  // a split plan launched without the grid's scales
+        K::GemmFp8Params g = p;
+        g.M = 128; g.N = 320; g.ldy = 320; g.grid_rows = 256;
+        ASSERT_EQ(K::gemm_fp8_plan_create(lt.lt, g, &plan), cudaSuccess);
+        g.xq = q.get(); g.x_scale = s.get(); g.w = q.get(); g.w_scale = s.get(); g.y = x.get();
+        EXPECT_EQ(K::gemm_fp8_launch(plan, g, nullptr), cudaErrorInvalidValue);
+        K::gemm_fp8_plan_destroy(plan);
+        plan = nullptr;
+    }
+    p.grid_rows = 0;
     p.w_block_n = 128;
     EXPECT_EQ(K::w_scale_rows_launch(s.get(), 4, 100, s.get() + 32, nullptr), cudaErrorInvalidValue);
     // K below kFp8MinK (wrong products from cuBLASLt, see lm_gemm_fp8.h) and shapes cuBLASLt has

@@ -70,9 +70,10 @@ double rms_diff(const float* a, const float* b, size_t n) {
 }
 
 std::unique_ptr<Engine> cuda_engine(const std::string& dir, bool keep, bool logits_all, bool rope_bf16 = true,
-                                    bool w8a8 = false) {
+                                    bool w8a8 = false, bool act_fuse = true) {
     EngineOptions o;
     o.fp8_w8a8_prefill = w8a8;
+    o.fp8_act_fuse = act_fuse;
     o.backend = FROST_BACKEND_CUDA;
     o.max_seq_len = 512;
     o.prefill_chunk = kChunk;
@@ -180,7 +181,9 @@ TEST(CudaQuantEngine, Fp8FixtureKeptFp8MatchesGoldenWithinBf16Floor) {
 // per 128-wide group and multiplied on FP8 tensor cores. Against the exact path (bf16 activations
 // times the dequantized weights) the logits move by the e4m3 rounding only: relative L2 bounded
 // (~1.5x the H100's 2026-11-24 measurement, printed here; a wrong scale layout gives O(1)), yet not
-// bitwise equal (the option acts), and two engines agree bit for bit (deterministic GEMM).
+// bitwise equal (the option acts), and two engines agree bit for bit (deterministic GEMM). With the
+// activations quantized by their producers (EngineOptions::fp8_act_fuse, the default) the logits
+// are bit for bit those of the separate quantizer (same e4m3 bytes, same GEMM).
 constexpr double kW8a8MeanRelL2 = 0.06;  // measured 0.041 (max 0.121 per row)
 
 TEST(CudaQuantEngine, Fp8W8a8PrefillNearExactAndDeterministic) {
@@ -188,21 +191,26 @@ TEST(CudaQuantEngine, Fp8W8a8PrefillNearExactAndDeterministic) {
     const SynthDir synth("w8a8", "tiny-gpu", 616, "fp8");
     ASSERT_FALSE(::testing::Test::HasFailure());
     std::vector<int32_t> ids(kPrompt);
-    std::vector<float> w8a8[2], exact;
+    std::vector<float> w8a8[3], exact;  // fused twins twice, the separate quantizer
     size_t V = 0;
-    for (int run = 0; run < 3; ++run) {
-        auto e = cuda_engine(synth.dir, true, true, true, run < 2);
+    for (int run = 0; run < 4; ++run) {
+        auto e = cuda_engine(synth.dir, true, true, true, run < 3, run < 2);
         ASSERT_TRUE(e);
+        bool twin_scratch = false;
+        for (const auto& b : e->buffers(0)) twin_scratch = twin_scratch || b.name == "scratch.fp8_q";
+        EXPECT_EQ(twin_scratch, run < 2) << "run " << run << ": the FP8 twin scratch";
         V = size_t(e->config().vocab_size);
         for (int i = 0; i < kPrompt; ++i) ids[size_t(i)] = int32_t((i * 7919 + 13) % int(V));
         int32_t next = -1;
-        ASSERT_EQ(e->prefill(0, ids.data(), ids.size(), &next, run < 2 ? &w8a8[run] : &exact), FROST_OK)
+        ASSERT_EQ(e->prefill(0, ids.data(), ids.size(), &next, run < 3 ? &w8a8[run] : &exact), FROST_OK)
             << frost_last_error();
     }
     ASSERT_EQ(w8a8[0].size(), ids.size() * V);
     ASSERT_EQ(exact.size(), w8a8[0].size());
     EXPECT_EQ(0, std::memcmp(w8a8[0].data(), w8a8[1].data(), exact.size() * sizeof(float)))
         << "W8A8 prefill is not deterministic";
+    EXPECT_EQ(0, std::memcmp(w8a8[0].data(), w8a8[2].data(), exact.size() * sizeof(float)))
+        << "the producers' FP8 twins changed W8A8 prefill (vs the separate quantizer)";
     EXPECT_NE(0, std::memcmp(w8a8[0].data(), exact.data(), exact.size() * sizeof(float)))
         << "--fp8-prefill w8a8 changed nothing (the FP8 GEMM path did not engage)";
     double mean = 0, worst = 0;

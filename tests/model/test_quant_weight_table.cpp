@@ -106,7 +106,7 @@ TEST_P(QuantWeightTable, KeptMatricesDequantizeToTheLoadTimeWeights) {
     Bound q(kept, ops::DType::BF16, true);
     ASSERT_EQ(q.status, FROST_OK) << frost_last_error();
     for (const auto& d : q.views.dequantized) ADD_FAILURE() << "dequantized at load: " << d;
-    int checked = 0;
+    int checked = 0, grids = 0;
     for (const MatrixCase& m : matrices(ref, q)) {
         if (!m.parts[0]->quant && !kept.quant->find_weight(m.parts[0]->name)) continue;  // embedding
         ASSERT_EQ(m.bound.dtype, c.dtype) << m.name;
@@ -122,6 +122,31 @@ TEST_P(QuantWeightTable, KeptMatricesDequantizeToTheLoadTimeWeights) {
         for (size_t i = 0; i < got.size(); ++i) bad += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
         EXPECT_EQ(bad, 0u) << m.name << " [" << N << ", " << K << "] (" << off / size_t(K) << " rows of parts)";
         ++checked;
+        // FP8: the GDN in_proj (per-row scales: b and a are not whole 128-row blocks) also carries
+        // the 128x128 grid of its leading whole blocks (qkv | z), equal to their per-row scales
+        // (so does the tiny preset's attention qkv_proj: q 512 rows, k and v 64 each); only
+        // per-row matrices have one.
+        if (c.dtype == ops::DType::FP8_E4M3 && m.bound.scale_block == 128 &&  // fp8-dynamic: per-channel, no blocks
+            m.name.find("in_proj_qkvzba") != std::string::npos) {
+            EXPECT_GT(m.bound.grid_rows, 0) << m.name;
+            ++grids;
+        }
+        if (m.bound.grid_rows > 0) {
+            EXPECT_EQ(m.bound.scale_rows, 1) << m.name;
+            ASSERT_NE(m.bound.grid_scale, nullptr) << m.name;
+            EXPECT_EQ(m.bound.grid_rows % 128, 0) << m.name;
+            EXPECT_LT(m.bound.grid_rows, N) << m.name;
+            const int64_t cols = (K + 127) / 128;
+            const float* rows_s = static_cast<const float*>(m.bound.scale);
+            size_t differ = 0;
+            for (int64_t r = 0; r < m.bound.grid_rows; ++r)
+                for (int64_t g = 0; g < cols; ++g)
+                    differ += rows_s[r * cols + g] != m.bound.grid_scale[(r / 128) * cols + g];
+            EXPECT_EQ(differ, 0u) << m.name << ": grid rows " << m.bound.grid_rows;
+        }
+    }
+    if (std::string(c.quant) == "fp8") {
+        EXPECT_GT(grids, 0);
     }
     EXPECT_EQ(checked, q.views.quantized_matrices);
     EXPECT_EQ(checked, 4 * 4);  // per layer: in_proj, out_proj, gate_up, down

@@ -158,20 +158,23 @@ void normalise_heads(std::vector<float>& v, size_t row_stride, size_t rows, size
 // GEMM on the decoded values, the CUDA candidate the GEMM op on the packed view.
 
 // Fp8Rows: one scale per row and 128 columns, what a fused FP8 matrix whose parts are not whole
-// 128-row blocks carries (the GDN in_proj, model/qwen35/weight_quant.cpp).
-enum class QFmt { Fp8Block, Fp8Channel, Fp8Rows, Nvfp4, Int4, Int4Asym };
+// 128-row blocks carries (the GDN in_proj, model/qwen35/weight_quant.cpp). Fp8RowsGrid: the same
+// with the leading whole 128-row blocks' scales also as a 128x128 grid (ops::Tensor::grid_rows,
+// kGridRows rows: the in_proj's qkv | z before b | a), which CUDA's W8A8 prefill runs block-scaled.
+enum class QFmt { Fp8Block, Fp8Channel, Fp8Rows, Fp8RowsGrid, Nvfp4, Int4, Int4Asym };
 const char* qfmt_name(QFmt f) {
     switch (f) {
         case QFmt::Fp8Block: return "fp8-block128";
         case QFmt::Fp8Channel: return "fp8-channel";
         case QFmt::Fp8Rows: return "fp8-rows1x128";
+        case QFmt::Fp8RowsGrid: return "fp8-rows1x128+grid";
         case QFmt::Nvfp4: return "nvfp4";
         case QFmt::Int4: return "int4-g128";
         case QFmt::Int4Asym: return "int4-g128-asym";
     }
     return "?";
 }
-constexpr int kQBlock = 128, kQGroup4 = 128, kNvGroup = 16;
+constexpr int kQBlock = 128, kQGroup4 = 128, kNvGroup = 16, kGridRows = 256;
 
 float e4m3(uint8_t b) {  // OCP e4m3fn (no NaN is generated here)
     const int e = (b >> 3) & 0xF, m = b & 7;
@@ -191,6 +194,7 @@ struct QuantW {
     std::vector<uint8_t> w, scale;  // packed rows; scale bytes (f32 / bf16 / e4m3 per format)
     std::vector<int32_t> zp;        // INT4 asymmetric
     std::vector<float> gs;          // NVFP4 per-row divisor
+    std::vector<float> grid;        // Fp8RowsGrid: [kGridRows / 128][K / 128], else one unused value
     std::vector<float> ref;         // decoded [N, K]
 };
 
@@ -199,16 +203,22 @@ QuantW make_quant(QFmt f, int N, int K) {
     q.ref.resize(size_t(N) * K);
     q.zp.assign(size_t((N + 7) / 8) * (K / kQGroup4), int32_t(0x88888888u));
     q.gs.assign(size_t(N), 1.0f);
+    q.grid.assign(1, 0.0f);
     auto put_f32 = [&](std::vector<uint8_t>& v, const std::vector<float>& vals) {
         v.resize(vals.size() * 4);
         std::memcpy(v.data(), vals.data(), v.size());
     };
-    if (f == QFmt::Fp8Block || f == QFmt::Fp8Channel || f == QFmt::Fp8Rows) {
+    if (f == QFmt::Fp8Block || f == QFmt::Fp8Channel || f == QFmt::Fp8Rows || f == QFmt::Fp8RowsGrid) {
         q.w.resize(size_t(N) * K);
         for (auto& b : q.w) b = rand_e4m3(1, 8, true);
         const int br = f == QFmt::Fp8Block ? kQBlock : 1, bc = f == QFmt::Fp8Channel ? K : kQBlock;
         const int sr = (N + br - 1) / br, sc = (K + bc - 1) / bc;
         std::vector<float> s = uniform(size_t(sr) * sc, 0.005f, 0.03f);
+        if (f == QFmt::Fp8RowsGrid) {  // the grid's rows share their block's scales
+            q.grid = uniform(size_t(kGridRows / kQBlock) * sc, 0.005f, 0.03f);
+            for (int r = 0; r < kGridRows; ++r)
+                for (int c = 0; c < sc; ++c) s[size_t(r) * sc + c] = q.grid[size_t(r / kQBlock) * sc + c];
+        }
         put_f32(q.scale, s);
         for (int r = 0; r < N; ++r)
             for (int c = 0; c < K; ++c) q.ref[size_t(r) * K + c] = e4m3(q.w[size_t(r) * K + c]) * s[size_t(r / br) * sc + c / bc];
@@ -257,6 +267,9 @@ Tensor quant_view(const Bound& b, QFmt f, int N, int K) {
         case QFmt::Fp8Block: t.scale_rows = kQBlock; t.scale_block = kQBlock; break;
         case QFmt::Fp8Channel: t.scale_rows = 1; t.scale_block = K; break;
         case QFmt::Fp8Rows: t.scale_rows = 1; t.scale_block = kQBlock; break;
+        case QFmt::Fp8RowsGrid:
+            t.scale_rows = 1; t.scale_block = kQBlock; t.grid_scale = b.as<float>("wgrid"); t.grid_rows = kGridRows;
+            break;
         case QFmt::Nvfp4: t.scale_block = kNvGroup; t.global_scale = b.as<float>("wg"); break;
         case QFmt::Int4: t.scale_block = kQGroup4; break;
         case QFmt::Int4Asym: t.scale_block = kQGroup4; t.zero_point = b.as<int32_t>("wz"); break;
@@ -501,10 +514,11 @@ std::vector<Case> cases() {
     // K = 512: the smallest K the CUDA path plans (kernels/cuda/lm_gemm_fp8.h). Per-row scales
     // (Fp8Rows) take the same GEMM with VEC128 weight scales, laid out in the backend's tile.
     // The per-row cases take the shapes tests/kernels/test_cuda_gemm_fp8.cpp saw cuBLASLt plan
-    // (M 128 N 320 K 512 f32 out; M 256 N 448 K 1024 bf16 residual).
-    for (QFmt f : {QFmt::Fp8Block, QFmt::Fp8Rows})
+    // (M 128 N 320 K 512 f32 out; M 256 N 448 K 1024 bf16 residual). Fp8RowsGrid: the same shapes,
+    // rows [0, 256) block-scaled and the rest (64 / 192 rows) per-row, written after them.
+    for (QFmt f : {QFmt::Fp8Block, QFmt::Fp8Rows, QFmt::Fp8RowsGrid})
     for (int ep : {0, 1, 3}) {
-        const bool rows1 = f == QFmt::Fp8Rows;
+        const bool rows1 = f == QFmt::Fp8Rows || f == QFmt::Fp8RowsGrid;
         if (rows1 && ep == 0) continue;
         const int rows = rows1 ? (ep == 3 ? 128 : 256) : 64;
         const int N = rows1 ? (ep == 3 ? 320 : 448) : ep == 3 ? 512 : 384, KQ = rows1 && ep == 1 ? 1024 : 512;
@@ -515,7 +529,7 @@ std::vector<Case> cases() {
         cs.push_back({std::string("gemm ") + qfmt_name(f) + " w8a8 " + epn + " prefill", OpKind::Gemm,
                       {act("x", Use::In, normal(size_t(rows) * KQ)), std::move(y), bytes("wq", Use::In, q.w),
                        bytes("ws", Use::In, q.scale), i32("wz", Use::In, q.zp), f32("wg", Use::In, q.gs),
-                       f32("wref", Use::In, q.ref)},
+                       f32("wgrid", Use::In, q.grid), f32("wref", Use::In, q.ref)},
                       [rows, ep, N, KQ, f](const Exec& ex, const Bound& b) {
                           GemmOp p;
                           p.x = b.m("x", 0, rows, KQ, KQ);
@@ -525,6 +539,58 @@ std::vector<Case> cases() {
                           p.epilogue = ep == 3 ? Epilogue::None : Epilogue(ep);
                           p.quant_act = 1;
                           return op_gemm(ex, p);
+                      }});
+    }
+    // W8A8 with the GEMM input quantized by its producer (ops.h Fp8Act): add_rmsnorm, gated_rmsnorm
+    // or swiglu writes its output and the output's FP8 twin, and the FP8 GEMM reads the twin
+    // (GemmOp::xq) instead of quantizing x. Both backends: the CPU twin comes from its fp32 output,
+    // the CUDA one from the bf16 output, so the GEMM's inputs differ by those roundings only.
+    // K = 512 (kernels/cuda/lm_gemm_fp8.h kFp8MinK); 64 rows, 50 valid.
+    for (int producer = 0; producer < 3; ++producer) {
+        const int rows = 64, n = 50, KQ = 512, N = 384;
+        const QuantW q = make_quant(QFmt::Fp8Block, N, KQ);
+        const char* name = producer == 0 ? "add_rmsnorm" : producer == 1 ? "gated_rmsnorm" : "swiglu";
+        const size_t in_cols = producer == 2 ? 2 * KQ : KQ;
+        cs.push_back({std::string(name) + " fp8 twin -> gemm fp8-block w8a8 residual prefill", OpKind::Gemm,
+                      {act("in", Use::In, normal(size_t(rows) * in_cols)), act("z", Use::In, normal(size_t(rows) * KQ)),
+                       f32("nw", Use::In, uniform(producer == 1 ? 128 : KQ, -0.5f, 0.5f)),
+                       act("act", Use::Out, poison(size_t(rows) * KQ)),
+                       // Twin rows past the count stay e4m3 zeros with scale 1: the CUDA GEMM
+                       // computes them (adding 0 to y), the CPU skips them.
+                       bytes("q", Use::Scratch, std::vector<uint8_t>(size_t(rows) * KQ, 0)),
+                       f32("s", Use::Scratch, std::vector<float>(size_t(fp8_act_ld(rows)) * (KQ / 128), 1.0f)),
+                       act("y", Use::InOut, normal(size_t(rows) * N)), bytes("wq", Use::In, q.w),
+                       bytes("ws", Use::In, q.scale), i32("wz", Use::In, q.zp), f32("wg", Use::In, q.gs),
+                       f32("wref", Use::In, q.ref), rows_arg(n)},
+                      [=](const Exec& ex, const Bound& b) {
+                          const Fp8Act twin = fp8_act(b.p("q"), b.p("s"), rows, KQ);
+                          const Rows rw{rows, b.as<int32_t>("n")};
+                          const Tensor a = b.m("act", 0, rows, KQ, KQ);
+                          if (producer == 0) {
+                              AddRmsNormOp p;
+                              p.h = b.m("in", 0, rows, KQ, KQ); p.w = b.v("nw"); p.y = a; p.eps = 1e-6f;
+                              p.rows = rw; p.yq = twin;
+                              FROST_TRY(op_add_rmsnorm(ex, p));
+                          } else if (producer == 1) {
+                              GatedRmsNormOp p;
+                              p.x = b.m("in", 0, rows, KQ, KQ); p.z = b.m("z", 0, rows, KQ, KQ);
+                              p.w = b.v("nw"); p.y = a; p.heads = KQ / 128; p.dim = 128; p.eps = 1e-6f;
+                              p.rows = rw; p.yq = twin;
+                              FROST_TRY(op_gated_rmsnorm(ex, p));
+                          } else {
+                              SwigluOp p{b.m("in", 0, rows, 2 * KQ, 2 * KQ), a, rw, twin};
+                              FROST_TRY(op_swiglu(ex, p));
+                          }
+                          GemmOp g;
+                          g.x = a;
+                          g.w = ex.backend->kind() == FROST_BACKEND_CUDA ? quant_view(b, QFmt::Fp8Block, N, KQ)
+                                                                         : b.m("wref", 0, N, KQ, KQ);
+                          g.y = b.m("y", 0, rows, N, N);
+                          g.epilogue = Epilogue::Residual;
+                          g.n_rows = b.as<int32_t>("n");
+                          g.quant_act = 1;
+                          g.xq = twin;
+                          return op_gemm(ex, g);
                       }});
     }
     // Gated delta rule: prefill over a chunk boundary (pos 40, 100 rows), decode step with its gate.
@@ -834,6 +900,41 @@ TEST(BackendOps, CpuGemmRefusesQuantizedWeights) {
     p.y = mat(y.data(), DType::F32, 1, 8, 8);
     EXPECT_EQ(cpu->table().gemm(Exec{nullptr, cpu.get(), nullptr}, p), FROST_ERR_UNSUPPORTED);
     EXPECT_NE(std::string(frost_last_error()).find("fp8_e4m3"), std::string::npos) << frost_last_error();
+}
+
+// The CPU op semantics of the FP8 twin: an FP8 GEMM reading its input's twin (GemmOp::xq, written
+// by the producing op) gives bit for bit the GEMM that quantizes x itself (GemmOp::quant_act).
+TEST(BackendOps, CpuGemmOnTheProducersTwinEqualsQuantizingItself) {
+    Side side(FROST_BACKEND_CPU, DType::F32);
+    ASSERT_TRUE(side.backend);
+    Backend* cpu = side.backend.get();
+    const Exec ex{side.st, cpu, nullptr};
+    const int rows = 6, Fw = 384, N = 24;
+    std::vector<float> x = normal(size_t(rows) * 2 * Fw, 2.0f), act(size_t(rows) * Fw, -777.0f);
+    std::vector<float> w = normal(size_t(N) * Fw), y1(size_t(rows) * N, -1.0f), y2 = y1;
+    std::vector<uint8_t> q(size_t(rows) * Fw, 0xFF);
+    std::vector<float> sc(size_t(fp8_act_ld(rows)) * (Fw / 128), -1.0f);
+    const Fp8Act twin = fp8_act(q.data(), sc.data(), rows, Fw);
+    SwigluOp sw{mat(x.data(), DType::F32, rows, 2 * Fw, 2 * Fw), mat(act.data(), DType::F32, rows, Fw, Fw), {rows, nullptr},
+                twin};
+    ASSERT_EQ(cpu->table().swiglu(ex, sw), FROST_OK) << frost_last_error();
+    ASSERT_EQ(frost_stream_sync(side.st), FROST_OK);
+    GemmOp g;
+    g.x = sw.y;
+    g.w = mat(w.data(), DType::F32, N, Fw, Fw);
+    g.y = mat(y1.data(), DType::F32, rows, N, N);
+    g.quant_act = 1;
+    ASSERT_EQ(cpu->table().gemm(ex, g), FROST_OK) << frost_last_error();
+    g.y = mat(y2.data(), DType::F32, rows, N, N);
+    g.xq = twin;
+    ASSERT_EQ(cpu->table().gemm(ex, g), FROST_OK) << frost_last_error();
+    ASSERT_EQ(frost_stream_sync(side.st), FROST_OK);
+    EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)));
+    EXPECT_NE(y1[0], -1.0f);
+    EXPECT_EQ(sc[rows], -1.0f);  // the scale row padding (fp8_act_ld(6) = 8) is left alone
+    // A twin of the wrong width is refused.
+    g.xq = fp8_act(q.data(), sc.data(), rows, 256);
+    EXPECT_NE(cpu->table().gemm(ex, g) == FROST_OK ? frost_stream_sync(side.st) : FROST_ERR_INVALID_ARG, FROST_OK);
 }
 
 class Parity : public ::testing::TestWithParam<int> {};

@@ -1,7 +1,9 @@
 // Memory-bound elementwise stages of the hybrid LM: embedding gather, SwiGLU, the GDN gates
 // (β and log-decay g in fp32), the KV-cache append and the cursor bookkeeping nodes.
 // 16-byte accesses where rows are 8-aligned; rows come from device memory.
+#include "kernels/cuda/lm_act_quant.cuh"
 #include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gemm_fp8.h"
 #include "kernels/cuda/lm_kernels.h"
 
 namespace frost::kernels {
@@ -33,16 +35,27 @@ __global__ void swiglu_kernel(SwigluBf16Params p) {
     const int rows = launch_rows(p.n_rows, p.max_rows);
     const int vecs = p.F / kVec;
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= static_cast<int64_t>(rows) * vecs) return;
+    const bool in = i < static_cast<int64_t>(rows) * vecs;
+    // With the FP8 twin the whole warp stays for the group max (a shuffle); without it, leave.
+    if (!in && !p.yq) return;
     const int64_t row = i / vecs;
     const int vi = static_cast<int>(i % vecs);
-    const bf16* x = p.x + row * 2 * p.F;
-    float gate[kVec], up[kVec], out[kVec];
-    load8(x + vi * kVec, gate);
-    load8(x + p.F + vi * kVec, up);
+    float out[kVec] = {};
+    if (in) {
+        const bf16* x = p.x + row * 2 * p.F;
+        float gate[kVec], up[kVec];
+        load8(x + vi * kVec, gate);
+        load8(x + p.F + vi * kVec, up);
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) out[e] = silu(gate[e]) * up[e];
-    store8(p.y + row * p.F + vi * kVec, out);
+        for (int e = 0; e < kVec; ++e) out[e] = silu(gate[e]) * up[e];
+        store8(p.y + row * p.F + vi * kVec, out);
+    }
+    if (p.yq) {  // F a multiple of 128: 16 consecutive threads hold one group of one row
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) out[e] = bf16_rounded(out[e]);
+        act_quant_group<kActGroup / kVec, kVec>(out, in, p.yq + row * p.F + vi * kVec,
+                                                p.yq_scale + (vi * kVec / kActGroup) * p.yq_scale_ld + row);
+    }
 }
 
 __global__ void gdn_gate_kernel(GdnGateBf16Params p) {
@@ -137,6 +150,9 @@ cudaError_t swiglu_launch(const SwigluBf16Params& p, cudaStream_t stream) {
     if (!p.x || !p.y || p.F <= 0 || p.F % kVec != 0 || p.max_rows <= 0 || !aligned16(p.x) ||
         !aligned16(p.y))
         return cudaErrorInvalidValue;
+    if (p.yq && (!p.yq_scale || p.F % kFp8Group != 0 || p.yq_scale_ld != act_scale_ld(p.max_rows) ||
+                 reinterpret_cast<uintptr_t>(p.yq) % 8 != 0))
+        return cudaErrorInvalidValue;
     const int64_t n = static_cast<int64_t>(p.max_rows) * (p.F / kVec);
     swiglu_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream>>>(p);
     return cudaGetLastError();
@@ -144,7 +160,8 @@ cudaError_t swiglu_launch(const SwigluBf16Params& p, cudaStream_t stream) {
 
 KernelCost swiglu_cost(const SwigluBf16Params& p, int rows) {
     const double elems = static_cast<double>(rows) * p.F;
-    return {elems * sizeof(bf16) * 3.0, elems * 6.0};
+    const double twin = p.yq ? elems * (1.0 + sizeof(float) / double(kFp8Group)) : 0.0;  // e4m3 + scales
+    return {elems * sizeof(bf16) * 3.0 + twin, elems * 6.0};
 }
 
 cudaError_t gdn_gate_launch(const GdnGateBf16Params& p, cudaStream_t stream) {

@@ -250,8 +250,9 @@ bool gdn_decode_fused_applies(const GdnDecodeBf16Params& p) {
     if (c.kernel != kTaps || c.channels != 2 * Q + V || c.l2_dim != kGdnHeadDim || c.l2_heads != 2 * d.Hk ||
         c.l2_q_heads != d.Hk || d.q != c.y || d.k != c.y + Q || d.v != c.y + 2 * Q || d.qkv_row_stride != c.channels)
         return false;
-    // The norm is over the step's o, 128 wide, where the vectorised norm kernel runs (its bits).
-    if (n.x != d.o || n.dim != kGdnHeadDim || n.heads != d.Hv || n.z_row_stride % 4 != 0 ||
+    // The norm is over the step's o, 128 wide, where the vectorised norm kernel runs (its bits),
+    // with no FP8 twin (a prefill GEMM's input).
+    if (n.yq || n.x != d.o || n.dim != kGdnHeadDim || n.heads != d.Hv || n.z_row_stride % 4 != 0 ||
         reinterpret_cast<uintptr_t>(n.z) % 8 != 0 || reinterpret_cast<uintptr_t>(n.x) % 8 != 0 ||
         reinterpret_cast<uintptr_t>(n.y) % 8 != 0 || reinterpret_cast<uintptr_t>(n.w) % 16 != 0)
         return false;

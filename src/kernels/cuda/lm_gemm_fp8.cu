@@ -22,6 +22,11 @@ struct GemmFp8Plan {
     size_t workspace_bytes = 0;
     int impl = kFp8ImplCublasLt;  // kFp8ImplWgmma: no cuBLASLt objects, gemm_fp8_wgmma_launch
     int variant = 0;              // gemm_fp8_wgmma_launch's; FROST_FP8_WGMMA_VARIANT (benches) overrides
+    // shape.grid_rows > 0: the block-scaled plan of rows [0, grid_rows) and the per-row plan of
+    // the rest; this plan then has no cuBLASLt objects of its own.
+    GemmFp8Plan* head = nullptr;
+    GemmFp8Plan* tail = nullptr;
+    int32_t split_rows = 0;  // the grid rows the head takes (gemm_fp8_plan_grid_rows)
 };
 
 namespace {
@@ -109,7 +114,29 @@ int resolve_impl(const GemmFp8Params& s) {
 
 bool same_shape(const GemmFp8Params& a, const GemmFp8Params& b) {
     return a.M == b.M && a.N == b.N && a.K == b.K && a.ldy == b.ldy && a.out_f32 == b.out_f32 &&
-           a.accumulate == b.accumulate && a.w_block_n == b.w_block_n;
+           a.accumulate == b.accumulate && a.w_block_n == b.w_block_n && a.grid_rows == b.grid_rows;
+}
+
+// The two GEMMs of a grid_rows split (GemmFp8Params::grid_rows): rows [0, grid_rows) with the
+// 128x128 grid, rows [grid_rows, N) with per-row scales, each writing its own columns of y.
+GemmFp8Params split_head(const GemmFp8Params& p, int32_t rows) {
+    GemmFp8Params h = p;
+    h.N = rows;
+    h.w_scale = p.w_grid_scale;
+    h.w_block_n = kFp8Group;
+    h.grid_rows = 0;
+    h.w_grid_scale = nullptr;
+    return h;
+}
+GemmFp8Params split_tail(const GemmFp8Params& p, int32_t rows) {
+    GemmFp8Params t = p;
+    t.N = p.N - rows;
+    if (p.w) t.w = p.w + static_cast<int64_t>(rows) * p.K;
+    if (p.y) t.y = static_cast<uint8_t*>(p.y) + static_cast<int64_t>(rows) * (p.out_f32 ? 4 : 2);
+    t.w_block_n = 1;
+    t.grid_rows = 0;
+    t.w_grid_scale = nullptr;
+    return t;
 }
 
 }  // namespace
@@ -138,6 +165,7 @@ cudaError_t w_scale_rows_launch(const float* w_scale, int32_t N, int32_t K, floa
 }
 
 int gemm_fp8_plan_impl(const GemmFp8Plan* plan) { return plan ? plan->impl : kFp8ImplAuto; }
+int32_t gemm_fp8_plan_grid_rows(const GemmFp8Plan* plan) { return plan ? plan->split_rows : 0; }
 
 // The narrow-N prefill shapes (N <= 4096 at K >= 4096 and M >= 2048: the 9B's down, out_proj and
 // o_proj) would go to our kernel when kFp8PreferWgmmaNarrow is on. It is off: on the H100
@@ -150,6 +178,8 @@ bool gemm_fp8_prefers_wgmma(const GemmFp8Params& s) {
 
 void gemm_fp8_plan_destroy(GemmFp8Plan* plan) {
     if (!plan) return;
+    gemm_fp8_plan_destroy(plan->head);
+    gemm_fp8_plan_destroy(plan->tail);
     lt_destroy(plan->op, plan->a, plan->b, plan->c);
     delete plan;
 }
@@ -157,9 +187,41 @@ void gemm_fp8_plan_destroy(GemmFp8Plan* plan) {
 cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& s, GemmFp8Plan** out, int* lt_status, int rank) {
     constexpr int kMaxRank = 16;
     if (rank < 0 || rank >= kMaxRank || !lt || !out || s.M <= 0 || s.N <= 0 || s.K <= 0 || s.K % kFp8Group != 0 || s.ldy < s.N ||
-        (s.w_block_n != kFp8Group && s.w_block_n != 1))
+        (s.w_block_n != kFp8Group && s.w_block_n != 1) ||
+        (s.grid_rows != 0 &&
+         (s.w_block_n != 1 || s.grid_rows < 0 || s.grid_rows % kFp8Group != 0 || s.grid_rows >= s.N)))
         return cudaErrorInvalidValue;
     *out = nullptr;
+    if (s.grid_rows > 0) {
+        // Both parts or neither: NotSupported from either leaves the caller the unsplit plan.
+        auto* plan = new GemmFp8Plan{};
+        plan->lt = lt;
+        plan->shape = s;
+        plan->shape.xq = nullptr;
+        plan->shape.x_scale = nullptr;
+        plan->shape.w = nullptr;
+        plan->shape.w_scale = nullptr;
+        plan->shape.w_grid_scale = nullptr;
+        plan->shape.y = nullptr;
+        // The per-row rest may be too narrow for cuBLASLt (the 9B in_proj's is 64 rows): then
+        // the split moves whole blocks from the head into it until a plan exists.
+        cudaError_t e = cudaErrorNotSupported;
+        for (int32_t rows = s.grid_rows; rows > 0 && e == cudaErrorNotSupported; rows -= kFp8Group) {
+            gemm_fp8_plan_destroy(plan->tail);
+            plan->tail = nullptr;
+            e = gemm_fp8_plan_create(lt, split_tail(s, rows), &plan->tail, lt_status, 0);
+            plan->split_rows = rows;
+        }
+        if (e == cudaSuccess)
+            e = gemm_fp8_plan_create(lt, split_head(s, plan->split_rows), &plan->head, lt_status, rank);
+        if (e != cudaSuccess) {
+            gemm_fp8_plan_destroy(plan);
+            return e;
+        }
+        plan->impl = plan->head->impl;
+        *out = plan;
+        return cudaSuccess;
+    }
     const int impl = resolve_impl(s);
     if (impl != kFp8ImplCublasLt && impl != kFp8ImplWgmma) return cudaErrorInvalidValue;
     if (impl == kFp8ImplWgmma && (rank != 0 || !gemm_fp8_wgmma_supported(s))) return cudaErrorNotSupported;
@@ -224,6 +286,11 @@ cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& s, GemmFp8Plan
 cudaError_t gemm_fp8_launch(GemmFp8Plan* plan, const GemmFp8Params& p, cudaStream_t stream, int* lt_status) {
     if (!plan || !p.xq || !p.x_scale || !p.w || !p.w_scale || !p.y || !same_shape(plan->shape, p))
         return cudaErrorInvalidValue;
+    if (plan->head) {
+        if (!p.w_grid_scale) return cudaErrorInvalidValue;
+        const cudaError_t e = gemm_fp8_launch(plan->head, split_head(p, plan->split_rows), stream, lt_status);
+        return e != cudaSuccess ? e : gemm_fp8_launch(plan->tail, split_tail(p, plan->split_rows), stream, lt_status);
+    }
     if (plan->impl == kFp8ImplWgmma) {
         if (lt_status) *lt_status = 0;
         return gemm_fp8_wgmma_launch(p, stream, plan->variant);

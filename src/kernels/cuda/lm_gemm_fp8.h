@@ -46,6 +46,18 @@ struct GemmFp8Params {
     // model/qwen35/weight_quant.cpp), so each row keeps its own part's block scale.
     int32_t w_block_n = kFp8Group;
     int32_t impl = kFp8ImplAuto;  // GemmFp8Impl; a plan's choice, launches ignore it
+    // w_block_n 1 only: rows [0, grid_rows) are whole 128-row blocks (grid_rows a multiple of
+    // 128, below N; 0: none) whose scales also come as the 128x128 grid w_grid_scale
+    // ([grid_rows / 128][K / 128], the same values as those rows' per-row scales). The plan runs
+    // those rows as a block-scaled GEMM and only rows [grid_rows, N) with per-row scales: on the
+    // H100 (2026-11-25, bench_cuda_kernels --fp8, M 4096, GEMM alone) the 9B in_proj ran at 1029
+    // TFLOP/s all per-row (VEC128 weight scales), 1243 split (12288 rows BLK128x128 at 1233, the
+    // 64-row b | a rest at 186). Where cuBLASLt has no per-row plan for that narrow rest, the
+    // plan moves whole blocks from the grid's end into it (gemm_fp8_plan_grid_rows: the rows it
+    // runs block-scaled, G). w_scale then covers rows [G, N) alone: [K/128][act_scale_ld(N - G)]
+    // (w_scale_rows_launch on the per-row scales from row G). Same products, same scales.
+    int32_t grid_rows = 0;
+    const float* w_grid_scale = nullptr;
 };
 
 // Per-row weight scales [N][K/128] (the quantized GEMV's layout, block rows 1) -> the VEC128
@@ -64,16 +76,18 @@ cudaError_t act_quant_fp8_launch(const bf16* x, int64_t ldx, int32_t M, int32_t 
                                  cudaStream_t stream);
 
 struct GemmFp8Plan;
-// `shape` gives M, N, K, ldy, out_f32, accumulate. cudaErrorNotSupported when K < kFp8MinK or
-// cuBLASLt offers no block-scaled algorithm for the shape (measured: M = 77; pre-Hopper GPUs):
-// the caller falls back to bf16.
+// `shape` gives M, N, K, ldy, out_f32, accumulate, w_block_n, grid_rows. cudaErrorNotSupported
+// when K < kFp8MinK or cuBLASLt offers no block-scaled algorithm for the shape (measured: M = 77;
+// pre-Hopper GPUs): the caller falls back to bf16.
 // rank: which of the heuristic's ordered answers to take (0, its first choice, is what the engine
 // uses; benches sweep the others); NotSupported when it offers fewer.
 cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& shape, GemmFp8Plan** out, int* lt_status = nullptr,
                                  int rank = 0);
 void gemm_fp8_plan_destroy(GemmFp8Plan* plan);
-// The implementation a plan took (kFp8ImplCublasLt or kFp8ImplWgmma).
+// The implementation a plan took (kFp8ImplCublasLt or kFp8ImplWgmma; a split plan: its head's).
 int gemm_fp8_plan_impl(const GemmFp8Plan* plan);
+// The rows a grid_rows plan runs block-scaled (a multiple of 128, <= shape.grid_rows); 0 unsplit.
+int32_t gemm_fp8_plan_grid_rows(const GemmFp8Plan* plan);
 cudaError_t gemm_fp8_launch(GemmFp8Plan* plan, const GemmFp8Params& p, cudaStream_t stream, int* lt_status = nullptr);
 
 // Our warp-specialised TMA + wgmma kernel (lm_gemm_fp8_wgmma.cu) for the same GemmFp8Params

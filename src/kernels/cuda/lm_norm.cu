@@ -1,7 +1,9 @@
 // Normalisation stages of the hybrid LM, each fused with its neighbour so the activation makes one
 // trip through memory: residual add + RMSNorm, per-head q/k RMSNorm + partial NeoX RoPE, and the
 // GDN output's gated RMSNorm. bf16 in and out, fp32 math, fixed-order reductions.
+#include "kernels/cuda/lm_act_quant.cuh"
 #include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gemm_fp8.h"
 #include "kernels/cuda/lm_kernels.h"
 
 namespace frost::kernels {
@@ -64,11 +66,20 @@ __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf1
 #pragma unroll
     for (int j = 0; j < kNormMaxVecPerThread; ++j) {
         const int vi = threadIdx.x + j * kNormThreads;
-        if (vi >= nvec) continue;
-        float out[kVec];
+        float out[kVec] = {};
+        if (vi < nvec) {
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) out[e] = v[j][e] * rs * (one + p.w[vi * kVec + e]);
-        store8(y + vi * kVec, out);
+            for (int e = 0; e < kVec; ++e) out[e] = v[j][e] * rs * (one + p.w[vi * kVec + e]);
+            store8(y + vi * kVec, out);
+        }
+        // The FP8 twin (dim a multiple of 128, so 16 lanes hold one group): the whole warp joins
+        // while any of its lanes has a vector, as the group max is a warp shuffle.
+        if (p.yq && (threadIdx.x & ~(kWarp - 1)) + j * kNormThreads < nvec) {
+#pragma unroll
+            for (int e = 0; e < kVec; ++e) out[e] = bf16_rounded(out[e]);
+            act_quant_group<kActGroup / kVec, kVec>(out, vi < nvec, p.yq + static_cast<int64_t>(row) * p.dim + vi * kVec,
+                                                    p.yq_scale + (vi * kVec / kActGroup) * p.yq_scale_ld + row);
+        }
     }
 }
 
@@ -210,13 +221,26 @@ __global__ void gated_rmsnorm_vec4_kernel(GatedRmsNormBf16Params p) {
     u.x = *reinterpret_cast<const uint32_t*>(&lo);
     u.y = *reinterpret_cast<const uint32_t*>(&hi);
     *reinterpret_cast<uint2*>(p.y + xo) = u;
+    // The FP8 twin: a head of 128 is one activation group, this warp's.
+    if (p.yq) {
+        const float2 a = __bfloat1622float2(lo), b = __bfloat1622float2(hi);
+        const float r[4] = {a.x, a.y, b.x, b.y};
+        act_quant_group<kWarp, 4>(r, true, p.yq + xo, p.yq_scale + head * p.yq_scale_ld + row);
+    }
 }
 
 }  // namespace
 
+// The FP8 twin's arguments (lm_params.h): a K-wide twin of `rows` rows, 8-byte aligned rows.
+bool twin_ok(const uint8_t* yq, const float* yq_scale, int64_t ld, int64_t K, int rows) {
+    return yq_scale && K % kFp8Group == 0 && ld == act_scale_ld(rows) && reinterpret_cast<uintptr_t>(yq) % 8 == 0;
+}
+
 cudaError_t add_rmsnorm_launch(const AddRmsNormBf16Params& p, cudaStream_t stream) {
     if (!p.h || !p.w || !p.y || p.dim <= 0 || p.dim % kVec != 0 ||
         p.dim > kNormThreads * kNormMaxVecPerThread * kVec || p.max_rows <= 0)
+        return cudaErrorInvalidValue;
+    if (p.yq && (p.last_row_only || !twin_ok(p.yq, p.yq_scale, p.yq_scale_ld, p.dim, p.max_rows)))
         return cudaErrorInvalidValue;
     const int blocks = p.last_row_only ? 1 : p.max_rows;
     const cudaError_t err = launch_kernel(add_rmsnorm_kernel, dim3(blocks), dim3(kNormThreads), 0, stream, p.pdl != 0, p);
@@ -228,7 +252,8 @@ KernelCost add_rmsnorm_cost(const AddRmsNormBf16Params& p, int rows) {
     const int r = p.last_row_only ? 1 : rows;
     const double elems = static_cast<double>(r) * p.dim;
     const double io = p.delta ? 4.0 : 2.0;  // h (+ delta read, h write) and y
-    return {elems * sizeof(bf16) * io + p.dim * sizeof(float), elems * 5.0};
+    const double twin = p.yq ? elems * (1.0 + sizeof(float) / double(kFp8Group)) : 0.0;  // e4m3 + scales
+    return {elems * sizeof(bf16) * io + p.dim * sizeof(float) + twin, elems * 5.0};
 }
 
 cudaError_t qk_norm_rope_launch(const QkNormRopeBf16Params& p, cudaStream_t stream) {
@@ -280,19 +305,31 @@ cudaError_t gated_rmsnorm_launch(const GatedRmsNormBf16Params& p, cudaStream_t s
         p.dim > kWarp * kHeadMaxPerLane || p.heads <= 0 || p.max_rows <= 0)
         return cudaErrorInvalidValue;
     const int items = p.max_rows * p.heads;
+    if (p.yq && !twin_ok(p.yq, p.yq_scale, p.yq_scale_ld, int64_t(p.heads) * p.dim, p.max_rows))
+        return cudaErrorInvalidValue;
     const bool vec4 = p.dim == kGatedVecDim && p.z_row_stride % 4 == 0 && reinterpret_cast<uintptr_t>(p.x) % 8 == 0 &&
                       reinterpret_cast<uintptr_t>(p.z) % 8 == 0 && reinterpret_cast<uintptr_t>(p.y) % 8 == 0 &&
                       reinterpret_cast<uintptr_t>(p.w) % 16 == 0;
+    // The strided kernel's lanes do not hold whole groups: its twin comes from the quantizer after.
+    GatedRmsNormBf16Params k = p;
+    if (!vec4) k.yq = nullptr;
     const cudaError_t err = launch_kernel(vec4 ? gated_rmsnorm_vec4_kernel : gated_rmsnorm_kernel,
                                           dim3(ceil_div(items, kHeadWarpsPerBlock)),
-                                          dim3(kHeadWarpsPerBlock * kWarp), 0, stream, p.pdl != 0, p);
+                                          dim3(kHeadWarpsPerBlock * kWarp), 0, stream, p.pdl != 0, k);
     if (err != cudaSuccess) return err;
+    if (p.yq && !vec4) {
+        const cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return e;
+        const int64_t width = int64_t(p.heads) * p.dim;
+        return act_quant_fp8_launch(p.y, width, p.max_rows, int32_t(width), p.yq, p.yq_scale, stream);
+    }
     return cudaGetLastError();
 }
 
 KernelCost gated_rmsnorm_cost(const GatedRmsNormBf16Params& p, int rows) {
     const double elems = static_cast<double>(rows) * p.heads * p.dim;
-    return {elems * sizeof(bf16) * 3.0, elems * 8.0};
+    const double twin = p.yq ? elems * (1.0 + sizeof(float) / double(kFp8Group)) : 0.0;  // e4m3 + scales
+    return {elems * sizeof(bf16) * 3.0 + twin, elems * 8.0};
 }
 
 }  // namespace frost::kernels

@@ -41,6 +41,12 @@ struct AddRmsNormBf16Params {
     const int32_t* n_rows;   // may be null
     int32_t last_row_only;
     int32_t pdl = 0;         // 1: programmatic dependent launch (decode graphs; see lm_common.cuh)
+    // Optional FP8 twin of y for a W8A8 prefill GEMM (lm_gemm_fp8.h), written in the same pass:
+    // e4m3 [max_rows, dim] (row stride dim) and group scales [dim/128][yq_scale_ld]
+    // (yq_scale_ld = act_scale_ld(max_rows)): the bytes act_quant_fp8_launch makes of the bf16 y.
+    uint8_t* yq = nullptr;
+    float* yq_scale = nullptr;
+    int64_t yq_scale_ld = 0;
 };
 
 // Batched decode (ops.h BatchSlots): row r of a launch is one token of session slots[r] (< 0:
@@ -99,6 +105,12 @@ struct GatedRmsNormBf16Params {
     int32_t max_rows;
     const int32_t* n_rows;
     int32_t pdl = 0;         // 1: programmatic dependent launch (decode graphs; see lm_common.cuh)
+    // Optional FP8 twin of y for a W8A8 prefill GEMM (lm_gemm_fp8.h), written in the same pass:
+    // e4m3 [max_rows, heads*dim] (row stride heads*dim) and group scales [heads*dim/128][yq_scale_ld]
+    // (yq_scale_ld = act_scale_ld(max_rows)): the bytes act_quant_fp8_launch makes of the bf16 y.
+    uint8_t* yq = nullptr;
+    float* yq_scale = nullptr;
+    int64_t yq_scale_ld = 0;
 };
 
 // Causal depthwise conv1d (K taps, tap K-1 = current token) + SiLU over this launch's rows, with
@@ -253,6 +265,12 @@ struct SwigluBf16Params {
     int32_t F;               // multiple of 8
     int32_t max_rows;
     const int32_t* n_rows;
+    // Optional FP8 twin of y for a W8A8 prefill GEMM (lm_gemm_fp8.h), written in the same pass:
+    // e4m3 [max_rows, F] (row stride F) and group scales [F/128][yq_scale_ld]
+    // (yq_scale_ld = act_scale_ld(max_rows)): the bytes act_quant_fp8_launch makes of the bf16 y.
+    uint8_t* yq = nullptr;
+    float* yq_scale = nullptr;
+    int64_t yq_scale_ld = 0;
 };
 
 // y = x W^T (+ y when accumulate: the fused residual add), bf16 operands, fp32 accumulation.

@@ -60,21 +60,37 @@ struct Forward {
         return trace_hook && *trace_hook ? (*trace_hook)(ex.stream, name, layer, src) : FROST_OK;
     }
 
-    // y (+)= x Wᵀ over x's rows.
+    bool quant_act(const Tensor& wt) const {
+        return step.fp8_w8a8_prefill && !step.decode && wt.dtype == ops::DType::FP8_E4M3;
+    }
+
+    // The FP8 twin the producer of wt's GEMM input writes beside it (ScratchViews::fp8_q), when
+    // that GEMM quantizes its input (quant_act) in 128-wide groups; none otherwise. A pure function
+    // of the weight, so the producer and the GEMM agree.
+    ops::Fp8Act twin_for(const Tensor& wt) const {
+        const int64_t K = wt.rank == 2 ? wt.shape[1] : 0;
+        if (!quant_act(wt) || s.fp8_q.empty() || wt.scale_block != 128 || K % 128 != 0 ||
+            int64_t(rows()) * K > s.fp8_q.numel() || ops::fp8_act_ld(rows()) * (K / 128) > s.fp8_scale.numel())
+            return {};
+        return ops::fp8_act(s.fp8_q.data, s.fp8_scale.data, rows(), K);
+    }
+
+    // y (+)= x Wᵀ over x's rows; xq: x's FP8 twin when its producer wrote one (twin_for(wt)).
     frost_status gemm(const char* label, const Tensor& x, const Tensor& wt, const Tensor& y, Epilogue ep,
-                      const Tensor& tmp = Tensor{}) {
+                      const Tensor& tmp = Tensor{}, const ops::Fp8Act& xq = {}) {
         ops::GemmOp g;
         g.x = x; g.w = wt; g.y = y; g.tmp = tmp; g.epilogue = ep; g.pdl = pdl();
         g.n_rows = x.rows() > 1 ? n_rows() : nullptr;
-        g.quant_act = step.fp8_w8a8_prefill && !step.decode && wt.dtype == ops::DType::FP8_E4M3 ? 1 : 0;
+        g.quant_act = quant_act(wt) ? 1 : 0;
+        if (g.quant_act) g.xq = xq;
         return ops::op_gemm(ex, g, label);
     }
 
-    frost_status norm(const char* label, const Tensor& weight) {
+    frost_status norm(const char* label, const Tensor& weight, const ops::Fp8Act& yq) {
         ops::AddRmsNormOp n;
         n.h = at(s.h, 0, rows(), c.hidden_size, c.hidden_size);
         n.w = weight; n.y = at(s.x, 0, rows(), c.hidden_size, c.hidden_size);
-        n.eps = eps(); n.rows = rws(); n.pdl = pdl();
+        n.eps = eps(); n.rows = rws(); n.pdl = pdl(); n.yq = yq;
         return ops::op_add_rmsnorm(ex, n, label);
     }
 
@@ -86,7 +102,8 @@ struct Forward {
         const int C = c.conv_dim(), V = c.lin_v_dim(), Q = c.lin_q_dim();
         const int Hv = c.lin_num_v_heads, Hk = c.lin_num_k_heads, dk = c.lin_k_head_dim, dv = c.lin_v_head_dim;
         const int64_t W = L.in_proj.shape[0];  // [qkv | z | b | a | row padding]
-        FROST_TRY(gemm("gemm lin in_proj", x_rows(), L.in_proj, at(s.proj, 0, rows(), W, W), Epilogue::None));
+        FROST_TRY(gemm("gemm lin in_proj", x_rows(), L.in_proj, at(s.proj, 0, rows(), W, W), Epilogue::None, Tensor{},
+                       twin_for(L.in_proj)));
         ops::Conv1dSiluL2Op cv;
         cv.x = at(s.proj, 0, rows(), C, W); cv.w = L.conv_w; cv.state = ss.conv[l];
         cv.y = at(s.conv_out, 0, rows(), C, C);
@@ -102,7 +119,7 @@ struct Forward {
         const Tensor core = at(s.core, 0, rows(), V, V);
         ops::GatedRmsNormOp gn;
         gn.x = core; gn.z = at(s.proj, C, rows(), V, W); gn.w = L.gdn_norm; gn.y = at(s.gated, 0, rows(), V, V);
-        gn.heads = Hv; gn.dim = dv; gn.eps = eps(); gn.rows = rws(); gn.pdl = pdl();
+        gn.heads = Hv; gn.dim = dv; gn.eps = eps(); gn.rows = rws(); gn.pdl = pdl(); gn.yq = twin_for(L.out_proj);
         if (step.decode) {  // conv, gated step and norm as one op (one launch on CUDA, same bits)
             ops::GdnDecodeOp dec;
             dec.conv = cv;
@@ -126,14 +143,15 @@ struct Forward {
             FROST_TRY(trace("gdn_out", l, core));
             FROST_TRY(ops::op_gated_rmsnorm(ex, gn, "gated_rmsnorm"));
         }
-        return gemm("gemm lin out_proj", gn.y, L.out_proj, h_rows(), Epilogue::Residual);
+        return gemm("gemm lin out_proj", gn.y, L.out_proj, h_rows(), Epilogue::Residual, Tensor{}, gn.yq);
     }
 
     frost_status full_mixer(int l) {
         const LayerWeightViews& L = w.layers[l];
         const int Hq = c.num_heads, Hkv = c.num_kv_heads, d = c.head_dim;
         const int64_t W = L.in_proj.shape[0];  // [q|gate interleaved per head | k | v]
-        FROST_TRY(gemm("gemm full qkv_proj", x_rows(), L.in_proj, at(s.proj, 0, rows(), W, W), Epilogue::None));
+        FROST_TRY(gemm("gemm full qkv_proj", x_rows(), L.in_proj, at(s.proj, 0, rows(), W, W), Epilogue::None, Tensor{},
+                       twin_for(L.in_proj)));
         const int64_t k_off = int64_t(2) * Hq * d, v_off = k_off + int64_t(Hkv) * d;
         ops::QkNormRopeOp qk;
         qk.q = heads_at(s.proj, 0, rows(), Hq, d, W, 2 * d);
@@ -193,10 +211,11 @@ struct Forward {
         if (step.decode) {  // gate_up GEMV with SwiGLU in its epilogue (same bits as the two kernels)
             FROST_TRY(gemm("gemv mlp gate_up+swiglu", x_rows(), L.gate_up, act, Epilogue::SwiGLU, up));
         } else {
-            FROST_TRY(gemm("gemm mlp gate_up", x_rows(), L.gate_up, up, Epilogue::None));
+            FROST_TRY(gemm("gemm mlp gate_up", x_rows(), L.gate_up, up, Epilogue::None, Tensor{}, twin_for(L.gate_up)));
             ops::SwigluOp sw;
-            sw.x = up; sw.y = act; sw.rows = rws();
+            sw.x = up; sw.y = act; sw.rows = rws(); sw.yq = twin_for(L.down);
             FROST_TRY(ops::op_swiglu(ex, sw, "swiglu"));
+            return gemm("gemm mlp down", act, L.down, h_rows(), Epilogue::Residual, Tensor{}, sw.yq);
         }
         return gemm("gemm mlp down", act, L.down, h_rows(), Epilogue::Residual);
     }
@@ -232,10 +251,11 @@ struct Forward {
             FROST_TRY(trace("embed", -1, ep.y));
         }
         for (int l = lb; l < le; ++l) {
-            FROST_TRY(norm("rmsnorm input", w.layers[l].in_ln));
+            const LayerWeightViews& L = w.layers[l];
+            FROST_TRY(norm("rmsnorm input", L.in_ln, twin_for(L.in_proj)));
             FROST_TRY(c.is_linear(l) ? linear_mixer(l) : full_mixer(l));
             FROST_TRY(trace("mixer_residual", l, h_rows()));
-            FROST_TRY(norm("rmsnorm post_attention", w.layers[l].post_ln));
+            FROST_TRY(norm("rmsnorm post_attention", L.post_ln, c.is_moe_layer(l) ? ops::Fp8Act{} : twin_for(L.gate_up)));
             FROST_TRY(mlp(l));
             FROST_TRY(trace("layer_out", l, h_rows()));
         }

@@ -45,6 +45,12 @@ struct ScratchViews {
     ops::Tensor moe_ids;      // [R, k] i32 selected experts
     ops::Tensor moe_w;        // [R, k] f32 their mixing weights
     ops::Tensor moe_work;     // f32 backend scratch (Backend::moe_work_floats)
+    // W8A8 prefill (StepSpec::fp8_w8a8_prefill) with the GEMM inputs quantized by their producers
+    // (ops.h Fp8Act): the one twin in flight (each is read by the GEMM right after its producer),
+    // e4m3 bytes [R, K] and scales [K/128, fp8_act_ld(R)] for the widest K of an FP8 GEMM. Empty
+    // when the engine does not fuse (then each FP8 GEMM quantizes its own input).
+    ops::Tensor fp8_q;        // u8
+    ops::Tensor fp8_scale;    // f32
     int32_t* out_token = nullptr;  // [1]
     kernels::SampleRecord* sample_record = nullptr;  // [1] the step's token + logprobs
     BatchViews batch;              // batched decode (empty when the engine has none)

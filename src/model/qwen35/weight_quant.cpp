@@ -46,6 +46,24 @@ int64_t fp8_merged_rows(const std::vector<const TensorView*>& parts) {
     return br0;
 }
 
+// The 128x128 grid of the FP8 block-scaled prefill GEMM (kernels::kFp8Group).
+constexpr int64_t kFp8GridRows = 128;
+
+// Rows of the leading parts that are whole 128x128-block modules (the GDN in_proj's qkv and z,
+// before b and a), when they leave rows after them; else 0.
+int64_t fp8_grid_rows(const std::vector<const TensorView*>& parts) {
+    int64_t rows = 0, total = 0;
+    bool open = true;
+    for (const TensorView* t : parts) {
+        int64_t br = 0, bc = 0;
+        fp8_block(*t->quant, &br, &bc);
+        open = open && br == kFp8GridRows && bc == kFp8GridRows && t->quant->out % kFp8GridRows == 0;
+        if (open) rows += t->quant->out;
+        total += t->quant->out;
+    }
+    return rows < total ? rows : 0;
+}
+
 }  // namespace
 
 std::string quant_matrix_refusal(const std::vector<const TensorView*>& parts, int64_t K) {
@@ -127,6 +145,19 @@ frost_status upload_quant_matrix(const std::string& name, const std::vector<cons
         }
         v.scale_rows = int32_t(br);
         v.scale_block = int32_t(bc);
+        // Per-row scales because a later part does not fill whole blocks (the GDN in_proj's b and
+        // a): the leading parts that do (qkv, z) also get their 128x128 grid, which the CUDA
+        // prefill GEMM reads to run those rows block-scaled (ops::Tensor::grid_rows).
+        const int64_t grid = br == 1 && br0 == kFp8GridRows && bc == kFp8GridRows ? fp8_grid_rows(parts) : 0;
+        if (grid > 0) {
+            void *hg = nullptr, *dg = nullptr;
+            FROST_TRY(alloc(".grid_scale", size_t(grid / kFp8GridRows * cols) * sizeof(float), &hg, &dg));
+            float* gs = static_cast<float*>(hg);
+            for (int64_t r = 0; r < grid; r += kFp8GridRows)  // the per-row array's value, one row per block
+                for (int64_t c = 0; c < cols; ++c) gs[(r / kFp8GridRows) * cols + c] = s[r * cols + c];
+            v.grid_scale = static_cast<const float*>(dg);
+            v.grid_rows = int32_t(grid);
+        }
     } else if (dt == ops::DType::NVFP4) {
         const int64_t groups = K / kNvfp4Group;
         FROST_TRY(alloc(".scale", size_t(rows * groups), &hs, &ds));

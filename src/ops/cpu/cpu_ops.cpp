@@ -77,6 +77,33 @@ frost_status named(frost_status st, const char* op) {
 
 const int32_t* cursor_rows(const StepCursor* c) { return &c->n_tokens; }
 
+// Whether t is an FP8 twin (ops.h Fp8Act) of at least `rows` rows of K columns.
+bool twin_fits(const Fp8Act& t, int64_t rows, int64_t K) {
+    return t.q.dtype == DType::U8 && t.q.rank == 2 && t.q.shape[0] >= rows && t.q.shape[1] == K &&
+           t.q.stride[0] == K && !t.scale.empty() && t.scale.dtype == DType::F32 && t.scale.shape[0] == K / 128 &&
+           t.scale.stride[0] == fp8_act_ld(t.q.shape[0]) && K % 128 == 0;
+}
+
+// The FP8 twin of an op's output y (after the op wrote it): its valid rows, from the values y
+// holds (bf16 views as stored), quantized as GemmOp::quant_act quantizes them.
+frost_status write_twin(const Fp8Act& t, const Tensor& y, const Rows& rows, const char* op) {
+    const int32_t n = K::cpu::launch_rows(rows.n, rows.max);
+    const int64_t cols = y.shape[1];
+    if (!twin_fits(t, rows.max, cols))
+        return fail(FROST_ERR_INVALID_ARG, "op_%s (cpu): yq must be an Fp8Act of [%d, %lld] (K a multiple of 128)", op,
+                    rows.max, (long long)cols);
+    std::vector<float> v(size_t(n) * size_t(cols));
+    for (int32_t r = 0; r < n; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+            const int64_t off = r * y.stride[0] + c;
+            v[size_t(r) * cols + c] =
+                y.dtype == DType::BF16 ? util::bf16_to_f32(y.as<const uint16_t>()[off]) : y.as<const float>()[off];
+        }
+    return named(K::cpu::quantize_act_e4m3_bytes(v.data(), n, int32_t(cols), cols, t.q.as<uint8_t>(),
+                                                 t.scale.as<float>(), t.scale.stride[0]),
+                 op);
+}
+
 frost_status run(const QkNormRopeOp& p);
 frost_status run(const Conv1dSiluL2Op& p);
 frost_status run(const GdnStepOp& p);
@@ -160,6 +187,10 @@ frost_status run(const AddRmsNormOp& p) {
     r.last_row_only = p.last_row_only;
     FROST_TRY(named(K::cpu::rmsnorm(r), "add_rmsnorm"));
     w.finish();
+    if (p.yq.on()) {
+        if (p.last_row_only) return fail(FROST_ERR_INVALID_ARG, "op_add_rmsnorm (cpu): no yq with last_row_only");
+        FROST_TRY(write_twin(p.yq, p.y, p.rows, "add_rmsnorm"));
+    }
     return FROST_OK;
 }
 
@@ -304,6 +335,7 @@ frost_status run(const GatedRmsNormOp& p) {
     g.max_rows = p.rows.max; g.n_rows = p.rows.n;
     FROST_TRY(named(K::cpu::gated_rmsnorm(g), "gated_rmsnorm"));
     w.finish();
+    if (p.yq.on()) FROST_TRY(write_twin(p.yq, p.y, p.rows, "gated_rmsnorm"));
     return FROST_OK;
 }
 
@@ -379,7 +411,20 @@ frost_status run(const GemmOp& p) {
     FROST_TRY(w.status());
     g.ldx = p.x.stride[0];
     std::vector<float> xq;  // W8A8: the activations as the FP8 GEMM sees them (a copy: x is the caller's)
-    if (p.quant_act) {
+    if (p.quant_act && p.xq.on()) {  // quantized by x's producer: its twin, decoded
+        const int32_t M = int32_t(p.x.shape[0]), Kd = int32_t(p.x.shape[1]);
+        if (!twin_fits(p.xq, M, Kd))
+            return fail(FROST_ERR_INVALID_ARG, "op_gemm (cpu): xq must be an Fp8Act of [%d, %d]", M, Kd);
+        xq.resize(size_t(M) * size_t(Kd));
+        const uint8_t* q = p.xq.q.as<const uint8_t>();
+        const float* sc = p.xq.scale.as<const float>();
+        const int64_t ld = p.xq.scale.stride[0];
+        for (int32_t r = 0; r < M; ++r)
+            for (int32_t k = 0; k < Kd; ++k)
+                xq[size_t(r) * Kd + k] = K::cpu::e4m3_from_bits(q[size_t(r) * Kd + k]) * sc[(k / 128) * ld + r];
+        g.x = xq.data();
+        g.ldx = Kd;
+    } else if (p.quant_act) {
         const int32_t M = int32_t(p.x.shape[0]), Kd = int32_t(p.x.shape[1]);
         xq.resize(size_t(M) * size_t(Kd));
         for (int32_t r = 0; r < M; ++r) std::memcpy(&xq[size_t(r) * Kd], g.x + r * g.ldx, sizeof(float) * size_t(Kd));
@@ -412,6 +457,7 @@ frost_status run(const SwigluOp& p) {
     s.F = int32_t(p.y.shape[1]); s.max_rows = p.rows.max; s.n_rows = p.rows.n;
     FROST_TRY(named(K::cpu::swiglu(s), "swiglu"));
     w.finish();
+    if (p.yq.on()) FROST_TRY(write_twin(p.yq, p.y, p.rows, "swiglu"));
     return FROST_OK;
 }
 

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -41,6 +42,7 @@ using K::bf16;
 
 // M, N, K, ldx, ldy, out_f32, accumulate.
 using GemmShapeKey = std::array<int64_t, 7>;
+using Fp8ShapeKey = std::array<int64_t, 8>;  // GemmShapeKey's fields with w_block_n, + grid_rows
 
 const OpTable& cuda_op_table();
 
@@ -141,7 +143,7 @@ public:
     // the caller falls back to the dequantized bf16 GEMM). Only a failure other than "no
     // algorithm" is an error.
     cudaError_t fp8_plan(const K::GemmFp8Params& p, K::GemmFp8Plan** out) {
-        const GemmShapeKey key{p.M, p.N, p.K, p.w_block_n, p.ldy, p.out_f32, p.accumulate};
+        const Fp8ShapeKey key{p.M, p.N, p.K, p.w_block_n, p.ldy, p.out_f32, p.accumulate, p.grid_rows};
         auto it = fp8_plans_.find(key);
         if (it == fp8_plans_.end()) {
             K::GemmFp8Plan* plan = nullptr;
@@ -155,7 +157,7 @@ public:
     size_t tile_bytes() const { return tile_elems_ * sizeof(bf16); }
 
 private:
-    std::map<GemmShapeKey, K::GemmFp8Plan*> fp8_plans_;
+    std::map<Fp8ShapeKey, K::GemmFp8Plan*> fp8_plans_;
     frost_buffer* workspace_ = nullptr;
     frost_buffer* tile_ = nullptr;  // bf16 dequant tile (reserve_dequant_scratch)
     size_t tile_elems_ = 0;
@@ -194,6 +196,28 @@ frost_status check(cudaError_t e, const char* op) {
 bf16* B(const Tensor& t) { return t.as<bf16>(); }
 float* F(const Tensor& t) { return t.as<float>(); }
 
+// An FP8 twin (ops.h Fp8Act) of `rows` rows of `cols` columns, in act_quant_fp8_launch's layout: the
+// launchers' fields (null when t is off); false when the views do not have that layout.
+bool twin_args(const Fp8Act& t, int64_t rows, int64_t cols, uint8_t** q, float** scale, int64_t* ld) {
+    *q = nullptr;
+    *scale = nullptr;
+    *ld = 0;
+    if (!t.on()) return true;
+    if (t.q.dtype != DType::U8 || t.q.rank != 2 || t.q.shape[0] != rows || t.q.shape[1] != cols || t.q.stride[0] != cols ||
+        t.scale.dtype != DType::F32 || t.scale.empty() || t.scale.stride[0] != K::act_scale_ld(int32_t(rows)))
+        return false;
+    *q = t.q.as<uint8_t>();
+    *scale = F(t.scale);
+    *ld = t.scale.stride[0];
+    return true;
+}
+#define NEED_TWIN(t, rows, cols, dst, op)                                                                       \
+    do {                                                                                                        \
+        if (!twin_args((t), (rows), (cols), &(dst).yq, &(dst).yq_scale, &(dst).yq_scale_ld))                    \
+            return fail(FROST_ERR_UNSUPPORTED, "op_%s (cuda): yq must be an Fp8Act of [%lld, %lld]", op,        \
+                        (long long)(rows), (long long)(cols));                                                  \
+    } while (0)
+
 // Programmatic dependent launch for the ops whose op struct carries no pdl hint: on for
 // decode-sized launches (<= kGemvMaxRows rows: a solo or batched decode step, whose neighbours are
 // all kernels) on a created stream (never the legacy one), as op_moe does.
@@ -217,6 +241,7 @@ frost_status add_rmsnorm(const Exec& ex, const AddRmsNormOp& p) {
     K::AddRmsNormBf16Params n{B(p.h), p.delta.empty() ? nullptr : B(p.delta), F(p.w), B(p.y), int32_t(p.h.shape[1]),
                               p.zero_centred, p.eps, p.rows.max, p.rows.n, p.last_row_only};
     n.pdl = p.pdl;
+    NEED_TWIN(p.yq, p.rows.max, p.h.shape[1], n, "add_rmsnorm");
     return check(K::add_rmsnorm_launch(n, native(ex)), "add_rmsnorm");
 }
 
@@ -324,7 +349,9 @@ frost_status gated_rmsnorm(const Exec& ex, const GatedRmsNormOp& p) {
     NEED(p.x, DType::BF16, "gated_rmsnorm");
     NEED(p.z, DType::BF16, "gated_rmsnorm");
     NEED(p.y, DType::BF16, "gated_rmsnorm");
-    return check(K::gated_rmsnorm_launch(gated_params(p), native(ex)), "gated_rmsnorm");
+    K::GatedRmsNormBf16Params g = gated_params(p);
+    NEED_TWIN(p.yq, p.rows.max, int64_t(p.heads) * p.dim, g, "gated_rmsnorm");
+    return check(K::gated_rmsnorm_launch(g, native(ex)), "gated_rmsnorm");
 }
 
 
@@ -341,6 +368,7 @@ frost_status gdn_decode(const Exec& ex, const GdnDecodeOp& p) {
     NEED(p.norm.z, DType::BF16, "gdn_decode");
     NEED(p.norm.y, DType::BF16, "gdn_decode");
     K::GdnDecodeBf16Params f{conv_params(p.conv), gdn_step_params(p.step), gated_params(p.norm), p.step.pdl};
+    NEED_TWIN(p.norm.yq, p.norm.rows.max, int64_t(p.norm.heads) * p.norm.dim, f.norm, "gdn_decode");
     if ((decode_fuse_mode() & 1) && K::gdn_decode_fused_applies(f))
         return check(K::gdn_decode_fused_launch(f, native(ex)), "gdn_decode");
     FROST_TRY(conv1d_silu_l2(ex, p.conv));
@@ -447,8 +475,19 @@ frost_status gemm_bf16(const Exec& ex, const GemmOp& p, const Tensor& w);
 // the backend's tile (e4m3 rows, then their scales), then cuBLASLt's block-scaled FP8 GEMM (the
 // checkpoint's own W8A8 scheme, lm_gemm_fp8.h). A fused matrix whose parts do not all fill whole
 // 128-row blocks (the GDN in_proj) carries one scale per row and 128 columns: it runs the same
-// GEMM with per-row weight scales. *done = false when the shape has no such path (other block
+// GEMM with per-row weight scales, split where the weight also has a 128x128 grid for its leading
+// whole blocks (ops::Tensor::grid_rows): those rows block-scaled, only the rest per-row
+// (GemmFp8Params::grid_rows). *done = false when the shape has no such path (other block
 // sizes, K not a multiple of 128, no cuBLASLt algorithm): the caller dequantizes.
+// FROST_FP8_GRID_SPLIT=0 turns the split off (A/B benches).
+bool fp8_grid_split_enabled() {
+    static const bool on = [] {
+        const char* e = std::getenv("FROST_FP8_GRID_SPLIT");
+        return !(e && std::strcmp(e, "0") == 0);
+    }();
+    return on;
+}
+
 frost_status gemm_fp8_block(const Exec& ex, const GemmOp& p, const K::GemvQuantParams& q, bool* done) {
     *done = false;
     auto* be = static_cast<CudaBackend*>(ex.backend);
@@ -465,13 +504,24 @@ frost_status gemm_fp8_block(const Exec& ex, const GemmOp& p, const K::GemvQuantP
     const size_t need = xq_bytes + xs_bytes + ws_bytes;
     uint8_t* tile = reinterpret_cast<uint8_t*>(be->tile(be->tile_bytes() / sizeof(bf16)));
     if (!tile || need > be->tile_bytes()) return FROST_OK;
+    // x already quantized by its producer (GemmOp::xq): the GEMM reads that twin, no quantizer.
+    uint8_t* twin_q = nullptr;
+    float* twin_s = nullptr;
+    int64_t twin_ld = 0;
+    if (!twin_args(p.xq, M, q.K, &twin_q, &twin_s, &twin_ld))
+        return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): xq must be an Fp8Act of [%d, %d]", M, q.K);
     K::GemmFp8Params g{};
-    g.xq = tile;
-    g.x_scale = reinterpret_cast<const float*>(tile + xq_bytes);
+    g.xq = twin_q ? twin_q : tile;
+    g.x_scale = twin_q ? twin_s : reinterpret_cast<const float*>(tile + xq_bytes);
     g.w = static_cast<const uint8_t*>(q.w);
     g.w_scale = q.block_n == 1 ? reinterpret_cast<const float*>(tile + xq_bytes + xs_bytes)
                                : static_cast<const float*>(q.scale);
     g.w_block_n = q.block_n;
+    if (q.block_n == 1 && p.w.grid_scale && p.w.grid_rows > 0 && p.w.grid_rows % K::kFp8Group == 0 &&
+        p.w.grid_rows < q.N && fp8_grid_split_enabled()) {
+        g.grid_rows = p.w.grid_rows;
+        g.w_grid_scale = p.w.grid_scale;
+    }
     g.y = p.y.data;
     g.ldy = p.y.stride[0];
     g.M = M;
@@ -481,14 +531,23 @@ frost_status gemm_fp8_block(const Exec& ex, const GemmOp& p, const K::GemvQuantP
     g.accumulate = p.epilogue == Epilogue::Residual ? 1 : 0;
     K::GemmFp8Plan* plan = nullptr;
     FROST_TRY(check(be->fp8_plan(g, &plan), "gemm (fp8 plan)"));
+    if (!plan && g.grid_rows > 0) {  // no split plan: every row per-row
+        g.grid_rows = 0;
+        g.w_grid_scale = nullptr;
+        FROST_TRY(check(be->fp8_plan(g, &plan), "gemm (fp8 plan)"));
+    }
     if (!plan) return FROST_OK;
-    if (q.block_n == 1)
-        FROST_TRY(check(K::w_scale_rows_launch(static_cast<const float*>(q.scale), q.N, q.K,
+    const int32_t grid = K::gemm_fp8_plan_grid_rows(plan);  // rows the plan runs block-scaled
+    if (q.block_n == 1) {  // the per-row rows' scales only (from row `grid`)
+        const float* rows_scale = static_cast<const float*>(q.scale) + int64_t(grid) * (q.K / K::kFp8Group);
+        FROST_TRY(check(K::w_scale_rows_launch(rows_scale, q.N - grid, q.K,
                                                reinterpret_cast<float*>(tile + xq_bytes + xs_bytes), native(ex)),
                         "gemm (fp8 per-row weight scales)"));
-    FROST_TRY(check(K::act_quant_fp8_launch(B(p.x), p.x.stride[0], M, q.K, tile,
-                                            reinterpret_cast<float*>(tile + xq_bytes), native(ex)),
-                    "gemm (fp8 activation quantization)"));
+    }
+    if (!twin_q)
+        FROST_TRY(check(K::act_quant_fp8_launch(B(p.x), p.x.stride[0], M, q.K, tile,
+                                                reinterpret_cast<float*>(tile + xq_bytes), native(ex)),
+                        "gemm (fp8 activation quantization)"));
     FROST_TRY(check(K::gemm_fp8_launch(plan, g, native(ex)), "gemm (fp8 block-scaled)"));
     *done = true;
     return FROST_OK;
@@ -577,6 +636,7 @@ frost_status swiglu(const Exec& ex, const SwigluOp& p) {
     NEED(p.x, DType::BF16, "swiglu");
     NEED(p.y, DType::BF16, "swiglu");
     K::SwigluBf16Params s{B(p.x), B(p.y), int32_t(p.y.shape[1]), p.rows.max, p.rows.n};
+    NEED_TWIN(p.yq, p.rows.max, p.y.shape[1], s, "swiglu");
     return check(K::swiglu_launch(s, native(ex)), "swiglu");
 }
 
