@@ -68,9 +68,19 @@ OpCost cost_of(const GatedRmsNormOp& p) {
     return {8 * n, n * (B(p.x) + B(p.z) + y_bytes(p.y, p)) + 4.0 * p.dim + twin_bytes(p.yq)};
 }
 
+OpCost cost_of(const GdnDecodeOp& p) {
+    const OpCost c = cost_of(p.conv), s = cost_of(p.step), n = cost_of(p.norm);
+    return {c.flops + s.flops + n.flops, c.bytes + s.bytes + n.bytes};
+}
+
 OpCost cost_of(const KvAppendOp& p) {
     const double n = double(p.max_rows) * p.k.shape[1];
     return {0, 2 * n * (B(p.k) + B(p.k_cache))};
+}
+
+OpCost cost_of(const QkRopeKvAppendOp& p) {
+    const OpCost a = cost_of(p.qk), b = cost_of(p.kv);
+    return {a.flops + b.flops, a.bytes + b.bytes};
 }
 
 OpCost cost_of(const AttentionOp& p, int64_t context) {

@@ -24,6 +24,8 @@ const char* op_name(OpKind k) {
         case OpKind::Sample: return "sample";
         case OpKind::Cursor: return "cursor";
         case OpKind::Moe: return "moe";
+        case OpKind::GdnDecode: return "gdn_decode";
+        case OpKind::QkRopeKvAppend: return "qk_rope_kv_append";
         case OpKind::Count: break;
     }
     return "unknown";
@@ -129,12 +131,50 @@ frost_status op_gated_rmsnorm(const Exec& ex, const GatedRmsNormOp& p, const cha
     OP_ENTRY(GatedRmsNorm, gated_rmsnorm);
 }
 
+// Each part's own checks, and the links between them: the step reads the conv's output and the
+// norm the step's, one row per session.
+frost_status op_gdn_decode(const Exec& ex, const GdnDecodeOp& p, const char* label) {
+    const Conv1dSiluL2Op& c = p.conv;
+    const GdnStepOp& s = p.step;
+    const GatedRmsNormOp& n = p.norm;
+    OP_REQUIRE(has(c.x) && f32(c.w) && has(c.state) && has(c.y) && c.rows.max > 0, "gdn_decode");
+    OP_REQUIRE(c.w.rank == 2 && c.w.shape[1] >= 2 && c.w.shape[1] <= 8 && c.x.shape[1] == c.w.shape[0], "gdn_decode");
+    OP_REQUIRE(c.l2_dim >= 0 && int64_t(c.l2_dim) * c.l2_heads <= c.w.shape[0], "gdn_decode");
+    OP_REQUIRE(valid_batch(c.batch, c.rows.max) && (!c.batch.on() || !c.rows.n), "gdn_decode");
+    OP_REQUIRE(valid_gdn_qkv(s.q, s.k, s.v, s.state, s.o) && s.cursor && s.max_rows > 0, "gdn_decode");
+    OP_REQUIRE(has(s.a) && has(s.b) && f32(s.A_log) && f32(s.dt_bias) && f32(s.beta) && f32(s.g), "gdn_decode");
+    OP_REQUIRE(valid_batch(s.batch, s.max_rows), "gdn_decode");
+    OP_REQUIRE(has(n.x) && has(n.z) && f32(n.w) && has(n.y) && n.heads > 0 && n.dim > 0 && n.rows.max > 0, "gdn_decode");
+    OP_REQUIRE(s.q.data == c.y.data && n.x.data == s.o.data, "gdn_decode");
+    OP_REQUIRE(c.rows.max == s.max_rows && n.rows.max == s.max_rows && c.batch.on() == s.batch.on(), "gdn_decode");
+    OP_ENTRY(GdnDecode, gdn_decode);
+}
+
 frost_status op_kv_append(const Exec& ex, const KvAppendOp& p, const char* label) {
     OP_REQUIRE(has(p.k) && has(p.v) && p.k_cache.rank == 3 && p.v_cache.rank == 3 && p.cursor && p.max_rows > 0,
                "kv_append");
     OP_REQUIRE(p.k.shape[1] == p.k_cache.shape[1] * p.k_cache.shape[2], "kv_append");
     OP_REQUIRE(valid_batch(p.batch, p.max_rows, 2), "kv_append");
     OP_ENTRY(KvAppend, kv_append);
+}
+
+// Each part's own checks, and the link: the append copies the k rows qk normalises, same cursor.
+frost_status op_qk_rope_kv_append(const Exec& ex, const QkRopeKvAppendOp& p, const char* label) {
+    const QkNormRopeOp& q = p.qk;
+    const KvAppendOp& kv = p.kv;
+    OP_REQUIRE(q.q.rank == 3 && q.k.rank == 3 && f32(q.q_w) && f32(q.k_w) && q.cursor, "qk_rope_kv_append");
+    OP_REQUIRE(q.q.shape[2] == q.k.shape[2] && q.rotary_dim > 0 && q.rotary_dim % 2 == 0 &&
+                   q.rotary_dim <= q.q.shape[2] && q.max_rows > 0 && q.eps > 0,
+               "qk_rope_kv_append");
+    OP_REQUIRE(valid_batch(q.batch, q.max_rows), "qk_rope_kv_append");
+    OP_REQUIRE(has(kv.k) && has(kv.v) && kv.k_cache.rank == 3 && kv.v_cache.rank == 3 && kv.cursor && kv.max_rows > 0,
+               "qk_rope_kv_append");
+    OP_REQUIRE(kv.k.shape[1] == kv.k_cache.shape[1] * kv.k_cache.shape[2], "qk_rope_kv_append");
+    OP_REQUIRE(valid_batch(kv.batch, kv.max_rows, 2), "qk_rope_kv_append");
+    OP_REQUIRE(kv.k.data == q.k.data && kv.cursor == q.cursor && kv.max_rows == q.max_rows &&
+                   kv.batch.on() == q.batch.on(),
+               "qk_rope_kv_append");
+    OP_ENTRY(QkRopeKvAppend, qk_rope_kv_append);
 }
 
 static frost_status check_attention(const AttentionOp& p, const char* name) {
@@ -225,7 +265,8 @@ bool op_table_complete(const OpTable& t, OpKind* missing) {
         reinterpret_cast<const void*>(t.kv_append),      reinterpret_cast<const void*>(t.attention_prefill),
         reinterpret_cast<const void*>(t.attention_decode), reinterpret_cast<const void*>(t.gemm),
         reinterpret_cast<const void*>(t.swiglu),         reinterpret_cast<const void*>(t.sample),
-        reinterpret_cast<const void*>(t.cursor),         reinterpret_cast<const void*>(t.moe)};
+        reinterpret_cast<const void*>(t.cursor),         reinterpret_cast<const void*>(t.moe),
+        reinterpret_cast<const void*>(t.gdn_decode),     reinterpret_cast<const void*>(t.qk_rope_kv_append)};
     for (int i = 0; i < kOpCount; ++i)
         if (!slots[i]) {
             if (missing) *missing = static_cast<OpKind>(i);

@@ -71,8 +71,8 @@ Fp8Act fp8_act(void* q, void* scale, int64_t M, int64_t K);
 
 enum class OpKind : int {
     Embed, AddRmsNorm, QkNormRope, Conv1dSiluL2, GdnGate, GdnChunk, GdnStep, GatedRmsNorm, KvAppend,
-    AttentionPrefill, AttentionDecode, Gemm, Swiglu, Sample, Cursor, Moe,
-    Count
+    AttentionPrefill, AttentionDecode, Gemm, Swiglu, Sample, Cursor, Moe, GdnDecode,
+    QkRopeKvAppend, Count
 };
 const char* op_name(OpKind k);
 constexpr int kOpCount = static_cast<int>(OpKind::Count);
@@ -177,6 +177,16 @@ struct GatedRmsNormOp {
     int32_t yq_only = 0;   // with yq: y is no result, its bytes unspecified after the op (Fp8Act)
 };
 
+// The GDN layer's decode step: conv (conv1d + SiLU + q/k l2norm), step (the gated delta rule with
+// its gates) and norm (the gated RMSNorm), in that order, each with the semantics of its own op;
+// step reads conv.y and norm reads step.o. One op so a backend may run it as one launch (CUDA
+// does, with the three ops' bits; FROST_DECODE_FUSE=0 runs the three launches for A/B).
+struct GdnDecodeOp {
+    Conv1dSiluL2Op conv;
+    GdnStepOp step;
+    GatedRmsNormOp norm;
+};
+
 // Copies this launch's K / V rows into the caches at cursor->pos + row.
 struct KvAppendOp {
     Tensor k, v;            // [rows, kv_dim] with a row stride
@@ -184,6 +194,14 @@ struct KvAppendOp {
     int32_t max_rows = 0;
     const StepCursor* cursor = nullptr;
     BatchSlots batch;       // on: row r appends to session slots[r]'s caches at its own position
+};
+
+// Decode's attention inputs: qk (per-head norm + RoPE of q and k) then kv (the KV append of the
+// same rows, k as qk left it), each with its own op's semantics. One op so a backend may run it as
+// one launch (CUDA does, same bits; FROST_DECODE_FUSE=0 runs the two launches).
+struct QkRopeKvAppendOp {
+    QkNormRopeOp qk;
+    KvAppendOp kv;
 };
 
 // Causal GQA attention over cache [0, pos + row], then o *= sigmoid(gate) when gate is set.
@@ -332,7 +350,9 @@ frost_status op_gdn_gate(const Exec& ex, const GdnGateOp& p, const char* label =
 frost_status op_gdn_chunk(const Exec& ex, const GdnChunkOp& p, const char* label = "gdn_chunk");
 frost_status op_gdn_step(const Exec& ex, const GdnStepOp& p, const char* label = "gdn_step+gate");
 frost_status op_gated_rmsnorm(const Exec& ex, const GatedRmsNormOp& p, const char* label = "gated_rmsnorm");
+frost_status op_gdn_decode(const Exec& ex, const GdnDecodeOp& p, const char* label = "gdn_decode");
 frost_status op_kv_append(const Exec& ex, const KvAppendOp& p, const char* label = "kv_append");
+frost_status op_qk_rope_kv_append(const Exec& ex, const QkRopeKvAppendOp& p, const char* label = "qk_norm_rope+kv_append");
 frost_status op_attention_prefill(const Exec& ex, const AttentionOp& p, const char* label = "attn_prefill");
 frost_status op_attention_decode(const Exec& ex, const AttentionOp& p, const char* label = "attn_decode");
 frost_status op_gemm(const Exec& ex, const GemmOp& p, const char* label = "gemm");
@@ -350,7 +370,9 @@ OpCost cost_of(const GdnGateOp& p);
 OpCost cost_of(const GdnChunkOp& p);
 OpCost cost_of(const GdnStepOp& p);
 OpCost cost_of(const GatedRmsNormOp& p);
+OpCost cost_of(const GdnDecodeOp& p);  // the three ops' sum
 OpCost cost_of(const KvAppendOp& p);
+OpCost cost_of(const QkRopeKvAppendOp& p);  // the two ops' sum
 OpCost cost_of(const AttentionOp& p, int64_t context);  // context: keys attended per row
 OpCost cost_of(const GemmOp& p);
 OpCost cost_of(const SwigluOp& p);
@@ -378,6 +400,8 @@ struct OpTable {
     frost_status (*sample)(const Exec&, const SampleOp&) = nullptr;
     frost_status (*cursor)(const Exec&, const CursorOpParams&) = nullptr;
     frost_status (*moe)(const Exec&, const MoeOp&) = nullptr;
+    frost_status (*gdn_decode)(const Exec&, const GdnDecodeOp&) = nullptr;
+    frost_status (*qk_rope_kv_append)(const Exec&, const QkRopeKvAppendOp&) = nullptr;
 };
 
 // Per-engine backend object: the op table of the context's backend plus that backend's own

@@ -21,17 +21,24 @@ TEST_P(EngineOps, RecordOpsReportsEveryOpOfTheForwardInOrder) {
     std::vector<ops::OpRecord> seen;
     ASSERT_EQ(e->record_ops(0, 1, true, [&](const ops::OpRecord& r) { seen.push_back(r); }), FROST_OK)
         << frost_last_error();
-    // decode: cursor, embed, per layer 2 norms + mixer (5 ops either kind) + 2 MLP GEMMs, then final
-    // norm, lm_head, sample, cursor advance.
-    const size_t per_layer = 2 + 5 + 2;
-    ASSERT_EQ(seen.size(), 2 + per_layer * size_t(c.num_layers) + 4);
+    // decode: cursor, embed, per layer 2 norms + mixer (GDN: in_proj, gdn_decode, out_proj;
+    // attention: qkv_proj, qk_rope_kv_append, attention, o_proj) + 2 MLP GEMMs, then final norm,
+    // lm_head, sample, cursor advance.
+    const size_t linear_layer = 2 + 3 + 2, full_layer = 2 + 4 + 2;
+    ASSERT_EQ(seen.size(), 2 + linear_layer * size_t(c.num_linear_layers()) + full_layer * size_t(c.num_full_layers()) + 4);
     EXPECT_EQ(seen.front().kind, ops::OpKind::Cursor);
     EXPECT_EQ(seen[1].kind, ops::OpKind::Embed);
     EXPECT_EQ(seen.back().kind, ops::OpKind::Cursor);
     std::map<ops::OpKind, int> n;
     for (const auto& r : seen) ++n[r.kind];
-    EXPECT_EQ(n[ops::OpKind::GdnStep], c.num_linear_layers());
+    EXPECT_EQ(n[ops::OpKind::GdnDecode], c.num_linear_layers());  // conv + gated step + norm as one op
+    EXPECT_EQ(n[ops::OpKind::GdnStep], 0);
+    EXPECT_EQ(n[ops::OpKind::Conv1dSiluL2], 0);
+    EXPECT_EQ(n[ops::OpKind::GatedRmsNorm], 0);
     EXPECT_EQ(n[ops::OpKind::AttentionDecode], c.num_full_layers());
+    EXPECT_EQ(n[ops::OpKind::QkRopeKvAppend], c.num_full_layers());  // q/k norm + RoPE with the KV append
+    EXPECT_EQ(n[ops::OpKind::QkNormRope], 0);
+    EXPECT_EQ(n[ops::OpKind::KvAppend], 0);
     EXPECT_EQ(n[ops::OpKind::GdnChunk], 0);
     EXPECT_EQ(n[ops::OpKind::Swiglu], 0);  // fused into the gate_up GEMV at decode
     // The step ran (its cursor advance among the ops) and the cursor was put back, so replays run
@@ -55,6 +62,9 @@ TEST_P(EngineOps, RecordOpsReportsEveryOpOfTheForwardInOrder) {
     for (const auto& r : seen) ++n[r.kind];
     EXPECT_EQ(n[ops::OpKind::GdnChunk], c.num_linear_layers());
     EXPECT_EQ(n[ops::OpKind::GdnGate], c.num_linear_layers());
+    EXPECT_EQ(n[ops::OpKind::GdnDecode], 0);
+    EXPECT_EQ(n[ops::OpKind::QkRopeKvAppend], 0);
+    EXPECT_EQ(n[ops::OpKind::KvAppend], c.num_full_layers());
     EXPECT_EQ(n[ops::OpKind::Swiglu], c.num_layers);
     EXPECT_EQ(n[ops::OpKind::AttentionPrefill], c.num_full_layers());
     // The position is put back and n_tokens is the bucket: a replay processes all 64 rows (the

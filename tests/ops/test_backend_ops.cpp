@@ -385,6 +385,28 @@ std::vector<Case> cases() {
                           p.max_rows = rows; p.cursor = b.as<StepCursor>("cursor");
                           return op_kv_append(ex, p);
                       }});
+        if (rows == 1)  // decode: q/k norm + RoPE with the KV append as one op (one launch on CUDA)
+            cs.push_back({"qk_norm_rope+kv_append decode", OpKind::QkRopeKvAppend,
+                          {act("proj", Use::InOut, normal(WF)), f32("qw", Use::In, normal(D, 0.2f)),
+                           f32("kw", Use::In, normal(D, 0.2f)),
+                           act("kc", Use::InOut, normal(size_t(MAX_SEQ) * Hkv * D)),
+                           act("vc", Use::InOut, normal(size_t(MAX_SEQ) * Hkv * D)),
+                           bytes("cursor", Use::In, cursor_bytes(201, 1))},
+                          [](const Exec& ex, const Bound& b) {
+                              QkRopeKvAppendOp p;
+                              QkNormRopeOp& q = p.qk;
+                              q.q = b.h("proj", 0, 1, Hq, D, WF, 2 * D);
+                              q.k = b.h("proj", 2 * Hq * D, 1, Hkv, D, WF, D);
+                              q.q_w = b.v("qw"); q.k_w = b.v("kw"); q.rotary_dim = ROT; q.eps = EPS; q.theta = 1e7f;
+                              q.inv_freq_bf16 = 1; q.max_rows = 1; q.cursor = b.as<StepCursor>("cursor");
+                              KvAppendOp& kv = p.kv;
+                              kv.k = b.m("proj", 2 * Hq * D, 1, Hkv * D, WF);
+                              kv.v = b.m("proj", 2 * Hq * D + Hkv * D, 1, Hkv * D, WF);
+                              kv.k_cache = b.h("kc", 0, MAX_SEQ, Hkv, D, Hkv * D, D);
+                              kv.v_cache = b.h("vc", 0, MAX_SEQ, Hkv, D, Hkv * D, D);
+                              kv.max_rows = 1; kv.cursor = q.cursor;
+                              return op_qk_rope_kv_append(ex, p);
+                          }});
         cs.push_back({rows == 1 ? "attention_decode" : "attention_prefill",
                       rows == 1 ? OpKind::AttentionDecode : OpKind::AttentionPrefill,
                       {act("proj", Use::In, normal(size_t(rows) * WF)),
@@ -625,6 +647,35 @@ std::vector<Case> cases() {
                           p.g = b.m("g", 0, 1, Hv, Hv); p.state = b.h("state", 0, Hv, DK, DV, DK * DV, DV);
                           p.o = b.m("o", 0, 1, VW, VW); p.max_rows = 1; p.cursor = b.as<StepCursor>("cursor"); p.pdl = 1;
                           return op_gdn_step(ex, p);
+                      }});
+        // The GDN layer's decode step as one op (conv, gated step, norm): one launch on CUDA.
+        cs.push_back({"gdn_decode (conv+step+norm)", OpKind::GdnDecode,
+                      {act("proj", Use::In, normal(WL)), f32("cw", Use::In, normal(size_t(C) * KC, 0.5f)),
+                       act("cstate", Use::InOut, normal(size_t(C) * (KC - 1))), act("qkv", Use::Out, poison(C)),
+                       f32("A_log", Use::In, uniform(Hv, -1.0f, 1.0f)), f32("dt", Use::In, normal(Hv)),
+                       f32("beta", Use::Scratch, poison(Hv)), f32("g", Use::Scratch, poison(Hv)),
+                       f32("state", Use::InOut, normal(size_t(Hv) * DK * DV, 0.05f)),
+                       act("o", Use::Out, poison(VW)), f32("nw", Use::In, normal(DV, 0.5f)),
+                       act("y", Use::Out, poison(VW)), bytes("cursor", Use::In, cursor_bytes(77, 1))},
+                      [](const Exec& ex, const Bound& b) {
+                          GdnDecodeOp p;
+                          StepCursor* cur = b.as<StepCursor>("cursor");
+                          Conv1dSiluL2Op& c = p.conv;
+                          c.x = b.m("proj", 0, 1, C, WL); c.w = b.m("cw", 0, C, KC, KC);
+                          c.state = b.m("cstate", 0, C, KC - 1, KC - 1); c.y = b.m("qkv", 0, 1, C, C);
+                          c.l2_dim = DK; c.l2_heads = 2 * Hk; c.l2_q_heads = Hk; c.l2_eps = EPS;
+                          c.q_scale = 1.0f / std::sqrt(float(DK)); c.rows = {1, &cur->n_tokens}; c.pdl = 1;
+                          GdnStepOp& d = p.step;
+                          d.q = b.h("qkv", 0, 1, Hk, DK, C, DK); d.k = b.h("qkv", Q, 1, Hk, DK, C, DK);
+                          d.v = b.h("qkv", 2 * Q, 1, Hv, DV, C, DV);
+                          d.b = b.m("proj", C + VW, 1, Hv, WL); d.a = b.m("proj", C + VW + Hv, 1, Hv, WL);
+                          d.A_log = b.v("A_log"); d.dt_bias = b.v("dt"); d.beta = b.m("beta", 0, 1, Hv, Hv);
+                          d.g = b.m("g", 0, 1, Hv, Hv); d.state = b.h("state", 0, Hv, DK, DV, DK * DV, DV);
+                          d.o = b.m("o", 0, 1, VW, VW); d.max_rows = 1; d.cursor = cur; d.pdl = 1;
+                          GatedRmsNormOp& n = p.norm;
+                          n.x = d.o; n.z = b.m("proj", C, 1, VW, WL); n.w = b.v("nw"); n.y = b.m("y", 0, 1, VW, VW);
+                          n.heads = Hv; n.dim = DV; n.eps = EPS; n.rows = c.rows; n.pdl = 1;
+                          return op_gdn_decode(ex, p);
                       }});
     }
     cs.push_back({"swiglu prefill", OpKind::Swiglu,

@@ -32,6 +32,10 @@ cudaError_t add_rmsnorm_launch(const AddRmsNormBf16Params& p, cudaStream_t strea
 KernelCost add_rmsnorm_cost(const AddRmsNormBf16Params& p, int rows);
 
 cudaError_t qk_norm_rope_launch(const QkNormRopeBf16Params& p, cudaStream_t stream);
+// The same with the rows' KV append in one launch (QkRopeKvBf16Params); the _applies check says
+// whether these params take it (else the caller runs qk_norm_rope_launch then kv_append_launch).
+bool qk_norm_rope_kv_applies(const QkRopeKvBf16Params& p);
+cudaError_t qk_norm_rope_kv_launch(const QkRopeKvBf16Params& p, cudaStream_t stream);
 KernelCost qk_norm_rope_cost(const QkNormRopeBf16Params& p, int rows);
 
 cudaError_t gated_rmsnorm_launch(const GatedRmsNormBf16Params& p, cudaStream_t stream);
@@ -64,6 +68,10 @@ KernelCost gdn_chunk_cost(const GdnBf16Params& p, int rows);
 
 // Recurrent gated-delta-rule (decode): token by token over the launch's rows, state in registers.
 cudaError_t gdn_recurrent_launch(const GdnBf16Params& p, cudaStream_t stream);
+// The GDN decode step in one launch (GdnDecodeBf16Params); gdn_decode_fused_applies says whether
+// the fused kernel takes these params (else the caller runs the three launches).
+bool gdn_decode_fused_applies(const GdnDecodeBf16Params& p);
+cudaError_t gdn_decode_fused_launch(const GdnDecodeBf16Params& p, cudaStream_t stream);
 KernelCost gdn_recurrent_cost(const GdnBf16Params& p, int rows);
 
 // Flash-style causal prefill attention (tensor cores, d = 256), sigmoid gate fused. When the

@@ -84,18 +84,41 @@ __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf1
 }
 
 // One warp per (row, head) of q then k: lane owns elements lane + 32 e, so with rotary_dim a
-// multiple of 64 the RoPE partner (i ± rotary_dim/2) sits in the same lane.
-__global__ void qk_norm_rope_kernel(QkNormRopeBf16Params p) {
+// multiple of 64 the RoPE partner (i ± rotary_dim/2) sits in the same lane. kKv (decode): the
+// row's KV append too (kv_append_kernel's rules): k warps also store their output into the K
+// cache, and Hkv more warps per row copy the v heads into the V cache.
+template <bool kKv>
+__global__ void qk_norm_rope_kernel(QkNormRopeBf16Params p, KvAppendBf16Params kv) {
     pdl_wait();  // programmatic launch (decode graphs): q / k and the cursor come from predecessors
     pdl_launch_dependents();
     const bool batched = p.batch.cursors != nullptr;  // every row, at its member's own position
     const int rows = batched ? p.max_rows : cursor_rows(p.cursor, p.max_rows);
     const int heads = p.Hq + p.Hkv;
+    const int items = heads + (kKv ? p.Hkv : 0);  // per row
     const int item = blockIdx.x * kHeadWarpsPerBlock + threadIdx.x / kWarp;
     const int lane = threadIdx.x % kWarp;
-    if (item >= rows * heads) return;
-    const int row = item / heads;
-    const int head = item % heads;
+    if (item >= rows * items) return;
+    const int row = item / items;
+    const int head = item % items;
+    bf16* k_cache = nullptr;  // kKv: this row's K cache row at its position (null: no append)
+    if constexpr (kKv) {
+        bf16* kc = kv.k_cache;
+        bf16* vc = kv.v_cache;
+        if (kv.batch.slots) {  // row = member: its caches (padding: none)
+            kc = static_cast<bf16*>(batch_state(kv.batch, row, 0));
+            vc = static_cast<bf16*>(batch_state(kv.batch, row, 1));
+        }
+        const int pos = kv.batch.slots ? kv.batch.cursors[row].pos : kv.cursor->pos + row;
+        const bool append = kc && vc && pos >= 0 && pos < kv.max_seq;  // never out of bounds
+        const int64_t at = static_cast<int64_t>(pos) * kv.kv_dim;
+        if (head >= heads) {  // a v head: copy
+            if (!append) return;
+            const int64_t off = static_cast<int64_t>(head - heads) * p.head_dim;
+            for (int i = lane; i < p.head_dim; i += kWarp) vc[at + off + i] = kv.v[row * kv.src_row_stride + off + i];
+            return;
+        }
+        if (append && head >= p.Hq) k_cache = kc + at + static_cast<int64_t>(head - p.Hq) * p.head_dim;
+    }
     const bool is_q = head < p.Hq;
     bf16* x = is_q ? p.q + row * p.q_row_stride + head * p.q_head_stride
                    : p.k + row * p.k_row_stride + (head - p.Hq) * p.k_head_stride;
@@ -132,7 +155,11 @@ __global__ void qk_norm_rope_kernel(QkNormRopeBf16Params p) {
     }
 #pragma unroll
     for (int e = 0; e < kHeadMaxPerLane; ++e) {
-        if (e < per_lane) x[lane + e * kWarp] = __float2bfloat16(out[e]);
+        if (e < per_lane) {
+            const bf16 o = __float2bfloat16(out[e]);
+            x[lane + e * kWarp] = o;
+            if (kKv && k_cache) k_cache[lane + e * kWarp] = o;
+        }
     }
 }
 
@@ -236,8 +263,35 @@ cudaError_t qk_norm_rope_launch(const QkNormRopeBf16Params& p, cudaStream_t stre
         p.rotary_dim % (2 * kWarp) != 0 || p.rotary_dim > p.head_dim || p.max_rows <= 0)
         return cudaErrorInvalidValue;
     const int items = p.max_rows * (p.Hq + p.Hkv);
-    const cudaError_t err = launch_kernel(qk_norm_rope_kernel, dim3(ceil_div(items, kHeadWarpsPerBlock)),
-                                          dim3(kHeadWarpsPerBlock * kWarp), 0, stream, p.pdl != 0, p);
+    const cudaError_t err = launch_kernel(qk_norm_rope_kernel<false>, dim3(ceil_div(items, kHeadWarpsPerBlock)),
+                                          dim3(kHeadWarpsPerBlock * kWarp), 0, stream, p.pdl != 0, p,
+                                          KvAppendBf16Params{});
+    if (err != cudaSuccess) return err;
+    return cudaGetLastError();
+}
+
+bool qk_norm_rope_kv_applies(const QkRopeKvBf16Params& f) {
+    const QkNormRopeBf16Params& p = f.qk;
+    const KvAppendBf16Params& kv = f.kv;
+    if (!kv.k || !kv.v || !kv.k_cache || !kv.v_cache || !kv.cursor || kv.cursor != p.cursor || kv.max_rows != p.max_rows)
+        return false;
+    // The cache rows are the k heads qk writes: same rows, heads contiguous, the caches' width.
+    if (kv.k != p.k || kv.src_row_stride != p.k_row_stride || p.k_head_stride != p.head_dim ||
+        kv.kv_dim != p.Hkv * p.head_dim)
+        return false;
+    if (!kv.batch.slots) return !p.batch.cursors;
+    return kv.batch.table && kv.batch.cursors == p.batch.cursors && kv.batch.B == kv.max_rows;
+}
+
+cudaError_t qk_norm_rope_kv_launch(const QkRopeKvBf16Params& f, cudaStream_t stream) {
+    const QkNormRopeBf16Params& p = f.qk;
+    if (!qk_norm_rope_kv_applies(f) || !p.q || !p.k || !p.q_w || !p.k_w || !p.cursor || p.head_dim <= 0 ||
+        p.head_dim % kWarp != 0 || p.head_dim > kWarp * kHeadMaxPerLane || p.rotary_dim < 0 ||
+        p.rotary_dim % (2 * kWarp) != 0 || p.rotary_dim > p.head_dim || p.max_rows <= 0)
+        return cudaErrorInvalidValue;
+    const int items = p.max_rows * (p.Hq + 2 * p.Hkv);
+    const cudaError_t err = launch_kernel(qk_norm_rope_kernel<true>, dim3(ceil_div(items, kHeadWarpsPerBlock)),
+                                          dim3(kHeadWarpsPerBlock * kWarp), 0, stream, p.pdl != 0, p, f.kv);
     if (err != cudaSuccess) return err;
     return cudaGetLastError();
 }

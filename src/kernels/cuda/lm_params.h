@@ -308,6 +308,27 @@ struct SampleArgmaxParams {
     int32_t only_when_greedy;  // 1: write nothing unless the cursor's mode is greedy (sample_launch)
 };
 
+// The GDN layer's decode step in one launch (lm_gdn_decode_fused.cu): conv1d + SiLU + q/k l2norm,
+// the gated delta-rule step with its gates, and the gated RMSNorm, with the same bits as the three
+// launches these params describe (conv1d_launch, gdn_recurrent_launch with gate_b set,
+// gated_rmsnorm_launch). gdn.q / k / v must be conv.y's q / k / v parts and norm.x must be gdn.o;
+// batched: conv.batch and gdn.batch name the members' conv and recurrent columns.
+struct GdnDecodeBf16Params {
+    Conv1dBf16Params conv;
+    GdnBf16Params gdn;
+    GatedRmsNormBf16Params norm;
+    int32_t pdl = 0;  // 1: programmatic dependent launch (decode graphs; see lm_common.cuh)
+};
+
+// Decode's per-head q / k RMSNorm + RoPE with the KV append of the same rows in one launch
+// (qk_norm_rope_kv_launch): the k rows go into the cache as normed and rotated (the bits
+// kv_append would copy), the v rows are copied. kv.k must be qk.k's rows (head stride head_dim),
+// kv.cursor qk.cursor; batched: kv.batch the members' KV columns, cursors shared.
+struct QkRopeKvBf16Params {
+    QkNormRopeBf16Params qk;
+    KvAppendBf16Params kv;
+};
+
 // Bytes a kernel must move (each input read once, each output written once) and the FLOPs it
 // performs, for a given number of valid rows: what the benches divide by.
 struct KernelCost {

@@ -2,13 +2,14 @@
 // mixer (Gated DeltaNet or gated attention: one is_linear switch) -> post-norm -> MLP (dense, or
 // mixture-of-experts: one is_moe_layer switch), residual
 // adds fused into the output GEMMs; final norm, lm_head, sample, cursor advance. Per step the
-// forward picks the fused op both backends implement: decode runs the GDN step with its gate
-// fused, the gate_up GEMV with SwiGLU in its epilogue and attention_decode; prefill runs the gate
-// + chunked GDN, GEMM + swiglu and attention_prefill. `pdl` marks the launches a decode graph
-// chains with programmatic dependent launch (a hint the CPU ignores). A batched decode step
-// (StepSpec::batch) is this same sequence over B rows, one token of one live session each: the
-// per-session ops read their member's state through the session pointer table and its gathered
-// cursor (ops.h BatchSlots), the sample op runs once per member.
+// forward picks the fused op both backends implement: decode runs the GDN layer's conv, gated
+// step and norm as one op (op_gdn_decode), q/k norm + RoPE with the KV append as one op, the
+// gate_up GEMV with SwiGLU in its epilogue and attention_decode; prefill runs the gate + chunked GDN, GEMM + swiglu and attention_prefill.
+// `pdl` marks the launches a decode graph chains with programmatic dependent launch (a hint the
+// CPU ignores). A batched decode step (StepSpec::batch) is this same sequence over B rows, one
+// token of one live session each: the per-session ops read their member's state through the
+// session pointer table and its gathered cursor (ops.h BatchSlots), the sample op runs once per
+// member.
 #include "model/qwen35/forward.h"
 
 #include <cmath>
@@ -136,7 +137,6 @@ struct Forward {
         cv.l2_dim = dk; cv.l2_heads = 2 * Hk; cv.l2_q_heads = Hk; cv.l2_eps = kL2Eps;
         cv.q_scale = 1.0f / std::sqrt(static_cast<float>(dk)); cv.rows = rws(); cv.pdl = pdl();
         cv.batch = slots(slot_column(l, StateKind::Conv));
-        FROST_TRY(ops::op_conv1d_silu_l2(ex, cv, "conv1d+silu+l2norm"));
         const Tensor q = heads_at(s.conv_out, 0, rows(), Hk, dk, C, dk);
         const Tensor k = heads_at(s.conv_out, Q, rows(), Hk, dk, C, dk);
         const Tensor v = heads_at(s.conv_out, 2 * Q, rows(), Hv, dv, C, dv);
@@ -144,14 +144,25 @@ struct Forward {
         const Tensor a = at(s.proj, C + V + Hv, rows(), Hv, W);
         const Tensor beta = at(s.beta, 0, rows(), Hv, Hv), g = at(s.g, 0, rows(), Hv, Hv);
         const Tensor core = at(s.core, 0, rows(), V, V);
-        if (step.decode) {
-            ops::GdnStepOp d;
+        const ops::GemmOp out = gemm_op(at(s.gated, 0, rows(), V, V), L.out_proj, h_rows(), Epilogue::Residual, Tensor{},
+                                        true);
+        ops::GatedRmsNormOp gn;
+        gn.x = core; gn.z = at(s.proj, C, rows(), V, W); gn.w = L.gdn_norm; gn.y = out.x;
+        gn.heads = Hv; gn.dim = dv; gn.eps = eps(); gn.rows = rws(); gn.pdl = pdl();
+        gn.yq = out.xq; gn.yq_only = out.xq_only;
+        if (step.decode) {  // conv, gated step and norm as one op (one launch on CUDA, same bits)
+            ops::GdnDecodeOp dec;
+            dec.conv = cv;
+            ops::GdnStepOp& d = dec.step;
             d.q = q; d.k = k; d.v = v; d.state = ss.rec[l]; d.o = core; d.b = b; d.a = a;
             d.A_log = L.A_log; d.dt_bias = L.dt_bias; d.beta = beta; d.g = g;
             d.max_rows = rows(); d.cursor = cursor(); d.pdl = pdl();
             d.batch = slots(slot_column(l, StateKind::Recurrent));
-            FROST_TRY(ops::op_gdn_step(ex, d, "gdn_recurrent+gate"));
+            dec.norm = gn;
+            FROST_TRY(ops::op_gdn_decode(ex, dec, "conv1d+gdn_step+gated_rmsnorm"));
+            FROST_TRY(trace("gdn_out", l, core));
         } else {
+            FROST_TRY(ops::op_conv1d_silu_l2(ex, cv, "conv1d+silu+l2norm"));
             ops::GdnGateOp gp;
             gp.b = b; gp.a = a; gp.A_log = L.A_log; gp.dt_bias = L.dt_bias; gp.beta = beta; gp.g = g; gp.rows = rws();
             FROST_TRY(ops::op_gdn_gate(ex, gp, "gdn_gate"));
@@ -159,15 +170,9 @@ struct Forward {
             d.q = q; d.k = k; d.v = v; d.beta = beta; d.g = g; d.state = ss.rec[l]; d.o = core; d.work = s.gdn_work;
             d.chunk = kGdnChunk; d.max_rows = rows(); d.cursor = ss.cursor;
             FROST_TRY(ops::op_gdn_chunk(ex, d, "gdn_chunk"));
+            FROST_TRY(trace("gdn_out", l, core));
+            FROST_TRY(ops::op_gated_rmsnorm(ex, gn, "gated_rmsnorm"));
         }
-        FROST_TRY(trace("gdn_out", l, core));
-        const ops::GemmOp out = gemm_op(at(s.gated, 0, rows(), V, V), L.out_proj, h_rows(), Epilogue::Residual, Tensor{},
-                                        true);
-        ops::GatedRmsNormOp gn;
-        gn.x = core; gn.z = at(s.proj, C, rows(), V, W); gn.w = L.gdn_norm; gn.y = out.x;
-        gn.heads = Hv; gn.dim = dv; gn.eps = eps(); gn.rows = rws(); gn.pdl = pdl();
-        gn.yq = out.xq; gn.yq_only = out.xq_only;
-        FROST_TRY(ops::op_gated_rmsnorm(ex, gn, "gated_rmsnorm"));
         return ops::op_gemm(ex, out, "gemm lin out_proj");
     }
 
@@ -183,13 +188,17 @@ struct Forward {
         qk.q_w = L.q_norm; qk.k_w = L.k_norm; qk.rotary_dim = c.rotary_dim; qk.eps = eps();
         qk.theta = static_cast<float>(c.rope_theta); qk.inv_freq_bf16 = step.rope_inv_freq_bf16 ? 1 : 0;
         qk.max_rows = rows(); qk.cursor = cursor(); qk.batch = slots(0);
-        FROST_TRY(ops::op_qk_norm_rope(ex, qk, "qk_norm_rope"));
         ops::KvAppendOp kv;
         kv.k = at(s.proj, k_off, rows(), int64_t(Hkv) * d, W);
         kv.v = at(s.proj, v_off, rows(), int64_t(Hkv) * d, W);
         kv.k_cache = ss.k_cache[l]; kv.v_cache = ss.v_cache[l]; kv.max_rows = rows(); kv.cursor = cursor();
         kv.batch = slots(slot_column(l, StateKind::Kv));
-        FROST_TRY(ops::op_kv_append(ex, kv, "kv_append"));
+        if (step.decode) {  // one op (one launch on CUDA, same bits)
+            FROST_TRY(ops::op_qk_rope_kv_append(ex, ops::QkRopeKvAppendOp{qk, kv}, "qk_norm_rope+kv_append"));
+        } else {
+            FROST_TRY(ops::op_qk_norm_rope(ex, qk, "qk_norm_rope"));
+            FROST_TRY(ops::op_kv_append(ex, kv, "kv_append"));
+        }
         ops::AttentionOp ap;
         ap.q = qk.q;
         if (c.attn_output_gate) ap.gate = heads_at(s.proj, d, rows(), Hq, d, W, 2 * d);

@@ -339,6 +339,13 @@ frost_status run(const GatedRmsNormOp& p) {
     return FROST_OK;
 }
 
+// The GDN decode step: the three reference ops in order (the CUDA backend runs them as one launch).
+frost_status run(const GdnDecodeOp& p) {
+    FROST_TRY(run(p.conv));
+    FROST_TRY(run(p.step));
+    return run(p.norm);
+}
+
 frost_status run(const KvAppendOp& p) {
     if (p.batch.on())
         return per_member(p, [&](int32_t r, KvAppendOp& q) {
@@ -356,6 +363,12 @@ frost_status run(const KvAppendOp& p) {
     FROST_TRY(named(K::cpu::kv_append(k), "kv_append"));
     w.finish();
     return FROST_OK;
+}
+
+// Decode's attention inputs: the two reference ops in order (CUDA runs them as one launch).
+frost_status run(const QkRopeKvAppendOp& p) {
+    FROST_TRY(run(p.qk));
+    return run(p.kv);
 }
 
 frost_status run(const AttentionOp& p) {
@@ -559,6 +572,8 @@ const OpTable& cpu_op_table() {
         o.sample = enqueue<SampleOp>;
         o.cursor = enqueue<CursorOpParams>;
         o.moe = enqueue<MoeOp>;
+        o.gdn_decode = enqueue<GdnDecodeOp>;
+        o.qk_rope_kv_append = enqueue<QkRopeKvAppendOp>;
         return o;
     }();
     return t;

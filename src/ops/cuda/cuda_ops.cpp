@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
 
 #include "kernels/cuda/lm_gemm.h"
 #include "kernels/cuda/lm_gemm_fp8.h"
@@ -246,27 +247,47 @@ frost_status add_rmsnorm(const Exec& ex, const AddRmsNormOp& p) {
     return check(K::add_rmsnorm_launch(n, native(ex)), "add_rmsnorm");
 }
 
-frost_status qk_norm_rope(const Exec& ex, const QkNormRopeOp& p) {
-    NEED(p.q, DType::BF16, "qk_norm_rope");
-    NEED(p.k, DType::BF16, "qk_norm_rope");
+// FROST_DECODE_FUSE=0 runs the fused decode ops (GDN decode step, q/k norm + RoPE + KV append)
+// as their separate launches, for A/B runs of one binary; =gdn keeps only the GDN one fused, =qkkv
+// only the attention one. Read once per process.
+int decode_fuse_mode() {  // bit 0: GDN decode step fused, bit 1: q/k norm + RoPE + KV append fused
+    static const int mode = [] {
+        const char* e = std::getenv("FROST_DECODE_FUSE");
+        const std::string v = e ? e : "";
+        return v == "0" ? 0 : v == "gdn" ? 1 : v == "qkkv" ? 2 : 3;
+    }();
+    return mode;
+}
+
+K::QkNormRopeBf16Params qk_params(const Exec& ex, const QkNormRopeOp& p) {
     K::QkNormRopeBf16Params q{B(p.q), B(p.k), F(p.q_w), F(p.k_w), p.q.stride[0], p.q.stride[1], p.k.stride[0],
                               p.k.stride[1], int32_t(p.q.shape[1]), int32_t(p.k.shape[1]), int32_t(p.q.shape[2]),
                               p.rotary_dim, 1, p.eps, p.theta, p.max_rows, p.cursor, p.inv_freq_bf16};
     q.batch = batch_ref(p.batch);
     q.pdl = decode_pdl(ex, p.max_rows);
-    return check(K::qk_norm_rope_launch(q, native(ex)), "qk_norm_rope");
+    return q;
+}
+
+frost_status qk_norm_rope(const Exec& ex, const QkNormRopeOp& p) {
+    NEED(p.q, DType::BF16, "qk_norm_rope");
+    NEED(p.k, DType::BF16, "qk_norm_rope");
+    return check(K::qk_norm_rope_launch(qk_params(ex, p), native(ex)), "qk_norm_rope");
+}
+
+K::Conv1dBf16Params conv_params(const Conv1dSiluL2Op& p) {
+    K::Conv1dBf16Params c{B(p.x), F(p.w), B(p.state), B(p.y), p.x.stride[0], int32_t(p.w.shape[0]),
+                          int32_t(p.w.shape[1]), p.l2_dim, p.l2_heads, p.l2_q_heads, p.l2_eps, p.q_scale,
+                          p.rows.max, p.rows.n};
+    c.pdl = p.pdl;
+    c.batch = batch_ref(p.batch);
+    return c;
 }
 
 frost_status conv1d_silu_l2(const Exec& ex, const Conv1dSiluL2Op& p) {
     NEED(p.x, DType::BF16, "conv1d_silu_l2");
     NEED(p.state, DType::BF16, "conv1d_silu_l2");
     NEED(p.y, DType::BF16, "conv1d_silu_l2");
-    K::Conv1dBf16Params c{B(p.x), F(p.w), B(p.state), B(p.y), p.x.stride[0], int32_t(p.w.shape[0]),
-                          int32_t(p.w.shape[1]), p.l2_dim, p.l2_heads, p.l2_q_heads, p.l2_eps, p.q_scale,
-                          p.rows.max, p.rows.n};
-    c.pdl = p.pdl;
-    c.batch = batch_ref(p.batch);
-    return check(K::conv1d_launch(c, native(ex)), "conv1d_silu_l2");
+    return check(K::conv1d_launch(conv_params(p), native(ex)), "conv1d_silu_l2");
 }
 
 frost_status gdn_gate(const Exec& ex, const GdnGateOp& p) {
@@ -300,10 +321,7 @@ frost_status gdn_chunk(const Exec& ex, const GdnChunkOp& p) {
 }
 
 // The recurrence computes beta and g itself from the raw projections: one launch fewer.
-frost_status gdn_step(const Exec& ex, const GdnStepOp& p) {
-    NEED_QKVO(p, "gdn_step");
-    NEED(p.a, DType::BF16, "gdn_step");
-    NEED(p.b, DType::BF16, "gdn_step");
+K::GdnBf16Params gdn_step_params(const GdnStepOp& p) {
     K::GdnBf16Params d = gdn_params(p.q, p.k, p.v, p.beta, p.g, p.state, p.o, Tensor{}, p.max_rows, p.cursor);
     d.gate_b = B(p.b);
     d.gate_a = B(p.a);
@@ -312,19 +330,61 @@ frost_status gdn_step(const Exec& ex, const GdnStepOp& p) {
     d.gate_row_stride = p.a.stride[0];
     d.pdl = p.pdl;
     d.batch = batch_ref(p.batch);
-    return check(K::gdn_recurrent_launch(d, native(ex)), "gdn_step");
+    return d;
+}
+
+frost_status gdn_step(const Exec& ex, const GdnStepOp& p) {
+    NEED_QKVO(p, "gdn_step");
+    NEED(p.a, DType::BF16, "gdn_step");
+    NEED(p.b, DType::BF16, "gdn_step");
+    return check(K::gdn_recurrent_launch(gdn_step_params(p), native(ex)), "gdn_step");
+}
+
+K::GatedRmsNormBf16Params gated_params(const GatedRmsNormOp& p) {
+    K::GatedRmsNormBf16Params g{B(p.x), B(p.z), F(p.w), B(p.y), p.z.stride[0], p.dim, p.heads, p.eps,
+                                p.rows.max, p.rows.n};
+    g.pdl = p.pdl;
+    return g;
 }
 
 frost_status gated_rmsnorm(const Exec& ex, const GatedRmsNormOp& p) {
     NEED(p.x, DType::BF16, "gated_rmsnorm");
     NEED(p.z, DType::BF16, "gated_rmsnorm");
     NEED(p.y, DType::BF16, "gated_rmsnorm");
-    K::GatedRmsNormBf16Params g{B(p.x), B(p.z), F(p.w), B(p.y), p.z.stride[0], p.dim, p.heads, p.eps,
-                                p.rows.max, p.rows.n};
-    g.pdl = p.pdl;
+    K::GatedRmsNormBf16Params g = gated_params(p);
     NEED_TWIN(p.yq, p.rows.max, int64_t(p.heads) * p.dim, g, "gated_rmsnorm");
     g.yq_only = g.yq && p.yq_only ? 1 : 0;
     return check(K::gated_rmsnorm_launch(g, native(ex)), "gated_rmsnorm");
+}
+
+
+// One launch where the fused kernel takes the shapes (Qwen3.5's: K = 4, dk = dv = 128, Hv / Hk
+// <= 2, Hopper), else the three ops' launches; the same bits either way.
+frost_status gdn_decode(const Exec& ex, const GdnDecodeOp& p) {
+    NEED(p.conv.x, DType::BF16, "gdn_decode");
+    NEED(p.conv.state, DType::BF16, "gdn_decode");
+    NEED(p.conv.y, DType::BF16, "gdn_decode");
+    NEED_QKVO(p.step, "gdn_decode");
+    NEED(p.step.a, DType::BF16, "gdn_decode");
+    NEED(p.step.b, DType::BF16, "gdn_decode");
+    NEED(p.norm.x, DType::BF16, "gdn_decode");
+    NEED(p.norm.z, DType::BF16, "gdn_decode");
+    NEED(p.norm.y, DType::BF16, "gdn_decode");
+    K::GdnDecodeBf16Params f{conv_params(p.conv), gdn_step_params(p.step), gated_params(p.norm), p.step.pdl};
+    NEED_TWIN(p.norm.yq, p.norm.rows.max, int64_t(p.norm.heads) * p.norm.dim, f.norm, "gdn_decode");
+    if ((decode_fuse_mode() & 1) && K::gdn_decode_fused_applies(f))
+        return check(K::gdn_decode_fused_launch(f, native(ex)), "gdn_decode");
+    FROST_TRY(conv1d_silu_l2(ex, p.conv));
+    FROST_TRY(gdn_step(ex, p.step));
+    return gated_rmsnorm(ex, p.norm);
+}
+
+K::KvAppendBf16Params kv_params(const Exec& ex, const KvAppendOp& p) {
+    K::KvAppendBf16Params k{B(p.k), B(p.v), B(p.k_cache), B(p.v_cache), p.k.stride[0], int32_t(p.k.shape[1]),
+                            int32_t(p.k_cache.shape[0]), p.max_rows, p.cursor};
+    k.batch = batch_ref(p.batch);
+    k.pdl = decode_pdl(ex, p.max_rows);
+    return k;
 }
 
 frost_status kv_append(const Exec& ex, const KvAppendOp& p) {
@@ -332,11 +392,22 @@ frost_status kv_append(const Exec& ex, const KvAppendOp& p) {
     NEED(p.v, DType::BF16, "kv_append");
     NEED(p.k_cache, DType::BF16, "kv_append");
     NEED(p.v_cache, DType::BF16, "kv_append");
-    K::KvAppendBf16Params k{B(p.k), B(p.v), B(p.k_cache), B(p.v_cache), p.k.stride[0], int32_t(p.k.shape[1]),
-                            int32_t(p.k_cache.shape[0]), p.max_rows, p.cursor};
-    k.batch = batch_ref(p.batch);
-    k.pdl = decode_pdl(ex, p.max_rows);
-    return check(K::kv_append_launch(k, native(ex)), "kv_append");
+    return check(K::kv_append_launch(kv_params(ex, p), native(ex)), "kv_append");
+}
+
+// One launch where the params allow (qk_norm_rope_kv_applies), else the two; the same bits.
+frost_status qk_rope_kv_append(const Exec& ex, const QkRopeKvAppendOp& p) {
+    NEED(p.qk.q, DType::BF16, "qk_rope_kv_append");
+    NEED(p.qk.k, DType::BF16, "qk_rope_kv_append");
+    NEED(p.kv.k, DType::BF16, "qk_rope_kv_append");
+    NEED(p.kv.v, DType::BF16, "qk_rope_kv_append");
+    NEED(p.kv.k_cache, DType::BF16, "qk_rope_kv_append");
+    NEED(p.kv.v_cache, DType::BF16, "qk_rope_kv_append");
+    const K::QkRopeKvBf16Params f{qk_params(ex, p.qk), kv_params(ex, p.kv)};
+    if ((decode_fuse_mode() & 2) && K::qk_norm_rope_kv_applies(f))
+        return check(K::qk_norm_rope_kv_launch(f, native(ex)), "qk_rope_kv_append");
+    FROST_TRY(qk_norm_rope(ex, p.qk));
+    return kv_append(ex, p.kv);
 }
 
 frost_status attention_params(const AttentionOp& p, const char* op, K::AttentionBf16Params* out) {
@@ -680,6 +751,8 @@ const OpTable& cuda_op_table() {
         o.sample = sample;
         o.cursor = cursor;
         o.moe = moe;
+        o.gdn_decode = gdn_decode;
+        o.qk_rope_kv_append = qk_rope_kv_append;
         return o;
     }();
     return t;

@@ -1,0 +1,295 @@
+// The GDN layer's decode step in one launch: conv1d + SiLU + q/k l2norm (lm_conv1d.cu's decode
+// kernel), the gated delta-rule step with its gates (lm_gdn_recurrent.cu), and the gated RMSNorm
+// (lm_norm.cu's 128-wide kernel). Each of those is a latency-bound launch of ~4 us at decode; one
+// launch saves two launches and two trips of the activations through global memory.
+//
+// Shape of the work: a block per (value head, 32-column slice of dv), as the recurrence's kernel,
+// so the state stays spread over Hv * 4 blocks. Every block recomputes the q / k conv + l2norm of
+// its key head (256 channels: one per thread, tiny duplicated work) and the v conv of its own 32
+// channels. The blocks of one key head (Hv / Hk value heads x 4 slices: 4 for 0.8B, 8 for 9B and
+// 35B-A3B, 12 for 27B, at most Hopper's 16) form a thread-block
+// cluster: they all read the key head's old q / k conv state, and only the cluster's first block
+// writes the new one, after a cluster barrier (no block can read a state another already
+// replaced). The gated RMSNorm needs the whole 128-wide head: each slice block puts its o in
+// shared memory and after the barrier reads the other three slices' through distributed shared
+// memory.
+//
+// Bits: decode's arithmetic is what prefill is pinned to, so each stage repeats the separate
+// kernels' operations exactly: the conv taps, SiLU and l2norm as lm_conv1d.cu's vec_act / vec_l2
+// pin them (conv1d_kernel<4>'s SASS), the recurrence's products and its fixed-order warp sums as
+// gdn_recurrent_kernel's compiled PTX has them, and the norm's sum of squares, mean and scaling as
+// gated_rmsnorm_vec4_kernel's PTX has them (written with _rn intrinsics so no contraction can
+// differ). Intermediates pass through bf16 where the three launches store them (conv out, o).
+// CudaGdnDecodeFused tests check every output and both states bit for bit against the three
+// launches, solo and batched.
+//
+// Measured (H100, 2026-11-25, bench_ops --rows 64 --pos 1024, op timed alone): 5.7 us per layer
+// against 11.5 us for the three launches (9B int4 and 35B-A3B alike). Inside the PDL-chained
+// decode graph the three launches already overlap, so the engine gains less: frost bench engine
+// --decode 1024, ms/token fused / unfused (FROST_DECODE_FUSE=0), alternating: 0.8B 1.038 1.038 /
+// 1.047 1.050; 35B-A3B (40 layers) 3.382 3.417 / 3.434 3.445; 9B int4 3.189 3.186 / 3.166 3.182
+// (GDN fusion alone, FROST_DECODE_FUSE=gdn: 3.183 3.192); a second call, three rounds each:
+// 0.8B 1.037 1.030 1.031 / 1.051 1.050 1.051; 9B int4 3.179 3.183 3.176 / 3.178 3.178 3.185;
+// 35B-A3B 4 layers 0.671 0.676 0.682 / 0.675 0.677 0.673. A gain on the small model, noise on
+// the GEMV-bound ones.
+#include <cooperative_groups.h>
+
+#include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_kernels.h"
+
+namespace frost::kernels {
+namespace {
+using namespace lm;
+
+constexpr int kTaps = 4;                          // Qwen3.5's conv kernel size
+constexpr int kSlice = 32;                        // dv columns per block (one per lane)
+constexpr int kSlices = kGdnHeadDim / kSlice;     // 4
+constexpr int kWarps = 8;                         // dk split of the recurrence
+constexpr int kThreads = kWarps * kWarp;          // 256: the q and k channels of one key head
+constexpr int kPortableCluster = 8;               // Hv / Hk <= 2
+constexpr int kMaxCluster = 16;                   // Hopper's non-portable limit: Hv / Hk <= 4
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // the helpers of the sm_90 kernel body
+constexpr int kRowsPerWarp = kGdnHeadDim / kWarps;
+
+__device__ __forceinline__ float bf16_round(float x) { return __bfloat162float(__float2bfloat16(x)); }
+
+// conv1d_kernel<4>'s taps for one channel (the order lm_conv1d.cu's vec_act pins), window shifted.
+__device__ __forceinline__ float conv_taps(const float (&w)[kTaps], float (&win)[kTaps - 1], float cur) {
+    float acc = __fmaf_rn(w[3], cur, __fmul_rn(w[0], win[0]));
+    acc = __fmaf_rn(w[1], win[1], acc);
+    acc = __fmaf_rn(w[2], win[2], acc);
+    win[0] = win[1];
+    win[1] = win[2];
+    win[2] = cur;
+    return acc;
+}
+
+__device__ __forceinline__ float warp_sum_rn(float v) {
+#pragma unroll
+    for (int off = kWarp / 2; off > 0; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(kFullMask, v, off));
+    return v;
+}
+#endif
+
+__global__ void __launch_bounds__(kThreads) gdn_decode_fused_kernel(GdnDecodeBf16Params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    __shared__ float qs[kGdnHeadDim], ks[kGdnHeadDim], vs[kSlice];
+    __shared__ float red[kWarps][kSlice];
+    __shared__ float l2part[kWarps];
+    __shared__ float ob[kSlice];  // this slice's o (bf16-rounded), read by the head's other slices
+    const cg::cluster_group cluster = cg::this_cluster();
+    const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
+    const int h = blockIdx.x / kSlices, j0 = (blockIdx.x % kSlices) * kSlice;
+    const int ratio = p.gdn.Hv / p.gdn.Hk, kh = h / ratio;
+    const int Q = p.gdn.Hk * kGdnHeadDim;
+    const bool is_q = tid < kGdnHeadDim;
+    const int qk_ch = (is_q ? 0 : Q) + kh * kGdnHeadDim + tid % kGdnHeadDim;  // this thread's q or k channel
+    const int v_ch = 2 * Q + h * kGdnHeadDim + j0 + lane;                        // warp 0: the slice's v channel
+    const int col = h * kGdnHeadDim + j0 + lane;                                 // warp 0: o / z / y column
+    // Weights depend on no earlier kernel: loaded before the programmatic wait.
+    float wq[kTaps], wv[kTaps];
+#pragma unroll
+    for (int j = 0; j < kTaps; ++j) {
+        wq[j] = p.conv.w[static_cast<int64_t>(qk_ch) * kTaps + j];
+        wv[j] = p.conv.w[static_cast<int64_t>(v_ch) * kTaps + j];
+    }
+    const float A_log = p.gdn.A_log[h], dt_bias = p.gdn.dt_bias[h], nw = p.norm.w[j0 + lane];
+    pdl_wait();
+    pdl_launch_dependents();
+
+    const bf16* x = p.conv.x;
+    const bf16* gb = p.gdn.gate_b;
+    const bf16* ga = p.gdn.gate_a;
+    const bf16* z = p.norm.z;
+    bf16* conv_y = p.conv.y;
+    bf16* conv_state = p.conv.state;
+    float* rec_state = p.gdn.state;
+    bf16* o = p.gdn.o;
+    bf16* y = p.norm.y;
+    int rows;
+    if (p.conv.batch.slots) {  // batched decode: member blockIdx.y (the whole cluster shares it)
+        const int m = blockIdx.y;
+        conv_state = static_cast<bf16*>(batch_state(p.conv.batch, m, 0));
+        rec_state = static_cast<float*>(batch_state(p.gdn.batch, m, 0));
+        if (!conv_state || !rec_state) return;  // padding row
+        x += m * p.conv.x_row_stride;
+        conv_y += static_cast<int64_t>(m) * p.conv.channels;
+        gb += m * p.gdn.gate_row_stride;
+        ga += m * p.gdn.gate_row_stride;
+        o += static_cast<int64_t>(m) * p.gdn.Hv * kGdnHeadDim;
+        z += m * p.norm.z_row_stride;
+        y += static_cast<int64_t>(m) * p.norm.heads * kGdnHeadDim;
+        rows = cursor_rows(&p.gdn.batch.cursors[m], 1);
+    } else {
+        rows = cursor_rows(p.gdn.cursor, 1);  // conv.n_rows is this cursor's n_tokens (the launcher checks)
+    }
+    if (rows == 0) return;  // uniform over the cluster: nothing to fold in
+
+    // The recurrent state slice first: its loads are in flight during the conv.
+    float* state = rec_state + static_cast<int64_t>(h) * kGdnHeadDim * kGdnHeadDim;
+    float s[kRowsPerWarp];  // S[warp*16 + i][j0 + lane]
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) s[i] = state[(warp * kRowsPerWarp + i) * kGdnHeadDim + j0 + lane];
+
+    // q / k conv + SiLU + l2norm of this thread's channel (block_sum's order within each half).
+    float win[kTaps - 1];
+#pragma unroll
+    for (int j = 0; j < kTaps - 1; ++j)
+        win[j] = __bfloat162float(conv_state[static_cast<int64_t>(qk_ch) * (kTaps - 1) + j]);
+    float out = bf16_round(silu(conv_taps(wq, win, __bfloat162float(x[qk_ch]))));
+    const float part_sq = warp_sum_rn(__fmul_rn(out, out));
+    if (lane == 0) l2part[warp] = part_sq;
+    if (warp == 0) {  // the slice's v channel: conv + SiLU, no l2norm; only this block reads its state
+        float vwin[kTaps - 1];
+        bf16* vst = conv_state + static_cast<int64_t>(v_ch) * (kTaps - 1);
+#pragma unroll
+        for (int j = 0; j < kTaps - 1; ++j) vwin[j] = __bfloat162float(vst[j]);
+        const bf16 vo = __float2bfloat16(silu(conv_taps(wv, vwin, __bfloat162float(x[v_ch]))));
+        vs[lane] = __bfloat162float(vo);
+        conv_y[v_ch] = vo;
+#pragma unroll
+        for (int j = 0; j < kTaps - 1; ++j) vst[j] = __float2bfloat16(vwin[j]);
+    }
+    __syncthreads();
+    {
+        const int w0 = is_q ? 0 : kWarps / 2;
+        float ss = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kWarps / 2; ++i) ss = __fadd_rn(ss, l2part[w0 + i]);
+        const float inv = rsqrtf(__fadd_rn(ss, p.conv.l2_eps));
+        out = __fmul_rn(__fmul_rn(out, inv), is_q ? p.conv.q_scale : 1.0f);
+    }
+    const bool writer = cluster.block_rank() == 0;  // the key head's first value head, slice 0
+    {
+        const bf16 qk = __float2bfloat16(out);
+        (is_q ? qs : ks)[tid % kGdnHeadDim] = __bfloat162float(qk);
+        if (writer) conv_y[qk_ch] = qk;
+    }
+    float beta, g;
+    gdn_gate_values(__bfloat162float(gb[h]), __bfloat162float(ga[h]), A_log, dt_bias, beta, g);
+    const float alpha = expf(g);
+    __syncthreads();
+
+    // One recurrent step (gdn_recurrent_kernel's arithmetic): S <- αS; u = Sᵀk; δ = β(v - u);
+    // S <- S + kδᵀ; o = Sᵀq.
+    float part = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+        s[i] = __fmul_rn(s[i], alpha);
+        part = __fmaf_rn(s[i], ks[warp * kRowsPerWarp + i], part);
+    }
+    red[warp][lane] = part;
+    __syncthreads();
+    float u = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) u = __fadd_rn(u, red[w][lane]);
+    const float delta = __fmul_rn(beta, __fsub_rn(vs[lane], u));
+    part = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+        s[i] = __fmaf_rn(delta, ks[warp * kRowsPerWarp + i], s[i]);
+        part = __fmaf_rn(s[i], qs[warp * kRowsPerWarp + i], part);
+    }
+    __syncthreads();  // every warp has read red (u) before it is reused for o
+    red[warp][lane] = part;
+    __syncthreads();
+    if (warp == 0) {
+        float ov = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) ov = __fadd_rn(ov, red[w][lane]);
+        const bf16 o16 = __float2bfloat16(ov);
+        o[col] = o16;
+        ob[lane] = __bfloat162float(o16);
+    }
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) state[(warp * kRowsPerWarp + i) * kGdnHeadDim + j0 + lane] = s[i];
+
+    // Every block has read the old q / k conv state and written its ob.
+    cluster.sync();
+    if (writer) {
+#pragma unroll
+        for (int j = 0; j < kTaps - 1; ++j)
+            conv_state[static_cast<int64_t>(qk_ch) * (kTaps - 1) + j] = __float2bfloat16(win[j]);
+    }
+    if (warp == 0) {
+        // Gated RMSNorm of head h: lane L takes columns 4L..4L+3 (slice L / 8), as
+        // gated_rmsnorm_vec4_kernel does; its PTX sums the squares as fma(v3, v3, fma(v2, v2,
+        // fma(v0, v0, v1 * v1))) and forms the mean as fma(sum, 1/128, eps).
+        const float* peer = cluster.map_shared_rank(ob, static_cast<unsigned>((h % ratio) * kSlices + lane / 8));
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] = peer[4 * (lane % 8) + e];
+        float ss = __fmaf_rn(v[0], v[0], __fmul_rn(v[1], v[1]));
+        ss = __fmaf_rn(v[2], v[2], ss);
+        ss = __fmaf_rn(v[3], v[3], ss);
+        const float rs = rsqrtf(__fmaf_rn(warp_sum_rn(ss), 1.0f / kGdnHeadDim, p.norm.eps));
+        const float zc = silu(__bfloat162float(z[col]));
+        y[col] = __float2bfloat16(__fmul_rn(__fmul_rn(__fmul_rn(ob[lane], rs), nw), zc));
+    }
+    cluster.sync();  // no block leaves while a peer may still read its ob
+#endif
+}
+
+}  // namespace
+
+bool gdn_decode_fused_applies(const GdnDecodeBf16Params& p) {
+    static const bool sm90a = device_runs_sm90a();
+    const Conv1dBf16Params& c = p.conv;
+    const GdnBf16Params& d = p.gdn;
+    const GatedRmsNormBf16Params& n = p.norm;
+    if (!sm90a || !c.x || !c.w || !c.state || !c.y || !d.state || !d.o || !d.cursor || !d.gate_b || !d.gate_a ||
+        !d.A_log || !d.dt_bias || !n.z || !n.w || !n.y)
+        return false;
+    if (d.dk != kGdnHeadDim || d.dv != kGdnHeadDim || d.Hk <= 0 || d.Hv % d.Hk != 0 ||
+        kSlices * (d.Hv / d.Hk) > kMaxCluster)
+        return false;
+    const int64_t Q = int64_t(d.Hk) * kGdnHeadDim, V = int64_t(d.Hv) * kGdnHeadDim;
+    // The conv is the GDN's: q | k | v channels, K = 4, q / k l2-normed, its output what the step reads.
+    if (c.kernel != kTaps || c.channels != 2 * Q + V || c.l2_dim != kGdnHeadDim || c.l2_heads != 2 * d.Hk ||
+        c.l2_q_heads != d.Hk || d.q != c.y || d.k != c.y + Q || d.v != c.y + 2 * Q || d.qkv_row_stride != c.channels)
+        return false;
+    // The norm is over the step's o, 128 wide, where the vectorised norm kernel runs (its bits),
+    // with no FP8 twin (a prefill GEMM's input).
+    if (n.yq || n.x != d.o || n.dim != kGdnHeadDim || n.heads != d.Hv || n.z_row_stride % 4 != 0 ||
+        reinterpret_cast<uintptr_t>(n.z) % 8 != 0 || reinterpret_cast<uintptr_t>(n.x) % 8 != 0 ||
+        reinterpret_cast<uintptr_t>(n.y) % 8 != 0 || reinterpret_cast<uintptr_t>(n.w) % 16 != 0)
+        return false;
+    const bool batched = c.batch.slots != nullptr;
+    if (c.max_rows != d.max_rows || n.max_rows != d.max_rows) return false;
+    if (batched) {  // one row per member, both state columns of the same members and cursors
+        return c.batch.table && d.batch.table == c.batch.table && d.batch.slots == c.batch.slots &&
+               d.batch.cursors && d.batch.B == c.batch.B && c.batch.B == c.max_rows && !c.n_rows && !n.n_rows;
+    }
+    // Solo: one row, counted by the cursor the step reads.
+    return !d.batch.slots && c.max_rows == 1 && c.n_rows == &d.cursor->n_tokens && n.n_rows == c.n_rows;
+}
+
+cudaError_t gdn_decode_fused_launch(const GdnDecodeBf16Params& p, cudaStream_t stream) {
+    if (!gdn_decode_fused_applies(p)) return cudaErrorInvalidValue;
+    const int cluster = kSlices * (p.gdn.Hv / p.gdn.Hk);
+    if (cluster > kPortableCluster) {  // 27B's 3 value heads per key head: 12 blocks
+        static const cudaError_t allowed =
+            cudaFuncSetAttribute(gdn_decode_fused_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        if (allowed != cudaSuccess) return allowed;
+    }
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(p.gdn.Hv * kSlices, p.conv.batch.slots ? p.conv.batch.B : 1);
+    cfg.blockDim = dim3(kThreads);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = p.pdl ? 2 : 1;
+    const cudaError_t err = cudaLaunchKernelEx(&cfg, gdn_decode_fused_kernel, p);
+    if (err != cudaSuccess) return err;
+    return cudaGetLastError();
+}
+
+}  // namespace frost::kernels
