@@ -184,6 +184,19 @@ void gemm_fp8_plan_destroy(GemmFp8Plan* plan) {
     delete plan;
 }
 
+namespace {
+// A plan keeps the shape a launch must match, never the pointers of the call that made it.
+GemmFp8Params shape_only(GemmFp8Params s) {
+    s.xq = nullptr;
+    s.x_scale = nullptr;
+    s.w = nullptr;
+    s.w_scale = nullptr;
+    s.w_grid_scale = nullptr;
+    s.y = nullptr;
+    return s;
+}
+}  // namespace
+
 cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& s, GemmFp8Plan** out, int* lt_status, int rank) {
     constexpr int kMaxRank = 16;
     if (rank < 0 || rank >= kMaxRank || !lt || !out || s.M <= 0 || s.N <= 0 || s.K <= 0 || s.K % kFp8Group != 0 || s.ldy < s.N ||
@@ -196,13 +209,7 @@ cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& s, GemmFp8Plan
         // Both parts or neither: NotSupported from either leaves the caller the unsplit plan.
         auto* plan = new GemmFp8Plan{};
         plan->lt = lt;
-        plan->shape = s;
-        plan->shape.xq = nullptr;
-        plan->shape.x_scale = nullptr;
-        plan->shape.w = nullptr;
-        plan->shape.w_scale = nullptr;
-        plan->shape.w_grid_scale = nullptr;
-        plan->shape.y = nullptr;
+        plan->shape = shape_only(s);
         // The per-row rest may be too narrow for cuBLASLt (the 9B in_proj's is 64 rows): then
         // the split moves whole blocks from the head into it until a plan exists.
         cudaError_t e = cudaErrorNotSupported;
@@ -229,12 +236,7 @@ cudaError_t gemm_fp8_plan_create(GemmLt* lt, const GemmFp8Params& s, GemmFp8Plan
     auto* plan = new GemmFp8Plan{};
     plan->lt = lt;
     plan->impl = impl;
-    plan->shape = s;
-    plan->shape.xq = nullptr;
-    plan->shape.x_scale = nullptr;
-    plan->shape.w = nullptr;
-    plan->shape.w_scale = nullptr;
-    plan->shape.y = nullptr;
+    plan->shape = shape_only(s);
     if (impl == kFp8ImplWgmma) {
         const char* v = std::getenv("FROST_FP8_WGMMA_VARIANT");
         plan->variant = v ? std::atoi(v) : kFp8WgmmaDefaultVariant;
