@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 
 #include "exec/error.h"
 #include "model/qwen35/shape_check.h"
+#include "util/env.h"
 
 namespace frost::model {
 namespace {
@@ -256,8 +256,7 @@ frost_status Engine::alloc_scratch() {
     FROST_TRY(L.add("staging", BufferRole::Scratch, sizeof(int32_t) * R + kCursorBytes + sizeof(int32_t),
                     &staging_, -1, 0, FROST_SPACE_HOST_PINNED));
     // The FP8 twin of W8A8 prefill (ScratchViews::fp8_q): as wide as the widest FP8 GEMM input.
-    const char* fuse_env = std::getenv("FROST_FP8_ACT_FUSE");
-    if (opts_.fp8_w8a8_prefill && opts_.fp8_act_fuse && !(fuse_env && std::strcmp(fuse_env, "0") == 0)) {
+    if (opts_.fp8_w8a8_prefill && opts_.fp8_act_fuse && !util::env_is("FROST_FP8_ACT_FUSE", "0")) {
         size_t k_max = 0;
         for (const auto& Lw : weights_.layers)
             for (const ops::Tensor* t : {&Lw.in_proj, &Lw.out_proj, &Lw.gate_up, &Lw.down})
@@ -411,10 +410,7 @@ frost_status Engine::record(int session, int rows, bool decode, const ops::OpObs
 }
 
 bool Engine::fp8_twin_only() const {
-    static const bool env_off = [] {
-        const char* e = std::getenv("FROST_FP8_TWIN_ONLY");
-        return e && std::strcmp(e, "0") == 0;
-    }();
+    static const bool env_off = util::env_is("FROST_FP8_TWIN_ONLY", "0");
     return opts_.fp8_twin_only && !env_off;
 }
 

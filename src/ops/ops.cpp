@@ -88,21 +88,46 @@ frost_status op_add_rmsnorm(const Exec& ex, const AddRmsNormOp& p, const char* l
     OP_ENTRY(AddRmsNorm, add_rmsnorm);
 }
 
-frost_status op_qk_norm_rope(const Exec& ex, const QkNormRopeOp& p, const char* label) {
-    OP_REQUIRE(p.q.rank == 3 && p.k.rank == 3 && f32(p.q_w) && f32(p.k_w) && p.cursor, "qk_norm_rope");
+// Each op's own checks, `name` the op reported (a fused op checks its parts with these).
+static frost_status check_qk_norm_rope(const QkNormRopeOp& p, const char* name) {
+    OP_REQUIRE(p.q.rank == 3 && p.k.rank == 3 && f32(p.q_w) && f32(p.k_w) && p.cursor, name);
     OP_REQUIRE(p.q.shape[2] == p.k.shape[2] && p.rotary_dim > 0 && p.rotary_dim % 2 == 0 &&
                    p.rotary_dim <= p.q.shape[2] && p.max_rows > 0 && p.eps > 0,
-               "qk_norm_rope");
-    OP_REQUIRE(valid_batch(p.batch, p.max_rows), "qk_norm_rope");
+               name);
+    OP_REQUIRE(valid_batch(p.batch, p.max_rows), name);
+    return FROST_OK;
+}
+static frost_status check_conv1d_silu_l2(const Conv1dSiluL2Op& p, const char* name) {
+    OP_REQUIRE(has(p.x) && f32(p.w) && has(p.state) && has(p.y) && p.rows.max > 0, name);
+    OP_REQUIRE(p.w.rank == 2 && p.w.shape[1] >= 2 && p.w.shape[1] <= 8 && p.x.shape[1] == p.w.shape[0], name);
+    OP_REQUIRE(p.l2_dim >= 0 && int64_t(p.l2_dim) * p.l2_heads <= p.w.shape[0], name);
+    OP_REQUIRE(valid_batch(p.batch, p.rows.max) && (!p.batch.on() || !p.rows.n), name);
+    return FROST_OK;
+}
+static frost_status check_gdn_step(const GdnStepOp& p, const char* name) {
+    OP_REQUIRE(valid_gdn_qkv(p.q, p.k, p.v, p.state, p.o) && p.cursor && p.max_rows > 0, name);
+    OP_REQUIRE(has(p.a) && has(p.b) && f32(p.A_log) && f32(p.dt_bias) && f32(p.beta) && f32(p.g), name);
+    OP_REQUIRE(valid_batch(p.batch, p.max_rows), name);
+    return FROST_OK;
+}
+static frost_status check_gated_rmsnorm(const GatedRmsNormOp& p, const char* name) {
+    OP_REQUIRE(has(p.x) && has(p.z) && f32(p.w) && has(p.y) && p.heads > 0 && p.dim > 0 && p.rows.max > 0, name);
+    return FROST_OK;
+}
+static frost_status check_kv_append(const KvAppendOp& p, const char* name) {
+    OP_REQUIRE(has(p.k) && has(p.v) && p.k_cache.rank == 3 && p.v_cache.rank == 3 && p.cursor && p.max_rows > 0, name);
+    OP_REQUIRE(p.k.shape[1] == p.k_cache.shape[1] * p.k_cache.shape[2], name);
+    OP_REQUIRE(valid_batch(p.batch, p.max_rows, 2), name);
+    return FROST_OK;
+}
+
+frost_status op_qk_norm_rope(const Exec& ex, const QkNormRopeOp& p, const char* label) {
+    FROST_TRY(check_qk_norm_rope(p, "qk_norm_rope"));
     OP_ENTRY(QkNormRope, qk_norm_rope);
 }
 
 frost_status op_conv1d_silu_l2(const Exec& ex, const Conv1dSiluL2Op& p, const char* label) {
-    OP_REQUIRE(has(p.x) && f32(p.w) && has(p.state) && has(p.y) && p.rows.max > 0, "conv1d_silu_l2");
-    OP_REQUIRE(p.w.rank == 2 && p.w.shape[1] >= 2 && p.w.shape[1] <= 8 && p.x.shape[1] == p.w.shape[0],
-               "conv1d_silu_l2");
-    OP_REQUIRE(p.l2_dim >= 0 && int64_t(p.l2_dim) * p.l2_heads <= p.w.shape[0], "conv1d_silu_l2");
-    OP_REQUIRE(valid_batch(p.batch, p.rows.max) && (!p.batch.on() || !p.rows.n), "conv1d_silu_l2");
+    FROST_TRY(check_conv1d_silu_l2(p, "conv1d_silu_l2"));
     OP_ENTRY(Conv1dSiluL2, conv1d_silu_l2);
 }
 
@@ -119,15 +144,12 @@ frost_status op_gdn_chunk(const Exec& ex, const GdnChunkOp& p, const char* label
 }
 
 frost_status op_gdn_step(const Exec& ex, const GdnStepOp& p, const char* label) {
-    OP_REQUIRE(valid_gdn_qkv(p.q, p.k, p.v, p.state, p.o) && p.cursor && p.max_rows > 0, "gdn_step");
-    OP_REQUIRE(has(p.a) && has(p.b) && f32(p.A_log) && f32(p.dt_bias) && f32(p.beta) && f32(p.g), "gdn_step");
-    OP_REQUIRE(valid_batch(p.batch, p.max_rows), "gdn_step");
+    FROST_TRY(check_gdn_step(p, "gdn_step"));
     OP_ENTRY(GdnStep, gdn_step);
 }
 
 frost_status op_gated_rmsnorm(const Exec& ex, const GatedRmsNormOp& p, const char* label) {
-    OP_REQUIRE(has(p.x) && has(p.z) && f32(p.w) && has(p.y) && p.heads > 0 && p.dim > 0 && p.rows.max > 0,
-               "gated_rmsnorm");
+    FROST_TRY(check_gated_rmsnorm(p, "gated_rmsnorm"));
     OP_ENTRY(GatedRmsNorm, gated_rmsnorm);
 }
 
@@ -137,24 +159,16 @@ frost_status op_gdn_decode(const Exec& ex, const GdnDecodeOp& p, const char* lab
     const Conv1dSiluL2Op& c = p.conv;
     const GdnStepOp& s = p.step;
     const GatedRmsNormOp& n = p.norm;
-    OP_REQUIRE(has(c.x) && f32(c.w) && has(c.state) && has(c.y) && c.rows.max > 0, "gdn_decode");
-    OP_REQUIRE(c.w.rank == 2 && c.w.shape[1] >= 2 && c.w.shape[1] <= 8 && c.x.shape[1] == c.w.shape[0], "gdn_decode");
-    OP_REQUIRE(c.l2_dim >= 0 && int64_t(c.l2_dim) * c.l2_heads <= c.w.shape[0], "gdn_decode");
-    OP_REQUIRE(valid_batch(c.batch, c.rows.max) && (!c.batch.on() || !c.rows.n), "gdn_decode");
-    OP_REQUIRE(valid_gdn_qkv(s.q, s.k, s.v, s.state, s.o) && s.cursor && s.max_rows > 0, "gdn_decode");
-    OP_REQUIRE(has(s.a) && has(s.b) && f32(s.A_log) && f32(s.dt_bias) && f32(s.beta) && f32(s.g), "gdn_decode");
-    OP_REQUIRE(valid_batch(s.batch, s.max_rows), "gdn_decode");
-    OP_REQUIRE(has(n.x) && has(n.z) && f32(n.w) && has(n.y) && n.heads > 0 && n.dim > 0 && n.rows.max > 0, "gdn_decode");
+    FROST_TRY(check_conv1d_silu_l2(c, "gdn_decode"));
+    FROST_TRY(check_gdn_step(s, "gdn_decode"));
+    FROST_TRY(check_gated_rmsnorm(n, "gdn_decode"));
     OP_REQUIRE(s.q.data == c.y.data && n.x.data == s.o.data, "gdn_decode");
     OP_REQUIRE(c.rows.max == s.max_rows && n.rows.max == s.max_rows && c.batch.on() == s.batch.on(), "gdn_decode");
     OP_ENTRY(GdnDecode, gdn_decode);
 }
 
 frost_status op_kv_append(const Exec& ex, const KvAppendOp& p, const char* label) {
-    OP_REQUIRE(has(p.k) && has(p.v) && p.k_cache.rank == 3 && p.v_cache.rank == 3 && p.cursor && p.max_rows > 0,
-               "kv_append");
-    OP_REQUIRE(p.k.shape[1] == p.k_cache.shape[1] * p.k_cache.shape[2], "kv_append");
-    OP_REQUIRE(valid_batch(p.batch, p.max_rows, 2), "kv_append");
+    FROST_TRY(check_kv_append(p, "kv_append"));
     OP_ENTRY(KvAppend, kv_append);
 }
 
@@ -162,15 +176,8 @@ frost_status op_kv_append(const Exec& ex, const KvAppendOp& p, const char* label
 frost_status op_qk_rope_kv_append(const Exec& ex, const QkRopeKvAppendOp& p, const char* label) {
     const QkNormRopeOp& q = p.qk;
     const KvAppendOp& kv = p.kv;
-    OP_REQUIRE(q.q.rank == 3 && q.k.rank == 3 && f32(q.q_w) && f32(q.k_w) && q.cursor, "qk_rope_kv_append");
-    OP_REQUIRE(q.q.shape[2] == q.k.shape[2] && q.rotary_dim > 0 && q.rotary_dim % 2 == 0 &&
-                   q.rotary_dim <= q.q.shape[2] && q.max_rows > 0 && q.eps > 0,
-               "qk_rope_kv_append");
-    OP_REQUIRE(valid_batch(q.batch, q.max_rows), "qk_rope_kv_append");
-    OP_REQUIRE(has(kv.k) && has(kv.v) && kv.k_cache.rank == 3 && kv.v_cache.rank == 3 && kv.cursor && kv.max_rows > 0,
-               "qk_rope_kv_append");
-    OP_REQUIRE(kv.k.shape[1] == kv.k_cache.shape[1] * kv.k_cache.shape[2], "qk_rope_kv_append");
-    OP_REQUIRE(valid_batch(kv.batch, kv.max_rows, 2), "qk_rope_kv_append");
+    FROST_TRY(check_qk_norm_rope(q, "qk_rope_kv_append"));
+    FROST_TRY(check_kv_append(kv, "qk_rope_kv_append"));
     OP_REQUIRE(kv.k.data == q.k.data && kv.cursor == q.cursor && kv.max_rows == q.max_rows &&
                    kv.batch.on() == q.batch.on(),
                "qk_rope_kv_append");

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/thread_pool.h"
+#include "util/fp8.h"
 
 namespace frost::kernels::cpu {
 namespace {
@@ -127,20 +128,20 @@ TEST(E4m3Rounding, ActivationGroupsScaleToTheirMaximum) {
 
 TEST(E4m3Rounding, BitsRoundTripEveryCode) {
     for (int b = 0; b < 256; ++b) {
-        const float v = e4m3_from_bits(uint8_t(b));
+        const float v = util::e4m3_to_f32(uint8_t(b));
         if ((b & 0x7f) == 0x7f) {  // the two NaN codes
             EXPECT_TRUE(std::isnan(v)) << b;
             continue;
         }
         if (b == 0x80) {  // -0 keeps its sign bit
-            EXPECT_EQ(e4m3_bits(v), 0x80);
+            EXPECT_EQ(util::f32_to_e4m3(v), 0x80);
             continue;
         }
         ASSERT_EQ(round_e4m3_satfinite(v), v) << b << " is an e4m3 value";
-        ASSERT_EQ(e4m3_bits(v), uint8_t(b)) << v;
+        ASSERT_EQ(util::f32_to_e4m3(v), uint8_t(b)) << v;
     }
-    EXPECT_EQ(e4m3_from_bits(0x7e), 448.0f);
-    EXPECT_EQ(e4m3_from_bits(0x01), std::ldexp(1.0f, -9));
+    EXPECT_EQ(util::e4m3_to_f32(0x7e), 448.0f);
+    EXPECT_EQ(util::e4m3_to_f32(0x01), std::ldexp(1.0f, -9));
 }
 
 // The byte form (the FP8 twin ops write for the GEMM) decodes to exactly the in-place values.
@@ -159,7 +160,7 @@ TEST(E4m3Rounding, ActivationBytesDecodeToTheInPlaceQuantization) {
     ASSERT_EQ(quantize_act_e4m3(inplace.data(), rows, K, ld), FROST_OK);
     for (int r = 0; r < rows; ++r)
         for (int k = 0; k < K; ++k)
-            ASSERT_EQ(e4m3_from_bits(q[size_t(r) * K + k]) * s[size_t(k / 128) * scale_ld + r], inplace[size_t(r) * ld + k])
+            ASSERT_EQ(util::e4m3_to_f32(q[size_t(r) * K + k]) * s[size_t(k / 128) * scale_ld + r], inplace[size_t(r) * ld + k])
                 << r << " " << k;
     EXPECT_EQ(s[size_t(2) * scale_ld + 3], 1.0f);               // the zero group's scale
     EXPECT_EQ(s[size_t(0) * scale_ld + 0], 1e5f / 448.0f);      // the outlier's

@@ -25,7 +25,7 @@ TEST(CudaGemmFp8, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #include "kernels/cuda/lm_gemm_fp8.h"
 #include "kernels/cuda_test_util.h"
 #include "model/quant/dequant.h"
-#include "model/quant/quant_writer.h"
+#include "util/fp8.h"
 
 namespace frost::test {
 namespace {
@@ -72,7 +72,7 @@ void run_case(int M, int N, int Kd, bool exact, bool accumulate, bool out_f32, c
         for (int m = 0; m < M; ++m)
             for (int g = 0; g < kb; ++g) {
                 const float s = std::ldexp(1.0f, int(rng() % 9) - 4);  // 2^-4 .. 2^4
-                for (int e = 0; e < 128; ++e) x[size_t(m) * Kd + g * 128 + e] = mq::fp8_e4m3_to_f32(random_fp8(rng)) * s;
+                for (int e = 0; e < 128; ++e) x[size_t(m) * Kd + g * 128 + e] = util::e4m3_to_f32(random_fp8(rng)) * s;
                 x[size_t(m) * Kd + g * 128 + int(rng() % 128)] = (rng() % 2 ? 448.0f : -448.0f) * s;
             }
     } else {
@@ -207,7 +207,7 @@ TEST(CudaGemmFp8, ActQuantMatchesReferenceBothPaths) {
             const float sc = amax > 0 ? amax / 448.0f : 1.0f;
             ref_s[size_t(g) * K::act_scale_ld(M) + m] = sc;
             for (int e = 0; e < 128; ++e)
-                ref_q[size_t(m) * Kd + g * 128 + e] = mq::f32_to_fp8_e4m3(x[size_t(m) * Kd + g * 128 + e] / sc);
+                ref_q[size_t(m) * Kd + g * 128 + e] = util::f32_to_e4m3(x[size_t(m) * Kd + g * 128 + e] / sc);
         }
     for (const int ldx : {Kd, Kd + 4}) {
         std::vector<float> xp(size_t(M) * ldx, 0.0f);

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/thread_pool.h"
+#include "util/fp8.h"
 
 namespace frost::kernels::cpu {
 namespace {
@@ -152,24 +153,6 @@ frost_status quantize_act_e4m3(float* x, int32_t rows, int32_t K, int64_t ld) {
     return FROST_OK;
 }
 
-uint8_t e4m3_bits(float v) {
-    const uint8_t sign = std::signbit(v) ? 0x80 : 0;
-    const float a = std::fabs(v);
-    if (std::isnan(v)) return 0x7f;
-    if (a < std::ldexp(1.0f, -6)) return uint8_t(sign | int(a * 512.0f));  // subnormal: steps of 2^-9
-    int e = 0;
-    const float f = std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
-    const int mant = int(f * 16.0f) - 8;  // a = (1 + mant / 8) * 2^(e - 1)
-    return uint8_t(sign | ((e - 1 + 7) << 3) | mant);
-}
-
-float e4m3_from_bits(uint8_t bits) {
-    const int e = (bits >> 3) & 0xF, m = bits & 7;
-    if (e == 0xF && m == 7) return std::nanf("");
-    const float a = e == 0 ? std::ldexp(float(m), -9) : std::ldexp(1.0f + float(m) / 8.0f, e - 7);
-    return (bits & 0x80) ? -a : a;
-}
-
 frost_status quantize_act_e4m3_bytes(const float* x, int32_t rows, int32_t K, int64_t ld, uint8_t* q, float* scale,
                                      int64_t scale_ld) {
     if (!x || !q || !scale || rows < 0 || K <= 0 || K % 128 != 0 || ld < K || scale_ld < rows)
@@ -180,7 +163,7 @@ frost_status quantize_act_e4m3_bytes(const float* x, int32_t rows, int32_t K, in
             float amax = 0.0f;
             for (int i = 0; i < 128; ++i) amax = std::max(amax, std::fabs(v[i]));
             const float s = amax > 0.0f ? amax / 448.0f : 1.0f;
-            for (int i = 0; i < 128; ++i) q[int64_t(r) * K + g + i] = e4m3_bits(round_e4m3_satfinite(v[i] / s));
+            for (int i = 0; i < 128; ++i) q[int64_t(r) * K + g + i] = util::f32_to_e4m3(v[i] / s);
             scale[int64_t(g / 128) * scale_ld + r] = s;
         }
     return FROST_OK;

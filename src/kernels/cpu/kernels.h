@@ -28,14 +28,10 @@ frost_status quantize_act_e4m3(float* x, int32_t rows, int32_t K, int64_t ld);
 float round_e4m3_satfinite(float v);
 // The same quantization with the bytes the FP8 GEMM reads (ops Fp8Act, kernels/cuda/lm_gemm_fp8.h
 // act_quant_fp8_launch's layout): q [rows, K] e4m3 bits (row stride K) and the group scales at
-// scale[g * scale_ld + r] (group g of row r). e4m3_from_bits(q) * scale is exactly what
+// scale[g * scale_ld + r] (group g of row r). util::e4m3_to_f32(q) * scale is exactly what
 // quantize_act_e4m3 writes in place.
 frost_status quantize_act_e4m3_bytes(const float* x, int32_t rows, int32_t K, int64_t ld, uint8_t* q, float* scale,
                                      int64_t scale_ld);
-// The e4m3 bits of v, which must be an e4m3 value (round_e4m3_satfinite's output; NaN -> 0x7f).
-uint8_t e4m3_bits(float v);
-// The value of e4m3 bits (0x7f / 0xff: NaN).
-float e4m3_from_bits(uint8_t bits);
 frost_status conv1d(const Conv1dParams& p);
 frost_status l2norm(const L2NormParams& p);
 frost_status gdn_gates(const GdnGateParams& p);

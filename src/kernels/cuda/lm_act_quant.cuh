@@ -7,12 +7,24 @@
 #pragma once
 #include <cuda_fp8.h>
 
+#include <cstdint>
+
 #include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gemm_fp8.h"
 
 namespace frost::kernels::lm {
 
 constexpr float kActE4m3Max = 448.0f;
 constexpr int kActGroup = 128;  // kFp8Group: the k width of one activation scale
+
+// A launcher's check of a twin's arguments (lm_params.h yq / yq_scale / yq_scale_ld): K wide,
+// `rows` rows, the scales in act_quant_fp8_launch's layout, 8-byte aligned rows.
+inline bool act_twin_ok(const uint8_t* yq, const float* yq_scale, int64_t ld, int64_t K, int rows) {
+    return yq_scale && K % kActGroup == 0 && ld == act_scale_ld(rows) && reinterpret_cast<uintptr_t>(yq) % 8 == 0;
+}
+
+// Bytes a twin of `elems` values writes (the cost model): e4m3 values plus one f32 scale per group.
+inline double act_twin_bytes(double elems) { return elems * (1.0 + sizeof(float) / double(kActGroup)); }
 
 // The value a bf16 store of v keeps (what act_quant_fp8_launch would read back).
 __device__ inline float bf16_rounded(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }

@@ -3,7 +3,6 @@
 // 16-byte accesses where rows are 8-aligned; rows come from device memory.
 #include "kernels/cuda/lm_act_quant.cuh"
 #include "kernels/cuda/lm_common.cuh"
-#include "kernels/cuda/lm_gemm_fp8.h"
 #include "kernels/cuda/lm_kernels.h"
 
 namespace frost::kernels {
@@ -150,9 +149,7 @@ cudaError_t swiglu_launch(const SwigluBf16Params& p, cudaStream_t stream) {
     if (!p.x || !p.y || p.F <= 0 || p.F % kVec != 0 || p.max_rows <= 0 || !aligned16(p.x) ||
         !aligned16(p.y))
         return cudaErrorInvalidValue;
-    if (p.yq && (!p.yq_scale || p.F % kFp8Group != 0 || p.yq_scale_ld != act_scale_ld(p.max_rows) ||
-                 reinterpret_cast<uintptr_t>(p.yq) % 8 != 0))
-        return cudaErrorInvalidValue;
+    if (p.yq && !act_twin_ok(p.yq, p.yq_scale, p.yq_scale_ld, p.F, p.max_rows)) return cudaErrorInvalidValue;
     if (p.yq_only && !p.yq) return cudaErrorInvalidValue;
     const int64_t n = static_cast<int64_t>(p.max_rows) * (p.F / kVec);
     swiglu_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream>>>(p);
@@ -161,7 +158,7 @@ cudaError_t swiglu_launch(const SwigluBf16Params& p, cudaStream_t stream) {
 
 KernelCost swiglu_cost(const SwigluBf16Params& p, int rows) {
     const double elems = static_cast<double>(rows) * p.F;
-    const double twin = p.yq ? elems * (1.0 + sizeof(float) / double(kFp8Group)) : 0.0;  // e4m3 + scales
+    const double twin = p.yq ? act_twin_bytes(elems) : 0.0;
     return {elems * sizeof(bf16) * (p.yq_only ? 2.0 : 3.0) + twin, elems * 6.0};
 }
 

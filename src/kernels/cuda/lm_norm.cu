@@ -231,16 +231,11 @@ __global__ void gated_rmsnorm_vec4_kernel(GatedRmsNormBf16Params p) {
 
 }  // namespace
 
-// The FP8 twin's arguments (lm_params.h): a K-wide twin of `rows` rows, 8-byte aligned rows.
-bool twin_ok(const uint8_t* yq, const float* yq_scale, int64_t ld, int64_t K, int rows) {
-    return yq_scale && K % kFp8Group == 0 && ld == act_scale_ld(rows) && reinterpret_cast<uintptr_t>(yq) % 8 == 0;
-}
-
 cudaError_t add_rmsnorm_launch(const AddRmsNormBf16Params& p, cudaStream_t stream) {
     if (!p.h || !p.w || !p.y || p.dim <= 0 || p.dim % kVec != 0 ||
         p.dim > kNormThreads * kNormMaxVecPerThread * kVec || p.max_rows <= 0)
         return cudaErrorInvalidValue;
-    if (p.yq && (p.last_row_only || !twin_ok(p.yq, p.yq_scale, p.yq_scale_ld, p.dim, p.max_rows)))
+    if (p.yq && (p.last_row_only || !act_twin_ok(p.yq, p.yq_scale, p.yq_scale_ld, p.dim, p.max_rows)))
         return cudaErrorInvalidValue;
     if (p.yq_only && !p.yq) return cudaErrorInvalidValue;
     const int blocks = p.last_row_only ? 1 : p.max_rows;
@@ -253,7 +248,7 @@ KernelCost add_rmsnorm_cost(const AddRmsNormBf16Params& p, int rows) {
     const int r = p.last_row_only ? 1 : rows;
     const double elems = static_cast<double>(r) * p.dim;
     const double io = (p.delta ? 4.0 : 2.0) - (p.yq_only ? 1.0 : 0.0);  // h (+ delta read, h write) and y
-    const double twin = p.yq ? elems * (1.0 + sizeof(float) / double(kFp8Group)) : 0.0;  // e4m3 + scales
+    const double twin = p.yq ? act_twin_bytes(elems) : 0.0;
     return {elems * sizeof(bf16) * io + p.dim * sizeof(float) + twin, elems * 5.0};
 }
 
@@ -306,7 +301,7 @@ cudaError_t gated_rmsnorm_launch(const GatedRmsNormBf16Params& p, cudaStream_t s
         p.dim > kWarp * kHeadMaxPerLane || p.heads <= 0 || p.max_rows <= 0)
         return cudaErrorInvalidValue;
     const int items = p.max_rows * p.heads;
-    if (p.yq && !twin_ok(p.yq, p.yq_scale, p.yq_scale_ld, int64_t(p.heads) * p.dim, p.max_rows))
+    if (p.yq && !act_twin_ok(p.yq, p.yq_scale, p.yq_scale_ld, int64_t(p.heads) * p.dim, p.max_rows))
         return cudaErrorInvalidValue;
     if (p.yq_only && !p.yq) return cudaErrorInvalidValue;
     const bool vec4 = p.dim == kGatedVecDim && p.z_row_stride % 4 == 0 && reinterpret_cast<uintptr_t>(p.x) % 8 == 0 &&
@@ -334,7 +329,7 @@ cudaError_t gated_rmsnorm_launch(const GatedRmsNormBf16Params& p, cudaStream_t s
 
 KernelCost gated_rmsnorm_cost(const GatedRmsNormBf16Params& p, int rows) {
     const double elems = static_cast<double>(rows) * p.heads * p.dim;
-    const double twin = p.yq ? elems * (1.0 + sizeof(float) / double(kFp8Group)) : 0.0;  // e4m3 + scales
+    const double twin = p.yq ? act_twin_bytes(elems) : 0.0;
     return {elems * sizeof(bf16) * (p.yq_only ? 2.0 : 3.0) + twin, elems * 8.0};
 }
 

@@ -9,6 +9,7 @@
 #include "exec/error.h"
 #include "model/safetensors.h"
 #include "util/bf16.h"
+#include "util/fp8.h"
 
 namespace frost::model::quant {
 namespace {
@@ -20,15 +21,6 @@ constexpr int kNvfp4Group = 16;
 // Any float-like scale tensor -> fp32 values.
 
 }  // namespace
-
-float fp8_e4m3_to_f32(uint8_t b) {
-    const int e = (b >> 3) & 0xF, m = b & 0x7;
-    float v;
-    if (e == 0xF && m == 0x7) v = std::numeric_limits<float>::quiet_NaN();
-    else if (e == 0) v = std::ldexp(float(m), -9);  // subnormal: m/8 * 2^(1-7)
-    else v = std::ldexp(1.0f + float(m) / 8.0f, e - 7);
-    return (b & 0x80) ? -v : v;
-}
 
 float fp4_e2m1_to_f32(uint8_t nibble) {
     static constexpr float kMag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
@@ -55,7 +47,7 @@ void dequant_fp8_block(const uint8_t* w, const float* scale, int64_t out, int64_
     const int64_t scale_cols = (in + bc - 1) / bc;
     for (int64_t r = 0; r < out; ++r) {
         const float* srow = scale + (r / br) * scale_cols;
-        for (int64_t c = 0; c < in; ++c) dst[r * in + c] = fp8_e4m3_to_f32(w[r * in + c]) * srow[c / bc];
+        for (int64_t c = 0; c < in; ++c) dst[r * in + c] = util::e4m3_to_f32(w[r * in + c]) * srow[c / bc];
     }
 }
 
@@ -65,7 +57,7 @@ void dequant_nvfp4(const uint8_t* packed, const uint8_t* scale_fp8, float global
     for (int64_t r = 0; r < out; ++r) {
         for (int64_t c = 0; c < in; ++c) {
             // compressed-tensors: scale / global_scale first (fp32), then times the e2m1 value.
-            const float s = fp8_e4m3_to_f32(scale_fp8[r * groups + c / kNvfp4Group]) / global_scale;
+            const float s = util::e4m3_to_f32(scale_fp8[r * groups + c / kNvfp4Group]) / global_scale;
             const uint8_t byte = packed[r * row_bytes + c / 2];
             dst[r * in + c] = fp4_e2m1_to_f32((c & 1) ? uint8_t(byte >> 4) : byte) * s;
         }
@@ -99,7 +91,7 @@ frost_status scales_f32(const CheckpointTensor& t, std::vector<float>* out) {
             case DType::F32: (*out)[i] = static_cast<const float*>(t.data)[i]; break;
             case DType::BF16: (*out)[i] = util::bf16_to_f32(static_cast<const uint16_t*>(t.data)[i]); break;
             case DType::F16: (*out)[i] = f16_to_f32(static_cast<const uint16_t*>(t.data)[i]); break;
-            case DType::F8_E4M3: (*out)[i] = fp8_e4m3_to_f32(static_cast<const uint8_t*>(t.data)[i]); break;
+            case DType::F8_E4M3: (*out)[i] = util::e4m3_to_f32(static_cast<const uint8_t*>(t.data)[i]); break;
             default:
                 return fail(FROST_ERR_UNSUPPORTED, "%s: scale dtype %s cannot be decoded", t.name.c_str(),
                             dtype_name(t.dtype));

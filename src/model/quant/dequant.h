@@ -12,7 +12,6 @@
 
 namespace frost::model::quant {
 
-float fp8_e4m3_to_f32(uint8_t bits);  // OCP e4m3fn: bias 7, no infinities, 0x7f/0xff are NaN
 float fp4_e2m1_to_f32(uint8_t nibble);  // low 4 bits: sign, 2 exponent, 1 mantissa
 float f16_to_f32(uint16_t bits);
 

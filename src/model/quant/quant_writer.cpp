@@ -10,13 +10,13 @@
 
 #include "model/quant/dequant.h"
 #include "util/bf16.h"
+#include "util/fp8.h"
 
 namespace frost::model::quant {
 namespace {
 
 using nlohmann::json;
 
-constexpr float kFp8Max = 448.0f;
 constexpr float kFp4Max = 6.0f;
 constexpr int64_t kBlock = 128, kNvfp4Group = 16, kInt4Group = 128, kPerWord = 8;
 
@@ -70,25 +70,6 @@ bool parse_write_format(const std::string& n, WriteFormat* out) {
 }
 
 const char* write_format_names() { return "fp8|fp8-dynamic|nvfp4|int4|int4-asym"; }
-
-uint8_t f32_to_fp8_e4m3(float x) {
-    const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-    float a = std::fabs(x);
-    if (std::isnan(a)) return 0x7F;
-    a = std::min(a, kFp8Max);
-    constexpr float kMinNormal = 0.015625f;  // 2^-6
-    if (a < kMinNormal) return sign | uint8_t(std::nearbyint(a * 512.0f));  // subnormal step 2^-9; 8 -> 2^-6
-    int k = 0;
-    std::frexp(a, &k);                                  // a = f * 2^k, f in [0.5, 1)
-    const float mant = std::ldexp(a, 1 - k);            // [1, 2)
-    int m = int(std::nearbyint((mant - 1.0f) * 8.0f));  // exact product, so RNE on the 3-bit mantissa
-    int e = k - 1 + 7;
-    if (m == 8) {
-        m = 0;
-        ++e;
-    }
-    return sign | uint8_t(e << 3) | uint8_t(m);
-}
 
 uint8_t f32_to_fp4_e2m1(float x) {
     const uint8_t sign = std::signbit(x) ? 0x8 : 0x0;
@@ -146,11 +127,11 @@ std::vector<std::string> quantize_linear(WriteFormat f, const float* w, int64_t 
                     for (int64_t r = br * kBlock; r < std::min(out, (br + 1) * kBlock); ++r)
                         for (int64_t c = bc * kBlock; c < std::min(in, (bc + 1) * kBlock); ++c)
                             amax = std::max(amax, std::fabs(w[r * in + c]));
-                    const float scale = amax > 0 ? amax / kFp8Max : 1.0f;
+                    const float scale = amax > 0 ? amax / util::kE4m3Max : 1.0f;
                     put<float>(&blobs[1], size_t(br * sc + bc), scale);
                     for (int64_t r = br * kBlock; r < std::min(out, (br + 1) * kBlock); ++r)
                         for (int64_t c = bc * kBlock; c < std::min(in, (bc + 1) * kBlock); ++c)
-                            blobs[0][size_t(r * in + c)] = char(f32_to_fp8_e4m3(w[r * in + c] / scale));
+                            blobs[0][size_t(r * in + c)] = char(util::f32_to_e4m3(w[r * in + c] / scale));
                 }
             break;
         }
@@ -158,15 +139,15 @@ std::vector<std::string> quantize_linear(WriteFormat f, const float* w, int64_t 
             for (int64_t r = 0; r < out; ++r) {
                 float amax = 0;
                 for (int64_t c = 0; c < in; ++c) amax = std::max(amax, std::fabs(w[r * in + c]));
-                const float scale = amax > 0 ? bf16_round(amax / kFp8Max) : 1.0f;  // stored bf16, used as stored
+                const float scale = amax > 0 ? bf16_round(amax / util::kE4m3Max) : 1.0f;  // stored bf16, used as stored
                 put<uint16_t>(&blobs[1], size_t(r), util::f32_to_bf16(scale));
-                for (int64_t c = 0; c < in; ++c) blobs[0][size_t(r * in + c)] = char(f32_to_fp8_e4m3(w[r * in + c] / scale));
+                for (int64_t c = 0; c < in; ++c) blobs[0][size_t(r * in + c)] = char(util::f32_to_e4m3(w[r * in + c] / scale));
             }
             break;
         case WriteFormat::Nvfp4: {
             float amax = 0;
             for (int64_t i = 0; i < out * in; ++i) amax = std::max(amax, std::fabs(w[i]));
-            const float global = amax > 0 ? kFp8Max * kFp4Max / amax : 1.0f;
+            const float global = amax > 0 ? util::kE4m3Max * kFp4Max / amax : 1.0f;
             put<float>(&blobs[2], 0, global);
             const int64_t groups = cdiv(in, kNvfp4Group);
             for (int64_t r = 0; r < out; ++r)
@@ -174,9 +155,9 @@ std::vector<std::string> quantize_linear(WriteFormat f, const float* w, int64_t 
                     float gmax = 0;
                     for (int64_t c = g * kNvfp4Group; c < std::min(in, (g + 1) * kNvfp4Group); ++c)
                         gmax = std::max(gmax, std::fabs(w[r * in + c]));
-                    const uint8_t s8 = f32_to_fp8_e4m3(global * (gmax / kFp4Max));
+                    const uint8_t s8 = util::f32_to_e4m3(global * (gmax / kFp4Max));
                     blobs[1][size_t(r * groups + g)] = char(s8);
-                    const float scale = fp8_e4m3_to_f32(s8) / global;  // what the reader multiplies by
+                    const float scale = util::e4m3_to_f32(s8) / global;  // what the reader multiplies by
                     for (int64_t c = g * kNvfp4Group; c < std::min(in, (g + 1) * kNvfp4Group); ++c) {
                         const float x = scale > 0 ? std::clamp(w[r * in + c] / scale, -kFp4Max, kFp4Max) : 0.0f;
                         const uint8_t q = f32_to_fp4_e2m1(x);

@@ -33,7 +33,6 @@ std::vector<std::string> quantize_linear(WriteFormat f, const float* w, int64_t 
 nlohmann::json quant_config_json(WriteFormat f, const std::vector<std::string>& ignore);
 
 // Round-to-nearest-even encoders (saturating at the format's largest finite value).
-uint8_t f32_to_fp8_e4m3(float x);
 uint8_t f32_to_fp4_e2m1(float x);
 
 }  // namespace frost::model::quant

@@ -11,6 +11,7 @@
 #include "kernels/cpu/moe.h"
 #include "ops/ops.h"
 #include "util/bf16.h"
+#include "util/fp8.h"
 
 namespace frost::ops {
 namespace {
@@ -423,7 +424,7 @@ frost_status run(const GemmOp& p) {
         const int64_t ld = p.xq.scale.stride[0];
         for (int32_t r = 0; r < M; ++r)
             for (int32_t k = 0; k < Kd; ++k)
-                xq[size_t(r) * Kd + k] = K::cpu::e4m3_from_bits(q[size_t(r) * Kd + k]) * sc[(k / 128) * ld + r];
+                xq[size_t(r) * Kd + k] = util::e4m3_to_f32(q[size_t(r) * Kd + k]) * sc[(k / 128) * ld + r];
         g.x = xq.data();
         g.ldx = Kd;
     } else if (p.quant_act) {

@@ -23,6 +23,7 @@
 #include "kernels/cuda/lm_gemv_quant.h"
 #include "kernels/cuda/lm_kernels.h"
 #include "kernels/cuda/lm_moe.h"
+#include "util/env.h"
 #endif
 
 namespace frost::ops {
@@ -251,11 +252,10 @@ frost_status add_rmsnorm(const Exec& ex, const AddRmsNormOp& p) {
 // as their separate launches, for A/B runs of one binary; =gdn keeps only the GDN one fused, =qkkv
 // only the attention one. Read once per process.
 int decode_fuse_mode() {  // bit 0: GDN decode step fused, bit 1: q/k norm + RoPE + KV append fused
-    static const int mode = [] {
-        const char* e = std::getenv("FROST_DECODE_FUSE");
-        const std::string v = e ? e : "";
-        return v == "0" ? 0 : v == "gdn" ? 1 : v == "qkkv" ? 2 : 3;
-    }();
+    static const int mode = util::env_is("FROST_DECODE_FUSE", "0")      ? 0
+                            : util::env_is("FROST_DECODE_FUSE", "gdn")  ? 1
+                            : util::env_is("FROST_DECODE_FUSE", "qkkv") ? 2
+                                                                        : 3;
     return mode;
 }
 
@@ -484,10 +484,7 @@ frost_status gemm_bf16(const Exec& ex, const GemmOp& p, const Tensor& w);
 // sizes, K not a multiple of 128, no cuBLASLt algorithm): the caller dequantizes.
 // FROST_FP8_GRID_SPLIT=0 turns the split off (A/B benches).
 bool fp8_grid_split_enabled() {
-    static const bool on = [] {
-        const char* e = std::getenv("FROST_FP8_GRID_SPLIT");
-        return !(e && std::strcmp(e, "0") == 0);
-    }();
+    static const bool on = !util::env_is("FROST_FP8_GRID_SPLIT", "0");
     return on;
 }
 
