@@ -43,6 +43,34 @@
 // so the limit is in how the loads are in flight, not in issue; next: a copy-engine (bulk /
 // TMA) ring for gate/up too, and stall sampling (ncu source page) of the gate/up loop.
 //
+// Measured (H100, 2026-11-25, one helper's two device calls; engine = `frost bench engine --model
+// M --backend cuda --ttft 1024 --decode 1024 --decode-steps 64 --reps 2` on `frost synth --preset
+// 35b-a3b --layers 4 | 20`, ms/token, old/new alternated; ncu = one launch alone, caches flushed,
+// clocks unlocked). ncu of the base kernels: gate/up 26.4 us (DRAM 45 %, 1.51 TB/s; L1 hit 30 %:
+// the second 16-byte half of a lane's 32-byte sector often hits; 21.4 warp cycles per issued
+// instruction, only 8.2 of them on the L1TEX scoreboard; SMs active 82 % of the elapsed cycles),
+// down 18.4 us (DRAM 31 %). Tried and dropped (all the same bits unless said):
+//  - the streaming down kernel's activations with all of a thread's loads in flight at once after
+//    pdl_wait: 4-layer 0.689 / 0.679 -> 0.680 / 0.679 (noise);
+//  - balanced gate/up split (4 rounds of 16-row tiles on every block, the remaining 48 tiles cut
+//    into 96 8-row halves, A rows 4-7 / 12-15 zero: at most 4.5 instead of 5 tiles per block):
+//    4-layer 0.669 -> 0.674; with the by-slot down below, 20 layers 2.127 -> 2.135; ncu (with the
+//    load order below) 25.5 -> 26.0 us. The 48 blocks' fifth tile is not what limits gate/up.
+//  - load order with whole sectors per load (a lane's 16 bytes at K 32 q + 8 t4 instead of
+//    16 t4 + 8 q; other mma positions, so other bits): 4-layer 0.669 -> 0.670 (L1 already merged).
+//  - gate/up weights by ld.global.nc.L1::no_allocate.L2::256B: bench_ops `moe decode` 150.0 ->
+//    131.7 us (4 layers: back-to-back replays of one layer find more of it in L2), engine 0.669 /
+//    0.669 -> 0.677 / 0.672: nothing where each layer's weights are cold.
+//  - down slot by slot: the last gate/up warp done with a tile writes its activations, fences and
+//    adds its rows to a per-slot counter (zeroed by the logits kernel); the down kernel waits per
+//    slot (acquire) and takes each slot's dots while later ones stream, its pdl_wait moved to the
+//    end: 4-layer 0.684 -> 0.720, 20 layers 1.940 -> 2.127; ncu gate/up 26.4 -> 31.5 us, down
+//    18.4 -> 24.3 us (likely: the gpu-scope fence in a streaming warp waits for that warp's loads
+//    in flight, so its register pipeline drains at every tile).
+// Left: gate/up streams at ~1.5 TB/s with most warp stalls not on memory; next: per-instruction
+// stall sampling (ncu source page) of the routing / loop / epilogue, and a per-kernel timeline of
+// the captured decode (nsys with graph nodes did not finish in 50 s here).
+//
 // Earlier sessions' notes on the older kernels:
 // Measured (H100, 2026-11-24, bench_ops on `frost synth --preset 35b-a3b --layers 4`, --pos 1024):
 // `moe decode` 38.5 us per layer (1.50 TB/s, 2.0x the ~19 us floor; the one-block router and

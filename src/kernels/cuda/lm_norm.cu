@@ -29,6 +29,14 @@ __device__ inline float head_rms_load(const bf16* x, int dim, float eps, float (
 }
 
 // One block per row: h += delta (rounded to bf16 as the residual stream is), then RMSNorm.
+// It moves 1.4 TB/s (bf16 y) and ~1.0 TB/s (FP8 twin) on the 9B's 4096-row prefill chunk. Tried
+// and dropped (H100 2026-11-25, `bench_ops --rows 4096 --pos 0`, us summed over the 32 input norms
+// of the 9B bf16 / 9B FP8 twin / over the 24 of the 0.8B, this kernel -> variant; the same bits
+// each): a warp per row, all of a row's loads at once and the block reduction replayed lane by
+// lane: 1573 -> 1749, 1684 -> 1982, 429 -> 348; a grid of resident blocks each looping over rows
+// with the next row's loads in flight during the reduction: 1557 -> 1439, 1652 -> 1616, 373 ->
+// 324. Cold TTFT through the engine (9B 4k / 16k, 0.8B 1k-16k, alternated twice) moved within
+// noise either way, so the simple kernel stays.
 __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf16Params p) {
     __shared__ float scratch[kWarp];
     pdl_wait();  // programmatic launch (decode graphs): h comes from the predecessor
@@ -190,6 +198,8 @@ __global__ void gated_rmsnorm_kernel(GatedRmsNormBf16Params p) {
 // The same for dim 128 (every Qwen3.5 GDN value head): lane owns 4 contiguous elements, so x, z and
 // y move as 8-byte vectors and w as one float4 (the strided kernel above moves 2 bytes per load
 // and ran at ~1.35 TB/s on 2048-row prefill chunks). Needs 8-byte aligned rows.
+// Four (row, head) items per warp with all their loads issued first was slower (H100 2026-11-25,
+// 9B 4096-row chunk, 24 layers: 1258 -> 1440 us bf16, 1653 -> 1793 us with the FP8 twin).
 constexpr int kGatedVecDim = 4 * kWarp;
 
 __device__ inline void load4(const bf16* p, float (&v)[4]) {

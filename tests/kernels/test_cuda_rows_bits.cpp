@@ -1,0 +1,205 @@
+// A row's bits must not depend on how many rows its launch has: a prefill chunk, a one-token decode
+// step and a capsule's append must agree bitwise, whatever grid a kernel picks for its row count
+// (row kernels with several rows per block or thread were measured: lm_norm.cu). Each case runs
+// a launch with many rows and compares every output (y, the residual h, the FP8 twin's bytes and
+// scales) with the same rows launched one at a time, and with an fp64 reference.
+#include <gtest/gtest.h>
+
+#if !FROST_WITH_CUDA
+TEST(CudaRowsBits, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
+#else
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cuda/lm_gemm_fp8.h"
+#include "kernels/cuda/lm_kernels.h"
+#include "kernels/cuda_test_util.h"
+
+namespace frost::test {
+namespace {
+
+using kernels::act_scale_ld;
+using kernels::kFp8Group;
+
+// The twin's scale of (row, group) in a launch of max_rows rows.
+float scale_at(const std::vector<float>& s, int max_rows, int row, int group) {
+    return s[size_t(group) * act_scale_ld(max_rows) + row];
+}
+
+uint32_t bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+TEST(CudaRowsBits, AddRmsNormManyRowsEqualOneRowAtATime) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("AddRmsNormRows");
+    const int rows = 1501;
+    for (int dim : {1024, 2048, 4096}) {
+        for (int with_delta = 0; with_delta < 2; ++with_delta) {
+            SCOPED_TRACE("dim " + std::to_string(dim) + " delta " + std::to_string(with_delta));
+            const auto h0 = to_bf(uniform(rng, size_t(rows) * dim, -2, 2));
+            const auto delta = to_bf(uniform(rng, size_t(rows) * dim, -1, 1));
+            const auto w = uniform(rng, dim, -0.5f, 0.5f, false);
+            Dev<uint16_t> dh(h0), dd(delta), dy(size_t(rows) * dim), dh1(h0), dy1(size_t(rows) * dim);
+            Dev<float> dw(w);
+            const int groups = dim / kFp8Group;
+            Dev<uint8_t> dq(size_t(rows) * dim), dq1(size_t(rows) * dim);
+            Dev<float> ds(size_t(act_scale_ld(rows)) * groups), ds1(size_t(act_scale_ld(1)) * groups * rows);
+            kernels::AddRmsNormBf16Params p{bf(dh), with_delta ? bf(dd) : nullptr, dw.get(), bf(dy), dim, 1, 1e-6f,
+                                            rows, nullptr, 0};
+            p.yq = dq.get();
+            p.yq_scale = ds.get();
+            p.yq_scale_ld = act_scale_ld(rows);
+            CUDA_OK(kernels::add_rmsnorm_launch(p, nullptr));
+            for (int r = 0; r < rows; ++r) {  // the same rows, one launch each
+                kernels::AddRmsNormBf16Params o = p;
+                o.h = bf(dh1) + size_t(r) * dim;
+                o.delta = with_delta ? bf(dd) + size_t(r) * dim : nullptr;
+                o.y = bf(dy1) + size_t(r) * dim;
+                o.max_rows = 1;
+                o.yq = dq1.get() + size_t(r) * dim;
+                o.yq_scale = ds1.get() + size_t(r) * act_scale_ld(1) * groups;
+                o.yq_scale_ld = act_scale_ld(1);
+                CUDA_OK(kernels::add_rmsnorm_launch(o, nullptr));
+            }
+            const auto y = dy.download(), y1 = dy1.download(), h = dh.download(), h1 = dh1.download();
+            const auto q = dq.download(), q1 = dq1.download();
+            const auto s = ds.download(), s1 = ds1.download();
+            ASSERT_EQ(0, std::memcmp(y.data(), y1.data(), y.size() * 2)) << "y differs from the one-row launches";
+            ASSERT_EQ(0, std::memcmp(h.data(), h1.data(), h.size() * 2)) << "h differs from the one-row launches";
+            ASSERT_EQ(0, std::memcmp(q.data(), q1.data(), q.size())) << "twin bytes differ";
+            for (int r = 0; r < rows; ++r)
+                for (int g = 0; g < groups; ++g)
+                    ASSERT_EQ(bits(scale_at(s, rows, r, g)), bits(s1[size_t(r) * act_scale_ld(1) * groups + size_t(g) * act_scale_ld(1)]))
+                        << "twin scale row " << r << " group " << g;
+            // fp64 reference on a sample of rows (the first, the last, and a stride through).
+            std::vector<double> ref;
+            std::vector<float> got;
+            for (int r = 0; r < rows; r += 97) {
+                double ss = 0;
+                std::vector<double> hr(dim);
+                for (int i = 0; i < dim; ++i) {
+                    const size_t at = size_t(r) * dim + i;
+                    hr[i] = with_delta ? round_bf(bf2f(h0[at]) + bf2f(delta[at])) : bf2f(h0[at]);
+                    ss += hr[i] * hr[i];
+                    ASSERT_EQ(bf2f(h[at]), float(hr[i])) << "residual r" << r << " i" << i;
+                }
+                const double rs = 1.0 / std::sqrt(ss / dim + 1e-6);
+                for (int i = 0; i < dim; ++i) {
+                    ref.push_back(hr[i] * rs * (1.0 + w[i]));
+                    got.push_back(bf2f(y[size_t(r) * dim + i]));
+                }
+            }
+            EXPECT_LE(rel_l2(ref, got), 1e-2);
+        }
+    }
+}
+
+TEST(CudaRowsBits, GatedRmsNormManyRowsEqualOneRowAtATime) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("GatedRmsNormRows");
+    // 32 heads x 500 rows against one-row launches of 32 (row, head) items.
+    const int rows = 500, heads = 32, dim = 128, width = heads * dim;
+    const int64_t zs = 2 * width + 64;  // z inside a wider projection row, as in the GDN in_proj
+    const auto x = to_bf(uniform(rng, size_t(rows) * width, -2, 2));
+    const auto z = to_bf(uniform(rng, size_t(rows) * zs, -3, 3));
+    const auto w = uniform(rng, dim, 0.5f, 1.5f, false);
+    Dev<uint16_t> dx(x), dz(z), dy(size_t(rows) * width), dy1(size_t(rows) * width);
+    Dev<float> dw(w);
+    const int groups = width / kFp8Group;
+    Dev<uint8_t> dq(size_t(rows) * width), dq1(size_t(rows) * width);
+    Dev<float> ds(size_t(act_scale_ld(rows)) * groups), ds1(size_t(act_scale_ld(1)) * groups * rows);
+    kernels::GatedRmsNormBf16Params p{bf(dx), bf(dz), dw.get(), bf(dy), zs, dim, heads, 1e-6f, rows, nullptr};
+    p.yq = dq.get();
+    p.yq_scale = ds.get();
+    p.yq_scale_ld = act_scale_ld(rows);
+    CUDA_OK(kernels::gated_rmsnorm_launch(p, nullptr));
+    for (int r = 0; r < rows; ++r) {
+        kernels::GatedRmsNormBf16Params o = p;
+        o.x = bf(dx) + size_t(r) * width;
+        o.z = bf(dz) + size_t(r) * zs;
+        o.y = bf(dy1) + size_t(r) * width;
+        o.max_rows = 1;
+        o.yq = dq1.get() + size_t(r) * width;
+        o.yq_scale = ds1.get() + size_t(r) * act_scale_ld(1) * groups;
+        o.yq_scale_ld = act_scale_ld(1);
+        CUDA_OK(kernels::gated_rmsnorm_launch(o, nullptr));
+    }
+    const auto y = dy.download(), y1 = dy1.download();
+    const auto q = dq.download(), q1 = dq1.download();
+    const auto s = ds.download(), s1 = ds1.download();
+    ASSERT_EQ(0, std::memcmp(y.data(), y1.data(), y.size() * 2)) << "y differs from the one-row launches";
+    ASSERT_EQ(0, std::memcmp(q.data(), q1.data(), q.size())) << "twin bytes differ";
+    for (int r = 0; r < rows; ++r)
+        for (int g = 0; g < groups; ++g)
+            ASSERT_EQ(bits(scale_at(s, rows, r, g)), bits(s1[size_t(r) * act_scale_ld(1) * groups + size_t(g) * act_scale_ld(1)]))
+                << "twin scale row " << r << " group " << g;
+    std::vector<double> ref;
+    std::vector<float> got;
+    for (int r = 0; r < rows; r += 37)
+        for (int hd = 0; hd < heads; ++hd) {
+            double ss = 0;
+            for (int i = 0; i < dim; ++i) ss += double(bf2f(x[size_t(r) * width + hd * dim + i])) * bf2f(x[size_t(r) * width + hd * dim + i]);
+            const double rs = 1.0 / std::sqrt(ss / dim + 1e-6);
+            for (int i = 0; i < dim; ++i) {
+                const double zv = bf2f(z[size_t(r) * zs + hd * dim + i]);
+                ref.push_back(bf2f(x[size_t(r) * width + hd * dim + i]) * rs * w[i] * zv / (1.0 + std::exp(-zv)));
+                got.push_back(bf2f(y[size_t(r) * width + hd * dim + i]));
+            }
+        }
+    EXPECT_LE(rel_l2(ref, got), 1e-2);
+}
+
+TEST(CudaRowsBits, SwigluManyRowsEqualOneRowAtATime) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("SwigluRows");
+    const int rows = 700, F = 1536;
+    const auto x = to_bf(uniform(rng, size_t(rows) * 2 * F, -4, 4));
+    Dev<uint16_t> dx(x), dy(size_t(rows) * F), dy1(size_t(rows) * F);
+    const int groups = F / kFp8Group;
+    Dev<uint8_t> dq(size_t(rows) * F), dq1(size_t(rows) * F);
+    Dev<float> ds(size_t(act_scale_ld(rows)) * groups), ds1(size_t(act_scale_ld(1)) * groups * rows);
+    Dev<int32_t> dn(std::vector<int32_t>{rows - 3});  // the last rows are past the count: untouched
+    kernels::SwigluBf16Params p{bf(dx), bf(dy), F, rows, dn.get()};
+    p.yq = dq.get();
+    p.yq_scale = ds.get();
+    p.yq_scale_ld = act_scale_ld(rows);
+    CUDA_OK(kernels::swiglu_launch(p, nullptr));
+    for (int r = 0; r < rows - 3; ++r) {
+        kernels::SwigluBf16Params o = p;
+        o.x = bf(dx) + size_t(r) * 2 * F;
+        o.y = bf(dy1) + size_t(r) * F;
+        o.max_rows = 1;
+        o.n_rows = nullptr;
+        o.yq = dq1.get() + size_t(r) * F;
+        o.yq_scale = ds1.get() + size_t(r) * act_scale_ld(1) * groups;
+        o.yq_scale_ld = act_scale_ld(1);
+        CUDA_OK(kernels::swiglu_launch(o, nullptr));
+    }
+    const auto y = dy.download(), y1 = dy1.download();
+    const auto q = dq.download(), q1 = dq1.download();
+    const auto s = ds.download(), s1 = ds1.download();
+    const size_t valid = size_t(rows - 3) * F;
+    ASSERT_EQ(0, std::memcmp(y.data(), y1.data(), valid * 2)) << "y differs from the one-row launches";
+    ASSERT_EQ(0, std::memcmp(q.data(), q1.data(), valid)) << "twin bytes differ";
+    for (size_t i = valid; i < y.size(); ++i) ASSERT_EQ(y[i], uint16_t(0xFFFF)) << "row past the count written at " << i;
+    for (int r = 0; r < rows - 3; ++r)
+        for (int g = 0; g < groups; ++g)
+            ASSERT_EQ(bits(scale_at(s, rows, r, g)), bits(s1[size_t(r) * act_scale_ld(1) * groups + size_t(g) * act_scale_ld(1)]))
+                << "twin scale row " << r << " group " << g;
+    std::vector<double> ref;
+    std::vector<float> got;
+    for (size_t i = 0; i < valid; i += 13) {
+        const size_t r = i / F, c = i % F;
+        const double g = bf2f(x[r * 2 * F + c]), u = bf2f(x[r * 2 * F + F + c]);
+        ref.push_back(g / (1.0 + std::exp(-g)) * u);
+        got.push_back(bf2f(y[i]));
+    }
+    EXPECT_LE(rel_l2(ref, got), 1e-2);
+}
+
+}  // namespace
+}  // namespace frost::test
+#endif
