@@ -282,6 +282,12 @@ bool op_table_complete(const OpTable& t, OpKind* missing) {
     return true;
 }
 
+bool Fp8Act::fits(int64_t rows, int64_t K) const {
+    return K > 0 && K % 128 == 0 && q.dtype == DType::U8 && q.rank == 2 && q.shape[0] == rows && q.shape[1] == K &&
+           q.stride[0] == K && !scale.empty() && scale.dtype == DType::F32 && scale.rank == 2 &&
+           scale.shape[0] == K / 128 && scale.stride[0] == fp8_act_ld(rows);
+}
+
 Fp8Act fp8_act(void* q, void* scale, int64_t M, int64_t K) {
     Fp8Act a;
     a.q = mat(q, DType::U8, M, K, K);

@@ -64,6 +64,9 @@ struct Fp8Act {
     Tensor q;               // [M, K] U8, contiguous rows
     Tensor scale;           // [K / 128, fp8_act_ld(M)] F32
     bool on() const { return !q.empty(); }
+    // Whether the views have fp8_act's layout for [rows, K] (K a multiple of 128): the check both
+    // backends make before writing or reading a twin.
+    bool fits(int64_t rows, int64_t K) const;
 };
 inline int64_t fp8_act_ld(int64_t M) { return (M + 3) / 4 * 4; }
 // Views of a twin of [M, K] over the bytes at q and the floats at scale.

@@ -78,19 +78,12 @@ frost_status named(frost_status st, const char* op) {
 
 const int32_t* cursor_rows(const StepCursor* c) { return &c->n_tokens; }
 
-// Whether t is an FP8 twin (ops.h Fp8Act) of at least `rows` rows of K columns.
-bool twin_fits(const Fp8Act& t, int64_t rows, int64_t K) {
-    return t.q.dtype == DType::U8 && t.q.rank == 2 && t.q.shape[0] >= rows && t.q.shape[1] == K &&
-           t.q.stride[0] == K && !t.scale.empty() && t.scale.dtype == DType::F32 && t.scale.shape[0] == K / 128 &&
-           t.scale.stride[0] == fp8_act_ld(t.q.shape[0]) && K % 128 == 0;
-}
-
 // The FP8 twin of an op's output y (after the op wrote it): its valid rows, from the values y
 // holds (bf16 views as stored), quantized as GemmOp::quant_act quantizes them.
 frost_status write_twin(const Fp8Act& t, const Tensor& y, const Rows& rows, const char* op) {
     const int32_t n = K::cpu::launch_rows(rows.n, rows.max);
     const int64_t cols = y.shape[1];
-    if (!twin_fits(t, rows.max, cols))
+    if (!t.fits(rows.max, cols))
         return fail(FROST_ERR_INVALID_ARG, "op_%s (cpu): yq must be an Fp8Act of [%d, %lld] (K a multiple of 128)", op,
                     rows.max, (long long)cols);
     std::vector<float> v(size_t(n) * size_t(cols));
@@ -416,7 +409,7 @@ frost_status run(const GemmOp& p) {
     std::vector<float> xq;  // W8A8: the activations as the FP8 GEMM sees them (a copy: x is the caller's)
     if (p.quant_act && p.xq.on()) {  // quantized by x's producer: its twin, decoded
         const int32_t M = int32_t(p.x.shape[0]), Kd = int32_t(p.x.shape[1]);
-        if (!twin_fits(p.xq, M, Kd))
+        if (!p.xq.fits(M, Kd))
             return fail(FROST_ERR_INVALID_ARG, "op_gemm (cpu): xq must be an Fp8Act of [%d, %d]", M, Kd);
         xq.resize(size_t(M) * size_t(Kd));
         const uint8_t* q = p.xq.q.as<const uint8_t>();

@@ -205,9 +205,7 @@ bool twin_args(const Fp8Act& t, int64_t rows, int64_t cols, uint8_t** q, float**
     *scale = nullptr;
     *ld = 0;
     if (!t.on()) return true;
-    if (t.q.dtype != DType::U8 || t.q.rank != 2 || t.q.shape[0] != rows || t.q.shape[1] != cols || t.q.stride[0] != cols ||
-        t.scale.dtype != DType::F32 || t.scale.empty() || t.scale.stride[0] != K::act_scale_ld(int32_t(rows)))
-        return false;
+    if (!t.fits(rows, cols)) return false;
     *q = t.q.as<uint8_t>();
     *scale = F(t.scale);
     *ld = t.scale.stride[0];
