@@ -5,6 +5,13 @@
 // the fly (act_quant_fp8_launch: scale = max|x| / 448, q = e4m3(x / scale)), as Qwen's
 // `activation_scheme: dynamic` and transformers' FineGrainedFP8 linear do.
 // Plan once per shape (like lm_gemm.h); launches set the scale pointers and never choose again.
+// Why block scaling and no per-channel W8A8: a probe of cuBLASLt's scale modes on the H100 (CUDA
+// 13.0, 2026-11-25, e4m3 operands of one constant byte, bf16 out, the 9B prefill shapes at M 4096)
+// ran OUTER_VEC_32F (a scale per weight row and per token, what compressed-tensors' FP8-dynamic
+// checkpoints declare) at 1197-1238 TFLOP/s, slower than BLK128x128 x VEC128 (1357-1482) and
+// SCALAR (1437-1622); the heuristic offered one algorithm for either scaled mode. With random
+// operands the engine's block-scaled GEMMs run at 1084-1225 TFLOP/s (bench_ops), so the data, not
+// the scale mode, sets most of the gap to the probe.
 #pragma once
 #include <cuda_runtime.h>
 
