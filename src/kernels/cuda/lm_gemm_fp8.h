@@ -9,9 +9,9 @@
 // 13.0, 2026-11-25, e4m3 operands of one constant byte, bf16 out, the 9B prefill shapes at M 4096)
 // ran OUTER_VEC_32F (a scale per weight row and per token, what compressed-tensors' FP8-dynamic
 // checkpoints declare) at 1197-1238 TFLOP/s, slower than BLK128x128 x VEC128 (1357-1482) and
-// SCALAR (1437-1622); the heuristic offered one algorithm for either scaled mode. With random
-// operands the engine's block-scaled GEMMs run at 1084-1225 TFLOP/s (bench_ops), so the data, not
-// the scale mode, sets most of the gap to the probe.
+// SCALAR (1437-1622); the heuristic offered one algorithm for either scaled mode. The engine's
+// block-scaled GEMMs run at 1084-1225 TFLOP/s on the same shapes (bench_ops, random operands):
+// the probe's constant operands flip few bits, so likely run at higher clocks (not verified).
 #pragma once
 #include <cuda_runtime.h>
 
