@@ -21,16 +21,41 @@ namespace {
 using kernels::act_scale_ld;
 using kernels::kFp8Group;
 
-// The twin's scale of (row, group) in a launch of max_rows rows.
-float scale_at(const std::vector<float>& s, int max_rows, int row, int group) {
-    return s[size_t(group) * act_scale_ld(max_rows) + row];
-}
-
 uint32_t bits(float f) {
     uint32_t u;
     std::memcpy(&u, &f, sizeof u);
     return u;
 }
+
+// y and its FP8 twin written by one launch of `rows` rows (y, q, s) and by one launch per row
+// (y1, q1, s1: row r's twin scales at s_row(r), a launch of one row's layout).
+struct RowOutputs {
+    int rows, cols, groups;
+    Dev<uint16_t> y, y1;
+    Dev<uint8_t> q, q1;
+    Dev<float> s, s1;
+    RowOutputs(int rows_, int cols_)
+        : rows(rows_), cols(cols_), groups(cols_ / kFp8Group), y(size_t(rows_) * cols_), y1(size_t(rows_) * cols_),
+          q(size_t(rows_) * cols_), q1(size_t(rows_) * cols_), s(size_t(act_scale_ld(rows_)) * (cols_ / kFp8Group)),
+          s1(size_t(act_scale_ld(1)) * (cols_ / kFp8Group) * rows_) {}
+    kernels::bf16* y_row(int r) const { return bf(y1) + size_t(r) * cols; }
+    uint8_t* q_row(int r) const { return q1.get() + size_t(r) * cols; }
+    float* s_row(int r) const { return s1.get() + size_t(r) * act_scale_ld(1) * groups; }
+    // The first `valid` rows of both, bitwise: y, the twin's bytes and its scales.
+    void expect_equal(int valid) const {
+        const auto a = y.download(), b = y1.download();
+        const auto qa = q.download(), qb = q1.download();
+        const auto sa = s.download(), sb = s1.download();
+        const size_t n = size_t(valid) * cols;
+        ASSERT_EQ(0, std::memcmp(a.data(), b.data(), n * 2)) << "y differs from the one-row launches";
+        ASSERT_EQ(0, std::memcmp(qa.data(), qb.data(), n)) << "twin bytes differ";
+        for (int r = 0; r < valid; ++r)
+            for (int g = 0; g < groups; ++g)
+                ASSERT_EQ(bits(sa[size_t(g) * act_scale_ld(rows) + r]),
+                          bits(sb[size_t(r) * act_scale_ld(1) * groups + size_t(g) * act_scale_ld(1)]))
+                    << "twin scale row " << r << " group " << g;
+    }
+};
 
 TEST(CudaRowsBits, AddRmsNormManyRowsEqualOneRowAtATime) {
     FROST_SKIP_WITHOUT_CUDA();
@@ -42,39 +67,31 @@ TEST(CudaRowsBits, AddRmsNormManyRowsEqualOneRowAtATime) {
             const auto h0 = to_bf(uniform(rng, size_t(rows) * dim, -2, 2));
             const auto delta = to_bf(uniform(rng, size_t(rows) * dim, -1, 1));
             const auto w = uniform(rng, dim, -0.5f, 0.5f, false);
-            Dev<uint16_t> dh(h0), dd(delta), dy(size_t(rows) * dim), dh1(h0), dy1(size_t(rows) * dim);
+            Dev<uint16_t> dh(h0), dd(delta), dh1(h0);
             Dev<float> dw(w);
-            const int groups = dim / kFp8Group;
-            Dev<uint8_t> dq(size_t(rows) * dim), dq1(size_t(rows) * dim);
-            Dev<float> ds(size_t(act_scale_ld(rows)) * groups), ds1(size_t(act_scale_ld(1)) * groups * rows);
-            kernels::AddRmsNormBf16Params p{bf(dh), with_delta ? bf(dd) : nullptr, dw.get(), bf(dy), dim, 1, 1e-6f,
+            RowOutputs out(rows, dim);
+            kernels::AddRmsNormBf16Params p{bf(dh), with_delta ? bf(dd) : nullptr, dw.get(), bf(out.y), dim, 1, 1e-6f,
                                             rows, nullptr, 0};
-            p.yq = dq.get();
-            p.yq_scale = ds.get();
+            p.yq = out.q.get();
+            p.yq_scale = out.s.get();
             p.yq_scale_ld = act_scale_ld(rows);
             CUDA_OK(kernels::add_rmsnorm_launch(p, nullptr));
             for (int r = 0; r < rows; ++r) {  // the same rows, one launch each
                 kernels::AddRmsNormBf16Params o = p;
                 o.h = bf(dh1) + size_t(r) * dim;
                 o.delta = with_delta ? bf(dd) + size_t(r) * dim : nullptr;
-                o.y = bf(dy1) + size_t(r) * dim;
+                o.y = out.y_row(r);
                 o.max_rows = 1;
-                o.yq = dq1.get() + size_t(r) * dim;
-                o.yq_scale = ds1.get() + size_t(r) * act_scale_ld(1) * groups;
+                o.yq = out.q_row(r);
+                o.yq_scale = out.s_row(r);
                 o.yq_scale_ld = act_scale_ld(1);
                 CUDA_OK(kernels::add_rmsnorm_launch(o, nullptr));
             }
-            const auto y = dy.download(), y1 = dy1.download(), h = dh.download(), h1 = dh1.download();
-            const auto q = dq.download(), q1 = dq1.download();
-            const auto s = ds.download(), s1 = ds1.download();
-            ASSERT_EQ(0, std::memcmp(y.data(), y1.data(), y.size() * 2)) << "y differs from the one-row launches";
+            out.expect_equal(rows);
+            if (HasFatalFailure()) return;
+            const auto y = out.y.download(), h = dh.download(), h1 = dh1.download();
             ASSERT_EQ(0, std::memcmp(h.data(), h1.data(), h.size() * 2)) << "h differs from the one-row launches";
-            ASSERT_EQ(0, std::memcmp(q.data(), q1.data(), q.size())) << "twin bytes differ";
-            for (int r = 0; r < rows; ++r)
-                for (int g = 0; g < groups; ++g)
-                    ASSERT_EQ(bits(scale_at(s, rows, r, g)), bits(s1[size_t(r) * act_scale_ld(1) * groups + size_t(g) * act_scale_ld(1)]))
-                        << "twin scale row " << r << " group " << g;
-            // fp64 reference on a sample of rows (the first, the last, and a stride through).
+            // fp64 reference on a sample of rows (the first, then a stride through).
             std::vector<double> ref;
             std::vector<float> got;
             for (int r = 0; r < rows; r += 97) {
@@ -106,47 +123,40 @@ TEST(CudaRowsBits, GatedRmsNormManyRowsEqualOneRowAtATime) {
     const auto x = to_bf(uniform(rng, size_t(rows) * width, -2, 2));
     const auto z = to_bf(uniform(rng, size_t(rows) * zs, -3, 3));
     const auto w = uniform(rng, dim, 0.5f, 1.5f, false);
-    Dev<uint16_t> dx(x), dz(z), dy(size_t(rows) * width), dy1(size_t(rows) * width);
+    Dev<uint16_t> dx(x), dz(z);
     Dev<float> dw(w);
-    const int groups = width / kFp8Group;
-    Dev<uint8_t> dq(size_t(rows) * width), dq1(size_t(rows) * width);
-    Dev<float> ds(size_t(act_scale_ld(rows)) * groups), ds1(size_t(act_scale_ld(1)) * groups * rows);
-    kernels::GatedRmsNormBf16Params p{bf(dx), bf(dz), dw.get(), bf(dy), zs, dim, heads, 1e-6f, rows, nullptr};
-    p.yq = dq.get();
-    p.yq_scale = ds.get();
+    RowOutputs out(rows, width);
+    kernels::GatedRmsNormBf16Params p{bf(dx), bf(dz), dw.get(), bf(out.y), zs, dim, heads, 1e-6f, rows, nullptr};
+    p.yq = out.q.get();
+    p.yq_scale = out.s.get();
     p.yq_scale_ld = act_scale_ld(rows);
     CUDA_OK(kernels::gated_rmsnorm_launch(p, nullptr));
     for (int r = 0; r < rows; ++r) {
         kernels::GatedRmsNormBf16Params o = p;
         o.x = bf(dx) + size_t(r) * width;
         o.z = bf(dz) + size_t(r) * zs;
-        o.y = bf(dy1) + size_t(r) * width;
+        o.y = out.y_row(r);
         o.max_rows = 1;
-        o.yq = dq1.get() + size_t(r) * width;
-        o.yq_scale = ds1.get() + size_t(r) * act_scale_ld(1) * groups;
+        o.yq = out.q_row(r);
+        o.yq_scale = out.s_row(r);
         o.yq_scale_ld = act_scale_ld(1);
         CUDA_OK(kernels::gated_rmsnorm_launch(o, nullptr));
     }
-    const auto y = dy.download(), y1 = dy1.download();
-    const auto q = dq.download(), q1 = dq1.download();
-    const auto s = ds.download(), s1 = ds1.download();
-    ASSERT_EQ(0, std::memcmp(y.data(), y1.data(), y.size() * 2)) << "y differs from the one-row launches";
-    ASSERT_EQ(0, std::memcmp(q.data(), q1.data(), q.size())) << "twin bytes differ";
-    for (int r = 0; r < rows; ++r)
-        for (int g = 0; g < groups; ++g)
-            ASSERT_EQ(bits(scale_at(s, rows, r, g)), bits(s1[size_t(r) * act_scale_ld(1) * groups + size_t(g) * act_scale_ld(1)]))
-                << "twin scale row " << r << " group " << g;
+    out.expect_equal(rows);
+    if (HasFatalFailure()) return;
+    const auto y = out.y.download();
     std::vector<double> ref;
     std::vector<float> got;
     for (int r = 0; r < rows; r += 37)
         for (int hd = 0; hd < heads; ++hd) {
+            const size_t at = size_t(r) * width + size_t(hd) * dim;
             double ss = 0;
-            for (int i = 0; i < dim; ++i) ss += double(bf2f(x[size_t(r) * width + hd * dim + i])) * bf2f(x[size_t(r) * width + hd * dim + i]);
+            for (int i = 0; i < dim; ++i) ss += double(bf2f(x[at + i])) * bf2f(x[at + i]);
             const double rs = 1.0 / std::sqrt(ss / dim + 1e-6);
             for (int i = 0; i < dim; ++i) {
-                const double zv = bf2f(z[size_t(r) * zs + hd * dim + i]);
-                ref.push_back(bf2f(x[size_t(r) * width + hd * dim + i]) * rs * w[i] * zv / (1.0 + std::exp(-zv)));
-                got.push_back(bf2f(y[size_t(r) * width + hd * dim + i]));
+                const double zv = bf2f(z[size_t(r) * zs + size_t(hd) * dim + i]);
+                ref.push_back(bf2f(x[at + i]) * rs * w[i] * zv / (1.0 + std::exp(-zv)));
+                got.push_back(bf2f(y[at + i]));
             }
         }
     EXPECT_LE(rel_l2(ref, got), 1e-2);
@@ -155,43 +165,35 @@ TEST(CudaRowsBits, GatedRmsNormManyRowsEqualOneRowAtATime) {
 TEST(CudaRowsBits, SwigluManyRowsEqualOneRowAtATime) {
     FROST_SKIP_WITHOUT_CUDA();
     auto rng = fresh_rng("SwigluRows");
-    const int rows = 700, F = 1536;
+    const int rows = 700, valid = rows - 3, F = 1536;  // the last rows are past the count: untouched
     const auto x = to_bf(uniform(rng, size_t(rows) * 2 * F, -4, 4));
-    Dev<uint16_t> dx(x), dy(size_t(rows) * F), dy1(size_t(rows) * F);
-    const int groups = F / kFp8Group;
-    Dev<uint8_t> dq(size_t(rows) * F), dq1(size_t(rows) * F);
-    Dev<float> ds(size_t(act_scale_ld(rows)) * groups), ds1(size_t(act_scale_ld(1)) * groups * rows);
-    Dev<int32_t> dn(std::vector<int32_t>{rows - 3});  // the last rows are past the count: untouched
-    kernels::SwigluBf16Params p{bf(dx), bf(dy), F, rows, dn.get()};
-    p.yq = dq.get();
-    p.yq_scale = ds.get();
+    Dev<uint16_t> dx(x);
+    RowOutputs out(rows, F);
+    Dev<int32_t> dn(std::vector<int32_t>{valid});
+    kernels::SwigluBf16Params p{bf(dx), bf(out.y), F, rows, dn.get()};
+    p.yq = out.q.get();
+    p.yq_scale = out.s.get();
     p.yq_scale_ld = act_scale_ld(rows);
     CUDA_OK(kernels::swiglu_launch(p, nullptr));
-    for (int r = 0; r < rows - 3; ++r) {
+    for (int r = 0; r < valid; ++r) {
         kernels::SwigluBf16Params o = p;
         o.x = bf(dx) + size_t(r) * 2 * F;
-        o.y = bf(dy1) + size_t(r) * F;
+        o.y = out.y_row(r);
         o.max_rows = 1;
         o.n_rows = nullptr;
-        o.yq = dq1.get() + size_t(r) * F;
-        o.yq_scale = ds1.get() + size_t(r) * act_scale_ld(1) * groups;
+        o.yq = out.q_row(r);
+        o.yq_scale = out.s_row(r);
         o.yq_scale_ld = act_scale_ld(1);
         CUDA_OK(kernels::swiglu_launch(o, nullptr));
     }
-    const auto y = dy.download(), y1 = dy1.download();
-    const auto q = dq.download(), q1 = dq1.download();
-    const auto s = ds.download(), s1 = ds1.download();
-    const size_t valid = size_t(rows - 3) * F;
-    ASSERT_EQ(0, std::memcmp(y.data(), y1.data(), valid * 2)) << "y differs from the one-row launches";
-    ASSERT_EQ(0, std::memcmp(q.data(), q1.data(), valid)) << "twin bytes differ";
-    for (size_t i = valid; i < y.size(); ++i) ASSERT_EQ(y[i], uint16_t(0xFFFF)) << "row past the count written at " << i;
-    for (int r = 0; r < rows - 3; ++r)
-        for (int g = 0; g < groups; ++g)
-            ASSERT_EQ(bits(scale_at(s, rows, r, g)), bits(s1[size_t(r) * act_scale_ld(1) * groups + size_t(g) * act_scale_ld(1)]))
-                << "twin scale row " << r << " group " << g;
+    out.expect_equal(valid);
+    if (HasFatalFailure()) return;
+    const auto y = out.y.download();
+    for (size_t i = size_t(valid) * F; i < y.size(); ++i)
+        ASSERT_EQ(y[i], uint16_t(0xFFFF)) << "row past the count written at " << i;
     std::vector<double> ref;
     std::vector<float> got;
-    for (size_t i = 0; i < valid; i += 13) {
+    for (size_t i = 0; i < size_t(valid) * F; i += 13) {
         const size_t r = i / F, c = i % F;
         const double g = bf2f(x[r * 2 * F + c]), u = bf2f(x[r * 2 * F + F + c]);
         ref.push_back(g / (1.0 + std::exp(-g)) * u);
