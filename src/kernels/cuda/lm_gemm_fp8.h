@@ -9,9 +9,10 @@
 // 13.0, 2026-11-25, e4m3 operands of one constant byte, bf16 out, the 9B prefill shapes at M 4096)
 // ran OUTER_VEC_32F (a scale per weight row and per token, what compressed-tensors' FP8-dynamic
 // checkpoints declare) at 1197-1238 TFLOP/s, slower than BLK128x128 x VEC128 (1357-1482) and
-// SCALAR (1437-1622); the heuristic offered one algorithm for either scaled mode. The engine's
-// block-scaled GEMMs run at 1084-1225 TFLOP/s on the same shapes (bench_ops, random operands):
-// the probe's constant operands flip few bits, so likely run at higher clocks (not verified).
+// SCALAR (1437-1622); the heuristic offered one algorithm for either scaled mode. With random
+// e4m3 operands the same probe ran block-scaled at 1236-1290 and SCALAR at 1343-1402 TFLOP/s:
+// the data costs ~13 %, and the engine's block-scaled GEMMs (bench_ops: gate_up 1225, down 1218)
+// already run at cuBLASLt's random-operand speed.
 #pragma once
 #include <cuda_runtime.h>
 
