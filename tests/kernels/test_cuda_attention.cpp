@@ -323,6 +323,11 @@ TEST(CudaAttention, DecodeMatchesReference) {
     run_case({24, 4, 1500, 1, 1, 2048}, true, "AttnDecodeGroup6");
     run_case({16, 2, 2100, 1, 1, 4096}, true, "AttnDecodeGroup8");
     run_case({8, 1, 31, 1, 1, 300}, true, "AttnDecodeGroup8OneKvHead");
+    // Each split size (16 keys up to 2048, 32 to 4096, 64 to 8192, 128 beyond) and its edges.
+    run_case({16, 4, 2047, 1, 1, 2048}, true, "AttnDecodeSplit16Full");
+    run_case({16, 4, 2048, 1, 1, 4096}, true, "AttnDecodeSplit32First");
+    run_case({16, 2, 4500, 1, 1, 8192}, true, "AttnDecodeSplit64");
+    run_case({8, 2, 9000, 1, 1, 10000}, true, "AttnDecodeSplit128");
 }
 
 // The decode chain as a captured decode graph holds it: kv_append then attention decode (split,

@@ -1,8 +1,9 @@
 // Decode attention (one query row at position cursor->pos over cache [0, pos]), split over the KV
-// length: block (split, kv head) handles kAttnDecodeSplit keys for all q heads of the group and
-// writes an unnormalised partial (o, max, sum); a second launch merges the partials of each
-// q head in split order and applies the sigmoid gate. Fixed split size and merge order make the
-// result independent of timing. Lengths are read from the cursor, so one graph serves every position.
+// length: block (split, kv head) handles split_keys(len) keys (16 to kAttnDecodeSplit, by the
+// context length) for all q heads of the group and writes an unnormalised partial (o, max, sum);
+// a second launch merges the partials of each q head in split order and applies the sigmoid
+// gate. A split size that depends only on the length and a fixed merge order make the result
+// independent of timing. Lengths are read from the cursor, so one graph serves every position.
 // Both launches take programmatic dependent launch (AttentionBf16Params::pdl, decode graphs) and
 // wait before touching q, the cache or the cursor. The split kernel is latency-bound on its
 // per-key warp reductions: it computes all kKeysInFlight x G dots of a step, then runs their
@@ -20,9 +21,27 @@ constexpr int kThreads = kWarps * kWarp;
 constexpr int kPartial = kD + 4;  // o[d], max, sum, 2 pad floats: each partial stays 16-byte aligned
 constexpr int kKeysInFlight = 4;
 
-int max_splits(int max_seq) { return ceil_div(max_seq, kAttnDecodeSplit); }
-
-__device__ inline int ceil_div_dev(int len) { return (len + kAttnDecodeSplit - 1) / kAttnDecodeSplit; }
+// Keys per split for a context of `len` keys (read from the cursor on the device, so one graph
+// serves every position): short contexts take smaller splits so that splits x kv heads blocks
+// cover the SMs (128-key splits gave 8 x Hkv blocks at 1k keys). A pure function of len: the same
+// position gives the same bits solo, batched, cold or after a capsule restore.
+// Measured (H100, 2026-11-25, `frost bench engine --decode 1024,4096,16384`, two rounds against
+// fixed 128-key splits in the same call, ms/token): 0.8B 1.041-1.052 -> 0.999-1.000 at 1k,
+// 1.050-1.061 -> 1.028-1.034 at 4k; 9B bf16 6.110-6.117 -> 6.054-6.057 at 1k, 6.123-6.139 ->
+// 6.088-6.089 at 4k; 35B-A3B 4-layer cut 0.671 -> 0.665-0.668; 16k unchanged (128 keys there).
+__host__ __device__ inline int split_keys(int len) {
+    return len <= 2048 ? 16 : len <= 4096 ? 32 : len <= 8192 ? 64 : kAttnDecodeSplit;
+}
+__host__ __device__ inline int splits_of(int len) {
+    const int sk = split_keys(len);
+    return (len + sk - 1) / sk;
+}
+// Every len <= 8192 has at most 128 splits (2048 / 16); longer ones len / 128.
+__host__ __device__ inline int max_splits(int max_seq) {
+    const int short_splits = ((max_seq < 2048 ? max_seq : 2048) + 15) / 16;
+    const int long_splits = (max_seq + kAttnDecodeSplit - 1) / kAttnDecodeSplit;
+    return short_splits > long_splits ? short_splits : long_splits;
+}
 
 // Batched decode: points p at member m's row (q, gate, o), caches, cursor and work slice; false
 // for a padding row (the merge launch writes its output row as zeros, never stale bits).
@@ -36,7 +55,7 @@ __device__ inline bool batch_member(AttentionBf16Params& p, int m) {
     p.cursor = &p.batch.cursors[m];
     p.q += m * p.q_row_stride;
     if (p.gate) p.gate += m * p.q_row_stride;
-    p.work += static_cast<int64_t>(m) * ceil_div_dev(p.max_seq) * p.Hq * kPartial;
+    p.work += static_cast<int64_t>(m) * max_splits(p.max_seq) * p.Hq * kPartial;
     return true;
 }
 
@@ -51,9 +70,10 @@ __global__ void __launch_bounds__(kThreads) attn_decode_split_kernel(AttentionBf
     if (p.batch.slots && !batch_member(p, blockIdx.z)) return;
     const int len = p.cursor->pos + 1;
     const int split = blockIdx.x;
-    const int key_begin = split * kAttnDecodeSplit;
+    const int sk = split_keys(len);
+    const int key_begin = split * sk;
     if (key_begin >= len) return;
-    const int key_end = min(len, key_begin + kAttnDecodeSplit);
+    const int key_end = min(len, key_begin + sk);
     const int kvh = blockIdx.y / kSub;
     const int qh0 = blockIdx.y * G;  // this block's first q head
     const int warp = threadIdx.x / kWarp;
@@ -164,7 +184,7 @@ __global__ void __launch_bounds__(kThreads) attn_decode_merge_kernel(AttentionBf
         return;
     }
     const int len = p.cursor->pos + 1;
-    const int splits = ceil_div_dev(len);
+    const int splits = splits_of(len);
     const int qh = blockIdx.x;
     const int warp = threadIdx.x / kWarp;
     const int lane = threadIdx.x % kWarp;
