@@ -18,6 +18,15 @@
 // INT4 1.82-2.06x (2.78x), with or without zero points. Tried and dropped (no gain, same bench):
 // two 16-row tiles per block sharing each x fragment (int4 1.98x vs 1.92x; more registers), and x
 // loaded together with its group's weights with the weights not kept in L1 (int4 2.21x vs 2.17x).
+// Round 3 (H100, 2026-11-25, A/B switches in one call, then removed): ncu of fp8 block 12288 x
+// 4096 puts the kernel at 65 % of DRAM with no eligible warp in 55 % of the cycles and 56 % of the
+// stall cycles on the L1TEX scoreboard: latency, not the conversion pipe. (1) fp8 by bit placement
+// (byte_perm, shift, LOP3 to e4m3 * 2^-120 as bf16, one HMUL2 by 2^120; the same bits) instead of
+// the two conversions: 7.23 M instead of 6.84 M instructions, 25.1 vs 24.2 us, engine 9B fp8 decode
+// 4.098-4.111 vs 3.994-4.004 ms/token. (2) Each block's whole tile bulk-prefetched into L2 at block
+// start (cp.async.bulk.prefetch.L2): slower everywhere, bench_quant_gemv fp8 block 1.37 -> 1.47x,
+// int4 1.85 -> 1.97x; engine decode 9B fp8 3.993 -> 4.51, int4 3.20 -> 3.60 ms/token, and in the
+// bf16 GEMV 9B bf16 6.11 -> 7.03.
 //
 // Mapping. A block owns 16 weight rows (SwiGLU: 8 gate rows and their 8 up rows) and its 8 warps
 // split K in 128-wide steps, interleaved (step s = warp + i * 8). Lane L holds rows L/4 and
