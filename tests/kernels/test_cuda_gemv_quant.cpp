@@ -314,6 +314,8 @@ TEST(CudaGemvQuant, Int4SymmetricAndZeroPoints) {
     run_case({kernels::kGemvQuantInt4, 64, 1024, 128, 32, true, "int4_group32"});
     run_case({kernels::kGemvQuantInt4, 515, 4096, 128, 256, true, "int4_group256"});
     run_case({kernels::kGemvQuantInt4, 300, 4096, 128, 128, false, "int4_k4096"});
+    // More rows than a grid's y dimension holds (65535): the dequantization walks rows grid-stride.
+    run_case({kernels::kGemvQuantInt4, 65600, 128, 128, 128, true, "int4_rows_past_grid_y"});
 }
 TEST(CudaGemvQuant, RefusesUnsupportedParams) {
     FROST_SKIP_WITHOUT_CUDA();
