@@ -41,6 +41,22 @@ struct RowOutputs {
     kernels::bf16* y_row(int r) const { return bf(y1) + size_t(r) * cols; }
     uint8_t* q_row(int r) const { return q1.get() + size_t(r) * cols; }
     float* s_row(int r) const { return s1.get() + size_t(r) * act_scale_ld(1) * groups; }
+    // Points a launch's twin at the many-row outputs (q, s); y is set by the caller's params.
+    template <class P>
+    void twin_all(P& p) const {
+        p.yq = q.get();
+        p.yq_scale = s.get();
+        p.yq_scale_ld = act_scale_ld(rows);
+    }
+    // Turns a copy of the many-row params into row r's one-row launch (y, twin, one row).
+    template <class P>
+    void one_row(P& o, int r) const {
+        o.y = y_row(r);
+        o.max_rows = 1;
+        o.yq = q_row(r);
+        o.yq_scale = s_row(r);
+        o.yq_scale_ld = act_scale_ld(1);
+    }
     // The first `valid` rows of both, bitwise: y, the twin's bytes and its scales.
     void expect_equal(int valid) const {
         const auto a = y.download(), b = y1.download();
@@ -72,19 +88,13 @@ TEST(CudaRowsBits, AddRmsNormManyRowsEqualOneRowAtATime) {
             RowOutputs out(rows, dim);
             kernels::AddRmsNormBf16Params p{bf(dh), with_delta ? bf(dd) : nullptr, dw.get(), bf(out.y), dim, 1, 1e-6f,
                                             rows, nullptr, 0};
-            p.yq = out.q.get();
-            p.yq_scale = out.s.get();
-            p.yq_scale_ld = act_scale_ld(rows);
+            out.twin_all(p);
             CUDA_OK(kernels::add_rmsnorm_launch(p, nullptr));
             for (int r = 0; r < rows; ++r) {  // the same rows, one launch each
                 kernels::AddRmsNormBf16Params o = p;
                 o.h = bf(dh1) + size_t(r) * dim;
                 o.delta = with_delta ? bf(dd) + size_t(r) * dim : nullptr;
-                o.y = out.y_row(r);
-                o.max_rows = 1;
-                o.yq = out.q_row(r);
-                o.yq_scale = out.s_row(r);
-                o.yq_scale_ld = act_scale_ld(1);
+                out.one_row(o, r);
                 CUDA_OK(kernels::add_rmsnorm_launch(o, nullptr));
             }
             out.expect_equal(rows);
@@ -127,19 +137,13 @@ TEST(CudaRowsBits, GatedRmsNormManyRowsEqualOneRowAtATime) {
     Dev<float> dw(w);
     RowOutputs out(rows, width);
     kernels::GatedRmsNormBf16Params p{bf(dx), bf(dz), dw.get(), bf(out.y), zs, dim, heads, 1e-6f, rows, nullptr};
-    p.yq = out.q.get();
-    p.yq_scale = out.s.get();
-    p.yq_scale_ld = act_scale_ld(rows);
+    out.twin_all(p);
     CUDA_OK(kernels::gated_rmsnorm_launch(p, nullptr));
     for (int r = 0; r < rows; ++r) {
         kernels::GatedRmsNormBf16Params o = p;
         o.x = bf(dx) + size_t(r) * width;
         o.z = bf(dz) + size_t(r) * zs;
-        o.y = out.y_row(r);
-        o.max_rows = 1;
-        o.yq = out.q_row(r);
-        o.yq_scale = out.s_row(r);
-        o.yq_scale_ld = act_scale_ld(1);
+        out.one_row(o, r);
         CUDA_OK(kernels::gated_rmsnorm_launch(o, nullptr));
     }
     out.expect_equal(rows);
@@ -171,19 +175,13 @@ TEST(CudaRowsBits, SwigluManyRowsEqualOneRowAtATime) {
     RowOutputs out(rows, F);
     Dev<int32_t> dn(std::vector<int32_t>{valid});
     kernels::SwigluBf16Params p{bf(dx), bf(out.y), F, rows, dn.get()};
-    p.yq = out.q.get();
-    p.yq_scale = out.s.get();
-    p.yq_scale_ld = act_scale_ld(rows);
+    out.twin_all(p);
     CUDA_OK(kernels::swiglu_launch(p, nullptr));
     for (int r = 0; r < valid; ++r) {
         kernels::SwigluBf16Params o = p;
         o.x = bf(dx) + size_t(r) * 2 * F;
-        o.y = out.y_row(r);
-        o.max_rows = 1;
+        out.one_row(o, r);
         o.n_rows = nullptr;
-        o.yq = out.q_row(r);
-        o.yq_scale = out.s_row(r);
-        o.yq_scale_ld = act_scale_ld(1);
         CUDA_OK(kernels::swiglu_launch(o, nullptr));
     }
     out.expect_equal(valid);
