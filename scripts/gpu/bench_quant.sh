@@ -84,7 +84,7 @@ if [ "${QUANT_27B:-1}" = 1 ]; then
   if [ -f "$dir/config.json" ] || timeout 900 "$FROST" synth --out "$dir" --preset 27b --quant nvfp4 \
        >"$OUT/quant_synth_27b.log" 2>&1; then
     timeout 420 "$FROST" bench engine --model "$dir" --backend cuda --ttft 32768 --decode 1024,32768 \
-      --decode-steps 32 --chunk 2048 --reps 1 --json >"$OUT/quant_bench_27b_nvfp4.json" 2>"$OUT/quant_bench_27b_nvfp4.log"
+      --decode-steps 32 --reps 1 --json >"$OUT/quant_bench_27b_nvfp4.json" 2>"$OUT/quant_bench_27b_nvfp4.log"
     r=$?; [ $r -eq 0 ] || rc=$r
     echo "== 27B-style NVFP4 @32k (rc=$r)"; grep -iE "peak|ttft|decode|weights" "$OUT/quant_bench_27b_nvfp4.log" | head -12
     rm -rf "$dir"

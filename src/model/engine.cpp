@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "exec/error.h"
+#include "model/quant/quant_plan.h"
 #include "model/qwen35/shape_check.h"
 #include "util/env.h"
 
@@ -106,7 +107,7 @@ frost_status Engine::create_from_weights(const ModelWeights& w, const EngineOpti
     return FROST_OK;
 }
 
-int auto_prefill_chunk(const EngineOptions& opts, const ModelConfig& cfg) {
+int auto_prefill_chunk(const EngineOptions& opts, const ModelConfig& cfg, bool quantized) {
     if (opts.prefill_chunk != 0) return opts.prefill_chunk;
     // Measured on the H100 (2026-11-24): the 9B-style TTFT benches run 2048-row chunks (4096 is
     // within the noise there); 35B-A3B 16k TTFT 471 ms at 2048 against 352 at 4096 (the expert
@@ -115,9 +116,12 @@ int auto_prefill_chunk(const EngineOptions& opts, const ModelConfig& cfg) {
     // 158.8 at 4096, for 0.23 GB more peak memory and 0.17 s more graph capture (8192 and 16384
     // gained 1-4 % more at 16k-32k for 0.7-1.6 GB and 0.4-1.2 s). The CPU reference keeps 256 (its
     // tests and memory use were sized for it), and so do the test-sized shapes below hidden 1024
-    // (their GPU tests capture one graph per 64-row bucket).
+    // (their GPU tests capture one graph per 64-row bucket). Quantized weights (H100 2026-11-25,
+    // 9B-style TTFT 4k / 16k, two runs each, 2048 -> 4096): INT4 111-113 -> 107 ms and 496-497 ->
+    // 469-472 ms (each chunk dequantizes every weight into the bf16 tile once); FP8 W8A8 72.2-73.0
+    // -> 70.0-70.6 ms and 329.6-331.2 -> 325.4-327.8 ms.
     const bool small = cfg.hidden_size >= 1024 && cfg.hidden_size <= 2048;  // the released 0.8B / 2B shapes
-    const bool wide = cfg.is_moe() || small;
+    const bool wide = cfg.is_moe() || small || (quantized && cfg.hidden_size >= 1024);
     const int want = opts.backend != FROST_BACKEND_CUDA ? 256 : wide ? 4096 : 2048;
     const int cap = std::max(kGdnChunk, (opts.max_seq_len + kGdnChunk - 1) / kGdnChunk * kGdnChunk);
     return std::min(want, cap);
@@ -126,7 +130,8 @@ int auto_prefill_chunk(const EngineOptions& opts, const ModelConfig& cfg) {
 frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
     cfg_ = w.config;
     opts_ = opts;
-    opts_.prefill_chunk = auto_prefill_chunk(opts, cfg_);
+    opts_.prefill_chunk = auto_prefill_chunk(
+        opts, cfg_, opts.backend == FROST_BACKEND_CUDA && opts.keep_quantized && w.quant && !w.quant->modules.empty());
     const auto unsupported = cfg_.unsupported_features();
     for (const auto& f : unsupported)
         if (f.find("MTP") == std::string::npos)  // an unused MTP head does not change the LM

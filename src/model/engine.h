@@ -27,8 +27,9 @@ constexpr int kGdnChunk = qwen35::kGdnChunk;  // gated-delta-rule chunk = alignm
 
 struct EngineOptions;
 struct ModelConfig;
-// EngineOptions::prefill_chunk when it is 0 (see there); `opts` otherwise unchanged.
-int auto_prefill_chunk(const EngineOptions& opts, const ModelConfig& cfg);
+// EngineOptions::prefill_chunk when it is 0 (see there); `opts` otherwise unchanged. quantized: the
+// engine runs linears as stored quantized (the CUDA engine on a quantized checkpoint).
+int auto_prefill_chunk(const EngineOptions& opts, const ModelConfig& cfg, bool quantized = false);
 
 struct EngineOptions {
     frost_backend backend = FROST_BACKEND_CPU;
@@ -36,8 +37,9 @@ struct EngineOptions {
     int max_seq_len = 4096;    // tokens per session (KV capacity)
     // C_p: a multiple of 64; prefill graphs exist for 64, 128, ..., C_p. 0 = by backend and model
     // (auto_prefill_chunk): 256 on the CPU; on CUDA 2048 (dense), 4096 for MoE (the grouped expert
-    // GEMMs need rows per expert) and for dense hidden sizes 1024-2048 (small GEMMs want rows),
-    // never above max_seq_len rounded up to 64.
+    // GEMMs need rows per expert), for dense hidden sizes 1024-2048 (small GEMMs want rows) and for
+    // quantized weights (a chunk dequantizes or quantizes once per weight), never above
+    // max_seq_len rounded up to 64.
     int prefill_chunk = 0;
     int sessions = 1;          // live BufferSets
     bool logits_all = false;   // keep the logits of every prefill row (eval); else last row only

@@ -124,6 +124,8 @@ TEST(EnginePrefillChunk, AutoByBackendAndModelWithinTheContext) {
     EXPECT_EQ(auto_prefill_chunk(o, dense), 256);  // CPU
     o.backend = FROST_BACKEND_CUDA;
     EXPECT_EQ(auto_prefill_chunk(o, dense), 2048);
+    EXPECT_EQ(auto_prefill_chunk(o, dense, true), 4096);  // quantized: one dequantization per weight and chunk
+    EXPECT_EQ(auto_prefill_chunk(o, test_sized, true), 2048);
     EXPECT_EQ(auto_prefill_chunk(o, small), 4096);
     EXPECT_EQ(auto_prefill_chunk(o, test_sized), 2048);
     EXPECT_EQ(auto_prefill_chunk(o, moe), 4096);

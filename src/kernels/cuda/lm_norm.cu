@@ -37,6 +37,22 @@ __device__ inline float head_rms_load(const bf16* x, int dim, float eps, float (
 // with the next row's loads in flight during the reduction: 1557 -> 1439, 1652 -> 1616, 373 ->
 // 324. Cold TTFT through the engine (9B 4k / 16k, 0.8B 1k-16k, alternated twice) moved within
 // noise either way, so the simple kernel stays.
+//
+// In decode the norm sits between two GEMVs, and removing its launch outright (wrong results, a
+// timing probe) saved 70 us per token on the 0.8B (1.001 -> 0.931 ms) and 210 us on the 9B FP8
+// (3.968 -> 3.750 ms). Three ways of getting some of that were measured and dropped (H100
+// 2026-11-25, `frost bench engine --decode 1024 --decode-steps 64`, alternating, ms/token, as it
+// was -> variant; the first passed the full suite, the others their kernel and engine tests):
+// - the norm as the previous residual GEMV's tail (its last block, found with a fence and an
+//   atomic ticket, normalised h): 0.8B 1.016 -> 1.083-1.089, 9B FP8 3.985 -> 3.985-4.013;
+// - the norm as the reading GEMV's prologue (every block normalised the row into shared memory;
+//   no x round trip, no launch): 0.8B 1.014 -> 1.054, 9B FP8 4.066 -> 4.211, each block paying
+//   the load + block reduction before its first mma, and the kernels' registers growing;
+// - the small kernels before a GEMV (this one, the GDN step, the attention merge) triggering it
+//   before their own wait (so the GEMV fetches weights behind both); for the norms alone, 0.8B
+//   0.995 -> 1.025-1.031, 9B INT4 3.20 -> 3.17-3.18; for all three, 0.8B 0.996 -> 1.03-1.04, 9B
+//   INT4 3.20 -> 3.19, 9B FP8 3.967 -> 3.928.
+// The probe's saving is the norm's work leaving the critical path, which no fusion achieves.
 __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf16Params p) {
     __shared__ float scratch[kWarp];
     pdl_wait();  // programmatic launch (decode graphs): h comes from the predecessor
