@@ -127,11 +127,14 @@ int auto_prefill_chunk(const EngineOptions& opts, const ModelConfig& cfg, bool q
     return std::min(want, cap);
 }
 
+bool runs_quantized(const EngineOptions& opts, const ModelWeights& w) {
+    return opts.backend == FROST_BACKEND_CUDA && opts.keep_quantized && w.quant && !w.quant->modules.empty();
+}
+
 frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
     cfg_ = w.config;
     opts_ = opts;
-    opts_.prefill_chunk = auto_prefill_chunk(
-        opts, cfg_, opts.backend == FROST_BACKEND_CUDA && opts.keep_quantized && w.quant && !w.quant->modules.empty());
+    opts_.prefill_chunk = auto_prefill_chunk(opts, cfg_, runs_quantized(opts, w));
     const auto unsupported = cfg_.unsupported_features();
     for (const auto& f : unsupported)
         if (f.find("MTP") == std::string::npos)  // an unused MTP head does not change the LM

@@ -30,6 +30,10 @@ struct ModelConfig;
 // EngineOptions::prefill_chunk when it is 0 (see there); `opts` otherwise unchanged. quantized: the
 // engine runs linears as stored quantized (the CUDA engine on a quantized checkpoint).
 int auto_prefill_chunk(const EngineOptions& opts, const ModelConfig& cfg, bool quantized = false);
+struct ModelWeights;
+// Whether an engine with `opts` runs w's linears as stored quantized: the CUDA engine keeping the
+// quantized views (keep_quantized) of a checkpoint whose quant plan has modules.
+bool runs_quantized(const EngineOptions& opts, const ModelWeights& w);
 
 struct EngineOptions {
     frost_backend backend = FROST_BACKEND_CPU;

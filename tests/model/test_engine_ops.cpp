@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 
 #include "model/capsule_test_util.h"
+#include "model/quant/quant_plan.h"
+#include "model/weights.h"
 
 namespace frost::model {
 namespace {
@@ -126,6 +129,20 @@ TEST(EnginePrefillChunk, AutoByBackendAndModelWithinTheContext) {
     EXPECT_EQ(auto_prefill_chunk(o, dense), 2048);
     EXPECT_EQ(auto_prefill_chunk(o, dense, true), 4096);  // quantized: one dequantization per weight and chunk
     EXPECT_EQ(auto_prefill_chunk(o, test_sized, true), 2048);
+    // What the engine passes as `quantized`: a CUDA engine keeping a quantized checkpoint's views.
+    ModelWeights w;
+    EXPECT_FALSE(runs_quantized(o, w));  // no plan
+    auto plan = std::make_shared<quant::QuantPlan>();
+    w.quant = plan;
+    EXPECT_FALSE(runs_quantized(o, w));  // a plan without modules: a bf16 checkpoint
+    plan->modules["model.layers.0.mlp.down_proj"] = quant::QuantModule{};
+    EXPECT_TRUE(runs_quantized(o, w));
+    EngineOptions kept_off = o;
+    kept_off.keep_quantized = false;  // dequantized at load
+    EXPECT_FALSE(runs_quantized(kept_off, w));
+    EngineOptions cpu = o;
+    cpu.backend = FROST_BACKEND_CPU;
+    EXPECT_FALSE(runs_quantized(cpu, w));
     EXPECT_EQ(auto_prefill_chunk(o, small), 4096);
     EXPECT_EQ(auto_prefill_chunk(o, test_sized), 2048);
     EXPECT_EQ(auto_prefill_chunk(o, moe), 4096);
