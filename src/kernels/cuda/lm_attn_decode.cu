@@ -29,19 +29,16 @@ constexpr int kKeysInFlight = 4;
 // fixed 128-key splits in the same call, ms/token): 0.8B 1.041-1.052 -> 0.999-1.000 at 1k,
 // 1.050-1.061 -> 1.028-1.034 at 4k; 9B bf16 6.110-6.117 -> 6.054-6.057 at 1k, 6.123-6.139 ->
 // 6.088-6.089 at 4k; 35B-A3B 4-layer cut 0.671 -> 0.665-0.668; 16k unchanged (128 keys there).
-constexpr int kShortLen = 2048, kShortSplit = 16;  // the smallest splits, up to kShortLen keys
 __host__ __device__ inline int split_keys(int len) {
-    return len <= kShortLen ? kShortSplit : len <= 2 * kShortLen ? 2 * kShortSplit : len <= 4 * kShortLen ? 4 * kShortSplit
-                                                                                                         : kAttnDecodeSplit;
+    return len <= 2048 ? 16 : len <= 4096 ? 32 : len <= 8192 ? 64 : kAttnDecodeSplit;
 }
 __host__ __device__ inline int splits_of(int len) {
     const int sk = split_keys(len);
     return (len + sk - 1) / sk;
 }
-// Every len <= 4 kShortLen has at most kShortLen / kShortSplit splits (the split doubles with
-// the length); longer ones len / kAttnDecodeSplit.
+// Every len <= 8192 has at most 128 splits (2048 / 16); longer ones len / 128.
 __host__ __device__ inline int max_splits(int max_seq) {
-    const int short_splits = ((max_seq < kShortLen ? max_seq : kShortLen) + kShortSplit - 1) / kShortSplit;
+    const int short_splits = ((max_seq < 2048 ? max_seq : 2048) + 15) / 16;
     const int long_splits = (max_seq + kAttnDecodeSplit - 1) / kAttnDecodeSplit;
     return short_splits > long_splits ? short_splits : long_splits;
 }
