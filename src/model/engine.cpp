@@ -159,6 +159,8 @@ frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
     FROST_TRY(ops::Backend::create(ctx_, stream_, &backend_));
     prec_ = qwen35::precision_for(backend_->act_dtype());
     prec_.keep_quantized = opts.backend == FROST_BACKEND_CUDA && opts.keep_quantized;
+    prec_.gdn_in_proj_split = util::env_is("FROST_GDN_IN_PROJ_SPLIT", "0") ? qwen35::Precision::InProjSplit::Never
+                                                                            : opts.gdn_in_proj_split;
     info_.active = opts.backend == FROST_BACKEND_CUDA;
 
     const auto t_weights = Clock::now();

@@ -75,6 +75,11 @@ struct EngineOptions {
     // 1.35 / 4.9 ms (input norm, post norm, gated norm, swiglu; summed over the layers); cold TTFT
     // 4k 70.5 ms mean of 4 against 72.7, 16k 333.1 against 333.9 (within the noise there).
     bool fp8_twin_only = true;
+    // How the GDN in_proj is bound (qwen35::Precision::gdn_in_proj_split): Auto keeps [qkv; z]
+    // quantized with a bf16 [b; a] tail where a checkpoint leaves b and a unquantized (CUDA, kept
+    // quantized weights), one fused matrix elsewhere; FROST_GDN_IN_PROJ_SPLIT=0 in the environment
+    // forces one matrix (A/B: as before, dequantized when its parts mix forms). Tests force Always.
+    qwen35::Precision::InProjSplit gdn_in_proj_split = qwen35::Precision::InProjSplit::Auto;
     // CUDA batched decode kernels (engine_batch.cpp): captured per batch size when set, for dense
     // bf16 models (MoE and kept-quantized weights step their members one by one). On since the
     // GPU parity test (tests/model/test_cuda_engine_batch.cpp) passed on the H100 (2026-11-24).

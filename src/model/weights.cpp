@@ -97,38 +97,40 @@ struct Binder {
     }
 };
 
-// Qwen3-Next fused projections -> Qwen3.5 views in storage owned by `w`.
+// Qwen3-Next fused projections -> Qwen3.5 views in storage owned by `w`. The regrouping moves
+// whole rows, so it takes the rows as they come: bf16 as stored, or a quantized projection (Qwen's
+// FP8 releases quantize in_proj_qkvz and leave in_proj_ba in bf16) dequantized to the loader's
+// dtype (f32 for the CPU oracle, bf16 for CUDA). Kept quantized, a regrouped projection would need
+// its scales regrouped with it, so these two are always dequantized.
 void bind_qwen3next_linear(Binder& b, const ModelConfig& c, const std::string& p, LinearAttnWeights* lin, ModelWeights* w) {
     const int64_t H = c.hidden_size, Q = c.lin_q_dim(), V = c.lin_v_dim(), Hv = c.lin_num_v_heads;
     TensorView qkvz, ba;
-    const bool keep = b.keep_quantized;  // de-interleave moves rows of dequantized values
+    const bool keep = b.keep_quantized;
     b.keep_quantized = false;
     b.bind(p + "in_proj_qkvz.weight", {2 * Q + 2 * V, H}, &qkvz);
     b.bind(p + "in_proj_ba.weight", {2 * Hv, H}, &ba);
     b.keep_quantized = keep;
     if (!qkvz.present() || !ba.present()) return;
-    if (qkvz.dtype != DType::BF16 || ba.dtype != DType::BF16) {  // de-interleave moves bf16 rows
-        b.problems.push_back("unsupported: quantized fused projections " + p + "in_proj_qkvz / in_proj_ba");
-        return;
-    }
-    const size_t row_bytes = size_t(H) * dtype_size(DType::BF16);
-    QkvzSplit split{c.lin_num_k_heads, c.lin_num_v_heads, c.lin_k_head_dim, c.lin_v_head_dim, row_bytes};
-    auto make = [&](const std::string& name, int64_t rows) {
+    auto make = [&](const std::string& name, int64_t rows, DType dt) {
         TensorView v;
         v.name = name;
-        v.dtype = DType::BF16;
+        v.dtype = dt;
         v.shape = {rows, H};
-        v.bytes = size_t(rows) * row_bytes;
+        v.bytes = size_t(rows * H) * dtype_size(dt);
         w->owned.emplace_back(new uint8_t[v.bytes]);
         v.data = w->owned.back().get();
         return v;
     };
-    lin->in_proj_qkv = make(p + "in_proj_qkv.weight", 2 * Q + V);
-    lin->in_proj_z = make(p + "in_proj_z.weight", V);
-    lin->in_proj_b = make(p + "in_proj_b.weight", Hv);
-    lin->in_proj_a = make(p + "in_proj_a.weight", Hv);
-    deinterleave_qkvz(split, qkvz.data, const_cast<void*>(lin->in_proj_qkv.data), const_cast<void*>(lin->in_proj_z.data));
-    deinterleave_ba(split, ba.data, const_cast<void*>(lin->in_proj_b.data), const_cast<void*>(lin->in_proj_a.data));
+    lin->in_proj_qkv = make(p + "in_proj_qkv.weight", 2 * Q + V, qkvz.dtype);
+    lin->in_proj_z = make(p + "in_proj_z.weight", V, qkvz.dtype);
+    lin->in_proj_b = make(p + "in_proj_b.weight", Hv, ba.dtype);
+    lin->in_proj_a = make(p + "in_proj_a.weight", Hv, ba.dtype);
+    const QkvzSplit heads{c.lin_num_k_heads, c.lin_num_v_heads, c.lin_k_head_dim, c.lin_v_head_dim, 0};
+    QkvzSplit s = heads;
+    s.row_bytes = size_t(H) * dtype_size(qkvz.dtype);
+    deinterleave_qkvz(s, qkvz.data, const_cast<void*>(lin->in_proj_qkv.data), const_cast<void*>(lin->in_proj_z.data));
+    s.row_bytes = size_t(H) * dtype_size(ba.dtype);
+    deinterleave_ba(s, ba.data, const_cast<void*>(lin->in_proj_b.data), const_cast<void*>(lin->in_proj_a.data));
 }
 
 // Row block [row0, row0 + rows) of `t`'s leading dimension `index` (a [N, rows_total, cols]

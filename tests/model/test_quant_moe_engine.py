@@ -130,18 +130,37 @@ def eval_logits(model_dir, ids, out):
     return np.fromfile(out, dtype="<f4").reshape(len(ids), -1)
 
 
+def moe_layers(text):
+    """Indices of the MoE layers (Qwen3-Next: decoder_sparse_step and mlp_only_layers; else all)."""
+    step = text.get("decoder_sparse_step", 1)
+    dense = set(text.get("mlp_only_layers", []))
+    return [l for l in range(text["num_hidden_layers"]) if l not in dense and (l + 1) % step == 0]
+
+
+# moe-tiny: the Qwen3.5-MoE wrapper layout. next-moe-tiny: Qwen3-Next's flat layout, whose GDN
+# input projections are fused and grouped by key head (in_proj_qkvz, quantized as Qwen's FP8
+# releases quantize it; in_proj_ba left in bf16), so this also checks that the engine regroups the
+# rows of a dequantized projection as it regroups bf16 ones.
+@pytest.mark.parametrize("preset", ["moe-tiny", "next-moe-tiny"])
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_quantized_moe_logits_equal_independent_dequantization(fmt, tmp_path):
+def test_quantized_moe_logits_equal_independent_dequantization(fmt, preset, tmp_path):
     qdir = tmp_path / fmt
-    frost("synth", "--out", qdir, "--preset", "moe-tiny", "--quant", fmt, "--seed", SEED)
+    frost("synth", "--out", qdir, "--preset", preset, "--quant", fmt, "--seed", SEED)
     assert power_of_two_scales(qdir) > 0, f"{fmt}: no scale found to rewrite"
     ref = independent_bf16_checkpoint(qdir, tmp_path / "dequantized")
     cfg = json.loads((qdir / "config.json").read_text())
     text = cfg.get("text_config", cfg)
     experts = [w for w in ref if ".mlp.experts." in w]
     # every routed expert of every MoE layer is quantized and went through the independent reader
-    assert len(experts) == 3 * text["num_experts"] * text["num_hidden_layers"], (fmt, len(experts))
+    assert len(experts) == 3 * text["num_experts"] * len(moe_layers(text)), (fmt, len(experts))
     assert any(".mlp.shared_expert." in w for w in ref), fmt
+    fused = [w for w in ref if w.endswith(".in_proj_qkvz.weight")]
+    interval = text.get("full_attention_interval", 4)  # Qwen3-Next declares the interval, not layer_types
+    linear = [l for l in range(text["num_hidden_layers"]) if (l + 1) % interval != 0]
+    assert len(fused) == (len(linear) if preset.startswith("next") else 0), (preset, fused)
+    # the recipes leave the router, the shared expert's gate and the GDN gates in bf16
+    assert not [w for w in ref if w.endswith((".mlp.gate.weight", ".shared_expert_gate.weight", ".in_proj_ba.weight",
+                                              ".in_proj_a.weight", ".in_proj_b.weight"))], fmt
 
     rng = np.random.default_rng(SEED)
     ids = rng.integers(0, text["vocab_size"], size=48).tolist()

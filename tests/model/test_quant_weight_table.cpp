@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <memory>
 
 #include "model/engine.h"
@@ -43,14 +44,17 @@ struct Bound {
     frost_stream* stream = nullptr;
     std::unique_ptr<BufferList> list;
     qwen35::WeightViews views;
+    qwen35::Precision precision;
     frost_status status = FROST_OK;
-    Bound(const ModelWeights& w, ops::DType matrix, bool keep) {
+    Bound(const ModelWeights& w, ops::DType matrix, bool keep,
+          qwen35::Precision::InProjSplit split = qwen35::Precision::InProjSplit::Auto) {
         EXPECT_EQ(frost_ctx_create(FROST_BACKEND_CPU, 0, &ctx), FROST_OK);
         EXPECT_EQ(frost_stream_create(ctx, 0, &stream), FROST_OK);
         list = std::make_unique<BufferList>(ctx);
-        qwen35::Precision p = qwen35::precision_for(matrix);
-        p.keep_quantized = keep;
-        status = qwen35::bind_weights(ctx, stream, w.config, w, p, list.get(), &views);
+        precision = qwen35::precision_for(matrix);
+        precision.keep_quantized = keep;
+        precision.gdn_in_proj_split = split;
+        status = qwen35::bind_weights(ctx, stream, w.config, w, precision, list.get(), &views);
         if (status == FROST_OK) status = frost_stream_sync(stream);
     }
     ~Bound() {
@@ -60,16 +64,22 @@ struct Bound {
     }
 };
 
-// Every GEMM matrix of the table: the bound view (in `b`) and its parts (in the fp32 `ref`).
+// Every GEMM matrix of the table `b` was bound from (the kept weights under b's precision, so a
+// split GDN in_proj shows as its two matrices): the bound view (in `b`) and its parts (the
+// same-named tensors of the fp32 `ref`).
 struct MatrixCase {
     std::string name;
     ops::Tensor bound;
     std::vector<const TensorView*> parts;
 };
-std::vector<MatrixCase> matrices(const ModelWeights& ref, const Bound& b) {
-    qwen35::WeightViews scratch;  // slots of the reference table, mapped onto b.views by offset
+std::vector<MatrixCase> matrices(const ModelWeights& ref, const ModelWeights& kept, const Bound& b) {
+    std::map<std::string, const TensorView*> by_name;  // every tensor of ref's (unsplit) table
+    qwen35::WeightViews ref_views;
+    for (const auto& s : qwen35::weight_table(ref.config, ref, qwen35::precision_for(ops::DType::F32), &ref_views))
+        for (const TensorView* t : s.parts) by_name[t->name] = t;
+    qwen35::WeightViews scratch;  // slots of the kept table, mapped onto b.views by offset
     std::vector<MatrixCase> out;
-    for (const auto& s : qwen35::weight_table(ref.config, ref, qwen35::precision_for(ops::DType::F32), &scratch)) {
+    for (const auto& s : qwen35::weight_table(kept.config, kept, b.precision, &scratch)) {
         if (s.form != qwen35::WeightForm::Matrix) continue;
         const ops::Tensor* bound = nullptr;
         if (s.slot == &scratch.embed) bound = &b.views.embed;
@@ -80,7 +90,13 @@ std::vector<MatrixCase> matrices(const ModelWeights& ref, const Bound& b) {
             if (p >= base && p < base + sizeof(qwen35::LayerWeightViews))
                 bound = reinterpret_cast<const ops::Tensor*>(reinterpret_cast<const char*>(&b.views.layers[l]) + (p - base));
         }
-        if (bound) out.push_back({s.name, *bound, s.parts});
+        if (!bound) continue;
+        MatrixCase m{s.name, *bound, {}};
+        for (const TensorView* t : s.parts) {
+            EXPECT_TRUE(by_name.count(t->name)) << t->name;
+            if (by_name.count(t->name)) m.parts.push_back(by_name[t->name]);
+        }
+        out.push_back(std::move(m));
     }
     return out;
 }
@@ -107,7 +123,7 @@ TEST_P(QuantWeightTable, KeptMatricesDequantizeToTheLoadTimeWeights) {
     ASSERT_EQ(q.status, FROST_OK) << frost_last_error();
     for (const auto& d : q.views.dequantized) ADD_FAILURE() << "dequantized at load: " << d;
     int checked = 0, grids = 0;
-    for (const MatrixCase& m : matrices(ref, q)) {
+    for (const MatrixCase& m : matrices(ref, kept, q)) {
         if (!m.parts[0]->quant && !kept.quant->find_weight(m.parts[0]->name)) continue;  // embedding
         ASSERT_EQ(m.bound.dtype, c.dtype) << m.name;
         const int64_t N = m.bound.shape[0], K = m.bound.shape[1];
@@ -122,15 +138,17 @@ TEST_P(QuantWeightTable, KeptMatricesDequantizeToTheLoadTimeWeights) {
         for (size_t i = 0; i < got.size(); ++i) bad += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
         EXPECT_EQ(bad, 0u) << m.name << " [" << N << ", " << K << "] (" << off / size_t(K) << " rows of parts)";
         ++checked;
-        // FP8: the GDN in_proj (per-row scales: b and a are not whole 128-row blocks) also carries
-        // the 128x128 grid of its leading whole blocks (qkv | z), equal to their per-row scales
-        // (so does the tiny preset's attention qkv_proj: q 512 rows, k and v 64 each); only
-        // per-row matrices have one.
-        if (c.dtype == ops::DType::FP8_E4M3 && m.bound.scale_block == 128 &&  // fp8-dynamic: per-channel, no blocks
-            m.name.find("in_proj_qkvzba") != std::string::npos) {
-            EXPECT_GT(m.bound.grid_rows, 0) << m.name;
-            ++grids;
-        }
+        // The published recipes leave b and a in bf16 (synth.cpp recipe_keeps_bf16), so the GDN
+        // in_proj is split: [qkv; z] here, whole 128-row blocks in FP8 (block scales, no per-row
+        // part), and the bf16 [b; a] tail checked below.
+        if (m.name.find("in_proj") != std::string::npos && m.name.find("qkv_proj") == std::string::npos)
+            EXPECT_NE(m.name.find("in_proj_qkvz"), std::string::npos) << m.name << ": not split";
+        if (c.dtype == ops::DType::FP8_E4M3 && m.bound.scale_block == 128 && m.name.find("in_proj_qkvz") != std::string::npos)
+            EXPECT_EQ(m.bound.grid_rows, 0) << m.name;
+        // FP8: a fused matrix whose later parts are not whole 128-row blocks carries per-row
+        // scales and the 128x128 grid of its leading whole blocks, equal to their per-row scales
+        // (the tiny preset's attention qkv_proj: q 512 rows, k and v 64 each).
+        if (c.dtype == ops::DType::FP8_E4M3 && m.bound.scale_block == 128 && m.bound.grid_rows > 0) ++grids;
         if (m.bound.grid_rows > 0) {
             EXPECT_EQ(m.bound.scale_rows, 1) << m.name;
             ASSERT_NE(m.bound.grid_scale, nullptr) << m.name;
@@ -151,6 +169,33 @@ TEST_P(QuantWeightTable, KeptMatricesDequantizeToTheLoadTimeWeights) {
     EXPECT_EQ(checked, q.views.quantized_matrices);
     EXPECT_EQ(checked, 4 * 4);  // per layer: in_proj, out_proj, gate_up, down
 
+    // Each linear layer's tail: the checkpoint's bf16 b and a rows as stored, then zero rows up to
+    // lin_width; in_proj and the tail together are lin_width rows.
+    const ModelConfig& cfg = kept.config;
+    const qwen35::Dims d = qwen35::dims_of(cfg, q.precision);
+    int tails = 0;
+    for (int l = 0; l < cfg.num_layers; ++l) {
+        const qwen35::LayerWeightViews& L = q.views.layers[size_t(l)];
+        if (!cfg.is_linear(l)) {
+            EXPECT_TRUE(L.in_proj_tail.empty()) << "layer " << l;
+            continue;
+        }
+        const LinearAttnWeights& a = kept.layers[size_t(l)].lin;
+        ASSERT_EQ(a.in_proj_b.dtype, DType::BF16) << "layer " << l << ": b not left in bf16 by the synth recipe";
+        ASSERT_FALSE(L.in_proj_tail.empty()) << "layer " << l;
+        ASSERT_EQ(L.in_proj_tail.dtype, ops::DType::BF16);
+        const int64_t main = cfg.conv_dim() + cfg.lin_v_dim(), H = cfg.hidden_size;
+        EXPECT_EQ(L.in_proj.shape[0], main);
+        ASSERT_EQ(L.in_proj_tail.shape[0] + main, d.lin_width);
+        ASSERT_EQ(L.in_proj_tail.shape[1], H);
+        std::vector<uint16_t> want(size_t(L.in_proj_tail.shape[0] * H), 0);
+        std::memcpy(want.data(), a.in_proj_b.data, a.in_proj_b.bytes);
+        std::memcpy(want.data() + a.in_proj_b.numel(), a.in_proj_a.data, a.in_proj_a.bytes);
+        EXPECT_EQ(std::memcmp(L.in_proj_tail.data, want.data(), want.size() * 2), 0) << "layer " << l;
+        ++tails;
+    }
+    EXPECT_EQ(tails, cfg.num_linear_layers());
+
     // Fewer device bytes than the bf16 table of the same checkpoint (and the cost model agrees).
     Bound bf(ref, ops::DType::BF16, false);
     ASSERT_EQ(bf.status, FROST_OK) << frost_last_error();
@@ -162,7 +207,7 @@ TEST_P(QuantWeightTable, KeptMatricesDequantizeToTheLoadTimeWeights) {
     Bound f(kept, ops::DType::F32, false);
     ASSERT_EQ(f.status, FROST_OK) << frost_last_error();
     EXPECT_EQ(f.views.quantized_matrices, 0);
-    for (const MatrixCase& m : matrices(ref, f)) {
+    for (const MatrixCase& m : matrices(ref, kept, f)) {
         ASSERT_EQ(m.bound.dtype, ops::DType::F32) << m.name;
         size_t off = 0;
         for (const TensorView* t : m.parts) {

@@ -106,12 +106,27 @@ struct Forward {
     Tensor h_rows() const { return at(s.h, 0, rows(), c.hidden_size, c.hidden_size); }
     Tensor x_rows() const { return at(s.x, 0, rows(), c.hidden_size, c.hidden_size); }
 
+    // Columns of layer l's projection output: in_proj's rows, and a split GDN in_proj's tail.
+    int64_t proj_width(int l) const {
+        const LayerWeightViews& L = w.layers[l];
+        return L.in_proj.shape[0] + (L.in_proj_tail.empty() ? 0 : L.in_proj_tail.shape[0]);
+    }
     // The mixer's input projection (GDN in_proj [qkv | z | b | a] or attention [q+gate | k | v])
-    // from x into proj: the only reader of the input norm's x.
+    // from x into proj: the only reader of the input norm's x, except that a split GDN in_proj's
+    // tail (in_proj_tail_op) reads x too, so then the norm keeps writing x beside any twin.
     ops::GemmOp in_proj_op(int l) const {
         const Tensor& wt = w.layers[l].in_proj;
-        const int64_t W = wt.shape[0];
-        return gemm_op(x_rows(), wt, at(s.proj, 0, rows(), W, W), Epilogue::None, Tensor{}, true);
+        ops::GemmOp g = gemm_op(x_rows(), wt, at(s.proj, 0, rows(), wt.shape[0], proj_width(l)), Epilogue::None,
+                                Tensor{}, true);
+        if (!w.layers[l].in_proj_tail.empty()) g.xq_only = 0;
+        return g;
+    }
+    // A split GDN in_proj's [b; a] tail (weight_table.h split_gdn_in_proj): x into the columns
+    // after in_proj's.
+    ops::GemmOp in_proj_tail_op(int l) const {
+        const Tensor& wt = w.layers[l].in_proj_tail;
+        const int64_t main = w.layers[l].in_proj.shape[0];
+        return gemm_op(x_rows(), wt, at(s.proj, main, rows(), wt.shape[0], proj_width(l)), Epilogue::None);
     }
     // Prefill's dense gate_up from x into proj: the only reader of the post-attention norm's x.
     ops::GemmOp gate_up_op(int l) const {
@@ -129,8 +144,9 @@ struct Forward {
         const LayerWeightViews& L = w.layers[l];
         const int C = c.conv_dim(), V = c.lin_v_dim(), Q = c.lin_q_dim();
         const int Hv = c.lin_num_v_heads, Hk = c.lin_num_k_heads, dk = c.lin_k_head_dim, dv = c.lin_v_head_dim;
-        const int64_t W = L.in_proj.shape[0];  // [qkv | z | b | a | row padding]
+        const int64_t W = proj_width(l);  // [qkv | z | b | a | row padding]
         FROST_TRY(ops::op_gemm(ex, in_proj_op(l), "gemm lin in_proj"));
+        if (!L.in_proj_tail.empty()) FROST_TRY(ops::op_gemm(ex, in_proj_tail_op(l), "gemm lin in_proj b|a"));
         ops::Conv1dSiluL2Op cv;
         cv.x = at(s.proj, 0, rows(), C, W); cv.w = L.conv_w; cv.state = ss.conv[l];
         cv.y = at(s.conv_out, 0, rows(), C, C);
@@ -179,7 +195,7 @@ struct Forward {
     frost_status full_mixer(int l) {
         const LayerWeightViews& L = w.layers[l];
         const int Hq = c.num_heads, Hkv = c.num_kv_heads, d = c.head_dim;
-        const int64_t W = L.in_proj.shape[0];  // [q|gate interleaved per head | k | v]
+        const int64_t W = proj_width(l);  // [q|gate interleaved per head | k | v]
         FROST_TRY(ops::op_gemm(ex, in_proj_op(l), "gemm full qkv_proj"));
         const int64_t k_off = int64_t(2) * Hq * d, v_off = k_off + int64_t(Hkv) * d;
         ops::QkNormRopeOp qk;

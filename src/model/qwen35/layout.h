@@ -25,6 +25,13 @@ struct Precision {
     // GEMM weights stored quantized stay quantized (their own dtype, weight_quant.h) instead of
     // being dequantized to `matrix` at load: the CUDA engine's choice; never the fp32 CPU oracle.
     bool keep_quantized = false;
+    // The GDN in_proj as one matrix [qkv; z; b; a], or as [qkv; z] plus a [b; a] tail that a
+    // second GEMM writes beside it (weight_table.h split_gdn_in_proj). Auto splits where one matrix
+    // would cost the quantized bytes: [qkv; z] kept quantized, b and a stored in bf16 (as Qwen's
+    // FP8 releases and the llm-compressor recipes leave them). Always (tests: the forward's split
+    // path on any weights) and Never (A/B: the fused matrix, then dequantized) force it.
+    enum class InProjSplit : uint8_t { Auto, Always, Never };
+    InProjSplit gdn_in_proj_split = InProjSplit::Auto;
 };
 Precision precision_for(ops::DType act);
 

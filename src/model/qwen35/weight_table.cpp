@@ -11,6 +11,16 @@
 
 namespace frost::model::qwen35 {
 
+bool split_gdn_in_proj(const ModelConfig& c, const LinearAttnWeights& a, const Precision& p) {
+    using Split = Precision::InProjSplit;
+    if (p.gdn_in_proj_split == Split::Never || (c.conv_dim() + c.lin_v_dim()) % std::max(1, p.row_align) != 0)
+        return false;
+    if (p.gdn_in_proj_split == Split::Always) return true;
+    const int64_t H = c.hidden_size;
+    return p.keep_quantized && a.in_proj_qkv.quant && quant_matrix_refusal({&a.in_proj_qkv, &a.in_proj_z}, H).empty() &&
+           !quant_matrix_refusal({&a.in_proj_qkv, &a.in_proj_z, &a.in_proj_b, &a.in_proj_a}, H).empty();
+}
+
 std::vector<WeightSpec> weight_table(const ModelConfig& c, const ModelWeights& w, const Precision& p,
                                      WeightViews* v) {
     const Dims d = dims_of(c, p);
@@ -35,8 +45,14 @@ std::vector<WeightSpec> weight_table(const ModelConfig& c, const ModelWeights& w
         vector(pre + "post_attention_layernorm", &lw.post_attention_layernorm, &L.post_ln);
         if (c.is_linear(l)) {
             const auto& a = lw.lin;
-            matrix(pre + "in_proj_qkvzba", {&a.in_proj_qkv, &a.in_proj_z, &a.in_proj_b, &a.in_proj_a}, H, d.lin_width,
-                   &L.in_proj);
+            if (split_gdn_in_proj(c, a, p)) {
+                const int64_t qkvz_rows = c.conv_dim() + c.lin_v_dim();
+                matrix(pre + "in_proj_qkvz", {&a.in_proj_qkv, &a.in_proj_z}, H, 0, &L.in_proj);
+                matrix(pre + "in_proj_ba", {&a.in_proj_b, &a.in_proj_a}, H, d.lin_width - qkvz_rows, &L.in_proj_tail);
+            } else {
+                matrix(pre + "in_proj_qkvzba", {&a.in_proj_qkv, &a.in_proj_z, &a.in_proj_b, &a.in_proj_a}, H,
+                       d.lin_width, &L.in_proj);
+            }
             vector(pre + "conv1d", &a.conv1d, &L.conv_w);
             vector(pre + "A_log", &a.A_log, &L.A_log);
             vector(pre + "dt_bias", &a.dt_bias, &L.dt_bias);

@@ -18,7 +18,11 @@ namespace frost::model::qwen35 {
 
 struct LayerWeightViews {
     ops::Tensor in_ln, post_ln;              // [H] f32 zero-centred
-    ops::Tensor in_proj;                     // linear [lin_width, H]; full [full_width, H]
+    ops::Tensor in_proj;                     // linear [lin_width, H] (or [qkv; z] when split); full [full_width, H]
+    // Linear layers whose in_proj is split (split_gdn_in_proj): the [b; a] rows, padded so that
+    // in_proj and the tail together are lin_width rows; a second GEMM writes its columns of the
+    // projection output right after in_proj's. Empty otherwise.
+    ops::Tensor in_proj_tail;
     ops::Tensor conv_w;                      // [C, K] f32 (linear)
     ops::Tensor A_log, dt_bias;              // [Hv] f32 (linear)
     ops::Tensor gdn_norm;                    // [dv] f32 (linear)
@@ -57,6 +61,13 @@ struct WeightSpec {
     int64_t padded_rows = 0;                 // Matrix: zero rows up to this count (0: none)
     ops::Tensor* slot = nullptr;             // the view bind_weights fills
 };
+
+// Whether linear layer `a`'s in_proj is bound as [qkv; z] plus a [b; a] tail (Precision::
+// gdn_in_proj_split): Auto where [qkv; z] stays quantized as one view but the four parts do not
+// (b and a stored in another form), and the tail's output columns start on the row alignment
+// (the GEMM launchers take fused-projection views 16-byte aligned); Always wherever the
+// alignment holds; Never nowhere.
+bool split_gdn_in_proj(const ModelConfig& c, const LinearAttnWeights& a, const Precision& p);
 
 // The table for `w` (pointers into w and into *views, which it sizes).
 std::vector<WeightSpec> weight_table(const ModelConfig& c, const ModelWeights& w, const Precision& p,
