@@ -121,8 +121,9 @@ def reference_weights(model_dir):
         for name, (dtype, a) in t.items():
             if name.endswith(".weight_scale_inv"):
                 m = name[: -len(".weight_scale_inv")]
-                assert t[m + ".weight"][0] == "F8_E4M3" and dtype == "F32"
-                ref[m + ".weight"] = dequant_fp8_block(t[m + ".weight"][1], a, q["weight_block_size"])
+                # f32 (transformers' quantizer), bf16 or f16 (Qwen's releases)
+                assert t[m + ".weight"][0] == "F8_E4M3" and dtype in ("F32", "BF16", "F16")
+                ref[m + ".weight"] = dequant_fp8_block(t[m + ".weight"][1], float_values(dtype, a), q["weight_block_size"])
         return ref
     assert q["quant_method"] == "compressed-tensors"
     (group,) = q["config_groups"].values()
@@ -171,6 +172,49 @@ def test_synth_format_matches_independent_reader(fmt, tmp_path):
     assert len(gates) == 6, plain  # listed by the config, not merely stored unquantized
     assert all(plain[m]["reason"] == "modules_to_not_convert" or plain[m]["reason"].startswith("ignored")
                for m in gates), plain
+
+
+def rewrite_scale_inv(path, dtype):
+    """Stores every weight_scale_inv of a safetensors file as `dtype` (BF16 or F16, round to nearest even)."""
+    raw = Path(path).read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", None)
+    blobs, out_header, off = [], {}, 0
+    for name in sorted(header, key=lambda k: header[k]["data_offsets"][0]):
+        e = header[name]
+        b, end = e["data_offsets"]
+        data = raw[8 + n + b:8 + n + end]
+        if name.endswith(".weight_scale_inv"):
+            assert e["dtype"] == "F32", name
+            f = np.frombuffer(data, "<f4")
+            if dtype == "F16":
+                data = f.astype("<f2").tobytes()
+            else:
+                bits = f.view(np.uint32).astype(np.uint64)
+                data = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2").tobytes()
+            e = dict(e, dtype=dtype)
+        out_header[name] = dict(e, data_offsets=[off, off + len(data)])
+        blobs.append(data)
+        off += len(data)
+    if meta is not None:
+        out_header["__metadata__"] = meta
+    h = json.dumps(out_header).encode()
+    h += b" " * (-len(h) % 8)
+    Path(path).write_bytes(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+# Qwen's FP8 releases store weight_scale_inv in bf16 (Qwen3-32B-FP8, Qwen3.6-35B-A3B-FP8) or f16
+# (Qwen3-4B-Instruct-2507-FP8), not only the f32 of transformers' quantizer: Frost reads each as
+# the independent decoder does, bit for bit.
+@pytest.mark.parametrize("scale_dtype", ["BF16", "F16"])
+def test_qwen_fp8_scale_inv_dtypes_as_released(scale_dtype, tmp_path):
+    model = tmp_path / "fp8"
+    frost("synth", "--out", model, "--preset", "tiny", "--quant", "fp8", "--seed", SEED)
+    rewrite_scale_inv(model / "model.safetensors", scale_dtype)
+    dtypes = {d for k, (d, _) in read_safetensors(model / "model.safetensors").items() if k.endswith("_scale_inv")}
+    assert dtypes == {scale_dtype}, dtypes
+    assert check_bit_for_bit(model, tmp_path) == 25, f"seed {SEED}"
 
 
 def test_transformers_fp8_fixture_matches_independent_reader(tmp_path):

@@ -124,7 +124,9 @@ void plan_fp8(const QuantConfig& c, const std::map<std::string, Params>& mods, C
         qm.args = a;
         qm.out = ws[0];
         qm.in = ws[1];
-        const CheckpointTensor* sc = ck->need(m, p, "weight_scale_inv", {DType::F32},
+        // Qwen's releases store the block scales in f32, bf16 (Qwen3-32B-FP8, Qwen3.6-35B-A3B-FP8) or
+        // f16 (Qwen3-4B-Instruct-2507-FP8); every reader widens them to f32 exactly (scales_f32).
+        const CheckpointTensor* sc = ck->need(m, p, "weight_scale_inv", {DType::F32, DType::BF16, DType::F16},
                                               {cdiv(qm.out, a.block_rows), cdiv(qm.in, a.block_cols)});
         for (const auto& [name, t] : p)
             if (name != "weight" && name != "weight_scale_inv" && kQuantParams.count(name))
