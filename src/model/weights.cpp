@@ -329,7 +329,7 @@ frost_status bind_weights(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, 
 
     b.bind(P + "embed_tokens.weight", {V, H}, &w.embed_tokens);
     b.bind(P + "norm.weight", {H}, &w.final_norm);
-    if (ck->find(kLmHead)) {
+    if (ck->find(kLmHead) || plan->find_weight(kLmHead)) {  // stored plain, or quantized (packed tensors)
         b.bind(kLmHead, {V, H}, &w.lm_head);
         w.tied = false;
     } else {

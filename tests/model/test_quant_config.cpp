@@ -113,8 +113,57 @@ TEST(QuantConfig, EveryProblemListedInOneError) {
     EXPECT_NE(e.find("kv_cache_scheme"), std::string::npos) << e;
     EXPECT_NE(e.find("quantization_status"), std::string::npos) << e;
 
+    EXPECT_EQ(parse({{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}}, &c), FROST_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(frost_last_error()).find("\"bitsandbytes\" is not supported"), std::string::npos);
+    // gptq without its group size: the one field it cannot default
     EXPECT_EQ(parse({{"quant_method", "gptq"}, {"bits", 4}}, &c), FROST_ERR_UNSUPPORTED);
-    EXPECT_NE(std::string(frost_last_error()).find("\"gptq\" is not supported"), std::string::npos);
+    EXPECT_NE(std::string(frost_last_error()).find(".group_size: must be"), std::string::npos);
+}
+
+// GPTQ and AWQ as AutoGPTQ / GPTQModel / AutoAWQ write them: the keys that decide how the bytes
+// are read are checked (bits, group size, act-order, v1 / v2 zero points, AWQ's GEMM packing and
+// zero points); the tools' informational keys pass; every refusal is listed at once.
+TEST(QuantConfig, GptqAndAwq) {
+    QuantConfig c;
+    ASSERT_EQ(parse({{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 128}, {"desc_act", true}, {"sym", true},
+                     {"damp_percent", 0.01}, {"true_sequential", true}, {"model_name_or_path", nullptr},
+                     {"quantizer", {"gptqmodel:2.2.0"}}, {"pack_dtype", "int32"}, {"meta", {{"mse", 0.0}}}},
+                    &c),
+              FROST_OK)
+        << frost_last_error();
+    EXPECT_EQ(c.method, Method::Gptq);
+    EXPECT_TRUE(c.native.desc_act);
+    EXPECT_TRUE(c.native.zero_plus_one);  // no checkpoint_format: the v1 layout
+    EXPECT_EQ(c.native.group_size, 128);
+    EXPECT_EQ(c.summary(), "gptq (int4, group 128, act-order)");
+    ASSERT_EQ(parse({{"quant_method", "gptq"}, {"bits", 4}, {"group_size", -1}, {"checkpoint_format", "gptq_v2"}}, &c),
+              FROST_OK)
+        << frost_last_error();
+    EXPECT_FALSE(c.native.zero_plus_one);
+    EXPECT_EQ(c.native.group_size, -1);
+    ASSERT_EQ(parse({{"quant_method", "awq"}, {"bits", 4}, {"group_size", 128}, {"zero_point", true}, {"version", "GEMM"},
+                     {"modules_to_not_convert", {"visual"}}},
+                    &c),
+              FROST_OK)
+        << frost_last_error();
+    EXPECT_EQ(c.method, Method::Awq);
+    EXPECT_EQ(c.native.format, "awq");
+    EXPECT_EQ(c.modules_to_not_convert, std::vector<std::string>{"visual"});
+
+    EXPECT_EQ(parse({{"quant_method", "gptq"}, {"bits", 8}, {"group_size", 0}, {"format", "marlin"}, {"desc_act", "yes"},
+                     {"dynamic", {{"-:.*down", json::object()}}}},
+                    &c),
+              FROST_ERR_UNSUPPORTED);
+    std::string e = frost_last_error();
+    for (const char* what : {"5 problem(s)", ".bits: only 4-bit", ".group_size: must be -1", ".format: only \"gptq\"",
+                             ".desc_act: must be a boolean", ".dynamic: per-module overrides"})
+        EXPECT_NE(e.find(what), std::string::npos) << what << " in " << e;
+    EXPECT_EQ(parse({{"quant_method", "awq"}, {"bits", 4}, {"group_size", 128}, {"zero_point", false}, {"version", "gemv"}},
+                    &c),
+              FROST_ERR_UNSUPPORTED);
+    e = frost_last_error();
+    EXPECT_NE(e.find(".version: only the \"gemm\" packing"), std::string::npos) << e;
+    EXPECT_NE(e.find(".zero_point: only checkpoints with zero points"), std::string::npos) << e;
 }
 
 TEST(QuantConfig, TargetMatchingFollowsCompressedTensors) {

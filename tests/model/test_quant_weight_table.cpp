@@ -141,10 +141,12 @@ TEST_P(QuantWeightTable, KeptMatricesDequantizeToTheLoadTimeWeights) {
         // The published recipes leave b and a in bf16 (synth.cpp recipe_keeps_bf16), so the GDN
         // in_proj is split: [qkv; z] here, whole 128-row blocks in FP8 (block scales, no per-row
         // part), and the bf16 [b; a] tail checked below.
-        if (m.name.find("in_proj") != std::string::npos && m.name.find("qkv_proj") == std::string::npos)
+        if (m.name.find("in_proj") != std::string::npos && m.name.find("qkv_proj") == std::string::npos) {
             EXPECT_NE(m.name.find("in_proj_qkvz"), std::string::npos) << m.name << ": not split";
-        if (c.dtype == ops::DType::FP8_E4M3 && m.bound.scale_block == 128 && m.name.find("in_proj_qkvz") != std::string::npos)
+        }
+        if (c.dtype == ops::DType::FP8_E4M3 && m.bound.scale_block == 128 && m.name.find("in_proj_qkvz") != std::string::npos) {
             EXPECT_EQ(m.bound.grid_rows, 0) << m.name;
+        }
         // FP8: a fused matrix whose later parts are not whole 128-row blocks carries per-row
         // scales and the 128x128 grid of its leading whole blocks, equal to their per-row scales
         // (the tiny preset's attention qkv_proj: q 512 rows, k and v 64 each).

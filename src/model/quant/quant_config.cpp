@@ -4,6 +4,7 @@
 #include "model/quant/quant_config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -79,6 +80,67 @@ void parse_fp8(const json& q, const std::string& w, QuantConfig* c, Problems* p)
         c->fp8.block_rows = (*b)[0].get<int>();
         c->fp8.block_cols = (*b)[1].get<int>();
     }
+    string_list(q, "modules_to_not_convert", w, &c->modules_to_not_convert, p);
+}
+
+// GPTQ and AWQ configs carry many informational keys that vary by tool and version (damp_percent,
+// true_sequential, model_name_or_path, quantizer, meta, ...). Unlike the formats above, only the
+// keys that change how the bytes are read are checked; the rest cannot change the weights.
+void native_bits_and_group(const json& q, const std::string& w, NativeInt4* n, Problems* p) {
+    const json* b = field(q, "bits");
+    if (!b || !b->is_number_integer() || b->get<int64_t>() != 4)
+        p->add(w + ".bits: only 4-bit weights are supported, got " + (b ? dump(*b) : std::string("nothing")));
+    const json* g = field(q, "group_size");
+    if (!g || !g->is_number_integer() || (g->get<int64_t>() != -1 && g->get<int64_t>() <= 0) || g->get<int64_t>() > 65536) {
+        p->add(w + ".group_size: must be -1 (one group per row) or a positive integer, got " +
+               (g ? dump(*g) : std::string("nothing")));
+        return;
+    }
+    n->group_size = g->get<int>();
+}
+
+void parse_gptq(const json& q, const std::string& w, QuantConfig* c, Problems* p) {
+    NativeInt4& n = c->native;
+    native_bits_and_group(q, w, &n, p);
+    auto flag = [&](const char* key, bool dflt) {
+        const json* f = field(q, key);
+        if (f && !f->is_boolean()) p->add(w + "." + key + ": must be a boolean, got " + dump(*f));
+        return f && f->is_boolean() ? f->get<bool>() : dflt;
+    };
+    n.desc_act = flag("desc_act", false);
+    flag("sym", true);  // the zero points are read from qzeros either way
+    // The on-disk format: "checkpoint_format" (AutoGPTQ) or "format" (GPTQModel); absent = v1.
+    std::string fmt = "gptq";
+    for (const char* key : {"checkpoint_format", "format"}) {
+        const json* f = field(q, key);
+        if (!f || f->is_null()) continue;
+        if (!f->is_string() || (*f != "gptq" && *f != "gptq_v2"))
+            p->add(w + "." + key + ": only \"gptq\" and \"gptq_v2\" packing are supported, got " + dump(*f));
+        else
+            fmt = f->get<std::string>();
+    }
+    n.format = fmt;
+    n.zero_plus_one = fmt == "gptq";
+    if (const json* d = field(q, "pack_dtype"); d && !d->is_null() && !(d->is_string() && (*d == "int32" || *d == "torch.int32")))
+        p->add(w + ".pack_dtype: only int32 packing is supported, got " + dump(*d));
+    if (const json* d = field(q, "dynamic"); !null_or_empty(d))
+        p->add(w + ".dynamic: per-module overrides are not supported (got " + dump(*d) + ")");
+    if (const json* m = field(q, "bits_per_module"); !null_or_empty(m))
+        p->add(w + ".bits_per_module: mixed bit widths are not supported");
+}
+
+void parse_awq(const json& q, const std::string& w, QuantConfig* c, Problems* p) {
+    NativeInt4& n = c->native;
+    native_bits_and_group(q, w, &n, p);
+    n.format = "awq";
+    n.zero_plus_one = false;
+    n.desc_act = false;
+    const json* v = field(q, "version");
+    std::string ver = v && v->is_string() ? v->get<std::string>() : std::string("gemm");
+    std::transform(ver.begin(), ver.end(), ver.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+    if (ver != "gemm") p->add(w + ".version: only the \"gemm\" packing is supported, got " + (v ? dump(*v) : ver));
+    if (const json* z = field(q, "zero_point"); z && !(z->is_boolean() && z->get<bool>()))
+        p->add(w + ".zero_point: only checkpoints with zero points (true) are supported, got " + dump(*z));
     string_list(q, "modules_to_not_convert", w, &c->modules_to_not_convert, p);
 }
 
@@ -253,6 +315,9 @@ std::string QuantConfig::summary() const {
         for (const auto& k : kinds) s += " [" + k + "]";
         return s;
     }
+    if (method == Method::Gptq || method == Method::Awq)
+        return native.format + " (int4, group " + std::to_string(native.group_size) +
+               (native.desc_act ? ", act-order" : "") + ")";
     return "none";
 }
 
@@ -279,8 +344,14 @@ frost_status parse_quant_config(const std::string& text, const std::string& sour
     } else if (method == "compressed-tensors") {
         c.method = Method::CompressedTensors;
         parse_compressed(*q, w, &c, &p);
+    } else if (method == "gptq") {
+        c.method = Method::Gptq;
+        parse_gptq(*q, w, &c, &p);
+    } else if (method == "awq") {
+        c.method = Method::Awq;
+        parse_awq(*q, w, &c, &p);
     } else {
-        p.add(w + ".quant_method: \"" + method + "\" is not supported (supported: fp8, compressed-tensors)");
+        p.add(w + ".quant_method: \"" + method + "\" is not supported (supported: fp8, compressed-tensors, gptq, awq)");
     }
     if (!p.list.empty()) {
         std::string list;

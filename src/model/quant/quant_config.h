@@ -1,6 +1,7 @@
 // The `quantization_config` of a model's config.json, validated: Qwen's official block-wise FP8
-// (quant_method "fp8") and llm-compressor's compressed-tensors (FP8 per-channel / per-tensor /
-// block "float-quantized", NVFP4 "nvfp4-pack-quantized", INT4 "pack-quantized"). Frost runs the
+// (quant_method "fp8"), llm-compressor's compressed-tensors (FP8 per-channel / per-tensor /
+// block "float-quantized", NVFP4 "nvfp4-pack-quantized", INT4 "pack-quantized") and the 4-bit
+// GPTQ ("gptq") and AWQ ("awq") formats. Frost runs the
 // weights dequantized with unquantized activations (W-only), so activation schemes are parsed and
 // recorded but never change the math. Every problem of the config is listed in one error.
 #pragma once
@@ -40,12 +41,24 @@ struct ConfigGroup {
     WeightArgs weights;
 };
 
-enum class Method : uint8_t { None = 0, Fp8 = 1, CompressedTensors = 2 };
+enum class Method : uint8_t { None = 0, Fp8 = 1, CompressedTensors = 2, Gptq = 3, Awq = 4 };
+
+// GPTQ (AutoGPTQ / GPTQModel, quant_method "gptq") and AutoAWQ (quant_method "awq", GEMM packing)
+// 4-bit checkpoints: qweight / qzeros / scales (+ GPTQ g_idx) per linear. The plan repacks each
+// module into the compressed-tensors INT4 layout (quant_plan.h), losslessly, so the dequantizer,
+// the weight table and the kernels see one INT4 form.
+struct NativeInt4 {
+    int group_size = 128;       // inputs per scale group; -1 in the config: one group per row
+    bool desc_act = false;      // GPTQ act-order: g_idx assigns each input column its group
+    bool zero_plus_one = true;  // GPTQ v1 ("gptq") stores zero - 1; "gptq_v2" and AWQ store the zero
+    std::string format;         // "gptq", "gptq_v2" or "awq"
+};
 
 struct QuantConfig {
     Method method = Method::None;
     WeightArgs fp8;                                   // Method::Fp8: the block scheme
-    std::vector<std::string> modules_to_not_convert;  // Method::Fp8
+    std::vector<std::string> modules_to_not_convert;  // Method::Fp8, Method::Awq
+    NativeInt4 native;                                // Method::Gptq, Method::Awq
     std::vector<ConfigGroup> groups;                  // Method::CompressedTensors, in name order
     std::vector<std::string> ignore;                  // Method::CompressedTensors
     std::string format;                               // compressed-tensors top-level format

@@ -3,6 +3,8 @@
 // targets it and no ignore entry matches) and check its tensors against the scheme's layout.
 #include "model/quant/quant_plan.h"
 
+#include <algorithm>
+#include <cstring>
 #include <regex>
 #include <set>
 
@@ -297,6 +299,156 @@ void plan_module_ct(const std::string& m, const Params& p, const ConfigGroup& g,
     plan->modules[m] = std::move(qm);
 }
 
+// A tensor the plan made (owned by it), for a module's repacked layout.
+const CheckpointTensor* derive(QuantPlan* plan, const std::string& name, DType dtype, std::vector<int64_t> shape,
+                               std::vector<uint8_t> bytes) {
+    plan->derived_bytes.push_back(std::move(bytes));
+    CheckpointTensor t;
+    t.name = name;
+    t.dtype = dtype;
+    t.shape = std::move(shape);
+    t.bytes = plan->derived_bytes.back().size();
+    t.data = plan->derived_bytes.back().data();
+    t.copied = true;
+    plan->derived.push_back(std::move(t));
+    return &plan->derived.back();
+}
+
+// AutoAWQ's GEMM packing puts column j of a group of eight at nibble kAwqNibble[j] of the word.
+constexpr int kAwqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
+uint32_t nibble(uint32_t word, int i) { return (word >> (4 * i)) & 0xFu; }
+
+// GPTQ (qweight [in/8, out], qzeros [groups, out/8], scales [groups, out], g_idx [in]; v1 stores
+// zero - 1) and AutoAWQ GEMM (qweight [in, out/8], qzeros [groups, out/8] in its column order,
+// scales [groups, out]): a module is quantized when it holds qweight. Each is repacked, without
+// changing a value, into the compressed-tensors INT4 layout (w = (q - zero) x scale, q and zero
+// unsigned nibbles): weight_packed [out, in/8], weight_scale [out, groups] in the scales' dtype,
+// weight_zero_point [out/8, groups] unless every zero is 8 (then symmetric), and g_idx only where
+// it is not the plain i / group_size.
+void plan_native_int4(const QuantConfig& c, const std::map<std::string, Params>& mods, Checker* ck, QuantPlan* plan) {
+    const NativeInt4& n = c.native;
+    const bool awq = c.method == Method::Awq;
+    for (const auto& [m, p] : mods) {
+        ck->current = m;
+        bool listed = false;
+        for (const auto& e : c.modules_to_not_convert) listed = listed || not_convert_matches(e, m);
+        auto qw = p.find("qweight");
+        if (qw == p.end()) {
+            for (const char* name : {"qzeros", "scales", "g_idx"})
+                if (p.count(name)) ck->add("unexpected: " + p.at(name)->name + " has no qweight beside it");
+            if (is_linear(m, p))
+                plan->plain[m] = {m, listed ? "modules_to_not_convert" : "stored unquantized (no qweight)"};
+            continue;
+        }
+        if (listed) ck->add("module " + m + " is in modules_to_not_convert but stored quantized");
+        if (p.count("weight")) ck->add("unexpected: " + p.at("weight")->name + " beside " + qw->second->name);
+        const CheckpointTensor* w = qw->second;
+        if (w->dtype != DType::I32 || w->shape.size() != 2) {
+            ck->add("wrong dtype: " + w->name + " is " + dtype_name(w->dtype) + " " + shape_string(w->shape) +
+                    ", expected I32 " + (awq ? "[in, out/8]" : "[in/8, out]"));
+            continue;
+        }
+        const int64_t K = awq ? w->shape[0] : w->shape[0] * kInt4PerWord;
+        const int64_t N = awq ? w->shape[1] * kInt4PerWord : w->shape[1];
+        if (K % kInt4PerWord != 0 || N % kInt4PerWord != 0 || K <= 0 || N <= 0) {
+            ck->add("wrong shape: " + w->name + " is " + shape_string(w->shape) + ": in and out must be multiples of 8");
+            continue;
+        }
+        const int64_t gs = n.group_size > 0 ? n.group_size : K, G = cdiv(K, gs);
+        const CheckpointTensor* qz = ck->need(m, p, "qzeros", {DType::I32}, {G, N / kInt4PerWord});
+        const CheckpointTensor* sc = ck->need(m, p, "scales", {DType::F16, DType::BF16, DType::F32}, {G, N});
+        const CheckpointTensor* gi = nullptr;
+        if (p.count("g_idx")) {
+            if (awq) ck->add("unexpected: " + p.at("g_idx")->name + " (AWQ has no g_idx)");
+            else gi = ck->need(m, p, "g_idx", {DType::I32}, {K});
+        } else if (n.desc_act) {
+            ck->add("missing: " + m + ".g_idx [" + std::to_string(K) + "] (desc_act: true)");
+            continue;
+        }
+        if (!qz || !sc || (p.count("g_idx") && !awq && !gi)) continue;
+        bool plain_groups = true;
+        if (gi) {
+            bool in_range = true;
+            for (int64_t i = 0; i < K; ++i) {
+                const int64_t g = int_at(*gi, size_t(i));
+                if (g < 0 || g >= G) {
+                    ck->add("bad value: " + gi->name + "[" + std::to_string(i) + "] = " + std::to_string(g) +
+                            " is outside [0, " + std::to_string(G) + ")");
+                    in_range = false;
+                    break;
+                }
+                plain_groups = plain_groups && g == i / gs;
+            }
+            if (!in_range) continue;
+        }
+        // Zero points, [G, N], read in the format's column order; GPTQ v1 adds one.
+        const uint32_t* zw = static_cast<const uint32_t*>(qz->data);
+        std::vector<uint8_t> zero(size_t(G * N));
+        bool all_eight = true, wrapped = false;
+        for (int64_t g = 0; g < G; ++g)
+            for (int64_t o = 0; o < N; ++o) {
+                const uint32_t word = zw[g * (N / kInt4PerWord) + o / kInt4PerWord];
+                const int z = int(nibble(word, awq ? kAwqNibble[o % kInt4PerWord] : int(o % kInt4PerWord))) +
+                              (n.zero_plus_one ? 1 : 0);
+                wrapped = wrapped || z > 15;
+                all_eight = all_eight && z == 8;
+                zero[size_t(g * N + o)] = uint8_t(z);
+            }
+        if (wrapped) {
+            ck->add("bad value: " + qz->name + " holds a zero point of 0, which the GPTQ v1 format stores as 15 (zero - 1 "
+                    "wraps); re-export it in the gptq_v2 format");
+            continue;
+        }
+        // weight_packed [N, K/8]: word (o, k) holds inputs 8k .. 8k+7 of row o, input 8k+j at nibble j.
+        const int64_t kw = K / kInt4PerWord;
+        std::vector<uint8_t> packed(size_t(N * kw) * sizeof(uint32_t));
+        uint32_t* dst = reinterpret_cast<uint32_t*>(packed.data());
+        const uint32_t* src = static_cast<const uint32_t*>(w->data);
+        if (!awq) {  // GPTQ packs the same eight inputs per word: a transpose of the word matrix
+            for (int64_t k = 0; k < kw; ++k)
+                for (int64_t o = 0; o < N; ++o) dst[o * kw + k] = src[k * N + o];
+        } else {
+            std::fill(dst, dst + N * kw, 0u);
+            for (int64_t i = 0; i < K; ++i)
+                for (int64_t o = 0; o < N; ++o) {
+                    const uint32_t q = nibble(src[i * (N / kInt4PerWord) + o / kInt4PerWord], kAwqNibble[o % kInt4PerWord]);
+                    dst[o * kw + i / kInt4PerWord] |= q << (4 * (i % kInt4PerWord));
+                }
+        }
+        // weight_scale [N, G]: the transpose, element for element in the stored dtype.
+        const size_t es = dtype_size(sc->dtype);
+        std::vector<uint8_t> scale(size_t(N * G) * es);
+        for (int64_t g = 0; g < G; ++g)
+            for (int64_t o = 0; o < N; ++o)
+                std::memcpy(scale.data() + size_t(o * G + g) * es, static_cast<const uint8_t*>(sc->data) + size_t(g * N + o) * es,
+                            es);
+        QuantModule qm;
+        qm.module = m;
+        qm.args.scheme = Scheme::Int4;
+        qm.args.format = n.format;
+        qm.args.group_size = int(gs);
+        qm.args.symmetric = all_eight;
+        qm.args.act_order_group = gi && !plain_groups;
+        qm.out = N;
+        qm.in = K;
+        qm.q = derive(plan, m + ".weight_packed", DType::I32, {N, kw}, std::move(packed));
+        qm.scale = derive(plan, m + ".weight_scale", sc->dtype, {N, G}, std::move(scale));
+        if (!all_eight) {  // weight_zero_point [N/8, G]: word (r, g) holds rows 8r .. 8r+7 of group g
+            std::vector<uint8_t> zp(size_t(N / kInt4PerWord * G) * sizeof(uint32_t), 0);
+            uint32_t* z32 = reinterpret_cast<uint32_t*>(zp.data());
+            for (int64_t o = 0; o < N; ++o)
+                for (int64_t g = 0; g < G; ++g)
+                    z32[(o / kInt4PerWord) * G + g] |= uint32_t(zero[size_t(g * N + o)]) << (4 * (o % kInt4PerWord));
+            qm.zero_point = derive(plan, m + ".weight_zero_point", DType::I32, {N / kInt4PerWord, G}, std::move(zp));
+        }
+        if (qm.args.act_order_group) qm.g_idx = gi;
+        for (const CheckpointTensor* t : {w, qz, sc, gi})
+            if (t) add_tensor(&qm, t);
+        plan->modules[m] = std::move(qm);
+    }
+}
+
 void plan_compressed(const QuantConfig& c, const std::map<std::string, Params>& mods, Checker* ck, QuantPlan* plan) {
     std::vector<Matcher> ignore(c.ignore.size());
     for (size_t i = 0; i < c.ignore.size(); ++i) compile(c.ignore[i], &ignore[i], ck, "quantization_config.ignore");
@@ -404,6 +556,7 @@ frost_status build_quant_plan(const QuantConfig& config, const Checkpoint& ck, Q
     }
     Checker checker;
     if (config.method == Method::Fp8) plan_fp8(config, mods, &checker, &plan);
+    else if (config.method == Method::Gptq || config.method == Method::Awq) plan_native_int4(config, mods, &checker, &plan);
     else plan_compressed(config, mods, &checker, &plan);
     // A module with a problem is neither quantized nor plain: binding skips its tensors (already
     // reported here) instead of reporting them a second time as wrong-dtype or unexpected.

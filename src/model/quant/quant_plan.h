@@ -4,17 +4,14 @@
 // MTP linears resolve the same way. One error lists every problem of the checkpoint.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "frost/exec.h"
 #include "model/quant/quant_config.h"
-
-namespace frost::model {
-class Checkpoint;
-struct CheckpointTensor;
-}  // namespace frost::model
+#include "model/safetensors.h"
 
 namespace frost::model::quant {
 
@@ -41,6 +38,11 @@ struct PlainModule {
 
 struct QuantPlan {
     QuantConfig config;
+    // Tensors the plan made: GPTQ / AWQ modules repacked into the compressed-tensors INT4 layout
+    // (weight_packed [out, in/8], weight_scale [out, groups], weight_zero_point [out/8, groups]),
+    // which their QuantModules point at. A deque: the addresses stay put as it grows.
+    std::deque<CheckpointTensor> derived;
+    std::deque<std::vector<uint8_t>> derived_bytes;
     std::map<std::string, QuantModule> modules;  // by module name
     std::map<std::string, PlainModule> plain;    // linears stored unquantized, by module name
     // Modules whose tensors failed validation -> every tensor name of the module (the problems are
