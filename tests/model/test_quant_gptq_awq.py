@@ -102,11 +102,11 @@ def bf16_bytes(w):
     return (bits >> 16).astype("<u2").tobytes()
 
 
-def make_pair(tmp_path, fmt, sym=False, desc_act=False, group=GROUP):
+def make_pair(tmp_path, fmt, sym=False, desc_act=False, group=GROUP, preset="tiny"):
     """(quantized dir, bf16 reference dir, {weight name: float32 weight})."""
     base = tmp_path / "base"
     if not base.exists():
-        frost("synth", "--out", base, "--preset", "tiny", "--seed", SEED)
+        frost("synth", "--out", base, "--preset", preset, "--seed", SEED)
     cfg = json.loads((base / "config.json").read_text())
     tensors = read_raw(base / "model.safetensors")
     rng = np.random.default_rng([SEED, zlib.crc32(repr((fmt, sym, desc_act, group)).encode())])
@@ -144,21 +144,26 @@ def eval_logits(model_dir, ids, out):
     return np.fromfile(out, dtype="<f4").reshape(len(ids), -1)
 
 
-CASES = [  # (format, symmetric, desc_act, group size)
-    ("gptq", True, False, GROUP),
-    ("gptq", False, False, GROUP),
-    ("gptq_v2", False, False, GROUP),
-    ("gptq_v2", False, True, GROUP),
-    ("gptq", False, False, -1),
-    ("awq", False, False, GROUP),
+CASES = [  # (format, symmetric, desc_act, group size, preset)
+    ("gptq", True, False, GROUP, "tiny"),
+    ("gptq", False, False, GROUP, "tiny"),
+    ("gptq_v2", False, False, GROUP, "tiny"),
+    ("gptq_v2", False, True, GROUP, "tiny"),
+    ("gptq", False, False, -1, "tiny"),
+    ("awq", False, False, GROUP, "tiny"),
+    # per-expert MoE linears (routed and shared experts; the router stays bf16), as the GPTQ / AWQ
+    # releases of Qwen3.5 / 3.6 MoE store them
+    ("gptq_v2", False, False, GROUP, "moe-tiny"),
+    ("awq", False, False, GROUP, "moe-tiny"),
 ]
 
 
-@pytest.mark.parametrize("fmt,sym,desc_act,group", CASES)
-def test_logits_equal_independent_decoding(fmt, sym, desc_act, group, tmp_path):
-    qdir, rdir, weights = make_pair(tmp_path, fmt, sym, desc_act, group)
+@pytest.mark.parametrize("fmt,sym,desc_act,group,preset", CASES)
+def test_logits_equal_independent_decoding(fmt, sym, desc_act, group, preset, tmp_path):
+    qdir, rdir, weights = make_pair(tmp_path, fmt, sym, desc_act, group, preset)
     info = json.loads(frost("inspect", qdir, "--json").stdout)["quantization"]
-    assert len(info["quantized_modules"]) == len(weights) == 25, (fmt, len(info["quantized_modules"]))
+    assert len(info["quantized_modules"]) == len(weights), (fmt, len(info["quantized_modules"]), len(weights))
+    assert len(weights) == (25 if preset == "tiny" else 4 * (3 * 8 + 3) + 3 * 3 + 4), (preset, len(weights))
     assert all(v["format"] == "int4" for v in info["quantized_modules"].values()), info
     layouts = {v["layout"] for v in info["quantized_modules"].values()}
     assert all(("symmetric" in l) == sym for l in layouts), layouts
