@@ -13,6 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "exec/error.h"
+#include "model/synth.h"
+
 namespace frost::testing {
 
 std::string header_for(const std::vector<RawTensor>& tensors, size_t pad_to) {
@@ -66,6 +69,17 @@ std::string make_temp_dir(const std::string& tag) {
     if (temp_dirs().empty()) std::atexit(remove_temp_dirs);
     temp_dirs().push_back(tmpl);
     return tmpl;
+}
+
+std::string synth_temp(const std::string& tag, const std::string& preset, const std::string& quant, uint64_t seed) {
+    model::SynthOptions o;
+    o.out_dir = make_temp_dir(tag);
+    o.preset = preset;
+    o.seed = seed;
+    o.quant = quant;
+    if (model::synth_checkpoint(o) != FROST_OK)
+        throw std::runtime_error("synth " + preset + " --quant '" + quant + "': " + frost_last_error());
+    return o.out_dir;
 }
 
 void write_bytes(const std::string& path, const std::string& bytes) {

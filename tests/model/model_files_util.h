@@ -22,6 +22,9 @@ std::string safetensors_bytes(const std::vector<RawTensor>& tensors);
 std::string random_bytes(size_t n);
 
 std::string make_temp_dir(const std::string& tag);
+// `frost synth` of `preset` (quant: "" for bf16, or a --quant format) with `seed` into a fresh temp
+// folder; throws (failing the test) with frost_last_error() if the synth fails.
+std::string synth_temp(const std::string& tag, const std::string& preset, const std::string& quant, uint64_t seed);
 void write_bytes(const std::string& path, const std::string& bytes);
 std::string read_bytes(const std::string& path);
 // Copies a fixture/synthetic model folder's config.json (+ generation_config.json) into `dst`.

@@ -25,14 +25,7 @@ using namespace frost::testing;
 using Split = qwen35::Precision::InProjSplit;
 
 std::string synth(const std::string& quant, uint64_t seed) {
-    std::string dir = make_temp_dir("gdn_split_" + (quant.empty() ? std::string("bf16") : quant));
-    SynthOptions o;
-    o.out_dir = dir;
-    o.preset = "tiny";
-    o.seed = seed;
-    o.quant = quant;
-    EXPECT_EQ(synth_checkpoint(o), FROST_OK) << frost_last_error();
-    return dir;
+    return synth_temp("gdn_split_" + (quant.empty() ? std::string("bf16") : quant), "tiny", quant, seed);
 }
 
 struct Outputs {

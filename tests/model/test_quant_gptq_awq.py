@@ -12,10 +12,10 @@
 # both meaning w[o, i] = (q[i, o] - zero[g, o]) * scale[g, o]. The same weights are written as an
 # ordinary bf16 checkpoint (exact: small integers times powers of two), and `frost eval` must give
 # bit-identical logits on both. `frost inspect --dump-tensor` must give each decoded weight.
+import importlib.util
 import json
 import os
 import random
-import struct
 import subprocess
 import zlib
 from pathlib import Path
@@ -40,25 +40,23 @@ def frost(*args, check=True):
     return p
 
 
+def load_sibling(name):
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# safetensors as raw (dtype, shape, bytes) records: test_quant_moe_engine.py's reader and writer
+_raw = load_sibling("test_quant_moe_engine")
+
+
 def read_raw(path):
-    raw = Path(path).read_bytes()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    header.pop("__metadata__", None)
-    return {name: [e["dtype"], list(e["shape"]), raw[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]]]
-            for name, e in header.items()}
+    return _raw.read_raw(path)[0]
 
 
 def write_raw(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name in sorted(tensors):
-        dtype, shape, data = tensors[name]
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(data)]}
-        blobs.append(data)
-        off += len(data)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    Path(path).write_bytes(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    _raw.write_raw(path, tensors)
 
 
 def pack_words(nibbles):

@@ -25,16 +25,7 @@ namespace {
 
 using namespace frost::testing;
 
-std::string synth(const std::string& quant, uint64_t seed) {
-    std::string dir = make_temp_dir("quant_synth_" + quant);
-    SynthOptions o;
-    o.out_dir = dir;
-    o.preset = "tiny";
-    o.seed = seed;
-    o.quant = quant;
-    EXPECT_EQ(synth_checkpoint(o), FROST_OK) << frost_last_error();
-    return dir;
-}
+std::string synth(const std::string& quant, uint64_t seed) { return synth_temp("quant_synth_" + quant, "tiny", quant, seed); }
 
 double rel_err(const TensorView& q, const TensorView& ref) {
     double num = 0, den = 0;
