@@ -125,8 +125,7 @@ void bind_qwen3next_linear(Binder& b, const ModelConfig& c, const std::string& p
     lin->in_proj_z = make(p + "in_proj_z.weight", V, qkvz.dtype);
     lin->in_proj_b = make(p + "in_proj_b.weight", Hv, ba.dtype);
     lin->in_proj_a = make(p + "in_proj_a.weight", Hv, ba.dtype);
-    const QkvzSplit heads{c.lin_num_k_heads, c.lin_num_v_heads, c.lin_k_head_dim, c.lin_v_head_dim, 0};
-    QkvzSplit s = heads;
+    QkvzSplit s{c.lin_num_k_heads, c.lin_num_v_heads, c.lin_k_head_dim, c.lin_v_head_dim, 0};
     s.row_bytes = size_t(H) * dtype_size(qkvz.dtype);
     deinterleave_qkvz(s, qkvz.data, const_cast<void*>(lin->in_proj_qkv.data), const_cast<void*>(lin->in_proj_z.data));
     s.row_bytes = size_t(H) * dtype_size(ba.dtype);
