@@ -204,3 +204,22 @@ def test_gptq_v1_wrapped_zero_refused(tmp_path):
     write_raw(qdir / "model.safetensors", t)
     p = frost("eval", "--model", qdir, "--prompt-ids", "1,2,3", "--dump-logits", tmp_path / "l.f32", check=False)
     assert p.returncode != 0 and "gptq_v2" in p.stderr and name in p.stderr, p.stderr
+
+
+def test_malformed_modules_listed_in_one_error(tmp_path):
+    qdir, _, _ = make_pair(tmp_path, "gptq_v2", desc_act=True)
+    t = read_raw(qdir / "model.safetensors")
+    mods = sorted({n[: -len(".qweight")] for n in t if n.endswith(".qweight")})
+    del t[mods[0] + ".qzeros"]                                   # missing zero points
+    sc = t[mods[1] + ".scales"]
+    sc[0], sc[1] = "I32", [sc[1][0], sc[1][1] // 2]              # scales of the wrong dtype (same bytes)
+    g = np.frombuffer(t[mods[2] + ".g_idx"][2], dtype="<i4").copy()
+    g[3] = 99                                                    # a group that does not exist
+    t[mods[2] + ".g_idx"][2] = g.tobytes()
+    t[mods[3] + ".qweight"][1] = [t[mods[3] + ".qweight"][1][0] // 2, t[mods[3] + ".qweight"][1][1] * 2]  # reshaped
+    write_raw(qdir / "model.safetensors", t)
+    p = frost("inspect", qdir, "--json", check=False)
+    assert p.returncode != 0, p.stdout[-500:]
+    for what in (f"missing: {mods[0]}.qzeros", f"wrong dtype: {mods[1]}.scales is I32",
+                 f"bad value: {mods[2]}.g_idx[3] = 99", f"{mods[3]}.qzeros is"):
+        assert what in p.stderr, (what, p.stderr)
