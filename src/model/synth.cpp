@@ -253,7 +253,7 @@ std::vector<PlannedTensor> plan(const SynthPreset& p, int vocab) {
 // last name parts: the GDN gate projections (Qwen3-Next: fused in_proj_ba), the MoE router and the
 // shared expert's sigmoid gate. Qwen's FP8 releases list them in modules_to_not_convert, and
 // llm-compressor's Qwen3.5 recipes ignore them (or all of linear_attn): a router decides by
-// small logit gaps, and b / a are 32-64 rows that no kernel would take quantized anyway.
+// small logit gaps, and b / a (one row per value head) set the recurrence's decay and step size.
 constexpr const char* kRecipeKeepsBf16[] = {"linear_attn.in_proj_a", "linear_attn.in_proj_b", "linear_attn.in_proj_ba",
                                             "mlp.gate", "mlp.shared_expert_gate"};
 
