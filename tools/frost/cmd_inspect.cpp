@@ -12,6 +12,7 @@
 #include "model/config.h"
 #include "model/fingerprint.h"
 #include "model/quant/dequant.h"
+#include "model/qwen35/weight_table.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "util/bf16.h"
@@ -68,6 +69,32 @@ json quant_json(const fq::QuantPlan& plan) {
                    {"shape", {q.out, q.in}}, {"stored_bytes", q.stored_bytes}};
     for (const auto& [m, p] : plan.plain) plain[m] = {{"format", "bf16"}, {"reason", p.reason}};
     return {{"method", plan.config.summary()}, {"quantized_modules", mods}, {"unquantized_linears", plain}};
+}
+
+// What the CUDA engine holds of the GEMM weights, from the weight table under its precision
+// (qwen35::matrix_placements; nothing is allocated): matrices kept quantized (their stored bytes),
+// quantized ones it dequantizes to bf16 and why, and the bf16 rest.
+json cuda_weights_json(const fm::ModelWeights& w) {
+    fm::qwen35::Precision p = fm::qwen35::precision_for(frost::ops::DType::BF16);
+    p.keep_quantized = true;
+    uint64_t kept = 0, kept_bytes = 0, deq = 0, deq_bytes = 0, dense = 0, dense_bytes = 0;
+    std::map<std::string, int> why;
+    for (const auto& m : fm::qwen35::matrix_placements(w.config, w, p)) {
+        if (m.kept) {
+            ++kept;
+            kept_bytes += m.stored_bytes;
+        } else if (m.stored_quantized) {
+            ++deq;
+            deq_bytes += m.dense_bytes;
+            why[m.why]++;
+        } else {
+            ++dense;
+            dense_bytes += m.dense_bytes;
+        }
+    }
+    return {{"matrices_kept_quantized", kept}, {"kept_bytes", kept_bytes}, {"matrices_dequantized", deq},
+            {"dequantized_bytes", deq_bytes}, {"dequantized_because", why}, {"matrices_bf16", dense},
+            {"bf16_bytes", dense_bytes}, {"gemm_weight_bytes", kept_bytes + deq_bytes + dense_bytes}};
 }
 
 const char* family_name(fm::Family f) {
@@ -141,8 +168,13 @@ int run_inspect(const std::vector<std::string>& args) {
         if (t.name.rfind("mtp.", 0) == 0) ++mtp;
     }
     const auto unsupported = cfg.unsupported_features();
+    // Quantized linears bind as stored (no dequantization: inspecting a 27B FP8 checkpoint must not
+    // allocate its fp32 weights); --dump-tensor decodes the one tensor asked for.
     fm::ModelWeights w;
-    frost_status bind = fm::bind_weights(cfg, ck, qc, &w);
+    fm::WeightLoadOptions lo;
+    lo.keep_quantized = true;
+    lo.dequant_dtype = fm::DType::BF16;  // what still dequantizes (Qwen3-Next's regrouped projections)
+    frost_status bind = fm::bind_weights(cfg, ck, qc, &w, lo);
     std::string bind_error = bind == FROST_OK ? "" : frost_last_error();
     if (bind == FROST_OK && !dump_name.empty()) {
         std::vector<float> values;
@@ -172,6 +204,7 @@ int run_inspect(const std::vector<std::string>& args) {
             out["quantization"] = quant_json(*w.quant);
             const fm::ParamCounts pc = fm::count_params(w);
             out["params"] = {{"total", pc.total}, {"active", pc.active}};
+            out["cuda_weights"] = cuda_weights_json(w);
         } else {
             out["error"] = bind_error;
         }
@@ -205,6 +238,20 @@ int run_inspect(const std::vector<std::string>& args) {
             const fm::ParamCounts pc = fm::count_params(w);
             std::printf("params     %.6g B total, %.6g B active per token (%llu / %llu)\n", double(pc.total) / 1e9,
                         double(pc.active) / 1e9, (unsigned long long)pc.total, (unsigned long long)pc.active);
+        }
+        if (bind == FROST_OK) {
+            const json cw = cuda_weights_json(w);
+            auto gb = [&](const char* k) { return double(cw[k].get<uint64_t>()) / 1e9; };
+            std::printf("cuda       %.3f GB of GEMM weights on the device: %d kept quantized (%.3f GB), %d bf16 (%.3f GB)",
+                        gb("gemm_weight_bytes"), cw["matrices_kept_quantized"].get<int>(), gb("kept_bytes"),
+                        cw["matrices_bf16"].get<int>(), gb("bf16_bytes"));
+            if (cw["matrices_dequantized"].get<int>() > 0) {
+                std::printf(", %d dequantized to bf16 (%.3f GB:", cw["matrices_dequantized"].get<int>(), gb("dequantized_bytes"));
+                for (const auto& [reason, n] : cw["dequantized_because"].items())
+                    std::printf(" %s x%d;", reason.c_str(), n.get<int>());
+                std::printf(")");
+            }
+            std::printf("\n");
         }
         if (bind == FROST_OK && qc.quantized()) {
             std::map<std::string, int> per_format;

@@ -97,6 +97,42 @@ bool same_dtype(const TensorView& a, ops::DType b) {
 
 }  // namespace
 
+bool stored_quantized(const WeightSpec& s) {
+    return s.form == WeightForm::Matrix &&
+           std::any_of(s.parts.begin(), s.parts.end(), [](const TensorView* t) { return t->quant != nullptr; });
+}
+
+std::string kept_quantized_refusal(const WeightSpec& s, const Precision& p, const WeightViews& views) {
+    if (!stored_quantized(s)) return "not stored quantized";
+    if (!p.keep_quantized) return "the backend dequantizes every weight (Precision::keep_quantized off)";
+    if (s.slot == &views.embed) return "the embedding is gathered, not a GEMM";
+    // The MoE op's kernels (router, expert GEMVs, grouped prefill GEMMs) read bf16: a quantized
+    // MoE layer runs dequantized, counted in CudaEngineInfo::dequantized_matrices.
+    if (s.name.find(".moe_") != std::string::npos) return "the MoE kernels read bf16 weights";
+    return quant_matrix_refusal(s.parts, s.cols);
+}
+
+std::vector<MatrixPlacement> matrix_placements(const ModelConfig& c, const ModelWeights& w, const Precision& p) {
+    WeightViews views;
+    std::vector<MatrixPlacement> out;
+    for (const WeightSpec& s : weight_table(c, w, p, &views)) {
+        if (s.form != WeightForm::Matrix || (s.slot == &views.lm_head && w.tied)) continue;
+        MatrixPlacement m;
+        m.name = s.name;
+        m.stored_quantized = stored_quantized(s);
+        m.kept = m.stored_quantized && kept_quantized_refusal(s, p, views).empty();
+        if (m.stored_quantized && !m.kept) m.why = kept_quantized_refusal(s, p, views);
+        int64_t rows = 0;
+        for (const TensorView* t : s.parts) {
+            rows += t->shape.empty() ? 0 : (t->quant ? t->quant->out : t->numel() / s.cols);
+            m.stored_bytes += t->quant ? t->quant->stored_bytes : t->bytes;
+        }
+        m.dense_bytes = uint64_t(std::max(rows, s.padded_rows)) * uint64_t(s.cols) * (ops::dtype_bits(p.matrix) / 8);
+        out.push_back(std::move(m));
+    }
+    return out;
+}
+
 frost_status bind_weights(frost_ctx* ctx, frost_stream* stream, const ModelConfig& c, const ModelWeights& w,
                           const Precision& p, BufferList* list, WeightViews* views) {
     // Nothing is copied until run(): one pipelined pass over the whole model (weight_stager.h).
@@ -104,16 +140,8 @@ frost_status bind_weights(frost_ctx* ctx, frost_stream* stream, const ModelConfi
     views->quantized_matrices = 0;
     views->dequantized.clear();
     for (const WeightSpec& s : weight_table(c, w, p, views)) {
-        const bool stored_quantized =
-            std::any_of(s.parts.begin(), s.parts.end(), [](const TensorView* t) { return t->quant != nullptr; });
-        if (s.form == WeightForm::Matrix && stored_quantized) {
-            // The MoE op's kernels (router, expert GEMVs, grouped prefill GEMMs) read bf16: a
-            // quantized MoE layer runs dequantized, counted in CudaEngineInfo::dequantized_matrices.
-            const bool moe = s.name.find(".moe_") != std::string::npos;
-            const std::string why = !p.keep_quantized          ? std::string()
-                                    : s.slot == &views->embed ? std::string("the embedding is gathered, not a GEMM")
-                                    : moe                     ? std::string("the MoE kernels read bf16 weights")
-                                                              : quant_matrix_refusal(s.parts, s.cols);
+        if (stored_quantized(s)) {
+            const std::string why = p.keep_quantized ? kept_quantized_refusal(s, p, *views) : std::string();
             if (p.keep_quantized && why.empty()) {
                 int64_t rows = 0;
                 for (const TensorView* t : s.parts) rows += t->quant->out;

@@ -73,6 +73,24 @@ bool split_gdn_in_proj(const ModelConfig& c, const LinearAttnWeights& a, const P
 std::vector<WeightSpec> weight_table(const ModelConfig& c, const ModelWeights& w, const Precision& p,
                                      WeightViews* views);
 
+// Whether bind_weights keeps matrix `s` quantized under `p`: "" when it does (every part stored
+// quantized, the format's layout fits one view, the op reads it), else why not. One decision
+// for the binder and for matrix_placements.
+bool stored_quantized(const WeightSpec& s);
+std::string kept_quantized_refusal(const WeightSpec& s, const Precision& p, const WeightViews& views);
+
+// How bind_weights will place each GEMM matrix under `p`, without allocating anything: for
+// `frost inspect`'s device estimate. stored_bytes counts the parts' tensors as stored (packed
+// weights and scales: ~ the device bytes of a kept matrix), dense_bytes the matrix in p.matrix.
+struct MatrixPlacement {
+    std::string name;
+    bool stored_quantized = false;
+    bool kept = false;      // bound quantized
+    std::string why;        // stored quantized but dequantized: kept_quantized_refusal
+    uint64_t stored_bytes = 0, dense_bytes = 0;
+};
+std::vector<MatrixPlacement> matrix_placements(const ModelConfig& c, const ModelWeights& w, const Precision& p);
+
 // Allocates and uploads every weight of the table (quantized matrices as stored when
 // p.keep_quantized and weight_quant.h accepts them, else dequantized) into `list` (role Weights) on `stream`; fills
 // each spec's slot; `tied` makes lm_head the embedding's view.
