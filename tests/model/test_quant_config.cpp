@@ -158,6 +158,14 @@ TEST(QuantConfig, GptqAndAwq) {
     for (const char* what : {"5 problem(s)", ".bits: only 4-bit", ".group_size: must be -1", ".format: only \"gptq\"",
                              ".desc_act: must be a boolean", ".dynamic: per-module overrides"})
         EXPECT_NE(e.find(what), std::string::npos) << what << " in " << e;
+    // AutoGPTQ's checkpoint_format and GPTQModel's format must agree on the zero-point layout
+    EXPECT_EQ(parse({{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 128}, {"checkpoint_format", "gptq_v2"},
+                     {"format", "gptq"}},
+                    &c),
+              FROST_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(frost_last_error()).find(".format: \"gptq\" contradicts checkpoint_format \"gptq_v2\""),
+              std::string::npos)
+        << frost_last_error();
     EXPECT_EQ(parse({{"quant_method", "awq"}, {"bits", 4}, {"group_size", 128}, {"zero_point", false}, {"version", "gemv"}},
                     &c),
               FROST_ERR_UNSUPPORTED);

@@ -110,15 +110,18 @@ void parse_gptq(const json& q, const std::string& w, QuantConfig* c, Problems* p
     n.desc_act = flag("desc_act", false);
     flag("sym", true);  // the zero points are read from qzeros either way
     // The on-disk format: "checkpoint_format" (AutoGPTQ) or "format" (GPTQModel); absent = v1.
-    std::string fmt = "gptq";
+    std::string fmt;
     for (const char* key : {"checkpoint_format", "format"}) {
         const json* f = field(q, key);
         if (!f || f->is_null()) continue;
         if (!f->is_string() || (*f != "gptq" && *f != "gptq_v2"))
             p->add(w + "." + key + ": only \"gptq\" and \"gptq_v2\" packing are supported, got " + dump(*f));
+        else if (!fmt.empty() && fmt != f->get<std::string>())
+            p->add(w + "." + key + ": " + dump(*f) + " contradicts checkpoint_format \"" + fmt + "\"");
         else
             fmt = f->get<std::string>();
     }
+    if (fmt.empty()) fmt = "gptq";
     n.format = fmt;
     n.zero_plus_one = fmt == "gptq";
     if (const json* d = field(q, "pack_dtype"); d && !d->is_null() && !(d->is_string() && (*d == "int32" || *d == "torch.int32")))

@@ -116,7 +116,7 @@ std::vector<MatrixPlacement> matrix_placements(const ModelConfig& c, const Model
     WeightViews views;
     std::vector<MatrixPlacement> out;
     for (const WeightSpec& s : weight_table(c, w, p, &views)) {
-        if (s.form != WeightForm::Matrix || (s.slot == &views.lm_head && w.tied)) continue;
+        if (s.form != WeightForm::Matrix) continue;  // a tied lm_head has no entry of its own
         MatrixPlacement m;
         m.name = s.name;
         m.stored_quantized = stored_quantized(s);
