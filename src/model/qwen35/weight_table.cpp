@@ -120,8 +120,8 @@ std::vector<MatrixPlacement> matrix_placements(const ModelConfig& c, const Model
         MatrixPlacement m;
         m.name = s.name;
         m.stored_quantized = stored_quantized(s);
-        m.kept = m.stored_quantized && kept_quantized_refusal(s, p, views).empty();
-        if (m.stored_quantized && !m.kept) m.why = kept_quantized_refusal(s, p, views);
+        if (m.stored_quantized) m.why = kept_quantized_refusal(s, p, views);
+        m.kept = m.stored_quantized && m.why.empty();
         int64_t rows = 0;
         for (const TensorView* t : s.parts) {
             rows += t->shape.empty() ? 0 : (t->quant ? t->quant->out : t->numel() / s.cols);
