@@ -94,7 +94,9 @@ struct DecisiveRouter {
 // `idx` of tensor t for the decisive router.
 float decisive(const DecisiveRouter& d, const PlannedTensor& t, uint64_t idx, float v) {
     if (d.m == 0 || t.routing == PlannedTensor::Routing::None) return v;
-    const uint64_t cols = uint64_t(t.shape.size() == 2 ? t.shape[1] : 1);
+    // A quantized module's part 0 carries the dense weight's shape (its own is the packed one).
+    const std::vector<int64_t>& shape = t.weight_shape.empty() ? t.shape : t.weight_shape;
+    const uint64_t cols = uint64_t(shape.size() == 2 ? shape[1] : 1);
     const uint64_t row = idx / cols, col = idx % cols;
     switch (t.routing) {
         case PlannedTensor::Routing::Embed: return col < uint64_t(d.m) ? (v < 0 ? -d.c : d.c) : v;
@@ -118,16 +120,20 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 // Tags the tensors decisive_router rewrites: the embedding, the post-attention norms, every
-// projection writing the residual stream, the routers.
+// projection writing the residual stream, the routers. A quantized module is tagged on its part 0
+// (the writer quantizes the rewritten dense values there; zero rows stay exactly zero in every
+// format).
 void tag_routing(std::vector<PlannedTensor>* ts) {
     using R = PlannedTensor::Routing;
     for (auto& t : *ts) {
-        if (ends_with(t.name, "embed_tokens.weight")) t.routing = R::Embed;
-        else if (ends_with(t.name, "post_attention_layernorm.weight")) t.routing = R::NormGain;
-        else if (ends_with(t.name, "out_proj.weight") || ends_with(t.name, "o_proj.weight") ||
-                 ends_with(t.name, "down_proj.weight"))
+        if (t.quant_part > 0) continue;
+        const std::string name = t.quant_part == 0 ? t.module + ".weight" : t.name;
+        if (ends_with(name, "embed_tokens.weight")) t.routing = R::Embed;
+        else if (ends_with(name, "post_attention_layernorm.weight")) t.routing = R::NormGain;
+        else if (ends_with(name, "out_proj.weight") || ends_with(name, "o_proj.weight") ||
+                 ends_with(name, "down_proj.weight"))
             t.routing = R::OutRows;
-        else if (ends_with(t.name, "mlp.gate.weight")) t.routing = R::Router;
+        else if (ends_with(name, "mlp.gate.weight")) t.routing = R::Router;
     }
 }
 
@@ -379,7 +385,8 @@ frost_status write_shard(const std::string& path, const std::vector<const Planne
                 uint64_t rng = name_seed(seed, t.module + ".weight");
                 const double half_width = uniform_half_width(t.init, t.fan_in, embed_std);
                 std::vector<float> w(size_t(t.weight_shape[0] * t.weight_shape[1]));
-                for (auto& x : w) x = util::bf16_to_f32(util::f32_to_bf16(draw(t.init, half_width, &rng)));
+                for (size_t j = 0; j < w.size(); ++j)
+                    w[j] = util::bf16_to_f32(util::f32_to_bf16(decisive(dr, t, j, draw(t.init, half_width, &rng))));
                 const std::vector<std::string> blobs = quant::quantize_linear(qf, w.data(), t.weight_shape[0], t.weight_shape[1]);
                 for (size_t j = i; j < ts.size() && ts[j]->module == t.module && ts[j]->quant_part >= 0; ++j) {
                     const PlannedTensor& pt = *ts[j];
@@ -570,9 +577,8 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
     float embed_std = float(2.0 / std::sqrt(double(p.hidden)));
     DecisiveRouter dr;
     if (opt.decisive_router) {
-        if (p.moe_experts == 0 || !opt.quant.empty())
-            return fail(FROST_ERR_INVALID_ARG, "--decisive-router needs a MoE preset without --quant (preset '%s'%s)",
-                        p.name.c_str(), opt.quant.empty() ? "" : ", --quant given");
+        if (p.moe_experts == 0)
+            return fail(FROST_ERR_INVALID_ARG, "--decisive-router needs a MoE preset (preset '%s')", p.name.c_str());
         while ((1 << dr.m) < p.moe_experts) ++dr.m;
         while ((2 << dr.fine) <= p.moe_top_k) ++dr.fine;
         if (dr.m <= dr.fine || (1 << dr.fine) != p.moe_top_k)

@@ -121,11 +121,19 @@ OpCost cost_of(const MoeOp& p) {
     const double macs = H * (p.E + 3.0 * p.k * p.I + 3.0 * p.Is + 1);
     // Weights read: router, shared expert + gate, and the distinct experts the rows can select
     // (at most min(E, rows.k)): ACTIVE weights, never all E experts.
+    // Quantized experts count their packed bytes + scales (weight_bytes() / E per expert).
     const double experts = std::min<double>(p.E, rows * p.k);
-    const double wbytes = B(p.router) * p.E * H + experts * p.I * H * (2 * B(p.experts_gate_up) + B(p.experts_down)) +
-                          p.Is * H * (2 * B(p.shared_gate_up) + B(p.shared_down)) + B(p.shared_gate) * H;
+    const double per_expert = (p.experts_gate_up.weight_bytes() + p.experts_down.weight_bytes()) / double(p.E);
+    const double wbytes = B(p.router) * p.E * H + experts * per_expert + p.shared_gate_up.weight_bytes() +
+                          p.shared_down.weight_bytes() + B(p.shared_gate) * H;
     const double io = rows * H * (B(p.x) + 2 * B(p.y)) + rows * (4.0 * p.E + 8.0 * p.k);
-    return {2 * rows * macs, wbytes + io};
+    // Prefill over quantized experts (CUDA): every expert dequantized to a bf16 tile, written and
+    // read back by the grouped GEMMs (as GemmOp's tile).
+    double tile = 0;
+    if (rows > 8)
+        for (const Tensor* t : {&p.experts_gate_up, &p.experts_down, &p.shared_gate_up, &p.shared_down})
+            if (t->quantized()) tile += 2.0 * 2.0 * double(t->shape[0]) * double(t->shape[1]);
+    return {2 * rows * macs, wbytes + io + tile};
 }
 
 }  // namespace frost::ops

@@ -168,15 +168,23 @@ void check_batched(const Case& c, kernels::GemvQuantParams p, const std::vector<
     }
 }
 
-void run_case(const Case& c) {
-    auto rng = fresh_rng(c.name);
-    const int64_t N = c.N, K = c.K;
-    auto x = uniform(rng, size_t(K), -1, 1);
-    std::vector<float> w(size_t(N * K));  // the CPU dequantization: the reference weights
-    std::vector<uint8_t> wbytes;
-    std::vector<uint8_t> scale_bytes;
+// Random quantized weights of case c as stored (packed bytes, scales, zero points) and their CPU
+// dequantization (the reference).
+struct QuantWeights {
+    std::vector<float> w;  // [N, K]
+    std::vector<uint8_t> wbytes, scale_bytes;
     std::vector<int32_t> zp;
     float global_scale = 0;
+};
+QuantWeights make_weights(const Case& c, std::mt19937& rng) {
+    const int64_t N = c.N, K = c.K;
+    QuantWeights q;
+    q.w.resize(size_t(N * K));
+    std::vector<float>& w = q.w;
+    std::vector<uint8_t>& wbytes = q.wbytes;
+    std::vector<uint8_t>& scale_bytes = q.scale_bytes;
+    std::vector<int32_t>& zp = q.zp;
+    float& global_scale = q.global_scale;
     std::uniform_real_distribution<float> pos(0.5f, 2.0f);
     switch (c.format) {
         case kernels::kGemvQuantFp8Block:
@@ -220,24 +228,41 @@ void run_case(const Case& c) {
             break;
         }
     }
-    const auto ref = ref_rows(w, N, K, x.data());
-    Dev<uint16_t> dx(to_bf(x));
-    Dev<uint8_t> dw(wbytes), ds(scale_bytes);
-    Dev<int32_t> dzp(std::max<size_t>(zp.size(), 1));
-    if (!zp.empty()) dzp.upload(zp);
-    Dev<float> yf(static_cast<size_t>(N)), yf2(static_cast<size_t>(N));
-    Dev<uint16_t> yb(static_cast<size_t>(N));
+    return q;
+}
+
+// The weight params of case c over uploaded weights (x, y and the epilogue unset).
+kernels::GemvQuantParams weight_params(const Case& c, const Dev<uint8_t>& dw, const Dev<uint8_t>& ds,
+                                       const Dev<int32_t>* dzp, float global_scale) {
     kernels::GemvQuantParams p{};
-    p.x = bf(dx);
     p.w = dw.get();
     p.scale = ds.get();
-    p.zero_point = zp.empty() ? nullptr : dzp.get();
+    p.zero_point = dzp ? dzp->get() : nullptr;
     p.global_scale = global_scale;
     p.N = c.N;
     p.K = c.K;
     p.format = c.format;
     p.block_n = p.block_k = c.block;
     p.group_size = c.group;
+    return p;
+}
+
+void run_case(const Case& c) {
+    auto rng = fresh_rng(c.name);
+    const int64_t N = c.N, K = c.K;
+    auto x = uniform(rng, size_t(K), -1, 1);
+    const QuantWeights qw = make_weights(c, rng);
+    const std::vector<float>& w = qw.w;
+    const std::vector<int32_t>& zp = qw.zp;
+    const auto ref = ref_rows(w, N, K, x.data());
+    Dev<uint16_t> dx(to_bf(x));
+    Dev<uint8_t> dw(qw.wbytes), ds(qw.scale_bytes);
+    Dev<int32_t> dzp(std::max<size_t>(zp.size(), 1));
+    if (!zp.empty()) dzp.upload(zp);
+    Dev<float> yf(static_cast<size_t>(N)), yf2(static_cast<size_t>(N));
+    Dev<uint16_t> yb(static_cast<size_t>(N));
+    kernels::GemvQuantParams p = weight_params(c, dw, ds, zp.empty() ? nullptr : &dzp, qw.global_scale);
+    p.x = bf(dx);
     // Both kernels behind gemv_quant_launch: the SIMT one always, the tensor-core one where the
     // shape allows it (that is where gemv_quant_launch sends it).
     std::vector<std::pair<const char*, Launch>> kernels_run = {{"simt", kernels::gemv_quant_simt_launch}};
@@ -288,6 +313,121 @@ void run_case(const Case& c) {
     size_t differ = 0;
     for (size_t i = 0; i < w.size(); ++i) differ += wdev[i] != f2bf(w[i]);
     EXPECT_EQ(differ, 0u) << c.name << ": device dequantization differs from the CPU one";
+}
+
+// Routed experts (GemvQuantParams::expert_ids, the MoE decode): E experts of c.N rows stacked into
+// one weight; a launch of R rows x k entries, whose expert ids come from device memory, must give
+// each entry the bits of a plain launch on its expert's own rows (weights, scales and zero points
+// offset by the expert's first row) with that entry's x row, for y = xW^T in fp32 and the SwiGLU
+// form, and stay within the CPU reference. Both kernels; the outputs are poisoned first.
+void run_experts_case(const Case& c) {
+    constexpr int E = 3, R = 2, kTop = 2, entries = R * kTop;
+    const int32_t ids[entries] = {2, 0, 0, 2};  // row 0 picks experts 2 and 0, row 1 experts 0 and 2
+    auto rng = fresh_rng((std::string(c.name) + "_experts").c_str());
+    Case all = c;
+    all.N = E * c.N;
+    const QuantWeights qw = make_weights(all, rng);
+    const int64_t N = c.N, K = c.K;
+    const int ldx = c.K + 16;  // x rows padded (entries read x row entry / x_entry_div)
+    // Byte offsets of expert e's rows in each stored array (the layouts of lm_gemv_quant.h).
+    auto w_off = [&](int e) { return size_t(e) * size_t(N) * size_t(K) * (c.format <= kernels::kGemvQuantFp8Channel ? 2 : 1) / 2; };
+    auto s_off = [&](int e) -> size_t {
+        switch (c.format) {
+            case kernels::kGemvQuantFp8Block: return size_t(e) * size_t(N / c.block) * size_t((K + c.block - 1) / c.block) * 4;
+            case kernels::kGemvQuantFp8Channel: return size_t(e) * size_t(N) * 4;
+            case kernels::kGemvQuantNvfp4: return size_t(e) * size_t(N) * size_t(K / 16);
+            default: return size_t(e) * size_t(N) * size_t(K / c.group) * 2;
+        }
+    };
+    auto z_off = [&](int e) { return size_t(e) * size_t(N / 8) * size_t(K / c.group); };  // int32 words
+    Dev<uint8_t> dw(qw.wbytes), ds(qw.scale_bytes);
+    Dev<int32_t> dzp(std::max<size_t>(qw.zp.size(), 1));
+    if (!qw.zp.empty()) dzp.upload(qw.zp);
+    Dev<int32_t> did(std::vector<int32_t>(ids, ids + entries));
+    const auto x = uniform(rng, size_t(entries) * ldx, -1, 1);
+    Dev<uint16_t> dx(to_bf(x));
+    const kernels::GemvQuantParams base = weight_params(all, dw, ds, qw.zp.empty() ? nullptr : &dzp, qw.global_scale);
+    std::vector<std::pair<const char*, Launch>> launches = {{"simt", kernels::gemv_quant_simt_launch}};
+    kernels::GemvQuantParams probe = base;
+    probe.N = c.N;
+    probe.x = bf(dx);
+    probe.y = dx.get();
+    if (kernels::gemv_quant_tc_eligible(probe)) launches.push_back({"tensor core", kernels::gemv_quant_tc_launch});
+    for (const auto& [kname, launch] : launches) {
+        for (const int div : {kTop, 1}) {  // gate/up: the k entries of a row share its x; down: one x row per entry
+            for (const bool swiglu : {false, true}) {
+                if (swiglu && N % 2 != 0) continue;
+                const std::string what = std::string(c.name) + " experts (" + kname + (swiglu ? ", swiglu" : "") +
+                                         ", x per " + std::to_string(div) + ")";
+                const int64_t out = swiglu ? N / 2 : N;
+                const int ldy = int(out) + 4;
+                Dev<float> yf(size_t(entries) * ldy), one_f(static_cast<size_t>(out));
+                Dev<uint16_t> yb(size_t(entries) * ldy), one_b(static_cast<size_t>(out));
+                yf.poison();
+                yb.poison();
+                kernels::GemvQuantParams q = base;
+                q.N = c.N;
+                q.x = bf(dx);
+                q.ldx = ldx;
+                q.ldy = ldy;
+                q.expert_ids = did.get();
+                q.entries = entries;
+                q.x_entry_div = div;
+                q.swiglu = swiglu ? 1 : 0;
+                q.out_f32 = swiglu ? 0 : 1;
+                q.y = swiglu ? static_cast<void*>(yb.get()) : static_cast<void*>(yf.get());
+                CUDA_OK(launch(q, nullptr));
+                const auto got_f = yf.download();
+                const auto got_b = yb.download();
+                for (int j = 0; j < entries; ++j) {
+                    const int e = ids[j];
+                    kernels::GemvQuantParams one = q;
+                    one.expert_ids = nullptr;
+                    one.entries = 0;
+                    one.x_entry_div = 1;
+                    one.ldx = one.ldy = 0;
+                    one.x = bf(dx) + size_t(j / div) * ldx;
+                    one.w = dw.get() + w_off(e);
+                    one.scale = ds.get() + s_off(e);
+                    if (one.zero_point) one.zero_point = dzp.get() + z_off(e);
+                    one_f.poison();
+                    one_b.poison();
+                    one.y = swiglu ? static_cast<void*>(one_b.get()) : static_cast<void*>(one_f.get());
+                    CUDA_OK(launch(one, nullptr));
+                    const std::vector<float> wexp(qw.w.begin() + long(size_t(e) * N * K), qw.w.begin() + long(size_t(e + 1) * N * K));
+                    const auto ref = ref_rows(wexp, N, K, &x[size_t(j / div) * ldx]);
+                    if (swiglu) {
+                        const auto solo = one_b.download();
+                        EXPECT_EQ(0, std::memcmp(solo.data(), &got_b[size_t(j) * ldy], size_t(out) * 2))
+                            << what << " entry " << j << ": bits differ from the plain launch on expert " << e;
+                        std::vector<double> want(static_cast<size_t>(out));
+                        std::vector<float> row(static_cast<size_t>(out));
+                        for (int64_t i = 0; i < out; ++i) {
+                            want[size_t(i)] = silu(round_bf(float(ref[size_t(i)]))) * round_bf(float(ref[size_t(out + i)]));
+                            row[size_t(i)] = bf2f(got_b[size_t(j) * ldy + size_t(i)]);
+                        }
+                        EXPECT_LE(rel_l2(want, row), kBf16Tol) << what << " entry " << j;
+                    } else {
+                        const auto solo = one_f.download();
+                        EXPECT_EQ(0, std::memcmp(solo.data(), &got_f[size_t(j) * ldy], size_t(out) * 4))
+                            << what << " entry " << j << ": bits differ from the plain launch on expert " << e;
+                        const std::vector<float> row(got_f.begin() + long(size_t(j) * ldy), got_f.begin() + long(size_t(j) * ldy + out));
+                        EXPECT_LE(rel_l2(ref, row), kF32Tol) << what << " entry " << j;
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST(CudaGemvQuant, RoutedExpertsEqualPlainLaunchesOnTheirExpert) {
+    FROST_SKIP_WITHOUT_CUDA();
+    run_experts_case({kernels::kGemvQuantFp8Block, 256, 1024, 128, 128, false, "fp8_block"});
+    run_experts_case({kernels::kGemvQuantFp8Block, 256, 64, 128, 128, false, "fp8_block_k64"});  // SIMT only (the tiny down)
+    run_experts_case({kernels::kGemvQuantFp8Channel, 130, 512, 128, 128, false, "fp8_channel"});
+    run_experts_case({kernels::kGemvQuantNvfp4, 66, 1024, 128, 128, false, "nvfp4"});
+    run_experts_case({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"});
+    run_experts_case({kernels::kGemvQuantInt4, 64, 256, 128, 64, false, "int4_group64"});
 }
 
 TEST(CudaGemvQuant, Fp8Block128) {
@@ -350,6 +490,24 @@ TEST(CudaGemvQuant, RefusesUnsupportedParams) {
     EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue);
     p.M = 2;
     p.ldx = 100;  // not a multiple of 8
+    EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue);
+    // Routed experts: ids without entries, entries without ids, M > 1, x rows not 16-byte apart.
+    Dev<int32_t> ids(std::vector<int32_t>{0, 0});
+    p.M = 1;
+    p.ldx = 128;
+    p.ldy = 64;
+    p.expert_ids = ids.get();
+    p.entries = 0;
+    EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue);
+    p.entries = 2;
+    p.M = 2;
+    EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue);
+    p.M = 1;
+    p.ldx = 132;
+    EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue);
+    p.ldx = 128;
+    EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaSuccess);
+    p.expert_ids = nullptr;
     EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }

@@ -1,8 +1,8 @@
 // Batched decode on the CUDA engine (issue 16): every session's tokens and final state under
 // Engine::decode_batch (members joining and leaving, greedy and seeded, B up to 8 and odd B)
 // equal its solo run on a one-session CUDA engine, bit for bit, on the dense and MoE tiny-gpu
-// synthetic models and kept-quantized tiny-gpu checkpoints; no batched step recaptures. Run
-// twice: with EngineOptions::cuda_batched_decode (the batched kernels: one captured graph per B,
+// synthetic models and kept-quantized tiny-gpu checkpoints (dense and MoE); no batched step
+// recaptures. Run twice: with EngineOptions::cuda_batched_decode (the batched kernels: one captured graph per B,
 // the multi-row GEMV, MoE rows through the per-row decode kernels) and without it (members one
 // by one). Sliced prefill beside the batched steps too. Skipped without a CUDA device (CI);
 // the GPU machine runs it.
@@ -102,6 +102,11 @@ TEST(CudaEngineBatch, QuantizedMatchesSolo) {
     check("tiny-gpu:fp8", 4, false, true, true);
     check("tiny-gpu:nvfp4", 8, true, false, true);
     check("tiny-gpu:int4", 3, false, false, true);
+    // Quantized MoE experts: each member's (row, expert) entries of the routed expert GEMVs.
+    check("moe-tiny-gpu:fp8", 4, false, true, true);
+    check("moe-tiny-gpu:nvfp4", 8, true, false, true);
+    check("next-moe-tiny-gpu:int4", 5, false, false, true);
+    check("moe-tiny-gpu:int4", 3, true, true, false);
 }
 
 TEST(CudaEngineBatch, MoeMatchesSolo) {
@@ -120,6 +125,7 @@ TEST(CudaEngineBatch, SlicedPrefillBesideBatchedDecodeMatchesSolo) {
     check("tiny-gpu", 4, true, true, true, true);
     check("tiny-gpu:fp8", 3, false, true, true, true);
     check("moe-tiny-gpu", 4, false, true, true, true);
+    check("moe-tiny-gpu:fp8", 3, false, true, true, true);
 }
 
 }  // namespace

@@ -39,12 +39,14 @@ constexpr double kTop1Margin = 0.05;
 constexpr double kFp8MeanRelL2 = 0.045;
 constexpr double kFp8MaxRelL2 = 0.5;
 constexpr double kMinTop1Agreement = 0.95;
-constexpr double kDecodeMeanRelL2 = 2e-2;   // kept vs dequantized, decode steps (bf16 weight rounding; a wrong kernel gives ~1)
-constexpr double kMoeDecodeMeanRelL2 = 0.1;  // the same on a MoE model (see QuantizedMoeRunsWithBf16Experts)
+// Kept vs dequantized, mean over the decode steps: the bf16 rounding of the weights, amplified by
+// the random network. Measured 0.013-0.020 over ten format x preset cases (H200, 2026-11-29;
+// tiny-gpu fp8 0.0204 once, so 2e-2 was too tight); a wrong kernel or scale gives ~1.
+constexpr double kDecodeMeanRelL2 = 3e-2;
 constexpr double kTop1NoiseMultiple = 8.0;
 constexpr int kChunk = 128;
 constexpr int kPrompt = 150;                // a full chunk + a partial bucket
-constexpr int kSteps = 16;
+constexpr int kSteps = 32;
 
 #define SKIP_WITHOUT_CUDA()                                                 \
     do {                                                                    \
@@ -104,8 +106,9 @@ void prefill_both_bitwise(Engine& kept, Engine& deq, int32_t* nk, int32_t* nd) {
 // A synthetic checkpoint in a temporary folder, removed when the test ends.
 struct SynthDir {
     std::string dir;
-    SynthDir(const char* tag, const char* preset, uint64_t seed, const char* quant) {
+    SynthDir(const char* tag, const char* preset, uint64_t seed, const char* quant, bool decisive_router = false) {
         SynthOptions so;
+        so.decisive_router = decisive_router;
         so.out_dir = (std::filesystem::temp_directory_path() / (std::string("frost-cuda-") + tag + "-" + std::to_string(::getpid()))).string();
         so.preset = preset;
         so.seed = seed;
@@ -239,45 +242,84 @@ TEST(CudaQuantEngine, Fp8W8a8PrefillNearExactAndDeterministic) {
     EXPECT_LE(mean, kW8a8MeanRelL2);
 }
 
-// A quantized mixture-of-experts checkpoint (issue 14 + 15: quantized experts use the same
-// readers) on CUDA: attention / GDN projections stay fp8 on the device, the MoE layers (whose
-// kernels read bf16) are dequantized at load and listed; prefill equals the all-dequantized engine
-// bit for bit (both prefill through bf16 tiles), decode runs the fp8 GEMVs and stays close.
-TEST(CudaQuantEngine, QuantizedMoeRunsWithBf16Experts) {
+// Quantized mixture-of-experts checkpoints (issue 14 + 15) on CUDA: the experts and the shared
+// expert stay quantized on the device like every other projection (nothing dequantized at load;
+// the router and the shared expert's gate are bf16 in the checkpoint). Prefill dequantizes the
+// experts into bf16 tiles, so it equals the all-dequantized engine bit for bit; decode runs the
+// quantized GEMVs over the router's experts (ids from device memory) and stays within bf16
+// rounding of it. The synthetic router is decisive (synth --decisive-router), so both engines
+// route every token alike and the decode bound is the dense one.
+struct MoeQuantCase {
+    const char* preset;
+    const char* quant;
+};
+
+class CudaQuantMoe : public ::testing::TestWithParam<MoeQuantCase> {};
+
+TEST_P(CudaQuantMoe, ExpertsStayQuantizedAndFollowTheDequantizedEngine) {
     SKIP_WITHOUT_CUDA();
-    const SynthDir synth("quant-moe", "moe-tiny-gpu", 919, "fp8");
+    const MoeQuantCase mc = GetParam();
+    const SynthDir synth("quant-moe", mc.preset, 919, mc.quant, true);
     ASSERT_FALSE(::testing::Test::HasFailure());
     auto kept = cuda_engine(synth.dir, true, true);
     auto deq = cuda_engine(synth.dir, false, true);
     ASSERT_TRUE(kept && deq);
-    const CudaEngineInfo ki = kept->info();
+    const CudaEngineInfo ki = kept->info(), di = deq->info();
     const ModelConfig& c = kept->config();
     int moe_layers = 0;
     for (int l = 0; l < c.num_layers; ++l) moe_layers += c.is_moe_layer(l) ? 1 : 0;
     ASSERT_GT(moe_layers, 0);
-    // The mixers' in_proj and out_proj, and gate_up + down of any dense-MLP layer.
-    EXPECT_EQ(ki.quantized_matrices, 2 * c.num_layers + 2 * (c.num_layers - moe_layers));
-    EXPECT_GE(ki.dequantized_matrices, 4 * moe_layers);  // experts and shared expert gate_up + down (+ quantized routers)
+    // INT4 down experts of these presets (K = I = 64 under the 128 group) cannot stay quantized:
+    // dequantized at load, and such a layer's decode takes the op's dequantizing path (the other
+    // expert matrices into the bf16 tile, then the bf16 kernels), which this case checks.
+    const bool int4_down = std::string(mc.quant).rfind("int4", 0) == 0 && c.moe_intermediate_size % 128 != 0;
+    EXPECT_EQ(ki.dequantized_matrices, int4_down ? moe_layers : 0);
+    // Every MoE layer's routed experts (gate_up, down) and shared expert (gate_up, down), and at
+    // least every mixer's output projection.
+    EXPECT_GE(ki.quantized_matrices, (int4_down ? 3 : 4) * moe_layers + c.num_layers);
+    EXPECT_LT(ki.weight_bytes, di.weight_bytes);
+    std::printf("[ %s %s ] %d matrices kept quantized, device weights %.2f MB vs %.2f MB bf16\n", mc.preset, mc.quant,
+                ki.quantized_matrices, ki.weight_bytes / 1e6, di.weight_bytes / 1e6);
     const size_t V = size_t(c.vocab_size);
     int32_t nk = -1, nd = -2;
     prefill_both_bitwise(*kept, *deq, &nk, &nd);
     ASSERT_FALSE(::testing::Test::HasFatalFailure());
     std::vector<float> a(V), b(V);
-    double mean = 0;
+    double mean = 0, worst = 0;
+    int checked = 0, equal = 0;
     for (int s = 0; s < kSteps; ++s) {
         ASSERT_EQ(kept->feed(0, nd, &nk), FROST_OK) << frost_last_error();
         ASSERT_EQ(deq->feed(0, nd, &nd), FROST_OK) << frost_last_error();
         ASSERT_EQ(kept->last_logits(0, &a), FROST_OK) << frost_last_error();
         ASSERT_EQ(deq->last_logits(0, &b), FROST_OK) << frost_last_error();
-        mean += test::rel_l2(a.data(), b.data(), V) / kSteps;
+        const double r = test::rel_l2(a.data(), b.data(), V);
+        mean += r / kSteps;
+        worst = std::max(worst, r);
+        int top_d = -1, top_k = -1;
+        if (margin_of(b.data(), V, &top_d) > kTop1NoiseMultiple * rms_diff(a.data(), b.data(), V)) {
+            margin_of(a.data(), V, &top_k);
+            ++checked;
+            equal += top_k == top_d;
+        }
     }
-    std::printf("[ moe-tiny-gpu fp8 kept vs dequantized ] decode rel L2 mean %.5f\n", mean);
-    EXPECT_GT(mean, 0.0) << "decode logits bitwise equal: the fp8 GEMV did not run";
-    // Looser than the dense bound: the synthetic router is not decisive (--decisive-router refuses
-    // --quant), so the fp8 GEMVs' bf16-level differences can flip near-tied experts (0.036 on the
-    // H100, 2026-11-24); a wrong kernel or scale gives errors of order 1.
-    EXPECT_LE(mean, kMoeDecodeMeanRelL2);
+    std::printf("[ %s %s kept vs dequantized ] decode rel L2 mean %.5f max %.5f, top-1 %d of %d\n", mc.preset, mc.quant,
+                mean, worst, equal, checked);
+    EXPECT_GT(mean, 0.0) << "decode logits bitwise equal: the quantized expert GEMVs did not run";
+    EXPECT_LE(mean, kDecodeMeanRelL2);
+    EXPECT_GE(checked, kSteps / 4);
+    EXPECT_EQ(equal, checked);
 }
+
+INSTANTIATE_TEST_SUITE_P(Formats, CudaQuantMoe,
+                         ::testing::Values(MoeQuantCase{"moe-tiny-gpu", "fp8"}, MoeQuantCase{"moe-tiny-gpu", "nvfp4"},
+                                           MoeQuantCase{"moe-tiny-gpu", "int4"}, MoeQuantCase{"next-moe-tiny-gpu", "fp8"},
+                                           MoeQuantCase{"next-moe-tiny-gpu", "int4-asym"}),
+                         [](const auto& i) {
+                             std::string n = std::string(i.param.preset) + "_" + i.param.quant;
+                             for (char& ch : n)
+                                 if (ch == '-') ch = '_';
+                             return n;
+                         });
 
 class CudaQuantSynth : public ::testing::TestWithParam<const char*> {};
 
@@ -326,7 +368,10 @@ TEST_P(CudaQuantSynth, KeptQuantizedFollowsTheSameCheckpointDequantized) {
                 equal, checked);
     EXPECT_LE(mean, kDecodeMeanRelL2);
     EXPECT_GT(mean, 0.0) << "decode logits bitwise equal: the quantized GEMV did not run";
-    EXPECT_GE(checked, kSteps / 2);  // enough steps with a clear margin for the top-1 check to mean something
+    // Enough steps with a clear margin for the top-1 check to mean something. The random synthetic
+    // model has a flat next-token distribution: 7 of 16 steps had a clear margin (fp8, H200
+    // 2026-11-29), so ask for a quarter rather than half.
+    EXPECT_GE(checked, kSteps / 4);
     EXPECT_EQ(equal, checked);
 }
 

@@ -224,6 +224,73 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantWeightTable,
                              return n;
                          });
 
+// A quantized mixture-of-experts checkpoint: the stacked experts ([E x (gate; up)], [E x down])
+// and the shared expert stay quantized as one view each, their merged scales / zero points /
+// global scales dequantizing to exactly the load-time weights of every expert (the CUDA expert
+// GEMVs index those views by stacked row); nothing is dequantized at load but the INT4 down
+// experts of this preset (K = I = 64 under the 128 group: refused with the reason, and the CUDA
+// MoE op takes its dequantizing path for such a layer); the routers and the shared experts' gates,
+// bf16 in the checkpoint, stay bf16. A router stored quantized would be refused by name (the
+// router kernel reads bf16).
+TEST_P(QuantWeightTable, MoeExpertsKeptAsStackedViews) {
+    const Case c = GetParam();
+    const std::string dir = synth_temp("quant_table_moe_" + std::string(c.quant), "moe-tiny", c.quant, 81);
+    ModelWeights kept, ref;
+    WeightLoadOptions lo;
+    lo.keep_quantized = true;
+    ASSERT_EQ(load_weights(dir, &kept, lo), FROST_OK) << frost_last_error();
+    ASSERT_EQ(load_weights(dir, &ref), FROST_OK) << frost_last_error();
+    Bound q(kept, ops::DType::BF16, true);
+    ASSERT_EQ(q.status, FROST_OK) << frost_last_error();
+    const ModelConfig& cfg = kept.config;
+    const bool int4_down_refused = c.dtype == ops::DType::INT4 && cfg.moe_intermediate_size % 128 != 0;
+    for (const auto& d : q.views.dequantized) {
+        if (int4_down_refused && d.find("moe_experts_down: int4 group size 128 does not tile K") != std::string::npos) continue;
+        ADD_FAILURE() << "dequantized at load: " << d;
+    }
+    EXPECT_EQ(q.views.dequantized.size(), int4_down_refused ? size_t(cfg.num_layers) : 0u);
+    int experts = 0;
+    for (const MatrixCase& m : matrices(ref, kept, q)) {
+        if (m.name.find(".moe_") == std::string::npos) continue;
+        const bool gate = m.name.find("moe_router") != std::string::npos || m.name.find("shared_expert_gate") != std::string::npos;
+        if (gate || (int4_down_refused && m.name.find("moe_experts_down") != std::string::npos)) {
+            EXPECT_EQ(m.bound.dtype, ops::DType::BF16) << m.name;
+            continue;
+        }
+        ASSERT_EQ(m.bound.dtype, c.dtype) << m.name;
+        const int64_t N = m.bound.shape[0], K = m.bound.shape[1];
+        std::vector<float> got(size_t(N * K), NAN), want(size_t(N * K), 0.0f);
+        ASSERT_EQ(quant::dequantize_tensor(m.bound, got.data()), FROST_OK) << m.name << ": " << frost_last_error();
+        size_t off = 0;
+        for (const TensorView* t : m.parts) {
+            std::memcpy(want.data() + off, t->data, size_t(t->numel()) * sizeof(float));
+            off += size_t(t->numel());
+        }
+        ASSERT_EQ(off, got.size()) << m.name;
+        size_t bad = 0;
+        for (size_t i = 0; i < got.size(); ++i) bad += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
+        EXPECT_EQ(bad, 0u) << m.name << " [" << N << ", " << K << "] from " << m.parts.size() << " parts";
+        ++experts;
+    }
+    // Per layer: experts gate_up and down, shared gate_up and down; + the mixers' in_proj and out_proj.
+    const int per_layer = int4_down_refused ? 3 : 4;
+    EXPECT_EQ(experts, per_layer * cfg.num_layers);
+    EXPECT_EQ(q.views.quantized_matrices, (per_layer + 2) * cfg.num_layers);
+    const qwen35::LayerWeightViews& L0 = q.views.layers[0];
+    EXPECT_EQ(L0.moe_gate_up.shape[0], int64_t(cfg.num_experts) * 2 * cfg.moe_intermediate_size);
+    EXPECT_EQ(L0.moe_down.shape[0], int64_t(cfg.num_experts) * cfg.hidden_size);
+
+    qwen35::WeightViews views;
+    for (const auto& spec : qwen35::weight_table(cfg, kept, q.precision, &views)) {
+        if (spec.name.find("moe_router") == std::string::npos) continue;
+        qwen35::WeightSpec quantized = spec;
+        quantized.parts = {&kept.layers[0].moe.down[0]};  // any quantized linear stands in for a quantized router
+        EXPECT_EQ(qwen35::kept_quantized_refusal(quantized, q.precision, views), "the MoE router kernel reads bf16 weights");
+        EXPECT_EQ(qwen35::kept_quantized_refusal(spec, q.precision, views), "not stored quantized");
+        break;
+    }
+}
+
 // The CPU engine is the fp32 oracle: kept-quantized weights handed to it are dequantized by the
 // table, so it computes exactly what it computes from weights dequantized at load.
 TEST(QuantWeightTable, CpuEngineDequantizesKeptWeights) {

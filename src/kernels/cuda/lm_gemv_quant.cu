@@ -198,12 +198,22 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
     const int stride = gridDim.x * kWarps;
     const ScaleMap<F> map(p);
     int grp = blockIdx.x * kWarps + warp;
+    // Routed experts (GemvQuantParams::expert_ids): blockIdx.y is the entry; its expert comes from
+    // the router, the previous kernel, so it is read after the wait and nothing is preloaded.
+    const int entry = blockIdx.y;
+    int row0 = 0;  // the expert's first row in the stacked weight
+    if (p.expert_ids) {
+        pdl_wait();
+        row0 = __ldg(p.expert_ids + entry) * p.N;
+    }
+    const bf16* x = p.x + (p.expert_ids ? static_cast<int64_t>(entry / p.x_entry_div) * p.ldx : 0);
+    bf16* const y16 = static_cast<bf16*>(p.y) + static_cast<int64_t>(entry) * p.ldy;  // entry 0 / plain: y
 
-    // Rows of group g: SwiGLU pairs gate row g with up row g + N/2.
-    auto row_of = [&](int g, int r) { return p.swiglu ? g + r * (p.N / 2) : g * kRows + r; };
+    // Rows of group g: SwiGLU pairs gate row g with up row g + N/2 (in the expert: row0 + that).
+    auto row_of = [&](int g, int r) { return row0 + (p.swiglu ? g + r * (p.N / 2) : g * kRows + r); };
     auto row_valid = [&](int g, int r) { return g < n_groups && (p.swiglu || g * kRows + r < p.N); };
     uint4 first[kUnroll][kRows];
-    if (grp < n_groups) {
+    if (grp < n_groups && !p.expert_ids) {
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
@@ -216,7 +226,7 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
     pdl_wait();
     pdl_launch_dependents();
     for (int i = threadIdx.x; i < p.K / kVec; i += kThreads)
-        reinterpret_cast<Bf16x8*>(xs)[x_piece<P>(i / P, i % P)] = reinterpret_cast<const Bf16x8*>(p.x)[i];
+        reinterpret_cast<Bf16x8*>(xs)[x_piece<P>(i / P, i % P)] = reinterpret_cast<const Bf16x8*>(x)[i];
     __syncthreads();
     for (bool is_first = true; grp < n_groups; grp += stride, is_first = false) {
         const uint4* rows[kRows];
@@ -225,14 +235,14 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
             valid[r] = row_valid(grp, r);
-            const int n = valid[r] ? row_of(grp, r) : 0;
+            const int n = valid[r] ? row_of(grp, r) : row0;
             rows[r] = static_cast<const uint4*>(p.w) + int64_t(n) * chunks;
             rs[r] = map.row(p, n);
         }
         float acc[kRows] = {};
         for (int c = lane; c < chunks; c += kWarp * kUnroll) {
             uint4 wv[kUnroll][kRows];
-            if (is_first && c == lane) {
+            if (is_first && c == lane && !p.expert_ids) {
 #pragma unroll
                 for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
@@ -273,13 +283,13 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
         if (lane != 0) continue;
         if (p.swiglu) {
             if (!valid[0]) continue;
-            static_cast<bf16*>(p.y)[grp] = swiglu_from_sums(sum[0], sum[1]);
+            y16[grp] = swiglu_from_sums(sum[0], sum[1]);
             continue;
         }
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
             if (!valid[r]) continue;
-            store_gemv_out(p, grp * kRows + r, sum[r]);
+            store_gemv_out(p, static_cast<int64_t>(entry) * p.ldy + grp * kRows + r, sum[r]);
         }
     }
 }
@@ -394,7 +404,9 @@ cudaError_t launch_gemv_quant(const GemvQuantParams& p, size_t smem, cudaStream_
     int resident = 0;
     const cudaError_t e = resident_blocks(gemv_quant_kernel<F>, smem, &resident);
     if (e != cudaSuccess) return e;
-    const dim3 grid(std::min(ceil_div(groups, kWarps), resident));
+    // Routed experts: one row of blocks per entry, the resident blocks shared among them.
+    const int entries = p.expert_ids ? p.entries : 1;
+    const dim3 grid(std::min(ceil_div(groups, kWarps), std::max(1, resident / entries)), entries);
     return launch_kernel(gemv_quant_kernel<F>, grid, dim3(kThreads), smem, stream, p.pdl != 0, p);
 }
 
@@ -403,8 +415,15 @@ cudaError_t gemv_quant_launch(const GemvQuantParams& p, cudaStream_t stream) {
     return gemv_quant_simt_launch(p, stream);
 }
 
+bool gemv_quant_entries_valid(const GemvQuantParams& p) {
+    if (!p.expert_ids) return p.entries == 0;
+    const int out = p.swiglu ? p.N / 2 : p.N;
+    return p.entries > 0 && p.M == 1 && p.x_entry_div >= 1 && p.ldx >= p.K && p.ldx % kVec == 0 && p.ldy >= out;
+}
+
 cudaError_t gemv_quant_simt_launch(const GemvQuantParams& p, cudaStream_t stream) {
     if (!supported(p) || !p.x || !p.y || p.M != 1 || p.K > kGemvQuantMaxK || !aligned16(p.x)) return cudaErrorInvalidValue;
+    if (!gemv_quant_entries_valid(p)) return cudaErrorInvalidValue;
     if (p.swiglu && (p.N % 2 != 0 || p.out_f32 || p.accumulate)) return cudaErrorInvalidValue;
     const size_t smem = static_cast<size_t>(p.K) * sizeof(bf16);
     cudaError_t err;

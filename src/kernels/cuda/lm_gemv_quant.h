@@ -47,6 +47,15 @@ struct GemvQuantParams {
     int32_t M = 1;               // 1..8
     int32_t ldx = 0;             // elements between x rows (0: K); a multiple of 8 when M > 1
     int32_t ldy = 0;             // elements between y rows (0: N, or N/2 with swiglu)
+    // Routed experts (the MoE decode, issue 14 + 15): w, scale, zero_point and row_global_scale
+    // hold the experts stacked, N rows each ([E * N, K], scales and zero points by stacked row, as
+    // the weight table binds them), and the launch runs `entries` products at once: entry j
+    // multiplies expert expert_ids[j] (device memory, written by the router before this launch;
+    // each < E) with x row j / x_entry_div (ldx apart) into y row j (ldy apart). M = 1; entries
+    // do not depend on each other, so each entry's bits equal a plain launch on its expert's rows.
+    const int32_t* expert_ids = nullptr;
+    int32_t entries = 0;         // 0: a plain launch
+    int32_t x_entry_div = 1;     // entries per x row (k: every routed expert of a row reads its x)
 };
 
 constexpr int kGemvQuantMaxK = 20480;  // x is staged in 40 KiB of shared memory (under the 48 KiB default with the static arrays)
@@ -59,6 +68,9 @@ cudaError_t gemv_quant_launch(const GemvQuantParams& p, cudaStream_t stream);
 // K a multiple of 128, fp8 block_k / int4 group a multiple of 128, M <= 8; weights dequantized
 // into bf16 mma fragments, fp32 accumulation).
 cudaError_t gemv_quant_simt_launch(const GemvQuantParams& p, cudaStream_t stream);
+// Whether the routed-expert fields are consistent (none set, or expert_ids with entries > 0,
+// M = 1, ldx >= K a multiple of 8, ldy >= the output width); both launchers refuse them otherwise.
+bool gemv_quant_entries_valid(const GemvQuantParams& p);
 bool gemv_quant_tc_eligible(const GemvQuantParams& p);
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream);
 // The tensor-core kernel with `unroll` steps per load group, at least `min_blocks` blocks per SM

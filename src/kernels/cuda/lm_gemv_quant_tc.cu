@@ -174,12 +174,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     const int t = lane % 4, gid = lane / 4;
     const int F2 = p.N / 2;
     const int tile = blockIdx.x;
-    int n[2];  // the lane's two weight rows
+    const int entry = blockIdx.y;  // routed experts: this block's (x row, expert) entry; else 0
+    int n[2];  // the lane's two weight rows (in the expert, for routed experts)
     bool ok[2];
     tc_tile_rows<kSwiglu>(tile, gid, p.N, n, ok);
+    // Routed experts: the entry's expert is the router's output, so it is read after the wait for
+    // the previous kernel and nothing is preloaded before it.
+    int row0 = 0;  // the expert's first row in the stacked weight
+    if (p.expert_ids) {
+        pdl_wait();
+        row0 = __ldg(p.expert_ids + entry) * p.N;
+    }
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
-        if (!ok[r]) n[r] = 0;  // reads row 0, results dropped
+    for (int r = 0; r < 2; ++r) n[r] = ok[r] ? row0 + n[r] : row0;  // a dropped row reads the first row
     const int steps = p.K / kStepK;
     const int my_steps = warp < steps ? (steps - warp + kWarps - 1) / kWarps : 0;
     const int64_t row_words = p.K / (is_fp8<F>() ? 16 : 32);  // uint4 per weight row
@@ -250,7 +257,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     // Column gid of B: row gid of x (zeros past M).
     const bool x_ok = gid < p.M;
     const int ldx = p.ldx > 0 ? p.ldx : p.K;
-    const uint4* xrow = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(x_ok ? gid : 0) * ldx) + 4 * t;
+    const int x_row = p.expert_ids ? entry / p.x_entry_div : (x_ok ? gid : 0);
+    const uint4* xrow = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(x_row) * ldx) + 4 * t;
     // Two accumulator chains (even / odd mmas) halve the dependent mma sequence; every variant adds
     // them in the same order, so all variants give the same bits.
     // kBf16Magic128 where ptxas cannot see the constant (N > 0 here), so and_or stays one LOP3.
@@ -312,7 +320,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     partial[warp][gid + 8][2 * t] = acc[0][2] + acc[1][2];
     partial[warp][gid + 8][2 * t + 1] = acc[0][3] + acc[1][3];
     __syncthreads();
-    // Row factor applied to the summed row: fp8 channel scale, NVFP4 2^9 / global scale.
+    // Row factor applied to the summed row: fp8 channel scale, NVFP4 2^9 / global scale. nr: the
+    // row in the stacked weight (row0 + the output row).
     auto row_value = [&](int row, int col, int nr) {
         float v = 0.0f;
 #pragma unroll
@@ -328,24 +337,25 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
         const int j = tile * (kTileRows / 2) + g;
         if (col >= p.M || j >= F2) return;
         const int ldy = p.ldy > 0 ? p.ldy : F2;
-        static_cast<bf16*>(p.y)[static_cast<int64_t>(col) * ldy + j] =
-            swiglu_from_sums(row_value(g, col, j), row_value(g + 8, col, F2 + j));
+        static_cast<bf16*>(p.y)[static_cast<int64_t>(col + entry) * ldy + j] =
+            swiglu_from_sums(row_value(g, col, row0 + j), row_value(g + 8, col, row0 + F2 + j));
     } else {
         if (threadIdx.x >= kTileRows * kCols) return;
         const int row = threadIdx.x / kCols, col = threadIdx.x % kCols;
         const int nr = tile * kTileRows + row;
         if (col >= p.M || nr >= p.N) return;
         const int ldy = p.ldy > 0 ? p.ldy : p.N;
-        store_gemv_out(p, static_cast<int64_t>(col) * ldy + nr, row_value(row, col, nr));
+        store_gemv_out(p, static_cast<int64_t>(col + entry) * ldy + nr, row_value(row, col, row0 + nr));
     }
 }
 
 template <int F, int kUnroll, int kMinBlocks, bool kPipe>
 cudaError_t launch_variant(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
-    return p.swiglu ? launch_kernel(gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kPipe>, dim3(tiles), dim3(kThreads), 0, stream,
+    const dim3 grid(tiles, p.expert_ids ? p.entries : 1);
+    return p.swiglu ? launch_kernel(gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kPipe>, grid, dim3(kThreads), 0, stream,
                                     p.pdl != 0, p)
-                    : launch_kernel(gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kPipe>, dim3(tiles), dim3(kThreads), 0, stream,
+                    : launch_kernel(gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kPipe>, grid, dim3(kThreads), 0, stream,
                                     p.pdl != 0, p);
 }
 
@@ -373,6 +383,7 @@ bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0;
 bool gemv_quant_tc_eligible(const GemvQuantParams& p) {
     if (!p.x || !p.w || !p.scale || !p.y || !aligned16(p.x) || !aligned16(p.w)) return false;
     if (p.N <= 0 || !multiple_of(p.K, kStepK) || p.M < 1 || p.M > kCols) return false;
+    if (!gemv_quant_entries_valid(p)) return false;
     if (p.M > 1 && ((p.ldx != 0 && (p.ldx < p.K || p.ldx % kVec != 0)) || (p.ldy != 0 && p.ldy < (p.swiglu ? p.N / 2 : p.N))))
         return false;
     if (p.swiglu && (p.N % 2 != 0 || p.out_f32 || p.accumulate)) return false;

@@ -117,6 +117,22 @@ bool moe_prefill_wgmma_supported();
 int moe_prefill_tile_rows(const MoeBf16Params& p);
 
 cudaError_t moe_router_launch(const MoeBf16Params& p, cudaStream_t stream);
+
+// The last step of a decode over quantized experts (the ops layer runs the router above, then the
+// routed experts' gate/up and down as quantized GEMVs that read each entry's expert id from
+// topk_ids, and the shared expert's two GEMVs): per row r and hidden unit h,
+//   out[r, h] = bf16(out[r, h] + Σ_j topk_w[r, j] · routed[r·k + j, h] + shared_w[r] · shared[r, h])
+// in fp32, slot order, one rounding (lm_moe_combine.cu).
+struct MoeCombineParams {
+    const float* routed;    // [rows * k, H] each routed entry's down output
+    const float* shared;    // [rows, H] the shared expert's down output
+    const float* topk_w;    // [rows, k] mixing weights (router)
+    const float* shared_w;  // [rows] sigmoid gate of the shared expert (router)
+    bf16* out;              // [rows, H] residual stream, accumulated into
+    int32_t rows, k, H;
+    int32_t pdl;
+};
+cudaError_t moe_combine_launch(const MoeCombineParams& p, cudaStream_t stream);
 cudaError_t moe_experts_launch(const MoeBf16Params& p, cudaStream_t stream);
 cudaError_t moe_decode_launch(const MoeBf16Params& p, cudaStream_t stream);
 // Floats of p.act.

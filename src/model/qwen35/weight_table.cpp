@@ -106,9 +106,14 @@ std::string kept_quantized_refusal(const WeightSpec& s, const Precision& p, cons
     if (!stored_quantized(s)) return "not stored quantized";
     if (!p.keep_quantized) return "the backend dequantizes every weight (Precision::keep_quantized off)";
     if (s.slot == &views.embed) return "the embedding is gathered, not a GEMM";
-    // The MoE op's kernels (router, expert GEMVs, grouped prefill GEMMs) read bf16: a quantized
-    // MoE layer runs dequantized, counted in CudaEngineInfo::dequantized_matrices.
-    if (s.name.find(".moe_") != std::string::npos) return "the MoE kernels read bf16 weights";
+    // The MoE op's router kernel reads the router and the shared expert's gate as bf16 (the
+    // published checkpoints leave both unquantized). The experts and the shared expert stay
+    // quantized: decode runs quantized GEMVs over the selected experts, prefill dequantizes them.
+    auto ends_with = [&](const char* suffix) {
+        const size_t n = std::strlen(suffix);
+        return s.name.size() >= n && s.name.compare(s.name.size() - n, n, suffix) == 0;
+    };
+    if (ends_with(".moe_router") || ends_with(".moe_shared_expert_gate")) return "the MoE router kernel reads bf16 weights";
     return quant_matrix_refusal(s.parts, s.cols);
 }
 

@@ -47,11 +47,22 @@ using Fp8ShapeKey = std::array<int64_t, 8>;  // GemmShapeKey's fields with w_blo
 
 const OpTable& cuda_op_table();
 
+// The buffers of a decode step over quantized experts (moe_quant_decode), for
+// min(rows, kGemvMaxRows) rows: each routed entry's SwiGLU activation and down output, the shared
+// expert's.
+struct MoeQuantScratch {
+    bf16* act = nullptr;     // [rows * k, I]
+    bf16* act_s = nullptr;   // [rows, Is]
+    float* routed = nullptr; // [rows * k, H]
+    float* shared = nullptr; // [rows, H]
+};
+
 // MoeOp::work on CUDA, carved in this order (each piece 256-byte aligned): the shared expert's
 // gate [rows], the decode GEMVs' activations, then the prefill grouping buffers sized for
-// rows x (k + 1) entries (fixed capacity: a captured graph never reallocates). Returns the f32
-// count; with a base it also points p's scratch members into it.
-size_t moe_carve(K::MoeBf16Params& p, float* base) {
+// rows x (k + 1) entries (fixed capacity: a captured graph never reallocates), then the quantized
+// decode's buffers (MoeQuantScratch). Returns the f32 count; with a base it also points p's
+// scratch members (and *q's) into it.
+size_t moe_carve(K::MoeBf16Params& p, float* base, MoeQuantScratch* q = nullptr) {
     size_t off = 0;
     auto take = [&](size_t bytes) {
         float* at = base ? base + off : nullptr;
@@ -69,6 +80,13 @@ size_t moe_carve(K::MoeBf16Params& p, float* base) {
     p.entry_pos = ints(ps.entry_pos_ints);
     p.ag = reinterpret_cast<bf16*>(take(sizeof(bf16) * ps.ag_elems));
     p.yg = reinterpret_cast<bf16*>(take(sizeof(bf16) * ps.yg_elems));
+    const size_t dr = size_t(std::min(p.max_rows, K::kGemvMaxRows)), H = size_t(p.H);
+    MoeQuantScratch qs;
+    qs.act = reinterpret_cast<bf16*>(take(sizeof(bf16) * dr * size_t(p.k) * size_t(p.I)));
+    qs.act_s = reinterpret_cast<bf16*>(take(sizeof(bf16) * dr * size_t(p.Is)));
+    qs.routed = take(sizeof(float) * dr * size_t(p.k) * H);
+    qs.shared = take(sizeof(float) * dr * H);
+    if (q) *q = qs;
     return off + 64;  // + one unit: the base itself may sit up to 255 bytes before an aligned address
 }
 
@@ -695,19 +713,103 @@ frost_status cursor(const Exec& ex, const CursorOpParams& p) {
     return check(K::cursor_launch(c, native(ex)), "cursor");
 }
 
+// The MoE matrices a quantized layer may hold (MoeOp's experts and shared expert; the router and
+// the shared expert's gate are read by the router kernel, bf16 only).
+bool moe_routed_quantized(const MoeOp& p) { return p.experts_gate_up.quantized() && p.experts_down.quantized(); }
+bool moe_any_quantized(const MoeOp& p) {
+    return p.experts_gate_up.quantized() || p.experts_down.quantized() || p.shared_gate_up.quantized() ||
+           p.shared_down.quantized();
+}
+
+// Every quantized MoE matrix of p dequantized into the backend's bf16 tile (one after another:
+// Engine::largest_quantized_matrix reserved their sum) and m pointed at the bf16 copies; the
+// kernels then run as on a bf16 layer. Prefill does this (the grouped GEMMs read bf16 tiles, as a
+// dense quantized GEMM's prefill does); so does a decode whose routed experts are not both
+// quantized (a form the quantized decode does not take).
+frost_status moe_dequantize(const Exec& ex, const MoeOp& p, K::MoeBf16Params* m) {
+    const Tensor* mats[] = {&p.experts_gate_up, &p.experts_down, &p.shared_gate_up, &p.shared_down};
+    const bf16** dst[] = {&m->experts_gate_up, &m->experts_down, &m->shared_gate_up, &m->shared_down};
+    size_t total = 0;
+    for (const Tensor* t : mats)
+        if (t->quantized()) total += size_t(t->shape[0]) * size_t(t->shape[1]);
+    bf16* tile = static_cast<CudaBackend*>(ex.backend)->tile(total);
+    if (!tile)
+        return fail(FROST_ERR_INVALID_ARG, "op_moe (cuda): no dequant tile of %zu elements for the quantized experts "
+                    "(Backend::reserve_dequant_scratch)", total);
+    for (int i = 0; i < 4; ++i) {
+        if (!mats[i]->quantized()) continue;
+        K::GemvQuantParams q{};
+        FROST_TRY(quant_params(*mats[i], &q));
+        FROST_TRY(check(K::dequant_bf16_launch(q, tile, native(ex)), "moe (dequant experts)"));
+        *dst[i] = tile;
+        tile += size_t(q.N) * size_t(q.K);
+    }
+    return FROST_OK;
+}
+
+// Decode over quantized routed experts (rows <= kGemvMaxRows, m carved with *s): the router, then
+// the routed experts' gate/up (SwiGLU) and down as quantized GEMVs whose launch entries read
+// their expert ids from the router's topk_ids on the device (one captured graph serves every
+// routing; only the selected experts' packed bytes are read), the shared expert's gate/up and down
+// through op_gemm's own paths (quantized GEMV or bf16 GEMV), and the weighted mix into y. Chained
+// by programmatic dependent launch like the bf16 decode. A row's arithmetic does not depend on the
+// other rows: batched members keep their solo bits.
+frost_status moe_quant_decode(const Exec& ex, const MoeOp& p, const K::MoeBf16Params& m, const MoeQuantScratch& s) {
+    const int32_t R = m.max_rows, H = m.H, k = m.k;
+    FROST_TRY(check(K::moe_router_launch(m, native(ex)), "moe (router)"));
+    K::GemvQuantParams gu{};
+    FROST_TRY(quant_params(p.experts_gate_up, &gu));
+    gu.N = 2 * m.I;  // per expert; the weight stacks E of them
+    gu.x = m.x; gu.ldx = H; gu.M = 1;
+    gu.expert_ids = m.topk_ids; gu.entries = R * k; gu.x_entry_div = k;
+    gu.swiglu = 1; gu.y = s.act; gu.ldy = m.I; gu.pdl = m.pdl;
+    FROST_TRY(check(K::gemv_quant_launch(gu, native(ex)), "moe (routed gate_up, quantized gemv)"));
+    K::GemvQuantParams dn{};
+    FROST_TRY(quant_params(p.experts_down, &dn));
+    dn.N = H;
+    dn.x = s.act; dn.ldx = m.I; dn.M = 1;
+    dn.expert_ids = m.topk_ids; dn.entries = R * k; dn.x_entry_div = 1;
+    dn.out_f32 = 1; dn.y = s.routed; dn.ldy = H; dn.pdl = m.pdl;
+    FROST_TRY(check(K::gemv_quant_launch(dn, native(ex)), "moe (routed down, quantized gemv)"));
+    GemmOp sg;
+    sg.x = mat(p.x.data, DType::BF16, R, H, H);
+    sg.w = p.shared_gate_up;
+    sg.y = mat(s.act_s, DType::BF16, R, m.Is, m.Is);
+    sg.epilogue = Epilogue::SwiGLU;
+    sg.pdl = m.pdl;
+    FROST_TRY(gemm(ex, sg));
+    GemmOp sd;
+    sd.x = sg.y;
+    sd.w = p.shared_down;
+    sd.y = mat(s.shared, DType::F32, R, H, H);
+    sd.pdl = m.pdl;
+    FROST_TRY(gemm(ex, sd));
+    K::MoeCombineParams c{s.routed, s.shared, m.topk_w, m.shared_w, m.out_bf16, R, k, H, m.pdl};
+    return check(K::moe_combine_launch(c, native(ex)), "moe (combine)");
+}
+
 // Decode (one row): router logits, then the expert GEMVs routing from them on the device, so
 // one captured decode graph follows every step's routing. Prefill: tokens grouped by expert in
-// the fixed-capacity buffers of `work` and grouped tensor-core GEMMs. Both add into y.
+// the fixed-capacity buffers of `work` and grouped tensor-core GEMMs. Both add into y. Quantized
+// experts (kept so by the weight table): decode through moe_quant_decode, prefill on their bf16
+// dequantization (moe_dequantize).
 frost_status moe(const Exec& ex, const MoeOp& p) {
-    for (const Tensor* t : {&p.x, &p.y, &p.router, &p.experts_gate_up, &p.experts_down, &p.shared_gate_up,
-                            &p.shared_down, &p.shared_gate})
+    for (const Tensor* t : {&p.x, &p.y, &p.router, &p.shared_gate})
         if (t->dtype != DType::BF16)
-            return fail(FROST_ERR_UNSUPPORTED, "op_moe (cuda): activations and expert weights must be bf16 views, got %s",
+            return fail(FROST_ERR_UNSUPPORTED, "op_moe (cuda): activations, router and shared gate must be bf16 views, got %s",
+                        dtype_name(t->dtype));
+    for (const Tensor* t : {&p.experts_gate_up, &p.experts_down, &p.shared_gate_up, &p.shared_down})
+        if (t->dtype != DType::BF16 && !t->quantized())
+            return fail(FROST_ERR_UNSUPPORTED, "op_moe (cuda): expert weights must be bf16 or quantized views, got %s",
                         dtype_name(t->dtype));
     NEED(p.work, DType::F32, "moe");
     K::MoeBf16Params m{};
-    m.x = B(p.x); m.router = B(p.router); m.experts_gate_up = B(p.experts_gate_up); m.experts_down = B(p.experts_down);
-    m.shared_gate_up = B(p.shared_gate_up); m.shared_down = B(p.shared_down); m.shared_gate = B(p.shared_gate);
+    // Quantized views' packed data stand in until moe_dequantize (the router kernels only check
+    // that every pointer is set and aligned; the quantized decode reads them through its GEMVs).
+    m.x = B(p.x); m.router = B(p.router); m.experts_gate_up = static_cast<const bf16*>(p.experts_gate_up.data);
+    m.experts_down = static_cast<const bf16*>(p.experts_down.data);
+    m.shared_gate_up = static_cast<const bf16*>(p.shared_gate_up.data);
+    m.shared_down = static_cast<const bf16*>(p.shared_down.data); m.shared_gate = B(p.shared_gate);
     m.probs = F(p.probs); m.topk_ids = p.topk_ids.as<int32_t>(); m.topk_w = F(p.topk_w);
     m.out = nullptr; m.out_bf16 = B(p.y); m.accumulate = 1;
     m.H = int32_t(p.x.shape[1]); m.E = p.E; m.k = p.k; m.I = p.I; m.Is = p.Is; m.norm_topk = p.norm_topk;
@@ -715,15 +817,19 @@ frost_status moe(const Exec& ex, const MoeOp& p) {
     // Align the carve's base up to 256 bytes (moe_work_floats left room for it).
     const uintptr_t raw = reinterpret_cast<uintptr_t>(F(p.work));
     float* base = reinterpret_cast<float*>((raw + 255) / 256 * 256);
-    if (moe_carve(m, base) > size_t(p.work.numel()))
+    MoeQuantScratch qs;
+    if (moe_carve(m, base, &qs) > size_t(p.work.numel()))
         return fail(FROST_ERR_INVALID_ARG, "op_moe (cuda): work holds %lld floats, needs %zu", (long long)p.work.numel(),
                     moe_carve(m, nullptr));
     // Decode rows (1, or a batched decode step's <= 8 members; prefill buckets are >= 64 rows) take
     // the per-row decode kernels, whose arithmetic for a row does not depend on the other rows, so a
     // batched member's bits equal its solo step's. Prefill groups the rows by expert.
-    if (p.rows.max > K::kGemvMaxRows) return check(K::moe_prefill_launch(m, native(ex)), "moe");
-    // Decode: three launches chained by programmatic dependent launch (never on the legacy stream).
-    m.pdl = native(ex) != nullptr ? 1 : 0;
+    const bool decode = p.rows.max <= K::kGemvMaxRows;
+    // Decode: launches chained by programmatic dependent launch (never on the legacy stream).
+    m.pdl = decode && native(ex) != nullptr ? 1 : 0;
+    if (decode && moe_routed_quantized(p)) return moe_quant_decode(ex, p, m, qs);
+    if (moe_any_quantized(p)) FROST_TRY(moe_dequantize(ex, p, &m));
+    if (!decode) return check(K::moe_prefill_launch(m, native(ex)), "moe");
     return check(K::moe_decode_launch(m, native(ex)), "moe");
 }
 

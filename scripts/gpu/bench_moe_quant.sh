@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Quantized MoE experts on the CUDA engine (issues 14 + 15): the 35B-A3B shape cut to its first
+# MOE_LAYERS layers (synth --layers: every per-layer kernel at the released shapes, without writing
+# 35-70 GB), as bf16 and with --quant fp8 / int4 / nvfp4, each through `frost bench engine`
+# (decode ms/token @1k beside the active-bytes floor of the cost model, which counts a quantized
+# expert's packed bytes + scales; cold TTFT 1k / 4k, whose prefill dequantizes every expert of a
+# layer into a bf16 tile; peak memory) in the same run. Writes $OUT/moe_quant_<format>.json and
+# a table. Expects build-gpu (or FROST_GPU_BUILD_DIR). MOE_QUANT_FORMATS limits the rows.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
+FROST=${FROST_GPU_BUILD_DIR:-build-gpu}/tools/frost/frost
+LAYERS=${MOE_LAYERS:-8}
+rc=0
+printf '%-6s %11s %14s %10s %7s %11s %11s %12s\n' format weights_GB decode_ms/tok floor_ms ratio ttft1k_ms ttft4k_ms \
+  peak_GB >"$OUT/moe_quant_table.txt"
+for fmt in ${MOE_QUANT_FORMATS:-bf16 fp8 int4 nvfp4}; do
+  dir=/tmp/frost-synth-35b-a3b-l$LAYERS-$fmt
+  quant=(); [ "$fmt" = bf16 ] || quant=(--quant "$fmt")
+  timeout 600 "$FROST" synth --out "$dir" --preset 35b-a3b --layers "$LAYERS" "${quant[@]}" >"$OUT/moe_quant_synth_$fmt.log" 2>&1 \
+    || { echo "synth 35b-a3b --layers $LAYERS $fmt failed"; tail -5 "$OUT/moe_quant_synth_$fmt.log"; rc=1; continue; }
+  timeout 300 "$FROST" bench engine --model "$dir" --backend cuda --ttft 1024,4096 --decode 1024 --decode-steps 64 \
+    --chunk 4096 --reps 3 --json >"$OUT/moe_quant_$fmt.json" 2>"$OUT/moe_quant_$fmt.log"
+  r=$?; [ $r -eq 0 ] || rc=$r
+  echo "moe quant bench $fmt: rc=$r"; tail -8 "$OUT/moe_quant_$fmt.log"
+  python3 - "$OUT/moe_quant_$fmt.json" "$fmt" >>"$OUT/moe_quant_table.txt" <<'PY' || true
+import json, sys
+d = json.load(open(sys.argv[1]))
+def find(o, key):
+    if isinstance(o, dict):
+        if key in o: return o
+        for v in o.values():
+            r = find(v, key)
+            if r is not None: return r
+    if isinstance(o, list):
+        for v in o:
+            r = find(v, key)
+            if r is not None: return r
+    return None
+dec = find(d, "ms_per_token") or {}
+ttft = {}
+def walk(o):
+    if isinstance(o, dict):
+        if "tokens" in o and "ms" in o: ttft[o["tokens"]] = o["ms"]
+        for v in o.values(): walk(v)
+    elif isinstance(o, list):
+        for v in o: walk(v)
+walk(d)
+w = (find(d, "cuda_engine_info") or {}).get("cuda_engine_info", {}).get("weight_bytes", 0)
+peak = (find(d, "peak_bytes") or {}).get("peak_bytes", 0)
+print("%-6s %11.2f %14.3f %10.3f %7.2f %11.1f %11.1f %12.2f" % (sys.argv[2], w / 1e9, dec.get("ms_per_token", 0),
+      dec.get("floor_ms", 0), dec.get("ms_over_floor", 0), ttft.get(1024, 0), ttft.get(4096, 0), peak / 1e9))
+PY
+  rm -rf "$dir"
+done
+echo "== 35B-A3B shape, first $LAYERS layers: quantized experts vs bf16 (decode @1k vs the active-bytes floor)"
+cat "$OUT/moe_quant_table.txt"
+exit $rc
