@@ -12,7 +12,7 @@ OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 FROST=${FROST_GPU_BUILD_DIR:-build-gpu}/tools/frost/frost
 LAYERS=${MOE_LAYERS:-8}
 rc=0
-printf '%-6s %11s %14s %10s %7s %11s %11s %12s\n' format weights_GB decode_ms/tok floor_ms ratio ttft1k_ms ttft4k_ms \
+printf '%-9s %11s %14s %10s %7s %11s %11s %12s\n' format weights_GB decode_ms/tok floor_ms ratio ttft1k_ms ttft4k_ms \
   peak_GB >"$OUT/moe_quant_table.txt"
 for fmt in ${MOE_QUANT_FORMATS:-bf16 fp8 int4 nvfp4}; do
   dir=/tmp/frost-synth-35b-a3b-l$LAYERS-$fmt
@@ -23,34 +23,8 @@ for fmt in ${MOE_QUANT_FORMATS:-bf16 fp8 int4 nvfp4}; do
     --chunk 4096 --reps 3 --json >"$OUT/moe_quant_$fmt.json" 2>"$OUT/moe_quant_$fmt.log"
   r=$?; [ $r -eq 0 ] || rc=$r
   echo "moe quant bench $fmt: rc=$r"; tail -8 "$OUT/moe_quant_$fmt.log"
-  python3 - "$OUT/moe_quant_$fmt.json" "$fmt" >>"$OUT/moe_quant_table.txt" <<'PY' || true
-import json, sys
-d = json.load(open(sys.argv[1]))
-def find(o, key):
-    if isinstance(o, dict):
-        if key in o: return o
-        for v in o.values():
-            r = find(v, key)
-            if r is not None: return r
-    if isinstance(o, list):
-        for v in o:
-            r = find(v, key)
-            if r is not None: return r
-    return None
-dec = find(d, "ms_per_token") or {}
-ttft = {}
-def walk(o):
-    if isinstance(o, dict):
-        if "tokens" in o and "ms" in o: ttft[o["tokens"]] = o["ms"]
-        for v in o.values(): walk(v)
-    elif isinstance(o, list):
-        for v in o: walk(v)
-walk(d)
-w = (find(d, "cuda_engine_info") or {}).get("cuda_engine_info", {}).get("weight_bytes", 0)
-peak = (find(d, "peak_bytes") or {}).get("peak_bytes", 0)
-print("%-6s %11.2f %14.3f %10.3f %7.2f %11.1f %11.1f %12.2f" % (sys.argv[2], w / 1e9, dec.get("ms_per_token", 0),
-      dec.get("floor_ms", 0), dec.get("ms_over_floor", 0), ttft.get(1024, 0), ttft.get(4096, 0), peak / 1e9))
-PY
+  python3 bench/python/engine_row.py "$OUT/moe_quant_$fmt.json" "$fmt" --ttft 1024,4096 --peak \
+    >>"$OUT/moe_quant_table.txt" || true
   rm -rf "$dir"
 done
 echo "== 35B-A3B shape, first $LAYERS layers: quantized experts vs bf16 (decode @1k vs the active-bytes floor)"

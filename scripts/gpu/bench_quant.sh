@@ -37,33 +37,8 @@ for variant in ${QUANT_VARIANTS:-bf16 fp8 fp8-fused fp8-w8a8 nvfp4 int4}; do
     --decode-steps 64 --chunk 2048 --reps 3 --json $extra >"$OUT/quant_bench_$variant.json" 2>"$OUT/quant_bench_$variant.log"
   r=$?; [ $r -eq 0 ] || rc=$r
   echo "quant bench $variant: rc=$r"; tail -8 "$OUT/quant_bench_$variant.log"
-  python3 - "$OUT/quant_bench_$variant.json" "$variant" >>"$OUT/quant_bench_table.txt" <<'PY' || true
-import json, sys
-d = json.load(open(sys.argv[1]))
-def find(o, key):  # first dict holding `key`, depth first
-    if isinstance(o, dict):
-        if key in o: return o
-        for v in o.values():
-            r = find(v, key)
-            if r is not None: return r
-    if isinstance(o, list):
-        for v in o:
-            r = find(v, key)
-            if r is not None: return r
-    return None
-dec = find(d, "ms_per_token") or {}
-ttft = {}
-def walk(o):
-    if isinstance(o, dict):
-        if "tokens" in o and "ms" in o: ttft[o["tokens"]] = o["ms"]
-        for v in o.values(): walk(v)
-    elif isinstance(o, list):
-        for v in o: walk(v)
-walk(d)
-w = (find(d, "cuda_engine_info") or {}).get("cuda_engine_info", {}).get("weight_bytes", 0)
-print("%-9s %11.2f %14.3f %10.3f %7.2f %11.1f %11.1f %11.1f" % (sys.argv[2], w / 1e9, dec.get("ms_per_token", 0),
-      dec.get("floor_ms", 0), dec.get("ms_over_floor", 0), ttft.get(1024, 0), ttft.get(4096, 0), ttft.get(16384, 0)))
-PY
+  python3 bench/python/engine_row.py "$OUT/quant_bench_$variant.json" "$variant" --ttft 1024,4096,16384 \
+    >>"$OUT/quant_bench_table.txt" || true
   # Accuracy against the bf16 model of the same weights (`frost bench accuracy`: relative logit
   # error and greedy agreement over a 512-token prompt and 256 teacher-forced decode steps).
   if [ "$fmt" != bf16 ] && [ "$variant" != fp8-fused ]; then

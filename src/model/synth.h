@@ -47,7 +47,9 @@ struct SynthOptions {
     // "" (bf16) or a quantized format written as the published tools do: fp8 (Qwen block 128),
     // fp8-dynamic, nvfp4, int4, int4-asym (compressed-tensors). See model/quant/quant_writer.h.
     std::string quant;
-    // MoE presets only (bf16): a decisive router, so a bf16 path routes every token as fp32 does.
+    // MoE presets only (with --quant too: the writer quantizes the rewritten projections, whose
+    // routing rows stay exactly zero): a decisive router, so a bf16 or quantized path routes every
+    // token as fp32 does.
     // ceil(log2 E) "routing channels" of the residual stream carry a per-token sign pattern set by
     // the embedding (+-2 embed_std) that no layer writes (those rows of every output projection
     // are zero; their post-attention norm weights are 0, i.e. gain 1), and the router reads only

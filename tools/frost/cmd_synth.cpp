@@ -19,7 +19,7 @@ constexpr const char* kUsage =
     "--tokenizer copies tokenizer.json/tokenizer_config.json from DIR and sizes the vocab to fit it.\n"
     "--quant writes every projection quantized as the published tools do (fp8: Qwen's block-128 FP8;\n"
     "fp8-dynamic, nvfp4, int4, int4-asym: llm-compressor's compressed-tensors); lm_head stays bf16.\n"
-    "--decisive-router (MoE presets, bf16): routing set by a per-token sign code in ceil(log2 E)\n"
+    "--decisive-router (MoE presets; with --quant too): routing set by a per-token sign code in ceil(log2 E)\n"
     "residual channels no layer writes, so every token's top-k gap is large (bf16 routes as fp32).\n"
     "--header-only writes every file and header but leaves the tensor data as holes (sparse files reading as\n"
     "zeros, no disk used): a released shape binds and inspects without writing it; outputs are meaningless.\n"
