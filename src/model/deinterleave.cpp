@@ -20,11 +20,16 @@ void regroup(const uint8_t* src, size_t row_bytes, int groups, int parts, const 
 
 }  // namespace
 
+bool qkvz_units_ok(const QkvzSplit& p) {
+    const int r = p.num_k_heads > 0 ? p.num_v_heads / p.num_k_heads : 0;
+    return p.unit > 0 && r > 0 && p.k_head_dim % p.unit == 0 && (r * p.v_head_dim) % p.unit == 0;
+}
+
 void deinterleave_qkvz(const QkvzSplit& p, const void* src, void* qkv_out, void* z_out) {
-    const size_t r = size_t(p.num_v_heads / p.num_k_heads);
-    const size_t q_rows = size_t(p.num_k_heads) * p.k_head_dim;
+    const size_t r = size_t(p.num_v_heads / p.num_k_heads), u = size_t(p.unit);
+    const size_t q_rows = size_t(p.num_k_heads) * p.k_head_dim / u;
     uint8_t* qkv = static_cast<uint8_t*>(qkv_out);
-    const size_t rows[4] = {size_t(p.k_head_dim), size_t(p.k_head_dim), r * p.v_head_dim, r * p.v_head_dim};
+    const size_t rows[4] = {p.k_head_dim / u, p.k_head_dim / u, r * p.v_head_dim / u, r * p.v_head_dim / u};
     uint8_t* dst[4] = {qkv, qkv + q_rows * p.row_bytes, qkv + 2 * q_rows * p.row_bytes, static_cast<uint8_t*>(z_out)};
     regroup(static_cast<const uint8_t*>(src), p.row_bytes, p.num_k_heads, 4, rows, dst);
 }

@@ -13,8 +13,15 @@ struct QkvzSplit {
     int num_v_heads = 0;  // Hv (multiple of Hk)
     int k_head_dim = 0;   // dk
     int v_head_dim = 0;   // dv
-    size_t row_bytes = 0; // bytes of one row (H elements)
+    size_t row_bytes = 0; // bytes of one stored row (H elements, or one row of a per-row array)
+    // Weight rows per stored row: 1 for the weight and per-row arrays, the block height for a
+    // block-scale grid (128), 8 for INT4 zero points packed 8 rows per word. Every part's row
+    // count must be a multiple of it (qkvz_units_ok).
+    int unit = 1;
 };
+
+// Whether deinterleave_qkvz can regroup an array of p.unit weight rows per stored row.
+bool qkvz_units_ok(const QkvzSplit& p);
 
 // src: [2Q+2V rows] grouped per key head g as [q_g (dk) | k_g (dk) | v (r*dv) | z (r*dv)].
 // qkv_out: [2Q+V rows] = [all q ; all k ; all v] (head-major); z_out: [V rows].

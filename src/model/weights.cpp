@@ -97,20 +97,102 @@ struct Binder {
     }
 };
 
+// A quantized linear the binding made of a stored one, with the tensors it points at.
+struct DerivedQuant : quant::QuantModule {
+    CheckpointTensor tq, ts, tz;
+};
+
+// Weight rows per stored row of array `a` of a module of `out` rows (1: per row; the block height
+// of a scale grid; 8 for packed zero points), or 0 when deinterleave_qkvz cannot move it whole.
+int qkvz_unit(const CheckpointTensor& a, int64_t out, QkvzSplit s) {
+    if (a.shape.empty() || a.shape[0] <= 0 || out % a.shape[0] != 0 || a.bytes % uint64_t(a.shape[0]) != 0) return 0;
+    s.unit = int(out / a.shape[0]);
+    return qkvz_units_ok(s) ? s.unit : 0;
+}
+
+// Array `a` regrouped like the rows it belongs to: its qkv rows into *qkv, its z rows into *z, in
+// storage owned by w.
+void regroup_array(const CheckpointTensor& a, int64_t out, QkvzSplit s, int64_t qkv_rows, ModelWeights* w,
+                   CheckpointTensor* qkv, CheckpointTensor* z) {
+    s.unit = qkvz_unit(a, out, s);
+    s.row_bytes = size_t(a.bytes / uint64_t(a.shape[0]));
+    auto make = [&](CheckpointTensor* t, int64_t rows, const char* suffix) {
+        t->name = a.name + suffix;
+        t->dtype = a.dtype;
+        t->shape = a.shape;
+        t->shape[0] = rows / s.unit;
+        t->bytes = uint64_t(t->shape[0]) * s.row_bytes;
+        w->owned.emplace_back(new uint8_t[t->bytes]);
+        t->data = w->owned.back().get();
+        t->copied = true;
+    };
+    make(qkv, qkv_rows, " (qkv rows)");
+    make(z, out - qkv_rows, " (z rows)");
+    deinterleave_qkvz(s, a.data, const_cast<void*>(qkv->data), const_cast<void*>(z->data));
+}
+
+// Qwen3-Next's quantized in_proj_qkvz kept quantized (WeightLoadOptions::keep_quantized): its
+// packed rows and every row-indexed array (scales per row or per 128-row block, INT4 zero points
+// per 8 rows) regrouped like the rows, as two modules in_proj_qkv and in_proj_z that the weight
+// table then treats as any stored quantized linears (a global scale is shared). False (nothing
+// bound) when it is not stored quantized or a part does not fall on whole rows of some array
+// (then the caller dequantizes it).
+bool bind_qwen3next_qkvz_quantized(Binder& b, const ModelConfig& c, const std::string& p, LinearAttnWeights* lin,
+                                   ModelWeights* w) {
+    const std::string name = p + "in_proj_qkvz.weight";
+    const quant::QuantModule* m = b.keep_quantized ? b.plan->find_weight(name) : nullptr;
+    const int64_t H = c.hidden_size, Q = c.lin_q_dim(), V = c.lin_v_dim();
+    if (!m || m->g_idx || !m->q || !m->scale || m->out != 2 * Q + 2 * V || m->in != H) return false;
+    const QkvzSplit s{c.lin_num_k_heads, c.lin_num_v_heads, c.lin_k_head_dim, c.lin_v_head_dim, 0};
+    for (const CheckpointTensor* a : {m->q, m->scale, m->zero_point})
+        if (a && !qkvz_unit(*a, m->out, s)) return false;
+    b.used.insert(name);
+    b.used.insert(m->tensors.begin(), m->tensors.end());
+    auto qkv = std::make_shared<DerivedQuant>(), z = std::make_shared<DerivedQuant>();
+    regroup_array(*m->q, m->out, s, 2 * Q + V, w, &qkv->tq, &z->tq);
+    regroup_array(*m->scale, m->out, s, 2 * Q + V, w, &qkv->ts, &z->ts);
+    if (m->zero_point) regroup_array(*m->zero_point, m->out, s, 2 * Q + V, w, &qkv->tz, &z->tz);
+    auto finish = [&](DerivedQuant& d, const char* part, int64_t rows, TensorView* out) {
+        static_cast<quant::QuantModule&>(d) = *m;
+        d.module = p + part;
+        d.out = rows;
+        d.q = &d.tq;
+        d.scale = &d.ts;
+        d.zero_point = m->zero_point ? &d.tz : nullptr;
+        d.tensors = {d.tq.name, d.ts.name};
+        d.stored_bytes = d.tq.bytes + d.ts.bytes + (m->zero_point ? d.tz.bytes : 0) +
+                         (m->global_scale ? m->global_scale->bytes : 0);
+        TensorView v;
+        v.name = p + part + ".weight";
+        v.dtype = d.tq.dtype;
+        v.shape = {rows, H};
+        v.data = d.tq.data;
+        v.bytes = d.stored_bytes;
+        v.quant = &d;
+        *out = std::move(v);
+    };
+    finish(*qkv, "in_proj_qkv", 2 * Q + V, &lin->in_proj_qkv);
+    finish(*z, "in_proj_z", V, &lin->in_proj_z);
+    w->derived_quant.push_back(std::move(qkv));
+    w->derived_quant.push_back(std::move(z));
+    return true;
+}
+
 // Qwen3-Next fused projections -> Qwen3.5 views in storage owned by `w`. The regrouping moves
 // whole rows, so it takes the rows as they come: bf16 as stored, or a quantized projection (Qwen's
 // FP8 releases quantize in_proj_qkvz and leave in_proj_ba in bf16) dequantized to the loader's
-// dtype (f32 for the CPU oracle, bf16 for CUDA). Kept quantized, a regrouped projection would need
-// its scales regrouped with it, so these two are always dequantized.
+// dtype (f32 for the CPU oracle, bf16 for CUDA), or, kept quantized, regrouped with its scales
+// (bind_qwen3next_qkvz_quantized).
 void bind_qwen3next_linear(Binder& b, const ModelConfig& c, const std::string& p, LinearAttnWeights* lin, ModelWeights* w) {
     const int64_t H = c.hidden_size, Q = c.lin_q_dim(), V = c.lin_v_dim(), Hv = c.lin_num_v_heads;
     TensorView qkvz, ba;
+    const bool kept = bind_qwen3next_qkvz_quantized(b, c, p, lin, w);
     const bool keep = b.keep_quantized;
     b.keep_quantized = false;
-    b.bind(p + "in_proj_qkvz.weight", {2 * Q + 2 * V, H}, &qkvz);
+    if (!kept) b.bind(p + "in_proj_qkvz.weight", {2 * Q + 2 * V, H}, &qkvz);
     b.bind(p + "in_proj_ba.weight", {2 * Hv, H}, &ba);
     b.keep_quantized = keep;
-    if (!qkvz.present() || !ba.present()) return;
+    if ((!kept && !qkvz.present()) || !ba.present()) return;
     auto make = [&](const std::string& name, int64_t rows, DType dt) {
         TensorView v;
         v.name = name;
@@ -121,13 +203,15 @@ void bind_qwen3next_linear(Binder& b, const ModelConfig& c, const std::string& p
         v.data = w->owned.back().get();
         return v;
     };
-    lin->in_proj_qkv = make(p + "in_proj_qkv.weight", 2 * Q + V, qkvz.dtype);
-    lin->in_proj_z = make(p + "in_proj_z.weight", V, qkvz.dtype);
+    QkvzSplit s{c.lin_num_k_heads, c.lin_num_v_heads, c.lin_k_head_dim, c.lin_v_head_dim, 0};
+    if (!kept) {
+        lin->in_proj_qkv = make(p + "in_proj_qkv.weight", 2 * Q + V, qkvz.dtype);
+        lin->in_proj_z = make(p + "in_proj_z.weight", V, qkvz.dtype);
+        s.row_bytes = size_t(H) * dtype_size(qkvz.dtype);
+        deinterleave_qkvz(s, qkvz.data, const_cast<void*>(lin->in_proj_qkv.data), const_cast<void*>(lin->in_proj_z.data));
+    }
     lin->in_proj_b = make(p + "in_proj_b.weight", Hv, ba.dtype);
     lin->in_proj_a = make(p + "in_proj_a.weight", Hv, ba.dtype);
-    QkvzSplit s{c.lin_num_k_heads, c.lin_num_v_heads, c.lin_k_head_dim, c.lin_v_head_dim, 0};
-    s.row_bytes = size_t(H) * dtype_size(qkvz.dtype);
-    deinterleave_qkvz(s, qkvz.data, const_cast<void*>(lin->in_proj_qkv.data), const_cast<void*>(lin->in_proj_z.data));
     s.row_bytes = size_t(H) * dtype_size(ba.dtype);
     deinterleave_ba(s, ba.data, const_cast<void*>(lin->in_proj_b.data), const_cast<void*>(lin->in_proj_a.data));
 }

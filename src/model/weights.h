@@ -104,6 +104,10 @@ struct ModelWeights {
     std::map<std::string, TensorView> mtp;     // every mtp.* tensor, kept for later use
     std::shared_ptr<Checkpoint> checkpoint;    // keeps the mapping alive
     std::vector<std::unique_ptr<uint8_t[]>> owned;  // storage for copied / de-interleaved / dequantized tensors
+    // Quantized modules the binding made of stored ones (Qwen3-Next's in_proj_qkvz regrouped into
+    // in_proj_qkv and in_proj_z, kept quantized), which those views' TensorView::quant point at;
+    // their tensors' bytes live in `owned`.
+    std::vector<std::shared_ptr<const quant::QuantModule>> derived_quant;
     std::shared_ptr<const quant::QuantPlan> quant;  // never null after binding; empty plan when not quantized
     uint64_t total_bytes() const;              // bytes of every bound tensor (LM only)
 };

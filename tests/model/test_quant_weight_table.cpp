@@ -292,6 +292,80 @@ TEST_P(QuantWeightTable, MoeExpertsKeptAsStackedViews) {
     }
 }
 
+// Qwen3-Next's fused in_proj_qkvz, quantized in its FP8 releases, kept quantized: the loader
+// regroups its packed rows with every row-indexed array (FP8 128-row block scales move as whole
+// blocks; per-row scales; INT4 zero points 8 rows to a word) into in_proj_qkv and in_proj_z, which
+// dequantize bit for bit to the regrouped load-time dequantization; the weight table keeps them
+// quantized ([qkv; z] with the bf16 [b; a] tail), nothing but this preset's INT4 down experts
+// (K = 64 under the 128 group) is dequantized, and the CPU engine given the kept weights computes
+// the logits of the dequantized load. With 32-row key heads (next-moe-tiny) a 128-row FP8 block
+// spans parts, so the projection is dequantized at load as before.
+TEST_P(QuantWeightTable, Qwen3NextQkvzKeptQuantizedWithRegroupedScales) {
+    const Case c = GetParam();
+    const std::string dir = synth_temp("quant_table_next_" + std::string(c.quant), "next-moe-tiny-gpu", c.quant, 83);
+    ModelWeights kept, ref;
+    WeightLoadOptions lo;
+    lo.keep_quantized = true;
+    ASSERT_EQ(load_weights(dir, &kept, lo), FROST_OK) << frost_last_error();
+    ASSERT_EQ(load_weights(dir, &ref), FROST_OK) << frost_last_error();
+    const ModelConfig& cfg = kept.config;
+    int linear = 0;
+    for (int l = 0; l < cfg.num_layers; ++l) {
+        if (!cfg.is_linear(l)) continue;
+        ++linear;
+        const LinearAttnWeights& k = kept.layers[size_t(l)].lin;
+        const LinearAttnWeights& r = ref.layers[size_t(l)].lin;
+        for (const auto& [kv, rv] : {std::pair{&k.in_proj_qkv, &r.in_proj_qkv}, std::pair{&k.in_proj_z, &r.in_proj_z}}) {
+            ASSERT_NE(kv->quant, nullptr) << kv->name << ": not kept quantized";
+            ASSERT_EQ(kv->shape, rv->shape) << kv->name;
+            std::vector<float> got(size_t(kv->numel()), NAN);
+            ASSERT_EQ(qwen35::dequantize_view(*kv, ops::DType::F32, got.data()), FROST_OK) << frost_last_error();
+            EXPECT_EQ(std::memcmp(got.data(), rv->data, got.size() * sizeof(float)), 0) << kv->name;
+        }
+        EXPECT_EQ(k.in_proj_b.quant, nullptr);
+    }
+    ASSERT_GT(linear, 0);
+    Bound q(kept, ops::DType::BF16, true);
+    ASSERT_EQ(q.status, FROST_OK) << frost_last_error();
+    for (const auto& d : q.views.dequantized)
+        if (d.find("moe_experts_down: int4 group size 128") == std::string::npos) ADD_FAILURE() << "dequantized at load: " << d;
+    for (int l = 0; l < cfg.num_layers; ++l)
+        if (cfg.is_linear(l)) {
+            EXPECT_EQ(q.views.layers[size_t(l)].in_proj.dtype, c.dtype) << "layer " << l;
+            EXPECT_FALSE(q.views.layers[size_t(l)].in_proj_tail.empty()) << "layer " << l;
+        }
+
+    EngineOptions o;
+    o.max_seq_len = 128;
+    o.prefill_chunk = 64;
+    std::unique_ptr<Engine> a, b;
+    ASSERT_EQ(Engine::create_from_weights(kept, o, &a), FROST_OK) << frost_last_error();
+    ASSERT_EQ(Engine::create(dir, o, &b), FROST_OK) << frost_last_error();
+    const std::vector<int32_t> ids = {11, 7, 300, 45, 9, 1000, 3};
+    int32_t na = -1, nb = -2;
+    std::vector<float> la, lb;
+    ASSERT_EQ(a->prefill(0, ids.data(), ids.size(), &na), FROST_OK) << frost_last_error();
+    ASSERT_EQ(b->prefill(0, ids.data(), ids.size(), &nb), FROST_OK) << frost_last_error();
+    ASSERT_EQ(a->decode(0, &na), FROST_OK) << frost_last_error();
+    ASSERT_EQ(b->decode(0, &nb), FROST_OK) << frost_last_error();
+    ASSERT_EQ(a->last_logits(0, &la), FROST_OK) << frost_last_error();
+    ASSERT_EQ(b->last_logits(0, &lb), FROST_OK) << frost_last_error();
+    EXPECT_EQ(na, nb);
+    ASSERT_EQ(la.size(), lb.size());
+    ASSERT_FALSE(la.empty());
+    EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
+
+    if (std::string(c.quant) != "fp8") return;
+    const std::string narrow = synth_temp("quant_table_next_narrow", "next-moe-tiny", c.quant, 84);
+    ModelWeights n;
+    ASSERT_EQ(load_weights(narrow, &n, lo), FROST_OK) << frost_last_error();
+    for (int l = 0; l < n.config.num_layers; ++l)
+        if (n.config.is_linear(l)) {
+            EXPECT_EQ(n.layers[size_t(l)].lin.in_proj_qkv.quant, nullptr) << "layer " << l;
+            EXPECT_EQ(n.layers[size_t(l)].lin.in_proj_qkv.dtype, DType::F32) << "layer " << l;
+        }
+}
+
 // The CPU engine is the fp32 oracle: kept-quantized weights handed to it are dequantized by the
 // table, so it computes exactly what it computes from weights dequantized at load.
 TEST(QuantWeightTable, CpuEngineDequantizesKeptWeights) {
