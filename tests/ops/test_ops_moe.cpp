@@ -4,6 +4,8 @@
 // bad params at record time naming the op, and every backend table has the slot.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -112,6 +114,42 @@ TEST(OpsMoe, CostCountsActiveExpertsOnly) {
     const double all = 4.0 * a.H * (a.E + 3.0 * a.E * a.I + 3.0 * a.Is + 1);
     EXPECT_GE(many.bytes, all);
     EXPECT_LT(many.bytes, all + 1000.0 * (4 * 3 * a.H + 4 * a.E + 8 * a.k) + 1);
+}
+
+// Quantized experts (kept so on CUDA) count their packed bytes + scales per active expert, and a
+// prefill (rows > 8) adds the bf16 tile every quantized expert matrix is dequantized into and
+// read back from (2 bytes written + 2 read per element).
+TEST(OpsMoe, CostOfQuantizedExpertsCountsPackedBytesAndThePrefillTile) {
+    MoeData a;
+    MoeOp p = a.op();
+    const MoeOp dense = p;
+    // FP8 with one f32 scale per 128 x 128 block (views only: the cost model reads no data).
+    auto fp8 = [](Tensor t) {
+        t.dtype = DType::FP8_E4M3;
+        t.scale = t.data;
+        t.scale_block = 128;
+        t.scale_rows = 128;
+        return t;
+    };
+    p.experts_gate_up = fp8(p.experts_gate_up);
+    p.experts_down = fp8(p.experts_down);
+    p.shared_gate_up = fp8(p.shared_gate_up);
+    p.shared_down = fp8(p.shared_down);
+    const double E = a.E, H = a.H, I = a.I, Is = a.Is;
+    auto fp8_bytes = [](double n, double k) { return n * k + std::ceil(n / 128) * std::ceil(k / 128) * 4; };
+    const double per_expert = (fp8_bytes(E * 2 * I, H) + fp8_bytes(E * H, I)) / E;
+    const double shared = fp8_bytes(2 * Is, H) + fp8_bytes(H, Is);
+    for (const int rows : {1, 2, 1000}) {
+        p.rows = {rows, nullptr};
+        MoeOp d = dense;
+        d.rows = p.rows;
+        const double active = std::min(E, double(rows) * a.k);
+        const double f32_weights = 4.0 * (active * 3 * I * H + 3 * Is * H);  // the fp32 views' expert bytes
+        const double tile = rows > 8 ? 4.0 * (E * 2 * I * H + E * H * I + 2 * Is * H + H * Is) : 0.0;
+        EXPECT_NEAR(cost_of(p).bytes, cost_of(d).bytes - f32_weights + active * per_expert + shared + tile, 1e-6)
+            << rows << " rows";
+        EXPECT_EQ(cost_of(p).flops, cost_of(d).flops) << rows << " rows";
+    }
 }
 
 TEST(OpsMoe, BadParamsRefusedNamingTheOp) {
