@@ -109,6 +109,31 @@ size_t dequant_mismatches(const MatrixCase& m) {
     return bad;
 }
 
+// The CPU engine is the fp32 oracle: kept-quantized weights handed to it are dequantized by the
+// table, so a prefill and a decode step compute exactly the logits of the checkpoint in `dir`
+// loaded dequantized.
+void expect_cpu_engine_matches_the_dequantized_load(const ModelWeights& kept, const std::string& dir) {
+    EngineOptions o;
+    o.max_seq_len = 128;
+    o.prefill_chunk = 64;
+    std::unique_ptr<Engine> a, b;
+    ASSERT_EQ(Engine::create_from_weights(kept, o, &a), FROST_OK) << frost_last_error();
+    ASSERT_EQ(Engine::create(dir, o, &b), FROST_OK) << frost_last_error();
+    const std::vector<int32_t> ids = {11, 7, 300, 45, 9, 1000, 3};
+    int32_t na = -1, nb = -2;
+    std::vector<float> la, lb;
+    ASSERT_EQ(a->prefill(0, ids.data(), ids.size(), &na), FROST_OK) << frost_last_error();
+    ASSERT_EQ(b->prefill(0, ids.data(), ids.size(), &nb), FROST_OK) << frost_last_error();
+    ASSERT_EQ(a->decode(0, &na), FROST_OK) << frost_last_error();
+    ASSERT_EQ(b->decode(0, &nb), FROST_OK) << frost_last_error();
+    ASSERT_EQ(a->last_logits(0, &la), FROST_OK) << frost_last_error();
+    ASSERT_EQ(b->last_logits(0, &lb), FROST_OK) << frost_last_error();
+    EXPECT_EQ(na, nb);
+    ASSERT_EQ(la.size(), lb.size());
+    ASSERT_FALSE(la.empty());
+    EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
+}
+
 struct Case {
     const char* quant;
     ops::DType dtype;
@@ -335,25 +360,7 @@ TEST_P(QuantWeightTable, Qwen3NextQkvzKeptQuantizedWithRegroupedScales) {
             EXPECT_FALSE(q.views.layers[size_t(l)].in_proj_tail.empty()) << "layer " << l;
         }
 
-    EngineOptions o;
-    o.max_seq_len = 128;
-    o.prefill_chunk = 64;
-    std::unique_ptr<Engine> a, b;
-    ASSERT_EQ(Engine::create_from_weights(kept, o, &a), FROST_OK) << frost_last_error();
-    ASSERT_EQ(Engine::create(dir, o, &b), FROST_OK) << frost_last_error();
-    const std::vector<int32_t> ids = {11, 7, 300, 45, 9, 1000, 3};
-    int32_t na = -1, nb = -2;
-    std::vector<float> la, lb;
-    ASSERT_EQ(a->prefill(0, ids.data(), ids.size(), &na), FROST_OK) << frost_last_error();
-    ASSERT_EQ(b->prefill(0, ids.data(), ids.size(), &nb), FROST_OK) << frost_last_error();
-    ASSERT_EQ(a->decode(0, &na), FROST_OK) << frost_last_error();
-    ASSERT_EQ(b->decode(0, &nb), FROST_OK) << frost_last_error();
-    ASSERT_EQ(a->last_logits(0, &la), FROST_OK) << frost_last_error();
-    ASSERT_EQ(b->last_logits(0, &lb), FROST_OK) << frost_last_error();
-    EXPECT_EQ(na, nb);
-    ASSERT_EQ(la.size(), lb.size());
-    ASSERT_FALSE(la.empty());
-    EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
+    expect_cpu_engine_matches_the_dequantized_load(kept, dir);
 
     if (std::string(c.quant) != "fp8") return;
     const std::string narrow = synth_temp("quant_table_next_narrow", "next-moe-tiny", c.quant, 84);
@@ -374,25 +381,7 @@ TEST(QuantWeightTable, CpuEngineDequantizesKeptWeights) {
     WeightLoadOptions lo;
     lo.keep_quantized = true;
     ASSERT_EQ(load_weights(dir, &kept, lo), FROST_OK) << frost_last_error();
-    EngineOptions o;
-    o.max_seq_len = 128;
-    o.prefill_chunk = 64;
-    std::unique_ptr<Engine> a, b;
-    ASSERT_EQ(Engine::create_from_weights(kept, o, &a), FROST_OK) << frost_last_error();
-    ASSERT_EQ(Engine::create(dir, o, &b), FROST_OK) << frost_last_error();
-    const std::vector<int32_t> ids = {11, 7, 300, 45, 9, 1000, 3};
-    int32_t na = -1, nb = -2;
-    std::vector<float> la, lb;
-    ASSERT_EQ(a->prefill(0, ids.data(), ids.size(), &na), FROST_OK) << frost_last_error();
-    ASSERT_EQ(b->prefill(0, ids.data(), ids.size(), &nb), FROST_OK) << frost_last_error();
-    ASSERT_EQ(a->decode(0, &na), FROST_OK) << frost_last_error();
-    ASSERT_EQ(b->decode(0, &nb), FROST_OK) << frost_last_error();
-    ASSERT_EQ(a->last_logits(0, &la), FROST_OK) << frost_last_error();
-    ASSERT_EQ(b->last_logits(0, &lb), FROST_OK) << frost_last_error();
-    EXPECT_EQ(na, nb);
-    ASSERT_EQ(la.size(), lb.size());
-    ASSERT_FALSE(la.empty());
-    EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
+    expect_cpu_engine_matches_the_dequantized_load(kept, dir);
 }
 
 // A fused matrix whose parts cannot share one quantized view is refused with the reason.
