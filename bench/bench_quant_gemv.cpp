@@ -9,7 +9,9 @@
 // (1.00 = at the quantized-bytes floor). Quantized rows: the SIMT and the tensor-core kernel
 // (kern "tc", its default launch), and with --tune every tensor-core variant ("u<steps per load
 // group>b<blocks per SM>", "p": pipelined, the next group loaded before the current one is
-// computed). --m M runs M x rows at once (a batched decode step; the SIMT kernel takes M = 1 only).
+// computed, "t2": two 16-row tiles per block; "tc" picks one by shape). --m M runs M x rows at once (a batched decode step; the SIMT kernel takes M = 1 only).
+// "-w8a8" rows: the FP8 formats with x quantized in the kernel (GemvQuantParams::act_fp8, FP8 mma;
+// tensor-core kernel, u1b3p and u1b3pt2 only).
 // Usage: bench_quant_gemv [repeats] [--m M] [--tune]
 #if !FROST_WITH_CUDA
 #include <cstdio>
@@ -101,8 +103,9 @@ double copy_gbs(cudaStream_t s, Timer& t) {
 
 }  // namespace
 
-// The tensor-core variants --tune times: {unroll, min blocks per SM, pipe}.
-constexpr int kVariants[][3] = {{2, 2, 0}, {2, 3, 0}, {2, 4, 0}, {4, 2, 0}, {1, 2, 1}, {1, 3, 1}, {2, 2, 1}, {2, 3, 1}};
+// The tensor-core variants --tune times: {unroll, min blocks per SM, pipe, warps per tile}.
+constexpr int kVariants[][4] = {{2, 2, 0, 8}, {2, 3, 0, 8}, {2, 4, 0, 8}, {4, 2, 0, 8}, {1, 2, 1, 8},
+                                {1, 3, 1, 8}, {2, 2, 1, 8}, {2, 3, 1, 8}, {1, 3, 1, 4}};
 constexpr int kVariantCount = static_cast<int>(sizeof kVariants / sizeof kVariants[0]);
 
 int main(int argc, char** argv) {
@@ -131,7 +134,7 @@ int main(int argc, char** argv) {
     CK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device %s; copy ceiling %.0f GB/s (read + write); floor = bytes / ceiling; M = %d x rows\n", prop.name,
                 gbs, M);
-    std::printf("%-18s %-12s %-5s %10s %9s %9s %8s %9s %7s\n", "shape", "format", "kern", "MB", "alone us", "stream us",
+    std::printf("%-18s %-14s %-5s %10s %9s %9s %8s %9s %7s\n", "shape", "format", "kern", "MB", "alone us", "stream us",
                 "GB/s", "floor us", "ratio");
 
     bf16* x = static_cast<bf16*>(dalloc(size_t(kF) * 2 * M));
@@ -159,10 +162,13 @@ int main(int argc, char** argv) {
         const char* name;
         int format;  // -1: bf16 gemv_launch
         bool zero_point;
+        bool act8 = false;
     };
     const Fmt fmts[] = {{"bf16", -1, false},
                         {"fp8-block", kGemvQuantFp8Block, false},
                         {"fp8-channel", kGemvQuantFp8Channel, false},
+                        {"fp8-block-w8a8", kGemvQuantFp8Block, false, true},
+                        {"fp8-chan-w8a8", kGemvQuantFp8Channel, false, true},
                         {"nvfp4", kGemvQuantNvfp4, false},
                         {"int4", kGemvQuantInt4, false},
                         {"int4-zp", kGemvQuantInt4, true}};
@@ -197,20 +203,22 @@ int main(int argc, char** argv) {
                     p.block_n = p.block_k = 128;
                     p.group_size = 128;
                     p.M = M;
+                    p.act_fp8 = f.act8 ? 1 : 0;
                     cost = gemv_quant_cost(p);
-                    if (kernel == 0 && M > 1) continue;
+                    if (kernel == 0 && (M > 1 || f.act8)) continue;
                     if (kernel >= 1 && !gemv_quant_tc_eligible(p)) continue;
                     const int v = std::max(kernel - 2, 0);
-                    const int unroll = kVariants[v][0], blocks = kVariants[v][1], pipe = kVariants[v][2];
-                    char variant[16];
-                    std::snprintf(variant, sizeof variant, "u%db%d%s", unroll, blocks, pipe ? "p" : "");
+                    const int unroll = kVariants[v][0], blocks = kVariants[v][1], pipe = kVariants[v][2], tw = kVariants[v][3];
+                    if (kernel >= 2 && f.act8 && !(unroll == 1 && blocks == 3 && pipe)) continue;
+                    char variant[32];
+                    std::snprintf(variant, sizeof variant, "u%db%d%s%s", unroll, blocks, pipe ? "p" : "", tw == 4 ? "t2" : "");
                     kname = kernel == 0 ? "simt" : kernel == 1 ? "tc" : variant;
-                    launch = [p, kernel, unroll, blocks, pipe, &t](const void* wp) {
+                    launch = [p, kernel, unroll, blocks, pipe, tw, &t](const void* wp) {
                         GemvQuantParams q = p;
                         q.w = wp;
                         return kernel == 0   ? gemv_quant_simt_launch(q, t.s)
                                : kernel == 1 ? gemv_quant_tc_launch(q, t.s)
-                                             : gemv_quant_tc_launch_tuned(q, unroll, blocks, pipe, t.s);
+                                             : gemv_quant_tc_launch_tuned(q, unroll, blocks, pipe, t.s, tw);
                     };
                 }
                 const double one_ms = t.median_ms([&] { return launch(w); });
@@ -220,7 +228,7 @@ int main(int argc, char** argv) {
                     return cudaSuccess;
                 }) / kStreamLaunches;
                 const double floor_ms = cost.bytes / (gbs * 1e9) * 1e3;
-                std::printf("%-18s %-12s %-5s %10.2f %9.2f %9.2f %8.0f %9.2f %7.2f\n", sh.name, f.name, kname.c_str(), cost.bytes / 1e6,
+                std::printf("%-18s %-14s %-5s %10.2f %9.2f %9.2f %8.0f %9.2f %7.2f\n", sh.name, f.name, kname.c_str(), cost.bytes / 1e6,
                             one_ms * 1e3, ms * 1e3, cost.bytes / (ms * 1e-3) / 1e9, floor_ms * 1e3, ms / floor_ms);
             }
         }

@@ -6,9 +6,12 @@
 # (the kernels alone on the 9B shapes). Prefill dequantizes each quantized weight into a bf16 tile
 # before the bf16 GEMM, so TTFT is expected at or slightly above bf16; the fp8-w8a8 row runs the
 # same fp8 checkpoint with --fp8-prefill w8a8 (activations quantized per 128-group, cuBLASLt
-# block-scaled FP8 GEMM). Each quantized row also runs `frost bench accuracy` against the bf16
-# model (the same weights before quantization). Writes $OUT/quant_bench_<variant>.json ("frost_results"). Expects
-# build-gpu (or FROST_GPU_BUILD_DIR). QUANT_VARIANTS limits the rows (default: all).
+# block-scaled FP8 GEMM) and --fp8-decode w8a8 (the decode GEMVs quantize x the same way and run
+# FP8 mma): the checkpoint's declared W8A8 scheme end to end; fp8-w8a8p is the same with prefill
+# only (decode W8A16, what fp8-w8a8 meant before the W8A8 GEMV). Each quantized row also runs
+# `frost bench accuracy` against the bf16 model (the same weights before quantization). Writes
+# $OUT/quant_bench_<variant>.json ("frost_results"). Expects build-gpu (or FROST_GPU_BUILD_DIR).
+# QUANT_VARIANTS limits the rows (default: all).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -21,8 +24,10 @@ printf '%-9s %11s %14s %10s %7s %11s %11s %11s\n' format weights_GB decode_ms/to
 # checkpoint leaving in_proj_a / in_proj_b in bf16 (as the published ones and synth do) then
 # dequantizes to bf16: what such checkpoints ran before the split (FROST_GDN_IN_PROJ_SPLIT=0).
 for variant in ${QUANT_VARIANTS:-bf16 fp8 fp8-fused fp8-w8a8 nvfp4 int4}; do
-  fmt=${variant%-w8a8}; fmt=${fmt%-fused}
-  extra=""; [ "$variant" = fp8-w8a8 ] && extra="--fp8-prefill w8a8"
+  fmt=${variant%-w8a8}; fmt=${fmt%-w8a8p}; fmt=${fmt%-fused}
+  extra=""
+  [ "$variant" = fp8-w8a8 ] && extra="--fp8-prefill w8a8 --fp8-decode w8a8"
+  [ "$variant" = fp8-w8a8p ] && extra="--fp8-prefill w8a8"
   split=""; [ "$variant" = fp8-fused ] && split="FROST_GDN_IN_PROJ_SPLIT=0"
   if [ "$fmt" = bf16 ]; then
     dir=/tmp/frost-synth-9b  # shared with bench_engine.sh / bench_kernels.sh
@@ -50,7 +55,7 @@ for variant in ${QUANT_VARIANTS:-bf16 fp8 fp8-fused fp8-w8a8 nvfp4 int4}; do
     { echo "$variant:"; tail -3 "$OUT/quant_accuracy_$variant.log"; } >>"$OUT/quant_accuracy.txt"
   fi
   # ~5-9 GB each; the disk holds the bf16 model for the other benches (fp8 stays for fp8-w8a8)
-  [ "$fmt" = bf16 ] || [ "$variant" = fp8 ] || [ "$variant" = fp8-fused ] || rm -rf "$dir"
+  [ "$fmt" = bf16 ] || [ "$fmt" = fp8 ] || rm -rf "$dir"
 done
 echo "== quantized engine vs bf16 (decode @1k: ms/token vs the quantized-bytes floor)"
 cat "$OUT/quant_bench_table.txt"

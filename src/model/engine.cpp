@@ -420,6 +420,7 @@ frost_status Engine::record(int session, int rows, bool decode, const ops::OpObs
     step.logits_all = opts_.logits_all;
     step.rope_inv_freq_bf16 = opts_.rope_inv_freq_bf16;
     step.fp8_w8a8_prefill = opts_.fp8_w8a8_prefill;
+    step.fp8_w8a8_decode = opts_.fp8_w8a8_decode;
     step.fp8_twin_only = fp8_twin_only();
     return qwen35::record_step(ex, cfg_, weights_, scratch_, sessions_[session], step,
                                opts_.trace && !dry_run ? &trace_hook_ : nullptr);

@@ -62,6 +62,12 @@ struct EngineOptions {
     // CPU oracle). Decode GEMVs keep bf16 activations either way. No effect on the CPU engine
     // (its weights are dequantized fp32).
     bool fp8_w8a8_prefill = false;
+    // FP8 checkpoints on CUDA: decode GEMVs quantize x per 128-wide group to e4m3 in the kernel
+    // and run on FP8 tensor cores (W8A8 decode, any FP8 weight layout; the same arithmetic as
+    // fp8_w8a8_prefill's quantizer, so a batched member keeps its solo bits). Off: each weight is
+    // converted to bf16 in registers and multiplied with bf16 x (W8A16, the default). Weights of
+    // K not a multiple of 128, and MoE experts, keep bf16 activations. No effect on the CPU engine.
+    bool fp8_w8a8_decode = false;
     // With fp8_w8a8_prefill: the ops producing an FP8 GEMM's input (the RMSNorms, the gated
     // RMSNorm, SwiGLU) write its e4m3 twin in the same pass, so the GEMM runs no quantizer of its
     // own (the same bytes either way). FROST_FP8_ACT_FUSE=0 in the environment turns it off (A/B).

@@ -71,6 +71,7 @@ frost_status Engine::record_batch(int B, const ops::OpObserver* observer, frost_
     step.decode = true;
     step.logits_all = false;
     step.rope_inv_freq_bf16 = opts_.rope_inv_freq_bf16;
+    step.fp8_w8a8_decode = opts_.fp8_w8a8_decode;
     step.batch = B;
     // Session 0's views are only the shape template: every op reads its members' buffers
     // through the table. No trace: the trace buffers hold one session's rows.

@@ -6,7 +6,8 @@
 // device dequantization to bf16 must equal the CPU one rounded to bf16, bit for bit. Where the
 // tensor-core kernel applies, a batch of M = 8 (and 3) x rows with padded strides matches the
 // reference row by row and each row's bits equal its solo launch (M = 1), for the plain, the
-// residual (accumulate) and the SwiGLU forms.
+// residual (accumulate) and the SwiGLU forms. W8A8 (act_fp8): the same checks against the fp64
+// product of the dequantized weights with x quantized by the CPU's quantize_act_e4m3.
 #include <gtest/gtest.h>
 
 #if !FROST_WITH_CUDA
@@ -18,6 +19,7 @@ TEST(CudaGemvQuant, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; 
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/kernels.h"
 #include "kernels/cuda/lm_gemv_quant.h"
 #include "kernels/cuda_test_util.h"
 #include "model/quant/dequant.h"
@@ -28,6 +30,17 @@ namespace {
 namespace mq = frost::model::quant;
 constexpr double kF32Tol = 1e-5;
 constexpr double kBf16Tol = 1e-2;
+// W8A8 fp32 outputs against the fp64 product of the same e4m3 operands: the products are exact but
+// Hopper's FP8 mma adds with fewer mantissa bits than fp32 (the kernel sums each 128-wide step's
+// chain in fp32, as DeepSeek-V3's recipe does). Multiplying bf16 x instead gives ~2e-2.
+constexpr double kW8A8Tol = 1e-3;
+
+// x's rows [rows, K] (ld apart) as W8A8 sees them: the CPU reference's e4m3 quantization per
+// 128-wide group, decoded (kernels/cpu quantize_act_e4m3, in place on a copy).
+std::vector<float> act_quantized(std::vector<float> x, int rows, int K, int ld) {
+    EXPECT_EQ(kernels::cpu::quantize_act_e4m3(x.data(), rows, K, ld), FROST_OK);
+    return x;
+}
 
 struct Case {
     int format, N, K;
@@ -35,6 +48,8 @@ struct Case {
     int group = 128;     // int4 group size
     bool zero_point = false;
     const char* name;
+    int block_k = 0;     // fp8 block: the k size when not `block` (per-row scales: block 1, block_k 128)
+    int bk() const { return block_k > 0 ? block_k : block; }
 };
 
 uint8_t random_fp8(std::mt19937& rng) {
@@ -70,8 +85,11 @@ void check_batched(const Case& c, kernels::GemvQuantParams p, const std::vector<
         const std::string what = std::string(c.name) + " (" + variant + ") M=" + std::to_string(M);
         const auto x = uniform(rng, size_t(M) * ldx, -1, 1);
         Dev<uint16_t> dx(to_bf(x));
+        // W8A8: the reference multiplies the quantized rows, and the launch must be one launch.
+        const auto xr = p.act_fp8 ? act_quantized(x, M, c.K, ldx) : x;
+        const double f32_tol = p.act_fp8 ? kW8A8Tol : kF32Tol;
         std::vector<std::vector<double>> ref(static_cast<size_t>(M));
-        for (int r = 0; r < M; ++r) ref[size_t(r)] = ref_rows(w, N, K, &x[size_t(r) * ldx]);
+        for (int r = 0; r < M; ++r) ref[size_t(r)] = ref_rows(w, N, K, &xr[size_t(r) * ldx]);
         // Residual inputs: the same in the batched and the solo runs.
         const auto y0 = uniform(rng, size_t(M) * ldy, -4, 4);
         const auto y0b = to_bf(y0);
@@ -103,7 +121,7 @@ void check_batched(const Case& c, kernels::GemvQuantParams p, const std::vector<
                     want[size_t(n)] = ref[size_t(r)][size_t(n)] + (!acc ? 0.0 : f32 ? double(y0[at]) : double(bf2f(y0b[at])));
                     row[size_t(n)] = f32 ? got[at] : bf2f(gotb[at]);
                 }
-                EXPECT_LE(rel_l2(want, row), f32 ? kF32Tol : kBf16Tol) << fw << " row " << r;
+                EXPECT_LE(rel_l2(want, row), f32 ? f32_tol : kBf16Tol) << fw << " row " << r;
                 // The same row alone (M = 1): bitwise equal.
                 kernels::GemvQuantParams one = q;
                 one.M = 1;
@@ -192,10 +210,10 @@ QuantWeights make_weights(const Case& c, std::mt19937& rng) {
             wbytes.resize(size_t(N * K));
             for (auto& b : wbytes) b = random_fp8(rng);
             const bool block = c.format == kernels::kGemvQuantFp8Block;
-            const int64_t rows = block ? (N + c.block - 1) / c.block : N, cols = block ? (K + c.block - 1) / c.block : 1;
+            const int64_t rows = block ? (N + c.block - 1) / c.block : N, cols = block ? (K + c.bk() - 1) / c.bk() : 1;
             std::vector<float> s(size_t(rows * cols));
             for (auto& v : s) v = pos(rng) / 448.0f;
-            mq::dequant_fp8_block(wbytes.data(), s.data(), N, K, block ? c.block : 1, block ? c.block : K, w.data());
+            mq::dequant_fp8_block(wbytes.data(), s.data(), N, K, block ? c.block : 1, block ? c.bk() : K, w.data());
             scale_bytes.resize(s.size() * sizeof(float));
             std::memcpy(scale_bytes.data(), s.data(), scale_bytes.size());
             break;
@@ -242,7 +260,8 @@ kernels::GemvQuantParams weight_params(const Case& c, const Dev<uint8_t>& dw, co
     p.N = c.N;
     p.K = c.K;
     p.format = c.format;
-    p.block_n = p.block_k = c.block;
+    p.block_n = c.block;
+    p.block_k = c.bk();
     p.group_size = c.group;
     return p;
 }
@@ -305,6 +324,11 @@ void run_case(const Case& c) {
         check_batched(
             c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 2, 2, 1, s); },
             "pipe");
+        // Two tiles per block (tile_warps 4): other bits than the default (the partial sums in
+        // another order) but the same for every M, and within the reference.
+        check_batched(
+            c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 1, 3, 1, s, 4); },
+            "two tiles per block");
     }
     // The whole weight dequantized on the device: bitwise the CPU reference rounded to bf16.
     Dev<uint16_t> wb(static_cast<size_t>(N * K));
@@ -320,7 +344,7 @@ void run_case(const Case& c) {
 // each entry the bits of a plain launch on its expert's own rows (weights, scales and zero points
 // offset by the expert's first row) with that entry's x row, for y = xW^T in fp32 and the SwiGLU
 // form, and stay within the CPU reference. Both kernels; the outputs are poisoned first.
-void run_experts_case(const Case& c) {
+void run_experts_case(const Case& c, bool act8 = false) {
     constexpr int E = 3, R = 2, kTop = 2, entries = R * kTop;
     const int32_t ids[entries] = {2, 0, 0, 2};  // row 0 picks experts 2 and 0, row 1 experts 0 and 2
     auto rng = fresh_rng((std::string(c.name) + "_experts").c_str());
@@ -347,12 +371,16 @@ void run_experts_case(const Case& c) {
     const auto x = uniform(rng, size_t(entries) * ldx, -1, 1);
     Dev<uint16_t> dx(to_bf(x));
     const kernels::GemvQuantParams base = weight_params(all, dw, ds, qw.zp.empty() ? nullptr : &dzp, qw.global_scale);
-    std::vector<std::pair<const char*, Launch>> launches = {{"simt", kernels::gemv_quant_simt_launch}};
+    std::vector<std::pair<const char*, Launch>> launches;
+    if (!act8) launches.push_back({"simt", kernels::gemv_quant_simt_launch});  // W8A8: tensor cores only
     kernels::GemvQuantParams probe = base;
     probe.N = c.N;
     probe.x = bf(dx);
     probe.y = dx.get();
-    if (kernels::gemv_quant_tc_eligible(probe)) launches.push_back({"tensor core", kernels::gemv_quant_tc_launch});
+    probe.act_fp8 = act8 ? 1 : 0;
+    if (kernels::gemv_quant_tc_eligible(probe)) launches.push_back({act8 ? "tensor core w8a8" : "tensor core", kernels::gemv_quant_tc_launch});
+    ASSERT_FALSE(launches.empty()) << c.name << ": W8A8 is not eligible";
+    const auto xr = act8 ? act_quantized(x, entries, c.K, ldx) : x;
     for (const auto& [kname, launch] : launches) {
         for (const int div : {kTop, 1}) {  // gate/up: the k entries of a row share its x; down: one x row per entry
             for (const bool swiglu : {false, true}) {
@@ -373,6 +401,7 @@ void run_experts_case(const Case& c) {
                 q.expert_ids = did.get();
                 q.entries = entries;
                 q.x_entry_div = div;
+                q.act_fp8 = act8 ? 1 : 0;
                 q.swiglu = swiglu ? 1 : 0;
                 q.out_f32 = swiglu ? 0 : 1;
                 q.y = swiglu ? static_cast<void*>(yb.get()) : static_cast<void*>(yf.get());
@@ -395,7 +424,7 @@ void run_experts_case(const Case& c) {
                     one.y = swiglu ? static_cast<void*>(one_b.get()) : static_cast<void*>(one_f.get());
                     CUDA_OK(launch(one, nullptr));
                     const std::vector<float> wexp(qw.w.begin() + long(size_t(e) * N * K), qw.w.begin() + long(size_t(e + 1) * N * K));
-                    const auto ref = ref_rows(wexp, N, K, &x[size_t(j / div) * ldx]);
+                    const auto ref = ref_rows(wexp, N, K, &xr[size_t(j / div) * ldx]);
                     if (swiglu) {
                         const auto solo = one_b.download();
                         EXPECT_EQ(0, std::memcmp(solo.data(), &got_b[size_t(j) * ldy], size_t(out) * 2))
@@ -412,7 +441,7 @@ void run_experts_case(const Case& c) {
                         EXPECT_EQ(0, std::memcmp(solo.data(), &got_f[size_t(j) * ldy], size_t(out) * 4))
                             << what << " entry " << j << ": bits differ from the plain launch on expert " << e;
                         const std::vector<float> row(got_f.begin() + long(size_t(j) * ldy), got_f.begin() + long(size_t(j) * ldy + out));
-                        EXPECT_LE(rel_l2(ref, row), kF32Tol) << what << " entry " << j;
+                        EXPECT_LE(rel_l2(ref, row), act8 ? kW8A8Tol : kF32Tol) << what << " entry " << j;
                     }
                 }
             }
@@ -428,6 +457,68 @@ TEST(CudaGemvQuant, RoutedExpertsEqualPlainLaunchesOnTheirExpert) {
     run_experts_case({kernels::kGemvQuantNvfp4, 66, 1024, 128, 128, false, "nvfp4"});
     run_experts_case({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"});
     run_experts_case({kernels::kGemvQuantInt4, 64, 256, 128, 64, false, "int4_group64"});
+}
+
+// W8A8 decode (act_fp8) on one row: within kW8A8Tol of the fp64 product with the CPU-quantized x,
+// and far from the product with bf16 x (so the activations were quantized); deterministic, every
+// W8A8 variant bitwise the default; then the batched and routed-expert checks above. x carries a
+// few large values, so some groups' scales are set by outliers as in real activations.
+void run_w8a8_case(const Case& c) {
+    auto rng = fresh_rng((std::string(c.name) + "_w8a8").c_str());
+    const int64_t N = c.N, K = c.K;
+    auto x = uniform(rng, size_t(K), -1, 1);
+    x[3] = 24.0f;
+    x[size_t(K) - 5] = -40.0f;
+    const QuantWeights qw = make_weights(c, rng);
+    const auto ref = ref_rows(qw.w, N, K, act_quantized(x, 1, c.K, c.K).data());
+    const auto ref_bf16_x = ref_rows(qw.w, N, K, x.data());
+    Dev<uint16_t> dx(to_bf(x));
+    Dev<uint8_t> dw(qw.wbytes), ds(qw.scale_bytes);
+    Dev<float> yf(static_cast<size_t>(N)), yf2(static_cast<size_t>(N));
+    Dev<uint16_t> yb(static_cast<size_t>(N));
+    kernels::GemvQuantParams p = weight_params(c, dw, ds, nullptr, 0.0f);
+    p.x = bf(dx);
+    p.y = yf.get();
+    p.act_fp8 = 1;
+    ASSERT_TRUE(kernels::gemv_quant_tc_eligible(p)) << c.name;
+    yf.poison();
+    yf2.poison();
+    yb.poison();
+    p.out_f32 = 1;
+    p.y = yf.get();
+    CUDA_OK(kernels::gemv_quant_launch(p, nullptr));
+    p.y = yf2.get();
+    CUDA_OK(kernels::gemv_quant_launch(p, nullptr));
+    p.out_f32 = 0;
+    p.y = yb.get();
+    CUDA_OK(kernels::gemv_quant_launch(p, nullptr));
+    const auto got = yf.download();
+    EXPECT_EQ(0, std::memcmp(got.data(), yf2.download().data(), got.size() * sizeof(float))) << c.name << ": not deterministic";
+    const double err = rel_l2(ref, got), err_bf16_x = rel_l2(ref_bf16_x, got);
+    std::printf("%s w8a8: rel L2 %.2e to the quantized-x product, %.2e to the bf16-x one\n", c.name, err, err_bf16_x);
+    EXPECT_LE(err, kW8A8Tol) << c.name;
+    EXPECT_GE(err_bf16_x, 5e-3) << c.name << ": as close to the bf16-x product as to the quantized one: x was not quantized";
+    EXPECT_LE(rel_l2(ref, from_bf(yb.download())), kBf16Tol) << c.name;
+    p.out_f32 = 1;
+    yf2.poison();
+    p.y = yf2.get();
+    CUDA_OK(kernels::gemv_quant_tc_launch_tuned(p, 1, 3, 1, nullptr));
+    EXPECT_EQ(0, std::memcmp(got.data(), yf2.download().data(), got.size() * sizeof(float))) << c.name << ": w8a8 {1,3,1} differs";
+    EXPECT_EQ(kernels::gemv_quant_tc_launch_tuned(p, 2, 2, 0, nullptr), cudaErrorInvalidValue) << "w8a8 runs {1,3,1} only";
+    check_batched(c, p, qw.w, kernels::gemv_quant_tc_launch, "w8a8");
+    check_batched(
+        c, p, qw.w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 1, 3, 1, s, 4); },
+        "w8a8 two tiles per block");
+}
+
+TEST(CudaGemvQuant, W8A8QuantizesActivationsAsTheCpuDoes) {
+    FROST_SKIP_WITHOUT_CUDA();
+    run_w8a8_case({kernels::kGemvQuantFp8Block, 301, 1024, 128, 128, false, "fp8_block"});
+    run_w8a8_case({kernels::kGemvQuantFp8Block, 258, 4096 + 128, 128, 128, false, "fp8_block_k4224"});
+    run_w8a8_case({kernels::kGemvQuantFp8Block, 130, 2048, 1, 128, false, "fp8_rows1x128", 128});
+    run_w8a8_case({kernels::kGemvQuantFp8Channel, 257, 2048, 128, 128, false, "fp8_channel"});
+    run_experts_case({kernels::kGemvQuantFp8Block, 256, 1024, 128, 128, false, "fp8_block"}, true);
+    run_experts_case({kernels::kGemvQuantFp8Channel, 130, 512, 128, 128, false, "fp8_channel"}, true);
 }
 
 TEST(CudaGemvQuant, Fp8Block128) {
@@ -460,7 +551,7 @@ TEST(CudaGemvQuant, Int4SymmetricAndZeroPoints) {
 TEST(CudaGemvQuant, RefusesUnsupportedParams) {
     FROST_SKIP_WITHOUT_CUDA();
     Dev<uint16_t> dx(512);
-    Dev<uint8_t> dw(64 * 64), ds(64 * 64);
+    Dev<uint8_t> dw(64 * 128), ds(64 * 64);  // up to 64 x 128 fp8 weights
     Dev<float> y(256);
     kernels::GemvQuantParams p{};
     p.x = bf(dx);
@@ -509,6 +600,20 @@ TEST(CudaGemvQuant, RefusesUnsupportedParams) {
     EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaSuccess);
     p.expert_ids = nullptr;
     EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue);
+    // W8A8: FP8 formats only, K a multiple of 128, the staged rows within kGemvAct8MaxSmem.
+    p.entries = 0;
+    p.ldx = p.ldy = 0;
+    p.act_fp8 = 1;
+    EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue) << "w8a8 on int4";
+    p.format = kernels::kGemvQuantFp8Channel;
+    EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaSuccess);
+    p.K = 64;
+    EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue) << "w8a8 with K 64";
+    p.K = 128;
+    p.M = 8;
+    p.ldx = 8192;
+    EXPECT_FALSE(kernels::gemv_quant_tc_eligible([&] { auto q = p; q.K = 8192; return q; }()))
+        << "8 rows of K 8192 staged: more shared memory than the kernel takes";
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 

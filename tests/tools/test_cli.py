@@ -601,6 +601,18 @@ def test_generate_refuses_bad_max_new_tokens(models, n):
                   "--max-new-tokens", n))
 
 
+@pytest.mark.parametrize("flag", ["--fp8-prefill", "--fp8-decode"])
+def test_generate_refuses_bad_fp8_mode(models, flag):
+    err = refused(frost("generate", "--model", models[MODEL_FIXTURES[0]], "--prompt-ids", "1,2,3", flag, "w4a4"))
+    assert flag in err and "w4a4" in err, err
+    # Either mode is accepted on a bf16 checkpoint, where it changes nothing: the same tokens.
+    want = frost_json("generate", "--model", models[MODEL_FIXTURES[0]], "--prompt-ids", "1,2,3",
+                      "--max-new-tokens", 3, "--json")
+    got = frost_json("generate", "--model", models[MODEL_FIXTURES[0]], "--prompt-ids", "1,2,3",
+                     "--max-new-tokens", 3, "--json", flag, "w8a8")
+    assert got["ids"] == want["ids"] and got["fingerprint"] == want["fingerprint"]
+
+
 def test_missing_model_dir(tmp_path):
     missing = tmp_path / "no-such-model"
     err = refused(frost("generate", "--model", missing, "--prompt-ids", "1,2", "--max-new-tokens", 2))

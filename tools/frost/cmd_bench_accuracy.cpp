@@ -32,13 +32,14 @@ using json = nlohmann::ordered_json;
 
 constexpr const char* kUsage =
     "usage: frost bench accuracy --model DIR --reference DIR [--backend cpu|cuda] [--prompt-len N]\n"
-    "         [--prompt-ids IDS] [--gen N] [--seed S] [--fp8-prefill w8a8|exact] [--json]\n"
+    "         [--prompt-ids IDS] [--gen N] [--seed S] [--fp8-prefill w8a8|exact]\n"
+    "         [--fp8-decode w8a8|exact] [--json]\n"
     "  Compares DIR's logits with the reference checkpoint's (e.g. a quantized model against its bf16\n"
     "  original) on one prompt: --prompt-ids (comma-separated or @FILE), else --prompt-len random ids\n"
     "  (default 512, from --seed, default 1). Reports the relative L2 error of the logits and greedy\n"
     "  agreement over the prompt's positions, over --gen (default 256) decode steps with the\n"
     "  reference's tokens fed to DIR (teacher-forced), and the tokens DIR generates on its own before it\n"
-    "  first differs from the reference. --fp8-prefill applies to DIR. --json prints the JSON only.";
+    "  first differs from the reference. --fp8-prefill / --fp8-decode apply to DIR. --json prints the JSON only.";
 
 constexpr int kSeqSlack = 64;
 
@@ -115,7 +116,7 @@ struct Options {
     std::string model, reference, backend = "cpu", prompt_ids;
     int prompt_len = 512, gen = 256;
     unsigned seed = 1;
-    bool w8a8 = false, json_only = false;
+    bool w8a8 = false, w8a8_decode = false, json_only = false;
 };
 
 int fail_msg(const char* what) {
@@ -179,6 +180,7 @@ int run(const Options& o) {
 
     fm::EngineOptions co = eo;
     co.fp8_w8a8_prefill = o.w8a8;
+    co.fp8_w8a8_decode = o.w8a8_decode;
     std::unique_ptr<fm::Engine> e;
     if (fm::Engine::create(o.model, co, &e) != FROST_OK) return fail_msg("loading --model");
     if (e->config().vocab_size != V) {
@@ -212,6 +214,7 @@ int run(const Options& o) {
                    {"reference", o.reference},
                    {"backend", o.backend},
                    {"fp8_prefill", o.w8a8 ? "w8a8" : "exact"},
+                   {"fp8_decode", o.w8a8_decode ? "w8a8" : "exact"},
                    {"prompt_tokens", P},
                    {"gen", o.gen},
                    {"prompt", to_json(prompt_stats)},
@@ -264,9 +267,9 @@ int run_accuracy(const std::vector<std::string>& args) {
             else if (a == "--prompt-len") o.prompt_len = std::stoi(v);
             else if (a == "--gen") o.gen = std::stoi(v);
             else if (a == "--seed") o.seed = unsigned(std::stoul(v));
-            else if (a == "--fp8-prefill") {
-                if (!frost::cli::parse_fp8_prefill(v, &o.w8a8)) {
-                    std::fprintf(stderr, "frost bench accuracy: --fp8-prefill must be w8a8 or exact\n");
+            else if (a == "--fp8-prefill" || a == "--fp8-decode") {
+                if (!frost::cli::parse_fp8_mode(v, a == "--fp8-prefill" ? &o.w8a8 : &o.w8a8_decode)) {
+                    std::fprintf(stderr, "frost bench accuracy: %s must be w8a8 or exact\n", a.c_str());
                     return 2;
                 }
             } else {

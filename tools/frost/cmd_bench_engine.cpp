@@ -40,7 +40,7 @@ using json = nlohmann::ordered_json;  // keeps phases in the order they ran
 constexpr const char* kUsage =
     "usage: frost bench engine [--model DIR | --preset NAME] [--backend cpu|cuda] [--ttft N1,N2,...]\n"
     "         [--decode C1,C2,...] [--decode-steps N] [--chunk C_p] [--reps N] [--out-dir DIR] [--json]\n"
-    "         [--fp8-prefill w8a8|exact] [--mask-decode]\n"
+    "         [--fp8-prefill w8a8|exact] [--fp8-decode w8a8|exact] [--mask-decode]\n"
     "  Cold start (process start -> ready), cold TTFT per prompt length (median of --reps after one\n"
     "  warm-up), decode ms/token at each context, peak device memory; each beside its floor. Without\n"
     "  --model a synthetic checkpoint of --preset (default tiny) is written under --out-dir\n"
@@ -239,7 +239,8 @@ struct Args {
     std::vector<int32_t> ttft = {1024, 4096, 16384, 32768}, decode = {1024, 32768};
     int decode_steps = 64, chunk = 0, reps = 3;  // chunk 0: the engine picks (auto_prefill_chunk)
     bool json = false;
-    bool fp8_w8a8 = false;  // --fp8-prefill w8a8
+    bool fp8_w8a8 = false;         // --fp8-prefill w8a8
+    bool fp8_w8a8_decode = false;  // --fp8-decode w8a8
     bool mask_decode = false;  // --mask-decode: a token mask set before every decode step
 };
 
@@ -260,9 +261,9 @@ int parse_args(const std::vector<std::string>& args, Args* a) {
             else if (k == "--decode-steps") a->decode_steps = std::max(1, std::stoi(v));
             else if (k == "--chunk") a->chunk = std::stoi(v);
             else if (k == "--reps") a->reps = std::max(1, std::stoi(v));
-            else if (k == "--fp8-prefill") {
-                if (!frost::cli::parse_fp8_prefill(v, &a->fp8_w8a8)) {
-                    std::fprintf(stderr, "frost bench engine: --fp8-prefill must be w8a8 or exact, got '%s'\n", v.c_str());
+            else if (k == "--fp8-prefill" || k == "--fp8-decode") {
+                if (!frost::cli::parse_fp8_mode(v, k == "--fp8-prefill" ? &a->fp8_w8a8 : &a->fp8_w8a8_decode)) {
+                    std::fprintf(stderr, "frost bench engine: %s must be w8a8 or exact, got '%s'\n", k.c_str(), v.c_str());
                     return 2;
                 }
             }
@@ -321,6 +322,7 @@ int run_bench_engine(const std::vector<std::string>& args) {
     eo.prefill_chunk = a.chunk;
     eo.sessions = 1;
     eo.fp8_w8a8_prefill = a.fp8_w8a8;
+    eo.fp8_w8a8_decode = a.fp8_w8a8_decode;
 
     // ---- cold start: device init, weight files -> host, engine create (upload + capture), warm-up.
     MemProbe mem;

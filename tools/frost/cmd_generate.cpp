@@ -20,9 +20,11 @@ namespace {
 constexpr const char* kUsage =
     "usage: frost generate --model DIR [--backend cpu|cuda] (--prompt TEXT | --prompt-ids IDS)\n"
     "         [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--chat] [--json]\n"
-    "         [--fp8-prefill w8a8|exact]\n"
+    "         [--fp8-prefill w8a8|exact] [--fp8-decode w8a8|exact]\n"
     "  --fp8-prefill w8a8 (CUDA, FP8 checkpoints with 128x128 blocks): prefill GEMMs on FP8 tensor\n"
     "  cores with activations quantized per 128-group; exact (default): dequantized bf16 weights.\n"
+    "  --fp8-decode w8a8 (CUDA, FP8 checkpoints): decode GEMVs the same way (any FP8 layout);\n"
+    "  exact (default): bf16 activations times the FP8 weights.\n"
     "  IDS: comma-separated token ids, or @FILE holding them. --temperature 0 (default) is greedy.\n"
     "  --chat renders --prompt as one user message with the model's chat template, exactly as\n"
     "  `frost serve` renders it (the same renderer; the template's default thinking). --json prints one object: ids, text (with a\n"
@@ -32,7 +34,7 @@ constexpr const char* kUsage =
 
 int run_generate(const std::vector<std::string>& args) {
     using namespace frost;
-    std::string model, prompt, prompt_ids, backend = "cpu", capsule, fp8_prefill = "exact";
+    std::string model, prompt, prompt_ids, backend = "cpu", capsule, fp8_prefill = "exact", fp8_decode = "exact";
     bool have_prompt = false, chat = false, as_json = false;
     model::GenerateRequest req;
     req.max_new_tokens = 32;
@@ -50,6 +52,7 @@ int run_generate(const std::vector<std::string>& args) {
             else if (a == "--prompt-ids") prompt_ids = v;
             else if (a == "--capsule") capsule = v;
             else if (a == "--fp8-prefill") fp8_prefill = v;
+            else if (a == "--fp8-decode") fp8_decode = v;
             else if (a == "--max-new-tokens" || a == "--temperature" || a == "--top-k" || a == "--top-p" ||
                      a == "--seed") {
                 // Whole-string numbers only ("12abc" is refused), each error naming its flag.
@@ -93,8 +96,12 @@ int run_generate(const std::vector<std::string>& args) {
     }
     model::EngineOptions opts;
     if (!cli::parse_backend(backend, &opts.backend)) { std::fprintf(stderr, "frost generate: --backend must be cpu or cuda\n"); return 2; }
-    if (!cli::parse_fp8_prefill(fp8_prefill, &opts.fp8_w8a8_prefill)) {
+    if (!cli::parse_fp8_mode(fp8_prefill, &opts.fp8_w8a8_prefill)) {
         std::fprintf(stderr, "frost generate: --fp8-prefill must be w8a8 or exact, got '%s'\n", fp8_prefill.c_str());
+        return 2;
+    }
+    if (!cli::parse_fp8_mode(fp8_decode, &opts.fp8_w8a8_decode)) {
+        std::fprintf(stderr, "frost generate: --fp8-decode must be w8a8 or exact, got '%s'\n", fp8_decode.c_str());
         return 2;
     }
     auto tok = cli::tokenizer_beside(model);

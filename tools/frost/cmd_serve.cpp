@@ -34,7 +34,8 @@ constexpr const char* kUsage =
     "usage: frost serve --model DIR [--host H] [--port P] [--capsule-dir DIR] [--api-key K]...\n"
     "                   [--sessions N] [--device-budget B] [--host-budget B] [--disk-budget B]\n"
     "                   [--queue N] [--max-per-key N] [--max-body B] [--max-seq-len N] [--prefill-chunk N]\n"
-    "                   [--backend cpu|cuda] [--fp8-prefill w8a8|exact] [--tokenizer DIR] [--model-name NAME]\n"
+    "                   [--backend cpu|cuda] [--fp8-prefill w8a8|exact] [--fp8-decode w8a8|exact]\n"
+    "                   [--tokenizer DIR] [--model-name NAME]\n"
     "                   [--n-cap N] [--prefill-share F]\n"
     "                   [--claim-log FILE] [--header-timeout-ms MS] [--send-timeout-ms MS]\n"
     "                   [--drain-timeout S] [--no-capsules] [--public-metrics]\n"
@@ -154,7 +155,8 @@ int run_serve(const std::vector<std::string>& args) {
         else if (a == "--max-seq-len") { ok = parse_int(v, 64, 1 << 22, &n); eopts.max_seq_len = int(n); seq_set = true; }
         else if (a == "--prefill-chunk") { ok = parse_int(v, 64, 1 << 16, &n) && n % 64 == 0; eopts.prefill_chunk = int(n); }
         else if (a == "--backend") ok = cli::parse_backend(v, &eopts.backend);
-        else if (a == "--fp8-prefill") ok = cli::parse_fp8_prefill(v, &eopts.fp8_w8a8_prefill);
+        else if (a == "--fp8-prefill") ok = cli::parse_fp8_mode(v, &eopts.fp8_w8a8_prefill);
+        else if (a == "--fp8-decode") ok = cli::parse_fp8_mode(v, &eopts.fp8_w8a8_decode);
         else if (a == "--model-name") model_name = v;
         else if (a == "--n-cap") { ok = parse_int(v, 1, 16, &n); api_cfg.limits.n_cap = int(n); }
         else if (a == "--prefill-share") {

@@ -19,9 +19,10 @@ inline bool parse_backend(const std::string& s, frost_backend* out) {
     return false;
 }
 
-// --fp8-prefill: "w8a8" (FP8 tensor cores, activations quantized per 128-group) or "exact"
-// (dequantized bf16 weights; the default). EngineOptions::fp8_w8a8_prefill.
-inline bool parse_fp8_prefill(const std::string& s, bool* w8a8) {
+// --fp8-prefill / --fp8-decode: "w8a8" (FP8 tensor cores, activations quantized per 128-group)
+// or "exact" (bf16 activations times the FP8 weights; the default). EngineOptions::
+// fp8_w8a8_prefill / fp8_w8a8_decode.
+inline bool parse_fp8_mode(const std::string& s, bool* w8a8) {
     if (s == "w8a8") { *w8a8 = true; return true; }
     if (s == "exact") { *w8a8 = false; return true; }
     return false;

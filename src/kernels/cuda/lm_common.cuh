@@ -185,6 +185,22 @@ __device__ inline void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+// The same tile shape over k = 32 e4m3 values (sm_89+): a0 / a2 hold rows gid's k slots 4t..4t+3
+// / 4t+16..4t+19 (four e4m3 each), a1 / a3 those of row gid + 8; b0 / b1 column gid at the same
+// slots. The products are exact; the sum is fp32 (Hopper's FP8 mma adds with fewer mantissa bits:
+// callers keep chains short and sum the chains in fp32).
+__device__ inline void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    __trap();  // the portable compute_80 PTX has no FP8 mma; launchers run it on sm_90 only
+#endif
+}
 __device__ inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     mma_bf16(d, a[0], a[1], a[2], a[3], b0, b1);
 }

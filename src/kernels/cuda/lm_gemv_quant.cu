@@ -423,7 +423,7 @@ bool gemv_quant_entries_valid(const GemvQuantParams& p) {
 
 cudaError_t gemv_quant_simt_launch(const GemvQuantParams& p, cudaStream_t stream) {
     if (!supported(p) || !p.x || !p.y || p.M != 1 || p.K > kGemvQuantMaxK || !aligned16(p.x)) return cudaErrorInvalidValue;
-    if (!gemv_quant_entries_valid(p)) return cudaErrorInvalidValue;
+    if (!gemv_quant_entries_valid(p) || p.act_fp8) return cudaErrorInvalidValue;  // W8A8: tensor cores only
     if (p.swiglu && (p.N % 2 != 0 || p.out_f32 || p.accumulate)) return cudaErrorInvalidValue;
     const size_t smem = static_cast<size_t>(p.K) * sizeof(bf16);
     cudaError_t err;

@@ -56,6 +56,13 @@ struct GemvQuantParams {
     const int32_t* expert_ids = nullptr;
     int32_t entries = 0;         // 0: a plain launch
     int32_t x_entry_div = 1;     // entries per x row (k: every routed expert of a row reads its x)
+    // W8A8 decode (FP8 formats, tensor-core kernel only): each block quantizes its x rows per
+    // 128-wide group to e4m3 exactly as GemmOp::quant_act does (s = max|x| / 448, e4m3(x / s),
+    // nearest even, saturating; lm_act_quant.cuh) into shared memory, and multiplies them with the
+    // stored e4m3 weights on FP8 tensor cores: no weight is converted, and each 128-wide step's
+    // fp32 partial sum takes the weight scale times the x group's scale. Row bits still do not
+    // depend on M or on the other rows (each x row's quantization is its own).
+    int32_t act_fp8 = 0;
 };
 
 constexpr int kGemvQuantMaxK = 20480;  // x is staged in 40 KiB of shared memory (under the 48 KiB default with the static arrays)
@@ -71,14 +78,25 @@ cudaError_t gemv_quant_simt_launch(const GemvQuantParams& p, cudaStream_t stream
 // Whether the routed-expert fields are consistent (none set, or expert_ids with entries > 0,
 // M = 1, ldx >= K a multiple of 8, ldy >= the output width); both launchers refuse them otherwise.
 bool gemv_quant_entries_valid(const GemvQuantParams& p);
+// The tensor-core kernel takes p (act_fp8 included: an FP8 format and x's staged rows within
+// kGemvAct8MaxSmem bytes, gemv_act8_smem_bytes).
 bool gemv_quant_tc_eligible(const GemvQuantParams& p);
+constexpr int kGemvAct8MaxSmem = 40 * 1024;
+// Shared memory an act_fp8 launch stages: `rows` x rows of K e4m3 bytes (16 bytes of padding each,
+// so the rows of a batched step fall in different banks) and their K/128 f32 group scales.
+constexpr int64_t gemv_act8_smem_bytes(int64_t rows, int64_t K) { return rows * (K + 16) + rows * (K / 128) * 4; }
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream);
 // The tensor-core kernel with `unroll` steps per load group, at least `min_blocks` blocks per SM
 // and `pipe` (the next group's weights loaded before the current one is computed: two groups in
 // registers). Instantiated {unroll, blocks, pipe}: {2,2,0}, {2,3,0}, {2,4,0}, {4,2,0}, {1,2,1},
-// {1,3,1}, {2,2,1}, {2,3,1}; others return cudaErrorInvalidValue. For the bench's tuning and the
-// tests (every variant gives the same bits); gemv_quant_tc_launch picks them by shape.
-cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, int pipe, cudaStream_t stream);
+// {1,3,1}, {2,2,1}, {2,3,1} (act_fp8: {1,3,1} only); others return cudaErrorInvalidValue. For the
+// bench's tuning and the tests (every variant of one tile_warps gives the same bits);
+// gemv_quant_tc_launch picks {1,3,1} and its tile_warps by shape (M and the routed entries do not
+// enter, so a batched member keeps its solo bits).
+// tile_warps: warps per 16-row tile (8: a block is one tile; 4: two tiles, {1,3,1} only); its bits
+// differ from 8's (another order of the fp32 partial sums), the same for every M.
+cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, int pipe, cudaStream_t stream,
+                                       int tile_warps = 8);
 // Dequantizes the whole weight of `p` (x, y, out_f32 unused) into bf16 out [N, K]: each value the
 // fp32 one the CPU reference computes, rounded to nearest even (bitwise equal to it). The operand
 // a prefill GEMM on 4-bit weights feeds cuBLASLt, and a device-side alternative to host dequant.

@@ -46,14 +46,25 @@
 // global scale are applied to the fp32 row sum. fp8 block and int4 group scales span whole steps
 // (block_k, group a multiple of 128): they multiply each step's fp32 partial sum.
 //
+// W8A8 (GemvQuantParams::act_fp8, FP8 formats): the block first quantizes its x rows per 128-wide
+// group to e4m3 in shared memory (stage_act8, GemmOp::quant_act's bytes), then mma m16n8k32
+// e4m3 x e4m3 takes the stored weight bytes as they are: no conversion at all, and each step's
+// fp32 partial takes weight scale x x-group scale. Built to test whether the conversions bound
+// the fp8 kernel; they do not (bench_quant_gemv, H200 2026-11-29, time over the bytes floor):
+// W8A16 1.49-1.68x, W8A8 1.60-2.01x on the 9B shapes (the staging costs more than the
+// conversions saved), and the engine's 9B FP8 decode 3.318 ms/token W8A16 against 3.661 W8A8.
+// It stays as the opt-in that runs the checkpoint's declared activation scheme end to end.
+//
 // Exactness of batching. Each output (weight row, x row) is a fixed sequence: per warp its steps
-// in order, then the 8 warp partials summed in warp order. Column c of an mma depends only on
+// in order, then the tile's warp partials summed in warp order (8 warps, or 4 with two tiles per
+// block: gemv_quant_tc_launch picks by N and format only). Column c of an mma depends only on
 // column c of B, so a row's bits do not depend on M or on the other rows: a batched member's
 // outputs equal its solo launch's (padding columns read zeros).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "kernels/cuda/lm_act_quant.cuh"
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gemv_common.cuh"
 #include "kernels/cuda/lm_gemv_quant.h"
@@ -163,17 +174,47 @@ __device__ inline uint32_t x_pair(const uint4 (&xv)[4], int p) {
     }
 }
 
+// W8A8 (GemvQuantParams::act_fp8): the block's x rows (`rows` of them, ldx apart) quantized into
+// shared memory, row r's e4m3 bytes at sq + r * (K + 16) and its group scales at ss + r * (K / 128).
+// 16 threads hold a 128-wide group, 8 values each (act_quant_group: the bytes act_quant_fp8_launch
+// and the CPU's quantize_act_e4m3_bytes make of the same row). Once per block: the 16 rows of a
+// tile then read it 16 times from shared memory, where quantizing per warp step would divide 32
+// values per lane per step.
+__device__ inline void stage_act8(const bf16* x, int64_t ldx, int rows, int K, uint8_t* sq, float* ss) {
+    constexpr int kPerGroup = kActGroup / kVec;  // threads per group
+    const int chunks = K / kVec, groups = K / kActGroup;
+    for (int r = 0; r < rows; ++r) {
+        for (int c0 = 0; c0 < chunks; c0 += kThreads) {  // uniform bounds: every lane reaches the shuffles
+            const int c = c0 + static_cast<int>(threadIdx.x);
+            const bool active = c < chunks;
+            float v[kVec] = {};
+            if (active) load8(x + r * ldx + c * kVec, v);
+            act_quant_group<kPerGroup, kVec>(v, active, sq + r * (K + 16) + c * kVec, ss + r * groups + c / kPerGroup);
+        }
+    }
+}
+
 // kPipe: two register buffers of kUnroll steps; the next group's loads are issued before the
 // current group is computed, so a warp keeps weights in flight while it dequantizes (without it a
 // warp loads a group, waits, computes it, and only then loads the next).
-template <int F, bool kSwiglu, int kUnroll, int kMinBlocks, bool kPipe>
+// kAct8 (FP8 formats, act_fp8): x staged as e4m3 (stage_act8) and the steps run on FP8 mma.
+// kTileWarps: warps per 16-row tile; a block holds kWarps / kTileWarps tiles (8: one tile whose
+// 8 warps split K; 4: two tiles, each warp twice the steps), so a block moves more weight bytes
+// per fixed cost (start, x staging, the partial-sum barrier) at the same registers per lane.
+template <int F, bool kSwiglu, int kUnroll, int kMinBlocks, bool kPipe, bool kAct8, int kTileWarps>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(GemvQuantParams p) {
+    static_assert(!kAct8 || is_fp8<F>(), "W8A8 needs e4m3 weights");
+    static_assert(kWarps % kTileWarps == 0, "whole tiles per block");
+    constexpr int kBlockTiles = kWarps / kTileWarps;
     __shared__ float partial[kWarps][kTileRows][kCols];
+    extern __shared__ __align__(16) uint8_t act8[];  // kAct8: stage_act8's rows, then their scales
     constexpr int L = loads_per_row<F>();
-    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    // warp: this warp's index among its tile's kTileWarps (it splits K with them).
+    const int warp = (threadIdx.x / kWarp) % kTileWarps, lane = threadIdx.x % kWarp;
+    const int sub = threadIdx.x / kWarp / kTileWarps;  // the tile within the block
     const int t = lane % 4, gid = lane / 4;
     const int F2 = p.N / 2;
-    const int tile = blockIdx.x;
+    const int tile = blockIdx.x * kBlockTiles + sub;
     const int entry = blockIdx.y;  // routed experts: this block's (x row, expert) entry; else 0
     int n[2];  // the lane's two weight rows (in the expert, for routed experts)
     bool ok[2];
@@ -188,7 +229,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
 #pragma unroll
     for (int r = 0; r < 2; ++r) n[r] = ok[r] ? row0 + n[r] : row0;  // a dropped row reads the first row
     const int steps = p.K / kStepK;
-    const int my_steps = warp < steps ? (steps - warp + kWarps - 1) / kWarps : 0;
+    const int my_steps = warp < steps ? (steps - warp + kTileWarps - 1) / kTileWarps : 0;
     const int64_t row_words = p.K / (is_fp8<F>() ? 16 : 32);  // uint4 per weight row
     const uint4* wrow[2];
 #pragma unroll
@@ -240,7 +281,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     uint4 w[kBufs * kUnroll][2][L];  // [slot][row][load]; buffer b holds slots b * kUnroll ..
     StepRaw sr[kBufs * kUnroll][2];
     auto load_step = [&](int u, int i) {  // this warp's step i into slot u
-        const int s = warp + i * kWarps;
+        const int s = warp + i * kTileWarps;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
 #pragma unroll
@@ -259,6 +300,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     const int ldx = p.ldx > 0 ? p.ldx : p.K;
     const int x_row = p.expert_ids ? entry / p.x_entry_div : (x_ok ? gid : 0);
     const uint4* xrow = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(x_row) * ldx) + 4 * t;
+    // kAct8: the staged rows (one per routed entry, else M), this lane's column and the scales of
+    // its accumulator columns 2t and 2t + 1 (0 past the rows: those columns are zeros).
+    const int act_rows = p.expert_ids ? 1 : p.M, act_groups = p.K / kActGroup;
+    const uint8_t* sq = act8;
+    const float* ss = reinterpret_cast<const float*>(act8 + static_cast<int64_t>(act_rows) * (p.K + 16));
+    if constexpr (kAct8) {
+        stage_act8(p.x + (p.expert_ids ? static_cast<int64_t>(x_row) * ldx : 0), ldx, act_rows, p.K, act8,
+                   reinterpret_cast<float*>(act8 + static_cast<int64_t>(act_rows) * (p.K + 16)));
+        __syncthreads();
+    }
+    const uint4* xq_row = reinterpret_cast<const uint4*>(sq + (gid < act_rows ? gid : 0) * (p.K + 16)) + 2 * t;
     // Two accumulator chains (even / odd mmas) halve the dependent mma sequence; every variant adds
     // them in the same order, so all variants give the same bits.
     // kBf16Magic128 where ptxas cannot see the constant (N > 0 here), so and_or stays one LOP3.
@@ -270,27 +322,48 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
         for (int u = 0; u < kUnroll; ++u) {
             const int i = i0 + u;
             if (i >= my_steps) break;
-            const int s = warp + i * kWarps;
+            const int s = warp + i * kTileWarps;
             const int slot = b * kUnroll + u;
-            uint4 xv[4];
-#pragma unroll
-            for (int q = 0; q < 4; ++q) xv[q] = x_ok ? xrow[s * (kStepK / kVec) + q] : make_uint4(0, 0, 0, 0);
             const StepScale st0 = step_scale<F>(sr[slot][0]), st1 = step_scale<F>(sr[slot][1]);
-            auto mma_step = [&](float(&d0)[4], float(&d1)[4]) {
+            if constexpr (kAct8) {
+                // The lane's 32 weights of each row are k0 + 32t .. +32: mma m takes bytes 8m .. 8m+7
+                // as its slots 4t..4t+3 (a0 / a1) and 4t+16..4t+19 (a2 / a3), x's staged bytes alike.
+                const bool col_ok = gid < act_rows;
+                uint4 xb[2];
 #pragma unroll
-                for (int m = 0; m < kMmas; ++m)
-                    mma_bf16(m % 2 == 0 ? d0 : d1, dequant_pair<F>(w[slot][0], 2 * m, st0, magic),
-                             dequant_pair<F>(w[slot][1], 2 * m, st1, magic), dequant_pair<F>(w[slot][0], 2 * m + 1, st0, magic),
-                             dequant_pair<F>(w[slot][1], 2 * m + 1, st1, magic),
-                             x_pair<F>(xv, 2 * m), x_pair<F>(xv, 2 * m + 1));
-            };
-            if constexpr (!step_scaled<F>()) {
-                mma_step(acc[0], acc[1]);
-            } else {
+                for (int q = 0; q < 2; ++q) xb[q] = col_ok ? xq_row[s * (kStepK / 16) + q] : make_uint4(0, 0, 0, 0);
                 float d[2][4] = {};
-                mma_step(d[0], d[1]);
 #pragma unroll
-                for (int e = 0; e < 4; ++e) acc[0][e] += (e < 2 ? st0.s : st1.s) * (d[0][e] + d[1][e]);
+                for (int m = 0; m < kLaneK / 8; ++m) {
+                    const int q = m / 2, wd = 2 * (m % 2);
+                    mma_e4m3(d[m % 2], word_of(w[slot][0][q], wd), word_of(w[slot][1][q], wd), word_of(w[slot][0][q], wd + 1),
+                             word_of(w[slot][1][q], wd + 1), word_of(xb[q], wd), word_of(xb[q], wd + 1));
+                }
+                const float xs[2] = {2 * t < act_rows ? ss[2 * t * act_groups + s] : 0.0f,
+                                     2 * t + 1 < act_rows ? ss[(2 * t + 1) * act_groups + s] : 0.0f};
+                const float ws[2] = {F == kGemvQuantFp8Block ? st0.s : 1.0f, F == kGemvQuantFp8Block ? st1.s : 1.0f};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[0][e] += (ws[e / 2] * xs[e % 2]) * (d[0][e] + d[1][e]);
+            } else {
+                uint4 xv[4];
+#pragma unroll
+                for (int q = 0; q < 4; ++q) xv[q] = x_ok ? xrow[s * (kStepK / kVec) + q] : make_uint4(0, 0, 0, 0);
+                auto mma_step = [&](float(&d0)[4], float(&d1)[4]) {
+#pragma unroll
+                    for (int m = 0; m < kMmas; ++m)
+                        mma_bf16(m % 2 == 0 ? d0 : d1, dequant_pair<F>(w[slot][0], 2 * m, st0, magic),
+                                 dequant_pair<F>(w[slot][1], 2 * m, st1, magic), dequant_pair<F>(w[slot][0], 2 * m + 1, st0, magic),
+                                 dequant_pair<F>(w[slot][1], 2 * m + 1, st1, magic),
+                                 x_pair<F>(xv, 2 * m), x_pair<F>(xv, 2 * m + 1));
+                };
+                if constexpr (!step_scaled<F>()) {
+                    mma_step(acc[0], acc[1]);
+                } else {
+                    float d[2][4] = {};
+                    mma_step(d[0], d[1]);
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[0][e] += (e < 2 ? st0.s : st1.s) * (d[0][e] + d[1][e]);
+                }
             }
         }
     };
@@ -315,68 +388,107 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
         }
     }
     // acc: (row gid, col 2t), (gid, 2t + 1), (gid + 8, 2t), (gid + 8, 2t + 1).
-    partial[warp][gid][2 * t] = acc[0][0] + acc[1][0];
-    partial[warp][gid][2 * t + 1] = acc[0][1] + acc[1][1];
-    partial[warp][gid + 8][2 * t] = acc[0][2] + acc[1][2];
-    partial[warp][gid + 8][2 * t + 1] = acc[0][3] + acc[1][3];
+    const int pw = threadIdx.x / kWarp;  // [tile][warp] of the block
+    partial[pw][gid][2 * t] = acc[0][0] + acc[1][0];
+    partial[pw][gid][2 * t + 1] = acc[0][1] + acc[1][1];
+    partial[pw][gid + 8][2 * t] = acc[0][2] + acc[1][2];
+    partial[pw][gid + 8][2 * t + 1] = acc[0][3] + acc[1][3];
     __syncthreads();
     // Row factor applied to the summed row: fp8 channel scale, NVFP4 2^9 / global scale. nr: the
-    // row in the stacked weight (row0 + the output row).
-    auto row_value = [&](int row, int col, int nr) {
+    // row in the stacked weight (row0 + the output row); st: the tile within the block.
+    auto row_value = [&](int st, int row, int col, int nr) {
         float v = 0.0f;
 #pragma unroll
-        for (int wi = 0; wi < kWarps; ++wi) v += partial[wi][row][col];
+        for (int wi = 0; wi < kTileWarps; ++wi) v += partial[st * kTileWarps + wi][row][col];
         if constexpr (F == kGemvQuantFp8Channel) v *= __ldg(static_cast<const float*>(p.scale) + nr);
         if constexpr (F == kGemvQuantNvfp4)
             v *= kNvfp4RowBias / (p.row_global_scale ? __ldg(p.row_global_scale + nr) : p.global_scale);
         return v;
     };
+    // One output per thread (kBlockTiles x 16 rows x 8 columns <= 256 threads for up to two tiles).
+    static_assert(kBlockTiles * kTileRows * kCols <= kThreads, "one output per thread");
     if constexpr (kSwiglu) {
-        if (threadIdx.x >= (kTileRows / 2) * kCols) return;
-        const int g = threadIdx.x / kCols, col = threadIdx.x % kCols;
-        const int j = tile * (kTileRows / 2) + g;
+        constexpr int kOuts = (kTileRows / 2) * kCols;
+        if (threadIdx.x >= kBlockTiles * kOuts) return;
+        const int st = threadIdx.x / kOuts, g = threadIdx.x % kOuts / kCols, col = threadIdx.x % kCols;
+        const int j = (blockIdx.x * kBlockTiles + st) * (kTileRows / 2) + g;
         if (col >= p.M || j >= F2) return;
         const int ldy = p.ldy > 0 ? p.ldy : F2;
         static_cast<bf16*>(p.y)[static_cast<int64_t>(col + entry) * ldy + j] =
-            swiglu_from_sums(row_value(g, col, row0 + j), row_value(g + 8, col, row0 + F2 + j));
+            swiglu_from_sums(row_value(st, g, col, row0 + j), row_value(st, g + 8, col, row0 + F2 + j));
     } else {
-        if (threadIdx.x >= kTileRows * kCols) return;
-        const int row = threadIdx.x / kCols, col = threadIdx.x % kCols;
-        const int nr = tile * kTileRows + row;
+        constexpr int kOuts = kTileRows * kCols;
+        if (threadIdx.x >= kBlockTiles * kOuts) return;
+        const int st = threadIdx.x / kOuts, row = threadIdx.x % kOuts / kCols, col = threadIdx.x % kCols;
+        const int nr = (blockIdx.x * kBlockTiles + st) * kTileRows + row;
         if (col >= p.M || nr >= p.N) return;
         const int ldy = p.ldy > 0 ? p.ldy : p.N;
-        store_gemv_out(p, static_cast<int64_t>(col + entry) * ldy + nr, row_value(row, col, row0 + nr));
+        store_gemv_out(p, static_cast<int64_t>(col + entry) * ldy + nr, row_value(st, row, col, row0 + nr));
     }
 }
 
-template <int F, int kUnroll, int kMinBlocks, bool kPipe>
+template <int F, int kUnroll, int kMinBlocks, bool kPipe, bool kAct8 = false, int kTileWarps = kWarps>
 cudaError_t launch_variant(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
-    const dim3 grid(tiles, p.expert_ids ? p.entries : 1);
-    return p.swiglu ? launch_kernel(gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kPipe>, grid, dim3(kThreads), 0, stream,
-                                    p.pdl != 0, p)
-                    : launch_kernel(gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kPipe>, grid, dim3(kThreads), 0, stream,
-                                    p.pdl != 0, p);
+    const dim3 grid(ceil_div(tiles, kWarps / kTileWarps), p.expert_ids ? p.entries : 1);
+    // W8A8's staging stays within kGemvAct8MaxSmem (eligibility): under the 48 KiB default.
+    const size_t smem = kAct8 ? static_cast<size_t>(gemv_act8_smem_bytes(p.expert_ids ? 1 : p.M, p.K)) : 0;
+    auto kernel = p.swiglu ? gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kPipe, kAct8, kTileWarps>
+                           : gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kPipe, kAct8, kTileWarps>;
+    return launch_kernel(kernel, grid, dim3(kThreads), smem, stream, p.pdl != 0, p);
 }
 
-// The instantiated variants: {unroll, min blocks, pipe} (see the header).
+// The key of a variant: tile_warps * 1000 + unroll * 100 + min_blocks * 10 + pipe.
+int variant_key(int unroll, int min_blocks, int pipe, int tile_warps) {
+    return tile_warps * 1000 + unroll * 100 + min_blocks * 10 + pipe;
+}
+
+// W8A8 (act_fp8): the default's two forms (one or two tiles per block).
 template <int F>
-cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, int pipe, cudaStream_t stream) {
-    switch (unroll * 100 + min_blocks * 10 + pipe) {
-        case 220: return launch_variant<F, 2, 2, false>(p, stream);
-        case 230: return launch_variant<F, 2, 3, false>(p, stream);
-        case 240: return launch_variant<F, 2, 4, false>(p, stream);
-        case 420: return launch_variant<F, 4, 2, false>(p, stream);
-        case 121: return launch_variant<F, 1, 2, true>(p, stream);
-        case 131: return launch_variant<F, 1, 3, true>(p, stream);
-        case 221: return launch_variant<F, 2, 2, true>(p, stream);
-        case 231: return launch_variant<F, 2, 3, true>(p, stream);
+cudaError_t launch_act8(const GemvQuantParams& p, int key, cudaStream_t stream) {
+    if constexpr (is_fp8<F>()) {
+        switch (key) {
+            case 8131: return launch_variant<F, 1, 3, true, true>(p, stream);
+            case 4131: return launch_variant<F, 1, 3, true, true, 4>(p, stream);
+            default: return cudaErrorInvalidValue;
+        }
+    }
+    return cudaErrorInvalidValue;
+}
+
+// The instantiated variants: {unroll, min blocks, pipe, tile warps} (see the header).
+template <int F>
+cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, int pipe, int tile_warps, cudaStream_t stream) {
+    const int key = variant_key(unroll, min_blocks, pipe, tile_warps);
+    if (p.act_fp8) return launch_act8<F>(p, key, stream);
+    switch (key) {
+        case 8220: return launch_variant<F, 2, 2, false>(p, stream);
+        case 8230: return launch_variant<F, 2, 3, false>(p, stream);
+        case 8240: return launch_variant<F, 2, 4, false>(p, stream);
+        case 8420: return launch_variant<F, 4, 2, false>(p, stream);
+        case 8121: return launch_variant<F, 1, 2, true>(p, stream);
+        case 8131: return launch_variant<F, 1, 3, true>(p, stream);
+        case 8221: return launch_variant<F, 2, 2, true>(p, stream);
+        case 8231: return launch_variant<F, 2, 3, true>(p, stream);
+        case 4131: return launch_variant<F, 1, 3, true, false, 4>(p, stream);
         default: return cudaErrorInvalidValue;
     }
 }
 
 bool multiple_of(int v, int of) { return v > 0 && v % of == 0; }
+bool is_fp8_format(int f) { return f == kGemvQuantFp8Block || f == kGemvQuantFp8Channel; }
 bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
+
+// FP8 mma is sm_89+, and the build carries it only in the sm_90a binary (the portable compute_80
+// PTX traps): W8A8 runs on a compute-capability 9.x device, read once per process.
+bool act8_device() {
+    static const bool ok = [] {
+        int dev = 0, major = 0;
+        return cudaGetDevice(&dev) == cudaSuccess &&
+               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9;
+    }();
+    return ok;
+}
 
 }  // namespace
 
@@ -387,6 +499,9 @@ bool gemv_quant_tc_eligible(const GemvQuantParams& p) {
     if (p.M > 1 && ((p.ldx != 0 && (p.ldx < p.K || p.ldx % kVec != 0)) || (p.ldy != 0 && p.ldy < (p.swiglu ? p.N / 2 : p.N))))
         return false;
     if (p.swiglu && (p.N % 2 != 0 || p.out_f32 || p.accumulate)) return false;
+    if (p.act_fp8 && (!(p.format == kGemvQuantFp8Block || p.format == kGemvQuantFp8Channel) || p.K % kActGroup != 0 ||
+                      gemv_act8_smem_bytes(p.expert_ids ? 1 : p.M, p.K) > kGemvAct8MaxSmem || !act8_device()))
+        return false;
     switch (p.format) {
         case kGemvQuantFp8Block: return multiple_of(p.block_k, kStepK) && p.block_n > 0;
         case kGemvQuantFp8Channel: return true;
@@ -396,16 +511,21 @@ bool gemv_quant_tc_eligible(const GemvQuantParams& p) {
     }
 }
 
-cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, int pipe, cudaStream_t stream) {
+cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, int pipe, cudaStream_t stream,
+                                       int tile_warps) {
     if (!gemv_quant_tc_eligible(p)) return cudaErrorInvalidValue;
     cudaError_t e;
+    const int u = unroll, b = min_blocks, tw = tile_warps;
     switch (p.format) {
-        case kGemvQuantFp8Block: e = launch_format<kGemvQuantFp8Block>(p, unroll, min_blocks, pipe, stream); break;
-        case kGemvQuantFp8Channel: e = launch_format<kGemvQuantFp8Channel>(p, unroll, min_blocks, pipe, stream); break;
-        case kGemvQuantNvfp4: e = launch_format<kGemvQuantNvfp4>(p, unroll, min_blocks, pipe, stream); break;
-        default: e = launch_format<kGemvQuantInt4>(p, unroll, min_blocks, pipe, stream); break;
+        case kGemvQuantFp8Block: e = launch_format<kGemvQuantFp8Block>(p, u, b, pipe, tw, stream); break;
+        case kGemvQuantFp8Channel: e = launch_format<kGemvQuantFp8Channel>(p, u, b, pipe, tw, stream); break;
+        case kGemvQuantNvfp4: e = launch_format<kGemvQuantNvfp4>(p, u, b, pipe, tw, stream); break;
+        default: e = launch_format<kGemvQuantInt4>(p, u, b, pipe, tw, stream); break;
     }
-    if (e != cudaSuccess) return e;
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();  // a refused launch must not surface in the next launch's check
+        return e;
+    }
     return cudaGetLastError();
 }
 
@@ -414,8 +534,19 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // shapes): it was the best variant or within 2 % of it for every format and shape (the loop before
 // it, unroll 2 without the pipeline: int4 2.17x -> 2.00x at 4096 x 12288, 3.04x -> 2.90x at 4096 x
 // 4096; fp8 block 1.43x -> 1.39x at 4096 x 12288).
+//
+// Two tiles per block (tile_warps 4) where the grid has many tiles: bench_quant_gemv --tune, H200
+// 2026-11-29, time over the bytes floor, 9B shapes (tiles = 16-row tiles): fp8 block gate/up
+// (1536 tiles) 1.61 -> 1.51x, in_proj (772) 1.60 -> 1.51x, attention qkv (640) 1.78 -> 1.65x;
+// int4 gate/up 2.51 -> 2.30x, in_proj 2.49 -> 2.30x, qkv 2.80 -> 2.72x; NVFP4 gate/up 2.36 ->
+// 2.27x, in_proj 2.35 -> 2.26x but qkv 2.49 -> 2.67x; and slower everywhere at 256 tiles (the
+// 4096-row out / o / down projections: fp8 down 1.69 -> 2.51x), where half the blocks leave SMs
+// idle. Tried and dropped in the same runs: the weights through a cp.async shared-memory ring of
+// 3-6 steps per warp (fp8 2.65-2.8x, 4-bit within 5 % of the registers), and 4 blocks per SM.
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
-    return gemv_quant_tc_launch_tuned(p, 1, 3, 1, stream);
+    const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
+    const bool two_tiles = tiles >= (is_fp8_format(p.format) ? 512 : 768);
+    return gemv_quant_tc_launch_tuned(p, 1, 3, 1, stream, two_tiles ? 4 : kWarps);
 }
 
 }  // namespace frost::kernels

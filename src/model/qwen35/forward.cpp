@@ -61,15 +61,16 @@ struct Forward {
     }
 
     bool quant_act(const Tensor& wt) const {
-        return step.fp8_w8a8_prefill && !step.decode && wt.dtype == ops::DType::FP8_E4M3;
+        return (step.decode ? step.fp8_w8a8_decode : step.fp8_w8a8_prefill) && wt.dtype == ops::DType::FP8_E4M3;
     }
 
     // The FP8 twin the producer of wt's GEMM input writes beside it (ScratchViews::fp8_q), when
     // that GEMM quantizes its input (quant_act) in 128-wide groups; none otherwise. A pure function
-    // of the weight, so the producer and the GEMM agree.
+    // of the weight, so the producer and the GEMM agree. None on decode: the GEMV quantizes its
+    // one row itself (lm_gemv_quant.h act_fp8), the same bytes without a second write.
     ops::Fp8Act twin_for(const Tensor& wt) const {
         const int64_t K = wt.rank == 2 ? wt.shape[1] : 0;
-        if (!quant_act(wt) || s.fp8_q.empty() || wt.scale_block != 128 || K % 128 != 0 ||
+        if (step.decode || !quant_act(wt) || s.fp8_q.empty() || wt.scale_block != 128 || K % 128 != 0 ||
             int64_t(rows()) * K > s.fp8_q.numel() || ops::fp8_act_ld(rows()) * (K / 128) > s.fp8_scale.numel())
             return {};
         return ops::fp8_act(s.fp8_q.data, s.fp8_scale.data, rows(), K);

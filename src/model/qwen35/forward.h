@@ -76,6 +76,7 @@ struct StepSpec {
     bool logits_all = false;  // lm_head over every row (eval), else the last row only
     bool rope_inv_freq_bf16 = true;
     bool fp8_w8a8_prefill = false;  // EngineOptions::fp8_w8a8_prefill
+    bool fp8_w8a8_decode = false;   // EngineOptions::fp8_w8a8_decode
     // With the twins (ScratchViews::fp8_q): a producer whose every reader is an FP8 GEMM that reads
     // only the twin (Backend::gemm_reads_twin) skips its bf16 output (EngineOptions::fp8_twin_only).
     bool fp8_twin_only = false;

@@ -638,10 +638,20 @@ frost_status gemm_quant(const Exec& ex, const GemmOp& p) {
     q.M = M;
     q.ldx = int32_t(p.x.stride[0]);
     q.ldy = int32_t(p.y.stride[0]);
+    // W8A8 decode (quant_act on FP8 weights): the tensor-core GEMV quantizes x itself; a batched
+    // step whose staged rows do not fit runs its members one by one below. A shape the kernel
+    // cannot take at all multiplies bf16 x, as the prefill path does (gemm_fp8_block).
+    if (p.quant_act && (q.format == K::kGemvQuantFp8Block || q.format == K::kGemvQuantFp8Channel)) {
+        K::GemvQuantParams one = q;
+        one.M = 1;
+        one.act_fp8 = 1;
+        q.act_fp8 = K::gemv_quant_tc_eligible(one) ? 1 : 0;
+    }
     const char* what = q.swiglu ? "gemm+swiglu (quantized gemv)" : "gemm (quantized gemv)";
     if (M == 1 || K::gemv_quant_tc_eligible(q)) return check(K::gemv_quant_launch(q, native(ex)), what);
-    // A batched step on a shape only the one-row SIMT kernel takes: one launch per member, each
-    // exactly its solo step's launch, so the members keep their solo bits.
+    // A batched step on a shape only the one-row SIMT kernel takes (or whose W8A8 rows do not fit
+    // in shared memory together): one launch per member, each exactly its solo step's launch, so
+    // the members keep their solo bits.
     const size_t y_row_bytes = size_t(q.ldy) * (q.out_f32 ? sizeof(float) : sizeof(bf16));
     for (int32_t r = 0; r < M; ++r) {
         K::GemvQuantParams one = q;
