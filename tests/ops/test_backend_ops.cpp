@@ -455,29 +455,39 @@ std::vector<Case> cases() {
     // Quantized GEMM weights (issue 15): the CUDA backend runs the packed view (decode: quantized
     // GEMV with the residual / SwiGLU epilogue fused; prefill: dequant tile + bf16
     // GEMM); the reference (and a CPU candidate, which takes dequantized weights) the decoded fp32.
-    for (QFmt f : {QFmt::Fp8Block, QFmt::Fp8Channel, QFmt::Nvfp4, QFmt::Int4, QFmt::Int4Asym})
-        for (int rows : {1, 64})
+    // W8A8 decode (GemmOp::quant_act on decode rows, EngineOptions::fp8_w8a8_decode), FP8 layouts
+    // only, one row and a batched step of 3 (PDL): CUDA's GEMV rounds x to e4m3 per 128-wide
+    // group in shared memory and runs FP8 mma (lm_gemv_quant.h act_fp8), the CPU rounds x the same
+    // way in fp32.
+    for (QFmt f : {QFmt::Fp8Block, QFmt::Fp8Channel, QFmt::Fp8Rows, QFmt::Nvfp4, QFmt::Int4, QFmt::Int4Asym})
+        for (int w8a8 : {0, 1})
+        for (int rows : {1, 3, 64})
             for (int ep = 0; ep < 4; ++ep) {  // none, residual, swiglu (decode only), f32 logits
-                if (ep == 2 && rows != 1) continue;
+                const bool fp8 = f == QFmt::Fp8Block || f == QFmt::Fp8Channel || f == QFmt::Fp8Rows;
+                if ((w8a8 && !fp8) || (w8a8 && rows == 64)) continue;
+                if (rows == 3 && !(w8a8 && (ep == 1 || ep == 2))) continue;  // batched: residual, swiglu
+                if (ep == 2 && rows == 64) continue;
                 const int N = ep == 2 ? 2 * F : ep == 3 ? 512 : 384, out_cols = ep == 2 ? F : N;
                 const QuantW q = make_quant(f, N, H);
                 const char* epn = ep == 0 ? "none" : ep == 1 ? "residual" : ep == 2 ? "swiglu" : "f32";
                 Arg y = ep == 3 ? f32("y", Use::Out, poison(size_t(rows) * out_cols))
                                 : act("y", ep == 1 ? Use::InOut : Use::Out,
                                       ep == 1 ? normal(size_t(rows) * out_cols) : poison(size_t(rows) * out_cols));
-                cs.push_back({std::string("gemm ") + qfmt_name(f) + " " + epn + (rows == 1 ? " decode" : " prefill"),
+                cs.push_back({std::string("gemm ") + qfmt_name(f) + (w8a8 ? " w8a8 " : " ") + epn +
+                                  (rows == 1 ? " decode" : rows == 3 ? " batched decode" : " prefill"),
                               OpKind::Gemm,
                               {act("x", Use::In, normal(size_t(rows) * H)), std::move(y),
                                act("tmp", Use::Scratch, poison(size_t(rows) * N)), bytes("wq", Use::In, q.w),
                                bytes("ws", Use::In, q.scale), i32("wz", Use::In, q.zp), f32("wg", Use::In, q.gs),
                                f32("wref", Use::In, q.ref)},
-                              [rows, ep, N, out_cols, f](const Exec& ex, const Bound& b) {
+                              [rows, ep, N, out_cols, f, w8a8](const Exec& ex, const Bound& b) {
                                   GemmOp p;
                                   p.x = b.m("x", 0, rows, H, H);
                                   p.w = ex.backend->kind() == FROST_BACKEND_CUDA ? quant_view(b, f, N, H)
                                                                                  : b.m("wref", 0, N, H, H);
                                   p.y = b.m("y", 0, rows, out_cols, out_cols); p.tmp = b.m("tmp", 0, rows, N, N);
-                                  p.epilogue = ep == 3 ? Epilogue::None : Epilogue(ep); p.pdl = rows == 1;
+                                  p.epilogue = ep == 3 ? Epilogue::None : Epilogue(ep); p.pdl = rows <= 3;
+                                  p.quant_act = w8a8;
                                   return op_gemm(ex, p);
                               }});
             }
@@ -509,38 +519,6 @@ std::vector<Case> cases() {
                               return op_gemm(ex, p);
                           }});
         }
-    // W8A8 decode (GemmOp::quant_act on decode rows, EngineOptions::fp8_w8a8_decode): CUDA's
-    // quantized GEMV stages x as e4m3 per 128-wide group and runs FP8 mma (lm_gemv_quant.h
-    // act_fp8), the CPU quantizes x the same way in fp32. One row and a batched step of 3 (PDL),
-    // every epilogue, the three FP8 weight layouts (128x128 blocks, per-channel, per-row 1x128).
-    for (QFmt f : {QFmt::Fp8Block, QFmt::Fp8Channel, QFmt::Fp8Rows})
-        for (int rows : {1, 3})
-            for (int ep = 0; ep < 4; ++ep) {  // none, residual, swiglu, f32 logits
-                if (rows == 3 && (ep == 0 || ep == 3)) continue;
-                const int N = ep == 2 ? 2 * F : ep == 3 ? 512 : 384, out_cols = ep == 2 ? F : N;
-                const QuantW q = make_quant(f, N, H);
-                const char* epn = ep == 0 ? "none" : ep == 1 ? "residual" : ep == 2 ? "swiglu" : "f32";
-                Arg y = ep == 3 ? f32("y", Use::Out, poison(size_t(rows) * out_cols))
-                                : act("y", ep == 1 ? Use::InOut : Use::Out,
-                                      ep == 1 ? normal(size_t(rows) * out_cols) : poison(size_t(rows) * out_cols));
-                cs.push_back({std::string("gemm ") + qfmt_name(f) + " w8a8 " + epn + (rows == 1 ? " decode" : " batched decode"),
-                              OpKind::Gemm,
-                              {act("x", Use::In, normal(size_t(rows) * H)), std::move(y),
-                               act("tmp", Use::Scratch, poison(size_t(rows) * N)), bytes("wq", Use::In, q.w),
-                               bytes("ws", Use::In, q.scale), i32("wz", Use::In, q.zp), f32("wg", Use::In, q.gs),
-                               f32("wref", Use::In, q.ref)},
-                              [rows, ep, N, out_cols, f](const Exec& ex, const Bound& b) {
-                                  GemmOp p;
-                                  p.x = b.m("x", 0, rows, H, H);
-                                  p.w = ex.backend->kind() == FROST_BACKEND_CUDA ? quant_view(b, f, N, H)
-                                                                                 : b.m("wref", 0, N, H, H);
-                                  p.y = b.m("y", 0, rows, out_cols, out_cols); p.tmp = b.m("tmp", 0, rows, N, N);
-                                  p.epilogue = ep == 3 ? Epilogue::None : Epilogue(ep);
-                                  p.pdl = true;
-                                  p.quant_act = 1;
-                                  return op_gemm(ex, p);
-                              }});
-            }
     // W8A8 prefill on FP8 128x128-block weights (GemmOp::quant_act): CUDA quantizes the activations
     // and runs cuBLASLt's block-scaled FP8 GEMM, the CPU quantizes them the same way in fp32.
     // K = 512: the smallest K the CUDA path plans (kernels/cuda/lm_gemm_fp8.h). Per-row scales
