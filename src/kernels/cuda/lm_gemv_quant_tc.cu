@@ -55,6 +55,16 @@
 // conversions saved), and the engine's 9B FP8 decode 3.318 ms/token W8A16 against 3.661 W8A8.
 // It stays as the opt-in that runs the checkpoint's declared activation scheme end to end.
 //
+// Registers (ptxas -v, sm_90a, 2026-11-29): the default {1,3,1} uses 80 registers without spills
+// in every format; {2,4,0}, capped at 64 by its 4 blocks per SM, spills 92-116 bytes per thread
+// (fp8 2.10x where {1,3,1} runs 1.60x; a {1,4,1} tried this session, under the same cap, ran
+// 2.08x), and the W8A8 kernels spill 24-40 bytes at 80. At 80 registers an SM holds 25 warps: 3 blocks of 8. The 4096-row
+// matrices have 256 tiles, i.e. ~16 warps per SM on 132 SMs, and the two ways to give them more
+// warps (split K over more blocks, or 16-warp blocks) hit that register cap; a 16-warp variant
+// at 2 blocks per SM was built, compiled to 64 registers with 84-116 bytes of spills, and dropped
+// unmeasured. A fix has to cut the registers per lane first (fewer weight words in flight per
+// lane, more lanes).
+//
 // Exactness of batching. Each output (weight row, x row) is a fixed sequence: per warp its steps
 // in order, then the tile's warp partials summed in warp order (8 warps, or 4 with two tiles per
 // block: gemv_quant_tc_launch picks by N and format only). Column c of an mma depends only on
