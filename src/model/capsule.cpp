@@ -114,6 +114,7 @@ Deployment deployment_of(const Engine& e, const std::string& model_digest) {
                  "|" + std::to_string(fixed) + "|" + ops::dtype_name(b.dtype) + "\n";
     }
     d.layout_digest = util::sha256_hex(table.data(), table.size());
+    d.numerics = e.numerics();
     return d;
 }
 
@@ -133,6 +134,7 @@ std::string deployment_mismatch(const Deployment& cap, const Deployment& run) {
         return diff("alignment unit", std::to_string(cap.alignment), std::to_string(run.alignment));
     if (cap.backend != run.backend) return diff("backend", cap.backend, run.backend);
     if (cap.layout_digest != run.layout_digest) return diff("state layout", cap.layout_digest, run.layout_digest);
+    if (!cap.numerics.empty() && cap.numerics != run.numerics) return diff("numerics", cap.numerics, run.numerics);
     return {};
 }
 

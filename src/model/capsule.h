@@ -43,6 +43,11 @@ struct Deployment {
                                 // max_seq_len holds the capsule's boundary can take it
     std::string backend;        // "cpu" | "cuda"
     std::string layout_digest;  // SHA-256 over the state buffer table (names, roles, sizes)
+    // Engine::numerics(): the options that change the state's bits for the same weights (RoPE
+    // frequencies; on CUDA with a quantized checkpoint: weights kept or dequantized, the GDN
+    // in_proj binding, W8A8 prefill / decode). Restore + append equals a cold prefill only under
+    // the same numerics. Empty in capsules written before the field: matched as before.
+    std::string numerics;
 };
 // The deployment of a running engine. `model_digest` is model_fingerprint() of its folder (or
 // any stable identity of the weights for engines built from memory).

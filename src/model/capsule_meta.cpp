@@ -56,7 +56,7 @@ bool role_from_name(const std::string& s, BufferRole* out) {
 nlohmann::json deployment_to_json(const Deployment& d) {
     return {{"model_digest", d.model_digest}, {"dtype", d.dtype},     {"engine_abi", d.engine_abi},
             {"alignment", d.alignment},       {"max_seq_len", d.max_seq_len}, {"backend", d.backend},
-            {"layout_digest", d.layout_digest}};
+            {"layout_digest", d.layout_digest}, {"numerics", d.numerics}};
 }
 
 void deployment_from_json(const nlohmann::json& j, Deployment* d) {
@@ -67,6 +67,7 @@ void deployment_from_json(const nlohmann::json& j, Deployment* d) {
     d->max_seq_len = j.at("max_seq_len").get<int>();
     d->backend = j.at("backend").get<std::string>();
     d->layout_digest = j.at("layout_digest").get<std::string>();
+    d->numerics = j.value("numerics", std::string());  // absent before the field existed
 }
 
 // Overflow-safe "a + b <= limit".

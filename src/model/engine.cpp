@@ -134,6 +134,7 @@ bool runs_quantized(const EngineOptions& opts, const ModelWeights& w) {
 frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
     cfg_ = w.config;
     opts_ = opts;
+    quantized_checkpoint_ = w.quant && !w.quant->modules.empty();
     opts_.prefill_chunk = auto_prefill_chunk(opts, cfg_, runs_quantized(opts, w));
     const auto unsupported = cfg_.unsupported_features();
     for (const auto& f : unsupported)
@@ -424,6 +425,19 @@ frost_status Engine::record(int session, int rows, bool decode, const ops::OpObs
     step.fp8_twin_only = fp8_twin_only();
     return qwen35::record_step(ex, cfg_, weights_, scratch_, sessions_[session], step,
                                opts_.trace && !dry_run ? &trace_hook_ : nullptr);
+}
+
+std::string Engine::numerics() const {
+    std::string s = std::string("rope_inv_freq=") + (opts_.rope_inv_freq_bf16 ? "bf16" : "f32");
+    if (opts_.backend != FROST_BACKEND_CUDA || !quantized_checkpoint_)
+        return s;  // the CPU oracle dequantizes every weight; a bf16 checkpoint has no quantized path
+    using Split = qwen35::Precision::InProjSplit;
+    const Split sp = prec_.gdn_in_proj_split;
+    s += std::string(";weights=") + (prec_.keep_quantized ? "kept" : "dequantized");
+    s += std::string(";gdn_in_proj=") + (sp == Split::Auto ? "auto" : sp == Split::Always ? "always" : "never");
+    s += std::string(";fp8_prefill=") + (opts_.fp8_w8a8_prefill ? "w8a8" : "exact");
+    s += std::string(";fp8_decode=") + (opts_.fp8_w8a8_decode ? "w8a8" : "exact");
+    return s;
 }
 
 bool Engine::fp8_twin_only() const {

@@ -129,6 +129,12 @@ public:
 
     const ModelConfig& config() const { return cfg_; }
     const EngineOptions& options() const { return opts_; }
+    // The options that change the state's bits for the same weights, as one canonical string
+    // (capsule Deployment::numerics): "rope_inv_freq=bf16|f32", and on CUDA with a quantized
+    // checkpoint ";weights=kept|dequantized;gdn_in_proj=auto|always|never;fp8_prefill=
+    // w8a8|exact;fp8_decode=w8a8|exact". Options that keep the bits (the FP8 twins, chunk sizes,
+    // batching) are not in it.
+    std::string numerics() const;
     frost_ctx* ctx() const { return ctx_; }
     frost_stream* stream() const { return stream_; }
     int sessions() const { return static_cast<int>(sessions_.size()); }
@@ -327,6 +333,7 @@ private:
     frost_buffer* logits_buf_ = nullptr;
     int last_rows_ = 0;                  // rows of the last step (trace read-back)
     CudaEngineInfo info_;                // load figures (weights_ms, capture_ms, bytes)
+    bool quantized_checkpoint_ = false;  // the checkpoint declares quantized modules (numerics())
     std::unique_ptr<BufferList> batch_bufs_;  // batched decode: table + step inputs (not per session)
     frost_graph* batch_graph_ = nullptr;  // batched decode: one variant per size in batch_sizes_
     std::vector<int> batch_sizes_;

@@ -199,6 +199,7 @@ TEST_P(CapsuleFile, ReSignedHeadersOfAnotherDeploymentAreIncompatible) {
         {"alignment unit", [](nlohmann::json& x) { x["deployment"]["alignment"] = 128; }, FROST_ERR_INCOMPATIBLE},
         {"model digest", [](nlohmann::json& x) { x["deployment"]["model_digest"] = std::string(64, '0'); }, FROST_ERR_INCOMPATIBLE},
         {"state layout", [](nlohmann::json& x) { x["deployment"]["layout_digest"] = std::string(64, '1'); }, FROST_ERR_INCOMPATIBLE},
+        {"numerics", [](nlohmann::json& x) { x["deployment"]["numerics"] = "rope_inv_freq=f64"; }, FROST_ERR_INCOMPATIBLE},
         {"token ids", [](nlohmann::json& x) { x["ids"][3] = int(x["ids"][3]) + 1; }, FROST_ERR_CORRUPT},
         {"boundary", [](nlohmann::json& x) { x["stored_boundary"] = 64; }, FROST_ERR_CORRUPT},
         {"offset", [](nlohmann::json& x) { x["buffers"][1]["offset"] = 100; }, FROST_ERR_CORRUPT},
@@ -221,6 +222,27 @@ TEST_P(CapsuleFile, ReSignedHeadersOfAnotherDeploymentAreIncompatible) {
     CapsuleId id = 0;
     ASSERT_EQ(mgr->load(bad, CapsuleTier::Host, &id), FROST_OK) << frost_last_error();
     ASSERT_EQ(mgr->release(id), FROST_OK);
+}
+
+// The numerics the capsule was made under (Deployment::numerics) are recorded; a capsule written
+// before the field existed (none recorded) is matched as before, one of other numerics is refused
+// naming them (here: an engine with exact fp32 RoPE frequencies, whose states differ in bits).
+TEST_P(CapsuleFile, NumericsAreRecordedAndAnOlderCapsuleWithoutThemLoads) {
+    nlohmann::json j = nlohmann::json::parse(bytes.substr(24, header_len(bytes)));
+    EXPECT_EQ(j["deployment"]["numerics"], "rope_inv_freq=bf16") << j["deployment"].dump();
+    j["deployment"].erase("numerics");
+    spit(bad, resign(bytes, j));
+    CapsuleId id = 0;
+    ASSERT_EQ(mgr->load(bad, CapsuleTier::Host, &id), FROST_OK) << frost_last_error();
+    ASSERT_EQ(mgr->release(id), FROST_OK);
+    Deployment running;
+    running.numerics = "rope_inv_freq=f32";
+    Deployment cap = running;
+    cap.numerics = "rope_inv_freq=bf16";
+    const std::string why = deployment_mismatch(cap, running);
+    EXPECT_NE(why.find("numerics differs (capsule rope_inv_freq=bf16, running rope_inv_freq=f32)"), std::string::npos) << why;
+    cap.numerics.clear();
+    EXPECT_EQ(deployment_mismatch(cap, running), "");
 }
 
 // ABI 1 capsules recorded "f32" for every part (wrong for CUDA's bf16 KV / conv state): they are

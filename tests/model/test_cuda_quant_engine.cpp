@@ -299,6 +299,9 @@ TEST(CudaQuantEngine, Fp8W8a8DecodeNearExactAndDeterministic) {
     auto b = cuda_engine(synth.dir, true, false, true, false, true, true, true);
     auto exact = cuda_engine(synth.dir, true, false);
     ASSERT_TRUE(a && b && exact);
+    // The capsule binding tells the two apart (Deployment::numerics): their states differ in bits.
+    EXPECT_EQ(a->numerics(), "rope_inv_freq=bf16;weights=kept;gdn_in_proj=auto;fp8_prefill=exact;fp8_decode=w8a8");
+    EXPECT_EQ(exact->numerics(), "rope_inv_freq=bf16;weights=kept;gdn_in_proj=auto;fp8_prefill=exact;fp8_decode=exact");
     const size_t V = size_t(exact->config().vocab_size);
     std::vector<int32_t> ids(kPrompt);
     for (int i = 0; i < kPrompt; ++i) ids[size_t(i)] = int32_t((i * 7919 + 13) % int(V));
