@@ -9,9 +9,9 @@
 // (1.00 = at the quantized-bytes floor). Quantized rows: the SIMT and the tensor-core kernel
 // (kern "tc", its default launch), and with --tune every tensor-core variant ("u<steps per load
 // group>b<blocks per SM>", "p": pipelined, the next group loaded before the current one is
-// computed, "t2": two 16-row tiles per block; "tc" picks one by shape). --m M runs M x rows at once (a batched decode step; the SIMT kernel takes M = 1 only).
+// computed, "t2": two 16-row tiles per block, "w12": one tile of 12 warps; "tc" picks one by shape). --m M runs M x rows at once (a batched decode step; the SIMT kernel takes M = 1 only).
 // "-w8a8" rows: the FP8 formats with x quantized in the kernel (GemvQuantParams::act_fp8, FP8 mma;
-// tensor-core kernel, u1b3p and u1b3pt2 only).
+// tensor-core kernel, u1b3p, u1b3pt2 and u1b2pw12 only).
 // Usage: bench_quant_gemv [repeats] [--m M] [--tune]
 #if !FROST_WITH_CUDA
 #include <cstdio>
@@ -105,7 +105,8 @@ double copy_gbs(cudaStream_t s, Timer& t) {
 
 // The tensor-core variants --tune times: {unroll, min blocks per SM, pipe, warps per tile}.
 constexpr int kVariants[][4] = {{2, 2, 0, 8}, {2, 3, 0, 8}, {2, 4, 0, 8}, {4, 2, 0, 8}, {1, 2, 1, 8},
-                                {1, 3, 1, 8}, {2, 2, 1, 8}, {2, 3, 1, 8}, {1, 3, 1, 4}};
+                                {1, 3, 1, 8}, {2, 2, 1, 8}, {2, 3, 1, 8}, {1, 3, 1, 4},
+                                {1, 2, 1, 12}};
 constexpr int kVariantCount = static_cast<int>(sizeof kVariants / sizeof kVariants[0]);
 
 int main(int argc, char** argv) {
@@ -209,9 +210,9 @@ int main(int argc, char** argv) {
                     if (kernel >= 1 && !gemv_quant_tc_eligible(p)) continue;
                     const int v = std::max(kernel - 2, 0);
                     const int unroll = kVariants[v][0], blocks = kVariants[v][1], pipe = kVariants[v][2], tw = kVariants[v][3];
-                    if (kernel >= 2 && f.act8 && !(unroll == 1 && blocks == 3 && pipe)) continue;
+                    if (kernel >= 2 && f.act8 && !(unroll == 1 && pipe && blocks == (tw == 12 ? 2 : 3))) continue;
                     char variant[32];
-                    std::snprintf(variant, sizeof variant, "u%db%d%s%s", unroll, blocks, pipe ? "p" : "", tw == 4 ? "t2" : "");
+                    std::snprintf(variant, sizeof variant, "u%db%d%s%s", unroll, blocks, pipe ? "p" : "", tw == 4 ? "t2" : tw == 12 ? "w12" : "");
                     kname = kernel == 0 ? "simt" : kernel == 1 ? "tc" : variant;
                     launch = [p, kernel, unroll, blocks, pipe, tw, &t](const void* wp) {
                         GemvQuantParams q = p;

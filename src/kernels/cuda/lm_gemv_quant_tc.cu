@@ -190,11 +190,12 @@ __device__ inline uint32_t x_pair(const uint4 (&xv)[4], int p) {
 // and the CPU's quantize_act_e4m3_bytes make of the same row). Once per block: the 16 rows of a
 // tile then read it 16 times from shared memory, where quantizing per warp step would divide 32
 // values per lane per step.
+template <int kBlockThreads>
 __device__ inline void stage_act8(const bf16* x, int64_t ldx, int rows, int K, uint8_t* sq, float* ss) {
     constexpr int kPerGroup = kActGroup / kVec;  // threads per group
     const int chunks = K / kVec, groups = K / kActGroup;
     for (int r = 0; r < rows; ++r) {
-        for (int c0 = 0; c0 < chunks; c0 += kThreads) {  // uniform bounds: every lane reaches the shuffles
+        for (int c0 = 0; c0 < chunks; c0 += kBlockThreads) {  // uniform bounds: every lane reaches the shuffles
             const int c = c0 + static_cast<int>(threadIdx.x);
             const bool active = c < chunks;
             float v[kVec] = {};
@@ -208,15 +209,20 @@ __device__ inline void stage_act8(const bf16* x, int64_t ldx, int rows, int K, u
 // current group is computed, so a warp keeps weights in flight while it dequantizes (without it a
 // warp loads a group, waits, computes it, and only then loads the next).
 // kAct8 (FP8 formats, act_fp8): x staged as e4m3 (stage_act8) and the steps run on FP8 mma.
-// kTileWarps: warps per 16-row tile; a block holds kWarps / kTileWarps tiles (8: one tile whose
-// 8 warps split K; 4: two tiles, each warp twice the steps), so a block moves more weight bytes
-// per fixed cost (start, x staging, the partial-sum barrier) at the same registers per lane.
+// kTileWarps: warps per 16-row tile; an 8-warp block holds kWarps / kTileWarps tiles (8: one tile
+// whose 8 warps split K; 4: two tiles, each warp twice the steps), so a block moves more weight
+// bytes per fixed cost (start, x staging, the partial-sum barrier) at the same registers per lane;
+// 12: a 12-warp block of one tile (more warps per SM for grids of few tiles).
 template <int F, bool kSwiglu, int kUnroll, int kMinBlocks, bool kPipe, bool kAct8, int kTileWarps>
-__global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(GemvQuantParams p) {
+__global__ void __launch_bounds__((kTileWarps > kWarps ? kTileWarps : kWarps) * kWarp, kMinBlocks)
+    gemv_quant_tc_kernel(GemvQuantParams p) {
     static_assert(!kAct8 || is_fp8<F>(), "W8A8 needs e4m3 weights");
-    static_assert(kWarps % kTileWarps == 0, "whole tiles per block");
-    constexpr int kBlockTiles = kWarps / kTileWarps;
-    __shared__ float partial[kWarps][kTileRows][kCols];
+    // 8-warp blocks of one or two tiles, or (kTileWarps 12) one tile of 12 warps.
+    constexpr int kBlockWarps = kTileWarps > kWarps ? kTileWarps : kWarps;
+    constexpr int kBlockThreads = kBlockWarps * kWarp;
+    static_assert(kBlockWarps % kTileWarps == 0, "whole tiles per block");
+    constexpr int kBlockTiles = kBlockWarps / kTileWarps;
+    __shared__ float partial[kBlockWarps][kTileRows][kCols];
     extern __shared__ __align__(16) uint8_t act8[];  // kAct8: stage_act8's rows, then their scales
     constexpr int L = loads_per_row<F>();
     // warp: this warp's index among its tile's kTileWarps (it splits K with them).
@@ -316,7 +322,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
     const uint8_t* sq = act8;
     const float* ss = reinterpret_cast<const float*>(act8 + static_cast<int64_t>(act_rows) * (p.K + 16));
     if constexpr (kAct8) {
-        stage_act8(p.x + (p.expert_ids ? static_cast<int64_t>(x_row) * ldx : 0), ldx, act_rows, p.K, act8,
+        stage_act8<kBlockThreads>(p.x + (p.expert_ids ? static_cast<int64_t>(x_row) * ldx : 0), ldx, act_rows, p.K, act8,
                    reinterpret_cast<float*>(act8 + static_cast<int64_t>(act_rows) * (p.K + 16)));
         __syncthreads();
     }
@@ -416,7 +422,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
         return v;
     };
     // One output per thread (kBlockTiles x 16 rows x 8 columns <= 256 threads for up to two tiles).
-    static_assert(kBlockTiles * kTileRows * kCols <= kThreads, "one output per thread");
+    static_assert(kBlockTiles * kTileRows * kCols <= kBlockThreads, "one output per thread");
     if constexpr (kSwiglu) {
         constexpr int kOuts = (kTileRows / 2) * kCols;
         if (threadIdx.x >= kBlockTiles * kOuts) return;
@@ -440,12 +446,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_quant_tc_kernel(Gem
 template <int F, int kUnroll, int kMinBlocks, bool kPipe, bool kAct8 = false, int kTileWarps = kWarps>
 cudaError_t launch_variant(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
-    const dim3 grid(ceil_div(tiles, kWarps / kTileWarps), p.expert_ids ? p.entries : 1);
+    constexpr int kBlockWarps = kTileWarps > kWarps ? kTileWarps : kWarps;
+    const dim3 grid(ceil_div(tiles, kBlockWarps / kTileWarps), p.expert_ids ? p.entries : 1);
     // W8A8's staging stays within kGemvAct8MaxSmem (eligibility): under the 48 KiB default.
     const size_t smem = kAct8 ? static_cast<size_t>(gemv_act8_smem_bytes(p.expert_ids ? 1 : p.M, p.K)) : 0;
     auto kernel = p.swiglu ? gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kPipe, kAct8, kTileWarps>
                            : gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kPipe, kAct8, kTileWarps>;
-    return launch_kernel(kernel, grid, dim3(kThreads), smem, stream, p.pdl != 0, p);
+    return launch_kernel(kernel, grid, dim3(kBlockWarps * kWarp), smem, stream, p.pdl != 0, p);
 }
 
 // The key of a variant: tile_warps * 1000 + unroll * 100 + min_blocks * 10 + pipe.
@@ -460,6 +467,7 @@ cudaError_t launch_act8(const GemvQuantParams& p, int key, cudaStream_t stream) 
         switch (key) {
             case 8131: return launch_variant<F, 1, 3, true, true>(p, stream);
             case 4131: return launch_variant<F, 1, 3, true, true, 4>(p, stream);
+            case 12121: return launch_variant<F, 1, 2, true, true, 12>(p, stream);
             default: return cudaErrorInvalidValue;
         }
     }
@@ -481,6 +489,7 @@ cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, 
         case 8221: return launch_variant<F, 2, 2, true>(p, stream);
         case 8231: return launch_variant<F, 2, 3, true>(p, stream);
         case 4131: return launch_variant<F, 1, 3, true, false, 4>(p, stream);
+        case 12121: return launch_variant<F, 1, 2, true, false, 12>(p, stream);
         default: return cudaErrorInvalidValue;
     }
 }
@@ -553,10 +562,22 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // 4096-row out / o / down projections: fp8 down 1.69 -> 2.51x), where half the blocks leave SMs
 // idle. Tried and dropped in the same runs: the weights through a cp.async shared-memory ring of
 // 3-6 steps per warp (fp8 2.65-2.8x, 4-bit within 5 % of the registers), and 4 blocks per SM.
+//
+// One tile of 12 warps, two blocks per SM ({1,2,1}, tile_warps 12) where the grid has at most two
+// tiles per SM and K has >= 24 steps: the 4096-row matrices of the 9B shapes (256 tiles) ran ~16
+// warps per SM as 8-warp blocks and run 24 this way (the same 80 registers). bench_quant_gemv
+// --tune, H200 2026-11-29, time over the bytes floor: down (4096 x 12288) fp8 block 1.67 -> 1.48x,
+// NVFP4 2.39 -> 2.12x, INT4 2.76 -> 2.27x; out / o (4096 x 4096) fp8 2.39 -> 2.23x, NVFP4 3.57 ->
+// 3.39x, INT4 3.96 -> 3.61x; slower at 640+ tiles (qkv fp8 1.62 -> 1.86x: 2.4 waves of blocks).
+// Tried in the same calls and dropped: x staged in shared memory as bf16 once per block (within
+// +-5 %, mixed by format), and fp8 loads laid out so each load instruction covers whole 32-byte
+// sectors of a row (no change: L1 serves the two half-sector loads).
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
-    const bool two_tiles = tiles >= (is_fp8_format(p.format) ? 512 : 768);
-    return gemv_quant_tc_launch_tuned(p, 1, 3, 1, stream, two_tiles ? 4 : kWarps);
+    if (tiles >= (is_fp8_format(p.format) ? 512 : 768)) return gemv_quant_tc_launch_tuned(p, 1, 3, 1, stream, 4);
+    const int sms = device_sm_count();
+    if (sms > 0 && tiles <= 2 * sms && p.K / kStepK >= 24) return gemv_quant_tc_launch_tuned(p, 1, 2, 1, stream, 12);
+    return gemv_quant_tc_launch_tuned(p, 1, 3, 1, stream, kWarps);
 }
 
 }  // namespace frost::kernels
