@@ -56,6 +56,9 @@ const SynthPreset kPresets[] = {
     // the tiny MoE shapes the CUDA kernels accept (head_dim 256, dk = dv = 128): GPU engine tests
     {"moe-tiny-gpu", 256, 4, 0, 2, 1, 256, 1, 2, 128, 128, 4096, true, 32768, 8, 2, 64, 128, false, 1},
     {"next-moe-tiny-gpu", 256, 4, 512, 2, 1, 256, 1, 2, 128, 128, 4096, true, 32768, 8, 2, 64, 128, true, 2},
+    // expert and shared widths equal and a multiple of 128, as in the released MoE models: the
+    // quantized decode folds the shared expert into the routed launches
+    {"moe-tiny-gpu-i128", 256, 4, 0, 2, 1, 256, 1, 2, 128, 128, 4096, true, 32768, 8, 2, 128, 128, false, 1},
     {"next-80b-a3b", 2048, 48, 5120, 16, 2, 256, 16, 32, 128, 128, kQwen3NextVocab, false, 262144, 512, 10, 512, 512, true, 1},
 };
 

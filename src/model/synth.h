@@ -31,7 +31,8 @@ struct SynthPreset {
 // Presets: tiny, tiny-gpu (smallest shape the CUDA kernels accept), 0.8b, 2b, 4b, 9b, 27b (spec
 // model-qwen35.md §2; 2b values are a plausible guess); MoE: moe-tiny (tests), 35b-a3b
 // (Qwen3.5/3.6-35B-A3B), next-moe-tiny (Qwen3-Next layout, every other layer sparse, tests),
-// moe-tiny-gpu / next-moe-tiny-gpu (the same at shapes the CUDA kernels accept), next-80b-a3b
+// moe-tiny-gpu / next-moe-tiny-gpu (the same at shapes the CUDA kernels accept), moe-tiny-gpu-i128
+// (expert and shared widths 128, as the released models have them equal), next-80b-a3b
 // (Qwen3-Next-80B-A3B).
 bool find_synth_preset(const std::string& name, SynthPreset* out);
 std::vector<std::string> synth_preset_names();

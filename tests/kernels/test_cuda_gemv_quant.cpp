@@ -350,9 +350,13 @@ void run_case(const Case& c) {
 // each entry the bits of a plain launch on its expert's own rows (weights, scales and zero points
 // offset by the expert's first row) with that entry's x row, for y = xW^T in fp32 and the SwiGLU
 // form, and stay within the CPU reference. Both kernels; the outputs are poisoned first.
-void run_experts_case(const Case& c, bool act8 = false) {
-    constexpr int E = 3, R = 2, kTop = 2, entries = R * kTop;
+// fold: expert 1 (never routed) also serves as a shared expert folded into the launch
+// (GemvQuantParams::routed_entries, tensor-core kernel only): R more entries on its own weight
+// pointers, reading x rows x_row0 + r, each with the bits of a plain launch on expert 1.
+void run_experts_case(const Case& c, bool act8 = false, bool fold = false) {
+    constexpr int E = 3, R = 2, kTop = 2, entries = R * kTop, kShared = 1;
     const int32_t ids[entries] = {2, 0, 0, 2};  // row 0 picks experts 2 and 0, row 1 experts 0 and 2
+    const int total = entries + (fold ? R : 0);
     auto rng = fresh_rng((std::string(c.name) + "_experts").c_str());
     Case all = c;
     all.N = E * c.N;
@@ -374,11 +378,11 @@ void run_experts_case(const Case& c, bool act8 = false) {
     Dev<int32_t> dzp(std::max<size_t>(qw.zp.size(), 1));
     if (!qw.zp.empty()) dzp.upload(qw.zp);
     Dev<int32_t> did(std::vector<int32_t>(ids, ids + entries));
-    const auto x = uniform(rng, size_t(entries) * ldx, -1, 1);
+    const auto x = uniform(rng, size_t(total) * ldx, -1, 1);
     Dev<uint16_t> dx(to_bf(x));
     const kernels::GemvQuantParams base = weight_params(all, dw, ds, qw.zp.empty() ? nullptr : &dzp, qw.global_scale);
     std::vector<std::pair<const char*, Launch>> launches;
-    if (!act8) launches.push_back({"simt", kernels::gemv_quant_simt_launch});  // W8A8: tensor cores only
+    if (!act8 && !fold) launches.push_back({"simt", kernels::gemv_quant_simt_launch});  // W8A8, fold: tensor cores only
     kernels::GemvQuantParams probe = base;
     probe.N = c.N;
     probe.x = bf(dx);
@@ -386,17 +390,18 @@ void run_experts_case(const Case& c, bool act8 = false) {
     probe.act_fp8 = act8 ? 1 : 0;
     if (kernels::gemv_quant_tc_eligible(probe)) launches.push_back({act8 ? "tensor core w8a8" : "tensor core", kernels::gemv_quant_tc_launch});
     ASSERT_FALSE(launches.empty()) << c.name << ": W8A8 is not eligible";
-    const auto xr = act8 ? act_quantized(x, entries, c.K, ldx) : x;
+    const auto xr = act8 ? act_quantized(x, total, c.K, ldx) : x;
     for (const auto& [kname, launch] : launches) {
         for (const int div : {kTop, 1}) {  // gate/up: the k entries of a row share its x; down: one x row per entry
             for (const bool swiglu : {false, true}) {
                 if (swiglu && N % 2 != 0) continue;
                 const std::string what = std::string(c.name) + " experts (" + kname + (swiglu ? ", swiglu" : "") +
-                                         ", x per " + std::to_string(div) + ")";
+                                         (fold ? ", shared folded" : "") + ", x per " + std::to_string(div) + ")";
+                const int x_row0 = div == kTop ? 0 : entries;  // the shared entries' first x row
                 const int64_t out = swiglu ? N / 2 : N;
                 const int ldy = int(out) + 4;
-                Dev<float> yf(size_t(entries) * ldy), one_f(static_cast<size_t>(out));
-                Dev<uint16_t> yb(size_t(entries) * ldy), one_b(static_cast<size_t>(out));
+                Dev<float> yf(size_t(total) * ldy), one_f(static_cast<size_t>(out));
+                Dev<uint16_t> yb(size_t(total) * ldy), one_b(static_cast<size_t>(out));
                 yf.poison();
                 yb.poison();
                 kernels::GemvQuantParams q = base;
@@ -411,17 +416,33 @@ void run_experts_case(const Case& c, bool act8 = false) {
                 q.swiglu = swiglu ? 1 : 0;
                 q.out_f32 = swiglu ? 0 : 1;
                 q.y = swiglu ? static_cast<void*>(yb.get()) : static_cast<void*>(yf.get());
+                if (fold) {
+                    q.routed_entries = entries;
+                    q.entries = total;
+                    q.shared_x_row0 = x_row0;
+                    q.shared_w = dw.get() + w_off(kShared);
+                    q.shared_scale = ds.get() + s_off(kShared);
+                    q.shared_zero_point = q.zero_point ? dzp.get() + z_off(kShared) : nullptr;
+                    q.shared_row_global_scale = q.row_global_scale;
+                    ASSERT_TRUE(kernels::gemv_quant_tc_eligible(q)) << what;
+                    EXPECT_EQ(kernels::gemv_quant_simt_launch(q, nullptr), cudaErrorInvalidValue) << what << ": SIMT folds nothing";
+                    yf.poison();
+                    yb.poison();
+                }
                 CUDA_OK(launch(q, nullptr));
                 const auto got_f = yf.download();
                 const auto got_b = yb.download();
-                for (int j = 0; j < entries; ++j) {
-                    const int e = ids[j];
+                for (int j = 0; j < total; ++j) {
+                    const bool shared = j >= entries;
+                    const int e = shared ? kShared : ids[j];
+                    const int xrow = shared ? x_row0 + (j - entries) : j / div;
                     kernels::GemvQuantParams one = q;
                     one.expert_ids = nullptr;
                     one.entries = 0;
                     one.x_entry_div = 1;
                     one.ldx = one.ldy = 0;
-                    one.x = bf(dx) + size_t(j / div) * ldx;
+                    one.routed_entries = 0;
+                    one.x = bf(dx) + size_t(xrow) * ldx;
                     one.w = dw.get() + w_off(e);
                     one.scale = ds.get() + s_off(e);
                     if (one.zero_point) one.zero_point = dzp.get() + z_off(e);
@@ -430,7 +451,7 @@ void run_experts_case(const Case& c, bool act8 = false) {
                     one.y = swiglu ? static_cast<void*>(one_b.get()) : static_cast<void*>(one_f.get());
                     CUDA_OK(launch(one, nullptr));
                     const std::vector<float> wexp(qw.w.begin() + long(size_t(e) * N * K), qw.w.begin() + long(size_t(e + 1) * N * K));
-                    const auto ref = ref_rows(wexp, N, K, &xr[size_t(j / div) * ldx]);
+                    const auto ref = ref_rows(wexp, N, K, &xr[size_t(xrow) * ldx]);
                     if (swiglu) {
                         const auto solo = one_b.download();
                         EXPECT_EQ(0, std::memcmp(solo.data(), &got_b[size_t(j) * ldy], size_t(out) * 2))
@@ -463,6 +484,15 @@ TEST(CudaGemvQuant, RoutedExpertsEqualPlainLaunchesOnTheirExpert) {
     run_experts_case({kernels::kGemvQuantNvfp4, 66, 1024, 128, 128, false, "nvfp4"});
     run_experts_case({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"});
     run_experts_case({kernels::kGemvQuantInt4, 64, 256, 128, 64, false, "int4_group64"});
+}
+
+TEST(CudaGemvQuant, SharedExpertFoldedIntoRoutedLaunchKeepsItsBits) {
+    FROST_SKIP_WITHOUT_CUDA();
+    run_experts_case({kernels::kGemvQuantFp8Block, 256, 1024, 128, 128, false, "fp8_block"}, false, true);
+    run_experts_case({kernels::kGemvQuantFp8Channel, 130, 512, 128, 128, false, "fp8_channel"}, false, true);
+    run_experts_case({kernels::kGemvQuantNvfp4, 66, 1024, 128, 128, false, "nvfp4"}, false, true);
+    run_experts_case({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"}, false, true);
+    run_experts_case({kernels::kGemvQuantFp8Block, 256, 1024, 128, 128, false, "fp8_block"}, true, true);  // W8A8
 }
 
 // W8A8 decode (act_fp8) on one row: within kW8A8Tol of the fp64 product with the CPU-quantized x,

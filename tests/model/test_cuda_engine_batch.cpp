@@ -107,6 +107,9 @@ TEST(CudaEngineBatch, QuantizedMatchesSolo) {
     check("moe-tiny-gpu:nvfp4", 8, true, false, true);
     check("next-moe-tiny-gpu:int4", 5, false, false, true);
     check("moe-tiny-gpu:int4", 3, true, true, false);
+    // The shared expert folded into the routed launches (I = Is = 128): its entries per member too.
+    check("moe-tiny-gpu-i128:fp8", 4, false, true, true);
+    check("moe-tiny-gpu-i128:int4", 3, true, false, true);
 }
 
 TEST(CudaEngineBatch, MoeMatchesSolo) {

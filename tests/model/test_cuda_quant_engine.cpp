@@ -389,7 +389,8 @@ TEST_P(CudaQuantMoe, ExpertsStayQuantizedAndFollowTheDequantizedEngine) {
 INSTANTIATE_TEST_SUITE_P(Formats, CudaQuantMoe,
                          ::testing::Values(MoeQuantCase{"moe-tiny-gpu", "fp8"}, MoeQuantCase{"moe-tiny-gpu", "nvfp4"},
                                            MoeQuantCase{"moe-tiny-gpu", "int4"}, MoeQuantCase{"next-moe-tiny-gpu", "fp8"},
-                                           MoeQuantCase{"next-moe-tiny-gpu", "int4-asym"}),
+                                           MoeQuantCase{"next-moe-tiny-gpu", "int4-asym"},
+                                           MoeQuantCase{"moe-tiny-gpu-i128", "fp8"}, MoeQuantCase{"moe-tiny-gpu-i128", "int4"}),
                          [](const auto& i) {
                              std::string n = std::string(i.param.preset) + "_" + i.param.quant;
                              for (char& ch : n)

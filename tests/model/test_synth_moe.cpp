@@ -148,7 +148,7 @@ TEST_P(SynthMoePresets, BindsAndGeneratesOnTheCpuEngine) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, SynthMoePresets,
-                         ::testing::Values("moe-tiny", "next-moe-tiny", "moe-tiny-gpu", "next-moe-tiny-gpu"));
+                         ::testing::Values("moe-tiny", "next-moe-tiny", "moe-tiny-gpu", "next-moe-tiny-gpu", "moe-tiny-gpu-i128"));
 
 namespace {
 

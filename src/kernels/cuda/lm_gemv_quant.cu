@@ -416,14 +416,20 @@ cudaError_t gemv_quant_launch(const GemvQuantParams& p, cudaStream_t stream) {
 }
 
 bool gemv_quant_entries_valid(const GemvQuantParams& p) {
-    if (!p.expert_ids) return p.entries == 0;
+    if (!p.expert_ids) return p.entries == 0 && p.routed_entries == 0;
     const int out = p.swiglu ? p.N / 2 : p.N;
+    if (p.routed_entries != 0 &&
+        (p.routed_entries < 0 || p.routed_entries >= p.entries || p.shared_x_row0 < 0 || !p.shared_w || !p.shared_scale ||
+         reinterpret_cast<uintptr_t>(p.shared_w) % 16 != 0 || (p.zero_point == nullptr) != (p.shared_zero_point == nullptr) ||
+         (p.row_global_scale == nullptr) != (p.shared_row_global_scale == nullptr)))
+        return false;
     return p.entries > 0 && p.M == 1 && p.x_entry_div >= 1 && p.ldx >= p.K && p.ldx % kVec == 0 && p.ldy >= out;
 }
 
 cudaError_t gemv_quant_simt_launch(const GemvQuantParams& p, cudaStream_t stream) {
     if (!supported(p) || !p.x || !p.y || p.M != 1 || p.K > kGemvQuantMaxK || !aligned16(p.x)) return cudaErrorInvalidValue;
-    if (!gemv_quant_entries_valid(p) || p.act_fp8) return cudaErrorInvalidValue;  // W8A8: tensor cores only
+    // W8A8 and a folded shared expert: tensor cores only.
+    if (!gemv_quant_entries_valid(p) || p.act_fp8 || p.routed_entries != 0) return cudaErrorInvalidValue;
     if (p.swiglu && (p.N % 2 != 0 || p.out_f32 || p.accumulate)) return cudaErrorInvalidValue;
     const size_t smem = static_cast<size_t>(p.K) * sizeof(bf16);
     cudaError_t err;

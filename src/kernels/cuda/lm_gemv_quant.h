@@ -56,6 +56,17 @@ struct GemvQuantParams {
     const int32_t* expert_ids = nullptr;
     int32_t entries = 0;         // 0: a plain launch
     int32_t x_entry_div = 1;     // entries per x row (k: every routed expert of a row reads its x)
+    // A shared expert folded into a routed launch (tensor-core kernel only): entries
+    // [routed_entries, entries) multiply the shared_* weights (one expert of N rows in the stack's
+    // format, K and scale layout; row_global_scale as for the stack) with x row shared_x_row0 +
+    // (entry - routed_entries), into y row `entry`, with the bits of a plain launch on those
+    // weights. It saves the shared expert's own launches in a decode step. 0: every entry routed.
+    int32_t routed_entries = 0;
+    int32_t shared_x_row0 = 0;
+    const void* shared_w = nullptr;
+    const void* shared_scale = nullptr;
+    const int32_t* shared_zero_point = nullptr;
+    const float* shared_row_global_scale = nullptr;
     // W8A8 decode (FP8 formats, tensor-core kernel only): each block quantizes its x rows per
     // 128-wide group to e4m3 exactly as GemmOp::quant_act does (s = max|x| / 448, e4m3(x / s),
     // nearest even, saturating; lm_act_quant.cuh) into shared memory, and multiplies them with the

@@ -236,9 +236,17 @@ __global__ void __launch_bounds__((kTileWarps > kWarps ? kTileWarps : kWarps) * 
     bool ok[2];
     tc_tile_rows<kSwiglu>(tile, gid, p.N, n, ok);
     // Routed experts: the entry's expert is the router's output, so it is read after the wait for
-    // the previous kernel and nothing is preloaded before it.
+    // the previous kernel and nothing is preloaded before it. A folded shared expert's entries
+    // (GemvQuantParams::routed_entries) read their own weights, known before the wait.
+    const bool shared_entry = p.expert_ids && p.routed_entries > 0 && entry >= p.routed_entries;
+    if (shared_entry) {
+        p.w = p.shared_w;
+        p.scale = p.shared_scale;
+        p.zero_point = p.shared_zero_point;
+        p.row_global_scale = p.shared_row_global_scale;
+    }
     int row0 = 0;  // the expert's first row in the stacked weight
-    if (p.expert_ids) {
+    if (p.expert_ids && !shared_entry) {
         pdl_wait();
         row0 = __ldg(p.expert_ids + entry) * p.N;
     }
@@ -314,7 +322,9 @@ __global__ void __launch_bounds__((kTileWarps > kWarps ? kTileWarps : kWarps) * 
     // Column gid of B: row gid of x (zeros past M).
     const bool x_ok = gid < p.M;
     const int ldx = p.ldx > 0 ? p.ldx : p.K;
-    const int x_row = p.expert_ids ? entry / p.x_entry_div : (x_ok ? gid : 0);
+    const int x_row = !p.expert_ids  ? (x_ok ? gid : 0)
+                      : shared_entry ? p.shared_x_row0 + (entry - p.routed_entries)
+                                     : entry / p.x_entry_div;
     const uint4* xrow = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(x_row) * ldx) + 4 * t;
     // kAct8: the staged rows (one per routed entry, else M), this lane's column and the scales of
     // its accumulator columns 2t and 2t + 1 (0 past the rows: those columns are zeros).

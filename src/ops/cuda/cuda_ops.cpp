@@ -49,12 +49,13 @@ const OpTable& cuda_op_table();
 
 // The buffers of a decode step over quantized experts (moe_quant_decode), for
 // min(rows, kGemvMaxRows) rows: each routed entry's SwiGLU activation and down output, the shared
-// expert's.
+// expert's right after them (so a launch that folds the shared expert in as entries rows * k ..
+// writes them in place).
 struct MoeQuantScratch {
     bf16* act = nullptr;     // [rows * k, I]
-    bf16* act_s = nullptr;   // [rows, Is]
+    bf16* act_s = nullptr;   // [rows, Is], at act + rows * k * I
     float* routed = nullptr; // [rows * k, H]
-    float* shared = nullptr; // [rows, H]
+    float* shared = nullptr; // [rows, H], at routed + rows * k * H
 };
 
 // MoeOp::work on CUDA, carved in this order (each piece 256-byte aligned): the shared expert's
@@ -82,10 +83,11 @@ size_t moe_carve(K::MoeBf16Params& p, float* base, MoeQuantScratch* q = nullptr)
     p.yg = reinterpret_cast<bf16*>(take(sizeof(bf16) * ps.yg_elems));
     const size_t dr = size_t(std::min(p.max_rows, K::kGemvMaxRows)), H = size_t(p.H);
     MoeQuantScratch qs;
-    qs.act = reinterpret_cast<bf16*>(take(sizeof(bf16) * dr * size_t(p.k) * size_t(p.I)));
-    qs.act_s = reinterpret_cast<bf16*>(take(sizeof(bf16) * dr * size_t(p.Is)));
-    qs.routed = take(sizeof(float) * dr * size_t(p.k) * H);
-    qs.shared = take(sizeof(float) * dr * H);
+    const size_t routed_act = dr * size_t(p.k) * size_t(p.I);
+    qs.act = reinterpret_cast<bf16*>(take(sizeof(bf16) * (routed_act + dr * size_t(p.Is))));
+    qs.act_s = qs.act ? qs.act + routed_act : nullptr;
+    qs.routed = take(sizeof(float) * dr * size_t(p.k + 1) * H);
+    qs.shared = qs.routed ? qs.routed + dr * size_t(p.k) * H : nullptr;
     if (q) *q = qs;
     return off + 64;  // + one unit: the base itself may sit up to 255 bytes before an aligned address
 }
@@ -764,6 +766,30 @@ frost_status moe_dequantize(const Exec& ex, const MoeOp& p, K::MoeBf16Params* m)
 // through op_gemm's own paths (quantized GEMV or bf16 GEMV), and the weighted mix into y. Chained
 // by programmatic dependent launch like the bf16 decode. A row's arithmetic does not depend on the
 // other rows: batched members keep their solo bits.
+// Folds the shared expert's weight `shared` into the routed launch *q as R more entries reading x
+// rows x_row0 .. x_row0 + R (the shared expert then costs no launch of its own) when it has the
+// routed experts' format, shape and scale layout and the tensor-core kernel takes the launch;
+// otherwise leaves *q as it was and answers false.
+bool fold_shared_expert(const Tensor& shared, int32_t R, int32_t x_row0, K::GemvQuantParams* q) {
+    if (!shared.quantized()) return false;
+    K::GemvQuantParams s{};
+    if (quant_params(shared, &s) != FROST_OK) return false;
+    if (s.format != q->format || s.N != q->N || s.K != q->K || s.block_n != q->block_n || s.block_k != q->block_k ||
+        s.group_size != q->group_size)
+        return false;
+    K::GemvQuantParams f = *q;
+    f.routed_entries = q->entries;
+    f.entries = q->entries + R;
+    f.shared_x_row0 = x_row0;
+    f.shared_w = s.w;
+    f.shared_scale = s.scale;
+    f.shared_zero_point = s.zero_point;
+    f.shared_row_global_scale = s.row_global_scale;
+    if (!K::gemv_quant_tc_eligible(f)) return false;
+    *q = f;
+    return true;
+}
+
 frost_status moe_quant_decode(const Exec& ex, const MoeOp& p, const K::MoeBf16Params& m, const MoeQuantScratch& s) {
     const int32_t R = m.max_rows, H = m.H, k = m.k;
     FROST_TRY(check(K::moe_router_launch(m, native(ex)), "moe (router)"));
@@ -773,14 +799,26 @@ frost_status moe_quant_decode(const Exec& ex, const MoeOp& p, const K::MoeBf16Pa
     gu.x = m.x; gu.ldx = H; gu.M = 1;
     gu.expert_ids = m.topk_ids; gu.entries = R * k; gu.x_entry_div = k;
     gu.swiglu = 1; gu.y = s.act; gu.ldy = m.I; gu.pdl = m.pdl;
-    FROST_TRY(check(K::gemv_quant_launch(gu, native(ex)), "moe (routed gate_up, quantized gemv)"));
     K::GemvQuantParams dn{};
     FROST_TRY(quant_params(p.experts_down, &dn));
     dn.N = H;
     dn.x = s.act; dn.ldx = m.I; dn.M = 1;
     dn.expert_ids = m.topk_ids; dn.entries = R * k; dn.x_entry_div = 1;
     dn.out_f32 = 1; dn.y = s.routed; dn.ldy = H; dn.pdl = m.pdl;
-    FROST_TRY(check(K::gemv_quant_launch(dn, native(ex)), "moe (routed down, quantized gemv)"));
+    // The shared expert as R more entries of both launches where its weights allow it (Is = I):
+    // gate/up writes its activations to act_s (= act row R * k), down reads them there and writes
+    // `shared` (= routed row R * k). Each entry keeps the bits of the shared expert's own GEMV.
+    // FROST_MOE_SHARED_FOLD=0 keeps the shared expert's own launches (A/B runs; read once).
+    static const bool fold_on = !util::env_is("FROST_MOE_SHARED_FOLD", "0");
+    K::GemvQuantParams gu_f = gu, dn_f = dn;
+    const bool fold = fold_on && m.Is == m.I && fold_shared_expert(p.shared_gate_up, R, 0, &gu_f) &&
+                      fold_shared_expert(p.shared_down, R, R * k, &dn_f);
+    FROST_TRY(check(K::gemv_quant_launch(fold ? gu_f : gu, native(ex)), "moe (routed gate_up, quantized gemv)"));
+    FROST_TRY(check(K::gemv_quant_launch(fold ? dn_f : dn, native(ex)), "moe (routed down, quantized gemv)"));
+    if (fold) {
+        K::MoeCombineParams c{s.routed, s.shared, m.topk_w, m.shared_w, m.out_bf16, R, k, H, m.pdl};
+        return check(K::moe_combine_launch(c, native(ex)), "moe (combine)");
+    }
     GemmOp sg;
     sg.x = mat(p.x.data, DType::BF16, R, H, H);
     sg.w = p.shared_gate_up;
