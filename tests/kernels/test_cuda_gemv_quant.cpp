@@ -412,7 +412,6 @@ void run_experts_case(const Case& c, bool act8 = false, bool fold = false) {
                 q.expert_ids = did.get();
                 q.entries = entries;
                 q.x_entry_div = div;
-                q.ids_ready = div == 1 ? 1 : 0;  // as the routed down runs: ids read before the wait
                 q.act_fp8 = act8 ? 1 : 0;
                 q.swiglu = swiglu ? 1 : 0;
                 q.out_f32 = swiglu ? 0 : 1;

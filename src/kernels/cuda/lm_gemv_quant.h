@@ -56,11 +56,6 @@ struct GemvQuantParams {
     const int32_t* expert_ids = nullptr;
     int32_t entries = 0;         // 0: a plain launch
     int32_t x_entry_div = 1;     // entries per x row (k: every routed expert of a row reads its x)
-    // The expert ids were written by a kernel at least two launches back (the routed down, after
-    // the gate/up launch): under programmatic dependent launch this launch starts only after the
-    // kernel in between has passed its own wait, i.e. after the ids' writer completed, so the
-    // tensor-core kernel reads them and starts loading its experts' weights before its wait.
-    int32_t ids_ready = 0;
     // A shared expert folded into a routed launch (tensor-core kernel only): entries
     // [routed_entries, entries) multiply the shared_* weights (one expert of N rows in the stack's
     // format, K and scale layout; row_global_scale as for the stack) with x row shared_x_row0 +

@@ -72,9 +72,6 @@
 // outputs equal its solo launch's (padding columns read zeros).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-
-#include <cstdlib>
-#include <cstring>
 #include <cuda_fp8.h>
 
 #include "kernels/cuda/lm_act_quant.cuh"
@@ -250,7 +247,7 @@ __global__ void __launch_bounds__((kTileWarps > kWarps ? kTileWarps : kWarps) * 
     }
     int row0 = 0;  // the expert's first row in the stacked weight
     if (p.expert_ids && !shared_entry) {
-        if (!p.ids_ready) pdl_wait();
+        pdl_wait();
         row0 = __ldg(p.expert_ids + entry) * p.N;
     }
 #pragma unroll
@@ -585,17 +582,9 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // Tried in the same calls and dropped: x staged in shared memory as bf16 once per block (within
 // +-5 %, mixed by format), and fp8 loads laid out so each load instruction covers whole 32-byte
 // sectors of a row (no change: L1 serves the two half-sector loads).
-//
-// K of at most 4 steps (the MoE experts' down projection, K = I = 512): two tiles per block, so
-// no warp of a block idles (8 warps over 4 steps left 4 idle) and the grid has half the blocks.
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
-    static const bool small_k_t2 = [] {  // FROST_GEMV_SMALLK_T2=0: one tile per block (A/B runs; read once)
-        const char* v = std::getenv("FROST_GEMV_SMALLK_T2");
-        return !(v && std::strcmp(v, "0") == 0);
-    }();
-    if (tiles >= (is_fp8_format(p.format) ? 512 : 768) || (small_k_t2 && p.K / kStepK <= 4))
-        return gemv_quant_tc_launch_tuned(p, 1, 3, 1, stream, 4);
+    if (tiles >= (is_fp8_format(p.format) ? 512 : 768)) return gemv_quant_tc_launch_tuned(p, 1, 3, 1, stream, 4);
     const int sms = device_sm_count();
     if (sms > 0 && tiles <= 2 * sms && p.K / kStepK >= 24) return gemv_quant_tc_launch_tuned(p, 1, 2, 1, stream, 12);
     return gemv_quant_tc_launch_tuned(p, 1, 3, 1, stream, kWarps);

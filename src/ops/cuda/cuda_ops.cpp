@@ -805,10 +805,6 @@ frost_status moe_quant_decode(const Exec& ex, const MoeOp& p, const K::MoeBf16Pa
     dn.x = s.act; dn.ldx = m.I; dn.M = 1;
     dn.expert_ids = m.topk_ids; dn.entries = R * k; dn.x_entry_div = 1;
     dn.out_f32 = 1; dn.y = s.routed; dn.ldy = H; dn.pdl = m.pdl;
-    // The router wrote the ids before the gate/up launch: down reads them, and starts loading its
-    // experts' weights, before its wait (GemvQuantParams::ids_ready). FROST_MOE_EARLY_IDS=0: not.
-    static const bool early_ids = !util::env_is("FROST_MOE_EARLY_IDS", "0");
-    dn.ids_ready = early_ids ? 1 : 0;
     // The shared expert as R more entries of both launches where its weights allow it (Is = I):
     // gate/up writes its activations to act_s (= act row R * k), down reads them there and writes
     // `shared` (= routed row R * k). Each entry keeps the bits of the shared expert's own GEMV.
