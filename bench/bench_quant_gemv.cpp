@@ -12,7 +12,13 @@
 // computed, "t2": two 16-row tiles per block, "w12": one tile of 12 warps; "tc" picks one by shape). --m M runs M x rows at once (a batched decode step; the SIMT kernel takes M = 1 only).
 // "-w8a8" rows: the FP8 formats with x quantized in the kernel (GemvQuantParams::act_fp8, FP8 mma;
 // tensor-core kernel, u1b3p, u1b3pt2 and u1b2pw12 only).
-// Usage: bench_quant_gemv [repeats] [--m M] [--tune]
+// --moe: instead, the routed experts of a 35B-A3B-shaped MoE decode step (256 experts stacked, 8
+// routed entries whose ids come from device memory, the shared expert folded in as a 9th entry:
+// GemvQuantParams::expert_ids / routed_entries), gate/up (SwiGLU, K 2048) and down (K 512); each
+// back-to-back launch reads another random set of experts, so the selected weights come from DRAM.
+// The floor counts the 9 experts' bytes; "tc-sep" runs the routed launch and the shared expert's own
+// launch (the unfolded decode) and counts the same bytes.
+// Usage: bench_quant_gemv [repeats] [--m M] [--tune] [--moe]
 #if !FROST_WITH_CUDA
 #include <cstdio>
 int main() {
@@ -109,15 +115,133 @@ constexpr int kVariants[][4] = {{2, 2, 0, 8}, {2, 3, 0, 8}, {2, 4, 0, 8}, {4, 2,
                                 {1, 2, 1, 12}};
 constexpr int kVariantCount = static_cast<int>(sizeof kVariants / sizeof kVariants[0]);
 
+namespace {
+
+// The --moe rows (see the file comment).
+void run_moe(Timer& t, double gbs, bool tune, std::mt19937& rng) {
+    constexpr int E = 256, kTop = 8, kI = 512, kHm = 2048, kSets = kStreamLaunches;
+    struct MoeShape {
+        const char* name;
+        int N, K;  // per expert
+        bool down;
+    };
+    const MoeShape shapes[] = {{"moe gate|up x9", 2 * kI, kHm, false}, {"moe down x9", kHm, kI, true}};
+    struct Fmt {
+        const char* name;
+        int format;
+    };
+    const Fmt fmts[] = {{"fp8-block", kGemvQuantFp8Block}, {"nvfp4", kGemvQuantNvfp4}, {"int4", kGemvQuantInt4}};
+    // kSets sets of kTop distinct expert ids, one set per back-to-back launch.
+    std::vector<int32_t> ids(size_t(kSets) * kTop);
+    for (int s = 0; s < kSets; ++s) {
+        std::vector<int32_t> all(E);
+        for (int e = 0; e < E; ++e) all[size_t(e)] = e;
+        std::shuffle(all.begin(), all.end(), rng);
+        std::copy(all.begin(), all.begin() + kTop, ids.begin() + long(s) * kTop);
+    }
+    auto* dids = static_cast<int32_t*>(dalloc(ids.size() * 4));
+    CK(cudaMemcpy(dids, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
+    const size_t max_w = size_t(E) * 2 * kI * kHm;  // the fp8 gate|up stack, the largest
+    void* w = dalloc(max_w);
+    void* shared_w = dalloc(size_t(2) * kI * kHm);
+    const size_t scale_bytes = size_t(E) * 2 * kI * kHm / 16 * 4;
+    void* scale = dalloc(scale_bytes);
+    void* shared_scale = dalloc(scale_bytes / E);
+    fill_bytes(w, max_w, rng);
+    fill_bytes(shared_w, size_t(2) * kI * kHm, rng);
+    {
+        std::vector<uint8_t> h(scale_bytes, 0x38);  // positive and finite in every scale dtype
+        CK(cudaMemcpy(scale, h.data(), scale_bytes, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(shared_scale, h.data(), scale_bytes / E, cudaMemcpyHostToDevice));
+    }
+    auto* x = static_cast<bf16*>(dalloc(size_t(kTop + 1) * kHm * 2));
+    CK(cudaMemset(x, 0x3c, size_t(kTop + 1) * kHm * 2));
+    void* y = dalloc(size_t(kTop + 1) * kHm * 4);
+    for (const MoeShape& sh : shapes) {
+        for (const Fmt& f : fmts) {
+            GemvQuantParams p{};
+            p.x = x;
+            p.w = w;
+            p.scale = scale;
+            p.global_scale = 2688.0f;
+            p.y = y;
+            p.N = sh.N;
+            p.K = sh.K;
+            p.format = f.format;
+            p.block_n = p.block_k = 128;
+            p.group_size = 128;
+            p.M = 1;
+            p.ldx = sh.K;
+            p.swiglu = sh.down ? 0 : 1;
+            p.out_f32 = sh.down ? 1 : 0;
+            p.ldy = sh.down ? sh.N : sh.N / 2;
+            p.expert_ids = dids;
+            p.entries = kTop;
+            p.x_entry_div = sh.down ? 1 : kTop;
+            GemvQuantParams shared = p;  // the shared expert's own launch (unfolded)
+            shared.expert_ids = nullptr;
+            shared.entries = 0;
+            shared.x_entry_div = 1;
+            shared.w = shared_w;
+            shared.scale = shared_scale;
+            shared.x = x + (sh.down ? size_t(kTop) * sh.K : 0);
+            shared.y = static_cast<char*>(y) + size_t(kTop) * size_t(p.ldy) * (sh.down ? 4 : 2);
+            shared.ldx = shared.ldy = 0;
+            GemvQuantParams folded = p;
+            folded.routed_entries = kTop;
+            folded.entries = kTop + 1;
+            folded.shared_x_row0 = sh.down ? kTop : 0;
+            folded.shared_w = shared_w;
+            folded.shared_scale = shared_scale;
+            if (!gemv_quant_tc_eligible(folded)) {
+                std::printf("%-18s %-14s not eligible for the tensor-core kernel\n", sh.name, f.name);
+                continue;
+            }
+            GemvQuantParams one = shared;  // one expert's bytes
+            one.ldx = one.ldy = 0;
+            const double bytes = gemv_quant_cost(one).bytes * (kTop + 1);
+            const int kernels = tune ? 2 + kVariantCount : 2;
+            for (int kernel = 0; kernel < kernels; ++kernel) {
+                const int v = std::max(kernel - 2, 0);
+                const int unroll = kVariants[v][0], blocks = kVariants[v][1], pipe = kVariants[v][2], tw = kVariants[v][3];
+                char variant[32];
+                std::snprintf(variant, sizeof variant, "u%db%d%s%s", unroll, blocks, pipe ? "p" : "", tw == 4 ? "t2" : tw == 12 ? "w12" : "");
+                const std::string kname = kernel == 0 ? "tc-sep" : kernel == 1 ? "tc" : variant;
+                auto launch = [&, kernel, unroll, blocks, pipe, tw](int set) {
+                    GemvQuantParams a = kernel == 0 ? p : folded;
+                    a.expert_ids = dids + size_t(set % kSets) * kTop;
+                    if (kernel == 0) {
+                        if (const cudaError_t e = gemv_quant_tc_launch(a, t.s); e != cudaSuccess) return e;
+                        return gemv_quant_tc_launch(shared, t.s);
+                    }
+                    return kernel == 1 ? gemv_quant_tc_launch(a, t.s) : gemv_quant_tc_launch_tuned(a, unroll, blocks, pipe, t.s, tw);
+                };
+                const double one_ms = t.median_ms([&] { return launch(0); });
+                const double ms = t.median_ms([&] {
+                    for (int i = 0; i < kStreamLaunches; ++i)
+                        if (const cudaError_t e = launch(i); e != cudaSuccess) return e;
+                    return cudaSuccess;
+                }) / kStreamLaunches;
+                const double floor_ms = bytes / (gbs * 1e9) * 1e3;
+                std::printf("%-18s %-14s %-9s %10.2f %9.2f %9.2f %8.0f %9.2f %7.2f\n", sh.name, f.name, kname.c_str(), bytes / 1e6,
+                            one_ms * 1e3, ms * 1e3, bytes / (ms * 1e-3) / 1e9, floor_ms * 1e3, ms / floor_ms);
+            }
+        }
+    }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     Timer t{};
     t.repeats = 25;
     int M = 1;
-    bool tune = false;
+    bool tune = false, moe = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--m" && i + 1 < argc) M = std::clamp(std::atoi(argv[++i]), 1, 8);
         else if (a == "--tune") tune = true;
+        else if (a == "--moe") moe = true;
         else t.repeats = std::max(1, std::atoi(argv[i]));
     }
     CK(cudaStreamCreate(&t.s));
@@ -137,6 +261,10 @@ int main(int argc, char** argv) {
                 gbs, M);
     std::printf("%-18s %-14s %-5s %10s %9s %9s %8s %9s %7s\n", "shape", "format", "kern", "MB", "alone us", "stream us",
                 "GB/s", "floor us", "ratio");
+    if (moe) {
+        run_moe(t, gbs, tune, rng);
+        return 0;
+    }
 
     bf16* x = static_cast<bf16*>(dalloc(size_t(kF) * 2 * M));
     CK(cudaMemset(x, 0x3c, size_t(kF) * 2 * M));  // bf16 ~0.0115: finite, no overflow in any format

@@ -5,7 +5,8 @@
 # (decode ms/token @1k beside the active-bytes floor of the cost model, which counts a quantized
 # expert's packed bytes + scales; cold TTFT 1k / 4k, whose prefill dequantizes every expert of a
 # layer into a bf16 tile; peak memory) in the same run. Writes $OUT/moe_quant_<format>.json and
-# a table. Expects build-gpu (or FROST_GPU_BUILD_DIR). MOE_QUANT_FORMATS limits the rows; the
+# a table, then `bench_quant_gemv --moe` (the routed-expert GEMVs alone). Expects build-gpu (or
+# FROST_GPU_BUILD_DIR). MOE_QUANT_FORMATS limits the rows; the
 # fp8-unfolded row runs the fp8 checkpoint with FROST_MOE_SHARED_FOLD=0 (the shared expert's own
 # decode launches instead of entries of the routed ones), the A/B of the fold.
 set -uo pipefail
@@ -36,4 +37,8 @@ done
 rm -rf "/tmp/frost-synth-35b-a3b-l$LAYERS-fp8"
 echo "== 35B-A3B shape, first $LAYERS layers: quantized experts vs bf16 (decode @1k vs the active-bytes floor)"
 cat "$OUT/moe_quant_table.txt"
+# The routed-expert GEMVs alone (8 routed + the folded shared expert, fresh experts every launch).
+echo "== bench_quant_gemv --moe"
+"${FROST_GPU_BUILD_DIR:-build-gpu}/bench/bench_quant_gemv" 25 --moe >"$OUT/bench_quant_gemv_moe.log" 2>&1 || rc=1
+cat "$OUT/bench_quant_gemv_moe.log"
 exit $rc
