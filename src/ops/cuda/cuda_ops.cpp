@@ -759,13 +759,6 @@ frost_status moe_dequantize(const Exec& ex, const MoeOp& p, K::MoeBf16Params* m)
     return FROST_OK;
 }
 
-// Decode over quantized routed experts (rows <= kGemvMaxRows, m carved with *s): the router, then
-// the routed experts' gate/up (SwiGLU) and down as quantized GEMVs whose launch entries read
-// their expert ids from the router's topk_ids on the device (one captured graph serves every
-// routing; only the selected experts' packed bytes are read), the shared expert's gate/up and down
-// through op_gemm's own paths (quantized GEMV or bf16 GEMV), and the weighted mix into y. Chained
-// by programmatic dependent launch like the bf16 decode. A row's arithmetic does not depend on the
-// other rows: batched members keep their solo bits.
 // Folds the shared expert's weight `shared` into the routed launch *q as R more entries reading x
 // rows x_row0 .. x_row0 + R (the shared expert then costs no launch of its own) when it has the
 // routed experts' format, shape and scale layout and the tensor-core kernel takes the launch;
@@ -790,6 +783,14 @@ bool fold_shared_expert(const Tensor& shared, int32_t R, int32_t x_row0, K::Gemv
     return true;
 }
 
+// Decode over quantized routed experts (rows <= kGemvMaxRows, m carved with *s): the router, then
+// the routed experts' gate/up (SwiGLU) and down as quantized GEMVs whose launch entries read
+// their expert ids from the router's topk_ids on the device (one captured graph serves every
+// routing; only the selected experts' packed bytes are read), the shared expert's gate/up and down
+// through op_gemm's own paths (quantized GEMV or bf16 GEMV) or folded into the routed launches
+// (fold_shared_expert), and the weighted mix into y. Chained by programmatic dependent launch like
+// the bf16 decode. A row's arithmetic does not depend on the other rows: batched members keep
+// their solo bits.
 frost_status moe_quant_decode(const Exec& ex, const MoeOp& p, const K::MoeBf16Params& m, const MoeQuantScratch& s) {
     const int32_t R = m.max_rows, H = m.H, k = m.k;
     FROST_TRY(check(K::moe_router_launch(m, native(ex)), "moe (router)"));
