@@ -117,6 +117,24 @@ constexpr int kVariantCount = static_cast<int>(sizeof kVariants / sizeof kVarian
 
 namespace {
 
+// The params both modes launch: 128-wide FP8 blocks and INT4 groups, the NVFP4 global scale the
+// scale bytes (0x38) keep finite.
+GemvQuantParams bench_params(const bf16* x, const void* w, const void* scale, void* y, int N, int K, int format, int M) {
+    GemvQuantParams p{};
+    p.x = x;
+    p.w = w;
+    p.scale = scale;
+    p.global_scale = 2688.0f;
+    p.y = y;
+    p.N = N;
+    p.K = K;
+    p.format = format;
+    p.block_n = p.block_k = 128;
+    p.group_size = 128;
+    p.M = M;
+    return p;
+}
+
 // The --moe rows (see the file comment).
 void run_moe(Timer& t, double gbs, bool tune, std::mt19937& rng) {
     constexpr int E = 256, kTop = 8, kI = 512, kHm = 2048, kSets = kStreamLaunches;
@@ -159,18 +177,7 @@ void run_moe(Timer& t, double gbs, bool tune, std::mt19937& rng) {
     void* y = dalloc(size_t(kTop + 1) * kHm * 4);
     for (const MoeShape& sh : shapes) {
         for (const Fmt& f : fmts) {
-            GemvQuantParams p{};
-            p.x = x;
-            p.w = w;
-            p.scale = scale;
-            p.global_scale = 2688.0f;
-            p.y = y;
-            p.N = sh.N;
-            p.K = sh.K;
-            p.format = f.format;
-            p.block_n = p.block_k = 128;
-            p.group_size = 128;
-            p.M = 1;
+            GemvQuantParams p = bench_params(x, w, scale, y, sh.N, sh.K, f.format, 1);
             p.ldx = sh.K;
             p.swiglu = sh.down ? 0 : 1;
             p.out_f32 = sh.down ? 1 : 0;
@@ -319,19 +326,8 @@ int main(int argc, char** argv) {
                         return gemv_launch(q, t.s);
                     };
                 } else {
-                    GemvQuantParams p{};
-                    p.x = x;
-                    p.w = w;
-                    p.scale = scale;
+                    GemvQuantParams p = bench_params(x, w, scale, y, sh.N, sh.K, f.format, M);
                     p.zero_point = f.zero_point ? static_cast<const int32_t*>(zp) : nullptr;
-                    p.global_scale = 2688.0f;
-                    p.y = y;
-                    p.N = sh.N;
-                    p.K = sh.K;
-                    p.format = f.format;
-                    p.block_n = p.block_k = 128;
-                    p.group_size = 128;
-                    p.M = M;
                     p.act_fp8 = f.act8 ? 1 : 0;
                     cost = gemv_quant_cost(p);
                     if (kernel == 0 && (M > 1 || f.act8)) continue;
