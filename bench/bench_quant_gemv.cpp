@@ -17,7 +17,10 @@
 // GemvQuantParams::expert_ids / routed_entries), gate/up (SwiGLU, K 2048) and down (K 512); each
 // back-to-back launch reads another random set of experts, so the selected weights come from DRAM.
 // The floor counts the 9 experts' bytes; "tc-sep" runs the routed launch and the shared expert's own
-// launch (the unfolded decode) and counts the same bytes.
+// launch (the unfolded decode) and counts the same bytes. Down adds "tc+comb" (the folded GEMV and
+// moe_combine_launch: the quantized decode's down before the mix launch), "mix" (the down
+// projection and the mix in one launch, gemv_quant_moe_down_launch) and "mix-early" (its ids_ready
+// form: the expert weights requested before the PDL wait; here the ids are always ready).
 // Usage: bench_quant_gemv [repeats] [--m M] [--tune] [--moe]
 #if !FROST_WITH_CUDA
 #include <cstdio>
@@ -38,6 +41,7 @@ int main() {
 
 #include "bench_cuda_check.h"
 #include "kernels/cuda/lm_gemv_quant.h"
+#include "kernels/cuda/lm_moe.h"
 #include "kernels/cuda/lm_kernels.h"
 
 using namespace frost::kernels;
@@ -175,6 +179,11 @@ void run_moe(Timer& t, double gbs, bool tune, std::mt19937& rng) {
     auto* x = static_cast<bf16*>(dalloc(size_t(kTop + 1) * kHm * 2));
     CK(cudaMemset(x, 0x3c, size_t(kTop + 1) * kHm * 2));
     void* y = dalloc(size_t(kTop + 1) * kHm * 4);
+    // The mix's inputs (routing weights, the shared gate) and the residual it adds into.
+    auto* mix_w = static_cast<float*>(dalloc(size_t(kTop + 1) * 4));
+    CK(cudaMemset(mix_w, 0, size_t(kTop + 1) * 4));
+    auto* mix_out = static_cast<bf16*>(dalloc(size_t(kHm) * 2));
+    CK(cudaMemset(mix_out, 0, size_t(kHm) * 2));
     for (const MoeShape& sh : shapes) {
         for (const Fmt& f : fmts) {
             GemvQuantParams p = bench_params(x, w, scale, y, sh.N, sh.K, f.format, 1);
@@ -207,22 +216,48 @@ void run_moe(Timer& t, double gbs, bool tune, std::mt19937& rng) {
             GemvQuantParams one = shared;  // one expert's bytes
             one.ldx = one.ldy = 0;
             const double bytes = gemv_quant_cost(one).bytes * (kTop + 1);
-            const int kernels = tune ? 2 + kVariantCount : 2;
-            for (int kernel = 0; kernel < kernels; ++kernel) {
-                const int v = std::max(kernel - 2, 0);
+            // The rows: "tc-sep", "tc" (folded), for down also the folded GEMV + the combine
+            // ("tc+comb", the decode before the mix launch) and the down-and-mix launch ("mix",
+            // and "mix-early": ids_ready); with --tune every variant of the folded GEMV.
+            struct Row {
+                std::string name;
+                std::function<cudaError_t(int)> launch;  // back-to-back launch i
+            };
+            std::vector<Row> rows;
+            auto at_set = [&](GemvQuantParams a, int set) {
+                a.expert_ids = dids + size_t(set % kSets) * kTop;
+                return a;
+            };
+            rows.push_back({"tc-sep", [&](int set) {
+                                if (const cudaError_t e = gemv_quant_tc_launch(at_set(p, set), t.s); e != cudaSuccess) return e;
+                                return gemv_quant_tc_launch(shared, t.s);
+                            }});
+            rows.push_back({"tc", [&](int set) { return gemv_quant_tc_launch(at_set(folded, set), t.s); }});
+            if (sh.down) {
+                rows.push_back({"tc+comb", [&](int set) {
+                                    if (const cudaError_t e = gemv_quant_tc_launch(at_set(folded, set), t.s); e != cudaSuccess) return e;
+                                    const MoeCombineParams c{static_cast<const float*>(y), static_cast<const float*>(y) + size_t(kTop) * kHm,
+                                                             mix_w, mix_w + kTop, mix_out, 1, kTop, kHm, 0};
+                                    return moe_combine_launch(c, t.s);
+                                }});
+                for (const int early : {0, 1}) {
+                    rows.push_back({early ? "mix-early" : "mix", [&, early](int set) {
+                                        const GemvQuantMoeMix m{mix_w, mix_w + kTop, mix_out, 1, kTop, kHm, early};
+                                        return gemv_quant_moe_down_launch(at_set(folded, set), m, t.s);
+                                    }});
+                }
+            }
+            for (int v = 0; tune && v < kVariantCount; ++v) {
                 const int unroll = kVariants[v][0], blocks = kVariants[v][1], pipe = kVariants[v][2], tw = kVariants[v][3];
                 char variant[32];
                 std::snprintf(variant, sizeof variant, "u%db%d%s%s", unroll, blocks, pipe ? "p" : "", tw == 4 ? "t2" : tw == 12 ? "w12" : "");
-                const std::string kname = kernel == 0 ? "tc-sep" : kernel == 1 ? "tc" : variant;
-                auto launch = [&, kernel, unroll, blocks, pipe, tw](int set) {
-                    GemvQuantParams a = kernel == 0 ? p : folded;
-                    a.expert_ids = dids + size_t(set % kSets) * kTop;
-                    if (kernel == 0) {
-                        if (const cudaError_t e = gemv_quant_tc_launch(a, t.s); e != cudaSuccess) return e;
-                        return gemv_quant_tc_launch(shared, t.s);
-                    }
-                    return kernel == 1 ? gemv_quant_tc_launch(a, t.s) : gemv_quant_tc_launch_tuned(a, unroll, blocks, pipe, t.s, tw);
-                };
+                rows.push_back({variant, [&, unroll, blocks, pipe, tw](int set) {
+                                    return gemv_quant_tc_launch_tuned(at_set(folded, set), unroll, blocks, pipe, t.s, tw);
+                                }});
+            }
+            for (const Row& row : rows) {
+                const std::string& kname = row.name;
+                const auto& launch = row.launch;
                 const double one_ms = t.median_ms([&] { return launch(0); });
                 const double ms = t.median_ms([&] {
                     for (int i = 0; i < kStreamLaunches; ++i)

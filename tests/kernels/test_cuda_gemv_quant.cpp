@@ -13,6 +13,7 @@
 #if !FROST_WITH_CUDA
 TEST(CudaGemvQuant, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #else
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -21,6 +22,7 @@ TEST(CudaGemvQuant, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; 
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/lm_gemv_quant.h"
+#include "kernels/cuda/lm_moe.h"
 #include "kernels/cuda_test_util.h"
 #include "model/quant/dequant.h"
 
@@ -345,6 +347,22 @@ void run_case(const Case& c) {
     EXPECT_EQ(differ, 0u) << c.name << ": device dequantization differs from the CPU one";
 }
 
+// Offsets of expert e's rows in each stored array of E experts of c.N rows stacked (the layouts of
+// lm_gemv_quant.h): weight and scale bytes, zero-point int32 words.
+size_t expert_w_offset(const Case& c, int e) {
+    return size_t(e) * size_t(c.N) * size_t(c.K) * (c.format <= kernels::kGemvQuantFp8Channel ? 2 : 1) / 2;
+}
+size_t expert_scale_offset(const Case& c, int e) {
+    const size_t N = size_t(c.N), K = size_t(c.K);
+    switch (c.format) {
+        case kernels::kGemvQuantFp8Block: return size_t(e) * (N / size_t(c.block)) * ((K + size_t(c.block) - 1) / size_t(c.block)) * 4;
+        case kernels::kGemvQuantFp8Channel: return size_t(e) * N * 4;
+        case kernels::kGemvQuantNvfp4: return size_t(e) * N * (K / 16);
+        default: return size_t(e) * N * (K / size_t(c.group)) * 2;
+    }
+}
+size_t expert_zp_offset(const Case& c, int e) { return size_t(e) * size_t(c.N / 8) * size_t(c.K / c.group); }
+
 // Routed experts (GemvQuantParams::expert_ids, the MoE decode): E experts of c.N rows stacked into
 // one weight; a launch of R rows x k entries, whose expert ids come from device memory, must give
 // each entry the bits of a plain launch on its expert's own rows (weights, scales and zero points
@@ -363,17 +381,9 @@ void run_experts_case(const Case& c, bool act8 = false, bool fold = false) {
     const QuantWeights qw = make_weights(all, rng);
     const int64_t N = c.N, K = c.K;
     const int ldx = c.K + 16;  // x rows padded (entries read x row entry / x_entry_div)
-    // Byte offsets of expert e's rows in each stored array (the layouts of lm_gemv_quant.h).
-    auto w_off = [&](int e) { return size_t(e) * size_t(N) * size_t(K) * (c.format <= kernels::kGemvQuantFp8Channel ? 2 : 1) / 2; };
-    auto s_off = [&](int e) -> size_t {
-        switch (c.format) {
-            case kernels::kGemvQuantFp8Block: return size_t(e) * size_t(N / c.block) * size_t((K + c.block - 1) / c.block) * 4;
-            case kernels::kGemvQuantFp8Channel: return size_t(e) * size_t(N) * 4;
-            case kernels::kGemvQuantNvfp4: return size_t(e) * size_t(N) * size_t(K / 16);
-            default: return size_t(e) * size_t(N) * size_t(K / c.group) * 2;
-        }
-    };
-    auto z_off = [&](int e) { return size_t(e) * size_t(N / 8) * size_t(K / c.group); };  // int32 words
+    auto w_off = [&](int e) { return expert_w_offset(c, e); };
+    auto s_off = [&](int e) { return expert_scale_offset(c, e); };
+    auto z_off = [&](int e) { return expert_zp_offset(c, e); };
     Dev<uint8_t> dw(qw.wbytes), ds(qw.scale_bytes);
     Dev<int32_t> dzp(std::max<size_t>(qw.zp.size(), 1));
     if (!qw.zp.empty()) dzp.upload(qw.zp);
@@ -493,6 +503,129 @@ TEST(CudaGemvQuant, SharedExpertFoldedIntoRoutedLaunchKeepsItsBits) {
     run_experts_case({kernels::kGemvQuantNvfp4, 66, 1024, 128, 128, false, "nvfp4"}, false, true);
     run_experts_case({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"}, false, true);
     run_experts_case({kernels::kGemvQuantFp8Block, 256, 1024, 128, 128, false, "fp8_block"}, true, true);  // W8A8
+}
+
+// The MoE down projection and the mix in one launch (gemv_quant_moe_down_launch): R rows, each
+// with k routed experts (distinct random ids among E stacked experts, read from device memory) and
+// a shared expert on its own weights, mixed into a bf16 residual. The launch must equal, bit for
+// bit, the folded down GEMV in its 8-warp form (fp32 outputs, poisoned first) followed by
+// moe_combine_launch, with and without the early id read (ids_ready) and with a padded residual
+// stride (padding untouched), and stay within the fp64 reference of the mix.
+void run_moe_mix_case(const Case& c, int k) {
+    const int E = k + 2, R = 2, kShared = E;  // experts 0 .. E-1 routed, E the shared one
+    auto rng = fresh_rng((std::string(c.name) + "_moe_mix").c_str());
+    Case all = c;
+    all.N = (E + 1) * c.N;
+    const QuantWeights qw = make_weights(all, rng);
+    const int64_t N = c.N, K = c.K;
+    Dev<uint8_t> dw(qw.wbytes), ds(qw.scale_bytes);
+    Dev<int32_t> dzp(std::max<size_t>(qw.zp.size(), 1));
+    if (!qw.zp.empty()) dzp.upload(qw.zp);
+    std::vector<int32_t> ids;
+    for (int r = 0; r < R; ++r) {
+        std::vector<int32_t> perm(static_cast<size_t>(E));
+        for (int e = 0; e < E; ++e) perm[size_t(e)] = e;
+        std::shuffle(perm.begin(), perm.end(), rng);
+        ids.insert(ids.end(), perm.begin(), perm.begin() + k);
+    }
+    Dev<int32_t> did(ids);
+    const int rows_x = R * (k + 1), ldx = c.K + 16;  // x: routed entries' rows, then the shared ones
+    const auto x = uniform(rng, size_t(rows_x) * ldx, -1, 1);
+    Dev<uint16_t> dx(to_bf(x));
+    const auto tw = uniform(rng, size_t(R) * k, 0.05f, 1.0f, false), sw = uniform(rng, size_t(R), 0.05f, 1.0f, false);
+    Dev<float> dtw(tw), dsw(sw);
+    const auto out0 = to_bf(uniform(rng, size_t(R) * N, -0.5f, 0.5f));
+
+    kernels::GemvQuantParams p = weight_params(all, dw, ds, qw.zp.empty() ? nullptr : &dzp, qw.global_scale);
+    p.N = c.N;
+    p.x = bf(dx);
+    p.ldx = ldx;
+    p.expert_ids = did.get();
+    p.entries = rows_x;
+    p.routed_entries = R * k;
+    p.x_entry_div = 1;
+    p.shared_x_row0 = R * k;
+    p.shared_w = dw.get() + expert_w_offset(c, kShared);
+    p.shared_scale = ds.get() + expert_scale_offset(c, kShared);
+    p.shared_zero_point = p.zero_point ? dzp.get() + expert_zp_offset(c, kShared) : nullptr;
+    // The two launches: the folded down GEMV's 8-warp form into fp32 rows, then the combine.
+    Dev<float> routed(size_t(rows_x) * N);
+    Dev<uint16_t> want_out(out0);
+    kernels::GemvQuantParams g = p;
+    g.out_f32 = 1;
+    g.y = routed.get();
+    g.ldy = int(N);
+    CUDA_OK(kernels::gemv_quant_tc_launch_tuned(g, 1, 3, 1, nullptr, 8));
+    const kernels::MoeCombineParams cp{routed.get(), routed.get() + size_t(R) * k * N, dtw.get(), dsw.get(), bf(want_out),
+                                       R, k, int32_t(N), 0};
+    CUDA_OK(kernels::moe_combine_launch(cp, nullptr));
+    const auto want = want_out.download();
+
+    // The fp64 reference of the mix.
+    std::vector<double> ref(size_t(R) * N);
+    std::vector<float> got_f(size_t(R) * N);
+    for (int r = 0; r < R; ++r) {
+        for (int j = 0; j <= k; ++j) {
+            const int e = j < k ? ids[size_t(r * k + j)] : kShared;
+            const int xrow = j < k ? r * k + j : R * k + r;
+            const double wgt = j < k ? double(tw[size_t(r * k + j)]) : double(sw[size_t(r)]);
+            const std::vector<float> wexp(qw.w.begin() + long(size_t(e) * N * K), qw.w.begin() + long(size_t(e + 1) * N * K));
+            const auto d = ref_rows(wexp, N, K, &x[size_t(xrow) * ldx]);
+            for (int64_t h = 0; h < N; ++h) ref[size_t(r * N + h)] += wgt * d[size_t(h)];
+        }
+        for (int64_t h = 0; h < N; ++h) ref[size_t(r * N + h)] += double(bf2f(out0[size_t(r * N + h)]));
+    }
+    for (size_t i = 0; i < want.size(); ++i) got_f[i] = bf2f(want[i]);
+    EXPECT_LE(rel_l2(ref, got_f), kBf16Tol) << c.name << " moe mix: the two-launch path against the reference";
+
+    for (const int ids_ready : {0, 1}) {
+        for (const int pad : {0, 8}) {
+            const std::string what = std::string(c.name) + " moe down+mix (k " + std::to_string(k) + ", ids_ready " +
+                                     std::to_string(ids_ready) + ", ldo pad " + std::to_string(pad) + ")";
+            const int ldo = int(N) + pad;
+            std::vector<uint16_t> init(size_t(R) * ldo, 0x7FC0);  // padding: a NaN that must stay
+            for (int r = 0; r < R; ++r)
+                std::copy(out0.begin() + long(r * N), out0.begin() + long((r + 1) * N), init.begin() + long(r) * ldo);
+            Dev<uint16_t> out(init);
+            kernels::GemvQuantMoeMix mix{dtw.get(), dsw.get(), bf(out), R, k, ldo, ids_ready};
+            ASSERT_TRUE(kernels::gemv_quant_moe_down_eligible(p, mix)) << what;
+            CUDA_OK(kernels::gemv_quant_moe_down_launch(p, mix, nullptr));
+            const auto got = out.download();
+            for (int r = 0; r < R; ++r) {
+                EXPECT_EQ(0, std::memcmp(&got[size_t(r) * ldo], &want[size_t(r * N)], size_t(N) * 2))
+                    << what << " row " << r << ": bits differ from the down GEMV + combine";
+                for (int i = int(N); i < ldo; ++i) EXPECT_EQ(got[size_t(r) * ldo + size_t(i)], 0x7FC0) << what << ": padding written";
+            }
+        }
+    }
+    // What it refuses: W8A8, too many experts, entries that are not rows x (k + 1).
+    kernels::GemvQuantMoeMix mix{dtw.get(), dsw.get(), bf(want_out), R, k, int32_t(N), 0};
+    kernels::GemvQuantParams bad = p;
+    bad.act_fp8 = 1;
+    EXPECT_FALSE(kernels::gemv_quant_moe_down_eligible(bad, mix)) << c.name << ": W8A8";
+    EXPECT_EQ(kernels::gemv_quant_moe_down_launch(bad, mix, nullptr), cudaErrorInvalidValue) << c.name;
+    bad = p;
+    bad.entries = rows_x - 1;
+    EXPECT_FALSE(kernels::gemv_quant_moe_down_eligible(bad, mix)) << c.name << ": entries";
+    kernels::GemvQuantMoeMix many = mix;
+    many.k = kernels::kGemvQuantMoeMaxK + 1;
+    bad = p;
+    bad.routed_entries = R * many.k;
+    bad.entries = R * (many.k + 1);
+    EXPECT_FALSE(kernels::gemv_quant_moe_down_eligible(bad, many)) << c.name << ": k";
+    many = mix;
+    many.ldo = int(N) - 1;
+    EXPECT_FALSE(kernels::gemv_quant_moe_down_eligible(p, many)) << c.name << ": ldo";
+}
+
+TEST(CudaGemvQuant, MoeDownAndMixEqualsDownGemvThenCombine) {
+    FROST_SKIP_WITHOUT_CUDA();
+    run_moe_mix_case({kernels::kGemvQuantFp8Block, 256, 512, 128, 128, false, "fp8_block"}, 8);  // the 35B-A3B form
+    run_moe_mix_case({kernels::kGemvQuantFp8Block, 128, 1280, 128, 128, false, "fp8_block_k1280"}, 3);  // units of 2 steps
+    run_moe_mix_case({kernels::kGemvQuantFp8Channel, 130, 512, 128, 128, false, "fp8_channel"}, 2);
+    run_moe_mix_case({kernels::kGemvQuantNvfp4, 66, 1024, 128, 128, false, "nvfp4"}, 4);
+    run_moe_mix_case({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"}, 8);
+    run_moe_mix_case({kernels::kGemvQuantInt4, 64, 128, 128, 128, false, "int4_k128"}, 10);  // one step, 11 units
 }
 
 // W8A8 decode (act_fp8) on one row: within kW8A8Tol of the fp64 product with the CPU-quantized x,

@@ -109,6 +109,29 @@ cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream);
 // of the fp32 partial sums), the same for every M.
 cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, int pipe, cudaStream_t stream,
                                        int tile_warps = 8);
+// The MoE decode's routed down projection and the mix in one launch (issue 14): p is the routed
+// down GEMV with the shared expert folded in (GemvQuantParams::routed_entries: entries
+// rows * (k + 1), routed_entries rows * k, x_entry_div 1, M 1, neither swiglu, accumulate nor
+// act_fp8; y unused), and per row r and output unit h
+//   out[r, h] = bf16(out[r, h] + Σ_j topk_w[r, j] · d_j[h] + shared_w[r] · d_s[h])
+// in fp32, slot order, then the shared expert, one rounding: d_j is entry r·k + j's down output
+// with the bits of the 8-warp tensor-core GEMV (gemv_quant_tc_launch_tuned(p, 1, 3, 1, s, 8)),
+// so the launch equals that GEMV (out_f32) followed by moe_combine_launch, bit for bit. A block
+// owns one 16-row tile of one row and walks all k + 1 entries (lm_gemv_quant_moe.cu): no f32
+// round trip, no combine launch, and a row's bits do not depend on the other rows.
+struct GemvQuantMoeMix {
+    const float* topk_w;    // [rows, k] the router's mixing weights
+    const float* shared_w;  // [rows] the shared expert's sigmoid gate
+    bf16* out;              // [rows, ldo] the residual stream, added into
+    int32_t rows, k, ldo;
+    // The expert ids were written at least two launches back (the router, before the gate/up
+    // launch that precedes this one): read (through L2) and their weights loaded before the PDL
+    // wait. Only x (gate/up's output) is waited for then.
+    int32_t ids_ready = 0;
+};
+constexpr int kGemvQuantMoeMaxK = 32;  // k (routed experts per row) the mix launch takes
+bool gemv_quant_moe_down_eligible(const GemvQuantParams& p, const GemvQuantMoeMix& mix);
+cudaError_t gemv_quant_moe_down_launch(const GemvQuantParams& p, const GemvQuantMoeMix& mix, cudaStream_t stream);
 // Dequantizes the whole weight of `p` (x, y, out_f32 unused) into bf16 out [N, K]: each value the
 // fp32 one the CPU reference computes, rounded to nearest even (bitwise equal to it). The operand
 // a prefill GEMM on 4-bit weights feeds cuBLASLt, and a device-side alternative to host dequant.

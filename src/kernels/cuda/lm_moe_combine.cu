@@ -22,9 +22,9 @@ __global__ void __launch_bounds__(kThreads) moe_combine_kernel(MoeCombineParams 
     float total = 0.0f;
     for (int j = 0; j < p.k; ++j) {
         const int64_t e = static_cast<int64_t>(r) * p.k + j;
-        total += p.topk_w[e] * p.routed[e * H + h];
+        total = fmaf(p.topk_w[e], p.routed[e * H + h], total);  // fused, as the down-and-mix launch adds
     }
-    total += p.shared_w[r] * p.shared[r * H + h];
+    total = fmaf(p.shared_w[r], p.shared[r * H + h], total);
     const int64_t at = r * H + h;
     p.out[at] = __float2bfloat16_rn(__bfloat162float(p.out[at]) + total);
 }

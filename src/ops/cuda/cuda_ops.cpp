@@ -815,6 +815,15 @@ frost_status moe_quant_decode(const Exec& ex, const MoeOp& p, const K::MoeBf16Pa
     const bool fold = fold_on && m.Is == m.I && fold_shared_expert(p.shared_gate_up, R, 0, &gu_f) &&
                       fold_shared_expert(p.shared_down, R, R * k, &dn_f);
     FROST_TRY(check(K::gemv_quant_launch(fold ? gu_f : gu, native(ex)), "moe (routed gate_up, quantized gemv)"));
+    // Folded: the down projection and the mix in one launch (gemv_quant_moe_down_launch: the bits
+    // of the down GEMV's 8-warp form + moe_combine). FROST_MOE_DOWN_MIX=0 keeps the two launches,
+    // FROST_MOE_EARLY_IDS=1 loads the experts' down weights before the PDL wait (the router wrote
+    // the ids before the gate/up launch): A/B runs, read once.
+    static const bool mix_on = !util::env_is("FROST_MOE_DOWN_MIX", "0");
+    static const bool early_ids = util::env_is("FROST_MOE_EARLY_IDS", "1");
+    K::GemvQuantMoeMix mix{m.topk_w, m.shared_w, m.out_bf16, R, k, H, early_ids ? 1 : 0};
+    if (fold && mix_on && K::gemv_quant_moe_down_eligible(dn_f, mix))
+        return check(K::gemv_quant_moe_down_launch(dn_f, mix, native(ex)), "moe (routed down and mix, quantized gemv)");
     FROST_TRY(check(K::gemv_quant_launch(fold ? dn_f : dn, native(ex)), "moe (routed down, quantized gemv)"));
     if (fold) {
         K::MoeCombineParams c{s.routed, s.shared, m.topk_w, m.shared_w, m.out_bf16, R, k, H, m.pdl};
