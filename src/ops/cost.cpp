@@ -133,9 +133,7 @@ OpCost cost_of(const MoeOp& p) {
     if (rows > 8)
         for (const Tensor* t : {&p.experts_gate_up, &p.experts_down, &p.shared_gate_up, &p.shared_down})
             if (t->quantized()) tile += 2.0 * 2.0 * double(t->shape[0]) * double(t->shape[1]);
-    OpCost c{2 * rows * macs, wbytes + io + tile};
-    if (!p.pre_norm.h.empty()) c.add(cost_of(p.pre_norm));  // the post-attention norm it runs first
-    return c;
+    return {2 * rows * macs, wbytes + io + tile};
 }
 
 }  // namespace frost::ops

@@ -257,13 +257,6 @@ frost_status op_moe(const Exec& ex, const MoeOp& p, const char* label) {
                "moe");
     OP_REQUIRE(f32(p.topk_w) && p.topk_w.numel() >= int64_t(p.rows.max) * p.k, "moe");
     OP_REQUIRE(ex.stream != nullptr && ex.backend != nullptr, "moe");
-    if (has(p.pre_norm.h)) {  // the fused post-attention norm: exactly op_add_rmsnorm's case that writes x
-        const AddRmsNormOp& n = p.pre_norm;
-        OP_REQUIRE(f32(n.w) && n.eps > 0 && n.h.rank == 2 && n.h.shape[1] == H && n.w.shape[0] == H, "moe (pre_norm)");
-        OP_REQUIRE(n.y.data == p.x.data && n.delta.empty() && !n.yq.on() && !n.last_row_only && n.rows.max == p.rows.max &&
-                       n.rows.n == p.rows.n,
-                   "moe (pre_norm)");
-    }
     OP_REQUIRE(p.work.numel() >= int64_t(ex.backend->moe_work_floats(int(H), p.E, p.k, p.I, p.Is, p.rows.max)) &&
                    (p.work.empty() || p.work.dtype == DType::F32),
                "moe");

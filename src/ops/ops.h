@@ -297,10 +297,6 @@ struct CursorOpParams {
 // y += the sum. The selected ids / weights are written to device memory (topk_ids / topk_w), so
 // a captured decode graph follows new routing every step without recapture.
 struct MoeOp {
-    // Optional (pre_norm.h empty: x is the input): the post-attention norm of the residual stream
-    // into x, run as this op's first part (pre_norm.y must be x; no delta, twin or last_row_only).
-    // The CUDA decode forms x inside the router kernel with the norm's bits (one launch less).
-    AddRmsNormOp pre_norm;
     Tensor x;                // [rows, H] post-attention norm output (contiguous)
     Tensor y;                // [rows, H] residual stream (contiguous), accumulated into
     Tensor router;           // [E, H]

@@ -18,7 +18,6 @@ TEST(CudaMoe, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #include <limits>
 
 #include "kernels/cpu/moe.h"
-#include "kernels/cuda/lm_kernels.h"
 #include "kernels/cuda/lm_moe.h"
 #include "kernels/cuda_test_util.h"
 
@@ -247,69 +246,6 @@ TEST(CudaMoe, RouterInOneLaunchEqualsLogitsThenTopK) {
         }
     }
     cudaStreamDestroy(st);
-}
-
-// The post-attention norm fused into the router (MoeBf16Params::norm_h): the logits kernel forms
-// x from the residual rows itself. x (poisoned first) must come out bitwise equal to
-// add_rmsnorm_launch's, and every output of the router (split and one-launch) and of the whole
-// decode launch bitwise equal to the unfused run on that x; rows past n_rows stay untouched. H up
-// to 4096 (two vectors per norm thread at 256 threads), zero-centred and plain weights.
-TEST(CudaMoe, PostAttentionNormFusedIntoTheRouterKeepsItsBits) {
-    FROST_SKIP_WITHOUT_CUDA();
-    auto rng = fresh_rng("CudaMoeNormFused");
-    for (Shape s : {Shape{128, 8, 2, 64, 96, true}, Shape{2048, 256, 8, 64, 512, true}, Shape{4096, 64, 4, 32, 64, false}}) {
-        for (const int rows : {1, 5}) {
-            const int zc = rows == 1 ? 1 : 0;
-            SCOPED_TRACE("H " + std::to_string(s.H) + " E " + std::to_string(s.E) + " rows " + std::to_string(rows));
-            const int n = rows == 1 ? 1 : 4;
-            const Inputs in = make_inputs(rng, s, rows);
-            Gpu g(in, n);
-            const auto h = uniform(rng, size_t(rows) * s.H, -3, 3);
-            const auto nw = uniform(rng, size_t(s.H), -0.5f, 0.5f, false);
-            Dev<uint16_t> dh(to_bf(h));
-            Dev<float> dw(nw);
-            kernels::AddRmsNormBf16Params np{reinterpret_cast<kernels::bf16*>(dh.get()), nullptr, dw.get(), bf(g.x), s.H, zc,
-                                             1e-6f, rows, g.n_rows.get(), 0};
-            g.x.poison();
-            CUDA_OK(kernels::add_rmsnorm_launch(np, nullptr));
-            const auto x_ref = g.x.download();
-            CUDA_OK(kernels::moe_router_launch(g.p, nullptr));
-            const Snapshot router_ref = snapshot(g);
-            g.poison_outputs();
-            CUDA_OK(kernels::moe_decode_launch(g.p, nullptr));
-            const Snapshot decode_ref = snapshot(g);
-            kernels::MoeBf16Params q = g.p;
-            q.norm_h = reinterpret_cast<kernels::bf16*>(dh.get());
-            q.norm_w = dw.get();
-            q.norm_eps = 1e-6f;
-            q.norm_zero_centred = zc;
-            Dev<int32_t> count(std::vector<int32_t>{0});
-            for (const bool one_launch : {false, true}) {
-                g.x.poison();
-                g.poison_outputs();
-                q.route_count = one_launch ? count.get() : nullptr;
-                CUDA_OK(kernels::moe_router_launch(q, nullptr));
-                const auto x = g.x.download();
-                EXPECT_TRUE(same_bits(x, x_ref, size_t(n) * s.H)) << "x, router one launch " << one_launch;
-                for (size_t i = size_t(n) * s.H; i < x.size(); ++i)
-                    if (x[i] != 0xFFFF) {
-                        ADD_FAILURE() << "x past n_rows written at " << i;
-                        break;
-                    }
-                const Snapshot got = snapshot(g);
-                EXPECT_TRUE(same_bits(got.probs, router_ref.probs, size_t(n) * s.E)) << "probs";
-                EXPECT_TRUE(same_bits(got.ids, router_ref.ids, size_t(n) * s.k)) << "topk_ids";
-                EXPECT_TRUE(same_bits(got.w, router_ref.w, size_t(n) * s.k)) << "topk_w";
-                EXPECT_TRUE(same_bits(got.sw, router_ref.sw, size_t(n))) << "shared_w";
-            }
-            q.route_count = nullptr;
-            g.x.poison();
-            g.poison_outputs();
-            CUDA_OK(kernels::moe_decode_launch(q, nullptr));
-            EXPECT_TRUE(same_bits(g.x.download(), x_ref, size_t(n) * s.H)) << "x, decode launch";
-            expect_same_bits(snapshot(g), decode_ref, s, n, "decode launch with the norm fused");
-        }
-    }
 }
 
 // The released shapes: 35B-A3B (H 2048, 256 experts top-8, I = Is = 512) and Qwen3-Next-80B-A3B

@@ -102,7 +102,6 @@
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_moe.h"
 #include "kernels/cuda/lm_moe_common.cuh"
-#include "kernels/cuda/lm_rmsnorm_row.cuh"
 
 namespace frost::kernels {
 namespace {
@@ -187,19 +186,6 @@ __global__ void __launch_bounds__(256, 1) moe_logits_kernel(MoeBf16Params p, Log
     pdl_launch_dependents();
     const int rows = launch_rows(p.n_rows, p.max_rows);
     const int r0 = blockIdx.y * kR;
-    // p.norm_h: x = the post-attention RMSNorm of norm_h, formed here with add_rmsnorm's bits
-    // (lm_rmsnorm_row.cuh) instead of read; warp 0 of the first block in x writes the rows for
-    // the expert kernels (each warp forms every vector of its rows).
-    __shared__ float norm_scratch[kNormThreads / kWarp];
-    float rs[kR];
-#pragma unroll
-    for (int rr = 0; rr < kR; ++rr) {
-        rs[rr] = 0.0f;
-        if (p.norm_h && r0 + rr < rows)  // uniform over the block: every thread reaches the barriers
-            rs[rr] = rms_scale_row(p.norm_h + static_cast<int64_t>(r0 + rr) * p.H, p.H, p.norm_eps, norm_scratch);
-    }
-    const float norm_one = p.norm_zero_centred ? 1.0f : 0.0f;
-    const bool write_x = p.norm_h && blockIdx.x == 0 && threadIdx.x < kWarp;
     if (ok && r0 < rows) {  // no early return: the routing below needs every thread at its barriers
         float acc[kR];
 #pragma unroll
@@ -208,18 +194,11 @@ __global__ void __launch_bounds__(256, 1) moe_logits_kernel(MoeBf16Params p, Log
 #pragma unroll
             for (int rr = 0; rr < kR; ++rr) {
                 if (r0 + rr >= rows) continue;
-                const int64_t at = static_cast<int64_t>(r0 + rr) * p.H;
+                const bf16* x = p.x + static_cast<int64_t>(r0 + rr) * p.H;
 #pragma unroll
                 for (int u = 0; u < kLogitV; ++u) {
                     const int v = c0 + lane + u * kWarp;
-                    if (v >= nvec) continue;
-                    if (p.norm_h) {
-                        const uint4 xv = rms_norm_vec(p.norm_h + at, p.norm_w, v, rs[rr], norm_one);
-                        if (write_x) *reinterpret_cast<uint4*>(const_cast<bf16*>(p.x) + at + v * kVec) = xv;
-                        fma8(acc[rr], wv[u], xv);
-                    } else {
-                        fma8(acc[rr], wv[u], *reinterpret_cast<const uint4*>(p.x + at + v * kVec));
-                    }
+                    if (v < nvec) fma8(acc[rr], wv[u], *reinterpret_cast<const uint4*>(x + v * kVec));
                 }
             }
             c0 += kLogitV * kWarp;

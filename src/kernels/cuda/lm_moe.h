@@ -88,14 +88,6 @@ struct MoeBf16Params {
     // or null. Set, the router is one launch: the last logits block to finish counts itself there
     // and routes every row (the same bits as the top-k kernel); null: logits, then top-k.
     int32_t* route_count = nullptr;
-    // Decode (moe_router_launch, moe_decode_launch; prefill refuses it): the post-attention RMSNorm fused into the
-    // logits kernel. Set, x is no input: the logits kernel normalises norm_h's rows ([max_rows, H]
-    // residual stream; norm_w [H] f32, zero-centred when norm_zero_centred) with the bits of
-    // add_rmsnorm_launch and writes them to x (a [max_rows, H] buffer then) for the expert kernels.
-    const bf16* norm_h = nullptr;
-    const float* norm_w = nullptr;
-    float norm_eps = 0.0f;
-    int32_t norm_zero_centred = 1;
 };
 
 // Prefill: router (moe_prefill_router_launch), then tokens grouped by expert inside the launch

@@ -135,7 +135,7 @@ __global__ void moe_select_kernel(MoeBf16Params p) {
 
 cudaError_t moe_prefill_router_launch(const MoeBf16Params& p, cudaStream_t stream) {
     static_assert(kMoeMaxTopK <= kWarp, "lane j keeps pick j");
-    if (!moe::valid(p) || p.norm_h) return cudaErrorInvalidValue;  // prefill's x is given (no fused norm)
+    if (!moe::valid(p)) return cudaErrorInvalidValue;
     constexpr size_t smem = LogitTile::smem;
     const cudaError_t e = cudaFuncSetAttribute(moe_logits_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;

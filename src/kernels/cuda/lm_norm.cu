@@ -5,12 +5,13 @@
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gemm_fp8.h"
 #include "kernels/cuda/lm_kernels.h"
-#include "kernels/cuda/lm_rmsnorm_row.cuh"
 
 namespace frost::kernels {
 namespace {
 using namespace lm;
 
+constexpr int kNormThreads = 256;
+constexpr int kNormMaxVecPerThread = 4;  // dim <= 256 threads * 4 vectors * 8 = 8192
 constexpr int kHeadWarpsPerBlock = 4;
 constexpr int kHeadMaxPerLane = 8;       // head_dim <= 32 lanes * 8 = 256
 

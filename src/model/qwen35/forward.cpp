@@ -235,8 +235,6 @@ struct Forward {
         const LayerWeightViews& L = w.layers[l];
         const int E = c.num_experts, k = c.num_experts_per_tok;
         ops::MoeOp m;
-        ops::AddRmsNormOp& n = m.pre_norm;  // the post-attention norm, as norm() runs it for a dense layer
-        n.h = h_rows(); n.w = L.post_ln; n.y = x_rows(); n.eps = eps(); n.rows = rws(); n.pdl = pdl();
         m.x = x_rows(); m.y = h_rows(); m.router = L.moe_router;
         m.experts_gate_up = L.moe_gate_up; m.experts_down = L.moe_down;
         m.shared_gate_up = L.shared_gate_up; m.shared_down = L.shared_down; m.shared_gate = L.shared_gate;
@@ -304,8 +302,7 @@ struct Forward {
             FROST_TRY(norm("rmsnorm input", L.in_ln, in_proj_op(l)));
             FROST_TRY(c.is_linear(l) ? linear_mixer(l) : full_mixer(l));
             FROST_TRY(trace("mixer_residual", l, h_rows()));
-            // A MoE layer's op runs the post-attention norm itself (MoeOp::pre_norm).
-            if (!c.is_moe_layer(l)) FROST_TRY(norm("rmsnorm post_attention", L.post_ln, post_norm_reader(l)));
+            FROST_TRY(norm("rmsnorm post_attention", L.post_ln, post_norm_reader(l)));
             FROST_TRY(mlp(l));
             FROST_TRY(trace("layer_out", l, h_rows()));
         }

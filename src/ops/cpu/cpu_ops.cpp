@@ -498,7 +498,6 @@ frost_status run(const CursorOpParams& p) {
 frost_status run(const MoeOp& p) {
     if (p.topk_ids.dtype != DType::I32)
         return fail(FROST_ERR_INVALID_ARG, "op_moe (cpu): topk_ids must be an i32 view");
-    if (!p.pre_norm.h.empty()) FROST_TRY(run(p.pre_norm));  // x = the post-attention norm, first
     Widen w;
     K::MoeParams m{};
     m.x = w.in(p.x); m.y = w.out(p.y); m.router = w.in(p.router);

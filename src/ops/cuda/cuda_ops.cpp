@@ -889,19 +889,6 @@ frost_status moe(const Exec& ex, const MoeOp& p) {
     const bool decode = p.rows.max <= K::kGemvMaxRows;
     // Decode: launches chained by programmatic dependent launch (never on the legacy stream).
     m.pdl = decode && native(ex) != nullptr ? 1 : 0;
-    // The post-attention norm (MoeOp::pre_norm): in decode the router's logits kernel forms x with
-    // the norm's bits (MoeBf16Params::norm_h: one launch less per layer); prefill, or
-    // FROST_MOE_NORM_FUSE=0 (A/B runs, read once), runs op_add_rmsnorm first.
-    if (!p.pre_norm.h.empty()) {
-        static const bool fuse = !util::env_is("FROST_MOE_NORM_FUSE", "0");
-        const AddRmsNormOp& n = p.pre_norm;
-        NEED(n.h, DType::BF16, "moe (pre_norm)");
-        if (decode && fuse && n.h.stride[0] == n.h.shape[1] && n.h.shape[1] <= 8192) {
-            m.norm_h = B(n.h); m.norm_w = F(n.w); m.norm_eps = n.eps; m.norm_zero_centred = n.zero_centred;
-        } else {
-            FROST_TRY(add_rmsnorm(ex, n));
-        }
-    }
     if (decode && moe_routed_quantized(p)) return moe_quant_decode(ex, p, m, qs);
     if (moe_any_quantized(p)) FROST_TRY(moe_dequantize(ex, p, &m));
     if (!decode) return check(K::moe_prefill_launch(m, native(ex)), "moe");
