@@ -292,11 +292,10 @@ frost_status Engine::alloc_scratch() {
         FROST_TRY(add("moe_probs", f32, R * E, &s.moe_probs));
         FROST_TRY(add("moe_ids", i32, R * k, &s.moe_ids));
         FROST_TRY(add("moe_w", f32, R * k, &s.moe_w));
-        const size_t work = backend_->moe_work_floats(int(H), int(E), int(k), cfg_.moe_intermediate_size,
-                                                      cfg_.shared_expert_intermediate_size, int(R));
-        FROST_TRY(add("moe_work", f32, work, &s.moe_work, true));
-        // Zeroed once (MoeOp::work: a backend keeps counters there that every op leaves at 0).
-        if (work > 0) FROST_TRY(frost_buffer_fill(last, 0, 0, frost_buffer_bytes(last), stream_));
+        FROST_TRY(add("moe_work", f32,
+                      backend_->moe_work_floats(int(H), int(E), int(k), cfg_.moe_intermediate_size,
+                                                cfg_.shared_expert_intermediate_size, int(R)),
+                      &s.moe_work, true));
     }
     if (opts_.trace) {
         auto add_trace = [&](const std::string& name, int layer, int width) -> frost_status {

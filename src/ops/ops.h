@@ -308,8 +308,7 @@ struct MoeOp {
     Tensor probs;            // [rows, E] f32 out: router probabilities (kept for traces)
     Tensor topk_ids;         // [rows, k] i32 out
     Tensor topk_w;           // [rows, k] f32 out
-    Tensor work;             // f32 backend scratch (Backend::moe_work_floats), zeroed once before
-                             // its first op: a backend may keep counters there that each op leaves 0
+    Tensor work;             // f32 backend scratch (Backend::moe_work_floats)
     int32_t E = 0, k = 0, I = 0, Is = 0;
     int32_t norm_topk = 1;
     Rows rows;
@@ -426,8 +425,7 @@ public:
     virtual size_t sample_idx_ints(int vocab) const = 0;
     virtual size_t gdn_work_floats(int Hv, int max_rows) const = 0;
     virtual size_t attn_work_floats(int Hq, int max_seq, int max_rows) const = 0;
-    // f32 elements of MoeOp::work for max_rows rows (experts of width I, shared of width Is); the
-    // caller zeroes it once (MoeOp::work).
+    // f32 elements of MoeOp::work for max_rows rows (experts of width I, shared of width Is).
     virtual size_t moe_work_floats(int H, int E, int k, int I, int Is, int max_rows) const = 0;
     // Distinct GEMM shapes planned so far (CUDA: cuBLASLt plans; CPU: 0).
     virtual size_t gemm_plans() const { return 0; }

@@ -207,47 +207,6 @@ TEST(CudaMoe, DecodeRouterAndExpertsMatchTheCpuReference) {
     }
 }
 
-// The router in one launch (MoeBf16Params::route_count: the last logits block routes every row)
-// gives the bits of logits + top-k, leaves its count at 0 for the next launch, and works chained
-// by PDL and for batched rows (n_rows of max_rows). Shapes as above: register routing at 8 / 256
-// / 512 experts, shared-memory routing at 640.
-TEST(CudaMoe, RouterInOneLaunchEqualsLogitsThenTopK) {
-    FROST_SKIP_WITHOUT_CUDA();
-    auto rng = fresh_rng("CudaMoeRouterFused");
-    cudaStream_t st;
-    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    for (Shape s : {Shape{128, 8, 2, 64, 96, true}, Shape{2048, 256, 8, 64, 512, true}, Shape{512, 512, 10, 32, 256, false},
-                    Shape{256, 640, 6, 32, 64, true}}) {
-        for (const int rows : {1, 5}) {
-            SCOPED_TRACE("H " + std::to_string(s.H) + " E " + std::to_string(s.E) + " rows " + std::to_string(rows));
-            const int n = rows == 1 ? 1 : 4;
-            const Inputs in = make_inputs(rng, s, rows);
-            Gpu g(in, n);
-            CUDA_OK(kernels::moe_router_launch(g.p, nullptr));  // route_count null: logits, then top-k
-            const Snapshot split = snapshot(g);
-            Dev<int32_t> count(std::vector<int32_t>{0});
-            for (int rep = 0; rep < 3; ++rep) {  // default stream, then twice chained by PDL
-                g.poison_outputs();
-                kernels::MoeBf16Params q = g.p;
-                q.route_count = count.get();
-                q.pdl = rep > 0 ? 1 : 0;
-                CUDA_OK(kernels::moe_router_launch(q, rep > 0 ? st : nullptr));
-                CUDA_OK(cudaDeviceSynchronize());
-                const Snapshot fused = snapshot(g);
-                EXPECT_TRUE(same_bits(fused.probs, split.probs, size_t(n) * s.E)) << "probs, run " << rep;
-                EXPECT_TRUE(same_bits(fused.ids, split.ids, size_t(n) * s.k)) << "topk_ids, run " << rep;
-                EXPECT_TRUE(same_bits(fused.w, split.w, size_t(n) * s.k)) << "topk_w, run " << rep;
-                EXPECT_TRUE(same_bits(fused.sw, split.sw, size_t(n))) << "shared_w, run " << rep;
-                EXPECT_EQ(count.download()[0], 0) << "the count must be left at 0, run " << rep;
-                if (n < rows) {
-                    EXPECT_TRUE(std::isnan(fused.w[size_t(n) * s.k])) << "a row past n_rows was routed";
-                }
-            }
-        }
-    }
-    cudaStreamDestroy(st);
-}
-
 // The released shapes: 35B-A3B (H 2048, 256 experts top-8, I = Is = 512) and Qwen3-Next-80B-A3B
 // (512 experts top-10). Experts the CPU did not select are NaN, so reading any other expert (a
 // wrong id, an index past an expert's rows) poisons the output.

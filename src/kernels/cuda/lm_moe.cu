@@ -150,8 +150,6 @@ __device__ inline uint4 ldg16(const bf16* p) { return __ldg(reinterpret_cast<con
 
 // ---- router -------------------------------------------------------------------------------------
 
-__device__ void route_top_k(const MoeBf16Params& p, int rows);  // below, after the routing functions
-
 // Where the logits kernel writes: logit (r, e) at dst[r * ld + e] for e < E, the shared gate's at
 // dst_shared[r * ld_shared].
 struct LogitsOut {
@@ -164,9 +162,7 @@ struct LogitsOut {
 // grid: (ceil((E + 1) / warps), ceil(max_rows / kR)). Warp w of block b: router row b * warps + w
 // (row E = shared_gate) against token rows [blockIdx.y * kR, + kR). A lane holds kLogitV vectors
 // of the weight row at a time (the whole row for H <= 2048) and reuses them for every token row.
-// kRoute (moe_router_launch with p.route_count): the last block to finish routes every row from
-// the logits the grid left in probs / shared_w (route_top_k), so the router is one launch.
-template <int kR, bool kRoute>
+template <int kR>
 __global__ void __launch_bounds__(256, 1) moe_logits_kernel(MoeBf16Params p, LogitsOut o) {
     const int lane = threadIdx.x % kWarp, warps = blockDim.x / kWarp;
     const int e = blockIdx.x * warps + threadIdx.x / kWarp;
@@ -186,37 +182,35 @@ __global__ void __launch_bounds__(256, 1) moe_logits_kernel(MoeBf16Params p, Log
     pdl_launch_dependents();
     const int rows = launch_rows(p.n_rows, p.max_rows);
     const int r0 = blockIdx.y * kR;
-    if (ok && r0 < rows) {  // no early return: the routing below needs every thread at its barriers
-        float acc[kR];
+    if (!ok || r0 >= rows) return;
+    float acc[kR];
 #pragma unroll
-        for (int rr = 0; rr < kR; ++rr) acc[rr] = 0.0f;
-        for (int c0 = 0;;) {
-#pragma unroll
-            for (int rr = 0; rr < kR; ++rr) {
-                if (r0 + rr >= rows) continue;
-                const bf16* x = p.x + static_cast<int64_t>(r0 + rr) * p.H;
-#pragma unroll
-                for (int u = 0; u < kLogitV; ++u) {
-                    const int v = c0 + lane + u * kWarp;
-                    if (v < nvec) fma8(acc[rr], wv[u], *reinterpret_cast<const uint4*>(x + v * kVec));
-                }
-            }
-            c0 += kLogitV * kWarp;
-            if (c0 >= nvec) break;
-            load(c0);
-        }
+    for (int rr = 0; rr < kR; ++rr) acc[rr] = 0.0f;
+    for (int c0 = 0;;) {
 #pragma unroll
         for (int rr = 0; rr < kR; ++rr) {
             if (r0 + rr >= rows) continue;
-            const float s = warp_sum(acc[rr]);
-            if (lane == 0) {
-                const int64_t r = r0 + rr;
-                if (e < p.E) o.dst[r * o.ld + e] = s;
-                else o.dst_shared[r * o.ld_shared] = s;
+            const bf16* x = p.x + static_cast<int64_t>(r0 + rr) * p.H;
+#pragma unroll
+            for (int u = 0; u < kLogitV; ++u) {
+                const int v = c0 + lane + u * kWarp;
+                if (v < nvec) fma8(acc[rr], wv[u], *reinterpret_cast<const uint4*>(x + v * kVec));
             }
         }
+        c0 += kLogitV * kWarp;
+        if (c0 >= nvec) break;
+        load(c0);
     }
-    if constexpr (kRoute) route_top_k(p, rows);
+#pragma unroll
+    for (int rr = 0; rr < kR; ++rr) {
+        if (r0 + rr >= rows) continue;
+        const float s = warp_sum(acc[rr]);
+        if (lane == 0) {
+            const int64_t r = r0 + rr;
+            if (e < p.E) o.dst[r * o.ld + e] = s;
+            else o.dst_shared[r * o.ld_shared] = s;
+        }
+    }
 }
 
 // The k rounds of top-k over a warp's keys (a probability's bits as an int; ties to the lowest
@@ -373,26 +367,6 @@ __device__ void route_row(const MoeBf16Params& p, int r, const float* logits, fl
     if (p.E <= 8 * kWarp) route_row_reg<8>(p, r, logits, shared_logit, ids_smem, write, w_smem);
     else if (p.E <= 16 * kWarp) route_row_reg<16>(p, r, logits, shared_logit, ids_smem, write, w_smem);
     else route_row_smem(p, r, logits, shared_logit, keys, ids_smem, write, w_smem);
-}
-
-// The fused router's tail (moe_logits_kernel<kR, true>): every block's logits are in probs /
-// shared_w; each block publishes them (fence, then one count per block) and the block that
-// counts last routes rows [0, rows) as moe_topk_kernel does, one warp per row (the same
-// route_row on the same logits: the same bits), then zeroes the count for the next launch.
-// keys: dynamic smem of blockDim / 32 * E ints (route_row_smem, E > 512).
-__device__ void route_top_k(const MoeBf16Params& p, int rows) {
-    extern __shared__ int route_keys[];
-    __shared__ int last;
-    __threadfence();  // this thread's logits visible device-wide before its block is counted
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(p.route_count, 1) == static_cast<int>(gridDim.x * gridDim.y) - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();  // the other blocks' logits, seen through their counts
-    const int warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
-    for (int r = warp; r < rows; r += warps)
-        route_row(p, r, p.probs + static_cast<int64_t>(r) * p.E, p.shared_w[r], route_keys + warp * p.E, nullptr, true);
-    if (threadIdx.x == 0) *p.route_count = 0;
 }
 
 // Router top-k for moe_router_launch: one warp per row, in place over the logits the logits
@@ -853,20 +827,14 @@ __global__ void __maxnreg__(kDsRegs) moe_down_stream_kernel(MoeBf16Params p, int
 
 // ---- launchers ----------------------------------------------------------------------------------
 
-// route: moe_logits_kernel's fused top-k (p.route_count set; o writes probs / shared_w).
-cudaError_t launch_logits(const MoeBf16Params& p, const LogitsOut& o, cudaStream_t stream, bool route = false) {
+cudaError_t launch_logits(const MoeBf16Params& p, const LogitsOut& o, cudaStream_t stream) {
     const bool pdl = p.pdl != 0;
-    const int warps = p.max_rows == 1 ? kDecodeLogitWarps : kPrefillLogitWarps;
-    // The fused top-k's route_row_smem keys (E past the register routing's 512 only).
-    const size_t smem = route && p.E > 16 * kWarp ? sizeof(int) * warps * p.E : 0;
     if (p.max_rows == 1) {
-        const dim3 grid(ceil_div(p.E + 1, warps), 1);
-        if (route) return launch_kernel(moe_logits_kernel<1, true>, grid, dim3(warps * kWarp), smem, stream, pdl, p, o);
-        return launch_kernel(moe_logits_kernel<1, false>, grid, dim3(warps * kWarp), 0, stream, pdl, p, o);
+        const dim3 grid(ceil_div(p.E + 1, kDecodeLogitWarps), 1);
+        return launch_kernel(moe_logits_kernel<1>, grid, dim3(kDecodeLogitWarps * kWarp), 0, stream, pdl, p, o);
     }
-    const dim3 grid(ceil_div(p.E + 1, warps), ceil_div(p.max_rows, kLogitRows));
-    if (route) return launch_kernel(moe_logits_kernel<kLogitRows, true>, grid, dim3(warps * kWarp), smem, stream, pdl, p, o);
-    return launch_kernel(moe_logits_kernel<kLogitRows, false>, grid, dim3(warps * kWarp), 0, stream, pdl, p, o);
+    const dim3 grid(ceil_div(p.E + 1, kPrefillLogitWarps), ceil_div(p.max_rows, kLogitRows));
+    return launch_kernel(moe_logits_kernel<kLogitRows>, grid, dim3(kPrefillLogitWarps * kWarp), 0, stream, pdl, p, o);
 }
 
 // Shared memory above the 48 KiB default needs the kernel's limit raised (idempotent, capturable).
@@ -971,17 +939,6 @@ size_t moe_act_floats(const MoeBf16Params& p) {
 
 cudaError_t moe_router_launch(const MoeBf16Params& p, cudaStream_t stream) {
     if (!valid(p)) return cudaErrorInvalidValue;
-    // One launch where a zeroed count is given (and the keys fit the 48 KiB default), else logits
-    // then top-k. FROST_MOE_ROUTER_SPLIT=1 forces the two launches (A/B runs; the same bits).
-    static const bool split = [] {
-        const char* v = std::getenv("FROST_MOE_ROUTER_SPLIT");
-        return v && std::strcmp(v, "1") == 0;
-    }();
-    if (p.route_count && !split && sizeof(int) * kPrefillLogitWarps * p.E <= (48u << 10)) {
-        const cudaError_t e = launch_logits(p, LogitsOut{p.probs, p.E, p.shared_w, 1}, stream, true);
-        if (e != cudaSuccess) return e;
-        return cudaGetLastError();
-    }
     cudaError_t e = launch_logits(p, LogitsOut{p.probs, p.E, p.shared_w, 1}, stream);
     if (e != cudaSuccess) return e;
     const size_t smem = sizeof(int) * kTopkWarps * p.E;

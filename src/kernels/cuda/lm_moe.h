@@ -3,8 +3,7 @@
 //   moe_router_launch:  probs = softmax_fp32(router · x) over all E experts; the k largest
 //                       (ties: lower id first) into topk_ids / topk_w (renormalised when
 //                       norm_topk); shared_w = sigmoid(shared_gate · x). Logits kernel (router
-//                       rows spread over the SMs) + a top-k kernel (one warp per row), or with
-//                       p.route_count one launch whose last block routes.
+//                       rows spread over the SMs) + a top-k kernel (one warp per row).
 //   moe_experts_launch: for every row, the k selected experts (ids READ FROM DEVICE MEMORY,
 //                       so one captured decode graph serves every step: no host round trip, no
 //                       recapture) and the shared expert: act = silu(gate · x) ⊙ (up · x), then
@@ -84,10 +83,7 @@ struct MoeBf16Params {
     bf16* yg;                     // [entries, H] each entry's expert output (before its mixing weight)
     int32_t tile_shape;           // GEMM tile: 0 = the launcher picks (FROST_MOE_PREFILL_TILE=N in the
                                   // environment, read at launch, overrides the pick: A/B runs);
-                                  // 1..kMoeTileShapeCount forces one (benches)    // moe_router_launch: a device int that is 0 before the first launch (every launch leaves it 0),
-    // or null. Set, the router is one launch: the last logits block to finish counts itself there
-    // and routes every row (the same bits as the top-k kernel); null: logits, then top-k.
-    int32_t* route_count = nullptr;
+                                  // 1..kMoeTileShapeCount forces one (benches)
 };
 
 // Prefill: router (moe_prefill_router_launch), then tokens grouped by expert inside the launch

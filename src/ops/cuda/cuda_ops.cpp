@@ -58,8 +58,8 @@ struct MoeQuantScratch {
     float* shared = nullptr; // [rows, H], at routed + rows * k * H
 };
 
-// MoeOp::work on CUDA, carved in this order (each piece 256-byte aligned): the router's
-// completion count, the shared expert's gate [rows], the decode GEMVs' activations, then the prefill grouping buffers sized for
+// MoeOp::work on CUDA, carved in this order (each piece 256-byte aligned): the shared expert's
+// gate [rows], the decode GEMVs' activations, then the prefill grouping buffers sized for
 // rows x (k + 1) entries (fixed capacity: a captured graph never reallocates), then the quantized
 // decode's buffers (MoeQuantScratch). Returns the f32 count; with a base it also points p's
 // scratch members (and *q's) into it.
@@ -70,10 +70,6 @@ size_t moe_carve(K::MoeBf16Params& p, float* base, MoeQuantScratch* q = nullptr)
         off += (bytes + 255) / 256 * 64;  // whole 256-byte units, in floats
         return at;
     };
-    // The router's completion count (MoeBf16Params::route_count) first: MoeOp::work starts zeroed
-    // and every launch leaves it 0, and at offset 0 it is the same int whatever max_rows a launch
-    // carves for (prefill's larger pieces after it never cover it).
-    p.route_count = reinterpret_cast<int32_t*>(take(sizeof(int32_t)));
     p.shared_w = take(sizeof(float) * size_t(p.max_rows));
     p.act = take(sizeof(float) * K::moe_act_floats(p));
     const K::MoePrefillScratch ps = K::moe_prefill_scratch(p);
