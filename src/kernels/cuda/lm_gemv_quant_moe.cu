@@ -16,6 +16,15 @@
 // the partials meet in shared memory and 16 threads form each output row as the 8-warp GEMV
 // would (warp partials in warp order, the row factor), weight it and add it to the residual as
 // moe_combine_kernel does (slot order, then the shared expert, fmaf, one bf16 rounding).
+//
+// Measured (H200 2026-11-29; bench_quant_gemv 25 --moe, 35B-A3B down, 8 routed + shared, fresh
+// experts every back-to-back launch, us per launch): the folded down GEMV + the combine 11.47 ->
+// 9.34 (fp8 block), 10.47 -> 9.31 (NVFP4), 10.97 -> 8.90 (INT4); the GEMV alone runs 8.78 / 7.88
+// / 8.39. Engine (35B-A3B FP8, `frost bench engine --decode 1024 --decode-steps 64`, alternated):
+// 8 layers 0.690 / 0.696 -> 0.683 / 0.683 ms/token, 40 layers 2.430 -> 2.353. ids_ready (the
+// experts' loads before the wait, FROST_MOE_EARLY_IDS=1) gains in the bench (INT4 8.90 -> 8.42)
+// but not in the engine (8 layers 0.669 vs 0.670): a block of 384 threads x ~150 registers
+// cannot share an SM with the gate/up blocks it would overlap, so it is off by default.
 #include "kernels/cuda/lm_gemv_quant_tc.cuh"
 
 #include "kernels/cuda/lm_gemv_common.cuh"

@@ -71,6 +71,16 @@
 // stall sampling (ncu source page) of the routing / loop / epilogue, and a per-kernel timeline of
 // the captured decode (nsys with graph nodes did not finish in 50 s here).
 //
+// The router as the quantized decode uses it (moe_router_launch: logits, then top-k), two ways to
+// drop a launch, both built, passing bitwise tests, measured slower and removed (H200 2026-11-29,
+// `frost bench engine --decode 1024 --decode-steps 64`, 35B-A3B FP8, ms/token, alternated, one
+// call): (1) the router in one launch, the last logits block to finish (a fence and an atomic
+// count) running the top-k: 8 layers 0.683 / 0.683 -> 0.714 / 0.712, 40 layers 2.353 -> 2.521;
+// (2) the post-attention RMSNorm formed inside the logits kernel (every block normalising the row
+// with add_rmsnorm's bits, block 0 writing x): 8 layers 0.683 -> 0.703 / 0.704, 40 layers 2.353
+// -> 2.468 (bf16 experts: 0.790-0.799 -> 0.788-0.790, noise). As with the norm fusions of
+// lm_norm.cu, the separate kernel's work overlaps under PDL; a fused serial tail does not.
+//
 // Earlier sessions' notes on the older kernels:
 // Measured (H100, 2026-11-24, bench_ops on `frost synth --preset 35b-a3b --layers 4`, --pos 1024):
 // `moe decode` 38.5 us per layer (1.50 TB/s, 2.0x the ~19 us floor; the one-block router and
