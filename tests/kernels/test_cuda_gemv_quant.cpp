@@ -7,7 +7,9 @@
 // tensor-core kernel applies, a batch of M = 8 (and 3) x rows with padded strides matches the
 // reference row by row and each row's bits equal its solo launch (M = 1), for the plain, the
 // residual (accumulate) and the SwiGLU forms. W8A8 (act_fp8): the same checks against the fp64
-// product of the dequantized weights with x quantized by the CPU's quantize_act_e4m3.
+// product of the dequantized weights with x quantized by the CPU's quantize_act_e4m3. The MoE
+// down-and-mix launch: bitwise the down GEMV's 8-warp form followed by moe_combine_launch, and
+// within the fp64 reference of the mix.
 #include <gtest/gtest.h>
 
 #if !FROST_WITH_CUDA

@@ -122,7 +122,9 @@ cudaError_t moe_router_launch(const MoeBf16Params& p, cudaStream_t stream);
 // routed experts' gate/up and down as quantized GEMVs that read each entry's expert id from
 // topk_ids, and the shared expert's two GEMVs): per row r and hidden unit h,
 //   out[r, h] = bf16(out[r, h] + Σ_j topk_w[r, j] · routed[r·k + j, h] + shared_w[r] · shared[r, h])
-// in fp32, slot order, one rounding (lm_moe_combine.cu).
+// in fp32, slot order, one rounding (lm_moe_combine.cu). Where the shared expert is folded into the
+// routed launches, the down GEMV and this mix run as one launch instead
+// (lm_gemv_quant.h gemv_quant_moe_down_launch, the same bits).
 struct MoeCombineParams {
     const float* routed;    // [rows * k, H] each routed entry's down output
     const float* shared;    // [rows, H] the shared expert's down output
