@@ -21,10 +21,10 @@
 // moe_combine_launch: the quantized decode's down before the mix launch), "mix" (the down
 // projection and the mix in one launch, gemv_quant_moe_down_launch) and "mix-early" (its ids_ready
 // form: the expert weights requested before the PDL wait; here the ids are always ready).
-// "s<stages>b<blocks per SM>" rows: the streamed GEMV (gemv_quant_stream_launch_tuned: a producer
-// warp bulk-copies each tile's weight rows into a shared-memory ring; "st" is its default), on
-// the plain shapes. --pdl launches every quantized GEMV with programmatic dependent launch, as the
-// engine's decode graph does (a launch may start while the previous one drains).
+// --pdl launches the plain shapes' quantized GEMVs with programmatic dependent launch, as the decode
+// graph does: a launch's blocks may start (and load their weights, which do not depend on the
+// previous launch) while the previous launch drains. H200, 2026-11-29: fp8 block 1.47-1.61x ->
+// 1.23-1.39x at N >= 10240, 2.25x -> 1.59x at 4096 x 4096 (the bf16 rows are launched without).
 // Usage: bench_quant_gemv [repeats] [--m M] [--tune] [--moe] [--pdl]
 #if !FROST_WITH_CUDA
 #include <cstdio>
@@ -122,9 +122,6 @@ constexpr int kVariants[][4] = {{2, 2, 0, 8}, {2, 3, 0, 8}, {2, 4, 0, 8}, {4, 2,
                                 {1, 3, 1, 8}, {2, 2, 1, 8}, {2, 3, 1, 8}, {1, 3, 1, 4},
                                 {1, 2, 1, 12}};
 constexpr int kVariantCount = static_cast<int>(sizeof kVariants / sizeof kVariants[0]);
-// The streamed GEMV's rows: {stages, blocks per SM}; {0, 0} is its default launch.
-constexpr int kStreamVariants[][2] = {{0, 0}, {4, 2}, {6, 2}, {8, 2}, {8, 1}};
-constexpr int kStreamCount = static_cast<int>(sizeof kStreamVariants / sizeof kStreamVariants[0]);
 
 namespace {
 
@@ -354,10 +351,8 @@ int main(int argc, char** argv) {
     for (const Shape& sh : kShapes) {
         for (const Fmt& f : fmts) {
             // bf16: the GEMV of lm_gemv.cu; quantized: the SIMT kernel (0), the tensor-core one's
-            // default (1) and its variants (2..: unroll / blocks per SM / pipe, kVariants, with --tune),
-            // then the streamed GEMV's rows (kStreamVariants).
-            const int tc_kernels = tune ? 2 + kVariantCount : 2;
-            const int kernels = f.format < 0 ? 1 : tc_kernels + kStreamCount;
+            // default (1) and its variants (2..9: unroll / blocks per SM / pipe, kVariants).
+            const int kernels = f.format < 0 ? 1 : tune ? 2 + kVariantCount : 2;
             for (int kernel = 0; kernel < kernels; ++kernel) {
                 KernelCost cost;
                 std::function<cudaError_t(const void*)> launch;
@@ -376,34 +371,21 @@ int main(int argc, char** argv) {
                     p.act_fp8 = f.act8 ? 1 : 0;
                     p.pdl = pdl ? 1 : 0;
                     cost = gemv_quant_cost(p);
-                    if (kernel >= tc_kernels) {  // the streamed GEMV
-                        if (!gemv_quant_stream_eligible(p)) continue;
-                        const int stages = kStreamVariants[kernel - tc_kernels][0], blocks = kStreamVariants[kernel - tc_kernels][1];
-                        char sname[32];
-                        std::snprintf(sname, sizeof sname, "s%db%d", stages, blocks);
-                        kname = stages == 0 ? "st" : sname;
-                        launch = [p, stages, blocks, &t](const void* wp) {
-                            GemvQuantParams q = p;
-                            q.w = wp;
-                            return stages == 0 ? gemv_quant_stream_launch(q, t.s) : gemv_quant_stream_launch_tuned(q, stages, blocks, t.s);
-                        };
-                    } else {
-                        if (kernel == 0 && (M > 1 || f.act8)) continue;
-                        if (kernel >= 1 && !gemv_quant_tc_eligible(p)) continue;
-                        const int v = std::max(kernel - 2, 0);
-                        const int unroll = kVariants[v][0], blocks = kVariants[v][1], pipe = kVariants[v][2], tw = kVariants[v][3];
-                        if (kernel >= 2 && f.act8 && !(unroll == 1 && pipe && blocks == (tw == 12 ? 2 : 3))) continue;
-                        char variant[32];
-                        std::snprintf(variant, sizeof variant, "u%db%d%s%s", unroll, blocks, pipe ? "p" : "", tw == 4 ? "t2" : tw == 12 ? "w12" : "");
-                        kname = kernel == 0 ? "simt" : kernel == 1 ? "tc" : variant;
-                        launch = [p, kernel, unroll, blocks, pipe, tw, &t](const void* wp) {
-                            GemvQuantParams q = p;
-                            q.w = wp;
-                            return kernel == 0   ? gemv_quant_simt_launch(q, t.s)
-                                   : kernel == 1 ? gemv_quant_tc_launch(q, t.s)
-                                                 : gemv_quant_tc_launch_tuned(q, unroll, blocks, pipe, t.s, tw);
-                        };
-                    }
+                    if (kernel == 0 && (M > 1 || f.act8)) continue;
+                    if (kernel >= 1 && !gemv_quant_tc_eligible(p)) continue;
+                    const int v = std::max(kernel - 2, 0);
+                    const int unroll = kVariants[v][0], blocks = kVariants[v][1], pipe = kVariants[v][2], tw = kVariants[v][3];
+                    if (kernel >= 2 && f.act8 && !(unroll == 1 && pipe && blocks == (tw == 12 ? 2 : 3))) continue;
+                    char variant[32];
+                    std::snprintf(variant, sizeof variant, "u%db%d%s%s", unroll, blocks, pipe ? "p" : "", tw == 4 ? "t2" : tw == 12 ? "w12" : "");
+                    kname = kernel == 0 ? "simt" : kernel == 1 ? "tc" : variant;
+                    launch = [p, kernel, unroll, blocks, pipe, tw, &t](const void* wp) {
+                        GemvQuantParams q = p;
+                        q.w = wp;
+                        return kernel == 0   ? gemv_quant_simt_launch(q, t.s)
+                               : kernel == 1 ? gemv_quant_tc_launch(q, t.s)
+                                             : gemv_quant_tc_launch_tuned(q, unroll, blocks, pipe, t.s, tw);
+                    };
                 }
                 const double one_ms = t.median_ms([&] { return launch(w); });
                 const double ms = t.median_ms([&] {

@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gemv_common.cuh"
@@ -411,19 +410,7 @@ cudaError_t launch_gemv_quant(const GemvQuantParams& p, size_t smem, cudaStream_
     return launch_kernel(gemv_quant_kernel<F>, grid, dim3(kThreads), smem, stream, p.pdl != 0, p);
 }
 
-namespace {
-// FROST_GEMV_STREAM=1 sends every eligible plain launch to the streamed GEMV (A/B runs).
-bool stream_chosen(const GemvQuantParams& p) {
-    static const bool on = [] {
-        const char* e = std::getenv("FROST_GEMV_STREAM");
-        return e && e[0] == '1';
-    }();
-    return on && gemv_quant_stream_eligible(p);
-}
-}  // namespace
-
 cudaError_t gemv_quant_launch(const GemvQuantParams& p, cudaStream_t stream) {
-    if (supported(p) && stream_chosen(p)) return gemv_quant_stream_launch(p, stream);
     if (supported(p) && gemv_quant_tc_eligible(p)) return gemv_quant_tc_launch(p, stream);
     return gemv_quant_simt_launch(p, stream);
 }

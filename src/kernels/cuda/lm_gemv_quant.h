@@ -109,17 +109,6 @@ cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream);
 // of the fp32 partial sums), the same for every M.
 cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, int pipe, cudaStream_t stream,
                                        int tile_warps = 8);
-// The streamed form of the tensor-core GEMV (lm_gemv_quant_stream.cu): persistent blocks whose
-// producer warp bulk-copies the weight rows of its 16-row tiles into a ring of `stages`
-// shared-memory stages while 8 consumer warps run the tensor-core kernel's steps on them, so the
-// bytes in flight are not bounded by registers. Every output equals the 8-warp tensor-core
-// kernel's (gemv_quant_tc_launch_tuned(p, 1, 3, 1, s, 8)) bit for bit. Plain launches only (no
-// routed experts, no act_fp8) of tensor-core-eligible params, on a device running sm_90a code.
-// stages 2..8, blocks_per_sm 1..2; max_blocks > 0 caps the grid (tests: many tiles per block).
-bool gemv_quant_stream_eligible(const GemvQuantParams& p);
-cudaError_t gemv_quant_stream_launch(const GemvQuantParams& p, cudaStream_t stream);
-cudaError_t gemv_quant_stream_launch_tuned(const GemvQuantParams& p, int stages, int blocks_per_sm, cudaStream_t stream,
-                                           int max_blocks = 0);
 // The MoE decode's routed down projection and the mix in one launch (issue 14): p is the routed
 // down GEMV with the shared expert folded in (GemvQuantParams::routed_entries: entries
 // rows * (k + 1), routed_entries rows * k, x_entry_div 1, M 1, neither swiglu, accumulate nor

@@ -30,18 +30,6 @@ __device__ inline void mbar_wait(uint32_t bar, int parity) {
             : "memory");
     } while (!done);
 }
-// `bytes` (a multiple of 16; both addresses 16-byte aligned) from global memory into this block's
-// shared memory at `dst`, completing as transactions on `bar` (PTX cp.async.bulk): one thread moves
-// a whole row without a register or a load instruction per 16 bytes.
-__device__ inline void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
-// Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads (a multiple of 32).
-__device__ inline void named_bar_sync(int id, int threads) {
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 #endif  // FROST_ATTN_WGMMA
 
 }  // namespace frost::kernels::lm
