@@ -33,7 +33,8 @@
 #                        FROST_SYNTH_DIR=/dev/shm enlarged, PEER_LAYERS=20 takes 2 x 35 GB)
 #   PEER_PP, PEER_DEPTH, PEER_NPP, PEER_NTG, PEER_NPL, PEER_TYPES (bf16 q8_0 q4_k_m), FROST_QUANTS
 #   (fp8 nvfp4), PEER_REPS, PEER_SERVE_TOKENS, PEER_ADMIT (0: no admission run), PEER_SERVE=0 (no HTTP
-#   runs): override the measured points. PEER_KEEP=1 keeps the checkpoints and GGUFs;
+#   runs): override the measured points. PEER_KEEP=1 keeps the checkpoints and GGUFs (and a later
+#   PEER_KEEP=1 call on the same warm machine reuses them: no second synth or conversion);
 #   by default each is deleted once measured, so a 9b run peaks at ~35 GB of disk (bf16 checkpoint +
 #   its GGUF while converting) beside what the other benches keep in /tmp.
 set -uo pipefail
@@ -103,12 +104,19 @@ synth() {  # synth DIR [--quant Q]
 synth "$model" || { kill "$build_pid" 2>/dev/null; exit 1; }
 GG=$WORK/gguf-$preset; mkdir -p "$GG"
 t0=$(date +%s)
-# --no-mtp: Frost's synthetic checkpoints carry no multi-token-prediction block.
-PYTHONPATH=$WORK/llama.cpp/gguf-py timeout 900 $PY "$WORK/llama.cpp/convert_hf_to_gguf.py" "$model" --outtype bf16 \
-  --no-mtp --outfile "$GG/model-bf16.gguf" >"$LOG/convert.log" 2>&1
-crc=$?
-step "convert_hf_to_gguf.py (bf16): rc=$crc in $(( $(date +%s) - t0 )) s ($(grep -m1 'Model architecture' "$LOG/convert.log" | sed 's/.*: //'))"
-[ $crc -eq 0 ] || tail -15 "$LOG/convert.log"
+if [ "${PEER_KEEP:-0}" = 1 ] && [ -s "$GG/model-bf16.gguf" ] && [ -f "$GG/.converted" ]; then
+  crc=0  # kept from an earlier call on this (warm) machine: the same checkpoint, already converted
+  step "convert_hf_to_gguf.py (bf16): kept from an earlier run"
+else
+  rm -f "$GG/.converted"
+  # --no-mtp: Frost's synthetic checkpoints carry no multi-token-prediction block.
+  PYTHONPATH=$WORK/llama.cpp/gguf-py timeout 900 $PY "$WORK/llama.cpp/convert_hf_to_gguf.py" "$model" --outtype bf16 \
+    --no-mtp --outfile "$GG/model-bf16.gguf" >"$LOG/convert.log" 2>&1
+  crc=$?
+  [ $crc -eq 0 ] && touch "$GG/.converted"
+  step "convert_hf_to_gguf.py (bf16): rc=$crc in $(( $(date +%s) - t0 )) s ($(grep -m1 'Model architecture' "$LOG/convert.log" | sed 's/.*: //'))"
+  [ $crc -eq 0 ] || tail -15 "$LOG/convert.log"
+fi
 
 # ---- Frost on the same checkpoints, while llama.cpp builds
 frost_engine() {  # NAME DIR
