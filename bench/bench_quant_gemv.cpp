@@ -25,7 +25,8 @@
 // graph does: a launch's blocks may start (and load their weights, which do not depend on the
 // previous launch) while the previous launch drains. H200, 2026-11-29: fp8 block 1.47-1.61x ->
 // 1.23-1.39x at N >= 10240, 2.25x -> 1.59x at 4096 x 4096 (the bf16 rows are launched without).
-// Usage: bench_quant_gemv [repeats] [--m M] [--tune] [--moe] [--pdl]
+// --only F[,F...] measures those formats only (the names of the format column).
+// Usage: bench_quant_gemv [repeats] [--m M] [--tune] [--moe] [--pdl] [--only F,...]
 #if !FROST_WITH_CUDA
 #include <cstdio>
 int main() {
@@ -283,12 +284,14 @@ int main(int argc, char** argv) {
     t.repeats = 25;
     int M = 1;
     bool tune = false, moe = false, pdl = false;
+    std::string only;  // comma-separated format names, empty: all
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--m" && i + 1 < argc) M = std::clamp(std::atoi(argv[++i]), 1, 8);
         else if (a == "--tune") tune = true;
         else if (a == "--moe") moe = true;
         else if (a == "--pdl") pdl = true;
+        else if (a == "--only" && i + 1 < argc) (only = ",").append(argv[++i]).append(",");
         else t.repeats = std::max(1, std::atoi(argv[i]));
     }
     CK(cudaStreamCreate(&t.s));
@@ -352,6 +355,7 @@ int main(int argc, char** argv) {
         for (const Fmt& f : fmts) {
             // bf16: the GEMV of lm_gemv.cu; quantized: the SIMT kernel (0), the tensor-core one's
             // default (1) and its variants (2..9: unroll / blocks per SM / pipe, kVariants).
+            if (!only.empty() && only.find(std::string(",").append(f.name).append(",")) == std::string::npos) continue;
             const int kernels = f.format < 0 ? 1 : tune ? 2 + kVariantCount : 2;
             for (int kernel = 0; kernel < kernels; ++kernel) {
                 KernelCost cost;
