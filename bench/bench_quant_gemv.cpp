@@ -353,9 +353,9 @@ int main(int argc, char** argv) {
                         {"int4-zp", kGemvQuantInt4, true}};
     for (const Shape& sh : kShapes) {
         for (const Fmt& f : fmts) {
+            if (!only.empty() && only.find(std::string(",").append(f.name).append(",")) == std::string::npos) continue;
             // bf16: the GEMV of lm_gemv.cu; quantized: the SIMT kernel (0), the tensor-core one's
             // default (1) and its variants (2..9: unroll / blocks per SM / pipe, kVariants).
-            if (!only.empty() && only.find(std::string(",").append(f.name).append(",")) == std::string::npos) continue;
             const int kernels = f.format < 0 ? 1 : tune ? 2 + kVariantCount : 2;
             for (int kernel = 0; kernel < kernels; ++kernel) {
                 KernelCost cost;

@@ -428,10 +428,10 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // whose producer warp bulk-copied (cp.async.bulk, one per row and 8-step chunk) the weight rows of
 // its tiles into a ring of 2-8 stages completing on mbarriers, while 8 consumer warps ran these
 // steps from it (bitwise this kernel's 8-warp form), so the bytes in flight were not bounded by
-// registers. Slower everywhere: bench_quant_gemv --pdl, time over the floor, tensor core -> streamed
-// (best ring): fp8 block gate/up 1.23 -> 1.42x (4 stages; 6 stages 1.50x, 8 stages fit one block
-// per SM: 1.93x), down 1.24 -> 1.40x, 4096 x 4096 1.59 -> 1.96x, NVFP4 1.94 -> 2.36x, INT4 1.92 ->
-// 2.46x; engine 9B decode FP8 3.169-3.184 -> 3.560-3.582 ms/token, INT4 2.757-2.759 -> 3.244-3.279.
+// registers. Slower everywhere: bench_quant_gemv --pdl (one call), time over the floor, tensor
+// core -> streamed (best ring): fp8 block gate/up 1.26 -> 1.42x (4 stages; 6 stages 1.50x, 8
+// stages fit one block per SM: 1.93x), down 1.27 -> 1.40x, 4096 x 4096 1.60 -> 1.99x, NVFP4
+// gate/up 1.96 -> 2.39x, INT4 1.95 -> 2.50x; engine 9B decode FP8 3.169-3.184 -> 3.560-3.582 ms/token, INT4 2.757-2.759 -> 3.244-3.279.
 // ncu (cold, fp8 block gate/up): 47 % of DRAM against this kernel's 57 %, the L2 hit rate 20 %
 // against 2 %; not resolved within the session. Launched with PDL (as the decode graph launches
 // it) this kernel runs 1.23-1.39x its floor at N >= 10240 against 1.47-1.61x without: much of the
