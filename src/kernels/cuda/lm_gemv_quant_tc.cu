@@ -437,6 +437,13 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // it) this kernel runs 1.23-1.39x its floor at N >= 10240 against 1.47-1.61x without: much of the
 // gap the earlier rounds measured was the drain between back-to-back launches, which the graph
 // already overlaps.
+//
+// The unpipelined loop unrolled twice, one tile per block ({2,3,0}), on the wide matrices: under
+// PDL the micro-bench put it ahead for NVFP4 gate/up and in_proj (1.84-1.86x the floor against
+// 1.94-1.96x), but not through the engine (H200 2026-11-29, 9B decode @1k, ms/token, alternating
+// runs in one call, the variant forced by a temporary switch): NVFP4 3.035-3.074 against the
+// shipped 2.954-2.971, INT4 2.814-2.828 against 2.752-2.762, FP8 block 3.333-3.335 against
+// 3.141-3.151. Not taken.
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
     if (tiles >= (is_fp8_format(p.format) ? 512 : 768)) return gemv_quant_tc_launch_tuned(p, 1, 3, 1, stream, 4);
