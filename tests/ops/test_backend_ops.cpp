@@ -682,9 +682,9 @@ std::vector<Case> cases() {
                           d.A_log = b.v("A_log"); d.dt_bias = b.v("dt"); d.beta = b.m("beta", 0, 1, Hv, Hv);
                           d.g = b.m("g", 0, 1, Hv, Hv); d.state = b.h("state", 0, Hv, DK, DV, DK * DV, DV);
                           d.o = b.m("o", 0, 1, VW, VW); d.max_rows = 1; d.cursor = cur; d.pdl = 1;
-                          GatedRmsNormOp& n = p.norm;
-                          n.x = d.o; n.z = b.m("proj", C, 1, VW, WL); n.w = b.v("nw"); n.y = b.m("y", 0, 1, VW, VW);
-                          n.heads = Hv; n.dim = DV; n.eps = EPS; n.rows = c.rows; n.pdl = 1;
+                          GatedRmsNormOp& g = p.norm;
+                          g.x = d.o; g.z = b.m("proj", C, 1, VW, WL); g.w = b.v("nw"); g.y = b.m("y", 0, 1, VW, VW);
+                          g.heads = Hv; g.dim = DV; g.eps = EPS; g.rows = c.rows; g.pdl = 1;
                           return op_gdn_decode(ex, p);
                       },
                       // Unlike the step case above, q/k/v here are the conv's own output: the CUDA
