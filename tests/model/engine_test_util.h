@@ -1,8 +1,25 @@
-// Helpers shared by the engine tests: fixture paths, golden files, relative L2 error.
+// Helpers shared by the engine tests: fixture paths, golden files, logit-row comparisons, the
+// fp32 acceptance against a golden, and the skip of the CUDA cases on a machine without a device.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "frost/exec.h"
+
+namespace frost::model {
+class Engine;
+}
+
+// The CUDA engine cases skip where the build or the machine has no CUDA device (CI); the GPU
+// machine runs them.
+#define SKIP_WITHOUT_CUDA()                                             \
+    do {                                                                \
+        if (!frost_backend_available(FROST_BACKEND_CUDA))              \
+            GTEST_SKIP() << "no CUDA device in this build or machine"; \
+    } while (0)
 
 namespace frost::test {
 
@@ -19,5 +36,13 @@ struct Golden {
 std::string fixture_dir(const std::string& name);  // FROST_FIXTURES_DIR/<name> (tests/fixtures)
 bool load_golden(const std::string& dir, Golden* out, std::string* err);
 double rel_l2(const float* a, const float* ref, size_t n);
+double rms_diff(const float* a, const float* b, size_t n);     // sqrt(mean((a - b)^2))
+double margin_of(const float* logits, size_t n, int* top);   // top-1 minus top-2; *top = argmax
+
+// The fp32 acceptance of tests/fixtures/README.md: e (created with logits_all) prefills the golden's
+// prompt and decodes its greedy continuation; every stored prompt position and greedy step is
+// within max_rel_l2 (relative L2) and every greedy token is the golden's. The worst errors are
+// recorded as the test's properties worst_prompt_rel_l2 / worst_greedy_rel_l2.
+void expect_matches_golden(model::Engine& e, const Golden& g, double max_rel_l2);
 
 }  // namespace frost::test

@@ -32,6 +32,9 @@
 namespace frost::model {
 namespace {
 
+using test::margin_of;
+using test::rms_diff;
+
 constexpr double kMeanRelL2 = 3e-2;       // fixtures/README.md's bf16 number, on the mean over positions
 constexpr double kMaxRelL2 = 0.2;         // any single position (bf16 floor measured above: 0.116)
 // Against the fp32 CPU engine on random synthetic weights a single row can sit higher: measured
@@ -47,24 +50,6 @@ constexpr double kTop1NoiseMultiple = 8.0;
 constexpr int kChunk = 128;              // C_p of the tests: buckets 64 and 128
 constexpr int kSynthPrompt = 200;        // crosses a chunk boundary and ends inside a bucket of 128
 constexpr int kDecodeSteps = 12;
-
-#define SKIP_WITHOUT_CUDA()                                                 \
-    do {                                                                    \
-        if (!frost_backend_available(FROST_BACKEND_CUDA))                  \
-            GTEST_SKIP() << "no CUDA device in this build or machine";     \
-    } while (0)
-
-// Top-1 minus top-2 of a logit row, and its argmax.
-double margin_of(const float* l, size_t n, int* top) {
-    size_t best = 0;
-    for (size_t i = 1; i < n; ++i)
-        if (l[i] > l[best]) best = i;
-    float second = -INFINITY;
-    for (size_t i = 0; i < n; ++i)
-        if (i != best) second = std::max(second, l[i]);
-    *top = static_cast<int>(best);
-    return static_cast<double>(l[best]) - second;
-}
 
 int argmax(const std::vector<float>& l) {
     return static_cast<int>(std::max_element(l.begin(), l.end()) - l.begin());
@@ -154,13 +139,6 @@ struct Agreement {
     }
     double worst() const { return rel.empty() ? 0 : *std::max_element(rel.begin(), rel.end()); }
 };
-
-// RMS of the difference of two logit rows.
-double rms_diff(const float* a, const float* b, size_t n) {
-    double t = 0;
-    for (size_t i = 0; i < n; ++i) t += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    return std::sqrt(t / n);
-}
 
 class CudaFixtures : public ::testing::TestWithParam<const char*> {};
 

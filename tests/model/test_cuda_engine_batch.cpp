@@ -15,16 +15,11 @@
 
 #include "model/batch_test_util.h"
 #include "model/engine.h"
+#include "model/engine_test_util.h"
 #include "model/synth.h"
 
 namespace frost::model {
 namespace {
-
-#define SKIP_WITHOUT_CUDA()                                                 \
-    do {                                                                    \
-        if (!frost_backend_available(FROST_BACKEND_CUDA))                  \
-            GTEST_SKIP() << "no CUDA device in this build or machine";     \
-    } while (0)
 
 // preset, or "preset:quant" for a kept-quantized checkpoint (synth --quant).
 std::string synth_dir(const std::string& name) {

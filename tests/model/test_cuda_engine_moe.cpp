@@ -40,6 +40,8 @@
 namespace frost::model {
 namespace {
 
+using test::margin_of;
+
 // The dense bf16 acceptance (tests/fixtures/README.md).
 constexpr double kMaxRelL2 = 0.2;           // any one position
 constexpr double kMeanRelL2 = 3e-2;         // mean over positions
@@ -54,23 +56,6 @@ constexpr double kMinGap = 0.05;
 // Fixtures: the gap below which a bf16 router may pick another expert than fp32 (the ~1e-2
 // probability noise above).
 constexpr double kBf16TieGap = 1e-2;
-
-#define SKIP_WITHOUT_CUDA()                                             \
-    do {                                                                \
-        if (!frost_backend_available(FROST_BACKEND_CUDA))              \
-            GTEST_SKIP() << "no CUDA device in this build or machine"; \
-    } while (0)
-
-double margin_of(const float* l, size_t n, int* top) {
-    size_t best = 0;
-    for (size_t i = 1; i < n; ++i)
-        if (l[i] > l[best]) best = i;
-    float second = -INFINITY;
-    for (size_t i = 0; i < n; ++i)
-        if (i != best) second = std::max(second, l[i]);
-    *top = static_cast<int>(best);
-    return static_cast<double>(l[best]) - second;
-}
 
 std::unique_ptr<Engine> cuda_engine(const std::string& dir, bool logits_all, int sessions = 1) {
     EngineOptions o;

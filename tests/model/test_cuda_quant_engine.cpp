@@ -30,6 +30,9 @@
 namespace frost::model {
 namespace {
 
+using test::margin_of;
+using test::rms_diff;
+
 constexpr double kTop1Margin = 0.05;
 // fp8-tiny-a's own bf16 floor is higher than the dense fixtures': tests/model/ref_qwen35_bf16.py
 // (float64 over the exactly dequantized fp8 weights, exact RoPE, bf16 rounding wherever the CUDA
@@ -47,29 +50,6 @@ constexpr double kTop1NoiseMultiple = 8.0;
 constexpr int kChunk = 128;
 constexpr int kPrompt = 150;                // a full chunk + a partial bucket
 constexpr int kSteps = 32;
-
-#define SKIP_WITHOUT_CUDA()                                                 \
-    do {                                                                    \
-        if (!frost_backend_available(FROST_BACKEND_CUDA))                  \
-            GTEST_SKIP() << "no CUDA device in this build or machine";     \
-    } while (0)
-
-double margin_of(const float* l, size_t n, int* top) {
-    size_t best = 0;
-    for (size_t i = 1; i < n; ++i)
-        if (l[i] > l[best]) best = i;
-    float second = -INFINITY;
-    for (size_t i = 0; i < n; ++i)
-        if (i != best) second = std::max(second, l[i]);
-    *top = static_cast<int>(best);
-    return static_cast<double>(l[best]) - second;
-}
-
-double rms_diff(const float* a, const float* b, size_t n) {
-    double t = 0;
-    for (size_t i = 0; i < n; ++i) t += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    return std::sqrt(t / n);
-}
 
 std::unique_ptr<Engine> cuda_engine(const std::string& dir, bool keep, bool logits_all, bool rope_bf16 = true,
                                     bool w8a8 = false, bool act_fuse = true, bool twin_only = true, bool w8a8_decode = false) {

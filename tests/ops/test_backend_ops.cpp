@@ -22,6 +22,7 @@
 
 #include "exec/error.h"
 #include "ops/ops.h"
+#include "ops/ops_test_util.h"
 #include "util/bf16.h"
 
 namespace frost::ops {
@@ -762,24 +763,14 @@ std::vector<Case> cases() {
 
 // ---------------------------------------------------------------- one run of a case
 
-struct Side {
-    frost_ctx* ctx = nullptr;
-    frost_stream* st = nullptr;
-    std::unique_ptr<Backend> backend;
+struct Side : test::OpsCtx {
     DType act = DType::F32;
-    explicit Side(frost_backend b, DType act_dtype) : act(act_dtype) {
-        EXPECT_EQ(frost_ctx_create(b, 0, &ctx), FROST_OK) << frost_last_error();
-        EXPECT_EQ(frost_stream_create(ctx, 0, &st), FROST_OK);
-        EXPECT_EQ(Backend::create(ctx, st, &backend), FROST_OK) << frost_last_error();
+    explicit Side(frost_backend b, DType act_dtype) : OpsCtx(b), act(act_dtype) {
         // The engine reserves the prefill dequant tile for its largest quantized weight at load;
         // here the largest quantized case weight is [2F, H].
         if (backend) {
             EXPECT_EQ(backend->reserve_dequant_scratch(ctx, size_t(2 * F) * H), FROST_OK) << frost_last_error();
         }
-    }
-    ~Side() {
-        backend.reset();
-        if (ctx) frost_ctx_destroy(ctx);
     }
 };
 

@@ -12,25 +12,12 @@
 #include <vector>
 
 #include "ops/ops.h"
+#include "ops/ops_test_util.h"
 
 namespace frost::ops {
 namespace {
 
-struct Ctx {
-    frost_ctx* ctx = nullptr;
-    frost_stream* st = nullptr;
-    std::unique_ptr<Backend> backend;
-    Ctx() {
-        EXPECT_EQ(frost_ctx_create(FROST_BACKEND_CPU, 0, &ctx), FROST_OK);
-        EXPECT_EQ(frost_stream_create(ctx, 0, &st), FROST_OK);
-        EXPECT_EQ(Backend::create(ctx, st, &backend), FROST_OK);
-    }
-    ~Ctx() {
-        backend.reset();
-        frost_ctx_destroy(ctx);
-    }
-    Exec exec(const OpObserver* obs = nullptr) const { return Exec{st, backend.get(), obs}; }
-};
+using Ctx = test::OpsCtx;
 
 struct GemmData {
     int M = 3, K = 16, N = 5;
