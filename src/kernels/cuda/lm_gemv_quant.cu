@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gemv_common.cuh"
+#include "kernels/cuda/lm_gemv_quant_dispatch.cuh"
 #include "kernels/cuda/lm_gemv_quant.h"
 
 namespace frost::kernels {
@@ -432,27 +433,16 @@ cudaError_t gemv_quant_simt_launch(const GemvQuantParams& p, cudaStream_t stream
     if (!gemv_quant_entries_valid(p) || p.act_fp8 || p.routed_entries != 0) return cudaErrorInvalidValue;
     if (p.swiglu && (p.N % 2 != 0 || p.out_f32 || p.accumulate)) return cudaErrorInvalidValue;
     const size_t smem = static_cast<size_t>(p.K) * sizeof(bf16);
-    cudaError_t err;
-    switch (p.format) {
-        case kGemvQuantFp8Block: err = launch_gemv_quant<kGemvQuantFp8Block>(p, smem, stream); break;
-        case kGemvQuantFp8Channel: err = launch_gemv_quant<kGemvQuantFp8Channel>(p, smem, stream); break;
-        case kGemvQuantNvfp4: err = launch_gemv_quant<kGemvQuantNvfp4>(p, smem, stream); break;
-        default: err = launch_gemv_quant<kGemvQuantInt4>(p, smem, stream); break;
-    }
-    if (err != cudaSuccess) return err;
-    return cudaGetLastError();
+    return launch_for_format(p.format, [&](auto f) { return launch_gemv_quant<decltype(f)::value>(p, smem, stream); });
 }
 
 cudaError_t dequant_bf16_launch(const GemvQuantParams& p, bf16* out, cudaStream_t stream) {
     if (!supported(p) || !out || !aligned16(out)) return cudaErrorInvalidValue;
     const dim3 grid(ceil_div(p.K / kVec, kThreads), std::min(p.N, 65535));
-    switch (p.format) {
-        case kGemvQuantFp8Block: dequant_rows_kernel<kGemvQuantFp8Block><<<grid, kThreads, 0, stream>>>(p, out); break;
-        case kGemvQuantFp8Channel: dequant_rows_kernel<kGemvQuantFp8Channel><<<grid, kThreads, 0, stream>>>(p, out); break;
-        case kGemvQuantNvfp4: dequant_rows_kernel<kGemvQuantNvfp4><<<grid, kThreads, 0, stream>>>(p, out); break;
-        default: dequant_rows_kernel<kGemvQuantInt4><<<grid, kThreads, 0, stream>>>(p, out); break;
-    }
-    return cudaGetLastError();
+    return launch_for_format(p.format, [&](auto f) {
+        dequant_rows_kernel<decltype(f)::value><<<grid, kThreads, 0, stream>>>(p, out);
+        return cudaSuccess;
+    });
 }
 
 KernelCost gemv_quant_cost(const GemvQuantParams& p) {

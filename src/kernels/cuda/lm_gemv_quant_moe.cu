@@ -28,6 +28,7 @@
 #include "kernels/cuda/lm_gemv_quant_tc.cuh"
 
 #include "kernels/cuda/lm_gemv_common.cuh"
+#include "kernels/cuda/lm_gemv_quant_dispatch.cuh"
 
 namespace frost::kernels {
 namespace {
@@ -196,18 +197,7 @@ bool gemv_quant_moe_down_eligible(const GemvQuantParams& p, const GemvQuantMoeMi
 
 cudaError_t gemv_quant_moe_down_launch(const GemvQuantParams& p, const GemvQuantMoeMix& mix, cudaStream_t stream) {
     if (!gemv_quant_moe_down_eligible(p, mix)) return cudaErrorInvalidValue;
-    cudaError_t e;
-    switch (p.format) {
-        case kGemvQuantFp8Block: e = launch_mix<kGemvQuantFp8Block>(p, mix, stream); break;
-        case kGemvQuantFp8Channel: e = launch_mix<kGemvQuantFp8Channel>(p, mix, stream); break;
-        case kGemvQuantNvfp4: e = launch_mix<kGemvQuantNvfp4>(p, mix, stream); break;
-        default: e = launch_mix<kGemvQuantInt4>(p, mix, stream); break;
-    }
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return e;
-    }
-    return cudaGetLastError();
+    return launch_for_format(p.format, [&](auto f) { return launch_mix<decltype(f)::value>(p, mix, stream); });
 }
 
 }  // namespace frost::kernels

@@ -74,6 +74,7 @@
 
 #include "kernels/cuda/lm_act_quant.cuh"
 #include "kernels/cuda/lm_gemv_common.cuh"
+#include "kernels/cuda/lm_gemv_quant_dispatch.cuh"
 
 namespace frost::kernels {
 namespace {
@@ -384,19 +385,9 @@ bool gemv_quant_tc_eligible(const GemvQuantParams& p) {
 cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, int pipe, cudaStream_t stream,
                                        int tile_warps) {
     if (!gemv_quant_tc_eligible(p)) return cudaErrorInvalidValue;
-    cudaError_t e;
-    const int u = unroll, b = min_blocks, tw = tile_warps;
-    switch (p.format) {
-        case kGemvQuantFp8Block: e = launch_format<kGemvQuantFp8Block>(p, u, b, pipe, tw, stream); break;
-        case kGemvQuantFp8Channel: e = launch_format<kGemvQuantFp8Channel>(p, u, b, pipe, tw, stream); break;
-        case kGemvQuantNvfp4: e = launch_format<kGemvQuantNvfp4>(p, u, b, pipe, tw, stream); break;
-        default: e = launch_format<kGemvQuantInt4>(p, u, b, pipe, tw, stream); break;
-    }
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();  // a refused launch must not surface in the next launch's check
-        return e;
-    }
-    return cudaGetLastError();
+    return launch_for_format(p.format, [&](auto f) {
+        return launch_format<decltype(f)::value>(p, unroll, min_blocks, pipe, tile_warps, stream);
+    });
 }
 
 // Pipelined one step per buffer (a step computed while the next one loads), three blocks per SM,
