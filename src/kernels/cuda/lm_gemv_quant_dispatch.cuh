@@ -9,8 +9,8 @@
 
 namespace frost::kernels {
 
-// Calls launch(std::integral_constant<int, F>{}) for p's format F (INT4 for the last value: the
-// launchers validated the format before) and returns its status, else the launch's own error.
+// Calls launch(std::integral_constant<int, F>{}) with F = format (any other value runs INT4: the
+// launchers validate the format first) and returns its status, else the launch's own error.
 // A refused launch's error is cleared, so it does not surface in the next launch's check.
 template <class Launch>
 cudaError_t launch_for_format(int format, Launch&& launch) {
