@@ -97,7 +97,8 @@ typedef struct frost_ctx_stats {
 frost_status frost_ctx_get_stats(const frost_ctx* ctx, frost_ctx_stats* out);
 
 /* Priority: lower numbers mean higher priority, as in CUDA. 0 is the default. The cpu backend
- * records the value and uses it only as a scheduling hint. */
+ * records the value (frost_stream_priority) but does not schedule by it: every cpu stream has its
+ * own worker thread. */
 frost_status frost_stream_create(frost_ctx* ctx, int priority, frost_stream** out);
 frost_status frost_stream_destroy(frost_stream* stream); /* synchronises first; NULL ignored */
 frost_status frost_stream_sync(frost_stream* stream);    /* blocks until the stream drains */

@@ -16,9 +16,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr auto kCreateTimeout = std::chrono::seconds(600);  // a long prefix on a slow engine
-constexpr auto kPollEvery = std::chrono::milliseconds(50);
-
 HttpOut reply(int status, const json& j) {
     HttpOut out;
     out.status = status;

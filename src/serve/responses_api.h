@@ -89,7 +89,6 @@ private:
     nlohmann::json calls_ = nlohmann::json::array();  // function_call output items
     nlohmann::json output_ = nlohmann::json::array();  // closed items, in order (streaming)
     Open open_ = Open::None;
-    bool reasoning_done_ = false, message_done_ = false;
     int seq_ = 0;
     int opened_ = 0;  // output items opened so far (the next output_index)
 };

@@ -50,8 +50,8 @@ public:
     }
     void free(frost_space, void* ptr) override { std::free(ptr); }
 
-    frost_status stream_create(int priority, void** out) override {
-        *out = new CpuStream{std::make_shared<StreamState>(priority)};
+    frost_status stream_create(int /*priority: a hint the worker threads do not act on*/, void** out) override {
+        *out = new CpuStream{std::make_shared<StreamState>()};
         return FROST_OK;
     }
     void stream_destroy(void* stream) override { delete static_cast<CpuStream*>(stream); }

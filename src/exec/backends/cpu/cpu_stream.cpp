@@ -7,7 +7,7 @@
 
 namespace frost::exec::cpu {
 
-StreamState::StreamState(int priority) : priority_(priority) {
+StreamState::StreamState() {
     worker_ = std::thread([this] { worker_loop(); });
 }
 

@@ -34,7 +34,7 @@ struct Variant {
 
 class StreamState {
 public:
-    explicit StreamState(int priority);
+    StreamState();  // one worker thread; a stream's priority stays a hint (exec.h), held by the API
     ~StreamState();  // drains the queue, then joins the worker
     StreamState(const StreamState&) = delete;
     StreamState& operator=(const StreamState&) = delete;
@@ -63,7 +63,6 @@ private:
     bool stop_ = false;
     frost_status sticky_ = FROST_OK;
     std::string sticky_msg_;
-    int priority_ = 0;  // kept as a hint only; workers are not reprioritised
     std::thread worker_;
 };
 
