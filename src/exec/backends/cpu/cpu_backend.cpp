@@ -50,7 +50,7 @@ public:
     }
     void free(frost_space, void* ptr) override { std::free(ptr); }
 
-    frost_status stream_create(int /*priority: a hint the worker threads do not act on*/, void** out) override {
+    frost_status stream_create(int /*priority: recorded by the API; cpu streams do not schedule by it*/, void** out) override {
         *out = new CpuStream{std::make_shared<StreamState>()};
         return FROST_OK;
     }

@@ -34,7 +34,7 @@ struct Variant {
 
 class StreamState {
 public:
-    StreamState();  // one worker thread; a stream's priority stays a hint (exec.h), held by the API
+    StreamState();  // one worker thread, whatever the stream's priority (exec.h: the API holds the value)
     ~StreamState();  // drains the queue, then joins the worker
     StreamState(const StreamState&) = delete;
     StreamState& operator=(const StreamState&) = delete;
