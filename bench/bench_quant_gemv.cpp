@@ -121,7 +121,7 @@ double copy_gbs(cudaStream_t s, Timer& t) {
 // The tensor-core variants --tune times: {unroll, min blocks per SM, pipe, warps per tile}.
 constexpr int kVariants[][4] = {{2, 2, 0, 8}, {2, 3, 0, 8}, {2, 4, 0, 8}, {4, 2, 0, 8}, {1, 2, 1, 8},
                                 {1, 3, 1, 8}, {2, 2, 1, 8}, {2, 3, 1, 8}, {1, 3, 1, 4},
-                                {1, 2, 1, 12}};
+                                {1, 2, 1, 12}, {1, 3, 1, 2}};
 constexpr int kVariantCount = static_cast<int>(sizeof kVariants / sizeof kVariants[0]);
 
 namespace {
@@ -255,7 +255,7 @@ void run_moe(Timer& t, double gbs, bool tune, std::mt19937& rng) {
             for (int v = 0; tune && v < kVariantCount; ++v) {
                 const int unroll = kVariants[v][0], blocks = kVariants[v][1], pipe = kVariants[v][2], tw = kVariants[v][3];
                 char variant[32];
-                std::snprintf(variant, sizeof variant, "u%db%d%s%s", unroll, blocks, pipe ? "p" : "", tw == 4 ? "t2" : tw == 12 ? "w12" : "");
+                std::snprintf(variant, sizeof variant, "u%db%d%s%s", unroll, blocks, pipe ? "p" : "", tw == 4 ? "t2" : tw == 12 ? "w12" : tw == 2 ? "t4" : "");
                 rows.push_back({variant, [&, unroll, blocks, pipe, tw](int set) {
                                     return gemv_quant_tc_launch_tuned(at_set(folded, set), unroll, blocks, pipe, t.s, tw);
                                 }});
@@ -381,7 +381,7 @@ int main(int argc, char** argv) {
                     const int unroll = kVariants[v][0], blocks = kVariants[v][1], pipe = kVariants[v][2], tw = kVariants[v][3];
                     if (kernel >= 2 && f.act8 && !(unroll == 1 && pipe && blocks == (tw == 12 ? 2 : 3))) continue;
                     char variant[32];
-                    std::snprintf(variant, sizeof variant, "u%db%d%s%s", unroll, blocks, pipe ? "p" : "", tw == 4 ? "t2" : tw == 12 ? "w12" : "");
+                    std::snprintf(variant, sizeof variant, "u%db%d%s%s", unroll, blocks, pipe ? "p" : "", tw == 4 ? "t2" : tw == 12 ? "w12" : tw == 2 ? "t4" : "");
                     kname = kernel == 0 ? "simt" : kernel == 1 ? "tc" : variant;
                     launch = [p, kernel, unroll, blocks, pipe, tw, &t](const void* wp) {
                         GemvQuantParams q = p;

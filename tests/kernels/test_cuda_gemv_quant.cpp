@@ -334,6 +334,10 @@ void run_case(const Case& c) {
         check_batched(
             c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 1, 3, 1, s, 4); },
             "two tiles per block");
+        // Four tiles per block (tile_warps 2): likewise (two rounds of outputs per thread).
+        check_batched(
+            c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 1, 3, 1, s, 2); },
+            "four tiles per block");
         // One tile of 12 warps (tile_warps 12, {1,2,1} only): likewise.
         check_batched(
             c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 1, 2, 1, s, 12); },

@@ -104,9 +104,9 @@ cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream);
 // bench's tuning and the tests (every variant of one tile_warps gives the same bits);
 // gemv_quant_tc_launch picks {1,3,1} and its tile_warps by shape (M and the routed entries do not
 // enter, so a batched member keeps its solo bits).
-// tile_warps: warps per 16-row tile (8: a block is one tile; 4: two tiles, {1,3,1} only; 12: a
-// 12-warp block of one tile, {1,2,1} only); each one's bits differ from the others' (another order
-// of the fp32 partial sums), the same for every M.
+// tile_warps: warps per 16-row tile (8: a block is one tile; 4 / 2: two / four tiles, {1,3,1}
+// only; 12: a 12-warp block of one tile, {1,2,1} only); each one's bits differ from the others'
+// (another order of the fp32 partial sums), the same for every M.
 cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int min_blocks, int pipe, cudaStream_t stream,
                                        int tile_warps = 8);
 // The MoE decode's routed down projection and the mix in one launch (issue 14): p is the routed

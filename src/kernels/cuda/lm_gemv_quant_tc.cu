@@ -66,8 +66,8 @@
 // lane, more lanes).
 //
 // Exactness of batching. Each output (weight row, x row) is a fixed sequence: per warp its steps
-// in order, then the tile's warp partials summed in warp order (8 warps, or 4 with two tiles per
-// block: gemv_quant_tc_launch picks by N and format only). Column c of an mma depends only on
+// in order, then the tile's warp partials summed in warp order (8 warps, 4 with two tiles per
+// block, 2 with four: gemv_quant_tc_launch picks by N and format only). Column c of an mma depends only on
 // column c of B, so a row's bits do not depend on M or on the other rows: a batched member's
 // outputs equal its solo launch's (padding columns read zeros).
 #include "kernels/cuda/lm_gemv_quant_tc.cuh"
@@ -107,14 +107,15 @@ __device__ inline void stage_act8(const bf16* x, int64_t ldx, int rows, int K, u
 // warp loads a group, waits, computes it, and only then loads the next).
 // kAct8 (FP8 formats, act_fp8): x staged as e4m3 (stage_act8) and the steps run on FP8 mma.
 // kTileWarps: warps per 16-row tile; an 8-warp block holds kWarps / kTileWarps tiles (8: one tile
-// whose 8 warps split K; 4: two tiles, each warp twice the steps), so a block moves more weight
-// bytes per fixed cost (start, x staging, the partial-sum barrier) at the same registers per lane;
+// whose 8 warps split K; 4 / 2: two / four tiles, each warp two / four times the steps), so a
+// block moves more weight bytes per fixed cost (start, x staging, the partial-sum barrier) at the
+// same registers per lane;
 // 12: a 12-warp block of one tile (more warps per SM for grids of few tiles).
 template <int F, bool kSwiglu, int kUnroll, int kMinBlocks, bool kPipe, bool kAct8, int kTileWarps>
 __global__ void __launch_bounds__((kTileWarps > kWarps ? kTileWarps : kWarps) * kWarp, kMinBlocks)
     gemv_quant_tc_kernel(GemvQuantParams p) {
     static_assert(!kAct8 || is_fp8<F>(), "W8A8 needs e4m3 weights");
-    // 8-warp blocks of one or two tiles, or (kTileWarps 12) one tile of 12 warps.
+    // 8-warp blocks of one, two or four tiles, or (kTileWarps 12) one tile of 12 warps.
     constexpr int kBlockWarps = kTileWarps > kWarps ? kTileWarps : kWarps;
     constexpr int kBlockThreads = kBlockWarps * kWarp;
     static_assert(kBlockWarps % kTileWarps == 0, "whole tiles per block");
@@ -273,25 +274,27 @@ __global__ void __launch_bounds__((kTileWarps > kWarps ? kTileWarps : kWarps) * 
         for (int wi = 0; wi < kTileWarps; ++wi) v += partial[st * kTileWarps + wi][row][col];
         return row_factor<F>(v, nr, p.scale, p.row_global_scale, p.global_scale);
     };
-    // One output per thread (kBlockTiles x 16 rows x 8 columns <= 256 threads for up to two tiles).
-    static_assert(kBlockTiles * kTileRows * kCols <= kBlockThreads, "one output per thread");
+    // The block's outputs (kBlockTiles x 16 rows x 8 columns), one per thread per round: one
+    // round up to two tiles per block, two with four.
     if constexpr (kSwiglu) {
         constexpr int kOuts = (kTileRows / 2) * kCols;
-        if (threadIdx.x >= kBlockTiles * kOuts) return;
-        const int st = threadIdx.x / kOuts, g = threadIdx.x % kOuts / kCols, col = threadIdx.x % kCols;
-        const int j = (blockIdx.x * kBlockTiles + st) * (kTileRows / 2) + g;
-        if (col >= p.M || j >= F2) return;
-        const int ldy = p.ldy > 0 ? p.ldy : F2;
-        static_cast<bf16*>(p.y)[static_cast<int64_t>(col + entry) * ldy + j] =
-            swiglu_from_sums(row_value(st, g, col, row0 + j), row_value(st, g + 8, col, row0 + F2 + j));
+        for (int o = threadIdx.x; o < kBlockTiles * kOuts; o += kBlockThreads) {
+            const int st = o / kOuts, g = o % kOuts / kCols, col = o % kCols;
+            const int j = (blockIdx.x * kBlockTiles + st) * (kTileRows / 2) + g;
+            if (col >= p.M || j >= F2) continue;
+            const int ldy = p.ldy > 0 ? p.ldy : F2;
+            static_cast<bf16*>(p.y)[static_cast<int64_t>(col + entry) * ldy + j] =
+                swiglu_from_sums(row_value(st, g, col, row0 + j), row_value(st, g + 8, col, row0 + F2 + j));
+        }
     } else {
         constexpr int kOuts = kTileRows * kCols;
-        if (threadIdx.x >= kBlockTiles * kOuts) return;
-        const int st = threadIdx.x / kOuts, row = threadIdx.x % kOuts / kCols, col = threadIdx.x % kCols;
-        const int nr = (blockIdx.x * kBlockTiles + st) * kTileRows + row;
-        if (col >= p.M || nr >= p.N) return;
-        const int ldy = p.ldy > 0 ? p.ldy : p.N;
-        store_gemv_out(p, static_cast<int64_t>(col + entry) * ldy + nr, row_value(st, row, col, row0 + nr));
+        for (int o = threadIdx.x; o < kBlockTiles * kOuts; o += kBlockThreads) {
+            const int st = o / kOuts, row = o % kOuts / kCols, col = o % kCols;
+            const int nr = (blockIdx.x * kBlockTiles + st) * kTileRows + row;
+            if (col >= p.M || nr >= p.N) continue;
+            const int ldy = p.ldy > 0 ? p.ldy : p.N;
+            store_gemv_out(p, static_cast<int64_t>(col + entry) * ldy + nr, row_value(st, row, col, row0 + nr));
+        }
     }
 }
 
@@ -342,6 +345,7 @@ cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, 
         case 8231: return launch_variant<F, 2, 3, true>(p, stream);
         case 4131: return launch_variant<F, 1, 3, true, false, 4>(p, stream);
         case 12121: return launch_variant<F, 1, 2, true, false, 12>(p, stream);
+        case 2131: return launch_variant<F, 1, 3, true, false, 2>(p, stream);
         default: return cudaErrorInvalidValue;
     }
 }
@@ -435,8 +439,26 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // runs in one call, the variant forced by a temporary switch): NVFP4 3.035-3.074 against the
 // shipped 2.954-2.971, INT4 2.814-2.828 against 2.752-2.762, FP8 block 3.333-3.335 against
 // 3.141-3.151. Not taken.
+//
+// Four tiles per block (tile_warps 2: each warp runs 16 of a tile's 32 steps at K 4096) on the
+// widest matrices, FP8 and INT4 only. H200 2026-11-29, 9B decode @1k through the engine, ms/token,
+// alternating runs, two calls, the 9B gate/up (1536 tiles) switched by a temporary variable: FP8
+// block 3.173-3.177 -> 3.102-3.126 (both calls), INT4 2.795-2.823 -> 2.770-2.772, NVFP4 2.944-2.952
+// -> 2.982-3.001 (slower: NVFP4 keeps two tiles). The micro-bench under PDL says the opposite
+// (fp8 gate/up 1.27x -> 1.64x the floor: back-to-back launches of one wide GEMV, where the
+// engine runs a small kernel between two GEMVs), so the engine decides. At most one wave of
+// blocks at 3 per SM then (384 blocks on 132 SMs); narrower matrices would leave SMs idle.
+// Probes in the same micro-bench (9B gate/up under PDL, time over the bytes floor, wrong results,
+// not kept): the NVFP4 / INT4 kernel 1.97x / 1.93x; the same loads and mmas without the
+// dequantization and the x permutation 1.39x / 1.46x; the loads alone 1.49x / 1.54x (fp8 block:
+// 1.27x, loads alone 1.14x). So about a third of a 4-bit GEMV's time is the dequantization's
+// instructions, and its loads alone already run ~1.5x the floor at this occupancy: the next 4-bit
+// gain needs both fewer instructions per weight and more bytes in flight per lane.
+constexpr int kFourTilesFrom = 1536;  // 16-row tiles: the 9B's gate/up (N 2 x 12288) and wider
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
+    if (tiles >= kFourTilesFrom && p.format != kGemvQuantNvfp4 && !p.act_fp8)
+        return gemv_quant_tc_launch_tuned(p, 1, 3, 1, stream, 2);
     if (tiles >= (is_fp8_format(p.format) ? 512 : 768)) return gemv_quant_tc_launch_tuned(p, 1, 3, 1, stream, 4);
     const int sms = device_sm_count();
     if (sms > 0 && tiles <= 2 * sms && p.K / kStepK >= 24) return gemv_quant_tc_launch_tuned(p, 1, 2, 1, stream, 12);
