@@ -448,7 +448,7 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // (fp8 gate/up 1.27x -> 1.64x the floor: back-to-back launches of one wide GEMV, where the
 // engine runs a small kernel between two GEMVs), so the engine decides. At most one wave of
 // blocks at 3 per SM then (384 blocks on 132 SMs); narrower matrices leave SMs idle: the form
-// from 640 tiles on (the GDN in_proj's 772 and attention qkv's 640 too; a third call) ran FP8
+// from 640 tiles on (the GDN in_proj's 772 and attention qkv's 640 too; a later call) ran FP8
 // 3.244-3.254 against 3.093-3.118 and INT4 2.924-2.943 against 2.768-2.812.
 // Probes in the same micro-bench (9B gate/up under PDL, time over the bytes floor, wrong results,
 // not kept): the NVFP4 / INT4 kernel 1.97x / 1.93x; the same loads and mmas without the
