@@ -1,5 +1,6 @@
-// Quantized decode GEMV (issue 15) on the 9B decode shapes (H 4096, F 12288, fused GDN in_proj,
-// fused attention qkv, out / o / down projections), against the bf16 GEMV of lm_gemv.cu in the
+// Quantized decode GEMV (issue 15) on the 9B decode shapes (H 4096, F 12288: one gate or up
+// matrix, the fused gate+up with SwiGLU the decode runs, fused GDN in_proj, fused attention qkv,
+// out / o / down projections), against the bf16 GEMV of lm_gemv.cu in the
 // same run. The ceiling is measured in the same run (device-to-device copy: bytes read + written
 // per second); each kernel's floor is its bytes (gemv_quant_cost: quantized weights + scales + x +
 // y) over that rate. Two timings (CUDA events, warm-up, medians): "alone" = one launch after the
@@ -9,7 +10,8 @@
 // (1.00 = at the quantized-bytes floor). Quantized rows: the SIMT and the tensor-core kernel
 // (kern "tc", its default launch), and with --tune every tensor-core variant ("u<steps per load
 // group>b<blocks per SM>", "p": pipelined, the next group loaded before the current one is
-// computed, "t2": two 16-row tiles per block, "w12": one tile of 12 warps; "tc" picks one by shape). --m M runs M x rows at once (a batched decode step; the SIMT kernel takes M = 1 only).
+// computed, "t2" / "t4": two / four 16-row tiles per block, "w12": one tile of 12 warps; "tc"
+// picks one by shape). --m M runs M x rows at once (a batched decode step; the SIMT kernel takes M = 1 only).
 // "-w8a8" rows: the FP8 formats with x quantized in the kernel (GemvQuantParams::act_fp8, FP8 mma;
 // tensor-core kernel, u1b3p, u1b3pt2 and u1b2pw12 only).
 // --moe: instead, the routed experts of a 35B-A3B-shaped MoE decode step (256 experts stacked, 8
@@ -65,9 +67,14 @@ constexpr int kStreamLaunches = 64;
 struct Shape {
     const char* name;
     int N, K;
+    bool swiglu = false;  // the decode's fused gate/up: N stacked rows, SwiGLU of row pairs in the epilogue
 };
-const Shape kShapes[] = {{"mlp gate|up (x2)", kF, kH}, {"mlp down", kH, kF},     {"gdn in_proj", kLinIn, kH},
-                         {"gdn out_proj", kH, kH},     {"attn qkv", kFullQkv, kH}, {"attn o_proj", kH, kH}};
+// "mlp gate|up (x2)" is one of the two 12288-row matrices (768 tiles); the engine's decode runs
+// them as the one fused SwiGLU GEMV of 24576 rows (1536 tiles), the next row.
+const Shape kShapes[] = {{"mlp gate|up (x2)", kF, kH},  {"mlp gate+up SwiGLU", 2 * kF, kH, true},
+                         {"mlp down", kH, kF},          {"gdn in_proj", kLinIn, kH},
+                         {"gdn out_proj", kH, kH},      {"attn qkv", kFullQkv, kH},
+                         {"attn o_proj", kH, kH}};
 
 struct Timer {
     cudaStream_t s;
@@ -319,7 +326,7 @@ int main(int argc, char** argv) {
     bf16* x = static_cast<bf16*>(dalloc(size_t(kF) * 2 * M));
     CK(cudaMemset(x, 0x3c, size_t(kF) * 2 * M));  // bf16 ~0.0115: finite, no overflow in any format
     void* y = dalloc(size_t(kLinIn) * 4 * M);
-    const size_t max_w = size_t(kF) * kH * 2;  // bf16 is the largest layout
+    const size_t max_w = size_t(kF) * kH * 2;  // the largest: bf16 12288 x 4096, fp8 24576 x 4096 (fused gate+up)
     void* w = dalloc(max_w);
     void* scale = dalloc(size_t(kF) * kH / 16 * 4);
     void* zp = dalloc(size_t(kF) * kH / 128);
@@ -354,6 +361,7 @@ int main(int argc, char** argv) {
     for (const Shape& sh : kShapes) {
         for (const Fmt& f : fmts) {
             if (!only.empty() && only.find(std::string(",").append(f.name).append(",")) == std::string::npos) continue;
+            if (sh.swiglu && f.format < 0) continue;  // the bf16 GEMV has no SwiGLU form (nor room in w)
             // bf16: the GEMV of lm_gemv.cu; quantized: the SIMT kernel (0), the tensor-core one's
             // default (1) and its variants (2..9: unroll / blocks per SM / pipe, kVariants).
             const int kernels = f.format < 0 ? 1 : tune ? 2 + kVariantCount : 2;
@@ -372,6 +380,7 @@ int main(int argc, char** argv) {
                 } else {
                     GemvQuantParams p = bench_params(x, w, scale, y, sh.N, sh.K, f.format, M);
                     p.zero_point = f.zero_point ? static_cast<const int32_t*>(zp) : nullptr;
+                    p.swiglu = sh.swiglu ? 1 : 0;
                     p.act_fp8 = f.act8 ? 1 : 0;
                     p.pdl = pdl ? 1 : 0;
                     cost = gemv_quant_cost(p);

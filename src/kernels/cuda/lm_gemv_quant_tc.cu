@@ -444,10 +444,11 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // widest matrices, FP8 and INT4 only. H200 2026-11-29, 9B decode @1k through the engine, ms/token,
 // alternating runs, two calls, the 9B gate/up (1536 tiles) switched by a temporary variable: FP8
 // block 3.173-3.177 -> 3.102-3.126 (both calls), INT4 2.795-2.823 -> 2.770-2.772, NVFP4 2.944-2.952
-// -> 2.982-3.001 (slower: NVFP4 keeps two tiles). The micro-bench under PDL says the opposite
-// (fp8 gate/up 1.27x -> 1.64x the floor: back-to-back launches of one wide GEMV, where the
-// engine runs a small kernel between two GEMVs), so the engine decides. At most one wave of
-// blocks at 3 per SM then (384 blocks on 132 SMs); narrower matrices leave SMs idle: the form
+// -> 2.982-3.001 (slower: NVFP4 keeps two tiles). bench_quant_gemv --tune --pdl agrees on the
+// fused SwiGLU shape the decode runs ("mlp gate+up SwiGLU", added for this; time over the floor,
+// two -> four tiles): fp8 block 1.22 -> 1.14x, INT4 1.88 -> 1.84x, NVFP4 1.82 -> 1.84x; its
+// 12288-row "mlp gate|up (x2)" row (768 tiles, 192 blocks) runs 1.27 -> 1.64x. At most one wave
+// of blocks at 3 per SM then (384 blocks on 132 SMs); narrower matrices leave SMs idle: the form
 // from 640 tiles on (the GDN in_proj's 772 and attention qkv's 640 too; a later call) ran FP8
 // 3.244-3.254 against 3.093-3.118 and INT4 2.924-2.943 against 2.768-2.812.
 // Probes in the same micro-bench (9B gate/up under PDL, time over the bytes floor, wrong results,
