@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cuda/lm_params.h"
 
@@ -33,15 +34,32 @@ __device__ inline int cursor_rows(const StepCursor* c, int max_rows) {
     return n < 0 ? 0 : (n > max_rows ? max_rows : n);
 }
 
+// Eight bf16 as one uint4, so that a copy, load or store of it is one 16-byte access. (A struct of
+// four __nv_bfloat162, its form until 2026-11-29, compiled to four 4-byte accesses: every row
+// kernel's "16-byte" loads were ld.global.v2.u16 and its stores st.global.u32 in the PTX.) The
+// address must be 16-byte aligned, as it always had to be; the old form happened to tolerate 4.
 struct alignas(16) Bf16x8 {
-    __nv_bfloat162 h[4];
+    uint4 u;
+    // Elements 2i and 2i + 1 as floats (exact: a bf16 is the high half of its fp32).
+    __device__ float2 f2(int i) const {
+        const uint32_t w = i == 0 ? u.x : i == 1 ? u.y : i == 2 ? u.z : u.w;
+        return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+    }
 };
+
+// Two floats rounded to bf16 (round to nearest even, as __floats2bfloat162_rn), low half first.
+__device__ inline uint32_t pack_bf162(float lo, float hi) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    uint32_t w;
+    memcpy(&w, &h, sizeof(w));
+    return w;
+}
 
 __device__ inline void load8(const bf16* p, float (&v)[kVec]) {
     const Bf16x8 pack = *reinterpret_cast<const Bf16x8*>(p);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        const float2 f = __bfloat1622float2(pack.h[i]);
+        const float2 f = pack.f2(i);
         v[2 * i] = f.x;
         v[2 * i + 1] = f.y;
     }
@@ -49,9 +67,19 @@ __device__ inline void load8(const bf16* p, float (&v)[kVec]) {
 
 __device__ inline void store8(bf16* p, const float (&v)[kVec]) {
     Bf16x8 pack;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) pack.h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+    pack.u = make_uint4(pack_bf162(v[0], v[1]), pack_bf162(v[2], v[3]), pack_bf162(v[4], v[5]), pack_bf162(v[6], v[7]));
     *reinterpret_cast<Bf16x8*>(p) = pack;
+}
+
+// Eight floats from p (eight scalar loads unless `vec`: p 16-byte aligned, then two float4).
+__device__ inline void load8f(const float* p, bool vec, float (&v)[kVec]) {
+    if (vec) {
+        const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) v[e] = p[e];
 }
 
 __device__ inline float warp_sum(float v) {

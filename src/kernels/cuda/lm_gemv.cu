@@ -19,11 +19,15 @@ constexpr int kUnroll = 4;  // 16-byte loads in flight per lane (8 measured no f
 constexpr int kMaxK = 20480;  // x staged in 40 KiB of shared memory (under the 48 KiB default with the static arrays); 27B down_proj K = 17408
 constexpr int kMinBlocksPerSm = 4;  // <= 64 registers: four blocks per SM, as the plain GEMV reaches
 
+// This SIMT GEMV is the fallback for K not a multiple of 128 (gemv_launch: the tensor-core GEMV
+// takes every released shape). Since Bf16x8 became one uint4 (lm_common.cuh) its x reads are
+// 16-byte and ptxas gives it 61-64 registers instead of 48-64, one multi-row form spilling 44
+// bytes; not measured, as no benchmarked shape runs it.
 __device__ inline void dot8(float& acc, const Bf16x8& wv, const Bf16x8& xv) {
 #pragma unroll
     for (int h = 0; h < 4; ++h) {
-        const float2 a = __bfloat1622float2(wv.h[h]);
-        const float2 b = __bfloat1622float2(xv.h[h]);
+        const float2 a = wv.f2(h);
+        const float2 b = xv.f2(h);
         acc += a.x * b.x + a.y * b.y;
     }
 }

@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
                     const Bf16x8 xv = reinterpret_cast<const Bf16x8*>(xs)[x_piece<P>(cc, v)];
 #pragma unroll
                     for (int h = 0; h < 4; ++h) {
-                        const float2 f = __bfloat1622float2(xv.h[h]);
+                        const float2 f = xv.f2(h);
                         xf[v * kVec + 2 * h] = f.x;
                         xf[v * kVec + 2 * h + 1] = f.y;
                     }

@@ -1,6 +1,8 @@
 // Normalisation stages of the hybrid LM, each fused with its neighbour so the activation makes one
 // trip through memory: residual add + RMSNorm, per-head q/k RMSNorm + partial NeoX RoPE, and the
 // GDN output's gated RMSNorm. bf16 in and out, fp32 math, fixed-order reductions.
+#include <algorithm>
+
 #include "kernels/cuda/lm_act_quant.cuh"
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gemm_fp8.h"
@@ -29,7 +31,11 @@ __device__ inline float head_rms_load(const bf16* x, int dim, float eps, float (
 }
 
 // One block per row: h += delta (rounded to bf16 as the residual stream is), then RMSNorm.
-// It moves 1.4 TB/s (bf16 y) and ~1.0 TB/s (FP8 twin) on the 9B's 4096-row prefill chunk. Tried
+// It moved 1.4 TB/s (bf16 y) and ~1.0 TB/s (FP8 twin) on the 9B's prefill chunks while its
+// "16-byte" loads compiled to four 4-byte ones and its weights to scalar loads (lm_common.cuh
+// Bf16x8); since the fix (H200, 2026-11-29, bench_ops, us summed over the 32 input norms): 9B
+// 2048-row chunk 756 -> 464 (2.3 TB/s), 9B FP8 twin 4096 rows 1747 -> 1337, 0.8B 405 -> 360, and
+// 248 with one thread per vector (the launcher). Tried
 // and dropped (H100 2026-11-25, `bench_ops --rows 4096 --pos 0`, us summed over the 32 input norms
 // of the 9B bf16 / 9B FP8 twin / over the 24 of the 0.8B, this kernel -> variant; the same bits
 // each): a warp per row, all of a row's loads at once and the block reduction replayed lane by
@@ -71,7 +77,7 @@ __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf1
     float ss = 0.0f;
 #pragma unroll
     for (int j = 0; j < kNormMaxVecPerThread; ++j) {
-        const int vi = threadIdx.x + j * kNormThreads;
+        const int vi = threadIdx.x + j * blockDim.x;
         if (vi >= nvec) continue;
         load8(h + vi * kVec, v[j]);
         if (p.delta) {
@@ -87,18 +93,23 @@ __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf1
     const float rs = rsqrtf(block_sum(ss, scratch) / p.dim + p.eps);
     bf16* y = p.y + static_cast<int64_t>(p.last_row_only ? 0 : row) * p.dim;
     const float one = p.zero_centred ? 1.0f : 0.0f;
+    // The weights as two float4 loads per vector where aligned (eight scalar loads each otherwise:
+    // a warp's scalar load spans 1 KiB, eight L1 wavefronts for 128 useful bytes).
+    const bool w_vec = (reinterpret_cast<uintptr_t>(p.w) & 15) == 0;
 #pragma unroll
     for (int j = 0; j < kNormMaxVecPerThread; ++j) {
-        const int vi = threadIdx.x + j * kNormThreads;
+        const int vi = threadIdx.x + j * blockDim.x;
         float out[kVec] = {};
         if (vi < nvec) {
+            float w[kVec];
+            load8f(p.w + vi * kVec, w_vec, w);
 #pragma unroll
-            for (int e = 0; e < kVec; ++e) out[e] = v[j][e] * rs * (one + p.w[vi * kVec + e]);
+            for (int e = 0; e < kVec; ++e) out[e] = v[j][e] * rs * (one + w[e]);
             if (!p.yq_only) store8(y + vi * kVec, out);  // yq_only: the twin is the only reader's input
         }
         // The FP8 twin (dim a multiple of 128, so 16 lanes hold one group): the whole warp joins
         // while any of its lanes has a vector, as the group max is a warp shuffle.
-        if (p.yq && (threadIdx.x & ~(kWarp - 1)) + j * kNormThreads < nvec) {
+        if (p.yq && (threadIdx.x & ~(kWarp - 1)) + j * blockDim.x < nvec) {
 #pragma unroll
             for (int e = 0; e < kVec; ++e) out[e] = bf16_rounded(out[e]);
             act_quant_group<kActGroup / kVec, kVec>(out, vi < nvec, p.yq + static_cast<int64_t>(row) * p.dim + vi * kVec,
@@ -265,7 +276,17 @@ cudaError_t add_rmsnorm_launch(const AddRmsNormBf16Params& p, cudaStream_t strea
         return cudaErrorInvalidValue;
     if (p.yq_only && !p.yq) return cudaErrorInvalidValue;
     const int blocks = p.last_row_only ? 1 : p.max_rows;
-    const cudaError_t err = launch_kernel(add_rmsnorm_kernel, dim3(blocks), dim3(kNormThreads), 0, stream, p.pdl != 0, p);
+    // In prefill, a row of fewer than 256 vectors (dim < 2048: the 0.8B's 1024) gets one thread
+    // per vector, not 256 threads half of them idle: the 0.8B's 4096-row chunk, 24 input norms,
+    // 360 -> 248 us (H200, bench_ops, 2026-11-29). The same bits: the idle warps' partial sums
+    // were zeros, added after the others. Decode launches (one row, or a batched step's <= 8)
+    // keep 256 threads: with 128 there too, the 0.8B's decode ran 0.891-0.892 ms/token against
+    // 0.857-0.858 before (H200, one call, alternating, `frost bench engine --decode 1024`); with
+    // decode left at 256, 0.853-0.859 against 0.853-0.863 (the next call). Not understood: the
+    // kernel is one block either way; it is what the graphs measured.
+    const bool decode = p.last_row_only || p.max_rows <= kGemvMaxRows;
+    const int threads = decode ? kNormThreads : std::min(kNormThreads, ceil_div(p.dim / kVec, kWarp) * kWarp);
+    const cudaError_t err = launch_kernel(add_rmsnorm_kernel, dim3(blocks), dim3(threads), 0, stream, p.pdl != 0, p);
     if (err != cudaSuccess) return err;
     return cudaGetLastError();
 }
