@@ -72,7 +72,8 @@ def test_every_metric_positive(bench):
     assert all(r["model"] == "tiny" and r["source"] == "frost bench engine (cpu)" for r in rows)
     got = {(r["metric"], r.get("tokens", r.get("context"))): r["value"] for r in rows}
     want = [("ttft_ms", t) for t in TTFT] + [("decode_ms", c) for c in DECODE] + \
-           [("peak_host_bytes", None), ("cold_start_s", None), ("ceiling_copy_GBps", None)]
+           [("peak_host_bytes", None), ("cold_start_s", None), ("ceiling_copy_GBps", None),
+            ("ceiling_gemm_TFLOPs", None)]
     for key in want:
         assert key in got, "missing %s in %s" % (key, sorted(map(str, got)))
         assert got[key] > 0, "%s = %s" % (key, got[key])
@@ -110,6 +111,27 @@ def test_floors_match_independent_count(bench):
     assert mem["engine_bytes"]["state"] >= mem["floor"]["kv_max_seq"] + mem["floor"]["recurrent_conv_state"]
     assert mem["peak_bytes"] > 0
     assert j["cold_start"]["checkpoint_bytes"] == tensor_bytes(model_dir)
+
+
+def test_ttft_floor_is_the_larger_of_the_flop_and_bandwidth_floors(bench):
+    # The GEMM ceiling is measured in the same run (op_gemm, f32 on the CPU backend); each TTFT row's
+    # floor is the larger of its FLOPs at that rate and its bytes at the copy rate, as report.py's.
+    j, model_dir, table = bench
+    g = j["ceiling_gemm"]
+    assert g["tflops"] > 0 and g["n"] == 512 and g["dtype"] == "f32"
+    got = {r["metric"]: r["value"] for r in j["frost_results"] if r["metric"] == "ceiling_gemm_TFLOPs"}
+    assert got["ceiling_gemm_TFLOPs"] == g["tflops"]
+    c = Costs(shape_config(model_dir))
+    for r in j["ttft"]:
+        # The engine's FLOP count against the independent cost model (they differ in the small
+        # elementwise terms each counts).
+        assert r["flops"] == pytest.approx(c.prefill_flops(r["tokens"]), rel=0.03)
+        flop_floor = r["flops"] / (g["tflops"] * 1e12) * 1e3
+        assert r["flop_floor_ms"] == pytest.approx(flop_floor, rel=1e-9)
+        assert r["floor_ms"] == pytest.approx(max(flop_floor, r["bandwidth_floor_ms"]), rel=1e-9)
+        assert r["ms_over_floor"] == pytest.approx(r["ms"] / r["floor_ms"], rel=1e-9)
+        assert r["fraction_of_gemm_ceiling"] == pytest.approx(r["achieved_tflops"] / g["tflops"], rel=1e-9)
+    assert "GEMM 512^3" in table and "x floor" in table
 
 
 def test_bad_lengths_refused(tmp_path):
