@@ -2,7 +2,7 @@
 // included, not kernel-level graphs): cold start from process start to ready (weight load, upload,
 // graph capture, warm-up), cold TTFT per prompt length, decode ms/token at a context, peak device
 // memory (cudaMemGetInfo; process RSS on the CPU backend), each beside its floor from ModelConfig
-// and copy ceilings measured in the same run. JSON rows use report.py's "frost_results" form.
+// and the copy and GEMM ceilings measured in the same run. JSON rows use report.py's "frost_results" form.
 #include <time.h>
 #include <unistd.h>
 
@@ -45,10 +45,11 @@ constexpr const char* kUsage =
     "         [--decode C1,C2,...] [--decode-steps N] [--chunk C_p] [--reps N] [--out-dir DIR] [--json]\n"
     "         [--fp8-prefill w8a8|exact] [--fp8-decode w8a8|exact] [--mask-decode]\n"
     "  Cold start (process start -> ready), cold TTFT per prompt length (median of --reps after one\n"
-    "  warm-up), decode ms/token at each context, peak device memory; each beside its floor. Without\n"
-    "  --model a synthetic checkpoint of --preset (default tiny) is written under --out-dir\n"
-    "  (default ./engine-bench). --chunk: the prefill chunk C_p (default 0: the engine's own choice,\n"
-    "  auto_prefill_chunk). --json prints JSON on stdout and the table on stderr.";
+    "  warm-up), decode ms/token at each context, peak device memory; each beside its floor (TTFT:\n"
+    "  the larger of its FLOPs at a GEMM ceiling and its bytes at a copy ceiling, both measured in\n"
+    "  the run). Without --model a synthetic checkpoint of --preset (default tiny) is written under\n"
+    "  --out-dir (default ./engine-bench). --chunk: the prefill chunk C_p (default 0: the engine's\n"
+    "  own choice, auto_prefill_chunk). --json prints JSON on stdout and the table on stderr.";
 
 constexpr int kWarmupTokens = 64;          // warm-up prefill length (one GDN chunk)
 constexpr int kSeqSlack = 64;              // max_seq_len = longest run + decode steps + this
