@@ -73,6 +73,9 @@ struct RowOutputs {
     }
 };
 
+// At dim 1024 the many-row launch runs one thread per vector (128) and the one-row launches 256
+// (add_rmsnorm_launch: decode launches keep 256), so this also pins that the block size does not
+// change a row's bits.
 TEST(CudaRowsBits, AddRmsNormManyRowsEqualOneRowAtATime) {
     FROST_SKIP_WITHOUT_CUDA();
     auto rng = fresh_rng("AddRmsNormRows");
