@@ -583,11 +583,20 @@ int run_bench_engine(const std::vector<std::string>& args) {
     std::fprintf(tbl, "  cold start %.3f s (floor %.3f s, %.1fx):", total_s, cold_floor_s, ratio(total_s, cold_floor_s));
     for (const auto& [k, v] : phases.items()) std::fprintf(tbl, " %s %.3f", k.c_str(), v.get<double>());
     std::fprintf(tbl, "  [synth %.1f s excluded]\n", synth_s);
-    for (const auto& r : ttft_rows)
-        std::fprintf(tbl, "  cold TTFT %6d tok: %10.2f ms  %8.3g TFLOP/s (%3.0f%% of the GEMM ceiling)  %5.2fx floor  (%.1fx bandwidth floor)\n",
-                     r["tokens"].get<int>(), r["ms"].get<double>(), r["achieved_tflops"].get<double>(),
-                     100.0 * r["fraction_of_gemm_ceiling"].get<double>(), r["ms_over_floor"].get<double>(),
-                     r["ms_over_bandwidth_floor"].get<double>());
+    // Without a GEMM ceiling (its buffers or product failed) the rows say so rather than print a
+    // 0 % share and a floor that is only the bandwidth one.
+    if (gemm_tflops <= 0) std::fprintf(tbl, "  GEMM ceiling not measured: %s\n", frost_last_error());
+    for (const auto& r : ttft_rows) {
+        if (gemm_tflops > 0)
+            std::fprintf(tbl, "  cold TTFT %6d tok: %10.2f ms  %8.3g TFLOP/s (%3.0f%% of the GEMM ceiling)  %5.2fx floor  (%.1fx bandwidth floor)\n",
+                         r["tokens"].get<int>(), r["ms"].get<double>(), r["achieved_tflops"].get<double>(),
+                         100.0 * r["fraction_of_gemm_ceiling"].get<double>(), r["ms_over_floor"].get<double>(),
+                         r["ms_over_bandwidth_floor"].get<double>());
+        else
+            std::fprintf(tbl, "  cold TTFT %6d tok: %10.2f ms  %8.3g TFLOP/s  (%.1fx bandwidth floor; no FLOP floor)\n",
+                         r["tokens"].get<int>(), r["ms"].get<double>(), r["achieved_tflops"].get<double>(),
+                         r["ms_over_bandwidth_floor"].get<double>());
+    }
     for (const auto& r : decode_rows)
         std::fprintf(tbl, "  decode @%6d: %8.3f ms/token (floor %.3f ms, %.2fx)\n", r["context"].get<int>(),
                      r["ms_per_token"].get<double>(), r["floor_ms"].get<double>(), r["ms_over_floor"].get<double>());
