@@ -18,6 +18,7 @@ int main() {
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -495,6 +496,65 @@ int bench_gemm(int rows) {
     return 0;
 }
 
+// One 9B-style GEMM (the MLP gate|up, rows x 24576 x 4096, random operands) in two regimes: the
+// bursts bench_gemm times (one launch between an L2 flush and an event sync, the chip idle in
+// between) and back to back for `seconds` (what a long prefill asks of the chip), TFLOP/s per
+// window of 20 launches. Run it beside `nvidia-smi --query-gpu=clocks.sm,power.draw` to see whether
+// the sustained rate falls with the clock (the power limit) rather than with the kernel.
+int bench_gemm_sustained(int rows, double seconds) {
+    cudaStream_t s = nullptr;
+    CK(cudaStreamCreate(&s));
+    Timer t = make_timer(s);
+    constexpr int N = 24576, K = 4096, kWindow = 20;
+    const double flops = 2.0 * rows * N * double(K);
+    bf16* x = dalloc<bf16>(size_t(rows) * K);
+    bf16* w = dalloc<bf16>(size_t(N) * K);
+    bf16* y = dalloc<bf16>(size_t(rows) * N);
+    fill_random_bf16(x, size_t(rows) * K, 1u);
+    fill_random_bf16(w, size_t(N) * K, 2u);
+    uint8_t* ws = dalloc<uint8_t>(kGemmWorkspaceBytes);
+    GemmLt* lt = nullptr;
+    CK(gemm_lt_create(ws, kGemmWorkspaceBytes, &lt));
+    GemmBf16Params b{x, w, y, K, N, rows, N, K, 0, 0};
+    GemmPlan* plan = nullptr;
+    CK(gemm_plan_create(lt, b, &plan));
+    const auto burst = [&] { return flops / (t.median_ms([&] { return gemm_launch(plan, b, s); }) * 1e9); };
+    std::printf("GEMM %d x %d x %d, random operands: bursts %.0f TFLOP/s\n", rows, N, K, burst());
+    std::vector<cudaEvent_t> ev;
+    std::vector<double> rate;
+    cudaEvent_t e0;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventRecord(e0, s));
+    ev.push_back(e0);
+    const auto start = std::chrono::steady_clock::now();
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds) {
+        for (int i = 0; i < kWindow; ++i) CK(gemm_launch(plan, b, s));
+        cudaEvent_t e;
+        CK(cudaEventCreate(&e));
+        CK(cudaEventRecord(e, s));
+        ev.push_back(e);
+        if (ev.size() > 4) CK(cudaEventSynchronize(ev[ev.size() - 4]));  // stay a few windows ahead
+    }
+    CK(cudaStreamSynchronize(s));
+    for (size_t i = 1; i < ev.size(); ++i) {
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, ev[i - 1], ev[i]));
+        rate.push_back(kWindow * flops / (ms * 1e9));
+    }
+    std::vector<double> sorted = rate;
+    std::sort(sorted.begin(), sorted.end());
+    std::printf("back to back for %.1f s (%zu windows of %d): first %.0f, median %.0f, last %.0f TFLOP/s\n", seconds,
+                rate.size(), kWindow, rate.front(), sorted[sorted.size() / 2], rate.back());
+    std::printf("  per window:");
+    for (size_t i = 0; i < rate.size(); i += std::max<size_t>(1, rate.size() / 24)) std::printf(" %.0f", rate[i]);
+    std::printf("\nbursts again: %.0f TFLOP/s\n", burst());
+    for (cudaEvent_t e : ev) CK(cudaEventDestroy(e));
+    gemm_plan_destroy(plan);
+    gemm_lt_destroy(lt);
+    for (void* p : std::initializer_list<void*>{x, w, y, ws}) CK(cudaFree(p));
+    return 0;
+}
+
 // The 9B-style prefill GEMMs at M rows (4096 unless given), random operands: bf16 cuBLASLt against the FP8 block-scaled GEMM
 // (W8A8: activation quantization + GEMM, the ops layer's sequence), each of the heuristic's first
 // few FP8 algorithms (rank 0 is what the engine took before our kernel), then the GEMMs alone:
@@ -707,6 +767,8 @@ int main(int argc, char** argv) {
         return bench_fp8_profile(std::atoi(argv[2]), std::atoi(argv[3]), variants);
     }
     if (argc == 3 && std::string(argv[1]) == "--gemm") return bench_gemm(std::atoi(argv[2]));
+    if (argc == 4 && std::string(argv[1]) == "--gemm-sustained")
+        return bench_gemm_sustained(std::atoi(argv[2]), std::atof(argv[3]));
     if (argc < 3) {
         std::fprintf(stderr, "usage: bench_cuda_kernels out.json MODEL_DIR [prefill_chunk] [decode_pos...]\n"
                              "       bench_cuda_kernels --attn out.json   (attention prefill kernels alone)\n"
@@ -714,7 +776,8 @@ int main(int argc, char** argv) {
                              "       bench_cuda_kernels --gdn [Hv...]     (GDN chunked prefill launches alone; default Hv 16 32)\n"
                              "       bench_cuda_kernels --fp8 [ROWS]      (FP8 W8A8 vs bf16 prefill GEMMs, 4096 rows by default)\n"
                              "       bench_cuda_kernels --fp8-profile N K [variant...]  (one launch each, for ncu)\n"
-                             "       bench_cuda_kernels --gemm ROWS       (bf16 prefill GEMMs per heuristic rank)\n");
+                             "       bench_cuda_kernels --gemm ROWS       (bf16 prefill GEMMs per heuristic rank)\n"
+                             "       bench_cuda_kernels --gemm-sustained ROWS SECONDS  (one GEMM in bursts and back to back)\n");
         return 2;
     }
     const std::string json_path = argv[1], model_dir = argv[2];

@@ -131,7 +131,24 @@ def test_ttft_floor_is_the_larger_of_the_flop_and_bandwidth_floors(bench):
         assert r["floor_ms"] == pytest.approx(max(flop_floor, r["bandwidth_floor_ms"]), rel=1e-9)
         assert r["ms_over_floor"] == pytest.approx(r["ms"] / r["floor_ms"], rel=1e-9)
         assert r["fraction_of_gemm_ceiling"] == pytest.approx(r["achieved_tflops"] / g["tflops"], rel=1e-9)
-    assert "GEMM 512^3" in table and "x floor" in table
+        # The same against the sustained rate (the products back to back; see kCeilingSustainS*).
+        sus_floor = r["flops"] / (g["sustained_tflops"] * 1e12) * 1e3
+        assert r["flop_floor_sustained_ms"] == pytest.approx(sus_floor, rel=1e-9)
+        assert r["ms_over_sustained_floor"] == pytest.approx(
+            r["ms"] / max(sus_floor, r["bandwidth_floor_ms"]), rel=1e-9)
+        assert r["fraction_of_sustained_gemm_ceiling"] == pytest.approx(
+            r["achieved_tflops"] / g["sustained_tflops"], rel=1e-9)
+    assert "GEMM 512^3" in table and "x floor" in table and "sustained" in table
+
+
+def test_sustained_gemm_ceiling_ran_for_its_time(bench):
+    j, _, _ = bench
+    g = j["ceiling_gemm"]
+    # The CPU backend keeps products going for 0.2 s (the CUDA one for 1 s); the rate is the median
+    # over the windows after the first quarter, so it is a positive rate of the same product.
+    assert g["sustained_s"] >= 0.2 and g["sustained_tflops"] > 0
+    got = {r["metric"]: r["value"] for r in j["frost_results"]}
+    assert got["ceiling_gemm_sustained_TFLOPs"] == g["sustained_tflops"]
 
 
 def test_bad_lengths_refused(tmp_path):
