@@ -189,7 +189,7 @@ TEST(CudaGemmFp8, PerRowWeightScalesWithGrid) {
              12288);
 }
 // Activation quantization against a host reference (scale = max|x| / 448 per row and 128-wide
-// group, 1 for an all-zero group; q = e4m3 RNE-saturating of x / scale), through both kernels:
+// group, 1 for an all-zero group; q = e4m3 RNE-saturating of x / scale, bit for bit), through both kernels:
 // 16-byte rows (act_quant16_kernel) and rows whose stride is not a multiple of 8 (the fallback).
 // M not a multiple of the 32-row block.
 TEST(CudaGemmFp8, ActQuantMatchesReferenceBothPaths) {
@@ -198,6 +198,21 @@ TEST(CudaGemmFp8, ActQuantMatchesReferenceBothPaths) {
     const int M = 77, Kd = 384;
     std::vector<float> x = uniform(rng, size_t(M) * Kd, -3, 3);
     for (int e = 0; e < 128; ++e) x[size_t(5) * Kd + 128 + e] = 0.0f;  // an all-zero group
+    // Groups where the kernels' division from one reciprocal (lm_act_quant.cuh e4m3_quotients)
+    // could part from x / scale if it were not exact: e4m3 ties (v / scale = 1.0625, 2.125 with
+    // scale 3), a huge amax beside tiny values of both signs (quotients far below e4m3's least
+    // step, where -0 must stay 0x80), scales past the reciprocal's range (a subnormal one, one
+    // near bf16's largest), and random magnitudes over 2^-60 .. 2^60 with random signs.
+    auto group = [&](int m, int g) { return x.data() + size_t(m) * Kd + g * 128; };
+    std::uniform_real_distribution<float> expo(-60.0f, 60.0f);
+    for (int e = 0; e < 128; ++e) {
+        const float sign = (e & 1) ? -1.0f : 1.0f;
+        group(9, 0)[e] = e == 0 ? 1344.0f : sign * 3.0f * (e % 3 == 0 ? 1.0625f : 2.125f);  // scale 3
+        group(10, 1)[e] = e == 0 ? round_bf(1e30f) : sign * round_bf(1e-30f * float(e));
+        group(11, 2)[e] = round_bf(sign * 1e-38f * float(e % 7 + 1));  // amax / 448 subnormal
+        group(12, 0)[e] = round_bf(sign * 3.0e38f * float(e % 5 + 1) / 5.0f);
+        group(13, 1)[e] = round_bf(sign * std::exp2(expo(rng)));
+    }
     std::vector<float> ref_s(K::act_scale_floats(M, Kd), 0.0f);
     std::vector<uint8_t> ref_q(size_t(M) * Kd);
     for (int m = 0; m < M; ++m)

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/cuda/lm_act_quant.cuh"
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gemm_fp8.h"
 #include "kernels/cuda/lm_gemm_lt.h"
@@ -50,13 +51,9 @@ __global__ void act_quant_kernel(const bf16* x, int64_t ldx, int32_t M, int32_t 
     float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
     amax = warp_max(amax);
     const float scale = amax > 0.0f ? amax / kE4m3Max : 1.0f;
-    uint32_t packed = 0;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-        const __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(v[e] / scale, __NV_SATFINITE, __NV_E4M3);
-        packed |= static_cast<uint32_t>(q) << (8 * e);
-    }
-    *reinterpret_cast<uint32_t*>(xq + m * K + g * kFp8Group + lane * 4) = packed;
+    uint32_t packed[1];
+    e4m3_quotients(v, scale, packed);
+    *reinterpret_cast<uint32_t*>(xq + m * K + g * kFp8Group + lane * 4) = packed[0];
     if (lane == 0) xs[g * ld_scale + m] = scale;
 }
 
@@ -86,12 +83,8 @@ __global__ void __launch_bounds__(kQuantRows * 16) act_quant16_kernel(const bf16
 #pragma unroll
     for (int off = 8; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, off));
     const float scale = amax > 0.0f ? amax / kE4m3Max : 1.0f;
-    uint32_t packed[2] = {0, 0};
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-        const __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(v[e] / scale, __NV_SATFINITE, __NV_E4M3);
-        packed[e / 4] |= static_cast<uint32_t>(q) << (8 * (e % 4));
-    }
+    uint32_t packed[2];
+    e4m3_quotients(v, scale, packed);
     *reinterpret_cast<uint2*>(xq + m * K + g * kFp8Group + l * 8) = make_uint2(packed[0], packed[1]);
     if (l == 0) xs[g * ld_scale + m] = scale;
 }

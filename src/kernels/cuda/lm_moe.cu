@@ -134,7 +134,9 @@ __host__ __device__ inline int ffn_width(const MoeBf16Params& p) { return p.I > 
 __device__ inline int ceil_div_dev(int a, int b) { return (a + b - 1) / b; }
 
 // acc += Σ w[i] * x[i] over one 16-byte vector of bf16 weights and bf16 inputs, in index order.
-__device__ inline void fma8(float& acc, const uint4& w, const uint4& x) {
+// By value: with x a reference into global memory the pair casts below compiled to eight 4-byte
+// loads of it (ld.global.v2.u16) instead of one 16-byte load.
+__device__ inline void fma8(float& acc, const uint4 w, const uint4 x) {
     const __nv_bfloat162* a = reinterpret_cast<const __nv_bfloat162*>(&w);
     const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&x);
 #pragma unroll
