@@ -2,7 +2,7 @@
 # Per-op table of the 9B-style engine (bench/bench_cuda_kernels.cpp: the engine's own recorded ops,
 # each timed alone), with the copy and GEMM ceilings measured in the same run. Whole-step times are
 # `frost bench engine`'s (bench_engine.sh). Then the kernel sweeps of bench_cuda_kernels (--attn,
-# --conv, --gemm, --fp8). Expects build-gpu from run_all.sh.
+# --conv, --gemm, --gemm-sustained, --fp8). Expects build-gpu from run_all.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -14,11 +14,17 @@ dir=/tmp/frost-synth-9b  # shared with bench_engine.sh
 rc=$?
 sed -n '/ceilings/,$p' "$OUT/bench_cuda_kernels.log" | tail -60
 # The kernels alone, same run: attention prefill per Hopper variant, the GDN conv1d, the 9B prefill
-# GEMMs per cuBLASLt heuristic rank (bf16) and FP8 W8A8 against bf16.
+# GEMMs per cuBLASLt heuristic rank (bf16), one of them in bursts and back to back for 3 s (the
+# power cap's clock; nvidia-smi samples beside it) and FP8 W8A8 against bf16.
 "$BUILD/bench/bench_cuda_kernels" --attn "$OUT/bench_attention.json" >"$OUT/bench_attention.log" 2>&1 || rc=1
 "$BUILD/bench/bench_cuda_kernels" --conv >"$OUT/bench_conv.log" 2>&1 || rc=1
 "$BUILD/bench/bench_cuda_kernels" --gemm 2048 >"$OUT/bench_gemm.log" 2>&1 || rc=1
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_event_reasons.active --format=csv -lms 200 \
+  >"$OUT/bench_gemm_sustained_smi.csv" 2>/dev/null &
+smi=$!
+"$BUILD/bench/bench_cuda_kernels" --gemm-sustained 2048 3 >"$OUT/bench_gemm_sustained.log" 2>&1 || rc=1
+kill $smi 2>/dev/null
 "$BUILD/bench/bench_cuda_kernels" --fp8 >"$OUT/bench_fp8.log" 2>&1 || rc=1
-cat "$OUT/bench_conv.log" "$OUT/bench_gemm.log" "$OUT/bench_fp8.log"
+cat "$OUT/bench_conv.log" "$OUT/bench_gemm.log" "$OUT/bench_gemm_sustained.log" "$OUT/bench_fp8.log"
 grep -E "TF/s" "$OUT/bench_attention.log" | tail -28
 exit $rc
