@@ -154,28 +154,34 @@ __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Param
     const int t = threadIdx.x;
     const int warp = t / kWarp, lane = t % kWarp, g = lane / 4, q = lane % 4;
 
+    // K, Q, V by cp.async: all twelve 16-byte copies of a thread in flight at once (rows past len
+    // zero-filled from a valid address). As plain loads each of the four rounds waited for its
+    // loads before its stores: four L2 round trips in a row, a fifth for g and β (ncu, 0.8B shape
+    // at 1024 rows: 20 % of the kernel's stall samples on those stores). H200, bench_cuda_kernels
+    // --gdn 16, 1024 rows: prep 24.1-24.4 -> 23.4-23.7 us (two calls). The rest of this kernel's
+    // time at that size (same ncu run: 22.6 us, 0.69 waves, 0.31 issued per scheduler and cycle):
+    // the block-diagonal solve below, 26 % of the samples, MIO-throttled on its one shared load per
+    // FMA (the row operand already loads as LDS.128), and the A / P decay expf, 8 %.
     constexpr int kRowVecs = kD / kVec;  // 16-byte vectors per row of 128
     static_assert(kC * kRowVecs % kThreads == 0, "whole load rounds");
 #pragma unroll
     for (int it = 0; it < kC * kRowVecs / kThreads; ++it) {
         const int e = t + it * kThreads;
         const int r = e / kRowVecs, d = (e % kRowVecs) * kVec;
-        uint4 kv = make_uint4(0, 0, 0, 0), qv = kv, vv = kv;
-        if (r < len) {
-            const int64_t row = static_cast<int64_t>(start + r) * p.qkv_row_stride;
-            kv = *reinterpret_cast<const uint4*>(p.k + row + kh * kD + d);
-            qv = *reinterpret_cast<const uint4*>(p.q + row + kh * kD + d);
-            vv = *reinterpret_cast<const uint4*>(p.v + row + h * kD + d);
-        }
-        *reinterpret_cast<uint4*>(&sm.u0.k[r][d]) = kv;
-        *reinterpret_cast<uint4*>(&sm.u1.q[r][d]) = qv;
-        *reinterpret_cast<uint4*>(&sm.v[r][d]) = vv;
+        const bool in = r < len;
+        const int64_t row = static_cast<int64_t>(start + (in ? r : 0)) * p.qkv_row_stride;
+        const int bytes = in ? 16 : 0;
+        cp_async16(&sm.u0.k[r][d], p.k + row + kh * kD + d, bytes);
+        cp_async16(&sm.u1.q[r][d], p.q + row + kh * kD + d, bytes);
+        cp_async16(&sm.v[r][d], p.v + row + h * kD + d, bytes);
     }
+    cp_async_commit();
     if (t < kC) {
         const bool in = t < len;
         sm.g[t] = in ? p.g[(start + t) * p.Hv + h] : 0.0f;
         sm.beta[t] = in ? p.beta[(start + t) * p.Hv + h] : 0.0f;
     }
+    cp_async_wait<0>();
     __syncthreads();
     if (t == 0) {  // sequential cumsum: one fixed order (γ is constant past len: g is zero there)
         float acc = 0.0f;
