@@ -160,7 +160,10 @@ Timer make_timer(cudaStream_t s) {
 // Attention section (--attn): the prefill attention kernels alone on the 9B shape (16 q heads,
 // 4 KV heads, d = 256, gate on) at (chunk rows, position) = (16384, 0), (4096, 0), (2048, 14336):
 // the mma.sync kernel as the launcher ran it before (its split choice) against the Hopper wgmma
-// kernel, in the same process. (2048, 30720) is the last chunk of a 32k prefill. Random bf16 inputs in [-2, 2) (never zeros), TFLOP/s from
+// kernel, in the same process. (2048, 30720) is the last chunk of a 32k prefill. Then the short
+// prompts of the 0.8B shape (8 q heads, 2 KV heads; 512-4096 rows from 0) and the 9B's 512 and 1024,
+// where the launcher splits the keys (splits > 1) and so takes the mma.sync kernel; "1 split" is
+// that kernel unsplit. Random bf16 inputs in [-2, 2) (never zeros), TFLOP/s from
 // attn_prefill_cost (causal pairs only).
 int bench_attention(const char* json_path) {
     cudaDeviceProp prop{};
@@ -168,8 +171,10 @@ int bench_attention(const char* json_path) {
     cudaStream_t s = nullptr;
     CK(cudaStreamCreate(&s));
     Timer t = make_timer(s);
-    constexpr int Hq = 16, Hkv = 4, D = kAttnHeadDim;
-    const int shapes[][2] = {{16384, 0}, {4096, 0}, {2048, 14336}, {2048, 30720}};
+    constexpr int D = kAttnHeadDim;
+    const int shapes[][4] = {{16, 4, 16384, 0}, {16, 4, 4096, 0},  {16, 4, 2048, 14336}, {16, 4, 2048, 30720},
+                             {16, 4, 1024, 0},  {16, 4, 512, 0},   {8, 2, 512, 0},        {8, 2, 1024, 0},
+                             {8, 2, 2048, 0},   {8, 2, 4096, 0}};
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-2.0f, 2.0f);
     auto random_bf16 = [&](size_t n) {
@@ -180,7 +185,7 @@ int bench_attention(const char* json_path) {
         return d;
     };
     struct Shape {
-        int rows, pos, splits;
+        int Hq, Hkv, rows, pos, splits;
         AttentionBf16Params p;
         double flops;
         std::vector<void*> bufs;
@@ -188,8 +193,11 @@ int bench_attention(const char* json_path) {
     std::vector<Shape> all;
     for (const auto& sh : shapes) {
         Shape x{};
-        x.rows = sh[0];
-        x.pos = sh[1];
+        x.Hq = sh[0];
+        x.Hkv = sh[1];
+        x.rows = sh[2];
+        x.pos = sh[3];
+        const int Hq = x.Hq, Hkv = x.Hkv;
         const int seq = x.pos + x.rows;
         const int64_t q_stride = 2 * Hq * D;  // per head [q | gate], as the engine's fused projection
         bf16* q = random_bf16(static_cast<size_t>(x.rows) * q_stride);
@@ -217,7 +225,7 @@ int bench_attention(const char* json_path) {
         p.max_rows = x.rows;
         p.cursor = dc;
         x.splits = attn_prefill_splits(p);
-        float* work = dalloc<float>(std::max<size_t>(1, attn_prefill_split_work_floats(p, x.splits)));
+        float* work = dalloc<float>(std::max<size_t>(1, attn_prefill_split_work_floats(p, kAttnPrefillMaxSplits)));
         p.work = work;
         x.flops = attn_prefill_cost(p, x.rows, x.pos).flops;
         x.bufs = {q, k, v, o, dc, work};
@@ -225,21 +233,23 @@ int bench_attention(const char* json_path) {
     }
     nlohmann::json j;
     j["device"] = prop.name;
-    std::printf("attention prefill, Hq %d Hkv %d d %d, gate on [%s]; old = mma.sync kernel with the launcher's "
-                "split count, sync / ws = Hopper wgmma kernel, block-synchronous / warp-specialised\n",
-                Hq, Hkv, D, prop.name);
-    std::printf("  %6s %6s %6s %9s %9s %9s %9s %9s %7s\n", "rows", "pos", "splits", "old ms", "old TF/s", "sync ms",
-                "sync TF/s", "sync2 ms", "speedup");
+    std::printf("attention prefill, d %d, gate on [%s]; old = mma.sync kernel with the launcher's "
+                "split count (and unsplit), sync / ws = Hopper wgmma kernel, block-synchronous / warp-specialised\n",
+                D, prop.name);
+    std::printf("  %3s %3s %6s %6s %6s %9s %9s %9s %9s %9s %9s %7s\n", "Hq", "Hkv", "rows", "pos", "splits", "old ms",
+                "old TF/s", "1 split", "sync ms", "sync TF/s", "sync2 ms", "speedup");
     for (Shape& x : all) {  // the warp-specialised variant separately below, last
         const double old_ms = t.median_ms([&] { return attn_prefill_launch_splits(x.p, s, x.splits); });
+        const double one_ms = t.median_ms([&] { return attn_prefill_launch_splits(x.p, s, 1); });
         const double new_ms = t.median_ms([&] { return attn_prefill_hopper_launch(x.p, s, 1); });
         const double again_ms = t.median_ms([&] { return attn_prefill_hopper_launch(x.p, s, 1); });  // spread
-        std::printf("  %6d %6d %6d %9.3f %9.1f %9.3f %9.1f %9.3f %6.2fx\n", x.rows, x.pos, x.splits, old_ms,
-                    x.flops / (old_ms * 1e9), new_ms, x.flops / (new_ms * 1e9), again_ms, old_ms / new_ms);
+        std::printf("  %3d %3d %6d %6d %6d %9.3f %9.1f %9.3f %9.3f %9.1f %9.3f %6.2fx\n", x.Hq, x.Hkv, x.rows, x.pos,
+                    x.splits, old_ms, x.flops / (old_ms * 1e9), one_ms, new_ms, x.flops / (new_ms * 1e9), again_ms,
+                    old_ms / new_ms);
         std::fflush(stdout);
-        j["attention"].push_back({{"rows", x.rows}, {"pos", x.pos}, {"Hq", Hq}, {"Hkv", Hkv}, {"flops", x.flops},
-                                  {"old_splits", x.splits}, {"old_ms", old_ms}, {"hopper_sync_ms", new_ms},
-                                  {"hopper_sync_again_ms", again_ms}});
+        j["attention"].push_back({{"rows", x.rows}, {"pos", x.pos}, {"Hq", x.Hq}, {"Hkv", x.Hkv}, {"flops", x.flops},
+                                  {"old_splits", x.splits}, {"old_ms", old_ms}, {"unsplit_ms", one_ms},
+                                  {"hopper_sync_ms", new_ms}, {"hopper_sync_again_ms", again_ms}});
     }
     auto write = [&] {
         if (FILE* f = std::fopen(json_path, "w")) {
@@ -262,7 +272,7 @@ int bench_attention(const char* json_path) {
         for (size_t i = 0; i < all.size(); ++i) {
             Shape& x = all[i];
             const double ms = t.median_ms([&] { return attn_prefill_hopper_launch(x.p, s, variant); });
-            std::printf("  %6d %6d %16s %9.3f ms %9.1f TF/s\n", x.rows, x.pos, name, ms, x.flops / (ms * 1e9));
+            std::printf("  %3d %6d %6d %16s %9.3f ms %9.1f TF/s\n", x.Hq, x.rows, x.pos, name, ms, x.flops / (ms * 1e9));
             std::fflush(stdout);
             j["attention"][i][keys[pass]] = ms;
         }
