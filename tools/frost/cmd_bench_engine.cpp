@@ -49,8 +49,9 @@ constexpr const char* kUsage =
     "  the larger of its FLOPs at a GEMM ceiling and its bytes at a copy ceiling, both measured in\n"
     "  the run; also against the GEMM rate sustained back to back for 1 s, which a power-capped GPU\n"
     "  falls to within a long prefill). Without --model a synthetic checkpoint of --preset (default\n"
-    "  tiny) is written under --out-dir (default ./engine-bench). --chunk: the prefill chunk C_p (default 0: the engine's\n"
-    "  own choice, auto_prefill_chunk). --json prints JSON on stdout and the table on stderr.";
+    "  tiny) is written under --out-dir (default ./engine-bench). --chunk: the prefill chunk C_p\n"
+    "  (default 0: the engine's own choice, auto_prefill_chunk). --json prints JSON on stdout and the\n"
+    "  table on stderr.";
 
 constexpr int kWarmupTokens = 64;          // warm-up prefill length (one GDN chunk)
 constexpr int kSeqSlack = 64;              // max_seq_len = longest run + decode steps + this
