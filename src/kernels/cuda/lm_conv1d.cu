@@ -222,9 +222,10 @@ __device__ __forceinline__ void vec_write_state(const Conv1dBf16Params& p, const
 //   0.8B, 16384 x 6144:   200.6-204 / 201-203.5 / 203-206  / 191.3-193.4 (186.8-189.1)
 // (a device-to-device copy of the same bytes: 21.1 / 31.4 / 130.7 us, ~3.1-3.2 TB/s). Round 1 under
 // ncu (9B): issue slots 61 % busy, 183 instructions per warp and row (the pinned expf and IEEE
-// division of silu are most of them), the largest stall a fixed-latency dependency: the kernel is
+// division of silu were most of them), the largest stall a fixed-latency dependency: the kernel is
 // bound by issue and dependent arithmetic, not by loads in flight (see the cp.async ring note
-// below). Two rows' chains side by side are what helped.
+// below). Two rows' chains side by side are what helped; since 2026-11-29 silu() is five
+// instructions (lm_common.cuh), which took the 0.8B's prefill 3-4 % faster.
 template <int R, int kMinBlocks, int kMode>
 __global__ void __launch_bounds__(kVecThreads, kMinBlocks > 0 ? kMinBlocks : 1) conv1d_vec_kernel(Conv1dBf16Params p) {
     constexpr bool kScatter = kMode >= 2;

@@ -55,6 +55,16 @@
 // conversions saved), and the engine's 9B FP8 decode 3.318 ms/token W8A16 against 3.661 W8A8.
 // It stays as the opt-in that runs the checkpoint's declared activation scheme end to end.
 //
+// What a launch can reach (H200, 2026-11-29, a standalone probe, not kept: only the loads, back to
+// back over eight rotating copies of the 9B's INT4 matrices, so nothing stays in L2): a plain
+// coalesced read takes 14.3 / 8.7 / 4.9 us for gate|up (50 MB) / down (25 MB) / out_proj (8.4 MB),
+// 1.36 / 1.66 / 2.79x their bytes floor, the fixed start, ramp and drain of a launch (~3.5-4 us)
+// being most of a small matrix's floor; this kernel's load pattern alone reads as fast (14.6-15.1,
+// 9.1-9.6, 4.9-5.2 us with 8 warps per tile; two warps per tile, as four-tile blocks run, 15.1-15.4
+// on gate|up, 13-19 on down); a producer warp streaming 16-row stages into a 3-8 deep shared-memory
+// ring by bulk copies is slower (15.8-17.2, 9.4-10.8, 5.4-6.8). Inside the decode graph the gate|up
+// launch costs 25 us (a probe that left it out of the step). So the loads are not what this kernel
+// lacks; its arithmetic is, and one launch per matrix cannot approach 1.2x the floor at these sizes.
 // Registers (ptxas -v, sm_90a, 2026-11-29): the default {1,3,1} uses 80 registers without spills
 // in every format; {2,4,0}, capped at 64 by its 4 blocks per SM, spills 92-116 bytes per thread
 // (fp8 2.10x where {1,3,1} runs 1.60x; a {1,4,1} tried this session, under the same cap, ran
