@@ -53,7 +53,8 @@ def collect(paths):
     files = []
     for p in paths:
         files += sorted(glob.glob(os.path.join(p, "*.json"))) if os.path.isdir(p) else [p]
-    data = {"baseline": None, "kernels": None, "capsule": [], "engine": {}, "frost": [], "peer": [], "ignored": []}
+    data = {"baseline": None, "kernels": None, "capsule": [], "engine": {}, "frost": [], "peer": [], "graph_ops": [],
+            "ignored": []}
     for path in files:
         if not os.path.exists(path):
             continue
@@ -67,8 +68,12 @@ def collect(paths):
             data["kernels"] = j
         elif j.get("bench") == "capsule" and isinstance(j.get("rows"), list):
             data["capsule"].append(j)
+        elif j.get("bench") == "engine" and j.get("leave_out"):
+            pass  # a timing probe (--leave-out): its numbers are not the model's
         elif j.get("bench") == "engine" and isinstance(j.get("frost_results"), list):
             data["engine"][str(j.get("model", ""))] = j
+        elif j.get("bench") == "graph-ops" and isinstance(j.get("labels"), list):
+            data["graph_ops"].append(dict(j, file=os.path.basename(path)))
         elif j.get("bench") == "llamacpp":
             data["peer"].append(j)
         else:
@@ -80,6 +85,19 @@ def collect(paths):
         elif not known:
             data["ignored"].append(os.path.basename(path))
     return data
+
+
+def graph_ops_lines(j, top=8):
+    """`frost bench graph-ops`: the labels whose absence saves the most of a decode step."""
+    print("\ngraph-ops %s (%s, decode @%s): full step %.3f ms/token; in-graph cost by op label:" % (
+        j["file"], j.get("backend"), j.get("context"), j.get("full_ms_per_token", 0)))
+    ran = sorted((r for r in j["labels"] if "saved_ms" in r), key=lambda r: -r["saved_ms"])
+    for r in ran[:top]:
+        print("  %-34s %4d ops  saved %7.3f ms/token  %7.2f us/op  %6.2fx its bytes' floor" % (
+            r["label"], r["ops"], r["saved_ms"], r["saved_per_op_us"], r["saved_over_floor"]))
+    failed = [r["label"] for r in j["labels"] if "error" in r]
+    if failed:
+        print("  probes that could not run: %s" % ", ".join(failed))
 
 
 def ceilings(data):
@@ -325,6 +343,8 @@ def main(argv):
             engine_table(model, j, gemm, rw)
     for j in data["peer"]:
         peer_report.print_table(j)
+    for j in data["graph_ops"]:
+        graph_ops_lines(j)
     if data["ignored"]:
         print("\nnot understood (no frost_results): %s" % ", ".join(data["ignored"]))
     print("\nfloors: decode = (weights multiplied + KV read + state r/w) / (2 x copy GB/s); "

@@ -180,3 +180,37 @@ def test_engine_only_shape_uses_its_own_floors(tmp_path, capsys):
     assert d[2] == report.fmt(fb_dec / rw * 1e3) and d[5] == report.fmt(dec_ms)
     t = [ln.split() for ln in out.splitlines() if ln.strip().startswith("cold TTFT 16k")][-1]
     assert t[3] == report.fmt(max(flops / (gemm * 1e12), fb_ttft / rw) * 1e3) and t[6] == report.fmt(ttft_ms)
+
+
+def test_probes_never_replace_the_models_numbers(tmp_path, capsys):
+    # A `frost bench engine --leave-out` run (a timing probe: wrong outputs) lies beside the real one:
+    # the report keeps the real run's engine lines, and prints a graph-ops file's labels by time saved.
+    rng = random.Random()
+    real_dec, probe_dec = rng.uniform(4, 6), rng.uniform(1, 3)
+    src = "frost bench engine (cuda)"
+    real = {"bench": "engine", "model": "9b", "backend": "cuda",
+            "frost_results": [{"model": "9b", "metric": "decode_ms", "context": 32768, "value": real_dec, "source": src}]}
+    probe = {"bench": "engine", "model": "9b", "backend": "cuda", "leave_out": ["rmsnorm"], "frost_results": [],
+             "decode": [{"context": 32768, "ms_per_token": probe_dec}]}
+    write(tmp_path, "a_engine_bench_9b.json", real)
+    write(tmp_path, "b_engine_probe_9b.json", probe)  # read after the real one
+    full = rng.uniform(2, 3)
+    saved = sorted((rng.uniform(0.01, 0.9) for _ in range(3)), reverse=True)
+    labels = [{"label": "gemv mlp gate_up+swiglu", "ops": 32, "bytes": 1.6e9, "floor_ms": 0.4, "ms_per_token": full - saved[0],
+               "saved_ms": saved[0], "saved_per_op_us": saved[0] * 1e3 / 32, "saved_over_floor": saved[0] / 0.4},
+              {"label": "rmsnorm input", "ops": 32, "bytes": 1e6, "floor_ms": 0.001, "ms_per_token": full - saved[2],
+               "saved_ms": saved[2], "saved_per_op_us": saved[2] * 1e3 / 32, "saved_over_floor": saved[2] / 0.001},
+              {"label": "gemm lm_head", "ops": 1, "bytes": 2e9, "floor_ms": 0.5, "ms_per_token": full - saved[1],
+               "saved_ms": saved[1], "saved_per_op_us": saved[1] * 1e3, "saved_over_floor": saved[1] / 0.5},
+              {"label": "cursor decode_begin", "ops": 1, "bytes": 0, "floor_ms": 0, "error": "kernel rejected its inputs"}]
+    write(tmp_path, "graph_ops_9b.json", {"bench": "graph-ops", "backend": "cuda", "context": 1024,
+                                          "full_ms_per_token": full, "labels": labels})
+    data = report.collect([str(tmp_path)])
+    assert data["engine"]["9b"] is not None and data["engine"]["9b"].get("leave_out") is None
+    assert [r["value"] for r in data["frost"] if r["metric"] == "decode_ms"] == [real_dec]
+    assert report.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "not understood" not in out  # every file above is one the report reads
+    lines = [l for l in out.splitlines() if "ops  saved" in l]
+    assert [l.split()[0] for l in lines] == ["gemv", "gemm", "rmsnorm"]  # by time saved
+    assert "probes that could not run: cursor decode_begin" in out

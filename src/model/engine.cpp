@@ -178,6 +178,7 @@ frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
     for (int i = 0; i < opts.sessions; ++i) FROST_TRY(alloc_sampler(i));
     FROST_TRY(alloc_slices());
     FROST_TRY(frost_stream_sync(stream_));
+    FROST_TRY(check_leave_out());
     const auto t_capture = Clock::now();
     for (int i = 0; i < opts.sessions; ++i) {
         FROST_TRY(capture_session(i));
@@ -414,7 +415,7 @@ frost_status Engine::alloc_sampler(int index) {
 
 frost_status Engine::record(int session, int rows, bool decode, const ops::OpObserver* observer, frost_stream* st,
                             bool dry_run, int64_t context) {
-    const ops::Exec ex{st, backend_.get(), observer, dry_run, context};
+    const ops::Exec ex = exec(st, observer, dry_run, context);
     qwen35::StepSpec step;
     step.rows = rows;
     step.decode = decode;
@@ -429,6 +430,8 @@ frost_status Engine::record(int session, int rows, bool decode, const ops::OpObs
 
 std::string Engine::numerics() const {
     std::string s = std::string("rope_inv_freq=") + (opts_.rope_inv_freq_bf16 ? "bf16" : "f32");
+    for (size_t i = 0; i < opts_.leave_out_ops.size(); ++i)  // a timing probe: its outputs are not the model's
+        s += (i == 0 ? ";leave_out=" : "|") + opts_.leave_out_ops[i];
     if (opts_.backend != FROST_BACKEND_CUDA || !quantized_checkpoint_)
         return s;  // the CPU oracle dequantizes every weight; a bf16 checkpoint has no quantized path
     using Split = qwen35::Precision::InProjSplit;
@@ -443,6 +446,42 @@ std::string Engine::numerics() const {
 bool Engine::fp8_twin_only() const {
     static const bool env_off = util::env_is("FROST_FP8_TWIN_ONLY", "0");
     return opts_.fp8_twin_only && !env_off;
+}
+
+frost_status Engine::check_leave_out() {
+    if (opts_.leave_out_ops.empty()) return FROST_OK;
+    std::vector<LabelCost> dec, pre;  // every op label of a decode step and of a prefill step
+    FROST_TRY(step_label_costs(1, true, 0, &dec));
+    FROST_TRY(step_label_costs(kGdnChunk, false, 0, &pre));
+    dec.insert(dec.end(), pre.begin(), pre.end());
+    for (const std::string& part : opts_.leave_out_ops) {
+        if (std::any_of(dec.begin(), dec.end(), [&part](const LabelCost& l) { return ops::label_matches(l.label.c_str(), part); }))
+            continue;
+        std::vector<std::string> names;
+        std::string all;
+        for (const LabelCost& l : dec) {
+            if (std::find(names.begin(), names.end(), l.label) != names.end()) continue;
+            names.push_back(l.label);
+            all += (all.empty() ? "" : ", ") + l.label;
+        }
+        return fail(FROST_ERR_INVALID_ARG, "engine: leave_out_ops \"%s\" matches no op of a step (ops: %s)",
+                    part.c_str(), all.c_str());
+    }
+    return FROST_OK;
+}
+
+frost_status Engine::step_label_costs(int rows, bool decode, int64_t pos, std::vector<LabelCost>* out) {
+    if (!out) return fail(FROST_ERR_INVALID_ARG, "step_label_costs: out is null");
+    out->clear();
+    const ops::OpObserver by_label = [out](const ops::OpRecord& r) {
+        const std::string label = r.label ? r.label : "";
+        auto it = std::find_if(out->begin(), out->end(), [&label](const LabelCost& l) { return l.label == label; });
+        if (it == out->end()) it = out->insert(out->end(), LabelCost{label, 0, {}});
+        it->ops += 1;
+        it->cost.add(r.cost);
+    };
+    const int64_t context = decode ? pos + 1 : pos + (rows + 1) / 2;  // as step_cost
+    return record(0, rows, decode, &by_label, stream_, true, std::max<int64_t>(1, context));
 }
 
 frost_status Engine::step_cost(int rows, bool decode, int64_t pos, ops::OpCost* out) {

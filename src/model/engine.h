@@ -95,6 +95,14 @@ struct EngineOptions {
     // between other sessions' decode steps. 0 = none. Clamped to prefill_chunk. The server's
     // prefill step (SchedulerConfig::prefill_step, 512) is what it serves.
     int slice_rows = 512;
+    // A timing probe, not a mode to serve: ops whose label (the forward's op names, e.g. "rmsnorm",
+    // "gemm lm_head", "attn_decode") contains one of these strings ("=L": is exactly L; see
+    // ops::label_matches) are recorded but not launched, so a step's time without them is
+    // measurable inside its captured graph, where timing an op alone misses how launches overlap.
+    // Outputs are wrong. Each string must match some op of a decode or a prefill step (create
+    // fails otherwise); numerics() names them, so the deployment fingerprint differs.
+    // `frost bench engine --leave-out`, `frost bench graph-ops`.
+    std::vector<std::string> leave_out_ops;
 };
 
 // How to load weights for an engine of these options (Engine::create uses it; callers that load
@@ -247,6 +255,14 @@ public:
     // without running anything; prefill_cost sums the chunks of an n-token prefill from 0.
     frost_status step_cost(int rows, bool decode, int64_t pos, ops::OpCost* out);
     frost_status prefill_cost(int64_t n, ops::OpCost* out);
+    // The same step by op label, in first-recorded order: how many of the step's ops carry each
+    // label and their summed cost (what EngineOptions::leave_out_ops "=label" leaves out).
+    struct LabelCost {
+        std::string label;
+        int ops = 0;
+        ops::OpCost cost;
+    };
+    frost_status step_label_costs(int rows, bool decode, int64_t pos, std::vector<LabelCost>* out);
 
 private:
     Engine() = default;
@@ -257,6 +273,13 @@ private:
     // Elements of the largest quantized GEMM weight (the prefill dequant tile; 0 when none).
     size_t largest_quantized_matrix() const;
     frost_status alloc_session(int index);
+    // EngineOptions::leave_out_ops: each string matches an op label of a decode or prefill step.
+    frost_status check_leave_out();
+    // The Exec every recorded step runs with.
+    ops::Exec exec(frost_stream* st, const ops::OpObserver* observer, bool dry_run, int64_t context) const {
+        return ops::Exec{st, backend_.get(), observer, dry_run, context,
+                         opts_.leave_out_ops.empty() ? nullptr : &opts_.leave_out_ops};
+    }
     frost_status capture_session(int index);
     frost_status record(int session, int rows, bool decode, const ops::OpObserver* observer, frost_stream* st,
                         bool dry_run = false, int64_t context = 0);

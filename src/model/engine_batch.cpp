@@ -65,7 +65,7 @@ frost_status Engine::alloc_batch() {
 
 frost_status Engine::record_batch(int B, const ops::OpObserver* observer, frost_stream* st, bool dry_run,
                                   int64_t context) {
-    const ops::Exec ex{st, backend_.get(), observer, dry_run, context};
+    const ops::Exec ex = exec(st, observer, dry_run, context);
     qwen35::StepSpec step;
     step.rows = B;
     step.decode = true;

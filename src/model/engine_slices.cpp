@@ -60,7 +60,7 @@ frost_status Engine::capture_slices(int session) {
         step.fp8_twin_only = e.fp8_twin_only();
         step.layer_begin = j->layer;
         step.layer_end = j->layer + 1;
-        const ops::Exec ex{st, e.backend_.get(), nullptr, false, 0};
+        const ops::Exec ex = e.exec(st, nullptr, false, 0);
         return qwen35::record_step(ex, e.cfg_, e.weights_, s, e.sessions_[size_t(j->session)], step, nullptr);
     };
     for (int rows = kGdnChunk; rows <= slice_rows_; rows += kGdnChunk)

@@ -2,6 +2,8 @@
 // hook (cost + a replay closure), then the Backend's table entry for the op.
 #include "ops/ops.h"
 
+#include <cstring>
+
 #include "exec/error.h"
 
 namespace frost::ops {
@@ -43,6 +45,13 @@ namespace {
 bool f32(const Tensor& t) { return !t.empty() && t.dtype == DType::F32; }
 bool has(const Tensor& t) { return !t.empty() && t.rank > 0; }
 
+bool left_out(const Exec& ex, const char* label) {
+    if (!ex.leave_out) return false;
+    for (const std::string& part : *ex.leave_out)
+        if (label_matches(label, part)) return true;
+    return false;
+}
+
 template <class P>
 frost_status dispatch(const Exec& ex, OpKind k, const char* label, const P& p, const OpCost& c,
                       frost_status (*fn)(const Exec&, const P&)) {
@@ -53,7 +62,8 @@ frost_status dispatch(const Exec& ex, OpKind k, const char* label, const P& p, c
         Backend* b = ex.backend;
         (*ex.observer)(OpRecord{k, label, c, [b, p, fn](frost_stream* s) { return fn(Exec{s, b, nullptr}, p); }});
     }
-    return ex.dry_run ? FROST_OK : fn(ex, p);
+    if (ex.dry_run || left_out(ex, label)) return FROST_OK;
+    return fn(ex, p);
 }
 
 #define OP_ENTRY(kind, slot)                                                                  \
@@ -75,6 +85,12 @@ bool valid_batch(const BatchSlots& b, int32_t rows, int32_t span = 1) {
 }
 
 }  // namespace
+
+bool label_matches(const char* label, const std::string& part) {
+    if (!label || part.empty()) return false;
+    if (part[0] == '=') return part.compare(1, std::string::npos, label) == 0;
+    return std::strstr(label, part.c_str()) != nullptr;
+}
 
 frost_status op_embed(const Exec& ex, const EmbedOp& p, const char* label) {
     OP_REQUIRE(has(p.table) && p.ids && has(p.y) && p.rows.max > 0, "embed");

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "frost/exec.h"
 #include "kernels/params.h"
@@ -345,7 +347,14 @@ struct Exec {
     // context > 0 is the number of keys an attention row attends (else the cache capacity).
     bool dry_run = false;
     int64_t context = 0;
+    // A timing probe (EngineOptions::leave_out_ops): an op whose label matches one of these parts
+    // (label_matches) is checked and reported to the observer but not launched. Outputs are then wrong.
+    const std::vector<std::string>* leave_out = nullptr;
 };
+
+// A leave-out part against an op label: "=L" matches the label L exactly, any other non-empty part
+// every label that contains it ("rmsnorm" matches "rmsnorm input" and "final rmsnorm").
+bool label_matches(const char* label, const std::string& part);
 
 frost_status op_embed(const Exec& ex, const EmbedOp& p, const char* label = "embed");
 frost_status op_add_rmsnorm(const Exec& ex, const AddRmsNormOp& p, const char* label = "rmsnorm");

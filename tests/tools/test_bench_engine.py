@@ -168,3 +168,27 @@ def test_chunk_reported_is_the_engines(bench, tmp_path):
     assert json.loads(p.stdout)["prefill_chunk"] == min(256, -(-context // 64) * 64)
     p = frost("bench", "engine", "--preset", "tiny", "--chunk", 100, "--out-dir", tmp_path)
     assert p.returncode == 2 and "--chunk" in p.stderr
+
+
+def test_leave_out_is_a_labelled_probe(bench):
+    """--leave-out records every op but launches none whose label contains a given part: the run
+    says so, lists the parts in its JSON and gives report.py no frost_results to compare."""
+    _, model_dir, _ = bench
+    p = frost("bench", "engine", "--model", model_dir, "--backend", "cpu", "--ttft", 64, "--decode", 64,
+              "--decode-steps", 2, "--reps", 1, "--leave-out", "rmsnorm,gemm lm_head", "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    j = json.loads(p.stdout)
+    assert j["leave_out"] == ["rmsnorm", "gemm lm_head"]
+    assert j["frost_results"] == []
+    assert j["ttft"] and j["decode"]  # the rows are still timed
+    assert 'timing probe: ops whose label contains "rmsnorm", "gemm lm_head"' in p.stderr
+
+
+def test_leave_out_refuses_a_part_matching_no_op(bench):
+    _, model_dir, _ = bench
+    p = frost("bench", "engine", "--model", model_dir, "--backend", "cpu", "--ttft", 64, "--decode", 64,
+              "--decode-steps", 2, "--reps", 1, "--leave-out", "gemm lm_head,no such op")
+    assert p.returncode != 0
+    assert '"no such op" matches no op' in p.stderr and "gemm lm_head" in p.stderr
+    p = frost("bench", "engine", "--model", model_dir, "--backend", "cpu", "--leave-out", ",")
+    assert p.returncode == 2 and "--leave-out" in p.stderr

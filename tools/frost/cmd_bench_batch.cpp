@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_registry.h"
+#include "bench_util.h"
 #include "engine_args.h"
 #include "model/engine.h"
 #include "model/synth.h"
@@ -70,31 +71,6 @@ bool parse_ints(const std::string& s, std::vector<int>* out) {
         at = comma + 1;
     }
     return !out->empty();
-}
-
-// Device-to-device copy bandwidth of this engine's backend (GB/s, read + write), median of 5 after a
-// warm-up.
-double copy_ceiling(fm::Engine& e, size_t bytes) {
-    frost_buffer *a = nullptr, *b = nullptr;
-    frost_stream* st = e.stream();
-    double gbps = 0;
-    if (frost_buffer_alloc(e.ctx(), "bench.a", bytes, FROST_SPACE_DEVICE, &a) == FROST_OK &&
-        frost_buffer_alloc(e.ctx(), "bench.b", bytes, FROST_SPACE_DEVICE, &b) == FROST_OK &&
-        frost_buffer_fill(a, 0, 1, bytes, st) == FROST_OK && frost_stream_sync(st) == FROST_OK) {
-        std::vector<double> ms;
-        for (int i = 0; i <= 5; ++i) {
-            const auto t0 = Clock::now();
-            if (frost_buffer_copy(b, 0, a, 0, bytes, st) != FROST_OK || frost_stream_sync(st) != FROST_OK) break;
-            if (i) ms.push_back(ms_since(t0));
-        }
-        std::sort(ms.begin(), ms.end());
-        // A copy reads and writes every byte: 2 x bytes cross the memory bus (counting one side
-        // halved the ceiling and made every floor twice too long).
-        if (!ms.empty() && ms[ms.size() / 2] > 0) gbps = 2.0 * double(bytes) / 1e9 / (ms[ms.size() / 2] / 1e3);
-    }
-    frost_buffer_free(a);
-    frost_buffer_free(b);
-    return gbps;
 }
 
 constexpr int kAdmitStreams = 3;
@@ -236,16 +212,7 @@ int run(const std::vector<std::string>& args) {
         std::fprintf(stderr, "frost bench batch: --backend must be cpu or cuda\n");
         return 2;
     }
-    if (model.empty()) {
-        model = out_dir + "/model-" + preset;
-        std::error_code ec;
-        std::filesystem::create_directories(out_dir, ec);
-        fm::SynthOptions so;
-        so.out_dir = model;
-        so.preset = preset;
-        if (!std::filesystem::exists(model + "/config.json") && fm::synth_checkpoint(so) != FROST_OK)
-            return fail_msg("synthesising the model");
-    }
+    if (frost::cli::model_from_preset(&model, preset, out_dir) != FROST_OK) return fail_msg("synthesising the model");
     const int max_b = *std::max_element(sizes.begin(), sizes.end());
     eo.sessions = std::max(max_b, kAdmitStreams + 1) + 1;  // session 0: the context the members fork from
     eo.max_seq_len = std::max(context + steps, admit) + kSeqSlack;
@@ -256,7 +223,7 @@ int run(const std::vector<std::string>& args) {
     std::unique_ptr<fm::Engine> e;
     if (fm::Engine::create(model, eo, &e) != FROST_OK) return fail_msg("loading the model");
     const bool cuda = eo.backend == FROST_BACKEND_CUDA;
-    const double ceiling = copy_ceiling(*e, cuda ? kCeilingBytesCuda : kCeilingBytesCpu);
+    const double ceiling = frost::cli::copy_ceiling(*e, cuda ? kCeilingBytesCuda : kCeilingBytesCpu);
 
     // One prefilled context, forked into every member before each size (same positions each time).
     std::mt19937_64 rng(7);

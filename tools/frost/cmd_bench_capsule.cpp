@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_registry.h"
+#include "bench_util.h"
 #include "capsule_plot.h"
 #include "engine_args.h"
 #include "model/capsule.h"
@@ -152,14 +153,7 @@ int run_bench_capsule(const std::vector<std::string>& args) {
     if (lens.empty()) { std::fprintf(stderr, "frost bench capsule: no prefix length >= 64\n"); return 2; }
     std::error_code ec;
     std::filesystem::create_directories(out_dir + "/capsules", ec);
-    if (model.empty()) {
-        model = out_dir + "/model-" + preset;
-        fm::SynthOptions so;
-        so.out_dir = model;
-        so.preset = preset;
-        if (!std::filesystem::exists(model + "/config.json") && fm::synth_checkpoint(so) != FROST_OK)
-            return fail_msg("synthesising the model");
-    }
+    if (frost::cli::model_from_preset(&model, preset, out_dir) != FROST_OK) return fail_msg("synthesising the model");
     fm::EngineOptions eo;
     if (!frost::cli::parse_backend(backend, &eo.backend)) { std::fprintf(stderr, "--backend must be cpu or cuda\n"); return 2; }
     eo.sessions = 2;

@@ -26,6 +26,7 @@
 #endif
 
 #include "bench_registry.h"
+#include "bench_util.h"
 #include "engine_args.h"
 #include "model/engine.h"
 #include "model/engine_cuda.h"
@@ -43,7 +44,7 @@ using json = nlohmann::ordered_json;  // keeps phases in the order they ran
 constexpr const char* kUsage =
     "usage: frost bench engine [--model DIR | --preset NAME] [--backend cpu|cuda] [--ttft N1,N2,...]\n"
     "         [--decode C1,C2,...] [--decode-steps N] [--chunk C_p] [--reps N] [--out-dir DIR] [--json]\n"
-    "         [--fp8-prefill w8a8|exact] [--fp8-decode w8a8|exact] [--mask-decode]\n"
+    "         [--fp8-prefill w8a8|exact] [--fp8-decode w8a8|exact] [--mask-decode] [--leave-out L1,L2,...]\n"
     "  Cold start (process start -> ready), cold TTFT per prompt length (median of --reps after one\n"
     "  warm-up), decode ms/token at each context, peak device memory; each beside its floor (TTFT:\n"
     "  the larger of its FLOPs at a GEMM ceiling and its bytes at a copy ceiling, both measured in\n"
@@ -51,7 +52,9 @@ constexpr const char* kUsage =
     "  falls to within a long prefill). Without --model a synthetic checkpoint of --preset (default\n"
     "  tiny) is written under --out-dir (default ./engine-bench). --chunk: the prefill chunk C_p\n"
     "  (default 0: the engine's own choice, auto_prefill_chunk). --json prints JSON on stdout and the\n"
-    "  table on stderr.";
+    "  table on stderr. --leave-out: a timing probe; ops whose label contains one of the strings\n"
+    "  (e.g. rmsnorm, gemm lm_head, attn_decode) are recorded but not launched, so the rows time the\n"
+    "  steps without them inside their graphs. Outputs are wrong, and the JSON has no frost_results.";
 
 constexpr int kWarmupTokens = 64;          // warm-up prefill length (one GDN chunk)
 constexpr int kSeqSlack = 64;              // max_seq_len = longest run + decode steps + this
@@ -344,6 +347,7 @@ struct Args {
     bool fp8_w8a8 = false;         // --fp8-prefill w8a8
     bool fp8_w8a8_decode = false;  // --fp8-decode w8a8
     bool mask_decode = false;  // --mask-decode: a token mask set before every decode step
+    std::vector<std::string> leave_out;  // --leave-out: EngineOptions::leave_out_ops (a timing probe)
 };
 
 // Returns -1 when parsing succeeded, else the exit code.
@@ -363,6 +367,18 @@ int parse_args(const std::vector<std::string>& args, Args* a) {
             else if (k == "--decode-steps") a->decode_steps = std::max(1, std::stoi(v));
             else if (k == "--chunk") a->chunk = std::stoi(v);
             else if (k == "--reps") a->reps = std::max(1, std::stoi(v));
+            else if (k == "--leave-out") {
+                a->leave_out.clear();
+                for (size_t b = 0; b <= v.size();) {
+                    const size_t e = std::min(v.find(',', b), v.size());
+                    if (e > b) a->leave_out.push_back(v.substr(b, e - b));
+                    b = e + 1;
+                }
+                if (a->leave_out.empty()) {
+                    std::fprintf(stderr, "frost bench engine: --leave-out wants op label parts L1,L2,...\n");
+                    return 2;
+                }
+            }
             else if (k == "--fp8-prefill" || k == "--fp8-decode") {
                 if (!frost::cli::parse_fp8_mode(v, k == "--fp8-prefill" ? &a->fp8_w8a8 : &a->fp8_w8a8_decode)) {
                     std::fprintf(stderr, "frost bench engine: %s must be w8a8 or exact, got '%s'\n", k.c_str(), v.c_str());
@@ -407,15 +423,8 @@ int run_bench_engine(const std::vector<std::string>& args) {
     double synth_s = 0;  // excluded from the cold start: it writes the checkpoint being loaded
     const bool from_preset = a.model.empty();
     if (from_preset) {
-        a.model = a.out_dir + "/model-" + a.preset;
         const auto t = Clock::now();
-        std::error_code ec;
-        std::filesystem::create_directories(a.out_dir, ec);
-        fm::SynthOptions so;
-        so.out_dir = a.model;
-        so.preset = a.preset;
-        if (!std::filesystem::exists(a.model + "/config.json") && fm::synth_checkpoint(so) != FROST_OK)
-            return fail_msg("synthesising the model");
+        if (frost::cli::model_from_preset(&a.model, a.preset, a.out_dir) != FROST_OK) return fail_msg("synthesising the model");
         synth_s = s_since(t);
     }
     const int max_len = std::max(*std::max_element(a.ttft.begin(), a.ttft.end()),
@@ -425,6 +434,7 @@ int run_bench_engine(const std::vector<std::string>& args) {
     eo.sessions = 1;
     eo.fp8_w8a8_prefill = a.fp8_w8a8;
     eo.fp8_w8a8_decode = a.fp8_w8a8_decode;
+    eo.leave_out_ops = a.leave_out;
 
     // ---- cold start: device init, weight files -> host, engine create (upload + capture), warm-up.
     MemProbe mem;
@@ -616,7 +626,9 @@ int run_bench_engine(const std::vector<std::string>& args) {
                                         {"sustained_tflops", sustained_tflops}, {"sustained_s", gc.sustain_s},
                                         {"sustained_measure", "the same products back to back, median of the "
                                                               "windows after the first quarter"}}},
-                      {"frost_results", results}, {"cold_start", cold}, {"memory", memory},
+                      // A probe's numbers are not the model's: no frost_results for report.py to compare.
+                      {"frost_results", a.leave_out.empty() ? results : json::array()}, {"leave_out", a.leave_out},
+                      {"cold_start", cold}, {"memory", memory},
                       {"ttft", ttft_rows}, {"decode", decode_rows}};
 
     FILE* tbl = a.json ? stderr : stdout;
@@ -627,6 +639,11 @@ int run_bench_engine(const std::vector<std::string>& args) {
     std::fprintf(tbl, "  cold start %.3f s (floor %.3f s, %.1fx):", total_s, cold_floor_s, ratio(total_s, cold_floor_s));
     for (const auto& [k, v] : phases.items()) std::fprintf(tbl, " %s %.3f", k.c_str(), v.get<double>());
     std::fprintf(tbl, "  [synth %.1f s excluded]\n", synth_s);
+    if (!a.leave_out.empty()) {
+        std::fprintf(tbl, "  timing probe: ops whose label contains");
+        for (size_t i = 0; i < a.leave_out.size(); ++i) std::fprintf(tbl, "%s \"%s\"", i ? "," : "", a.leave_out[i].c_str());
+        std::fprintf(tbl, " are not launched; outputs are wrong\n");
+    }
     // Without a GEMM ceiling (its buffers or product failed) the rows say so rather than print a
     // 0 % share and a floor that is only the bandwidth one.
     if (gemm_tflops <= 0) std::fprintf(tbl, "  GEMM ceiling not measured: %s\n", frost_last_error());

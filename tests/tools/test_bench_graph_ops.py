@@ -1,0 +1,87 @@
+"""`frost bench graph-ops` on the CPU backend (tiny preset): one row per op label of the decode step,
+op counts per label from config.json's layer pattern, label bytes that add up to the step's bytes as
+`frost bench engine` counts them, probes that ran report consistent savings, bad --only refused."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+FROST_BIN = os.environ.get("FROST_BIN", "")
+RUN_TIMEOUT_S = 120
+CONTEXT = 64
+
+
+def frost(*args):
+    assert FROST_BIN and Path(FROST_BIN).exists(), "set FROST_BIN to the built frost binary"
+    return subprocess.run([FROST_BIN, *map(str, args)], capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("graph-ops")
+    p = frost("bench", "graph-ops", "--preset", "tiny", "--backend", "cpu", "--context", CONTEXT, "--steps", 2,
+              "--reps", 1, "--out-dir", out, "--json")
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout), out / "model-tiny", p.stderr
+
+
+def text_config(model_dir):
+    cfg = json.loads((model_dir / "config.json").read_text())
+    return cfg.get("text_config", cfg)
+
+
+def test_one_row_per_label_with_the_layer_pattern_counts(sweep):
+    j, model_dir, _ = sweep
+    t = text_config(model_dir)
+    kinds = t["layer_types"]
+    n_lin, n_full = kinds.count("linear_attention"), kinds.count("full_attention")
+    rows = {r["label"]: r for r in j["labels"]}
+    assert len(rows) == len(j["labels"]), "a label listed twice"
+    assert rows["rmsnorm input"]["ops"] == len(kinds)
+    assert rows["rmsnorm post_attention"]["ops"] == len(kinds)
+    assert rows["gemm mlp down"]["ops"] == len(kinds)
+    assert rows["conv1d+gdn_step+gated_rmsnorm"]["ops"] == n_lin
+    assert rows["attn_decode"]["ops"] == n_full
+    assert rows["gemm lm_head"]["ops"] == 1 and rows["sample"]["ops"] == 1
+    # lm_head reads at least its weight (bf16 in the cost model)
+    assert rows["gemm lm_head"]["bytes"] >= t["vocab_size"] * t["hidden_size"] * 2
+
+
+def test_label_bytes_add_up_to_the_engine_benchs_decode_step(sweep):
+    j, model_dir, _ = sweep
+    p = frost("bench", "engine", "--model", model_dir, "--backend", "cpu", "--ttft", 64, "--decode", CONTEXT,
+              "--decode-steps", 2, "--reps", 1, "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    step = json.loads(p.stdout)["decode"][0]["floor_bytes"]
+    assert sum(r["bytes"] for r in j["labels"]) == pytest.approx(step, rel=1e-9)
+
+
+def test_probes_report_consistent_savings(sweep):
+    j, _, table = sweep
+    assert j["full_ms_per_token"] > 0 and j["copy_gbps"] > 0
+    ran = [r for r in j["labels"] if "error" not in r]
+    assert {"gemm lm_head", "gemm mlp down", "rmsnorm input"} <= {r["label"] for r in ran}
+    for r in ran:
+        assert r["ms_per_token"] > 0
+        assert r["saved_ms"] == pytest.approx(j["full_ms_per_token"] - r["ms_per_token"], abs=1e-12)
+        assert r["saved_per_op_us"] == pytest.approx(r["saved_ms"] * 1e3 / r["ops"], rel=1e-12)
+        assert r["floor_ms"] == pytest.approx(r["bytes"] / (j["copy_gbps"] * 1e9) * 1e3, rel=1e-12)
+    for r in j["labels"]:
+        assert r["label"] in table  # every row printed, failed probes with their error
+    for r in j["labels"]:
+        if "error" in r:
+            assert r["error"] and "failed: " + r["error"][:20] in table
+
+
+def test_only_picks_labels_and_refuses_unknown_ones(sweep):
+    _, model_dir, _ = sweep
+    p = frost("bench", "graph-ops", "--model", model_dir, "--backend", "cpu", "--context", CONTEXT, "--steps", 1,
+              "--reps", 1, "--only", "gemm lm_head", "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert [r["label"] for r in json.loads(p.stdout)["labels"]] == ["gemm lm_head"]
+    p = frost("bench", "graph-ops", "--model", model_dir, "--backend", "cpu", "--only", "lm_head")
+    assert p.returncode == 2 and "--only lm_head is no op label" in p.stderr
+    p = frost("bench", "graph-ops", "--model", model_dir, "--backend", "cpu", "--steps", 0)
+    assert p.returncode == 2
