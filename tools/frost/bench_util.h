@@ -13,6 +13,17 @@
 
 namespace frost::cli {
 
+// "a,b,c" -> {"a", "b", "c"}; empty items dropped.
+inline std::vector<std::string> split_list(const std::string& v) {
+    std::vector<std::string> out;
+    for (size_t b = 0; b <= v.size();) {
+        const size_t e = std::min(v.find(',', b), v.size());
+        if (e > b) out.push_back(v.substr(b, e - b));
+        b = e + 1;
+    }
+    return out;
+}
+
 // Without --model (`model` empty): the checkpoint of `preset` at OUT_DIR/model-PRESET, written by
 // `frost synth` unless a previous run left it there; `model` becomes its folder.
 inline frost_status model_from_preset(std::string* model, const std::string& preset, const std::string& out_dir) {

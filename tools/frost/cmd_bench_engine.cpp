@@ -368,12 +368,7 @@ int parse_args(const std::vector<std::string>& args, Args* a) {
             else if (k == "--chunk") a->chunk = std::stoi(v);
             else if (k == "--reps") a->reps = std::max(1, std::stoi(v));
             else if (k == "--leave-out") {
-                a->leave_out.clear();
-                for (size_t b = 0; b <= v.size();) {
-                    const size_t e = std::min(v.find(',', b), v.size());
-                    if (e > b) a->leave_out.push_back(v.substr(b, e - b));
-                    b = e + 1;
-                }
+                a->leave_out = frost::cli::split_list(v);
                 if (a->leave_out.empty()) {
                     std::fprintf(stderr, "frost bench engine: --leave-out wants op label parts L1,L2,...\n");
                     return 2;

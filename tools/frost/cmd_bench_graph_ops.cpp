@@ -62,16 +62,6 @@ double median(std::vector<double> v) {
     return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-std::vector<std::string> split_list(const std::string& v) {
-    std::vector<std::string> out;
-    for (size_t b = 0; b <= v.size();) {
-        const size_t e = std::min(v.find(',', b), v.size());
-        if (e > b) out.push_back(v.substr(b, e - b));
-        b = e + 1;
-    }
-    return out;
-}
-
 // Returns -1 when parsing succeeded, else the exit code.
 int parse_args(const std::vector<std::string>& args, Args* a) {
     try {
@@ -88,7 +78,7 @@ int parse_args(const std::vector<std::string>& args, Args* a) {
             else if (k == "--context") a->context = std::stoi(v);
             else if (k == "--steps") a->steps = std::stoi(v);
             else if (k == "--reps") a->reps = std::stoi(v);
-            else if (k == "--only") a->only = split_list(v);
+            else if (k == "--only") a->only = frost::cli::split_list(v);
             else {
                 std::fprintf(stderr, "frost bench graph-ops: unknown option %s\n%s\n", k.c_str(), kUsage);
                 return 2;
