@@ -551,7 +551,8 @@ int open_stream(uint16_t port, const std::string& key, const std::string& prompt
 }  // namespace
 
 TEST(Http, PerKeyLimitIs429WithRetryAfterAndReleasedOnEveryPath) {
-    Server s(Options{.slots = 1, .queue_cap = 8, .step_delay_ms = 10, .max_per_key = 2});
+    // 50 ms steps: the first stream (20 s) outlasts the refusals below even on a loaded machine.
+    Server s(Options{.slots = 1, .queue_cap = 8, .step_delay_ms = 50, .max_per_key = 2});
     // Key 0 fills its two places: one running, one queued behind it.
     const int a = open_stream(s.port, kKey, "first", 400);
     const int b = open_stream(s.port, kKey, "second", 400);
@@ -606,9 +607,14 @@ TEST(Http, PerKeyLimitIs429WithRetryAfterAndReleasedOnEveryPath) {
 
 TEST(Http, QueueFullStays503WithAPerKeyLimit) {
     // Per-key room left, global queue full: the answer is still the global 503.
-    Server s(Options{.slots = 1, .queue_cap = 1, .step_delay_ms = 10, .max_per_key = 8});
+    Server s(Options{.slots = 1, .queue_cap = 1, .step_delay_ms = 50, .max_per_key = 8});
     const int a = open_stream(s.port, kKey, "running", 400);
     ASSERT_NE(read_until(a, "data: ", 5000).find("data: "), std::string::npos);
+    // The stream's first chunk is written at admission, before the engine thread takes the job:
+    // wait until `a` runs, or `b` may meet `a` still queued and be the one refused (a CI run saw
+    // that, and the third request then queued behind `a` and got its 200). 50 ms steps: `a` (20 s)
+    // outlasts the checks on a loaded machine; closing it cancels it.
+    ASSERT_TRUE(eventually([&] { return s.sched->busy_slots() == 1 && s.sched->queue_depth() == 0; }));
     const int b = open_stream(s.port, kKey2, "queued", 400);
     ASSERT_TRUE(eventually([&] { return s.sched->queue_depth() == 1; }));
     const RawResponse r = s.post("/v1/chat/completions", chat_body({user("no room")}, 2));
