@@ -6,6 +6,7 @@
 TEST(CudaNorm, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #else
 #include <cmath>
+#include <string>
 
 #include "kernels/cuda/lm_kernels.h"
 #include "kernels/cuda_test_util.h"
@@ -19,41 +20,52 @@ constexpr double kBf16Tol = 1e-2;
 TEST(CudaNorm, AddRmsNormMatchesReference) {
     FROST_SKIP_WITHOUT_CUDA();
     auto rng = fresh_rng("AddRmsNorm");
-    const int rows = 7, max_rows = 9, dim = 4096;
-    for (int with_delta = 0; with_delta < 2; ++with_delta) {
-        for (int last_only = 0; last_only < 2; ++last_only) {
-            auto h = uniform(rng, max_rows * dim, -2, 2);
-            auto delta = uniform(rng, max_rows * dim, -1, 1);
-            auto w = uniform(rng, dim, -0.5f, 0.5f, false);
-            Dev<uint16_t> dh(to_bf(h)), dd(to_bf(delta)), dy(max_rows * dim);
-            Dev<float> dw(w);
-            Dev<int32_t> dn(std::vector<int32_t>{rows});
-            kernels::AddRmsNormBf16Params p{bf(dh), with_delta ? bf(dd) : nullptr, dw.get(), bf(dy),
-                                            dim, 1, 1e-6f, max_rows, dn.get(), last_only};
-            CUDA_OK(kernels::add_rmsnorm_launch(p, nullptr));
-            auto y = from_bf(dy.download());
-            auto hout = from_bf(dh.download());
-            std::vector<double> ref;
-            std::vector<float> got;
-            for (int r = last_only ? rows - 1 : 0; r < rows; ++r) {
-                std::vector<double> hr(dim);
-                double ss = 0;
-                for (int i = 0; i < dim; ++i) {
-                    hr[i] = with_delta ? round_bf(h[r * dim + i] + delta[r * dim + i]) : h[r * dim + i];
-                    ss += hr[i] * hr[i];
-                    EXPECT_EQ(hout[r * dim + i], static_cast<float>(hr[i])) << "residual r" << r << " i" << i;
-                    if (HasFailure()) return;
+    // Decode-sized launches (<= 8 rows: 256 threads) and prefill ones (one thread per vector up
+    // to 256), so each vectors-per-thread instance runs: 1 (dims 1024, 2048), 2 (4096), 4 (5120:
+    // three of four slots used, 8192).
+    struct Shape {
+        int rows, max_rows, dim;
+    };
+    for (const Shape sh : {Shape{7, 9, 4096}, Shape{5, 8, 1024}, Shape{37, 40, 1024}, Shape{33, 36, 2048},
+                           Shape{20, 24, 4096}, Shape{19, 21, 5120}, Shape{17, 19, 8192}}) {
+        SCOPED_TRACE("dim " + std::to_string(sh.dim) + " rows " + std::to_string(sh.rows) + "/" +
+                     std::to_string(sh.max_rows));
+        const int rows = sh.rows, max_rows = sh.max_rows, dim = sh.dim;
+        for (int with_delta = 0; with_delta < 2; ++with_delta) {
+            for (int last_only = 0; last_only < 2; ++last_only) {
+                auto h = uniform(rng, max_rows * dim, -2, 2);
+                auto delta = uniform(rng, max_rows * dim, -1, 1);
+                auto w = uniform(rng, dim, -0.5f, 0.5f, false);
+                Dev<uint16_t> dh(to_bf(h)), dd(to_bf(delta)), dy(max_rows * dim);
+                Dev<float> dw(w);
+                Dev<int32_t> dn(std::vector<int32_t>{rows});
+                kernels::AddRmsNormBf16Params p{bf(dh), with_delta ? bf(dd) : nullptr, dw.get(), bf(dy),
+                                                dim, 1, 1e-6f, max_rows, dn.get(), last_only};
+                CUDA_OK(kernels::add_rmsnorm_launch(p, nullptr));
+                auto y = from_bf(dy.download());
+                auto hout = from_bf(dh.download());
+                std::vector<double> ref;
+                std::vector<float> got;
+                for (int r = last_only ? rows - 1 : 0; r < rows; ++r) {
+                    std::vector<double> hr(dim);
+                    double ss = 0;
+                    for (int i = 0; i < dim; ++i) {
+                        hr[i] = with_delta ? round_bf(h[r * dim + i] + delta[r * dim + i]) : h[r * dim + i];
+                        ss += hr[i] * hr[i];
+                        EXPECT_EQ(hout[r * dim + i], static_cast<float>(hr[i])) << "residual r" << r << " i" << i;
+                        if (HasFailure()) return;
+                    }
+                    const double rs = 1.0 / std::sqrt(ss / dim + 1e-6);
+                    const int yr = last_only ? 0 : r;
+                    for (int i = 0; i < dim; ++i) {
+                        ref.push_back(hr[i] * rs * (1.0 + w[i]));
+                        got.push_back(y[yr * dim + i]);
+                    }
                 }
-                const double rs = 1.0 / std::sqrt(ss / dim + 1e-6);
-                const int yr = last_only ? 0 : r;
-                for (int i = 0; i < dim; ++i) {
-                    ref.push_back(hr[i] * rs * (1.0 + w[i]));
-                    got.push_back(y[yr * dim + i]);
+                EXPECT_LE(rel_l2(ref, got), kBf16Tol) << "delta " << with_delta << " last " << last_only;
+                if (!last_only) {  // rows beyond the count stay untouched (still poison)
+                    EXPECT_TRUE(std::isnan(y[rows * dim]));
                 }
-            }
-            EXPECT_LE(rel_l2(ref, got), kBf16Tol) << "delta " << with_delta << " last " << last_only;
-            if (!last_only) {  // rows beyond the count stay untouched (still poison)
-                EXPECT_TRUE(std::isnan(y[rows * dim]));
             }
         }
     }

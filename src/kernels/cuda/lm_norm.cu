@@ -59,8 +59,35 @@ __device__ inline float head_rms_load(const bf16* x, int dim, float eps, float (
 //   0.995 -> 1.025-1.031, 9B INT4 3.20 -> 3.17-3.18; for all three, 0.8B 0.996 -> 1.03-1.04, 9B
 //   INT4 3.20 -> 3.19, 9B FP8 3.967 -> 3.928.
 // The probe's saving is the norm's work leaving the critical path, which no fusion achieves.
+// kV: the vectors each thread holds (the launcher's smallest that covers dim: 1, 2 or 4). The
+// weights are loaded before the programmatic wait and all of the row's h and delta right after
+// it, before any arithmetic; before, each vector's h and delta were awaited in turn (the next
+// loads could not pass the h store in between) and the weights were loaded only after the block
+// reduction, a dependent round trip on the decode critical path. Same arithmetic in the same
+// order: the same bits. Measured (H200, 2026-11-30):
+// - decode, old and new binaries alternating in one call (`frost bench engine --decode 1024
+//   --decode-steps 64 --reps 3`, ms/token): 9B INT4 2.780 / 2.771 -> 2.685 / 2.693, 9B FP8 3.105 /
+//   3.112 -> 3.000 / 3.012, 9B bf16 4.569 / 4.573 -> 4.486 / 4.483, 35B-A3B (20 layers) 1.544 /
+//   1.551 -> 1.520 / 1.521, 0.8B 0.853 / 0.862 -> 0.857 / 0.851 (noise). Inside the 9B INT4 graph
+//   a norm now costs 1.8 us (`frost bench graph-ops`), 4.2 us before;
+// - prefill, timed alone (`bench_ops --rows 4096 --pos 0`, us over the 32 input / 32 post-attention
+//   norms): 9B bf16 1125 / 1041 -> 890 / 820, with the FP8 twin 1419 / 1254 -> 1225 / 1050; 0.8B
+//   (1024 rows) 111 -> 101. Through the engine the 9B's 4k / 16k cold TTFT moved within noise.
+template <int kV>
 __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf16Params p) {
     __shared__ float scratch[kWarp];
+    const int nvec = p.dim / kVec;
+    // The weights first, before the wait: they do not depend on the previous kernel, so under
+    // programmatic launch (decode graphs) their loads overlap its tail. As two float4 loads per
+    // vector where aligned (eight scalar loads each otherwise: a warp's scalar load spans 1 KiB,
+    // eight L1 wavefronts for 128 useful bytes).
+    const bool w_vec = (reinterpret_cast<uintptr_t>(p.w) & 15) == 0;
+    float w[kV][kVec];
+#pragma unroll
+    for (int j = 0; j < kV; ++j) {
+        const int vi = threadIdx.x + j * blockDim.x;
+        if (vi < nvec) load8f(p.w + vi * kVec, w_vec, w[j]);
+    }
     pdl_wait();  // programmatic launch (decode graphs): h comes from the predecessor
     pdl_launch_dependents();
     const int rows = launch_rows(p.n_rows, p.max_rows);
@@ -72,19 +99,34 @@ __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf1
         return;
     }
     bf16* h = p.h + static_cast<int64_t>(row) * p.dim;
-    const int nvec = p.dim / kVec;
-    float v[kNormMaxVecPerThread][kVec];
-    float ss = 0.0f;
+    const bf16* delta = p.delta ? p.delta + static_cast<int64_t>(row) * p.dim : nullptr;
+    Bf16x8 hv[kV], dv[kV];
 #pragma unroll
-    for (int j = 0; j < kNormMaxVecPerThread; ++j) {
+    for (int j = 0; j < kV; ++j) {
         const int vi = threadIdx.x + j * blockDim.x;
         if (vi >= nvec) continue;
-        load8(h + vi * kVec, v[j]);
-        if (p.delta) {
-            float d[kVec];
-            load8(p.delta + static_cast<int64_t>(row) * p.dim + vi * kVec, d);
+        hv[j] = reinterpret_cast<const Bf16x8*>(h)[vi];
+        if (delta) dv[j] = reinterpret_cast<const Bf16x8*>(delta)[vi];
+    }
+    float v[kV][kVec];
+    float ss = 0.0f;
 #pragma unroll
-            for (int e = 0; e < kVec; ++e) v[j][e] = __bfloat162float(__float2bfloat16(v[j][e] + d[e]));
+    for (int j = 0; j < kV; ++j) {
+        const int vi = threadIdx.x + j * blockDim.x;
+        if (vi >= nvec) continue;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float2 f = hv[j].f2(i);
+            v[j][2 * i] = f.x;
+            v[j][2 * i + 1] = f.y;
+        }
+        if (delta) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const float2 d = dv[j].f2(i);
+                v[j][2 * i] = __bfloat162float(__float2bfloat16(v[j][2 * i] + d.x));
+                v[j][2 * i + 1] = __bfloat162float(__float2bfloat16(v[j][2 * i + 1] + d.y));
+            }
             store8(h + vi * kVec, v[j]);
         }
 #pragma unroll
@@ -93,18 +135,13 @@ __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf1
     const float rs = rsqrtf(block_sum(ss, scratch) / p.dim + p.eps);
     bf16* y = p.y + static_cast<int64_t>(p.last_row_only ? 0 : row) * p.dim;
     const float one = p.zero_centred ? 1.0f : 0.0f;
-    // The weights as two float4 loads per vector where aligned (eight scalar loads each otherwise:
-    // a warp's scalar load spans 1 KiB, eight L1 wavefronts for 128 useful bytes).
-    const bool w_vec = (reinterpret_cast<uintptr_t>(p.w) & 15) == 0;
 #pragma unroll
-    for (int j = 0; j < kNormMaxVecPerThread; ++j) {
+    for (int j = 0; j < kV; ++j) {
         const int vi = threadIdx.x + j * blockDim.x;
         float out[kVec] = {};
         if (vi < nvec) {
-            float w[kVec];
-            load8f(p.w + vi * kVec, w_vec, w);
 #pragma unroll
-            for (int e = 0; e < kVec; ++e) out[e] = v[j][e] * rs * (one + w[e]);
+            for (int e = 0; e < kVec; ++e) out[e] = v[j][e] * rs * (one + w[j][e]);
             if (!p.yq_only) store8(y + vi * kVec, out);  // yq_only: the twin is the only reader's input
         }
         // The FP8 twin (dim a multiple of 128, so 16 lanes hold one group): the whole warp joins
@@ -307,7 +344,12 @@ cudaError_t add_rmsnorm_launch(const AddRmsNormBf16Params& p, cudaStream_t strea
     // kernel is one block either way; it is what the graphs measured.
     const bool decode = p.last_row_only || p.max_rows <= kGemvMaxRows;
     const int threads = decode ? kNormThreads : std::min(kNormThreads, ceil_div(p.dim / kVec, kWarp) * kWarp);
-    const cudaError_t err = launch_kernel(add_rmsnorm_kernel, dim3(blocks), dim3(threads), 0, stream, p.pdl != 0, p);
+    const int per_thread = ceil_div(p.dim / kVec, threads);  // vectors each thread holds
+    const cudaError_t err =
+        per_thread <= 1   ? launch_kernel(add_rmsnorm_kernel<1>, dim3(blocks), dim3(threads), 0, stream, p.pdl != 0, p)
+        : per_thread <= 2 ? launch_kernel(add_rmsnorm_kernel<2>, dim3(blocks), dim3(threads), 0, stream, p.pdl != 0, p)
+                          : launch_kernel(add_rmsnorm_kernel<kNormMaxVecPerThread>, dim3(blocks), dim3(threads), 0,
+                                          stream, p.pdl != 0, p);
     if (err != cudaSuccess) return err;
     return cudaGetLastError();
 }
