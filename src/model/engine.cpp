@@ -455,6 +455,12 @@ frost_status Engine::check_leave_out() {
     FROST_TRY(step_label_costs(kGdnChunk, false, 0, &pre));
     dec.insert(dec.end(), pre.begin(), pre.end());
     for (const std::string& part : opts_.leave_out_ops) {
+        for (const LabelCost& l : dec)
+            if (l.kind == ops::OpKind::Cursor && ops::label_matches(l.label.c_str(), part))
+                return fail(FROST_ERR_INVALID_ARG,
+                            "engine: leave_out_ops \"%s\" matches \"%s\", a cursor op: it holds the step's position and "
+                            "token count, which every later op addresses memory by, so it cannot be left out",
+                            part.c_str(), l.label.c_str());
         if (std::any_of(dec.begin(), dec.end(), [&part](const LabelCost& l) { return ops::label_matches(l.label.c_str(), part); }))
             continue;
         std::vector<std::string> names;
@@ -476,7 +482,7 @@ frost_status Engine::step_label_costs(int rows, bool decode, int64_t pos, std::v
     const ops::OpObserver by_label = [out](const ops::OpRecord& r) {
         const std::string label = r.label ? r.label : "";
         auto it = std::find_if(out->begin(), out->end(), [&label](const LabelCost& l) { return l.label == label; });
-        if (it == out->end()) it = out->insert(out->end(), LabelCost{label, 0, {}});
+        if (it == out->end()) it = out->insert(out->end(), LabelCost{label, 0, {}, r.kind});
         it->ops += 1;
         it->cost.add(r.cost);
     };

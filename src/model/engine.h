@@ -99,8 +99,10 @@ struct EngineOptions {
     // "gemm lm_head", "attn_decode") contains one of these strings ("=L": is exactly L; see
     // ops::label_matches) are recorded but not launched, so a step's time without them is
     // measurable inside its captured graph, where timing an op alone misses how launches overlap.
-    // Outputs are wrong. Each string must match some op of a decode or a prefill step (create
-    // fails otherwise); numerics() names them, so the deployment fingerprint differs.
+    // Outputs are wrong. Each string must match some op of a decode or a prefill step and no
+    // cursor op (create fails otherwise: the step's position and token count live in the cursor,
+    // and every later op addresses memory by them; on the GPU a step without them read past the
+    // KV cache). numerics() names them, so the deployment fingerprint differs.
     // `frost bench engine --leave-out`, `frost bench graph-ops`.
     std::vector<std::string> leave_out_ops;
 };
@@ -261,6 +263,7 @@ public:
         std::string label;
         int ops = 0;
         ops::OpCost cost;
+        ops::OpKind kind = ops::OpKind::Count;  // the first op's kind under the label
     };
     frost_status step_label_costs(int rows, bool decode, int64_t pos, std::vector<LabelCost>* out);
 

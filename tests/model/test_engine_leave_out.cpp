@@ -65,5 +65,19 @@ TEST(EngineLeaveOut, APartMatchingNoOpIsRefusedAtCreate) {
     EXPECT_NE(make({""}, &e), FROST_OK);                              // an empty part matches nothing
 }
 
+// The cursor ops hold the step's position and token count; a step without them addressed the KV
+// cache past its end on the GPU. Refused by exact label and by any part that matches one.
+TEST(EngineLeaveOut, CursorOpsAreRefused) {
+    for (const char* part : {"=cursor decode_begin", "cursor advance", "cursor", "advance"}) {
+        std::unique_ptr<Engine> e;
+        EXPECT_NE(make({"rmsnorm", part}, &e), FROST_OK) << part;
+        const std::string err = frost_last_error();
+        EXPECT_NE(err.find("a cursor op"), std::string::npos) << part << ": " << err;
+        EXPECT_EQ(e, nullptr);
+    }
+    std::unique_ptr<Engine> e;  // every other label still can be
+    EXPECT_EQ(make({"=sample", "=embed"}, &e), FROST_OK) << frost_last_error();
+}
+
 }  // namespace
 }  // namespace frost::model

@@ -192,3 +192,6 @@ def test_leave_out_refuses_a_part_matching_no_op(bench):
     assert '"no such op" matches no op' in p.stderr and "gemm lm_head" in p.stderr
     p = frost("bench", "engine", "--model", model_dir, "--backend", "cpu", "--leave-out", ",")
     assert p.returncode == 2 and "--leave-out" in p.stderr
+    p = frost("bench", "engine", "--model", model_dir, "--backend", "cpu", "--ttft", 64, "--decode", 64,
+              "--decode-steps", 2, "--reps", 1, "--leave-out", "cursor advance")
+    assert p.returncode != 0 and '"cursor advance" matches "cursor advance", a cursor op' in p.stderr

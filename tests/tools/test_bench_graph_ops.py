@@ -61,7 +61,7 @@ def test_label_bytes_add_up_to_the_engine_benchs_decode_step(sweep):
 def test_probes_report_consistent_savings(sweep):
     j, _, table = sweep
     assert j["full_ms_per_token"] > 0 and j["copy_gbps"] > 0
-    ran = [r for r in j["labels"] if "error" not in r]
+    ran = [r for r in j["labels"] if "error" not in r and "skipped" not in r]
     assert {"gemm lm_head", "gemm mlp down", "rmsnorm input"} <= {r["label"] for r in ran}
     for r in ran:
         assert r["ms_per_token"] > 0
@@ -73,6 +73,18 @@ def test_probes_report_consistent_savings(sweep):
     for r in j["labels"]:
         if "error" in r:
             assert r["error"] and "failed: " + r["error"][:20] in table
+
+
+def test_cursor_ops_are_kept_not_probed(sweep):
+    """The cursor ops hold the step's position: a step without them ran past the KV cache on the GPU
+    (an illegal address that poisoned every later probe), so the sweep lists them as kept."""
+    j, _, table = sweep
+    cursor = [r for r in j["labels"] if r["label"].startswith("cursor ")]
+    assert {r["label"] for r in cursor} == {"cursor decode_begin", "cursor advance"}
+    for r in cursor:
+        assert "cursor op" in r["skipped"] and "ms_per_token" not in r and "error" not in r
+        assert f"{r['label']}" in table and "kept: " + r["skipped"] in table
+    assert all("skipped" not in r for r in j["labels"] if not r["label"].startswith("cursor "))
 
 
 def test_only_picks_labels_and_refuses_unknown_ones(sweep):

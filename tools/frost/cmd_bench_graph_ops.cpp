@@ -5,7 +5,10 @@
 // the same loaded weights, against the full step in the same run. Per label: the ops per step, the
 // bytes the cost model counts and their time at the copy ceiling measured in the run, ms/token
 // without them, and the time saved per token, per op and over those bytes' time. The probe
-// engines' outputs are wrong; only their time is used.
+// engines' outputs are wrong; only their time is used. Cursor ops are never left out (Engine
+// refuses it): without decode_begin the token count stayed the prefill chunk's, the position ran
+// past the KV cache, and on the GPU the illegal address poisoned every later probe's context
+// (H200, 2026-11-30, the first GPU run).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -38,8 +41,9 @@ constexpr const char* kUsage =
     "  (every label of the decode step, or the --only ones), each probe a fresh engine on the same\n"
     "  weights. Prints per label: ops per step, MB the cost model counts, their time at the copy\n"
     "  ceiling (a device copy, read + write) measured in the run, ms/token without them, the time\n"
-    "  saved per token and per op, and\n"
-    "  saved over floor. A probe that fails is reported and the others go on. Without --model a\n"
+    "  saved per token and per op, and saved over floor. Cursor ops are kept (every later op\n"
+    "  addresses memory by the position they hold). A probe that fails is reported and the others\n"
+    "  go on. Without --model a\n"
     "  synthetic checkpoint of --preset (default tiny) is written under --out-dir (default\n"
     "  ./engine-bench). --json prints JSON on stdout and the table on stderr.";
 
@@ -155,6 +159,11 @@ int run(const std::vector<std::string>& args) {
         const double floor_ms = gbps > 0 ? l.cost.bytes / (gbps * 1e9) * 1e3 : 0.0;
         json row = {{"label", l.label}, {"ops", l.ops}, {"bytes", l.cost.bytes}, {"flops", l.cost.flops},
                     {"floor_ms", floor_ms}};
+        if (l.kind == frost::ops::OpKind::Cursor) {  // Engine refuses it: later ops address memory by it
+            row["skipped"] = "cursor op: holds the step's position, cannot be left out";
+            rows.push_back(row);
+            continue;
+        }
         fm::EngineOptions po = eo;
         po.leave_out_ops = {"=" + l.label};
         std::unique_ptr<fm::Engine> probe;
@@ -185,7 +194,9 @@ int run(const std::vector<std::string>& args) {
     for (const json& r : rows) {
         std::fprintf(tbl, "  %-34s %4d %9.2f %9.4f", r["label"].get<std::string>().c_str(), r["ops"].get<int>(),
                      r["bytes"].get<double>() / 1e6, r["floor_ms"].get<double>());
-        if (r.contains("error"))
+        if (r.contains("skipped"))
+            std::fprintf(tbl, "  kept: %s\n", r["skipped"].get<std::string>().c_str());
+        else if (r.contains("error"))
             std::fprintf(tbl, "  failed: %s\n", r["error"].get<std::string>().c_str());
         else
             std::fprintf(tbl, " %10.3f %9.3f %11.2f %10.2fx\n", r["ms_per_token"].get<double>(), r["saved_ms"].get<double>(),
