@@ -70,7 +70,8 @@ OpCost cost_of(const GatedRmsNormOp& p) {
 
 OpCost cost_of(const GdnDecodeOp& p) {
     const OpCost c = cost_of(p.conv), s = cost_of(p.step), n = cost_of(p.norm);
-    return {c.flops + s.flops + n.flops, c.bytes + s.bytes + n.bytes};
+    const OpCost g = p.gates.w.data ? cost_of(p.gates) : OpCost{};
+    return {c.flops + s.flops + n.flops + g.flops, c.bytes + s.bytes + n.bytes + g.bytes};
 }
 
 OpCost cost_of(const KvAppendOp& p) {

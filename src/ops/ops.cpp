@@ -180,6 +180,18 @@ frost_status op_gdn_decode(const Exec& ex, const GdnDecodeOp& p, const char* lab
     FROST_TRY(check_gated_rmsnorm(n, "gdn_decode"));
     OP_REQUIRE(s.q.data == c.y.data && n.x.data == s.o.data, "gdn_decode");
     OP_REQUIRE(c.rows.max == s.max_rows && n.rows.max == s.max_rows && c.batch.on() == s.batch.on(), "gdn_decode");
+    if (has(p.gates.w)) {  // [b | a] into the columns the step reads, one row per step row
+        const GemmOp& g = p.gates;
+        const int64_t Hv = s.b.rank == 2 ? s.b.shape[1] : 0;
+        OP_REQUIRE(g.w.rank == 2 && g.w.shape[0] >= 2 * Hv && has(g.x) &&
+                       g.x.rank == 2 && g.x.shape[1] == g.w.shape[1] && g.x.shape[0] == s.max_rows,
+                   "gdn_decode");
+        OP_REQUIRE(g.epilogue == Epilogue::None && !g.quant_act && !g.xq_only && g.y.rank == 2 &&
+                       g.y.shape[0] == s.max_rows && g.y.shape[1] == g.w.shape[0] && g.y.data == s.b.data &&
+                       s.a.data == static_cast<const char*>(s.b.data) + Hv * int64_t(dtype_bits(s.b.dtype) / 8) &&
+                       g.y.stride[0] == s.b.stride[0] && s.a.stride[0] == s.b.stride[0],
+                   "gdn_decode");
+    }
     OP_ENTRY(GdnDecode, gdn_decode);
 }
 

@@ -182,16 +182,6 @@ struct GatedRmsNormOp {
     int32_t yq_only = 0;   // with yq: y is no result, its bytes unspecified after the op (Fp8Act)
 };
 
-// The GDN layer's decode step: conv (conv1d + SiLU + q/k l2norm), step (the gated delta rule with
-// its gates) and norm (the gated RMSNorm), in that order, each with the semantics of its own op;
-// step reads conv.y and norm reads step.o. One op so a backend may run it as one launch (CUDA
-// does, with the three ops' bits; FROST_DECODE_FUSE=0 runs the three launches for A/B).
-struct GdnDecodeOp {
-    Conv1dSiluL2Op conv;
-    GdnStepOp step;
-    GatedRmsNormOp norm;
-};
-
 // Copies this launch's K / V rows into the caches at cursor->pos + row.
 struct KvAppendOp {
     Tensor k, v;            // [rows, kv_dim] with a row stride
@@ -253,6 +243,24 @@ struct GemmOp {
     // x's values were never written (its producer ran with yq_only): the GEMM must read xq and
     // fails where it cannot (the caller asked Backend::gemm_reads_twin first). x still gives M, K.
     int32_t xq_only = 0;
+};
+
+// The GDN layer's decode step: conv (conv1d + SiLU + q/k l2norm), step (the gated delta rule with
+// its gates) and norm (the gated RMSNorm), in that order, each with the semantics of its own op;
+// step reads conv.y and norm reads step.o. One op so a backend may run it as one launch (CUDA
+// does, with the three ops' bits; FROST_DECODE_FUSE=0 runs the three launches for A/B).
+//
+// gates (optional, w set): the GDN's gate projections [b | a] = x · wᵀ, run first and written to
+// the columns step.b and step.a read (a checkpoint whose in_proj is quantized keeps them a bf16
+// tail: weight_table.h split_gdn_in_proj). In the op, the backend may fold them into the same
+// launch: CUDA computes them with its own fixed-order dot (lm_gdn_gate_dot.cuh), fused or not, so
+// decode's bits do not depend on the fusion. bf16 weight [2 Hv, K], no epilogue, one row per step
+// row, y's columns step.b then step.a (the weight in the activation dtype; CUDA folds bf16 only).
+struct GdnDecodeOp {
+    Conv1dSiluL2Op conv;
+    GdnStepOp step;
+    GatedRmsNormOp norm;
+    GemmOp gates;
 };
 
 // y[r, i] = silu(x[r, i]) * x[r, F + i].

@@ -35,6 +35,7 @@
 #include <cooperative_groups.h>
 
 #include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gdn_gate_dot.cuh"
 #include "kernels/cuda/lm_kernels.h"
 
 namespace frost::kernels {
@@ -65,11 +66,6 @@ __device__ __forceinline__ float conv_taps(const float (&w)[kTaps], float (&win)
     return acc;
 }
 
-__device__ __forceinline__ float warp_sum_rn(float v) {
-#pragma unroll
-    for (int off = kWarp / 2; off > 0; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(kFullMask, v, off));
-    return v;
-}
 #endif
 
 __global__ void __launch_bounds__(kThreads) gdn_decode_fused_kernel(GdnDecodeBf16Params p) {
@@ -79,6 +75,7 @@ __global__ void __launch_bounds__(kThreads) gdn_decode_fused_kernel(GdnDecodeBf1
     __shared__ float red[kWarps][kSlice];
     __shared__ float l2part[kWarps];
     __shared__ float ob[kSlice];  // this slice's o (bf16-rounded), read by the head's other slices
+    __shared__ float gate_scratch[kGateDotWarps][2];
     const cg::cluster_group cluster = cg::this_cluster();
     const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
     const int h = blockIdx.x / kSlices, j0 = (blockIdx.x % kSlices) * kSlice;
@@ -96,6 +93,9 @@ __global__ void __launch_bounds__(kThreads) gdn_decode_fused_kernel(GdnDecodeBf1
         wv[j] = p.conv.w[static_cast<int64_t>(v_ch) * kTaps + j];
     }
     const float A_log = p.gdn.A_log[h], dt_bias = p.gdn.dt_bias[h], nw = p.norm.w[j0 + lane];
+    const bool fold_gates = p.gates.w != nullptr;  // [b | a] computed here (lm_gdn_gate_dot.cuh)
+    GateDotWeights gw;
+    if (fold_gates) gate_dot_load(p.gates, h, gw);
     pdl_wait();
     pdl_launch_dependents();
 
@@ -109,8 +109,8 @@ __global__ void __launch_bounds__(kThreads) gdn_decode_fused_kernel(GdnDecodeBf1
     bf16* o = p.gdn.o;
     bf16* y = p.norm.y;
     int rows;
+    const int m = p.conv.batch.slots ? static_cast<int>(blockIdx.y) : 0;  // the step row (batched: member)
     if (p.conv.batch.slots) {  // batched decode: member blockIdx.y (the whole cluster shares it)
-        const int m = blockIdx.y;
         conv_state = static_cast<bf16*>(batch_state(p.conv.batch, m, 0));
         rec_state = static_cast<float*>(batch_state(p.gdn.batch, m, 0));
         if (!conv_state || !rec_state) return;  // padding row
@@ -132,6 +132,15 @@ __global__ void __launch_bounds__(kThreads) gdn_decode_fused_kernel(GdnDecodeBf1
     float s[kRowsPerWarp];  // S[warp*16 + i][j0 + lane]
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) s[i] = state[(warp * kRowsPerWarp + i) * kGdnHeadDim + j0 + lane];
+    float2 ba = make_float2(0.0f, 0.0f);  // the gates' b and a (bf16 values) when folded
+    if (fold_gates) {
+        ba = gate_dot_sum(p.gates, gw, m, gate_scratch);
+        if (blockIdx.x % kSlices == 0 && tid == 0) {  // stored once per head, as the GEMV stored them
+            bf16* gy = p.gates.y + static_cast<int64_t>(m) * p.gates.y_row_stride;
+            gy[h] = __float2bfloat16(ba.x);
+            gy[p.gates.Hv + h] = __float2bfloat16(ba.y);
+        }
+    }
 
     // q / k conv + SiLU + l2norm of this thread's channel (block_sum's order within each half).
     float win[kTaps - 1];
@@ -168,7 +177,8 @@ __global__ void __launch_bounds__(kThreads) gdn_decode_fused_kernel(GdnDecodeBf1
         if (writer) conv_y[qk_ch] = qk;
     }
     float beta, g;
-    gdn_gate_values(__bfloat162float(gb[h]), __bfloat162float(ga[h]), A_log, dt_bias, beta, g);
+    gdn_gate_values(fold_gates ? ba.x : __bfloat162float(gb[h]), fold_gates ? ba.y : __bfloat162float(ga[h]), A_log,
+                    dt_bias, beta, g);
     const float alpha = expf(g);
     __syncthreads();
 
@@ -258,12 +268,46 @@ bool gdn_decode_fused_applies(const GdnDecodeBf16Params& p) {
         return false;
     const bool batched = c.batch.slots != nullptr;
     if (c.max_rows != d.max_rows || n.max_rows != d.max_rows) return false;
+    if (p.gates.w && (!gdn_gate_dot_valid(p.gates) || p.gates.Hv != d.Hv || p.gates.rows != d.max_rows)) return false;
     if (batched) {  // one row per member, both state columns of the same members and cursors
         return c.batch.table && d.batch.table == c.batch.table && d.batch.slots == c.batch.slots &&
                d.batch.cursors && d.batch.B == c.batch.B && c.batch.B == c.max_rows && !c.n_rows && !n.n_rows;
     }
     // Solo: one row, counted by the cursor the step reads.
     return !d.batch.slots && c.max_rows == 1 && c.n_rows == &d.cursor->n_tokens && n.n_rows == c.n_rows;
+}
+
+namespace {
+// One block per (value head, row): gate_dot_sum's bits, stored where the GEMV stored b and a.
+__global__ void __launch_bounds__(kGateDotThreads) gdn_gate_dot_kernel(GdnGateDotParams p) {
+    __shared__ float scratch[kGateDotWarps][2];
+    const int h = static_cast<int>(blockIdx.x), row = static_cast<int>(blockIdx.y);
+    GateDotWeights w;
+    gate_dot_load(p, h, w);
+    pdl_wait();  // programmatic launch (decode graphs): x comes from the predecessors
+    pdl_launch_dependents();
+    const float2 ba = gate_dot_sum(p, w, row, scratch);
+    if (threadIdx.x == 0) {
+        bf16* y = p.y + static_cast<int64_t>(row) * p.y_row_stride;
+        y[h] = __float2bfloat16(ba.x);
+        y[p.Hv + h] = __float2bfloat16(ba.y);
+    }
+}
+}  // namespace
+
+bool gdn_gate_dot_valid(const GdnGateDotParams& p) {
+    const auto a16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+    return p.w && p.x && p.y && a16(p.w) && a16(p.x) && p.K > 0 && p.K % kVec == 0 && p.K <= kGdnGateDotMaxK &&
+           p.Hv > 0 && p.rows > 0 && (p.rows == 1 || (p.x_row_stride >= p.K && p.x_row_stride % kVec == 0)) &&
+           (p.rows == 1 || p.y_row_stride >= 2 * p.Hv);
+}
+
+cudaError_t gdn_gate_dot_launch(const GdnGateDotParams& p, int pdl, cudaStream_t stream) {
+    if (!gdn_gate_dot_valid(p)) return cudaErrorInvalidValue;
+    const cudaError_t err = launch_kernel(gdn_gate_dot_kernel, dim3(p.Hv, p.rows), dim3(kGateDotThreads), 0, stream,
+                                          pdl != 0, p);
+    if (err != cudaSuccess) return err;
+    return cudaGetLastError();
 }
 
 cudaError_t gdn_decode_fused_launch(const GdnDecodeBf16Params& p, cudaStream_t stream) {

@@ -70,8 +70,13 @@ KernelCost gdn_chunk_cost(const GdnBf16Params& p, int rows);
 cudaError_t gdn_recurrent_launch(const GdnBf16Params& p, cudaStream_t stream);
 // The GDN decode step in one launch (GdnDecodeBf16Params); gdn_decode_fused_applies says whether
 // the fused kernel takes these params (else the caller runs the three launches).
+// With p.gates.w set the launch also computes the gate projections (GdnGateDotParams) first.
 bool gdn_decode_fused_applies(const GdnDecodeBf16Params& p);
 cudaError_t gdn_decode_fused_launch(const GdnDecodeBf16Params& p, cudaStream_t stream);
+// The gate projections alone (GdnGateDotParams), where the fused kernel does not run: one block per
+// (head, row). pdl: programmatic dependent launch (decode graphs).
+bool gdn_gate_dot_valid(const GdnGateDotParams& p);
+cudaError_t gdn_gate_dot_launch(const GdnGateDotParams& p, int pdl, cudaStream_t stream);
 KernelCost gdn_recurrent_cost(const GdnBf16Params& p, int rows);
 
 // Flash-style causal prefill attention (tensor cores, d = 256), sigmoid gate fused. When the

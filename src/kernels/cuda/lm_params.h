@@ -309,6 +309,22 @@ struct SampleArgmaxParams {
     int32_t only_when_greedy;  // 1: write nothing unless the cursor's mode is greedy (sample_launch)
 };
 
+// The GDN gate projections of a decode step, [b | a] = x · wᵀ per row, by one fixed-order dot
+// (lm_gdn_gate_dot.cuh: each of 256 threads sums its 8-wide vectors of k in order, then the warp
+// butterfly, then the 8 warps in order; rounded to bf16), the same whether gdn_gate_dot_launch or
+// the fused GDN decode kernel runs it. Written to y: row r's b at y + r * y_row_stride, a at + Hv.
+struct GdnGateDotParams {
+    const bf16* w = nullptr;   // [2 Hv, K]: the b rows, then the a rows
+    const bf16* x = nullptr;   // [rows, K], row stride x_row_stride (16-byte aligned rows)
+    bf16* y = nullptr;         // [rows, 2 Hv] at row stride y_row_stride
+    int64_t x_row_stride = 0;
+    int64_t y_row_stride = 0;
+    int32_t K = 0;             // a multiple of 8, <= kGdnGateDotMaxK
+    int32_t Hv = 0;
+    int32_t rows = 0;          // rows of x / y (solo 1; batched B, one per member)
+};
+constexpr int kGdnGateDotMaxK = 8192;
+
 // The GDN layer's decode step in one launch (lm_gdn_decode_fused.cu): conv1d + SiLU + q/k l2norm,
 // the gated delta-rule step with its gates, and the gated RMSNorm, with the same bits as the three
 // launches these params describe (conv1d_launch, gdn_recurrent_launch with gate_b set,
@@ -319,6 +335,7 @@ struct GdnDecodeBf16Params {
     GdnBf16Params gdn;
     GatedRmsNormBf16Params norm;
     int32_t pdl = 0;  // 1: programmatic dependent launch (decode graphs; see lm_common.cuh)
+    GdnGateDotParams gates{};  // optional (w set): [b | a] computed in the launch (gdn_gate_dot_launch's bits)
 };
 
 // Decode's per-head q / k RMSNorm + RoPE with the KV append of the same rows in one launch

@@ -147,7 +147,11 @@ struct Forward {
         const int Hv = c.lin_num_v_heads, Hk = c.lin_num_k_heads, dk = c.lin_k_head_dim, dv = c.lin_v_head_dim;
         const int64_t W = proj_width(l);  // [qkv | z | b | a | row padding]
         FROST_TRY(ops::op_gemm(ex, in_proj_op(l), "gemm lin in_proj"));
-        if (!L.in_proj_tail.empty()) FROST_TRY(ops::op_gemm(ex, in_proj_tail_op(l), "gemm lin in_proj b|a"));
+        // A bf16 [b; a] tail beside a quantized in_proj: decode folds it into the GDN decode op
+        // (GdnDecodeOp::gates: no launch of its own on CUDA), prefill runs it as a GEMM.
+        const bool fold_gates = step.decode && !L.in_proj_tail.empty() && L.in_proj_tail.dtype == ops::DType::BF16;
+        if (!L.in_proj_tail.empty() && !fold_gates)
+            FROST_TRY(ops::op_gemm(ex, in_proj_tail_op(l), "gemm lin in_proj b|a"));
         ops::Conv1dSiluL2Op cv;
         cv.x = at(s.proj, 0, rows(), C, W); cv.w = L.conv_w; cv.state = ss.conv[l];
         cv.y = at(s.conv_out, 0, rows(), C, C);
@@ -176,6 +180,7 @@ struct Forward {
             d.max_rows = rows(); d.cursor = cursor(); d.pdl = pdl();
             d.batch = slots(slot_column(l, StateKind::Recurrent));
             dec.norm = gn;
+            if (fold_gates) dec.gates = in_proj_tail_op(l);
             FROST_TRY(ops::op_gdn_decode(ex, dec, "conv1d+gdn_step+gated_rmsnorm"));
             FROST_TRY(trace("gdn_out", l, core));
         } else {

@@ -103,6 +103,7 @@ frost_status run(const Conv1dSiluL2Op& p);
 frost_status run(const GdnStepOp& p);
 frost_status run(const KvAppendOp& p);
 frost_status run(const AttentionOp& p);
+frost_status run(const GemmOp& p);
 
 // Batched decode (ops.h BatchSlots): row r of a view as a one-row view.
 Tensor row_of(const Tensor& t, int64_t r) {
@@ -333,8 +334,10 @@ frost_status run(const GatedRmsNormOp& p) {
     return FROST_OK;
 }
 
-// The GDN decode step: the three reference ops in order (the CUDA backend runs them as one launch).
+// The GDN decode step: the gate projections (when given) and the three reference ops in order
+// (the CUDA backend runs them as one launch).
 frost_status run(const GdnDecodeOp& p) {
+    if (p.gates.w.data) FROST_TRY(run(p.gates));
     FROST_TRY(run(p.conv));
     FROST_TRY(run(p.step));
     return run(p.norm);

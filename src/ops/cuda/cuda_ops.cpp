@@ -376,8 +376,23 @@ frost_status gated_rmsnorm(const Exec& ex, const GatedRmsNormOp& p) {
 }
 
 
+frost_status gemm(const Exec& ex, const GemmOp& p);
+
+// The op's gate projections as the gate-dot kernels read them (empty w: none, or a shape they do
+// not take, which then runs as a GEMM).
+K::GdnGateDotParams gate_dot_params(const GemmOp& g, int32_t Hv) {
+    K::GdnGateDotParams d{};
+    if (g.w.empty() || g.w.dtype != DType::BF16 || g.x.dtype != DType::BF16 || g.y.dtype != DType::BF16) return d;
+    d.w = B(g.w); d.x = B(g.x); d.y = B(g.y);
+    d.x_row_stride = g.x.stride[0]; d.y_row_stride = g.y.stride[0];
+    d.K = int32_t(g.w.shape[1]); d.Hv = Hv; d.rows = int32_t(g.x.shape[0]);
+    return K::gdn_gate_dot_valid(d) ? d : K::GdnGateDotParams{};
+}
+
 // One launch where the fused kernel takes the shapes (Qwen3.5's: K = 4, dk = dv = 128, Hv / Hk
-// <= 2, Hopper), else the three ops' launches; the same bits either way.
+// <= 2, Hopper), else the three ops' launches; the same bits either way. The gate projections
+// (GdnDecodeOp::gates) go into that launch, or a gate-dot launch of their own before the three,
+// with the same bits (lm_gdn_gate_dot.cuh); a shape the gate dot does not take runs as a GEMM.
 frost_status gdn_decode(const Exec& ex, const GdnDecodeOp& p) {
     NEED(p.conv.x, DType::BF16, "gdn_decode");
     NEED(p.conv.state, DType::BF16, "gdn_decode");
@@ -390,8 +405,14 @@ frost_status gdn_decode(const Exec& ex, const GdnDecodeOp& p) {
     NEED(p.norm.y, DType::BF16, "gdn_decode");
     K::GdnDecodeBf16Params f{conv_params(p.conv), gdn_step_params(p.step), gated_params(p.norm), p.step.pdl};
     NEED_TWIN(p.norm.yq, p.norm.rows.max, int64_t(p.norm.heads) * p.norm.dim, f.norm, "gdn_decode");
-    if ((decode_fuse_mode() & 1) && K::gdn_decode_fused_applies(f))
+    const bool gates = !p.gates.w.empty();
+    f.gates = gate_dot_params(p.gates, int32_t(p.step.b.shape[1]));
+    if ((decode_fuse_mode() & 1) && (!gates || f.gates.w) && K::gdn_decode_fused_applies(f))
         return check(K::gdn_decode_fused_launch(f, native(ex)), "gdn_decode");
+    if (gates && f.gates.w)
+        FROST_TRY(check(K::gdn_gate_dot_launch(f.gates, p.step.pdl, native(ex)), "gdn_decode gates"));
+    else if (gates)
+        FROST_TRY(gemm(ex, p.gates));
     FROST_TRY(conv1d_silu_l2(ex, p.conv));
     FROST_TRY(gdn_step(ex, p.step));
     return gated_rmsnorm(ex, p.norm);
