@@ -1,7 +1,10 @@
 // The GDN layer's decode step in one launch: conv1d + SiLU + q/k l2norm (lm_conv1d.cu's decode
 // kernel), the gated delta-rule step with its gates (lm_gdn_recurrent.cu), and the gated RMSNorm
 // (lm_norm.cu's 128-wide kernel). Each of those is a latency-bound launch of ~4 us at decode; one
-// launch saves two launches and two trips of the activations through global memory.
+// launch saves two launches and two trips of the activations through global memory. With
+// GdnDecodeBf16Params::gates it also computes the GDN gate projections b and a that a quantized
+// checkpoint keeps in bf16 (lm_gdn_gate_dot.cuh, whose dot gdn_gate_dot_launch shares), in place of
+// a GEMV launch of their own before it.
 //
 // Shape of the work: a block per (value head, 32-column slice of dv), as the recurrence's kernel,
 // so the state stays spread over Hv * 4 blocks. Every block recomputes the q / k conv + l2norm of
