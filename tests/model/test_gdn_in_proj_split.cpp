@@ -1,5 +1,6 @@
 // The GDN in_proj bound as [qkv; z] plus a [b; a] tail (qwen35::split_gdn_in_proj): the forward
-// then runs two GEMMs into the one projection output, the tail's columns right after in_proj's.
+// then runs two GEMMs into the one projection output, the tail's columns right after in_proj's
+// (in decode the tail's GEMM is part of the GDN decode op, GdnDecodeOp::gates).
 // On the CPU (the fp32 oracle, which never keeps weights quantized) the split is forced
 // (EngineOptions::gdn_in_proj_split = Always), and every logit of a prefill that crosses chunks and
 // of the decode steps after it must equal the fused matrix's bit for bit: a dot product's order
