@@ -37,6 +37,9 @@
 // the GEMV-bound ones.
 #include <cooperative_groups.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gdn_gate_dot.cuh"
 #include "kernels/cuda/lm_kernels.h"
@@ -71,6 +74,10 @@ __device__ __forceinline__ float conv_taps(const float (&w)[kTaps], float (&win)
 
 #endif
 
+// kEarly: a solo step loads its recurrent-state slice and conv windows before the programmatic
+// wait (gdn_decode_fused_launch says why that is safe); batched steps resolve their members'
+// buffers after it either way.
+template <bool kEarly>
 __global__ void __launch_bounds__(kThreads) gdn_decode_fused_kernel(GdnDecodeBf16Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     namespace cg = cooperative_groups;
@@ -99,6 +106,22 @@ __global__ void __launch_bounds__(kThreads) gdn_decode_fused_kernel(GdnDecodeBf1
     const bool fold_gates = p.gates.w != nullptr;  // [b | a] computed here (lm_gdn_gate_dot.cuh)
     GateDotWeights gw;
     if (fold_gates) gate_dot_load(p.gates, h, gw);
+    // The state slice S[warp*16 + i][j0 + lane] and the conv windows of this thread's channels.
+    float s[kRowsPerWarp];
+    float win[kTaps - 1], vwin[kTaps - 1];
+    auto load_state = [&](const float* rec, const bf16* cst) {
+        const float* st = rec + static_cast<int64_t>(h) * kGdnHeadDim * kGdnHeadDim;
+#pragma unroll
+        for (int i = 0; i < kRowsPerWarp; ++i) s[i] = st[(warp * kRowsPerWarp + i) * kGdnHeadDim + j0 + lane];
+#pragma unroll
+        for (int j = 0; j < kTaps - 1; ++j) win[j] = __bfloat162float(cst[static_cast<int64_t>(qk_ch) * (kTaps - 1) + j]);
+        if (warp == 0) {
+#pragma unroll
+            for (int j = 0; j < kTaps - 1; ++j) vwin[j] = __bfloat162float(cst[static_cast<int64_t>(v_ch) * (kTaps - 1) + j]);
+        }
+    };
+    const bool early = kEarly && !p.conv.batch.slots;
+    if (early) load_state(p.gdn.state, p.conv.state);
     pdl_wait();
     pdl_launch_dependents();
 
@@ -130,11 +153,9 @@ __global__ void __launch_bounds__(kThreads) gdn_decode_fused_kernel(GdnDecodeBf1
     }
     if (rows == 0) return;  // uniform over the cluster: nothing to fold in
 
-    // The recurrent state slice first: its loads are in flight during the conv.
+    // The recurrent state slice first (unless loaded before the wait): in flight during the conv.
     float* state = rec_state + static_cast<int64_t>(h) * kGdnHeadDim * kGdnHeadDim;
-    float s[kRowsPerWarp];  // S[warp*16 + i][j0 + lane]
-#pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) s[i] = state[(warp * kRowsPerWarp + i) * kGdnHeadDim + j0 + lane];
+    if (!early) load_state(rec_state, conv_state);
     float2 ba = make_float2(0.0f, 0.0f);  // the gates' b and a (bf16 values) when folded
     if (fold_gates) {
         ba = gate_dot_sum(p.gates, gw, m, gate_scratch);
@@ -146,18 +167,11 @@ __global__ void __launch_bounds__(kThreads) gdn_decode_fused_kernel(GdnDecodeBf1
     }
 
     // q / k conv + SiLU + l2norm of this thread's channel (block_sum's order within each half).
-    float win[kTaps - 1];
-#pragma unroll
-    for (int j = 0; j < kTaps - 1; ++j)
-        win[j] = __bfloat162float(conv_state[static_cast<int64_t>(qk_ch) * (kTaps - 1) + j]);
     float out = bf16_round(silu(conv_taps(wq, win, __bfloat162float(x[qk_ch]))));
     const float part_sq = warp_sum_rn(__fmul_rn(out, out));
     if (lane == 0) l2part[warp] = part_sq;
     if (warp == 0) {  // the slice's v channel: conv + SiLU, no l2norm; only this block reads its state
-        float vwin[kTaps - 1];
         bf16* vst = conv_state + static_cast<int64_t>(v_ch) * (kTaps - 1);
-#pragma unroll
-        for (int j = 0; j < kTaps - 1; ++j) vwin[j] = __bfloat162float(vst[j]);
         const bf16 vo = __float2bfloat16(silu(conv_taps(wv, vwin, __bfloat162float(x[v_ch]))));
         vs[lane] = __bfloat162float(vo);
         conv_y[v_ch] = vo;
@@ -313,12 +327,31 @@ cudaError_t gdn_gate_dot_launch(const GdnGateDotParams& p, int pdl, cudaStream_t
     return cudaGetLastError();
 }
 
+// A solo step's recurrent state and conv windows are loaded before the programmatic wait. Only
+// this layer's GDN op writes them inside a step (its decode op or prefill's chunked rule), and
+// host-side copies (restore, fork, reset) finish before a graph starts; under PDL every kernel
+// but the immediate predecessor (here in_proj, which does not touch them) has completed when a
+// kernel starts. So the loads overlap in_proj's tail instead of following the wait.
+// FROST_GDN_EARLY_STATE=0 loads them after the wait, for A/B runs of one binary (the same bits).
+// Measured (H200, 2026-11-30, `frost bench engine --decode 1024`, alternating in one call,
+// after -> before the wait): 0.8B 0.827 / 0.833 / 0.831 -> 0.814 / 0.817 / 0.817 ms/token; 9B INT4
+// 2.578 / 2.598 / 2.572 -> 2.561 / 2.572 / 2.585 (noise).
 cudaError_t gdn_decode_fused_launch(const GdnDecodeBf16Params& p, cudaStream_t stream) {
     if (!gdn_decode_fused_applies(p)) return cudaErrorInvalidValue;
+    static const bool early = [] {
+        const char* e = std::getenv("FROST_GDN_EARLY_STATE");
+        return !(e && std::strcmp(e, "0") == 0);
+    }();
+    auto kernel = early ? gdn_decode_fused_kernel<true> : gdn_decode_fused_kernel<false>;
     const int cluster = kSlices * (p.gdn.Hv / p.gdn.Hk);
     if (cluster > kPortableCluster) {  // 27B's 3 value heads per key head: 12 blocks
-        static const cudaError_t allowed =
-            cudaFuncSetAttribute(gdn_decode_fused_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        static const cudaError_t allowed = [] {
+            const cudaError_t e =
+                cudaFuncSetAttribute(gdn_decode_fused_kernel<true>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+            return e != cudaSuccess ? e
+                                    : cudaFuncSetAttribute(gdn_decode_fused_kernel<false>,
+                                                           cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        }();
         if (allowed != cudaSuccess) return allowed;
     }
     cudaLaunchAttribute attr[2];
@@ -334,7 +367,7 @@ cudaError_t gdn_decode_fused_launch(const GdnDecodeBf16Params& p, cudaStream_t s
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = p.pdl ? 2 : 1;
-    const cudaError_t err = cudaLaunchKernelEx(&cfg, gdn_decode_fused_kernel, p);
+    const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, p);
     if (err != cudaSuccess) return err;
     return cudaGetLastError();
 }
