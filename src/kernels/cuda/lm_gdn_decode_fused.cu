@@ -333,7 +333,7 @@ cudaError_t gdn_gate_dot_launch(const GdnGateDotParams& p, int pdl, cudaStream_t
 // but the immediate predecessor (here in_proj, which does not touch them) has completed when a
 // kernel starts. So the loads overlap in_proj's tail instead of following the wait.
 // FROST_GDN_EARLY_STATE=0 loads them after the wait, for A/B runs of one binary (the same bits).
-// Measured (H200, 2026-11-30, `frost bench engine --decode 1024`, alternating in one call,
+// Measured (H200, 2026-11-30, `frost bench engine --decode 1024`, alternating on one machine,
 // after -> before the wait): 0.8B 0.827 / 0.833 / 0.831 -> 0.814 / 0.817 / 0.817 ms/token; 9B INT4
 // 2.578 / 2.598 / 2.572 -> 2.561 / 2.572 / 2.585 (noise).
 cudaError_t gdn_decode_fused_launch(const GdnDecodeBf16Params& p, cudaStream_t stream) {
