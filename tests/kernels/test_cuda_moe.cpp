@@ -81,7 +81,6 @@ CpuOut run_cpu(const Inputs& in, int n) {
     return o;
 }
 
-// Random weights for the experts the CPU reference selected in rows [0, n) (the others stay NaN).
 // The CPU's gap between the k-th and (k+1)-th router probability of row r.
 double topk_gap(const Inputs& in, const CpuOut& c, int r) {
     const Shape& s = in.s;
@@ -110,6 +109,7 @@ void redraw_near_ties(std::mt19937& rng, Inputs& in, int n) {
     }
 }
 
+// Random weights for the experts the CPU reference selected in rows [0, n) (the others stay NaN).
 void fill_experts(std::mt19937& rng, Inputs& in, const CpuOut& c, int n) {
     const Shape& s = in.s;
     std::vector<bool> done(size_t(s.E), false);
