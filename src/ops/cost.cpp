@@ -58,7 +58,12 @@ static OpCost gdn_cost(const Tensor& q, const Tensor& v, const Tensor& state, in
             2 * B(state) * states * Hv * kv + double(rows) * B(q) * (2 * Hk * dk + 2 * Hv * dv) + double(rows) * Hv * 8};
 }
 
-OpCost cost_of(const GdnChunkOp& p) { return gdn_cost(p.q, p.v, p.state, p.max_rows, p.chunk); }
+OpCost cost_of(const GdnChunkOp& p) {
+    const OpCost r = gdn_cost(p.q, p.v, p.state, p.max_rows, p.chunk);
+    if (p.gate.b.empty()) return r;
+    const OpCost g = cost_of(p.gate);
+    return {r.flops + g.flops, r.bytes + g.bytes};
+}
 OpCost cost_of(const GdnStepOp& p) {
     return gdn_cost(p.q, p.v, p.state, p.max_rows, 0, p.batch.on() ? p.batch.B : 1);
 }

@@ -147,15 +147,29 @@ frost_status op_conv1d_silu_l2(const Exec& ex, const Conv1dSiluL2Op& p, const ch
     OP_ENTRY(Conv1dSiluL2, conv1d_silu_l2);
 }
 
+static frost_status check_gdn_gate(const GdnGateOp& p, const char* name) {
+    OP_REQUIRE(has(p.a) && has(p.b) && f32(p.A_log) && f32(p.dt_bias) && f32(p.beta) && f32(p.g), name);
+    OP_REQUIRE(p.rows.max > 0 && p.a.shape[1] == p.A_log.shape[0], name);
+    return FROST_OK;
+}
+
 frost_status op_gdn_gate(const Exec& ex, const GdnGateOp& p, const char* label) {
-    OP_REQUIRE(has(p.a) && has(p.b) && f32(p.A_log) && f32(p.dt_bias) && f32(p.beta) && f32(p.g), "gdn_gate");
-    OP_REQUIRE(p.rows.max > 0 && p.a.shape[1] == p.A_log.shape[0], "gdn_gate");
+    FROST_TRY(check_gdn_gate(p, "gdn_gate"));
     OP_ENTRY(GdnGate, gdn_gate);
 }
 
+// With a gate: its own checks, and the link: it writes the beta / g the rule reads, one row per
+// rule row, one column per value head.
 frost_status op_gdn_chunk(const Exec& ex, const GdnChunkOp& p, const char* label) {
     OP_REQUIRE(valid_gdn_qkv(p.q, p.k, p.v, p.state, p.o) && f32(p.beta) && f32(p.g) && p.cursor, "gdn_chunk");
     OP_REQUIRE(p.chunk > 0 && p.chunk <= 64 && p.max_rows > 0, "gdn_chunk");
+    if (has(p.gate.b)) {
+        const GdnGateOp& g = p.gate;
+        FROST_TRY(check_gdn_gate(g, "gdn_chunk"));
+        OP_REQUIRE(g.beta.data == p.beta.data && g.g.data == p.g.data && g.rows.max == p.max_rows &&
+                       g.a.shape[1] == p.v.shape[1] && g.b.shape[1] == p.v.shape[1] && g.b.stride[0] == g.a.stride[0],
+                   "gdn_chunk");
+    }
     OP_ENTRY(GdnChunk, gdn_chunk);
 }
 

@@ -142,11 +142,16 @@ struct GdnGateOp {
     Rows rows;
 };
 
-// Gated delta rule over the rows (chunked at absolute multiples of `chunk`), beta/g given.
+// Gated delta rule over the rows (chunked at absolute multiples of `chunk`), beta/g given, or
+// computed first by gate (optional, gate.b set: its beta / g are this op's; a backend may fold it
+// into its chunk kernels and leave beta / g unwritten: CUDA's prep computes them itself with the
+// gate kernel's formulas, one launch fewer, the same values; FROST_PREFILL_FUSE=0 runs the gate's
+// own launch for A/B runs).
 struct GdnChunkOp {
     Tensor q, k;            // [rows, Hk, dk] (q l2-normed and scaled, k l2-normed)
     Tensor v;               // [rows, Hv, dv]
-    Tensor beta, g;         // [rows, Hv] f32
+    Tensor beta, g;         // [rows, Hv] f32 (with gate: its output, scratch after the op)
+    GdnGateOp gate;
     Tensor state;           // [Hv, dk, dv] f32 in place
     Tensor o;               // [rows, Hv * dv]
     Tensor work;            // backend scratch (gdn_work_floats), may be empty on CPU

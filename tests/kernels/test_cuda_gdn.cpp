@@ -327,39 +327,108 @@ void set_path(kernels::GdnBf16Params& p, Path path) {
     p.chunk_producer = path == Path::kBf16Narrow ? -1 : 0;
 }
 
+// The device buffers and params of one chunked launch of T rows at position pos (beta / g from
+// the inputs; the path and any gate fold are the caller's).
+struct ChunkRun {
+    Dev<uint16_t> qkv, o;
+    Dev<float> beta, g, state, work;
+    Dev<StepCursor> cursor;
+    kernels::GdnBf16Params p{};
+    static size_t work_for(int heads, int T) {
+        kernels::GdnBf16Params q{};
+        q.Hv = heads;
+        q.max_rows = T;
+        return kernels::gdn_chunk_work_floats(q);
+    }
+    ChunkRun(const Inputs& in, const Shape& sh, int T, int pos, const std::vector<float>& s0)
+        : qkv(to_bf(in.qkv)), o(static_cast<size_t>(T) * sh.Hv * D), beta(in.beta), g(in.g), state(s0),
+          work(work_for(sh.Hv, T)), cursor(1) {
+        StepCursor c{};
+        c.pos = pos;
+        c.n_tokens = T;
+        cursor.upload(std::vector<StepCursor>{c});
+        p.Hk = sh.Hk;
+        p.Hv = sh.Hv;
+        p.max_rows = T;
+        p.q = bf(qkv);
+        p.k = p.q + sh.Hk * D;
+        p.v = p.q + 2 * sh.Hk * D;
+        p.beta = beta.get();
+        p.g = g.get();
+        p.state = state.get();
+        p.o = bf(o);
+        p.work = work.get();
+        p.qkv_row_stride = sh.stride();
+        p.dk = D;
+        p.dv = D;
+        p.chunk = kernels::kGdnChunk;
+        p.cursor = cursor.get();
+    }
+};
+
 // One chunked launch of T rows at position pos on the GPU on the given path.
 void run_gpu(const Inputs& in, const Shape& sh, int T, int pos, const std::vector<float>& s0, Path path,
              PathResult& out) {
-    const int max_rows = T;
-    kernels::GdnBf16Params p{};
-    p.Hk = sh.Hk;
-    p.Hv = sh.Hv;
-    p.max_rows = max_rows;
-    Dev<uint16_t> qkv(to_bf(in.qkv)), o(static_cast<size_t>(max_rows) * sh.Hv * D);
-    Dev<float> beta(in.beta), g(in.g), state(s0), work(kernels::gdn_chunk_work_floats(p));
-    Dev<StepCursor> cursor(1);
-    StepCursor c{};
-    c.pos = pos;
-    c.n_tokens = T;
-    cursor.upload(std::vector<StepCursor>{c});
-    p.q = bf(qkv);
-    p.k = p.q + sh.Hk * D;
-    p.v = p.q + 2 * sh.Hk * D;
-    p.beta = beta.get();
-    p.g = g.get();
-    p.state = state.get();
-    p.o = bf(o);
-    p.work = work.get();
-    p.qkv_row_stride = sh.stride();
-    p.dk = D;
-    p.dv = D;
-    p.chunk = kernels::kGdnChunk;
-    p.cursor = cursor.get();
-    set_path(p, path);
-    o.poison();
-    CUDA_OK(kernels::gdn_chunk_launch(p, nullptr));
+    ChunkRun r(in, sh, T, pos, s0);
+    set_path(r.p, path);
+    r.o.poison();
+    CUDA_OK(kernels::gdn_chunk_launch(r.p, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
-    out = {from_bf(o.download()), state.download()};
+    out = {from_bf(r.o.download()), r.state.download()};
+}
+
+// The gate folded into the chunk prep (GdnBf16Params::gate_b: beta and g from the raw
+// projections, prefill's path) against the gate launch then the chunk launch, bit for bit (output
+// and state), on every chunk path; raw b / a rows drawn fresh, a in a range where softplus takes
+// both branches (a + dt_bias above 20 returns itself).
+void check_folded_gate(const Shape& sh, int T, int pos, int path, const char* name) {
+    SCOPED_TRACE(std::string(name) + " path " + std::to_string(path));
+    auto rng = fresh_rng(name);
+    const Inputs in = make_inputs_shaped(rng, T, sh, -3.0f);
+    const auto s0 = uniform(rng, sh.Hv * D * D, -0.2f, 0.2f, false);
+    const int64_t ld = 2 * sh.Hv + 8;  // [b | a | pad] per row
+    auto raw = uniform(rng, size_t(T) * ld, -4.0f, 4.0f);
+    for (int t = 0; t < T; t += 7) raw[size_t(t) * ld + sh.Hv] = 24.0f;  // softplus' linear branch
+    Dev<uint16_t> ba(to_bf(raw));
+    Dev<float> A_log(uniform(rng, sh.Hv, -1.0f, 1.0f, false)), dt(uniform(rng, sh.Hv, -1.0f, 1.0f, false));
+    std::vector<std::vector<uint16_t>> outs;
+    std::vector<std::vector<float>> states;
+    for (int fold = 0; fold < 2; ++fold) {
+        ChunkRun r(in, sh, T, pos, s0);
+        r.beta.poison();  // fold: the prep must not read them; else the gate launch writes them
+        r.g.poison();
+        const kernels::bf16* b = bf(ba);
+        if (!fold) {
+            const kernels::GdnGateBf16Params gp{b, b + sh.Hv, A_log.get(), dt.get(), r.beta.get(), r.g.get(), ld, sh.Hv, T,
+                                                nullptr};
+            CUDA_OK(kernels::gdn_gate_launch(gp, nullptr));
+        } else {
+            r.p.gate_b = b;
+            r.p.gate_a = b + sh.Hv;
+            r.p.A_log = A_log.get();
+            r.p.dt_bias = dt.get();
+            r.p.gate_row_stride = ld;
+        }
+        if (path >= 0) set_path(r.p, static_cast<Path>(path));
+        CUDA_OK(kernels::gdn_chunk_launch(r.p, nullptr));
+        CUDA_OK(cudaDeviceSynchronize());
+        outs.push_back(r.o.download());
+        states.push_back(r.state.download());
+    }
+    EXPECT_EQ(outs[0], outs[1]) << "output";
+    EXPECT_EQ(0, std::memcmp(states[0].data(), states[1].data(), states[0].size() * sizeof(float))) << "state";
+    const auto f = from_bf(outs[1]);
+    for (size_t i = 0; i < f.size(); ++i) ASSERT_TRUE(std::isfinite(f[i])) << "output " << i;
+}
+
+TEST(CudaGdn, FoldedGateMatchesTheGateLaunchBitForBit) {
+    FROST_SKIP_WITHOUT_CUDA();
+    const int paths[] = {-1, int(Path::kBf16Narrow), int(Path::kBf16Wide), int(Path::kTf32), int(Path::kFp32)};
+    for (int path : paths) {
+        check_folded_gate({2, 4}, 300, 37, path, "gate fold 2/4");
+        check_folded_gate({16, 16}, 1024, 0, path, "gate fold 0.8b");
+        check_folded_gate({16, 32}, 130, 5, path, "gate fold 9b");
+    }
 }
 
 // Relative L2 over the whole tensor and the worst one over value heads (o is [T, Hv, D], the
@@ -558,26 +627,11 @@ TEST(CudaGdn, NineBShapeTimingAndAgreement) {
     auto rng = fresh_rng("GdnNineB");
     const Inputs in = make_inputs_shaped(rng, Tmax, sh, -0.05f);
     const auto s0 = uniform(rng, sh.Hv * D * D, -0.2f, 0.2f, false);
-    kernels::GdnBf16Params p{};
-    p.Hk = sh.Hk;
-    p.Hv = sh.Hv;
-    p.max_rows = Tmax;
-    Dev<uint16_t> qkv(to_bf(in.qkv)), o(static_cast<size_t>(Tmax) * sh.Hv * D);
-    Dev<float> beta(in.beta), g(in.g), state(s0), work(kernels::gdn_chunk_work_floats(p));
-    Dev<StepCursor> cursor(1);
-    p.q = bf(qkv);
-    p.k = p.q + sh.Hk * D;
-    p.v = p.q + 2 * sh.Hk * D;
-    p.beta = beta.get();
-    p.g = g.get();
-    p.state = state.get();
-    p.o = bf(o);
-    p.work = work.get();
-    p.qkv_row_stride = sh.stride();
-    p.dk = D;
-    p.dv = D;
-    p.chunk = kernels::kGdnChunk;
-    p.cursor = cursor.get();
+    ChunkRun run(in, sh, Tmax, 0, s0);  // buffers for Tmax rows; each T below sets its cursor and rows
+    kernels::GdnBf16Params& p = run.p;
+    Dev<uint16_t>& o = run.o;
+    Dev<float>& state = run.state;
+    Dev<StepCursor>& cursor = run.cursor;
     cudaEvent_t e0, e1;
     CUDA_OK(cudaEventCreate(&e0));
     CUDA_OK(cudaEventCreate(&e1));

@@ -57,17 +57,19 @@ TEST_P(EngineOps, RecordOpsReportsEveryOpOfTheForwardInOrder) {
     EXPECT_EQ(cur.pos, 11);
     ASSERT_EQ(e->adopt_restored_state(0, [&] { auto j = e->journal(0); j.push_back(0); return j; }()), FROST_OK)
         << frost_last_error();
-    // Prefill records the unfused forms.
+    // Prefill records the unfused GDN forms, the gate inside the chunked rule, and the q/k norm with
+    // the KV append as one op.
     seen.clear();
     ASSERT_EQ(e->record_ops(0, 64, false, [&](const ops::OpRecord& r) { seen.push_back(r); }), FROST_OK)
         << frost_last_error();
     n.clear();
     for (const auto& r : seen) ++n[r.kind];
     EXPECT_EQ(n[ops::OpKind::GdnChunk], c.num_linear_layers());
-    EXPECT_EQ(n[ops::OpKind::GdnGate], c.num_linear_layers());
+    EXPECT_EQ(n[ops::OpKind::GdnGate], 0);
     EXPECT_EQ(n[ops::OpKind::GdnDecode], 0);
-    EXPECT_EQ(n[ops::OpKind::QkRopeKvAppend], 0);
-    EXPECT_EQ(n[ops::OpKind::KvAppend], c.num_full_layers());
+    EXPECT_EQ(n[ops::OpKind::QkRopeKvAppend], c.num_full_layers());
+    EXPECT_EQ(n[ops::OpKind::QkNormRope], 0);
+    EXPECT_EQ(n[ops::OpKind::KvAppend], 0);
     EXPECT_EQ(n[ops::OpKind::Swiglu], c.num_layers);
     EXPECT_EQ(n[ops::OpKind::AttentionPrefill], c.num_full_layers());
     // The position is put back and n_tokens is the bucket: a replay processes all 64 rows (the

@@ -618,29 +618,47 @@ std::vector<Case> cases() {
         const int rows = 128, n = 100;
         auto qkv = normal(size_t(rows) * C);
         normalise_heads(qkv, C, rows, 0, 2 * Hk, DK);
-        cs.push_back({"gdn_chunk prefill", OpKind::GdnChunk,
-                      {act("qkv", Use::In, qkv), f32("beta", Use::In, uniform(size_t(rows) * Hv, 0.05f, 0.95f)),
-                       f32("g", Use::In, uniform(size_t(rows) * Hv, -0.5f, -0.01f)),
-                       f32("state", Use::InOut, normal(size_t(Hv) * DK * DV, 0.05f)),
-                       act("o", Use::Out, poison(size_t(rows) * VW)),
-                       work("work", [](const Backend& be) { return be.gdn_work_floats(Hv, 128); }),
-                       bytes("cursor", Use::In, cursor_bytes(40, n))},
-                      [rows](const Exec& ex, const Bound& b) {
-                          GdnChunkOp p;
-                          p.q = b.h("qkv", 0, rows, Hk, DK, C, DK); p.k = b.h("qkv", Q, rows, Hk, DK, C, DK);
-                          p.v = b.h("qkv", 2 * Q, rows, Hv, DV, C, DV);
-                          p.beta = b.m("beta", 0, rows, Hv, Hv); p.g = b.m("g", 0, rows, Hv, Hv);
-                          p.state = b.h("state", 0, Hv, DK, DV, DK * DV, DV); p.o = b.m("o", 0, rows, VW, VW);
-                          p.work = b.v("work"); p.chunk = 64; p.max_rows = rows; p.cursor = b.as<StepCursor>("cursor");
-                          return op_gdn_chunk(ex, p);
-                      },
-                      // The CUDA chunk kernel (lm_gdn_bf16.cu) forms each chunk's products on bf16
-                      // tensor cores from bf16-rounded intermediates (decay-scaled k, corrected v)
-                      // and adds them to the fp32 state: 64-term sums of bf16-rounded terms. Its
-                      // state error reached 5.8e-3 of the state's scale on the H100 (2026-11-24,
-                      // fresh inputs; 5e-3 had passed earlier runs); the engine goldens bound the
-                      // end-to-end effect.
-                      1e-2});
+        // gate: the op's own gate (prefill's form; CUDA computes beta / g in the chunk prep).
+        for (int gate = 0; gate < 2; ++gate) {
+            std::vector<Arg> args = {act("qkv", Use::In, qkv),
+                                     f32("beta", gate ? Use::Scratch : Use::In,
+                                         gate ? poison(size_t(rows) * Hv) : uniform(size_t(rows) * Hv, 0.05f, 0.95f)),
+                                     f32("g", gate ? Use::Scratch : Use::In,
+                                         gate ? poison(size_t(rows) * Hv) : uniform(size_t(rows) * Hv, -0.5f, -0.01f)),
+                                     f32("state", Use::InOut, normal(size_t(Hv) * DK * DV, 0.05f)),
+                                     act("o", Use::Out, poison(size_t(rows) * VW)),
+                                     work("work", [](const Backend& be) { return be.gdn_work_floats(Hv, 128); }),
+                                     bytes("cursor", Use::In, cursor_bytes(40, n))};
+            if (gate) {
+                args.push_back(act("proj", Use::In, normal(size_t(rows) * WL)));
+                args.push_back(f32("A_log", Use::In, uniform(Hv, -1.0f, 1.0f)));
+                args.push_back(f32("dt", Use::In, normal(Hv)));
+            }
+            cs.push_back({gate ? "gdn_gate+gdn_chunk prefill" : "gdn_chunk prefill", OpKind::GdnChunk, args,
+                          [rows, gate](const Exec& ex, const Bound& b) {
+                              GdnChunkOp p;
+                              p.q = b.h("qkv", 0, rows, Hk, DK, C, DK); p.k = b.h("qkv", Q, rows, Hk, DK, C, DK);
+                              p.v = b.h("qkv", 2 * Q, rows, Hv, DV, C, DV);
+                              p.beta = b.m("beta", 0, rows, Hv, Hv); p.g = b.m("g", 0, rows, Hv, Hv);
+                              p.state = b.h("state", 0, Hv, DK, DV, DK * DV, DV); p.o = b.m("o", 0, rows, VW, VW);
+                              p.work = b.v("work"); p.chunk = 64; p.max_rows = rows;
+                              p.cursor = b.as<StepCursor>("cursor");
+                              if (gate) {
+                                  GdnGateOp& g = p.gate;
+                                  g.b = b.m("proj", C + VW, rows, Hv, WL); g.a = b.m("proj", C + VW + Hv, rows, Hv, WL);
+                                  g.A_log = b.v("A_log"); g.dt_bias = b.v("dt"); g.beta = p.beta; g.g = p.g;
+                                  g.rows = {rows, &p.cursor->n_tokens};
+                              }
+                              return op_gdn_chunk(ex, p);
+                          },
+                          // The CUDA chunk kernel (lm_gdn_bf16.cu) forms each chunk's products on bf16
+                          // tensor cores from bf16-rounded intermediates (decay-scaled k, corrected v)
+                          // and adds them to the fp32 state: 64-term sums of bf16-rounded terms. Its
+                          // state error reached 5.8e-3 of the state's scale on the H100 (2026-11-24,
+                          // fresh inputs; 5e-3 had passed earlier runs); the engine goldens bound the
+                          // end-to-end effect.
+                          1e-2});
+        }
         auto q1 = normal(C);
         normalise_heads(q1, C, 1, 0, 2 * Hk, DK);
         cs.push_back({"gdn_step+gate decode", OpKind::GdnStep,

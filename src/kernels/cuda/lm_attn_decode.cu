@@ -8,6 +8,18 @@
 // wait before touching q, the cache or the cursor. The split kernel is latency-bound on its
 // per-key warp reductions: it computes all kKeysInFlight x G dots of a step, then runs their
 // butterflies interleaved (bench_ops attn_decode at 1k, H100: 16.7 -> 14.0 us, the same bits).
+// Tried and dropped (H200, 2026-11-30, `frost bench engine --decode 1024 --decode-steps 64 --reps
+// 3`, ms/token, alternating in one call; both variants passed bitwise tests against the separate
+// launches, solo and batched, GQA groups 4, 6 and 8):
+// - the step's q/k norm + RoPE and KV append folded into this split launch (every block normalised
+//   and rotated its own q heads into shared memory; the block holding the new key also did k and
+//   wrote the caches): one launch fewer per attention layer, yet 0.8B 0.820 / 0.820 -> 0.831 /
+//   0.827, 9B FP8 2.910 / 2.899 -> 2.953 / 2.935, 9B INT4 2.563 / 2.585 -> 2.608 / 2.611. The
+//   separate kernel normalises each head once (24 warps on the 9B); folded, every one of the
+//   ~256 split blocks redoes its q heads on the critical path;
+// - each warp's first K / V rows (keys before pos) and the RoPE table loaded before the
+//   programmatic wait, during the qkv projection: 9B FP8 2.915 / 2.929 -> 2.946 / 2.949, INT4
+//   2.588 / 2.600 -> 2.596 / 2.611, 0.8B flat; with the fold as well, slower still.
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_kernels.h"
 

@@ -177,9 +177,10 @@ __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Param
     }
     cp_async_commit();
     if (t < kC) {
-        const bool in = t < len;
-        sm.g[t] = in ? p.g[(start + t) * p.Hv + h] : 0.0f;
-        sm.beta[t] = in ? p.beta[(start + t) * p.Hv + h] : 0.0f;
+        float beta = 0.0f, g = 0.0f;
+        if (t < len) row_gates(p, start + t, h, beta, g);
+        sm.g[t] = g;
+        sm.beta[t] = beta;
     }
     cp_async_wait<0>();
     __syncthreads();

@@ -21,6 +21,7 @@ namespace {
 using namespace lm;
 using gdn::chunk_range;
 using gdn::max_chunks;
+using gdn::row_gates;
 
 constexpr int kC = kGdnChunk;        // 64
 constexpr int kD = kGdnHeadDim;      // 128 (dk = dv)
@@ -118,9 +119,10 @@ __global__ void __launch_bounds__(kPrepThreads) gdn_chunk_prep_kernel(GdnBf16Par
         *reinterpret_cast<uint4*>(&sm.v[r][d]) = vv;
     }
     if (t < kC) {
-        const bool in = t < len;
-        sm.g[t] = in ? p.g[(start + t) * p.Hv + h] : 0.0f;
-        sm.beta[t] = in ? p.beta[(start + t) * p.Hv + h] : 0.0f;
+        float beta = 0.0f, g = 0.0f;
+        if (t < len) row_gates(p, start + t, h, beta, g);
+        sm.g[t] = g;
+        sm.beta[t] = beta;
     }
     __syncthreads();
     if (t == 0) {  // sequential cumsum: one fixed order
@@ -651,7 +653,8 @@ cudaError_t gdn_chunk_launch(const GdnBf16Params& p, cudaStream_t stream) {
 }
 
 cudaError_t gdn_chunk_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages) {
-    if (!p.q || !p.k || !p.v || !p.beta || !p.g || !p.state || !p.o || !p.work || !p.cursor ||
+    const bool gates = p.gate_b ? p.gate_a && p.A_log && p.dt_bias : p.beta && p.g;  // folded or given
+    if (!p.q || !p.k || !p.v || !gates || !p.state || !p.o || !p.work || !p.cursor ||
         p.dk != kD || p.dv != kD || p.chunk != kC || p.qkv_row_stride % kVec != 0 || p.Hk <= 0 || p.Hv <= 0 || p.Hv % p.Hk != 0 ||
         p.max_rows <= 0)
         return cudaErrorInvalidValue;

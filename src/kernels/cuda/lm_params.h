@@ -185,8 +185,9 @@ struct GdnBf16Params {
     int32_t chunk;           // 64
     int32_t max_rows;
     const StepCursor* cursor;  // pos, n_tokens
-    // Recurrent kernel only: when gate_b is set, β and g come from the raw projections
-    // (GdnGateBf16Params formulas, same bits) and beta/g are neither read nor written.
+    // When gate_b is set, β and g come from the raw projections (GdnGateBf16Params formulas, same
+    // bits) and beta/g are neither read nor written: the recurrent kernel (decode) and the chunked
+    // kernels' prep (prefill), each one gate launch fewer.
     const bf16* gate_b = nullptr;    // [rows, Hv] row stride gate_row_stride
     const bf16* gate_a = nullptr;    // [rows, Hv] row stride gate_row_stride
     const float* A_log = nullptr;    // [Hv]

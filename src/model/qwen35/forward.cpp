@@ -185,12 +185,11 @@ struct Forward {
             FROST_TRY(trace("gdn_out", l, core));
         } else {
             FROST_TRY(ops::op_conv1d_silu_l2(ex, cv, "conv1d+silu+l2norm"));
-            ops::GdnGateOp gp;
-            gp.b = b; gp.a = a; gp.A_log = L.A_log; gp.dt_bias = L.dt_bias; gp.beta = beta; gp.g = g; gp.rows = rws();
-            FROST_TRY(ops::op_gdn_gate(ex, gp, "gdn_gate"));
-            ops::GdnChunkOp d;
+            ops::GdnChunkOp d;  // with its gate (CUDA: computed in the chunk prep, one launch fewer)
             d.q = q; d.k = k; d.v = v; d.beta = beta; d.g = g; d.state = ss.rec[l]; d.o = core; d.work = s.gdn_work;
             d.chunk = kGdnChunk; d.max_rows = rows(); d.cursor = ss.cursor;
+            ops::GdnGateOp& gp = d.gate;
+            gp.b = b; gp.a = a; gp.A_log = L.A_log; gp.dt_bias = L.dt_bias; gp.beta = beta; gp.g = g; gp.rows = rws();
             FROST_TRY(ops::op_gdn_chunk(ex, d, "gdn_chunk"));
             FROST_TRY(trace("gdn_out", l, core));
             FROST_TRY(ops::op_gated_rmsnorm(ex, gn, "gated_rmsnorm"));
@@ -215,12 +214,8 @@ struct Forward {
         kv.v = at(s.proj, v_off, rows(), int64_t(Hkv) * d, W);
         kv.k_cache = ss.k_cache[l]; kv.v_cache = ss.v_cache[l]; kv.max_rows = rows(); kv.cursor = cursor();
         kv.batch = slots(slot_column(l, StateKind::Kv));
-        if (step.decode) {  // one op (one launch on CUDA, same bits)
-            FROST_TRY(ops::op_qk_rope_kv_append(ex, ops::QkRopeKvAppendOp{qk, kv}, "qk_norm_rope+kv_append"));
-        } else {
-            FROST_TRY(ops::op_qk_norm_rope(ex, qk, "qk_norm_rope"));
-            FROST_TRY(ops::op_kv_append(ex, kv, "kv_append"));
-        }
+        // One op (one launch on CUDA, same bits), decode and prefill.
+        FROST_TRY(ops::op_qk_rope_kv_append(ex, ops::QkRopeKvAppendOp{qk, kv}, "qk_norm_rope+kv_append"));
         ops::AttentionOp ap;
         ap.q = qk.q;
         if (c.attn_output_gate) ap.gate = heads_at(s.proj, d, rows(), Hq, d, W, 2 * d);

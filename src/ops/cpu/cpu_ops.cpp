@@ -291,6 +291,7 @@ K::GdnParams gdn_params(Widen& w, const Tensor& q, const Tensor& k, const Tensor
 }
 
 frost_status run(const GdnChunkOp& p) {
+    if (!p.gate.b.empty()) FROST_TRY(run(p.gate));  // the gate kernel first, into beta / g
     Widen w;
     K::GdnParams d = gdn_params(w, p.q, p.k, p.v, p.beta, p.g, p.state, p.o, p.max_rows, p.cursor);
     d.chunk = p.chunk;

@@ -330,11 +330,32 @@ K::GdnBf16Params gdn_params(const Tensor& q, const Tensor& k, const Tensor& v, c
     NEED((p).v, DType::BF16, op);         \
     NEED((p).o, DType::BF16, op)
 
+// FROST_PREFILL_FUSE=0: prefill's GDN gate as its own launch (GdnChunkOp::gate), for A/B runs.
+bool prefill_fuse() {
+    static const bool on = !util::env_is("FROST_PREFILL_FUSE", "0");
+    return on;
+}
+
+// With a gate, the chunk prep computes beta and g from the raw projections (no gate launch, the
+// gate kernel's formulas, the same values); beta / g stay unwritten.
 frost_status gdn_chunk(const Exec& ex, const GdnChunkOp& p) {
     NEED_QKVO(p, "gdn_chunk");
     NEED(p.work, DType::F32, "gdn_chunk");
     K::GdnBf16Params d = gdn_params(p.q, p.k, p.v, p.beta, p.g, p.state, p.o, p.work, p.max_rows, p.cursor);
     d.chunk = p.chunk;
+    if (!p.gate.b.empty()) {
+        NEED(p.gate.a, DType::BF16, "gdn_chunk");
+        NEED(p.gate.b, DType::BF16, "gdn_chunk");
+        if (prefill_fuse()) {
+            d.gate_b = B(p.gate.b);
+            d.gate_a = B(p.gate.a);
+            d.A_log = F(p.gate.A_log);
+            d.dt_bias = F(p.gate.dt_bias);
+            d.gate_row_stride = p.gate.a.stride[0];
+        } else {
+            FROST_TRY(gdn_gate(ex, p.gate));
+        }
+    }
     return check(K::gdn_chunk_launch(d, native(ex)), "gdn_chunk");
 }
 
@@ -434,7 +455,8 @@ frost_status kv_append(const Exec& ex, const KvAppendOp& p) {
     return check(K::kv_append_launch(kv_params(ex, p), native(ex)), "kv_append");
 }
 
-// One launch where the params allow (qk_norm_rope_kv_applies), else the two; the same bits.
+// One launch where the params allow (qk_norm_rope_kv_applies), else the two; the same bits. A/B
+// switches: FROST_DECODE_FUSE (decode graphs, PDL) and FROST_PREFILL_FUSE (prefill).
 frost_status qk_rope_kv_append(const Exec& ex, const QkRopeKvAppendOp& p) {
     NEED(p.qk.q, DType::BF16, "qk_rope_kv_append");
     NEED(p.qk.k, DType::BF16, "qk_rope_kv_append");
@@ -443,7 +465,8 @@ frost_status qk_rope_kv_append(const Exec& ex, const QkRopeKvAppendOp& p) {
     NEED(p.kv.k_cache, DType::BF16, "qk_rope_kv_append");
     NEED(p.kv.v_cache, DType::BF16, "qk_rope_kv_append");
     const K::QkRopeKvBf16Params f{qk_params(ex, p.qk), kv_params(ex, p.kv)};
-    if ((decode_fuse_mode() & 2) && K::qk_norm_rope_kv_applies(f))
+    const bool fuse = f.qk.pdl ? (decode_fuse_mode() & 2) != 0 : prefill_fuse();
+    if (fuse && K::qk_norm_rope_kv_applies(f))
         return check(K::qk_norm_rope_kv_launch(f, native(ex)), "qk_rope_kv_append");
     FROST_TRY(qk_norm_rope(ex, p.qk));
     return kv_append(ex, p.kv);
