@@ -196,9 +196,10 @@ struct KvAppendOp {
     BatchSlots batch;       // on: row r appends to session slots[r]'s caches at its own position
 };
 
-// Decode's attention inputs: qk (per-head norm + RoPE of q and k) then kv (the KV append of the
-// same rows, k as qk left it), each with its own op's semantics. One op so a backend may run it as
-// one launch (CUDA does, same bits; FROST_DECODE_FUSE=0 runs the two launches).
+// Attention's inputs, decode and prefill: qk (per-head norm + RoPE of q and k) then kv (the KV
+// append of the same rows, k as qk left it), each with its own op's semantics. One op so a backend
+// may run it as one launch (CUDA does, same bits; FROST_DECODE_FUSE=0 for launches of at most
+// kGemvMaxRows rows, FROST_PREFILL_FUSE=0 for larger ones, run the two launches).
 struct QkRopeKvAppendOp {
     QkNormRopeOp qk;
     KvAppendOp kv;

@@ -330,7 +330,8 @@ K::GdnBf16Params gdn_params(const Tensor& q, const Tensor& k, const Tensor& v, c
     NEED((p).v, DType::BF16, op);         \
     NEED((p).o, DType::BF16, op)
 
-// FROST_PREFILL_FUSE=0: prefill's GDN gate as its own launch (GdnChunkOp::gate), for A/B runs.
+// FROST_PREFILL_FUSE=0: prefill's GDN gate (GdnChunkOp::gate) and its q/k norm + KV append
+// (QkRopeKvAppendOp) as launches of their own, for A/B runs.
 bool prefill_fuse() {
     static const bool on = !util::env_is("FROST_PREFILL_FUSE", "0");
     return on;
@@ -456,7 +457,8 @@ frost_status kv_append(const Exec& ex, const KvAppendOp& p) {
 }
 
 // One launch where the params allow (qk_norm_rope_kv_applies), else the two; the same bits. A/B
-// switches: FROST_DECODE_FUSE (decode graphs, PDL) and FROST_PREFILL_FUSE (prefill).
+// switches: FROST_DECODE_FUSE (decode launches, PDL: at most kGemvMaxRows rows) and
+// FROST_PREFILL_FUSE (larger launches).
 frost_status qk_rope_kv_append(const Exec& ex, const QkRopeKvAppendOp& p) {
     NEED(p.qk.q, DType::BF16, "qk_rope_kv_append");
     NEED(p.qk.k, DType::BF16, "qk_rope_kv_append");
