@@ -135,6 +135,19 @@ __device__ inline void gdn_gate_values(float b, float a_raw, float A_log, float 
     g = -expf(A_log) * softplus;
 }
 
+// β and g of launch row `row`, value head h, for a gated-delta-rule kernel: the gate kernel's
+// output (p.beta, p.g), or with p.gate_b set the raw projections through gdn_gate_values (the
+// same values), so the rule needs no gate launch (the decode recurrence, the chunked prep).
+__device__ inline void gdn_row_gates(const GdnBf16Params& p, int64_t row, int h, float& beta, float& g) {
+    if (p.gate_b) {
+        const int64_t i = row * p.gate_row_stride + h;
+        gdn_gate_values(__bfloat162float(p.gate_b[i]), __bfloat162float(p.gate_a[i]), p.A_log[h], p.dt_bias[h], beta, g);
+    } else {
+        beta = p.beta[row * p.Hv + h];
+        g = p.g[row * p.Hv + h];
+    }
+}
+
 // Programmatic dependent launch (Hopper). A kernel launched with the programmatic-serialisation
 // attribute may start while its predecessor still runs; pdl_wait() returns once the predecessor
 // has completed and its writes are visible, so nothing a predecessor writes may be touched (read

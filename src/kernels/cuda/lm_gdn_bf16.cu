@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Param
     cp_async_commit();
     if (t < kC) {
         float beta = 0.0f, g = 0.0f;
-        if (t < len) row_gates(p, start + t, h, beta, g);
+        if (t < len) gdn_row_gates(p, start + t, h, beta, g);
         sm.g[t] = g;
         sm.beta[t] = beta;
     }

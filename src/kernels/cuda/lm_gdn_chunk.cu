@@ -21,7 +21,6 @@ namespace {
 using namespace lm;
 using gdn::chunk_range;
 using gdn::max_chunks;
-using gdn::row_gates;
 
 constexpr int kC = kGdnChunk;        // 64
 constexpr int kD = kGdnHeadDim;      // 128 (dk = dv)
@@ -120,7 +119,7 @@ __global__ void __launch_bounds__(kPrepThreads) gdn_chunk_prep_kernel(GdnBf16Par
     }
     if (t < kC) {
         float beta = 0.0f, g = 0.0f;
-        if (t < len) row_gates(p, start + t, h, beta, g);
+        if (t < len) gdn_row_gates(p, start + t, h, beta, g);
         sm.g[t] = g;
         sm.beta[t] = beta;
     }

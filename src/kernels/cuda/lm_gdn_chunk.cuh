@@ -5,7 +5,6 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_params.h"
 
 namespace frost::kernels::gdn {
@@ -28,19 +27,6 @@ __device__ inline bool chunk_range(int c, int pos, int rows, int& start, int& le
         len = min(kC, rows - start);
     }
     return len > 0;
-}
-
-// β and the log decay g of launch row `row`, value head h, for a prep kernel: the gate kernel's
-// output (p.beta, p.g), or with p.gate_b set the raw projections through the gate kernel's own
-// formulas (gdn_gate_values: the same values), so prefill needs no gate launch.
-__device__ inline void row_gates(const GdnBf16Params& p, int64_t row, int h, float& beta, float& g) {
-    if (p.gate_b) {
-        const int64_t i = row * p.gate_row_stride + h;
-        lm::gdn_gate_values(__bfloat162float(p.gate_b[i]), __bfloat162float(p.gate_a[i]), p.A_log[h], p.dt_bias[h], beta, g);
-    } else {
-        beta = p.beta[row * p.Hv + h];
-        g = p.g[row * p.Hv + h];
-    }
 }
 
 // bf16 path scratch per (chunk slot, value head), in floats: W and U bf16 [64, 128], P bf16

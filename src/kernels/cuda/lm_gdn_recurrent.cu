@@ -57,14 +57,7 @@ __global__ void __launch_bounds__(kWarps * kWarp) gdn_recurrent_kernel(GdnBf16Pa
         }
         if (threadIdx.x < kSlice) vs[threadIdx.x] = __bfloat162float(p.v[row + h * kGdnHeadDim + j0 + threadIdx.x]);
         float beta, g;
-        if (p.gate_b) {
-            const int64_t gi = r * p.gate_row_stride + h;
-            gdn_gate_values(__bfloat162float(p.gate_b[gi]), __bfloat162float(p.gate_a[gi]), p.A_log[h], p.dt_bias[h],
-                            beta, g);
-        } else {
-            beta = p.beta[r * p.Hv + h];
-            g = p.g[r * p.Hv + h];
-        }
+        gdn_row_gates(p, r, h, beta, g);
         const float alpha = expf(g);
         __syncthreads();
         float part = 0.0f;
