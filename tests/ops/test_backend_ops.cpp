@@ -386,28 +386,28 @@ std::vector<Case> cases() {
                           p.max_rows = rows; p.cursor = b.as<StepCursor>("cursor");
                           return op_kv_append(ex, p);
                       }});
-        if (rows == 1)  // decode: q/k norm + RoPE with the KV append as one op (one launch on CUDA)
-            cs.push_back({"qk_norm_rope+kv_append decode", OpKind::QkRopeKvAppend,
-                          {act("proj", Use::InOut, normal(WF)), f32("qw", Use::In, normal(D, 0.2f)),
-                           f32("kw", Use::In, normal(D, 0.2f)),
-                           act("kc", Use::InOut, normal(size_t(MAX_SEQ) * Hkv * D)),
-                           act("vc", Use::InOut, normal(size_t(MAX_SEQ) * Hkv * D)),
-                           bytes("cursor", Use::In, cursor_bytes(201, 1))},
-                          [](const Exec& ex, const Bound& b) {
-                              QkRopeKvAppendOp p;
-                              QkNormRopeOp& q = p.qk;
-                              q.q = b.h("proj", 0, 1, Hq, D, WF, 2 * D);
-                              q.k = b.h("proj", 2 * Hq * D, 1, Hkv, D, WF, D);
-                              q.q_w = b.v("qw"); q.k_w = b.v("kw"); q.rotary_dim = ROT; q.eps = EPS; q.theta = 1e7f;
-                              q.inv_freq_bf16 = 1; q.max_rows = 1; q.cursor = b.as<StepCursor>("cursor");
-                              KvAppendOp& kv = p.kv;
-                              kv.k = b.m("proj", 2 * Hq * D, 1, Hkv * D, WF);
-                              kv.v = b.m("proj", 2 * Hq * D + Hkv * D, 1, Hkv * D, WF);
-                              kv.k_cache = b.h("kc", 0, MAX_SEQ, Hkv, D, Hkv * D, D);
-                              kv.v_cache = b.h("vc", 0, MAX_SEQ, Hkv, D, Hkv * D, D);
-                              kv.max_rows = 1; kv.cursor = q.cursor;
-                              return op_qk_rope_kv_append(ex, p);
-                          }});
+        // q/k norm + RoPE with the KV append as one op (one launch on CUDA), decode and prefill.
+        cs.push_back({"qk_norm_rope+kv_append" + tag, OpKind::QkRopeKvAppend,
+                      {act("proj", Use::InOut, normal(size_t(rows) * WF)), f32("qw", Use::In, normal(D, 0.2f)),
+                       f32("kw", Use::In, normal(D, 0.2f)),
+                       act("kc", Use::InOut, normal(size_t(MAX_SEQ) * Hkv * D)),
+                       act("vc", Use::InOut, normal(size_t(MAX_SEQ) * Hkv * D)),
+                       bytes("cursor", Use::In, cursor_bytes(rows == 1 ? 201 : 19, n))},
+                      [rows](const Exec& ex, const Bound& b) {
+                          QkRopeKvAppendOp p;
+                          QkNormRopeOp& q = p.qk;
+                          q.q = b.h("proj", 0, rows, Hq, D, WF, 2 * D);
+                          q.k = b.h("proj", 2 * Hq * D, rows, Hkv, D, WF, D);
+                          q.q_w = b.v("qw"); q.k_w = b.v("kw"); q.rotary_dim = ROT; q.eps = EPS; q.theta = 1e7f;
+                          q.inv_freq_bf16 = 1; q.max_rows = rows; q.cursor = b.as<StepCursor>("cursor");
+                          KvAppendOp& kv = p.kv;
+                          kv.k = b.m("proj", 2 * Hq * D, rows, Hkv * D, WF);
+                          kv.v = b.m("proj", 2 * Hq * D + Hkv * D, rows, Hkv * D, WF);
+                          kv.k_cache = b.h("kc", 0, MAX_SEQ, Hkv, D, Hkv * D, D);
+                          kv.v_cache = b.h("vc", 0, MAX_SEQ, Hkv, D, Hkv * D, D);
+                          kv.max_rows = rows; kv.cursor = q.cursor;
+                          return op_qk_rope_kv_append(ex, p);
+                      }});
         cs.push_back({rows == 1 ? "attention_decode" : "attention_prefill",
                       rows == 1 ? OpKind::AttentionDecode : OpKind::AttentionPrefill,
                       {act("proj", Use::In, normal(size_t(rows) * WF)),
