@@ -113,6 +113,57 @@ TEST(OpsDispatch, BadParamsAreRefusedAtRecordTimeNamingTheOp) {
     EXPECT_EQ(op_gemm(Exec{}, g.op()), FROST_ERR_INVALID_ARG);
 }
 
+// The gated delta rule with its gate (prefill's form): the CPU runs the gate first into the op's
+// beta / g, and a gate that writes other beta / g than the rule reads is refused at record time.
+TEST(OpsDispatch, GdnChunkRunsItsGateFirstAndRefusesAGateWritingElsewhere) {
+    Ctx c;
+    constexpr int rows = 5, Hk = 1, Hv = 2, D = 128, W = 2 * Hk * D + Hv * D, G = 2 * Hv;
+    std::mt19937 rng(std::random_device{}());
+    std::normal_distribution<float> nd;
+    std::vector<float> qkv(size_t(rows) * W), ba(size_t(rows) * G), A_log(Hv), dt(Hv);
+    for (auto& v : qkv) v = 0.05f * nd(rng);
+    for (auto& v : ba) v = nd(rng);
+    for (auto& v : A_log) v = 0.5f * nd(rng);
+    for (auto& v : dt) v = 0.5f * nd(rng);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> beta(size_t(rows) * Hv, nan), g(size_t(rows) * Hv, nan), other(size_t(rows) * Hv, nan);
+    std::vector<float> state(size_t(Hv) * D * D, 0.0f), o(size_t(rows) * Hv * D, nan);
+    kernels::StepCursor cur{};
+    cur.n_tokens = rows;
+    GdnChunkOp p;
+    p.q = heads(qkv.data(), DType::F32, rows, Hk, D, W, D);
+    p.k = heads(qkv.data() + Hk * D, DType::F32, rows, Hk, D, W, D);
+    p.v = heads(qkv.data() + 2 * Hk * D, DType::F32, rows, Hv, D, W, D);
+    p.beta = mat(beta.data(), DType::F32, rows, Hv, Hv);
+    p.g = mat(g.data(), DType::F32, rows, Hv, Hv);
+    p.state = heads(state.data(), DType::F32, Hv, D, D, D * D, D);
+    p.o = mat(o.data(), DType::F32, rows, Hv * D, Hv * D);
+    p.max_rows = rows;
+    p.cursor = &cur;
+    GdnGateOp& gate = p.gate;
+    gate.b = mat(ba.data(), DType::F32, rows, Hv, G);
+    gate.a = mat(ba.data() + Hv, DType::F32, rows, Hv, G);
+    gate.A_log = vec(A_log.data(), DType::F32, Hv);
+    gate.dt_bias = vec(dt.data(), DType::F32, Hv);
+    gate.beta = p.beta;
+    gate.g = p.g;
+    gate.rows = {rows, nullptr};
+    GdnChunkOp bad = p;
+    bad.gate.beta = mat(other.data(), DType::F32, rows, Hv, Hv);
+    EXPECT_EQ(op_gdn_chunk(c.exec(), bad), FROST_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(frost_last_error()).find("op_gdn_chunk"), std::string::npos) << frost_last_error();
+    ASSERT_EQ(op_gdn_chunk(c.exec(), p), FROST_OK) << frost_last_error();
+    ASSERT_EQ(frost_stream_sync(c.st), FROST_OK) << frost_last_error();
+    for (int r = 0; r < rows; ++r)
+        for (int h = 0; h < Hv; ++h) {  // the gate's formulas (GdnGateParams), in double
+            const double b = ba[r * G + h], a = ba[r * G + Hv + h] + double(dt[h]);
+            const double sp = a > 20.0 ? a : std::log1p(std::exp(a));
+            EXPECT_NEAR(beta[r * Hv + h], 1.0 / (1.0 + std::exp(-b)), 1e-6) << "row " << r << " head " << h;
+            EXPECT_NEAR(g[r * Hv + h], -std::exp(double(A_log[h])) * sp, 1e-5 * (1.0 + sp)) << "row " << r;
+        }
+    for (float v : o) ASSERT_TRUE(std::isfinite(v));
+}
+
 TEST(OpsDispatch, KernelRefusalBecomesTheStreamErrorNamingTheOp) {
     Ctx c;
     std::vector<float> table(4 * 8, 1.0f), y(2 * 8);
