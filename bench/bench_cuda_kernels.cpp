@@ -465,16 +465,22 @@ void fill_random_bf16(bf16* dst, size_t n, uint32_t seed) {
     CK(cudaMemcpy(dst, h.data(), n * sizeof(bf16), cudaMemcpyHostToDevice));
 }
 
-// The 9B-style prefill GEMMs at `rows` rows with random operands (constant ones draw less power
-// and clock higher): the heuristic's first few bf16 algorithms, TFLOP/s; rank 0 is the engine's.
-int bench_gemm(int rows) {
+// The 9B-style (or, with model "0.8b", the 0.8B-style) prefill GEMMs at `rows` rows with random
+// operands (constant ones draw less power and clock higher): the heuristic's first few bf16
+// algorithms, TFLOP/s; rank 0 is the engine's.
+int bench_gemm(int rows, const std::string& model) {
     cudaStream_t s = nullptr;
     CK(cudaStreamCreate(&s));
     Timer t = make_timer(s);
     struct Shape { const char* name; int N, K; };
-    const Shape shapes[] = {{"lin in_proj", 12352, 4096}, {"mlp gate|up", 24576, 4096}, {"mlp down", 4096, 12288},
-                            {"lin out_proj", 4096, 4096}, {"full qkv_proj", 10240, 4096}};
-    constexpr int kRanks = 8;
+    const std::vector<Shape> shapes =
+        model == "0.8b" ? std::vector<Shape>{{"lin in_proj", 8224, 1024}, {"mlp gate|up", 7168, 1024},
+                                             {"mlp down", 1024, 3584},    {"lin out_proj", 1024, 2048},
+                                             {"full qkv_proj", 5120, 1024}, {"full o_proj", 1024, 2048}}
+                        : std::vector<Shape>{{"lin in_proj", 12352, 4096}, {"mlp gate|up", 24576, 4096},
+                                             {"mlp down", 4096, 12288},    {"lin out_proj", 4096, 4096},
+                                             {"full qkv_proj", 10240, 4096}, {"lin in_proj b|a", 64, 4096}};
+    constexpr int kRanks = 12;
     uint8_t* ws = dalloc<uint8_t>(kGemmWorkspaceBytes);
     GemmLt* lt = nullptr;
     CK(gemm_lt_create(ws, kGemmWorkspaceBytes, &lt));
@@ -776,7 +782,8 @@ int main(int argc, char** argv) {
         for (int i = 4; i < argc; ++i) variants.push_back(std::atoi(argv[i]));
         return bench_fp8_profile(std::atoi(argv[2]), std::atoi(argv[3]), variants);
     }
-    if (argc == 3 && std::string(argv[1]) == "--gemm") return bench_gemm(std::atoi(argv[2]));
+    if ((argc == 3 || argc == 4) && std::string(argv[1]) == "--gemm")
+        return bench_gemm(std::atoi(argv[2]), argc == 4 ? argv[3] : "9b");
     if (argc == 4 && std::string(argv[1]) == "--gemm-sustained")
         return bench_gemm_sustained(std::atoi(argv[2]), std::atof(argv[3]));
     if (argc < 3) {
@@ -786,7 +793,7 @@ int main(int argc, char** argv) {
                              "       bench_cuda_kernels --gdn [Hv...]     (GDN chunked prefill launches alone; default Hv 16 32)\n"
                              "       bench_cuda_kernels --fp8 [ROWS]      (FP8 W8A8 vs bf16 prefill GEMMs, 4096 rows by default)\n"
                              "       bench_cuda_kernels --fp8-profile N K [variant...]  (one launch each, for ncu)\n"
-                             "       bench_cuda_kernels --gemm ROWS       (bf16 prefill GEMMs per heuristic rank)\n"
+                             "       bench_cuda_kernels --gemm ROWS [0.8b] (bf16 prefill GEMMs per heuristic rank; 9B shapes by default)\n"
                              "       bench_cuda_kernels --gemm-sustained ROWS SECONDS  (one GEMM in bursts and back to back)\n");
         return 2;
     }

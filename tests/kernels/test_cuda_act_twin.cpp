@@ -12,6 +12,7 @@ TEST(CudaActTwin, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #else
 #include <cstring>
 #include <functional>
+#include <string>
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/lm_gemm_fp8.h"
@@ -141,14 +142,17 @@ TEST(CudaActTwin, GatedRmsNormTwinIsTheQuantizersBytes) {
 TEST(CudaActTwin, SwigluTwinIsTheQuantizersBytes) {
     FROST_SKIP_WITHOUT_CUDA();
     auto rng = fresh_rng("SwigluTwin");
-    for (int F : {384, 12288}) {
+    // 384: a partial warp (the row-tiled kernel's 16 elements a lane: three groups in, one out);
+    // 3584: the 0.8B's width, a partial block; 12288: the 9B's.
+    for (int F : {384, 3584, 12288}) {
         const int rows = 50, max_rows = 64;
         auto x = uniform(rng, size_t(max_rows) * 2 * F, -6, 6);
         for (int i = 0; i < 128; ++i) x[size_t(3) * 2 * F + 256 + i] = 0.0f;  // gate 0: a zero group
         x[size_t(4) * 2 * F + 5] = 300.0f;  // a large outlier in one group
         Dev<uint16_t> dx(to_bf(x));
         Dev<int32_t> dn(std::vector<int32_t>{rows});
-        check_twin(F == 384 ? "F 384" : "F 12288", max_rows, rows, F,
+        const std::string what = "F " + std::to_string(F);
+        check_twin(what.c_str(), max_rows, rows, F,
                    [&](kernels::bf16* y, uint8_t* q, float* s, int64_t ld, int32_t only) {
                        kernels::SwigluBf16Params p{bf(dx), y, F, max_rows, dn.get()};
                        p.yq = q; p.yq_scale = s; p.yq_scale_ld = ld; p.yq_only = only;

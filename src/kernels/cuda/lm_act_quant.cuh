@@ -75,7 +75,7 @@ __device__ inline void e4m3_quotients(const float (&v)[kPer], float s, uint32_t 
 // all not. An active lane writes its kPer bytes at q; the group's first lane writes *scale.
 template <int kLanes, int kPer>
 __device__ inline void act_quant_group(const float (&v)[kPer], bool active, uint8_t* q, float* scale) {
-    static_assert(kLanes * kPer == kActGroup && kLanes <= kWarp && (kPer == 4 || kPer == 8), "one group");
+    static_assert(kLanes * kPer == kActGroup && kLanes <= kWarp && (kPer == 4 || kPer == 8 || kPer == 16), "one group");
     float amax = 0.0f;
 #pragma unroll
     for (int e = 0; e < kPer; ++e) amax = fmaxf(amax, fabsf(v[e]));
@@ -86,7 +86,9 @@ __device__ inline void act_quant_group(const float (&v)[kPer], bool active, uint
     const float s = amax > 0.0f ? amax / kActE4m3Max : 1.0f;
     uint32_t packed[kPer / 4];
     e4m3_quotients(v, s, packed);
-    if constexpr (kPer == 8)
+    if constexpr (kPer == 16)
+        *reinterpret_cast<uint4*>(q) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    else if constexpr (kPer == 8)
         *reinterpret_cast<uint2*>(q) = make_uint2(packed[0], packed[1]);
     else
         *reinterpret_cast<uint32_t*>(q) = packed[0];
