@@ -13,12 +13,14 @@ dir=/tmp/frost-synth-9b  # shared with bench_engine.sh
   >"$OUT/bench_cuda_kernels.log" 2>&1
 rc=$?
 sed -n '/ceilings/,$p' "$OUT/bench_cuda_kernels.log" | tail -60
-# The kernels alone, same run: attention prefill per Hopper variant, the GDN conv1d, the 9B prefill
-# GEMMs per cuBLASLt heuristic rank (bf16), one of them in bursts and back to back for 3 s (the
+# The kernels alone, same run: attention prefill per Hopper variant, the GDN conv1d, the 9B (and
+# 0.8B) prefill GEMMs per cuBLASLt heuristic rank (bf16), one of them in bursts and back to back for 3 s (the
 # power cap's clock; nvidia-smi samples beside it) and FP8 W8A8 against bf16.
 "$BUILD/bench/bench_cuda_kernels" --attn "$OUT/bench_attention.json" >"$OUT/bench_attention.log" 2>&1 || rc=1
 "$BUILD/bench/bench_cuda_kernels" --conv >"$OUT/bench_conv.log" 2>&1 || rc=1
 "$BUILD/bench/bench_cuda_kernels" --gemm 2048 >"$OUT/bench_gemm.log" 2>&1 || rc=1
+# The 0.8B's shapes at its 1k prompt (rank 0 is the engine's; see the README's 2026-11-30 section).
+"$BUILD/bench/bench_cuda_kernels" --gemm 1024 0.8b >>"$OUT/bench_gemm.log" 2>&1 || rc=1
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_event_reasons.active --format=csv -lms 200 \
   >"$OUT/bench_gemm_sustained_smi.csv" 2>/dev/null &
 smi=$!
