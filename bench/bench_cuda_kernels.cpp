@@ -782,8 +782,11 @@ int main(int argc, char** argv) {
         for (int i = 4; i < argc; ++i) variants.push_back(std::atoi(argv[i]));
         return bench_fp8_profile(std::atoi(argv[2]), std::atoi(argv[3]), variants);
     }
-    if ((argc == 3 || argc == 4) && std::string(argv[1]) == "--gemm")
-        return bench_gemm(std::atoi(argv[2]), argc == 4 ? argv[3] : "9b");
+    if ((argc == 3 || argc == 4) && std::string(argv[1]) == "--gemm") {
+        const std::string model = argc == 4 ? argv[3] : "9b";
+        if (model != "9b" && model != "0.8b") return std::fprintf(stderr, "--gemm: shapes are 9b or 0.8b\n"), 2;
+        return bench_gemm(std::atoi(argv[2]), model);
+    }
     if (argc == 4 && std::string(argv[1]) == "--gemm-sustained")
         return bench_gemm_sustained(std::atoi(argv[2]), std::atof(argv[3]));
     if (argc < 3) {
@@ -793,7 +796,7 @@ int main(int argc, char** argv) {
                              "       bench_cuda_kernels --gdn [Hv...]     (GDN chunked prefill launches alone; default Hv 16 32)\n"
                              "       bench_cuda_kernels --fp8 [ROWS]      (FP8 W8A8 vs bf16 prefill GEMMs, 4096 rows by default)\n"
                              "       bench_cuda_kernels --fp8-profile N K [variant...]  (one launch each, for ncu)\n"
-                             "       bench_cuda_kernels --gemm ROWS [0.8b] (bf16 prefill GEMMs per heuristic rank; 9B shapes by default)\n"
+                             "       bench_cuda_kernels --gemm ROWS [9b|0.8b] (bf16 prefill GEMMs per heuristic rank; 9B shapes by default)\n"
                              "       bench_cuda_kernels --gemm-sustained ROWS SECONDS  (one GEMM in bursts and back to back)\n");
         return 2;
     }
