@@ -413,14 +413,17 @@ int bench_gdn(std::vector<int> heads) {
         p.cursor = cursor;
         struct Path {
             const char* name;
-            int tf32, v1, slice, producer;
+            int tf32, v1, slice, producer, wgmma;
         };
-        const Path paths[] = {{"bf16 (default)", 0, 0, 0, 0},
-                              {"bf16 32-col slices", 0, 0, 32, 0},
-                              {"bf16 16-col, compute copies", 0, 0, 16, -1},
-                              {"bf16 16-col + producer", 0, 0, 16, 0},
-                              {"bf16 v1 (before round 2)", 0, 1, 0, 0},
-                              {"tf32", 1, 0, 0, 0}};
+        const Path paths[] = {{"bf16 (default)", 0, 0, 0, 0, 0},
+                              {"bf16 wgmma 16-col", 0, 0, 16, 0, 1},
+                              {"bf16 wgmma 32-col", 0, 0, 32, 0, 1},
+                              {"bf16 mma.sync default", 0, 0, 0, 0, -1},
+                              {"bf16 32-col slices", 0, 0, 32, 0, -1},
+                              {"bf16 16-col, compute copies", 0, 0, 16, -1, -1},
+                              {"bf16 16-col + producer", 0, 0, 16, 0, -1},
+                              {"bf16 v1 (before round 2)", 0, 1, 0, 0, -1},
+                              {"tf32", 1, 0, 0, 0, -1}};
         std::printf("gdn chunked, Hk %d, Hv %d, d %d, us per launch (median, L2 flushed)\n", Hk, Hv, D);
         std::printf("  %-26s %6s %9s %9s %9s\n", "path", "T", "prep", "state", "all");
         std::vector<int> lengths = {2048, 4096, 16384};
@@ -438,6 +441,7 @@ int bench_gdn(std::vector<int> heads) {
                     p.chunk_v1 = path.v1;
                     p.chunk_slice = path.slice;
                     p.chunk_producer = path.producer;
+                    p.chunk_wgmma = path.wgmma;
                     CK(cudaMemcpy(state, hs.data(), hs.size() * sizeof(float), cudaMemcpyHostToDevice));
                     CK(gdn_chunk_launch(p, s));  // fills the scratch the stage timings read
                     const double prep = t.median_ms([&] { return gdn_chunk_launch_stages(p, s, kGdnStagePrep); });

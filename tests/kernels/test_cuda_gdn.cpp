@@ -315,16 +315,31 @@ struct PathResult {
 // 16-column grid fits the SMs at once, so at every head count of these tests but 32); kBf16Wide
 // forces 32-column slices (chunk_slice = 32), kBf16Producer 16-column ones with the producer warp
 // (chunk_slice = 16, the default form), kBf16Narrow 16-column ones copied by the compute warps
-// (chunk_producer = -1).
-enum class Path { kBf16, kBf16Pair, kBf16Bulk, kBf16Own, kBf16V1, kTf32, kFp32, kBf16Wide, kBf16Narrow, kBf16Producer };
+// (chunk_producer = -1). All of these are mma.sync passes (chunk_wgmma = -1: kBf16Own would
+// otherwise take the wgmma pass on sm_90a). kBf16Wg16 / kBf16Wg32: the wgmma state pass
+// (lm_gdn_wgmma.cu) on 16- / 32-column slices, sm_90a only (see wgmma_runs()).
+enum class Path {
+    kBf16, kBf16Pair, kBf16Bulk, kBf16Own, kBf16V1, kTf32, kFp32, kBf16Wide, kBf16Narrow, kBf16Producer,
+    kBf16Wg16, kBf16Wg32
+};
 
 void set_path(kernels::GdnBf16Params& p, Path path) {
+    const bool wg = path == Path::kBf16Wg16 || path == Path::kBf16Wg32;
     p.chunk_fp32 = path == Path::kFp32 ? 1 : 0;
     p.chunk_tf32 = path == Path::kTf32 ? 1 : 0;
     p.chunk_cluster = path == Path::kBf16 ? 4 : path == Path::kBf16Pair ? 2 : path == Path::kBf16Bulk ? 1 : 0;
     p.chunk_v1 = path == Path::kBf16V1 ? 1 : 0;
-    p.chunk_slice = path == Path::kBf16Wide ? 32 : path == Path::kBf16Narrow || path == Path::kBf16Producer ? 16 : 0;
+    p.chunk_slice = path == Path::kBf16Wide || path == Path::kBf16Wg32                                ? 32
+                    : path == Path::kBf16Narrow || path == Path::kBf16Producer || path == Path::kBf16Wg16 ? 16
+                                                                                                          : 0;
     p.chunk_producer = path == Path::kBf16Narrow ? -1 : 0;
+    p.chunk_wgmma = wg ? 1 : -1;
+}
+
+// The wgmma state pass runs on sm_90a devices only (elsewhere its launch says cudaErrorNotSupported).
+bool wgmma_runs() {
+    cudaDeviceProp prop{};
+    return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major == 9 && prop.minor == 0;
 }
 
 // The device buffers and params of one chunked launch of T rows at position pos (beta / g from
@@ -454,6 +469,34 @@ Err compare(const std::vector<double>& ref, const std::vector<float>& got, int h
 std::vector<double> widen(const std::vector<float>& x) { return {x.begin(), x.end()}; }
 
 
+// The wgmma passes against the mma.sync pass `mma` byte for byte (the same bf16 products summed
+// in the same order per accumulator: measured equal on the H200), against the fp64 recurrence and
+// the CPU reference within the bf16 path's tolerance, and none written past the valid rows.
+void check_wgmma(std::initializer_list<const PathResult*> runs, const PathResult& mma, const std::vector<double>& o_ref,
+                 const std::vector<double>& S, const std::vector<float>& cpu_o, const std::vector<float>& cpu_state,
+                 int heads, const std::string& where) {
+    const size_t n_o = o_ref.size();
+    int slice = 16;
+    for (const PathResult* r : runs) {
+        const std::vector<float> o(r->o.begin(), r->o.begin() + n_o);
+        const Err eo = compare(o_ref, o, heads, false), es = compare(S, r->state, heads, true);
+        const Err eo_cpu = compare(widen(cpu_o), o, heads, false), es_cpu = compare(widen(cpu_state), r->state, heads, true);
+        std::printf("gdn wgmma %d-column %s: worst-head rel o vs fp64/cpu %.2e/%.2e, S %.2e/%.2e\n", slice,
+                    where.c_str(), eo.head_rel, eo_cpu.head_rel, es.head_rel, es_cpu.head_rel);
+        EXPECT_LE(eo.head_rel, kBf16PathTol) << where << " slice " << slice;
+        EXPECT_LE(eo_cpu.head_rel, kBf16PathTol) << where << " slice " << slice;
+        EXPECT_LE(es.head_rel, kBf16PathTol) << where << " slice " << slice;
+        EXPECT_LE(es_cpu.head_rel, kBf16PathTol) << where << " slice " << slice;
+        EXPECT_EQ(0, std::memcmp(mma.state.data(), r->state.data(), mma.state.size() * sizeof(float)))
+            << where << " slice " << slice;
+        EXPECT_EQ(0, std::memcmp(mma.o.data(), r->o.data(), n_o * sizeof(float))) << where << " slice " << slice;
+        if (n_o < r->o.size()) {
+            EXPECT_TRUE(std::isnan(r->o[n_o])) << where << " slice " << slice << ": wrote past the valid rows";
+        }
+        slice *= 2;
+    }
+}
+
 TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
     FROST_SKIP_WITHOUT_CUDA();
     struct Case {
@@ -486,6 +529,12 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16V1, v1));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kTf32, tc));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kFp32, f32));
+        PathResult wg16, wg32;
+        const bool wg = wgmma_runs();
+        if (wg) {
+            ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Wg16, wg16));
+            ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Wg32, wg32));
+        }
         std::vector<double> S(s0.begin(), s0.end()), o_ref;
         reference_shaped(in, cs.sh, cs.T, S, o_ref);
 
@@ -551,6 +600,7 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
             if (n_o < r->o.size()) {
                 EXPECT_TRUE(std::isnan(r->o[n_o])) << where << ": wrote past the valid rows";
             }
+        if (wg) check_wgmma({&wg16, &wg32}, b16, o_ref, S, cpu_o, cpu_state, nv, where);
     }
 }
 
@@ -581,6 +631,12 @@ TEST(CudaGdn, SliceWidthsAgreeAtPresetHeadCounts) {
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Own, own));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16V1, v1));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Producer, prod));
+        PathResult wg16, wg32;
+        const bool wg = wgmma_runs();
+        if (wg) {
+            ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Wg16, wg16));
+            ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Wg32, wg32));
+        }
         const std::string where = "T " + std::to_string(cs.T) + " pos " + std::to_string(cs.pos) + " Hv " +
                                   std::to_string(cs.sh.Hv) + " g_lo " + std::to_string(cs.g_lo);
         const size_t n_o = static_cast<size_t>(cs.T) * cs.sh.Hv * D;
@@ -595,6 +651,15 @@ TEST(CudaGdn, SliceWidthsAgreeAtPresetHeadCounts) {
             EXPECT_EQ(0, std::memcmp(narrow.state.data(), r->state.data(), narrow.state.size() * sizeof(float)))
                 << where;
             EXPECT_EQ(0, std::memcmp(narrow.o.data(), r->o.data(), n_o * sizeof(float))) << where;
+        }
+        if (wg) {
+            // Both wgmma widths give the mma.sync passes' bytes (each accumulator sums the same
+            // bf16 products in the same order; measured equal on the H200).
+            for (const PathResult* r : {&wg16, &wg32}) {
+                EXPECT_EQ(0, std::memcmp(narrow.state.data(), r->state.data(), narrow.state.size() * sizeof(float)))
+                    << where << " wgmma";
+                EXPECT_EQ(0, std::memcmp(narrow.o.data(), r->o.data(), n_o * sizeof(float))) << where << " wgmma";
+            }
         }
         if (cs.fp64) {
             std::vector<double> S(s0.begin(), s0.end()), o_ref;
@@ -644,11 +709,13 @@ TEST(CudaGdn, NineBShapeTimingAndAgreement) {
         c.n_tokens = T;
         cursor.upload(std::vector<StepCursor>{c});
         p.max_rows = T;
-        constexpr int kPaths = 6;
-        const Path paths[kPaths] = {Path::kTf32, Path::kBf16Own, Path::kBf16V1, Path::kBf16Bulk, Path::kBf16Pair, Path::kBf16};
-        const char* names[kPaths] = {"tf32", "bf16o", "bf16v1", "bf16b", "bf16p", "bf16"};
-        PathResult res[kPaths];
-        StageTimes times[kPaths];
+        constexpr int kMaxPaths = 7;
+        const Path paths[kMaxPaths] = {Path::kTf32,     Path::kBf16Own, Path::kBf16V1,   Path::kBf16Bulk,
+                                       Path::kBf16Pair, Path::kBf16,    Path::kBf16Wg32};
+        const char* names[kMaxPaths] = {"tf32", "bf16o", "bf16v1", "bf16b", "bf16p", "bf16", "bf16w"};
+        const int kPaths = wgmma_runs() ? kMaxPaths : kMaxPaths - 1;
+        PathResult res[kMaxPaths];
+        StageTimes times[kMaxPaths];
         for (int pi = 0; pi < kPaths; ++pi) {
             set_path(p, paths[pi]);
             state.upload(s0);

@@ -732,12 +732,36 @@ bool prefill_wide() {
 }
 
 
-// The 16-column state pass (cp.async mode of round 2 or later): forced by chunk_slice = 16, or by
-// default when its Hv x 8 blocks (one per SM: 202 KB of shared memory each) are all resident at
+// FROST_GDN_PREFILL=mma keeps the mma.sync state passes where the wgmma one would run by default
+// (A/B through the engine); read once per process.
+bool prefill_mma() {
+    static const bool mma = [] {
+        const char* e = std::getenv("FROST_GDN_PREFILL");
+        return e && std::string(e) == "mma";
+    }();
+    return mma;
+}
+
+// 16 dv columns per block when the Hv x 8 blocks of that width (one per SM) are all resident at
 // once, so the sequential pass runs in one wave (a second wave would double it; H100: Hv <= 16).
+bool narrow_fits(const GdnBf16Params& p) { return p.Hv * (kD / 16) <= lm::device_sm_count(); }
+
+// The 16-column mma.sync state pass (cp.async mode of round 2 or later): forced by chunk_slice =
+// 16, or by default where it fits (above).
 bool use_narrow(const GdnBf16Params& p) {
     if (p.chunk_slice == 32) return false;
-    return p.chunk_slice == 16 || (!prefill_wide() && p.Hv * (kD / 16) <= lm::device_sm_count());
+    return p.chunk_slice == 16 || (!prefill_wide() && narrow_fits(p));
+}
+
+// The wgmma state pass: forced by chunk_wgmma = 1; by default on sm_90a when every other state-pass
+// switch is at its default (so each of them still selects the mma.sync pass it names).
+bool use_wgmma(const GdnBf16Params& p) {
+    if (p.chunk_wgmma != 0) return p.chunk_wgmma > 0;
+    return p.chunk_cluster == 0 && p.chunk_slice == 0 && p.chunk_producer == 0 && !p.chunk_v1 && !prefill_old() &&
+           !prefill_wide() && !prefill_mma() && lm::device_runs_sm90a();
+}
+int wgmma_slice(const GdnBf16Params& p) {
+    return p.chunk_slice == 16 || p.chunk_slice == 32 ? p.chunk_slice : narrow_fits(p) ? 16 : 32;
 }
 
 }  // namespace
@@ -757,7 +781,9 @@ cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream
     if (stages & (kGdnStageState | kGdnStageOut)) {
         // The largest requested cluster whose clusters all fit; bulk copies need sm_90.
         const int want = p.chunk_cluster;
-        if (want >= 4 && clusters_fit<4>(p.Hv))
+        if (use_wgmma(p))
+            err = chunk_bf16_launch_state_wgmma(p, stream, wgmma_slice(p));
+        else if (want >= 4 && clusters_fit<4>(p.Hv))
             err = launch_state<4>(p, stream);
         else if (want >= 2 && clusters_fit<2>(p.Hv))
             err = launch_state<2>(p, stream);

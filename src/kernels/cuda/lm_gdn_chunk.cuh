@@ -44,4 +44,8 @@ cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream
 // 32-column pass, twice the blocks); producer: copies by a dedicated ninth warp.
 cudaError_t chunk_bf16_launch_state_narrow(const GdnBf16Params& p, cudaStream_t stream, bool producer);
 
+// The state + output pass on warpgroup MMA (lm_gdn_wgmma.cu; sm_90a, else cudaErrorNotSupported),
+// on `slice` (16 or 32) dv columns per block.
+cudaError_t chunk_bf16_launch_state_wgmma(const GdnBf16Params& p, cudaStream_t stream, int slice);
+
 }  // namespace frost::kernels::gdn

@@ -218,6 +218,13 @@ struct GdnBf16Params {
     // with an mbarrier handoff per stage; -1 from the 8 compute warps between their products (the
     // first form of round 3, for A/B). Same bits.
     int32_t chunk_producer = 0;
+    // bf16 path, state pass on warpgroup MMA (lm_gdn_wgmma.cu, sm_90a only): 0 (default) runs it
+    // where the copy mode, slice width, producer and load form above are all their defaults and the
+    // device is sm_90a (FROST_GDN_PREFILL=mma keeps the mma.sync passes); 1 forces it (with
+    // chunk_slice 16 or 32 as the width, else the default width; cudaErrorNotSupported off sm_90a);
+    // -1 never. The same bits as the mma.sync passes (the same products summed in the same order
+    // per accumulator; the tests compare bytes).
+    int32_t chunk_wgmma = 0;
 };
 
 // Copies this launch's K and V rows into the contiguous cache at cursor->pos + row

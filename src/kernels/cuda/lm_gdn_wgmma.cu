@@ -1,0 +1,349 @@
+// The bf16 path's state + output pass on warpgroup MMA (Hopper, sm_90a; issue 18). Same math as the
+// mma.sync passes (lm_gdn_bf16.cu, lm_gdn_bf16_narrow.cu), per chunk c of a value head's dv slice:
+//   V' = U − W S₀ and X = Q S₀            (k over dk)
+//   O  = e^γ ⊙ X + P V'                   (k over the chunk's rows)
+//   S  = e^{γ_L} S₀ + Kᵀ (e^{γ_L−γ} ⊙ V') (k over the chunk's rows)
+// with bf16 multiplicands, fp32 accumulators and an fp32 state held in registers for the pass.
+// Why: the mma.sync passes are latency-bound (a chunk is ~500 dependent instructions per warp:
+// fragment loads, 56 mma, their chains; ncu on the H100: 0.31 eligible warps per scheduler). Here
+// one warpgroup issues 28 wgmma per chunk that read both operands from shared memory, so a chunk
+// costs the tensor cores' time on 64 x kN tiles plus two short epilogues.
+// Block: one warpgroup (128 threads) per (value head, kN-column slice): 128 blocks for the 9B
+// (32 heads, kN = 32) and the 0.8B (16 heads, kN = 16). Every thread issues the cp.async copies
+// of chunk c + 2 while chunk c's first products run (three stages).
+// Shared-memory operands, all in wgmma's 128-byte swizzled layout (rows of 64 bf16, 16-byte
+// chunk j of row r at j ^ (r % 8), tiles 1024-byte aligned):
+//   W, Q: [dk / 64][64 rows][64]   K-major A of V' and X
+//   K:    [dk / 64][64 rows][64]   read as Kᵀ: the M-major ("transposed") A of the S update
+//   P:    [64 rows][64]            K-major A of O
+//   S₀ᵀ:  [dk / 64][kN][64]        K-major B of V' and X (B[k = dk][n] stored by n)
+//   V'ᵀ, (e^{γ_L−γ} V')ᵀ: [kN][64] K-major B of O and of the S update
+// The transposed B tiles are written from the accumulators by stmatrix.trans: a thread's pairs
+// (row, n), (row, n + 1) become column entries of rows n, n + 1 with no shuffle.
+// Rows past the launch's length: K and Q load as zeros and W, U, P are zero there (the prep's
+// β is zero), so V' is exactly zero and the sums over them add nothing.
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/lm_attn_wgmma.cuh"
+#include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gdn_bf16.cuh"
+
+namespace frost::kernels::gdn {
+namespace {
+using namespace lm;
+
+constexpr int kWgThreads = 128;
+constexpr int kWgStages = 3;
+constexpr int kRowB = 128;          // one swizzled row: 64 bf16
+constexpr int kHalfB = kC * kRowB;  // a 64 x 64 bf16 block (P, or half of W, K, Q): 8 KB
+
+// Byte offsets in the 1024-aligned dynamic shared memory: three stages, then S₀ᵀ, V'ᵀ, (decayed V')ᵀ.
+template <int kN>
+struct WgLayout {
+    static constexpr int kUPitch = kN + 8;  // 4-byte reads at rows g, cols 2t hit distinct banks
+    static constexpr int kW = 0, kK = kW + 2 * kHalfB, kQ = kK + 2 * kHalfB, kP = kQ + 2 * kHalfB;
+    static constexpr int kU = kP + kHalfB;
+    static constexpr int kGamma = kU + kC * kUPitch * 2;
+    static constexpr int kStage = (kGamma + kC * 4 + 1023) / 1024 * 1024;
+    static constexpr int kS0t = kWgStages * kStage;         // [2][kN][64]
+    static constexpr int kVpt = kS0t + 2 * kN * kRowB;      // [kN][64]
+    static constexpr int kVdt = kVpt + kN * kRowB;          // [kN][64]
+    static constexpr int kBytes = kVdt + kN * kRowB + 1024;  // + slack for the 1024 alignment
+    static_assert(kBytes <= 227 * 1024, "one block per SM");
+    static_assert((kN * kRowB) % 1024 == 0, "swizzled tiles stay 1024-aligned");
+};
+
+#if defined(FROST_ATTN_WGMMA)
+
+// d[64 x kN] (+)= A[64 x 16] · B[16 x kN], both from shared memory (descriptors), fp32 accumulators;
+// kTA = 1: A stored M-major (the PTX "transpose" immediate); B K-major.
+template <int kTA>
+__device__ inline void wgmma_n32(float (&d)[16], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {" FROST_WGMMA_R0 "}, %16, %17, p, 1, 1, %19, 0;\n}\n"
+                 : FROST_WGMMA_ACC16(d)
+                 : "l"(da), "l"(db), "r"(accumulate), "n"(kTA));
+}
+template <int kTA>
+__device__ inline void wgmma_n16(float (&d)[8], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, "
+                 "%11, 0;\n}\n"
+                 : FROST_WGMMA_ACC8(d)
+                 : "l"(da), "l"(db), "r"(accumulate), "n"(kTA));
+}
+template <int kN, int kTA>
+__device__ inline void wgmma_tile(float (&d)[kN / 2], uint64_t da, uint64_t db, int accumulate) {
+    if constexpr (kN == 32)
+        wgmma_n32<kTA>(d, da, db, accumulate);
+    else
+        wgmma_n16<kTA>(d, da, db, accumulate);
+}
+
+// cp.async and stmatrix write through the generic proxy; wgmma reads through the async proxy.
+__device__ inline void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Four 8x8 bf16 matrices to shared memory, transposed: lanes 8i..8i+7 give the addresses of the
+// stored rows of matrix i; a thread's register i holds (row g, columns 2t, 2t+1) of matrix i,
+// which land in stored rows 2t, 2t+1 at column g.
+__device__ inline void stmatrix_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+
+// An accumulator tile d[64 x kN] of this warpgroup (warp w: rows 16w..16w+15) stored transposed as
+// bf16 into the K-major swizzled tile at `dst` ([kN][64], row n = column n of d), the rows of d
+// being its k index. f(i, x) gives the value of register x of n8 tile i (so callers can transform).
+template <int kN, class F>
+__device__ inline void store_transposed(uint32_t dst, int warp, int lane, F&& f) {
+    const int mat = lane >> 3, j = lane & 7;
+    const int h = mat & 1;  // row half of d: rows 16w + 8h ..
+#pragma unroll
+    for (int call = 0; call < kN / 16; ++call) {
+        uint32_t r[4];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+            const int i = 2 * call + (m >> 1), hh = m & 1;
+            r[m] = pack_bf16(f(i, 4 * i + 2 * hh), f(i, 4 * i + 2 * hh + 1));
+        }
+        const int n = 8 * (2 * call + (mat >> 1)) + j;
+        stmatrix_x4_trans(dst + n * kRowB + ((((2 * warp + h) ^ j) & 7) << 4), r);
+    }
+}
+
+// K-major swizzled descriptor of a [rows][64] tile at k-step kk (16 elements = 32 bytes along the row).
+__device__ inline uint64_t kmajor(uint32_t tile, int kk) { return smem_desc_sw128(tile + kk * 32, 16, 1024); }
+
+// Chunk c's operands into a stage: W, K, Q (two 64-wide blocks each), P, the U slice, γ.
+template <int kN>
+__device__ inline void wg_prefetch(unsigned char* st_ptr, const GdnBf16Params& p, const float* slot,
+                                   int start, int len, int kh, int j0) {
+    using L = WgLayout<kN>;
+    const int t = threadIdx.x;
+    const bf16* w = reinterpret_cast<const bf16*>(slot + kBf16WOff);
+    const int64_t head = static_cast<int64_t>(kh) * kD;
+#pragma unroll
+    for (int it = 0; it < kC * (kD / kVec) / kWgThreads; ++it) {  // 8 rounds of 16-byte chunks
+        const int e = t + it * kWgThreads;
+        const int r = e / (kD / kVec), ch = e % (kD / kVec);
+        const uint32_t off = (ch / 8) * kHalfB + r * kRowB + (((ch % 8) ^ (r % 8)) << 4);
+        const bool in = r < len;
+        const int64_t row = static_cast<int64_t>(start + (in ? r : 0)) * p.qkv_row_stride + head + ch * kVec;
+        cp_async16(st_ptr + L::kW + off, w + r * kD + ch * kVec);
+        cp_async16(st_ptr + L::kK + off, p.k + row, in ? 16 : 0);
+        cp_async16(st_ptr + L::kQ + off, p.q + row, in ? 16 : 0);
+    }
+    const bf16* pm = reinterpret_cast<const bf16*>(slot + kBf16POff);
+#pragma unroll
+    for (int it = 0; it < kC * (kC / kVec) / kWgThreads; ++it) {  // 4 rounds
+        const int e = t + it * kWgThreads;
+        const int r = e / (kC / kVec), ch = e % (kC / kVec);
+        cp_async16(st_ptr + L::kP + r * kRowB + ((ch ^ (r % 8)) << 4), pm + r * kC + ch * kVec);
+    }
+    const bf16* u = reinterpret_cast<const bf16*>(slot + kBf16UOff);
+    constexpr int kUVecs = kN / kVec;
+#pragma unroll
+    for (int it = 0; it < kC * kUVecs / kWgThreads; ++it) {
+        const int e = t + it * kWgThreads;
+        const int r = e / kUVecs, ch = e % kUVecs;
+        cp_async16(st_ptr + L::kU + (r * L::kUPitch + ch * kVec) * 2, u + r * kD + j0 + ch * kVec);
+    }
+    if (t < kC / 4) cp_async16(st_ptr + L::kGamma + 16 * t, slot + kBf16GammaOff + 4 * t);
+}
+
+#endif  // FROST_ATTN_WGMMA
+
+// The body exists in the sm_90a code only; the portable compute_80 PTX gets an empty one (the
+// launcher asks for an sm_90a device first).
+template <int kN>
+__global__ void __launch_bounds__(kWgThreads, 1) gdn_state_wgmma_kernel(GdnBf16Params p) {
+#if defined(FROST_ATTN_WGMMA)
+    using L = WgLayout<kN>;
+    constexpr int kR = kN / 2;  // accumulator registers of a 64 x kN tile
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const uint32_t raw = smem_addr(smem_raw);
+    const uint32_t base = (raw + 1023u) & ~1023u;
+    unsigned char* const base_ptr = smem_raw + (base - raw);
+    const uint32_t s0t = base + L::kS0t, vpt = base + L::kVpt, vdt = base + L::kVdt;
+
+    const int rows = cursor_rows(p.cursor, p.max_rows);
+    const int pos = p.cursor->pos;
+    const int h = blockIdx.x, j0 = blockIdx.y * kN;
+    const int kh = h / (p.Hv / p.Hk);
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int g = lane / 4, t = lane % 4;
+    float* state = p.state + static_cast<int64_t>(h) * kD * kD;
+
+    // S slice: two 64-row halves of dk, this thread's rows 64 mh + 16 warp + g (+8), columns
+    // j0 + 8i + 2t (+1): the accumulator layout of an m64 x kN tile.
+    float s[2][kR];
+#pragma unroll
+    for (int mh = 0; mh < 2; ++mh)
+#pragma unroll
+        for (int i = 0; i < kN / 8; ++i)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                const int r = 64 * mh + 16 * warp + g + 8 * hh;
+                const float2 v = *reinterpret_cast<const float2*>(state + r * kD + j0 + 8 * i + 2 * t);
+                s[mh][4 * i + 2 * hh] = v.x;
+                s[mh][4 * i + 2 * hh + 1] = v.y;
+            }
+    auto store_s0 = [&]() {
+#pragma unroll
+        for (int mh = 0; mh < 2; ++mh)
+            store_transposed<kN>(s0t + mh * kN * kRowB, warp, lane, [&](int, int x) { return s[mh][x]; });
+    };
+    store_s0();
+
+    int chunks = 0;
+    for (int st, ln; chunks < max_chunks(rows) && chunk_range(chunks, pos, rows, st, ln);) ++chunks;
+    auto slot_of = [&](int c) { return p.work + (static_cast<int64_t>(c) * p.Hv + h) * kBf16SlotFloats; };
+    auto stage = [&](int c) {
+        int st, ln;
+        chunk_range(c, pos, rows, st, ln);
+        const int b = c % kWgStages;
+        wg_prefetch<kN>(base_ptr + b * L::kStage, p, slot_of(c), st, ln, kh, j0);
+    };
+#pragma unroll
+    for (int c = 0; c < kWgStages - 1; ++c) {
+        if (c < chunks) stage(c);
+        cp_async_commit();
+    }
+
+    float v[kR], x[kR];
+    for (int c = 0; c < chunks; ++c) {
+        cp_async_wait<kWgStages - 2>();  // chunk c has landed
+        fence_proxy_async();             // ... and the S₀ᵀ stores: visible to the async proxy
+        __syncthreads();                 // ... for every warp; chunk c - 1's reads are all done
+        const uint32_t st = base + (c % kWgStages) * L::kStage;
+        const unsigned char* st_ptr = base_ptr + (c % kWgStages) * L::kStage;
+        const bf16* ub = reinterpret_cast<const bf16*>(st_ptr + L::kU);
+        const float* gamma = reinterpret_cast<const float*>(st_ptr + L::kGamma);
+        int start, len;
+        chunk_range(c, pos, rows, start, len);
+
+        // V' = W S₀ and X = Q S₀, eight k-steps over dk each, as two commit groups: the V'
+        // epilogue (the chain to the next chunk) starts while X is still on the tensor cores.
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kD / 16; ++kk)
+            wgmma_tile<kN, 0>(v, kmajor(st + L::kW + (kk / 4) * kHalfB, kk % 4),
+                              kmajor(s0t + (kk / 4) * kN * kRowB, kk % 4), kk > 0);
+        wgmma_commit();
+#pragma unroll
+        for (int kk = 0; kk < kD / 16; ++kk)
+            wgmma_tile<kN, 0>(x, kmajor(st + L::kQ + (kk / 4) * kHalfB, kk % 4),
+                              kmajor(s0t + (kk / 4) * kN * kRowB, kk % 4), kk > 0);
+        wgmma_commit();
+        // Chunk c + 2 into the stage chunk c - 1 used (released by the barrier above).
+        if (c + kWgStages - 1 < chunks) stage(c + kWgStages - 1);
+        cp_async_commit();
+        wgmma_wait<1>();  // V' is done; X may still run
+        reg_fence(v);
+
+        const float gamma_last = gamma[len - 1];
+        float tail[2];
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) tail[hh] = expf(gamma_last - gamma[16 * warp + g + 8 * hh]);
+        // V' = U − W S₀ in place of v (fp32), as in the mma.sync passes.
+#pragma unroll
+        for (int i = 0; i < kN / 8; ++i)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                const int r = 16 * warp + g + 8 * hh;
+                const float2 uu =
+                    __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(ub + r * L::kUPitch + 8 * i + 2 * t));
+                v[4 * i + 2 * hh] = uu.x - v[4 * i + 2 * hh];
+                v[4 * i + 2 * hh + 1] = uu.y - v[4 * i + 2 * hh + 1];
+            }
+        store_transposed<kN>(vpt, warp, lane, [&](int, int e) { return v[e]; });
+        store_transposed<kN>(vdt, warp, lane, [&](int, int e) { return v[e] * tail[(e >> 1) & 1]; });
+        const float decay = expf(gamma_last);
+#pragma unroll
+        for (int mh = 0; mh < 2; ++mh)
+#pragma unroll
+            for (int e = 0; e < kR; ++e) s[mh][e] *= decay;
+        fence_proxy_async();
+        __syncthreads();  // V'ᵀ and its decayed copy are complete
+
+        // S += Kᵀ (e^{γ_L−γ} V') per dk half (four k-steps over the rows); then, once X is done,
+        // O = e^γ X + P V'. The S₀ᵀ store for the next chunk overlaps the O products.
+        reg_fence(s[0]);
+        reg_fence(s[1]);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < kC / 16; ++ks)
+#pragma unroll
+            for (int mh = 0; mh < 2; ++mh)
+                wgmma_tile<kN, 1>(s[mh], smem_desc_sw128(st + L::kK + mh * kHalfB + ks * 16 * kRowB, kHalfB, 1024),
+                                  kmajor(vdt, ks), 1);
+        wgmma_commit();
+        wgmma_wait<1>();  // X is done (groups complete in order); the S update may still run
+        reg_fence(x);
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const float eg = expf(gamma[16 * warp + g + 8 * hh]);
+#pragma unroll
+            for (int i = 0; i < kN / 8; ++i) {
+                x[4 * i + 2 * hh] *= eg;
+                x[4 * i + 2 * hh + 1] *= eg;
+            }
+        }
+        reg_fence(x);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < kC / 16; ++ks) wgmma_tile<kN, 0>(x, kmajor(st + L::kP, ks), kmajor(vpt, ks), 1);
+        wgmma_commit();
+        wgmma_wait<1>();  // the S update is done; O may still run
+        reg_fence(s[0]);
+        reg_fence(s[1]);
+        store_s0();  // the next chunk's B operand (every read of the old one ended at the first waits)
+        wgmma_wait<0>();
+        reg_fence(x);
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const int r = 16 * warp + g + 8 * hh;
+            if (r >= len) continue;
+            bf16* out = p.o + (static_cast<int64_t>(start + r) * p.Hv + h) * kD + j0 + 2 * t;
+#pragma unroll
+            for (int i = 0; i < kN / 8; ++i)
+                *reinterpret_cast<uint32_t*>(out + 8 * i) = pack_bf16(x[4 * i + 2 * hh], x[4 * i + 2 * hh + 1]);
+        }
+    }
+    cp_async_wait<0>();  // no copy left in flight (the trailing groups are empty)
+
+#pragma unroll
+    for (int mh = 0; mh < 2; ++mh)
+#pragma unroll
+        for (int i = 0; i < kN / 8; ++i)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                const int r = 64 * mh + 16 * warp + g + 8 * hh;
+                *reinterpret_cast<float2*>(state + r * kD + j0 + 8 * i + 2 * t) =
+                    make_float2(s[mh][4 * i + 2 * hh], s[mh][4 * i + 2 * hh + 1]);
+            }
+#else
+    (void)p;
+#endif  // FROST_ATTN_WGMMA
+}
+
+template <int kN>
+cudaError_t launch_wgmma(const GdnBf16Params& p, cudaStream_t stream) {
+    constexpr int kSmem = WgLayout<kN>::kBytes;
+    cudaError_t err = cudaFuncSetAttribute(gdn_state_wgmma_kernel<kN>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (err != cudaSuccess) return err;
+    gdn_state_wgmma_kernel<kN><<<dim3(p.Hv, kD / kN), kWgThreads, kSmem, stream>>>(p);
+    return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t chunk_bf16_launch_state_wgmma(const GdnBf16Params& p, cudaStream_t stream, int slice) {
+    if (!device_runs_sm90a()) return cudaErrorNotSupported;
+    if (slice == 16) return launch_wgmma<16>(p, stream);
+    if (slice == 32) return launch_wgmma<32>(p, stream);
+    return cudaErrorInvalidValue;
+}
+
+}  // namespace frost::kernels::gdn
