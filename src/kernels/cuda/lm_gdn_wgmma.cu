@@ -8,9 +8,13 @@
 // fragment loads, 56 mma, their chains; ncu on the H100: 0.31 eligible warps per scheduler). Here
 // one warpgroup issues 28 wgmma per chunk that read both operands from shared memory, so a chunk
 // costs the tensor cores' time on 64 x kN tiles plus two short epilogues.
-// Block: one warpgroup (128 threads) per (value head, kN-column slice): 128 blocks for the 9B
-// (32 heads, kN = 32) and the 0.8B (16 heads, kN = 16). Every thread issues the cp.async copies
-// of chunk c + 2 while chunk c's first products run (three stages).
+// Block per (value head, kN-column slice): 128 blocks for the 9B (32 heads, kN = 32) and the 0.8B
+// (16 heads, kN = 16). Warpgroup 0 issues the wgmma and runs the epilogues; warpgroup 1 only
+// issues the cp.async copies of the next chunks (three stages, handed over through full / empty
+// mbarriers), so the consumer's per-chunk chain holds no copy instructions. With one consumer warp
+// per scheduler, every instruction of that chain is exposed latency (ncu, H200, 9B shape, 4096
+// rows, copies issued by the consumer: 0.36 issued per scheduler and cycle); the wgmma
+// descriptors are likewise built once per chunk and moved by constants.
 // Shared-memory operands, all in wgmma's 128-byte swizzled layout (rows of 64 bf16, 16-byte
 // chunk j of row r at j ^ (r % 8), tiles 1024-byte aligned):
 //   W, Q: [dk / 64][64 rows][64]   K-major A of V' and X
@@ -27,12 +31,14 @@
 #include "kernels/cuda/lm_attn_wgmma.cuh"
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gdn_bf16.cuh"
+#include "kernels/cuda/lm_mbarrier.cuh"
 
 namespace frost::kernels::gdn {
 namespace {
 using namespace lm;
 
-constexpr int kWgThreads = 128;
+constexpr int kWgThreads = 128;                 // the consumer warpgroup (wgmma, epilogues)
+constexpr int kBlockThreads = 2 * kWgThreads;  // + a producer warpgroup (every cp.async)
 constexpr int kWgStages = 3;
 constexpr int kRowB = 128;          // one swizzled row: 64 bf16
 constexpr int kHalfB = kC * kRowB;  // a 64 x 64 bf16 block (P, or half of W, K, Q): 8 KB
@@ -48,7 +54,8 @@ struct WgLayout {
     static constexpr int kS0t = kWgStages * kStage;         // [2][kN][64]
     static constexpr int kVpt = kS0t + 2 * kN * kRowB;      // [kN][64]
     static constexpr int kVdt = kVpt + kN * kRowB;          // [kN][64]
-    static constexpr int kBytes = kVdt + kN * kRowB + 1024;  // + slack for the 1024 alignment
+    static constexpr int kBars = kVdt + kN * kRowB;         // full[3], empty[3]: 8 bytes each
+    static constexpr int kBytes = kBars + 64 + 1024;        // + slack for the 1024 alignment
     static_assert(kBytes <= 227 * 1024, "one block per SM");
     static_assert((kN * kRowB) % 1024 == 0, "swizzled tiles stay 1024-aligned");
 };
@@ -112,15 +119,19 @@ __device__ inline void store_transposed(uint32_t dst, int warp, int lane, F&& f)
     }
 }
 
-// K-major swizzled descriptor of a [rows][64] tile at k-step kk (16 elements = 32 bytes along the row).
-__device__ inline uint64_t kmajor(uint32_t tile, int kk) { return smem_desc_sw128(tile + kk * 32, 16, 1024); }
+// K-major swizzled descriptor of a [rows][64] tile; moved by `bytes` (the address field counts 16-byte
+// units and shared addresses stay below 256 KB, so the sum never carries out of the field). Built
+// once and moved by constants: a descriptor from scratch is several instructions, and a chunk
+// issues 28 wgmma with two each.
+__device__ inline uint64_t kmajor(uint32_t tile) { return smem_desc_sw128(tile, 16, 1024); }
+__device__ inline uint64_t moved(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
 
-// Chunk c's operands into a stage: W, K, Q (two 64-wide blocks each), P, the U slice, γ.
+// Chunk c's operands into a stage: W, K, Q (two 64-wide blocks each), P, the U slice, γ; t is the
+// thread's index in the producer warpgroup.
 template <int kN>
 __device__ inline void wg_prefetch(unsigned char* st_ptr, const GdnBf16Params& p, const float* slot,
-                                   int start, int len, int kh, int j0) {
+                                   int start, int len, int kh, int j0, int t) {
     using L = WgLayout<kN>;
-    const int t = threadIdx.x;
     const bf16* w = reinterpret_cast<const bf16*>(slot + kBf16WOff);
     const int64_t head = static_cast<int64_t>(kh) * kD;
 #pragma unroll
@@ -157,7 +168,7 @@ __device__ inline void wg_prefetch(unsigned char* st_ptr, const GdnBf16Params& p
 // The body exists in the sm_90a code only; the portable compute_80 PTX gets an empty one (the
 // launcher asks for an sm_90a device first).
 template <int kN>
-__global__ void __launch_bounds__(kWgThreads, 1) gdn_state_wgmma_kernel(GdnBf16Params p) {
+__global__ void __launch_bounds__(kBlockThreads, 1) gdn_state_wgmma_kernel(GdnBf16Params p) {
 #if defined(FROST_ATTN_WGMMA)
     using L = WgLayout<kN>;
     constexpr int kR = kN / 2;  // accumulator registers of a 64 x kN tile
@@ -166,14 +177,40 @@ __global__ void __launch_bounds__(kWgThreads, 1) gdn_state_wgmma_kernel(GdnBf16P
     const uint32_t base = (raw + 1023u) & ~1023u;
     unsigned char* const base_ptr = smem_raw + (base - raw);
     const uint32_t s0t = base + L::kS0t, vpt = base + L::kVpt, vdt = base + L::kVdt;
+    const uint32_t full0 = base + L::kBars, empty0 = full0 + 8 * kWgStages;
 
     const int rows = cursor_rows(p.cursor, p.max_rows);
     const int pos = p.cursor->pos;
     const int h = blockIdx.x, j0 = blockIdx.y * kN;
     const int kh = h / (p.Hv / p.Hk);
+    int chunks = 0;
+    for (int st, ln; chunks < max_chunks(rows) && chunk_range(chunks, pos, rows, st, ln);) ++chunks;
+    auto slot_of = [&](int c) { return p.work + (static_cast<int64_t>(c) * p.Hv + h) * kBf16SlotFloats; };
+    if (threadIdx.x == 0)
+        for (int b = 0; b < kWgStages; ++b) {
+            mbar_init(full0 + 8 * b, kWgThreads);   // every producer thread's copies have landed
+            mbar_init(empty0 + 8 * b, kWgThreads);  // every consumer thread is done with the stage
+        }
+    __syncthreads();  // the only block-wide barrier: the roles part here
+
+    if (threadIdx.x >= kWgThreads) {  // producer: chunk c into stage c % 3 once chunk c - 3 left it
+        for (int c = 0; c < chunks; ++c) {
+            const int b = c % kWgStages;
+            if (c >= kWgStages) mbar_wait(empty0 + 8 * b, (c / kWgStages - 1) & 1);
+            int st, ln;
+            chunk_range(c, pos, rows, st, ln);
+            wg_prefetch<kN>(base_ptr + b * L::kStage, p, slot_of(c), st, ln, kh, j0, threadIdx.x - kWgThreads);
+            mbar_arrive_cp_async(full0 + 8 * b);
+        }
+        cp_async_wait<0>();
+        return;
+    }
+
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     const int g = lane / 4, t = lane % 4;
     float* state = p.state + static_cast<int64_t>(h) * kD * kD;
+    // The consumer warpgroup's own barrier (id 1; the producer never joins it).
+    auto consumer_sync = [] { asm volatile("bar.sync 1, %0;\n" ::"n"(kWgThreads) : "memory"); };
 
     // S slice: two 64-row halves of dk, this thread's rows 64 mh + 16 warp + g (+8), columns
     // j0 + 8i + 2t (+1): the accumulator layout of an m64 x kN tile.
@@ -189,37 +226,28 @@ __global__ void __launch_bounds__(kWgThreads, 1) gdn_state_wgmma_kernel(GdnBf16P
                 s[mh][4 * i + 2 * hh] = v.x;
                 s[mh][4 * i + 2 * hh + 1] = v.y;
             }
+    // S₀ᵀ for the next products, visible to the async proxy and to every consumer warp.
     auto store_s0 = [&]() {
 #pragma unroll
         for (int mh = 0; mh < 2; ++mh)
             store_transposed<kN>(s0t + mh * kN * kRowB, warp, lane, [&](int, int x) { return s[mh][x]; });
+        fence_proxy_async();
+        consumer_sync();
     };
     store_s0();
 
-    int chunks = 0;
-    for (int st, ln; chunks < max_chunks(rows) && chunk_range(chunks, pos, rows, st, ln);) ++chunks;
-    auto slot_of = [&](int c) { return p.work + (static_cast<int64_t>(c) * p.Hv + h) * kBf16SlotFloats; };
-    auto stage = [&](int c) {
-        int st, ln;
-        chunk_range(c, pos, rows, st, ln);
-        const int b = c % kWgStages;
-        wg_prefetch<kN>(base_ptr + b * L::kStage, p, slot_of(c), st, ln, kh, j0);
-    };
-#pragma unroll
-    for (int c = 0; c < kWgStages - 1; ++c) {
-        if (c < chunks) stage(c);
-        cp_async_commit();
-    }
-
+    const uint64_t d_s0 = kmajor(s0t), d_vp = kmajor(vpt), d_vd = kmajor(vdt);
     float v[kR], x[kR];
     for (int c = 0; c < chunks; ++c) {
-        cp_async_wait<kWgStages - 2>();  // chunk c has landed
-        fence_proxy_async();             // ... and the S₀ᵀ stores: visible to the async proxy
-        __syncthreads();                 // ... for every warp; chunk c - 1's reads are all done
-        const uint32_t st = base + (c % kWgStages) * L::kStage;
-        const unsigned char* st_ptr = base_ptr + (c % kWgStages) * L::kStage;
+        const int b = c % kWgStages;
+        mbar_wait(full0 + 8 * b, (c / kWgStages) & 1);  // chunk c has landed
+        fence_proxy_async();                             // ... visible to the async proxy too
+        const uint32_t st = base + b * L::kStage;
+        const unsigned char* st_ptr = base_ptr + b * L::kStage;
         const bf16* ub = reinterpret_cast<const bf16*>(st_ptr + L::kU);
         const float* gamma = reinterpret_cast<const float*>(st_ptr + L::kGamma);
+        const uint64_t d_w = kmajor(st + L::kW), d_q = kmajor(st + L::kQ), d_p = kmajor(st + L::kP);
+        const uint64_t d_k = smem_desc_sw128(st + L::kK, kHalfB, 1024);  // read as Kᵀ (M-major)
         int start, len;
         chunk_range(c, pos, rows, start, len);
 
@@ -228,17 +256,14 @@ __global__ void __launch_bounds__(kWgThreads, 1) gdn_state_wgmma_kernel(GdnBf16P
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < kD / 16; ++kk)
-            wgmma_tile<kN, 0>(v, kmajor(st + L::kW + (kk / 4) * kHalfB, kk % 4),
-                              kmajor(s0t + (kk / 4) * kN * kRowB, kk % 4), kk > 0);
+            wgmma_tile<kN, 0>(v, moved(d_w, (kk / 4) * kHalfB + (kk % 4) * 32),
+                              moved(d_s0, (kk / 4) * kN * kRowB + (kk % 4) * 32), kk > 0);
         wgmma_commit();
 #pragma unroll
         for (int kk = 0; kk < kD / 16; ++kk)
-            wgmma_tile<kN, 0>(x, kmajor(st + L::kQ + (kk / 4) * kHalfB, kk % 4),
-                              kmajor(s0t + (kk / 4) * kN * kRowB, kk % 4), kk > 0);
+            wgmma_tile<kN, 0>(x, moved(d_q, (kk / 4) * kHalfB + (kk % 4) * 32),
+                              moved(d_s0, (kk / 4) * kN * kRowB + (kk % 4) * 32), kk > 0);
         wgmma_commit();
-        // Chunk c + 2 into the stage chunk c - 1 used (released by the barrier above).
-        if (c + kWgStages - 1 < chunks) stage(c + kWgStages - 1);
-        cp_async_commit();
         wgmma_wait<1>();  // V' is done; X may still run
         reg_fence(v);
 
@@ -265,7 +290,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) gdn_state_wgmma_kernel(GdnBf16P
 #pragma unroll
             for (int e = 0; e < kR; ++e) s[mh][e] *= decay;
         fence_proxy_async();
-        __syncthreads();  // V'ᵀ and its decayed copy are complete
+        consumer_sync();  // V'ᵀ and its decayed copy are complete
 
         // S += Kᵀ (e^{γ_L−γ} V') per dk half (four k-steps over the rows); then, once X is done,
         // O = e^γ X + P V'. The S₀ᵀ store for the next chunk overlaps the O products.
@@ -276,8 +301,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) gdn_state_wgmma_kernel(GdnBf16P
         for (int ks = 0; ks < kC / 16; ++ks)
 #pragma unroll
             for (int mh = 0; mh < 2; ++mh)
-                wgmma_tile<kN, 1>(s[mh], smem_desc_sw128(st + L::kK + mh * kHalfB + ks * 16 * kRowB, kHalfB, 1024),
-                                  kmajor(vdt, ks), 1);
+                wgmma_tile<kN, 1>(s[mh], moved(d_k, mh * kHalfB + ks * 16 * kRowB), moved(d_vd, ks * 32), 1);
         wgmma_commit();
         wgmma_wait<1>();  // X is done (groups complete in order); the S update may still run
         reg_fence(x);
@@ -293,14 +317,14 @@ __global__ void __launch_bounds__(kWgThreads, 1) gdn_state_wgmma_kernel(GdnBf16P
         reg_fence(x);
         wgmma_fence();
 #pragma unroll
-        for (int ks = 0; ks < kC / 16; ++ks) wgmma_tile<kN, 0>(x, kmajor(st + L::kP, ks), kmajor(vpt, ks), 1);
+        for (int ks = 0; ks < kC / 16; ++ks) wgmma_tile<kN, 0>(x, moved(d_p, ks * 32), moved(d_vp, ks * 32), 1);
         wgmma_commit();
         wgmma_wait<1>();  // the S update is done; O may still run
         reg_fence(s[0]);
         reg_fence(s[1]);
-        store_s0();  // the next chunk's B operand (every read of the old one ended at the first waits)
-        wgmma_wait<0>();
+        wgmma_wait<0>();  // O is done: every read of this stage has ended
         reg_fence(x);
+        mbar_arrive(empty0 + 8 * b);
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
             const int r = 16 * warp + g + 8 * hh;
@@ -310,8 +334,8 @@ __global__ void __launch_bounds__(kWgThreads, 1) gdn_state_wgmma_kernel(GdnBf16P
             for (int i = 0; i < kN / 8; ++i)
                 *reinterpret_cast<uint32_t*>(out + 8 * i) = pack_bf16(x[4 * i + 2 * hh], x[4 * i + 2 * hh + 1]);
         }
+        store_s0();  // the next chunk's B operand (every read of the old one ended at the first waits)
     }
-    cp_async_wait<0>();  // no copy left in flight (the trailing groups are empty)
 
 #pragma unroll
     for (int mh = 0; mh < 2; ++mh)
@@ -333,7 +357,7 @@ cudaError_t launch_wgmma(const GdnBf16Params& p, cudaStream_t stream) {
     constexpr int kSmem = WgLayout<kN>::kBytes;
     cudaError_t err = cudaFuncSetAttribute(gdn_state_wgmma_kernel<kN>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;
-    gdn_state_wgmma_kernel<kN><<<dim3(p.Hv, kD / kN), kWgThreads, kSmem, stream>>>(p);
+    gdn_state_wgmma_kernel<kN><<<dim3(p.Hv, kD / kN), kBlockThreads, kSmem, stream>>>(p);
     return cudaGetLastError();
 }
 
