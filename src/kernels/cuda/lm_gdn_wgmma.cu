@@ -213,19 +213,22 @@ __global__ void __launch_bounds__(kBlockThreads, 1) gdn_state_wgmma_kernel(GdnBf
     auto consumer_sync = [] { asm volatile("bar.sync 1, %0;\n" ::"n"(kWgThreads) : "memory"); };
 
     // S slice: two 64-row halves of dk, this thread's rows 64 mh + 16 warp + g (+8), columns
-    // j0 + 8i + 2t (+1): the accumulator layout of an m64 x kN tile.
+    // j0 + 8i + 2t (+1): the accumulator layout of an m64 x kN tile. each_pair(f) calls f on every
+    // register pair and its place in the fp32 state (loaded here, stored back after the last chunk).
     float s[2][kR];
+    auto each_pair = [&](auto&& f) {
 #pragma unroll
-    for (int mh = 0; mh < 2; ++mh)
+        for (int mh = 0; mh < 2; ++mh)
 #pragma unroll
-        for (int i = 0; i < kN / 8; ++i)
+            for (int i = 0; i < kN / 8; ++i)
 #pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-                const int r = 64 * mh + 16 * warp + g + 8 * hh;
-                const float2 v = *reinterpret_cast<const float2*>(state + r * kD + j0 + 8 * i + 2 * t);
-                s[mh][4 * i + 2 * hh] = v.x;
-                s[mh][4 * i + 2 * hh + 1] = v.y;
-            }
+                for (int hh = 0; hh < 2; ++hh) {
+                    const int r = 64 * mh + 16 * warp + g + 8 * hh;
+                    f(s[mh][4 * i + 2 * hh], s[mh][4 * i + 2 * hh + 1],
+                      reinterpret_cast<float2*>(state + r * kD + j0 + 8 * i + 2 * t));
+                }
+    };
+    each_pair([](float& a, float& b, const float2* at) { a = at->x, b = at->y; });
     // S₀ᵀ for the next products, visible to the async proxy and to every consumer warp.
     auto store_s0 = [&]() {
 #pragma unroll
@@ -336,17 +339,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) gdn_state_wgmma_kernel(GdnBf
         }
         store_s0();  // the next chunk's B operand (every read of the old one ended at the first waits)
     }
-
-#pragma unroll
-    for (int mh = 0; mh < 2; ++mh)
-#pragma unroll
-        for (int i = 0; i < kN / 8; ++i)
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-                const int r = 64 * mh + 16 * warp + g + 8 * hh;
-                *reinterpret_cast<float2*>(state + r * kD + j0 + 8 * i + 2 * t) =
-                    make_float2(s[mh][4 * i + 2 * hh], s[mh][4 * i + 2 * hh + 1]);
-            }
+    each_pair([](float& a, float& b, float2* at) { *at = make_float2(a, b); });
 #else
     (void)p;
 #endif  // FROST_ATTN_WGMMA
