@@ -364,6 +364,9 @@ int bench_conv() {
 // rows: 32-column 146.3-146.4 / 544.0-569.0, 16-column with the producer warp (the default there)
 // 114.6-115.1 / 453.9-457.2; prep 58-59 / 193-198. 32 value heads: 32-column (the default) 139.4-143.0
 // / 537.1-569.0.
+// H200 (2026-11-30, one call, µs of the state pass; prep unchanged): 9B shape 4096 / 16384 rows:
+// mma.sync default 142.3-143.3 / 548.2, wgmma 32-column (the default on sm_90a) 84.5-85.3 / 321.6;
+// 0.8B shape (16 heads) 1024 / 4096 rows: mma.sync 27.9 / 93.6, wgmma 16-column 20.9 / 65.5.
 int bench_gdn(std::vector<int> heads) {
     if (heads.empty()) heads = {16, 32};
     cudaStream_t s = nullptr;

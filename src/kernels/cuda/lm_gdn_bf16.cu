@@ -30,6 +30,8 @@
 // Round 3: with few value heads (16: the 0.8B shape) this pass has only 64 blocks on 132 SMs;
 // lm_gdn_bf16_narrow.cu runs 16-column slices there (128 blocks, copies from a producer warp, same
 // bits): state pass 146 → 115 µs at 4096 rows, 0.8B TTFT 2.7-4.5 % lower (numbers there).
+// Round 4 (2026-11-30): on sm_90a the default state pass is lm_gdn_wgmma.cu (warpgroup MMA, same
+// bits; H200, 9B shape, 4096 rows: 143 -> 85 us); the passes here serve other devices and A/B.
 // Fragment layouts (PTX ISA, m16n8k16 .bf16), g = lane / 4, q = lane % 4, pairs of bf16 per
 // register, the lower index in the low half: A 16x16 row-major: a0 (g, 2q..2q+1), a1 (g+8, 2q..),
 // a2 (g, 2q+8..), a3 (g+8, 2q+8..); B 16x8: b0 (k 2q..2q+1, n g), b1 (k 2q+8.., n g);
