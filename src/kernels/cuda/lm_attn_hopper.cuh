@@ -39,8 +39,6 @@ __device__ inline void cp_async16_s(uint32_t dst, const void* src, int src_bytes
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
 
-// cp.async writes through the generic proxy; wgmma reads through the async proxy.
-__device__ inline void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // Issues the copy of R rows x 256 dims into the swizzled layout at `dst`; global row r is
 // src + r * stride (elements); rows r >= valid become zeros.

@@ -1,5 +1,5 @@
-// Warpgroup MMA wrappers for the Hopper kernels (attention, the MoE prefill GEMMs, and through
-// lm_gemm_fp8_wgmma.cuh the FP8 GEMM; PTX ISA "wgmma.mma_async", sm_90a): bf16 operands, fp32
+// Warpgroup MMA wrappers for the Hopper kernels (attention, the MoE prefill GEMMs, the GDN state
+// pass, and through lm_gemm_fp8_wgmma.cuh the FP8 GEMM; PTX ISA "wgmma.mma_async", sm_90a): bf16 operands, fp32
 // accumulators in registers. The fragment layout of d is that of
 // mma.sync m16n8 per warp (warp w of the warpgroup holds rows 16w..16w+15), n8 tile i in
 // d[4i..4i+3]: (row g, cols 8i+2t, +1), (row g+8, same cols), g = lane/4, t = lane%4.
@@ -86,6 +86,38 @@ __device__ inline void wgmma_m64n256k16_rs(float (&d)[128], const uint32_t (&a)[
                  "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" FROST_WGMMA_D128 "}, {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
                  : FROST_WGMMA_ACC128(d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+
+// d[64 x 32] (wgmma_n32) or d[64 x 16] (wgmma_n16) (+)= A[64 x 16] · B[16 x N], both from shared
+// memory; accumulate = 0 overwrites d. kTA = 1: A stored M-major (the PTX "transpose" immediate);
+// B K-major.
+template <int kTA>
+__device__ inline void wgmma_n32(float (&d)[16], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {" FROST_WGMMA_R0 "}, %16, %17, p, 1, 1, %19, 0;\n}\n"
+                 : FROST_WGMMA_ACC16(d)
+                 : "l"(da), "l"(db), "r"(accumulate), "n"(kTA));
+}
+template <int kTA>
+__device__ inline void wgmma_n16(float (&d)[8], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, "
+                 "%11, 0;\n}\n"
+                 : FROST_WGMMA_ACC8(d)
+                 : "l"(da), "l"(db), "r"(accumulate), "n"(kTA));
+}
+// cp.async, stmatrix and plain stores write shared memory through the generic proxy; wgmma reads it
+// through the async proxy. This fence, after those writes are visible to the thread (its own, or
+// others' after a barrier or an mbarrier wait), orders them before its later wgmma.
+__device__ inline void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Four 8x8 bf16 matrices to shared memory, transposed: lanes 8i..8i+7 give the addresses of the
+// stored rows of matrix i; a thread's register i holds (row g, columns 2t, 2t+1) of matrix i,
+// which land in stored rows 2t, 2t+1 at column g.
+__device__ inline void stmatrix_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
 }
 #endif
 

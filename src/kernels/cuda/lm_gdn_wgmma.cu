@@ -62,41 +62,12 @@ struct WgLayout {
 
 #if defined(FROST_ATTN_WGMMA)
 
-// d[64 x kN] (+)= A[64 x 16] · B[16 x kN], both from shared memory (descriptors), fp32 accumulators;
-// kTA = 1: A stored M-major (the PTX "transpose" immediate); B K-major.
-template <int kTA>
-__device__ inline void wgmma_n32(float (&d)[16], uint64_t da, uint64_t db, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {" FROST_WGMMA_R0 "}, %16, %17, p, 1, 1, %19, 0;\n}\n"
-                 : FROST_WGMMA_ACC16(d)
-                 : "l"(da), "l"(db), "r"(accumulate), "n"(kTA));
-}
-template <int kTA>
-__device__ inline void wgmma_n16(float (&d)[8], uint64_t da, uint64_t db, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, "
-                 "%11, 0;\n}\n"
-                 : FROST_WGMMA_ACC8(d)
-                 : "l"(da), "l"(db), "r"(accumulate), "n"(kTA));
-}
 template <int kN, int kTA>
 __device__ inline void wgmma_tile(float (&d)[kN / 2], uint64_t da, uint64_t db, int accumulate) {
     if constexpr (kN == 32)
         wgmma_n32<kTA>(d, da, db, accumulate);
     else
         wgmma_n16<kTA>(d, da, db, accumulate);
-}
-
-// cp.async and stmatrix write through the generic proxy; wgmma reads through the async proxy.
-__device__ inline void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-// Four 8x8 bf16 matrices to shared memory, transposed: lanes 8i..8i+7 give the addresses of the
-// stored rows of matrix i; a thread's register i holds (row g, columns 2t, 2t+1) of matrix i,
-// which land in stored rows 2t, 2t+1 at column g.
-__device__ inline void stmatrix_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]),
-                 "r"(r[1]), "r"(r[2]), "r"(r[3])
-                 : "memory");
 }
 
 // An accumulator tile d[64 x kN] of this warpgroup (warp w: rows 16w..16w+15) stored transposed as
