@@ -713,36 +713,20 @@ cudaError_t launch_state(const GdnBf16Params& p, cudaStream_t stream) {
     return cudaLaunchKernelEx(&cfg, gdn_bf16_state_kernel<kCl, kFast>, p);
 }
 
-// FROST_GDN_PREFILL=old runs the kernels as they were before (kFast = false here; the per-channel
-// conv1d in lm_conv1d.cu) for A/B runs of one binary through the engine; read once per process.
-bool prefill_old() {
-    static const bool old = [] {
+// FROST_GDN_PREFILL (read once per process), for A/B runs of one binary through the engine:
+//  old  - the kernels as they were before round 2 (kFast = false here; the per-channel conv1d in
+//         lm_conv1d.cu);
+//  wide - the 32-column mma.sync state pass at every head count (round 2's default);
+//  mma  - the mma.sync state passes where the wgmma one would run by default.
+bool prefill_is(const char* mode) {
+    static const std::string env = [] {
         const char* e = std::getenv("FROST_GDN_PREFILL");
-        return e && std::string(e) == "old";
+        return std::string(e ? e : "");
     }();
-    return old;
+    return env == mode;
 }
-
-// FROST_GDN_PREFILL=wide keeps the 32-column state pass at every head count (round 2's default:
-// A/B of the 16-column one through the engine); read once per process.
-bool prefill_wide() {
-    static const bool wide = [] {
-        const char* e = std::getenv("FROST_GDN_PREFILL");
-        return e && std::string(e) == "wide";
-    }();
-    return wide;
-}
-
-
-// FROST_GDN_PREFILL=mma keeps the mma.sync state passes where the wgmma one would run by default
-// (A/B through the engine); read once per process.
-bool prefill_mma() {
-    static const bool mma = [] {
-        const char* e = std::getenv("FROST_GDN_PREFILL");
-        return e && std::string(e) == "mma";
-    }();
-    return mma;
-}
+bool prefill_old() { return prefill_is("old"); }
+bool prefill_wide() { return prefill_is("wide"); }
 
 // 16 dv columns per block when the Hv x 8 blocks of that width (one per SM) are all resident at
 // once, so the sequential pass runs in one wave (a second wave would double it; H100: Hv <= 16).
@@ -760,7 +744,7 @@ bool use_narrow(const GdnBf16Params& p) {
 bool use_wgmma(const GdnBf16Params& p) {
     if (p.chunk_wgmma != 0) return p.chunk_wgmma > 0;
     return p.chunk_cluster == 0 && p.chunk_slice == 0 && p.chunk_producer == 0 && !p.chunk_v1 && !prefill_old() &&
-           !prefill_wide() && !prefill_mma() && lm::device_runs_sm90a();
+           !prefill_wide() && !prefill_is("mma") && lm::device_runs_sm90a();
 }
 int wgmma_slice(const GdnBf16Params& p) {
     return p.chunk_slice == 16 || p.chunk_slice == 32 ? p.chunk_slice : narrow_fits(p) ? 16 : 32;
