@@ -32,6 +32,13 @@
 // bits): state pass 146 → 115 µs at 4096 rows, 0.8B TTFT 2.7-4.5 % lower (numbers there).
 // Round 4 (2026-11-30): on sm_90a the default state pass is lm_gdn_wgmma.cu (warpgroup MMA, same
 // bits; H200, 9B shape, 4096 rows: 143 -> 85 us); the passes here serve other devices and A/B.
+// Round 5 (2026-11-30): the prep's block-diagonal solve four columns per thread and its W / U
+// products balanced over the warps (kBlocked, same bits). H200, bench_cuda_kernels --gdn, L2
+// flushed, two runs: 9B shape 4096 rows 96.2-96.4 -> 95.1-95.4 us, 0.8B shape 1024 rows 23.7-23.9
+// -> 22.9-23.1. Small because the solve was never the limit: ncu's stall sampling (9B, 4096 rows)
+// spreads the kernel over its phases, none above a quarter: the load issue and gate reads (~21 %),
+// K Kᵀ / Q Kᵀ and the decay epilogue (~17 %), the solve (~24 %, half of it barrier waits), the
+// W / U products (~24 %), the stores (~9 %); 0.44 issued per scheduler with 5.7 warps resident.
 // Fragment layouts (PTX ISA, m16n8k16 .bf16), g = lane / 4, q = lane % 4, pairs of bf16 per
 // register, the lower index in the low half: A 16x16 row-major: a0 (g, 2q..2q+1), a1 (g+8, 2q..),
 // a2 (g, 2q+8..), a3 (g+8, 2q+8..); B 16x8: b0 (k 2q..2q+1, n g), b1 (k 2q+8.., n g);
@@ -79,7 +86,10 @@ struct PrepSmem {
         float a[kC][kSolvePitch];  // A, strictly lower
         bf16 w_out[kC][kPW];       // W staged for the store, after the solve
     } u2;
-    float y[3][kBlk][kBlk + 1];  // Σ A_ik T_kj of up to three blocks of one block diagonal
+    union {
+        float y[3][kBlk][kBlk + 1];            // Σ A_ik T_kj of up to three blocks of one block diagonal
+        alignas(16) float y4[3][kBlk][kBlk];  // the same for the blocked solve (rows of float4)
+    } ys;
     float g[kC];
     float gamma[kC];
     float beta[kC];
@@ -133,6 +143,110 @@ __device__ inline void stage_tile(bf16 (*out)[P], const float (&acc)[8][4], int 
                 pack_bf16(acc[j][2 * hi], acc[j][2 * hi + 1]);
 }
 
+// The W / U products with the work balanced over the warps: in tile_product the warps of the last
+// row block run four k-steps and those of the first one, so the launch waits on the slowest pair
+// of warps. Here warp w takes 32 columns (n0) of two row blocks, lo = w / 4 (0 or 1) and
+// hi = 3 − lo: five k-steps for every warp, the B fragments of a k-step loaded once for both
+// blocks. Each accumulator sums the same products in the same order (k-step ascending, the hi
+// term before the lo term), so the bits are tile_product's.
+__device__ inline int pair_block(int lo, int b) { return b ? kNBlk - 1 - lo : lo; }
+
+__device__ inline void tile_product_pair(float (&acc)[2][4][4], const PrepSmem& sm, const float* scale, const bf16* x,
+                                         int lo, int n0, int g, int q, int lane) {
+#pragma unroll
+    for (int b = 0; b < 2; ++b)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[b][j][e] = 0.0f;
+    const int hi = kNBlk - 1 - lo;
+    for (int kb = 0; kb <= hi; ++kb) {
+        uint32_t bf[2][4];
+        load_b2_t<kPW>(bf[0], x, kBlk * kb, n0, lane);
+        load_b2_t<kPW>(bf[1], x, kBlk * kb, n0 + 16, lane);
+#pragma unroll
+        for (int b = 1; b >= 0; --b) {
+            if (b == 0 && kb > lo) continue;  // right of the lo block's diagonal: T is zero
+            uint32_t ah[4], al[4];
+            t_frags(ah, al, sm, scale, kBlk * pair_block(lo, b), kBlk * kb, g, q);
+#pragma unroll
+            for (int j = 0; j < 4; j += 2) {
+                mma_bf16(acc[b][j], ah, bf[j / 2][0], bf[j / 2][1]);
+                mma_bf16(acc[b][j + 1], ah, bf[j / 2][2], bf[j / 2][3]);
+                mma_bf16(acc[b][j], al, bf[j / 2][0], bf[j / 2][1]);
+                mma_bf16(acc[b][j + 1], al, bf[j / 2][2], bf[j / 2][3]);
+            }
+        }
+    }
+}
+
+template <int P>
+__device__ inline void stage_tile_pair(bf16 (*out)[P], const float (&acc)[2][4][4], int lo, int n0, int g, int q) {
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+        const int m0 = kBlk * pair_block(lo, b);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi)
+                *reinterpret_cast<uint32_t*>(&out[m0 + g + 8 * hi][n0 + 8 * j + 2 * q]) =
+                    pack_bf16(acc[b][j][2 * hi], acc[b][j][2 * hi + 1]);
+    }
+}
+
+// Block diagonals d = 1, 2, 3 of T as in the kernel's unblocked form, four columns per thread:
+// thread (r, c4) of block pair j (64 threads per pair, the pairs of a diagonal at once) keeps
+// four accumulators, so each float4 of A's row and each float4 of a T row serves four FMAs
+// (the unblocked form loads two operands per FMA; ncu put that solve's shared-memory traffic at
+// 77 % of L1 throughput on the 9B shape). Every element sums the same products in the same order
+// (kb, then m, ascending), so T's bits do not change.
+__device__ inline void fma4(float (&acc)[4], float a, const float4& b) {
+    acc[0] = __fmaf_rn(a, b.x, acc[0]);
+    acc[1] = __fmaf_rn(a, b.y, acc[1]);
+    acc[2] = __fmaf_rn(a, b.z, acc[2]);
+    acc[3] = __fmaf_rn(a, b.w, acc[3]);
+}
+
+__device__ inline void solve_block_diagonals(PrepSmem& sm, int t) {
+    const int j = t / (kBlk * kBlk / 4), r = (t / 4) % kBlk, c4 = 4 * (t % 4);
+#pragma unroll
+    for (int d = 1; d < kNBlk; ++d) {
+        const int i = j + d;
+        const bool mine = j < kNBlk - d;
+        if (mine) {  // Y_j = Σ_{j ≤ kb < i} A_i,kb T_kb,j
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int e = 0; e < d; ++e) {
+                const int kb = j + e;
+#pragma unroll
+                for (int m0 = 0; m0 < kBlk; m0 += 4) {
+                    const float4 a = *reinterpret_cast<const float4*>(&sm.u2.a[kBlk * i + r][kBlk * kb + m0]);
+                    const float av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+                    for (int mm = 0; mm < 4; ++mm)
+                        fma4(acc, av[mm], *reinterpret_cast<const float4*>(&sm.u1.t[kBlk * kb + m0 + mm][kBlk * j + c4]));
+                }
+            }
+            *reinterpret_cast<float4*>(&sm.ys.y4[j][r][c4]) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        }
+        __syncthreads();
+        if (mine) {  // T_ij = −T_ii Y_j
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int m0 = 0; m0 < kBlk; m0 += 4) {
+                const float4 a = *reinterpret_cast<const float4*>(&sm.u1.t[kBlk * i + r][kBlk * i + m0]);
+                const float av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+                for (int mm = 0; mm < 4; ++mm)
+                    fma4(acc, av[mm], *reinterpret_cast<const float4*>(&sm.ys.y4[j][m0 + mm][c4]));
+            }
+            *reinterpret_cast<float4*>(&sm.u1.t[kBlk * i + r][kBlk * j + c4]) =
+                make_float4(-acc[0], -acc[1], -acc[2], -acc[3]);
+        }
+        __syncthreads();  // (last round: T is complete and A is dead)
+    }
+}
+
 // Rows of `cols` bf16 from shared memory (pitch P) to global (pitch cols), 16 bytes per thread.
 template <int P, int kCols>
 __device__ inline void copy_out(bf16* dst, const bf16 (*src)[P]) {
@@ -144,7 +258,10 @@ __device__ inline void copy_out(bf16* dst, const bf16 (*src)[P]) {
 }
 
 // kFast: fragments by ldmatrix (load_a_ldsm, load_bt2) instead of 32-bit loads, same registers.
-template <bool kFast>
+// kBlocked (with kFast; the default): the block diagonals of the solve four columns per thread
+// and the W / U products balanced over the warps (solve_block_diagonals, tile_product_pair);
+// same bits.
+template <bool kFast, bool kBlocked = false>
 __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     PrepSmem& sm = *reinterpret_cast<PrepSmem*>(smem_raw);
@@ -271,7 +388,9 @@ __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Param
     // constant trip count and every index is a constant plus (r, cc), so it unrolls into straight
     // loads and FMAs (the looped form was a third of the kernel's instructions).
     static_assert(kBlk * kBlk == kThreads, "one element of a 16x16 block per thread");
-    {
+    if constexpr (kBlocked) {
+        solve_block_diagonals(sm, t);
+    } else {
         const int r = t / kBlk, cc = t % kBlk;
 #pragma unroll
         for (int d = 1; d < kNBlk; ++d) {
@@ -285,7 +404,7 @@ __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Param
                     for (int m = 0; m < kBlk; ++m)
                         acc = __fmaf_rn(sm.u2.a[kBlk * i + r][kBlk * kb + m], sm.u1.t[kBlk * kb + m][kBlk * j + cc],
                                         acc);
-                sm.y[j][r][cc] = acc;
+                sm.ys.y[j][r][cc] = acc;
             }
             __syncthreads();
 #pragma unroll
@@ -294,20 +413,31 @@ __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Param
                 float acc = 0.0f;
 #pragma unroll
                 for (int m = 0; m < kBlk; ++m)
-                    acc = __fmaf_rn(sm.u1.t[kBlk * i + r][kBlk * i + m], sm.y[j][m][cc], acc);
+                    acc = __fmaf_rn(sm.u1.t[kBlk * i + r][kBlk * i + m], sm.ys.y[j][m][cc], acc);
                 sm.u1.t[kBlk * i + r][kBlk * j + cc] = -acc;
             }
             __syncthreads();  // (last round: T is complete and A is dead)
         }
     }
-    // W = T diag(β e^γ) K, then U = T diag(β) V: warp w owns rows 16 (w/2), columns 64 (w%2) .. +63.
-    const int m0 = 16 * (warp / 2), n0 = 64 * (warp % 2);
-    float acc[8][4];
-    tile_product(acc, sm, sm.w_scale, &sm.u0.k[0][0], m0, n0, g, q, lane);
-    stage_tile<kPW>(sm.u2.w_out, acc, m0, n0, g, q);
-    tile_product(acc, sm, sm.beta, &sm.v[0][0], m0, n0, g, q, lane);
-    __syncthreads();  // every read of T and K is done
-    stage_tile<kPW>(sm.u1.u_out, acc, m0, n0, g, q);
+    // W = T diag(β e^γ) K, then U = T diag(β) V: warp w owns rows 16 (w/2), columns 64 (w%2) .. +63
+    // (kBlocked: 32 columns 32 (w%4) .. of row blocks w/4 and 3 − w/4).
+    if constexpr (kBlocked) {
+        const int lo = warp / 4, n0 = 32 * (warp % 4);
+        float acc[2][4][4];
+        tile_product_pair(acc, sm, sm.w_scale, &sm.u0.k[0][0], lo, n0, g, q, lane);
+        stage_tile_pair<kPW>(sm.u2.w_out, acc, lo, n0, g, q);
+        tile_product_pair(acc, sm, sm.beta, &sm.v[0][0], lo, n0, g, q, lane);
+        __syncthreads();  // every read of T and K is done
+        stage_tile_pair<kPW>(sm.u1.u_out, acc, lo, n0, g, q);
+    } else {
+        const int m0 = 16 * (warp / 2), n0 = 64 * (warp % 2);
+        float acc[8][4];
+        tile_product(acc, sm, sm.w_scale, &sm.u0.k[0][0], m0, n0, g, q, lane);
+        stage_tile<kPW>(sm.u2.w_out, acc, m0, n0, g, q);
+        tile_product(acc, sm, sm.beta, &sm.v[0][0], m0, n0, g, q, lane);
+        __syncthreads();  // every read of T and K is done
+        stage_tile<kPW>(sm.u1.u_out, acc, m0, n0, g, q);
+    }
 #pragma unroll
     for (int j = 0; j < kTiles; ++j)
 #pragma unroll
@@ -717,7 +847,8 @@ cudaError_t launch_state(const GdnBf16Params& p, cudaStream_t stream) {
 //  old  - the kernels as they were before round 2 (kFast = false here; the per-channel conv1d in
 //         lm_conv1d.cu);
 //  wide - the 32-column mma.sync state pass at every head count (round 2's default);
-//  mma  - the mma.sync state passes where the wgmma one would run by default.
+//  mma  - the mma.sync state passes where the wgmma one would run by default;
+//  prep2 - round 2's prep (the unblocked solve and products; chunk_prep = 2).
 bool prefill_is(const char* mode) {
     static const std::string env = [] {
         const char* e = std::getenv("FROST_GDN_PREFILL");
@@ -755,8 +886,11 @@ int wgmma_slice(const GdnBf16Params& p) {
 
 cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages) {
     const bool fast = !p.chunk_v1 && !prefill_old();
+    const bool blocked = fast && p.chunk_prep != 2 && !prefill_is("prep2");
     const size_t prep_smem = sizeof(PrepSmem);
-    const auto prep = fast ? gdn_bf16_prep_kernel<true> : gdn_bf16_prep_kernel<false>;
+    const auto prep = blocked ? gdn_bf16_prep_kernel<true, true>
+                      : fast  ? gdn_bf16_prep_kernel<true, false>
+                              : gdn_bf16_prep_kernel<false, false>;
     cudaError_t err =
         cudaFuncSetAttribute(prep, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(prep_smem));
     if (err != cudaSuccess) return err;
