@@ -558,14 +558,19 @@ std::vector<Case> cases() {
     // the CUDA one from the bf16 output, so the GEMM's inputs differ by those roundings only.
     // K = 512 (kernels/cuda/lm_gemm_fp8.h kFp8MinK); 64 rows, 50 valid. yq_only: the producer skips
     // its output (the GEMM, its only reader, reads the twin: Backend::gemm_reads_twin must say so),
-    // so the output is no result on either side (CUDA leaves it, the CPU works in it).
-    for (int variant = 0; variant < 6; ++variant) {
-        const int producer = variant % 3, only = variant >= 3 ? 1 : 0;
-        const int rows = 64, n = 50, KQ = 512, N = 384;
+    // so the output is no result on either side (CUDA leaves it, the CPU works in it). Variants 6
+    // and 7: swiglu at 1024 rows (1000 valid), whose e4m3 rows alone (512 KB) are more than the
+    // dequant tile left after the scales (Side: [2F, H] bf16, 512 KB); the twin needs none of the
+    // tile, so the FP8 GEMM must still run (the CUDA backend once refused it there).
+    for (int variant = 0; variant < 8; ++variant) {
+        const bool big = variant >= 6;
+        const int producer = big ? 2 : variant % 3, only = big ? variant - 6 : variant >= 3 ? 1 : 0;
+        const int rows = big ? 1024 : 64, n = big ? 1000 : 50, KQ = 512, N = 384;
         const QuantW q = make_quant(QFmt::Fp8Block, N, KQ);
         const char* name = producer == 0 ? "add_rmsnorm" : producer == 1 ? "gated_rmsnorm" : "swiglu";
         const size_t in_cols = producer == 2 ? 2 * KQ : KQ;
-        cs.push_back({std::string(name) + (only ? " fp8 twin only" : " fp8 twin") + " -> gemm fp8-block w8a8 residual prefill",
+        cs.push_back({std::string(name) + (only ? " fp8 twin only" : " fp8 twin") + (big ? " 1024 rows" : "") +
+                          " -> gemm fp8-block w8a8 residual prefill",
                       OpKind::Gemm,
                       {act("in", Use::In, normal(size_t(rows) * in_cols)), act("z", Use::In, normal(size_t(rows) * KQ)),
                        f32("nw", Use::In, uniform(producer == 1 ? 128 : KQ, -0.5f, 0.5f)),
@@ -590,7 +595,7 @@ std::vector<Case> cases() {
                           g.n_rows = b.as<int32_t>("n");
                           g.quant_act = 1;
                           g.xq = twin;
-                          if (only && !ex.backend->gemm_reads_twin(g)) {
+                          if ((only || big) && !ex.backend->gemm_reads_twin(g)) {
                               ADD_FAILURE() << "gemm_reads_twin: no for the fp8-block GEMM";
                               return FROST_ERR_UNSUPPORTED;
                           }

@@ -566,10 +566,15 @@ frost_status fp8_setup(CudaBackend* be, const GemmOp& p, const K::GemvQuantParam
         q.block_k != K::kFp8Group || q.K % K::kFp8Group != 0 || p.x.dtype != DType::BF16 ||
         p.epilogue == Epilogue::SwiGLU || p.y.empty() || (p.y.dtype != DType::BF16 && p.y.dtype != DType::F32))
         return FROST_OK;
-    // Tile: e4m3 rows, their scales, then (per-row weight scales) the weight's scales in the
-    // layout cuBLASLt reads for them (K::w_scale_rows_launch).
-    t->xq_bytes = (size_t(M) * size_t(q.K) + 255) / 256 * 256;
-    t->xs_bytes = (K::act_scale_floats(M, q.K) * sizeof(float) + 255) / 256 * 256;
+    // Tile: e4m3 rows and their scales (only where no twin comes with x), then (per-row weight
+    // scales) the weight's scales in the layout cuBLASLt reads for them (K::w_scale_rows_launch).
+    // The tile holds the largest quantized weight in bf16, so counting unused e4m3 rows against
+    // it refused the FP8 path to every GEMM with M x K above N_max x K_max x 2 bytes, twin or not:
+    // the 9B's down (K 12288) in 16384-row chunks ran dequant + bf16 at 637 TFLOP/s against 1117
+    // for the FP8 GEMM alone (H200, 2026-11-30, bench_ops --rows 16384 and bench_cuda_kernels --fp8).
+    const bool twin = p.xq.on();
+    t->xq_bytes = twin ? 0 : (size_t(M) * size_t(q.K) + 255) / 256 * 256;
+    t->xs_bytes = twin ? 0 : (K::act_scale_floats(M, q.K) * sizeof(float) + 255) / 256 * 256;
     const size_t ws_bytes = q.block_n == 1 ? K::act_scale_floats(q.N, q.K) * sizeof(float) : 0;
     const size_t need = t->xq_bytes + t->xs_bytes + ws_bytes;
     t->base = reinterpret_cast<uint8_t*>(be->tile(be->tile_bytes() / sizeof(bf16)));
