@@ -207,6 +207,18 @@ __device__ inline void fma4(float (&acc)[4], float a, const float4& b) {
     acc[3] = __fmaf_rn(a, b.w, acc[3]);
 }
 
+// acc[x] += Σ_m a_row[m] b[m][x] over m = 0..15 in order: a_row a 16-float row, b four columns of
+// 16 rows with pitch `pitch` floats (both float4-aligned).
+__device__ inline void row_times_block4(float (&acc)[4], const float* a_row, const float* b, int pitch) {
+#pragma unroll
+    for (int m0 = 0; m0 < kBlk; m0 += 4) {
+        const float4 a = *reinterpret_cast<const float4*>(a_row + m0);
+        const float av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+        for (int mm = 0; mm < 4; ++mm) fma4(acc, av[mm], *reinterpret_cast<const float4*>(b + (m0 + mm) * pitch));
+    }
+}
+
 __device__ inline void solve_block_diagonals(PrepSmem& sm, int t) {
     const int j = t / (kBlk * kBlk / 4), r = (t / 4) % kBlk, c4 = 4 * (t % 4);
 #pragma unroll
@@ -218,28 +230,15 @@ __device__ inline void solve_block_diagonals(PrepSmem& sm, int t) {
 #pragma unroll
             for (int e = 0; e < d; ++e) {
                 const int kb = j + e;
-#pragma unroll
-                for (int m0 = 0; m0 < kBlk; m0 += 4) {
-                    const float4 a = *reinterpret_cast<const float4*>(&sm.u2.a[kBlk * i + r][kBlk * kb + m0]);
-                    const float av[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-                    for (int mm = 0; mm < 4; ++mm)
-                        fma4(acc, av[mm], *reinterpret_cast<const float4*>(&sm.u1.t[kBlk * kb + m0 + mm][kBlk * j + c4]));
-                }
+                row_times_block4(acc, &sm.u2.a[kBlk * i + r][kBlk * kb], &sm.u1.t[kBlk * kb][kBlk * j + c4],
+                                 kSolvePitch);
             }
             *reinterpret_cast<float4*>(&sm.ys.y4[j][r][c4]) = make_float4(acc[0], acc[1], acc[2], acc[3]);
         }
         __syncthreads();
         if (mine) {  // T_ij = −T_ii Y_j
             float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-            for (int m0 = 0; m0 < kBlk; m0 += 4) {
-                const float4 a = *reinterpret_cast<const float4*>(&sm.u1.t[kBlk * i + r][kBlk * i + m0]);
-                const float av[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-                for (int mm = 0; mm < 4; ++mm)
-                    fma4(acc, av[mm], *reinterpret_cast<const float4*>(&sm.ys.y4[j][m0 + mm][c4]));
-            }
+            row_times_block4(acc, &sm.u1.t[kBlk * i + r][kBlk * i], &sm.ys.y4[j][0][c4], kBlk);
             *reinterpret_cast<float4*>(&sm.u1.t[kBlk * i + r][kBlk * j + c4]) =
                 make_float4(-acc[0], -acc[1], -acc[2], -acc[3]);
         }
