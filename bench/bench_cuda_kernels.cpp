@@ -416,10 +416,9 @@ int bench_gdn(std::vector<int> heads) {
         p.cursor = cursor;
         struct Path {
             const char* name;
-            int tf32, v1, slice, producer, wgmma, prep = 0;
+            int tf32, v1, slice, producer, wgmma;
         };
         const Path paths[] = {{"bf16 (default)", 0, 0, 0, 0, 0},
-                              {"bf16 prep of round 2", 0, 0, 0, 0, 0, 2},
                               {"bf16 wgmma 16-col", 0, 0, 16, 0, 1},
                               {"bf16 wgmma 32-col", 0, 0, 32, 0, 1},
                               {"bf16 mma.sync default", 0, 0, 0, 0, -1},
@@ -446,7 +445,6 @@ int bench_gdn(std::vector<int> heads) {
                     p.chunk_slice = path.slice;
                     p.chunk_producer = path.producer;
                     p.chunk_wgmma = path.wgmma;
-                    p.chunk_prep = path.prep;
                     CK(cudaMemcpy(state, hs.data(), hs.size() * sizeof(float), cudaMemcpyHostToDevice));
                     CK(gdn_chunk_launch(p, s));  // fills the scratch the stage timings read
                     const double prep = t.median_ms([&] { return gdn_chunk_launch_stages(p, s, kGdnStagePrep); });

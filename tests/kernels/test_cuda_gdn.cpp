@@ -317,12 +317,12 @@ struct PathResult {
 // (chunk_slice = 16, the default form), kBf16Narrow 16-column ones copied by the compute warps
 // (chunk_producer = -1). All of these are mma.sync passes (chunk_wgmma = -1: kBf16Own would
 // otherwise take the wgmma pass on sm_90a). kBf16Wg16 / kBf16Wg32: the wgmma state pass
-// (lm_gdn_wgmma.cu) on 16- / 32-column slices, sm_90a only (see wgmma_runs()). kBf16Prep2: the
-// default state pass behind round 2's prep (chunk_prep = 2: the unblocked solve and products; every
-// other path runs the default, blocked prep but kBf16V1, which runs the first one).
+// (lm_gdn_wgmma.cu) on 16- / 32-column slices, sm_90a only (see wgmma_runs()). kBf16V1 also runs
+// the first prep (one element of the solve per thread, row-block warps in the W / U products);
+// every other bf16 path the default one.
 enum class Path {
     kBf16, kBf16Pair, kBf16Bulk, kBf16Own, kBf16V1, kTf32, kFp32, kBf16Wide, kBf16Narrow, kBf16Producer,
-    kBf16Wg16, kBf16Wg32, kBf16Prep2
+    kBf16Wg16, kBf16Wg32
 };
 
 void set_path(kernels::GdnBf16Params& p, Path path) {
@@ -335,8 +335,7 @@ void set_path(kernels::GdnBf16Params& p, Path path) {
                     : path == Path::kBf16Narrow || path == Path::kBf16Producer || path == Path::kBf16Wg16 ? 16
                                                                                                           : 0;
     p.chunk_producer = path == Path::kBf16Narrow ? -1 : 0;
-    p.chunk_wgmma = wg ? 1 : path == Path::kBf16Prep2 ? 0 : -1;
-    p.chunk_prep = path == Path::kBf16Prep2 ? 2 : 0;
+    p.chunk_wgmma = wg ? 1 : -1;
 }
 
 // The wgmma state pass runs on sm_90a devices only (elsewhere its launch says cudaErrorNotSupported).
@@ -521,9 +520,8 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
         auto rng = fresh_rng("GdnTensorCore");
         const Inputs in = make_inputs_shaped(rng, cs.T, cs.sh, cs.g_lo, cs.g_hi);
         const auto s0 = uniform(rng, cs.sh.Hv * D * D, -0.2f, 0.2f, false);
-        PathResult b16, pair, bulk, own, v1, tc, f32, wide, narrow, prod, prep2;
+        PathResult b16, pair, bulk, own, v1, tc, f32, wide, narrow, prod;
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16, b16));
-        ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Prep2, prep2));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Wide, wide));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Narrow, narrow));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Producer, prod));
@@ -584,9 +582,9 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
                     s_b_f32.head_rel, s_tc_ref.head_rel, s_f32_ref.head_rel, o_b_ref.max_abs, s_b_ref.max_abs);
         const std::string where = "T " + std::to_string(cs.T) + " pos " + std::to_string(cs.pos) + " Hv/Hk " +
                                   std::to_string(nv / cs.sh.Hk) + " g_lo " + std::to_string(cs.g_lo);
-        // Every copy mode, both load forms (v1), both slice widths and the three preps run the same
-        // products in the same order: the same bits.
-        for (const PathResult* r : {&pair, &bulk, &own, &v1, &wide, &narrow, &prod, &prep2}) {
+        // Every copy mode, both load and prep forms (v1) and both slice widths run the same products
+        // in the same order: the same bits.
+        for (const PathResult* r : {&pair, &bulk, &own, &v1, &wide, &narrow, &prod}) {
             EXPECT_EQ(0, std::memcmp(b16.state.data(), r->state.data(), b16.state.size() * sizeof(float))) << where;
             EXPECT_EQ(0, std::memcmp(b16.o.data(), r->o.data(), n_o * sizeof(float))) << where;
         }
@@ -600,7 +598,7 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
         EXPECT_LE(s_f32_ref.head_rel, kStateTol) << where;
         EXPECT_LE(s_tc_ref.head_rel, kTcStateTol) << where;
         EXPECT_LE(s_tc_cpu.head_rel, kTcStateTol) << where;
-        for (const PathResult* r : {&b16, &pair, &bulk, &own, &v1, &tc, &f32, &wide, &narrow, &prod, &prep2})
+        for (const PathResult* r : {&b16, &pair, &bulk, &own, &v1, &tc, &f32, &wide, &narrow, &prod})
             if (n_o < r->o.size()) {
                 EXPECT_TRUE(std::isnan(r->o[n_o])) << where << ": wrote past the valid rows";
             }
@@ -610,8 +608,8 @@ TEST(CudaGdn, TensorCorePathsMatchFp32PathAndReferences) {
 
 // ---- The presets' head counts (16 key heads; 16 value heads: 0.8B-style, 32: 9B-style): the
 // 16-column state pass in both copy forms (producer warp: the default at 16 heads on the H100, 128
-// blocks; compute warps), the 32-column one (the default at 32), v1 and round 2's prep give the
-// same bytes, on
+// blocks; compute warps), the 32-column one (the default at 32) and v1 (with the first prep)
+// give the same bytes, on
 // long launches from start positions off the 64-grid with a state carried in, decaying and
 // non-decaying g; and the 16-column pass agrees with the fp64 recurrence within the bf16 path's
 // tolerance.
@@ -630,9 +628,8 @@ TEST(CudaGdn, SliceWidthsAgreeAtPresetHeadCounts) {
         auto rng = fresh_rng("GdnSliceWidths");
         const Inputs in = make_inputs_shaped(rng, cs.T, cs.sh, cs.g_lo, cs.g_hi);
         const auto s0 = uniform(rng, cs.sh.Hv * D * D, -0.2f, 0.2f, false);
-        PathResult narrow, wide, own, v1, prod, prep2;
+        PathResult narrow, wide, own, v1, prod;
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Narrow, narrow));
-        ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Prep2, prep2));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Wide, wide));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16Own, own));
         ASSERT_NO_FATAL_FAILURE(run_gpu(in, cs.sh, cs.T, cs.pos, s0, Path::kBf16V1, v1));
@@ -646,14 +643,14 @@ TEST(CudaGdn, SliceWidthsAgreeAtPresetHeadCounts) {
         const std::string where = "T " + std::to_string(cs.T) + " pos " + std::to_string(cs.pos) + " Hv " +
                                   std::to_string(cs.sh.Hv) + " g_lo " + std::to_string(cs.g_lo);
         const size_t n_o = static_cast<size_t>(cs.T) * cs.sh.Hv * D;
-        for (const PathResult* r : {&narrow, &wide, &own, &v1, &prod, &prep2}) {
+        for (const PathResult* r : {&narrow, &wide, &own, &v1, &prod}) {
             for (size_t i = 0; i < n_o; ++i)
                 if (!std::isfinite(r->o[i])) {
                     ADD_FAILURE() << where << ": output " << i << " not written or not finite";
                     break;
                 }
         }
-        for (const PathResult* r : {&wide, &own, &v1, &prod, &prep2}) {
+        for (const PathResult* r : {&wide, &own, &v1, &prod}) {
             EXPECT_EQ(0, std::memcmp(narrow.state.data(), r->state.data(), narrow.state.size() * sizeof(float)))
                 << where;
             EXPECT_EQ(0, std::memcmp(narrow.o.data(), r->o.data(), n_o * sizeof(float))) << where;

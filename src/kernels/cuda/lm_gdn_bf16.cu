@@ -33,9 +33,9 @@
 // Round 4 (2026-11-30): on sm_90a the default state pass is lm_gdn_wgmma.cu (warpgroup MMA, same
 // bits; H200, 9B shape, 4096 rows: 143 -> 85 us); the passes here serve other devices and A/B.
 // Round 5 (2026-11-30): the prep's block-diagonal solve four columns per thread and its W / U
-// products balanced over the warps (kBlocked, same bits). H200, bench_cuda_kernels --gdn, L2
-// flushed, two runs: 9B shape 4096 rows 96.2-96.4 -> 95.1-95.4 us, 0.8B shape 1024 rows 23.7-23.9
-// -> 22.9-23.1. Small because the solve was never the limit: ncu's stall sampling (9B, 4096 rows)
+// products balanced over the warps (kFast, same bits). H200, bench_cuda_kernels --gdn, L2
+// flushed, two runs, against round 2's form (a switch kept for that A/B, then removed): 9B shape
+// 4096 rows 96.2-96.4 -> 95.1-95.4 us, 0.8B shape 1024 rows 23.7-23.9 -> 22.9-23.1. Small because the solve was never the limit: ncu's stall sampling (9B, 4096 rows)
 // spreads the kernel over its phases, none above a quarter: the load issue and gate reads (~21 %),
 // K Kᵀ / Q Kᵀ and the decay epilogue (~17 %), the solve (~24 %, half of it barrier waits), the
 // W / U products (~24 %), the stores (~9 %); 0.44 issued per scheduler with 5.7 warps resident.
@@ -256,11 +256,11 @@ __device__ inline void copy_out(bf16* dst, const bf16 (*src)[P]) {
     }
 }
 
-// kFast: fragments by ldmatrix (load_a_ldsm, load_bt2) instead of 32-bit loads, same registers.
-// kBlocked (with kFast; the default): the block diagonals of the solve four columns per thread
-// and the W / U products balanced over the warps (solve_block_diagonals, tile_product_pair);
-// same bits.
-template <bool kFast, bool kBlocked = false>
+// kFast (the default; false is v1, before round 2): fragments by ldmatrix (load_a_ldsm,
+// load_bt2) instead of 32-bit loads, same registers; the block diagonals of the solve four columns
+// per thread and the W / U products balanced over the warps (solve_block_diagonals,
+// tile_product_pair; round 5). Same bits either way.
+template <bool kFast>
 __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     PrepSmem& sm = *reinterpret_cast<PrepSmem*>(smem_raw);
@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Param
     // constant trip count and every index is a constant plus (r, cc), so it unrolls into straight
     // loads and FMAs (the looped form was a third of the kernel's instructions).
     static_assert(kBlk * kBlk == kThreads, "one element of a 16x16 block per thread");
-    if constexpr (kBlocked) {
+    if constexpr (kFast) {
         solve_block_diagonals(sm, t);
     } else {
         const int r = t / kBlk, cc = t % kBlk;
@@ -419,8 +419,8 @@ __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Param
         }
     }
     // W = T diag(β e^γ) K, then U = T diag(β) V: warp w owns rows 16 (w/2), columns 64 (w%2) .. +63
-    // (kBlocked: 32 columns 32 (w%4) .. of row blocks w/4 and 3 − w/4).
-    if constexpr (kBlocked) {
+    // (kFast: 32 columns 32 (w%4) .. of row blocks w/4 and 3 − w/4).
+    if constexpr (kFast) {
         const int lo = warp / 4, n0 = 32 * (warp % 4);
         float acc[2][4][4];
         tile_product_pair(acc, sm, sm.w_scale, &sm.u0.k[0][0], lo, n0, g, q, lane);
@@ -846,8 +846,7 @@ cudaError_t launch_state(const GdnBf16Params& p, cudaStream_t stream) {
 //  old  - the kernels as they were before round 2 (kFast = false here; the per-channel conv1d in
 //         lm_conv1d.cu);
 //  wide - the 32-column mma.sync state pass at every head count (round 2's default);
-//  mma  - the mma.sync state passes where the wgmma one would run by default;
-//  prep2 - round 2's prep (the unblocked solve and products; chunk_prep = 2).
+//  mma  - the mma.sync state passes where the wgmma one would run by default.
 bool prefill_is(const char* mode) {
     static const std::string env = [] {
         const char* e = std::getenv("FROST_GDN_PREFILL");
@@ -885,11 +884,8 @@ int wgmma_slice(const GdnBf16Params& p) {
 
 cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages) {
     const bool fast = !p.chunk_v1 && !prefill_old();
-    const bool blocked = fast && p.chunk_prep != 2 && !prefill_is("prep2");
     const size_t prep_smem = sizeof(PrepSmem);
-    const auto prep = blocked ? gdn_bf16_prep_kernel<true, true>
-                      : fast  ? gdn_bf16_prep_kernel<true, false>
-                              : gdn_bf16_prep_kernel<false, false>;
+    const auto prep = fast ? gdn_bf16_prep_kernel<true> : gdn_bf16_prep_kernel<false>;
     cudaError_t err =
         cudaFuncSetAttribute(prep, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(prep_smem));
     if (err != cudaSuccess) return err;

@@ -225,10 +225,6 @@ struct GdnBf16Params {
     // -1 never. The same bits as the mma.sync passes (the same products summed in the same order
     // per accumulator; the tests compare bytes).
     int32_t chunk_wgmma = 0;
-    // bf16 path, prep: 0 (default) the blocked solve and warp-balanced W / U products; 2 the prep of
-    // round 2 of issue 18 (one element per thread in the solve, row-block warps), for A/B
-    // (FROST_GDN_PREFILL=prep2 does too). Same bits.
-    int32_t chunk_prep = 0;
 };
 
 // Copies this launch's K and V rows into the contiguous cache at cursor->pos + row
