@@ -35,8 +35,9 @@
 // Round 5 (2026-11-30): the prep's block-diagonal solve four columns per thread and its W / U
 // products balanced over the warps (kFast, same bits). H200, bench_cuda_kernels --gdn, L2
 // flushed, two runs, against round 2's form (a switch kept for that A/B, then removed): 9B shape
-// 4096 rows 96.2-96.4 -> 95.1-95.4 us, 0.8B shape 1024 rows 23.7-23.9 -> 22.9-23.1. Small because the solve was never the limit: ncu's stall sampling (9B, 4096 rows)
-// spreads the kernel over its phases, none above a quarter: the load issue and gate reads (~21 %),
+// 4096 rows 96.2-96.4 -> 95.1-95.4 us, 0.8B shape 1024 rows 23.7-23.9 -> 22.9-23.1. Small because
+// the solve was never the limit: ncu's stall sampling (9B, 4096 rows) spreads the kernel over its
+// phases, none above a quarter: the load issue and gate reads (~21 %),
 // K Kᵀ / Q Kᵀ and the decay epilogue (~17 %), the solve (~24 %, half of it barrier waits), the
 // W / U products (~24 %), the stores (~9 %); 0.44 issued per scheduler with 5.7 warps resident.
 // Fragment layouts (PTX ISA, m16n8k16 .bf16), g = lane / 4, q = lane % 4, pairs of bf16 per
@@ -196,10 +197,9 @@ __device__ inline void stage_tile_pair(bf16 (*out)[P], const float (&acc)[2][4][
 
 // Block diagonals d = 1, 2, 3 of T as in the kernel's unblocked form, four columns per thread:
 // thread (r, c4) of block pair j (64 threads per pair, the pairs of a diagonal at once) keeps
-// four accumulators, so each float4 of A's row and each float4 of a T row serves four FMAs
-// (the unblocked form loads two operands per FMA; ncu put that solve's shared-memory traffic at
-// 77 % of L1 throughput on the 9B shape). Every element sums the same products in the same order
-// (kb, then m, ascending), so T's bits do not change.
+// four accumulators, so each float4 of A's row and each float4 of a T row serves four FMAs (the
+// unblocked form loads two operands per FMA: ~6x the shared loads). Every element sums the same
+// products in the same order (kb, then m, ascending), so T's bits do not change.
 __device__ inline void fma4(float (&acc)[4], float a, const float4& b) {
     acc[0] = __fmaf_rn(a, b.x, acc[0]);
     acc[1] = __fmaf_rn(a, b.y, acc[1]);
