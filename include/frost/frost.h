@@ -39,8 +39,10 @@ typedef struct frost_model_options {
     int device;            /* CUDA device index; 0 for cpu */
     int max_seq_len;       /* tokens per session (KV capacity); default 4096 */
     int sessions;          /* live sessions (buffer sets); default 1 */
-    int prefill_chunk;     /* C_p, a positive multiple of 64, or 0 (the default): 256 on the CPU,
-                              2048 on CUDA (4096 for MoE models), at most max_seq_len */
+    int prefill_chunk;     /* C_p, a positive multiple of 64, or 0 (the default): 256 on the CPU;
+                              on CUDA 8192 for bf16 MoE models and bf16 dense ones of hidden
+                              size > 2048, 4096 for quantized and hidden 1024-2048 models, 2048
+                              below; at most max_seq_len */
     const char* capsule_dir; /* folder for disk-tier capsules (NULL: disk tier needs explicit paths
                                 through frost_capsule_save/load); leftover temp files there are
                                 removed at load */

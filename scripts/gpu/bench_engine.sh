@@ -25,11 +25,12 @@ for preset in "${presets[@]}"; do
   dir=$SYNTH_DIR/frost-synth-$preset
   ttft=64,1024,4096,16384,32768
   limit=300
-  chunk=2048
+  chunk=0  # the engine's own choice (auto_prefill_chunk), as serve and generate take it
   case "$preset" in
-    # 35B weights: TTFT 1k..16k. 4096-row chunks: the grouped expert GEMMs see 2x the rows per
-    # expert (16k TTFT 471 -> 352 ms against 2048, H100 2026-11-24; 8192: 329 ms, +1.1 GB).
-    35b-a3b) ttft=1024,2048,4096,8192,16384; limit=600; chunk=4096 ;;
+    # 35B weights: TTFT 1k..16k, at the engine's 8192-row chunks for bf16 MoE (the grouped expert
+    # GEMMs see more rows per expert: 16k TTFT 471 / 352 / 329 ms at 2048 / 4096 / 8192, H100
+    # 2026-11-24; 151.2 / 137.7 ms at 4096 / 8192 on the first 20 layers, H200 2026-11-30).
+    35b-a3b) ttft=1024,2048,4096,8192,16384; limit=600 ;;
   esac
   quant=()
   if [ "$preset" = 35b-a3b ] && [ -n "${FROST_MOE_QUANT:-}" ]; then

@@ -121,7 +121,7 @@ fi
 # ---- Frost on the same checkpoints, while llama.cpp builds
 frost_engine() {  # NAME DIR
   timeout 420 "$FROST" bench engine --model "$2" --backend "$BACKEND" --ttft "$PP" --decode "$DEPTH" \
-    --decode-steps "$TG" --chunk 2048 --reps "$REPS" --json >"$LOG/frost_engine_$1.json" 2>"$LOG/frost_engine_$1.log"
+    --decode-steps "$TG" --chunk 0 --reps "$REPS" --json >"$LOG/frost_engine_$1.json" 2>"$LOG/frost_engine_$1.log"
   step "frost bench engine $1: rc=$?"; tail -6 "$LOG/frost_engine_$1.log"
 }
 keep=${PEER_KEEP:-0}

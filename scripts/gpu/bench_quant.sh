@@ -39,7 +39,7 @@ for variant in ${QUANT_VARIANTS:-bf16 fp8 fp8-fused fp8-w8a8 nvfp4 int4}; do
   fi
   # shellcheck disable=SC2086
   env $split timeout 420 "$FROST" bench engine --model "$dir" --backend cuda --ttft 1024,4096,16384 --decode 1024 \
-    --decode-steps 64 --chunk 2048 --reps 3 --json $extra >"$OUT/quant_bench_$variant.json" 2>"$OUT/quant_bench_$variant.log"
+    --decode-steps 64 --chunk 0 --reps 3 --json $extra >"$OUT/quant_bench_$variant.json" 2>"$OUT/quant_bench_$variant.log"
   r=$?; [ $r -eq 0 ] || rc=$r
   echo "quant bench $variant: rc=$r"; tail -8 "$OUT/quant_bench_$variant.log"
   python3 bench/python/engine_row.py "$OUT/quant_bench_$variant.json" "$variant" --ttft 1024,4096,16384 \

@@ -22,7 +22,7 @@ for preset in "${presets[@]}"; do
   [ -f "$dir/config.json" ] || "${BIN[cur]}" synth --out "$dir" --preset "$preset" >/dev/null 2>&1
   for which in ref cur; do
     timeout 300 "${BIN[$which]}" bench engine --model "$dir" --backend cuda --ttft 1024,4096,16384,32768 \
-      --decode 1024,32768 --decode-steps 64 --chunk 2048 --reps 3 --json \
+      --decode 1024,32768 --decode-steps 64 --chunk 0 --reps 3 --json \
       >"$OUT/cmp_engine_${which}_$preset.json" 2>"$OUT/cmp_engine_${which}_$preset.log"
     echo "engine $which $preset: rc=$?"
     timeout 240 "${BIN[$which]}" bench capsule --model "$dir" --backend cuda --lengths 2048,32768 --suffix 64 \

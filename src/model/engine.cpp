@@ -109,7 +109,7 @@ frost_status Engine::create_from_weights(const ModelWeights& w, const EngineOpti
 
 int auto_prefill_chunk(const EngineOptions& opts, const ModelConfig& cfg, bool quantized) {
     if (opts.prefill_chunk != 0) return opts.prefill_chunk;
-    // Measured on the H100 (2026-11-24): the 9B-style TTFT benches run 2048-row chunks (4096 is
+    // First measured on the H100 (2026-11-24), when 9B-style models ran 2048-row chunks (4096 was
     // within the noise there); 35B-A3B 16k TTFT 471 ms at 2048 against 352 at 4096 (the expert
     // GEMMs' rows per expert double). Small hidden sizes keep their GEMMs efficient only with more
     // rows: 0.8B-style TTFT at 4k / 16k / 32k 16.1 / 72.0 / 164.1 ms at 2048 against 14.7 / 68.0 /
@@ -120,9 +120,22 @@ int auto_prefill_chunk(const EngineOptions& opts, const ModelConfig& cfg, bool q
     // 9B-style TTFT 4k / 16k, two runs each, 2048 -> 4096): INT4 111-113 -> 107 ms and 496-497 ->
     // 469-472 ms (each chunk dequantizes every weight into the bf16 tile once); FP8 W8A8 72.2-73.0
     // -> 70.0-70.6 ms and 329.6-331.2 -> 325.4-327.8 ms.
+    // Dense bf16 weights with hidden > 2048 (the 4B / 9B / 27B shapes): 8192 since 2026-11-30 (H200,
+    // 9B-style, `frost bench engine --ttft 1024,4096,16384,32768 --chunk N`, two rounds alternating):
+    // 16k 442.9 / 446.7 ms at 2048, 439.6 at 4096, 435.7 / 433.5 at 8192, 436.4 at 16384; 32k
+    // 916.1 / 921.2, 909.0, 897.8 / 901.7, 900.9; 1k and 4k within noise. Each chunk is one pass of
+    // every GDN layer's state and one more launch of every op, and the per-chunk attention reads the
+    // whole KV so far. Cost: peak memory +1.42 GB (19.71 -> 21.13 GB; 16384: 23.03) and graph
+    // capture 0.58-0.62 -> 1.18-1.20 s per session (64 more buckets; the scratch is the engine's,
+    // the graphs are each session's). bf16 MoE models too (35B-A3B shape, first
+    // 20 layers, same day): 16k 151.2 -> 137.7 ms at 4096 -> 8192 (the grouped expert GEMMs see
+    // twice the rows per expert), peak 37.01 -> 37.97 GB; the scratch is per step, not per layer,
+    // so all 40 layers pay the same ~1 GB (71 GB measured on the H100 at 4096).
     const bool small = cfg.hidden_size >= 1024 && cfg.hidden_size <= 2048;  // the released 0.8B / 2B shapes
+    // (Test-sized MoE shapes, hidden < 1024, keep 4096: their GPU tests capture every bucket.)
+    const bool large = !quantized && cfg.hidden_size >= 1024 && (cfg.is_moe() || cfg.hidden_size > 2048);
     const bool wide = cfg.is_moe() || small || (quantized && cfg.hidden_size >= 1024);
-    const int want = opts.backend != FROST_BACKEND_CUDA ? 256 : wide ? 4096 : 2048;
+    const int want = opts.backend != FROST_BACKEND_CUDA ? 256 : large ? 8192 : wide ? 4096 : 2048;
     const int cap = std::max(kGdnChunk, (opts.max_seq_len + kGdnChunk - 1) / kGdnChunk * kGdnChunk);
     return std::min(want, cap);
 }

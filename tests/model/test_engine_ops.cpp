@@ -128,7 +128,7 @@ TEST(EnginePrefillChunk, AutoByBackendAndModelWithinTheContext) {
     o.max_seq_len = 32768;
     EXPECT_EQ(auto_prefill_chunk(o, dense), 256);  // CPU
     o.backend = FROST_BACKEND_CUDA;
-    EXPECT_EQ(auto_prefill_chunk(o, dense), 2048);
+    EXPECT_EQ(auto_prefill_chunk(o, dense), 8192);        // fewer passes over the GDN state and the KV
     EXPECT_EQ(auto_prefill_chunk(o, dense, true), 4096);  // quantized: one dequantization per weight and chunk
     EXPECT_EQ(auto_prefill_chunk(o, test_sized, true), 2048);
     // What the engine passes as `quantized`: a CUDA engine keeping a quantized checkpoint's views.
@@ -147,7 +147,11 @@ TEST(EnginePrefillChunk, AutoByBackendAndModelWithinTheContext) {
     EXPECT_FALSE(runs_quantized(cpu, w));
     EXPECT_EQ(auto_prefill_chunk(o, small), 4096);
     EXPECT_EQ(auto_prefill_chunk(o, test_sized), 2048);
-    EXPECT_EQ(auto_prefill_chunk(o, moe), 4096);
+    EXPECT_EQ(auto_prefill_chunk(o, moe), 4096);  // a test-sized MoE shape (hidden 0 here)
+    ModelConfig moe_35b = moe;
+    moe_35b.hidden_size = 2048;
+    EXPECT_EQ(auto_prefill_chunk(o, moe_35b), 8192);        // rows per expert
+    EXPECT_EQ(auto_prefill_chunk(o, moe_35b, true), 4096);  // quantized experts: one dequantization per chunk
     o.max_seq_len = 1000;  // never above the context, rounded up to the 64-row unit
     EXPECT_EQ(auto_prefill_chunk(o, moe), 1024);
     o.max_seq_len = 10;
