@@ -71,6 +71,20 @@
 // stall sampling (ncu source page) of the routing / loop / epilogue, and a per-kernel timeline of
 // the captured decode (nsys with graph nodes did not finish in 50 s here).
 //
+// Stall sampling of the gate/up kernel (H200, 2026-11-30, ncu --section SourceCounters, one launch
+// on `frost synth --preset 35b-a3b --layers 2` under bench_ops, caches flushed): 20.6 us at 1.90
+// TB/s (DRAM 39.5 %); the streaming down kernel alone 15.7 us at 1.21 TB/s. Of the gate/up warp
+// samples: ~12 % are warps 1-15 waiting at the first barrier while warp 0 routes (plus ~7 % in
+// the routing code itself): about 2.6 us of the launch in which only the 64 shared-expert blocks
+// have weights in flight; the main loop ~62 %, its top stalls long-scoreboard waits on the
+// IABS / CS2R that reuse the address register of a just-issued 16-byte load (the load still
+// queued in the LSU: back-pressure, not arithmetic); ~7 % the tail after the loop (24 to 40
+// threads sum the partials while the rest wait to exit). So the routing window and the queueing
+// of 32 loads per warp, not the mma or the index arithmetic, are what keep it at ~40 % of DRAM:
+// next, weights for the routed tiles through a bulk-copy ring (a few deep 16-row stages per
+// block, issued by one thread) so fewer requests queue per SM, and a routing that ends sooner
+// (the top-k over 256 probabilities by more than one warp, with route_row's bits).
+//
 // The router as the quantized decode uses it (moe_router_launch: logits, then top-k), two ways to
 // drop a launch, both built, passing bitwise tests, measured slower and removed (H200 2026-11-29,
 // `frost bench engine --decode 1024 --decode-steps 64`, 35B-A3B FP8, ms/token, alternated, one
