@@ -41,8 +41,9 @@ typedef struct frost_model_options {
     int sessions;          /* live sessions (buffer sets); default 1 */
     int prefill_chunk;     /* C_p, a positive multiple of 64, or 0 (the default): 256 on the CPU;
                               on CUDA 8192 for bf16 MoE models and bf16 dense ones of hidden
-                              size > 2048, 4096 for quantized and hidden 1024-2048 models, 2048
-                              below; at most max_seq_len */
+                              size > 2048, 4096 for quantized and hidden 1024-2048 models (and
+                              MoE ones below hidden 1024), 2048 for dense ones below hidden 1024;
+                              at most max_seq_len */
     const char* capsule_dir; /* folder for disk-tier capsules (NULL: disk tier needs explicit paths
                                 through frost_capsule_save/load); leftover temp files there are
                                 removed at load */

@@ -132,7 +132,8 @@ int auto_prefill_chunk(const EngineOptions& opts, const ModelConfig& cfg, bool q
     // twice the rows per expert), peak 37.01 -> 37.97 GB; the scratch is per step, not per layer,
     // so all 40 layers pay the same ~1 GB (71 GB measured on the H100 at 4096).
     const bool small = cfg.hidden_size >= 1024 && cfg.hidden_size <= 2048;  // the released 0.8B / 2B shapes
-    // (Test-sized MoE shapes, hidden < 1024, keep 4096: their GPU tests capture every bucket.)
+    // (Test-sized shapes, hidden < 1024, keep their chunks: 4096 for MoE, 2048 dense; their GPU
+    // tests capture every bucket.)
     const bool large = !quantized && cfg.hidden_size >= 1024 && (cfg.is_moe() || cfg.hidden_size > 2048);
     const bool wide = cfg.is_moe() || small || (quantized && cfg.hidden_size >= 1024);
     const int want = opts.backend != FROST_BACKEND_CUDA ? 256 : large ? 8192 : wide ? 4096 : 2048;

@@ -43,8 +43,8 @@ struct EngineOptions {
     // (auto_prefill_chunk): 256 on the CPU; on CUDA 8192 for bf16 MoE models (the grouped expert
     // GEMMs want rows per expert) and bf16 dense hidden sizes above 2048 (fewer passes over the
     // GDN state and the KV), 4096 for quantized weights (a chunk dequantizes or quantizes once per
-    // weight) and dense hidden sizes 1024-2048 (small GEMMs want rows), 2048 for the test-sized
-    // shapes below hidden 1024; never above max_seq_len rounded up to 64.
+    // weight) and dense hidden sizes 1024-2048 (small GEMMs want rows); below hidden 1024 (test
+    // sizes) 4096 for MoE and 2048 for dense; never above max_seq_len rounded up to 64.
     int prefill_chunk = 0;
     int sessions = 1;          // live BufferSets
     bool logits_all = false;   // keep the logits of every prefill row (eval); else last row only
