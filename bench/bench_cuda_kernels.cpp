@@ -165,7 +165,7 @@ Timer make_timer(cudaStream_t s) {
 // where the launcher splits the keys (splits > 1) and so takes the mma.sync kernel; "1 split" is
 // that kernel unsplit. Random bf16 inputs in [-2, 2) (never zeros), TFLOP/s from
 // attn_prefill_cost (causal pairs only).
-int bench_attention(const char* json_path) {
+int bench_attention(const char* json_path, bool split_sweep) {
     cudaDeviceProp prop{};
     CK(cudaGetDeviceProperties(&prop, 0));
     cudaStream_t s = nullptr;
@@ -230,6 +230,25 @@ int bench_attention(const char* json_path) {
         x.flops = attn_prefill_cost(p, x.rows, x.pos).flops;
         x.bufs = {q, k, v, o, dc, work};
         all.push_back(x);
+    }
+    if (split_sweep) {  // --attn-splits: the mma.sync kernel at every split count beside the Hopper kernel
+        std::printf("attention prefill split sweep, d %d, gate on [%s]; ms per launch (split path: the combine "
+                    "launch included), the launcher's choice marked *\n", D, prop.name);
+        const int counts[] = {1, 2, 3, 4, 6, 8, 12, 16};
+        for (Shape& x : all) {
+            if (x.pos != 0 || x.rows > 4096) continue;
+            std::printf("  Hq %2d Hkv %d rows %5d:", x.Hq, x.Hkv, x.rows);
+            for (const int n : counts) {
+                const double ms = t.median_ms([&] { return attn_prefill_launch_splits(x.p, s, n); });
+                std::printf(" %d%s %.4f", n, n == x.splits ? "*" : "", ms);
+            }
+            const double hop = t.median_ms([&] { return attn_prefill_hopper_launch(x.p, s, 1); });
+            std::printf(" | hopper %.4f%s\n", hop, x.splits == 1 && x.rows >= kAttnPrefillHopperMinRows ? "*" : "");
+            std::fflush(stdout);
+        }
+        for (Shape& x : all)
+            for (void* b : x.bufs) CK(cudaFree(b));
+        return 0;
     }
     nlohmann::json j;
     j["device"] = prop.name;
@@ -776,7 +795,8 @@ int bench_fp8_profile(int N, int Kd, const std::vector<int>& variants) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc == 3 && std::string(argv[1]) == "--attn") return bench_attention(argv[2]);
+    if (argc == 3 && std::string(argv[1]) == "--attn") return bench_attention(argv[2], false);
+    if (argc == 2 && std::string(argv[1]) == "--attn-splits") return bench_attention(nullptr, true);
     if (argc == 2 && std::string(argv[1]) == "--conv") return bench_conv();
     if (argc >= 2 && std::string(argv[1]) == "--gdn") {
         std::vector<int> heads;
@@ -799,6 +819,7 @@ int main(int argc, char** argv) {
     if (argc < 3) {
         std::fprintf(stderr, "usage: bench_cuda_kernels out.json MODEL_DIR [prefill_chunk] [decode_pos...]\n"
                              "       bench_cuda_kernels --attn out.json   (attention prefill kernels alone)\n"
+                             "       bench_cuda_kernels --attn-splits     (short prompts: every split count of the mma.sync kernel)\n"
                              "       bench_cuda_kernels --conv            (GDN conv1d kernels alone)\n"
                              "       bench_cuda_kernels --gdn [Hv...]     (GDN chunked prefill launches alone; default Hv 16 32)\n"
                              "       bench_cuda_kernels --fp8 [ROWS]      (FP8 W8A8 vs bf16 prefill GEMMs, 4096 rows by default)\n"

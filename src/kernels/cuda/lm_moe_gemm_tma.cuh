@@ -53,7 +53,8 @@ struct MoeTmaMaps {
 };
 
 // Gate|up, then down, on TmaTile<256, 4, 2> (shape 5), <128, 6, 2> (shape 6) or <128, 5, 3>
-// (shape 7: 192-row tiles, so a group of up to 192 entries streams its expert's weights once),
+// (shape 7: 192-row tiles, so a group of up to 192 entries streams its expert's weights once; no
+// longer picked by default, lm_moe_prefill.cu's pick_tile_shape says why),
 // after the grouping built the tile table at the shape's rows; `tile_capacity` bounds its tile count. Enqueues only;
 // cudaErrorInvalidValue when the driver refuses a map (e.g. an unaligned base).
 cudaError_t tma_gemms_launch(const MoeBf16Params& p, int tile_capacity, int shape, cudaStream_t stream);

@@ -45,6 +45,19 @@ int tile_capacity(const MoeBf16Params& p, int bm) { return ceil_div(entries(p), 
 // 192-row tiles (shape 7: one tile for most groups, so each expert's weights stream once)
 // 0.963-0.983 / 1.040-1.060, 3.967-4.152 / 4.167-4.273; g 512 (35B-A3B 16k): shape 5 2.787-2.831
 // / 3.243-3.253. The warp-specialised cp.async tile (shape 4) is never picked.
+// Shape 5 for every g >= 16 since 2026-11-30 (issue 14): on the H200 it beats shape 7 at every
+// size, g 64-256 included (bench_moe_prefill --shape 35b --tiles 5,7, whole launch, ms, two
+// rounds: 2048 rows 0.598-0.599 against 0.809-0.810, 4096 0.882-0.885 against 1.006-1.010, 8192
+// 1.441-1.450 against 1.825-1.838). The second row tile of a group re-reads its expert's weights,
+// which the 192-row tile was built to avoid; most likely those re-reads come from L2, and shape 5's
+// m64n256 wgmma and 87 FLOPs per staged byte (128 x 256 x 64 per 48 KB stage, against 192 x 128 x
+// 64 per 40 KB: 79) weigh more. Not re-measured on the H100. Through the engine
+// (35B-A3B shape, first 20 layers, `frost bench engine --ttft 1024,4096,16384`, shape forced by
+// FROST_MOE_PREFILL_TILE, alternating): 4k 35.14-35.43 -> 30.72-31.13 ms, 16k (8192-row chunks)
+// 142.69-143.01 -> 127.22-127.78 ms. Tried in the same calls and dropped: L2 eviction hints in
+// the TMA tiles (weights evict-first, the gathered rows / grouped activations evict-last): shape 7
+// 4k 0.865 -> 0.808-0.815 ms, but shape 5 4k 0.734 -> 0.780 and 8192 1.24 -> 1.31 (an expert's
+// second row tile then misses its weights in L2), engine shape 5 4k 30.7-31.1 -> 31.8-32.4 ms.
 int pick_tile_shape(const MoeBf16Params& p) {
     if (p.tile_shape) return p.tile_shape;
     if (const char* env = std::getenv("FROST_MOE_PREFILL_TILE"); env && *env) {
@@ -53,8 +66,7 @@ int pick_tile_shape(const MoeBf16Params& p) {
     }
     const int64_t routed = static_cast<int64_t>(p.max_rows) * p.k;  // entries of the routed groups
     if (!moe_prefill_wgmma_supported()) return routed < 128LL * p.E ? 1 : 2;
-    if (routed < 16LL * p.E) return 1;
-    return routed >= 128LL * p.E && routed < 384LL * p.E ? 7 : 5;
+    return routed < 16LL * p.E ? 1 : 5;
 }
 
 // ---- grouping: count per chunk, scan, scatter (deterministic: by row within each group) -------
