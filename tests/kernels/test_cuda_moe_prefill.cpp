@@ -408,12 +408,16 @@ TEST(CudaMoePrefill, EnvironmentOverridesThePickedTile) {
     const Shape s{64, 8, 2, 32, 32, true};
     const Weights w = make_weights(rng, s);
     Gpu g(w, uniform(rng, size_t(4) * s.H, -2, 2), 4, 4);
-    EXPECT_EQ(kernels::moe_prefill_tile_rows(g.p), 64);  // few rows per expert: the 64-row tile
-    ASSERT_EQ(setenv("FROST_MOE_PREFILL_TILE", "2", 1), 0);
-    EXPECT_EQ(kernels::moe_prefill_tile_rows(g.p), 128);
+    // The pick for few rows per expert: on Hopper the 128 x 256 TMA tile (every group size), before
+    // it the 64-row tile. The environment then forces the other granularity.
+    const int picked = kernels::moe_prefill_tile_rows(g.p);
+    EXPECT_EQ(picked, kernels::moe_prefill_wgmma_supported() ? 128 : 64);
+    const int forced_rows = picked == 64 ? 128 : 64;
+    ASSERT_EQ(setenv("FROST_MOE_PREFILL_TILE", picked == 64 ? "2" : "1", 1), 0);
+    EXPECT_EQ(kernels::moe_prefill_tile_rows(g.p), forced_rows);
     CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
-    check_grouping(g, 4, 128);
+    check_grouping(g, 4, forced_rows);
     ASSERT_EQ(setenv("FROST_MOE_PREFILL_TILE", "99", 1), 0);
     EXPECT_EQ(kernels::moe_prefill_launch(g.p, nullptr), cudaErrorInvalidValue);
     g.p.tile_shape = 1;  // an explicit shape wins over the environment

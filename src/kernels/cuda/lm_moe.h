@@ -89,9 +89,9 @@ struct MoeBf16Params {
 // Prefill: router (moe_prefill_router_launch), then tokens grouped by expert inside the launch
 // (a counting pass per 64-row chunk, a scan, a scatter; deterministic order: by row within each
 // group) into a device-side tile table, then two grouped GEMMs on tensor cores (bf16, fp32
-// accumulation; on an H100 the TMA-fed persistent tiles of lm_moe_gemm_tma.cuh, 192-row tiles when
-// routed groups average 128-384 rows, else 128 x 256; mma.sync 64x128 tiles below 16 rows per
-// group and before Hopper, 128x128 above 128 there; lm_moe_gemm.cuh): gate|up with the A rows
+// accumulation; on Hopper the TMA-fed persistent 128 x 256 tiles of lm_moe_gemm_tma.cuh at every
+// group size (pick_tile_shape in lm_moe_prefill.cu has the measurements); before Hopper mma.sync
+// 64x128 tiles, 128x128 from 128 rows per routed group; lm_moe_gemm.cuh): gate|up with the A rows
 // gathered through entry_row and SwiGLU in the epilogue (bf16 ag), then down (bf16 yg); a per-row
 // combine in slot order. Needs H, I, Is multiples of 16. Graph-capturable: the grids are sized
 // for the capacity and blocks past the device-side tile count exit. Bitwise deterministic: no

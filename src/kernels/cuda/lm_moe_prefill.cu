@@ -45,7 +45,7 @@ int tile_capacity(const MoeBf16Params& p, int bm) { return ceil_div(entries(p), 
 // 192-row tiles (shape 7: one tile for most groups, so each expert's weights stream once)
 // 0.963-0.983 / 1.040-1.060, 3.967-4.152 / 4.167-4.273; g 512 (35B-A3B 16k): shape 5 2.787-2.831
 // / 3.243-3.253. The warp-specialised cp.async tile (shape 4) is never picked.
-// Shape 5 for every g >= 16 since 2026-11-30 (issue 14): on the H200 it beats shape 7 at every
+// Shape 5 at every g on Hopper since 2026-11-30 (issue 14): on the H200 it beats shape 7 at every
 // size, g 64-256 included (bench_moe_prefill --shape 35b --tiles 5,7, whole launch, ms, two
 // rounds: 2048 rows 0.598-0.599 against 0.809-0.810, 4096 0.882-0.885 against 1.006-1.010, 8192
 // 1.441-1.450 against 1.825-1.838). The second row tile of a group re-reads its expert's weights,
@@ -57,7 +57,13 @@ int tile_capacity(const MoeBf16Params& p, int bm) { return ceil_div(entries(p), 
 // 142.69-143.01 -> 127.22-127.78 ms. Tried in the same calls and dropped: L2 eviction hints in
 // the TMA tiles (weights evict-first, the gathered rows / grouped activations evict-last): shape 7
 // 4k 0.865 -> 0.808-0.815 ms, but shape 5 4k 0.734 -> 0.780 and 8192 1.24 -> 1.31 (an expert's
-// second row tile then misses its weights in L2), engine shape 5 4k 30.7-31.1 -> 31.8-32.4 ms.
+// second row tile then misses its weights in L2), engine shape 5 4k 30.7-31.1 -> 31.8-32.4 ms. The
+// same calls: the 35B-A3B shape with FP8 experts (dequantized into the bf16 tile, then these
+// GEMMs), 4k / 16k 45.17-45.23 / 193.64-194.03 -> 42.58-42.61 / 182.84-183.10 ms; Qwen3-Next at
+// 8192 rows (g 160) 2.028 -> 1.972 ms; and shape 5 over the 64-row shape 1 for small groups too
+// (35B-A3B at 64 / 128 / 256 / 512 rows, g 2-16: 0.458 / 0.507 / 0.513-0.516 / 0.531 -> 0.418 /
+// 0.466 / 0.470-0.476 / 0.484 ms; Qwen3-Next at 256 / 512 rows: 0.949 / 0.972 -> 0.877 / 0.899):
+// every expert's weights are streamed whatever the tile, and shape 5 streams them faster.
 int pick_tile_shape(const MoeBf16Params& p) {
     if (p.tile_shape) return p.tile_shape;
     if (const char* env = std::getenv("FROST_MOE_PREFILL_TILE"); env && *env) {
@@ -66,7 +72,7 @@ int pick_tile_shape(const MoeBf16Params& p) {
     }
     const int64_t routed = static_cast<int64_t>(p.max_rows) * p.k;  // entries of the routed groups
     if (!moe_prefill_wgmma_supported()) return routed < 128LL * p.E ? 1 : 2;
-    return routed < 16LL * p.E ? 1 : 5;
+    return 5;
 }
 
 // ---- grouping: count per chunk, scan, scatter (deterministic: by row within each group) -------
