@@ -55,13 +55,12 @@ int tile_capacity(const MoeBf16Params& p, int bm) { return ceil_div(entries(p), 
 // (35B-A3B shape, first 20 layers, `frost bench engine --ttft 1024,4096,16384`, shape forced by
 // FROST_MOE_PREFILL_TILE, alternating, two calls): 4k 35.14-35.43 -> 30.72-31.13 and 34.34-34.55
 // -> 29.97-31.23 ms, 16k (8192-row chunks) 142.69-143.01 -> 127.22-127.78 and 138.45-139.52 ->
-// 128.49-128.66 ms. Tried in the same calls and dropped: L2 eviction hints in
-// the TMA tiles (weights evict-first, the gathered rows / grouped activations evict-last): shape 7
-// 4k 0.865 -> 0.808-0.815 ms, but shape 5 4k 0.734 -> 0.780 and 8192 1.24 -> 1.31 (most likely
-// an expert's second row tile then misses its weights in L2), engine shape 5 4k 30.7-31.1 ->
-// 31.8-32.4 ms. The
-// same calls: the 35B-A3B shape with FP8 experts (dequantized into the bf16 tile, then these
-// GEMMs), 4k / 16k 45.17-45.23 / 193.64-194.03 -> 42.58-42.61 / 182.84-183.10 ms; Qwen3-Next at
+// 128.49-128.66 ms. The 35B-A3B shape with FP8 experts (dequantized into the bf16 tile, then these
+// GEMMs), 4k / 16k 45.17-45.23 / 193.64-194.03 -> 42.58-42.61 / 182.84-183.10 ms. Tried in the
+// same calls and dropped: L2 eviction hints in the TMA tiles (weights evict-first, the gathered
+// rows / grouped activations evict-last): shape 7 4k 0.865 -> 0.808-0.815 ms, but shape 5 4k
+// 0.734 -> 0.780 and 8192 1.24 -> 1.31 (most likely an expert's second row tile then misses its
+// weights in L2), engine shape 5 4k 30.7-31.1 -> 31.8-32.4 ms. Also measured: Qwen3-Next at
 // 8192 rows (g 160) 2.028 -> 1.972 ms; and shape 5 over the 64-row shape 1 for small groups too
 // (35B-A3B at 64 / 128 / 256 / 512 rows, g 2-16: 0.458 / 0.507 / 0.513-0.516 / 0.531 -> 0.418 /
 // 0.466 / 0.470-0.476 / 0.484 ms; Qwen3-Next at 256 / 512 rows: 0.949 / 0.972 -> 0.877 / 0.899):
