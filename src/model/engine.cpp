@@ -131,6 +131,10 @@ int auto_prefill_chunk(const EngineOptions& opts, const ModelConfig& cfg, bool q
     // 20 layers, same day): 16k 151.2 -> 137.7 ms at 4096 -> 8192 (the grouped expert GEMMs see
     // twice the rows per expert), peak 37.01 -> 37.97 GB; the scratch is per step, not per layer,
     // so all 40 layers pay the same ~1 GB (71 GB measured on the H100 at 4096).
+    // FP8 W8A8 re-measured at 8192 (H200, 2026-11-30, 9B-style, 1k / 4k / 16k / 32k, two rounds
+    // alternating): 15.48-15.59 / 64.80-65.50 / 295.64-298.23 / 639.06-639.87 ms against 15.55-15.74
+    // / 64.41-65.33 / 298.61-302.12 / 645.56-645.64 at 4096, for +1.0 GB (13.50 -> 14.50 GB): ~1 %
+    // at 16k-32k, so quantized weights keep 4096 (the 27B NVFP4's 26 GB budget at 32k).
     const bool small = cfg.hidden_size >= 1024 && cfg.hidden_size <= 2048;  // the released 0.8B / 2B shapes
     // (Test-sized shapes, hidden < 1024, keep their chunks: 4096 for MoE, 2048 dense; their GPU
     // tests capture every bucket.)

@@ -471,6 +471,14 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // / 62 % of DRAM, 0.56 / 0.54 / 0.46 warps issued per scheduler and cycle, no eligible warp in
 // 44 / 46 / 54 % of the cycles at 37.5 % occupancy (76-80 registers); per issued instruction the
 // long scoreboard stalls 3.3 / 3.7 / 6.8 cycles, not-selected ~1.4, the math pipe ~1.2.
+//
+// The FP8 GDN in_proj (qkv | z with per-row scales, 1.28x its floor inside the 25th session's
+// graph against 1.00-1.09x for the block-scaled MLP GEMVs) with its leading whole 128-row blocks'
+// scales read from the prefill GEMM's 128 x 128 grid (one address per tile and step instead of
+// one per row; the same values, a bitwise-equal GEMV): no change (H200, 2026-11-30, thirty-second
+// session, 9B FP8 decode @1k, ms/token, three rounds alternating: 2.877 / 2.884 / 2.899 against
+// 2.888 / 2.887 / 2.885 per-row; bench_ops in_proj 14.3 us per launch either way, 3.5 TB/s, as
+// fast as the MLP GEMVs alone). Not kept: the per-row scales are not what costs the in_proj.
 constexpr int kFourTilesFrom = 1536;  // 16-row tiles: the 9B's gate/up (N 2 x 12288) and wider
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);

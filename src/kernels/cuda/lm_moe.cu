@@ -82,8 +82,29 @@
 // threads sum the partials while the rest wait to exit). So the routing window and the queueing
 // of 32 loads per warp, not the mma or the index arithmetic, are what keep it at ~40 % of DRAM:
 // next, weights for the routed tiles through a bulk-copy ring (a few deep 16-row stages per
-// block, issued by one thread) so fewer requests queue per SM, and a routing that ends sooner
-// (the top-k over 256 probabilities by more than one warp, with route_row's bits).
+// block, issued by one thread) so fewer requests queue per SM (built in the thirty-second
+// session and measured slower: below), and a routing that ends sooner (the top-k over 256
+// probabilities by more than one warp, with route_row's bits).
+//
+// The bulk-copy ring for gate/up, built and measured slower (H200, 2026-11-30, thirty-second
+// session; `frost bench engine --ttft 1024 --decode 1024 --decode-steps 64 --reps 3` on `frost
+// synth --preset 35b-a3b --layers 20`, ms/token, alternated; bench_ops `moe decode` per layer).
+// A 17th (producer) warp issued each 16-row tile as 512-column slabs of 16 KiB (16 one-row
+// cp.async.bulk copies per slab, full / empty mbarriers per ring slot), the block's first
+// shared-expert tile before pdl_wait; the 16 consumer warps kept this kernel's K split and mma
+// order, so the bits were equal (a bitwise test against this kernel passed, PDL included). Beside
+// the streaming down block only 3 slabs fit (48 KiB): 1.487-1.496 -> 1.588-1.596 ms/token, 30.2 ->
+// 36.8 us per layer. With the plain down kernel (8 slabs, 128 KiB in flight): 1.636-1.640
+// against 1.557-1.562 for this kernel beside the same down kernel, 33.4 -> 40.4 us per layer. So
+// the depth was not what limited it: one-row bulk copies moved the weights slower than the
+// lanes' own 16-byte loads, as the streaming down kernel's bulk copies already suggested (1.21
+// TB/s alone under ncu, above). One trap for a next ring: mbarriers tell phases apart by parity
+// only, so a consumer that skips a slot's phase (here: the slabs of the other half of the warps)
+// can take the next same-parity phase for its own; the first version hung the captured decode
+// that way. Every consumer has to wait for and release every stage.
+// Re-measured on the H200 in the same session (same command, two rounds): FROST_MOE_DOWN=cpasync
+// 1.507-1.516 and FROST_MOE_GU_L2=1 1.544-1.551 against the defaults' 1.490-1.491 ms/token, as on
+// the H100: the defaults stay.
 //
 // The router as the quantized decode uses it (moe_router_launch: logits, then top-k), two ways to
 // drop a launch, both built, passing bitwise tests, measured slower and removed (H200 2026-11-29,
@@ -913,7 +934,7 @@ cudaError_t launch_down(const MoeBf16Params& p, cudaStream_t stream) {
     return launch_kernel(moe_down_kernel<false>, grid, dim3(kDownWarps * kWarp), 0, stream, p.pdl != 0, p);
 }
 
-// The streaming down kernel for a one-row decode when this device and shape allow it: an sm_90
+// The streaming down kernel for a one-row decode when this device and shape allow it: an sm_90a
 // device (bulk copies) and its shared memory fitting beside the gate/up block's on one SM.
 // Otherwise moe_down_kernel (the same bits; FROST_MOE_DOWN=plain forces it, for A/B runs).
 // R: output rows per block, one block per SM.
@@ -921,13 +942,14 @@ cudaError_t plan_stream_down(const MoeBf16Params& p, int& R, size_t& smem, bool&
     ok = false;
     const char* env = std::getenv("FROST_MOE_DOWN");  // "plain": moe_down_kernel (A/B runs, same bits)
     if (p.max_rows != 1 || (env && std::strcmp(env, "plain") == 0)) return cudaSuccess;
-    int dev = 0, major = 0, sms = 0, per_sm = 0, per_block = 0;
+    int dev = 0, sms = 0, per_sm = 0, per_block = 0;
     cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (e != cudaSuccess || major < 9) return e;
+    // The bulk copies exist only in this build's sm_90a code: a newer GPU runs the compute_80 PTX,
+    // where they compile to nothing (a major >= 9 test took the kernel there).
+    if (e != cudaSuccess || !device_runs_sm90a()) return e;
     R = ceil_div(p.H, sms);
     smem = ds_layout(p, R).bytes;
     const size_t gu_smem = gm_smem_bytes(p, true, sms);
