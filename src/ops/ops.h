@@ -101,7 +101,8 @@ struct AddRmsNormOp {
     int32_t zero_centred = 1;
     int32_t last_row_only = 0;
     Rows rows;
-    int32_t pdl = 0;        // launch hint: programmatic dependent launch (decode graphs)
+    int32_t pdl = 0;        // launch hint: programmatic dependent launch (decode graphs); 2: and its
+                            // reader may start before this op's own wait (AddRmsNormBf16Params::pdl)
     Fp8Act yq{};           // optional: y's FP8 twin [rows, dim] (not with last_row_only)
     int32_t yq_only = 0;   // with yq: y is no result, its bytes unspecified after the op (Fp8Act)
 };

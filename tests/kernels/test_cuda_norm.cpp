@@ -6,6 +6,7 @@
 TEST(CudaNorm, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #else
 #include <cmath>
+#include <memory>
 #include <string>
 
 #include "kernels/cuda/lm_kernels.h"
@@ -69,6 +70,66 @@ TEST(CudaNorm, AddRmsNormMatchesReference) {
             }
         }
     }
+}
+
+// pdl 2 (AddRmsNormBf16Params): the norm lets its reader start before its own wait. The reader's
+// wait must still cover the norm and, through it, the GEMV before it: a decode-like chain (GEMV
+// delta -> norm h += delta, y -> GEMV z from y, six layers on one non-blocking stream, PDL on every
+// launch) gives the same bits with pdl 2, pdl 1 and no PDL, each from poisoned outputs. A reader
+// that started on a stale or half-written y would differ.
+TEST(CudaNorm, EarlyTriggerKeepsTheChainOrdered) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("NormEarlyTrigger");
+    const int dim = 4096, N = 4096, layers = 6;
+    const auto h0 = uniform(rng, dim, -2, 2);
+    const auto x0 = uniform(rng, dim, -1, 1);
+    std::vector<std::vector<uint16_t>> wd, wz;
+    for (int l = 0; l < layers; ++l) {
+        wd.push_back(to_bf(uniform(rng, size_t(N) * dim, -0.02f, 0.02f)));
+        wz.push_back(to_bf(uniform(rng, size_t(N) * dim, -0.02f, 0.02f)));
+    }
+    const auto nw = uniform(rng, dim, -0.5f, 0.5f, false);
+    cudaStream_t st = nullptr;
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    auto run = [&](int pdl, std::vector<uint16_t>* h_out, std::vector<uint16_t>* z_out) {
+        Dev<uint16_t> h(to_bf(h0)), x(to_bf(x0)), delta(dim), y(dim), z(size_t(layers) * N);
+        Dev<float> w(nw);
+        std::vector<std::unique_ptr<Dev<uint16_t>>> dwd, dwz;
+        for (int l = 0; l < layers; ++l) {
+            dwd.push_back(std::make_unique<Dev<uint16_t>>(wd[l]));
+            dwz.push_back(std::make_unique<Dev<uint16_t>>(wz[l]));
+        }
+        for (int l = 0; l < layers; ++l) {
+            // delta = W_d x (x: the previous layer's z, the first layer's x0), then the norm, then z = W_z y.
+            const kernels::bf16* in = l == 0 ? bf(x) : bf(z) + size_t(l - 1) * N;
+            kernels::GemmBf16Params gd{in, bf(*dwd[l]), delta.get(), dim, N, 1, N, dim, 0, 0};
+            gd.pdl = pdl ? 1 : 0;
+            CUDA_OK(kernels::gemv_launch(gd, st));
+            kernels::AddRmsNormBf16Params n{bf(h), bf(delta), w.get(), bf(y), dim, 1, 1e-6f, 1, nullptr, 0};
+            n.pdl = pdl;
+            CUDA_OK(kernels::add_rmsnorm_launch(n, st));
+            kernels::GemmBf16Params gz{bf(y), bf(*dwz[l]), bf(z) + size_t(l) * N, dim, N, 1, N, dim, 0, 0};
+            gz.pdl = pdl ? 1 : 0;
+            CUDA_OK(kernels::gemv_launch(gz, st));
+        }
+        CUDA_OK(cudaStreamSynchronize(st));
+        *h_out = h.download();
+        *z_out = z.download();
+    };
+    std::vector<uint16_t> h_plain, z_plain;
+    run(0, &h_plain, &z_plain);
+    const auto zf = from_bf(z_plain);
+    for (float v : zf) ASSERT_TRUE(std::isfinite(v)) << "the plain chain left poison";
+    for (int pdl : {1, 2}) {
+        SCOPED_TRACE("pdl " + std::to_string(pdl));
+        for (int rep = 0; rep < 3; ++rep) {
+            std::vector<uint16_t> hh, zz;
+            run(pdl, &hh, &zz);
+            EXPECT_EQ(hh, h_plain);
+            EXPECT_EQ(zz, z_plain);
+        }
+    }
+    CUDA_OK(cudaStreamDestroy(st));
 }
 
 // bf16_freq: inv_freq rounded to bf16 as the CPU kernel does (EngineOptions::rope_inv_freq_bf16),

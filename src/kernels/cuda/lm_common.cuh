@@ -161,7 +161,8 @@ __device__ inline void pdl_wait() {
 }
 
 // Lets the next kernel start early when it was launched with the attribute (its own pdl_wait
-// still covers all of this kernel). Called after pdl_wait() so at most one kernel runs ahead.
+// still covers all of this kernel). Called after pdl_wait() so at most one kernel runs ahead,
+// except where pdl_wait_and_trigger says otherwise.
 __device__ inline void pdl_launch_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -210,6 +211,16 @@ inline int device_sm_count() {
         return v;
     }();
     return n;
+}
+
+// pdl_wait then pdl_launch_dependents, or (pdl == 2) the trigger first: the dependent then starts
+// while this kernel still waits for its own predecessor, so two kernels can run ahead of a
+// running one. Safe only where the dependent reads nothing but weights before its wait (a GEMV),
+// since its wait still covers this kernel and, through it, everything before.
+__device__ inline void pdl_wait_and_trigger(int pdl) {
+    if (pdl == 2) pdl_launch_dependents();
+    pdl_wait();
+    if (pdl != 2) pdl_launch_dependents();
 }
 
 // Shared-memory address of a generic pointer, for PTX operands.

@@ -184,9 +184,23 @@ __global__ void __launch_bounds__((kTileWarps > kWarps ? kTileWarps : kWarps) * 
             sr[u][r] = rs.load(r, s);
         }
     };
+    auto load_group = [&](int b, int i0) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+            if (i0 + u < my_steps) load_step(b * kUnroll + u, i0 + u);
+    };
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
         if (u < my_steps) load_step(u, u);  // weights and scales do not depend on the previous kernel
+    // The 4-bit formats (one 16-byte load per row and step) load the second register buffer before
+    // the wait too. It pays only where the norm before triggers early (lm_norm.cu), so the blocks
+    // wait longer: H200, 2026-11-30, `frost bench engine --decode 1024 --decode-steps 64 --reps 3`,
+    // ms/token, alternating: 9B INT4 2.558-2.572 with neither, 2.560-2.568 with early triggers
+    // alone (there also in the GDN step and the attention merge), 2.556-2.563 with this alone,
+    // 2.517-2.525 with both; NVFP4 2.760-2.769 / 2.758-2.760 / 2.766-2.770 / 2.734-2.737. fp8
+    // (two loads per row and step) went 2.874-2.888 -> 2.886-2.895 with it: it keeps one buffer.
+    constexpr bool kPre2 = kPipe && L == 1;
+    if constexpr (kPre2) load_group(1, kUnroll);
     pdl_wait();
     pdl_launch_dependents();
 
@@ -249,16 +263,11 @@ __global__ void __launch_bounds__((kTileWarps > kWarps ? kTileWarps : kWarps) * 
             }
         }
     };
-    auto load_group = [&](int b, int i0) {
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-            if (i0 + u < my_steps) load_step(b * kUnroll + u, i0 + u);
-    };
     if constexpr (kPipe) {
         // Buffer 0 holds group i0 on entry; group i0 + kUnroll goes to buffer 1 before group i0 is
         // computed, group i0 + 2 kUnroll to buffer 0 before group i0 + kUnroll is.
         for (int i0 = 0; i0 < my_steps; i0 += 2 * kUnroll) {
-            load_group(1, i0 + kUnroll);
+            if (i0 > 0 || !kPre2) load_group(1, i0 + kUnroll);
             compute_group(0, i0);
             load_group(0, i0 + 2 * kUnroll);
             compute_group(1, i0 + kUnroll);

@@ -2,6 +2,8 @@
 // trip through memory: residual add + RMSNorm, per-head q/k RMSNorm + partial NeoX RoPE, and the
 // GDN output's gated RMSNorm. bf16 in and out, fp32 math, fixed-order reductions.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/cuda/lm_act_quant.cuh"
 #include "kernels/cuda/lm_common.cuh"
@@ -73,6 +75,20 @@ __device__ inline float head_rms_load(const bf16* x, int dim, float eps, float (
 // - prefill, timed alone (`bench_ops --rows 4096 --pos 0`, us over the 32 input / 32 post-attention
 //   norms): 9B bf16 1125 / 1041 -> 890 / 820, with the FP8 twin 1419 / 1254 -> 1225 / 1050; 0.8B
 //   (1024 rows) 111 -> 101. Through the engine the 9B's 4k / 16k cold TTFT moved within noise.
+// pdl 2 (the forward's hint where the norm's reader is a dense GEMV and its predecessor no MoE
+// block): the trigger comes before the wait, so the GEMV's blocks become resident and load their
+// first weights while the previous GEMV drains, instead of after it completed. Measured (H200,
+// 2026-11-30, `frost bench engine --decode 1024 --decode-steps 64 --reps 3`, ms/token, alternating
+// in one call; the last call with FROST_NORM_EARLY=0 as the "before"):
+// - 9B FP8: 2.894-2.909 -> 2.874-2.888 in two calls; 2.901 / 2.914 -> 2.908 / 2.891 in the last;
+// - 9B bf16: 4.403 / 4.406 -> 4.389 / 4.392; 0.8B: 0.811-0.813 -> 0.806-0.811 in three calls;
+// - 9B INT4, with the 4-bit GEMV's second buffer (lm_gemv_quant_tc.cu): 2.556 / 2.563 -> 2.520 /
+//   2.520; 9B NVFP4 2.760-2.769 -> 2.734-2.737.
+// In the 35B-A3B shape it cost: 1.491-1.495 -> 1.548-1.555 with every norm early, 1.527-1.528 with
+// the post-attention norms alone (their reader is the MoE router) and 1.548-1.549 with the input
+// norms alone (their predecessor the MoE down kernel), hence the hint's rule. The same early
+// trigger in the GDN decode step and the attention merge (their readers the out / o projections)
+// measured flat (9B FP8 2.901-2.906 against 2.900-2.909) and is not used.
 template <int kV>
 __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf16Params p) {
     __shared__ float scratch[kWarp];
@@ -88,8 +104,7 @@ __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf1
         const int vi = threadIdx.x + j * blockDim.x;
         if (vi < nvec) load8f(p.w + vi * kVec, w_vec, w[j]);
     }
-    pdl_wait();  // programmatic launch (decode graphs): h comes from the predecessor
-    pdl_launch_dependents();
+    pdl_wait_and_trigger(p.pdl);  // programmatic launch (decode graphs): h comes from the predecessor
     const int rows = launch_rows(p.n_rows, p.max_rows);
     int row = blockIdx.x;
     if (p.last_row_only) {
@@ -345,11 +360,19 @@ cudaError_t add_rmsnorm_launch(const AddRmsNormBf16Params& p, cudaStream_t strea
     const bool decode = p.last_row_only || p.max_rows <= kGemvMaxRows;
     const int threads = decode ? kNormThreads : std::min(kNormThreads, ceil_div(p.dim / kVec, kWarp) * kWarp);
     const int per_thread = ceil_div(p.dim / kVec, threads);  // vectors each thread holds
+    AddRmsNormBf16Params q = p;
+    // The early trigger is for decode steps only; FROST_NORM_EARLY=0 turns it off (A/B runs of one
+    // binary, the same bits).
+    static const bool early_on = [] {
+        const char* e = std::getenv("FROST_NORM_EARLY");
+        return !(e && std::strcmp(e, "0") == 0);
+    }();
+    if (q.pdl == 2 && (!decode || !early_on)) q.pdl = 1;
     const cudaError_t err =
-        per_thread <= 1   ? launch_kernel(add_rmsnorm_kernel<1>, dim3(blocks), dim3(threads), 0, stream, p.pdl != 0, p)
-        : per_thread <= 2 ? launch_kernel(add_rmsnorm_kernel<2>, dim3(blocks), dim3(threads), 0, stream, p.pdl != 0, p)
+        per_thread <= 1   ? launch_kernel(add_rmsnorm_kernel<1>, dim3(blocks), dim3(threads), 0, stream, q.pdl != 0, q)
+        : per_thread <= 2 ? launch_kernel(add_rmsnorm_kernel<2>, dim3(blocks), dim3(threads), 0, stream, q.pdl != 0, q)
                           : launch_kernel(add_rmsnorm_kernel<kNormMaxVecPerThread>, dim3(blocks), dim3(threads), 0,
-                                          stream, p.pdl != 0, p);
+                                          stream, q.pdl != 0, q);
     if (err != cudaSuccess) return err;
     return cudaGetLastError();
 }

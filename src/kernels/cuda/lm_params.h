@@ -40,7 +40,10 @@ struct AddRmsNormBf16Params {
     int32_t max_rows;
     const int32_t* n_rows;   // may be null
     int32_t last_row_only;
-    int32_t pdl = 0;         // 1: programmatic dependent launch (decode graphs; see lm_common.cuh)
+    // 1: programmatic dependent launch (decode graphs; see lm_common.cuh); 2: the same, and the
+    // kernel lets its dependent start before its own wait (pdl_wait_and_trigger). Only for a
+    // dependent that loads nothing but weights before its wait; decode launches only.
+    int32_t pdl = 0;
     // Optional FP8 twin of y for a W8A8 prefill GEMM (lm_gemm_fp8.h), written in the same pass:
     // e4m3 [max_rows, dim] (row stride dim) and group scales [dim/128][yq_scale_ld]
     // (yq_scale_ld = act_scale_ld(max_rows)): the bytes act_quant_fp8_launch makes of the bf16 y.

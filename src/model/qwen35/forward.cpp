@@ -96,11 +96,18 @@ struct Forward {
     }
 
     // The residual RMSNorm into x, for `reader` (its twin, and x skipped where reader allows).
-    frost_status norm(const char* label, const Tensor& weight, const ops::GemmOp& reader) {
+    // The launch hint of a decode norm between two dense blocks: pdl 2 lets its reader (a GEMV that
+    // loads only weights before its wait) start before the norm's own wait. Not beside an MoE
+    // block: after the MoE down kernel or before the router it measured slower (lm_norm.cu).
+    int32_t norm_pdl(bool after_moe, bool before_moe) const {
+        return pdl() && !after_moe && !before_moe ? 2 : pdl();
+    }
+    frost_status norm(const char* label, const Tensor& weight, const ops::GemmOp& reader, int32_t hint) {
         ops::AddRmsNormOp n;
         n.h = at(s.h, 0, rows(), c.hidden_size, c.hidden_size);
         n.w = weight; n.y = at(s.x, 0, rows(), c.hidden_size, c.hidden_size);
-        n.eps = eps(); n.rows = rws(); n.pdl = pdl(); n.yq = reader.xq; n.yq_only = reader.xq_only;
+        n.eps = eps(); n.rows = rws(); n.pdl = hint;
+        n.yq = reader.xq; n.yq_only = reader.xq_only;
         return ops::op_add_rmsnorm(ex, n, label);
     }
 
@@ -299,10 +306,10 @@ struct Forward {
         }
         for (int l = lb; l < le; ++l) {
             const LayerWeightViews& L = w.layers[l];
-            FROST_TRY(norm("rmsnorm input", L.in_ln, in_proj_op(l)));
+            FROST_TRY(norm("rmsnorm input", L.in_ln, in_proj_op(l), norm_pdl(l > 0 && c.is_moe_layer(l - 1), false)));
             FROST_TRY(c.is_linear(l) ? linear_mixer(l) : full_mixer(l));
             FROST_TRY(trace("mixer_residual", l, h_rows()));
-            FROST_TRY(norm("rmsnorm post_attention", L.post_ln, post_norm_reader(l)));
+            FROST_TRY(norm("rmsnorm post_attention", L.post_ln, post_norm_reader(l), norm_pdl(false, c.is_moe_layer(l))));
             FROST_TRY(mlp(l));
             FROST_TRY(trace("layer_out", l, h_rows()));
         }
@@ -312,7 +319,8 @@ struct Forward {
         const int lm_rows = step.logits_all || batched() ? rows() : 1;
         ops::AddRmsNormOp fn;
         fn.h = h_rows(); fn.w = w.final_norm; fn.y = at(s.fin, 0, lm_rows, H, H);
-        fn.eps = eps(); fn.last_row_only = lm_rows == 1 && !batched() ? 1 : 0; fn.rows = rws(); fn.pdl = pdl();
+        fn.eps = eps(); fn.last_row_only = lm_rows == 1 && !batched() ? 1 : 0; fn.rows = rws();
+        fn.pdl = norm_pdl(c.is_moe_layer(c.num_layers - 1), false);
         FROST_TRY(ops::op_add_rmsnorm(ex, fn, "final rmsnorm"));
         const Tensor logits = at(s.logits, 0, lm_rows, V, V);
         FROST_TRY(gemm("gemm lm_head", fn.y, w.lm_head, logits, Epilogue::None));
