@@ -83,7 +83,9 @@ __device__ inline float head_rms_load(const bf16* x, int dim, float eps, float (
 // - 9B FP8: 2.894-2.909 -> 2.874-2.888 in two calls; 2.901 / 2.914 -> 2.908 / 2.891 in the last;
 // - 9B bf16: 4.403 / 4.406 -> 4.389 / 4.392; 0.8B: 0.811-0.813 -> 0.806-0.811 in three calls;
 // - 9B INT4, with the 4-bit GEMV's second buffer (lm_gemv_quant_tc.cu): 2.556 / 2.563 -> 2.520 /
-//   2.520; 9B NVFP4 2.760-2.769 -> 2.734-2.737.
+//   2.520; 9B NVFP4 2.757-2.769 -> 2.695-2.737 (two calls);
+// - batched (`frost bench batch --sizes 4,8 --context 1024`): 9B FP8 B = 4 3.542-3.547 -> 3.494-3.520,
+//   B = 8 4.236-4.237 -> 4.187-4.215; 0.8B flat.
 // In the 35B-A3B shape it cost: 1.491-1.495 -> 1.548-1.555 with every norm early, 1.527-1.528 with
 // the post-attention norms alone (their reader is the MoE router) and 1.548-1.549 with the input
 // norms alone (their predecessor the MoE down kernel), hence the hint's rule. The same early
