@@ -79,8 +79,9 @@ __device__ inline float head_rms_load(const bf16* x, int dim, float eps, float (
 // block): the trigger comes before the wait, so the GEMV's blocks become resident and load their
 // first weights while the previous GEMV drains, instead of after it completed. Measured (H200,
 // 2026-11-30, `frost bench engine --decode 1024 --decode-steps 64 --reps 3`, ms/token, alternating
-// in one call; the last call with FROST_NORM_EARLY=0 as the "before"):
-// - 9B FP8: 2.894-2.909 -> 2.874-2.888 in two calls; 2.901 / 2.914 -> 2.908 / 2.891 in the last;
+// in one call; the last calls with FROST_NORM_EARLY=0 as the "before"):
+// - 9B FP8, five calls: 2.878-2.881 -> 2.860, 2.894-2.898 -> 2.874-2.879, 2.900-2.909 ->
+//   2.877-2.888, 2.901 / 2.914 -> 2.908 / 2.891 (mixed), 2.865-2.876 -> 2.852-2.875;
 // - 9B bf16: 4.403 / 4.406 -> 4.389 / 4.392; 0.8B: 0.811-0.813 -> 0.806-0.811 in three calls;
 // - 9B INT4, with the 4-bit GEMV's second buffer (lm_gemv_quant_tc.cu): 2.556 / 2.563 -> 2.520 /
 //   2.520; 9B NVFP4 2.757-2.769 -> 2.695-2.737 (two calls);
