@@ -199,6 +199,9 @@ __global__ void __launch_bounds__((kTileWarps > kWarps ? kTileWarps : kWarps) * 
     // alone (there also in the GDN step and the attention merge), 2.556-2.563 with this alone,
     // 2.517-2.525 with both; NVFP4 2.760-2.769 / 2.758-2.760 / 2.766-2.770 / 2.734-2.737. fp8
     // (two loads per row and step) went 2.874-2.888 -> 2.886-2.895 with it: it keeps one buffer.
+    // Also for fp8's 12-warp tiles (the 4096 x 4096 out / o projections, 1.7-1.8x their floor in
+    // the graph, two to three steps per warp), with the GDN step and the attention merge triggering
+    // them early: 2.889 / 2.905 / 2.893 -> 2.913 / 2.903 / 2.913 ms/token, so not either.
     constexpr bool kPre2 = kPipe && L == 1;
     if constexpr (kPre2) load_group(1, kUnroll);
     pdl_wait();
