@@ -60,7 +60,9 @@ frost_status dispatch(const Exec& ex, OpKind k, const char* label, const P& p, c
                     ex.backend->kind() == FROST_BACKEND_CUDA ? "cuda" : "cpu");
     if (ex.observer && *ex.observer) {
         Backend* b = ex.backend;
-        (*ex.observer)(OpRecord{k, label, c, [b, p, fn](frost_stream* s) { return fn(Exec{s, b, nullptr}, p); }});
+        OpRecord r{k, label, c, [b, p, fn](frost_stream* s) { return fn(Exec{s, b, nullptr}, p); }};
+        if constexpr (requires { p.pdl; }) r.pdl = p.pdl;
+        (*ex.observer)(r);
     }
     if (ex.dry_run || left_out(ex, label)) return FROST_OK;
     return fn(ex, p);

@@ -349,6 +349,7 @@ struct OpRecord {
     const char* label;
     OpCost cost;
     std::function<frost_status(frost_stream*)> replay;
+    int32_t pdl = -1;  // the op's launch hint (its struct's pdl) where it has one, else -1
 };
 using OpObserver = std::function<void(const OpRecord&)>;
 

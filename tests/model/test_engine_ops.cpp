@@ -85,6 +85,30 @@ TEST_P(EngineOps, RecordOpsReportsEveryOpOfTheForwardInOrder) {
     EXPECT_EQ(e->record_ops(0, 3, false, [](const ops::OpRecord&) {}), FROST_ERR_INVALID_ARG);
 }
 
+// The decode norms' launch hint (forward.cpp norm_pdl): in a dense model every residual RMSNorm
+// of a decode step lets its reading GEMV start before its own wait (pdl 2); prefill launches take
+// no programmatic launch at all (0). The MoE exception is checked in test_engine_moe_ops.cpp.
+TEST_P(EngineOps, DecodeNormsOfADenseModelTriggerTheirGemvEarly) {
+    auto e = test::capsule_engine(GetParam(), 1);
+    ASSERT_TRUE(e);
+    const ModelConfig& c = e->config();
+    ASSERT_EQ(c.num_moe_layers(), 0);
+    for (int rows : {1, 64}) {
+        SCOPED_TRACE(rows == 1 ? "decode" : "prefill");
+        ASSERT_EQ(e->reset(0), FROST_OK);
+        std::vector<ops::OpRecord> seen;
+        ASSERT_EQ(e->record_ops(0, rows, rows == 1, [&](const ops::OpRecord& r) { seen.push_back(r); }), FROST_OK)
+            << frost_last_error();
+        int norms = 0;
+        for (const auto& r : seen) {
+            if (r.kind != ops::OpKind::AddRmsNorm) continue;
+            ++norms;
+            EXPECT_EQ(r.pdl, rows == 1 ? 2 : 0) << r.label;
+        }
+        EXPECT_EQ(norms, 2 * c.num_layers + 1);
+    }
+}
+
 TEST_P(EngineOps, StepCostRunsNothingAndGrowsByTheKvRowsRead) {
     auto e = test::capsule_engine(GetParam(), 1);
     ASSERT_TRUE(e);
