@@ -491,6 +491,23 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // session, 9B FP8 decode @1k, ms/token, three rounds alternating: 2.877 / 2.884 / 2.899 against
 // 2.888 / 2.887 / 2.885 per-row; bench_ops in_proj 14.3 us per launch either way, 3.5 TB/s, as
 // fast as the MLP GEMVs alone). Not kept: the per-row scales are not what costs the in_proj.
+// Preloaded into shared memory before the wait (H200, 2026-12-01, thirty-fourth session; built,
+// tested bitwise against the same tiling, measured, reverted): for the 4096 x 4096 out / o
+// projections, 128 blocks of 32 rows (two 4-warp tiles), each block's rows brought by one bulk
+// copy per row (cp.async.bulk + one mbarrier, 131.6 KB of shared memory at K 4096 fp8) before its
+// programmatic wait, so the weights would stream while the GDN step / the attention merge run and
+// leave HBM idle. `frost bench engine --decode 1024 --decode-steps 64 --reps 3`, ms/token,
+// alternating, two rounds: 9B FP8 2.864 / 2.868 -> 2.996 / 2.971, INT4 2.501 / 2.514 -> 2.631 /
+// 2.655; inside the graph (`frost bench graph-ops`) out_proj 7.55 -> 9.71 us and o_proj 7.22 ->
+// 10.74 per launch. A block that needs 132 KB cannot join an SM whose shared-memory carve-out the
+// small kernel before it (and the GEMVs before that) set for L1, so the blocks started only after
+// the predecessor had drained and the copies ran serially. Preferring the largest carve-out for
+// every launch (cudaSharedmemCarveoutMaxShared) costs the GEMVs their L1 (x is read from L1 every
+// step): 9B FP8 2.888 -> 3.238-3.245 ms/token without preloading, 3.303-3.319 with it (gate/up 25.9
+// -> 31.1 us). The same rows as an L2 prefetch issued by the GDN step and the attention split
+// (cp.async.bulk.prefetch.L2 of out_proj / o_proj, after or before their wait) made those
+// projections 1.4-2.6 us faster per launch, yet the step slower: 2.864-2.879 -> 2.902-2.913 after
+// the wait, 2.904-2.905 before it, 2.877 with 8 MB of each matrix (bf16: 4.365 -> 4.386-4.432).
 constexpr int kFourTilesFrom = 1536;  // 16-row tiles: the 9B's gate/up (N 2 x 12288) and wider
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
