@@ -116,4 +116,9 @@ void expect_matches_golden(model::Engine& e, const Golden& g, double max_rel_l2)
     ::testing::Test::RecordProperty("worst_greedy_rel_l2", std::to_string(worst));
 }
 
+frost_status record_step_ops(model::Engine& e, int session, int rows, bool decode, std::vector<ops::OpRecord>* out) {
+    out->clear();
+    return e.record_ops(session, rows, decode, [out](const ops::OpRecord& r) { out->push_back(r); });
+}
+
 }  // namespace frost::test

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "frost/exec.h"
+#include "ops/ops.h"
 
 namespace frost::model {
 class Engine;
@@ -44,5 +45,9 @@ double margin_of(const float* logits, size_t n, int* top);   // top-1 minus top-
 // within max_rel_l2 (relative L2) and every greedy token is the golden's. The worst errors are
 // recorded as the test's properties worst_prompt_rel_l2 / worst_greedy_rel_l2.
 void expect_matches_golden(model::Engine& e, const Golden& g, double max_rel_l2);
+
+// Every op one step of `rows` rows of `session` would launch (Engine::record_ops; decode when
+// `decode`), in launch order, into *out (cleared first). The engine's status.
+frost_status record_step_ops(model::Engine& e, int session, int rows, bool decode, std::vector<ops::OpRecord>* out);
 
 }  // namespace frost::test

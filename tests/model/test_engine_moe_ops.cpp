@@ -31,8 +31,7 @@ TEST(EngineMoeOps, EveryMoeLayerIsOneMoeOpDecodeAndPrefill) {
         SCOPED_TRACE(rows == 1 ? "decode" : "prefill");
         ASSERT_EQ(e->reset(0), FROST_OK);
         std::vector<ops::OpRecord> seen;
-        ASSERT_EQ(e->record_ops(0, rows, rows == 1, [&](const ops::OpRecord& r) { seen.push_back(r); }), FROST_OK)
-            << frost_last_error();
+        ASSERT_EQ(test::record_step_ops(*e, 0, rows, rows == 1, &seen), FROST_OK) << frost_last_error();
         std::map<ops::OpKind, int> n;
         for (const auto& r : seen) ++n[r.kind];
         EXPECT_EQ(n[ops::OpKind::Moe], c.num_layers);
@@ -52,8 +51,7 @@ TEST(EngineMoeOps, DecodeNormsBesideMoeBlocksKeepThePlainLaunch) {
     ASSERT_EQ(c.num_moe_layers(), c.num_layers);
     ASSERT_EQ(e->reset(0), FROST_OK);
     std::vector<ops::OpRecord> seen;
-    ASSERT_EQ(e->record_ops(0, 1, true, [&](const ops::OpRecord& r) { seen.push_back(r); }), FROST_OK)
-        << frost_last_error();
+    ASSERT_EQ(test::record_step_ops(*e, 0, 1, true, &seen), FROST_OK) << frost_last_error();
     std::vector<int32_t> hints;
     for (const auto& r : seen)
         if (r.kind == ops::OpKind::AddRmsNorm) hints.push_back(r.pdl);
@@ -74,8 +72,7 @@ TEST(EngineMoeOps, DecodeFloorCountsOnlyTheActiveExperts) {
     const double idle = 4.0 * L * (E - k) * 3 * I * H;
     std::vector<ops::OpRecord> seen;
     ASSERT_EQ(e->reset(0), FROST_OK);
-    ASSERT_EQ(e->record_ops(0, 1, true, [&](const ops::OpRecord& r) { seen.push_back(r); }), FROST_OK)
-        << frost_last_error();
+    ASSERT_EQ(test::record_step_ops(*e, 0, 1, true, &seen), FROST_OK) << frost_last_error();
     double moe_bytes = 0;
     for (const auto& r : seen)
         if (r.kind == ops::OpKind::Moe) moe_bytes += r.cost.bytes;

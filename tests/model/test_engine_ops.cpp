@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "model/capsule_test_util.h"
+#include "model/engine_test_util.h"
 #include "model/quant/quant_plan.h"
 #include "model/weights.h"
 
@@ -22,8 +23,7 @@ TEST_P(EngineOps, RecordOpsReportsEveryOpOfTheForwardInOrder) {
     const auto ids = test::random_ids(10, 0xabc + GetParam());
     ASSERT_EQ(e->prefill(0, ids.data(), ids.size(), nullptr), FROST_OK);
     std::vector<ops::OpRecord> seen;
-    ASSERT_EQ(e->record_ops(0, 1, true, [&](const ops::OpRecord& r) { seen.push_back(r); }), FROST_OK)
-        << frost_last_error();
+    ASSERT_EQ(test::record_step_ops(*e, 0, 1, true, &seen), FROST_OK) << frost_last_error();
     // decode: cursor, embed, per layer 2 norms + mixer (GDN: in_proj, gdn_decode, out_proj;
     // attention: qkv_proj, qk_rope_kv_append, attention, o_proj) + 2 MLP GEMMs, then final norm,
     // lm_head, sample, cursor advance.
@@ -59,9 +59,7 @@ TEST_P(EngineOps, RecordOpsReportsEveryOpOfTheForwardInOrder) {
         << frost_last_error();
     // Prefill records the unfused GDN forms, the gate inside the chunked rule, and the q/k norm with
     // the KV append as one op.
-    seen.clear();
-    ASSERT_EQ(e->record_ops(0, 64, false, [&](const ops::OpRecord& r) { seen.push_back(r); }), FROST_OK)
-        << frost_last_error();
+    ASSERT_EQ(test::record_step_ops(*e, 0, 64, false, &seen), FROST_OK) << frost_last_error();
     n.clear();
     for (const auto& r : seen) ++n[r.kind];
     EXPECT_EQ(n[ops::OpKind::GdnChunk], c.num_linear_layers());
@@ -97,8 +95,7 @@ TEST_P(EngineOps, DecodeNormsOfADenseModelTriggerTheirGemvEarly) {
         SCOPED_TRACE(rows == 1 ? "decode" : "prefill");
         ASSERT_EQ(e->reset(0), FROST_OK);
         std::vector<ops::OpRecord> seen;
-        ASSERT_EQ(e->record_ops(0, rows, rows == 1, [&](const ops::OpRecord& r) { seen.push_back(r); }), FROST_OK)
-            << frost_last_error();
+        ASSERT_EQ(test::record_step_ops(*e, 0, rows, rows == 1, &seen), FROST_OK) << frost_last_error();
         int norms = 0;
         for (const auto& r : seen) {
             if (r.kind != ops::OpKind::AddRmsNorm) continue;

@@ -505,10 +505,11 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // every launch (cudaSharedmemCarveoutMaxShared) costs the GEMVs their L1 (x is read from L1 every
 // step): 9B FP8 2.888 -> 3.238-3.245 ms/token without preloading, 3.303-3.319 with it (gate/up 25.9
 // -> 31.1 us); the largest L1 for every launch is worse still (2.889-2.899 -> 4.445-4.460), so the
-// launches keep the driver's default. The same rows as an L2 prefetch issued by the GDN step and the attention split
-// (cp.async.bulk.prefetch.L2 of out_proj / o_proj, after or before their wait) made those
-// projections 1.4-2.6 us faster per launch, yet the step slower: 2.864-2.879 -> 2.902-2.913 after
-// the wait, 2.904-2.905 before it, 2.877 with 8 MB of each matrix (bf16: 4.365 -> 4.386-4.432).
+// launches keep the driver's default. The same rows as an L2 prefetch issued by the GDN step and
+// the attention split (cp.async.bulk.prefetch.L2 of out_proj / o_proj, after or before their wait)
+// made those projections 1.4-2.6 us faster per launch, yet the step slower: 2.864-2.879 ->
+// 2.902-2.913 after the wait, 2.904-2.905 before it, 2.877 with 8 MB of each matrix (bf16: 4.365
+// -> 4.386-4.432).
 constexpr int kFourTilesFrom = 1536;  // 16-row tiles: the 9B's gate/up (N 2 x 12288) and wider
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);

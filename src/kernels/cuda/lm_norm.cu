@@ -2,13 +2,12 @@
 // trip through memory: residual add + RMSNorm, per-head q/k RMSNorm + partial NeoX RoPE, and the
 // GDN output's gated RMSNorm. bf16 in and out, fp32 math, fixed-order reductions.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "kernels/cuda/lm_act_quant.cuh"
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gemm_fp8.h"
 #include "kernels/cuda/lm_kernels.h"
+#include "util/env.h"
 
 namespace frost::kernels {
 namespace {
@@ -366,10 +365,7 @@ cudaError_t add_rmsnorm_launch(const AddRmsNormBf16Params& p, cudaStream_t strea
     AddRmsNormBf16Params q = p;
     // The early trigger is for decode steps only; FROST_NORM_EARLY=0 turns it off (A/B runs of one
     // binary, the same bits).
-    static const bool early_on = [] {
-        const char* e = std::getenv("FROST_NORM_EARLY");
-        return !(e && std::strcmp(e, "0") == 0);
-    }();
+    static const bool early_on = !util::env_is("FROST_NORM_EARLY", "0");
     if (q.pdl == 2 && (!decode || !early_on)) q.pdl = 1;
     const cudaError_t err =
         per_thread <= 1   ? launch_kernel(add_rmsnorm_kernel<1>, dim3(blocks), dim3(threads), 0, stream, q.pdl != 0, q)
