@@ -14,6 +14,8 @@ TEST(CudaMoePrefill, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA";
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "kernels/cpu/moe.h"
 #include "kernels/cuda/lm_moe.h"
@@ -397,6 +399,57 @@ TEST(CudaMoePrefill, GemmsAloneRepeatTheLaunchsGemms) {
         const auto second = g.yg.download();
         ASSERT_FALSE(std::isnan(bf2f(second[0]))) << "yg not rewritten";
         EXPECT_EQ(std::memcmp(first.data(), second.data(), size_t(used) * sizeof(uint16_t)), 0);
+    }
+}
+
+// The TMA tiles' blocks claim their work items from a device counter (lm_moe_prefill_tma.cu,
+// next_item); FROST_MOE_CLAIM=0 gives each block a fixed stride of the grid instead. Which block
+// runs an item must not change a bit. Groups of ~750 rows give ~300 gate|up items per launch, so
+// every block takes two or three; the expert outputs and the mixed rows are equal between the two
+// orders, and a second claimed launch (its counters zeroed by the scan again) equals the first.
+template <class V>
+bool same_bytes(const std::vector<V>& a, const std::vector<V>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(V)) == 0;
+}
+
+TEST(CudaMoePrefill, ClaimedItemsGiveTheFixedStridesBits) {
+    FROST_SKIP_WITHOUT_CUDA();
+    if (!kernels::moe_prefill_wgmma_supported()) {
+        std::printf("[ not run  ] the TMA tiles need compute capability 9.0\n");
+        return;
+    }
+    auto rng = fresh_rng("CudaMoePrefillClaim");
+    const Shape s{512, 8, 2, 512, 384, false};
+    const int rows = 3000;
+    const Weights w = make_weights(rng, s);
+    Gpu g(w, uniform(rng, size_t(rows) * s.H, -2, 2), rows, rows);
+    const size_t used = size_t(rows) * (s.k + 1) * s.H;  // yg elements this launch writes
+    using Result = std::pair<std::vector<uint16_t>, std::vector<float>>;
+    auto run = [&](Result& r) {  // void: CUDA_OK returns on failure
+        g.yg.poison();
+        g.out.poison();
+        CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
+        CUDA_OK(cudaDeviceSynchronize());
+        r.first = g.yg.download();
+        r.first.resize(used);
+        r.second = g.out.download();
+    };
+    for (int shape = 5; shape <= kernels::kMoeTileShapeCount; ++shape) {
+        SCOPED_TRACE("tile shape " + std::to_string(shape));
+        g.p.tile_shape = shape;
+        Result strided, claimed, again;
+        ASSERT_EQ(setenv("FROST_MOE_CLAIM", "0", 1), 0);
+        run(strided);
+        unsetenv("FROST_MOE_CLAIM");
+        run(claimed);
+        run(again);
+        ASSERT_EQ(claimed.first.size(), used);
+        ASSERT_FALSE(std::isnan(bf2f(claimed.first[0]))) << "yg not written";
+        ASSERT_FALSE(std::isnan(claimed.second[0])) << "out not written";
+        EXPECT_TRUE(same_bytes(claimed.first, strided.first)) << "expert outputs differ between the two orders";
+        EXPECT_TRUE(same_bytes(claimed.second, strided.second)) << "mixed rows differ between the two orders";
+        EXPECT_TRUE(same_bytes(again.first, claimed.first) && same_bytes(again.second, claimed.second))
+            << "a second launch differs";
     }
 }
 

@@ -74,7 +74,8 @@ struct MoeBf16Params {
     // Prefill only (moe_prefill_launch): fixed-capacity grouping buffers for max_rows x (k + 1)
     // entries (every (row, selected expert) pair, plus every row once for the shared expert,
     // which is group E), sized by moe_prefill_scratch(); the counts live on the device.
-    int32_t* group_offsets;       // [E + 2]: first entry of each group, then the entry total
+    int32_t* group_offsets;       // [E + 4]: first entry of each group, the entry total, then the
+                                  // TMA GEMMs' two work counters (gate|up, down; zeroed by the scan)
     int32_t* chunk_base;          // [ceil(max_rows / 64), E]: per 64-row chunk, its first slot in each group
     int32_t* tile_table;          // [1 + 2 * tile capacity]: tile count, then (group, first entry) per tile
     int32_t* entry_row;           // [entries] source row of each grouped entry

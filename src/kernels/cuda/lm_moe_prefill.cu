@@ -163,6 +163,7 @@ __global__ void moe_scan_kernel(MoeBf16Params p, int bm) {
     if (threadIdx.x == 0) {
         p.group_offsets[p.E + 1] = entry_total;
         p.tile_table[0] = tile_total;
+        p.group_offsets[p.E + 2] = p.group_offsets[p.E + 3] = 0;  // the TMA GEMMs' work counters
     }
 }
 
@@ -343,7 +344,7 @@ MoePrefillScratch moe_prefill_scratch(const MoeBf16Params& p) {
     const size_t n = static_cast<size_t>(entries(p));
     // The table is sized for the smaller tile, which needs more of them.
     const size_t tiles = static_cast<size_t>(tile_capacity(p, 64));
-    return {static_cast<size_t>(p.E) + 2, static_cast<size_t>(chunks(p)) * p.E, 1 + 2 * tiles, n, n,
+    return {static_cast<size_t>(p.E) + 4, static_cast<size_t>(chunks(p)) * p.E, 1 + 2 * tiles, n, n,
             n * max_ffn(p), n * p.H};
 }
 
@@ -374,7 +375,9 @@ cudaError_t check_prefill(const MoeBf16Params& p, int shape) {
 
 cudaError_t moe_prefill_gemms_launch(const MoeBf16Params& p, cudaStream_t stream) {
     const int shape = pick_tile_shape(p);
-    const cudaError_t e = check_prefill(p, shape);
+    cudaError_t e = check_prefill(p, shape);
+    // Without the scan before them, the work counters are zeroed here.
+    if (e == cudaSuccess) e = cudaMemsetAsync(p.group_offsets + p.E + 2, 0, 2 * sizeof(int32_t), stream);
     return e != cudaSuccess ? e : launch_gemms(p, shape, stream);
 }
 

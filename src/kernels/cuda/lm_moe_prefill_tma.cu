@@ -1,9 +1,9 @@
 // The MoE prefill's grouped GEMMs on the TMA-fed persistent tile (tile shapes 5 and 6,
 // lm_moe_gemm_tma.cuh; sm_90a): the same inputs, outputs and bits-per-element contract as the
 // other shapes' gate|up and down kernels in lm_moe_prefill.cu (each output element is one
-// thread's fixed-order K sum, no atomics). A block per SM walks the work items (row tile of the
-// device-side tile table x column tile, the column tiles of one row tile adjacent, so an
-// expert's A rows are re-read from L2) with a stride of the grid.
+// thread's fixed-order K sum, no atomics in a value). A block per SM takes the work items (row
+// tile of the device-side tile table x column tile, the column tiles of one row tile adjacent,
+// so an expert's A rows are re-read from L2) in order from a device counter (next_item).
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -16,6 +16,7 @@
 #include "kernels/cuda/lm_moe.h"
 #include "kernels/cuda/lm_moe_gemm_tma.cuh"
 #include "kernels/cuda/lm_moe_gemm_ws.cuh"
+#include "util/env.h"
 
 namespace frost::kernels::moe {
 namespace {
@@ -54,13 +55,46 @@ __device__ inline bool item_of(const MoeBf16Params& p, int w, int nt, Item& it) 
     return kDown || it.n0 < it.F;
 }
 
+// The next work item of a block: its first is blockIdx.x, each later one the next unclaimed
+// item past the grid (a device counter, `claim`, that the grouping's scan zeroed). Claimed in
+// order, items that share an expert's weights (its row tiles of one column tile, 4 items apart)
+// start within a few microseconds of each other on whatever SMs are free, so the second read of
+// those weights comes from L2. With a fixed stride of the grid the blocks drift apart over the
+// items they take. Measured (H200, 35B-A3B shape, 4096 rows, ncu): gate|up read 1.44 GB from
+// DRAM for 1.09 GB of weights and rows with the stride, 1.21 GB claimed (417 -> 385 us); down
+// 703 -> 577 MB (290 -> 242 us). bench_moe_prefill's two GEMMs: 4096 rows 0.724-0.733 ->
+// 0.639-0.641 ms, 8192 rows 1.190 -> 1.123-1.136, 1024 rows unchanged. Tried with it and
+// dropped: gate|up's x rows gathered with an L2 evict-last policy (1.21 -> 1.15 GB read, yet
+// 4096 rows 0.636-0.643 -> 0.650-0.652 ms, 16k 2.11 -> 2.08, the engine's 4k TTFT unchanged):
+// L2 -> SM traffic bounds these GEMMs now (L2 88 % busy in ncu), not DRAM.
+// The gate|up producer warpgroup's 128 threads all need the item: thread 0 claims it, named
+// barrier 1 hands it over (two slots, so the next claim cannot overwrite a slot before every
+// thread has read it). Which block runs an item does not change its bits. `claim` null: the
+// fixed stride instead (FROST_MOE_CLAIM=0, for A/B runs).
+template <bool kDown>
+__device__ inline int next_item(int32_t* claim, int w, int grab, int* slot) {
+    if (!claim) return w + static_cast<int>(gridDim.x);
+    if constexpr (kDown) {
+        return static_cast<int>(gridDim.x) + atomicAdd(claim, 1);
+    } else {
+        if (threadIdx.x == 0) slot[grab & 1] = static_cast<int>(gridDim.x) + atomicAdd(claim, 1);
+        asm volatile("bar.sync 1, 128;\n" ::: "memory");
+        return slot[grab & 1];
+    }
+}
+
 // kDown false: ag[e, n0 .. n0 + BN/2) = bf16(silu(x_r · Wg^T) * (x_r · Wu^T)), x_r gathered
 // through entry_row. kDown true: yg[e, n0 .. n0 + BN) = bf16(ag[e, :F] · Wd^T).
+// The producer tells the consumers which item a ring position starts in item_at (written by
+// thread 0 before its arrival on the stage's full barrier, read after the wait on it); -1 after
+// the last item, on a stage whose barrier completes with no data.
 template <class T, bool kDown>
-__global__ void __launch_bounds__(T::threads, 1) moe_tma_kernel(MoeBf16Params p, const __grid_constant__ MoeTmaMaps maps) {
+__global__ void __launch_bounds__(T::threads, 1)
+    moe_tma_kernel(MoeBf16Params p, const __grid_constant__ MoeTmaMaps maps, int claim_items) {
 #if defined(FROST_ATTN_WGMMA)
     constexpr int S = T::stages;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
+    __shared__ int item_at[S], claimed[2];
     const uint32_t base = (lm::smem_addr(smem_raw) + 1023u) & ~1023u, bars = base + S * T::stage_bytes;
     auto stage = [&](uint32_t it) { return base + (it % S) * T::stage_bytes; };
     auto full = [&](uint32_t it) { return bars + (it % S) * 8; };
@@ -75,7 +109,7 @@ __global__ void __launch_bounds__(T::threads, 1) moe_tma_kernel(MoeBf16Params p,
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
-    const int width = tma_width(p), nt = tma_col_tiles<T>(p, kDown), total = p.tile_table[0] * nt;
+    const int width = tma_width(p), nt = tma_col_tiles<T>(p, kDown);
     const int wg = threadIdx.x / 128;
     uint32_t it = 0;  // k-steps over the block's whole run: the ring position
     if (wg == 0) {
@@ -84,8 +118,10 @@ __global__ void __launch_bounds__(T::threads, 1) moe_tma_kernel(MoeBf16Params p,
             attn_hopper::tma_prefetch_map(&maps.b_routed);
             attn_hopper::tma_prefetch_map(&maps.b_shared);
         }
-        const int c = threadIdx.x % 8, r0 = threadIdx.x / 8;
-        for (int w = blockIdx.x; w < total; w += gridDim.x) {
+        const int total = p.tile_table[0] * nt, c = threadIdx.x % 8, r0 = threadIdx.x / 8;
+        int32_t* claim = claim_items ? p.group_offsets + p.E + (kDown ? 3 : 2) : nullptr;
+        int grab = 0;
+        for (int w = blockIdx.x; w < total; w = next_item<kDown>(claim, w, grab++, claimed)) {
             Item item;
             if (!item_of<T, kDown>(p, w, nt, item)) continue;
             const CUtensorMap* bmap = item.shared ? &maps.b_shared : &maps.b_routed;
@@ -107,6 +143,7 @@ __global__ void __launch_bounds__(T::threads, 1) moe_tma_kernel(MoeBf16Params p,
                 const uint32_t st = stage(it);
                 const int k0 = kt * T::BK;
                 if (threadIdx.x == 0) {
+                    if (kt == 0) item_at[it % S] = w;
                     attn_hopper::mbar_arrive_expect_tx(full(it), kDown ? T::a_bytes + T::b_bytes : T::b_bytes);
                     if constexpr (kDown) {
                         attn_hopper::tma_load_2d(st, amap, k0, item.row0, full(it));
@@ -133,17 +170,27 @@ __global__ void __launch_bounds__(T::threads, 1) moe_tma_kernel(MoeBf16Params p,
                 }
             }
         }
+        // The end: one more ring position, no data, item -1 (its barrier's arrivals as a stage's).
+        if (it >= S) lm::mbar_wait(empty(it), phase(it) ^ 1);
+        if (threadIdx.x == 0) {
+            item_at[it % S] = -1;
+            if constexpr (!kDown) lm::mbar_arrive(full(it));  // in place of the expect-tx arrival
+        }
+        lm::mbar_arrive(full(it));
         if constexpr (!kDown) lm::cp_async_wait<0>();  // no copy may still target shared memory at exit
         return;
     }
     const int cw = wg - 1, lane = threadIdx.x % 32;
-    for (int w = blockIdx.x; w < total; w += gridDim.x) {
+    for (;;) {
+        lm::mbar_wait(full(it), phase(it));
+        const int w = item_at[it % S];
+        if (w < 0) break;
         Item item;
-        if (!item_of<T, kDown>(p, w, nt, item)) continue;
+        item_of<T, kDown>(p, w, nt, item);  // the producer published only items with columns
         const int k_tiles = (item.K + T::BK - 1) / T::BK;
         if (item.row0 + 64 * cw >= item.row_end) {  // warpgroup-uniform: no rows; walk the ring only
             for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-                lm::mbar_wait(full(it), phase(it));
+                if (kt) lm::mbar_wait(full(it), phase(it));
                 if (lane == 0) lm::mbar_arrive(empty(it));
             }
             continue;
@@ -152,7 +199,7 @@ __global__ void __launch_bounds__(T::threads, 1) moe_tma_kernel(MoeBf16Params p,
 #pragma unroll
         for (int i = 0; i < T::BN / 2; ++i) acc[i] = 0.0f;
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-            lm::mbar_wait(full(it), phase(it));
+            if (kt) lm::mbar_wait(full(it), phase(it));
             if constexpr (!kDown) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async -> wgmma
             const uint32_t st = stage(it), a0 = st + cw * 64 * 128, b0 = st + T::a_bytes;
             lm::reg_fence(acc);
@@ -226,8 +273,9 @@ cudaError_t launch_t(const MoeBf16Params& p, int tile_capacity, cudaStream_t str
     gu.a_shared = gu.b_shared;
     const int64_t cap_up = int64_t(tile_capacity) * tma_col_tiles<T>(p, false);
     const int64_t cap_down = int64_t(tile_capacity) * tma_col_tiles<T>(p, true);
-    up<<<static_cast<int>(std::min<int64_t>(sm_count(), cap_up)), T::threads, T::smem, stream>>>(p, gu);
-    down<<<static_cast<int>(std::min<int64_t>(sm_count(), cap_down)), T::threads, T::smem, stream>>>(p, dn);
+    const int claim = util::env_is("FROST_MOE_CLAIM", "0") ? 0 : 1;
+    up<<<static_cast<int>(std::min<int64_t>(sm_count(), cap_up)), T::threads, T::smem, stream>>>(p, gu, claim);
+    down<<<static_cast<int>(std::min<int64_t>(sm_count(), cap_down)), T::threads, T::smem, stream>>>(p, dn, claim);
     return cudaGetLastError();
 }
 
