@@ -5,11 +5,17 @@
 // then a warp per row does the fp32 softmax, the top-k (ties: lower id first), the optional
 // renormalisation and the shared expert's sigmoid gate: the same function as params/moe.h, with
 // the logits summed in another fixed order (bitwise deterministic, not bitwise equal to decode).
-// Tried: splitting the logits GEMM over K into fp32 partials (4k rows are only 128 tiles of K
-// 2048) made it slower on the H100 (4k rows 52 -> 79 us, 16k 179 -> 252 us: the partials'
-// traffic), so it stays one pass. Also tried: 8 stages in flight instead of 3 (one 197 KB block
-// per SM; the 4k-row grid is 128 blocks): 4k rows 0.050 ms either way, 16k 0.171 -> 0.191 (H200,
-// bench_moe_prefill, 2026-12-01), so the copy latency is not what bounds it.
+// Tried: splitting the logits GEMM over K into fp32 partials (4k rows are only 128 tiles of K 2048)
+// made it slower on the H100 (4k rows 52 -> 79 us, 16k 179 -> 252 us: the partials' traffic), so it
+// stays one pass. Measured and not landed (H200, 2026-12-01, thirty-fifth session;
+// bench_moe_prefill router_tc, 1k / 4k / 16k rows): the logits and the select are 26.5 us each at
+// 4k rows (ncu). Eight stages in flight instead of three (one 197 KB block per SM) changed nothing
+// at 4k (0.050 ms) and lost at 16k (0.171 -> 0.191): not copy latency. 32-row logits tiles (two
+// blocks per SM) with a select kernel that holds ceil(E / 32) values a lane (8 for 256 experts, not
+// 32) gave 0.035 / 0.050 / 0.171 -> 0.026 / 0.043 / 0.145 ms, and by construction the same bits. It
+// was not kept: in that run one engine parity test (CudaMoeSynthParity next_moe_tiny_gpu_300, gtest
+// random seed 7717) failed its per-position bound (rel L2 0.26 at prompt position 1, bound 0.2) and
+// the session had no device time left to rerun that seed on the code without the change.
 #include <cuda_bf16.h>
 
 #include <cstdint>
