@@ -7,15 +7,14 @@
 // the logits summed in another fixed order (bitwise deterministic, not bitwise equal to decode).
 // Tried: splitting the logits GEMM over K into fp32 partials (4k rows are only 128 tiles of K 2048)
 // made it slower on the H100 (4k rows 52 -> 79 us, 16k 179 -> 252 us: the partials' traffic), so it
-// stays one pass. Measured and not landed (H200, 2026-12-01, thirty-fifth session;
-// bench_moe_prefill router_tc, 1k / 4k / 16k rows): the logits and the select are 26.5 us each at
-// 4k rows (ncu). Eight stages in flight instead of three (one 197 KB block per SM) changed nothing
-// at 4k (0.050 ms) and lost at 16k (0.171 -> 0.191): not copy latency. 32-row logits tiles (two
-// blocks per SM) with a select kernel that holds ceil(E / 32) values a lane (8 for 256 experts, not
-// 32) gave 0.035 / 0.050 / 0.171 -> 0.026 / 0.043 / 0.145 ms, and by construction the same bits. It
-// was not kept: in that run one engine parity test (CudaMoeSynthParity next_moe_tiny_gpu_300, gtest
-// random seed 7717) failed its per-position bound (rel L2 0.26 at prompt position 1, bound 0.2) and
-// the session had no device time left to rerun that seed on the code without the change.
+// stays one pass. ncu (H200, 4k rows) put the logits and the select at 26.5 us each with 64-row
+// logits tiles (one block per SM) and a select that held 32 values a lane whatever E. Now: 32-row
+// tiles (two blocks per SM) and a select templated on ceil(E / 32) rounded up to a power of two (8
+// for 256 experts): bench_moe_prefill router_tc 1k / 4k / 16k rows 0.035 / 0.050-0.051 /
+// 0.171-0.173 -> 0.026 / 0.043 / 0.145-0.147 ms (H200, 2026-12-01, two rounds), the same bits by
+// construction (each logit's K order does not depend on the tile's rows; the seed-7717 engine
+// parity run printed identical errors with both). Measured and dropped: eight cp.async stages
+// instead of three (one 197 KB block per SM): 4k unchanged, 16k 0.171 -> 0.191 ms.
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -30,11 +29,11 @@ namespace {
 
 using namespace lm;
 
-using LogitTile = moe::Tile<64>;  // 64 rows x 128 experts, K 64 per stage
-constexpr int kSelectWarps = 8; // rows per select block
-constexpr int kPerLane = kMoeMaxExperts / kWarp;  // expert values a lane holds
+// 32 rows x 128 experts, K 64 per stage: two blocks per SM (64-row tiles were one; see the header).
+using LogitTile = moe::Tile<32>;
+constexpr int kSelectWarps = 8;  // rows per select block
 
-// grid: (ceil(E / 128), ceil(max_rows / 64)). probs[r, e] = x_r · router_e (fp32 logits; the
+// grid: (ceil(E / 128), ceil(max_rows / BM)). probs[r, e] = x_r · router_e (fp32 logits; the
 // select kernel turns them into probabilities in place).
 __global__ void __launch_bounds__(LogitTile::threads, 2) moe_logits_kernel(MoeBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -58,6 +57,8 @@ __global__ void __launch_bounds__(LogitTile::threads, 2) moe_logits_kernel(MoeBf
 }
 
 // grid: ceil(max_rows / 8) blocks of 8 warps, one row each. Lane l holds experts l, l + 32, ...
+// (kPerLane of them: ceil(E / 32) rounded up to a power of two).
+template <int kPerLane>
 __global__ void moe_select_kernel(MoeBf16Params p) {
     const int lane = threadIdx.x % kWarp;
     const int r = blockIdx.x * kSelectWarps + threadIdx.x / kWarp;
@@ -139,17 +140,30 @@ __global__ void moe_select_kernel(MoeBf16Params p) {
     if (lane == 0) p.shared_w[r] = sigmoid(dot);
 }
 
-}  // namespace
-
-cudaError_t moe_prefill_router_launch(const MoeBf16Params& p, cudaStream_t stream) {
-    static_assert(kMoeMaxTopK <= kWarp, "lane j keeps pick j");
-    if (!moe::valid(p)) return cudaErrorInvalidValue;
+cudaError_t logits(const MoeBf16Params& p, cudaStream_t stream) {
     constexpr size_t smem = LogitTile::smem;
     const cudaError_t e = cudaFuncSetAttribute(moe_logits_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
     moe_logits_kernel<<<dim3(ceil_div(p.E, moe::kBN), ceil_div(p.max_rows, LogitTile::BM)), LogitTile::threads, smem,
                         stream>>>(p);
-    moe_select_kernel<<<ceil_div(p.max_rows, kSelectWarps), kSelectWarps * kWarp, 0, stream>>>(p);
+    return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t moe_prefill_router_launch(const MoeBf16Params& p, cudaStream_t stream) {
+    static_assert(kMoeMaxTopK <= kWarp, "lane j keeps pick j");
+    if (!moe::valid(p)) return cudaErrorInvalidValue;
+    const cudaError_t e = logits(p, stream);
+    if (e != cudaSuccess) return e;
+    const int per_lane = ceil_div(p.E, kWarp);
+    const dim3 grid(ceil_div(p.max_rows, kSelectWarps)), block(kSelectWarps * kWarp);
+    if (per_lane <= 1) moe_select_kernel<1><<<grid, block, 0, stream>>>(p);
+    else if (per_lane <= 2) moe_select_kernel<2><<<grid, block, 0, stream>>>(p);
+    else if (per_lane <= 4) moe_select_kernel<4><<<grid, block, 0, stream>>>(p);
+    else if (per_lane <= 8) moe_select_kernel<8><<<grid, block, 0, stream>>>(p);
+    else if (per_lane <= 16) moe_select_kernel<16><<<grid, block, 0, stream>>>(p);
+    else moe_select_kernel<kMoeMaxExperts / kWarp><<<grid, block, 0, stream>>>(p);
     return cudaGetLastError();
 }
 
