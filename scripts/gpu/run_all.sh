@@ -35,6 +35,15 @@ else
   grep -E "error|FAILED" "$OUT/build.log" | head -40
   summary+=("build: FAILED for some targets (see build.log) in $(( $(date +%s) - t0 )) s")
 fi
+# ptxas performance advisories (C75xx): C7518 means it serialized a kernel's wgmmas (each waits
+# for the one before), which silently costs a wgmma kernel much of its speed. It happened once to
+# an A/B switch between wgmma waits written as a runtime branch (thirty-sixth session); variants
+# of a wgmma loop belong in template parameters.
+advisories=$(grep -E "ptxas info +: \(C75[0-9][0-9]\)" "$OUT/build.log" | sort -u)
+if [ -n "$advisories" ]; then
+  echo "$advisories" | cut -c1-240
+  summary+=("build: $(echo "$advisories" | wc -l) ptxas performance advisories (C75xx, see build.log)")
+fi
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
   t0=$(date +%s)

@@ -4,18 +4,17 @@
 // thread's fixed-order K sum, no atomics in a value). A block per SM takes the work items (row
 // tile of the device-side tile table x column tile, the column tiles of one row tile adjacent,
 // so an expert's A rows are re-read from L2) in order from a device counter (next_item).
-// Measured and dropped (H200, 2026-12-01, 35B-A3B shape, bench_moe_prefill's two GEMMs; the
-// architecture doc has ncu's stall breakdown, which puts the limit at the ring's four stages
-// against the memory latency under load):
+// Measured and dropped (H200, 2026-12-01, 35B-A3B shape, bench_moe_prefill's two GEMMs):
 //  - clusters of two blocks, an expert's two row tiles per cluster, each block loading half of the
 //    weight tile and multicasting it to both (consumers release to both blocks' empty barriers; a
 //    lone row tile's cluster takes two column tiles): same bits, 4096 rows 0.648-0.652 -> 0.652-0.687
 //    ms, 8192 1.128-1.130 -> 1.166-1.168, Qwen3-Next 4096 0.998 -> 0.977;
-//  - wgmma wait<1>, each stage released one k-step later: 4096 rows 0.700-0.724 -> 0.716-0.731,
-//    8192 1.140-1.223 -> 1.222-1.257;
 //  - the producer asking L2 for the weight boxes 4 / 8 / 12 / 16 k-steps ahead
 //    (cp.async.bulk.prefetch.tensor): DRAM reads 1.21 -> 1.68 GB, 4096 rows 0.661-0.671 ->
 //    0.733-0.772 ms.
+// Not yet measured: wgmma wait<1> with each stage released a k-step later. Its first try was a
+// runtime branch between wait<1> and wait<0>, and ptxas serialized every wgmma of the kernel
+// (C7518) on both sides of it: keep such variants in template parameters.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
