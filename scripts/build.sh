@@ -15,6 +15,6 @@ ninja -C build -j"$JOBS" 2>&1 | tee "$log"
 # belong in template parameters. Only files compiled in this run are checked (all of them in a
 # fresh build, as CI's).
 if grep -E "ptxas info +: \(C75[0-9][0-9]\)" "$log" >/dev/null; then
-  echo "build: ptxas reported wgmma performance advisories (above); see docs/design/architecture.md, "What done means everywhere"" >&2
+  echo "build: ptxas reported wgmma performance advisories (above); see docs/design/architecture.md, 'What \"done\" means everywhere'" >&2
   exit 1
 fi
