@@ -77,7 +77,8 @@ __device__ inline bool item_of(const MoeBf16Params& p, int w, int nt, Item& it) 
 // 0.639-0.641 ms, 8192 rows 1.190 -> 1.123-1.136, 1024 rows unchanged. Tried with it and
 // dropped: gate|up's x rows gathered with an L2 evict-last policy (1.21 -> 1.15 GB read, yet
 // 4096 rows 0.636-0.643 -> 0.650-0.652 ms, 16k 2.11 -> 2.08, the engine's 4k TTFT unchanged):
-// L2 -> SM traffic bounds these GEMMs now (L2 88 % busy in ncu), not DRAM.
+// not DRAM then (L2 88 % busy in ncu). Nor L2 -> SM traffic alone: the clusters in the header,
+// which halve an expert's weight reads from L2, were no faster.
 // The gate|up producer warpgroup's 128 threads all need the item: thread 0 claims it, named
 // barrier 1 hands it over (two slots, so the next claim cannot overwrite a slot before every
 // thread has read it). Which block runs an item does not change its bits. `claim` null: the
