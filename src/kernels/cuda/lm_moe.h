@@ -85,6 +85,8 @@ struct MoeBf16Params {
     int32_t tile_shape;           // GEMM tile: 0 = the launcher picks (FROST_MOE_PREFILL_TILE=N in the
                                   // environment, read at launch, overrides the pick: A/B runs);
                                   // 1..kMoeTileShapeCount forces one (benches)
+    int32_t logits_ready;         // prefill: 1 = probs already holds the router logits x · routerᵀ (the
+                                  // ops layer ran them as a dense GEMM), so the router starts at the select
 };
 
 // Prefill: router (moe_prefill_router_launch), then tokens grouped by expert inside the launch
@@ -96,15 +98,17 @@ struct MoeBf16Params {
 // gathered through entry_row and SwiGLU in the epilogue (bf16 ag), then down (bf16 yg); a per-row
 // combine in slot order. Needs H, I, Is multiples of 16. Graph-capturable: the grids are sized
 // for the capacity and blocks past the device-side tile count exit. Bitwise deterministic: no
-// atomics in any value path. Measured (bench/bench_moe_prefill.cpp, H100, 35B-A3B shape, whole
-// launch): 84 / 236 / 333 TFLOP/s over the active FLOPs at 1k / 4k / 16k rows (was 80 / 220 / 281).
+// atomics in any value path. Measured (bench/bench_moe_prefill.cpp, 35B-A3B shape, whole
+// launch): H100 84 / 236 / 333 TFLOP/s over the active FLOPs at 1k / 4k / 16k rows; H200
+// (2026-12-01) 121 / 328-330 / 418-419.
 cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream);
 // The grouped GEMMs alone (gate|up, then down) over the grouping and tile table that the last
 // moe_prefill_launch with the same params (the same tile shape) left on the device: benches time
 // the GEMMs' share of a launch with it. Same validation as moe_prefill_launch.
 cudaError_t moe_prefill_gemms_launch(const MoeBf16Params& p, cudaStream_t stream);
 // The router part of moe_prefill_launch (same outputs as moe_router_launch): the logits of all
-// rows as one tensor-core GEMM, then one warp per row for softmax / top-k / shared gate.
+// rows as one tensor-core GEMM (skipped when p.logits_ready: the engine's dense GEMM wrote them),
+// then one warp per row for softmax / top-k / shared gate.
 cudaError_t moe_prefill_router_launch(const MoeBf16Params& p, cudaStream_t stream);
 struct MoePrefillScratch {
     size_t offsets_ints, chunk_ints, tile_ints, entry_row_ints, entry_pos_ints;  // int32 counts

@@ -15,6 +15,10 @@
 // construction (each logit's K order does not depend on the tile's rows; the seed-7717 engine
 // parity run printed identical errors with both). Measured and dropped: eight cp.async stages
 // instead of three (one 197 KB block per SM): 4k unchanged, 16k 0.171 -> 0.191 ms.
+// The engine does not run these logits tiles: its MoE op computes the logits as a dense cuBLASLt
+// GEMM (ops/cuda/cuda_ops.cpp, moe) and sets MoeBf16Params::logits_ready, so the router starts
+// at the select. ncu (H200, 4096 rows) timed the tiles at 31 us, the 256 KB router matrix re-read
+// by every 32-row tile; benches and kernel tests still run them through moe_prefill_launch.
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -126,9 +130,12 @@ __global__ void moe_select_kernel(MoeBf16Params p) {
         p.topk_ids[static_cast<int64_t>(r) * p.k + lane] = mine_id;
         p.topk_w[static_cast<int64_t>(r) * p.k + lane] = p.norm_topk ? mine / s : mine;
     }
-    // The shared expert's gate: sigmoid(shared_gate · x_r), 8 columns per lane.
+    // The shared expert's gate: sigmoid(shared_gate · x_r), 8 columns per lane, four of its 16-byte
+    // loads of x in flight (one at a time, the row's 8 loads at H 2048 were 8 round trips: ncu put
+    // this kernel at 14.5 us for 4096 rows, 1.4 TB/s; the sum's order is unchanged).
     const bf16* x = p.x + static_cast<int64_t>(r) * p.H;
     float dot = 0.0f;
+#pragma unroll 4
     for (int c = lane * kVec; c < p.H; c += kWarp * kVec) {
         float a[kVec], b[kVec];
         load8(p.shared_gate + c, a);
@@ -154,7 +161,7 @@ cudaError_t logits(const MoeBf16Params& p, cudaStream_t stream) {
 cudaError_t moe_prefill_router_launch(const MoeBf16Params& p, cudaStream_t stream) {
     static_assert(kMoeMaxTopK <= kWarp, "lane j keeps pick j");
     if (!moe::valid(p)) return cudaErrorInvalidValue;
-    const cudaError_t e = logits(p, stream);
+    const cudaError_t e = p.logits_ready ? cudaSuccess : logits(p, stream);
     if (e != cudaSuccess) return e;
     const int per_lane = ceil_div(p.E, kWarp);
     const dim3 grid(ceil_div(p.max_rows, kSelectWarps)), block(kSelectWarps * kWarp);

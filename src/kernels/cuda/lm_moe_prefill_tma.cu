@@ -12,9 +12,17 @@
 //  - the producer asking L2 for the weight boxes 4 / 8 / 12 / 16 k-steps ahead
 //    (cp.async.bulk.prefetch.tensor): DRAM reads 1.21 -> 1.68 GB, 4096 rows 0.661-0.671 ->
 //    0.733-0.772 ms.
-// Not yet measured: wgmma wait<1> with each stage released a k-step later. Its first try was a
-// runtime branch between wait<1> and wait<0>, and ptxas serialized every wgmma of the kernel
-// (C7518) on both sides of it: keep such variants in template parameters.
+//  - wgmma wait<1> with each stage released a k-step later (a template parameter, branch
+//    wip/moe-next): 4096 rows 0.637 -> 0.660, 16384 2.036-2.046 -> 2.033; engine 4k no gain;
+//  - tile shape 8, the tokens on wgmma's N side (N 16-128 per item, no padded rows; same branch):
+//    4096 rows 0.637 -> 0.665, Qwen3-Next 16384 2.659-2.663 -> 3.078-3.111.
+// (Variants of a wgmma loop belong in template parameters: a runtime branch between two wgmma
+// waits made ptxas serialize every wgmma of the kernel, C7518.)
+// Landed (same session): the epilogue's 16-byte stores (quad_gather). ncu's stall sampling of the
+// down GEMM at 4096 rows put 20 % of its warps' samples on the LSU queue, its 4-byte stores filling
+// half of each sector; both GEMMs, alternating processes: 4096 rows 0.649-0.655 -> 0.599-0.603 ms,
+// 8192 1.154 -> 1.007-1.031, 16384 2.071-2.073 -> 1.826-1.847, Qwen3-Next 4096 1.012-1.019 ->
+// 0.964-0.967.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -37,6 +45,36 @@ __host__ __device__ inline int tma_width(const MoeBf16Params& p) { return p.I > 
 template <class T>
 __host__ __device__ inline int tma_col_tiles(const MoeBf16Params& p, bool down) {
     return down ? (p.H + T::BN - 1) / T::BN : (tma_width(p) + T::BN / 2 - 1) / (T::BN / 2);
+}
+
+// A quad (lanes 4m .. 4m + 3, one accumulator row) holds four n8 tiles' bf16 pairs: lane q has
+// columns 2q, 2q + 1 of each (w[j] for tile j). Returns tile q's eight columns, in order, so the
+// lane writes 16 contiguous bytes. A 4 x 4 transpose: three xor shuffles, with the words permuted
+// by q before (v[x] = w[q ^ x]) and after (out[j] = r[q ^ j]) in two conditional swaps each. Four
+// 4-byte stores per lane filled half of each 32-byte sector they touched (ncu, H200, the down
+// GEMM at 4096 rows: 16 of 32 bytes a sector; LSU-throttle stalls 20 % of its samples).
+__device__ inline uint4 quad_gather(const uint32_t (&w)[4], int q) {
+    uint32_t v0 = w[0], v1 = w[1], v2 = w[2], v3 = w[3];
+    if (q & 1) {
+        const uint32_t t0 = v0, t2 = v2;
+        v0 = v1; v1 = t0; v2 = v3; v3 = t2;
+    }
+    if (q & 2) {
+        const uint32_t t0 = v0, t1 = v1;
+        v0 = v2; v1 = v3; v2 = t0; v3 = t1;
+    }
+    // r[s]: lane (q ^ s)'s word for tile q.
+    uint32_t r0 = v0, r1 = __shfl_xor_sync(lm::kFullMask, v1, 1), r2 = __shfl_xor_sync(lm::kFullMask, v2, 2),
+             r3 = __shfl_xor_sync(lm::kFullMask, v3, 3);
+    if (q & 1) {
+        const uint32_t t0 = r0, t2 = r2;
+        r0 = r1; r1 = t0; r2 = r3; r3 = t2;
+    }
+    if (q & 2) {
+        const uint32_t t0 = r0, t1 = r1;
+        r0 = r2; r1 = r3; r2 = t0; r3 = t1;
+    }
+    return make_uint4(r0, r1, r2, r3);
 }
 
 #if defined(FROST_ATTN_WGMMA)
@@ -225,31 +263,42 @@ __global__ void __launch_bounds__(T::threads, 1)
             lm::reg_fence(acc);
             if (lane == 0) lm::mbar_arrive(empty(it));
         }
-        // acc: n8 tile i (columns 8 i..) in acc[4 i .. 4 i + 3] (ws_row / ws_col).
+        // acc: n8 tile i (columns 8 i..) in acc[4 i .. 4 i + 3] (ws_row / ws_col). Each group of
+        // four tiles goes out as one 16-byte store per lane (quad_gather): the quad's shuffles run
+        // for rows past row_end too, and only the store is skipped.
         constexpr int n8 = T::BN / 8;
+        const int q = lane % 4;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int e = item.row0 + 64 * cw + ws_row(half);
-            if (e >= item.row_end) continue;
+            const bool row_ok = e < item.row_end;
             if constexpr (kDown) {
                 bf16* dst = p.yg + static_cast<int64_t>(e) * p.H;
 #pragma unroll
-                for (int i = 0; i < n8; ++i) {
-                    const int col = item.n0 + ws_col(i);
-                    if (col < p.H)
-                        *reinterpret_cast<__nv_bfloat162*>(dst + col) =
-                            __floats2bfloat162_rn(acc[4 * i + 2 * half], acc[4 * i + 2 * half + 1]);
+                for (int i0 = 0; i0 < n8; i0 += 4) {
+                    uint32_t w[4];
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        w[j] = lm::pack_bf162(acc[4 * (i0 + j) + 2 * half], acc[4 * (i0 + j) + 2 * half + 1]);
+                    const uint4 v = quad_gather(w, q);
+                    const int col = item.n0 + 8 * (i0 + q);
+                    if (row_ok && col < p.H) *reinterpret_cast<uint4*>(dst + col) = v;
                 }
             } else {
                 bf16* dst = p.ag + static_cast<int64_t>(e) * width;
 #pragma unroll
-                for (int i = 0; i < n8 / 2; ++i) {
-                    const int col = item.n0 + ws_col(i);
-                    const float g0 = acc[4 * i + 2 * half], g1 = acc[4 * i + 2 * half + 1];
-                    const float u0 = acc[4 * (i + n8 / 2) + 2 * half], u1 = acc[4 * (i + n8 / 2) + 2 * half + 1];
-                    if (col < item.F)
-                        *reinterpret_cast<__nv_bfloat162*>(dst + col) =
-                            __floats2bfloat162_rn(lm::silu(g0) * u0, lm::silu(g1) * u1);
+                for (int i0 = 0; i0 < n8 / 2; i0 += 4) {
+                    uint32_t w[4];
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const int i = i0 + j;
+                        const float g0 = acc[4 * i + 2 * half], g1 = acc[4 * i + 2 * half + 1];
+                        const float u0 = acc[4 * (i + n8 / 2) + 2 * half], u1 = acc[4 * (i + n8 / 2) + 2 * half + 1];
+                        w[j] = lm::pack_bf162(lm::silu(g0) * u0, lm::silu(g1) * u1);
+                    }
+                    const uint4 v = quad_gather(w, q);
+                    const int col = item.n0 + 8 * (i0 + q);
+                    if (row_ok && col < item.F) *reinterpret_cast<uint4*>(dst + col) = v;
                 }
             }
         }
