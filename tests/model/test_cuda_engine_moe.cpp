@@ -11,6 +11,8 @@
 //    <= 3e-2, top-1 equal on >= 95% of positions whose CPU margin exceeds 0.05, over prompt
 //    logits (grouped prefill; 40 tokens: one partial chunk; 300 tokens with C_p 128: two full
 //    chunks and a partial one of 44) and greedy decode steps (the router + expert GEMV graph).
+//    Prompt positions the model itself makes ill-conditioned are held to another bound (see
+//    kIllConditioned below), measured per position on the CPU rather than assumed.
 //    A wrong shared expert, shared gate, residual add, top-k weight, expert id or bucket row
 //    count fails here: measured on the CPU engine with weights edited to mimic such bugs on
 //    moe-tiny-gpu --decisive-router (100 tokens), shared expert dropped: rel L2 mean 0.81 (min
@@ -35,6 +37,7 @@
 #include "model/capsule_exactness_util.h"
 #include "model/model_files_util.h"
 #include "model/moe_gap_util.h"
+#include "model/noise_sensitivity_util.h"
 #include "model/synth.h"
 
 namespace frost::model {
@@ -67,6 +70,22 @@ constexpr double kBf16TieGap = 1e-2;
 // neither a small denominator nor an expert flip); with the 40-token prompt the same seed also
 // misses the mean (0.0368) and top-1 (58 of 62) bounds. Seeds 0-3 stay <= 0.07 everywhere.
 constexpr double kPathAgreement = 0.1;
+// Both seeds above turned out to be the model's conditioning, measured on the CPU alone
+// (noise_sensitivity_util.h): flipping the last mantissa bit of the bf16 weights at random moves
+// the fp32 logits of exactly those early prompt positions by as much as the CUDA engine stands
+// from them (seed 45323: positions 0 / 1 / 3, CUDA 0.34 / 0.35 / 0.22, ulp noise 0.27-0.48 /
+// 0.23-0.40 / 0.20-0.25; seed 7717: positions 1 / 2, CUDA 0.26 / 0.21, noise 0.15-0.25 /
+// 0.12-0.22; median over a prompt 0.03-0.04; over seeds 1-8 of both tiny presets, 0-2 of 40
+// positions exceed kIllConditioned, seed 7717 of next-moe-tiny-gpu 10). So each prompt position's sensitivity is measured
+// (kNoiseDraws draws, the largest move kept): above kIllConditioned (half the per-position
+// bound) the position is ill-conditioned, its distance from the CPU must stay within
+// kNoiseFactor times its own noise move, and it leaves the mean and top-1 rules, which keep their
+// dense values over the rest. At least kMinWellConditioned of the prompt must be well-conditioned,
+// or the test proves little and says so.
+constexpr int kNoiseDraws = 4;
+constexpr double kIllConditioned = kMaxRelL2 / 2;
+constexpr double kNoiseFactor = 2.0;
+constexpr double kMinWellConditioned = 0.5;
 
 std::unique_ptr<Engine> cuda_engine(const std::string& dir, bool logits_all, int sessions = 1) {
     EngineOptions o;
@@ -125,11 +144,12 @@ struct Agreement {
     std::vector<double> rel;
     std::vector<std::string> label;
     int checked = 0, equal = 0;
-    void add(const float* ours, const float* ref, size_t V, const std::string& what) {
+    // top1: whether the row may count in the top-1 rule (its reference margin must also be > kTop1Margin).
+    void add(const float* ours, const float* ref, size_t V, const std::string& what, bool top1 = true) {
         rel.push_back(test::rel_l2(ours, ref, V));
         label.push_back(what);
         int top = -1, mine = -2;
-        if (margin_of(ref, V, &top) > kTop1Margin) {
+        if (top1 && margin_of(ref, V, &top) > kTop1Margin) {
             margin_of(ours, V, &mine);
             ++checked;
             equal += mine == top ? 1 : 0;
@@ -199,9 +219,32 @@ TEST_P(CudaMoeSynthParity, PromptAndGreedyMatchCpuOnADecisiveRouter) {
     int32_t next = -1;
     ASSERT_EQ(e->prefill(0, prompt.data(), prompt.size(), &next, &logits), FROST_OK) << frost_last_error();
     ASSERT_EQ(logits.size(), prompt.size() * V);
+    // Well-conditioned prompt positions and the greedy steps: the dense acceptance. Ill-conditioned
+    // positions: within kNoiseFactor x their own ulp-noise move (kIllConditioned above).
+    const test::NoiseSensitivity sens =
+        test::prompt_noise_sensitivity(so.out_dir, prompt, ref.prompt_logits, kNoiseDraws, seed);
+    ASSERT_EQ(sens.rel.size(), prompt.size());
     Agreement a;
-    for (size_t p = 0; p < prompt.size(); ++p)
-        a.add(logits.data() + p * V, ref.prompt_logits.data() + p * V, V, "prompt position " + std::to_string(p));
+    std::vector<double> rel(prompt.size());
+    size_t ill = 0;
+    for (size_t p = 0; p < prompt.size(); ++p) {
+        const float* ours = logits.data() + p * V;
+        const float* cpu = ref.prompt_logits.data() + p * V;
+        rel[p] = test::rel_l2(ours, cpu, V);
+        if (sens.rel[p] <= kIllConditioned) {
+            a.add(ours, cpu, V, "prompt position " + std::to_string(p), sens.top1_kept[p]);
+            continue;
+        }
+        ++ill;
+        std::printf("[ %s prompt %d ] position %zu ill-conditioned: ulp noise moves the CPU by %.4f, CUDA stands %.4f "
+                    "from it (bound %.4f)\n",
+                    c.preset, c.prompt_len, p, sens.rel[p], rel[p], std::max(kMaxRelL2, kNoiseFactor * sens.rel[p]));
+        EXPECT_LE(rel[p], std::max(kMaxRelL2, kNoiseFactor * sens.rel[p])) << "ill-conditioned prompt position " << p;
+    }
+    std::printf("[ %s prompt %d ] %zu of %zu prompt positions ill-conditioned (ulp-noise move > %.2f)\n", c.preset,
+                c.prompt_len, ill, prompt.size(), kIllConditioned);
+    ASSERT_GE(double(prompt.size() - ill), kMinWellConditioned * double(prompt.size()))
+        << "the model is ill-conditioned at too many positions: the test proves little";
     // Greedy steps through the decode graph, fed the CPU's tokens so both run the same prefix;
     // our greedy token (the arg-max of our logits) counts in the top-1 agreement.
     int greedy_checked = 0, greedy_equal = 0;
@@ -223,7 +266,7 @@ TEST_P(CudaMoeSynthParity, PromptAndGreedyMatchCpuOnADecisiveRouter) {
     a.expect_dense(std::string("cuda vs cpu ") + c.preset + " prompt " + std::to_string(c.prompt_len));
     // Prompt positions past the bound, again through the decode graph (printed; kPathAgreement).
     for (size_t p = 0; p < prompt.size(); ++p) {
-        if (a.rel[p] <= kMaxRelL2) continue;
+        if (rel[p] <= kMaxRelL2) continue;
         auto d = cuda_engine(so.out_dir, false);
         ASSERT_TRUE(d);
         int32_t t = -1;
@@ -235,7 +278,7 @@ TEST_P(CudaMoeSynthParity, PromptAndGreedyMatchCpuOnADecisiveRouter) {
         const double decode_cpu = test::rel_l2(dl.data(), ref.prompt_logits.data() + p * V, V);
         std::printf("[ %s prompt %d ] position %zu: rel L2 %.4f from the CPU in prefill, %.4f in decode, %.4f "
                     "between the two: %s\n",
-                    c.preset, c.prompt_len, p, a.rel[p], decode_cpu, paths,
+                    c.preset, c.prompt_len, p, rel[p], decode_cpu, paths,
                     paths <= kPathAgreement ? "the CUDA paths agree (most likely the input's conditioning)"
                                             : "the paths disagree (look at the prefill kernels)");
     }
