@@ -47,6 +47,18 @@ __host__ __device__ inline int tma_col_tiles(const MoeBf16Params& p, bool down) 
     return down ? (p.H + T::BN - 1) / T::BN : (tma_width(p) + T::BN / 2 - 1) / (T::BN / 2);
 }
 
+// v[x] <- v[q ^ x] for x = 0..3: two conditional swaps.
+__device__ inline void xor_permute(uint32_t (&v)[4], int q) {
+    if (q & 1) {
+        const uint32_t t0 = v[0], t2 = v[2];
+        v[0] = v[1]; v[1] = t0; v[2] = v[3]; v[3] = t2;
+    }
+    if (q & 2) {
+        const uint32_t t0 = v[0], t1 = v[1];
+        v[0] = v[2]; v[1] = v[3]; v[2] = t0; v[3] = t1;
+    }
+}
+
 // A quad (lanes 4m .. 4m + 3, one accumulator row) holds four n8 tiles' bf16 pairs: lane q has
 // columns 2q, 2q + 1 of each (w[j] for tile j). Returns tile q's eight columns, in order, so the
 // lane writes 16 contiguous bytes. A 4 x 4 transpose: three xor shuffles, with the words permuted
@@ -54,27 +66,12 @@ __host__ __device__ inline int tma_col_tiles(const MoeBf16Params& p, bool down) 
 // 4-byte stores per lane filled half of each 32-byte sector they touched (ncu, H200, the down
 // GEMM at 4096 rows: 16 of 32 bytes a sector; LSU-throttle stalls 20 % of its samples).
 __device__ inline uint4 quad_gather(const uint32_t (&w)[4], int q) {
-    uint32_t v0 = w[0], v1 = w[1], v2 = w[2], v3 = w[3];
-    if (q & 1) {
-        const uint32_t t0 = v0, t2 = v2;
-        v0 = v1; v1 = t0; v2 = v3; v3 = t2;
-    }
-    if (q & 2) {
-        const uint32_t t0 = v0, t1 = v1;
-        v0 = v2; v1 = v3; v2 = t0; v3 = t1;
-    }
-    // r[s]: lane (q ^ s)'s word for tile q.
-    uint32_t r0 = v0, r1 = __shfl_xor_sync(lm::kFullMask, v1, 1), r2 = __shfl_xor_sync(lm::kFullMask, v2, 2),
-             r3 = __shfl_xor_sync(lm::kFullMask, v3, 3);
-    if (q & 1) {
-        const uint32_t t0 = r0, t2 = r2;
-        r0 = r1; r1 = t0; r2 = r3; r3 = t2;
-    }
-    if (q & 2) {
-        const uint32_t t0 = r0, t1 = r1;
-        r0 = r2; r1 = r3; r2 = t0; r3 = t1;
-    }
-    return make_uint4(r0, r1, r2, r3);
+    uint32_t v[4] = {w[0], w[1], w[2], w[3]};
+    xor_permute(v, q);  // v[s]: this lane's word for tile q ^ s, which lane q ^ s needs
+    uint32_t r[4] = {v[0], __shfl_xor_sync(lm::kFullMask, v[1], 1), __shfl_xor_sync(lm::kFullMask, v[2], 2),
+                     __shfl_xor_sync(lm::kFullMask, v[3], 3)};  // r[s]: lane (q ^ s)'s word for tile q
+    xor_permute(r, q);  // r[j]: lane j's word for tile q
+    return make_uint4(r[0], r[1], r[2], r[3]);
 }
 
 #if defined(FROST_ATTN_WGMMA)
