@@ -76,12 +76,12 @@ constexpr double kPathAgreement = 0.1;
 // from them (seed 45323: positions 0 / 1 / 3, CUDA 0.34 / 0.35 / 0.22, ulp noise 0.27-0.48 /
 // 0.23-0.40 / 0.20-0.25; seed 7717: positions 1 / 2, CUDA 0.26 / 0.21, noise 0.15-0.25 /
 // 0.12-0.22; median over a prompt 0.03-0.04; over seeds 1-8 of both tiny presets, 0-2 of 40
-// positions exceed kIllConditioned, seed 7717 of next-moe-tiny-gpu 10). So each prompt position's sensitivity is measured
-// (kNoiseDraws draws, the largest move kept): above kIllConditioned (half the per-position
-// bound) the position is ill-conditioned, its distance from the CPU must stay within
-// kNoiseFactor times its own noise move, and it leaves the mean and top-1 rules, which keep their
-// dense values over the rest. At least kMinWellConditioned of the prompt must be well-conditioned,
-// or the test proves little and says so.
+// positions exceed kIllConditioned, seed 7717 of next-moe-tiny-gpu 10). So each prompt
+// position's sensitivity is measured (kNoiseDraws draws, the largest move kept): above
+// kIllConditioned (half the per-position bound) the position is ill-conditioned, its distance
+// from the CPU must stay within kNoiseFactor times its own noise move, and it leaves the mean and
+// top-1 rules, which keep their dense values over the rest. At least kMinWellConditioned of the
+// prompt must be well-conditioned, or the test proves little and says so.
 constexpr int kNoiseDraws = 4;
 constexpr double kIllConditioned = kMaxRelL2 / 2;
 constexpr double kNoiseFactor = 2.0;
