@@ -194,16 +194,13 @@ TEST_P(CudaMoeSynthParity, PromptAndGreedyMatchCpuOnADecisiveRouter) {
     so.seed = seed;
     so.decisive_router = true;
     ASSERT_EQ(synth_checkpoint(so), FROST_OK) << frost_last_error();
-    std::mt19937_64 rng(seed);
-    std::vector<int32_t> prompt(size_t(c.prompt_len));
     constexpr size_t kSteps = 24;
 
     auto e = cuda_engine(so.out_dir, true);
     ASSERT_TRUE(e);
     ASSERT_TRUE(e->config().is_moe());
     const size_t V = size_t(e->config().vocab_size);
-    std::uniform_int_distribution<int32_t> tok(0, int32_t(V) - 1);
-    for (auto& t : prompt) t = tok(rng);
+    const std::vector<int32_t> prompt = test::seeded_prompt(seed, size_t(c.prompt_len), int32_t(V));
     const CpuRun ref = cpu_run(so.out_dir, prompt, kSteps);
     ASSERT_EQ(ref.prompt_logits.size(), prompt.size() * V);
     ASSERT_EQ(ref.step_logits.size(), kSteps);

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <random>
 #include <vector>
 
 #include "model/engine.h"
@@ -19,14 +18,6 @@
 namespace frost::model {
 namespace {
 
-std::vector<int32_t> prompt_of(uint64_t seed, size_t n, int32_t vocab) {
-    std::mt19937_64 rng(seed);  // as the CUDA parity test draws its prompt
-    std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
-    std::vector<int32_t> p(n);
-    for (auto& t : p) t = tok(rng);
-    return p;
-}
-
 TEST(NoiseSensitivity, NamesTheIllConditionedPositionsOfSeed45323) {
     constexpr uint64_t kSeed = 45323;
     SynthOptions so;
@@ -35,7 +26,7 @@ TEST(NoiseSensitivity, NamesTheIllConditionedPositionsOfSeed45323) {
     so.seed = kSeed;
     so.decisive_router = true;
     ASSERT_EQ(synth_checkpoint(so), FROST_OK) << frost_last_error();
-    const std::vector<int32_t> prompt = prompt_of(kSeed, 40, 4096);
+    const std::vector<int32_t> prompt = test::seeded_prompt(kSeed, 40, 4096);
     const std::vector<float> ref = test::cpu_prompt_logits(so.out_dir, prompt);
     ASSERT_EQ(ref.size(), prompt.size() * 4096);
     const test::NoiseSensitivity s = test::prompt_noise_sensitivity(so.out_dir, prompt, ref, 2, kSeed);
