@@ -16,6 +16,16 @@
 //    wip/moe-next): 4096 rows 0.637 -> 0.660, 16384 2.036-2.046 -> 2.033; engine 4k no gain;
 //  - tile shape 8, the tokens on wgmma's N side (N 16-128 per item, no padded rows; same branch):
 //    4096 rows 0.637 -> 0.665, Qwen3-Next 16384 2.659-2.663 -> 3.078-3.111.
+//  - both GEMMs in one persistent launch (H200, 2026-12-01, thirty-eighth session): gate|up's items
+//    claimed first, then down's; each consumer warpgroup counted itself in per row tile after an
+//    item's stores (warpgroup barrier, one thread's __threadfence + atomicAdd), and a down item's
+//    producer waited for its tile's count (ld.acquire) before copying the activations by cp.async
+//    (weights by TMA). Same bits (a bitwise test against the two launches with poisoned
+//    activations passed, 56 of 56 MoE tests), but slower, two rounds: 4096 rows 0.595 / 0.601 ->
+//    0.604 / 0.603 ms, 8192 1.011-1.012 -> 1.050-1.060, 16384 1.803-1.850 -> 1.908-1.929,
+//    Qwen3-Next 16384 2.388-2.408 -> 2.507-2.550; engine 16k 114.2-114.8 -> 116.3-117.0 ms. The
+//    gate|up tail it fills is ~half an item (~15 us) a launch; the fence per item and warpgroup,
+//    and the down rows by cp.async instead of TMA, cost more than that.
 // (Variants of a wgmma loop belong in template parameters: a runtime branch between two wgmma
 // waits made ptxas serialize every wgmma of the kernel, C7518.)
 // Landed (same session): the epilogue's 16-byte stores (quad_gather). ncu's stall sampling of the

@@ -935,6 +935,13 @@ frost_status moe(const Exec& ex, const MoeOp& p) {
     // batched member's bits equal its solo step's. Prefill groups the rows by expert.
     const bool decode = p.rows.max <= K::kGemvMaxRows;
     // Decode: launches chained by programmatic dependent launch (never on the legacy stream).
+    // Measured and dropped for prefill (H200, 2026-12-01, thirty-eighth session): the chain after
+    // the router logits (select, count, scan, scatter, the two TMA GEMMs, the combine) each
+    // waiting for its predecessor, then triggering its successor. Same bits (a captured-graph
+    // test against plain launches passed), 35B-A3B shape, 20 layers, four rounds alternating,
+    // 4k 28.39-29.05 (plain) against 28.87-29.22 ms, 16k 118.79-119.35 against 118.78-119.82
+    // (an earlier call's two rounds, 28.64 / 28.91 against 28.21 / 28.08, were noise); Qwen3-Next
+    // shape flat. As with the dense prefill kernels (docs/benchmark-history.md), nothing to gain.
     m.pdl = decode && native(ex) != nullptr ? 1 : 0;
     if (decode && moe_routed_quantized(p)) return moe_quant_decode(ex, p, m, qs);
     if (moe_any_quantized(p)) FROST_TRY(moe_dequantize(ex, p, &m));
@@ -944,6 +951,15 @@ frost_status moe(const Exec& ex, const MoeOp& p) {
         // logits tiles (32 x 128, mma.sync) re-read the router matrix per row tile: H200, 35B-A3B
         // shape, 20 layers, alternating processes, 1k / 4k / 16k 13.33-13.34 / 29.37-29.58 /
         // 122.97-123.36 -> 13.11 / 28.75-29.40 / 121.58-121.69 ms (2026-12-01).
+        // Measured and dropped (H200, 2026-12-01, thirty-eighth session): the shared expert as dense
+        // GEMMs (cuBLASLt gate|up, SwiGLU, down) on a second stream forked here, beside the router
+        // and the grouping, joined before the combine, so the grouped GEMMs streamed only the
+        // routed experts (its 32 of ~410 row tiles at 4096 rows). Tests passed (125 MoE and capsule
+        // tests), but 1k / 4k / 16k, two rounds alternating: 12.97-12.99 / 28.23-28.52 /
+        // 116.37-116.89 -> 13.13-13.14 / 28.40-28.48 / 115.32-117.60 ms, peak +0.6 GB; Qwen3-Next
+        // shape (12 layers) 4k / 16k 20.84-21.29 / 80.74-81.17 -> 21.10-21.37 / 80.84-81.52. Most
+        // likely the branches ran one after the other: a cuBLASLt tile holds a whole SM (registers
+        // and shared memory), so the router's small launches queue behind the shared GEMMs.
         GemmOp lg;
         lg.x = mat(p.x.data, DType::BF16, m.max_rows, m.H, p.x.stride[0]);
         lg.y = mat(m.probs, DType::F32, m.max_rows, m.E, m.E);
