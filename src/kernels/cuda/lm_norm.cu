@@ -180,6 +180,12 @@ __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf1
 // per row it touches (at most kHeadWarpsPerBlock rows) into shared memory, with the same powf and
 // sincosf calls, before its warps rotate. Every (row, head) warp computed its own before: 20x the
 // trigonometry on the 9B, most of the kernel's instructions (0.8 TB/s, 417 us per 9B 2048-row chunk).
+// Measured and dropped (H200, 2026-12-01, thirty-eighth session): four (row, head) items a warp,
+// every item's loads issued before any arithmetic (the same bits; a bitwise test against one item
+// a warp passed), to keep more than 512 bytes in flight per warp. It took 77-78 registers instead
+// of 35-38, so far fewer warps fit an SM: bench_ops, the fused form with the KV append, 35B-A3B
+// shape at 4096 rows 174-177 -> 280 us over its 2 attention layers, 0.8B at 1024 rows 90 -> 105 us
+// over 6. One warp per item (~1.0 TB/s) stays.
 constexpr int kRopeMaxHalf = kWarp * kHeadMaxPerLane / 2;  // rotary_dim / 2 <= head_dim / 2
 template <bool kKv>
 __global__ void qk_norm_rope_kernel(QkNormRopeBf16Params p, KvAppendBf16Params kv) {
