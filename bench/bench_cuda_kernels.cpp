@@ -163,7 +163,9 @@ Timer make_timer(cudaStream_t s) {
 // kernel, in the same process. (2048, 30720) is the last chunk of a 32k prefill. Then the short
 // prompts of the 0.8B shape (8 q heads, 2 KV heads; 512-4096 rows from 0) and the 9B's 512 and 1024,
 // where the launcher splits the keys (splits > 1) and so takes the mma.sync kernel; "1 split" is
-// that kernel unsplit. Random bf16 inputs in [-2, 2) (never zeros), TFLOP/s from
+// that kernel unsplit. Last, the MoE models' attention layers (35B-A3B, Qwen3-Next: 16 q heads,
+// 2 KV heads) at 4096 and 16384 rows: at 4096 bench_ops put them at 352 TFLOP/s (H200,
+// 2026-12-01), two thirds of the 9B's rate at 16k. Random bf16 inputs in [-2, 2) (never zeros), TFLOP/s from
 // attn_prefill_cost (causal pairs only).
 int bench_attention(const char* json_path, bool split_sweep) {
     cudaDeviceProp prop{};
@@ -174,7 +176,7 @@ int bench_attention(const char* json_path, bool split_sweep) {
     constexpr int D = kAttnHeadDim;
     const int shapes[][4] = {{16, 4, 16384, 0}, {16, 4, 4096, 0},  {16, 4, 2048, 14336}, {16, 4, 2048, 30720},
                              {16, 4, 1024, 0},  {16, 4, 512, 0},   {8, 2, 512, 0},        {8, 2, 1024, 0},
-                             {8, 2, 2048, 0},   {8, 2, 4096, 0}};
+                             {8, 2, 2048, 0},   {8, 2, 4096, 0},   {16, 2, 4096, 0},      {16, 2, 16384, 0}};
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-2.0f, 2.0f);
     auto random_bf16 = [&](size_t n) {
