@@ -165,8 +165,8 @@ Timer make_timer(cudaStream_t s) {
 // where the launcher splits the keys (splits > 1) and so takes the mma.sync kernel; "1 split" is
 // that kernel unsplit. Last, the MoE models' attention layers (35B-A3B, Qwen3-Next: 16 q heads,
 // 2 KV heads) at 4096 and 16384 rows: at 4096 bench_ops put them at 352 TFLOP/s (H200,
-// 2026-12-01), two thirds of the 9B's rate at 16k. Random bf16 inputs in [-2, 2) (never zeros), TFLOP/s from
-// attn_prefill_cost (causal pairs only).
+// 2026-12-01), two thirds of the 9B's rate at 16k. Random bf16 inputs in [-2, 2) (never zeros),
+// TFLOP/s from attn_prefill_cost (causal pairs only).
 int bench_attention(const char* json_path, bool split_sweep) {
     cudaDeviceProp prop{};
     CK(cudaGetDeviceProperties(&prop, 0));

@@ -24,8 +24,8 @@
 //    activations passed, 56 of 56 MoE tests), but slower, two rounds: 4096 rows 0.595 / 0.601 ->
 //    0.604 / 0.603 ms, 8192 1.011-1.012 -> 1.050-1.060, 16384 1.803-1.850 -> 1.908-1.929,
 //    Qwen3-Next 16384 2.388-2.408 -> 2.507-2.550; engine 16k 114.2-114.8 -> 116.3-117.0 ms. The
-//    gate|up tail it fills is ~half an item (~15 us) a launch; the fence per item and warpgroup,
-//    and the down rows by cp.async instead of TMA, cost more than that.
+//    gate|up tail it fills is ~half an item (~15 us) a launch; most likely the fence per item and
+//    warpgroup, and the down rows by cp.async instead of TMA, cost more than that.
 // (Variants of a wgmma loop belong in template parameters: a runtime branch between two wgmma
 // waits made ptxas serialize every wgmma of the kernel, C7518.)
 // Landed (same session): the epilogue's 16-byte stores (quad_gather). ncu's stall sampling of the
