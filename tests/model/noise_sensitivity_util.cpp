@@ -12,14 +12,6 @@
 
 namespace frost::test {
 
-std::vector<int32_t> seeded_prompt(uint64_t seed, size_t n, int32_t vocab) {
-    std::mt19937_64 rng(seed);
-    std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
-    std::vector<int32_t> p(n);
-    for (auto& t : p) t = tok(rng);
-    return p;
-}
-
 std::vector<float> cpu_prompt_logits(const std::string& dir, const std::vector<int32_t>& prompt) {
     model::EngineOptions o;
     o.prefill_chunk = int((prompt.size() + 63) / 64 * 64);  // one step: every row's logits at once

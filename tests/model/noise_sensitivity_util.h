@@ -25,10 +25,6 @@ struct NoiseSensitivity {
 NoiseSensitivity prompt_noise_sensitivity(const std::string& dir, const std::vector<int32_t>& prompt,
                                           const std::vector<float>& ref_logits, int draws, uint64_t seed);
 
-// The prompt CudaMoeSynthParity draws for a gtest random seed: n tokens uniform in [0, vocab),
-// so a failing seed's case can be rebuilt on the CPU.
-std::vector<int32_t> seeded_prompt(uint64_t seed, size_t n, int32_t vocab);
-
 // The CPU engine's logits of every prompt position (the whole prompt in one prefill step).
 std::vector<float> cpu_prompt_logits(const std::string& dir, const std::vector<int32_t>& prompt);
 

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "model/engine.h"
+#include "model/capsule_test_util.h"
 #include "model/engine_cuda.h"
 #include "model/engine_test_util.h"
 #include "model/synth.h"
@@ -90,14 +91,6 @@ std::unique_ptr<Engine> make_engine(const std::string& dir, frost_backend b, boo
     const frost_status s = Engine::create(dir, o, &e);
     EXPECT_EQ(s, FROST_OK) << frost_last_error();
     return e;
-}
-
-std::vector<int32_t> random_ids(size_t n, int vocab, uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::uniform_int_distribution<int32_t> d(0, vocab - 1);
-    std::vector<int32_t> v(n);
-    for (auto& x : v) x = d(rng);
-    return v;
 }
 
 // Prefill `ids`, then `steps` greedy decode steps; every step's logits and token.
@@ -207,7 +200,7 @@ TEST(CudaEngine, MatchesCpuEngineOnSyntheticModel) {
     auto gpu = make_engine(dir, FROST_BACKEND_CUDA, true, 512);
     ASSERT_TRUE(cpu && gpu);
     const size_t V = cpu->config().vocab_size;
-    const auto ids = random_ids(kSynthPrompt, static_cast<int>(V), std::random_device{}());
+    const auto ids = test::random_ids(kSynthPrompt, std::random_device{}(), static_cast<int>(V));
     std::vector<float> lc, lg;
     int32_t nc = -1, ng = -1;
     ASSERT_EQ(cpu->prefill(0, ids.data(), ids.size(), &nc, &lc), FROST_OK) << frost_last_error();
@@ -252,7 +245,7 @@ TEST(CudaEngine, RunsAreBitwiseDeterministic) {
     auto a = make_engine(dir, FROST_BACKEND_CUDA, false, 512);
     auto b = make_engine(dir, FROST_BACKEND_CUDA, false, 512);
     ASSERT_TRUE(a && b);
-    const auto ids = random_ids(kSynthPrompt, a->config().vocab_size, std::random_device{}());
+    const auto ids = test::random_ids(kSynthPrompt, std::random_device{}(), a->config().vocab_size);
     const StepRun r1 = greedy_run(*a, ids, kDecodeSteps);
     const StepRun r2 = greedy_run(*a, ids, kDecodeSteps);
     const StepRun r3 = greedy_run(*b, ids, kDecodeSteps);
@@ -276,7 +269,7 @@ TEST(CudaEngine, SeededSamplingRepeats) {
     auto e = make_engine(dir, FROST_BACKEND_CUDA, false, 256);
     ASSERT_TRUE(e);
     const int V = e->config().vocab_size;
-    const auto ids = random_ids(70, V, std::random_device{}());
+    const auto ids = test::random_ids(70, std::random_device{}(), V);
     SamplingConfig sc;
     sc.temperature = 1.5f;
     sc.top_k = 50;
@@ -324,7 +317,7 @@ TEST(CudaEngine, CapturesOnlyAtLoad) {
     EXPECT_EQ(before, per_session * kSessions + batched);
     const int V = e->config().vocab_size;
     for (int s = 0; s < kSessions; ++s) {
-        const auto ids = random_ids(300 + 17 * s, V, std::random_device{}());
+        const auto ids = test::random_ids(300 + 17 * s, std::random_device{}(), V);
         int32_t next = -1;
         ASSERT_EQ(e->prefill(s, ids.data(), ids.size(), &next), FROST_OK) << frost_last_error();
         for (int i = 0; i < 40; ++i) ASSERT_EQ(e->decode(s, &next), FROST_OK) << frost_last_error();

@@ -32,6 +32,7 @@
 #include <string>
 
 #include "model/capsule.h"
+#include "model/capsule_test_util.h"
 #include "model/engine.h"
 #include "model/engine_test_util.h"
 #include "model/capsule_exactness_util.h"
@@ -200,7 +201,7 @@ TEST_P(CudaMoeSynthParity, PromptAndGreedyMatchCpuOnADecisiveRouter) {
     ASSERT_TRUE(e);
     ASSERT_TRUE(e->config().is_moe());
     const size_t V = size_t(e->config().vocab_size);
-    const std::vector<int32_t> prompt = test::seeded_prompt(seed, size_t(c.prompt_len), int32_t(V));
+    const std::vector<int32_t> prompt = test::random_ids(size_t(c.prompt_len), seed, int(V));
     const CpuRun ref = cpu_run(so.out_dir, prompt, kSteps);
     ASSERT_EQ(ref.prompt_logits.size(), prompt.size() * V);
     ASSERT_EQ(ref.step_logits.size(), kSteps);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/engine.h"
+#include "model/capsule_test_util.h"
 #include "model/engine_test_util.h"
 #include "model/model_files_util.h"
 #include "model/noise_sensitivity_util.h"
@@ -26,7 +27,7 @@ TEST(NoiseSensitivity, NamesTheIllConditionedPositionsOfSeed45323) {
     so.seed = kSeed;
     so.decisive_router = true;
     ASSERT_EQ(synth_checkpoint(so), FROST_OK) << frost_last_error();
-    const std::vector<int32_t> prompt = test::seeded_prompt(kSeed, 40, 4096);
+    const std::vector<int32_t> prompt = test::random_ids(40, kSeed, 4096);
     const std::vector<float> ref = test::cpu_prompt_logits(so.out_dir, prompt);
     ASSERT_EQ(ref.size(), prompt.size() * 4096);
     const test::NoiseSensitivity s = test::prompt_noise_sensitivity(so.out_dir, prompt, ref, 2, kSeed);
