@@ -165,8 +165,11 @@ Timer make_timer(cudaStream_t s) {
 // where the launcher splits the keys (splits > 1) and so takes the mma.sync kernel; "1 split" is
 // that kernel unsplit. Last, the MoE models' attention layers (35B-A3B, Qwen3-Next: 16 q heads,
 // 2 KV heads) at 4096 and 16384 rows: at 4096 bench_ops put them at 352 TFLOP/s (H200,
-// 2026-12-01), two thirds of the 9B's rate at 16k. Random bf16 inputs in [-2, 2) (never zeros),
-// TFLOP/s from attn_prefill_cost (causal pairs only).
+// 2026-12-01; 439-463 after the thirty-ninth session's epilogue fix), two thirds of the 9B's rate
+// at 16k. Then short chunks late in a long prompt (a capsule's appended turn, the tail of a
+// chunked prefill): 512 / 1024 rows at 15-30k keys, where the split path's extra blocks meet the
+// Hopper kernel's longer rows (the launcher's split rule was measured at position 0 only). Random
+// bf16 inputs in [-2, 2) (never zeros), TFLOP/s from attn_prefill_cost (causal pairs only).
 int bench_attention(const char* json_path, bool split_sweep) {
     cudaDeviceProp prop{};
     CK(cudaGetDeviceProperties(&prop, 0));
@@ -176,7 +179,8 @@ int bench_attention(const char* json_path, bool split_sweep) {
     constexpr int D = kAttnHeadDim;
     const int shapes[][4] = {{16, 4, 16384, 0}, {16, 4, 4096, 0},  {16, 4, 2048, 14336}, {16, 4, 2048, 30720},
                              {16, 4, 1024, 0},  {16, 4, 512, 0},   {8, 2, 512, 0},        {8, 2, 1024, 0},
-                             {8, 2, 2048, 0},   {8, 2, 4096, 0},   {16, 2, 4096, 0},      {16, 2, 16384, 0}};
+                             {8, 2, 2048, 0},   {8, 2, 4096, 0},   {16, 2, 4096, 0},      {16, 2, 16384, 0},
+                             {16, 4, 512, 30720}, {8, 2, 512, 15360}, {8, 2, 1024, 15360}};
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-2.0f, 2.0f);
     auto random_bf16 = [&](size_t n) {
@@ -238,8 +242,8 @@ int bench_attention(const char* json_path, bool split_sweep) {
                     "launch included), the launcher's choice marked *\n", D, prop.name);
         const int counts[] = {1, 2, 3, 4, 6, 8, 12, 16};
         for (Shape& x : all) {
-            if (x.pos != 0 || x.rows > 4096) continue;
-            std::printf("  Hq %2d Hkv %d rows %5d:", x.Hq, x.Hkv, x.rows);
+            if (x.rows > 4096 || (x.pos != 0 && x.rows > 1024)) continue;
+            std::printf("  Hq %2d Hkv %d rows %5d pos %5d:", x.Hq, x.Hkv, x.rows, x.pos);
             for (const int n : counts) {
                 const double ms = t.median_ms([&] { return attn_prefill_launch_splits(x.p, s, n); });
                 std::printf(" %d%s %.4f", n, n == x.splits ? "*" : "", ms);

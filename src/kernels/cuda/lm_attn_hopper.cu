@@ -136,10 +136,12 @@ __global__ void __launch_bounds__(kThreads, 1) attn_prefill_hopper_kernel(Attent
     wgmma_fence();
     issue_pv(o, pa, v_stage(n_tiles - 1));
     wgmma_commit();
+    const int r_lo = row0 + wg * kWgRows + warp * 16 + g;
+    uint32_t gv[2][32];
+    load_gate(p, r_lo, rows, qh, t, gv);  // in flight while the last PV runs
     wgmma_wait<0>();
     reg_fence(o);
-
-    store_output(p, o, l, row0 + wg * kWgRows + warp * 16 + g, rows, qh, t);
+    store_output(p, o, l, gv, r_lo, rows, qh, t);
 #endif  // FROST_ATTN_WGMMA
 }
 

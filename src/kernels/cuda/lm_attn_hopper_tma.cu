@@ -253,9 +253,12 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     issue_pv(o, pa, v_stage(last));
     wgmma_commit();
     turn_pass(true);
+    const int r_lo = row0 + cw * kWgRows + warp * 16 + g;
+    uint32_t gv[2][32];
+    load_gate(p, r_lo, rows, qh, t, gv);  // in flight while the last PV runs
     wgmma_wait<0>();
     reg_fence(o);
-    store_output(p, o, l, row0 + cw * kWgRows + warp * 16 + g, rows, qh, t);
+    store_output(p, o, l, gv, r_lo, rows, qh, t);
     if constexpr (kCluster) {
         __syncwarp();
         cluster_sync();

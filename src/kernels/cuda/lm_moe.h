@@ -85,8 +85,10 @@ struct MoeBf16Params {
     int32_t tile_shape;           // GEMM tile: 0 = the launcher picks (FROST_MOE_PREFILL_TILE=N in the
                                   // environment, read at launch, overrides the pick: A/B runs);
                                   // 1..kMoeTileShapeCount forces one (benches)
-    int32_t logits_ready;         // prefill: 1 = probs already holds the router logits x · routerᵀ (the
-                                  // ops layer ran them as a dense GEMM), so the router starts at the select
+    const float* logits;          // prefill: [max_rows, E] router logits x · routerᵀ computed already (the
+                                  // ops layer's dense GEMM, which writes every row of the bucket, so into
+                                  // scratch and never into probs past the valid rows), so the router starts
+                                  // at the select; nullptr: the router computes them into probs
 };
 
 // Prefill: router (moe_prefill_router_launch), then tokens grouped by expert inside the launch
@@ -107,7 +109,7 @@ cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream);
 // the GEMMs' share of a launch with it. Same validation as moe_prefill_launch.
 cudaError_t moe_prefill_gemms_launch(const MoeBf16Params& p, cudaStream_t stream);
 // The router part of moe_prefill_launch (same outputs as moe_router_launch): the logits of all
-// rows as one tensor-core GEMM (skipped when p.logits_ready: the engine's dense GEMM wrote them),
+// rows as one tensor-core GEMM (skipped when p.logits is set: the engine's dense GEMM wrote them),
 // then one warp per row for softmax / top-k / shared gate.
 cudaError_t moe_prefill_router_launch(const MoeBf16Params& p, cudaStream_t stream);
 struct MoePrefillScratch {

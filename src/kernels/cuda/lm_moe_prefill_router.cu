@@ -16,7 +16,7 @@
 // parity run printed identical errors with both). Measured and dropped: eight cp.async stages
 // instead of three (one 197 KB block per SM): 4k unchanged, 16k 0.171 -> 0.191 ms.
 // The engine does not run these logits tiles: its MoE op computes the logits as a dense cuBLASLt
-// GEMM (ops/cuda/cuda_ops.cpp, moe) and sets MoeBf16Params::logits_ready, so the router starts
+// GEMM (ops/cuda/cuda_ops.cpp, moe) into scratch and sets MoeBf16Params::logits, so the router starts
 // at the select. ncu (H200, 4096 rows) timed the tiles at 31 us, the 256 KB router matrix re-read
 // by every 32-row tile; benches and kernel tests still run them through moe_prefill_launch.
 #include <cuda_bf16.h>
@@ -68,12 +68,13 @@ __global__ void moe_select_kernel(MoeBf16Params p) {
     const int r = blockIdx.x * kSelectWarps + threadIdx.x / kWarp;
     if (r >= launch_rows(p.n_rows, p.max_rows)) return;  // warp-uniform
     float* probs = p.probs + static_cast<int64_t>(r) * p.E;
+    const float* logit = p.logits ? p.logits + static_cast<int64_t>(r) * p.E : probs;
     float v[kPerLane];
     float mx = -INFINITY;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
         const int e = lane + kWarp * i;
-        v[i] = e < p.E ? probs[e] : -INFINITY;
+        v[i] = e < p.E ? logit[e] : -INFINITY;
         mx = fmaxf(mx, v[i]);
     }
     mx = warp_max(mx);
@@ -159,7 +160,7 @@ cudaError_t logits(const MoeBf16Params& p, cudaStream_t stream) {
 cudaError_t moe_prefill_router_launch(const MoeBf16Params& p, cudaStream_t stream) {
     static_assert(kMoeMaxTopK <= kWarp, "lane j keeps pick j");
     if (!moe::valid(p)) return cudaErrorInvalidValue;
-    const cudaError_t e = p.logits_ready ? cudaSuccess : logits(p, stream);
+    const cudaError_t e = p.logits ? cudaSuccess : logits(p, stream);
     if (e != cudaSuccess) return e;
     const int per_lane = ceil_div(p.E, kWarp);
     const dim3 grid(ceil_div(p.max_rows, kSelectWarps)), block(kSelectWarps * kWarp);

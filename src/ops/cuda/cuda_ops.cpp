@@ -81,6 +81,8 @@ size_t moe_carve(K::MoeBf16Params& p, float* base, MoeQuantScratch* q = nullptr)
     p.entry_pos = ints(ps.entry_pos_ints);
     p.ag = reinterpret_cast<bf16*>(take(sizeof(bf16) * ps.ag_elems));
     p.yg = reinterpret_cast<bf16*>(take(sizeof(bf16) * ps.yg_elems));
+    // Prefill's router logits (moe: a dense GEMM over every row of the bucket).
+    p.logits = p.max_rows > K::kGemvMaxRows ? take(sizeof(float) * size_t(p.max_rows) * size_t(p.E)) : nullptr;
     const size_t dr = size_t(std::min(p.max_rows, K::kGemvMaxRows)), H = size_t(p.H);
     MoeQuantScratch qs;
     const size_t routed_act = dr * size_t(p.k) * size_t(p.I);
@@ -960,11 +962,12 @@ frost_status moe(const Exec& ex, const MoeOp& p) {
         // shape (12 layers) 4k / 16k 20.84-21.29 / 80.74-81.17 -> 21.10-21.37 / 80.84-81.52. Most
         // likely the branches ran one after the other: a cuBLASLt tile holds a whole SM (registers
         // and shared memory), so the router's small launches queue behind the shared GEMMs.
+        // Into scratch (moe_carve): the GEMM computes every row of the bucket, and probs past the
+        // valid rows must stay as they were (the op contract; the backend-op parity test poisons them).
         GemmOp lg;
         lg.x = mat(p.x.data, DType::BF16, m.max_rows, m.H, p.x.stride[0]);
-        lg.y = mat(m.probs, DType::F32, m.max_rows, m.E, m.E);
+        lg.y = mat(const_cast<float*>(m.logits), DType::F32, m.max_rows, m.E, m.E);
         FROST_TRY(gemm_bf16(ex, lg, p.router));
-        m.logits_ready = 1;
         return check(K::moe_prefill_launch(m, native(ex)), "moe");
     }
     return check(K::moe_decode_launch(m, native(ex)), "moe");
