@@ -161,7 +161,8 @@ __device__ inline void load_gate(const AttentionBf16Params& p, int r_lo, int row
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int r = r_lo + 8 * h;
-        const bf16* gate = p.gate ? p.gate + static_cast<int64_t>(r < rows ? r : 0) * p.q_row_stride + qh * p.q_head_stride : nullptr;
+        const int64_t row = r < rows ? r : 0;  // a row past the valid count loads row 0's (never stored)
+        const bf16* gate = p.gate ? p.gate + row * p.q_row_stride + qh * p.q_head_stride : nullptr;
 #pragma unroll
         for (int i = 0; i < 32; ++i) gv[h][i] = gate ? *reinterpret_cast<const uint32_t*>(gate + 8 * i + 2 * t) : 0u;
     }

@@ -85,7 +85,7 @@ struct MoeBf16Params {
     int32_t tile_shape;           // GEMM tile: 0 = the launcher picks (FROST_MOE_PREFILL_TILE=N in the
                                   // environment, read at launch, overrides the pick: A/B runs);
                                   // 1..kMoeTileShapeCount forces one (benches)
-    const float* logits;          // prefill: [max_rows, E] router logits x · routerᵀ computed already (the
+    float* logits;                // prefill: [max_rows, E] router logits x · routerᵀ computed already (the
                                   // ops layer's dense GEMM, which writes every row of the bucket, so into
                                   // scratch and never into probs past the valid rows), so the router starts
                                   // at the select; nullptr: the router computes them into probs

@@ -966,7 +966,7 @@ frost_status moe(const Exec& ex, const MoeOp& p) {
         // valid rows must stay as they were (the op contract; the backend-op parity test poisons them).
         GemmOp lg;
         lg.x = mat(p.x.data, DType::BF16, m.max_rows, m.H, p.x.stride[0]);
-        lg.y = mat(const_cast<float*>(m.logits), DType::F32, m.max_rows, m.E, m.E);
+        lg.y = mat(m.logits, DType::F32, m.max_rows, m.E, m.E);
         FROST_TRY(gemm_bf16(ex, lg, p.router));
         return check(K::moe_prefill_launch(m, native(ex)), "moe");
     }
