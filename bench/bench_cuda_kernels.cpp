@@ -248,8 +248,8 @@ int bench_attention(const char* json_path, bool split_sweep) {
                 const double ms = t.median_ms([&] { return attn_prefill_launch_splits(x.p, s, n); });
                 std::printf(" %d%s %.4f", n, n == x.splits ? "*" : "", ms);
             }
-            const double hop = t.median_ms([&] { return attn_prefill_hopper_launch(x.p, s, 1); });
-            std::printf(" | hopper %.4f%s\n", hop, x.splits == 1 && x.rows >= kAttnPrefillHopperMinRows ? "*" : "");
+            const double hop = t.median_ms([&] { return attn_prefill_hopper_launch(x.p, s); });  // the launcher's variant
+            std::printf(" | hopper %.4f%s\n", hop, attn_prefill_takes_hopper(x.p) ? "*" : "");
             std::fflush(stdout);
         }
         for (Shape& x : all)
@@ -392,6 +392,8 @@ int bench_conv() {
 // H200 (2026-11-30, one call, µs of the state pass; prep unchanged): 9B shape 4096 / 16384 rows:
 // mma.sync default 142.3-143.3 / 548.2, wgmma 32-column (the default on sm_90a) 84.5-85.3 / 321.6;
 // 0.8B shape (16 heads) 1024 / 4096 rows: mma.sync 27.9 / 93.6, wgmma 16-column 20.9 / 65.5.
+// H200 (2026-12-01, the wgmma pass's chain shortened, lm_gdn_wgmma.cu): 16 / 32 heads at 1024 rows
+// 19.9 / 23.8, 4096 62.0 / 75.2, 16384 228 / 279 (FROST_BENCH_GDN_ROWS=T for 1024).
 int bench_gdn(std::vector<int> heads) {
     if (heads.empty()) heads = {16, 32};
     cudaStream_t s = nullptr;

@@ -91,7 +91,7 @@ void check_hopper_against_fallback(const Case& k, kernels::AttentionBf16Params p
     p.o = bf(dlaunch);
     CUDA_OK(kernels::attn_prefill_launch(p, nullptr));
     // Only the positive direction: a tiny launch on the split path can round to the same bits.
-    const bool dispatched = k.max_rows >= kernels::kAttnPrefillHopperMinRows && kernels::attn_prefill_splits(p) == 1;
+    const bool dispatched = kernels::attn_prefill_takes_hopper(p);
     if (k.hopper == kernels::kAttnPrefillHopperVariant && dispatched) {
         EXPECT_TRUE(dlaunch.download() == raw) << "the launcher should pick the Hopper kernel";
     }

@@ -337,11 +337,25 @@ size_t attn_prefill_work_floats(const AttentionBf16Params& p) {
     return most;
 }
 
+// The Hopper kernel (128 rows a block) where it runs and the bucket has kAttnPrefillHopperMinRows
+// rows, unless the split path is needed to fill the GPU and the Hopper grid would hold fewer than
+// kAttnPrefillHopperMinBlocks blocks. Like the split count, it depends on max_rows and Hq only,
+// so it must hold at every position: bench_cuda_kernels --attn-splits (H200, 2026-12-01, ms per
+// launch, the launcher's Hopper variant against the split count picked before this rule):
+//   8 q / 2 KV heads x 1024 rows (64 blocks): position 0 0.0379 against 0.0550 (2 splits),
+//     position 15360 0.4009 against 0.5882;
+//   16 q / 4 KV x 512 (64): position 0 0.0254 against 0.0371, position 30720 0.7587 against 1.1031;
+//   8 q / 2 KV x 512 (32, stays split): position 0 0.0245 against 0.0255 (4 splits), but position
+//     15360 0.3872 against 0.2944: 32 blocks leave 100 SMs idle through a long key range.
+// (Before 2026-12-01 that sweep timed Hopper variant 1, not the launcher's 5, and showed less.)
+bool attn_prefill_takes_hopper(const AttentionBf16Params& p) {
+    if (p.max_rows < kAttnPrefillHopperMinRows || p.Hq <= 0 || !attn_prefill_hopper_supported(p)) return false;
+    return attn_prefill_splits(p) == 1 || p.Hq * ceil_div(p.max_rows, 128) >= kAttnPrefillHopperMinBlocks;
+}
+
 cudaError_t attn_prefill_launch(const AttentionBf16Params& p, cudaStream_t stream) {
-    const int splits = attn_prefill_splits(p);
-    if (splits == 1 && p.max_rows >= kAttnPrefillHopperMinRows && attn_prefill_hopper_supported(p))
-        return attn_prefill_hopper_launch(p, stream);
-    return attn_prefill_launch_splits(p, stream, splits);
+    if (attn_prefill_takes_hopper(p)) return attn_prefill_hopper_launch(p, stream);
+    return attn_prefill_launch_splits(p, stream, attn_prefill_splits(p));
 }
 
 cudaError_t attn_prefill_launch_splits(const AttentionBf16Params& p, cudaStream_t stream, int splits) {

@@ -15,6 +15,13 @@
 // per scheduler, every instruction of that chain is exposed latency (ncu, H200, 9B shape, 4096
 // rows, copies issued by the consumer: 0.36 issued per scheduler and cycle); the wgmma
 // descriptors are likewise built once per chunk and moved by constants.
+// The chain from one chunk to the next is V' (W S₀) -> its epilogue -> the S update -> the S₀ᵀ
+// store, so everything else keeps off it (2026-12-01, H200, bench_cuda_kernels --gdn, L2 flushed,
+// µs of this pass, 16 / 32 value heads): the S₀ᵀ store runs while the O products do, and the
+// gates' exponentials and the U entries load while the V' products run. 1024 rows 20.7-20.8 /
+// 26.1 -> 19.9 / 23.8-23.9, 4096 65.6-65.7 / 84.6-85.1 -> 61.9-62.0 / 75.1-75.3, 16384
+// 241.2-242.6 / 319.7-319.9 -> 227.7-228.0 / 278.5-280.5 (the S₀ᵀ store moved alone: 20.4 / 24.8,
+// 63.2-63.5 / 78.5, 235.8-236.0 / 293.7-294.5). Same bits: each value is computed as before.
 // Shared-memory operands, all in wgmma's 128-byte swizzled layout (rows of 64 bf16, 16-byte
 // chunk j of row r at j ^ (r % 8), tiles 1024-byte aligned):
 //   W, Q: [dk / 64][64 rows][64]   K-major A of V' and X
@@ -224,7 +231,6 @@ __global__ void __launch_bounds__(kBlockThreads, 1) gdn_state_wgmma_kernel(GdnBf
         const uint64_t d_k = smem_desc_sw128(st + L::kK, kHalfB, 1024);  // read as Kᵀ (M-major)
         int start, len;
         chunk_range(c, pos, rows, start, len);
-
         // V' = W S₀ and X = Q S₀, eight k-steps over dk each, as two commit groups: the V'
         // epilogue (the chain to the next chunk) starts while X is still on the tensor cores.
         wgmma_fence();
@@ -238,27 +244,40 @@ __global__ void __launch_bounds__(kBlockThreads, 1) gdn_state_wgmma_kernel(GdnBf
             wgmma_tile<kN, 0>(x, moved(d_q, (kk / 4) * kHalfB + (kk % 4) * 32),
                               moved(d_s0, (kk / 4) * kN * kRowB + (kk % 4) * 32), kk > 0);
         wgmma_commit();
+        // While they run: what the epilogues need that the products do not give, the gates'
+        // exponentials and this thread's U entries. So only the subtraction, the V' stores and
+        // the decay of S stand between the V' products and the S update, the chain to the next chunk.
+        const float gamma_last = gamma[len - 1];
+        float tail[2], eg[2];
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const float gr = gamma[16 * warp + g + 8 * hh];
+            tail[hh] = expf(gamma_last - gr);
+            eg[hh] = expf(gr);
+        }
+        __nv_bfloat162 uu[kN / 8][2];
+#pragma unroll
+        for (int i = 0; i < kN / 8; ++i)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh)
+                uu[i][hh] = *reinterpret_cast<const __nv_bfloat162*>(ub + (16 * warp + g + 8 * hh) * L::kUPitch + 8 * i + 2 * t);
+        const float decay = expf(gamma_last);
         wgmma_wait<1>();  // V' is done; X may still run
         reg_fence(v);
 
-        const float gamma_last = gamma[len - 1];
-        float tail[2];
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) tail[hh] = expf(gamma_last - gamma[16 * warp + g + 8 * hh]);
         // V' = U − W S₀ in place of v (fp32), as in the mma.sync passes.
 #pragma unroll
         for (int i = 0; i < kN / 8; ++i)
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
-                const int r = 16 * warp + g + 8 * hh;
-                const float2 uu =
-                    __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(ub + r * L::kUPitch + 8 * i + 2 * t));
-                v[4 * i + 2 * hh] = uu.x - v[4 * i + 2 * hh];
-                v[4 * i + 2 * hh + 1] = uu.y - v[4 * i + 2 * hh + 1];
+                const float2 u2 = __bfloat1622float2(uu[i][hh]);
+                v[4 * i + 2 * hh] = u2.x - v[4 * i + 2 * hh];
+                v[4 * i + 2 * hh + 1] = u2.y - v[4 * i + 2 * hh + 1];
             }
         store_transposed<kN>(vpt, warp, lane, [&](int, int e) { return v[e]; });
         store_transposed<kN>(vdt, warp, lane, [&](int, int e) { return v[e] * tail[(e >> 1) & 1]; });
-        const float decay = expf(gamma_last);
+        // (S decayed here, not while the products run: ptxas then waits for them before touching
+        // registers a wgmma wrote in the previous chunk, C7517.)
 #pragma unroll
         for (int mh = 0; mh < 2; ++mh)
 #pragma unroll
@@ -280,14 +299,12 @@ __global__ void __launch_bounds__(kBlockThreads, 1) gdn_state_wgmma_kernel(GdnBf
         wgmma_wait<1>();  // X is done (groups complete in order); the S update may still run
         reg_fence(x);
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-            const float eg = expf(gamma[16 * warp + g + 8 * hh]);
+        for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
             for (int i = 0; i < kN / 8; ++i) {
-                x[4 * i + 2 * hh] *= eg;
-                x[4 * i + 2 * hh + 1] *= eg;
+                x[4 * i + 2 * hh] *= eg[hh];
+                x[4 * i + 2 * hh + 1] *= eg[hh];
             }
-        }
         reg_fence(x);
         wgmma_fence();
 #pragma unroll
@@ -296,6 +313,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1) gdn_state_wgmma_kernel(GdnBf
         wgmma_wait<1>();  // the S update is done; O may still run
         reg_fence(s[0]);
         reg_fence(s[1]);
+        // The next chunk's B operand, while O runs: O reads P and V'ᵀ only, and every read of the
+        // old S₀ᵀ ended at the first waits.
+        store_s0();
         wgmma_wait<0>();  // O is done: every read of this stage has ended
         reg_fence(x);
         mbar_arrive(empty0 + 8 * b);
@@ -308,7 +328,6 @@ __global__ void __launch_bounds__(kBlockThreads, 1) gdn_state_wgmma_kernel(GdnBf
             for (int i = 0; i < kN / 8; ++i)
                 *reinterpret_cast<uint32_t*>(out + 8 * i) = pack_bf16(x[4 * i + 2 * hh], x[4 * i + 2 * hh + 1]);
         }
-        store_s0();  // the next chunk's B operand (every read of the old one ended at the first waits)
     }
     each_pair([](float& a, float& b, float2* at) { *at = make_float2(a, b); });
 #else
