@@ -22,6 +22,11 @@
 // 26.1 -> 19.9 / 23.8-23.9, 4096 65.6-65.7 / 84.6-85.1 -> 61.9-62.0 / 75.1-75.3, 16384
 // 241.2-242.6 / 319.7-319.9 -> 227.7-228.0 / 278.5-280.5 (the S₀ᵀ store moved alone: 20.4 / 24.8,
 // 63.2-63.5 / 78.5, 235.8-236.0 / 293.7-294.5). Same bits: each value is computed as before.
+// Not done: issuing the next chunk's V' products before waiting for this chunk's O (so the O wait
+// and the output stores leave the chain too). With any wgmma group in flight across the loop's
+// back edge, ptxas serialises the kernel's wgmma (C7514, non-wgmma instructions reading
+// accumulator registers inside the pipeline stage, most likely the loop-carried copies); an empty
+// commit group to make every iteration wait alike gave C7520 instead. It was not run.
 // Shared-memory operands, all in wgmma's 128-byte swizzled layout (rows of 64 bf16, 16-byte
 // chunk j of row r at j ^ (r % 8), tiles 1024-byte aligned):
 //   W, Q: [dk / 64][64 rows][64]   K-major A of V' and X
