@@ -57,6 +57,7 @@ __host__ __device__ inline int tma_col_tiles(const MoeBf16Params& p, bool down) 
     return down ? (p.H + T::BN - 1) / T::BN : (tma_width(p) + T::BN / 2 - 1) / (T::BN / 2);
 }
 
+#if defined(FROST_ATTN_WGMMA)  // (the kernels that use these exist only in the sm_90a code)
 // v[x] <- v[q ^ x] for x = 0..3: two conditional swaps.
 __device__ inline void xor_permute(uint32_t (&v)[4], int q) {
     if (q & 1) {
@@ -84,7 +85,6 @@ __device__ inline uint4 quad_gather(const uint32_t (&w)[4], int q) {
     return make_uint4(r[0], r[1], r[2], r[3]);
 }
 
-#if defined(FROST_ATTN_WGMMA)
 template <int BN>
 __device__ inline void wgmma_tile_ss(float (&d)[BN / 2], uint64_t da, uint64_t db) {
     if constexpr (BN == 256) lm::wgmma_m64n256k16_ss(d, da, db);
