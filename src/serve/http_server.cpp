@@ -219,6 +219,7 @@ private:
         }
         if (!out.job) return write_simple(out.status, out.content_type, std::move(out.body), out.headers);
         job_ = out.job;
+        end_observed_ = false;
         builder_ = std::move(out.builder);
         on_final_ = std::move(out.on_final);
         streaming_ = out.stream && !on_final_;
@@ -301,6 +302,9 @@ private:
             return write_simple(200, "application/json", builder_->final_json(), {});
         }
         if (!out_.empty()) {
+            // These bytes carry the last event: a client that has read them may scrape /metrics
+            // at once, so the request's end-to-end latency is in before they go out.
+            if (builder_->done()) observe_end_once();
             auto data = std::make_shared<std::string>(std::move(out_));
             out_.clear();
             writing_ = true;
@@ -328,9 +332,15 @@ private:
         }
     }
 
+    void observe_end_once() {
+        if (!job_ || end_observed_) return;
+        api_.observe_end(*job_);
+        end_observed_ = true;
+    }
+
     void finish_job() {
         if (job_) {
-            api_.observe_end(*job_);
+            observe_end_once();
             job_->channel->set_notify(nullptr);
         }
         job_.reset();
@@ -407,6 +417,7 @@ private:
     bool watching_ = false;
     bool streaming_ = false;
     bool header_sent_ = false;
+    bool end_observed_ = false;  // job_'s end-to-end latency is recorded (once, before its last bytes)
     bool head_ = false;  // the request was HEAD: the reply carries no body
     std::shared_ptr<Job> job_;
     std::unique_ptr<BodyBuilder> builder_;
