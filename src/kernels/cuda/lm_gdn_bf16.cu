@@ -40,6 +40,14 @@
 // phases, none above a quarter: the load issue and gate reads (~21 %),
 // K Kᵀ / Q Kᵀ and the decay epilogue (~17 %), the solve (~24 %, half of it barrier waits), the
 // W / U products (~24 %), the stores (~9 %); 0.44 issued per scheduler with 5.7 warps resident.
+// A clock64 probe (2026-12-01, H200, 16 value heads, thread 0 stamping after each phase's barrier;
+// the patch stays out of the tree), mean cycles per block at 1024 / 4096 rows: loads and gates
+// 4643 / 6486, cumsum 523 / 769, K Kᵀ / Q Kᵀ and the decay epilogue 4297 / 6161, diagonal solve
+// 757 / 994, block diagonals 4614 / 5026, W / U products 5061 / 6446, staging 420 / 902, copy out
+// 1536 / 2012; total 21850 / 28797. At 1024 rows (256 blocks, all resident at once) a mean block
+// is ~11 us against the launch's 23.6 us (bench_cuda_kernels --gdn 16, L2 flushed), so half of
+// that launch is outside a mean block's phases: launch, ramp and the slowest blocks (the probe
+// kept no start times).
 // Fragment layouts (PTX ISA, m16n8k16 .bf16), g = lane / 4, q = lane % 4, pairs of bf16 per
 // register, the lower index in the low half: A 16x16 row-major: a0 (g, 2q..2q+1), a1 (g+8, 2q..),
 // a2 (g, 2q+8..), a3 (g+8, 2q+8..); B 16x8: b0 (k 2q..2q+1, n g), b1 (k 2q+8.., n g);
