@@ -48,6 +48,22 @@
 // is ~11 us against the launch's 23.6 us (bench_cuda_kernels --gdn 16, L2 flushed), so half of
 // that launch is outside a mean block's phases: launch, ramp and the slowest blocks (the probe
 // kept no start times).
+// A second probe (2026-12-01, %globaltimer at entry and exit, same bench, L2 flushed) answers it:
+// at 1024 rows all 256 blocks enter within 0.1-0.2 us of the first, and a block runs 10.4 us
+// (shortest) / 15.1 us (median) from entry to exit, against the 23.8 us the events time; the
+// phases' clock64 sum (23013 cycles, ~11.6 us) misses the cursor read before them. With 32
+// value heads (512 blocks, 3 per SM) the last block enters 17.5 us after the first: two waves.
+// Tried and dropped (same day, H200, two runs each, old and new binaries in one call): a 52 KB
+// layout (V loaded into A's space after the solve, Y in T's upper blocks, P stored from the
+// registers) with 4 blocks per SM (64 registers, 36 bytes of spills), same bits (the GDN kernel
+// test and the backend-op parity passed). bench_cuda_kernels --gdn, us, old -> new: 16 heads
+// 1024 / 4096 / 16384 rows 23.0-23.1 -> 23.8, 52.4 -> 53.2-53.5, 178.5-178.6 -> 181.2-182.3;
+// 32 heads 31.8-31.9 -> 30.1-30.2 (one wave instead of two), 95.3-95.4 -> 96.8-97.0, 344.5-347.2
+// -> 353.2-354.9; engine cold TTFT flat (9B 1k / 4k 21.85-22.50 / 95.95-96.06 against 21.83-23.71
+// / 95.88-96.21 ms). A fourth block per SM adds no throughput: per block the prep moves ~88 KB
+// through L2 (K, Q, V in; W, U, P out), ~180 MB at 4096 rows and 32 heads, ~1.9 TB/s at 95 us,
+// so its bytes, not its residency, are what to cut next (K and Q read once per key head, P
+// recomputed where it is used). The form is kept outside the tree.
 // Fragment layouts (PTX ISA, m16n8k16 .bf16), g = lane / 4, q = lane % 4, pairs of bf16 per
 // register, the lower index in the low half: A 16x16 row-major: a0 (g, 2q..2q+1), a1 (g+8, 2q..),
 // a2 (g, 2q+8..), a3 (g+8, 2q+8..); B 16x8: b0 (k 2q..2q+1, n g), b1 (k 2q+8.., n g);
