@@ -60,10 +60,24 @@
 // 1024 / 4096 / 16384 rows 23.0-23.1 -> 23.8, 52.4 -> 53.2-53.5, 178.5-178.6 -> 181.2-182.3;
 // 32 heads 31.8-31.9 -> 30.1-30.2 (one wave instead of two), 95.3-95.4 -> 96.8-97.0, 344.5-347.2
 // -> 353.2-354.9; engine cold TTFT flat (9B 1k / 4k 21.85-22.50 / 95.95-96.06 against 21.83-23.71
-// / 95.88-96.21 ms). A fourth block per SM adds no throughput: per block the prep moves ~88 KB
-// through L2 (K, Q, V in; W, U, P out), ~180 MB at 4096 rows and 32 heads, ~1.9 TB/s at 95 us,
-// so its bytes, not its residency, are what to cut next (K and Q read once per key head, P
-// recomputed where it is used). The form is kept outside the tree.
+// / 95.88-96.21 ms). A fourth block per SM adds no throughput, so a resource the
+// blocks share is what binds, not their residency: the next paragraph says which (not the ~88 KB
+// per block it moves through L2, ~1.9 TB/s at 4096 rows and 32 heads: L2 ran at 39 %, DRAM at 23 %).
+// The form is kept outside the tree.
+// What binds it (ncu, same day, 32 value heads at 4096 rows, clocks at base): the L1 / shared-
+// memory data path at 78 % of its peak (issue slots 43 %, tensor pipe 17 %, DRAM 23 %), 14.6 M
+// shared wavefronts (~7100 per block) with 2.2 M of them from bank conflicts. Counted per phase,
+// the W / U products' T fragments (float2 loads of fp32 T at rows g, columns 2q) were the largest
+// share, two-way conflicted at the 68-word pitch (offsets 4g + 2q); the decay epilogue reloaded
+// γ and β for each element (its stores into A may alias them) and stored A a float at a time.
+// Round 6 (2026-12-01, same bits; the GDN kernel test and the backend-op parity passed): T and A
+// at a 72-word pitch (8g + 2q: conflict-free), γ / β in registers before the epilogue and A stored as float2,
+// the diagonal substitution's A rows as float4. ncu: 12.7 M wavefronts, 0.63 M conflicts, L1 72 %,
+// 122.9 -> 115.2 us; bench_cuda_kernels --gdn 16 (L2 flushed, two runs each, old and new in one
+// call) 1024 / 4096 / 16384 rows 22.9-23.2 -> 22.0-22.1, 52.1-52.3 -> 50.0-50.1, 177.8-179.4 ->
+// 167.0-168.0 us. Through the engine it is inside the noise (9B 1k / 4k 22.76-22.95 / 97.61-98.95
+// against 23.79-24.06 / 97.39-98.26 ms, two rounds; the 1k prompt moved 21.8-23.8 ms between
+// processes all session).
 // Fragment layouts (PTX ISA, m16n8k16 .bf16), g = lane / 4, q = lane % 4, pairs of bf16 per
 // register, the lower index in the low half: A 16x16 row-major: a0 (g, 2q..2q+1), a1 (g+8, 2q..),
 // a2 (g, 2q+8..), a3 (g+8, 2q+8..); B 16x8: b0 (k 2q..2q+1, n g), b1 (k 2q+8.., n g);
@@ -82,7 +96,10 @@ static_assert(kC == kGdnChunk && kD == kGdnHeadDim, "one chunk grid for every pa
 
 constexpr int kSlice = 32;  // dv columns per state-pass block: 4 blocks per head (lm_gdn_bf16_narrow.cu: 16)
 constexpr int kPS = kSlice + 8;
-constexpr int kSolvePitch = kC + 4;  // fp32 A rows, float4-aligned
+// fp32 A and T rows: float4-aligned, and ≡ 8 mod 32 words, so the W / U products' float2 loads of
+// T (rows g, columns 2q: offsets 8g + 2q) hit 16 distinct bank pairs per half-warp; at 68 (≡ 4)
+// they met two ways (see the header's round 6).
+constexpr int kSolvePitch = kC + 8;
 
 // ---- 1. prep -------------------------------------------------------------------------------
 // The UT solve as T = (I+A)⁻¹ once per chunk, blocked by 16 (fp32 on CUDA cores: the diagonal
@@ -116,10 +133,12 @@ struct PrepSmem {
         alignas(16) float y4[3][kBlk][kBlk];  // the same for the blocked solve (rows of float4)
     } ys;
     float g[kC];
-    float gamma[kC];
+    alignas(16) float gamma[kC];  // (read as float2)
     float beta[kC];
     float w_scale[kC];  // β e^γ
 };
+
+static_assert(3 * (sizeof(PrepSmem) + 1024) <= 228 * 1024, "3 prep blocks per SM (__launch_bounds__ below)");
 
 // hi + lo A fragments of T diag(scale), rows m0.., columns k0.. (k0 ≤ m0: inside the lower blocks).
 __device__ inline void t_frags(uint32_t (&hi)[4], uint32_t (&lo)[4], const PrepSmem& sm, const float* scale, int m0,
@@ -372,19 +391,33 @@ __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Param
                 }
             }
         }
+        // The rows' γ and β and the columns' γ into registers first: read between the stores into
+        // A, they were loaded again for every element (the stores may alias them).
+        float gam_i[2], beta_i[2], gam_j[kTiles][2];
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+            gam_i[hi] = sm.gamma[pm0 + g + 8 * hi];
+            beta_i[hi] = sm.beta[pm0 + g + 8 * hi];
+        }
+#pragma unroll
+        for (int j = 0; j < kTiles; ++j) {
+            const float2 gj = *reinterpret_cast<const float2*>(&sm.gamma[pn0 + 8 * j + 2 * q]);
+            gam_j[j][0] = gj.x, gam_j[j][1] = gj.y;
+        }
 #pragma unroll
         for (int j = 0; j < kTiles; ++j)
 #pragma unroll
             for (int hi = 0; hi < 2; ++hi) {
                 const int i = pm0 + g + 8 * hi, j0 = pn0 + 8 * j + 2 * q;
-                float pv[2];
+                float av[2], pv[2];
 #pragma unroll
                 for (int x = 0; x < 2; ++x) {
                     const int jj = j0 + x;
-                    const float decay = i >= jj ? expf(sm.gamma[i] - sm.gamma[jj]) : 0.0f;
-                    sm.u2.a[i][jj] = i > jj ? sm.beta[i] * kk[j][2 * hi + x] * decay : 0.0f;
+                    const float decay = i >= jj ? expf(gam_i[hi] - gam_j[j][x]) : 0.0f;
+                    av[x] = i > jj ? beta_i[hi] * kk[j][2 * hi + x] * decay : 0.0f;
                     pv[x] = qk[j][2 * hi + x] * decay;
                 }
+                *reinterpret_cast<float2*>(&sm.u2.a[i][j0]) = make_float2(av[0], av[1]);
                 pk[j][hi] = pack_bf16(pv[0], pv[1]);
             }
     }
@@ -397,9 +430,15 @@ __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Param
         float x[kBlk];
 #pragma unroll
         for (int r = 0; r < kBlk; ++r) {
+            float arow[kBlk];  // row b0 + r of the block, as float4 loads (one per 4 entries used)
+#pragma unroll
+            for (int m4 = 0; m4 < (r + 3) / 4; ++m4) {
+                const float4 v4 = *reinterpret_cast<const float4*>(&sm.u2.a[b0 + r][b0 + 4 * m4]);
+                arow[4 * m4] = v4.x, arow[4 * m4 + 1] = v4.y, arow[4 * m4 + 2] = v4.z, arow[4 * m4 + 3] = v4.w;
+            }
             float v = r == cc ? 1.0f : 0.0f;
 #pragma unroll
-            for (int m = 0; m < r; ++m) v -= sm.u2.a[b0 + r][b0 + m] * x[m];
+            for (int m = 0; m < r; ++m) v -= arow[m] * x[m];
             x[r] = v;
         }
 #pragma unroll
