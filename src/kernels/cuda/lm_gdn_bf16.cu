@@ -60,10 +60,10 @@
 // 1024 / 4096 / 16384 rows 23.0-23.1 -> 23.8, 52.4 -> 53.2-53.5, 178.5-178.6 -> 181.2-182.3;
 // 32 heads 31.8-31.9 -> 30.1-30.2 (one wave instead of two), 95.3-95.4 -> 96.8-97.0, 344.5-347.2
 // -> 353.2-354.9; engine cold TTFT flat (9B 1k / 4k 21.85-22.50 / 95.95-96.06 against 21.83-23.71
-// / 95.88-96.21 ms). A fourth block per SM adds no throughput, so a resource the
-// blocks share is what binds, not their residency: the next paragraph says which (not the ~88 KB
-// per block it moves through L2, ~1.9 TB/s at 4096 rows and 32 heads: L2 ran at 39 %, DRAM at 23 %).
-// The form is kept outside the tree.
+// / 95.88-96.21 ms). A fourth block per SM adds no throughput, so a resource the blocks share
+// binds, not their residency. The next paragraph says which: not the ~88 KB per block it moves
+// through L2 (~1.9 TB/s at 4096 rows and 32 heads; L2 ran at 39 %, DRAM at 23 %). The form is
+// kept outside the tree.
 // What binds it (ncu, same day, 32 value heads at 4096 rows, clocks at base): the L1 / shared-
 // memory data path at 78 % of its peak (issue slots 43 %, tensor pipe 17 %, DRAM 23 %), 14.6 M
 // shared wavefronts (~7100 per block) with 2.2 M of them from bank conflicts. Counted per phase,
@@ -71,8 +71,8 @@
 // share, two-way conflicted at the 68-word pitch (offsets 4g + 2q); the decay epilogue reloaded
 // γ and β for each element (its stores into A may alias them) and stored A a float at a time.
 // Round 6 (2026-12-01, same bits; the GDN kernel test and the backend-op parity passed): T and A
-// at a 72-word pitch (8g + 2q: conflict-free), γ / β in registers before the epilogue and A stored as float2,
-// the diagonal substitution's A rows as float4. ncu: 12.7 M wavefronts, 0.63 M conflicts, L1 72 %,
+// at a 72-word pitch (8g + 2q: conflict-free), γ / β in registers before the epilogue and A
+// stored as float2, the diagonal substitution's A rows as float4. ncu: 12.7 M wavefronts, 0.63 M conflicts, L1 72 %,
 // 122.9 -> 115.2 us; bench_cuda_kernels --gdn 16 (L2 flushed, two runs each, old and new in one
 // call) 1024 / 4096 / 16384 rows 22.9-23.2 -> 22.0-22.1, 52.1-52.3 -> 50.0-50.1, 177.8-179.4 ->
 // 167.0-168.0 us. Through the engine it is inside the noise (9B 1k / 4k 22.76-22.95 / 97.61-98.95
