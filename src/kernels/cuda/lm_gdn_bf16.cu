@@ -72,12 +72,12 @@
 // γ and β for each element (its stores into A may alias them) and stored A a float at a time.
 // Round 6 (2026-12-01, same bits; the GDN kernel test and the backend-op parity passed): T and A
 // at a 72-word pitch (8g + 2q: conflict-free), γ / β in registers before the epilogue and A
-// stored as float2, the diagonal substitution's A rows as float4. ncu: 12.7 M wavefronts, 0.63 M conflicts, L1 72 %,
-// 122.9 -> 115.2 us; bench_cuda_kernels --gdn 16 (L2 flushed, two runs each, old and new in one
-// call) 1024 / 4096 / 16384 rows 22.9-23.2 -> 22.0-22.1, 52.1-52.3 -> 50.0-50.1, 177.8-179.4 ->
-// 167.0-168.0 us. Through the engine it is inside the noise (9B 1k / 4k 22.76-22.95 / 97.61-98.95
-// against 23.79-24.06 / 97.39-98.26 ms, two rounds; the 1k prompt moved 21.8-23.8 ms between
-// processes all session).
+// stored as float2, the diagonal substitution's A rows as float4. ncu: 12.7 M wavefronts, 0.63 M
+// conflicts, L1 72 %, 122.9 -> 115.2 us; bench_cuda_kernels --gdn 16 (L2 flushed, two runs each,
+// old and new in one call) 1024 / 4096 / 16384 rows 22.9-23.2 -> 22.0-22.1, 52.1-52.3 -> 50.0-50.1,
+// 177.8-179.4 -> 167.0-168.0 us. Through the engine it is inside the noise (9B 1k / 4k 22.76-22.95
+// / 97.61-98.95 against 23.79-24.06 / 97.39-98.26 ms, two rounds; the 1k prompt moved 21.8-23.8 ms
+// between processes all session).
 // Fragment layouts (PTX ISA, m16n8k16 .bf16), g = lane / 4, q = lane % 4, pairs of bf16 per
 // register, the lower index in the low half: A 16x16 row-major: a0 (g, 2q..2q+1), a1 (g+8, 2q..),
 // a2 (g, 2q+8..), a3 (g+8, 2q+8..); B 16x8: b0 (k 2q..2q+1, n g), b1 (k 2q+8.., n g);
