@@ -82,12 +82,14 @@
 // register, the lower index in the low half: A 16x16 row-major: a0 (g, 2q..2q+1), a1 (g+8, 2q..),
 // a2 (g, 2q+8..), a3 (g+8, 2q+8..); B 16x8: b0 (k 2q..2q+1, n g), b1 (k 2q+8.., n g);
 // C 16x8: c0 c1 (g, 2q..2q+1), c2 c3 (g+8, 2q..2q+1).
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gdn_bf16.cuh"
 #include "kernels/cuda/lm_kernels.h"
+#include "util/env.h"
 
 namespace frost::kernels::gdn {
 namespace {
@@ -303,7 +305,10 @@ __device__ inline void copy_out(bf16* dst, const bf16 (*src)[P]) {
 // load_bt2) instead of 32-bit loads, same registers; the block diagonals of the solve four columns
 // per thread and the W / U products balanced over the warps (solve_block_diagonals,
 // tile_product_pair; round 5). Same bits either way.
-template <bool kFast>
+// kPerSm: the blocks per SM its launch allows (3, or 2 / 1 with padded shared memory:
+// prep_per_sm); the body does not depend on it, each value is its own function so that each
+// keeps its own shared-memory limit.
+template <bool kFast, int kPerSm>
 __global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     PrepSmem& sm = *reinterpret_cast<PrepSmem*>(smem_raw);
@@ -949,16 +954,74 @@ int wgmma_slice(const GdnBf16Params& p) {
 }  // namespace
 
 
+// Shared memory per SM, asked once per process (0 when the runtime cannot say; its error is cleared).
+int smem_per_sm() {
+    static const int bytes = [] {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        return v;
+    }();
+    return bytes;
+}
+// The prep's dynamic shared memory at `per` blocks per SM: its own layout at 3, else padded so
+// that one block more (each with its 1 KB reservation) does not fit.
+size_t prep_smem_at(int per) {
+    if (per >= 3) return sizeof(PrepSmem);
+    return std::max(sizeof(PrepSmem), static_cast<size_t>(smem_per_sm()) / static_cast<size_t>(per + 1) + 1024);
+}
+// Blocks per SM for a prep grid of `blocks` (a start at a multiple of 64: the launcher counts
+// the aligned chunks): 3 where the grid fills three per SM, else ceil(blocks / SMs), by padding
+// (the same kernel, so the same bits). A smaller grid was not spread evenly by the hardware: at
+// 1024 rows and 16 value heads (256 blocks, the 0.8B's 1k prompt) all blocks enter at once, yet a
+// block ran 10.4 us (shortest) to 15.1 us (median) against the launch's ~23 us, most likely those
+// packed three to an SM, whose L1 / shared path binds (see the header), while other SMs idle.
+// Measured (H200, 2026-12-01, bench_cuda_kernels --gdn 16, L2 flushed, two runs each, us, plain ->
+// spread): 1024 rows 22.0-22.1 -> 18.2-18.3 (two per SM), 512 rows 17.1 -> 13.4-13.5 (one per
+// SM); with the largest shared-memory carve-out forced on the spread launch 18.4-18.5, so the
+// spread is what gains, not a larger L1. Forcing two per SM where the grid needs three is slower
+// (2048 rows 30.0-30.2 -> 31.4-31.5; 32 heads at 1024 rows, two waves either way, 30.4-30.6 ->
+// 30.8), hence the rule. Engine (0.8B, `frost bench engine --ttft 512,1024,2048 --reps 5`, two
+// rounds alternating): 2.18-2.19 -> 2.11-2.12, 3.42 -> 3.34-3.36, 5.69-5.72 -> 5.69-5.70 ms.
+// A first version counted the grid's extra chunk (17 x 16 = 272 blocks at 1024 rows, more than
+// two per SM), so it never padded: measured flat, which is how the count was found.
+// FROST_GDN_PREP_SPREAD=0 keeps the plain launch (A/B runs).
+int prep_per_sm(int64_t blocks) {
+    const int sms = device_sm_count();
+    if (sms <= 0 || smem_per_sm() <= 0 || util::env_is("FROST_GDN_PREP_SPREAD", "0")) return 3;
+    return static_cast<int>(std::clamp<int64_t>((blocks + sms - 1) / sms, 1, 3));
+}
+
+template <bool kFast, int kPerSm>
+cudaError_t launch_prep(const GdnBf16Params& p, dim3 grid, cudaStream_t stream) {
+    const size_t smem = prep_smem_at(kPerSm);
+    auto kernel = gdn_bf16_prep_kernel<kFast, kPerSm>;
+    const cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+    kernel<<<grid, kThreads, smem, stream>>>(p);
+    return cudaGetLastError();
+}
+
 cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages) {
     const bool fast = !p.chunk_v1 && !prefill_old();
-    const size_t prep_smem = sizeof(PrepSmem);
-    const auto prep = fast ? gdn_bf16_prep_kernel<true> : gdn_bf16_prep_kernel<false>;
-    cudaError_t err =
-        cudaFuncSetAttribute(prep, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(prep_smem));
-    if (err != cudaSuccess) return err;
+    const dim3 prep_grid(max_chunks(p.max_rows), p.Hv);
+    cudaError_t err = cudaSuccess;
     if (stages & kGdnStagePrep) {
-        prep<<<dim3(max_chunks(p.max_rows), p.Hv), kThreads, prep_smem, stream>>>(p);
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        // The grid has a chunk more than a start at a multiple of 64 uses (its blocks return at
+        // once): the spread counts the aligned chunks (an unaligned start's extra Hv blocks may
+        // then wait for a free slot, about one block's time).
+        const int64_t aligned_blocks = static_cast<int64_t>(prep_grid.x - 1) * prep_grid.y;
+        if (!fast) err = launch_prep<false, 3>(p, prep_grid, stream);
+        else switch (prep_per_sm(aligned_blocks)) {
+                case 1: err = launch_prep<true, 1>(p, prep_grid, stream); break;
+                case 2: err = launch_prep<true, 2>(p, prep_grid, stream); break;
+                default: err = launch_prep<true, 3>(p, prep_grid, stream); break;
+            }
+        if (err != cudaSuccess) return err;
     }
     if (stages & (kGdnStageState | kGdnStageOut)) {
         // The largest requested cluster whose clusters all fit; bulk copies need sm_90.

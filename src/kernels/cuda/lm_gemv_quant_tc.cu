@@ -510,6 +510,21 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // made those projections 1.4-2.6 us faster per launch, yet the step slower: 2.864-2.879 ->
 // 2.902-2.913 after the wait, 2.904-2.905 before it, 2.877 with 8 MB of each matrix (bf16: 4.365
 // -> 4.386-4.432).
+// Preloaded again, in blocks small enough to sit beside the GDN step (H200, 2026-12-01,
+// forty-second session; built, measured, removed; the form is kept outside the tree): the one-
+// tile 12-warp form of the 4096 x 4096 projections rebuilt as 6-warp blocks (each warp playing two
+// of the 12 warps, same step order and partial sums, so the same bits), 16 rows copied into
+// shared memory by bulk copies and the rows' scales read into registers before the wait, 82-94
+// registers, so two such blocks (66 KB each) fit beside a GDN step block (256 threads x 104
+// registers) by registers; the kernel before (the GDN step, the attention merge) optionally asked
+// for the largest carve-out. `frost bench engine --decode 1024 --decode-steps 64 --reps 3`,
+// ms/token, two rounds alternating: 9B FP8 2.858 / 2.875 -> 3.215 / 3.217 (preload), 3.236 /
+// 3.229 (with the predecessors' carve-out); INT4 2.481 / 2.498 -> 2.839 / 2.825, 2.830 / 2.809.
+// Inside the graph (`frost bench graph-ops`, with the carve-out): out_proj 9.1 us and o_proj 14.0
+// per launch (7.1 / 6.1 before), and the next GEMVs slower too (gate / up 30.2 against 26.3-26.9
+// us, down 16.1 against 14.6): a block asking for 66 KB sets its SM's carve-out, and the GEMVs
+// after it then run with less L1. So the fixed cost of these launches is not their weights'
+// latency alone, and shared memory cannot hold them without costing the neighbours.
 constexpr int kFourTilesFrom = 1536;  // 16-row tiles: the 9B's gate/up (N 2 x 12288) and wider
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
