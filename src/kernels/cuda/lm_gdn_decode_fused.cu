@@ -35,6 +35,11 @@
 // 0.8B 1.037 1.030 1.031 / 1.051 1.050 1.051; 9B int4 3.179 3.183 3.176 / 3.178 3.178 3.185;
 // 35B-A3B 4 layers 0.671 0.676 0.682 / 0.675 0.677 0.673. A gain on the small model, noise on
 // the GEMV-bound ones.
+// Spreading its blocks, measured flat or slower and not kept (H200, 2026-12-01, 9B FP8 / 0.8B
+// decode @1k, ms/token, two rounds alternating): padded to one block per SM (116 KB of dynamic
+// shared memory) 2.867 / 2.883 -> 2.946 / 2.938 and 0.817 / 0.817 -> 0.819 / 0.813; the clusters
+// launched with cudaClusterSchedulingPolicySpread 2.874 / 2.856 -> 2.865 / 2.868 and 0.809 /
+// 0.809 -> 0.811 / 0.811.
 #include <cooperative_groups.h>
 
 #include <cstdlib>
