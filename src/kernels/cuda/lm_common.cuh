@@ -213,6 +213,21 @@ inline int device_sm_count() {
     return n;
 }
 
+// Shared memory per SM in bytes (the most the SM's carve-out can give its blocks together), asked
+// once per process like device_sm_count; 0 when the runtime cannot say (its error is cleared).
+inline int device_smem_per_sm() {
+    static const int n = [] {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess) {
+            cudaGetLastError();
+            v = 0;
+        }
+        return v;
+    }();
+    return n;
+}
+
 // pdl_wait then pdl_launch_dependents, or (pdl == 2) the trigger first: the dependent then starts
 // while this kernel still waits for its own predecessor, so two kernels can run ahead of a
 // running one. Safe only where the dependent reads nothing but weights before its wait (a GEMV),

@@ -954,24 +954,11 @@ int wgmma_slice(const GdnBf16Params& p) {
 }  // namespace
 
 
-// Shared memory per SM, asked once per process (0 when the runtime cannot say; its error is cleared).
-int smem_per_sm() {
-    static const int bytes = [] {
-        int dev = 0, v = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return 0;
-        }
-        return v;
-    }();
-    return bytes;
-}
 // The prep's dynamic shared memory at `per` blocks per SM: its own layout at 3, else padded so
 // that one block more (each with its 1 KB reservation) does not fit.
 size_t prep_smem_at(int per) {
     if (per >= 3) return sizeof(PrepSmem);
-    return std::max(sizeof(PrepSmem), static_cast<size_t>(smem_per_sm()) / static_cast<size_t>(per + 1) + 1024);
+    return std::max(sizeof(PrepSmem), static_cast<size_t>(device_smem_per_sm()) / static_cast<size_t>(per + 1) + 1024);
 }
 // Blocks per SM for a prep grid of `blocks` (a start at a multiple of 64: the launcher counts
 // the aligned chunks): 3 where the grid fills three per SM, else ceil(blocks / SMs), by padding
@@ -991,7 +978,7 @@ size_t prep_smem_at(int per) {
 // FROST_GDN_PREP_SPREAD=0 keeps the plain launch (A/B runs).
 int prep_per_sm(int64_t blocks) {
     const int sms = device_sm_count();
-    if (sms <= 0 || smem_per_sm() <= 0 || util::env_is("FROST_GDN_PREP_SPREAD", "0")) return 3;
+    if (sms <= 0 || device_smem_per_sm() <= 0 || util::env_is("FROST_GDN_PREP_SPREAD", "0")) return 3;
     return static_cast<int>(std::clamp<int64_t>((blocks + sms - 1) / sms, 1, 3));
 }
 
