@@ -27,6 +27,7 @@ struct Case {
     int splits = 0;    // prefill: 0 = the launcher's choice, else forced (attn_prefill_launch_splits)
     int row_step = 1;  // reference checked on every row_step-th row (and the last) at long positions
     int hopper = 0;  // prefill: this variant of the Hopper kernel alone, also compared on every row with the mma.sync kernel
+                     // (with splits > 1: its split path, attn_prefill_hopper_launch's splits)
 };
 
 // fp64 causal GQA softmax attention with the sigmoid gate for query row r (all heads), appended
@@ -62,7 +63,7 @@ void reference_row(const Case& k, const std::vector<float>& q, int64_t q_stride,
 
 // The Hopper kernel's output (raw, bf16 bits) against the mma.sync kernel on every valid row;
 // nothing written past the valid rows; and the launcher picks the Hopper kernel exactly where it
-// should (bitwise equal output).
+// should (bitwise equal output, where it also picks the case's split count).
 void check_hopper_against_fallback(const Case& k, kernels::AttentionBf16Params p, const std::vector<uint16_t>& raw) {
     Dev<uint16_t> dold(k.max_rows * k.Hq * D), dlaunch(k.max_rows * k.Hq * D);
     p.o = bf(dold);
@@ -91,7 +92,8 @@ void check_hopper_against_fallback(const Case& k, kernels::AttentionBf16Params p
     p.o = bf(dlaunch);
     CUDA_OK(kernels::attn_prefill_launch(p, nullptr));
     // Only the positive direction: a tiny launch on the split path can round to the same bits.
-    const bool dispatched = kernels::attn_prefill_takes_hopper(p);
+    const bool dispatched =
+        kernels::attn_prefill_takes_hopper(p) && kernels::attn_prefill_hopper_splits(p) == std::max(1, k.splits);
     if (k.hopper == kernels::kAttnPrefillHopperVariant && dispatched) {
         EXPECT_TRUE(dlaunch.download() == raw) << "the launcher should pick the Hopper kernel";
     }
@@ -136,7 +138,7 @@ void run_case(const Case& k, bool decode, const char* name) {
     p.work = work.get();
     auto launch = [&] {
         if (decode) return kernels::attn_decode_launch(p, nullptr);
-        if (k.hopper) return kernels::attn_prefill_hopper_launch(p, nullptr, k.hopper);
+        if (k.hopper) return kernels::attn_prefill_hopper_launch(p, nullptr, k.hopper, std::max(1, k.splits));
         if (k.splits > 0) return kernels::attn_prefill_launch_splits(p, nullptr, k.splits);
         return kernels::attn_prefill_launch(p, nullptr);
     };
@@ -263,6 +265,41 @@ void run_hopper_tma_cases(int variant) {
         k.hopper = variant;
         run_case(k, false, "AttnPrefillHopperTma");
     }
+}
+
+// The Hopper kernel's split path (key splits of each row tile as blocks of their own, merged by
+// the combine kernel): the launcher's split count for the 0.8B's 1k prompt (8 q / 2 KV heads,
+// 64 blocks), uneven splits, rows that see no key of a later split (position 0), more splits than
+// key tiles (empty splits skipped), valid rows below the bucket, positions mid-tile, GQA 3; every
+// TMA variant that splits (4-7). Clustered variants refuse a split.
+TEST(CudaAttention, HopperSplitPrefillMatchesReferenceAndFallback) {
+    FROST_SKIP_WITHOUT_CUDA();
+    kernels::AttentionBf16Params probe{};
+    if (!kernels::attn_prefill_hopper_supported(probe)) GTEST_SKIP() << "the Hopper kernel needs compute capability 9.0";
+    probe.Hq = 8;
+    probe.max_rows = 1024;
+    const int launcher = kernels::attn_prefill_hopper_splits(probe);
+    //  Hq Hkv pos   rows  max_rows max_seq gate splits row_step
+    const Case cases[] = {
+        {8, 2, 0, 1024, 1024, 1024, true, std::max(2, launcher), 7},
+        {8, 2, 37, 1000, 1024, 1100, false, 2, 11},
+        {16, 4, 3000, 300, 384, 3400, true, 3, 7},
+        {4, 2, 0, 128, 128, 128, true, 4, 1},
+        {6, 2, 100, 200, 256, 400, false, 5, 3},
+    };
+    for (int variant : {4, 5, 6, 7}) {
+        for (Case k : cases) {
+            k.hopper = variant;
+            run_case(k, false, "AttnPrefillHopperSplit");
+        }
+    }
+    probe.Hkv = 2;
+    probe.head_dim = D;
+    probe.q = probe.k_cache = probe.v_cache = probe.o = reinterpret_cast<kernels::bf16*>(16);
+    probe.cursor = reinterpret_cast<StepCursor*>(16);
+    probe.work = reinterpret_cast<float*>(16);
+    for (int variant : {1, 8, 9})
+        EXPECT_EQ(kernels::attn_prefill_hopper_launch(probe, nullptr, variant, 2), cudaErrorInvalidValue) << variant;
 }
 
 TEST(CudaAttention, HopperTmaPrefillMatchesReferenceAndFallback) { run_hopper_tma_cases(4); }

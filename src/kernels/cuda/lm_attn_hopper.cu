@@ -21,6 +21,7 @@
 #include <cstdlib>
 
 #include "kernels/cuda/lm_attn_hopper.cuh"
+#include "kernels/cuda/lm_attn_split.cuh"
 
 namespace frost::kernels {
 namespace {
@@ -163,13 +164,23 @@ static int default_variant() {
     return v;
 }
 
-cudaError_t attn_prefill_hopper_launch(const AttentionBf16Params& p, cudaStream_t stream, int variant) {
+cudaError_t attn_prefill_hopper_launch(const AttentionBf16Params& p, cudaStream_t stream, int variant, int splits) {
     if (!p.q || !p.k_cache || !p.v_cache || !p.o || !p.cursor || p.head_dim != kD || p.Hq <= 0 || p.Hkv <= 0 ||
         p.Hq % p.Hkv != 0 || p.max_rows <= 0 || p.q_row_stride % kVec != 0 || p.q_head_stride % kVec != 0 ||
-        variant < 0 || variant > 9 || variant == 2 || variant == 3)  // 2, 3: removed (see above)
+        variant < 0 || variant > 9 || variant == 2 || variant == 3 ||  // 2, 3: removed (see above)
+        splits < 1 || splits > kAttnPrefillMaxSplits || (splits > 1 && !p.work))
         return cudaErrorInvalidValue;
     if (!attn_prefill_hopper_supported(p)) return cudaErrorNotSupported;
-    if (variant == 0) variant = default_variant();
+    const bool chosen = variant == 0;  // the launcher's variant: one that cannot split runs unsplit
+    if (chosen) variant = default_variant();
+    if (splits > 1 && (variant < 4 || variant > 7)) {
+        if (!chosen) return cudaErrorInvalidValue;
+        splits = 1;
+    }
+    if (splits > 1) {  // the TMA variants without clusters split their keys; the combine merges
+        const cudaError_t err = attn_hopper::tma_launch(p, stream, variant % 2 == 1, variant >= 6 ? 3 : 2, false, splits);
+        return err != cudaSuccess ? err : attn_split::combine_launch(p, stream, splits, attn_hopper::kRows);
+    }
     if (variant >= 4)
         return attn_hopper::tma_launch(p, stream, variant % 2 == 1, variant == 6 || variant == 7 ? 3 : 2, variant >= 8);
     cudaError_t err = cudaFuncSetAttribute(attn_prefill_hopper_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cuda/lm_attn_split.cuh"
 #include "kernels/cuda/lm_attn_wgmma.cuh"
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_kernels.h"
@@ -68,6 +69,10 @@ __device__ inline void load_tile(uint32_t dst, const bf16* src, int64_t stride, 
 // masks keys past each row's position, updates the running max m (raw score units) and the
 // thread's partial row sums l, leaves the probabilities in s and returns the
 // factors exp(m_old - m_new) by which the output accumulators must be scaled.
+// kSplit: a split's keys may all lie past a row's position, so its max can still be -inf after
+// a tile; exponents are then taken against 0 (p = 0, alpha = 0, never NaN). Unsplit, every row
+// sees key 0 in the first tile, and both forms compute the same values.
+template <bool kSplit = false>
 __device__ inline void softmax_tile(float (&s)[32], int key0, int qpos_lo, bool mask,
                                     float scale_log2, float (&m)[2], float (&l)[2], float (&alpha)[2]) {
     const int t = threadIdx.x % 4;
@@ -82,7 +87,7 @@ __device__ inline void softmax_tile(float (&s)[32], int key0, int qpos_lo, bool 
             }
         }
     }
-    float mx[2] = {m[0], m[1]};
+    float mx[2] = {m[0], m[1]}, base[2];
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
         mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
@@ -92,11 +97,12 @@ __device__ inline void softmax_tile(float (&s)[32], int key0, int qpos_lo, bool 
     for (int h = 0; h < 2; ++h) {
         mx[h] = fmaxf(mx[h], __shfl_xor_sync(kFullMask, mx[h], 1));
         mx[h] = fmaxf(mx[h], __shfl_xor_sync(kFullMask, mx[h], 2));
-        // Every row sees key 0 in the first tile, so mx is finite; m = -inf only before it.
-        alpha[h] = exp2f((m[h] - mx[h]) * scale_log2);
+        // Unsplit, every row sees key 0 in the first tile, so mx is finite; m = -inf only before it.
+        base[h] = kSplit && mx[h] == -INFINITY ? 0.0f : mx[h];
+        alpha[h] = exp2f((m[h] - base[h]) * scale_log2);
         m[h] = mx[h];
     }
-    const float base0 = mx[0] * scale_log2, base1 = mx[1] * scale_log2;
+    const float base0 = base[0] * scale_log2, base1 = base[1] * scale_log2;
     float sum[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -207,11 +213,42 @@ __device__ inline void store_output(const AttentionBf16Params& p, const float (&
     }
 }
 
+// Split epilogue: this warpgroup's unnormalised rows (r_lo, r_lo + 8 of this thread) as an fp32
+// partial of split blockIdx.z, its max in log2 units and its row sum (reduced over the quad), in
+// the layout of lm_attn_split.cuh; a row that saw no key of the split keeps max -inf, which the
+// combine skips. Rows past the valid count are not written.
+__device__ inline void store_partial(const AttentionBf16Params& p, const float (&o)[128], const float (&m)[2],
+                                     float (&l)[2], float scale_log2, int r_lo, int rows, int qh, int t) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l[h] += __shfl_xor_sync(kFullMask, l[h], 1);
+        l[h] += __shfl_xor_sync(kFullMask, l[h], 2);
+    }
+    const int R = attn_split::partial_rows(p.max_rows);
+    float* stats = p.work + static_cast<int64_t>(gridDim.z) * p.Hq * R * kD;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = r_lo + 8 * h;
+        if (r >= rows) continue;
+        const int64_t pr = attn_split::partial_row(blockIdx.z, qh, r, p.Hq, R);
+        float* out = p.work + pr * kD;
+#pragma unroll
+        for (int i = 0; i < 32; ++i)
+            *reinterpret_cast<float2*>(out + 8 * i + 2 * t) = make_float2(o[4 * i + 2 * h], o[4 * i + 2 * h + 1]);
+        if (t == 0) {
+            stats[pr * attn_split::kStats] = m[h] == -INFINITY ? -INFINITY : m[h] * scale_log2;
+            stats[pr * attn_split::kStats + 1] = l[h];
+        }
+    }
+}
 #endif  // FROST_ATTN_WGMMA
 
 // Launches the TMA-producer variants (lm_attn_hopper_tma.cu) with k_stages (2 or 3) K stages, or
 // as clusters of two CTAs sharing K/V by multicast (2 K stages; where Hq / Hkv is odd, the plain
 // launch); cudaErrorInvalidValue for a base address TMA cannot read (not 16-byte aligned).
-cudaError_t tma_launch(const AttentionBf16Params& p, cudaStream_t stream, bool pingpong, int k_stages, bool cluster);
+// splits > 1 (not clustered): that many key splits per row tile, partials into p.work (the caller
+// runs the combine).
+cudaError_t tma_launch(const AttentionBf16Params& p, cudaStream_t stream, bool pingpong, int k_stages, bool cluster,
+                       int splits = 1);
 
 }  // namespace frost::kernels::attn_hopper

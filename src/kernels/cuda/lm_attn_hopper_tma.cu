@@ -15,6 +15,10 @@
 // and multicasts them to both CTAs, halving the L2 -> SM traffic of K and V. A stage is refilled
 // only when the consumers of both CTAs released it: each producer waits for its own consumers,
 // tells the peer's producer (a remote mbarrier arrive), and waits for the peer's word.
+// kSplit (variants 4-7 with splits > 1; the launcher's for grids of at most half the SMs): the
+// row tile's key tiles are cut into gridDim.z runs as in the mma.sync kernel's split path, each
+// block writes its unnormalised fp32 partial and statistics there (lm_attn_split.cuh), and that
+// path's combine kernel merges them; a row that sees no key of its split keeps max -inf.
 // Keys past the valid length: the tensor map ends at max_seq (zeros beyond), and rows of the last
 // tile inside [kv_len, max_seq) hold whatever the cache holds; their scores are masked (set, not
 // added: a NaN K row cannot leak), and the V rows are zeroed in shared memory by the consumers
@@ -41,9 +45,13 @@ struct TmaMaps {
 
 // kKStages K tiles in flight (2 or 3: a third fits beside Q and two V stages in 227 KB), the
 // producer keeps K kKStages - 1 tiles ahead of V.
-template <bool kPingpong, int kKStages, bool kCluster>
+// kSplit (not with kCluster): block z of gridDim.z takes its share of the row tile's key tiles
+// (split_tiles) and writes an unnormalised fp32 partial to p.work in the mma.sync split path's
+// layout, which that path's combine kernel merges (lm_attn_prefill.cu).
+template <bool kPingpong, int kKStages, bool kCluster, bool kSplit = false>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     attn_prefill_hopper_tma_kernel(AttentionBf16Params p, const __grid_constant__ TmaMaps maps) {
+    static_assert(!(kSplit && kCluster), "a cluster's CTAs share their key tiles");
 #if defined(FROST_ATTN_WGMMA)
     // 65536 / 384 = 168 registers a thread at launch; 128 x (168 - 24) = 256 x (240 - 168) exactly.
     constexpr int kProducerRegs = 24, kConsumerRegs = 240;
@@ -72,7 +80,14 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     const int qh = blockIdx.x;
     const int kvh = qh / (p.Hq / p.Hkv);
     const int kv_len = pos + min(rows, row0 + kRows);
-    const int n_tiles = (kv_len + kKeys - 1) / kKeys;
+    // Key tiles [j0, j0 + n_tiles) of the row tile's (all of them unsplit).
+    int j0 = 0, n_tiles = (kv_len + kKeys - 1) / kKeys;
+    if constexpr (kSplit) {
+        const int span = attn_split::split_tiles(n_tiles, gridDim.z);
+        j0 = blockIdx.z * span;
+        if (j0 >= n_tiles) return;  // an empty split: the combine skips it
+        n_tiles = min(span, n_tiles - j0);
+    }
     if (threadIdx.x == 0) {
         mbar_init(q_full, 1);
         for (int i = 0; i < kKStages; ++i) {
@@ -131,7 +146,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
             auto load_k = [&](int j) {
                 if (j >= kKStages) wait_free(k_empty(j), k_peer(j), (j / kKStages - 1) & 1);
                 mbar_arrive_expect_tx(k_full(j), kKvBytes);
-                load_kv(&maps.k, k_stage(j), j * kKeys, k_full(j));
+                load_kv(&maps.k, k_stage(j), (j0 + j) * kKeys, k_full(j));
             };
             mbar_arrive_expect_tx(q_full, kQBytes);
             load(&maps.q, sq, kRows, static_cast<int>(qh * p.q_head_stride), row0, q_full);
@@ -140,7 +155,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
                 if (j + kLead < n_tiles) load_k(j + kLead);
                 if (j >= kVS) wait_free(v_empty(j), v_peer(j), (j / kVS - 1) & 1);
                 mbar_arrive_expect_tx(v_full(j), kKvBytes);
-                load_kv(&maps.v, v_stage(j), j * kKeys, v_full(j));
+                load_kv(&maps.v, v_stage(j), (j0 + j) * kKeys, v_full(j));
             }
         }
         // In a cluster no CTA may leave while the peer can still copy or arrive into it.
@@ -194,7 +209,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     wgmma_wait<0>();
     reg_fence(s);
     mbar_arrive(k_empty(0));
-    softmax_tile(s, 0, qpos_lo, kKeys - 1 > wg_qpos0, scale_log2, m, l, alpha);
+    softmax_tile<kSplit>(s, j0 * kKeys, qpos_lo, (j0 + 1) * kKeys - 1 > wg_qpos0, scale_log2, m, l, alpha);
     pack_p(s, pa);
 
     for (int j = 0; j + 1 < n_tiles; ++j) {
@@ -212,8 +227,8 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
         wgmma_wait<1>();
         reg_fence(s);
         mbar_arrive(k_empty(j + 1));
-        const int key0 = (j + 1) * kKeys;
-        softmax_tile(s, key0, qpos_lo, key0 + kKeys - 1 > wg_qpos0, scale_log2, m, l, alpha);
+        const int key0 = (j0 + j + 1) * kKeys;
+        softmax_tile<kSplit>(s, key0, qpos_lo, key0 + kKeys - 1 > wg_qpos0, scale_log2, m, l, alpha);
         reg_fence(s);
         reg_fence(m);
         reg_fence(l);
@@ -233,7 +248,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     }
     const int last = n_tiles - 1;
     mbar_wait(v_full(last), (last / kVS) & 1);
-    const int tail = kv_len - last * kKeys;  // valid keys of the last tile, 1 .. 64
+    const int tail = min(kKeys, kv_len - (j0 + last) * kKeys);  // valid keys of the last tile, 1 .. 64
     if (tail < kKeys) {
         // Zero the cache rows past kv_len (both consumers split the 16-byte chunks), then make the
         // generic-proxy stores visible to wgmma (async proxy) and to the other warpgroup.
@@ -254,6 +269,12 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     wgmma_commit();
     turn_pass(true);
     const int r_lo = row0 + cw * kWgRows + warp * 16 + g;
+    if constexpr (kSplit) {
+        wgmma_wait<0>();
+        reg_fence(o);
+        store_partial(p, o, m, l, scale_log2, r_lo, rows, qh, t);
+        return;
+    }
     uint32_t gv[2][32];
     load_gate(p, r_lo, rows, qh, t, gv);  // in flight while the last PV runs
     wgmma_wait<0>();
@@ -266,14 +287,16 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
 #endif  // FROST_ATTN_WGMMA
 }
 
-template <bool kPingpong, int kKStages, bool kCluster = false>
-cudaError_t tma_launch_t(const AttentionBf16Params& p, const TmaMaps& maps, cudaStream_t stream) {
-    const auto kernel = attn_prefill_hopper_tma_kernel<kPingpong, kKStages, kCluster>;
+template <bool kPingpong, int kKStages, bool kCluster = false, bool kSplit = false>
+cudaError_t tma_launch_t(const AttentionBf16Params& p, const TmaMaps& maps, cudaStream_t stream, int splits = 1) {
+    const auto kernel = attn_prefill_hopper_tma_kernel<kPingpong, kKStages, kCluster, kSplit>;
     constexpr int smem = tma_smem_bytes<kKStages>();
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
     if constexpr (!kCluster) {
-        kernel<<<grid(p), kTmaThreads, smem, stream>>>(p, maps);
+        dim3 g = grid(p);
+        g.z = kSplit ? splits : 1;
+        kernel<<<g, kTmaThreads, smem, stream>>>(p, maps);
         return cudaGetLastError();
     }
     cudaLaunchAttribute attr[1];
@@ -317,7 +340,8 @@ cudaError_t encode_swizzled_map(CUtensorMap* map, CUtensorMapDataType dtype, int
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-cudaError_t tma_launch(const AttentionBf16Params& p, cudaStream_t stream, bool pingpong, int k_stages, bool cluster) {
+cudaError_t tma_launch(const AttentionBf16Params& p, cudaStream_t stream, bool pingpong, int k_stages, bool cluster,
+                       int splits) {
     // TMA needs 16-byte aligned bases and row strides; the maps end at the cache's and the bucket's
     // extents, so no box reads outside an allocation.
     const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
@@ -328,6 +352,13 @@ cudaError_t tma_launch(const AttentionBf16Params& p, cudaStream_t stream, bool p
     if (err == cudaSuccess) err = encode_tile_map(&maps.k, p.k_cache, kv_dim, p.max_seq, kv_dim, kKeys);
     if (err == cudaSuccess) err = encode_tile_map(&maps.v, p.v_cache, kv_dim, p.max_seq, kv_dim, kKeys);
     if (err != cudaSuccess) return err;
+    if (splits > 1) {  // (the caller checked: not clustered, p.work sized)
+        if (k_stages == 3)
+            return pingpong ? tma_launch_t<true, 3, false, true>(p, maps, stream, splits)
+                            : tma_launch_t<false, 3, false, true>(p, maps, stream, splits);
+        return pingpong ? tma_launch_t<true, 2, false, true>(p, maps, stream, splits)
+                        : tma_launch_t<false, 2, false, true>(p, maps, stream, splits);
+    }
     // A cluster pairs q heads 2c, 2c + 1: they must share their KV head.
     if (cluster && (p.Hq / p.Hkv) % 2 == 0)
         return pingpong ? tma_launch_t<true, 2, true>(p, maps, stream) : tma_launch_t<false, 2, true>(p, maps, stream);

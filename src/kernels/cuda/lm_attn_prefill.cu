@@ -10,12 +10,17 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda/lm_attn_split.cuh"
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_kernels.h"
+#include "util/env.h"
 
 namespace frost::kernels {
 namespace {
 using namespace lm;
+using attn_split::kStats;
+using attn_split::partial_row;
+using attn_split::split_span;
 
 constexpr int kD = kAttnHeadDim;     // 256
 constexpr int kRowsPerBlock = 64;
@@ -27,7 +32,6 @@ constexpr int kDTiles = kD / 8;      // n-tiles of the output
 constexpr int kKeyTiles = kKeysPerTile / 8;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kBlocksPerSm = 2;       // ~99 KB of shared memory per block: two fit in an H100 SM
-constexpr int kStats = 2;             // per partial row: max (log2 units), sum
 constexpr int kCombineWarps = 4;      // combine: one warp per (row, q head), 8 dims per lane
 
 struct Smem {
@@ -40,19 +44,9 @@ struct Smem {
 constexpr int kVecsPerRow = kD / kVec;
 static_assert(kD == kWarp * kVec, "the combine maps one lane to 8 dims");
 
-// Keys per split of a row tile whose keys are [0, kv_len): ceil(kv_len / splits) rounded up to
-// whole 64-key tiles, so a split boundary never falls inside a tile. Split s covers
-// [s * span, min((s + 1) * span, kv_len)); splits past kv_len are empty.
-__device__ inline int split_span(int kv_len, int splits) {
-    const int tiles = (kv_len + kKeysPerTile - 1) / kKeysPerTile;
-    return (tiles + splits - 1) / splits * kKeysPerTile;
-}
-
-// Work layout of the split path (fp32; R = row tiles * 64 of the launch): o partials
-// [S][Hq][R][d], then statistics [S][Hq][R][kStats].
-__device__ inline int64_t partial_row(int split, int qh, int row, int Hq, int R) {
-    return (static_cast<int64_t>(split) * Hq + qh) * R + row;
-}
+// (Which keys a split holds and where its partial goes: lm_attn_split.cuh, shared with the Hopper
+// kernel's split path.)
+static_assert(attn_split::kKeysPerTile == kKeysPerTile, "splits cut at this kernel's key tiles");
 
 // Issues the asynchronous copy of one 64-key tile of K or V (rows >= key_end become zeros, so an
 // unwritten cache row can never leak a NaN through 0 * NaN).
@@ -221,7 +215,7 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Par
     }
     const int r_lo = row0 + warp * 16 + g, r_hi = r_lo + 8;
     if constexpr (kSplit) {
-        const int R = gridDim.x * kRowsPerBlock;
+        const int R = attn_split::partial_rows(p.max_rows);
         float* stats = p.work + static_cast<int64_t>(gridDim.z) * p.Hq * R * kD;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
@@ -263,17 +257,18 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(AttentionBf16Par
     }
 }
 
-// One warp per (row, q head) merges the partials of the splits that hold keys of the row's tile,
-// in split order: max of the maxima, then weights 2^(m_s - max) (0 for a split the row cannot
-// see), normalise, gate, round to bf16 exactly like the unsplit epilogue.
+// One warp per (row, q head) merges the partials of the splits that hold keys of the row's tile
+// (`tile_rows` rows: the splitting kernel's), in split order: max of the maxima, then weights
+// 2^(m_s - max) (0 for a split the row cannot see), normalise, gate, round to bf16 exactly like
+// the unsplit epilogue.
 __global__ void __launch_bounds__(kCombineWarps * kWarp) attn_prefill_combine_kernel(AttentionBf16Params p,
-                                                                                    int splits, int R) {
+                                                                                    int splits, int R, int tile_rows) {
     const int rows = cursor_rows(p.cursor, p.max_rows);
     const int item = blockIdx.x * kCombineWarps + threadIdx.x / kWarp;
     const int lane = threadIdx.x % kWarp;
     if (item >= rows * p.Hq) return;
     const int r = item / p.Hq, qh = item % p.Hq;
-    const int kv_len = p.cursor->pos + min(rows, (r / kRowsPerBlock + 1) * kRowsPerBlock);
+    const int kv_len = p.cursor->pos + min(rows, (r / tile_rows + 1) * tile_rows);
     const int span = split_span(kv_len, splits);
     const int used = (kv_len + span - 1) / span;  // splits that hold at least one key
     const float* stats = p.work + static_cast<int64_t>(splits) * p.Hq * R * kD;
@@ -324,7 +319,7 @@ int attn_prefill_splits(const AttentionBf16Params& p) {
 
 size_t attn_prefill_split_work_floats(const AttentionBf16Params& p, int splits) {
     if (splits <= 1 || p.max_rows <= 0 || p.Hq <= 0) return 0;
-    return static_cast<size_t>(splits) * row_tiles(p) * kRowsPerBlock * p.Hq * (kD + kStats);
+    return static_cast<size_t>(splits) * attn_split::partial_rows(p.max_rows) * p.Hq * (kD + kStats);
 }
 
 size_t attn_prefill_work_floats(const AttentionBf16Params& p) {
@@ -332,7 +327,8 @@ size_t attn_prefill_work_floats(const AttentionBf16Params& p) {
     AttentionBf16Params b = p;
     for (int tiles = 1; tiles <= row_tiles(p); ++tiles) {  // every bucket 64, 128, ..., max_rows
         b.max_rows = tiles * kRowsPerBlock;
-        most = std::max(most, attn_prefill_split_work_floats(b, attn_prefill_splits(b)));
+        const int splits = std::max(attn_prefill_splits(b), attn_prefill_hopper_splits(b));
+        most = std::max(most, attn_prefill_split_work_floats(b, splits));
     }
     return most;
 }
@@ -353,8 +349,24 @@ bool attn_prefill_takes_hopper(const AttentionBf16Params& p) {
     return attn_prefill_splits(p) == 1 || p.Hq * ceil_div(p.max_rows, 128) >= kAttnPrefillHopperMinBlocks;
 }
 
+// A Hopper grid of at most half the SMs (q heads x 128-row tiles: the 0.8B's 1k prompt, 8 x 8)
+// leaves the heaviest tile's 16 key tiles in sequence on one SM while the light tiles' SMs idle;
+// its keys split instead, as many ways as the grid fits the SMs (two there), and the split path's
+// combine merges them. Measured (H200, 2026-12-01, `frost bench engine --ttft 1024,2048 --reps 5`
+// on the 0.8B, three rounds alternating in one call): 1k 3.35-3.37 -> 3.31-3.32 ms (~7 us off
+// each of the 6 attention layers); 2k (128 blocks: no split) 5.69-5.71 either way.
+// FROST_ATTN_HOPPER_SPLIT=0 keeps one block per tile (A/B runs; read once per process).
+int attn_prefill_hopper_splits(const AttentionBf16Params& p) {
+    static const bool off = util::env_is("FROST_ATTN_HOPPER_SPLIT", "0");
+    const int sms = lm::device_sm_count();
+    const int blocks = p.Hq * ceil_div(p.max_rows, 128);
+    if (off || sms <= 0 || blocks <= 0) return 1;
+    const int s = sms / blocks;
+    return s >= 2 ? std::min(s, kAttnPrefillMaxSplits) : 1;
+}
+
 cudaError_t attn_prefill_launch(const AttentionBf16Params& p, cudaStream_t stream) {
-    if (attn_prefill_takes_hopper(p)) return attn_prefill_hopper_launch(p, stream);
+    if (attn_prefill_takes_hopper(p)) return attn_prefill_hopper_launch(p, stream, 0, attn_prefill_hopper_splits(p));
     return attn_prefill_launch_splits(p, stream, attn_prefill_splits(p));
 }
 
@@ -376,9 +388,13 @@ cudaError_t attn_prefill_launch_splits(const AttentionBf16Params& p, cudaStream_
     attn_prefill_kernel<true><<<dim3(tiles, p.Hq, splits), kThreads, smem, stream>>>(p);
     err = cudaGetLastError();
     if (err != cudaSuccess) return err;
+    return attn_split::combine_launch(p, stream, splits, kRowsPerBlock);
+}
+
+cudaError_t attn_split::combine_launch(const AttentionBf16Params& p, cudaStream_t stream, int splits, int tile_rows) {
     const int items = p.max_rows * p.Hq;
     attn_prefill_combine_kernel<<<ceil_div(items, kCombineWarps), kCombineWarps * kWarp, 0, stream>>>(
-        p, splits, tiles * kRowsPerBlock);
+        p, splits, attn_split::partial_rows(p.max_rows), tile_rows);
     return cudaGetLastError();
 }
 

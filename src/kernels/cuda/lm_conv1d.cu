@@ -330,6 +330,8 @@ cudaError_t conv1d_vec_launch(const Conv1dBf16Params& p, cudaStream_t stream) {
 // 4 stages one wave 52.5 / 68.3 / 240, 3 stages at 64 rows 47.3-48.0 / 64.8-65.9 / 197-199, round 1
 // 43 / 61 / 202; under ncu it executes as many instructions as round 1 with fewer warps. Loads in
 // flight were not what limited round 1.
+// Also dropped (2026-12-01): this conv run inside the GDN chunk prep instead of its own launch;
+// measured flat to slower (lm_gdn_bf16.cu's header has the numbers).
 
 // The default prefill kernel (Conv1dBf16Params::prefill_kernel numbering: kMode + 1).
 constexpr int kConvDefaultKernel = 4;  // row pairs, 16 rows per warp

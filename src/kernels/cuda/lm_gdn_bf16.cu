@@ -78,6 +78,24 @@
 // 177.8-179.4 -> 167.0-168.0 us. Through the engine it is inside the noise (9B 1k / 4k 22.76-22.95
 // / 97.61-98.95 against 23.79-24.06 / 97.39-98.26 ms, two rounds; the 1k prompt moved 21.8-23.8 ms
 // between processes all session).
+// Tried and dropped (2026-12-01, H200): the conv1d + SiLU + l2norm inside this prep (issue 18).
+// `frost bench engine --leave-out conv1d+silu` put the conv's own launch at 0.19 ms of the 0.8B's
+// 1k prompt, 0.5-0.8 of its 4k, 4.0 of its 16k and 3.65 of the 9B's 4k. Built twice, the same
+// bits as conv1d_launch (a bitwise kernel test passed both times, and the backend-op and CUDA
+// engine parity tests): each prep block read its chunk's raw q / k / v rows by cp.async, its
+// warps convolved rows 8w .. 8w+7 of the three heads in place with conv1d_vec_kernel's row
+// functions (the three rows before them from global memory or the conv state), wrote k and q for
+// the state pass, and the wgmma state pass shifted the conv state. Engine, FROST_GDN_CONV_FUSE
+// 0 -> 1 alternating (ms): every grid, halos per head inside the conv phase: 0.8B 1k 3.34 / 3.36
+// -> 3.32 / 3.32, 4k 10.88 / 10.60 -> 10.68 / 10.79, 16k 53.38 / 53.45 -> 53.79 / 53.45, 9B 4k
+// 96.01 -> 96.83, 16k 422.25 -> 425.18; grids of at most two blocks per SM only, halos loaded
+// beside the copies, the three heads interleaved (128 registers, no spills), three rounds: 512
+// rows 2.11-2.14 -> 2.19, 1k 3.34-3.36 -> 3.32-3.33. The conv is issue work (two SFU operations
+// per element for SiLU, a shuffle tree per row for the l2norm) wherever it runs: in its own launch
+// it has every SM's 20 warps, inside the prep it runs on the block's 8 warps ahead of the prep's
+// own phases, so the block's path grows by about what the launch cost; GQA (the 9B) convolves q
+// and k twice. What fusing saves is the launch gap and y's round trip, ~1-2 us a layer at 1k.
+// The form is kept outside the tree.
 // Fragment layouts (PTX ISA, m16n8k16 .bf16), g = lane / 4, q = lane % 4, pairs of bf16 per
 // register, the lower index in the low half: A 16x16 row-major: a0 (g, 2q..2q+1), a1 (g+8, 2q..),
 // a2 (g, 2q+8..), a3 (g+8, 2q+8..); B 16x8: b0 (k 2q..2q+1, n g), b1 (k 2q+8.., n g);

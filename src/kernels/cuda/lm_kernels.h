@@ -102,7 +102,14 @@ cudaError_t attn_prefill_launch(const AttentionBf16Params& p, cudaStream_t strea
 // each K/V tile by TMA multicast (the plain TMA launch where Hq / Hkv is odd). 2 and 3 (a cp.async
 // producer warpgroup, slower than 1) were removed: cudaErrorInvalidValue.
 bool attn_prefill_hopper_supported(const AttentionBf16Params& p);
-cudaError_t attn_prefill_hopper_launch(const AttentionBf16Params& p, cudaStream_t stream, int variant = 0);
+// splits > 1: the key splits of each row tile as that many blocks (TMA variants 4-7; p.work needs
+// attn_prefill_split_work_floats(p, splits) floats), merged by the split path's combine kernel.
+cudaError_t attn_prefill_hopper_launch(const AttentionBf16Params& p, cudaStream_t stream, int variant = 0,
+                                       int splits = 1);
+// The key splits the launcher gives the Hopper kernel (attn_prefill_takes_hopper): 1, or 2+ when
+// its q heads x 128-row tiles fill at most half of the SMs (a short prompt of a model with few
+// heads), so the heaviest row tile's keys do not run on one SM alone. Depends on max_rows and Hq.
+int attn_prefill_hopper_splits(const AttentionBf16Params& p);
 // Test / bench hook: a given split count in [1, kAttnPrefillMaxSplits] (1 = the single-kernel
 // path); p.work then needs attn_prefill_split_work_floats(p, splits) floats.
 size_t attn_prefill_split_work_floats(const AttentionBf16Params& p, int splits);
