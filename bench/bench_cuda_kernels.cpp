@@ -180,7 +180,8 @@ int bench_attention(const char* json_path, bool split_sweep) {
     const int shapes[][4] = {{16, 4, 16384, 0}, {16, 4, 4096, 0},  {16, 4, 2048, 14336}, {16, 4, 2048, 30720},
                              {16, 4, 1024, 0},  {16, 4, 512, 0},   {8, 2, 512, 0},        {8, 2, 1024, 0},
                              {8, 2, 2048, 0},   {8, 2, 4096, 0},   {16, 2, 4096, 0},      {16, 2, 16384, 0},
-                             {16, 4, 512, 30720}, {8, 2, 512, 15360}, {8, 2, 1024, 15360}};
+                             {16, 4, 512, 30720}, {8, 2, 512, 15360}, {8, 2, 1024, 15360}, {8, 2, 256, 0},
+                             {8, 2, 256, 15360}, {8, 2, 128, 15360}};
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-2.0f, 2.0f);
     auto random_bf16 = [&](size_t n) {
@@ -249,7 +250,15 @@ int bench_attention(const char* json_path, bool split_sweep) {
                 std::printf(" %d%s %.4f", n, n == x.splits ? "*" : "", ms);
             }
             const double hop = t.median_ms([&] { return attn_prefill_hopper_launch(x.p, s); });  // the launcher's variant
-            std::printf(" | hopper %.4f%s\n", hop, attn_prefill_takes_hopper(x.p) ? "*" : "");
+            std::printf(" | hopper %.4f%s", hop, attn_prefill_takes_hopper(x.p) ? "*" : "");
+            // The same variant with its keys split (the combine launch included); the launcher's
+            // split count marked +.
+            const int hs = attn_prefill_hopper_splits(x.p);
+            for (const int n : {2, 3, 4, 8}) {
+                const double ms = t.median_ms([&] { return attn_prefill_hopper_launch(x.p, s, 0, n); });
+                std::printf(" h%d%s %.4f", n, n == hs ? "+" : "", ms);
+            }
+            std::printf("\n");
             std::fflush(stdout);
         }
         for (Shape& x : all)
