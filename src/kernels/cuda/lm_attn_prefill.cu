@@ -344,18 +344,23 @@ size_t attn_prefill_work_floats(const AttentionBf16Params& p) {
 //   8 q / 2 KV x 512 (32, stays split): position 0 0.0245 against 0.0255 (4 splits), but position
 //     15360 0.3872 against 0.2944: 32 blocks leave 100 SMs idle through a long key range.
 // (Before 2026-12-01 that sweep timed Hopper variant 1, not the launcher's 5, and showed less.)
-// Since the Hopper kernel splits keys too (attn_prefill_hopper_splits), the rule counts its blocks
-// with their splits: 8 q heads x 512 rows is 32 tiles x 4 splits. The same sweep (H200,
-// 2026-12-01, now with the Hopper split counts; ms, the launcher's pick before -> after):
-//   8 / 2 x 512: position 0 0.0251 (mma.sync, 4 splits) -> 0.0206 (Hopper, 4), 15360 0.3017 -> 0.1147;
-//   8 / 2 x 256: position 0 0.0162 (8) -> 0.0170 (Hopper, 8), 15360 0.1544 -> 0.0669;
-//   8 / 2 x 128 at 15360: 0.0910 (16) -> Hopper at 16 splits (8 measured 0.0623);
-//   and the grids the Hopper kernel took unsplit: 8 / 2 x 1024 position 0 0.0376 -> 0.0318 (2),
-//   15360 0.3972 -> 0.2168; 16 / 4 x 512 position 0 0.0255 -> 0.0257 (2), 30720 0.7448 -> 0.3926.
+// Measured and not made the rule (2026-12-01, H200): counting the Hopper kernel's own key splits
+// (attn_prefill_hopper_splits) in its block count, so that 8 q heads x 512 rows (32 tiles x 4
+// splits) and smaller buckets take it. The same sweep, with the Hopper split columns (ms, the
+// launcher's pick -> the Hopper kernel at its split count):
+//   8 / 2 x 512: position 0 0.0251 (mma.sync, 4 splits) -> 0.0206 (4), 15360 0.3017 -> 0.1147;
+//   8 / 2 x 256: position 0 0.0162 (8) -> 0.0170 (8), 15360 0.1544 -> 0.0669;
+//   8 / 2 x 128 at 15360: 0.0910 (16) -> 0.0623 (8 splits);
+// engine, 0.8B 512 tokens 2.11 -> 2.08 ms (its tests passed on the GPU). Why it is not the rule:
+// restore + append must equal a cold prefill bit for bit (capsules), and a row's attention bits
+// depend on which kernel ran it. With the rule, tiny-gpu (2 q heads) would run a cold 289-token
+// prompt (bucket 320) on the Hopper kernel but the 97-token append after a 192-token capsule
+// (bucket 128) on the mma.sync one, which CapsuleVerbs.RestoreAppendEqualsColdFullPrefillBitwise
+// checks on CUDA; that test was not run with it. A rule whose kernel per row does not depend on
+// the bucket (or a Hopper path for 64-row buckets too) would keep both.
 bool attn_prefill_takes_hopper(const AttentionBf16Params& p) {
     if (p.max_rows < kAttnPrefillHopperMinRows || p.Hq <= 0 || !attn_prefill_hopper_supported(p)) return false;
-    return attn_prefill_splits(p) == 1 ||
-           p.Hq * ceil_div(p.max_rows, 128) * attn_prefill_hopper_splits(p) >= kAttnPrefillHopperMinBlocks;
+    return attn_prefill_splits(p) == 1 || p.Hq * ceil_div(p.max_rows, 128) >= kAttnPrefillHopperMinBlocks;
 }
 
 // A Hopper grid of at most half the SMs (q heads x 128-row tiles: the 0.8B's 1k prompt, 8 x 8)
@@ -363,9 +368,11 @@ bool attn_prefill_takes_hopper(const AttentionBf16Params& p) {
 // its keys split instead, as many ways as the grid fits the SMs (two there), and the split path's
 // combine merges them. Measured (H200, 2026-12-01, `frost bench engine --ttft 1024,2048 --reps 5`
 // on the 0.8B, three rounds alternating in one call): 1k 3.35-3.37 -> 3.31-3.32 ms (~7 us off
-// each of the 6 attention layers); 2k (128 blocks: no split) 5.69-5.71 either way. With the
-// split counted in attn_prefill_takes_hopper (next call, two rounds): 512 2.11 -> 2.08, 1k
-// 3.33-3.34 -> 3.29. Per launch, long positions gain most (the sweep above).
+// each of the 6 attention layers); 2k (128 blocks: no split) 5.69-5.71 either way. Per launch
+// (bench_cuda_kernels --attn-splits): 8 / 2 x 1024 at position 0 0.0376 -> 0.0318, at 15360
+// 0.3972 -> 0.2168; 16 / 4 x 512 (the 9B's 512-row chunk) at 0 0.0255 -> 0.0257, at 30720
+// 0.7448 -> 0.3926. This changes no launch's kernel (attn_prefill_takes_hopper does not count
+// the splits: see there), only how a Hopper launch spreads.
 // FROST_ATTN_HOPPER_SPLIT=0 keeps one block per tile (A/B runs; read once per process).
 int attn_prefill_hopper_splits(const AttentionBf16Params& p) {
     static const bool off = util::env_is("FROST_ATTN_HOPPER_SPLIT", "0");

@@ -22,8 +22,7 @@ constexpr int kAttnDecodeMaxBatch = 8;  // members of a batched decode step (wor
 constexpr int kGemvMaxRows = 8;         // rows of a multi-row GEMV (batched decode)
 constexpr int kAttnPrefillMaxSplits = 16;  // KV splits of one prefill row tile
 constexpr int kAttnPrefillHopperMinRows = 128;  // smallest bucket the Hopper prefill kernel takes
-// Hopper blocks (q heads x 128-row tiles x its key splits) that beat the mma.sync kernel's split.
-constexpr int kAttnPrefillHopperMinBlocks = 64;
+constexpr int kAttnPrefillHopperMinBlocks = 64;  // Hopper blocks (q heads x 128-row tiles) that beat a split
 constexpr int kAttnPrefillHopperVariant = 5;    // the launcher's: TMA producer, ping-pong (see attn_prefill_hopper_launch)
 constexpr int kSampleMaxTopK = 256;    // candidates the device sampler orders exactly
 
@@ -88,9 +87,8 @@ KernelCost gdn_recurrent_cost(const GdnBf16Params& p, int rows);
 // p.work needs attn_prefill_work_floats(p) floats: the most any bucket 64, 128, ..., p.max_rows needs.
 // On Hopper (sm_90), attn_prefill_takes_hopper(p) says when the launch runs the wgmma kernel
 // (lm_attn_hopper.cu) instead: at least kAttnPrefillHopperMinRows rows, and either no split
-// needed or a Hopper grid of at least kAttnPrefillHopperMinBlocks blocks counting its own key
-// splits (attn_prefill_hopper_splits). Like the split count, the choice depends on p.max_rows and
-// p.Hq only.
+// needed or a Hopper grid of at least kAttnPrefillHopperMinBlocks blocks. Like the split count,
+// the choice depends on p.max_rows and p.Hq only.
 size_t attn_prefill_work_floats(const AttentionBf16Params& p);
 int attn_prefill_splits(const AttentionBf16Params& p);
 bool attn_prefill_takes_hopper(const AttentionBf16Params& p);
