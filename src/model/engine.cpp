@@ -172,10 +172,14 @@ frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
         if (opts.trace)
             return fail(FROST_ERR_UNSUPPORTED, "cuda engine: activation tracing (EngineOptions::trace) is CPU-only");
         FROST_TRY(qwen35::check_cuda_shapes(cfg_));
+        if (opts.chunk_invariant && opts.fp8_w8a8_prefill)
+            return fail(FROST_ERR_UNSUPPORTED, "cuda engine: chunk_invariant with fp8_w8a8_prefill is not supported (the "
+                        "FP8 GEMM plans are chosen per row count); use the exact FP8 prefill (the default)");
     }
     FROST_TRY(frost_ctx_create(opts.backend, opts.device, &ctx_));
     FROST_TRY(frost_stream_create(ctx_, 0, &stream_));
     FROST_TRY(ops::Backend::create(ctx_, stream_, &backend_));
+    FROST_TRY(backend_->set_chunk_invariant(opts.chunk_invariant));
     prec_ = qwen35::precision_for(backend_->act_dtype());
     prec_.keep_quantized = opts.backend == FROST_BACKEND_CUDA && opts.keep_quantized;
     prec_.gdn_in_proj_split = util::env_is("FROST_GDN_IN_PROJ_SPLIT", "0") ? qwen35::Precision::InProjSplit::Never
@@ -450,6 +454,7 @@ std::string Engine::numerics() const {
     std::string s = std::string("rope_inv_freq=") + (opts_.rope_inv_freq_bf16 ? "bf16" : "f32");
     for (size_t i = 0; i < opts_.leave_out_ops.size(); ++i)  // a timing probe: its outputs are not the model's
         s += (i == 0 ? ";leave_out=" : "|") + opts_.leave_out_ops[i];
+    if (opts_.backend == FROST_BACKEND_CUDA && opts_.chunk_invariant) s += ";chunk_invariant";
     if (opts_.backend != FROST_BACKEND_CUDA || !quantized_checkpoint_)
         return s;  // the CPU oracle dequantizes every weight; a bf16 checkpoint has no quantized path
     using Split = qwen35::Precision::InProjSplit;

@@ -82,6 +82,16 @@ struct EngineOptions {
     // 1.35 / 4.9 ms (input norm, post norm, gated norm, swiglu; summed over the layers); cold TTFT
     // 4k 70.5 ms mean of 4 against 72.7, 16k 333.1 against 333.9 (within the noise there).
     bool fp8_twin_only = true;
+    // Chunk-invariant numerics (CUDA): a row's bits stop depending on how the prompt was cut into
+    // prefill chunks, so a capsule's restore + append equals a cold prefill of the whole prompt bit
+    // for bit at any length and on any model (the capsule contract; without it, the CUDA kernels
+    // chosen by a chunk's row count make long cold prompts and short appends differ in the last
+    // bits). Attention prefill runs one kernel unsplit for every chunk, each GEMM shape keeps one
+    // cuBLASLt algorithm with no split of K for every row count, the MoE GEMMs one tile shape.
+    // Costs short appends at long positions most (few attention blocks walk all the keys). The
+    // CPU engine is chunk-invariant either way. Refused with fp8_w8a8_prefill (its FP8 GEMM plans
+    // are per row count). numerics() names it, so capsules bind to it.
+    bool chunk_invariant = false;
     // How the GDN in_proj is bound (qwen35::Precision::gdn_in_proj_split): Auto keeps [qkv; z]
     // quantized with a bf16 [b; a] tail where a checkpoint leaves b and a unquantized (CUDA, kept
     // quantized weights), one fused matrix elsewhere; FROST_GDN_IN_PROJ_SPLIT=0 in the environment
@@ -141,7 +151,8 @@ public:
     const ModelConfig& config() const { return cfg_; }
     const EngineOptions& options() const { return opts_; }
     // The options that change the state's bits for the same weights, as one canonical string
-    // (capsule Deployment::numerics): "rope_inv_freq=bf16|f32", and on CUDA with a quantized
+    // (capsule Deployment::numerics): "rope_inv_freq=bf16|f32", ";chunk_invariant" on CUDA with
+    // EngineOptions::chunk_invariant, and on CUDA with a quantized
     // checkpoint ";weights=kept|dequantized;gdn_in_proj=auto|always|never;fp8_prefill=
     // w8a8|exact;fp8_decode=w8a8|exact". Options that keep the bits (the FP8 twins, chunk sizes,
     // batching) are not in it.

@@ -460,6 +460,16 @@ public:
     virtual bool gemm_reads_twin(const GemmOp& p) { return p.quant_act && p.xq.on(); }
     // Device bytes the backend holds itself (CUDA: the cuBLASLt workspace, the dequant tile).
     virtual uint64_t owned_bytes() const { return 0; }
+    // EngineOptions::chunk_invariant, set once before the first op: every op's arithmetic for a
+    // row stops depending on how many rows share its launch, so a prompt cut into other chunks
+    // (a capsule's restore + append against a cold prefill) gives the same bits. The CPU's ops
+    // are so already; CUDA runs attention prefill on one kernel unsplit, plans each GEMM with one
+    // algorithm for every M, and gives the MoE GEMMs one tile shape. Refused once ops have run.
+    virtual frost_status set_chunk_invariant(bool on) {
+        chunk_invariant_ = on;
+        return FROST_OK;
+    }
+    bool chunk_invariant() const { return chunk_invariant_; }
     // Called once at load, before capture, with the element count of the largest quantized GEMM
     // weight: CUDA allocates the bf16 tile a prefill GEMM dequantizes such a weight into (shared by
     // every quantized GEMM of the stream, which runs them one after another). CPU: nothing.
@@ -474,6 +484,7 @@ protected:
 private:
     frost_backend kind_;
     const OpTable* table_;
+    bool chunk_invariant_ = false;
 };
 
 // Backend factories (cpu/cpu_ops.cpp, cuda/cuda_ops.cpp; the CUDA one fails without CUDA).

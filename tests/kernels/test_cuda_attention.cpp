@@ -349,6 +349,77 @@ TEST(CudaAttention, HopperTmaRefusesUnalignedBase) {
     CUDA_OK(cudaDeviceSynchronize());
 }
 
+// attn_prefill_invariant_launch (EngineOptions::chunk_invariant): rows prefilled as a cold prompt
+// (chunks of 2048 rows and the rest) and again in chunks that start at other multiples of 64,
+// bucketed from 64 to 1088 rows, get the same bits; the launcher's own rule would run those
+// buckets on other kernels and split counts. Cache rows past the valid keys hold NaN. A few rows
+// are also checked against the fp64 reference (the invariant launch is a real attention).
+TEST(CudaAttention, InvariantLaunchGivesARowTheSameBitsWhateverItsChunk) {
+    FROST_SKIP_WITHOUT_CUDA();
+    constexpr int kTotal = 2560, kMaxSeq = 2600;
+    struct Chunk {
+        int pos, rows, max_rows;
+    };
+    const Chunk cold[] = {{0, 2048, 2048}, {2048, 512, 512}};
+    const Chunk others[] = {{1024, 97, 128}, {1984, 576, 576}, {64, 1088, 1088}, {2496, 64, 64}, {0, 64, 64}, {128, 200, 256}};
+    for (const auto& [Hq, Hkv] : {std::pair{8, 2}, std::pair{16, 4}}) {
+        SCOPED_TRACE(testing::Message() << "Hq " << Hq << " Hkv " << Hkv);
+        auto rng = fresh_rng("AttnInvariant");
+        const int64_t q_stride = 2 * Hq * D;
+        auto q = uniform(rng, static_cast<size_t>(kTotal) * q_stride, -2, 2);
+        auto kc = uniform(rng, static_cast<size_t>(kMaxSeq) * Hkv * D, -2, 2);
+        auto vc = uniform(rng, static_cast<size_t>(kMaxSeq) * Hkv * D, -2, 2);
+        for (size_t i = static_cast<size_t>(kTotal) * Hkv * D; i < kc.size(); ++i) kc[i] = vc[i] = NAN;
+        Dev<uint16_t> dq(to_bf(q)), dk(to_bf(kc)), dv(to_bf(vc));
+        const size_t row = static_cast<size_t>(Hq) * D;
+        // The output rows of one chunk, as bf16 bits.
+        auto run = [&](const Chunk& c) {
+            StepCursor cur{};
+            cur.pos = c.pos;
+            cur.n_tokens = c.rows;
+            Dev<StepCursor> dc(std::vector<StepCursor>{cur});
+            Dev<uint16_t> dout(c.max_rows * row);
+            kernels::AttentionBf16Params p{};
+            p.q = bf(dq) + c.pos * q_stride;
+            p.gate = p.q + D;
+            p.k_cache = bf(dk);
+            p.v_cache = bf(dv);
+            p.o = bf(dout);
+            p.q_row_stride = q_stride;
+            p.q_head_stride = 2 * D;
+            p.Hq = Hq;
+            p.Hkv = Hkv;
+            p.head_dim = D;
+            p.scale = 1.0f / std::sqrt(float(D));
+            p.max_seq = kMaxSeq;
+            p.max_rows = c.max_rows;
+            p.cursor = dc.get();
+            EXPECT_EQ(kernels::attn_prefill_invariant_launch(p, nullptr), cudaSuccess) << c.pos << " + " << c.rows;
+            auto out = dout.download();
+            out.resize(c.rows * row);
+            return out;
+        };
+        std::vector<uint16_t> all;
+        for (const Chunk& c : cold) {
+            const auto o = run(c);
+            all.insert(all.end(), o.begin(), o.end());
+        }
+        for (const Chunk& c : others) {
+            const auto o = run(c);
+            EXPECT_TRUE(std::equal(o.begin(), o.end(), all.begin() + c.pos * row))
+                << "rows " << c.pos << " .. " << c.pos + c.rows << " (bucket " << c.max_rows << ") differ from the cold prompt's";
+        }
+        const auto got_all = from_bf(all);
+        for (int r : {0, 777, 2047, 2048, kTotal - 1}) {
+            Case k{Hq, Hkv, 0, kTotal, kTotal, kMaxSeq};
+            std::vector<double> ref;
+            reference_row(k, q, q_stride, kc, vc, r, ref);
+            EXPECT_LE(rel_l2(ref, std::vector<float>(got_all.begin() + r * row, got_all.begin() + (r + 1) * row)), kRowTol)
+                << "row " << r;
+        }
+    }
+}
+
 TEST(CudaAttention, DecodeMatchesReference) {
     FROST_SKIP_WITHOUT_CUDA();
     run_case({16, 4, 1000, 1, 1, 2048}, true, "AttnDecode");

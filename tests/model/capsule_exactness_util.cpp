@@ -16,6 +16,11 @@ namespace frost::test {
 using namespace frost::model;
 
 void expect_restore_append_equals_cold(Engine& e, const std::string& model_dir, const std::string& store_name) {
+    expect_restore_append_equals_cold(e, model_dir, store_name, {{64, 77}, {192, 77}});
+}
+
+void expect_restore_append_equals_cold(Engine& e, const std::string& model_dir, const std::string& store_name,
+                                       const std::vector<RestoreAppendCase>& cases) {
     CapsuleManagerOptions mo;
     mo.disk_dir = frost::testing::make_temp_dir(store_name);
     std::unique_ptr<CapsuleManager> mgr;
@@ -23,9 +28,10 @@ void expect_restore_append_equals_cold(Engine& e, const std::string& model_dir, 
     const uint64_t seed = ::testing::UnitTest::GetInstance()->random_seed();
     std::mt19937_64 rng(seed);
     std::uniform_int_distribution<int32_t> tok(0, e.config().vocab_size - 1);
-    for (int prefix_len : {64, 192}) {
-        SCOPED_TRACE("prefix " + std::to_string(prefix_len) + ", seed " + std::to_string(seed));
-        std::vector<int32_t> prefix(static_cast<size_t>(prefix_len)), suffix(77);
+    for (const RestoreAppendCase& c : cases) {
+        SCOPED_TRACE("prefix " + std::to_string(c.prefix) + " + " + std::to_string(c.suffix) + ", seed " +
+                     std::to_string(seed));
+        std::vector<int32_t> prefix(static_cast<size_t>(c.prefix)), suffix(static_cast<size_t>(c.suffix));
         for (auto& x : prefix) x = tok(rng);
         for (auto& x : suffix) x = tok(rng);
         std::vector<int32_t> full = prefix;

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -34,13 +36,16 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kUsage =
     "usage: frost bench capsule [--model DIR | --preset NAME] [--backend cpu|cuda] [--lengths L1,L2,...]\n"
-    "         [--suffix N] [--reps N] [--out-dir DIR] [--json]\n"
+    "         [--suffix N] [--reps N] [--chunk C_p] [--chunk-invariant] [--out-dir DIR] [--json]\n"
     "  Prefix lengths are rounded down to multiples of 64 (the capsule alignment unit). Without --model a\n"
-    "  synthetic checkpoint of --preset (default tiny) is written under --out-dir. Writes\n"
+    "  synthetic checkpoint of --preset (default tiny) is written under --out-dir. --chunk: the prefill\n"
+    "  chunk C_p (default 256; 0: the engine's own choice). Each row says whether the capsule path's\n"
+    "  last logits equal the cold prefill's bit for bit (and their largest difference);\n"
+    "  --chunk-invariant runs the engine's chunk-invariant numerics. Writes\n"
     "  DIR/capsule_bench.json and DIR/capsule_ttft.svg (default DIR: ./capsule-bench).";
 
 constexpr double kBytesPerGB = 1e9;
-constexpr int kChunk = 256;  // C_p of the benchmark engine
+constexpr int kDefaultChunk = 256;  // C_p of the benchmark engine unless --chunk says
 const fm::CapsuleTier kTiers[] = {fm::CapsuleTier::Device, fm::CapsuleTier::Host, fm::CapsuleTier::Disk};
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
@@ -124,12 +129,13 @@ int fail_msg(const char* what) {
 
 int run_bench_capsule(const std::vector<std::string>& args) {
     std::string model, preset = "tiny", backend = "cpu", out_dir = "capsule-bench", lengths_arg = "256,512,1024,2048";
-    int suffix = 16, reps = 3;
-    bool as_json = false;
+    int suffix = 16, reps = 3, chunk = kDefaultChunk;
+    bool as_json = false, chunk_invariant = false;
     try {
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string& a = args[i];
             if (a == "--json") { as_json = true; continue; }
+            if (a == "--chunk-invariant") { chunk_invariant = true; continue; }
             if (a == "--help" || a == "-h") { std::printf("%s\n", kUsage); return 0; }
             if (i + 1 >= args.size()) { std::fprintf(stderr, "%s\n", kUsage); return 2; }
             const std::string& v = args[++i];
@@ -139,11 +145,17 @@ int run_bench_capsule(const std::vector<std::string>& args) {
             else if (a == "--lengths") lengths_arg = v;
             else if (a == "--suffix") suffix = std::max(1, std::stoi(v));
             else if (a == "--reps") reps = std::max(1, std::stoi(v));
+            else if (a == "--chunk") chunk = std::stoi(v);
             else if (a == "--out-dir") out_dir = v;
             else { std::fprintf(stderr, "frost bench capsule: unknown option %s\n%s\n", a.c_str(), kUsage); return 2; }
         }
     } catch (const std::exception&) {
         std::fprintf(stderr, "frost bench capsule: bad numeric value\n%s\n", kUsage);
+        return 2;
+    }
+    if (chunk < 0 || chunk % fm::kCapsuleAlignment) {
+        std::fprintf(stderr, "frost bench capsule: --chunk must be 0 (auto) or a positive multiple of %d\n",
+                     fm::kCapsuleAlignment);
         return 2;
     }
     std::vector<int32_t> lens;
@@ -157,7 +169,8 @@ int run_bench_capsule(const std::vector<std::string>& args) {
     fm::EngineOptions eo;
     if (!frost::cli::parse_backend(backend, &eo.backend)) { std::fprintf(stderr, "--backend must be cpu or cuda\n"); return 2; }
     eo.sessions = 2;
-    eo.prefill_chunk = kChunk;
+    eo.prefill_chunk = chunk;
+    eo.chunk_invariant = chunk_invariant;
     eo.max_seq_len = *std::max_element(lens.begin(), lens.end()) + suffix + 1;
     std::unique_ptr<fm::Engine> e;
     if (fm::Engine::create(model, eo, &e) != FROST_OK) return fail_msg("loading the model");
@@ -181,12 +194,15 @@ int run_bench_capsule(const std::vector<std::string>& args) {
             return e->reset(0) == FROST_OK && e->prefill(0, full.data(), full.size(), &cold_tok) == FROST_OK;
         });
         if (cold < 0) return fail_msg("cold prefill");
+        std::vector<float> cold_logits, warm_logits;
+        if (e->last_logits(0, &cold_logits) != FROST_OK) return fail_msg("cold logits");
         if (e->reset(0) != FROST_OK || e->prefill(0, prefix.data(), prefix.size(), nullptr) != FROST_OK)
             return fail_msg("prefix prefill");
         nlohmann::json row = {{"prefix_tokens", L}, {"suffix_tokens", suffix}, {"cold_ttft_ms", cold}};
         xs.push_back(L);
         cold_ttft.push_back(cold);
-        bool tokens_match = true;
+        bool tokens_match = true, logits_equal = true;
+        double max_diff = 0;  // largest |capsule - cold| over the last logits of every tier
         for (fm::CapsuleTier t : kTiers) {
             fm::CapsuleId id = 0;
             const double snap = time_ms(reps, [&] {
@@ -214,6 +230,12 @@ int run_bench_capsule(const std::vector<std::string>& args) {
             });
             if (restore < 0 || ttft < 0) return fail_msg("restore");
             tokens_match = tokens_match && tok == cold_tok;
+            if (e->last_logits(1, &warm_logits) != FROST_OK || warm_logits.size() != cold_logits.size())
+                return fail_msg("capsule logits");
+            logits_equal = logits_equal && std::memcmp(warm_logits.data(), cold_logits.data(),
+                                                       cold_logits.size() * sizeof(float)) == 0;
+            for (size_t i = 0; i < cold_logits.size(); ++i)
+                max_diff = std::max(max_diff, double(std::fabs(warm_logits[i] - cold_logits[i])));
             capsule_ttft[t].push_back(ttft);
             const std::string tn = fm::capsule_tier_name(t);
             row["capsule_bytes"] = bytes;
@@ -228,6 +250,8 @@ int run_bench_capsule(const std::vector<std::string>& args) {
             mgr->release(id);
         }
         row["first_token_matches_cold"] = tokens_match;
+        row["logits_bitwise_equal_cold"] = logits_equal;
+        row["logits_max_abs_diff"] = max_diff;
         rows.push_back(row);
     }
     const Ceilings c = measure_ceilings(*e, std::max<size_t>(max_payload, 1), reps, out_dir);
@@ -243,7 +267,8 @@ int run_bench_capsule(const std::vector<std::string>& args) {
     nlohmann::json out = {{"bench", "capsule"},
                           {"model", model},
                           {"backend", backend},
-                          {"prefill_chunk", kChunk},
+                          {"prefill_chunk", e->options().prefill_chunk},
+                          {"chunk_invariant", chunk_invariant},
                           {"alignment", fm::kCapsuleAlignment},
                           {"reps", reps},
                           {"ceilings_gbps", {{"d2d", c.d2d}, {"d2h", c.d2h}, {"h2d", c.h2d},
@@ -264,15 +289,20 @@ int run_bench_capsule(const std::vector<std::string>& args) {
     }
     std::printf("ceilings GB/s: d2d %.2f  d2h %.2f  h2d %.2f  disk write+fsync %.2f  disk read %.2f\n", c.d2d, c.d2h,
                 c.h2d, c.disk_write, c.disk_read);
-    std::printf("%8s %10s %10s %10s %10s %10s %8s %10s %10s %10s\n", "prefix", "bytes", "cold ms", "dev ms", "host ms",
-                "disk ms", "speedup", "rst dev", "rst host", "rst disk");
+    std::printf("prefill chunk %d%s; \"logits\": the capsule path's last logits against the cold prefill's\n",
+                e->options().prefill_chunk, chunk_invariant ? ", chunk-invariant numerics" : "");
+    std::printf("%8s %10s %10s %10s %10s %10s %8s %10s %10s %10s %s\n", "prefix", "bytes", "cold ms", "dev ms", "host ms",
+                "disk ms", "speedup", "rst dev", "rst host", "rst disk", "logits");
     for (const auto& r : rows)
-        std::printf("%8d %10llu %10.2f %10.2f %10.2f %10.2f %7.1fx %7.2fGB/s %7.2fGB/s %7.2fGB/s%s\n",
+        std::printf("%8d %10llu %10.2f %10.2f %10.2f %10.2f %7.1fx %7.2fGB/s %7.2fGB/s %7.2fGB/s %s%s\n",
                     r["prefix_tokens"].get<int>(), static_cast<unsigned long long>(r["capsule_bytes"].get<uint64_t>()),
                     r["cold_ttft_ms"].get<double>(), r["capsule_ttft_ms_device"].get<double>(),
                     r["capsule_ttft_ms_host"].get<double>(), r["capsule_ttft_ms_disk"].get<double>(),
                     r["ttft_speedup_device"].get<double>(), r["restore_gbps_device"].get<double>(),
                     r["restore_gbps_host"].get<double>(), r["restore_gbps_disk"].get<double>(),
+                    r["logits_bitwise_equal_cold"].get<bool>()
+                        ? "bitwise equal"
+                        : ("max |diff| " + std::to_string(r["logits_max_abs_diff"].get<double>())).c_str(),
                     r["first_token_matches_cold"].get<bool>() ? "" : "  (first token differs!)");
     std::printf("wrote %s/capsule_bench.json and %s/capsule_ttft.svg\n", out_dir.c_str(), out_dir.c_str());
     return 0;

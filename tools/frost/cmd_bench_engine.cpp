@@ -45,6 +45,7 @@ constexpr const char* kUsage =
     "usage: frost bench engine [--model DIR | --preset NAME] [--backend cpu|cuda] [--ttft N1,N2,...]\n"
     "         [--decode C1,C2,...] [--decode-steps N] [--chunk C_p] [--reps N] [--out-dir DIR] [--json]\n"
     "         [--fp8-prefill w8a8|exact] [--fp8-decode w8a8|exact] [--mask-decode] [--leave-out L1,L2,...]\n"
+    "         [--chunk-invariant]\n"
     "  Cold start (process start -> ready), cold TTFT per prompt length (median of --reps after one\n"
     "  warm-up), decode ms/token at each context, peak device memory; each beside its floor (TTFT:\n"
     "  the larger of its FLOPs at a GEMM ceiling and its bytes at a copy ceiling, both measured in\n"
@@ -54,7 +55,8 @@ constexpr const char* kUsage =
     "  (default 0: the engine's own choice, auto_prefill_chunk). --json prints JSON on stdout and the\n"
     "  table on stderr. --leave-out: a timing probe; ops whose label contains one of the strings\n"
     "  (e.g. rmsnorm, gemm lm_head, attn_decode) are recorded but not launched, so the rows time the\n"
-    "  steps without them inside their graphs. Outputs are wrong, and the JSON has no frost_results.";
+    "  steps without them inside their graphs. Outputs are wrong, and the JSON has no frost_results.\n"
+    "  --chunk-invariant: the engine's chunk-invariant numerics (EngineOptions::chunk_invariant).";
 
 constexpr int kWarmupTokens = 64;          // warm-up prefill length (one GDN chunk)
 constexpr int kSeqSlack = 64;              // max_seq_len = longest run + decode steps + this
@@ -347,6 +349,7 @@ struct Args {
     bool fp8_w8a8 = false;         // --fp8-prefill w8a8
     bool fp8_w8a8_decode = false;  // --fp8-decode w8a8
     bool mask_decode = false;  // --mask-decode: a token mask set before every decode step
+    bool chunk_invariant = false;  // --chunk-invariant
     std::vector<std::string> leave_out;  // --leave-out: EngineOptions::leave_out_ops (a timing probe)
 };
 
@@ -357,6 +360,7 @@ int parse_args(const std::vector<std::string>& args, Args* a) {
             const std::string& k = args[i];
             if (k == "--json") { a->json = true; continue; }
             if (k == "--mask-decode") { a->mask_decode = true; continue; }
+            if (k == "--chunk-invariant") { a->chunk_invariant = true; continue; }
             if (k == "--help" || k == "-h") { std::printf("%s\n", kUsage); return 0; }
             if (i + 1 >= args.size()) { std::fprintf(stderr, "%s\n", kUsage); return 2; }
             const std::string& v = args[++i];
@@ -430,6 +434,7 @@ int run_bench_engine(const std::vector<std::string>& args) {
     eo.fp8_w8a8_prefill = a.fp8_w8a8;
     eo.fp8_w8a8_decode = a.fp8_w8a8_decode;
     eo.leave_out_ops = a.leave_out;
+    eo.chunk_invariant = a.chunk_invariant;
 
     // ---- cold start: device init, weight files -> host, engine create (upload + capture), warm-up.
     MemProbe mem;

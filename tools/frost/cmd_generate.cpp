@@ -20,7 +20,9 @@ namespace {
 constexpr const char* kUsage =
     "usage: frost generate --model DIR [--backend cpu|cuda] (--prompt TEXT | --prompt-ids IDS)\n"
     "         [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--chat] [--json]\n"
-    "         [--fp8-prefill w8a8|exact] [--fp8-decode w8a8|exact]\n"
+    "         [--fp8-prefill w8a8|exact] [--fp8-decode w8a8|exact] [--chunk-invariant]\n"
+    "  --chunk-invariant (CUDA): numerics whose bits do not depend on how a prompt is cut into\n"
+    "  prefill chunks (a capsule's restore + append equals the cold prefill bit for bit).\n"
     "  --fp8-prefill w8a8 (CUDA, FP8 checkpoints with 128x128 blocks): prefill GEMMs on FP8 tensor\n"
     "  cores with activations quantized per 128-group; exact (default): dequantized bf16 weights.\n"
     "  --fp8-decode w8a8 (CUDA, FP8 checkpoints): decode GEMVs the same way (any FP8 layout);\n"
@@ -35,7 +37,7 @@ constexpr const char* kUsage =
 int run_generate(const std::vector<std::string>& args) {
     using namespace frost;
     std::string model, prompt, prompt_ids, backend = "cpu", capsule, fp8_prefill = "exact", fp8_decode = "exact";
-    bool have_prompt = false, chat = false, as_json = false;
+    bool have_prompt = false, chat = false, as_json = false, chunk_invariant = false;
     model::GenerateRequest req;
     req.max_new_tokens = 32;
     try {
@@ -43,6 +45,7 @@ int run_generate(const std::vector<std::string>& args) {
             const std::string& a = args[i];
             if (a == "--chat") { chat = true; continue; }
             if (a == "--json") { as_json = true; continue; }
+            if (a == "--chunk-invariant") { chunk_invariant = true; continue; }
             if (a == "--help" || a == "-h") { std::printf("%s\n", kUsage); return 0; }
             if (i + 1 >= args.size()) { std::fprintf(stderr, "frost generate: %s needs a value\n%s\n", a.c_str(), kUsage); return 2; }
             const std::string& v = args[++i];
@@ -95,6 +98,7 @@ int run_generate(const std::vector<std::string>& args) {
         }
     }
     model::EngineOptions opts;
+    opts.chunk_invariant = chunk_invariant;
     if (!cli::parse_backend(backend, &opts.backend)) { std::fprintf(stderr, "frost generate: --backend must be cpu or cuda\n"); return 2; }
     if (!cli::parse_fp8_mode(fp8_prefill, &opts.fp8_w8a8_prefill)) {
         std::fprintf(stderr, "frost generate: --fp8-prefill must be w8a8 or exact, got '%s'\n", fp8_prefill.c_str());

@@ -35,7 +35,7 @@ constexpr const char* kUsage =
     "                   [--sessions N] [--device-budget B] [--host-budget B] [--disk-budget B]\n"
     "                   [--queue N] [--max-per-key N] [--max-body B] [--max-seq-len N] [--prefill-chunk N]\n"
     "                   [--backend cpu|cuda] [--fp8-prefill w8a8|exact] [--fp8-decode w8a8|exact]\n"
-    "                   [--tokenizer DIR] [--model-name NAME]\n"
+    "                   [--tokenizer DIR] [--model-name NAME] [--chunk-invariant]\n"
     "                   [--n-cap N] [--prefill-share F]\n"
     "                   [--claim-log FILE] [--header-timeout-ms MS] [--send-timeout-ms MS]\n"
     "                   [--drain-timeout S] [--no-capsules] [--public-metrics]\n"
@@ -59,7 +59,10 @@ constexpr const char* kUsage =
     "--prefill-share F (default 0.6): while streams decode, a new prompt's prefill runs a few layers\n"
     "per step, at most F x the measured decode step (0 = whole 512-token steps between their steps).\n"
     "--cors-origin (default off: no CORS headers) answers OPTIONS preflights and puts\n"
-    "Access-Control-Allow-Origin: ORIGIN (e.g. http://localhost:3000, or *) on every reply.";
+    "Access-Control-Allow-Origin: ORIGIN (e.g. http://localhost:3000, or *) on every reply.\n"
+    "--chunk-invariant (CUDA): numerics under which a capsule's restore + append gives exactly the\n"
+    "bits of a cold prefill of the whole prompt, however it was cut into chunks (slower appends at\n"
+    "long positions; capsules bind to the mode).";
 
 bool parse_size(const std::string& s, uint64_t* out) {
     if (s.empty()) return false;
@@ -138,6 +141,7 @@ int run_serve(const std::vector<std::string>& args) {
         bool ok = true;
         if (a == "--no-capsules") capsules = false;
         else if (a == "--public-metrics") api_cfg.public_metrics = true;
+        else if (a == "--chunk-invariant") eopts.chunk_invariant = true;
         else if (!need(&v)) ok = false;
         else if (a == "--model") model_dir = v;
         else if (a == "--tokenizer") tokenizer_dir = v;

@@ -388,6 +388,11 @@ cudaError_t attn_prefill_launch(const AttentionBf16Params& p, cudaStream_t strea
     return attn_prefill_launch_splits(p, stream, attn_prefill_splits(p));
 }
 
+cudaError_t attn_prefill_invariant_launch(const AttentionBf16Params& p, cudaStream_t stream) {
+    if (p.max_rows > 0 && p.Hq > 0 && attn_prefill_hopper_supported(p)) return attn_prefill_hopper_launch(p, stream, 0, 1);
+    return attn_prefill_launch_splits(p, stream, 1);
+}
+
 cudaError_t attn_prefill_launch_splits(const AttentionBf16Params& p, cudaStream_t stream, int splits) {
     if (!p.q || !p.k_cache || !p.v_cache || !p.o || !p.cursor || p.head_dim != kD || p.Hq <= 0 ||
         p.Hkv <= 0 || p.Hq % p.Hkv != 0 || p.max_rows <= 0 || p.q_row_stride % kVec != 0 ||

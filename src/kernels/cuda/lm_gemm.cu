@@ -50,11 +50,19 @@ void gemm_plan_destroy(GemmPlan* plan) {
     delete plan;
 }
 
-cudaError_t gemm_plan_create(GemmLt* lt, const GemmBf16Params& s, GemmPlan** out, int* lt_status, int rank) {
-    constexpr int kMaxRank = 16;
-    if (rank < 0 || rank >= kMaxRank || !lt || !out || s.M <= 0 || s.N <= 0 || s.K <= 0 || s.ldx < s.K || s.ldy < s.N)
-        return cudaErrorInvalidValue;
-    *out = nullptr;
+namespace {
+
+constexpr int kMaxRank = 16;  // heuristic answers a plan may take (rank)
+// In-place split-K reductions accumulate with atomics in a varying order: not deterministic.
+constexpr uint32_t kDeterministicSchemes =
+    CUBLASLT_REDUCTION_SCHEME_MASK & ~static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_INPLACE);
+
+bool valid_shape(const GemmLt* lt, const GemmBf16Params& s) {
+    return lt && s.M > 0 && s.N > 0 && s.K > 0 && s.ldx >= s.K && s.ldy >= s.N;
+}
+
+// A plan holding the descriptors of `s` (M rows), no algorithm yet; null on failure (*st says why).
+GemmPlan* plan_with_descs(GemmLt* lt, const GemmBf16Params& s, cublasStatus_t* st) {
     auto* plan = new GemmPlan{};
     plan->lt = lt;
     plan->shape = s;
@@ -62,34 +70,98 @@ cudaError_t gemm_plan_create(GemmLt* lt, const GemmBf16Params& s, GemmPlan** out
     plan->shape.w = nullptr;
     plan->shape.y = nullptr;
     const cudaDataType_t out_type = s.out_f32 ? CUDA_R_32F : CUDA_R_16BF;
-    cublasStatus_t st = lt_tn_descs(&plan->op, &plan->a, &plan->b, &plan->c, CUDA_R_16BF, out_type, s.N, s.M, s.K,
-                                    s.ldx, s.ldy);
+    *st = lt_tn_descs(&plan->op, &plan->a, &plan->b, &plan->c, CUDA_R_16BF, out_type, s.N, s.M, s.K, s.ldx, s.ldy);
+    if (*st != CUBLAS_STATUS_SUCCESS) {
+        gemm_plan_destroy(plan);
+        return nullptr;
+    }
+    return plan;
+}
+
+// The heuristic's answer number `rank` for plan's descriptors, among algorithms whose reduction
+// scheme is in `schemes`; false when it offers fewer (*st stays success) or fails (*st says why).
+bool heuristic_algo(const GemmPlan* plan, uint32_t schemes, int rank, cublasLtMatmulHeuristicResult_t* out,
+                    cublasStatus_t* st) {
     cublasLtMatmulPreference_t pref = nullptr;
-    if (st == CUBLAS_STATUS_SUCCESS) st = lt_preference(lt, &pref);
-    // In-place split-K reductions accumulate with atomics in a varying order: not deterministic.
-    const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_MASK & ~static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_INPLACE);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
-                                                  sizeof(schemes));
+    *st = lt_preference(plan->lt, &pref);
+    if (*st == CUBLAS_STATUS_SUCCESS)
+        *st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                                   sizeof(schemes));
     const uint32_t align = kMinAlignmentBytes;
     for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
-        if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
+        if (*st == CUBLAS_STATUS_SUCCESS) *st = cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
     }
     cublasLtMatmulHeuristicResult_t results[kMaxRank]{};
     int found = 0;
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulAlgoGetHeuristic(lt->handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref, rank + 1,
-                                            results, &found);
+    if (*st == CUBLAS_STATUS_SUCCESS)
+        *st = cublasLtMatmulAlgoGetHeuristic(plan->lt->handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref,
+                                             rank + 1, results, &found);
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    const cublasLtMatmulHeuristicResult_t& result = results[rank];
-    if (st != CUBLAS_STATUS_SUCCESS || found <= rank) {
-        gemm_plan_destroy(plan);
-        if (st == CUBLAS_STATUS_SUCCESS) return cudaErrorNotSupported;
-        return lt_fail(st, lt_status);
-    }
+    if (*st != CUBLAS_STATUS_SUCCESS || found <= rank) return false;
+    *out = results[rank];
+    return true;
+}
+
+// A failed plan: NotSupported where cuBLASLt answered but offered nothing, else its status.
+cudaError_t plan_fail(GemmPlan* plan, cublasStatus_t st, int* lt_status) {
+    gemm_plan_destroy(plan);
+    if (st == CUBLAS_STATUS_SUCCESS) return cudaErrorNotSupported;
+    return lt_fail(st, lt_status);
+}
+
+}  // namespace
+
+cudaError_t gemm_plan_create(GemmLt* lt, const GemmBf16Params& s, GemmPlan** out, int* lt_status, int rank) {
+    if (rank < 0 || rank >= kMaxRank || !out || !valid_shape(lt, s)) return cudaErrorInvalidValue;
+    *out = nullptr;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    GemmPlan* plan = plan_with_descs(lt, s, &st);
+    if (!plan) return lt_fail(st, lt_status);
+    cublasLtMatmulHeuristicResult_t result{};
+    if (!heuristic_algo(plan, kDeterministicSchemes, rank, &result, &st)) return plan_fail(plan, st, lt_status);
     plan->algo = result.algo;
     plan->workspace_bytes = result.workspaceSize;
+    *out = plan;
+    return cudaSuccess;
+}
+
+cudaError_t gemm_plan_create_row_invariant(GemmLt* lt, const GemmBf16Params& s, int ref_rows, GemmPlan** out,
+                                           int* lt_status) {
+    if (ref_rows <= 0 || !out || !valid_shape(lt, s)) return cudaErrorInvalidValue;
+    *out = nullptr;
+    GemmBf16Params ref_shape = s;
+    ref_shape.M = ref_rows;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    GemmPlan* ref = plan_with_descs(lt, ref_shape, &st);
+    if (!ref) return lt_fail(st, lt_status);
+    cublasLtMatmulHeuristicResult_t result{};
+    // Algorithms without a reduction first; where the mask leaves none, the deterministic ones
+    // with their split turned off below.
+    bool found = heuristic_algo(ref, CUBLASLT_REDUCTION_SCHEME_NONE, 0, &result, &st);
+    if (!found && st == CUBLAS_STATUS_SUCCESS) found = heuristic_algo(ref, kDeterministicSchemes, 0, &result, &st);
+    gemm_plan_destroy(ref);
+    if (!found) return plan_fail(nullptr, st, lt_status);
+    // No split of K whatever the heuristic meant for ref_rows (a split's partial sums would add
+    // the K products in another order).
+    const int32_t one = 1;
+    const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+    st = cublasLtMatmulAlgoConfigSetAttribute(&result.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof(one));
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoConfigSetAttribute(&result.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none,
+                                                  sizeof(none));
+    if (st != CUBLAS_STATUS_SUCCESS) return lt_fail(st, lt_status);
+    GemmPlan* plan = plan_with_descs(lt, s, &st);
+    if (!plan) return lt_fail(st, lt_status);
+    cublasLtMatmulHeuristicResult_t checked{};
+    st = cublasLtMatmulAlgoCheck(lt->handle, plan->op, plan->a, plan->b, plan->c, plan->c, &result.algo, &checked);
+    if (st != CUBLAS_STATUS_SUCCESS || checked.workspaceSize > lt->workspace_bytes) {
+        gemm_plan_destroy(plan);
+        if (lt_status) *lt_status = static_cast<int>(st);
+        return cudaErrorNotSupported;
+    }
+    plan->algo = result.algo;
+    plan->workspace_bytes = checked.workspaceSize;
     *out = plan;
     return cudaSuccess;
 }

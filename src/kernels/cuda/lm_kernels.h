@@ -93,6 +93,13 @@ size_t attn_prefill_work_floats(const AttentionBf16Params& p);
 int attn_prefill_splits(const AttentionBf16Params& p);
 bool attn_prefill_takes_hopper(const AttentionBf16Params& p);
 cudaError_t attn_prefill_launch(const AttentionBf16Params& p, cudaStream_t stream);
+// The launch whose per-row arithmetic does not depend on p.max_rows (EngineOptions::chunk_invariant,
+// so restore + append equals a cold prefill bit for bit): one kernel for every bucket, never split
+// (the Hopper kernel's default variant on sm_90a, else the mma.sync kernel). Each row walks its keys
+// from position 0 in the kernel's key-tile order; key tiles past the row's position (more of them
+// in a larger chunk) add exact zeros and leave its running max as it was. Needs no p.work. Slower
+// than attn_prefill_launch for short chunks at long positions (few blocks walk all the keys).
+cudaError_t attn_prefill_invariant_launch(const AttentionBf16Params& p, cudaStream_t stream);
 // The Hopper kernel alone (test / bench hook): FlashAttention-3 style, 128 query rows per block,
 // wgmma from a cp.async shared-memory ring, no split; needs no p.work. cudaErrorNotSupported on a
 // device other than compute capability 9.0. variant: 0 the default, 1 block-synchronous (every

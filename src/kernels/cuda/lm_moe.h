@@ -120,6 +120,10 @@ MoePrefillScratch moe_prefill_scratch(const MoeBf16Params& p);
 // Whether this device runs the wgmma tile shapes (the sm_90a machine code: compute capability 9.0);
 // moe_prefill_launch refuses them elsewhere with cudaErrorNotSupported.
 bool moe_prefill_wgmma_supported();
+// The tile shape for MoeBf16Params::tile_shape under EngineOptions::chunk_invariant: one shape for
+// every bucket (the launcher's own pick moves with the rows before Hopper), so each grouped row's
+// products sum in the same order whatever chunk it came in: 5 where wgmma runs, else 2.
+int moe_prefill_invariant_tile_shape();
 // Rows per GEMM tile the launch will use (the tile table's granularity); 0 for a bad tile_shape.
 int moe_prefill_tile_rows(const MoeBf16Params& p);
 

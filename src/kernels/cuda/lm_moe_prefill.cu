@@ -76,6 +76,12 @@ int pick_tile_shape(const MoeBf16Params& p) {
     return 5;
 }
 
+}  // namespace
+
+int moe_prefill_invariant_tile_shape() { return moe_prefill_wgmma_supported() ? 5 : 2; }
+
+namespace {
+
 // ---- grouping: count per chunk, scan, scatter (deterministic: by row within each group) -------
 
 // grid: chunks. chunk_base[c, g] = how many of chunk c's (row, slot) pairs selected expert g. The

@@ -135,6 +135,11 @@ public:
         return moe_carve(p, nullptr);
     }
     size_t gemm_plans() const override { return plans_.size(); }
+    frost_status set_chunk_invariant(bool on) override {
+        if (on != chunk_invariant() && (!plans_.empty() || !fp8_plans_.empty()))
+            return fail(FROST_ERR_INVALID_ARG, "cuda ops: chunk_invariant must be set before the first GEMM is planned");
+        return Backend::set_chunk_invariant(on);
+    }
     bool gemm_reads_twin(const GemmOp& p) override;  // below, beside the FP8 GEMM it mirrors
     uint64_t owned_bytes() const override { return K::kGemmWorkspaceBytes + tile_elems_ * sizeof(bf16); }
     frost_status reserve_dequant_scratch(frost_ctx* ctx, size_t elems) override {
@@ -155,7 +160,9 @@ public:
         auto it = plans_.find(key);
         if (it == plans_.end()) {
             K::GemmPlan* plan = nullptr;
-            const cudaError_t e = K::gemm_plan_create(lt_, p, &plan);
+            const cudaError_t e = chunk_invariant()
+                                      ? K::gemm_plan_create_row_invariant(lt_, p, K::kGemmRowInvariantRefRows, &plan)
+                                      : K::gemm_plan_create(lt_, p, &plan);
             if (e != cudaSuccess) return e;
             it = plans_.emplace(key, plan).first;
         }
@@ -492,6 +499,8 @@ frost_status attention_params(const AttentionOp& p, const char* op, K::Attention
 frost_status attention_prefill(const Exec& ex, const AttentionOp& p) {
     K::AttentionBf16Params a{};
     FROST_TRY(attention_params(p, "attention_prefill", &a));
+    if (ex.backend && ex.backend->chunk_invariant())
+        return check(K::attn_prefill_invariant_launch(a, native(ex)), "attention_prefill");
     return check(K::attn_prefill_launch(a, native(ex)), "attention_prefill");
 }
 
@@ -925,6 +934,7 @@ frost_status moe(const Exec& ex, const MoeOp& p) {
     m.out = nullptr; m.out_bf16 = B(p.y); m.accumulate = 1;
     m.H = int32_t(p.x.shape[1]); m.E = p.E; m.k = p.k; m.I = p.I; m.Is = p.Is; m.norm_topk = p.norm_topk;
     m.max_rows = p.rows.max; m.n_rows = p.rows.n;
+    if (ex.backend && ex.backend->chunk_invariant()) m.tile_shape = K::moe_prefill_invariant_tile_shape();
     // Align the carve's base up to 256 bytes (moe_work_floats left room for it).
     const uintptr_t raw = reinterpret_cast<uintptr_t>(F(p.work));
     float* base = reinterpret_cast<float*>((raw + 255) / 256 * 256);
