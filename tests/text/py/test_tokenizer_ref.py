@@ -1,4 +1,4 @@
-"""The frost tokenizer must agree id-for-id with the `tokenizers` package (the Rust
+r"""The frost tokenizer must agree id-for-id with the `tokenizers` package (the Rust
 implementation transformers uses) on the hard-case corpus, and its decode must agree too.
 Variants: the Qwen3 fixture; the same vocabulary with the Qwen3.5 split regex (\p{M} rules);
 and, when scripts/fetch_tokenizer.sh has run, the real Qwen3.5/3.6 tokenizer in .frost/tokenizer."""
@@ -100,11 +100,14 @@ def test_decode_matches_reference(frost_bin, variant, ref, tmp_path):
 
 
 def test_nfc_marks_follow_the_reference(frost_bin, tokenizer_dir, tmp_path):
-    """Every combining mark of Unicode 14 next to the lowest- and highest-class marks, encoded with
-    the Qwen3 tokenizer (NFC normaliser): frost's ids equal the `tokenizers` package's, so its
-    canonical ordering matches the reference's. The Rust tables there treat marks added in Unicode
-    10-14 as starters; the random corpus found one such pair (U+034C U+08D2) only rarely."""
-    import unicodedata
+    """Every combining mark of Unicode 16 (frost's tables; `unicodedata2` 16.0.0, since the Python
+    standard library may be older: Python 3.11's is Unicode 14, which missed the Unicode 15-16
+    marks) next to the lowest- and highest-class marks, encoded with the Qwen3 tokenizer (NFC
+    normaliser): frost's ids equal the `tokenizers` package's, so its canonical ordering matches the
+    reference's. The Rust tables there treat marks added in Unicode 10-16 as starters; the random
+    corpus found two such pairs (U+034C U+08D2; U+1E4EF U+094D) only rarely."""
+    import unicodedata2 as unicodedata
+    assert unicodedata.unidata_version == "16.0.0", unicodedata.unidata_version
     ref_tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
     cases = []
     for c in range(0x300, 0x110000):
