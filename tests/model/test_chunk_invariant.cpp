@@ -81,8 +81,8 @@ TEST(ChunkInvariant, CudaNumericsNameItAndW8a8PrefillIsRefused) {
 
 // The 0.8B's heads: cold prompts of 1121 to 2584 tokens (chunks of 2048 and a remainder) against a
 // capsule of 64 to 2048 tokens plus 64 to 2100 appended (buckets 64 to 2048). Without the option
-// a 1k cold chunk runs the Hopper kernel split two ways and a 97-token append the mma.sync kernel
-// with 16 splits: `frost bench capsule` shows their logits differ.
+// the 1121-token cold chunk runs the Hopper kernel and the 97-token append the mma.sync kernel
+// with key splits, and the GEMMs other algorithms: `frost bench capsule` shows such logits differ.
 TEST(ChunkInvariant, CudaRestoreAppendEqualsColdAtTheHeadsOfTheReleased08b) {
     SKIP_WITHOUT_CUDA();
     const std::string dir = synth("chunk_invariant_08b", "0.8b", 4, 2048);
