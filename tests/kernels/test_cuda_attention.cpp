@@ -431,9 +431,10 @@ TEST(CudaAttention, DecodeMatchesReference) {
     run_case({24, 4, 1500, 1, 1, 2048}, true, "AttnDecodeGroup6");
     run_case({16, 2, 2100, 1, 1, 4096}, true, "AttnDecodeGroup8");
     run_case({8, 1, 31, 1, 1, 300}, true, "AttnDecodeGroup8OneKvHead");
-    // Each split size (16 keys up to 2048, 32 to 4096, 64 to 8192, 128 beyond) and its edges.
-    run_case({16, 4, 2047, 1, 1, 2048}, true, "AttnDecodeSplit16Full");
-    run_case({16, 4, 2048, 1, 1, 4096}, true, "AttnDecodeSplit32First");
+    // Each split size (32 keys up to 4096, 64 to 8192, 128 beyond) and its edges.
+    run_case({16, 4, 2047, 1, 1, 2048}, true, "AttnDecodeSplit32Full");
+    run_case({16, 4, 4095, 1, 1, 4096}, true, "AttnDecodeSplit32Last");
+    run_case({16, 4, 4096, 1, 1, 8192}, true, "AttnDecodeSplit64First");
     run_case({16, 2, 4500, 1, 1, 8192}, true, "AttnDecodeSplit64");
     run_case({8, 2, 9000, 1, 1, 10000}, true, "AttnDecodeSplit128");
 }

@@ -41,16 +41,24 @@ constexpr int kKeysInFlight = 4;
 // fixed 128-key splits in the same call, ms/token): 0.8B 1.041-1.052 -> 0.999-1.000 at 1k,
 // 1.050-1.061 -> 1.028-1.034 at 4k; 9B bf16 6.110-6.117 -> 6.054-6.057 at 1k, 6.123-6.139 ->
 // 6.088-6.089 at 4k; 35B-A3B 4-layer cut 0.671 -> 0.665-0.668; 16k unchanged (128 keys there).
+// Up to 2048 keys the splits were 16 keys, which kept half of a block's warps idle (8 warps x
+// kKeysInFlight take 32 keys a round); 32 keys there give the same single round with every warp
+// busy, half the blocks and half the partials to merge. Measured (H200, 2026-12-02, forty-fifth
+// session, `frost bench engine --decode 1024,4096 --decode-steps 64 --reps 3`, ms/token, two
+// rounds, the split sizes scaled by a temporary variable, x1 / x2 / x4): 9B FP8 @1k 2.856 / 2.861
+// -> 2.833 / 2.844 -> 2.853 / 2.848, 0.8B @1k 0.809 / 0.839 -> 0.807 / 0.806 -> 0.822 / 0.823;
+// doubling the 4096 tier too (64 keys) was slower @4k (9B FP8 2.915-2.916 -> 2.940-2.944, 0.8B
+// 0.833-0.843 -> 0.862-0.869), so only the shortest tier moved.
 __host__ __device__ inline int split_keys(int len) {
-    return len <= 2048 ? 16 : len <= 4096 ? 32 : len <= 8192 ? 64 : kAttnDecodeSplit;
+    return len <= 4096 ? 32 : len <= 8192 ? 64 : kAttnDecodeSplit;
 }
 __host__ __device__ inline int splits_of(int len) {
     const int sk = split_keys(len);
     return (len + sk - 1) / sk;
 }
-// Every len <= 8192 has at most 128 splits (2048 / 16); longer ones len / 128.
+// Every len <= 8192 has at most 128 splits (4096 / 32, 8192 / 64); longer ones len / 128.
 __host__ __device__ inline int max_splits(int max_seq) {
-    const int short_splits = ((max_seq < 2048 ? max_seq : 2048) + 15) / 16;
+    const int short_splits = ((max_seq < 4096 ? max_seq : 4096) + 31) / 32;
     const int long_splits = (max_seq + kAttnDecodeSplit - 1) / kAttnDecodeSplit;
     return short_splits > long_splits ? short_splits : long_splits;
 }

@@ -40,6 +40,23 @@
 // shared memory) 2.867 / 2.883 -> 2.946 / 2.938 and 0.817 / 0.817 -> 0.819 / 0.813; the clusters
 // launched with cudaClusterSchedulingPolicySpread 2.874 / 2.856 -> 2.865 / 2.868 and 0.809 /
 // 0.809 -> 0.811 / 0.811.
+// The layer's out projection as this launch's tail, measured and dropped (H200, 2026-12-02,
+// forty-fifth session; built, tested, reverted; the patch is kept outside the tree). Each key
+// head's cluster multiplied its gated output by its columns of the e4m3 out_proj (block `rank`
+// of the cluster taking N / cluster rows, 16-byte chunks of one row per 8 / 16 / 32 lanes, an
+// fp32 dot per lane, an xor butterfly per row, the first weights loaded before the wait) into a
+// [Hk, N] fp32 share per row, and the post-attention norm became a cluster of 8 blocks that added
+// the 16 shares in key-head order before the RMSNorm (one launch fewer per GDN layer). It passed a
+// kernel test against fp64 and the GEMV + norm (1, 2 and 4 value heads per key head, block and
+// per-row scales, solo and batched) and the engine's batched-equals-solo and kept-FP8 tests.
+// `frost bench engine --decode 1024 --decode-steps 64 --reps 3`, 9B FP8, ms/token, alternating:
+// separate launches 2.886-2.904; the tail with 16 rounds of weights in registers (223 registers,
+// one block per SM) 3.315 / 3.333; with 4 rounds (126 registers, two blocks per SM) 3.170-3.185;
+// a probe that wrote zero shares without touching the weights 2.851 / 2.851 (wrong results). So
+// the whole launch, norm and separation the fusion could remove was worth ~45 us per token, and
+// the weights streamed far too slowly from inside this launch: 8 warps a block and <= 32 KB in
+// flight per SM against the GEMV's 24 warps and ~100 KB (graph-ops: 26-31 us per layer for the
+// fused op against 6.3 + 7.2 + 1.4 for the three it replaced).
 #include <cooperative_groups.h>
 
 #include <cstdlib>

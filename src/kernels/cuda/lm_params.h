@@ -248,7 +248,7 @@ struct KvAppendBf16Params {
 
 // Causal GQA attention of this launch's rows (absolute position pos + row) over cache
 // [0, pos + row], fp32 softmax, then o *= sigmoid(gate) when gate != null (family AttentionParams).
-// Decode (rows == 1) splits the KV length into pieces of 16 to kAttnDecodeSplit keys (a function
+// Decode (rows == 1) splits the KV length into pieces of 32 to kAttnDecodeSplit keys (a function
 // of the length alone) whose partial results (work) are merged in split order, so the result does
 // not depend on timing. Prefill
 // splits each 64-row tile's keys into attn_prefill_splits() pieces when the launch is small (a
