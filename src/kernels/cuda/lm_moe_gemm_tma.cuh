@@ -17,8 +17,9 @@
 // for 192 x 128 (1.24 GB, DRAM 60 %, L2 70 %) / 633 us (DRAM 58 %); down 390 us for 128 x 256,
 // 283 us for 192 x 128 (0.71 GB at 2.5 TB/s, L2 87 %) / 400 us. So at 4k rows both GEMMs are
 // now bound by L2 -> SM traffic, most of it A re-read once per column tile (gate|up 8, down 16).
-// (Not for down on the H200: keeping A resident across column tiles, which removed those re-reads,
-// gained nothing; lm_moe_prefill_tma.cu has the measurement.)
+// (Not on the H200: keeping down's A resident across column tiles, which removed those re-reads,
+// gained nothing, and ncu put both GEMMs at 4096 rows at ~70 % of the DRAM peak, ~85 % of the copy
+// rate: the weight bytes bound them; lm_moe_prefill_tma.cu has the measurement.)
 // Tried and dropped (correct, slower, same run): the 192 x 128 tile in clusters of 2 / 4 blocks
 // sharing each A tile by TMA multicast (gate|up's rows gathered contiguously first): 1.89 / 2.85
 // ms per launch at 4k against 0.98; the clusters step in lockstep on every stage release. A
