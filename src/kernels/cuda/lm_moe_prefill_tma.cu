@@ -139,7 +139,14 @@ __device__ inline bool item_of(const MoeBf16Params& p, int w, int nt, Item& it) 
 // dropped: gate|up's x rows gathered with an L2 evict-last policy (1.21 -> 1.15 GB read, yet
 // 4096 rows 0.636-0.643 -> 0.650-0.652 ms, 16k 2.11 -> 2.08, the engine's 4k TTFT unchanged):
 // not DRAM then (L2 88 % busy in ncu). Nor L2 -> SM traffic alone: the clusters in the header,
-// which halve an expert's weight reads from L2, were no faster.
+// which halve an expert's weight reads from L2, were no faster. Also measured and dropped
+// (forty-sixth session, H200): gate|up's items taken by column within each group, so an
+// expert's row tiles that read one weight slab are claimed back to back (same bits, a bitwise
+// test passed): DRAM reads 1.21 GB either way (so the extra ~0.14 GB is not second row tiles
+// missing their weights; most likely the gathered x rows, which the evict-last hint above cut),
+// bench_moe_prefill 4096 / 8192 / 16384 rows 0.604-0.614 / 1.027-1.041 / 1.859-1.898 ms row-major
+// against 0.606 / 1.051-1.056 / 1.881-1.887, engine 4k / 16k 27.80-28.05 / 116.76-117.45 against
+// 27.53-28.27 / 116.55-117.17 (noise).
 // The gate|up producer warpgroup's 128 threads all need the item: thread 0 claims it, named
 // barrier 1 hands it over (two slots, so the next claim cannot overwrite a slot before every
 // thread has read it). Which block runs an item does not change its bits. `claim` null: the
