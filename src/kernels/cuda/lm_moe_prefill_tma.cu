@@ -10,21 +10,22 @@
 //    lone row tile's cluster takes two column tiles): same bits, 4096 rows 0.648-0.652 -> 0.652-0.687
 //    ms, 8192 1.128-1.130 -> 1.166-1.168, Qwen3-Next 4096 0.998 -> 0.977;
 //  - the down GEMM with each item's activations resident in shared memory (forty-sixth session,
-//    as a temporary tile shape 8, not the branch's shape 8 below: an item = one row tile and 2 / 4 / 8 of its column tiles; the producer loaded
-//    the whole 128 x F A once (F <= 512: 128 KB, its own full / empty barriers, released after the
-//    item's last wgmma) and streamed the weight slabs through a 3-stage ring of 32 KB; the same
-//    wgmma sequence, so shape 5's bits: a bitwise test against shape 5 passed at 1-8 column tiles
-//    per item, K tails and an idle consumer warpgroup, as did the 57 MoE tests). It removes a quarter
-//    of the down GEMM's L2 -> SM bytes (A once per item, not once per column tile) and gained nothing,
-//    two rounds, both GEMMs, ms: 4096 rows 0.595-0.602 -> 0.603-0.612 (2 or 4 tiles per item),
-//    0.624-0.629 (8); 8192 0.971-1.009 -> 1.023-1.052; 16384 1.828-1.847 -> 1.853-1.886; Qwen3-Next
-//    4096 / 16384 0.937-0.939 / 2.365-2.382 -> 0.952 / 2.444-2.448. So the A re-reads are not what
-//    bounds down. ncu (4096 rows, second launch, clocks unlocked), shape 5 -> 8: down 207 -> 214 us,
-//    L2 -> SM bytes 1.28 -> 0.96 GB, L2 throughput 92 -> 87 %, DRAM reads 577 -> 584 MB at 71 -> 70
-//    % of the DRAM peak. What bounds both GEMMs at 4096 rows is DRAM: down moves 577 MB read +
-//    151 MB of yg written in 207 us (3.5 TB/s, ~88 % of the copy rate the engine bench measures),
-//    gate|up 1.21 GB read + 38 MB of ag in 375 us (3.3 TB/s, 69 % of peak; 0.14 GB of it an
-//    expert's second row tile re-reading weights L2 no longer held).
+//    as a temporary tile shape 8, not the branch's shape 8 below: an item = one row tile and 2 / 4
+//    / 8 of its column tiles; the producer loaded the whole 128 x F A once (F <= 512: 128 KB, its
+//    own full / empty barriers, released after the item's last wgmma) and streamed the weight slabs
+//    through a 3-stage ring of 32 KB; the same wgmma sequence, so shape 5's bits: a bitwise test
+//    against shape 5 passed at 1-8 column tiles per item, K tails and an idle consumer warpgroup,
+//    as did the 57 MoE tests). It removes a quarter of the down GEMM's L2 -> SM bytes (A once per
+//    item, not once per column tile) and gained nothing, two rounds, both GEMMs, ms: 4096 rows
+//    0.595-0.602 -> 0.603-0.612 (2 or 4 tiles per item), 0.624-0.629 (8); 8192 0.971-1.009 ->
+//    1.023-1.052; 16384 1.828-1.847 -> 1.853-1.886; Qwen3-Next 4096 / 16384 0.937-0.939 /
+//    2.365-2.382 -> 0.952 / 2.444-2.448. So the A re-reads are not what bounds down. ncu (4096
+//    rows, second launch, clocks unlocked), shape 5 -> 8: down 207 -> 214 us, L2 -> SM bytes 1.28
+//    -> 0.96 GB, L2 throughput 92 -> 87 %, DRAM reads 577 -> 584 MB at 71 -> 70 % of the DRAM peak.
+//    What bounds both GEMMs at 4096 rows is DRAM: down moves 577 MB read + 151 MB of yg written in
+//    207 us (3.5 TB/s, ~88 % of the copy rate the engine bench measures), gate|up 1.21 GB read + 38
+//    MB of ag in 375 us (3.3 TB/s, 69 % of peak; ~0.14 GB more than its weights and rows, most
+//    likely gathered x rows read again: see next_item).
 //  - the producer asking L2 for the weight boxes 4 / 8 / 12 / 16 k-steps ahead
 //    (cp.async.bulk.prefetch.tensor): DRAM reads 1.21 -> 1.68 GB, 4096 rows 0.661-0.671 ->
 //    0.733-0.772 ms.
