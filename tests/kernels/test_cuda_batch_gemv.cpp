@@ -1,4 +1,4 @@
-// The multi-row GEMV of batched decode (issue 16), tensor-core and SIMT forms: every row of an M-row launch (M = 2..8, plain
+// The multi-row GEMV of batched decode (issue 16), tensor-core and SIMT forms: every row of an M-row launch (M = 1..8, plain
 // bf16 out, fp32 out with the residual accumulate, the SwiGLU epilogue, PDL on) equals the M = 1
 // GEMV of that row bit for bit (so a batched member's bits equal its solo step), and the rows
 // agree with an fp64 host reference. Skipped without a CUDA device; the GPU machine runs it.
@@ -88,6 +88,21 @@ TEST(CudaBatchGemv, EveryRowEqualsItsSoloGemv) {
     for (int K : {1024, 1000})
         for (int M : {2, 3, 5, 8})
             for (int mode : {0, 1, 2}) check(M, mode == 2 ? 2 * (K == 1024 ? 203 : 200) : 456, K, mode);
+}
+
+// The launcher's variants by shape (lm_gemv_tc.cu, pick_variant; on a 132-SM H100 / H200): 8-row
+// blocks of 16 warps (N 1000 and 2000 at K 2048 / 3584: 63 and 125 tiles), 16-row blocks of 16
+// warps (N 2048 at K 4096: 128 tiles; the SwiGLU pair of 2 x 1000), the 8-warp tiles (N 4096:
+// 256 tiles), with a warp's K steps 1 to 4 and a partial last group (K 3584: 56 steps).
+TEST(CudaBatchGemv, NarrowAndWideVariantsAgree) {
+    FROST_SKIP_WITHOUT_CUDA();
+    const int shapes[][2] = {{1000, 2048}, {2000, 3584}, {2048, 4096}, {4096, 4096}, {2000, 1024}};
+    for (const auto& s : shapes)
+        for (int M : {1, 4, 8}) {
+            check(M, s[0], s[1], 0);
+            check(M, s[0], s[1], 1);
+        }
+    for (int M : {1, 8}) check(M, 2 * 1000, 4096, 2);
 }
 
 TEST(CudaBatchGemv, RefusesMoreRowsThanTheBatch) {

@@ -14,19 +14,20 @@
 // same 16 offsets, straight from global memory (L1-resident: every warp of the SM reads the same x).
 //
 // Exactness. bf16 products are exact in the fp32 accumulators. Each output (weight row, x row)
-// is a fixed sequence: per warp its steps in order, then the 8 warp partials summed in warp order.
+// is a fixed sequence: per warp its steps in order, then the block's warp partials (8, or 16 for
+// the narrow matrices' variants below) summed in warp order.
 // Column c of an mma depends only on column c of B, so a row's bits do not depend on M or on the
 // other rows: a batched member's logits equal its solo step's (padding columns read zeros).
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gemv_common.cuh"
 #include "kernels/cuda/lm_kernels.h"
+#include "util/env.h"
 
 namespace frost::kernels {
 namespace {
 using namespace lm;
 
 constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * kWarp;
 constexpr int kStepK = 64;     // k per warp step: 4 lanes x 16 weights
 constexpr int kTileRows = 16;  // mma M
 constexpr int kCols = 8;       // mma N: the x rows
@@ -41,18 +42,29 @@ __device__ inline void mma_step(float (&d)[4], const uint4 (&lo)[2], const uint4
     }
 }
 
-template <bool kSwiglu, int kUnroll, int kMinBlocks>
-__global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_tc_kernel(GemmBf16Params p) {
-    __shared__ float partial[kWarps][kTileRows][kCols];
+// kW warps split a tile's K; kHalf (not SwiGLU) gives a block 8 weight rows instead of 16 (the
+// mma's rows 8-15 are zeros), so a narrow matrix spreads over twice the blocks. kUnroll steps per
+// warp are in flight at once (the next group is loaded after the current one is multiplied).
+template <bool kSwiglu, int kW, bool kHalf, int kUnroll, int kMinBlocks>
+__global__ void __launch_bounds__(kW * kWarp, kMinBlocks) gemv_tc_kernel(GemmBf16Params p) {
+    static_assert(!(kSwiglu && kHalf), "a SwiGLU tile pairs 8 gate rows with their 8 up rows");
+    constexpr int kRows = kHalf ? kTileRows / 2 : kTileRows;  // weight rows per block
+    __shared__ float partial[kW][kTileRows][kCols];
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     const int t = lane % 4, gid = lane / 4;
     const int F = p.N / 2;
     const int tile = blockIdx.x;
     int n[2];  // the lane's two weight rows
     bool ok[2];
-    tc_tile_rows<kSwiglu>(tile, gid, p.N, n, ok);
+    if constexpr (kHalf) {
+        n[0] = n[1] = tile * kRows + gid;
+        ok[0] = n[0] < p.N;
+        ok[1] = false;
+    } else {
+        tc_tile_rows<kSwiglu>(tile, gid, p.N, n, ok);
+    }
     const int steps = p.K / kStepK;
-    const int my_steps = warp < steps ? (steps - warp + kWarps - 1) / kWarps : 0;
+    const int my_steps = warp < steps ? (steps - warp + kW - 1) / kW : 0;
     const int64_t row_words = p.K / kVec;  // uint4 per weight row
     const uint4* wrow[2];
 #pragma unroll
@@ -62,12 +74,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_tc_kernel(GemmBf16P
     auto load_group = [&](int i0) {
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-            const int s = warp + (i0 + u) * kWarps;
+            const int s = warp + (i0 + u) * kW;
             if (i0 + u >= my_steps) break;
 #pragma unroll
             for (int r = 0; r < 2; ++r)
 #pragma unroll
-                for (int q = 0; q < 2; ++q) w[u][r][q] = __ldg(wrow[r] + s * (kStepK / kVec) + q);
+                for (int q = 0; q < 2; ++q)
+                    w[u][r][q] = kHalf && r == 1 ? make_uint4(0, 0, 0, 0) : __ldg(wrow[r] + s * (kStepK / kVec) + q);
         }
     };
     load_group(0);  // the weights do not depend on the previous kernel
@@ -83,7 +96,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_tc_kernel(GemmBf16P
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             if (i0 + u >= my_steps) break;
-            const int s = warp + (i0 + u) * kWarps;
+            const int s = warp + (i0 + u) * kW;
             uint4 xv[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
             if (x_ok) {
                 xv[0] = xrow[s * (kStepK / kVec)];
@@ -101,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_tc_kernel(GemmBf16P
     auto sum_of = [&](int row, int col) {
         float s = 0.0f;
 #pragma unroll
-        for (int wi = 0; wi < kWarps; ++wi) s += partial[wi][row][col];
+        for (int wi = 0; wi < kW; ++wi) s += partial[wi][row][col];
         return s;
     };
     if constexpr (kSwiglu) {
@@ -111,9 +124,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_tc_kernel(GemmBf16P
         if (col >= p.M || j >= F) return;
         static_cast<bf16*>(p.y)[col * p.ldy + j] = swiglu_from_sums(sum_of(g, col), sum_of(g + 8, col));
     } else {
-        if (threadIdx.x >= kTileRows * kCols) return;
+        if (threadIdx.x >= kRows * kCols) return;
         const int row = threadIdx.x / kCols, col = threadIdx.x % kCols;
-        const int nr = tile * kTileRows + row;
+        const int nr = tile * kRows + row;
         if (col >= p.M || nr >= p.N) return;
         store_gemv_out(p, col * p.ldy + nr, sum_of(row, col));
     }
@@ -125,21 +138,58 @@ bool gemv_tc_supports(const GemmBf16Params& p) {
     return p.K % kStepK == 0 && p.M >= 1 && p.M <= kCols && (p.M == 1 || p.ldx % kVec == 0);
 }
 
-template <int kUnroll, int kMinBlocks>
+template <int kW, bool kHalf, int kUnroll, int kMinBlocks>
 cudaError_t launch_variant(const GemmBf16Params& p, cudaStream_t stream) {
-    const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
-    return p.swiglu ? launch_kernel(gemv_tc_kernel<true, kUnroll, kMinBlocks>, dim3(tiles), dim3(kThreads), 0, stream, p.pdl != 0, p)
-                    : launch_kernel(gemv_tc_kernel<false, kUnroll, kMinBlocks>, dim3(tiles), dim3(kThreads), 0, stream, p.pdl != 0, p);
+    constexpr int rows = kHalf ? kTileRows / 2 : kTileRows;
+    const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, rows);
+    constexpr int threads = kW * kWarp;
+    const bool pdl = p.pdl != 0;
+    if constexpr (kHalf)
+        return launch_kernel(gemv_tc_kernel<false, kW, true, kUnroll, kMinBlocks>, dim3(tiles), dim3(threads), 0, stream, pdl, p);
+    return p.swiglu
+               ? launch_kernel(gemv_tc_kernel<true, kW, false, kUnroll, kMinBlocks>, dim3(tiles), dim3(threads), 0, stream, pdl, p)
+               : launch_kernel(gemv_tc_kernel<false, kW, false, kUnroll, kMinBlocks>, dim3(tiles), dim3(threads), 0, stream, pdl, p);
 }
 
-// Two steps in flight per warp; three blocks per SM where K is large, four for the small
+// Narrow matrices (at most one 16-row tile per SM: the 35B-A3B's out / o projections, 128 tiles;
+// the 0.8B's, 64) ran 1.7-3.2x their bytes floor inside the decode graph with 8-warp tiles: one
+// 8-warp block per SM, each warp walking its K in rounds of two steps, one memory round trip per
+// round. Here a tile's K is split over 16 warps with all of a warp's steps (K <= 4096: at most
+// four) in flight at once, issued before the programmatic wait; below half the SMs' worth of
+// tiles a block takes 8 rows (kHalf) so twice the SMs stream. A row's bits depend on the variant
+// (its K split), and the variant on N and K only, so a batched member keeps its solo bits.
+// Measured (H200, 2026-12-02, forty-seventh session; `frost bench engine --ttft 1024 --decode 1024
+// --decode-steps 64 --reps 3`, ms/token, two rounds alternating with FROST_GEMV_WIDE=0 in one
+// call): 0.8B 0.806 / 0.800 -> 0.724 / 0.725 (2.01x -> 1.84x its bytes floor); 35B-A3B, first 20
+// layers, 1.483 / 1.477 -> 1.453 / 1.456. Inside the 35B-A3B graph (`frost bench graph-ops`) the
+// GDN out projection went 7.1 -> 4.9 us per launch (1.68x -> 1.17x its floor) and the attention
+// o_proj 8.0 -> 2.8 us (what leaving it out saves, now below its floor: it overlaps). 8-row
+// blocks for the 35B-A3B's 128 tiles as well (FROST_GEMV_WIDE=half): 1.448 / 1.455, the same.
+// FROST_GEMV_WIDE=0 keeps the 8-warp tiles for every shape, =half takes 8-row blocks up to one
+// 16-row tile per SM (A/B runs; read once).
+enum class TcVariant { Base, Wide, WideHalf };
+TcVariant pick_variant(const GemmBf16Params& p) {
+    static const int mode = util::env_is("FROST_GEMV_WIDE", "0") ? 0 : util::env_is("FROST_GEMV_WIDE", "half") ? 2 : 1;
+    const int sms = device_sm_count(), steps = p.K / kStepK;
+    if (mode == 0 || sms <= 0 || steps > 4 * 16) return TcVariant::Base;
+    const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
+    if (!p.swiglu && (mode == 2 ? tiles : 2 * tiles) <= sms) return TcVariant::WideHalf;
+    return tiles <= sms ? TcVariant::Wide : TcVariant::Base;
+}
+
+// Otherwise two steps in flight per warp; three blocks per SM where K is large, four for the small
 // matrices of the 0.8B-style model. Measured in the engine against the SIMT GEMV (H100,
 // 2026-11-24, ms/token at B = 1 / 4): unroll 4 with 2 blocks 6.27 / 6.77 (9B), unroll 2 with 3
 // blocks 6.13 / 6.48 (SIMT 6.15 at B = 1), unroll 2 with 4 blocks 6.22 / 6.55 (9B) and 1.120 (0.8B,
 // SIMT 1.127), unroll 4 with 3 blocks 6.90.
 cudaError_t gemv_tc_launch(const GemmBf16Params& p, cudaStream_t stream) {
     if (!gemv_tc_supports(p)) return cudaErrorInvalidValue;
-    const cudaError_t e = p.K <= 2048 ? launch_variant<2, 4>(p, stream) : launch_variant<2, 3>(p, stream);
+    const TcVariant v = pick_variant(p);
+    const bool two = p.K / kStepK <= 2 * 16;  // a 16-warp tile's steps per warp: <= 2, else <= 4
+    cudaError_t e;
+    if (v == TcVariant::WideHalf) e = two ? launch_variant<16, true, 2, 1>(p, stream) : launch_variant<16, true, 4, 1>(p, stream);
+    else if (v == TcVariant::Wide) e = two ? launch_variant<16, false, 2, 1>(p, stream) : launch_variant<16, false, 4, 1>(p, stream);
+    else e = p.K <= 2048 ? launch_variant<kWarps, false, 2, 4>(p, stream) : launch_variant<kWarps, false, 2, 3>(p, stream);
     if (e != cudaSuccess) return e;
     return cudaGetLastError();
 }
