@@ -91,12 +91,12 @@ TEST(CudaBatchGemv, EveryRowEqualsItsSoloGemv) {
 }
 
 // The launcher's variants by shape (lm_gemv_tc.cu, pick_variant; on a 132-SM H100 / H200): 8-row
-// blocks of 16 warps (N 1000 and 2000 at K 2048 / 3584: 63 and 125 tiles), 16-row blocks of 16
-// warps (N 2048 at K 4096: 128 tiles; the SwiGLU pair of 2 x 1000), the 8-warp tiles (N 4096:
-// 256 tiles), with a warp's K steps 1 to 4 and a partial last group (K 3584: 56 steps).
+// blocks of 16 warps (N 1000: 63 tiles, at K 2048 with two steps per warp and at K 3584 with four,
+// the last group partial: 56 steps), 16-row blocks of 16 warps (N 2000: 125 tiles, at K 1024 /
+// 3584; N 2048 at K 4096; the SwiGLU pair of 2 x 1000 at K 4096), the 8-warp tiles (N 4096: 256).
 TEST(CudaBatchGemv, NarrowAndWideVariantsAgree) {
     FROST_SKIP_WITHOUT_CUDA();
-    const int shapes[][2] = {{1000, 2048}, {2000, 3584}, {2048, 4096}, {4096, 4096}, {2000, 1024}};
+    const int shapes[][2] = {{1000, 2048}, {1000, 3584}, {2000, 3584}, {2048, 4096}, {4096, 4096}, {2000, 1024}};
     for (const auto& s : shapes)
         for (int M : {1, 4, 8}) {
             check(M, s[0], s[1], 0);
