@@ -35,6 +35,7 @@ int main() {
 #include "kernels/cuda/lm_gemm.h"
 #include "kernels/cuda/lm_gemm_fp8.h"
 #include "kernels/cuda/lm_kernels.h"
+#include "kernels/cuda/lm_launch_probe.h"
 #include "model/engine.h"
 
 using namespace frost::kernels;
@@ -809,12 +810,122 @@ int bench_fp8_profile(int N, int Kd, const std::vector<int>& variants) {
     return 0;
 }
 
+// --launch-chain: what a launch boundary costs inside a replayed graph (lm_launch_probe.h): a chain
+// of kernels per grid shape and trigger order, captured once, replayed; µs per kernel is the
+// median replay over the chain length. Compare with `frost bench graph-ops`, where a small op left
+// out of the decode step saves a few µs: this is the part of it no faster kernel removes. Then
+// the same chain with each kernel streaming a matrix-sized read before its wait, as a decode GEMV
+// streams its weights: µs per kernel against the bytes' floor at this process's copy rate (the
+// engine bench's floor: a copy moves its bytes twice), i.e. what one launch per matrix can reach.
+double chain_us(cudaStream_t s, const LaunchChainProbe& p, int reps) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CK(launch_chain_probe(p, s));
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    std::vector<float> ms;
+    for (int r = 0; r < reps + 3; ++r) {  // three warm-up replays
+        CK(cudaEventRecord(e0, s));
+        CK(cudaGraphLaunch(ge, s));
+        CK(cudaEventRecord(e1, s));
+        CK(cudaEventSynchronize(e1));
+        float t = 0;
+        CK(cudaEventElapsedTime(&t, e0, e1));
+        if (r >= 3) ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    return 1e3 * ms[ms.size() / 2] / p.kernels;
+}
+
+int bench_launch_chain() {
+    constexpr int kLaunches = 240;  // about one 9B decode step
+    constexpr int kReps = 20;
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    float* buf = nullptr;
+    CK(cudaMalloc(&buf, sizeof(float) * 4096));
+    CK(cudaMemset(buf, 0, sizeof(float) * 4096));
+    std::printf("launch chain: %d kernels per graph, median of %d replays, us per kernel\n", kLaunches, kReps);
+    std::printf("%8s %8s | %10s %14s %14s\n", "blocks", "threads", "plain", "wait+trigger", "trigger+wait");
+    const int shapes[][2] = {{1, 32}, {66, 256}, {132, 256}, {132, 512}, {264, 256}, {528, 256}};
+    for (const auto& [blocks, threads] : shapes) {
+        double us[3] = {};
+        for (int mode = 0; mode <= 2; ++mode) {
+            LaunchChainProbe p;
+            p.buf = buf;
+            p.blocks = blocks;
+            p.threads = threads;
+            p.kernels = kLaunches;
+            p.pdl = mode;
+            us[mode] = chain_us(s, p, kReps);
+        }
+        std::printf("%8d %8d | %10.2f %14.2f %14.2f\n", blocks, threads, us[0], us[1], us[2]);
+    }
+
+    // Streaming kernels: a 2 GB source, so no slice of a 64-kernel chain is still in L2.
+    constexpr size_t kSrc = size_t(2) << 30;
+    constexpr int kStreamLaunches = 64;
+    void* src = nullptr;
+    void* dst = nullptr;
+    CK(cudaMalloc(&src, kSrc));
+    CK(cudaMemset(src, 0x5A, kSrc));
+    constexpr size_t kCopy = size_t(1) << 30;  // the engine bench's copy: median of five 1 GB copies
+    CK(cudaMalloc(&dst, kCopy));
+    std::vector<double> copy_ms;
+    for (int r = 0; r < 6; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        CK(cudaMemcpyAsync(dst, src, kCopy, cudaMemcpyDeviceToDevice, s));
+        CK(cudaStreamSynchronize(s));
+        if (r) copy_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(copy_ms.begin(), copy_ms.end());
+    const double copy_gbps = double(kCopy) / 1e9 / (copy_ms[copy_ms.size() / 2] / 1e3);
+    CK(cudaFree(dst));
+    int dev = 0, sms = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    std::printf("streaming chain: %d kernels per graph, each reading its slice before the wait (wait, then trigger);\n"
+                "copy rate %.0f GB/s of bytes copied, floor = bytes / (2 x copy rate)\n",
+                kStreamLaunches, copy_gbps);
+    std::printf("%10s %8s | %10s %10s %10s\n", "MB", "blocks", "us", "GB/s", "x floor");
+    for (const double mb : {2.0, 8.4, 16.8, 25.2, 50.3, 100.7}) {
+        const size_t bytes = size_t(mb * 1e6) / 16 * 16;
+        for (const int per_sm : {2, 4}) {
+            LaunchChainProbe p;
+            p.buf = buf;
+            p.blocks = per_sm * sms;
+            p.threads = 256;
+            p.kernels = kStreamLaunches;
+            p.pdl = 1;
+            p.src = src;
+            p.src_bytes = kSrc;
+            p.bytes = bytes;
+            const double us = chain_us(s, p, 10);
+            const double floor_us = double(bytes) / (2 * copy_gbps * 1e9) * 1e6;
+            std::printf("%10.1f %8d | %10.2f %10.0f %10.2f\n", mb, p.blocks, us, double(bytes) / (us * 1e3), us / floor_us);
+        }
+    }
+    CK(cudaFree(src));
+    CK(cudaFree(buf));
+    CK(cudaStreamDestroy(s));
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     if (argc == 3 && std::string(argv[1]) == "--attn") return bench_attention(argv[2], false);
     if (argc == 2 && std::string(argv[1]) == "--attn-splits") return bench_attention(nullptr, true);
     if (argc == 2 && std::string(argv[1]) == "--conv") return bench_conv();
+    if (argc == 2 && std::string(argv[1]) == "--launch-chain") return bench_launch_chain();
     if (argc >= 2 && std::string(argv[1]) == "--gdn") {
         std::vector<int> heads;
         for (int i = 2; i < argc; ++i) heads.push_back(std::atoi(argv[i]));
@@ -838,6 +949,7 @@ int main(int argc, char** argv) {
                              "       bench_cuda_kernels --attn out.json   (attention prefill kernels alone)\n"
                              "       bench_cuda_kernels --attn-splits     (short prompts: every split count of the mma.sync kernel)\n"
                              "       bench_cuda_kernels --conv            (GDN conv1d kernels alone)\n"
+                             "       bench_cuda_kernels --launch-chain    (a launch boundary inside a replayed graph, per grid shape)\n"
                              "       bench_cuda_kernels --gdn [Hv...]     (GDN chunked prefill launches alone; default Hv 16 32)\n"
                              "       bench_cuda_kernels --fp8 [ROWS]      (FP8 W8A8 vs bf16 prefill GEMMs, 4096 rows by default)\n"
                              "       bench_cuda_kernels --fp8-profile N K [variant...]  (one launch each, for ncu)\n"

@@ -2,7 +2,8 @@
 # Per-op table of the 9B-style engine (bench/bench_cuda_kernels.cpp: the engine's own recorded ops,
 # each timed alone), with the copy and GEMM ceilings measured in the same run. Whole-step times are
 # `frost bench engine`'s (bench_engine.sh). Then the kernel sweeps of bench_cuda_kernels (--attn,
-# --attn-splits, --conv, --gemm, --gemm-sustained, --fp8) and the MoE prefill's tile shapes
+# --attn-splits, --conv, --gemm, --gemm-sustained, --fp8, --launch-chain: what one launch per op
+# and per matrix can reach in a decode graph) and the MoE prefill's tile shapes
 # (bench_moe_prefill). Expects build-gpu from run_all.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,9 +30,10 @@ smi=$!
 "$BUILD/bench/bench_cuda_kernels" --gemm-sustained 2048 3 >"$OUT/bench_gemm_sustained.log" 2>&1 || rc=1
 kill $smi 2>/dev/null
 "$BUILD/bench/bench_cuda_kernels" --fp8 >"$OUT/bench_fp8.log" 2>&1 || rc=1
+"$BUILD/bench/bench_cuda_kernels" --launch-chain >"$OUT/bench_launch_chain.log" 2>&1 || rc=1
 # The MoE prefill's grouped GEMMs per tile shape (the launcher's pick: 5 on Hopper; lm_moe_prefill.cu).
 "$BUILD/bench/bench_moe_prefill" --shape 35b --rows 1024,4096,8192 --tiles 1,5,7 >"$OUT/bench_moe_prefill.log" 2>&1 || rc=1
 cat "$OUT/bench_attention_splits.log" "$OUT/bench_conv.log" "$OUT/bench_gemm.log" "$OUT/bench_gemm_sustained.log" \
-  "$OUT/bench_fp8.log" "$OUT/bench_moe_prefill.log"
+  "$OUT/bench_fp8.log" "$OUT/bench_launch_chain.log" "$OUT/bench_moe_prefill.log"
 grep -E "TF/s" "$OUT/bench_attention.log" | tail -28
 exit $rc

@@ -57,6 +57,14 @@
 // the weights streamed far too slowly from inside this launch: 8 warps a block and <= 32 KB in
 // flight per SM against the GEMV's 24 warps and ~100 KB (graph-ops: 26-31 us per layer for the
 // fused op against 6.3 + 7.2 + 1.4 for the three it replaced).
+// The folded gate dot before the programmatic wait, measured flat and not kept (H200, 2026-12-02,
+// forty-eighth session): its x is the norm's output, two kernels back, so the load, products and
+// block sum could run during in_proj's tail (the same bits; this file's test and the quantized
+// engine suite passed either way). `frost bench engine --decode 1024 --decode-steps 64 --reps 3`,
+// ms/token, three rounds alternating, after -> before the wait: 9B FP8 2.876 / 2.893 / 2.882 ->
+// 2.877 / 2.930 / 2.887, INT4 2.515 / 2.510 / 2.531 -> 2.534 / 2.519 / 2.516 (105-114 registers
+// instead of 104). The wait itself, not the work after it, is what this launch's chain link costs
+// (bench_cuda_kernels --launch-chain: ~0.75 us per programmatic boundary with no work at all).
 #include <cooperative_groups.h>
 
 #include <cstdlib>

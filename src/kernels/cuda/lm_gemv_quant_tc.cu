@@ -525,6 +525,16 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // us, down 16.1 against 14.6): a block asking for 66 KB sets its SM's carve-out, and the GEMVs
 // after it then run with less L1. So the fixed cost of these launches is not their weights'
 // latency alone, and shared memory cannot hold them without costing the neighbours.
+// Every step in flight before the wait, as the bf16 GEMV's narrow matrices do (lm_gemv_tc.cu),
+// measured slower and removed (H200, 2026-12-02, forty-eighth session): the 256-tile 4096 x 4096
+// projections as one tile of 16 warps per block, both of a warp's two steps loaded before the
+// wait ({2,2,0}, tile_warps 16, two blocks per SM, so the whole matrix was in flight before the
+// wait). It passed the batched-equals-solo checks of this kernel's test; 64 registers with 116
+// bytes of spills for fp8 block (4 fp8 channel, 0 NVFP4, 96 INT4). `frost bench engine --decode
+// 1024 --decode-steps 64 --reps 3`, ms/token, two rounds alternating: 9B FP8 2.844 / 2.840 ->
+// 2.959 / 2.959, INT4 2.487 / 2.497 -> 2.569 / 2.565. Two such blocks take the whole register file
+// (2 x 512 x 64), so neither fits an SM beside the GDN step or attention merge before it; the
+// bf16 form that gained runs one tile per SM.
 constexpr int kFourTilesFrom = 1536;  // 16-row tiles: the 9B's gate/up (N 2 x 12288) and wider
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);

@@ -132,7 +132,12 @@ __global__ void moe_select_kernel(MoeBf16Params p) {
         p.topk_w[static_cast<int64_t>(r) * p.k + lane] = p.norm_topk ? mine / s : mine;
     }
     // The shared expert's gate: sigmoid(shared_gate · x_r), 8 columns per lane. (ncu, H200, 4096
-    // rows: this kernel 14.5 us; unrolling this loop by 4 left it there.)
+    // rows: this kernel 14.5 us; unrolling this loop by 4 left it there. Issuing all of a lane's
+    // x and gate loads at the kernel's start, under the softmax and top-k, was slower (H200,
+    // 2026-12-02, the same bits: `bench_moe_prefill` router_tc 4096 / 16384 rows 0.043 / 0.148 ->
+    // 0.051 / 0.195 ms; engine 35B-A3B 4k 27.95-28.16 -> 28.36-28.49 ms, in one binary with the
+    // scan change lm_moe_prefill.cu records as flat): most likely the 16 more 16-byte values per
+    // lane, live through the whole kernel, cost it resident warps.)
     const bf16* x = p.x + static_cast<int64_t>(r) * p.H;
     float dot = 0.0f;
     for (int c = lane * kVec; c < p.H; c += kWarp * kVec) {
