@@ -483,6 +483,17 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // / 62 % of DRAM, 0.56 / 0.54 / 0.46 warps issued per scheduler and cycle, no eligible warp in
 // 44 / 46 / 54 % of the cycles at 37.5 % occupancy (76-80 registers); per issued instruction the
 // long scoreboard stalls 3.3 / 3.7 / 6.8 cycles, not-selected ~1.4, the math pipe ~1.2.
+// Next lead, not built (forty-eighth session): a plain streaming read of 50 MB in a PDL chain runs
+// 1.07x the floor (bench_cuda_kernels --launch-chain: every warp load 512 contiguous bytes, four
+// 16-byte loads in flight per thread, 32 warps per SM), where the probe above (another bench, the
+// same matrix size) put this kernel's 4-bit loads alone at 1.54x; inside the 9B INT4 graph
+// (`frost bench graph-ops`, same session) gate_up, in_proj and down cost 1.36-1.47x the chain
+// probe's time for their sizes. Candidates to separate with a probe first: the bytes a lane keeps
+// in flight (32 per row pair and step, two steps at most), and the access shape (per 128-wide step
+// four lanes read a 64-byte half line of each of eight rows, where fp8 lanes cover whole lines).
+// Fixes would be more steps in flight per lane, a 256-wide step for 4-bit (note: an mma's k spans
+// the four lanes, so they must share a scale group), or weights repacked at load time so a warp
+// load reads 512 contiguous bytes.
 //
 // The FP8 GDN in_proj (qkv | z with per-row scales, 1.28x its floor inside the 25th session's
 // graph against 1.00-1.09x for the block-scaled MLP GEMVs) with its leading whole 128-row blocks'

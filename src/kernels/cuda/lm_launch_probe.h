@@ -3,8 +3,9 @@
 // one value per block. Its time per kernel is what a launch boundary costs inside a replayed
 // graph when no work hides it (bench_cuda_kernels --launch-chain prints it per grid shape and
 // trigger order). With a source, each kernel also streams a matrix-sized read before its wait:
-// what one launch per matrix can reach at that size, against the bytes' floor. The decode step of a hybrid model is ~240 launches (the 9B), so this times the
-// launch count is the part of a step's time no single kernel's speed can remove.
+// what one launch per matrix can reach at that size, against the bytes' floor. A 9B decode step
+// is ~240 launches, so the boundary times that count is the part of the step that no single
+// kernel's speed removes.
 #pragma once
 
 #include <cuda_runtime.h>
