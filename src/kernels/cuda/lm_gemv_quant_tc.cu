@@ -543,9 +543,9 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // wait). It passed the batched-equals-solo checks of this kernel's test; 64 registers with 116
 // bytes of spills for fp8 block (4 fp8 channel, 0 NVFP4, 96 INT4). `frost bench engine --decode
 // 1024 --decode-steps 64 --reps 3`, ms/token, two rounds alternating: 9B FP8 2.844 / 2.840 ->
-// 2.959 / 2.959, INT4 2.487 / 2.497 -> 2.569 / 2.565. Two such blocks take the whole register file
-// (2 x 512 x 64), so neither fits an SM beside the GDN step or attention merge before it; the
-// bf16 form that gained runs one tile per SM.
+// 2.959 / 2.959, INT4 2.487 / 2.497 -> 2.569 / 2.565. Most likely because two such blocks take the
+// whole register file (2 x 512 x 64), so neither fits an SM beside the GDN step or attention merge
+// before it (not profiled); the bf16 form that gained runs one tile per SM.
 constexpr int kFourTilesFrom = 1536;  // 16-row tiles: the 9B's gate/up (N 2 x 12288) and wider
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
