@@ -904,6 +904,39 @@ int bench_launch_chain() {
             std::printf("%10.1f %8d | %10.2f %10.0f %10.2f\n", mb, p.blocks, us, double(bytes) / (us * 1e3), us / floor_us);
         }
     }
+    // The quantized decode GEMV's loads alone (LaunchChainProbe::pattern): its 4-bit and fp8 load
+    // shapes against the same bytes stored so that every warp load reads 512 contiguous bytes, per
+    // steps in flight and blocks per SM (the GEMV runs 3 of 8 warps at 80 registers). K 4096: 2048
+    // bytes per row at 4 bits, 4096 at fp8.
+    std::printf("GEMV-shaped reads (same chain): 4bit = per step four lanes read a 64-byte half line of each of 8 rows,\n"
+                "fp8 = a 128-byte line; +repack = the same bytes per warp step, each warp load 512 contiguous bytes\n");
+    std::printf("%10s %-12s %6s %8s %9s | %10s %10s %10s\n", "MB", "shape", "unroll", "blocks", "fit/SM", "us", "GB/s",
+                "x floor");
+    const char* names[] = {"", "4bit", "fp8", "4bit+repack", "fp8+repack"};
+    for (const size_t bytes : {size_t(50331648), size_t(16777216)}) {
+        for (const int pattern : {1, 3, 2, 4}) {
+            for (const int unroll : {1, 2, 4}) {
+                for (const int per_sm : {2, 3, 4}) {
+                    LaunchChainProbe p;
+                    p.buf = buf;
+                    p.blocks = per_sm * sms;
+                    p.threads = 256;
+                    p.kernels = kStreamLaunches;
+                    p.pdl = 1;
+                    p.src = src;
+                    p.src_bytes = kSrc;
+                    p.bytes = bytes;
+                    p.pattern = pattern;
+                    p.unroll = unroll;
+                    p.row_bytes = pattern == 1 || pattern == 3 ? 2048 : 4096;
+                    const double us = chain_us(t, p);
+                    const double floor_us = double(bytes) / (2 * copy * 1e9) * 1e6;
+                    std::printf("%10.1f %-12s %6d %8d %9d | %10.2f %10.0f %10.2f\n", double(bytes) / 1e6, names[pattern],
+                                unroll, p.blocks, chain_probe_blocks_per_sm(p), us, double(bytes) / (us * 1e3), us / floor_us);
+                }
+            }
+        }
+    }
     CK(cudaFree(src));
     CK(cudaFree(buf));
     CK(cudaStreamDestroy(s));

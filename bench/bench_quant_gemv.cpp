@@ -148,6 +148,9 @@ GemvQuantParams bench_params(const bf16* x, const void* w, const void* scale, vo
     p.block_n = p.block_k = 128;
     p.group_size = 128;
     p.M = M;
+    // 4-bit: the order the engine's load writes (ops::Backend::prepare_quant_weight); the bytes
+    // are random, so nothing needs rewriting.
+    p.nibble_pairs = format == kGemvQuantNvfp4 || format == kGemvQuantInt4 ? 1 : 0;
     return p;
 }
 

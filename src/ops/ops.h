@@ -477,6 +477,16 @@ public:
         (void)elems;
         return FROST_OK;
     }
+    // Called once at load for every weight bound in a quantized dtype, after its bytes are in place
+    // and before an op reads it, on the load stream: the backend may rewrite the bytes in place
+    // into the layout its kernels read fastest and say so in the view (CUDA: the 4-bit formats'
+    // paired nibble order, Tensor::nibble_pairs). A view already in that layout is left as it is,
+    // so a second call changes nothing. CPU: nothing (it never keeps a weight quantized).
+    virtual frost_status prepare_quant_weight(frost_stream* stream, Tensor* w) {
+        (void)stream;
+        (void)w;
+        return FROST_OK;
+    }
 
 protected:
     Backend(frost_backend k, const OpTable* t) : kind_(k), table_(t) {}

@@ -46,6 +46,10 @@ struct Tensor {
     // prefill GEMM's block-scaled path; 0 / null: none. Every other reader uses `scale`.
     const float* grid_scale = nullptr;
     int32_t grid_rows = 0;
+    // INT4 / NVFP4 only: 1 when each 32-bit word of the packed rows holds its 8 elements in the
+    // CUDA kernels' paired order (elements 2j and 2j + 1 at bits 4j and 16 + 4j; written in place
+    // by Backend::prepare_quant_weight), 0 in the checkpoint's (element j at bits 4j).
+    int32_t nibble_pairs = 0;
 
     bool quantized() const { return dtype_quantized(dtype); }
     // Bytes of the packed rows plus scales / zero points / global scales (quantized), else the

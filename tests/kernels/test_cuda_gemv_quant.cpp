@@ -9,7 +9,8 @@
 // residual (accumulate) and the SwiGLU forms. W8A8 (act_fp8): the same checks against the fp64
 // product of the dequantized weights with x quantized by the CPU's quantize_act_e4m3. The MoE
 // down-and-mix launch: bitwise the down GEMV's 8-warp form followed by moe_combine_launch, and
-// within the fp64 reference of the mix.
+// within the fp64 reference of the mix. The 4-bit cases run again with the weights rewritten in
+// the paired nibble order (GemvQuantParams::nibble_pairs): the same checks hold.
 #include <gtest/gtest.h>
 
 #if !FROST_WITH_CUDA
@@ -53,8 +54,17 @@ struct Case {
     bool zero_point = false;
     const char* name;
     int block_k = 0;     // fp8 block: the k size when not `block` (per-row scales: block 1, block_k 128)
+    bool paired = false; // 4-bit: the uploaded weights rewritten in the paired nibble order (nibble_pairs)
     int bk() const { return block_k > 0 ? block_k : block; }
 };
+
+// Case c with its 4-bit weights in the paired nibble order (quant4_pair_nibbles_launch): every
+// check of the checkpoint's order must hold for it too (the same reference, the same dequantized
+// bf16 bits; only the order of the fp32 sums differs).
+Case paired(Case c) {
+    c.paired = true;
+    return c;
+}
 
 uint8_t random_fp8(std::mt19937& rng) {
     for (;;) {
@@ -267,6 +277,12 @@ kernels::GemvQuantParams weight_params(const Case& c, const Dev<uint8_t>& dw, co
     p.block_n = c.block;
     p.block_k = c.bk();
     p.group_size = c.group;
+    if (c.paired) {  // the bytes rewritten in place, once per upload (the order is not an involution)
+        EXPECT_TRUE(c.format == kernels::kGemvQuantNvfp4 || c.format == kernels::kGemvQuantInt4) << c.name;
+        EXPECT_EQ(kernels::quant4_pair_nibbles_launch(dw.get(), dw.size(), nullptr), cudaSuccess) << c.name;
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
+        p.nibble_pairs = 1;
+    }
     return p;
 }
 
@@ -500,6 +516,9 @@ TEST(CudaGemvQuant, RoutedExpertsEqualPlainLaunchesOnTheirExpert) {
     run_experts_case({kernels::kGemvQuantNvfp4, 66, 1024, 128, 128, false, "nvfp4"});
     run_experts_case({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"});
     run_experts_case({kernels::kGemvQuantInt4, 64, 256, 128, 64, false, "int4_group64"});
+    run_experts_case(paired({kernels::kGemvQuantNvfp4, 66, 1024, 128, 128, false, "nvfp4"}));
+    run_experts_case(paired({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"}));
+    run_experts_case(paired({kernels::kGemvQuantInt4, 64, 256, 128, 64, false, "int4_group64"}));
 }
 
 TEST(CudaGemvQuant, SharedExpertFoldedIntoRoutedLaunchKeepsItsBits) {
@@ -508,6 +527,8 @@ TEST(CudaGemvQuant, SharedExpertFoldedIntoRoutedLaunchKeepsItsBits) {
     run_experts_case({kernels::kGemvQuantFp8Channel, 130, 512, 128, 128, false, "fp8_channel"}, false, true);
     run_experts_case({kernels::kGemvQuantNvfp4, 66, 1024, 128, 128, false, "nvfp4"}, false, true);
     run_experts_case({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"}, false, true);
+    run_experts_case(paired({kernels::kGemvQuantNvfp4, 66, 1024, 128, 128, false, "nvfp4"}), false, true);
+    run_experts_case(paired({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"}), false, true);
     run_experts_case({kernels::kGemvQuantFp8Block, 256, 1024, 128, 128, false, "fp8_block"}, true, true);  // W8A8
 }
 
@@ -632,6 +653,8 @@ TEST(CudaGemvQuant, MoeDownAndMixEqualsDownGemvThenCombine) {
     run_moe_mix_case({kernels::kGemvQuantNvfp4, 66, 1024, 128, 128, false, "nvfp4"}, 4);
     run_moe_mix_case({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"}, 8);
     run_moe_mix_case({kernels::kGemvQuantInt4, 64, 128, 128, 128, false, "int4_k128"}, 10);  // one step, 11 units
+    run_moe_mix_case(paired({kernels::kGemvQuantNvfp4, 66, 1024, 128, 128, false, "nvfp4"}), 4);
+    run_moe_mix_case(paired({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"}), 8);
 }
 
 // W8A8 decode (act_fp8) on one row: within kW8A8Tol of the fp64 product with the CPU-quantized x,
@@ -712,19 +735,45 @@ TEST(CudaGemvQuant, Fp8Channel) {
 }
 TEST(CudaGemvQuant, Nvfp4) {
     FROST_SKIP_WITHOUT_CUDA();
-    run_case({kernels::kGemvQuantNvfp4, 299, 1024, 128, 128, false, "nvfp4"});
-    run_case({kernels::kGemvQuantNvfp4, 33, 4096, 128, 128, false, "nvfp4_k4096"});
-    run_case({kernels::kGemvQuantNvfp4, 1000, 12288, 128, 128, false, "nvfp4_k12288"});
+    for (const Case& c : {Case{kernels::kGemvQuantNvfp4, 299, 1024, 128, 128, false, "nvfp4"},
+                          Case{kernels::kGemvQuantNvfp4, 33, 4096, 128, 128, false, "nvfp4_k4096"},
+                          Case{kernels::kGemvQuantNvfp4, 1000, 12288, 128, 128, false, "nvfp4_k12288"}}) {
+        run_case(c);
+        run_case(paired(c));
+    }
 }
 TEST(CudaGemvQuant, Int4SymmetricAndZeroPoints) {
     FROST_SKIP_WITHOUT_CUDA();
-    run_case({kernels::kGemvQuantInt4, 300, 1024, 128, 128, false, "int4"});
-    run_case({kernels::kGemvQuantInt4, 77, 2048, 128, 128, true, "int4_zero_point"});
-    run_case({kernels::kGemvQuantInt4, 64, 1024, 128, 32, true, "int4_group32"});
-    run_case({kernels::kGemvQuantInt4, 515, 4096, 128, 256, true, "int4_group256"});
-    run_case({kernels::kGemvQuantInt4, 300, 4096, 128, 128, false, "int4_k4096"});
+    for (const Case& c : {Case{kernels::kGemvQuantInt4, 300, 1024, 128, 128, false, "int4"},
+                          Case{kernels::kGemvQuantInt4, 77, 2048, 128, 128, true, "int4_zero_point"},
+                          Case{kernels::kGemvQuantInt4, 64, 1024, 128, 32, true, "int4_group32"},
+                          Case{kernels::kGemvQuantInt4, 515, 4096, 128, 256, true, "int4_group256"},
+                          Case{kernels::kGemvQuantInt4, 300, 4096, 128, 128, false, "int4_k4096"}}) {
+        run_case(c);
+        run_case(paired(c));
+    }
     // More rows than a grid's y dimension holds (65535): the dequantization walks rows grid-stride.
     run_case({kernels::kGemvQuantInt4, 65600, 128, 128, 128, true, "int4_rows_past_grid_y"});
+}
+
+// The paired nibble order itself: every word of a random buffer rewritten as the host function
+// says (bytes compared), and refused on a length or address that is not whole 32-bit words.
+TEST(CudaGemvQuant, PairNibblesRewritesEveryWord) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("pair_nibbles");
+    std::vector<uint32_t> words(100003);
+    for (auto& v : words) v = uint32_t(rng());
+    Dev<uint32_t> d(words);
+    CUDA_OK(kernels::quant4_pair_nibbles_launch(d.get(), words.size() * 4, nullptr));
+    const auto got = d.download();
+    size_t differ = 0;
+    for (size_t i = 0; i < words.size(); ++i) differ += got[i] != kernels::quant4_pair_nibbles(words[i]);
+    EXPECT_EQ(differ, 0u);
+    // Element 2j at bits 4j, 2j + 1 at 16 + 4j: 0x76543210 (element e = e) becomes 0x75316420.
+    EXPECT_EQ(kernels::quant4_pair_nibbles(0x76543210u), 0x75316420u);
+    EXPECT_EQ(kernels::quant4_pair_nibbles_launch(d.get(), 6, nullptr), cudaErrorInvalidValue);
+    EXPECT_EQ(kernels::quant4_pair_nibbles_launch(reinterpret_cast<uint8_t*>(d.get()) + 2, 8, nullptr), cudaErrorInvalidValue);
+    EXPECT_EQ(kernels::quant4_pair_nibbles_launch(nullptr, 8, nullptr), cudaErrorInvalidValue);
 }
 TEST(CudaGemvQuant, RefusesUnsupportedParams) {
     FROST_SKIP_WITHOUT_CUDA();

@@ -3,7 +3,8 @@
 // one to its block's counter after waiting for its predecessor, so a chain of K kernels leaves
 // every counter at exactly K, with plain launches, wait-then-trigger and trigger-then-wait, on a
 // stream and replayed from a captured graph (a lost update would leave less), with and without
-// each kernel streaming a slice of a source before its wait.
+// each kernel streaming a slice of a source before its wait, in every read pattern (the
+// grid-stride read and the quantized GEMV's load shapes).
 #include <gtest/gtest.h>
 
 #if !FROST_WITH_CUDA
@@ -81,6 +82,84 @@ TEST(CudaLaunchProbe, RefusesBadShapes) {
         kernels::LaunchChainProbe q = p;
         bad(q);
         if (q.src_bytes) q.src = buf.get();
+        EXPECT_EQ(kernels::launch_chain_probe(q, nullptr), cudaErrorInvalidValue);
+    }
+}
+
+// The GEMV-shaped reads (patterns 1..4): whole chains in order, with grids smaller and larger
+// than the tile count, every unroll, and ragged step counts per warp (row_bytes not a multiple of
+// 8 steps). Every block, including one that owns no tile, still waits and counts.
+TEST(CudaLaunchProbe, GemvShapedChainsRunInOrder) {
+    FROST_SKIP_WITHOUT_CUDA();
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    constexpr int kKernels = 33;
+    constexpr size_t kSrc = size_t(8) << 20;
+    Dev<uint8_t> src(kSrc);
+    for (int pattern = 1; pattern <= 4; ++pattern) {
+        const size_t step = pattern == 2 || pattern == 4 ? 128 : 64;
+        for (const int unroll : {1, 2, 4}) {
+            for (const auto& [blocks, row_steps, tiles] : {std::tuple{5, 32, 40}, std::tuple{264, 13, 7}, std::tuple{16, 3, 16}}) {
+                Dev<float> buf(static_cast<size_t>(blocks));
+                CUDA_OK(cudaMemset(buf.get(), 0, sizeof(float) * size_t(blocks)));
+                CUDA_OK(cudaDeviceSynchronize());
+                kernels::LaunchChainProbe p;
+                p.buf = buf.get();
+                p.blocks = blocks;
+                p.threads = 256;
+                p.kernels = kKernels;
+                p.pdl = 1;
+                p.src = src.get();
+                p.src_bytes = kSrc;
+                p.pattern = pattern;
+                p.unroll = unroll;
+                p.row_bytes = step * size_t(row_steps);
+                p.bytes = size_t(tiles) * 16 * p.row_bytes;
+                EXPECT_GE(kernels::chain_probe_blocks_per_sm(p), 1);
+                CUDA_OK(kernels::launch_chain_probe(p, s));
+                cudaGraph_t g;
+                cudaGraphExec_t ge;
+                CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+                CUDA_OK(kernels::launch_chain_probe(p, s));
+                CUDA_OK(cudaStreamEndCapture(s, &g));
+                CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+                CUDA_OK(cudaGraphLaunch(ge, s));
+                CUDA_OK(cudaStreamSynchronize(s));
+                CUDA_OK(cudaGraphExecDestroy(ge));
+                CUDA_OK(cudaGraphDestroy(g));
+                const std::vector<float> got = buf.download();
+                for (int b = 0; b < blocks; ++b)
+                    ASSERT_EQ(got[size_t(b)], float(2 * kKernels))
+                        << "pattern " << pattern << ", unroll " << unroll << ", " << blocks << " blocks, block " << b;
+            }
+        }
+    }
+    CUDA_OK(cudaStreamDestroy(s));
+}
+
+TEST(CudaLaunchProbe, RefusesBadGemvShapes) {
+    FROST_SKIP_WITHOUT_CUDA();
+    Dev<float> buf(8);
+    Dev<uint8_t> src(size_t(1) << 20);
+    kernels::LaunchChainProbe p;
+    p.buf = buf.get();
+    p.blocks = 8;
+    p.threads = 256;
+    p.kernels = 1;
+    p.src = src.get();
+    p.src_bytes = size_t(1) << 20;
+    p.pattern = 2;
+    p.row_bytes = 512;
+    p.bytes = 16 * 512 * 4;
+    CUDA_OK(kernels::launch_chain_probe(p, nullptr));  // the shape the cases below break
+    CUDA_OK(cudaDeviceSynchronize());
+    for (auto bad : {+[](kernels::LaunchChainProbe& q) { q.pattern = 5; }, +[](kernels::LaunchChainProbe& q) { q.pattern = -1; },
+                     +[](kernels::LaunchChainProbe& q) { q.threads = 128; }, +[](kernels::LaunchChainProbe& q) { q.unroll = 3; },
+                     +[](kernels::LaunchChainProbe& q) { q.pdl = 2; }, +[](kernels::LaunchChainProbe& q) { q.row_bytes = 64; },
+                     +[](kernels::LaunchChainProbe& q) { q.row_bytes = 0; },
+                     +[](kernels::LaunchChainProbe& q) { q.bytes = 16 * 512 * 4 + 512; }}) {
+        kernels::LaunchChainProbe q = p;
+        bad(q);
         EXPECT_EQ(kernels::launch_chain_probe(q, nullptr), cudaErrorInvalidValue);
     }
 }

@@ -460,12 +460,16 @@ std::vector<Case> cases() {
     // only, one row and a batched step of 3 (PDL): CUDA's GEMV rounds x to e4m3 per 128-wide
     // group in shared memory and runs FP8 mma (lm_gemv_quant.h act_fp8), the CPU rounds x the same
     // way in fp32.
+    // "paired": a 4-bit weight first put into the CUDA backend's layout by
+    // Backend::prepare_quant_weight (the paired nibble order the engine's load writes), called
+    // twice to show the second call changes nothing.
     for (QFmt f : {QFmt::Fp8Block, QFmt::Fp8Channel, QFmt::Fp8Rows, QFmt::Nvfp4, QFmt::Int4, QFmt::Int4Asym})
+        for (int paired : {0, 1})
         for (int w8a8 : {0, 1})
         for (int rows : {1, 3, 64})
             for (int ep = 0; ep < 4; ++ep) {  // none, residual, swiglu (decode only), f32 logits
                 const bool fp8 = f == QFmt::Fp8Block || f == QFmt::Fp8Channel || f == QFmt::Fp8Rows;
-                if ((w8a8 && !fp8) || (w8a8 && rows == 64)) continue;
+                if ((w8a8 && !fp8) || (w8a8 && rows == 64) || (paired && fp8)) continue;
                 if (rows == 3 && !(w8a8 && (ep == 1 || ep == 2))) continue;  // batched: residual, swiglu
                 if (ep == 2 && rows == 64) continue;
                 const int N = ep == 2 ? 2 * F : ep == 3 ? 512 : 384, out_cols = ep == 2 ? F : N;
@@ -474,18 +478,23 @@ std::vector<Case> cases() {
                 Arg y = ep == 3 ? f32("y", Use::Out, poison(size_t(rows) * out_cols))
                                 : act("y", ep == 1 ? Use::InOut : Use::Out,
                                       ep == 1 ? normal(size_t(rows) * out_cols) : poison(size_t(rows) * out_cols));
-                cs.push_back({std::string("gemm ") + qfmt_name(f) + (w8a8 ? " w8a8 " : " ") + epn +
+                cs.push_back({std::string("gemm ") + qfmt_name(f) + (paired ? " paired" : "") + (w8a8 ? " w8a8 " : " ") + epn +
                                   (rows == 1 ? " decode" : rows == 3 ? " batched decode" : " prefill"),
                               OpKind::Gemm,
                               {act("x", Use::In, normal(size_t(rows) * H)), std::move(y),
                                act("tmp", Use::Scratch, poison(size_t(rows) * N)), bytes("wq", Use::In, q.w),
                                bytes("ws", Use::In, q.scale), i32("wz", Use::In, q.zp), f32("wg", Use::In, q.gs),
                                f32("wref", Use::In, q.ref)},
-                              [rows, ep, N, out_cols, f, w8a8](const Exec& ex, const Bound& b) {
+                              [rows, ep, N, out_cols, f, w8a8, paired](const Exec& ex, const Bound& b) {
                                   GemmOp p;
                                   p.x = b.m("x", 0, rows, H, H);
                                   p.w = ex.backend->kind() == FROST_BACKEND_CUDA ? quant_view(b, f, N, H)
                                                                                  : b.m("wref", 0, N, H, H);
+                                  if (paired && ex.backend->kind() == FROST_BACKEND_CUDA) {
+                                      FROST_TRY(ex.backend->prepare_quant_weight(ex.stream, &p.w));
+                                      if (p.w.nibble_pairs != 1) return fail(FROST_ERR_BACKEND, "not paired");
+                                      FROST_TRY(ex.backend->prepare_quant_weight(ex.stream, &p.w));
+                                  }
                                   p.y = b.m("y", 0, rows, out_cols, out_cols); p.tmp = b.m("tmp", 0, rows, N, N);
                                   p.epilogue = ep == 3 ? Epilogue::None : Epilogue(ep); p.pdl = rows <= 3;
                                   p.quant_act = w8a8;

@@ -72,6 +72,8 @@ __device__ inline float dot_fp8(const uint4& w, const float* xf) {
 }
 
 // Σ e2m1(w_i) * 2^-14 * x_i over each 16-weight half of a 32-weight chunk (one NVFP4 group each).
+// kPaired: words in the paired nibble order (quant4_pair_nibbles_launch).
+template <bool kPaired>
 __device__ inline float2 dot_fp4(const uint4& w, const float* xf) {
     const uint32_t words[4] = {w.x, w.y, w.z, w.w};
     float acc[2] = {0.0f, 0.0f};
@@ -79,17 +81,29 @@ __device__ inline float2 dot_fp4(const uint4& w, const float* xf) {
     for (int i = 0; i < 4; ++i) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const uint32_t b = words[i] >> (8 * j);  // low nibble: element 2j, high nibble: 2j + 1
-            const uint32_t h = ((b & 0x8u) << 12) | ((b & 0x7u) << 9) | ((b & 0x80u) << 24) | ((b & 0x70u) << 21);
+            uint32_t h;
+            int k0, k1;
+            if constexpr (kPaired) {  // nibbles j and j + 4: elements 2j and 2j + 1
+                const uint32_t v = words[i] >> (4 * j);
+                h = ((v & 0x8u) << 12) | ((v & 0x7u) << 9) | ((v & 0x80000u) << 12) | ((v & 0x70000u) << 9);
+                k0 = i * 8 + 2 * j;
+                k1 = k0 + 1;
+            } else {
+                const uint32_t b = words[i] >> (8 * j);  // low nibble: element 2j, high nibble: 2j + 1
+                h = ((b & 0x8u) << 12) | ((b & 0x7u) << 9) | ((b & 0x80u) << 24) | ((b & 0x70u) << 21);
+                k0 = i * 8 + j * 2;
+                k1 = k0 + 1;
+            }
             const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-            const int k = i * 8 + j * 2;
-            acc[i / 2] += f.x * xf[k] + f.y * xf[k + 1];
+            acc[i / 2] += f.x * xf[k0] + f.y * xf[k1];
         }
     }
     return make_float2(acc[0], acc[1]);
 }
 
-// Σ (q_i - zp) * x_i over 32 weights; word i holds elements 8i..8i+7, element 8i+j at bits 4j.
+// Σ (q_i - zp) * x_i over 32 weights; word i holds elements 8i..8i+7, element 8i+j at bits 4j
+// (kPaired: element 8i + 2j at bits 4j, 8i + 2j + 1 at bits 16 + 4j).
+template <bool kPaired>
 __device__ inline float dot_int4(const uint4& w, const float* xf, __half2 bias) {
     const uint32_t words[4] = {w.x, w.y, w.z, w.w};
     float acc = 0.0f;
@@ -99,7 +113,8 @@ __device__ inline float dot_int4(const uint4& w, const float* xf, __half2 bias) 
         for (int j = 0; j < 4; ++j) {
             const uint32_t h = ((words[i] >> (4 * j)) & 0x000F000Fu) | kInt4Magic;  // nibbles j and j + 4
             const float2 f = __half22float2(__hsub2(*reinterpret_cast<const __half2*>(&h), bias));
-            acc += f.x * xf[i * 8 + j] + f.y * xf[i * 8 + j + 4];
+            if constexpr (kPaired) acc += f.x * xf[i * 8 + 2 * j] + f.y * xf[i * 8 + 2 * j + 1];
+            else acc += f.x * xf[i * 8 + j] + f.y * xf[i * 8 + j + 4];
         }
     }
     return acc;
@@ -158,7 +173,7 @@ struct ScaleMap {
 };
 
 // The scaled contribution of chunk c of a row.
-template <int F>
+template <int F, bool kPaired>
 __device__ inline float chunk_dot(const ScaleMap<F>& m, const RowScale& r, const uint4& w, const float* xf, int c) {
     if constexpr (F == kGemvQuantFp8Block) {
         return __ldg(static_cast<const float*>(r.s) + m.group(c)) * dot_fp8(w, xf);
@@ -167,7 +182,7 @@ __device__ inline float chunk_dot(const ScaleMap<F>& m, const RowScale& r, const
     } else if constexpr (F == kGemvQuantNvfp4) {
         const uint16_t s2 = __ldg(static_cast<const uint16_t*>(r.s) + c);  // the chunk's two group scales
         const float2 s = fp8x2_to_float2(s2);
-        const float2 d = dot_fp4(w, xf);
+        const float2 d = dot_fp4<kPaired>(w, xf);
         return r.mul * (s.x * d.x + s.y * d.y);
     } else {
         const int g = m.group(c);
@@ -175,7 +190,7 @@ __device__ inline float chunk_dot(const ScaleMap<F>& m, const RowScale& r, const
         int zp = kInt4Offset;
         if (r.zp) zp = (__ldg(r.zp + g) >> r.zshift) & 0xF;
         const __half2 bias = __float2half2_rn(kInt4Magic1024 + static_cast<float>(zp));
-        return s * dot_int4(w, xf, bias);
+        return s * dot_int4<kPaired>(w, xf, bias);
     }
 }
 
@@ -185,7 +200,7 @@ __device__ inline float chunk_dot(const ScaleMap<F>& m, const RowScale& r, const
 // their floor when every block staged x for one row group). The first group's weights are loaded
 // before pdl_wait(): they do not depend on the previous kernel. Each row's chunks are summed in
 // the same lane order as before, so results do not depend on the grid size.
-template <int F>
+template <int F, bool kPaired>
 __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16* xs = reinterpret_cast<bf16*>(smem_raw);
@@ -272,7 +287,7 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
                 }
 #pragma unroll
                 for (int r = 0; r < kRows; ++r)
-                    if (valid[r]) acc[r] += chunk_dot<F>(map, rs[r], wv[u][r], xf, cc);
+                    if (valid[r]) acc[r] += chunk_dot<F, kPaired>(map, rs[r], wv[u][r], xf, cc);
             }
         }
         float sum[kRows];
@@ -339,8 +354,10 @@ __global__ void __launch_bounds__(kThreads) dequant_rows_kernel(GemvQuantParams 
             const float s = __fdiv_rn(fp8_to_float(sb), global_scale_of(p, n));
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-                const uint32_t b = w >> (8 * j);
-                const uint32_t h = ((b & 0x8u) << 12) | ((b & 0x7u) << 9) | ((b & 0x80u) << 24) | ((b & 0x70u) << 21);
+                // Elements 2j and 2j + 1: byte j in the checkpoint's order, nibbles j and j + 4 paired.
+                const uint32_t b = p.nibble_pairs ? w >> (4 * j) : w >> (8 * j);
+                const uint32_t hi = p.nibble_pairs ? b >> 16 : b >> 4;
+                const uint32_t h = ((b & 0x8u) << 12) | ((b & 0x7u) << 9) | ((hi & 0x8u) << 28) | ((hi & 0x7u) << 25);
                 const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
                 v[2 * j] = (f.x * kE2m1Unscale) * s;
                 v[2 * j + 1] = (f.y * kE2m1Unscale) * s;
@@ -357,8 +374,9 @@ __global__ void __launch_bounds__(kThreads) dequant_rows_kernel(GemvQuantParams 
             for (int j = 0; j < 4; ++j) {
                 const uint32_t h = ((w >> (4 * j)) & 0x000F000Fu) | kInt4Magic;
                 const float2 f = __half22float2(__hsub2(*reinterpret_cast<const __half2*>(&h), bias));
-                v[j] = f.x * s;
-                v[j + 4] = f.y * s;
+                // nibbles j and j + 4: elements j and j + 4, or 2j and 2j + 1 in the paired order
+                v[p.nibble_pairs ? 2 * j : j] = f.x * s;
+                v[p.nibble_pairs ? 2 * j + 1 : j + 4] = f.y * s;
             }
         }
         store8(out + static_cast<int64_t>(n) * p.K + static_cast<int64_t>(u) * kVec, v);
@@ -370,6 +388,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // The format checks shared by both launchers.
 bool supported(const GemvQuantParams& p) {
     if (!p.w || !p.scale || p.N <= 0 || p.K <= 0 || !aligned16(p.w)) return false;
+    if (p.nibble_pairs != 0 && p.nibble_pairs != 1) return false;
     switch (p.format) {
         case kGemvQuantFp8Block:
             return p.K % kFp8PerChunk == 0 && p.block_n > 0 && p.block_k > 0 && p.block_k % kFp8PerChunk == 0;
@@ -402,13 +421,15 @@ cudaError_t resident_blocks(Kernel kernel, size_t smem, int* out) {
 template <int F>
 cudaError_t launch_gemv_quant(const GemvQuantParams& p, size_t smem, cudaStream_t stream) {
     const int groups = p.swiglu ? p.N / 2 : ceil_div(p.N, kRows);
+    constexpr bool k4 = F == kGemvQuantNvfp4 || F == kGemvQuantInt4;
+    auto kernel = k4 && p.nibble_pairs ? gemv_quant_kernel<F, k4> : gemv_quant_kernel<F, false>;
     int resident = 0;
-    const cudaError_t e = resident_blocks(gemv_quant_kernel<F>, smem, &resident);
+    const cudaError_t e = resident_blocks(kernel, smem, &resident);
     if (e != cudaSuccess) return e;
     // Routed experts: one row of blocks per entry, the resident blocks shared among them.
     const int entries = p.expert_ids ? p.entries : 1;
     const dim3 grid(std::min(ceil_div(groups, kWarps), std::max(1, resident / entries)), entries);
-    return launch_kernel(gemv_quant_kernel<F>, grid, dim3(kThreads), smem, stream, p.pdl != 0, p);
+    return launch_kernel(kernel, grid, dim3(kThreads), smem, stream, p.pdl != 0, p);
 }
 
 cudaError_t gemv_quant_launch(const GemvQuantParams& p, cudaStream_t stream) {
@@ -470,6 +491,24 @@ KernelCost gemv_quant_cost(const GemvQuantParams& p) {
     const double outs = M * (p.swiglu ? N / 2 : N);
     const double bytes = w + s + M * K * sizeof(bf16) + outs * (p.out_f32 ? sizeof(float) : sizeof(bf16)) * (p.accumulate ? 2 : 1);
     return {bytes, 2.0 * M * N * K};
+}
+
+namespace {
+// quant4_pair_nibbles over n words, grid-stride (a load-time pass: one read and one write).
+__global__ void pair_nibbles_kernel(uint32_t* w, int64_t n) {
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+        w[i] = quant4_pair_nibbles(w[i]);
+}
+}  // namespace
+
+cudaError_t quant4_pair_nibbles_launch(void* w, size_t bytes, cudaStream_t stream) {
+    if (!w || bytes % 4 != 0 || reinterpret_cast<uintptr_t>(w) % 4 != 0) return cudaErrorInvalidValue;
+    const int64_t n = static_cast<int64_t>(bytes / 4);
+    if (n == 0) return cudaSuccess;
+    const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(n, int64_t(kThreads)), 4096));
+    pair_nibbles_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<uint32_t*>(w), n);
+    return cudaGetLastError();
 }
 
 }  // namespace frost::kernels

@@ -74,6 +74,11 @@ struct GemvQuantParams {
     // fp32 partial sum takes the weight scale times the x group's scale. Row bits still do not
     // depend on M or on the other rows (each x row's quantization is its own).
     int32_t act_fp8 = 0;
+    // 4-bit formats (NVFP4, INT4): 1 when every 32-bit word of the packed rows (w and shared_w)
+    // holds its 8 elements in the paired order quant4_pair_nibbles_launch writes, 0 in the
+    // checkpoint's (element j of a word at bits 4j). Every launcher reads both; the values are
+    // the same, only the order of the fp32 sums (hence the last bits) differs.
+    int32_t nibble_pairs = 0;
 };
 
 constexpr int kGemvQuantMaxK = 20480;  // x is staged in 40 KiB of shared memory (under the 48 KiB default with the static arrays)
@@ -138,5 +143,22 @@ cudaError_t gemv_quant_moe_down_launch(const GemvQuantParams& p, const GemvQuant
 cudaError_t dequant_bf16_launch(const GemvQuantParams& p, bf16* out, cudaStream_t stream);
 // Bytes every launch must move: the quantized weights, their scales / zero points, x and y.
 KernelCost gemv_quant_cost(const GemvQuantParams& p);
+
+// The paired nibble order of packed 4-bit weights (GemvQuantParams::nibble_pairs), in place over
+// `bytes` (a multiple of 4) at w (4-byte aligned): in each 32-bit word, element 2j (of the word's
+// 8, element j at bits 4j as the checkpoints store them) moves to bits 4j and element 2j + 1 to
+// bits 16 + 4j. The decode GEMV takes a weight pair as (word >> 4j) & 0x000F000F, one shift and
+// one mask into the two halves of a bf16x2; in the checkpoint's order those halves hold elements
+// j and j + 4, and x had to be permuted to match (a byte_perm per pair and step); in this order
+// they are adjacent, as x's bf16 pairs are. Measured before it was built, through a timing probe
+// (H200, 2026-12-02, 9B decode @1k, two rounds): INT4 2.494 / 2.496 -> 2.369 / 2.380 ms/token.
+// Not an involution: run once per weight (ops::Backend::prepare_quant_weight tracks it).
+cudaError_t quant4_pair_nibbles_launch(void* w, size_t bytes, cudaStream_t stream);
+// The same order on the host, for one word (tests, the bench).
+constexpr uint32_t quant4_pair_nibbles(uint32_t word) {
+    uint32_t out = 0;
+    for (int e = 0; e < 8; ++e) out |= ((word >> (4 * e)) & 0xFu) << (4 * ((e & 1) * 4 + (e >> 1)));
+    return out;
+}
 
 }  // namespace frost::kernels

@@ -39,7 +39,7 @@ constexpr int kMixWarps = 12;
 constexpr int kMixThreads = kMixWarps * kWarp;
 constexpr int kSlots = 3;  // (unit, step) pairs a warp holds in registers at once
 
-template <int F>
+template <int F, bool kPaired>
 __global__ void __launch_bounds__(kMixThreads, 1) gemv_quant_moe_down_kernel(GemvQuantParams p, GemvQuantMoeMix mix) {
     extern __shared__ float part[];  // [(k + 1) * V][16]: unit u's partial sums of the tile's rows
     constexpr int L = loads_per_row<F>();
@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(kMixThreads, 1) gemv_quant_moe_down_kernel(Gem
 #pragma unroll
                     for (int e = 0; e < 4; ++e) acc[c][e] = 0.0f;
             }
-            tc_step<F>(w[i], sr[i], xv[i], magic, acc);
+            tc_step<F, kPaired>(w[i], sr[i], xv[i], magic, acc);
             if (ss[i] + kWarps >= steps && t == 0) {  // its last step: the warp's partial of column 0
                 part[su[i] * kTileRows + gid] = acc[0][0] + acc[1][0];
                 part[su[i] * kTileRows + gid + 8] = acc[0][2] + acc[1][2];
@@ -176,7 +176,9 @@ cudaError_t launch_mix(const GemvQuantParams& p, const GemvQuantMoeMix& mix, cud
     const int V = steps < kWarps ? steps : kWarps;
     const size_t smem = static_cast<size_t>(mix.k + 1) * V * kTileRows * sizeof(float);
     const dim3 grid(ceil_div(p.N, kTileRows), mix.rows);
-    return launch_kernel(gemv_quant_moe_down_kernel<F>, grid, dim3(kMixThreads), smem, stream, p.pdl != 0, p, mix);
+    constexpr bool k4 = !is_fp8<F>();  // only the 4-bit formats have a paired order
+    auto kernel = k4 && p.nibble_pairs ? gemv_quant_moe_down_kernel<F, k4> : gemv_quant_moe_down_kernel<F, false>;
+    return launch_kernel(kernel, grid, dim3(kMixThreads), smem, stream, p.pdl != 0, p, mix);
 }
 
 }  // namespace

@@ -35,8 +35,11 @@
 // dot product does not care how k is permuted as long as A and B agree, so mma m of the step
 // takes the lane's pairs 2m and 2m+1 as its k slots {2t, 2t+1} and {2t+8, 2t+9}; the lane reads
 // column L/4 of B (row L/4 of x, M <= 8) at the same offsets. fp8 pairs are adjacent weights;
-// 4-bit pairs are elements (j, j+4) of an 8-element word (what one mask extracts), so x's pairs
-// are permuted to match (one byte_perm per x pair, amortised over the two rows).
+// 4-bit pairs are nibbles (j, j+4) of a 32-bit word (what one mask extracts): in the paired nibble
+// order the engine's load writes (GemvQuantParams::nibble_pairs, quant4_pair_nibbles_launch) those
+// hold elements (2j, 2j+1) and x's pairs are taken as they are; in the checkpoint's order they
+// hold elements (j, j+4), and x's pairs are permuted to match (one byte_perm per x pair,
+// amortised over the two rows).
 //
 // Dequantization, exact in bf16: fp8 -> fp16 (hardware pair conversion) -> fp32 -> bf16; int4 by
 // OR-ing two nibbles into the mantissas of bf16 128.0 and subtracting 128 + zero point; e2m1 by
@@ -121,7 +124,9 @@ __device__ inline void stage_act8(const bf16* x, int64_t ldx, int rows, int K, u
 // block moves more weight bytes per fixed cost (start, x staging, the partial-sum barrier) at the
 // same registers per lane;
 // 12: a 12-warp block of one tile (more warps per SM for grids of few tiles).
-template <int F, bool kSwiglu, int kUnroll, int kMinBlocks, bool kPipe, bool kAct8, int kTileWarps>
+// kPaired: 4-bit words in the paired nibble order (GemvQuantParams::nibble_pairs): x pairs are
+// adjacent bf16, no byte_perm.
+template <int F, bool kSwiglu, int kUnroll, int kMinBlocks, bool kPipe, bool kAct8, int kTileWarps, bool kPaired>
 __global__ void __launch_bounds__((kTileWarps > kWarps ? kTileWarps : kWarps) * kWarp, kMinBlocks)
     gemv_quant_tc_kernel(GemvQuantParams p) {
     static_assert(!kAct8 || is_fp8<F>(), "W8A8 needs e4m3 weights");
@@ -262,7 +267,7 @@ __global__ void __launch_bounds__((kTileWarps > kWarps ? kTileWarps : kWarps) * 
                 uint4 xv[4];
 #pragma unroll
                 for (int q = 0; q < 4; ++q) xv[q] = x_ok ? xrow[s * (kStepK / kVec) + q] : make_uint4(0, 0, 0, 0);
-                tc_step<F>(w[slot], sr[slot], xv, magic, acc);
+                tc_step<F, kPaired>(w[slot], sr[slot], xv, magic, acc);
             }
         }
     };
@@ -327,8 +332,11 @@ cudaError_t launch_variant(const GemvQuantParams& p, cudaStream_t stream) {
     const dim3 grid(ceil_div(tiles, kBlockWarps / kTileWarps), p.expert_ids ? p.entries : 1);
     // W8A8's staging stays within kGemvAct8MaxSmem (eligibility): under the 48 KiB default.
     const size_t smem = kAct8 ? static_cast<size_t>(gemv_act8_smem_bytes(p.expert_ids ? 1 : p.M, p.K)) : 0;
-    auto kernel = p.swiglu ? gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kPipe, kAct8, kTileWarps>
-                           : gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kPipe, kAct8, kTileWarps>;
+    constexpr bool k4 = !is_fp8<F>();  // only the 4-bit formats have a paired order
+    auto kernel = p.swiglu ? (k4 && p.nibble_pairs ? gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kPipe, kAct8, kTileWarps, k4>
+                                                   : gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kPipe, kAct8, kTileWarps, false>)
+                           : (k4 && p.nibble_pairs ? gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kPipe, kAct8, kTileWarps, k4>
+                                                   : gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kPipe, kAct8, kTileWarps, false>);
     return launch_kernel(kernel, grid, dim3(kBlockWarps * kWarp), smem, stream, p.pdl != 0, p);
 }
 
@@ -391,6 +399,7 @@ bool act8_device() {
 
 bool gemv_quant_tc_eligible(const GemvQuantParams& p) {
     if (!p.x || !p.w || !p.scale || !p.y || !aligned16(p.x) || !aligned16(p.w)) return false;
+    if (p.nibble_pairs != 0 && p.nibble_pairs != 1) return false;
     if (p.N <= 0 || !multiple_of(p.K, kStepK) || p.M < 1 || p.M > kCols) return false;
     if (!gemv_quant_entries_valid(p)) return false;
     if (p.M > 1 && ((p.ldx != 0 && (p.ldx < p.K || p.ldx % kVec != 0)) || (p.ldy != 0 && p.ldy < (p.swiglu ? p.N / 2 : p.N))))
@@ -483,17 +492,28 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // / 62 % of DRAM, 0.56 / 0.54 / 0.46 warps issued per scheduler and cycle, no eligible warp in
 // 44 / 46 / 54 % of the cycles at 37.5 % occupancy (76-80 registers); per issued instruction the
 // long scoreboard stalls 3.3 / 3.7 / 6.8 cycles, not-selected ~1.4, the math pipe ~1.2.
-// Next lead, not built (forty-eighth session): a plain streaming read of 50 MB in a PDL chain runs
-// 1.07x the floor (bench_cuda_kernels --launch-chain: every warp load 512 contiguous bytes, four
-// 16-byte loads in flight per thread, 32 warps per SM), where the probe above (another bench, the
-// same matrix size) put this kernel's 4-bit loads alone at 1.54x; inside the 9B INT4 graph
-// (`frost bench graph-ops`, same session) gate_up, in_proj and down cost 1.36-1.47x the chain
-// probe's time for their sizes. Candidates to separate with a probe first: the bytes a lane keeps
-// in flight (32 per row pair and step, two steps at most), and the access shape (per 128-wide step
-// four lanes read a 64-byte half line of each of eight rows, where fp8 lanes cover whole lines).
-// Fixes would be more steps in flight per lane, a 256-wide step for 4-bit (note: an mma's k spans
-// the four lanes, so they must share a scale group), or weights repacked at load time so a warp
-// load reads 512 contiguous bytes.
+// The lead of the forty-eighth session, separated and built (H200, 2026-12-02, forty-ninth
+// session). `bench_cuda_kernels --launch-chain` now also times this kernel's loads alone in a
+// PDL chain (lm_launch_probe.h, patterns 1-4), 50.3 MB per kernel, 3-4 blocks of 8 warps per SM,
+// time over the bytes floor: the 4-bit shape (four lanes per 64-byte half line of 8 rows) 1.14-1.19x
+// at one or two steps in flight per lane, the same bytes stored so that each warp load reads 512
+// contiguous bytes 1.02-1.08x (1.18x in one of the four configurations); the fp8 shape (whole lines) and its contiguous twin alike,
+// 1.02-1.40x depending on the grid (wave effects, not the shape). So the half lines cost the
+// 4-bit loads ~7 %, and the kernel's own time (INT4 gate+up SwiGLU 21.9 us against ~14 us for its
+// loads alone) is mostly its arithmetic. Two timing probes of this kernel (wrong results, same
+// call, 9B decode @1k through the engine, two rounds): x pairs taken as they are (no byte_perm,
+// as a nibble reorder allows) INT4 2.494 / 2.496 -> 2.369 / 2.380 ms/token; a tile-contiguous
+// layout (every warp load 512 contiguous bytes) 2.390 / 2.390; both 2.245 / 2.264 (NVFP4 2.698 /
+// 2.718 -> 2.466 / 2.492). Kept: the first, as the paired nibble order (exact, size-preserving,
+// any N and K; the engine rewrites each 4-bit weight once at load): INT4 2.345 / 2.355, NVFP4
+// 2.573 / 2.577 ms/token in the next call (bench_quant_gemv --pdl, INT4 gate+up SwiGLU 21.9 ->
+// 20.4 us). The tile-contiguous layout is the next step: it needs N padded to whole 16-row tiles
+// and every 4-bit reader (SIMT, dequantization, MoE) addressing tiles. Measured and dropped in
+// the same session: each warp prefetching its step i + D into L2 when it loads step i
+// (prefetch.global.L2 for every lane's 16 bytes, D = 2 / 4 / 8): bench_quant_gemv --pdl slower
+// for every format (fp8 block gate+up 1.14 -> 1.39 / 1.46 / 1.67x, INT4 1.81 -> 1.79 / 1.83 /
+// 2.07x), engine 9B FP8 2.875 / 2.879 -> 3.308 / 3.309 and INT4 2.496 / 2.514 -> 2.569 / 2.576
+// ms/token at D = 4.
 //
 // The FP8 GDN in_proj (qkv | z with per-row scales, 1.28x its floor inside the 25th session's
 // graph against 1.00-1.09x for the block-scaled MLP GEMVs) with its leading whole 128-row blocks'

@@ -100,11 +100,13 @@ __device__ inline uint32_t dequant_pair(const uint4 (&w)[loads_per_row<F>()], in
     }
 }
 
-// x pair p of the lane's 32 values (xv: four 16-byte words of 8 bf16): adjacent for fp8,
-// elements (j, j+4) of word p/4 for the 4-bit formats.
-template <int F>
+// x pair p of the lane's 32 values (xv: four 16-byte words of 8 bf16): adjacent for fp8 and for
+// 4-bit weights in the paired nibble order (kPaired, GemvQuantParams::nibble_pairs: the nibbles
+// j and j + 4 that dequant_pair extracts hold elements 2j and 2j + 1), elements (j, j+4) of word
+// p/4 for 4-bit weights in the checkpoint's order (one byte_perm per pair).
+template <int F, bool kPaired = false>
 __device__ inline uint32_t x_pair(const uint4 (&xv)[4], int p) {
-    if constexpr (is_fp8<F>()) {
+    if constexpr (is_fp8<F>() || kPaired) {
         return word_of(xv[p / 4], p % 4);
     } else {
         const uint4& q = xv[p / 4];
@@ -168,8 +170,8 @@ struct RowScales {
 // values xv (zeros outside column 0..M-1 of B), added into the two accumulator chains: formats
 // whose scale changes every step take a fresh partial scaled into acc[0]; the others run the
 // mmas straight into acc[0] (even) and acc[1] (odd). The one step of bf16 (W8A16) arithmetic.
-// magic: kBf16Magic128 in a register (see and_or).
-template <int F>
+// magic: kBf16Magic128 in a register (see and_or). kPaired: 4-bit words in the paired order.
+template <int F, bool kPaired = false>
 __device__ inline void tc_step(const uint4 (&w)[2][loads_per_row<F>()], const StepRaw (&sr)[2], const uint4 (&xv)[4],
                                uint32_t magic, float (&acc)[2][4]) {
     const StepScale st0 = step_scale<F>(sr[0]), st1 = step_scale<F>(sr[1]);
@@ -178,7 +180,7 @@ __device__ inline void tc_step(const uint4 (&w)[2][loads_per_row<F>()], const St
         for (int m = 0; m < kMmas; ++m)
             mma_bf16(m % 2 == 0 ? d0 : d1, dequant_pair<F>(w[0], 2 * m, st0, magic), dequant_pair<F>(w[1], 2 * m, st1, magic),
                      dequant_pair<F>(w[0], 2 * m + 1, st0, magic), dequant_pair<F>(w[1], 2 * m + 1, st1, magic),
-                     x_pair<F>(xv, 2 * m), x_pair<F>(xv, 2 * m + 1));
+                     x_pair<F, kPaired>(xv, 2 * m), x_pair<F, kPaired>(xv, 2 * m + 1));
     };
     if constexpr (!step_scaled<F>()) {
         mma_step(acc[0], acc[1]);

@@ -24,9 +24,28 @@ struct LaunchChainProbe {
     const void* src = nullptr;
     size_t src_bytes = 0;
     size_t bytes = 0;
+    // How the slice is read (with a source). 0: grid-stride, four 16-byte loads in flight per
+    // thread, every warp load 512 contiguous bytes. 1..4: the quantized decode GEMV's loads
+    // (lm_gemv_quant_tc.cu) without its arithmetic: `blocks` blocks of 8 warps walk 16-row tiles
+    // of a row-major matrix of `row_bytes` per row, a tile's 128-wide K steps interleaved over its
+    // warps, `unroll` steps per register group, the next group loaded before the current one is
+    // used, the first group before the wait. 1: the 4-bit shape (per step a lane reads 16 bytes of
+    // each of its two rows: four lanes cover a 64-byte half line of a row); 2: the fp8 shape (two
+    // 16-byte loads per row: a whole 128-byte line per four lanes); 3 / 4: the same bytes per warp
+    // step as 1 / 2, stored so that every warp load reads 512 contiguous bytes (a load-time
+    // repack). Needs threads 256, unroll 1, 2 or 4, row_bytes a multiple of 64 (1, 3) or 128 (2, 4)
+    // and bytes a multiple of 16 rows.
+    int pattern = 0;
+    int unroll = 1;
+    size_t row_bytes = 0;
 };
 
 // Enqueues the chain on `stream` (capturable). Invalid shapes: cudaErrorInvalidValue.
 cudaError_t launch_chain_probe(const LaunchChainProbe& p, cudaStream_t stream);
+
+// How many of p's blocks an SM holds at once (its registers decide: the loads in flight are
+// registers), 0 on a bad shape or error: a GEMV-shaped chain asked for more blocks per SM than
+// this runs the rest as later waves.
+int chain_probe_blocks_per_sm(const LaunchChainProbe& p);
 
 }  // namespace frost::kernels

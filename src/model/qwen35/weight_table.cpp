@@ -97,6 +97,15 @@ bool same_dtype(const TensorView& a, ops::DType b) {
 
 }  // namespace
 
+std::vector<ops::Tensor*> matrix_views(WeightViews* v) {
+    std::vector<ops::Tensor*> out{&v->lm_head};
+    for (LayerWeightViews& L : v->layers)
+        for (ops::Tensor* t : {&L.in_proj, &L.in_proj_tail, &L.out_proj, &L.gate_up, &L.down, &L.moe_router, &L.moe_gate_up,
+                               &L.moe_down, &L.shared_gate_up, &L.shared_down, &L.shared_gate})
+            out.push_back(t);
+    return out;
+}
+
 bool stored_quantized(const WeightSpec& s) {
     return s.form == WeightForm::Matrix &&
            std::any_of(s.parts.begin(), s.parts.end(), [](const TensorView* t) { return t->quant != nullptr; });

@@ -48,6 +48,10 @@ struct WeightViews {
     std::vector<std::string> dequantized;  // "name: reason" of quantized matrices dequantized at load
 };
 
+// Every GEMM matrix view of `v` (lm_head and each layer's projections, MLP and MoE matrices):
+// the views a backend may keep quantized (ops::Backend::prepare_quant_weight).
+std::vector<ops::Tensor*> matrix_views(WeightViews* v);
+
 enum class WeightForm : uint8_t {
     Matrix = 0,  // GEMM operand [rows, cols] in Precision::matrix
     Vector = 1,  // small weight, fp32, shape of the checkpoint tensor flattened

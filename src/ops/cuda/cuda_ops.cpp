@@ -151,6 +151,7 @@ public:
         tile_elems_ = elems;
         return FROST_OK;
     }
+    frost_status prepare_quant_weight(frost_stream* stream, Tensor* w) override;  // below, beside quant_params
     // The bf16 tile a prefill GEMM dequantizes a weight of `elems` elements into, or null.
     bf16* tile(size_t elems) const { return elems <= tile_elems_ && tile_ ? static_cast<bf16*>(frost_buffer_ptr(tile_)) : nullptr; }
 
@@ -532,15 +533,31 @@ frost_status quant_params(const Tensor& w, K::GemvQuantParams* q) {
         case DType::NVFP4:
             q->format = K::kGemvQuantNvfp4;
             q->row_global_scale = w.global_scale;
+            q->nibble_pairs = w.nibble_pairs;
             return FROST_OK;
         case DType::INT4:
             q->format = K::kGemvQuantInt4;
             q->group_size = w.scale_block;
             q->zero_point = w.zero_point;
+            q->nibble_pairs = w.nibble_pairs;
             return FROST_OK;
         default:
             return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): w is a %s view", dtype_name(w.dtype));
     }
+}
+
+// The 4-bit formats in the paired nibble order (K::quant4_pair_nibbles_launch): the decode GEMV
+// then takes x's bf16 pairs as they are instead of permuting them per weight pair.
+frost_status CudaBackend::prepare_quant_weight(frost_stream* stream, Tensor* w) {
+    if ((w->dtype != DType::INT4 && w->dtype != DType::NVFP4) || w->nibble_pairs) return FROST_OK;
+    if (w->rank != 2 || w->stride[0] != w->shape[1] || w->shape[1] % 8 != 0)
+        return fail(FROST_ERR_INVALID_ARG, "prepare_quant_weight (cuda): a %s weight must be whole contiguous rows of "
+                    "32-bit words", dtype_name(w->dtype));
+    const size_t bytes = size_t(w->shape[0]) * size_t(w->shape[1]) / 2;
+    FROST_TRY(check(K::quant4_pair_nibbles_launch(w->data, bytes, static_cast<cudaStream_t>(frost_stream_native(stream))),
+                    "prepare_quant_weight (4-bit nibble pairs)"));
+    w->nibble_pairs = 1;
+    return FROST_OK;
 }
 
 // A quantized weight: decode (M = 1) runs the quantized GEMV with the residual or SwiGLU epilogue
@@ -830,7 +847,7 @@ bool fold_shared_expert(const Tensor& shared, int32_t R, int32_t x_row0, K::Gemv
     K::GemvQuantParams s{};
     if (quant_params(shared, &s) != FROST_OK) return false;
     if (s.format != q->format || s.N != q->N || s.K != q->K || s.block_n != q->block_n || s.block_k != q->block_k ||
-        s.group_size != q->group_size)
+        s.group_size != q->group_size || s.nibble_pairs != q->nibble_pairs)
         return false;
     K::GemvQuantParams f = *q;
     f.routed_entries = q->entries;
