@@ -3,7 +3,8 @@
 // fp32 accumulation, bf16 or fp32 out. Formats and layouts are the checkpoints' own
 // (model/quant/dequant.h is the CPU reference): FP8 e4m3 with a block-128 or per-row fp32 scale,
 // NVFP4 (e2m1 pairs, low nibble first, fp8 scale per 16, divided by a global scale) and INT4
-// (8 per int32 from bit 0 stored q + 8, bf16 scale per group, optional packed zero points).
+// (8 per int32 from bit 0 stored q + 8, bf16 scale per group, optional packed zero points); the
+// 4-bit words may instead hold the paired nibble order the engine writes at load (nibble_pairs).
 // Epilogues as the bf16 GEMV's (lm_gemv.cu): residual accumulate and [gate; up] SwiGLU.
 // Launchers enqueue on `stream`, never synchronise, and return cudaErrorInvalidValue for params
 // outside the supported set. Defined only in builds with FROST_WITH_CUDA.
