@@ -883,6 +883,19 @@ int bench_launch_chain() {
     int dev = 0, sms = 0;
     CK(cudaGetDevice(&dev));
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    // A chain of kStreamLaunches 256-thread kernels (wait, then trigger), each reading `bytes` of src.
+    auto streaming = [&](int blocks, size_t bytes) {
+        LaunchChainProbe p;
+        p.buf = buf;
+        p.blocks = blocks;
+        p.threads = 256;
+        p.kernels = kStreamLaunches;
+        p.pdl = 1;
+        p.src = src;
+        p.src_bytes = kSrc;
+        p.bytes = bytes;
+        return p;
+    };
     std::printf("streaming chain: %d kernels per graph, each reading its slice before the wait (wait, then trigger);\n"
                 "copy rate %.0f GB/s of bytes copied, floor = bytes / (2 x copy rate)\n",
                 kStreamLaunches, copy);
@@ -890,15 +903,7 @@ int bench_launch_chain() {
     for (const double mb : {2.0, 8.4, 16.8, 25.2, 50.3, 100.7}) {
         const size_t bytes = size_t(mb * 1e6) / 16 * 16;
         for (const int per_sm : {2, 4}) {
-            LaunchChainProbe p;
-            p.buf = buf;
-            p.blocks = per_sm * sms;
-            p.threads = 256;
-            p.kernels = kStreamLaunches;
-            p.pdl = 1;
-            p.src = src;
-            p.src_bytes = kSrc;
-            p.bytes = bytes;
+            const LaunchChainProbe p = streaming(per_sm * sms, bytes);
             const double us = chain_us(t, p);
             const double floor_us = double(bytes) / (2 * copy * 1e9) * 1e6;
             std::printf("%10.1f %8d | %10.2f %10.0f %10.2f\n", mb, p.blocks, us, double(bytes) / (us * 1e3), us / floor_us);
@@ -917,15 +922,7 @@ int bench_launch_chain() {
         for (const int pattern : {1, 3, 2, 4}) {
             for (const int unroll : {1, 2, 4}) {
                 for (const int per_sm : {2, 3, 4}) {
-                    LaunchChainProbe p;
-                    p.buf = buf;
-                    p.blocks = per_sm * sms;
-                    p.threads = 256;
-                    p.kernels = kStreamLaunches;
-                    p.pdl = 1;
-                    p.src = src;
-                    p.src_bytes = kSrc;
-                    p.bytes = bytes;
+                    LaunchChainProbe p = streaming(per_sm * sms, bytes);
                     p.pattern = pattern;
                     p.unroll = unroll;
                     p.row_bytes = pattern == 1 || pattern == 3 ? 2048 : 4096;

@@ -11,6 +11,7 @@
 TEST(CudaLaunchProbe, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 #else
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/lm_launch_probe.h"
@@ -18,6 +19,28 @@ TEST(CudaLaunchProbe, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"
 
 namespace frost::test {
 namespace {
+
+// p's chain with zeroed counters: once on the stream, then captured and replayed `replays`
+// times; *got receives every block's counter after that (the chain's kernel count times
+// 1 + replays when the chain is a true dependency sequence), and stays empty on a CUDA failure.
+void run_chain(const kernels::LaunchChainProbe& p, cudaStream_t s, int replays, std::vector<float>* got) {
+    CUDA_OK(cudaMemset(p.buf, 0, sizeof(float) * size_t(p.blocks)));
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(kernels::launch_chain_probe(p, s));  // on the stream
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CUDA_OK(kernels::launch_chain_probe(p, s));
+    CUDA_OK(cudaStreamEndCapture(s, &g));
+    CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+    for (int r = 0; r < replays; ++r) CUDA_OK(cudaGraphLaunch(ge, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaGraphExecDestroy(ge));
+    CUDA_OK(cudaGraphDestroy(g));
+    std::vector<float> h(size_t(p.blocks));
+    CUDA_OK(cudaMemcpy(h.data(), p.buf, sizeof(float) * h.size(), cudaMemcpyDeviceToHost));
+    *got = std::move(h);
+}
 
 TEST(CudaLaunchProbe, ChainsRunInOrderInEveryMode) {
     FROST_SKIP_WITHOUT_CUDA();
@@ -31,8 +54,6 @@ TEST(CudaLaunchProbe, ChainsRunInOrderInEveryMode) {
                                                      std::tuple{300, 128, size_t(0)}, std::tuple{264, 256, size_t(1) << 20},
                                                      std::tuple{7, 64, size_t(4096 + 16)}}) {
             Dev<float> buf(static_cast<size_t>(blocks));
-            CUDA_OK(cudaMemset(buf.get(), 0, sizeof(float) * size_t(blocks)));
-            CUDA_OK(cudaDeviceSynchronize());
             kernels::LaunchChainProbe p;
             p.buf = buf.get();
             p.blocks = blocks;
@@ -44,19 +65,9 @@ TEST(CudaLaunchProbe, ChainsRunInOrderInEveryMode) {
                 p.src_bytes = kSrc;
                 p.bytes = bytes;
             }
-            CUDA_OK(kernels::launch_chain_probe(p, s));  // on the stream
-            cudaGraph_t g;
-            cudaGraphExec_t ge;
-            CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-            CUDA_OK(kernels::launch_chain_probe(p, s));
-            CUDA_OK(cudaStreamEndCapture(s, &g));
-            CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
-            CUDA_OK(cudaGraphLaunch(ge, s));  // replayed twice
-            CUDA_OK(cudaGraphLaunch(ge, s));
-            CUDA_OK(cudaStreamSynchronize(s));
-            CUDA_OK(cudaGraphExecDestroy(ge));
-            CUDA_OK(cudaGraphDestroy(g));
-            const std::vector<float> got = buf.download();
+            std::vector<float> got;
+            run_chain(p, s, 2, &got);  // replayed twice
+            ASSERT_EQ(got.size(), size_t(blocks));
             for (int b = 0; b < blocks; ++b)
                 ASSERT_EQ(got[size_t(b)], float(3 * kKernels))
                     << "mode " << mode << ", " << blocks << " blocks, " << bytes << " bytes streamed, block " << b;
@@ -101,8 +112,6 @@ TEST(CudaLaunchProbe, GemvShapedChainsRunInOrder) {
         for (const int unroll : {1, 2, 4}) {
             for (const auto& [blocks, row_steps, tiles] : {std::tuple{5, 32, 40}, std::tuple{264, 13, 7}, std::tuple{16, 3, 16}}) {
                 Dev<float> buf(static_cast<size_t>(blocks));
-                CUDA_OK(cudaMemset(buf.get(), 0, sizeof(float) * size_t(blocks)));
-                CUDA_OK(cudaDeviceSynchronize());
                 kernels::LaunchChainProbe p;
                 p.buf = buf.get();
                 p.blocks = blocks;
@@ -116,18 +125,9 @@ TEST(CudaLaunchProbe, GemvShapedChainsRunInOrder) {
                 p.row_bytes = step * size_t(row_steps);
                 p.bytes = size_t(tiles) * 16 * p.row_bytes;
                 EXPECT_GE(kernels::chain_probe_blocks_per_sm(p), 1);
-                CUDA_OK(kernels::launch_chain_probe(p, s));
-                cudaGraph_t g;
-                cudaGraphExec_t ge;
-                CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-                CUDA_OK(kernels::launch_chain_probe(p, s));
-                CUDA_OK(cudaStreamEndCapture(s, &g));
-                CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
-                CUDA_OK(cudaGraphLaunch(ge, s));
-                CUDA_OK(cudaStreamSynchronize(s));
-                CUDA_OK(cudaGraphExecDestroy(ge));
-                CUDA_OK(cudaGraphDestroy(g));
-                const std::vector<float> got = buf.download();
+                std::vector<float> got;
+                run_chain(p, s, 1, &got);
+                ASSERT_EQ(got.size(), size_t(blocks));
                 for (int b = 0; b < blocks; ++b)
                     ASSERT_EQ(got[size_t(b)], float(2 * kKernels))
                         << "pattern " << pattern << ", unroll " << unroll << ", " << blocks << " blocks, block " << b;
