@@ -495,10 +495,11 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // The lead of the forty-eighth session, separated and built (H200, 2026-12-02, forty-ninth
 // session). `bench_cuda_kernels --launch-chain` now also times this kernel's loads alone in a
 // PDL chain (lm_launch_probe.h, patterns 1-4), 50.3 MB per kernel, 3-4 blocks of 8 warps per SM,
-// time over the bytes floor: the 4-bit shape (four lanes per 64-byte half line of 8 rows) 1.14-1.19x
-// at one or two steps in flight per lane, the same bytes stored so that each warp load reads 512
-// contiguous bytes 1.02-1.08x (1.18x in one of the four configurations); the fp8 shape (whole lines) and its contiguous twin alike,
-// 1.02-1.40x depending on the grid (wave effects, not the shape). So the half lines cost the
+// time over the bytes floor: the 4-bit shape (four lanes per 64-byte half line of 8 rows)
+// 1.14-1.19x at one or two steps in flight per lane, the same bytes stored so that each warp load
+// reads 512 contiguous bytes 1.02-1.08x (1.18x in one of the four configurations); the fp8 shape
+// (whole lines) and its contiguous twin alike, 1.02-1.40x depending on the grid (wave effects,
+// not the shape). So the half lines cost the
 // 4-bit loads ~7 %, and the kernel's own time (INT4 gate+up SwiGLU 21.9 us against ~14 us for its
 // loads alone) is mostly its arithmetic. Two timing probes of this kernel (wrong results, same
 // call, 9B decode @1k through the engine, two rounds): x pairs taken as they are (no byte_perm,
