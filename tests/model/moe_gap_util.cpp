@@ -23,8 +23,10 @@ RouterGaps router_gaps(model::Engine& e, int valid) {
             const float* p = probs.data() + size_t(r) * size_t(E);
             std::vector<int> order(static_cast<size_t>(E));
             std::iota(order.begin(), order.end(), 0);
-            // Ties keep the lower id first, as both backends' top-k do.
-            std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+            // Ties keep the lower id first, as both backends' top-k do. A total order (the id breaks
+            // ties) instead of std::stable_sort: gcc 13 warned (-Wfree-nonheap-object) on
+            // stable_sort's temporary buffer here, a false positive; the order is the same.
+            std::sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
             g.gap[size_t(r)] = std::min(g.gap[size_t(r)], double(p[order[size_t(k) - 1]]) - double(p[order[size_t(k)]]));
             std::vector<int> top(order.begin(), order.begin() + k);
             std::sort(top.begin(), top.end());
