@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "model/engine.h"
 #include "model/model_files_util.h"
@@ -375,6 +376,39 @@ TEST_P(QuantWeightTable, Qwen3NextQkvzKeptQuantizedWithRegroupedScales) {
 
 // The CPU engine is the fp32 oracle: kept-quantized weights handed to it are dequantized by the
 // table, so it computes exactly what it computes from weights dequantized at load.
+// qwen35::matrix_views, the list the engine hands to ops::Backend::prepare_quant_weight (the CUDA
+// backend's 4-bit layout), names every GEMM matrix of the table: a matrix missing from it would
+// stay in the checkpoint's nibble order while its view said nothing, which is correct but slow;
+// a matrix named twice would be handed over twice (the view's flag makes that harmless, but the
+// list should not need it). Dense, MoE and Qwen3-Next tables, the GDN in_proj split and not. The
+// embedding is gathered, never a GEMM operand, and is not listed.
+TEST(QuantWeightTable, MatrixViewsNameEveryMatrixOfTheTableOnce) {
+    for (const char* preset : {"tiny", "moe-tiny", "next-moe-tiny-gpu"}) {
+        const std::string dir = synth_temp(std::string("quant_table_views_") + preset, preset, "int4", 85);
+        ModelWeights kept;
+        WeightLoadOptions lo;
+        lo.keep_quantized = true;
+        ASSERT_EQ(load_weights(dir, &kept, lo), FROST_OK) << frost_last_error();
+        for (const auto split : {qwen35::Precision::InProjSplit::Auto, qwen35::Precision::InProjSplit::Always}) {
+            qwen35::Precision p = qwen35::precision_for(ops::DType::BF16);
+            p.keep_quantized = true;
+            p.gdn_in_proj_split = split;
+            qwen35::WeightViews views;
+            const auto specs = qwen35::weight_table(kept.config, kept, p, &views);
+            const std::vector<ops::Tensor*> listed = qwen35::matrix_views(&views);
+            const std::set<const ops::Tensor*> unique(listed.begin(), listed.end());
+            EXPECT_EQ(unique.size(), listed.size()) << preset << ": a view is listed twice";
+            int matrices = 0;
+            for (const auto& s : specs) {
+                if (s.form != qwen35::WeightForm::Matrix || s.slot == &views.embed) continue;
+                EXPECT_TRUE(unique.count(s.slot)) << preset << ": " << s.name << " is not in matrix_views";
+                ++matrices;
+            }
+            EXPECT_GT(matrices, 2 * kept.config.num_layers) << preset;
+        }
+    }
+}
+
 TEST(QuantWeightTable, CpuEngineDequantizesKeptWeights) {
     const std::string dir = synth("nvfp4", 78);
     ModelWeights kept;
