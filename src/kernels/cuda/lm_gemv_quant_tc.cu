@@ -511,10 +511,11 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // 20.4 us). The tile-contiguous layout is the next step: it needs N padded to whole 16-row tiles
 // and every 4-bit reader (SIMT, dequantization, MoE) addressing tiles. Measured and dropped in
 // the same session: each warp prefetching its step i + D into L2 when it loads step i
-// (prefetch.global.L2 for every lane's 16 bytes, D = 2 / 4 / 8): bench_quant_gemv --pdl slower
-// for every format (fp8 block gate+up 1.14 -> 1.39 / 1.46 / 1.67x, INT4 1.81 -> 1.79 / 1.83 /
-// 2.07x), engine 9B FP8 2.875 / 2.879 -> 3.308 / 3.309 and INT4 2.496 / 2.514 -> 2.569 / 2.576
-// ms/token at D = 4.
+// (prefetch.global.L2 for every lane's 16 bytes, D = 2 / 4 / 8). bench_quant_gemv --pdl: fp8
+// slower at every D (block gate+up 1.14 -> 1.39 / 1.46 / 1.67x); 4-bit mixed at D = 2 (gate+up
+// INT4 1.81 -> 1.79x, NVFP4 1.82 -> 1.75x; down INT4 1.87 -> 1.98x, NVFP4 1.74 -> 1.85x) and
+// slower at 4 and 8. Through the engine, at D = 4 only: 9B FP8 2.875 / 2.879 -> 3.308 / 3.309,
+// INT4 2.496 / 2.514 -> 2.569 / 2.576 ms/token.
 //
 // The FP8 GDN in_proj (qkv | z with per-row scales, 1.28x its floor inside the 25th session's
 // graph against 1.00-1.09x for the block-scaled MLP GEMVs) with its leading whole 128-row blocks'
