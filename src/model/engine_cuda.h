@@ -20,6 +20,9 @@ struct CudaEngineInfo {
     uint64_t session_bytes = 0; // state + cursor of one session
     int quantized_matrices = 0; // GEMM weights kept in their quantized dtype (weight_bytes counts them packed)
     int dequantized_matrices = 0;  // quantized in the checkpoint but dequantized at load (weight_quant.h)
+    // Kept-quantized weights the backend rewrote at load into the layout its kernels read
+    // (ops::Backend::prepare_quant_weight; CUDA: every INT4 / NVFP4 weight, in the paired nibble order).
+    int relaid_matrices = 0;
 };
 CudaEngineInfo cuda_engine_info(const Engine& e);
 

@@ -392,6 +392,11 @@ TEST_P(CudaQuantSynth, KeptQuantizedFollowsTheSameCheckpointDequantized) {
     EXPECT_EQ(ki.quantized_matrices, 4 * layers);  // in_proj, out_proj, gate_up, down per layer
     EXPECT_EQ(ki.dequantized_matrices, 0);
     EXPECT_EQ(di.quantized_matrices, 0);
+    // Every kept 4-bit weight was put into the backend's paired nibble order at load; fp8 ones stay.
+    const std::string fmt = GetParam();
+    const bool four_bit = fmt.rfind("nvfp4", 0) == 0 || fmt.rfind("int4", 0) == 0;
+    EXPECT_EQ(ki.relaid_matrices, four_bit ? ki.quantized_matrices : 0) << fmt;
+    EXPECT_EQ(di.relaid_matrices, 0);
     EXPECT_LT(ki.weight_bytes, di.weight_bytes);
     std::printf("[ %s ] device weights %.2f MB kept vs %.2f MB bf16\n", GetParam(), ki.weight_bytes / 1e6,
                 di.weight_bytes / 1e6);
