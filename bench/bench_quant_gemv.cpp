@@ -28,7 +28,9 @@
 // previous launch) while the previous launch drains. H200, 2026-11-29: fp8 block 1.47-1.61x ->
 // 1.23-1.39x at N >= 10240, 2.25x -> 1.59x at 4096 x 4096 (the bf16 rows are launched without).
 // --only F[,F...] measures those formats only (the names of the format column).
-// Usage: bench_quant_gemv [repeats] [--m M] [--tune] [--moe] [--pdl] [--only F,...]
+// --row-major keeps the 4-bit rows row-major instead of in the 8-row blocks the engine stores
+// (GemvQuantParams::row_blocks), for an A/B of the layout in one process.
+// Usage: bench_quant_gemv [repeats] [--m M] [--tune] [--moe] [--pdl] [--row-major] [--only F,...]
 #if !FROST_WITH_CUDA
 #include <cstdio>
 int main() {
@@ -133,6 +135,8 @@ constexpr int kVariantCount = static_cast<int>(sizeof kVariants / sizeof kVarian
 
 namespace {
 
+bool g_row_blocks = true;  // 4-bit weights in 8-row blocks (off: --row-major)
+
 // The params both modes launch: 128-wide FP8 blocks and INT4 groups, the NVFP4 global scale the
 // scale bytes (0x38) keep finite.
 GemvQuantParams bench_params(const bf16* x, const void* w, const void* scale, void* y, int N, int K, int format, int M) {
@@ -148,9 +152,12 @@ GemvQuantParams bench_params(const bf16* x, const void* w, const void* scale, vo
     p.block_n = p.block_k = 128;
     p.group_size = 128;
     p.M = M;
-    // 4-bit: the order the engine's load writes (ops::Backend::prepare_quant_weight); the bytes
-    // are random, so nothing needs rewriting.
-    p.nibble_pairs = format == kGemvQuantNvfp4 || format == kGemvQuantInt4 ? 1 : 0;
+    // 4-bit: the order and layout the engine's load writes (ops::Backend::prepare_quant_weight:
+    // paired nibbles, 8-row blocks unless --row-major); the bytes are random, so nothing needs
+    // rewriting.
+    const bool four_bit = format == kGemvQuantNvfp4 || format == kGemvQuantInt4;
+    p.nibble_pairs = four_bit ? 1 : 0;
+    p.row_blocks = four_bit && g_row_blocks && quant4_row_blocks_eligible(N, K) ? 1 : 0;
     return p;
 }
 
@@ -301,6 +308,7 @@ int main(int argc, char** argv) {
         else if (a == "--tune") tune = true;
         else if (a == "--moe") moe = true;
         else if (a == "--pdl") pdl = true;
+        else if (a == "--row-major") g_row_blocks = false;
         else if (a == "--only" && i + 1 < argc) (only = ",").append(argv[++i]).append(",");
         else t.repeats = std::max(1, std::atoi(argv[i]));
     }

@@ -189,11 +189,12 @@ frost_status Engine::init(const ModelWeights& w, const EngineOptions& opts) {
     const auto t_weights = Clock::now();
     weight_bufs_ = std::make_unique<BufferList>(ctx_);
     FROST_TRY(qwen35::bind_weights(ctx_, stream_, cfg_, w, prec_, weight_bufs_.get(), &weights_));
-    // Kept-quantized weights into the backend's layout (CUDA: 4-bit nibble pairs), before any op.
+    // Kept-quantized weights into the backend's layout (CUDA: 4-bit nibble pairs, 8-row blocks), before any op.
     for (ops::Tensor* t : qwen35::matrix_views(&weights_)) {
         if (!t->quantized()) continue;
         FROST_TRY(backend_->prepare_quant_weight(stream_, t));
         if (t->nibble_pairs) ++info_.relaid_matrices;
+        if (t->row_blocks) ++info_.row_blocked_matrices;
     }
     info_.weights_ms = ms_since(t_weights);
     info_.weight_bytes = weight_bufs_->total_bytes();

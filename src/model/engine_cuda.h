@@ -23,6 +23,7 @@ struct CudaEngineInfo {
     // Kept-quantized weights the backend rewrote at load into the layout its kernels read
     // (ops::Backend::prepare_quant_weight; CUDA: every INT4 / NVFP4 weight, in the paired nibble order).
     int relaid_matrices = 0;
+    int row_blocked_matrices = 0;  // of those, the ones also stored in 8-row blocks (Tensor::row_blocks)
 };
 CudaEngineInfo cuda_engine_info(const Engine& e);
 

@@ -480,8 +480,9 @@ public:
     // Called once at load for every weight bound in a quantized dtype, after its bytes are in place
     // and before an op reads it, on the load stream: the backend may rewrite the bytes in place
     // into the layout its kernels read fastest and say so in the view (CUDA: the 4-bit formats'
-    // paired nibble order, Tensor::nibble_pairs). A view already in that layout is left as it is,
-    // so a second call changes nothing. CPU: nothing (it never keeps a weight quantized).
+    // paired nibble order, Tensor::nibble_pairs, and where the shape allows their 8-row blocks,
+    // Tensor::row_blocks). A view already in that layout is left as it is, so a second call
+    // changes nothing. CPU: nothing (it never keeps a weight quantized).
     virtual frost_status prepare_quant_weight(frost_stream* stream, Tensor* w) {
         (void)stream;
         (void)w;

@@ -50,6 +50,11 @@ struct Tensor {
     // CUDA kernels' paired order (elements 2j and 2j + 1 at bits 4j and 16 + 4j; written in place
     // by Backend::prepare_quant_weight), 0 in the checkpoint's (element j at bits 4j).
     int32_t nibble_pairs = 0;
+    // INT4 / NVFP4 only: 1 when the packed rows are stored in 8-row blocks (the CUDA kernels'
+    // kernels::quant4_chunk_index: per 128-wide step, the 8 rows' 64 bytes each together; written
+    // by Backend::prepare_quant_weight), 0 row-major. A row range starting at a multiple of 8 of
+    // such a view is again one.
+    int32_t row_blocks = 0;
 
     bool quantized() const { return dtype_quantized(dtype); }
     // Bytes of the packed rows plus scales / zero points / global scales (quantized), else the

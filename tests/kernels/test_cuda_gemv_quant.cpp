@@ -55,6 +55,7 @@ struct Case {
     const char* name;
     int block_k = 0;     // fp8 block: the k size when not `block` (per-row scales: block 1, block_k 128)
     bool paired = false; // 4-bit: the uploaded weights rewritten in the paired nibble order (nibble_pairs)
+    bool blocked = false; // 4-bit: then also in 8-row blocks (row_blocks; N a multiple of 8, K of 128)
     int bk() const { return block_k > 0 ? block_k : block; }
 };
 
@@ -63,6 +64,13 @@ struct Case {
 // bf16 bits; only the order of the fp32 sums differs).
 Case paired(Case c) {
     c.paired = true;
+    return c;
+}
+// The same with its rows in 8-row blocks too (quant4_row_blocks_launch), as the engine stores a
+// 4-bit weight whose shape allows it: the same checks, the same bits as the paired order alone
+// (only where the bytes lie changes).
+Case blocked(Case c) {
+    c.paired = c.blocked = true;
     return c;
 }
 
@@ -282,6 +290,13 @@ kernels::GemvQuantParams weight_params(const Case& c, const Dev<uint8_t>& dw, co
         EXPECT_EQ(kernels::quant4_pair_nibbles_launch(dw.get(), dw.size(), nullptr), cudaSuccess) << c.name;
         EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
         p.nibble_pairs = 1;
+    }
+    if (c.blocked) {  // every stored row (all experts of a stacked case) in 8-row blocks
+        const int64_t rows = int64_t(dw.size()) * 2 / c.K;
+        EXPECT_TRUE(kernels::quant4_row_blocks_eligible(rows, c.K)) << c.name;
+        EXPECT_EQ(kernels::quant4_row_blocks_launch(dw.get(), rows, c.K, nullptr), cudaSuccess) << c.name;
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
+        p.row_blocks = 1;
     }
     return p;
 }
@@ -519,6 +534,9 @@ TEST(CudaGemvQuant, RoutedExpertsEqualPlainLaunchesOnTheirExpert) {
     run_experts_case(paired({kernels::kGemvQuantNvfp4, 66, 1024, 128, 128, false, "nvfp4"}));
     run_experts_case(paired({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"}));
     run_experts_case(paired({kernels::kGemvQuantInt4, 64, 256, 128, 64, false, "int4_group64"}));
+    run_experts_case(blocked({kernels::kGemvQuantNvfp4, 72, 1024, 128, 128, false, "nvfp4_n72"}));
+    run_experts_case(blocked({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"}));
+    run_experts_case(blocked({kernels::kGemvQuantInt4, 64, 256, 128, 64, false, "int4_group64"}));  // SIMT only
 }
 
 TEST(CudaGemvQuant, SharedExpertFoldedIntoRoutedLaunchKeepsItsBits) {
@@ -528,6 +546,8 @@ TEST(CudaGemvQuant, SharedExpertFoldedIntoRoutedLaunchKeepsItsBits) {
     run_experts_case({kernels::kGemvQuantNvfp4, 66, 1024, 128, 128, false, "nvfp4"}, false, true);
     run_experts_case({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"}, false, true);
     run_experts_case(paired({kernels::kGemvQuantNvfp4, 66, 1024, 128, 128, false, "nvfp4"}), false, true);
+    run_experts_case(blocked({kernels::kGemvQuantNvfp4, 72, 1024, 128, 128, false, "nvfp4_n72"}), false, true);
+    run_experts_case(blocked({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"}), false, true);
     run_experts_case(paired({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"}), false, true);
     run_experts_case({kernels::kGemvQuantFp8Block, 256, 1024, 128, 128, false, "fp8_block"}, true, true);  // W8A8
 }
@@ -655,6 +675,8 @@ TEST(CudaGemvQuant, MoeDownAndMixEqualsDownGemvThenCombine) {
     run_moe_mix_case({kernels::kGemvQuantInt4, 64, 128, 128, 128, false, "int4_k128"}, 10);  // one step, 11 units
     run_moe_mix_case(paired({kernels::kGemvQuantNvfp4, 66, 1024, 128, 128, false, "nvfp4"}), 4);
     run_moe_mix_case(paired({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"}), 8);
+    run_moe_mix_case(blocked({kernels::kGemvQuantNvfp4, 72, 1024, 128, 128, false, "nvfp4_n72"}), 4);
+    run_moe_mix_case(blocked({kernels::kGemvQuantInt4, 128, 512, 128, 128, true, "int4_zero_point"}), 8);
 }
 
 // W8A8 decode (act_fp8) on one row: within kW8A8Tol of the fp64 product with the CPU-quantized x,
@@ -741,6 +763,9 @@ TEST(CudaGemvQuant, Nvfp4) {
         run_case(c);
         run_case(paired(c));
     }
+    for (const Case& c : {Case{kernels::kGemvQuantNvfp4, 296, 1024, 128, 128, false, "nvfp4_n296"},
+                          Case{kernels::kGemvQuantNvfp4, 1000, 12288, 128, 128, false, "nvfp4_k12288"}})
+        run_case(blocked(c));
 }
 TEST(CudaGemvQuant, Int4SymmetricAndZeroPoints) {
     FROST_SKIP_WITHOUT_CUDA();
@@ -752,6 +777,10 @@ TEST(CudaGemvQuant, Int4SymmetricAndZeroPoints) {
         run_case(c);
         run_case(paired(c));
     }
+    for (const Case& c : {Case{kernels::kGemvQuantInt4, 304, 1024, 128, 128, false, "int4_n304"},
+                          Case{kernels::kGemvQuantInt4, 64, 1024, 128, 32, true, "int4_group32"},  // SIMT only
+                          Case{kernels::kGemvQuantInt4, 520, 4096, 128, 256, true, "int4_n520_group256"}})
+        run_case(blocked(c));
     // More rows than a grid's y dimension holds (65535): the dequantization walks rows grid-stride.
     run_case({kernels::kGemvQuantInt4, 65600, 128, 128, 128, true, "int4_rows_past_grid_y"});
 }
@@ -774,6 +803,38 @@ TEST(CudaGemvQuant, PairNibblesRewritesEveryWord) {
     EXPECT_EQ(kernels::quant4_pair_nibbles_launch(d.get(), 6, nullptr), cudaErrorInvalidValue);
     EXPECT_EQ(kernels::quant4_pair_nibbles_launch(reinterpret_cast<uint8_t*>(d.get()) + 2, 8, nullptr), cudaErrorInvalidValue);
     EXPECT_EQ(kernels::quant4_pair_nibbles_launch(nullptr, 8, nullptr), cudaErrorInvalidValue);
+}
+// The 8-row block layout itself: every 16-byte chunk of a random buffer where quant4_chunk_index
+// puts it (the nibbles inside untouched), at a K staged past the 48 KiB shared-memory default; and
+// refused where the shape does not allow it.
+TEST(CudaGemvQuant, RowBlocksMoveEveryChunkWhereTheIndexSays) {
+    FROST_SKIP_WITHOUT_CUDA();
+    auto rng = fresh_rng("row_blocks");
+    for (const auto& [rows, K] : {std::pair<int64_t, int64_t>{40, 384}, std::pair<int64_t, int64_t>{16, 17408}}) {
+        const int64_t chunks = K / 32;
+        std::vector<uint32_t> words(size_t(rows * chunks * 4));
+        for (auto& v : words) v = uint32_t(rng());
+        Dev<uint32_t> d(words);
+        CUDA_OK(kernels::quant4_row_blocks_launch(d.get(), rows, K, nullptr));
+        const auto got = d.download();
+        size_t differ = 0;
+        for (int64_t n = 0; n < rows; ++n)
+            for (int64_t c = 0; c < chunks; ++c)
+                for (int64_t i = 0; i < 4; ++i)
+                    differ += got[size_t(kernels::quant4_chunk_index(n, c, K, true) * 4 + i)] != words[size_t((n * chunks + c) * 4 + i)];
+        EXPECT_EQ(differ, 0u) << rows << " x " << K;
+        EXPECT_EQ(kernels::quant4_chunk_index(3, 5, K, false), 3 * chunks + 5);  // row-major: the plain index
+    }
+    // In blocks (K 256: two steps), chunk 4 of row 1, its second step's first chunk, follows the
+    // first step's 8 rows x 4 chunks; row 9 is in the second block, after both steps of the first.
+    EXPECT_EQ(kernels::quant4_chunk_index(1, 4, 256, true), 32 + 4);
+    EXPECT_EQ(kernels::quant4_chunk_index(9, 1, 256, true), 2 * 32 + 4 + 1);
+    Dev<uint32_t> d(size_t(16 * 256 / 8));
+    EXPECT_EQ(kernels::quant4_row_blocks_launch(d.get(), 12, 256, nullptr), cudaErrorInvalidValue);  // rows not a multiple of 8
+    EXPECT_EQ(kernels::quant4_row_blocks_launch(d.get(), 8, 192, nullptr), cudaErrorInvalidValue);   // K not a multiple of 128
+    EXPECT_EQ(kernels::quant4_row_blocks_launch(reinterpret_cast<uint8_t*>(d.get()) + 4, 8, 256, nullptr), cudaErrorInvalidValue);
+    EXPECT_EQ(kernels::quant4_row_blocks_launch(nullptr, 8, 256, nullptr), cudaErrorInvalidValue);
+    EXPECT_FALSE(kernels::quant4_row_blocks_eligible(8, kernels::kQuant4RowBlocksMaxK + 128));
 }
 TEST(CudaGemvQuant, RefusesUnsupportedParams) {
     FROST_SKIP_WITHOUT_CUDA();
@@ -841,6 +902,21 @@ TEST(CudaGemvQuant, RefusesUnsupportedParams) {
     p.ldx = 8192;
     EXPECT_FALSE(kernels::gemv_quant_tc_eligible([&] { auto q = p; q.K = 8192; return q; }()))
         << "8 rows of K 8192 staged: more shared memory than the kernel takes";
+    // 8-row blocks: 4-bit formats only, K a multiple of 128, the flag 0 or 1.
+    p.act_fp8 = 0;
+    p.M = 1;
+    p.ldx = 0;
+    p.row_blocks = 1;
+    EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue) << "row blocks on fp8";
+    p.format = kernels::kGemvQuantInt4;
+    p.group_size = 32;
+    EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaSuccess) << "row blocks, int4, K 128";
+    p.K = 64;
+    EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue) << "row blocks with K 64";
+    EXPECT_EQ(kernels::dequant_bf16_launch(p, bf(dx), nullptr), cudaErrorInvalidValue) << "row blocks with K 64";
+    p.K = 128;
+    p.row_blocks = 2;
+    EXPECT_EQ(kernels::gemv_quant_launch(p, nullptr), cudaErrorInvalidValue) << "row_blocks 2";
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 

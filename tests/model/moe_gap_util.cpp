@@ -28,9 +28,10 @@ RouterGaps router_gaps(model::Engine& e, int valid) {
             // stable_sort's temporary buffer here, a false positive; the order is the same.
             std::sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
             g.gap[size_t(r)] = std::min(g.gap[size_t(r)], double(p[order[size_t(k) - 1]]) - double(p[order[size_t(k)]]));
-            std::vector<int> top(order.begin(), order.begin() + k);
-            std::sort(top.begin(), top.end());
-            g.experts[size_t(r)].insert(g.experts[size_t(r)].end(), top.begin(), top.end());
+            // The top k by id, sorted in place: gcc 13 raised the same false positive on a vector
+            // copied from order's first k.
+            std::sort(order.begin(), order.begin() + k);
+            for (int j = 0; j < k; ++j) g.experts[size_t(r)].push_back(order[size_t(j)]);
         }
     }
     return g;

@@ -397,6 +397,10 @@ TEST_P(CudaQuantSynth, KeptQuantizedFollowsTheSameCheckpointDequantized) {
     const bool four_bit = fmt.rfind("nvfp4", 0) == 0 || fmt.rfind("int4", 0) == 0;
     EXPECT_EQ(ki.relaid_matrices, four_bit ? ki.quantized_matrices : 0) << fmt;
     EXPECT_EQ(di.relaid_matrices, 0);
+    // ... and, every matrix of this preset being whole 8-row groups of K a multiple of 128, in 8-row
+    // blocks too (so the prefill's dequantization and the decode GEMVs read that layout here).
+    EXPECT_EQ(ki.row_blocked_matrices, four_bit ? ki.quantized_matrices : 0) << fmt;
+    EXPECT_EQ(di.row_blocked_matrices, 0);
     EXPECT_LT(ki.weight_bytes, di.weight_bytes);
     std::printf("[ %s ] device weights %.2f MB kept vs %.2f MB bf16\n", GetParam(), ki.weight_bytes / 1e6,
                 di.weight_bytes / 1e6);

@@ -461,8 +461,9 @@ std::vector<Case> cases() {
     // group in shared memory and runs FP8 mma (lm_gemv_quant.h act_fp8), the CPU rounds x the same
     // way in fp32.
     // "paired": a 4-bit weight first put into the CUDA backend's layout by
-    // Backend::prepare_quant_weight (the paired nibble order the engine's load writes), called
-    // twice to show the second call changes nothing.
+    // Backend::prepare_quant_weight (the paired nibble order the engine's load writes, and the
+    // 8-row blocks, which every shape here allows), called twice to show the second call changes
+    // nothing.
     for (QFmt f : {QFmt::Fp8Block, QFmt::Fp8Channel, QFmt::Fp8Rows, QFmt::Nvfp4, QFmt::Int4, QFmt::Int4Asym})
         for (int paired : {0, 1})
         for (int w8a8 : {0, 1})
@@ -493,6 +494,7 @@ std::vector<Case> cases() {
                                   if (paired && ex.backend->kind() == FROST_BACKEND_CUDA) {
                                       FROST_TRY(ex.backend->prepare_quant_weight(ex.stream, &p.w));
                                       if (p.w.nibble_pairs != 1) return fail(FROST_ERR_BACKEND, "not paired");
+                                      if (p.w.row_blocks != 1) return fail(FROST_ERR_BACKEND, "not in 8-row blocks");  // N, H allow it
                                       FROST_TRY(ex.backend->prepare_quant_weight(ex.stream, &p.w));
                                   }
                                   p.y = b.m("y", 0, rows, out_cols, out_cols); p.tmp = b.m("tmp", 0, rows, N, N);

@@ -228,6 +228,13 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
     // Rows of group g: SwiGLU pairs gate row g with up row g + N/2 (in the expert: row0 + that).
     auto row_of = [&](int g, int r) { return row0 + (p.swiglu ? g + r * (p.N / 2) : g * kRows + r); };
     auto row_valid = [&](int g, int r) { return g < n_groups && (p.swiglu || g * kRows + r < p.N); };
+    // Chunk c of row n at row_base(n) + chunk_off(c): row-major, or in 8-row blocks (row_blocks,
+    // quant4_chunk_index; 4-bit only, 4 chunks per 128-wide step): c = c / 4 * 4 + c % 4 row-major.
+    const int64_t block_stride = p.row_blocks ? 32 : 4;
+    auto row_base = [&](int64_t n) {
+        return static_cast<const uint4*>(p.w) + (p.row_blocks ? (n >> 3) * (chunks / 4) * 32 + (n & 7) * 4 : n * chunks);
+    };
+    auto chunk_off = [&](int c) { return (c >> 2) * block_stride + (c & 3); };
     uint4 first[kUnroll][kRows];
     if (grp < n_groups && !p.expert_ids) {
 #pragma unroll
@@ -235,8 +242,7 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
 #pragma unroll
             for (int r = 0; r < kRows; ++r) {
                 const int c = lane + u * kWarp;
-                if (c < chunks && row_valid(grp, r))
-                    first[u][r] = load_chunk(static_cast<const uint4*>(p.w) + int64_t(row_of(grp, r)) * chunks + c);
+                if (c < chunks && row_valid(grp, r)) first[u][r] = load_chunk(row_base(row_of(grp, r)) + chunk_off(c));
             }
     }
     pdl_wait();
@@ -252,7 +258,7 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
         for (int r = 0; r < kRows; ++r) {
             valid[r] = row_valid(grp, r);
             const int n = valid[r] ? row_of(grp, r) : row0;
-            rows[r] = static_cast<const uint4*>(p.w) + int64_t(n) * chunks;
+            rows[r] = row_base(n);
             rs[r] = map.row(p, n);
         }
         float acc[kRows] = {};
@@ -268,7 +274,7 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(GemvQuantParams p)
                 for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
                     for (int r = 0; r < kRows; ++r)
-                        if (c + u * kWarp < chunks && valid[r]) wv[u][r] = load_chunk(rows[r] + c + u * kWarp);
+                        if (c + u * kWarp < chunks && valid[r]) wv[u][r] = load_chunk(rows[r] + chunk_off(c + u * kWarp));
             }
 #pragma unroll
             for (int u = 0; u < kUnroll; ++u) {
@@ -326,12 +332,23 @@ __device__ inline float global_scale_of(const GemvQuantParams& p, int n) {
 // (in_proj 588 -> 338 us per call); cold TTFT 1k / 4k: int4 67.3-67.6 -> 30.3-31.0 ms, 178.5-178.6
 // -> 113.9-114.6 ms, NVFP4 the same, exact FP8 46.7 -> 31.2-31.5, 137.9-138.1 -> 112.9-113.6 ms
 // (bf16 24.8 / 102.2 ms in that run).
+// 4-bit rows in 8-row blocks (row_blocks): blockIdx.y walks the 8-row groups instead, and
+// consecutive threads take the group's words in stored order (each group spans the same words
+// in both layouts), so loads stay contiguous; the 16 threads of one row's step store 256
+// contiguous bytes.
 template <int F>
 __global__ void __launch_bounds__(kThreads) dequant_rows_kernel(GemvQuantParams p, bf16* out) {
     const int units = p.K / kVec;
-    const int u = blockIdx.x * kThreads + threadIdx.x;
-    if (u >= units) return;
-    for (int n = blockIdx.y; n < p.N; n += gridDim.y) {
+    const bool blocked = p.row_blocks != 0;
+    const int span = blocked ? 8 * units : units;  // words per outer index: a group's, or a row's
+    const int i = blockIdx.x * kThreads + threadIdx.x;
+    if (i >= span) return;
+    const int outer = blocked ? p.N / 8 : p.N;
+    for (int o = blockIdx.y; o < outer; o += gridDim.y) {
+        // Row n, its word u (weights 8u .. 8u + 7), stored at word `at` (4-bit formats).
+        const int n = blocked ? 8 * o + i / 16 % 8 : o;
+        const int u = blocked ? i / 128 * 16 + i % 16 : i;
+        const int64_t at = static_cast<int64_t>(o) * span + i;
         float v[kVec];
         if constexpr (F == kGemvQuantFp8Block || F == kGemvQuantFp8Channel) {
             const uint2 w = __ldg(reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(p.w) + static_cast<int64_t>(n) * p.K) + u);
@@ -343,13 +360,13 @@ __global__ void __launch_bounds__(kThreads) dequant_rows_kernel(GemvQuantParams 
                 s = __ldg(static_cast<const float*>(p.scale) + n);
             }
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const float2 f = fp8x2_to_float2((i < 2 ? w.x : w.y) >> (16 * (i % 2)));
-                v[2 * i] = f.x * s;
-                v[2 * i + 1] = f.y * s;
+            for (int q = 0; q < 4; ++q) {
+                const float2 f = fp8x2_to_float2((q < 2 ? w.x : w.y) >> (16 * (q % 2)));
+                v[2 * q] = f.x * s;
+                v[2 * q + 1] = f.y * s;
             }
         } else if constexpr (F == kGemvQuantNvfp4) {
-            const uint32_t w = __ldg(static_cast<const uint32_t*>(p.w) + static_cast<int64_t>(n) * units + u);
+            const uint32_t w = __ldg(static_cast<const uint32_t*>(p.w) + at);
             const uint8_t sb = __ldg(static_cast<const uint8_t*>(p.scale) + static_cast<int64_t>(n) * (p.K / kNvfp4Group) + u / 2);
             const float s = __fdiv_rn(fp8_to_float(sb), global_scale_of(p, n));
 #pragma unroll
@@ -363,7 +380,7 @@ __global__ void __launch_bounds__(kThreads) dequant_rows_kernel(GemvQuantParams 
                 v[2 * j + 1] = (f.y * kE2m1Unscale) * s;
             }
         } else {
-            const uint32_t w = __ldg(static_cast<const uint32_t*>(p.w) + static_cast<int64_t>(n) * units + u);
+            const uint32_t w = __ldg(static_cast<const uint32_t*>(p.w) + at);
             const int groups = p.K / p.group_size;
             const int g = u * kVec / p.group_size;
             const float s = __bfloat162float(__ldg(static_cast<const bf16*>(p.scale) + static_cast<int64_t>(n) * groups + g));
@@ -389,6 +406,9 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 bool supported(const GemvQuantParams& p) {
     if (!p.w || !p.scale || p.N <= 0 || p.K <= 0 || !aligned16(p.w)) return false;
     if (p.nibble_pairs != 0 && p.nibble_pairs != 1) return false;
+    if (p.row_blocks != 0 && (p.row_blocks != 1 || p.K % 128 != 0 ||
+                              (p.format != kGemvQuantNvfp4 && p.format != kGemvQuantInt4)))
+        return false;
     switch (p.format) {
         case kGemvQuantFp8Block:
             return p.K % kFp8PerChunk == 0 && p.block_n > 0 && p.block_k > 0 && p.block_k % kFp8PerChunk == 0;
@@ -459,7 +479,9 @@ cudaError_t gemv_quant_simt_launch(const GemvQuantParams& p, cudaStream_t stream
 
 cudaError_t dequant_bf16_launch(const GemvQuantParams& p, bf16* out, cudaStream_t stream) {
     if (!supported(p) || !out || !aligned16(out)) return cudaErrorInvalidValue;
-    const dim3 grid(ceil_div(p.K / kVec, kThreads), std::min(p.N, 65535));
+    const bool blocked = p.row_blocks != 0;  // supported(): 4-bit, K a multiple of 128
+    if (blocked && p.N % 8 != 0) return cudaErrorInvalidValue;
+    const dim3 grid(ceil_div((blocked ? 8 : 1) * p.K / kVec, kThreads), std::min(blocked ? p.N / 8 : p.N, 65535));
     return launch_for_format(p.format, [&](auto f) {
         dequant_rows_kernel<decltype(f)::value><<<grid, kThreads, 0, stream>>>(p, out);
         return cudaSuccess;
@@ -500,7 +522,35 @@ __global__ void pair_nibbles_kernel(uint32_t* w, int64_t n) {
          i += static_cast<int64_t>(gridDim.x) * blockDim.x)
         w[i] = quant4_pair_nibbles(w[i]);
 }
+
+// quant4_row_blocks_launch: one 8-row group per block (grid-stride), staged whole in shared memory
+// (the group spans the same bytes in both layouts), then written back block by block.
+__global__ void __launch_bounds__(kThreads) row_blocks_kernel(uint4* w, int64_t groups, int K) {
+    extern __shared__ uint4 group[];
+    const int per_row = K / 32, n = 8 * per_row;  // uint4 per row, per group
+    for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+        uint4* base = w + g * n;
+        for (int i = threadIdx.x; i < n; i += kThreads) group[i] = base[i];
+        __syncthreads();
+        for (int i = threadIdx.x; i < n; i += kThreads) {  // i = (step * 8 + row) * 4 + part
+            const int step = i / 32, row = i / 4 % 8, part = i % 4;
+            base[i] = group[row * per_row + step * 4 + part];
+        }
+        __syncthreads();
+    }
+}
 }  // namespace
+
+cudaError_t quant4_row_blocks_launch(void* w, int64_t rows, int64_t K, cudaStream_t stream) {
+    if (!w || reinterpret_cast<uintptr_t>(w) % 16 != 0 || !quant4_row_blocks_eligible(rows, K)) return cudaErrorInvalidValue;
+    const int smem = static_cast<int>(4 * K);  // 8 rows of K / 2 bytes
+    cudaError_t e = cudaFuncSetAttribute(row_blocks_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    const int64_t groups = rows / 8;
+    const int blocks = static_cast<int>(std::min<int64_t>(groups, 4096));
+    row_blocks_kernel<<<blocks, kThreads, smem, stream>>>(static_cast<uint4*>(w), groups, static_cast<int>(K));
+    return cudaGetLastError();
+}
 
 cudaError_t quant4_pair_nibbles_launch(void* w, size_t bytes, cudaStream_t stream) {
     if (!w || bytes % 4 != 0 || reinterpret_cast<uintptr_t>(w) % 4 != 0) return cudaErrorInvalidValue;

@@ -4,7 +4,8 @@
 // (model/quant/dequant.h is the CPU reference): FP8 e4m3 with a block-128 or per-row fp32 scale,
 // NVFP4 (e2m1 pairs, low nibble first, fp8 scale per 16, divided by a global scale) and INT4
 // (8 per int32 from bit 0 stored q + 8, bf16 scale per group, optional packed zero points); the
-// 4-bit words may instead hold the paired nibble order the engine writes at load (nibble_pairs).
+// 4-bit words may instead hold the paired nibble order the engine writes at load (nibble_pairs),
+// and their rows the 8-row block layout (row_blocks).
 // Epilogues as the bf16 GEMV's (lm_gemv.cu): residual accumulate and [gate; up] SwiGLU.
 // Launchers enqueue on `stream`, never synchronise, and return cudaErrorInvalidValue for params
 // outside the supported set. Defined only in builds with FROST_WITH_CUDA.
@@ -80,6 +81,12 @@ struct GemvQuantParams {
     // checkpoint's (element j of a word at bits 4j). Every launcher reads both; the values are
     // the same, only the order of the fp32 sums (hence the last bits) differs.
     int32_t nibble_pairs = 0;
+    // 4-bit formats: 1 when the packed rows are stored in 8-row blocks (quant4_row_blocks_launch,
+    // quant4_chunk_index): the 64 bytes each of 8 rows hold for one 128-wide step lie together, so
+    // a warp's 16-byte loads of a tile's 8 rows in one step read 512 contiguous bytes instead of
+    // eight 64-byte pieces one row apart. Needs K a multiple of 128 and the stored rows (all
+    // experts stacked) a multiple of 8. Every launcher reads both layouts, with the same bits.
+    int32_t row_blocks = 0;
 };
 
 constexpr int kGemvQuantMaxK = 20480;  // x is staged in 40 KiB of shared memory (under the 48 KiB default with the static arrays)
@@ -161,5 +168,23 @@ constexpr uint32_t quant4_pair_nibbles(uint32_t word) {
     for (int e = 0; e < 8; ++e) out |= ((word >> (4 * e)) & 0xFu) << (4 * ((e & 1) * 4 + (e >> 1)));
     return out;
 }
+
+// The 8-row block layout of packed 4-bit weights (GemvQuantParams::row_blocks): where 16-byte
+// chunk c (weights 32c .. 32c + 31) of row n lies, in 16-byte units from the start of the rows.
+// Row-major it is n * K / 32 + c; in blocks, rows 8b .. 8b + 7 keep the bytes they span row-major
+// (a row range starting at a multiple of 8 stays a valid weight), ordered by 128-wide step, then
+// row, then chunk: a block of 8 rows x 128 columns is 512 contiguous bytes.
+constexpr int64_t quant4_chunk_index(int64_t n, int64_t c, int64_t K, bool row_blocks) {
+    return row_blocks ? ((n / 8) * (K / 128) + c / 4) * 32 + (n % 8) * 4 + c % 4 : n * (K / 32) + c;
+}
+// Rewrites `rows` packed 4-bit rows of K columns at w (16-byte aligned) in place into that layout,
+// one 8-row group (4 K bytes, staged in shared memory) per block; the nibble order inside each
+// word is kept. Not an involution: run once per weight. cudaErrorInvalidValue unless
+// quant4_row_blocks_eligible(rows, K).
+constexpr int64_t kQuant4RowBlocksMaxK = 24576;  // 96 KiB of shared memory per 8-row group
+constexpr bool quant4_row_blocks_eligible(int64_t rows, int64_t K) {
+    return rows > 0 && rows % 8 == 0 && K > 0 && K % 128 == 0 && K <= kQuant4RowBlocksMaxK;
+}
+cudaError_t quant4_row_blocks_launch(void* w, int64_t rows, int64_t K, cudaStream_t stream);
 
 }  // namespace frost::kernels

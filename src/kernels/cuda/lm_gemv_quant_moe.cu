@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kMixThreads, 1) gemv_quant_moe_down_kernel(Gem
     const int V = steps < kWarps ? steps : kWarps;
     const int units = (k + 1) * V;
     const int ldx = p.ldx > 0 ? p.ldx : p.K;
-    const int64_t row_words = p.K / (is_fp8<F>() ? 16 : 32);  // uint4 per weight row
+    const int wstep = step_stride<F>(p.row_blocks);
     int n_in[2];  // the lane's two rows within an expert
     bool ok[2];
     tc_tile_rows<false>(tile, gid, p.N, n_in, ok);
@@ -89,9 +89,9 @@ __global__ void __launch_bounds__(kMixThreads, 1) gemv_quant_moe_down_kernel(Gem
         const RowScales<F> rs(p, q == 0 ? p.shared_scale : p.scale, q == 0 ? p.shared_zero_point : p.zero_point, n);
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const uint4* wrow = static_cast<const uint4*>(base) + n[r] * row_words + t * L;
+            const uint4* wrow = lane_row<F>(base, n[r], p.K, t, p.row_blocks);
 #pragma unroll
-            for (int l = 0; l < L; ++l) w[i][r][l] = __ldg(wrow + static_cast<int64_t>(s) * (4 * L) + l);
+            for (int l = 0; l < L; ++l) w[i][r][l] = __ldg(wrow + static_cast<int64_t>(s) * wstep + l);
             sr[i][r] = rs.load(r, s);
         }
     };

@@ -167,10 +167,10 @@ __global__ void __launch_bounds__((kTileWarps > kWarps ? kTileWarps : kWarps) * 
     for (int r = 0; r < 2; ++r) n[r] = ok[r] ? row0 + n[r] : row0;  // a dropped row reads the first row
     const int steps = p.K / kStepK;
     const int my_steps = warp < steps ? (steps - warp + kTileWarps - 1) / kTileWarps : 0;
-    const int64_t row_words = p.K / (is_fp8<F>() ? 16 : 32);  // uint4 per weight row
     const uint4* wrow[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) wrow[r] = static_cast<const uint4*>(p.w) + n[r] * row_words + t * L;
+    for (int r = 0; r < 2; ++r) wrow[r] = lane_row<F>(p.w, n[r], p.K, t, p.row_blocks);
+    const int wstep = step_stride<F>(p.row_blocks);
 
     const RowScales<F> rs(p, p.scale, p.zero_point, n);
     // Weights and scales are loaded kUnroll steps at a time (a group). Without kPipe a warp loads
@@ -185,7 +185,7 @@ __global__ void __launch_bounds__((kTileWarps > kWarps ? kTileWarps : kWarps) * 
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
 #pragma unroll
-            for (int l = 0; l < L; ++l) w[u][r][l] = __ldg(wrow[r] + static_cast<int64_t>(s) * (4 * L) + l);
+            for (int l = 0; l < L; ++l) w[u][r][l] = __ldg(wrow[r] + static_cast<int64_t>(s) * wstep + l);
             sr[u][r] = rs.load(r, s);
         }
     };
@@ -400,6 +400,7 @@ bool act8_device() {
 bool gemv_quant_tc_eligible(const GemvQuantParams& p) {
     if (!p.x || !p.w || !p.scale || !p.y || !aligned16(p.x) || !aligned16(p.w)) return false;
     if (p.nibble_pairs != 0 && p.nibble_pairs != 1) return false;
+    if (p.row_blocks != 0 && (p.row_blocks != 1 || is_fp8_format(p.format))) return false;
     if (p.N <= 0 || !multiple_of(p.K, kStepK) || p.M < 1 || p.M > kCols) return false;
     if (!gemv_quant_entries_valid(p)) return false;
     if (p.M > 1 && ((p.ldx != 0 && (p.ldx < p.K || p.ldx % kVec != 0)) || (p.ldy != 0 && p.ldy < (p.swiglu ? p.N / 2 : p.N))))

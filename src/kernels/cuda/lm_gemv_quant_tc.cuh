@@ -33,6 +33,20 @@ constexpr int loads_per_row() { return is_fp8<F>() ? 2 : 1; }
 template <int F>
 constexpr bool step_scaled() { return F == kGemvQuantFp8Block || F == kGemvQuantInt4; }
 
+// A lane's weights of row n (n: the stored row, stacked for routed experts): its first uint4
+// (lane part t: weights 32t .. 32t + 31 of a 128-wide step), and the uint4 stride between the
+// row's steps. Row-major, or for 4-bit weights in 8-row blocks (GemvQuantParams::row_blocks,
+// quant4_chunk_index): one step of a block's 8 rows is 32 consecutive uint4, so a warp's load
+// (8 groups of 4 lanes, one row each) reads 512 contiguous bytes.
+template <int F>
+__device__ inline const uint4* lane_row(const void* w, int64_t n, int K, int t, bool row_blocks) {
+    if (!is_fp8<F>() && row_blocks)
+        return static_cast<const uint4*>(w) + ((n >> 3) * (K / kStepK)) * 32 + (n & 7) * 4 + t;
+    return static_cast<const uint4*>(w) + n * (K / (is_fp8<F>() ? 16 : 32)) + t * loads_per_row<F>();
+}
+template <int F>
+__device__ inline int step_stride(bool row_blocks) { return !is_fp8<F>() && row_blocks ? 32 : 4 * loads_per_row<F>(); }
+
 __device__ inline uint32_t bits_of(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t*>(&v); }
 __device__ inline __nv_bfloat162 bf2_of(uint32_t u) { return *reinterpret_cast<__nv_bfloat162*>(&u); }
 __device__ inline uint32_t word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }

@@ -534,12 +534,14 @@ frost_status quant_params(const Tensor& w, K::GemvQuantParams* q) {
             q->format = K::kGemvQuantNvfp4;
             q->row_global_scale = w.global_scale;
             q->nibble_pairs = w.nibble_pairs;
+            q->row_blocks = w.row_blocks;
             return FROST_OK;
         case DType::INT4:
             q->format = K::kGemvQuantInt4;
             q->group_size = w.scale_block;
             q->zero_point = w.zero_point;
             q->nibble_pairs = w.nibble_pairs;
+            q->row_blocks = w.row_blocks;
             return FROST_OK;
         default:
             return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): w is a %s view", dtype_name(w.dtype));
@@ -547,16 +549,26 @@ frost_status quant_params(const Tensor& w, K::GemvQuantParams* q) {
 }
 
 // The 4-bit formats in the paired nibble order (K::quant4_pair_nibbles_launch): the decode GEMV
-// then takes x's bf16 pairs as they are instead of permuting them per weight pair.
+// then takes x's bf16 pairs as they are instead of permuting them per weight pair. Then, where
+// the shape allows (rows a multiple of 8, K of 128; K::quant4_row_blocks_eligible), in 8-row
+// blocks (K::quant4_row_blocks_launch): a warp's weight load reads 512 contiguous bytes.
 frost_status CudaBackend::prepare_quant_weight(frost_stream* stream, Tensor* w) {
-    if ((w->dtype != DType::INT4 && w->dtype != DType::NVFP4) || w->nibble_pairs) return FROST_OK;
+    if (w->dtype != DType::INT4 && w->dtype != DType::NVFP4) return FROST_OK;
     if (w->rank != 2 || w->stride[0] != w->shape[1] || w->shape[1] % 8 != 0)
         return fail(FROST_ERR_INVALID_ARG, "prepare_quant_weight (cuda): a %s weight must be whole contiguous rows of "
                     "32-bit words", dtype_name(w->dtype));
-    const size_t bytes = size_t(w->shape[0]) * size_t(w->shape[1]) / 2;
-    FROST_TRY(check(K::quant4_pair_nibbles_launch(w->data, bytes, static_cast<cudaStream_t>(frost_stream_native(stream))),
-                    "prepare_quant_weight (4-bit nibble pairs)"));
-    w->nibble_pairs = 1;
+    const auto st = static_cast<cudaStream_t>(frost_stream_native(stream));
+    if (!w->nibble_pairs) {
+        const size_t bytes = size_t(w->shape[0]) * size_t(w->shape[1]) / 2;
+        FROST_TRY(check(K::quant4_pair_nibbles_launch(w->data, bytes, st), "prepare_quant_weight (4-bit nibble pairs)"));
+        w->nibble_pairs = 1;
+    }
+    // FROST_QUANT4_ROW_BLOCKS=0 keeps the rows row-major (the layout's A/B in one call).
+    static const bool blocks_on = !util::env_is("FROST_QUANT4_ROW_BLOCKS", "0");
+    if (blocks_on && !w->row_blocks && K::quant4_row_blocks_eligible(w->shape[0], w->shape[1])) {
+        FROST_TRY(check(K::quant4_row_blocks_launch(w->data, w->shape[0], w->shape[1], st), "prepare_quant_weight (4-bit row blocks)"));
+        w->row_blocks = 1;
+    }
     return FROST_OK;
 }
 
@@ -847,7 +859,7 @@ bool fold_shared_expert(const Tensor& shared, int32_t R, int32_t x_row0, K::Gemv
     K::GemvQuantParams s{};
     if (quant_params(shared, &s) != FROST_OK) return false;
     if (s.format != q->format || s.N != q->N || s.K != q->K || s.block_n != q->block_n || s.block_k != q->block_k ||
-        s.group_size != q->group_size || s.nibble_pairs != q->nibble_pairs)
+        s.group_size != q->group_size || s.nibble_pairs != q->nibble_pairs || s.row_blocks != q->row_blocks)
         return false;
     K::GemvQuantParams f = *q;
     f.routed_entries = q->entries;
