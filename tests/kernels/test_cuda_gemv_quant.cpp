@@ -382,6 +382,12 @@ void run_case(const Case& c) {
     size_t differ = 0;
     for (size_t i = 0; i < w.size(); ++i) differ += wdev[i] != f2bf(w[i]);
     EXPECT_EQ(differ, 0u) << c.name << ": device dequantization differs from the CPU one";
+    // The same bits from a grid of at most 3 blocks (kDequantMaxBlocks bounds large weights): one
+    // row of blocks walks every row (or 8-row group) grid-stride.
+    wb.poison();
+    CUDA_OK(kernels::dequant_bf16_launch(p, bf(wb), nullptr, 3));
+    EXPECT_TRUE(wb.download() == wdev) << c.name << ": dequantization from a bounded grid differs";
+    EXPECT_EQ(kernels::dequant_bf16_launch(p, bf(wb), nullptr, 0), cudaErrorInvalidValue) << c.name;
 }
 
 // Offsets of expert e's rows in each stored array of E experts of c.N rows stacked (the layouts of

@@ -477,11 +477,12 @@ cudaError_t gemv_quant_simt_launch(const GemvQuantParams& p, cudaStream_t stream
     return launch_for_format(p.format, [&](auto f) { return launch_gemv_quant<decltype(f)::value>(p, smem, stream); });
 }
 
-cudaError_t dequant_bf16_launch(const GemvQuantParams& p, bf16* out, cudaStream_t stream) {
-    if (!supported(p) || !out || !aligned16(out)) return cudaErrorInvalidValue;
+cudaError_t dequant_bf16_launch(const GemvQuantParams& p, bf16* out, cudaStream_t stream, int max_blocks) {
+    if (!supported(p) || !out || !aligned16(out) || max_blocks < 1) return cudaErrorInvalidValue;
     const bool blocked = p.row_blocks != 0;  // supported(): 4-bit, K a multiple of 128
     if (blocked && p.N % 8 != 0) return cudaErrorInvalidValue;
-    const dim3 grid(ceil_div((blocked ? 8 : 1) * p.K / kVec, kThreads), std::min(blocked ? p.N / 8 : p.N, 65535));
+    const int cols = ceil_div((blocked ? 8 : 1) * p.K / kVec, kThreads);
+    const dim3 grid(cols, std::min(blocked ? p.N / 8 : p.N, std::max(1, std::min(max_blocks, 65535) / cols)));
     return launch_for_format(p.format, [&](auto f) {
         dequant_rows_kernel<decltype(f)::value><<<grid, kThreads, 0, stream>>>(p, out);
         return cudaSuccess;

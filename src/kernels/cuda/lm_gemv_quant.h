@@ -148,7 +148,13 @@ cudaError_t gemv_quant_moe_down_launch(const GemvQuantParams& p, const GemvQuant
 // Dequantizes the whole weight of `p` (x, y, out_f32 unused) into bf16 out [N, K]: each value the
 // fp32 one the CPU reference computes, rounded to nearest even (bitwise equal to it). The operand
 // a prefill GEMM on 4-bit weights feeds cuBLASLt, and a device-side alternative to host dequant.
-cudaError_t dequant_bf16_launch(const GemvQuantParams& p, bf16* out, cudaStream_t stream);
+// At most max_blocks blocks (each thread one 16-byte unit per row or 8-row group, the blocks then
+// walking them grid-stride; the result does not depend on it). Why a bound: one block per 8-row
+// group of the 35B-A3B's stacked 4-bit experts (262144 blocks of one unit per thread) made its 1k
+// prefill 30.8 -> 42.0 ms (H200, 2026-12-02, fiftieth session); under the bound the blocks loop,
+// as the row-major kernel's 65535-row grid already did.
+constexpr int kDequantMaxBlocks = 65535;
+cudaError_t dequant_bf16_launch(const GemvQuantParams& p, bf16* out, cudaStream_t stream, int max_blocks = kDequantMaxBlocks);
 // Bytes every launch must move: the quantized weights, their scales / zero points, x and y.
 KernelCost gemv_quant_cost(const GemvQuantParams& p);
 
