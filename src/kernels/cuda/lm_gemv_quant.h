@@ -85,7 +85,8 @@ struct GemvQuantParams {
     // quant4_chunk_index): the 64 bytes each of 8 rows hold for one 128-wide step lie together, so
     // a warp's 16-byte loads of a tile's 8 rows in one step read 512 contiguous bytes instead of
     // eight 64-byte pieces one row apart. Needs K a multiple of 128 and the stored rows (all
-    // experts stacked) a multiple of 8. Every launcher reads both layouts, with the same bits.
+    // experts stacked) a multiple of 8. Every launcher reads both layouts; only the addresses
+    // differ, not the arithmetic or its order, so neither do the bits.
     int32_t row_blocks = 0;
 };
 
