@@ -810,6 +810,37 @@ TEST(CudaGemvQuant, PairNibblesRewritesEveryWord) {
     EXPECT_EQ(kernels::quant4_pair_nibbles_launch(reinterpret_cast<uint8_t*>(d.get()) + 2, 8, nullptr), cudaErrorInvalidValue);
     EXPECT_EQ(kernels::quant4_pair_nibbles_launch(nullptr, 8, nullptr), cudaErrorInvalidValue);
 }
+// The 8-row block map on the host (no GPU needed, so it runs where CI has none): a permutation of
+// the chunks that keeps every 8-row group on the chunks it spans row-major, so a row range starting
+// at a multiple of 8 (one expert of a stack, which the kernels address from its own first row) is a
+// blocked weight by itself; and row-major it is the plain index.
+TEST(CudaGemvQuant, RowBlockIndexPermutesChunksWithinEachGroup) {
+    for (const auto& [N, K] : {std::pair<int64_t, int64_t>{8, 128}, std::pair<int64_t, int64_t>{40, 384},
+                               std::pair<int64_t, int64_t>{64, 4096}}) {
+        const int64_t chunks = K / 32;
+        std::vector<int> hits(size_t(N * chunks), 0);
+        size_t outside = 0, slice_differs = 0, plain_differs = 0;
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t c = 0; c < chunks; ++c) {
+                const int64_t at = kernels::quant4_chunk_index(n, c, K, true);
+                ASSERT_TRUE(at >= 0 && at < N * chunks) << N << " x " << K << ": row " << n << " chunk " << c;
+                ++hits[size_t(at)];
+                const int64_t g0 = n / 8 * 8;  // the group's first row
+                outside += at < g0 * chunks || at >= (g0 + 8) * chunks;
+                slice_differs += at - g0 * chunks != kernels::quant4_chunk_index(n - g0, c, K, true);
+                plain_differs += kernels::quant4_chunk_index(n, c, K, false) != n * chunks + c;
+            }
+        EXPECT_TRUE(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; })) << N << " x " << K << ": not a permutation";
+        EXPECT_EQ(outside, 0u) << N << " x " << K;
+        EXPECT_EQ(slice_differs, 0u) << N << " x " << K;
+        EXPECT_EQ(plain_differs, 0u) << N << " x " << K;
+    }
+    EXPECT_TRUE(kernels::quant4_row_blocks_eligible(24576, 12288));
+    EXPECT_FALSE(kernels::quant4_row_blocks_eligible(12, 256));  // rows not a multiple of 8
+    EXPECT_FALSE(kernels::quant4_row_blocks_eligible(16, 192));  // K not a multiple of 128
+    EXPECT_FALSE(kernels::quant4_row_blocks_eligible(0, 256));
+}
+
 // The 8-row block layout itself: every 16-byte chunk of a random buffer where quant4_chunk_index
 // puts it (the nibbles inside untouched), at a K staged past the 48 KiB shared-memory default; and
 // refused where the shape does not allow it.
