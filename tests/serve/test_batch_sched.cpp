@@ -33,13 +33,14 @@ struct Stack {
     FakeText text;
     Metrics metrics;
     FakeServerStack stack;
-    // layer_us > 0: the engine has sliced prefill (8 layers of layer_us each per chunk).
-    Stack(int slots, int delay_ms, int layer_us = 0, double share = 0.6) : engine(slots, 8192) {
+    // layer_us > 0: the engine has sliced prefill (`layers` layers of layer_us each per chunk).
+    Stack(int slots, int delay_ms, int layer_us = 0, double share = 0.6, int layers = 8) : engine(slots, 8192) {
         engine.step_delay_ms = delay_ms;
         engine.capsules = false;
         if (layer_us > 0) {
             engine.slices = kPrefillStep;
             engine.layer_delay_us = layer_us;
+            engine.fake_layers = layers;
         }
         SchedulerConfig sc;
         sc.queue_cap = 16;
@@ -174,10 +175,14 @@ TEST(BatchSched, LongPromptIsPrefilledInBoundedChunksBetweenTheStreamsSteps) {
 // steps; alone (no stream decoding) it runs whole chunks. Every text equals its solo run.
 TEST(BatchSched, LongPromptIsSlicedBesideTheStreamsAndWholeWhenAlone) {
     std::mt19937 rng(std::random_device{}());
-    // Decode: 3 slots x 2 ms a round; a layer 1 ms: the budget is about 0.6 * 6 / 1 = 3 layers.
-    Stack s(4, 2, 1000);
-    std::vector<json> streams;
-    for (int i = 0; i < 3; ++i) streams.push_back(body_for(random_text(rng, 16), 200, false, 0));
+    // Decode: 3 slots x 2 ms a round; a layer 1 ms: the budget is about 0.35 * 6 / 1 = 2 of the
+    // chunk's 16 layers. The budget is measured (SliceBudget: an average of the decode steps' wall
+    // times), so a descheduled step on a loaded machine lifts it: with 8 layers and a share of 0.6
+    // one 35 ms step was enough for a whole chunk beside the streams, and a 2-core CI run once saw
+    // it. A whole chunk now needs the average above ~46 ms (one step of ~165 ms).
+    Stack s(4, 2, 1000, 0.35, 16);
+    std::vector<json> streams;  // 400 tokens (~2.5 s): they outlast the sliced prompt (~0.7-1.2 s)
+    for (int i = 0; i < 3; ++i) streams.push_back(body_for(random_text(rng, 16), 400, false, 0));
     std::vector<std::string> got(3);
     std::vector<std::thread> ts;
     ASSERT_TRUE(start_decoding_together(s, streams, &got, &ts));
