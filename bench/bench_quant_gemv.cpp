@@ -30,7 +30,11 @@
 // --only F[,F...] measures those formats only (the names of the format column).
 // --row-major keeps the 4-bit rows row-major instead of in the 8-row blocks the engine stores
 // (GemvQuantParams::row_blocks), for an A/B of the layout in one process.
-// Usage: bench_quant_gemv [repeats] [--m M] [--tune] [--moe] [--pdl] [--row-major] [--only F,...]
+// --dequant: instead, the prefill's dequantization of each plain shape's whole weight to bf16
+// (dequant_bf16_launch, what a quantized prefill GEMM runs first), kern "rows" (row-major) and,
+// for 4-bit weights, "blocked" (8-row blocks); its bytes are the stored weight and scales read and
+// the bf16 weight written.
+// Usage: bench_quant_gemv [repeats] [--m M] [--tune] [--moe] [--pdl] [--row-major] [--dequant] [--only F,...]
 #if !FROST_WITH_CUDA
 #include <cstdio>
 int main() {
@@ -300,7 +304,7 @@ int main(int argc, char** argv) {
     Timer t{};
     t.repeats = 25;
     int M = 1;
-    bool tune = false, moe = false, pdl = false;
+    bool tune = false, moe = false, pdl = false, dequant = false;
     std::string only;  // comma-separated format names, empty: all
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -309,6 +313,7 @@ int main(int argc, char** argv) {
         else if (a == "--moe") moe = true;
         else if (a == "--pdl") pdl = true;
         else if (a == "--row-major") g_row_blocks = false;
+        else if (a == "--dequant") dequant = true;
         else if (a == "--only" && i + 1 < argc) (only = ",").append(argv[++i]).append(",");
         else t.repeats = std::max(1, std::atoi(argv[i]));
     }
@@ -369,9 +374,44 @@ int main(int argc, char** argv) {
                         {"nvfp4", kGemvQuantNvfp4, false},
                         {"int4", kGemvQuantInt4, false},
                         {"int4-zp", kGemvQuantInt4, true}};
+    auto wanted = [&](const Fmt& f) {
+        return only.empty() || only.find(std::string(",").append(f.name).append(",")) != std::string::npos;
+    };
+    if (dequant) {
+        bf16* out = static_cast<bf16*>(dalloc(size_t(kLinIn) * kH * 2));
+        for (const Shape& sh : kShapes) {
+            if (sh.swiglu) continue;
+            for (const Fmt& f : fmts) {
+                if (f.format < 0 || f.act8 || !wanted(f)) continue;
+                for (const bool blocked : {false, true}) {
+                    GemvQuantParams p = bench_params(x, w, scale, y, sh.N, sh.K, f.format, 1);
+                    p.zero_point = f.zero_point ? static_cast<const int32_t*>(zp) : nullptr;
+                    if (blocked && !p.row_blocks) continue;
+                    if (!blocked) p.row_blocks = 0;
+                    // gemv_quant_cost counts x and the bf16 y of one row beside the weight and scales.
+                    const double bytes = gemv_quant_cost(p).bytes - 2.0 * sh.K - 2.0 * sh.N + 2.0 * sh.N * sh.K;
+                    auto launch = [p, out, &t](const void* wp) {
+                        GemvQuantParams q = p;
+                        q.w = wp;
+                        return dequant_bf16_launch(q, out, t.s);
+                    };
+                    const double one_ms = t.median_ms([&] { return launch(w); });
+                    const double ms = t.median_ms([&] {
+                        for (int i = 0; i < kStreamLaunches; ++i)
+                            if (const cudaError_t e = launch(copies[size_t(i % kCopies)]); e != cudaSuccess) return e;
+                        return cudaSuccess;
+                    }) / kStreamLaunches;
+                    const double floor_ms = bytes / (gbs * 1e9) * 1e3;
+                    std::printf("%-18s %-14s %-7s %8.2f %9.2f %9.2f %8.0f %9.2f %7.2f\n", sh.name, f.name, blocked ? "blocked" : "rows",
+                                bytes / 1e6, one_ms * 1e3, ms * 1e3, bytes / (ms * 1e-3) / 1e9, floor_ms * 1e3, ms / floor_ms);
+                }
+            }
+        }
+        return 0;
+    }
     for (const Shape& sh : kShapes) {
         for (const Fmt& f : fmts) {
-            if (!only.empty() && only.find(std::string(",").append(f.name).append(",")) == std::string::npos) continue;
+            if (!wanted(f)) continue;
             if (sh.swiglu && f.format < 0) continue;  // the bf16 GEMV has no SwiGLU form (nor room in w)
             // bf16: the GEMV of lm_gemv.cu; quantized: the SIMT kernel (0), the tensor-core one's
             // default (1) and its variants (2..9: unroll / blocks per SM / pipe, kVariants).

@@ -770,7 +770,9 @@ TEST(CudaGemvQuant, Nvfp4) {
         run_case(paired(c));
     }
     for (const Case& c : {Case{kernels::kGemvQuantNvfp4, 296, 1024, 128, 128, false, "nvfp4_n296"},
-                          Case{kernels::kGemvQuantNvfp4, 1000, 12288, 128, 128, false, "nvfp4_k12288"}})
+                          Case{kernels::kGemvQuantNvfp4, 1000, 12288, 128, 128, false, "nvfp4_k12288"},
+                          // The blocked dequantization's units: 3 steps per group (one short unit each)
+                          Case{kernels::kGemvQuantNvfp4, 104, 384, 128, 128, false, "nvfp4_k384"}})
         run_case(blocked(c));
 }
 TEST(CudaGemvQuant, Int4SymmetricAndZeroPoints) {
@@ -785,7 +787,11 @@ TEST(CudaGemvQuant, Int4SymmetricAndZeroPoints) {
     }
     for (const Case& c : {Case{kernels::kGemvQuantInt4, 304, 1024, 128, 128, false, "int4_n304"},
                           Case{kernels::kGemvQuantInt4, 64, 1024, 128, 32, true, "int4_group32"},  // SIMT only
-                          Case{kernels::kGemvQuantInt4, 520, 4096, 128, 256, true, "int4_n520_group256"}})
+                          Case{kernels::kGemvQuantInt4, 520, 4096, 128, 256, true, "int4_n520_group256"},
+                          // The blocked dequantization's units (8 steps of one group): groups of 4 steps
+                          // (one short unit each) and of 9 (a unit of 8 and one of 1)
+                          Case{kernels::kGemvQuantInt4, 200, 512, 128, 128, true, "int4_k512"},
+                          Case{kernels::kGemvQuantInt4, 48, 1152, 128, 128, false, "int4_k1152"}})
         run_case(blocked(c));
     // More rows than a grid's y dimension holds (65535): the dequantization walks rows grid-stride.
     run_case({kernels::kGemvQuantInt4, 65600, 128, 128, 128, true, "int4_rows_past_grid_y"});

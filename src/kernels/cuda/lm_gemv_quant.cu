@@ -45,6 +45,7 @@ template <int P>
 __device__ inline int x_piece(int c, int v) { return c * P + (v ^ ((c / (8 / P)) % P)); }
 
 __device__ inline uint4 load_chunk(const uint4* p) { return __ldg(p); }
+__device__ inline uint32_t word_at(const uint4& q, int i) { return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w; }
 
 __device__ inline float2 fp8x2_to_float2(uint32_t two) {
     const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xFFFFu), __NV_E4M3);
@@ -321,6 +322,56 @@ __device__ inline float global_scale_of(const GemvQuantParams& p, int n) {
     return p.row_global_scale ? __ldg(p.row_global_scale + n) : p.global_scale;
 }
 
+// Weights 8u .. 8u + 7 of row n of a 4-bit weight, from their stored word w: each the exact
+// value times its scale in fp32 (one rounding, the CPU reference's order). The scale is loaded
+// here for each word: a form that took one scale per 16-byte chunk outside dequant_blocked_kernel's
+// word loop (the same bits) compiled it to 38-40 registers instead of 32, and at 32 forced it ran
+// INT4 1.33-1.34x its bytes floor against this form's 1.28-1.29x (`bench_quant_gemv --dequant`).
+template <int F>
+__device__ inline void dequant_word4(const GemvQuantParams& p, uint32_t w, int n, int u, float (&v)[kVec]) {
+    if constexpr (F == kGemvQuantNvfp4) {
+        const uint8_t sb = __ldg(static_cast<const uint8_t*>(p.scale) + static_cast<int64_t>(n) * (p.K / kNvfp4Group) + u / 2);
+        const float s = __fdiv_rn(fp8_to_float(sb), global_scale_of(p, n));
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            // Elements 2j and 2j + 1: byte j in the checkpoint's order, nibbles j and j + 4 paired.
+            const uint32_t b = p.nibble_pairs ? w >> (4 * j) : w >> (8 * j);
+            const uint32_t hi = p.nibble_pairs ? b >> 16 : b >> 4;
+            const uint32_t h = ((b & 0x8u) << 12) | ((b & 0x7u) << 9) | ((hi & 0x8u) << 28) | ((hi & 0x7u) << 25);
+            const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+            v[2 * j] = (f.x * kE2m1Unscale) * s;
+            v[2 * j + 1] = (f.y * kE2m1Unscale) * s;
+        }
+    } else {
+        const int groups = p.K / p.group_size;
+        const int g = u * kVec / p.group_size;
+        const float s = __bfloat162float(__ldg(static_cast<const bf16*>(p.scale) + static_cast<int64_t>(n) * groups + g));
+        int zp = kInt4Offset;
+        if (p.zero_point) zp = (__ldg(p.zero_point + (n / 8) * groups + g) >> (4 * (n % 8))) & 0xF;
+        const __half2 bias = __float2half2_rn(kInt4Magic1024 + static_cast<float>(zp));
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const uint32_t h = ((w >> (4 * j)) & 0x000F000Fu) | kInt4Magic;
+            const float2 f = __half22float2(__hsub2(*reinterpret_cast<const __half2*>(&h), bias));
+            // Nibbles j and j + 4: elements j and j + 4, or 2j and 2j + 1 in the paired order.
+            // Constant indices in each branch keep v in registers: the one expression with a
+            // runtime index (p.nibble_pairs ? 2 * j : j) put v in local memory (a 32-byte stack
+            // frame). What that cost (H200, 2026-12-02, fifty-first session, `frost bench engine
+            // --ttft 1024,4096`, the fix alone and with the blocked kernel below): 9B INT4 cold
+            // TTFT 1k / 4k 34.8-35.3 / 104.9-105.8 -> 27.6-28.5 / 100.0-101.2 ms; the 35B-A3B
+            // INT4 cut (20 layers, every expert dequantized per chunk) at 1k, rows row-major,
+            // 30.8-31.4 -> 24.3 ms.
+            if (p.nibble_pairs) {
+                v[2 * j] = f.x * s;
+                v[2 * j + 1] = f.y * s;
+            } else {
+                v[j] = f.x * s;
+                v[j + 4] = f.y * s;
+            }
+        }
+    }
+}
+
 // The whole weight as bf16 (the operand of a prefill GEMM on 4-bit or exact-FP8 weights): each
 // value the exact one times its scale in fp32 (one rounding, the CPU reference's order), stored as
 // bf16. One thread per 8 weights of a row (16 bytes out), consecutive threads on consecutive units
@@ -332,23 +383,12 @@ __device__ inline float global_scale_of(const GemvQuantParams& p, int n) {
 // (in_proj 588 -> 338 us per call); cold TTFT 1k / 4k: int4 67.3-67.6 -> 30.3-31.0 ms, 178.5-178.6
 // -> 113.9-114.6 ms, NVFP4 the same, exact FP8 46.7 -> 31.2-31.5, 137.9-138.1 -> 112.9-113.6 ms
 // (bf16 24.8 / 102.2 ms in that run).
-// 4-bit rows in 8-row blocks (row_blocks): blockIdx.y walks the 8-row groups instead, and
-// consecutive threads take the group's words in stored order (each group spans the same words
-// in both layouts), so loads stay contiguous; the 16 threads of one row's step store 256
-// contiguous bytes.
 template <int F>
 __global__ void __launch_bounds__(kThreads) dequant_rows_kernel(GemvQuantParams p, bf16* out) {
     const int units = p.K / kVec;
-    const bool blocked = p.row_blocks != 0;
-    const int span = blocked ? 8 * units : units;  // words per outer index: a group's, or a row's
-    const int i = blockIdx.x * kThreads + threadIdx.x;
-    if (i >= span) return;
-    const int outer = blocked ? p.N / 8 : p.N;
-    for (int o = blockIdx.y; o < outer; o += gridDim.y) {
-        // Row n, its word u (weights 8u .. 8u + 7), stored at word `at` (4-bit formats).
-        const int n = blocked ? 8 * o + i / 16 % 8 : o;
-        const int u = blocked ? i / 128 * 16 + i % 16 : i;
-        const int64_t at = static_cast<int64_t>(o) * span + i;
+    const int u = blockIdx.x * kThreads + threadIdx.x;
+    if (u >= units) return;
+    for (int n = blockIdx.y; n < p.N; n += gridDim.y) {
         float v[kVec];
         if constexpr (F == kGemvQuantFp8Block || F == kGemvQuantFp8Channel) {
             const uint2 w = __ldg(reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(p.w) + static_cast<int64_t>(n) * p.K) + u);
@@ -365,38 +405,64 @@ __global__ void __launch_bounds__(kThreads) dequant_rows_kernel(GemvQuantParams 
                 v[2 * q] = f.x * s;
                 v[2 * q + 1] = f.y * s;
             }
-        } else if constexpr (F == kGemvQuantNvfp4) {
-            const uint32_t w = __ldg(static_cast<const uint32_t*>(p.w) + at);
-            const uint8_t sb = __ldg(static_cast<const uint8_t*>(p.scale) + static_cast<int64_t>(n) * (p.K / kNvfp4Group) + u / 2);
-            const float s = __fdiv_rn(fp8_to_float(sb), global_scale_of(p, n));
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                // Elements 2j and 2j + 1: byte j in the checkpoint's order, nibbles j and j + 4 paired.
-                const uint32_t b = p.nibble_pairs ? w >> (4 * j) : w >> (8 * j);
-                const uint32_t hi = p.nibble_pairs ? b >> 16 : b >> 4;
-                const uint32_t h = ((b & 0x8u) << 12) | ((b & 0x7u) << 9) | ((hi & 0x8u) << 28) | ((hi & 0x7u) << 25);
-                const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-                v[2 * j] = (f.x * kE2m1Unscale) * s;
-                v[2 * j + 1] = (f.y * kE2m1Unscale) * s;
-            }
         } else {
-            const uint32_t w = __ldg(static_cast<const uint32_t*>(p.w) + at);
-            const int groups = p.K / p.group_size;
-            const int g = u * kVec / p.group_size;
-            const float s = __bfloat162float(__ldg(static_cast<const bf16*>(p.scale) + static_cast<int64_t>(n) * groups + g));
-            int zp = kInt4Offset;
-            if (p.zero_point) zp = (__ldg(p.zero_point + (n / 8) * groups + g) >> (4 * (n % 8))) & 0xF;
-            const __half2 bias = __float2half2_rn(kInt4Magic1024 + static_cast<float>(zp));
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const uint32_t h = ((w >> (4 * j)) & 0x000F000Fu) | kInt4Magic;
-                const float2 f = __half22float2(__hsub2(*reinterpret_cast<const __half2*>(&h), bias));
-                // nibbles j and j + 4: elements j and j + 4, or 2j and 2j + 1 in the paired order
-                v[p.nibble_pairs ? 2 * j : j] = f.x * s;
-                v[p.nibble_pairs ? 2 * j + 1 : j + 4] = f.y * s;
-            }
+            dequant_word4<F>(p, __ldg(static_cast<const uint32_t*>(p.w) + static_cast<int64_t>(n) * units + u), n, u, v);
         }
         store8(out + static_cast<int64_t>(n) * p.K + static_cast<int64_t>(u) * kVec, v);
+    }
+}
+
+// 4-bit rows in 8-row blocks (row_blocks): a unit is kUnitSteps 128-wide steps of one 8-row
+// group (the last unit of a group may be shorter), contiguous in that layout (4 KB packed). Each
+// thread dequantizes one 16-byte chunk (32 weights of one row) into shared memory, then the block
+// writes the unit's 8 row pieces from there, 16 bytes per thread: a warp's loads read 512
+// contiguous bytes and its stores write 512.
+// Measured (H200, 2026-12-02, fifty-first session). `bench_quant_gemv --dequant`, time over the
+// bytes floor (packed weight and scales read, bf16 written, at the copy rate), 9B shapes: INT4
+// 1.28-1.32x against 1.40-1.42x row-major, NVFP4 1.37-1.40x against 1.34-1.37x. Through the
+// engine (`frost bench engine --ttft 1024,4096 --decode 1024`, FROST_QUANT4_ROW_BLOCKS=1 / 0 in
+// one call): 9B INT4 1k / 4k 27.58 / 100.05 ms against 28.52 / 101.20 row-major; the 35B-A3B INT4
+// cut, whose prefill dequantizes every expert of the stack per chunk (~2 GB a layer, K 2048 and
+// 512), 25.04 / 40.76 against 24.30 / 39.06 ms, while its decode gains from the layout (1.094
+// against 1.102 ms/token). Tried in the same session and dropped: one word per thread over the
+// group, in stored order (a warp's loads 128 contiguous bytes, its stores two 256-byte row
+// pieces; 35B-A3B 1k 32.3 against 30.8 ms) or along each row (loads of two 64-byte pieces 512
+// bytes apart; 36.5 against 31.4), both measured beside the row-major kernel before its
+// local-memory fix (dequant_word4); units of several whole groups where a group has fewer than
+// kUnitSteps steps (the 35B-A3B's down, K 512), which needed 47-56 registers: 1.54x INT4 and
+// 1.59x NVFP4 on the 9B shapes even at 32 forced, the 35B-A3B 1k 27.1 ms.
+constexpr int kUnitSteps = 8;  // 8 rows x 1024 weights: 16 KB of bf16 staged, one 16-byte chunk per thread
+static_assert(kUnitSteps * 32 == kThreads, "one chunk per thread");
+template <int F>
+__global__ void __launch_bounds__(kThreads) dequant_blocked_kernel(GemvQuantParams p, bf16* out) {
+    __shared__ __align__(16) bf16 rows[8][kUnitSteps * 128];
+    const int steps = p.K / 128, slices = (steps + kUnitSteps - 1) / kUnitSteps;
+    const int64_t units = static_cast<int64_t>(p.N / 8) * slices;
+    const int t = threadIdx.x;
+    for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
+        const int64_t g = unit / slices;
+        const int s0 = static_cast<int>(unit % slices) * kUnitSteps;
+        const int ns = min(kUnitSteps, steps - s0);
+        const uint4* src = static_cast<const uint4*>(p.w) + (g * steps + s0) * 32;
+        if (t < ns * 32) {  // chunk t of the unit: step s0 + t / 32, row t / 4 % 8, part t % 4
+            const uint4 q = __ldg(src + t);
+            const int r = t / 4 % 8, part = t % 4;
+            const int n = static_cast<int>(8 * g) + r, col = (t / 32) * 128 + part * 32;  // col: within the unit
+#pragma unroll
+            for (int wi = 0; wi < 4; ++wi) {
+                float v[kVec];
+                dequant_word4<F>(p, word_at(q, wi), n, (s0 * 128 + col) / kVec + wi, v);
+                store8(&rows[r][col + wi * kVec], v);
+            }
+        }
+        __syncthreads();
+        const int per_row = ns * 128 / kVec;  // 16-byte pieces of a row in this unit
+        for (int i = t; i < 8 * per_row; i += kThreads) {
+            const int r = i / per_row, c = i % per_row;
+            *reinterpret_cast<uint4*>(out + (8 * g + r) * p.K + s0 * 128 + c * kVec) =
+                *reinterpret_cast<const uint4*>(&rows[r][c * kVec]);
+        }
+        __syncthreads();
     }
 }
 
@@ -479,10 +545,19 @@ cudaError_t gemv_quant_simt_launch(const GemvQuantParams& p, cudaStream_t stream
 
 cudaError_t dequant_bf16_launch(const GemvQuantParams& p, bf16* out, cudaStream_t stream, int max_blocks) {
     if (!supported(p) || !out || !aligned16(out) || max_blocks < 1) return cudaErrorInvalidValue;
-    const bool blocked = p.row_blocks != 0;  // supported(): 4-bit, K a multiple of 128
-    if (blocked && p.N % 8 != 0) return cudaErrorInvalidValue;
-    const int cols = ceil_div((blocked ? 8 : 1) * p.K / kVec, kThreads);
-    const dim3 grid(cols, std::min(blocked ? p.N / 8 : p.N, std::max(1, std::min(max_blocks, 65535) / cols)));
+    const int limit = std::min(max_blocks, 65535);
+    if (p.row_blocks != 0) {  // supported(): 4-bit, K a multiple of 128
+        if (p.N % 8 != 0) return cudaErrorInvalidValue;
+        const int64_t units = static_cast<int64_t>(p.N / 8) * ceil_div(p.K / 128, kUnitSteps);
+        const int blocks = static_cast<int>(std::min<int64_t>(units, limit));
+        return launch_for_format(p.format, [&](auto f) {
+            constexpr int kF = decltype(f)::value;
+            if constexpr (kF == kGemvQuantNvfp4 || kF == kGemvQuantInt4) dequant_blocked_kernel<kF><<<blocks, kThreads, 0, stream>>>(p, out);
+            return cudaGetLastError();
+        });
+    }
+    const int cols = ceil_div(p.K / kVec, kThreads);
+    const dim3 grid(cols, std::min(p.N, std::max(1, limit / cols)));
     return launch_for_format(p.format, [&](auto f) {
         dequant_rows_kernel<decltype(f)::value><<<grid, kThreads, 0, stream>>>(p, out);
         return cudaSuccess;

@@ -45,6 +45,18 @@
 // contiguous bytes. Measured (H200, 2026-12-02, fiftieth session, bench_quant_gemv --pdl, µs per
 // launch back to back): INT4 gate+up SwiGLU 20.4 -> 19.2, down 10.6 -> 9.9, NVFP4 gate+up 21.7 ->
 // 20.9; 9B decode @1k INT4 2.34-2.37 -> 2.25-2.28 ms/token, NVFP4 2.60 -> 2.52.
+// The INT4 bias folded into the mma, measured slower and removed (H200, 2026-12-02, fifty-first
+// session; both forms passed this kernel's test). The pair was taken as 128 + c (the LOP3 alone,
+// no HSUB2) and after each mma a second one over the same x pairs with A = the two rows'
+// −(128 + z) added the bias back, 16 k at a time: 32 HSUB2 out and 8 mma in per lane and step,
+// ~20 % fewer instructions, 80 registers with 12 bytes of spills. bench_quant_gemv --pdl --only
+// int4, µs per launch, two rounds, folded against the per-pair subtraction: gate+up SwiGLU
+// 20.7 against 19.1, down 11.1-11.2 against 9.9, in_proj 11.0 against 10.1, out_proj 5.1-5.2
+// against 4.6-4.7; `frost bench engine --decode 1024`, 9B INT4: 2.402 / 2.407 against 2.244 /
+// 2.240 ms/token. A first form summed Σx by eight mmas against an all-ones A into separate
+// accumulators (84 bytes of spills) and was not timed. Each accumulator chain grew from 4 to 8
+// dependent mmas: the tensor pipe's latency, not the dequantization's instruction count alone,
+// is on this kernel's path.
 //
 // Dequantization, exact in bf16: fp8 -> fp16 (hardware pair conversion) -> fp32 -> bf16; int4 by
 // OR-ing two nibbles into the mantissas of bf16 128.0 and subtracting 128 + zero point; e2m1 by
