@@ -129,6 +129,21 @@ double copy_gbs(cudaStream_t s, Timer& t) {
     return 2.0 * kCopyBytes / (ms * 1e-3) / 1e9;  // read + write
 }
 
+// One row of the plain shapes' table: `launch` timed alone (after an L2 flush) on w and back to back
+// over the weight copies, against `bytes` at the copy rate gbs.
+void time_row(Timer& t, double gbs, const char* shape, const char* format, const char* kern, double bytes,
+              const std::function<cudaError_t(const void*)>& launch, const void* w, const std::vector<void*>& copies) {
+    const double one_ms = t.median_ms([&] { return launch(w); });
+    const double ms = t.median_ms([&] {
+        for (int i = 0; i < kStreamLaunches; ++i)
+            if (const cudaError_t e = launch(copies[size_t(i % kCopies)]); e != cudaSuccess) return e;
+        return cudaSuccess;
+    }) / kStreamLaunches;
+    const double floor_ms = bytes / (gbs * 1e9) * 1e3;
+    std::printf("%-18s %-14s %-7s %8.2f %9.2f %9.2f %8.0f %9.2f %7.2f\n", shape, format, kern, bytes / 1e6, one_ms * 1e3,
+                ms * 1e3, bytes / (ms * 1e-3) / 1e9, floor_ms * 1e3, ms / floor_ms);
+}
+
 }  // namespace
 
 // The tensor-core variants --tune times: {unroll, min blocks per SM, pipe, warps per tile}.
@@ -332,7 +347,7 @@ int main(int argc, char** argv) {
     CK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device %s; copy ceiling %.0f GB/s (read + write); floor = bytes / ceiling; M = %d x rows\n", prop.name,
                 gbs, M);
-    std::printf("%-18s %-14s %-5s %10s %9s %9s %8s %9s %7s\n", "shape", "format", "kern", "MB", "alone us", "stream us",
+    std::printf("%-18s %-14s %-7s %8s %9s %9s %8s %9s %7s\n", "shape", "format", "kern", "MB", "alone us", "stream us",
                 "GB/s", "floor us", "ratio");
     if (moe) {
         run_moe(t, gbs, tune, rng);
@@ -395,15 +410,7 @@ int main(int argc, char** argv) {
                         q.w = wp;
                         return dequant_bf16_launch(q, out, t.s);
                     };
-                    const double one_ms = t.median_ms([&] { return launch(w); });
-                    const double ms = t.median_ms([&] {
-                        for (int i = 0; i < kStreamLaunches; ++i)
-                            if (const cudaError_t e = launch(copies[size_t(i % kCopies)]); e != cudaSuccess) return e;
-                        return cudaSuccess;
-                    }) / kStreamLaunches;
-                    const double floor_ms = bytes / (gbs * 1e9) * 1e3;
-                    std::printf("%-18s %-14s %-7s %8.2f %9.2f %9.2f %8.0f %9.2f %7.2f\n", sh.name, f.name, blocked ? "blocked" : "rows",
-                                bytes / 1e6, one_ms * 1e3, ms * 1e3, bytes / (ms * 1e-3) / 1e9, floor_ms * 1e3, ms / floor_ms);
+                    time_row(t, gbs, sh.name, f.name, blocked ? "blocked" : "rows", bytes, launch, w, copies);
                 }
             }
         }
@@ -451,15 +458,7 @@ int main(int argc, char** argv) {
                                              : gemv_quant_tc_launch_tuned(q, unroll, blocks, pipe, t.s, tw);
                     };
                 }
-                const double one_ms = t.median_ms([&] { return launch(w); });
-                const double ms = t.median_ms([&] {
-                    for (int i = 0; i < kStreamLaunches; ++i)
-                        if (const cudaError_t e = launch(copies[size_t(i % kCopies)]); e != cudaSuccess) return e;
-                    return cudaSuccess;
-                }) / kStreamLaunches;
-                const double floor_ms = cost.bytes / (gbs * 1e9) * 1e3;
-                std::printf("%-18s %-14s %-5s %10.2f %9.2f %9.2f %8.0f %9.2f %7.2f\n", sh.name, f.name, kname.c_str(), cost.bytes / 1e6,
-                            one_ms * 1e3, ms * 1e3, cost.bytes / (ms * 1e-3) / 1e9, floor_ms * 1e3, ms / floor_ms);
+                time_row(t, gbs, sh.name, f.name, kname.c_str(), cost.bytes, launch, w, copies);
             }
         }
     }
