@@ -3,7 +3,7 @@
 # --quant fp8 / nvfp4 / int4, each through `frost bench engine` (decode ms/token @1k, cold TTFT
 # 1k / 4k / 16k) in the same run, beside the floor from the cost model (a quantized GEMV's bytes =
 # packed weights + scales, so the decode floor shrinks with the format), then bench_quant_gemv
-# (the kernels alone on the 9B shapes). Prefill dequantizes each quantized weight into a bf16 tile
+# (the kernels alone on the 9B shapes; with --dequant, the prefill's dequantization). Prefill dequantizes each quantized weight into a bf16 tile
 # before the bf16 GEMM, so TTFT is expected at or slightly above bf16; the fp8-w8a8 row runs the
 # same fp8 checkpoint with --fp8-prefill w8a8 (activations quantized per 128-group, cuBLASLt
 # block-scaled FP8 GEMM) and --fp8-decode w8a8 (the decode GEMVs quantize x the same way and run
@@ -79,4 +79,8 @@ fi
 echo "== bench_quant_gemv"
 "$BUILD/bench/bench_quant_gemv" 25 >"$OUT/bench_quant_gemv.log" 2>&1 || rc=1
 cat "$OUT/bench_quant_gemv.log"
+# The prefill's dequantization to the bf16 tile alone (row-major and 8-row blocks) against its bytes.
+echo "== bench_quant_gemv --dequant"
+"$BUILD/bench/bench_quant_gemv" 25 --dequant >"$OUT/bench_quant_dequant.log" 2>&1 || rc=1
+cat "$OUT/bench_quant_dequant.log"
 exit $rc
