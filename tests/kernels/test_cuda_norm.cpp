@@ -134,14 +134,19 @@ TEST(CudaNorm, EarlyTriggerKeepsTheChainOrdered) {
 
 // bf16_freq: inv_freq rounded to bf16 as the CPU kernel does (EngineOptions::rope_inv_freq_bf16),
 // else exact. The output is also checked to be far from the other setting's reference, so a
-// kernel that ignored the flag would fail.
-void check_qk_norm_rope(int bf16_freq) {
-    SCOPED_TRACE(bf16_freq ? "inv_freq bf16" : "inv_freq fp32");
+// kernel that ignored the flag would fail. d 256 / 128 take the contiguous layouts (8 / 4 elements
+// a lane, partners rot / 16 or rot / 8 lanes away), d 96 the strided one; pad 1 makes every
+// other row's heads misaligned for the vector accesses (the element-wise fallback). A block holds
+// one row's heads up to 32 (Hq + Hkv); Hq 32 + Hkv 4 takes the 4-warp blocks that span rows.
+void check_qk_norm_rope(int bf16_freq, int d = 256, int rot = 64, int pad = 0, int Hq = 4, int Hkv = 2) {
+    SCOPED_TRACE(std::string(bf16_freq ? "inv_freq bf16" : "inv_freq fp32") + ", d " + std::to_string(d) + ", rot " +
+                 std::to_string(rot) + ", pad " + std::to_string(pad) + ", heads " + std::to_string(Hq) + "/" +
+                 std::to_string(Hkv));
     auto rng = fresh_rng("QkNormRope");
-    const int rows = 5, max_rows = 6, Hq = 4, Hkv = 2, d = 256, rot = 64, pos = 1234;
+    const int rows = 5, max_rows = 6, pos = 1234;
     const float theta = 1e7f;
     // q rows interleave [q_h | gate_h] per head like the fused projection; k follows in the row.
-    const int64_t row_stride = 2 * Hq * d + 2 * Hkv * d;
+    const int64_t row_stride = 2 * Hq * d + 2 * Hkv * d + pad;
     auto x = uniform(rng, max_rows * row_stride, -3, 3);
     auto qw = uniform(rng, d, -0.3f, 0.3f, false), kw = uniform(rng, d, -0.3f, 0.3f, false);
     Dev<uint16_t> dx(to_bf(x));
@@ -217,6 +222,14 @@ TEST(CudaNorm, QkNormRopeMatchesReference) {
     FROST_SKIP_WITHOUT_CUDA();
     check_qk_norm_rope(0);
     check_qk_norm_rope(1);
+    check_qk_norm_rope(0, 256, 128);
+    check_qk_norm_rope(1, 256, 256);
+    check_qk_norm_rope(0, 256, 64, 1);
+    check_qk_norm_rope(0, 128, 64);
+    check_qk_norm_rope(1, 128, 128, 1);
+    check_qk_norm_rope(0, 96, 64);
+    check_qk_norm_rope(0, 128, 64, 0, 32, 4);
+    check_qk_norm_rope(1, 96, 64, 0, 32, 4);
 }
 
 // dim 128 with a z row stride that keeps 8-byte alignment takes the vectorised kernel; z_pad 2 (a

@@ -325,9 +325,14 @@ __device__ inline void copy_out(bf16* dst, const bf16 (*src)[P]) {
 // tile_product_pair; round 5). Same bits either way.
 // kPerSm: the blocks per SM its launch allows (3, or 2 / 1 with padded shared memory:
 // prep_per_sm); the body does not depend on it, each value is its own function so that each
-// keeps its own shared-memory limit.
+// keeps its own shared-memory limit, and its own register cap: three blocks an SM cap it at 80
+// registers, where ptxas spills 24 bytes; one or two leave it 113-114 and no spills (the same
+// bits). Measured flat (H200, 2026-12-02, fifty-second session, against the cap of 3 for every
+// variant, two rounds alternating in one call): `bench_ops --preset 0.8b --rows 1024` gdn_chunk
+// 771-772 -> 766-769 us over 18 layers, 0.8B cold TTFT 512 / 1024 2.11-2.12 / 3.31-3.32 ->
+// 2.11-2.13 / 3.29-3.32 ms. Only short prompts launch them (two blocks an SM or fewer).
 template <bool kFast, int kPerSm>
-__global__ void __launch_bounds__(kThreads, 3) gdn_bf16_prep_kernel(GdnBf16Params p) {
+__global__ void __launch_bounds__(kThreads, kPerSm) gdn_bf16_prep_kernel(GdnBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     PrepSmem& sm = *reinterpret_cast<PrepSmem*>(smem_raw);
     const int rows = cursor_rows(p.cursor, p.max_rows);

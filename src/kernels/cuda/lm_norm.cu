@@ -172,10 +172,9 @@ __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf1
     }
 }
 
-// One warp per (row, head) of q then k: lane owns elements lane + 32 e, so with rotary_dim a
-// multiple of 64 the RoPE partner (i ± rotary_dim/2) sits in the same lane. kKv (decode): the
-// row's KV append too (kv_append_kernel's rules): k warps also store their output into the K
-// cache, and Hkv more warps per row copy the v heads into the V cache.
+// One warp per (row, head) of q then k. kKv (decode): the row's KV append too (kv_append_kernel's
+// rules): k warps also store their output into the K cache, and Hkv more warps per row copy the v
+// heads into the V cache.
 // The rotation's cos / sin depend on (position, frequency) only, so the block computes them once
 // per row it touches (at most kHeadWarpsPerBlock rows) into shared memory, with the same powf and
 // sincosf calls, before its warps rotate. Every (row, head) warp computed its own before: 20x the
@@ -186,18 +185,50 @@ __global__ void __launch_bounds__(kNormThreads) add_rmsnorm_kernel(AddRmsNormBf1
 // of 35-38, so far fewer warps fit an SM: bench_ops, the fused form with the KV append, 35B-A3B
 // shape at 4096 rows 174-177 -> 280 us over its 2 attention layers, 0.8B at 1024 rows 90 -> 105 us
 // over 6. One warp per item (~1.0 TB/s) stays.
+//
+// Two layouts of a head over the warp's lanes (kPer). kPer 0, strided, any head_dim (a multiple of
+// 32): lane owns elements lane + 32 e, every access 2 bytes, and the RoPE partner (i ± rotary_dim/2,
+// rotary_dim a multiple of 64) sits in the same lane, picked from the unrolled set. kPer 4 / 8 (head_dim 128 / 256, every Qwen3.5 shape): lane owns the
+// kPer contiguous elements from kPer * lane, so q, k, the caches and v move as 8- / 16-byte vectors
+// and the weights as float4s, and the partner is the same slot of lane ± rotary_dim / (2 kPer),
+// one shuffle per element. The squares are summed in a different order: other bits than the
+// strided form's (prefill, decode and batched steps all take the same form: they agree).
+// FROST_QK_ROPE_STRIDED=1 forces the strided form (A/B runs of one binary). Measured (H200,
+// 2026-12-02, fifty-second session, `bench_ops --rows R --pos 0 --reps 5`, us summed over the
+// layers, fused with the KV append, strided -> contiguous, two rounds in each of two calls): 9B at
+// 4096 rows 818-831 -> 768-781; 0.8B at 1024 rows 85-88 -> 85-87. The width of the accesses is not
+// what holds the kernel near 1.1 TB/s. Tried and dropped in the same calls: (1) the warp's head
+// loaded before the rotation table and its barrier, the weights before the programmatic wait (40
+// instead of 32 registers, capped at 12 blocks an SM): 9B 892-899, 0.8B 92.5; (2) one row's heads
+// a block (24 warps on the 9B, 12 on the 0.8B), one rotation table per row instead of per 4 items:
+// 9B 876-886, 0.8B 80.5-81.6 (strided: 945-947 / 84-85.5). The 32-byte stack frame ptxas reports
+// for every form is sincosf's: its slow path (Payne-Hanek reduction, arguments beyond ~1e5, never
+// reached at these positions) keeps its words in local memory; __sincosf has none.
 constexpr int kRopeMaxHalf = kWarp * kHeadMaxPerLane / 2;  // rotary_dim / 2 <= head_dim / 2
+
+// A warp's work in qk_norm_rope_kernel: one q or k head to normalise and rotate in place (x, its
+// weights w, the row's (cos, sin) table cs and, kKv, the K cache row to store it into as well), or
+// one v head to copy into the V cache (v_src -> v_dst). All null: nothing.
+struct QkHeadItem {
+    bf16* x = nullptr;
+    const float* w = nullptr;
+    const float2* cs = nullptr;
+    bf16* k_cache = nullptr;
+    const bf16* v_src = nullptr;
+    bf16* v_dst = nullptr;
+};
+
+// Every thread of the block calls this (it holds the block's barrier). False: the whole block has
+// no item (it returns before the barrier). Else `it` is this warp's item.
 template <bool kKv>
-__global__ void qk_norm_rope_kernel(QkNormRopeBf16Params p, KvAppendBf16Params kv) {
-    __shared__ float2 rope_cs[kHeadWarpsPerBlock][kRopeMaxHalf];  // (cos, sin) per row of the block and slot
-    pdl_wait();  // programmatic launch (decode graphs): q / k and the cursor come from predecessors
-    pdl_launch_dependents();
+__device__ inline bool qk_head_item(const QkNormRopeBf16Params& p, const KvAppendBf16Params& kv,
+                                    float2 (*rope_cs)[kRopeMaxHalf], QkHeadItem& it) {
     const bool batched = p.batch.cursors != nullptr;  // every row, at its member's own position
     const int rows = batched ? p.max_rows : cursor_rows(p.cursor, p.max_rows);
     const int heads = p.Hq + p.Hkv;
     const int items = heads + (kKv ? p.Hkv : 0);  // per row
     const int first = blockIdx.x * kHeadWarpsPerBlock;
-    if (first >= rows * items) return;  // the whole block, before its barrier
+    if (first >= rows * items) return false;
     const int row0 = first / items;
     const int half = p.rotary_dim / 2;
     {
@@ -216,11 +247,9 @@ __global__ void qk_norm_rope_kernel(QkNormRopeBf16Params p, KvAppendBf16Params k
         __syncthreads();
     }
     const int item = first + threadIdx.x / kWarp;
-    const int lane = threadIdx.x % kWarp;
-    if (item >= rows * items) return;
+    if (item >= rows * items) return true;
     const int row = item / items;
     const int head = item % items;
-    bf16* k_cache = nullptr;  // kKv: this row's K cache row at its position (null: no append)
     if constexpr (kKv) {
         bf16* kc = kv.k_cache;
         bf16* vc = kv.v_cache;
@@ -232,51 +261,181 @@ __global__ void qk_norm_rope_kernel(QkNormRopeBf16Params p, KvAppendBf16Params k
         const bool append = kc && vc && pos >= 0 && pos < kv.max_seq;  // never out of bounds
         const int64_t at = static_cast<int64_t>(pos) * kv.kv_dim;
         if (head >= heads) {  // a v head: copy
-            if (!append) return;
-            const int64_t off = static_cast<int64_t>(head - heads) * p.head_dim;
-            for (int i = lane; i < p.head_dim; i += kWarp) vc[at + off + i] = kv.v[row * kv.src_row_stride + off + i];
-            return;
+            if (append) {
+                const int64_t off = static_cast<int64_t>(head - heads) * p.head_dim;
+                it.v_src = kv.v + row * kv.src_row_stride + off;
+                it.v_dst = vc + at + off;
+            }
+            return true;
         }
-        if (append && head >= p.Hq) k_cache = kc + at + static_cast<int64_t>(head - p.Hq) * p.head_dim;
+        if (append && head >= p.Hq) it.k_cache = kc + at + static_cast<int64_t>(head - p.Hq) * p.head_dim;
     }
     const bool is_q = head < p.Hq;
-    bf16* x = is_q ? p.q + row * p.q_row_stride + head * p.q_head_stride
-                   : p.k + row * p.k_row_stride + (head - p.Hq) * p.k_head_stride;
-    const float* w = is_q ? p.q_w : p.k_w;
+    it.x = is_q ? p.q + row * p.q_row_stride + head * p.q_head_stride
+                : p.k + row * p.k_row_stride + (head - p.Hq) * p.k_head_stride;
+    it.w = is_q ? p.q_w : p.k_w;
+    it.cs = rope_cs[row - row0];
+    return true;
+}
+
+// The strided form (kPer 0 above).
+__device__ inline void qk_head_strided(const QkNormRopeBf16Params& p, const QkHeadItem& it) {
+    const int lane = threadIdx.x % kWarp;
     const int per_lane = p.head_dim / kWarp;
     float v[kHeadMaxPerLane];
-    const float rs = head_rms_load(x, p.head_dim, p.eps, v);
+    const float rs = head_rms_load(it.x, p.head_dim, p.eps, v);
     const float one = p.zero_centred ? 1.0f : 0.0f;
 #pragma unroll
     for (int e = 0; e < kHeadMaxPerLane; ++e) {
-        if (e < per_lane) v[e] = v[e] * rs * (one + w[lane + e * kWarp]);
+        if (e < per_lane) v[e] = v[e] * rs * (one + it.w[lane + e * kWarp]);
     }
+    const int half = p.rotary_dim / 2;
     const int half_lanes = half / kWarp;  // partner offset in e
-    const float2* cs_row = rope_cs[row - row0];
     float out[kHeadMaxPerLane];
 #pragma unroll
     for (int e = 0; e < kHeadMaxPerLane; ++e) {
         out[e] = v[e];
         const int i = lane + e * kWarp;
         if (e >= per_lane || i >= p.rotary_dim) continue;
-        const float2 cs = cs_row[i % half];
+        const float2 cs = it.cs[i % half];
         const float c = cs.x, s = cs.y;
         // Partner index is known at compile time only through e; select it from the unrolled set.
         float partner = 0.0f;
 #pragma unroll
         for (int f = 0; f < kHeadMaxPerLane; ++f) {
-            if (i < p.rotary_dim / 2 ? f == e + half_lanes : f == e - half_lanes) partner = v[f];
+            if (i < half ? f == e + half_lanes : f == e - half_lanes) partner = v[f];
         }
-        out[e] = i < p.rotary_dim / 2 ? v[e] * c - partner * s : v[e] * c + partner * s;
+        out[e] = i < half ? v[e] * c - partner * s : v[e] * c + partner * s;
     }
 #pragma unroll
     for (int e = 0; e < kHeadMaxPerLane; ++e) {
         if (e < per_lane) {
             const bf16 o = __float2bfloat16(out[e]);
-            x[lane + e * kWarp] = o;
-            if (kKv && k_cache) k_cache[lane + e * kWarp] = o;
+            it.x[lane + e * kWarp] = o;
+            if (it.k_cache) it.k_cache[lane + e * kWarp] = o;
         }
     }
+}
+
+// kPer bf16 (4 or 8) as one 8- / 16-byte access where `vec`, else one by one (the same values).
+template <int kPer>
+__device__ inline void load_run(const bf16* src, bool vec, float (&v)[kPer]) {
+    if (!vec) {
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) v[e] = __bfloat162float(src[e]);
+        return;
+    }
+    uint32_t w[kPer / 2];
+    if constexpr (kPer == 8) {
+        const uint4 u = *reinterpret_cast<const uint4*>(src);
+        w[0] = u.x, w[1] = u.y, w[2] = u.z, w[3] = u.w;
+    } else {
+        const uint2 u = *reinterpret_cast<const uint2*>(src);
+        w[0] = u.x, w[1] = u.y;
+    }
+#pragma unroll
+    for (int i = 0; i < kPer / 2; ++i) {  // a bf16 is the high half of its fp32
+        v[2 * i] = __uint_as_float(w[i] << 16);
+        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
+template <int kPer>
+__device__ inline void store_run(bf16* dst, bool vec, const float (&v)[kPer]) {
+    if (!vec) {
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) dst[e] = __float2bfloat16(v[e]);
+        return;
+    }
+    uint32_t w[kPer / 2];
+#pragma unroll
+    for (int i = 0; i < kPer / 2; ++i) w[i] = pack_bf162(v[2 * i], v[2 * i + 1]);
+    if constexpr (kPer == 8)
+        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+    else
+        *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+}
+
+template <int kPer>
+__device__ inline bool run_aligned(const void* ptr) {
+    return (reinterpret_cast<uintptr_t>(ptr) & (kPer * sizeof(bf16) - 1)) == 0;
+}
+
+// kPer weights from wp (float4s where aligned).
+template <int kPer>
+__device__ inline void load_weights(const float* wp, float (&w)[kPer]) {
+    if ((reinterpret_cast<uintptr_t>(wp) & 15) == 0) {
+#pragma unroll
+        for (int j = 0; j < kPer / 4; ++j) {
+            const float4 f = reinterpret_cast<const float4*>(wp)[j];
+            w[4 * j] = f.x, w[4 * j + 1] = f.y, w[4 * j + 2] = f.z, w[4 * j + 3] = f.w;
+        }
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) w[e] = wp[e];
+}
+
+// The contiguous form (kPer 4 / 8 above). Every lane of the warp runs it (the shuffles).
+template <int kPer>
+__device__ inline void qk_head_contiguous(const QkNormRopeBf16Params& p, const QkHeadItem& it) {
+    const int lane = threadIdx.x % kWarp;
+    const int i0 = kPer * lane;
+    bf16* x = it.x + i0;
+    bf16* kc = it.k_cache ? it.k_cache + i0 : nullptr;
+    // Unaligned addresses (never the engine's buffers) take the element-wise accesses, warp-uniform.
+    const bool vec = __all_sync(kFullMask, run_aligned<kPer>(x) && (!kc || run_aligned<kPer>(kc)));
+    float v[kPer], w[kPer];
+    load_run<kPer>(x, vec, v);
+    load_weights<kPer>(it.w + i0, w);
+    float ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) ss += v[e] * v[e];
+    const float rs = rsqrtf(warp_sum(ss) / (kPer * kWarp) + p.eps);
+    const float one = p.zero_centred ? 1.0f : 0.0f;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) v[e] = v[e] * rs * (one + w[e]);
+    const int half = p.rotary_dim / 2;  // a multiple of 32, so of kPer: partners are whole runs
+    const bool rotated = i0 < p.rotary_dim, low = i0 < half;
+    const int src = !rotated ? lane : low ? lane + half / kPer : lane - half / kPer;
+    float out[kPer];
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+        const float partner = __shfl_sync(kFullMask, v[e], src);
+        out[e] = v[e];
+        if (!rotated) continue;
+        const float2 cs = it.cs[(i0 + e) % half];
+        out[e] = low ? v[e] * cs.x - partner * cs.y : v[e] * cs.x + partner * cs.y;
+    }
+    store_run<kPer>(x, vec, out);
+    if (kc) store_run<kPer>(kc, vec, out);
+}
+
+template <bool kKv, int kPer>
+__global__ void qk_norm_rope_kernel(QkNormRopeBf16Params p, KvAppendBf16Params kv) {
+    __shared__ float2 rope_cs[kHeadWarpsPerBlock][kRopeMaxHalf];  // (cos, sin) per row of the block and slot
+    pdl_wait();  // programmatic launch (decode graphs): q / k and the cursor come from predecessors
+    pdl_launch_dependents();
+    QkHeadItem it;
+    if (!qk_head_item<kKv>(p, kv, rope_cs, it)) return;
+    const int lane = threadIdx.x % kWarp;
+    if (it.v_dst) {
+        if constexpr (kPer > 0) {
+            const int i0 = kPer * lane;
+            const bool vec = __all_sync(kFullMask, run_aligned<kPer>(it.v_src + i0) && run_aligned<kPer>(it.v_dst + i0));
+            float v[kPer];
+            load_run<kPer>(it.v_src + i0, vec, v);  // bf16 -> fp32 -> bf16: exact
+            store_run<kPer>(it.v_dst + i0, vec, v);
+        } else {
+            for (int i = lane; i < p.head_dim; i += kWarp) it.v_dst[i] = it.v_src[i];
+        }
+        return;
+    }
+    if (!it.x) return;
+    if constexpr (kPer > 0)
+        qk_head_contiguous<kPer>(p, it);
+    else
+        qk_head_strided(p, it);
 }
 
 // One warp per (row, value head): y = w * norm(o) * silu(z).
@@ -390,15 +549,26 @@ KernelCost add_rmsnorm_cost(const AddRmsNormBf16Params& p, int rows) {
     return {elems * sizeof(bf16) * io + p.dim * sizeof(float) + twin, elems * 5.0};
 }
 
+namespace {
+// The layout of qk_norm_rope_kernel for a head_dim (see there): contiguous runs for 128 and 256.
+template <bool kKv>
+auto qk_norm_rope_kernel_for(int head_dim) {
+    static const bool strided = util::env_is("FROST_QK_ROPE_STRIDED", "1");
+    if (!strided && head_dim == 8 * kWarp) return qk_norm_rope_kernel<kKv, 8>;
+    if (!strided && head_dim == 4 * kWarp) return qk_norm_rope_kernel<kKv, 4>;
+    return qk_norm_rope_kernel<kKv, 0>;
+}
+}  // namespace
+
 cudaError_t qk_norm_rope_launch(const QkNormRopeBf16Params& p, cudaStream_t stream) {
     if (!p.q || !p.k || !p.q_w || !p.k_w || !p.cursor || p.head_dim <= 0 ||
         p.head_dim % kWarp != 0 || p.head_dim > kWarp * kHeadMaxPerLane || p.rotary_dim < 0 ||
         p.rotary_dim % (2 * kWarp) != 0 || p.rotary_dim > p.head_dim || p.max_rows <= 0)
         return cudaErrorInvalidValue;
     const int items = p.max_rows * (p.Hq + p.Hkv);
-    const cudaError_t err = launch_kernel(qk_norm_rope_kernel<false>, dim3(ceil_div(items, kHeadWarpsPerBlock)),
-                                          dim3(kHeadWarpsPerBlock * kWarp), 0, stream, p.pdl != 0, p,
-                                          KvAppendBf16Params{});
+    const cudaError_t err = launch_kernel(qk_norm_rope_kernel_for<false>(p.head_dim),
+                                          dim3(ceil_div(items, kHeadWarpsPerBlock)), dim3(kHeadWarpsPerBlock * kWarp),
+                                          0, stream, p.pdl != 0, p, KvAppendBf16Params{});
     if (err != cudaSuccess) return err;
     return cudaGetLastError();
 }
@@ -423,8 +593,9 @@ cudaError_t qk_norm_rope_kv_launch(const QkRopeKvBf16Params& f, cudaStream_t str
         p.rotary_dim % (2 * kWarp) != 0 || p.rotary_dim > p.head_dim || p.max_rows <= 0)
         return cudaErrorInvalidValue;
     const int items = p.max_rows * (p.Hq + 2 * p.Hkv);
-    const cudaError_t err = launch_kernel(qk_norm_rope_kernel<true>, dim3(ceil_div(items, kHeadWarpsPerBlock)),
-                                          dim3(kHeadWarpsPerBlock * kWarp), 0, stream, p.pdl != 0, p, f.kv);
+    const cudaError_t err = launch_kernel(qk_norm_rope_kernel_for<true>(p.head_dim),
+                                          dim3(ceil_div(items, kHeadWarpsPerBlock)), dim3(kHeadWarpsPerBlock * kWarp),
+                                          0, stream, p.pdl != 0, p, f.kv);
     if (err != cudaSuccess) return err;
     return cudaGetLastError();
 }
