@@ -317,26 +317,28 @@ __device__ inline void qk_head_strided(const QkNormRopeBf16Params& p, const QkHe
     }
 }
 
+// Four bf16 from one 8-byte access (p 8-byte aligned); load8 / store8 are the 16-byte ones.
+__device__ inline void load4(const bf16* p, float (&v)[4]) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
+    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+    v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
+}
+
+__device__ inline void store4(bf16* p, const float (&v)[4]) {
+    *reinterpret_cast<uint2*>(p) = make_uint2(pack_bf162(v[0], v[1]), pack_bf162(v[2], v[3]));
+}
+
 // kPer bf16 (4 or 8) as one 8- / 16-byte access where `vec`, else one by one (the same values).
 template <int kPer>
 __device__ inline void load_run(const bf16* src, bool vec, float (&v)[kPer]) {
     if (!vec) {
 #pragma unroll
         for (int e = 0; e < kPer; ++e) v[e] = __bfloat162float(src[e]);
-        return;
-    }
-    uint32_t w[kPer / 2];
-    if constexpr (kPer == 8) {
-        const uint4 u = *reinterpret_cast<const uint4*>(src);
-        w[0] = u.x, w[1] = u.y, w[2] = u.z, w[3] = u.w;
+    } else if constexpr (kPer == 8) {
+        load8(src, v);
     } else {
-        const uint2 u = *reinterpret_cast<const uint2*>(src);
-        w[0] = u.x, w[1] = u.y;
-    }
-#pragma unroll
-    for (int i = 0; i < kPer / 2; ++i) {  // a bf16 is the high half of its fp32
-        v[2 * i] = __uint_as_float(w[i] << 16);
-        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+        load4(src, v);
     }
 }
 
@@ -345,15 +347,11 @@ __device__ inline void store_run(bf16* dst, bool vec, const float (&v)[kPer]) {
     if (!vec) {
 #pragma unroll
         for (int e = 0; e < kPer; ++e) dst[e] = __float2bfloat16(v[e]);
-        return;
+    } else if constexpr (kPer == 8) {
+        store8(dst, v);
+    } else {
+        store4(dst, v);
     }
-    uint32_t w[kPer / 2];
-#pragma unroll
-    for (int i = 0; i < kPer / 2; ++i) w[i] = pack_bf162(v[2 * i], v[2 * i + 1]);
-    if constexpr (kPer == 8)
-        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
-    else
-        *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
 }
 
 template <int kPer>
@@ -468,13 +466,6 @@ __global__ void gated_rmsnorm_kernel(GatedRmsNormBf16Params p) {
 // Four (row, head) items per warp with all their loads issued first was slower (H100 2026-11-25,
 // 9B 4096-row chunk, 24 layers: 1258 -> 1440 us bf16, 1653 -> 1793 us with the FP8 twin).
 constexpr int kGatedVecDim = 4 * kWarp;
-
-__device__ inline void load4(const bf16* p, float (&v)[4]) {
-    const uint2 u = *reinterpret_cast<const uint2*>(p);
-    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
-    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
-    v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
-}
 
 __global__ void gated_rmsnorm_vec4_kernel(GatedRmsNormBf16Params p) {
     const int lane = threadIdx.x % kWarp;
