@@ -437,6 +437,13 @@ TEST(CudaAttention, DecodeMatchesReference) {
     run_case({16, 4, 4096, 1, 1, 8192}, true, "AttnDecodeSplit64First");
     run_case({16, 2, 4500, 1, 1, 8192}, true, "AttnDecodeSplit64");
     run_case({8, 2, 9000, 1, 1, 10000}, true, "AttnDecodeSplit128");
+    // Past 16384 keys there are more splits than the split launch's 128 blocks per kv head
+    // (split_grid): blocks loop over splits blockIdx.x + i * 128 (158 and 313 splits here).
+    run_case({8, 2, 20100, 1, 1, 20200}, true, "AttnDecodeSplitsLoopTwice");
+    run_case({8, 1, 40000, 1, 1, 40100}, true, "AttnDecodeSplitsLoopThrice");
+    // A session sized far past its position (frost serve: the model's context): the capped grid
+    // leaves most blocks idle, which must write nothing the merge reads.
+    run_case({8, 1, 1000, 1, 1, 70000}, true, "AttnDecodeShortInLongSession");
 }
 
 // The decode chain as a captured decode graph holds it: kv_append then attention decode (split,

@@ -29,7 +29,7 @@ using json = nlohmann::ordered_json;
 constexpr const char* kUsage =
     "usage: frost bench batch [--model DIR | --preset NAME] [--backend cpu|cuda] [--sizes 1,2,4,8]\n"
     "         [--context N] [--steps N] [--admit N] [--admit-step S] [--admit-share F] [--solo-kernels]\n"
-    "         [--out-dir DIR] [--json]\n"
+    "         [--max-seq N] [--out-dir DIR] [--json]\n"
     "  B sessions at --context tokens (default 256) each decode --steps steps (default 32) together\n"
     "  (Engine::decode_batch) per size B: per-stream ms/token, aggregate tokens/s, ratios to B=1 and\n"
     "  the bytes floor of one batched step at the copy ceiling. Without --model a synthetic\n"
@@ -39,7 +39,9 @@ constexpr const char* kUsage =
     "  0.6, the server's prefill_share) each chunk runs sliced, a few layers per round within F of the\n"
     "  measured decode step; 0 = one whole chunk between two of their steps. Reports their inter-token\n"
     "  latency p50 / p99 unloaded and while it is admitted, and the prompt's time to its first token.\n"
-    "  --solo-kernels: CUDA steps the members one by one (EngineOptions::cuda_batched_decode off).";
+    "  --solo-kernels: CUDA steps the members one by one (EngineOptions::cuda_batched_decode off).\n"
+    "  --max-seq: each session's capacity (default and minimum: what the runs need + 64; `frost serve`\n"
+    "  sizes sessions to the model's context).";
 
 constexpr int kCeilingBytesCpu = 16 << 20;
 constexpr int kCeilingBytesCuda = 256 << 20;
@@ -162,7 +164,7 @@ frost_status admission_latency(fm::Engine& e, const std::vector<int32_t>& prompt
 int run(const std::vector<std::string>& args) {
     std::string model, preset = "tiny", backend = "cpu", out_dir = "engine-bench";
     std::vector<int> sizes{1, 2, 4, 8};
-    int context = 256, steps = 32, admit = 0, admit_step = 512;
+    int context = 256, steps = 32, admit = 0, admit_step = 512, max_seq = 0;
     double admit_share = 0.6;
     bool as_json = false, cuda_kernels = true;
     for (size_t i = 0; i < args.size(); ++i) {
@@ -195,6 +197,7 @@ int run(const std::vector<std::string>& args) {
         else if (k == "--admit") ok = (admit = std::atoi(v.c_str())) > 0;
         else if (k == "--admit-step") ok = (admit_step = std::atoi(v.c_str())) > 0;
         else if (k == "--admit-share") ok = (admit_share = std::atof(v.c_str())) >= 0;
+        else if (k == "--max-seq") ok = (max_seq = std::atoi(v.c_str())) > 0;
         else ok = false;
         if (!ok) {
             std::fprintf(stderr, "frost bench batch: bad option %s %s\n%s\n", k.c_str(), v.c_str(), kUsage);
@@ -219,6 +222,7 @@ int run(const std::vector<std::string>& args) {
     // While a prompt is admitted the streams step once per round: at most a round per layer of
     // every chunk (slices of one layer), fewer than `admit` rounds while layers <= admit_step.
     if (admit > 0) eo.max_seq_len = std::max(eo.max_seq_len, context + admit + 2 * steps + kSeqSlack);
+    eo.max_seq_len = std::max(eo.max_seq_len, max_seq);
     eo.slice_rows = std::max(eo.slice_rows, (admit_step + 63) / 64 * 64);
     std::unique_ptr<fm::Engine> e;
     if (fm::Engine::create(model, eo, &e) != FROST_OK) return fail_msg("loading the model");

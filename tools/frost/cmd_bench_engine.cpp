@@ -45,7 +45,7 @@ constexpr const char* kUsage =
     "usage: frost bench engine [--model DIR | --preset NAME] [--backend cpu|cuda] [--ttft N1,N2,...]\n"
     "         [--decode C1,C2,...] [--decode-steps N] [--chunk C_p] [--reps N] [--out-dir DIR] [--json]\n"
     "         [--fp8-prefill w8a8|exact] [--fp8-decode w8a8|exact] [--mask-decode] [--leave-out L1,L2,...]\n"
-    "         [--chunk-invariant]\n"
+    "         [--chunk-invariant] [--max-seq N]\n"
     "  Cold start (process start -> ready), cold TTFT per prompt length (median of --reps after one\n"
     "  warm-up), decode ms/token at each context, peak device memory; each beside its floor (TTFT:\n"
     "  the larger of its FLOPs at a GEMM ceiling and its bytes at a copy ceiling, both measured in\n"
@@ -56,7 +56,10 @@ constexpr const char* kUsage =
     "  table on stderr. --leave-out: a timing probe; ops whose label contains one of the strings\n"
     "  (e.g. rmsnorm, gemm lm_head, attn_decode) are recorded but not launched, so the rows time the\n"
     "  steps without them inside their graphs. Outputs are wrong, and the JSON has no frost_results.\n"
-    "  --chunk-invariant: the engine's chunk-invariant numerics (EngineOptions::chunk_invariant).";
+    "  --chunk-invariant: the engine's chunk-invariant numerics (EngineOptions::chunk_invariant).\n"
+    "  --max-seq: the session capacity (EngineOptions::max_seq_len; default and minimum: the longest\n"
+    "  run + decode steps + 64). `frost serve` sizes it to the model's context (262144 for Qwen3.5),\n"
+    "  and decode graphs sized for that capacity can cost more per step than the bench's default.";
 
 constexpr int kWarmupTokens = 64;          // warm-up prefill length (one GDN chunk)
 constexpr int kSeqSlack = 64;              // max_seq_len = longest run + decode steps + this
@@ -345,6 +348,7 @@ struct Args {
     std::string model, preset = "tiny", backend = "cpu", out_dir = "engine-bench";
     std::vector<int32_t> ttft = {1024, 4096, 16384, 32768}, decode = {1024, 32768};
     int decode_steps = 64, chunk = 0, reps = 3;  // chunk 0: the engine picks (auto_prefill_chunk)
+    int max_seq = 0;  // --max-seq: 0 = what the runs need (max_len + decode_steps + kSeqSlack)
     bool json = false;
     bool fp8_w8a8 = false;         // --fp8-prefill w8a8
     bool fp8_w8a8_decode = false;  // --fp8-decode w8a8
@@ -370,6 +374,7 @@ int parse_args(const std::vector<std::string>& args, Args* a) {
             else if (k == "--out-dir") a->out_dir = v;
             else if (k == "--decode-steps") a->decode_steps = std::max(1, std::stoi(v));
             else if (k == "--chunk") a->chunk = std::stoi(v);
+            else if (k == "--max-seq") a->max_seq = std::stoi(v);
             else if (k == "--reps") a->reps = std::max(1, std::stoi(v));
             else if (k == "--leave-out") {
                 a->leave_out = frost::cli::split_list(v);
@@ -400,6 +405,10 @@ int parse_args(const std::vector<std::string>& args, Args* a) {
         std::fprintf(stderr, "frost bench engine: bad numeric value\n%s\n", kUsage);
         return 2;
     }
+    if (a->max_seq < 0) {
+        std::fprintf(stderr, "frost bench engine: --max-seq must be positive\n");
+        return 2;
+    }
     if (a->chunk < 0 || a->chunk % fm::kGdnChunk) {
         std::fprintf(stderr, "frost bench engine: --chunk must be 0 (auto) or a positive multiple of %d\n", fm::kGdnChunk);
         return 2;
@@ -428,7 +437,7 @@ int run_bench_engine(const std::vector<std::string>& args) {
     }
     const int max_len = std::max(*std::max_element(a.ttft.begin(), a.ttft.end()),
                                  *std::max_element(a.decode.begin(), a.decode.end()));
-    eo.max_seq_len = max_len + a.decode_steps + kSeqSlack;
+    eo.max_seq_len = std::max(max_len + a.decode_steps + kSeqSlack, a.max_seq);
     eo.prefill_chunk = a.chunk;
     eo.sessions = 1;
     eo.fp8_w8a8_prefill = a.fp8_w8a8;

@@ -63,6 +63,17 @@ __host__ __device__ inline int max_splits(int max_seq) {
     return short_splits > long_splits ? short_splits : long_splits;
 }
 
+// The split launch's grid.x: one block per split up to kSplitBlocks, then each block loops over
+// splits blockIdx.x + i * gridDim.x. The grid is fixed when the decode graph is captured, so it
+// was max_splits(max_seq) blocks per kv head whatever the position: `frost serve` sizes sessions
+// to the model's context (262144 keys for Qwen3.5), i.e. 2048 blocks per kv head (8192 on the 9B),
+// all but len / 32 of which waited for the predecessor, read the cursor and exited, at every
+// attention layer of every step. 128 covers every context up to 16384 keys with one split per
+// block (max_splits is 128 there), so those lengths keep their schedule; a split's partial is
+// computed the same way whichever block takes it, so the bits do not change.
+constexpr int kSplitBlocks = 128;
+inline int split_grid(int max_seq) { return max_splits(max_seq) < kSplitBlocks ? max_splits(max_seq) : kSplitBlocks; }
+
 // Batched decode: points p at member m's row (q, gate, o), caches, cursor and work slice; false
 // for a padding row (the merge launch writes its output row as zeros, never stale bits).
 __device__ inline bool batch_member(AttentionBf16Params& p, int m) {
@@ -79,20 +90,11 @@ __device__ inline bool batch_member(AttentionBf16Params& p, int m) {
     return true;
 }
 
-// G q heads per block. A GQA group larger than the shared memory holds (6, 8) is kSub blocks of G
-// heads each over the same kv head: block y serves q heads y*G .. y*G+G-1 of kv head y / kSub.
+// The partial of one split (keys split * sk .. + sk, clamped to len) for the block's G q heads.
 template <int G, int kSub>
-__global__ void __launch_bounds__(kThreads) attn_decode_split_kernel(AttentionBf16Params p) {
-    __shared__ float acc_s[kWarps][G][kD];
-    __shared__ float m_s[kWarps][G], l_s[kWarps][G];
-    pdl_wait();  // programmatic launch (decode graphs): q, the appended key and the cursor come from predecessors
-    pdl_launch_dependents();
-    if (p.batch.slots && !batch_member(p, blockIdx.z)) return;
-    const int len = p.cursor->pos + 1;
-    const int split = blockIdx.x;
-    const int sk = split_keys(len);
+__device__ inline void split_partial(const AttentionBf16Params& p, const float (&q)[G][kVec], int split, int sk, int len,
+                                     float (&acc_s)[kWarps][G][kD], float (&m_s)[kWarps][G], float (&l_s)[kWarps][G]) {
     const int key_begin = split * sk;
-    if (key_begin >= len) return;
     const int key_end = min(len, key_begin + sk);
     const int kvh = blockIdx.y / kSub;
     const int qh0 = blockIdx.y * G;  // this block's first q head
@@ -100,9 +102,6 @@ __global__ void __launch_bounds__(kThreads) attn_decode_split_kernel(AttentionBf
     const int lane = threadIdx.x % kWarp;
     const int kv_dim = p.Hkv * kD;
 
-    float q[G][kVec];
-#pragma unroll
-    for (int g = 0; g < G; ++g) load8(p.q + (qh0 + g) * p.q_head_stride + lane * kVec, q[g]);
     float m[G], l[G], acc[G][kVec];
 #pragma unroll
     for (int g = 0; g < G; ++g) {
@@ -189,6 +188,31 @@ __global__ void __launch_bounds__(kThreads) attn_decode_split_kernel(AttentionBf
     }
 }
 
+// G q heads per block. A GQA group larger than the shared memory holds (6, 8) is kSub blocks of G
+// heads each over the same kv head: block y serves q heads y*G .. y*G+G-1 of kv head y / kSub.
+template <int G, int kSub>
+__global__ void __launch_bounds__(kThreads) attn_decode_split_kernel(AttentionBf16Params p) {
+    __shared__ float acc_s[kWarps][G][kD];
+    __shared__ float m_s[kWarps][G], l_s[kWarps][G];
+    pdl_wait();  // programmatic launch (decode graphs): q, the appended key and the cursor come from predecessors
+    pdl_launch_dependents();
+    if (p.batch.slots && !batch_member(p, blockIdx.z)) return;
+    const int len = p.cursor->pos + 1;
+    const int sk = split_keys(len);
+    if (static_cast<int>(blockIdx.x) * sk >= len) return;
+    const int qh0 = blockIdx.y * G;  // this block's first q head
+    const int lane = threadIdx.x % kWarp;
+    float q[G][kVec];
+#pragma unroll
+    for (int g = 0; g < G; ++g) load8(p.q + (qh0 + g) * p.q_head_stride + lane * kVec, q[g]);
+    // Splits blockIdx.x, + gridDim.x, ... (split_grid: the grid is capped, a long context loops).
+    // The condition is block-uniform, so the barrier between two splits' uses of acc_s is safe.
+    for (int split = blockIdx.x; split * sk < len; split += gridDim.x) {
+        if (split != static_cast<int>(blockIdx.x)) __syncthreads();
+        split_partial<G, kSub>(p, q, split, sk, len, acc_s, m_s, l_s);
+    }
+}
+
 // One block per q head merges the splits: the block max of the split maxima first (max is exact
 // in any order), then warp w sums a fixed contiguous range of splits for its lanes' 8 dims each,
 // and the warp partials are added in warp order. The grouping depends only on the split count,
@@ -248,7 +272,7 @@ template <int G, int kSub = 1>
 cudaError_t attn_decode_dispatch(const AttentionBf16Params& p, cudaStream_t stream) {
     const int members = p.batch.slots ? p.batch.B : 1;  // batched decode: one grid slice per member
     const bool pdl = p.pdl != 0;
-    cudaError_t err = launch_kernel(attn_decode_split_kernel<G, kSub>, dim3(max_splits(p.max_seq), p.Hkv * kSub, members),
+    cudaError_t err = launch_kernel(attn_decode_split_kernel<G, kSub>, dim3(split_grid(p.max_seq), p.Hkv * kSub, members),
                                     dim3(kThreads), 0, stream, pdl, p);
     if (err == cudaSuccess) err = cudaGetLastError();
     if (err != cudaSuccess) return err;
