@@ -45,7 +45,7 @@ constexpr const char* kUsage =
     "usage: frost bench engine [--model DIR | --preset NAME] [--backend cpu|cuda] [--ttft N1,N2,...]\n"
     "         [--decode C1,C2,...] [--decode-steps N] [--chunk C_p] [--reps N] [--out-dir DIR] [--json]\n"
     "         [--fp8-prefill w8a8|exact] [--fp8-decode w8a8|exact] [--mask-decode] [--leave-out L1,L2,...]\n"
-    "         [--chunk-invariant] [--max-seq N]\n"
+    "         [--chunk-invariant] [--max-seq N] [--sample T[,TOP_K[,TOP_P]]]\n"
     "  Cold start (process start -> ready), cold TTFT per prompt length (median of --reps after one\n"
     "  warm-up), decode ms/token at each context, peak device memory; each beside its floor (TTFT:\n"
     "  the larger of its FLOPs at a GEMM ceiling and its bytes at a copy ceiling, both measured in\n"
@@ -59,7 +59,9 @@ constexpr const char* kUsage =
     "  --chunk-invariant: the engine's chunk-invariant numerics (EngineOptions::chunk_invariant).\n"
     "  --max-seq: the session capacity (EngineOptions::max_seq_len; default and minimum: the longest\n"
     "  run + decode steps + 64). `frost serve` sizes it to the model's context (262144 for Qwen3.5),\n"
-    "  and decode graphs sized for that capacity can cost more per step than the bench's default.";
+    "  and decode graphs sized for that capacity can cost more per step than the bench's default.\n"
+    "  --sample: decode with random sampling at temperature T (and top_k / top_p; seed 1) instead\n"
+    "  of greedy, as an OpenAI request with a temperature asks; the sampler's cost shows in ms/token.";
 
 constexpr int kWarmupTokens = 64;          // warm-up prefill length (one GDN chunk)
 constexpr int kSeqSlack = 64;              // max_seq_len = longest run + decode steps + this
@@ -349,6 +351,7 @@ struct Args {
     std::vector<int32_t> ttft = {1024, 4096, 16384, 32768}, decode = {1024, 32768};
     int decode_steps = 64, chunk = 0, reps = 3;  // chunk 0: the engine picks (auto_prefill_chunk)
     int max_seq = 0;  // --max-seq: 0 = what the runs need (max_len + decode_steps + kSeqSlack)
+    fm::SamplingConfig sampling;  // --sample: the decode steps' sampling (default greedy)
     bool json = false;
     bool fp8_w8a8 = false;         // --fp8-prefill w8a8
     bool fp8_w8a8_decode = false;  // --fp8-decode w8a8
@@ -375,6 +378,17 @@ int parse_args(const std::vector<std::string>& args, Args* a) {
             else if (k == "--decode-steps") a->decode_steps = std::max(1, std::stoi(v));
             else if (k == "--chunk") a->chunk = std::stoi(v);
             else if (k == "--max-seq") a->max_seq = std::stoi(v);
+            else if (k == "--sample") {
+                const auto parts = frost::cli::split_list(v);
+                if (parts.empty() || parts.size() > 3) {
+                    std::fprintf(stderr, "frost bench engine: --sample wants T[,TOP_K[,TOP_P]]\n");
+                    return 2;
+                }
+                a->sampling.temperature = std::stof(parts[0]);
+                if (parts.size() > 1) a->sampling.top_k = std::stoi(parts[1]);
+                if (parts.size() > 2) a->sampling.top_p = std::stof(parts[2]);
+                a->sampling.seed = 1;
+            }
             else if (k == "--reps") a->reps = std::max(1, std::stoi(v));
             else if (k == "--leave-out") {
                 a->leave_out = frost::cli::split_list(v);
@@ -508,6 +522,9 @@ int run_bench_engine(const std::vector<std::string>& args) {
         // token but id 0 allowed, uploaded before the step and applied inside the sampler).
         std::vector<uint32_t> mask(size_t((e->config().vocab_size + 31) / 32), 0xFFFFFFFFu);
         mask[0] &= ~1u;
+        // The prompt was prefilled greedily; the steps sample as --sample asks (set_sampling
+        // validates the values and names a bad one).
+        if (e->set_sampling(0, a.sampling) != FROST_OK) return false;
         const auto t_all = Clock::now();
         for (int i = 0; i < a.decode_steps; ++i) {
             const auto ts = Clock::now();
@@ -517,7 +534,9 @@ int run_bench_engine(const std::vector<std::string>& args) {
         }
         const double per_tok = ms_since(t_all) / a.decode_steps;
         decode_rows.push_back({{"context", ctx_len}, {"ms_per_token", per_tok}, {"median_step_ms", median(step_ms)},
-                               {"steps", a.decode_steps}, {"floor_bytes", costs.decode_bytes(ctx_len)}});
+                               {"steps", a.decode_steps}, {"floor_bytes", costs.decode_bytes(ctx_len)},
+                               {"temperature", a.sampling.temperature}, {"top_k", a.sampling.top_k},
+                               {"top_p", a.sampling.top_p}});
         mem.sample("decode_" + std::to_string(ctx_len));
         decode_todo.erase(std::remove(decode_todo.begin(), decode_todo.end(), ctx_len), decode_todo.end());
         return true;
