@@ -55,3 +55,18 @@ def test_floor_reads_weights_once_and_every_members_state(bench):
         if b > 1:
             assert f < b * floors[1], "a batched step must not count the weights once per member"
             assert f > floors[1]
+
+
+def test_max_seq_sizes_every_session(bench, tmp_path):
+    """--max-seq gives each session the capacity `frost serve` would (the model's context); the
+    rows still run, and a value below what the run needs is raised to it."""
+    _, model = bench
+    for asked, want in ((2048, 2048), (1, 64 + 2 + 64)):
+        p = frost("bench", "batch", "--model", model, "--backend", "cpu", "--sizes", "1,2", "--context", 64,
+                  "--steps", 2, "--max-seq", asked, "--json")
+        assert p.returncode == 0, p.stderr[-2000:]
+        j = json.loads(p.stdout)
+        assert j["max_seq_len"] == want
+        assert [r["B"] for r in j["rows"]] == [1, 2] and all(r["step_ms"] > 0 for r in j["rows"])
+    p = frost("bench", "batch", "--model", model, "--backend", "cpu", "--max-seq", 0)
+    assert p.returncode == 2 and "--max-seq" in p.stderr

@@ -195,3 +195,37 @@ def test_leave_out_refuses_a_part_matching_no_op(bench):
     p = frost("bench", "engine", "--model", model_dir, "--backend", "cpu", "--ttft", 64, "--decode", 64,
               "--decode-steps", 2, "--reps", 1, "--leave-out", "cursor advance")
     assert p.returncode != 0 and '"cursor advance" matches "cursor advance", a cursor op' in p.stderr
+
+
+def test_max_seq_sizes_the_session(bench, tmp_path):
+    """--max-seq sizes the session as `frost serve` does (to the model's context): the KV floor and
+    the reported capacity follow it; below what the runs need it is raised to that."""
+    _, model_dir, _ = bench
+    c = Costs(shape_config(model_dir))
+    need = 64 + 2 + SEQ_SLACK
+    for asked, want in ((4096, 4096), (10, need)):
+        p = frost("bench", "engine", "--model", model_dir, "--backend", "cpu", "--ttft", 64, "--decode", 64,
+                  "--decode-steps", 2, "--reps", 1, "--max-seq", asked, "--json")
+        assert p.returncode == 0, p.stderr[-2000:]
+        mem = json.loads(p.stdout)["memory"]
+        assert mem["max_seq_len"] == want
+        assert mem["floor"]["kv_max_seq"] == pytest.approx(c.kv_bytes(want) * FP32_OVER_BF16, rel=1e-9)
+        assert "max_seq %d" % want in p.stderr
+    p = frost("bench", "engine", "--preset", "tiny", "--max-seq", -5, "--out-dir", tmp_path)
+    assert p.returncode == 2 and "--max-seq" in p.stderr
+
+
+def test_sample_sets_the_decode_steps_sampling(bench, tmp_path):
+    """--sample T[,TOP_K[,TOP_P]] decodes with random sampling (the rows say which); bad values are
+    refused before anything runs."""
+    _, model_dir, _ = bench
+    p = frost("bench", "engine", "--model", model_dir, "--backend", "cpu", "--ttft", 64, "--decode", 64,
+              "--decode-steps", 3, "--reps", 1, "--sample", "0.8,20,0.9", "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    row = json.loads(p.stdout)["decode"][0]
+    assert row["temperature"] == pytest.approx(0.8) and row["top_k"] == 20 and row["top_p"] == pytest.approx(0.9)
+    assert row["steps"] == 3 and row["ms_per_token"] > 0
+    for bad in ("1,2,3,4", "x", "-1", "1,-3", "1,5,0", "1,5,1.5"):
+        p = frost("bench", "engine", "--preset", "tiny", "--sample", bad, "--out-dir", tmp_path)
+        assert p.returncode == 2, (bad, p.stderr[-500:])
+        assert "--sample" in p.stderr or "bad numeric value" in p.stderr, (bad, p.stderr[-500:])

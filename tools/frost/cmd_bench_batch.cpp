@@ -285,7 +285,8 @@ int run(const std::vector<std::string>& args) {
                      {"p99_ratio", lat.p99[0] > 0 ? lat.p99[1] / lat.p99[0] : 0.0}};
     }
     const json out = {{"bench", "batch"}, {"model", model}, {"backend", backend}, {"context", context},
-                      {"steps", steps}, {"ceiling_copy_GBps", ceiling}, {"rows", rows}, {"admission", admission}};
+                      {"steps", steps}, {"max_seq_len", eo.max_seq_len}, {"ceiling_copy_GBps", ceiling}, {"rows", rows},
+                      {"admission", admission}};
     FILE* tbl = as_json ? stderr : stdout;
     std::fprintf(tbl, "frost bench batch: %s (%s), context %d, %d steps, copy ceiling %.1f GB/s%s\n", model.c_str(),
                  backend.c_str(), context, steps, ceiling,

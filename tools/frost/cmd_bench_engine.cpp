@@ -388,6 +388,12 @@ int parse_args(const std::vector<std::string>& args, Args* a) {
                 if (parts.size() > 1) a->sampling.top_k = std::stoi(parts[1]);
                 if (parts.size() > 2) a->sampling.top_p = std::stof(parts[2]);
                 a->sampling.seed = 1;
+                const auto& sc = a->sampling;
+                if (!(sc.temperature >= 0.0f) || sc.top_k < 0 || !(sc.top_p > 0.0f && sc.top_p <= 1.0f)) {
+                    std::fprintf(stderr, "frost bench engine: --sample wants T >= 0, TOP_K >= 0 and TOP_P in (0, 1], "
+                                 "got '%s'\n", v.c_str());
+                    return 2;
+                }
             }
             else if (k == "--reps") a->reps = std::max(1, std::stoi(v));
             else if (k == "--leave-out") {
