@@ -269,14 +269,16 @@ TEST(CudaMoe, DecodeAtTheReleasedShapesMatchesTheCpuReferenceBitwiseRepeatable) 
 // a batched step's rows take), with and without programmatic dependent launch. Shapes: I != Is,
 // H 1064 (not a multiple of the tensor-core gate/up's 64-wide K step: a masked last step; an odd
 // row count per down block, 9 rows on 132 SMs, the last block 2), Qwen3-Next's router without
-// renormalisation, H 2560 (two register stages per gate/up tile). n_rows 0 writes nothing.
+// renormalisation, H 2560 (two register stages per gate/up tile), I = Is = 256 (the down dots by
+// whole segments, the others by the cursor: moe_down_stream_kernel). n_rows 0 writes nothing.
 TEST(CudaMoe, OneRowDecodeEqualsRouterAndExpertsBitwise) {
     FROST_SKIP_WITHOUT_CUDA();
     auto rng = fresh_rng("CudaMoeOneRow");
     cudaStream_t st;
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     for (Shape s : {Shape{128, 8, 2, 64, 96, true}, Shape{1064, 64, 6, 40, 24, true}, Shape{2048, 256, 8, 64, 512, true},
-                    Shape{512, 512, 10, 32, 256, false}, Shape{2560, 32, 4, 64, 64, true}}) {
+                    Shape{512, 512, 10, 32, 256, false}, Shape{2560, 32, 4, 64, 64, true},
+                    Shape{512, 64, 4, 256, 256, true}}) {
         SCOPED_TRACE("H " + std::to_string(s.H) + " E " + std::to_string(s.E) + " k " + std::to_string(s.k));
         const Inputs in = make_inputs(rng, s, 1);
         const CpuOut c = run_cpu(in, 1);

@@ -106,6 +106,51 @@
 // 1.507-1.516 and FROST_MOE_GU_L2=1 1.544-1.551 against the defaults' 1.490-1.491 ms/token, as on
 // the H100: the defaults stay.
 //
+// Where a layer's ~31 us goes inside the engine's captured decode (H200, 2026-12-03, fifty-fourth
+// session; `frost bench engine --ttft 1024 --decode 1024 --decode-steps 64 --reps 3` on `frost
+// synth --preset 35b-a3b --layers 20`, ms/token, two rounds in one call). Probes (temporary
+// switches, removed) skipped a launch or a stage, so their results were wrong: main 1.481 / 1.482;
+// no MoE op at all 0.850 / 0.852 (the op: 31.5 us a layer); no logits launch (gate/up routes
+// stale logits) 1.398 / 1.397, so that launch costs 4.2 us a layer for 1 MB of router weights it
+// loads before its wait: its link in the chain, not its bytes; gate/up with fixed ids and every
+// tile's loads before its wait (no routing window) 1.435 / 1.430, 2.4 us; both 1.363 / 1.359; no
+// down launch 1.259 / 1.262, 11 us; gate/up alone (no logits, no down) 1.184 / 1.185, 16.7 us for
+// its 36 MB; the streaming down alone 1.112 / 1.109, 13 us for 18 MB.
+// A timeline (a harness outside the tree: this file with globaltimer stamps per block, eight
+// 35B-A3B layers with their own weights in one captured PDL chain, a GEMV-like launch of 43 MB
+// between them; us from the logits launch's first block, medians over blocks, the same in every
+// layer and run): the logits blocks pass their wait at ~2.5 (the launch before ends) and finish at
+// ~5.6; gate/up passes its wait at ~6.9 and its blocks have routed at ~10.5 (3.3-3.6 us of one
+// warp's routing and x staging); the loops end at ~22.8 (21.3 first, 24.6 last block: 12 us of
+// streaming at ~4 TB/s counting the down copies that run beside it); gate/up ends at ~23.3; down
+// passes its wait at ~26.1 (the last gate/up block + ~0.8), has its activations at ~27.4 and ends
+// at ~31.7: 4.1 us of dots from shared memory (3.3 with the loop below). 68-96 of the 128 down
+// blocks started beside gate/up (at ~8; all 128 without the launch between the layers); the rest
+// only when their SM's gate/up block ended (a carve-out the SM kept, most likely), and
+// their routing (7 us, beside a streaming gate/up block) and copies then end the layer ~2.5 us
+// later. So the latency a layer pays, outside the ~12 us of streaming: logits ~3, a PDL hop ~1,
+// routing ~3.5, the skew between gate/up blocks ~3, down's wait, activations and dots ~8.
+// Measured and dropped in that session (A/B switches, the engine command above, alternating;
+// removed):
+//  - gate/up with more L1 (its loads in flight land in L1; this launcher asks for the largest
+//    shared-memory carve-out so the down block fits beside it): the driver's default 1.512 against
+//    1.466-1.471; with moe_down_kernel (which needs no room beside gate/up) 1.541, carve-out 0
+//    1.534 / 1.537, against 1.534 for moe_down_kernel beside the largest carve-out; 86 % (196 KB)
+//    1.466. L1 capacity is not what holds gate/up.
+//  - the down matrices prefetched into L2 for moe_down_kernel by the gate/up blocks (each block
+//    its 1/132 of the shared expert's before its wait and of the k routed ones after its loop, or
+//    right after routing, cp.async.bulk.prefetch.L2): 1.555-1.560 and 1.594 against 1.534-1.541.
+//  - the logits kernel with the largest carve-out, so that an SM that ran a logits block lets the
+//    down block in beside gate/up: old / new binaries alternating in one call, three rounds,
+//    1.453 / 1.460 / 1.454 against 1.454 / 1.463 / 1.458 (a 0.6 % gain in an earlier call was
+//    between processes, not the change).
+// What this asks of a next design: one launch per layer whose blocks compute their share of the
+// router logits, meet at a grid-wide barrier, route with more than one warp, stream gate/up and
+// the down weights in one pass and reduce the down outputs without a second launch. Its barrier
+// needs device state that is zero when the first step starts and that nothing poisons (the tests
+// poison the MoE scratch), and the batched path (moe_down_kernel, whose bits a solo step must
+// equal) would have to change with it.
+//
 // The router as the quantized decode uses it (moe_router_launch: logits, then top-k), two ways to
 // drop a launch, both built, passing bitwise tests, measured slower and removed (H200 2026-11-29,
 // `frost bench engine --decode 1024 --decode-steps 64`, 35B-A3B FP8, ms/token, alternated, one
@@ -845,6 +890,35 @@ __global__ void __maxnreg__(kDsRegs) moe_down_stream_kernel(MoeBf16Params p, int
         };
         settle();
         float a0 = 0.0f, a1 = 0.0f;
+        if (nIs % kWarp == 0 && nI % kWarp == 0) {
+            // Every segment a whole number of lane rounds (Is, I multiples of 256): a lane's items
+            // are v = lane + 32 j of each segment in turn, the cursor's order (the loop below), so
+            // the same bits, without its data-dependent walk, so consecutive items' loads and
+            // dots overlap. Measured (H200, 2026-12-03, a timeline harness of the 35B-A3B shape's
+            // captured MoE decode, globaltimer stamps per block, this loop's text against the
+            // cursor's): copies landed -> last dot 4.1 -> 3.3 us, 32.5 -> 31.6 us per MoE layer
+            // back to back, 56.4 -> 55.6 with a GEMV-like launch between the layers; the outputs'
+            // bits equal.
+            for (int s2 = -1; s2 < p.k; ++s2) {
+                const bool sh = s2 < 0;
+                const int slot = sh ? p.k : s2;
+                const int F = sh ? p.Is : p.I;
+                const int n = sh ? nIs : nI;
+                const bf16* wrow = (sh ? ws_shared : ws + static_cast<size_t>(s2) * R * p.I) + hr * F;
+                const uint4* alo = act_lo + slot * wv;
+                const uint4* ahi = act_hi + slot * wv;
+                const float m = mix[slot];
+#pragma unroll 2
+                for (int v2 = lane; v2 < n; v2 += kWarp) {
+                    const uint4 ua = alo[v2], ub = ahi[v2];
+                    const float4 flo = *reinterpret_cast<const float4*>(&ua);
+                    const float4 fhi = *reinterpret_cast<const float4*>(&ub);
+                    const uint4 w0 = *reinterpret_cast<const uint4*>(wrow + v2 * kVec);
+                    a0 = fmaf(m, dot8f(w0, flo, fhi), a0);
+                    if (two) a1 = fmaf(m, dot8f(*reinterpret_cast<const uint4*>(wrow + F + v2 * kVec), flo, fhi), a1);
+                }
+            }
+        } else
         for (int f = lane; f < total; f += kWarp) {
             const bool shared = seg < 0;
             const int slot = shared ? p.k : seg;
