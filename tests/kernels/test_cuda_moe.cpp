@@ -135,19 +135,20 @@ struct Gpu {
     Dev<uint16_t> x, router, gu, down, sgu, sdown, sgate;
     Dev<float> probs, w, sw, act, out;
     Dev<int32_t> ids, n_rows;
+    Dev<unsigned long long> sync;  // the one-launch decode's barrier counter (FROST_MOE_DECODE=fused)
     kernels::MoeBf16Params p{};
     Gpu(const Inputs& in, int n)
         : x(to_bf(in.x)), router(to_bf(in.router)), gu(to_bf(in.gu)), down(to_bf(in.down)), sgu(to_bf(in.sgu)),
           sdown(to_bf(in.sdown)), sgate(to_bf(in.sgate)), probs(size_t(in.rows) * in.s.E),
           w(size_t(in.rows) * in.s.k), sw(size_t(in.rows)), act(act_floats(in)), out(size_t(in.rows) * in.s.H),
-          ids(size_t(in.rows) * in.s.k), n_rows(std::vector<int32_t>{n}) {
+          ids(size_t(in.rows) * in.s.k), n_rows(std::vector<int32_t>{n}), sync(std::vector<unsigned long long>{0}) {
         const Shape& s = in.s;
         p.x = bf(x); p.router = bf(router); p.experts_gate_up = bf(gu); p.experts_down = bf(down);
         p.shared_gate_up = bf(sgu); p.shared_down = bf(sdown); p.shared_gate = bf(sgate);
         p.probs = probs.get(); p.topk_ids = ids.get(); p.topk_w = w.get(); p.shared_w = sw.get();
         p.act = act.get(); p.out = out.get(); p.out_bf16 = nullptr;
         p.H = s.H; p.E = s.E; p.k = s.k; p.I = s.I; p.Is = s.Is; p.norm_topk = s.norm;
-        p.max_rows = in.rows; p.n_rows = n_rows.get();
+        p.max_rows = in.rows; p.n_rows = n_rows.get(); p.sync = sync.get();
     }
     void poison_outputs() {
         probs.poison(); w.poison(); sw.poison(); act.poison(); out.poison(); ids.poison();
@@ -311,6 +312,57 @@ TEST(CudaMoe, OneRowDecodeEqualsRouterAndExpertsBitwise) {
                 ADD_FAILURE() << "n_rows 0 wrote output " << h;
                 break;
             }
+    }
+    cudaStreamDestroy(st);
+}
+
+// The one-launch prototype (FROST_MOE_DECODE=fused: one block per SM, two grid-wide barriers):
+// the three launches' bits (router + experts), plain and chained by PDL, and a counter that grows
+// by two grids per launch. Shapes as above plus the released 35B-A3B one (only the selected
+// experts drawn, the others NaN); Qwen3-Next's top-10 does not fit (its 11 down matrices' rows take
+// 180 KB of a block's shared memory) and keeps the three launches. n_rows 0 writes nothing and
+// leaves the counter.
+TEST(CudaMoe, OneLaunchDecodeEqualsThreeLaunchesBitwise) {
+    FROST_SKIP_WITHOUT_CUDA();
+    int dev = 0, major = 0, minor = 0, sms = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    if (major != 9 || minor != 0) GTEST_SKIP() << "the one-launch decode is sm_90a code";
+    auto rng = fresh_rng("CudaMoeOneLaunch");
+    cudaStream_t st;
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (Shape s : {Shape{128, 8, 2, 64, 96, true}, Shape{1064, 64, 6, 40, 24, true}, Shape{512, 64, 4, 256, 256, true},
+                    Shape{2048, 256, 8, 512, 512, true}}) {
+        SCOPED_TRACE("H " + std::to_string(s.H) + " E " + std::to_string(s.E) + " k " + std::to_string(s.k));
+        const bool sparse = s.I == 512;
+        Inputs in = make_inputs(rng, s, 1, sparse);
+        if (sparse) fill_experts(rng, in, run_cpu(in, 1), 1);
+        Gpu g(in, 1);
+        unsetenv("FROST_MOE_DECODE");
+        CUDA_OK(kernels::moe_router_launch(g.p, nullptr));
+        CUDA_OK(kernels::moe_experts_launch(g.p, nullptr));
+        CUDA_OK(cudaDeviceSynchronize());
+        const Snapshot split = snapshot(g);
+        ASSERT_EQ(setenv("FROST_MOE_DECODE", "fused", 1), 0);
+        for (int rep = 0; rep < 3; ++rep) {
+            g.poison_outputs();
+            kernels::MoeBf16Params pp = g.p;
+            pp.pdl = rep > 0 ? 1 : 0;
+            CUDA_OK(kernels::moe_decode_launch(pp, rep > 0 ? st : nullptr));
+            CUDA_OK(cudaDeviceSynchronize());
+            expect_same_bits(snapshot(g), split, s, 1, rep > 0 ? "one launch, PDL" : "one launch");
+        }
+        EXPECT_EQ(g.sync.download()[0], 6ull * unsigned(sms)) << "the one-launch kernel did not run three times";
+        g.n_rows.upload(std::vector<int32_t>{0});
+        g.poison_outputs();
+        CUDA_OK(kernels::moe_decode_launch(g.p, nullptr));
+        CUDA_OK(cudaDeviceSynchronize());
+        const auto out = g.out.download();
+        EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float v) { return std::isnan(v); })) << "n_rows 0 wrote";
+        EXPECT_EQ(g.sync.download()[0], 6ull * unsigned(sms));
+        unsetenv("FROST_MOE_DECODE");
     }
     cudaStreamDestroy(st);
 }

@@ -946,6 +946,329 @@ __global__ void __maxnreg__(kDsRegs) moe_down_stream_kernel(MoeBf16Params p, int
     }
 }
 
+// ---- one-row decode in one launch (prototype: FROST_MOE_DECODE=fused) ---------------------------
+//
+// moe_decode_launch's three launches as one grid of one 512-thread block per SM, every block
+// resident at once (the launcher checks), meeting twice at a grid-wide barrier:
+//   before the programmatic wait: the block's share of the router rows (e = block + i * grid, row E
+//   the shared gate) and its R output rows of the shared expert's down matrix come by bulk copies
+//   into shared memory; blocks holding a shared-expert gate/up tile load its first stage.
+//   logits: each block's rows against x (staged in shared memory), the logits kernel's arithmetic.
+//   barrier 1; every block routes the row from the logits (route_row, one warp), then its R rows of
+//   the k routed down matrices come by bulk copies while gate/up streams (moe_gate_up_mma_kernel's
+//   tiles and arithmetic).
+//   barrier 2 (every activation written); the next launch may start; the block's R down outputs
+//   from shared memory (moe_down_stream_kernel's arithmetic).
+// So its bits are the three launches' bits. What it removes (lm_moe.cu's records, 2026-12-03): the
+// logits launch's link in the chain (~4 us a layer), the down launch's wait and the down blocks
+// that could not start beside gate/up (~3-5 us).
+// sync: a 64-bit counter that only grows; a multiple of the grid size whenever no launch runs (zero
+// at allocation; each barrier adds one per block). One launch at a time per counter.
+constexpr int kFuWarps = kGmWarps;  // gate/up's K split over 16 warps: its bits
+constexpr int kFuMaxRouterRows = 4;
+
+struct FuLayout {
+    size_t xs, keys, lg, partial, router, act, act_hi, w, bytes;
+};
+__host__ __device__ inline size_t fu_take(size_t& off, size_t bytes) {
+    const size_t at = off;
+    off += (bytes + 15) / 16 * 16;
+    return at;
+}
+__host__ __device__ inline int fu_router_rows(const MoeBf16Params& p, int G) { return (p.E + 1 + G - 1) / G; }
+__host__ __device__ inline FuLayout fu_layout(const MoeBf16Params& p, int G, int R) {
+    FuLayout l{};
+    size_t off = 0;
+    const int tiles = p.Is / 8 + p.k * (p.I / 8);
+    const size_t halves = static_cast<size_t>(p.k + 1) * (ffn_width(p) / kVec) * 16;
+    l.xs = fu_take(off, sizeof(bf16) * p.H);
+    l.keys = fu_take(off, sizeof(int) * p.E);
+    l.lg = fu_take(off, sizeof(float) * (p.E + 1));
+    l.partial = fu_take(off, sizeof(float) * ((tiles + G - 1) / G) * kFuWarps * 16);
+    l.router = fu_take(off, sizeof(bf16) * static_cast<size_t>(fu_router_rows(p, G)) * p.H);
+    l.act = fu_take(off, halves);
+    l.act_hi = fu_take(off, halves);
+    l.w = fu_take(off, sizeof(bf16) * static_cast<size_t>(R) * (static_cast<size_t>(p.k) * p.I + p.Is));
+    l.bytes = off;
+    return l;
+}
+
+// Every block of the grid arrives, then waits for all of them (cooperative groups' grid sync
+// pattern: the block's stores ordered before thread 0's fence and arrival; acquire loads after).
+// A wait that outlasts two seconds (a block that never arrives: a counter not a multiple of the
+// grid, a block not resident) traps, so the launch fails with an error instead of hanging.
+__device__ inline void fu_grid_barrier(unsigned long long* sync) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        const unsigned long long old = atomicAdd(sync, 1ull);
+        const unsigned long long target = (old / gridDim.x + 1) * gridDim.x;
+        unsigned long long now = 0, t0 = 0, t = 0;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        for (unsigned spins = 1;; ++spins) {
+            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(now) : "l"(sync) : "memory");
+            if (now >= target) break;
+            if (spins % 1024 == 0) {
+                asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+                if (t - t0 > 2000000000ull) __trap();
+            }
+        }
+    }
+    __syncthreads();
+}
+
+__global__ void __launch_bounds__(kFuWarps * kWarp, 1)
+    moe_decode_fused_kernel(MoeBf16Params p, int R, unsigned long long* sync) {
+    extern __shared__ __align__(16) unsigned char fu_smem[];
+    __shared__ __align__(8) uint64_t bars[2];
+    __shared__ int32_t ids[kMoeMaxTopK];
+    __shared__ float mix[kMoeMaxTopK + 1];
+    const int G = gridDim.x;
+    const FuLayout L = fu_layout(p, G, R);
+    bf16* xs = reinterpret_cast<bf16*>(fu_smem + L.xs);
+    int* keys = reinterpret_cast<int*>(fu_smem + L.keys);
+    float* lgs = reinterpret_cast<float*>(fu_smem + L.lg);
+    float* partial = reinterpret_cast<float*>(fu_smem + L.partial);
+    bf16* rrows = reinterpret_cast<bf16*>(fu_smem + L.router);
+    const uint4* act_lo = reinterpret_cast<const uint4*>(fu_smem + L.act);
+    const uint4* act_hi = reinterpret_cast<const uint4*>(fu_smem + L.act_hi);
+    bf16* ws = reinterpret_cast<bf16*>(fu_smem + L.w);
+    bf16* ws_shared = ws + static_cast<size_t>(p.k) * R * p.I;
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int t4 = lane % 4, gid = lane / 4;
+    const int h0 = blockIdx.x * R;
+    const int nr = max(0, min(R, p.H - h0));
+    const int rows_b = fu_router_rows(p, G);
+    const int nvec = p.H / kVec;
+    const uint32_t bar_a = smem_addr(&bars[0]), bar_b = smem_addr(&bars[1]);
+    if (threadIdx.x == 0) {
+        mbar_init_one(bar_a);
+        mbar_init_one(bar_b);
+    }
+    __syncthreads();
+    // Before the wait: only weights (no earlier kernel writes them).
+    if (threadIdx.x == 0) {
+        uint32_t bytes = static_cast<uint32_t>(sizeof(bf16) * nr * p.Is);
+        for (int i = 0; i < rows_b; ++i)
+            if (blockIdx.x + i * G <= p.E) bytes += static_cast<uint32_t>(sizeof(bf16) * p.H);
+        mbar_arrive_expect(bar_a, bytes);
+        for (int i = 0; i < rows_b; ++i) {
+            const int e = blockIdx.x + i * G;
+            if (e <= p.E)
+                bulk_load(rrows + static_cast<size_t>(i) * p.H,
+                          e < p.E ? p.router + static_cast<int64_t>(e) * p.H : p.shared_gate, sizeof(bf16) * p.H,
+                          bar_a);
+        }
+        if (nr > 0) bulk_load(ws_shared, p.shared_down + static_cast<int64_t>(h0) * p.Is, sizeof(bf16) * nr * p.Is, bar_a);
+    }
+    // gate/up's tiles, as moe_gate_up_mma_kernel maps them (the same code; the same bits).
+    const int steps = ceil_div_dev(p.H, kGmStepK);
+    const int groups = ceil_div_dev(steps, kGmWarps * kGmU);
+    const int tiles_s = p.Is / 8, tiles_r = p.I / 8, tiles = tiles_s + p.k * tiles_r;
+    const int my_tiles = blockIdx.x < tiles ? ceil_div_dev(tiles - blockIdx.x, G) : 0;
+    const int items = my_tiles * groups;
+    const int width = ffn_width(p);
+    auto tile_of = [&](int tile, int& slot, int& j0) {
+        if (tile < tiles_s) {
+            slot = p.k;
+            j0 = tile * 8;
+        } else {
+            slot = (tile - tiles_s) / tiles_r;
+            j0 = (tile - tiles_s - slot * tiles_r) * 8;
+        }
+    };
+    uint4 wa[kGmU][2][2], wb[kGmU][2][2];
+    auto load = [&](uint4(&w)[kGmU][2][2], int n) {
+        int slot, j0;
+        tile_of(blockIdx.x + (n / groups) * G, slot, j0);
+        const int grp = n % groups;
+        const bool shared = slot == p.k;
+        const int F = shared ? p.Is : p.I;
+        const bf16* base =
+            shared ? p.shared_gate_up : p.experts_gate_up + static_cast<int64_t>(ids[slot]) * 2 * p.I * p.H;
+        const bf16* g_row = base + static_cast<int64_t>(j0 + gid) * p.H;
+        const bf16* u_row = base + static_cast<int64_t>(F + j0 + gid) * p.H;
+#pragma unroll
+        for (int u = 0; u < kGmU; ++u) {
+            const int s = warp + kGmWarps * (grp * kGmU + u);
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const int kk = s * kGmStepK + 16 * t4 + 8 * q;
+                const bool ok = kk < p.H;
+                w[u][0][q] = ok ? ldg16(g_row + kk) : make_uint4(0, 0, 0, 0);
+                w[u][1][q] = ok ? ldg16(u_row + kk) : make_uint4(0, 0, 0, 0);
+            }
+        }
+    };
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    auto consume = [&](const uint4(&w)[kGmU][2][2], int n) {
+        const int grp = n % groups;
+        if (grp == 0) d[0] = d[1] = d[2] = d[3] = 0.0f;
+#pragma unroll
+        for (int u = 0; u < kGmU; ++u) {
+            const int s = warp + kGmWarps * (grp * kGmU + u);
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const int kk = s * kGmStepK + 16 * t4 + 8 * q;
+                uint4 xv = make_uint4(0, 0, 0, 0);
+                if (gid == 0 && kk < p.H) xv = *reinterpret_cast<const uint4*>(xs + kk);
+                mma_bf16(d, w[u][0][q].x, w[u][1][q].x, w[u][0][q].y, w[u][1][q].y, xv.x, xv.y);
+                mma_bf16(d, w[u][0][q].z, w[u][1][q].z, w[u][0][q].w, w[u][1][q].w, xv.z, xv.w);
+            }
+        }
+        if (grp != groups - 1 || t4 != 0) return;
+        float* part = partial + ((n / groups) * kGmWarps + warp) * 16;
+        part[gid] = d[0];
+        part[gid + 8] = d[2];
+    };
+    const bool preloaded = items > 0 && blockIdx.x < tiles_s;  // shared rows need no routing
+    if (preloaded) load(wa, 0);
+    pdl_wait();  // x comes from the kernel before
+    if (launch_rows(p.n_rows, 1) == 0) {  // uniform over the grid: every block leaves, none waits
+        mbar_wait_phase0(bar_a);            // never leave with copies into shared memory in flight
+        return;
+    }
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x)
+        reinterpret_cast<uint4*>(xs)[i] = reinterpret_cast<const uint4*>(p.x)[i];
+    __syncthreads();
+    mbar_wait_phase0(bar_a);
+    float* lg_g = logits_of(p);
+    if (warp < rows_b) {  // the logits kernel's arithmetic: lane vectors v = c0 + lane + 32 u in order
+        const int e = blockIdx.x + warp * G;
+        if (e <= p.E) {
+            const bf16* w = rrows + static_cast<size_t>(warp) * p.H;
+            float acc = 0.0f;
+            for (int c0 = 0; c0 < nvec; c0 += kLogitV * kWarp) {
+#pragma unroll
+                for (int u = 0; u < kLogitV; ++u) {
+                    const int v = c0 + lane + u * kWarp;
+                    if (v < nvec)
+                        fma8(acc, *reinterpret_cast<const uint4*>(w + v * kVec),
+                             *reinterpret_cast<const uint4*>(xs + v * kVec));
+                }
+            }
+            const float sum = warp_sum(acc);
+            if (lane == 0) lg_g[e] = sum;  // row 0's logits: [E] experts, then the shared gate
+        }
+    }
+    fu_grid_barrier(sync);  // every logit written
+    if (warp == 0) {
+        for (int e = lane; e <= p.E; e += kWarp) lgs[e] = __ldcg(lg_g + e);
+        __syncwarp();
+        route_row(p, 0, lgs, lgs[p.E], keys, ids, blockIdx.x == 0, mix);  // ids always in [0, E)
+        if (lane == 0) {
+            mix[p.k] = sigmoid(lgs[p.E]);  // shared_w's value
+            if (nr > 0) mbar_arrive_expect(bar_b, static_cast<uint32_t>(sizeof(bf16) * nr * p.k * p.I));
+        }
+        __syncwarp();
+        if (nr > 0 && lane < p.k)
+            bulk_load(ws + static_cast<size_t>(lane) * R * p.I,
+                      p.experts_down + (static_cast<int64_t>(ids[lane]) * p.H + h0) * p.I, sizeof(bf16) * nr * p.I,
+                      bar_b);
+    }
+    __syncthreads();  // ids, mix
+    if (items > 0) {
+        if (!preloaded) load(wa, 0);
+        for (int n = 0;;) {  // stage wa holds item n; the next item's loads go out before n's mmas
+            if (n + 1 < items) load(wb, n + 1);
+            consume(wa, n);
+            if (++n >= items) break;
+            if (n + 1 < items) load(wa, n + 1);
+            consume(wb, n);
+            if (++n >= items) break;
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < my_tiles * 8; i += blockDim.x) {  // the 16 partials in warp order
+        const int it = i / 8, g = i % 8;
+        int slot, j0;
+        tile_of(blockIdx.x + it * G, slot, j0);
+        const float* part = partial + it * kGmWarps * 16;
+        float gs = 0.0f, up = 0.0f;
+#pragma unroll
+        for (int wi = 0; wi < kGmWarps; ++wi) {
+            gs += part[wi * 16 + g];
+            up += part[wi * 16 + g + 8];
+        }
+        p.act[static_cast<int64_t>(slot) * width + j0 + g] = silu(gs) * up;
+    }
+    fu_grid_barrier(sync);  // every activation written
+    pdl_launch_dependents();
+    if (nr == 0) return;
+    const int wv = width / kVec;
+    {
+        const float4* act_g = reinterpret_cast<const float4*>(p.act);
+        uint4* lo = reinterpret_cast<uint4*>(fu_smem + L.act);
+        uint4* hi = reinterpret_cast<uint4*>(fu_smem + L.act_hi);
+        for (int i = threadIdx.x; i < (p.k + 1) * wv; i += blockDim.x) {
+            const float4 a = __ldcg(act_g + 2 * i), b = __ldcg(act_g + 2 * i + 1);
+            lo[i] = *reinterpret_cast<const uint4*>(&a);
+            hi[i] = *reinterpret_cast<const uint4*>(&b);
+        }
+    }
+    mbar_wait_phase0(bar_b);
+    __syncthreads();
+    // moe_down_stream_kernel's dots: warp w takes rows hr = 2w, 2w + 1, then + 2 * kFuWarps.
+    const int nI = p.I / kVec, nIs = p.Is / kVec, total = nIs + p.k * nI;
+    for (int hr = 2 * warp; hr < nr; hr += 2 * kFuWarps) {
+        const bool two = hr + 1 < nr;
+        int seg = -1, v = lane;
+        auto settle = [&] {
+            while (seg < p.k && v >= (seg < 0 ? nIs : nI)) {
+                v -= seg < 0 ? nIs : nI;
+                ++seg;
+            }
+        };
+        settle();
+        float a0 = 0.0f, a1 = 0.0f;
+        if (nIs % kWarp == 0 && nI % kWarp == 0) {
+            for (int s2 = -1; s2 < p.k; ++s2) {
+                const bool sh = s2 < 0;
+                const int slot = sh ? p.k : s2;
+                const int F = sh ? p.Is : p.I;
+                const int n = sh ? nIs : nI;
+                const bf16* wrow = (sh ? ws_shared : ws + static_cast<size_t>(s2) * R * p.I) + hr * F;
+                const uint4* alo = act_lo + slot * wv;
+                const uint4* ahi = act_hi + slot * wv;
+                const float m = mix[slot];
+#pragma unroll 2
+                for (int v2 = lane; v2 < n; v2 += kWarp) {
+                    const uint4 ua = alo[v2], ub = ahi[v2];
+                    const float4 flo = *reinterpret_cast<const float4*>(&ua);
+                    const float4 fhi = *reinterpret_cast<const float4*>(&ub);
+                    const uint4 w0 = *reinterpret_cast<const uint4*>(wrow + v2 * kVec);
+                    a0 = fmaf(m, dot8f(w0, flo, fhi), a0);
+                    if (two) a1 = fmaf(m, dot8f(*reinterpret_cast<const uint4*>(wrow + F + v2 * kVec), flo, fhi), a1);
+                }
+            }
+        } else
+            for (int f = lane; f < total; f += kWarp) {
+                const bool shared = seg < 0;
+                const int slot = shared ? p.k : seg;
+                const int F = shared ? p.Is : p.I;
+                const bf16* w = (shared ? ws_shared : ws + static_cast<size_t>(seg) * R * p.I) + hr * F + v * kVec;
+                const uint4 ua = act_lo[slot * wv + v], ub = act_hi[slot * wv + v];
+                const float4 flo = *reinterpret_cast<const float4*>(&ua), fhi = *reinterpret_cast<const float4*>(&ub);
+                const float m = mix[slot];
+                a0 = fmaf(m, dot8f(*reinterpret_cast<const uint4*>(w), flo, fhi), a0);
+                if (two) a1 = fmaf(m, dot8f(*reinterpret_cast<const uint4*>(w + F), flo, fhi), a1);
+                v += kWarp;
+                settle();
+            }
+        a0 = warp_sum(a0);
+        a1 = warp_sum(a1);
+        if (lane == 0) {
+            const int h = h0 + hr;
+            if (p.out) p.out[h] = a0;
+            if (p.out_bf16) store_out(p, h, a0);
+            if (two) {
+                if (p.out) p.out[h + 1] = a1;
+                if (p.out_bf16) store_out(p, h + 1, a1);
+            }
+        }
+    }
+}
+
 // ---- launchers ----------------------------------------------------------------------------------
 
 cudaError_t launch_logits(const MoeBf16Params& p, const LogitsOut& o, cudaStream_t stream) {
@@ -1080,8 +1403,46 @@ cudaError_t moe_experts_launch(const MoeBf16Params& p, cudaStream_t stream) {
     return cudaGetLastError();
 }
 
+// moe_decode_fused_kernel where it can run: one row, a sync counter, sm_90a, the layout within one
+// block's shared memory, one block per SM resident at once (the grid barriers need every block).
+cudaError_t launch_fused(const MoeBf16Params& p, cudaStream_t stream, bool& ran) {
+    ran = false;
+    const char* env = std::getenv("FROST_MOE_DECODE");  // "fused": the prototype (A/B runs, same bits)
+    if (!env || std::strcmp(env, "fused") != 0 || p.max_rows != 1 || !p.sync || !device_runs_sm90a())
+        return cudaSuccess;
+    int dev = 0, sms = 0, per_block = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e != cudaSuccess) return e;
+    const int G = sms, R = ceil_div(p.H, G);
+    const FuLayout L = fu_layout(p, G, R);
+    const size_t copied_a = sizeof(bf16) * (static_cast<size_t>(fu_router_rows(p, G)) * p.H + static_cast<size_t>(R) * p.Is);
+    const size_t copied_b = sizeof(bf16) * static_cast<size_t>(R) * p.k * p.I;
+    if (fu_router_rows(p, G) > kFuMaxRouterRows || L.bytes > static_cast<size_t>(per_block) ||
+        copied_a >= (1u << 20) || copied_b >= (1u << 20))
+        return cudaSuccess;
+    e = cudaFuncSetAttribute(moe_decode_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(L.bytes));
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(moe_decode_fused_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared);
+    int per_sm = 0;
+    if (e == cudaSuccess)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, moe_decode_fused_kernel, kFuWarps * kWarp, L.bytes);
+    if (e != cudaSuccess || per_sm < 1) return e;
+    e = launch_kernel(moe_decode_fused_kernel, dim3(G), dim3(kFuWarps * kWarp), L.bytes, stream, p.pdl != 0, p, R,
+                      p.sync);
+    ran = e == cudaSuccess;
+    return e;
+}
+
 cudaError_t moe_decode_launch(const MoeBf16Params& p, cudaStream_t stream) {
     if (!experts_ok(p)) return cudaErrorInvalidValue;
+    bool fused = false;
+    cudaError_t fe = launch_fused(p, stream, fused);
+    if (fe != cudaSuccess) return fe;
+    if (fused) return cudaGetLastError();
     float* lg = logits_of(p);
     int R = 0;
     size_t ds_smem = 0;

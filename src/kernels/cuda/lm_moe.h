@@ -89,6 +89,9 @@ struct MoeBf16Params {
                                   // ops layer's dense GEMM, which writes every row of the bucket, so into
                                   // scratch and never into probs past the valid rows), so the router starts
                                   // at the select; nullptr: the router computes them into probs
+    unsigned long long* sync;     // one-row decode in one launch (prototype, FROST_MOE_DECODE=fused): its
+                                  // grid-barrier counter, zero at allocation, one launch at a time;
+                                  // nullptr: the three launches
 };
 
 // Prefill: router (moe_prefill_router_launch), then tokens grouped by expert inside the launch

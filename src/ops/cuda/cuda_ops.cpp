@@ -103,10 +103,16 @@ public:
         K::gemm_lt_destroy(lt_);
         if (workspace_) frost_buffer_free(workspace_);
         if (tile_) frost_buffer_free(tile_);
+        if (moe_sync_) frost_buffer_free(moe_sync_);
     }
     frost_status init(frost_ctx* ctx) {
         FROST_TRY(frost_buffer_alloc(ctx, "ops.gemm_workspace", K::kGemmWorkspaceBytes, FROST_SPACE_DEVICE,
                                      &workspace_));
+        // The one-launch MoE decode's grid-barrier counter (MoeBf16Params::sync): zero before any
+        // launch, never in a scratch buffer that tests poison.
+        FROST_TRY(frost_buffer_alloc(ctx, "ops.moe_sync", 256, FROST_SPACE_DEVICE, &moe_sync_));
+        if (cudaMemset(frost_buffer_ptr(moe_sync_), 0, 256) != cudaSuccess)
+            return fail(FROST_ERR_BACKEND, "cuda ops: zeroing the MoE decode counter failed");
         int lt_status = 0;
         const cudaError_t e = K::gemm_lt_create(frost_buffer_ptr(workspace_), K::kGemmWorkspaceBytes, &lt_, &lt_status);
         if (e != cudaSuccess)
@@ -187,11 +193,13 @@ public:
         return cudaSuccess;
     }
     size_t tile_bytes() const { return tile_elems_ * sizeof(bf16); }
+    unsigned long long* moe_sync() const { return static_cast<unsigned long long*>(frost_buffer_ptr(moe_sync_)); }
 
 private:
     std::map<Fp8ShapeKey, K::GemmFp8Plan*> fp8_plans_;
     frost_buffer* workspace_ = nullptr;
     frost_buffer* tile_ = nullptr;  // bf16 dequant tile (reserve_dequant_scratch)
+    frost_buffer* moe_sync_ = nullptr;
     size_t tile_elems_ = 0;
     K::GemmLt* lt_ = nullptr;
     std::map<GemmShapeKey, K::GemmPlan*> plans_;
@@ -1009,6 +1017,7 @@ frost_status moe(const Exec& ex, const MoeOp& p) {
         FROST_TRY(gemm_bf16(ex, lg, p.router));
         return check(K::moe_prefill_launch(m, native(ex)), "moe");
     }
+    m.sync = ex.backend ? static_cast<CudaBackend*>(ex.backend)->moe_sync() : nullptr;
     return check(K::moe_decode_launch(m, native(ex)), "moe");
 }
 
