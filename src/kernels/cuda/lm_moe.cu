@@ -16,6 +16,8 @@
 //           routes the row itself and bulk-copies its R rows of the k + 1 down matrices into
 //           shared memory while gate/up streams. Batched rows (or no room): moe_down_kernel, one
 //           warp per output element, the weighted partial dots of ALL k + 1 experts per lane.
+// FROST_MOE_DECODE=fused (a prototype, opt-in): the three in one launch (moe_decode_fused_kernel,
+// below the streaming down kernel), the same code for gate/up (GateUpBlock) and down (down_rows).
 // moe_router_launch (used by prefill) is the logits kernel then a top-k kernel (one warp per row,
 // the same routing function as the fused one, so the bits are equal); moe_experts_launch runs
 // the same gate/up kernel on ids from memory, then moe_down_kernel.
@@ -514,26 +516,35 @@ __host__ __device__ inline size_t gm_x_bytes(const MoeBf16Params& p) {
     return (static_cast<size_t>(p.H) * sizeof(bf16) + 15) / 16 * 16;
 }
 
-template <bool kRoute>
-__global__ void __maxnreg__(kGmRegs) moe_gate_up_mma_kernel(MoeBf16Params p, int l2_prefetch) {
-    extern __shared__ __align__(16) unsigned char gm_smem[];
-    bf16* xs = reinterpret_cast<bf16*>(gm_smem);
-    int* keys = reinterpret_cast<int*>(gm_smem + gm_x_bytes(p));
-    __shared__ int32_t ids[kMoeMaxTopK];
-    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-    const int t4 = lane % 4, gid = lane / 4;
-    const int r = blockIdx.y;
-    const int steps = ceil_div_dev(p.H, kGmStepK);
-    const int groups = ceil_div_dev(steps, kGmWarps * kGmU);  // stages per tile (1 for H <= 2048)
-    const int tiles_s = p.Is / 8, tiles_r = p.I / 8, tiles = tiles_s + p.k * tiles_r;
-    const int my_tiles = blockIdx.x < tiles ? ceil_div_dev(tiles - blockIdx.x, gridDim.x) : 0;
-    const int items = my_tiles * groups;
-    const int width = ffn_width(p);
-    // [my_tiles][kGmWarps][16] warp partials, summed once at the end: no barrier per tile, so
-    // every warp streams its slices of the block's tiles at its own pace.
-    float* partial = reinterpret_cast<float*>(gm_smem + gm_x_bytes(p) + (kRoute ? sizeof(int) * p.E : 0));
+// One block's gate/up work: its tiles (blockIdx.x + n * gridDim.x), their loads, mma order and partial
+// sums, as described above. moe_gate_up_mma_kernel and the one-launch decode share it, so their
+// bits are equal. ids: the row's k expert ids (shared memory) by the time the first routed tile
+// loads; xs: the row's x (shared memory); partial (set before stream): [my_tiles][kGmWarps][16]
+// floats.
+struct GateUpBlock {
+    using Stage = uint4[kGmU][2][2];  // [step][row gid / gid + 8][word]
+    const MoeBf16Params& p;
+    const int32_t* ids;
+    const bf16* xs;
+    float* partial;
+    int warp, t4, gid, groups, tiles_s, tiles_r, tiles, my_tiles, items;
+    float d[4];
+    __device__ __forceinline__ GateUpBlock(const MoeBf16Params& p_, const int32_t* ids_, const bf16* xs_)
+        : p(p_), ids(ids_), xs(xs_), partial(nullptr) {
+        warp = threadIdx.x / kWarp;
+        const int lane = threadIdx.x % kWarp;
+        t4 = lane % 4;
+        gid = lane / 4;
+        const int steps = ceil_div_dev(p.H, kGmStepK);
+        groups = ceil_div_dev(steps, kGmWarps * kGmU);  // stages per tile (1 for H <= 2048)
+        tiles_s = p.Is / 8;
+        tiles_r = p.I / 8;
+        tiles = tiles_s + p.k * tiles_r;
+        my_tiles = blockIdx.x < tiles ? ceil_div_dev(tiles - blockIdx.x, gridDim.x) : 0;
+        items = my_tiles * groups;
+    }
     // Tile `tile`: slot (k = the shared expert) and its first FFN row j0.
-    auto tile_of = [&](int tile, int& slot, int& j0) {
+    __device__ __forceinline__ void tile_of(int tile, int& slot, int& j0) const {
         if (tile < tiles_s) {
             slot = p.k;
             j0 = tile * 8;
@@ -541,9 +552,9 @@ __global__ void __maxnreg__(kGmRegs) moe_gate_up_mma_kernel(MoeBf16Params p, int
             slot = (tile - tiles_s) / tiles_r;
             j0 = (tile - tiles_s - slot * tiles_r) * 8;
         }
-    };
-    uint4 wa[kGmU][2][2], wb[kGmU][2][2];  // [step][row gid / gid + 8][word]
-    auto load = [&](uint4(&w)[kGmU][2][2], int n) {
+    }
+    // The weights of item n (tile n / groups, K stage n % groups) into registers.
+    __device__ __forceinline__ void load(Stage& w, int n) const {
         int slot, j0;
         tile_of(blockIdx.x + (n / groups) * gridDim.x, slot, j0);
         const int grp = n % groups;
@@ -564,9 +575,8 @@ __global__ void __maxnreg__(kGmRegs) moe_gate_up_mma_kernel(MoeBf16Params p, int
                 w[u][1][q] = ok ? ldg16(u_row + kk) : make_uint4(0, 0, 0, 0);
             }
         }
-    };
-    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    auto consume = [&](const uint4(&w)[kGmU][2][2], int n) {
+    }
+    __device__ __forceinline__ void consume(const Stage& w, int n) {
         const int grp = n % groups;
         if (grp == 0) d[0] = d[1] = d[2] = d[3] = 0.0f;
 #pragma unroll
@@ -585,9 +595,53 @@ __global__ void __maxnreg__(kGmRegs) moe_gate_up_mma_kernel(MoeBf16Params p, int
         float* part = partial + ((n / groups) * kGmWarps + warp) * 16;
         part[gid] = d[0];
         part[gid + 8] = d[2];
-    };
-    const bool preloaded = kRoute && items > 0 && blockIdx.x < tiles_s;  // shared rows need no routing
-    if (preloaded) load(wa, 0);
+    }
+    // Every item, wa holding item 0 already: the next item's loads go out before n's mmas.
+    __device__ __forceinline__ void stream(Stage& wa, Stage& wb) {
+        d[0] = d[1] = d[2] = d[3] = 0.0f;
+        for (int n = 0;;) {
+            if (n + 1 < items) load(wb, n + 1);
+            consume(wa, n);
+            if (++n >= items) break;
+            if (n + 1 < items) load(wa, n + 1);
+            consume(wb, n);
+            if (++n >= items) break;
+        }
+    }
+    // After a block barrier: the 16 warp partials of each gate row summed in warp order, act =
+    // silu(g) * u into row r's [k + 1, width] activations.
+    __device__ __forceinline__ void write_act(int r, int width) const {
+        for (int i = threadIdx.x; i < my_tiles * 8; i += blockDim.x) {
+            const int it = i / 8, g = i % 8;
+            int slot, j0;
+            tile_of(blockIdx.x + it * gridDim.x, slot, j0);
+            const float* part = partial + it * kGmWarps * 16;
+            float gs = 0.0f, up = 0.0f;
+#pragma unroll
+            for (int wi = 0; wi < kGmWarps; ++wi) {
+                gs += part[wi * 16 + g];
+                up += part[wi * 16 + g + 8];
+            }
+            p.act[(static_cast<int64_t>(r) * (p.k + 1) + slot) * width + j0 + g] = silu(gs) * up;
+        }
+    }
+};
+
+template <bool kRoute>
+__global__ void __maxnreg__(kGmRegs) moe_gate_up_mma_kernel(MoeBf16Params p, int l2_prefetch) {
+    extern __shared__ __align__(16) unsigned char gm_smem[];
+    bf16* xs = reinterpret_cast<bf16*>(gm_smem);
+    int* keys = reinterpret_cast<int*>(gm_smem + gm_x_bytes(p));
+    __shared__ int32_t ids[kMoeMaxTopK];
+    GateUpBlock t(p, ids, xs);
+    const int warp = t.warp, r = blockIdx.y;
+    const int width = ffn_width(p);
+    // [my_tiles][kGmWarps][16] warp partials, summed once at the end: no barrier per tile, so
+    // every warp streams its slices of the block's tiles at its own pace.
+    t.partial = reinterpret_cast<float*>(gm_smem + gm_x_bytes(p) + (kRoute ? sizeof(int) * p.E : 0));
+    GateUpBlock::Stage wa, wb;
+    const bool preloaded = kRoute && t.items > 0 && blockIdx.x < t.tiles_s;  // shared rows need no routing
+    if (preloaded) t.load(wa, 0);
     pdl_wait();               // logits / ids and x come from earlier kernels
     pdl_launch_dependents();  // the down grid may start now (the streaming one loads its weights)
     if (r >= launch_rows(p.n_rows, p.max_rows)) return;
@@ -610,13 +664,13 @@ __global__ void __maxnreg__(kGmRegs) moe_gate_up_mma_kernel(MoeBf16Params p, int
             reinterpret_cast<uint4*>(xs)[i] = reinterpret_cast<const uint4*>(x)[i];
     }
     __syncthreads();
-    if (items == 0) return;
-    if (!preloaded) load(wa, 0);
+    if (t.items == 0) return;
+    if (!preloaded) t.load(wa, 0);
     if (l2_prefetch) {  // FROST_MOE_GU_L2=1: the block's tiles past the two register stages into L2
-        for (int i = threadIdx.x; i < (my_tiles - 2) * 16; i += blockDim.x) {  // one row (H bf16) each
+        for (int i = threadIdx.x; i < (t.my_tiles - 2) * 16; i += blockDim.x) {  // one row (H bf16) each
             const int it = 2 + i / 16, row = i % 16;
             int slot, j0;
-            tile_of(blockIdx.x + it * gridDim.x, slot, j0);
+            t.tile_of(blockIdx.x + it * gridDim.x, slot, j0);
             const bool shared = slot == p.k;
             const int F = shared ? p.Is : p.I;
             const bf16* base =
@@ -625,28 +679,9 @@ __global__ void __maxnreg__(kGmRegs) moe_gate_up_mma_kernel(MoeBf16Params p, int
             prefetch_l2_bulk(base + static_cast<int64_t>(fr) * p.H, p.H * sizeof(bf16));
         }
     }
-    for (int n = 0;;) {  // stage wa holds item n; the next item's loads go out before n's mmas
-        if (n + 1 < items) load(wb, n + 1);
-        consume(wa, n);
-        if (++n >= items) break;
-        if (n + 1 < items) load(wa, n + 1);
-        consume(wb, n);
-        if (++n >= items) break;
-    }
+    t.stream(wa, wb);
     __syncthreads();
-    for (int i = threadIdx.x; i < my_tiles * 8; i += blockDim.x) {  // the 16 partials in warp order
-        const int it = i / 8, g = i % 8;
-        int slot, j0;
-        tile_of(blockIdx.x + it * gridDim.x, slot, j0);
-        const float* part = partial + it * kGmWarps * 16;
-        float gs = 0.0f, up = 0.0f;
-#pragma unroll
-        for (int wi = 0; wi < kGmWarps; ++wi) {
-            gs += part[wi * 16 + g];
-            up += part[wi * 16 + g + 8];
-        }
-        p.act[(static_cast<int64_t>(r) * (p.k + 1) + slot) * width + j0 + g] = silu(gs) * up;
-    }
+    t.write_act(r, width);
 }
 
 // grid: (ceil(H / kDownWarps), max_rows); dynamic smem: the row's (k + 1) x width activations
@@ -808,78 +843,31 @@ __host__ __device__ inline DsLayout ds_layout(const MoeBf16Params& p, int R) {
     return l;
 }
 
-// grid: (ceil(H / R)); dynamic smem: ds_layout(p, R).bytes. Row 0 only. Output h = block * R +
-// hr; warp w takes rows hr = 2w, 2w + 1 (then + 2 * kDsWarps): per lane the items f = lane + 32 t
-// of [the shared row (Is / 8 vectors), then the k routed rows (I / 8 each)] in order, weighted by
-// the slot's mixing weight, then one warp sum: moe_down_kernel's sequence, so its bits. bulk 0
-// (FROST_MOE_DOWN=cpasync, an A/B switch, no faster): the rows come by per-thread cp.async.
-__global__ void __maxnreg__(kDsRegs) moe_down_stream_kernel(MoeBf16Params p, int R, int bulk) {
-    extern __shared__ __align__(16) unsigned char ds_smem[];
-    __shared__ __align__(8) uint64_t bar_storage;
-    __shared__ int32_t ids[kMoeMaxTopK];
-    __shared__ float mix[kMoeMaxTopK + 1];
-    const DsLayout L = ds_layout(p, R);
-    float* lg = reinterpret_cast<float*>(ds_smem);
-    int* keys = reinterpret_cast<int*>(lg + p.E + 1);
-    const uint4* act_lo = reinterpret_cast<const uint4*>(ds_smem + L.act);
-    const uint4* act_hi = reinterpret_cast<const uint4*>(ds_smem + L.act_hi);
-    bf16* ws = reinterpret_cast<bf16*>(ds_smem + L.w);
-    bf16* ws_shared = ws + static_cast<size_t>(p.k) * R * p.I;
+// Row 0's [k + 1, wv] activations (fp32, 8 per 16-byte pair) from global memory (through L2) into
+// shared memory as separate lo and hi 16-byte halves, so a warp's reads of either are contiguous.
+__device__ __forceinline__ void stage_act(const MoeBf16Params& p, unsigned char* lo_bytes, unsigned char* hi_bytes,
+                                          int wv) {
+    const float4* act_g = reinterpret_cast<const float4*>(p.act);
+    uint4* lo = reinterpret_cast<uint4*>(lo_bytes);
+    uint4* hi = reinterpret_cast<uint4*>(hi_bytes);
+    for (int i = threadIdx.x; i < (p.k + 1) * wv; i += blockDim.x) {
+        const float4 a = __ldcg(act_g + 2 * i), b = __ldcg(act_g + 2 * i + 1);
+        lo[i] = *reinterpret_cast<const uint4*>(&a);
+        hi[i] = *reinterpret_cast<const uint4*>(&b);
+    }
+}
+
+// Rows [h0, h0 + nr) of the down output from shared memory: ws holds the k routed slots' R x I
+// rows, ws_shared the shared expert's R x Is, act_lo / act_hi the activations as [k + 1, wv]
+// 16-byte halves, mix the k + 1 mixing weights. Warp w of nwarps takes rows hr = 2w, 2w + 1, then
+// + 2 * nwarps: per output moe_down_kernel's sequence (a lane's items in order, one warp sum), so
+// its bits. moe_down_stream_kernel and the one-launch decode share it.
+__device__ __forceinline__ void down_rows(const MoeBf16Params& p, int R, int h0, int nr, int nwarps, const bf16* ws,
+                                          const bf16* ws_shared, const uint4* act_lo, const uint4* act_hi,
+                                          const float* mix, int wv) {
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-    const int h0 = blockIdx.x * R;
-    const int nr = min(R, p.H - h0);
-    const uint32_t bar = smem_addr(&bar_storage);
-    if (threadIdx.x == 0) mbar_init_one(bar);
-    __syncthreads();
-    // Before pdl_wait: nothing an earlier kernel of this launch still writes. The logits are
-    // final (the gate/up grid let this grid start only after its own wait on the logits kernel).
-    if (bulk && threadIdx.x == 0) {
-        mbar_arrive_expect(bar, static_cast<uint32_t>(sizeof(bf16) * nr * (static_cast<size_t>(p.k) * p.I + p.Is)));
-        bulk_load(ws_shared, p.shared_down + static_cast<int64_t>(h0) * p.Is, sizeof(bf16) * nr * p.Is, bar);
-    }
-    if (!bulk)  // FROST_MOE_DOWN=cpasync: 16-byte cp.async by every thread instead of the copy engine
-        for (int i = threadIdx.x; i < nr * p.Is / kVec; i += blockDim.x)
-            cp_async16(ws_shared + i * kVec, p.shared_down + static_cast<int64_t>(h0) * p.Is + i * kVec);
-    if (warp == 0) {
-        const float* lg_g = logits_of(p);
-        for (int e = lane; e <= p.E; e += kWarp) lg[e] = __ldcg(lg_g + e);
-        __syncwarp();
-        route_row(p, 0, lg, lg[p.E], keys, ids, false, mix);  // ids always in [0, E)
-        __syncwarp();
-        if (bulk && lane < p.k)
-            bulk_load(ws + static_cast<size_t>(lane) * R * p.I,
-                      p.experts_down + (static_cast<int64_t>(ids[lane]) * p.H + h0) * p.I, sizeof(bf16) * nr * p.I, bar);
-        if (lane == 0) mix[p.k] = sigmoid(lg[p.E]);  // shared_w's value
-    }
-    if (!bulk) {
-        __syncthreads();  // ids
-        for (int j = 0; j < p.k; ++j) {
-            const bf16* src = p.experts_down + (static_cast<int64_t>(ids[j]) * p.H + h0) * p.I;
-            for (int i = threadIdx.x; i < nr * p.I / kVec; i += blockDim.x)
-                cp_async16(ws + static_cast<size_t>(j) * R * p.I + i * kVec, src + i * kVec);
-        }
-        cp_async_commit();
-    }
-    pdl_wait();  // the activations (gate/up) and the output buffer
-    pdl_launch_dependents();
-    const bool live = launch_rows(p.n_rows, 1) > 0;
-    const int width = ffn_width(p), wv = width / kVec;
-    if (live) {
-        const float4* act_g = reinterpret_cast<const float4*>(p.act);
-        uint4* lo = reinterpret_cast<uint4*>(ds_smem + L.act);
-        uint4* hi = reinterpret_cast<uint4*>(ds_smem + L.act_hi);
-        for (int i = threadIdx.x; i < (p.k + 1) * wv; i += blockDim.x) {
-            const float4 a = __ldcg(act_g + 2 * i), b = __ldcg(act_g + 2 * i + 1);
-            lo[i] = *reinterpret_cast<const uint4*>(&a);
-            hi[i] = *reinterpret_cast<const uint4*>(&b);
-        }
-    }
-    if (bulk) mbar_wait_phase0(bar);  // never leave with copies into this block's shared memory in flight
-    else cp_async_wait<0>();
-    __syncthreads();  // the activations (and the cp.async copies of every thread)
-    if (!live) return;
     const int nI = p.I / kVec, nIs = p.Is / kVec, total = nIs + p.k * nI;
-    for (int hr = 2 * warp; hr < nr; hr += 2 * kDsWarps) {
+    for (int hr = 2 * warp; hr < nr; hr += 2 * nwarps) {
         const bool two = hr + 1 < nr;
         int seg = -1, v = lane;  // moe_down_kernel's cursor: segment -1 = the shared row
         auto settle = [&] {
@@ -944,6 +932,70 @@ __global__ void __maxnreg__(kDsRegs) moe_down_stream_kernel(MoeBf16Params p, int
             }
         }
     }
+}
+
+// grid: (ceil(H / R)); dynamic smem: ds_layout(p, R).bytes. Row 0 only. Output h = block * R +
+// hr; warp w takes rows hr = 2w, 2w + 1 (then + 2 * kDsWarps): per lane the items f = lane + 32 t
+// of [the shared row (Is / 8 vectors), then the k routed rows (I / 8 each)] in order, weighted by
+// the slot's mixing weight, then one warp sum: moe_down_kernel's sequence, so its bits. bulk 0
+// (FROST_MOE_DOWN=cpasync, an A/B switch, no faster): the rows come by per-thread cp.async.
+__global__ void __maxnreg__(kDsRegs) moe_down_stream_kernel(MoeBf16Params p, int R, int bulk) {
+    extern __shared__ __align__(16) unsigned char ds_smem[];
+    __shared__ __align__(8) uint64_t bar_storage;
+    __shared__ int32_t ids[kMoeMaxTopK];
+    __shared__ float mix[kMoeMaxTopK + 1];
+    const DsLayout L = ds_layout(p, R);
+    float* lg = reinterpret_cast<float*>(ds_smem);
+    int* keys = reinterpret_cast<int*>(lg + p.E + 1);
+    const uint4* act_lo = reinterpret_cast<const uint4*>(ds_smem + L.act);
+    const uint4* act_hi = reinterpret_cast<const uint4*>(ds_smem + L.act_hi);
+    bf16* ws = reinterpret_cast<bf16*>(ds_smem + L.w);
+    bf16* ws_shared = ws + static_cast<size_t>(p.k) * R * p.I;
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int h0 = blockIdx.x * R;
+    const int nr = min(R, p.H - h0);
+    const uint32_t bar = smem_addr(&bar_storage);
+    if (threadIdx.x == 0) mbar_init_one(bar);
+    __syncthreads();
+    // Before pdl_wait: nothing an earlier kernel of this launch still writes. The logits are
+    // final (the gate/up grid let this grid start only after its own wait on the logits kernel).
+    if (bulk && threadIdx.x == 0) {
+        mbar_arrive_expect(bar, static_cast<uint32_t>(sizeof(bf16) * nr * (static_cast<size_t>(p.k) * p.I + p.Is)));
+        bulk_load(ws_shared, p.shared_down + static_cast<int64_t>(h0) * p.Is, sizeof(bf16) * nr * p.Is, bar);
+    }
+    if (!bulk)  // FROST_MOE_DOWN=cpasync: 16-byte cp.async by every thread instead of the copy engine
+        for (int i = threadIdx.x; i < nr * p.Is / kVec; i += blockDim.x)
+            cp_async16(ws_shared + i * kVec, p.shared_down + static_cast<int64_t>(h0) * p.Is + i * kVec);
+    if (warp == 0) {
+        const float* lg_g = logits_of(p);
+        for (int e = lane; e <= p.E; e += kWarp) lg[e] = __ldcg(lg_g + e);
+        __syncwarp();
+        route_row(p, 0, lg, lg[p.E], keys, ids, false, mix);  // ids always in [0, E)
+        __syncwarp();
+        if (bulk && lane < p.k)
+            bulk_load(ws + static_cast<size_t>(lane) * R * p.I,
+                      p.experts_down + (static_cast<int64_t>(ids[lane]) * p.H + h0) * p.I, sizeof(bf16) * nr * p.I, bar);
+        if (lane == 0) mix[p.k] = sigmoid(lg[p.E]);  // shared_w's value
+    }
+    if (!bulk) {
+        __syncthreads();  // ids
+        for (int j = 0; j < p.k; ++j) {
+            const bf16* src = p.experts_down + (static_cast<int64_t>(ids[j]) * p.H + h0) * p.I;
+            for (int i = threadIdx.x; i < nr * p.I / kVec; i += blockDim.x)
+                cp_async16(ws + static_cast<size_t>(j) * R * p.I + i * kVec, src + i * kVec);
+        }
+        cp_async_commit();
+    }
+    pdl_wait();  // the activations (gate/up) and the output buffer
+    pdl_launch_dependents();
+    const bool live = launch_rows(p.n_rows, 1) > 0;
+    const int width = ffn_width(p), wv = width / kVec;
+    if (live) stage_act(p, ds_smem + L.act, ds_smem + L.act_hi, wv);
+    if (bulk) mbar_wait_phase0(bar);  // never leave with copies into this block's shared memory in flight
+    else cp_async_wait<0>();
+    __syncthreads();  // the activations (and the cp.async copies of every thread)
+    if (!live) return;
+    down_rows(p, R, h0, nr, kDsWarps, ws, ws_shared, act_lo, act_hi, mix, wv);
 }
 
 // ---- one-row decode in one launch (prototype: FROST_MOE_DECODE=fused) ---------------------------
@@ -1035,7 +1087,6 @@ __global__ void __launch_bounds__(kFuWarps * kWarp, 1)
     bf16* ws = reinterpret_cast<bf16*>(fu_smem + L.w);
     bf16* ws_shared = ws + static_cast<size_t>(p.k) * R * p.I;
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-    const int t4 = lane % 4, gid = lane / 4;
     const int h0 = blockIdx.x * R;
     const int nr = max(0, min(R, p.H - h0));
     const int rows_b = fu_router_rows(p, G);
@@ -1061,68 +1112,12 @@ __global__ void __launch_bounds__(kFuWarps * kWarp, 1)
         }
         if (nr > 0) bulk_load(ws_shared, p.shared_down + static_cast<int64_t>(h0) * p.Is, sizeof(bf16) * nr * p.Is, bar_a);
     }
-    // gate/up's tiles, as moe_gate_up_mma_kernel maps them (the same code; the same bits).
-    const int steps = ceil_div_dev(p.H, kGmStepK);
-    const int groups = ceil_div_dev(steps, kGmWarps * kGmU);
-    const int tiles_s = p.Is / 8, tiles_r = p.I / 8, tiles = tiles_s + p.k * tiles_r;
-    const int my_tiles = blockIdx.x < tiles ? ceil_div_dev(tiles - blockIdx.x, G) : 0;
-    const int items = my_tiles * groups;
+    GateUpBlock t(p, ids, xs);  // gate/up as moe_gate_up_mma_kernel runs it: its bits
+    t.partial = partial;
     const int width = ffn_width(p);
-    auto tile_of = [&](int tile, int& slot, int& j0) {
-        if (tile < tiles_s) {
-            slot = p.k;
-            j0 = tile * 8;
-        } else {
-            slot = (tile - tiles_s) / tiles_r;
-            j0 = (tile - tiles_s - slot * tiles_r) * 8;
-        }
-    };
-    uint4 wa[kGmU][2][2], wb[kGmU][2][2];
-    auto load = [&](uint4(&w)[kGmU][2][2], int n) {
-        int slot, j0;
-        tile_of(blockIdx.x + (n / groups) * G, slot, j0);
-        const int grp = n % groups;
-        const bool shared = slot == p.k;
-        const int F = shared ? p.Is : p.I;
-        const bf16* base =
-            shared ? p.shared_gate_up : p.experts_gate_up + static_cast<int64_t>(ids[slot]) * 2 * p.I * p.H;
-        const bf16* g_row = base + static_cast<int64_t>(j0 + gid) * p.H;
-        const bf16* u_row = base + static_cast<int64_t>(F + j0 + gid) * p.H;
-#pragma unroll
-        for (int u = 0; u < kGmU; ++u) {
-            const int s = warp + kGmWarps * (grp * kGmU + u);
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                const int kk = s * kGmStepK + 16 * t4 + 8 * q;
-                const bool ok = kk < p.H;
-                w[u][0][q] = ok ? ldg16(g_row + kk) : make_uint4(0, 0, 0, 0);
-                w[u][1][q] = ok ? ldg16(u_row + kk) : make_uint4(0, 0, 0, 0);
-            }
-        }
-    };
-    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    auto consume = [&](const uint4(&w)[kGmU][2][2], int n) {
-        const int grp = n % groups;
-        if (grp == 0) d[0] = d[1] = d[2] = d[3] = 0.0f;
-#pragma unroll
-        for (int u = 0; u < kGmU; ++u) {
-            const int s = warp + kGmWarps * (grp * kGmU + u);
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                const int kk = s * kGmStepK + 16 * t4 + 8 * q;
-                uint4 xv = make_uint4(0, 0, 0, 0);
-                if (gid == 0 && kk < p.H) xv = *reinterpret_cast<const uint4*>(xs + kk);
-                mma_bf16(d, w[u][0][q].x, w[u][1][q].x, w[u][0][q].y, w[u][1][q].y, xv.x, xv.y);
-                mma_bf16(d, w[u][0][q].z, w[u][1][q].z, w[u][0][q].w, w[u][1][q].w, xv.z, xv.w);
-            }
-        }
-        if (grp != groups - 1 || t4 != 0) return;
-        float* part = partial + ((n / groups) * kGmWarps + warp) * 16;
-        part[gid] = d[0];
-        part[gid + 8] = d[2];
-    };
-    const bool preloaded = items > 0 && blockIdx.x < tiles_s;  // shared rows need no routing
-    if (preloaded) load(wa, 0);
+    GateUpBlock::Stage wa, wb;
+    const bool preloaded = t.items > 0 && blockIdx.x < t.tiles_s;  // shared rows need no routing
+    if (preloaded) t.load(wa, 0);
     pdl_wait();  // x comes from the kernel before
     if (launch_rows(p.n_rows, 1) == 0) {  // uniform over the grid: every block leaves, none waits
         mbar_wait_phase0(bar_a);            // never leave with copies into shared memory in flight
@@ -1167,106 +1162,20 @@ __global__ void __launch_bounds__(kFuWarps * kWarp, 1)
                       bar_b);
     }
     __syncthreads();  // ids, mix
-    if (items > 0) {
-        if (!preloaded) load(wa, 0);
-        for (int n = 0;;) {  // stage wa holds item n; the next item's loads go out before n's mmas
-            if (n + 1 < items) load(wb, n + 1);
-            consume(wa, n);
-            if (++n >= items) break;
-            if (n + 1 < items) load(wa, n + 1);
-            consume(wb, n);
-            if (++n >= items) break;
-        }
+    if (t.items > 0) {
+        if (!preloaded) t.load(wa, 0);
+        t.stream(wa, wb);
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < my_tiles * 8; i += blockDim.x) {  // the 16 partials in warp order
-        const int it = i / 8, g = i % 8;
-        int slot, j0;
-        tile_of(blockIdx.x + it * G, slot, j0);
-        const float* part = partial + it * kGmWarps * 16;
-        float gs = 0.0f, up = 0.0f;
-#pragma unroll
-        for (int wi = 0; wi < kGmWarps; ++wi) {
-            gs += part[wi * 16 + g];
-            up += part[wi * 16 + g + 8];
-        }
-        p.act[static_cast<int64_t>(slot) * width + j0 + g] = silu(gs) * up;
-    }
+    t.write_act(0, width);
     fu_grid_barrier(sync);  // every activation written
     pdl_launch_dependents();
     if (nr == 0) return;
     const int wv = width / kVec;
-    {
-        const float4* act_g = reinterpret_cast<const float4*>(p.act);
-        uint4* lo = reinterpret_cast<uint4*>(fu_smem + L.act);
-        uint4* hi = reinterpret_cast<uint4*>(fu_smem + L.act_hi);
-        for (int i = threadIdx.x; i < (p.k + 1) * wv; i += blockDim.x) {
-            const float4 a = __ldcg(act_g + 2 * i), b = __ldcg(act_g + 2 * i + 1);
-            lo[i] = *reinterpret_cast<const uint4*>(&a);
-            hi[i] = *reinterpret_cast<const uint4*>(&b);
-        }
-    }
+    stage_act(p, fu_smem + L.act, fu_smem + L.act_hi, wv);
     mbar_wait_phase0(bar_b);
     __syncthreads();
-    // moe_down_stream_kernel's dots: warp w takes rows hr = 2w, 2w + 1, then + 2 * kFuWarps.
-    const int nI = p.I / kVec, nIs = p.Is / kVec, total = nIs + p.k * nI;
-    for (int hr = 2 * warp; hr < nr; hr += 2 * kFuWarps) {
-        const bool two = hr + 1 < nr;
-        int seg = -1, v = lane;
-        auto settle = [&] {
-            while (seg < p.k && v >= (seg < 0 ? nIs : nI)) {
-                v -= seg < 0 ? nIs : nI;
-                ++seg;
-            }
-        };
-        settle();
-        float a0 = 0.0f, a1 = 0.0f;
-        if (nIs % kWarp == 0 && nI % kWarp == 0) {
-            for (int s2 = -1; s2 < p.k; ++s2) {
-                const bool sh = s2 < 0;
-                const int slot = sh ? p.k : s2;
-                const int F = sh ? p.Is : p.I;
-                const int n = sh ? nIs : nI;
-                const bf16* wrow = (sh ? ws_shared : ws + static_cast<size_t>(s2) * R * p.I) + hr * F;
-                const uint4* alo = act_lo + slot * wv;
-                const uint4* ahi = act_hi + slot * wv;
-                const float m = mix[slot];
-#pragma unroll 2
-                for (int v2 = lane; v2 < n; v2 += kWarp) {
-                    const uint4 ua = alo[v2], ub = ahi[v2];
-                    const float4 flo = *reinterpret_cast<const float4*>(&ua);
-                    const float4 fhi = *reinterpret_cast<const float4*>(&ub);
-                    const uint4 w0 = *reinterpret_cast<const uint4*>(wrow + v2 * kVec);
-                    a0 = fmaf(m, dot8f(w0, flo, fhi), a0);
-                    if (two) a1 = fmaf(m, dot8f(*reinterpret_cast<const uint4*>(wrow + F + v2 * kVec), flo, fhi), a1);
-                }
-            }
-        } else
-            for (int f = lane; f < total; f += kWarp) {
-                const bool shared = seg < 0;
-                const int slot = shared ? p.k : seg;
-                const int F = shared ? p.Is : p.I;
-                const bf16* w = (shared ? ws_shared : ws + static_cast<size_t>(seg) * R * p.I) + hr * F + v * kVec;
-                const uint4 ua = act_lo[slot * wv + v], ub = act_hi[slot * wv + v];
-                const float4 flo = *reinterpret_cast<const float4*>(&ua), fhi = *reinterpret_cast<const float4*>(&ub);
-                const float m = mix[slot];
-                a0 = fmaf(m, dot8f(*reinterpret_cast<const uint4*>(w), flo, fhi), a0);
-                if (two) a1 = fmaf(m, dot8f(*reinterpret_cast<const uint4*>(w + F), flo, fhi), a1);
-                v += kWarp;
-                settle();
-            }
-        a0 = warp_sum(a0);
-        a1 = warp_sum(a1);
-        if (lane == 0) {
-            const int h = h0 + hr;
-            if (p.out) p.out[h] = a0;
-            if (p.out_bf16) store_out(p, h, a0);
-            if (two) {
-                if (p.out) p.out[h + 1] = a1;
-                if (p.out_bf16) store_out(p, h + 1, a1);
-            }
-        }
-    }
+    down_rows(p, R, h0, nr, kFuWarps, ws, ws_shared, act_lo, act_hi, mix, wv);  // its bits
 }
 
 // ---- launchers ----------------------------------------------------------------------------------

@@ -18,7 +18,9 @@
 //                       and bulk-copies its output rows of the k + 1 down matrices into shared
 //                       memory while gate/up streams (same bits as the batched rows' down kernel).
 //                       A/B switches (environment, read at launch): FROST_MOE_DOWN=plain|cpasync,
-//                       FROST_MOE_GU_L2=1 (lm_moe.cu has the measurements).
+//                       FROST_MOE_GU_L2=1 (lm_moe.cu has the measurements). FROST_MOE_DECODE=fused
+//                       (a prototype, not yet run on a GPU): one row in ONE launch of one block per
+//                       SM, two grid-wide barriers on p.sync, the same bits.
 // moe_prefill_launch: the same result for many rows, tokens grouped by expert (see below).
 // Rows = *n_rows (clamped to max_rows) read on the device. Every launcher enqueues on `stream`,
 // never synchronises, and returns its cudaError_t (cudaErrorInvalidValue for params outside the
