@@ -16,8 +16,11 @@
 //           routes the row itself and bulk-copies its R rows of the k + 1 down matrices into
 //           shared memory while gate/up streams. Batched rows (or no room): moe_down_kernel, one
 //           warp per output element, the weighted partial dots of ALL k + 1 experts per lane.
-// FROST_MOE_DECODE=fused (a prototype, opt-in): the three in one launch (moe_decode_fused_kernel,
-// below the streaming down kernel), the same code for gate/up (GateUpBlock) and down (down_rows).
+// FROST_MOE_DECODE=fused (a prototype, opt-in, measured 5 % slower: below): the three in one
+// launch (moe_decode_fused_kernel, below the streaming down kernel), the same code for gate/up
+// (GateUpBlock) and down (down_rows), so the same bits. FROST_MOE_DECODE=cols (a prototype,
+// opt-in): the same launch with each gate/up tile's down columns done by the tile's own block
+// (moe_decode_cols_kernel; deterministic, other bits).
 // moe_router_launch (used by prefill) is the logits kernel then a top-k kernel (one warp per row,
 // the same routing function as the fused one, so the bits are equal); moe_experts_launch runs
 // the same gate/up kernel on ids from memory, then moe_down_kernel.
@@ -152,6 +155,43 @@
 // needs device state that is zero when the first step starts and that nothing poisons (the tests
 // poison the MoE scratch), and the batched path (moe_down_kernel, whose bits a solo step must
 // equal) would have to change with it.
+//
+// That one-launch decode, built (moe_decode_fused_kernel) and measured (H200, 2026-12-03,
+// fifty-fifth session; the engine command above, settings alternated in one process each by
+// scripts/gpu/ab_env.sh, ms/token). Bits: kernels_test_cuda_moe (its bitwise test against the
+// three launches, plain and PDL-chained) and model_test_cuda_engine_moe passed. Speed: 1.544-1.566
+// against the three launches' 1.435-1.444 in one call, 1.512-1.518 against 1.439-1.444 in the next:
+// +3.5 to +6 us a layer. The refactor that made gate/up and down shared code did not move the
+// three launches (6bfd064's kernels against this file's, alternated: 1.438-1.448 / 1.433-1.444).
+// Probes inside the fused kernel (temporary switches, removed; wrong results), same call, three
+// rounds, fused itself 1.512-1.518: no router logits and no first barrier (routing stale logits)
+// 1.462-1.472, so they cost ~2.5 us a layer against the logits launch's 4.2; no down dots (the
+// copies still waited for) 1.420-1.433, 4.5 us; no gate/up stream 1.307-1.327, 10 us (10.7
+// with the dots gone too: 1.208-1.213 against 1.420-1.433); what is left with logits, gate/up and
+// dots all gone (launch, x, the router and shared-down copies, routing, 18 MB of routed down
+// copies issued only after routing, the second barrier) 1.148-1.156 against 0.850 for no MoE op
+// (the fifty-fourth session's probe): 15 us a layer.
+// So the in-kernel logits and barrier beat the logits launch by ~1.7 us, but the serial skeleton
+// (routing, then the down copies, then a barrier, then dots that need every activation) costs more
+// than the three launches' overlap: their down blocks copy while gate/up streams and nothing waits
+// on a grid-wide barrier twice. What would remove the second barrier and the dots after it: each
+// gate/up tile multiplying its own activations into the down columns it owns (the down weights
+// streamed with the tile; 16-row tiles, since 8 columns are 16 bytes of a 32-byte sector),
+// per-block fp32 partials of the H outputs, and a deterministic reduction of those partials in
+// block order (by the next kernel, or each block reducing a slice after one barrier); atomics
+// would make the bits depend on timing, which capsules cannot take.
+// Built the same session as FROST_MOE_DECODE=cols (moe_decode_cols_kernel: the fused kernel's
+// first half, then each block cp.async-copies the H x 8 down columns of its 8-row gate/up tiles
+// right after routing, streams gate/up, forms its tiles' activations and a partial of every
+// output into global memory; after the second barrier block b sums rows [b R, b R + R) over the
+// blocks in block order). Correct: the routing bits and outputs within 1e-5 of the three launches,
+// the same bits launch after launch (kernels_test_cuda_moe), model_test_cuda_engine_moe passed
+// with it. But slower still: 1.637-1.645 against 1.443-1.453 ms/token (three rounds, one call),
+// +10 us a layer. The down columns are 16 bytes at a row stride of I * 2 bytes: 2048 scattered
+// half-sectors per tile (the neighbouring tile's block wants the other half, from another SM),
+// ~20 cp.async per thread, where the three launches' down reads whole rows. Column ownership
+// needs the down matrices stored transposed ([E, I, H]: a tile's 8 columns are 8 contiguous
+// rows of H), which the batched down kernel and the prefill GEMM would have to read too.
 //
 // The router as the quantized decode uses it (moe_router_launch: logits, then top-k), two ways to
 // drop a launch, both built, passing bitwise tests, measured slower and removed (H200 2026-11-29,
@@ -615,15 +655,19 @@ struct GateUpBlock {
             const int it = i / 8, g = i % 8;
             int slot, j0;
             tile_of(blockIdx.x + it * gridDim.x, slot, j0);
-            const float* part = partial + it * kGmWarps * 16;
-            float gs = 0.0f, up = 0.0f;
-#pragma unroll
-            for (int wi = 0; wi < kGmWarps; ++wi) {
-                gs += part[wi * 16 + g];
-                up += part[wi * 16 + g + 8];
-            }
-            p.act[(static_cast<int64_t>(r) * (p.k + 1) + slot) * width + j0 + g] = silu(gs) * up;
+            p.act[(static_cast<int64_t>(r) * (p.k + 1) + slot) * width + j0 + g] = act_of(it, g);
         }
+    }
+    // Activation g (0-7) of the block's tile it: its 16 warp partials in warp order, silu(g) * u.
+    __device__ __forceinline__ float act_of(int it, int g) const {
+        const float* part = partial + it * kGmWarps * 16;
+        float gs = 0.0f, up = 0.0f;
+#pragma unroll
+        for (int wi = 0; wi < kGmWarps; ++wi) {
+            gs += part[wi * 16 + g];
+            up += part[wi * 16 + g + 8];
+        }
+        return silu(gs) * up;
     }
 };
 
@@ -1011,9 +1055,10 @@ __global__ void __maxnreg__(kDsRegs) moe_down_stream_kernel(MoeBf16Params p, int
 //   tiles and arithmetic).
 //   barrier 2 (every activation written); the next launch may start; the block's R down outputs
 //   from shared memory (moe_down_stream_kernel's arithmetic).
-// So its bits are the three launches' bits. What it removes (lm_moe.cu's records, 2026-12-03): the
-// logits launch's link in the chain (~4 us a layer), the down launch's wait and the down blocks
-// that could not start beside gate/up (~3-5 us).
+// So its bits are the three launches' bits. What it was to remove (lm_moe.cu's records,
+// 2026-12-03): the logits launch's link in the chain (~4 us a layer), the down launch's wait and
+// the down blocks that could not start beside gate/up (~3-5 us). Measured the next session: 5 %
+// slower than the three launches (the records above say where).
 // sync: a 64-bit counter that only grows; a multiple of the grid size whenever no launch runs (zero
 // at allocation; each barrier adds one per block). One launch at a time per counter.
 constexpr int kFuWarps = kGmWarps;  // gate/up's K split over 16 warps: its bits
@@ -1069,6 +1114,77 @@ __device__ inline void fu_grid_barrier(unsigned long long* sync) {
     __syncthreads();
 }
 
+// Thread 0: the block's router rows (expert blockIdx.x + i * grid, row E the shared gate) into
+// rrows by bulk copies on bar, which also expects `extra` bytes of the caller's own copies.
+__device__ inline void fu_copy_router(const MoeBf16Params& p, bf16* rrows, int rows_b, uint32_t bar, uint32_t extra) {
+    uint32_t bytes = extra;
+    for (int i = 0; i < rows_b; ++i)
+        if (blockIdx.x + i * gridDim.x <= p.E) bytes += static_cast<uint32_t>(sizeof(bf16) * p.H);
+    mbar_arrive_expect(bar, bytes);
+    for (int i = 0; i < rows_b; ++i) {
+        const int e = blockIdx.x + i * gridDim.x;
+        if (e <= p.E)
+            bulk_load(rrows + static_cast<size_t>(i) * p.H,
+                      e < p.E ? p.router + static_cast<int64_t>(e) * p.H : p.shared_gate, sizeof(bf16) * p.H, bar);
+    }
+}
+
+// Warp w < rows_b: the block's router row w against x (both in shared memory) with the logits
+// kernel's arithmetic (lane vectors v = c0 + lane + 32 u in order, one warp sum), into row 0's
+// logits lg_g ([E] experts, then the shared gate).
+__device__ inline void fu_logits(const MoeBf16Params& p, const bf16* rrows, const bf16* xs, int rows_b, float* lg_g) {
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int e = blockIdx.x + warp * gridDim.x, nvec = p.H / kVec;
+    if (warp >= rows_b || e > p.E) return;
+    const bf16* w = rrows + static_cast<size_t>(warp) * p.H;
+    float acc = 0.0f;
+    for (int c0 = 0; c0 < nvec; c0 += kLogitV * kWarp) {
+#pragma unroll
+        for (int u = 0; u < kLogitV; ++u) {
+            const int v = c0 + lane + u * kWarp;
+            if (v < nvec)
+                fma8(acc, *reinterpret_cast<const uint4*>(w + v * kVec), *reinterpret_cast<const uint4*>(xs + v * kVec));
+        }
+    }
+    const float sum = warp_sum(acc);
+    if (lane == 0) lg_g[e] = sum;
+}
+
+// Before the programmatic wait gate/up's first stage when it needs no routing (preloaded: the
+// block's first tile is the shared expert's), then the wait (x comes from the kernel before);
+// false, once the copies on bar have landed (none may be in flight at exit), when the row is
+// not live: uniform over the grid, so every block leaves and none waits at a barrier.
+__device__ inline bool fu_begin(const MoeBf16Params& p, const GateUpBlock& t, GateUpBlock::Stage& wa, bool preloaded,
+                                uint32_t bar) {
+    if (preloaded) t.load(wa, 0);
+    pdl_wait();
+    if (launch_rows(p.n_rows, 1) > 0) return true;
+    mbar_wait_phase0(bar);
+    return false;
+}
+
+// After the programmatic wait, with a live row: x into shared memory (xs), the block's router
+// logits once its router rows have landed (bar), the first grid barrier (every logit written),
+// then warp 0 routes the row (route_row: ids and mixing weights into shared memory; block 0
+// writes the router outputs) and sets mix[k] to the shared expert's gate. lgs, keys: [E + 1] /
+// [E] shared-memory scratch.
+__device__ inline void fu_route(const MoeBf16Params& p, bf16* xs, const bf16* rrows, int rows_b, uint32_t bar,
+                                unsigned long long* sync, float* lgs, int* keys, int32_t* ids, float* mix) {
+    const int lane = threadIdx.x % kWarp;
+    for (int i = threadIdx.x; i < p.H / kVec; i += blockDim.x)
+        reinterpret_cast<uint4*>(xs)[i] = reinterpret_cast<const uint4*>(p.x)[i];
+    __syncthreads();
+    mbar_wait_phase0(bar);
+    float* lg_g = logits_of(p);
+    fu_logits(p, rrows, xs, rows_b, lg_g);
+    fu_grid_barrier(sync);
+    if (threadIdx.x >= kWarp) return;
+    for (int e = lane; e <= p.E; e += kWarp) lgs[e] = __ldcg(lg_g + e);
+    __syncwarp();
+    route_row(p, 0, lgs, lgs[p.E], keys, ids, blockIdx.x == 0, mix);  // ids always in [0, E)
+    if (lane == 0) mix[p.k] = sigmoid(lgs[p.E]);                      // shared_w's value
+}
+
 __global__ void __launch_bounds__(kFuWarps * kWarp, 1)
     moe_decode_fused_kernel(MoeBf16Params p, int R, unsigned long long* sync) {
     extern __shared__ __align__(16) unsigned char fu_smem[];
@@ -1090,7 +1206,6 @@ __global__ void __launch_bounds__(kFuWarps * kWarp, 1)
     const int h0 = blockIdx.x * R;
     const int nr = max(0, min(R, p.H - h0));
     const int rows_b = fu_router_rows(p, G);
-    const int nvec = p.H / kVec;
     const uint32_t bar_a = smem_addr(&bars[0]), bar_b = smem_addr(&bars[1]);
     if (threadIdx.x == 0) {
         mbar_init_one(bar_a);
@@ -1099,17 +1214,7 @@ __global__ void __launch_bounds__(kFuWarps * kWarp, 1)
     __syncthreads();
     // Before the wait: only weights (no earlier kernel writes them).
     if (threadIdx.x == 0) {
-        uint32_t bytes = static_cast<uint32_t>(sizeof(bf16) * nr * p.Is);
-        for (int i = 0; i < rows_b; ++i)
-            if (blockIdx.x + i * G <= p.E) bytes += static_cast<uint32_t>(sizeof(bf16) * p.H);
-        mbar_arrive_expect(bar_a, bytes);
-        for (int i = 0; i < rows_b; ++i) {
-            const int e = blockIdx.x + i * G;
-            if (e <= p.E)
-                bulk_load(rrows + static_cast<size_t>(i) * p.H,
-                          e < p.E ? p.router + static_cast<int64_t>(e) * p.H : p.shared_gate, sizeof(bf16) * p.H,
-                          bar_a);
-        }
+        fu_copy_router(p, rrows, rows_b, bar_a, static_cast<uint32_t>(sizeof(bf16) * nr * p.Is));
         if (nr > 0) bulk_load(ws_shared, p.shared_down + static_cast<int64_t>(h0) * p.Is, sizeof(bf16) * nr * p.Is, bar_a);
     }
     GateUpBlock t(p, ids, xs);  // gate/up as moe_gate_up_mma_kernel runs it: its bits
@@ -1117,44 +1222,10 @@ __global__ void __launch_bounds__(kFuWarps * kWarp, 1)
     const int width = ffn_width(p);
     GateUpBlock::Stage wa, wb;
     const bool preloaded = t.items > 0 && blockIdx.x < t.tiles_s;  // shared rows need no routing
-    if (preloaded) t.load(wa, 0);
-    pdl_wait();  // x comes from the kernel before
-    if (launch_rows(p.n_rows, 1) == 0) {  // uniform over the grid: every block leaves, none waits
-        mbar_wait_phase0(bar_a);            // never leave with copies into shared memory in flight
-        return;
-    }
-    for (int i = threadIdx.x; i < nvec; i += blockDim.x)
-        reinterpret_cast<uint4*>(xs)[i] = reinterpret_cast<const uint4*>(p.x)[i];
-    __syncthreads();
-    mbar_wait_phase0(bar_a);
-    float* lg_g = logits_of(p);
-    if (warp < rows_b) {  // the logits kernel's arithmetic: lane vectors v = c0 + lane + 32 u in order
-        const int e = blockIdx.x + warp * G;
-        if (e <= p.E) {
-            const bf16* w = rrows + static_cast<size_t>(warp) * p.H;
-            float acc = 0.0f;
-            for (int c0 = 0; c0 < nvec; c0 += kLogitV * kWarp) {
-#pragma unroll
-                for (int u = 0; u < kLogitV; ++u) {
-                    const int v = c0 + lane + u * kWarp;
-                    if (v < nvec)
-                        fma8(acc, *reinterpret_cast<const uint4*>(w + v * kVec),
-                             *reinterpret_cast<const uint4*>(xs + v * kVec));
-                }
-            }
-            const float sum = warp_sum(acc);
-            if (lane == 0) lg_g[e] = sum;  // row 0's logits: [E] experts, then the shared gate
-        }
-    }
-    fu_grid_barrier(sync);  // every logit written
+    if (!fu_begin(p, t, wa, preloaded, bar_a)) return;
+    fu_route(p, xs, rrows, rows_b, bar_a, sync, lgs, keys, ids, mix);
     if (warp == 0) {
-        for (int e = lane; e <= p.E; e += kWarp) lgs[e] = __ldcg(lg_g + e);
-        __syncwarp();
-        route_row(p, 0, lgs, lgs[p.E], keys, ids, blockIdx.x == 0, mix);  // ids always in [0, E)
-        if (lane == 0) {
-            mix[p.k] = sigmoid(lgs[p.E]);  // shared_w's value
-            if (nr > 0) mbar_arrive_expect(bar_b, static_cast<uint32_t>(sizeof(bf16) * nr * p.k * p.I));
-        }
+        if (lane == 0 && nr > 0) mbar_arrive_expect(bar_b, static_cast<uint32_t>(sizeof(bf16) * nr * p.k * p.I));
         __syncwarp();
         if (nr > 0 && lane < p.k)
             bulk_load(ws + static_cast<size_t>(lane) * R * p.I,
@@ -1176,6 +1247,120 @@ __global__ void __launch_bounds__(kFuWarps * kWarp, 1)
     mbar_wait_phase0(bar_b);
     __syncthreads();
     down_rows(p, R, h0, nr, kFuWarps, ws, ws_shared, act_lo, act_hi, mix, wv);  // its bits
+}
+
+// ---- one-row decode in one launch, down by gate/up tile (prototype: FROST_MOE_DECODE=cols) -----
+//
+// moe_decode_fused_kernel without its second serial phase (lm_moe.cu's records, 2026-12-03: the
+// routed down rows copied only after routing, a barrier, then 4.5 us of dots that need every
+// activation). Here the block that computes a gate/up tile (8 FFN rows j0 .. j0 + 7 of one slot)
+// also owns those 8 columns of the slot's down matrix: their H x 8 weights (16 bytes per output
+// row) come into shared memory by cp.async right after routing, while gate/up streams; after its
+// loop the block forms its tiles' activations (act_of: gate/up's bits) and its partial of every
+// output, part_b[h] = sum over its tiles in order of mix[slot] * (the 8 columns' dot, dot8f), into
+// global memory. One barrier later block b sums rows [b R, b R + R) over the blocks' partials in
+// block order (lane l takes blocks l, l + 32, ..., then one warp sum), so the result is
+// deterministic for a given grid size (the SM count) but not the three launches' bits: the down
+// sums run in another order. No atomics in the value path.
+constexpr int kColsMaxGrid = 160;  // partial rows reserved in p.act (moe_act_floats) for one row
+
+// Decode scratch after the logits: [kColsMaxGrid, H] per-block partial outputs (one row only).
+__host__ __device__ inline float* partials_of(const MoeBf16Params& p) {
+    return logits_of(p) + (static_cast<int64_t>(p.max_rows) * (p.E + 1) + 3) / 4 * 4;
+}
+
+struct CoLayout {
+    size_t xs, keys, lg, partial, router, acts, wd, bytes;
+};
+__host__ __device__ inline CoLayout co_layout(const MoeBf16Params& p, int G) {
+    CoLayout l{};
+    size_t off = 0;
+    const int tiles = p.Is / 8 + p.k * (p.I / 8);
+    const size_t per_block = static_cast<size_t>((tiles + G - 1) / G);  // a block's tiles at most
+    l.xs = fu_take(off, sizeof(bf16) * p.H);
+    l.keys = fu_take(off, sizeof(int) * p.E);
+    l.lg = fu_take(off, sizeof(float) * (p.E + 1));
+    l.partial = fu_take(off, sizeof(float) * per_block * kFuWarps * 16);
+    l.router = fu_take(off, sizeof(bf16) * static_cast<size_t>(fu_router_rows(p, G)) * p.H);
+    l.acts = fu_take(off, sizeof(float) * per_block * 8);
+    l.wd = fu_take(off, sizeof(bf16) * per_block * p.H * 8);  // [tile][H][8]
+    l.bytes = off;
+    return l;
+}
+
+__global__ void __launch_bounds__(kFuWarps * kWarp, 1)
+    moe_decode_cols_kernel(MoeBf16Params p, unsigned long long* sync) {
+    extern __shared__ __align__(16) unsigned char co_smem[];
+    __shared__ __align__(8) uint64_t bar_storage;
+    __shared__ int32_t ids[kMoeMaxTopK];
+    __shared__ float mix[kMoeMaxTopK + 1];
+    const int G = gridDim.x;
+    const CoLayout L = co_layout(p, G);
+    bf16* xs = reinterpret_cast<bf16*>(co_smem + L.xs);
+    int* keys = reinterpret_cast<int*>(co_smem + L.keys);
+    float* lgs = reinterpret_cast<float*>(co_smem + L.lg);
+    bf16* rrows = reinterpret_cast<bf16*>(co_smem + L.router);
+    float* acts = reinterpret_cast<float*>(co_smem + L.acts);
+    bf16* wd = reinterpret_cast<bf16*>(co_smem + L.wd);
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int rows_b = fu_router_rows(p, G);
+    const uint32_t bar = smem_addr(&bar_storage);
+    if (threadIdx.x == 0) mbar_init_one(bar);
+    __syncthreads();
+    if (threadIdx.x == 0) fu_copy_router(p, rrows, rows_b, bar, 0);  // weights only: before the wait
+    GateUpBlock t(p, ids, xs);  // gate/up as moe_gate_up_mma_kernel runs it
+    t.partial = reinterpret_cast<float*>(co_smem + L.partial);
+    GateUpBlock::Stage wa, wb;
+    const bool preloaded = t.items > 0 && blockIdx.x < t.tiles_s;  // shared rows need no routing
+    if (!fu_begin(p, t, wa, preloaded, bar)) return;
+    fu_route(p, xs, rrows, rows_b, bar, sync, lgs, keys, ids, mix);
+    __syncthreads();  // ids, mix
+    // The down columns of the block's tiles: output row h's 8 columns j0 .. j0 + 7 (16 bytes).
+    for (int it = 0; it < t.my_tiles; ++it) {
+        int slot, j0;
+        t.tile_of(blockIdx.x + it * G, slot, j0);
+        const bool sh = slot == p.k;
+        const int F = sh ? p.Is : p.I;
+        const bf16* src = (sh ? p.shared_down : p.experts_down + static_cast<int64_t>(ids[slot]) * p.H * p.I) + j0;
+        for (int h = threadIdx.x; h < p.H; h += blockDim.x)
+            cp_async16(wd + (static_cast<size_t>(it) * p.H + h) * 8, src + static_cast<int64_t>(h) * F);
+    }
+    cp_async_commit();
+    if (t.items > 0) {
+        if (!preloaded) t.load(wa, 0);
+        t.stream(wa, wb);
+    }
+    __syncthreads();  // every warp's gate/up partials
+    for (int i = threadIdx.x; i < t.my_tiles * 8; i += blockDim.x) acts[i] = t.act_of(i / 8, i % 8);
+    cp_async_wait<0>();
+    __syncthreads();  // the activations, every thread's down columns
+    float* part_g = partials_of(p) + static_cast<int64_t>(blockIdx.x) * p.H;
+    for (int h = threadIdx.x; h < p.H; h += blockDim.x) {
+        float acc = 0.0f;
+        for (int it = 0; it < t.my_tiles; ++it) {
+            int slot, j0;
+            t.tile_of(blockIdx.x + it * G, slot, j0);
+            const float4 lo = *reinterpret_cast<const float4*>(acts + it * 8);
+            const float4 hi = *reinterpret_cast<const float4*>(acts + it * 8 + 4);
+            const uint4 w = *reinterpret_cast<const uint4*>(wd + (static_cast<size_t>(it) * p.H + h) * 8);
+            acc = fmaf(mix[slot], dot8f(w, lo, hi), acc);
+        }
+        part_g[h] = acc;  // 0 for a block without tiles
+    }
+    fu_grid_barrier(sync);  // every partial written
+    pdl_launch_dependents();
+    const int R = (p.H + G - 1) / G, h0 = blockIdx.x * R, nr = max(0, min(R, p.H - h0));
+    const float* parts = partials_of(p);
+    for (int hr = warp; hr < nr; hr += kFuWarps) {
+        const int h = h0 + hr;
+        float sum = 0.0f;
+        for (int b = lane; b < G; b += kWarp) sum += __ldcg(parts + static_cast<int64_t>(b) * p.H + h);
+        sum = warp_sum(sum);
+        if (lane == 0) {
+            if (p.out) p.out[h] = sum;
+            if (p.out_bf16) store_out(p, h, sum);
+        }
+    }
 }
 
 // ---- launchers ----------------------------------------------------------------------------------
@@ -1288,7 +1473,9 @@ bool experts_ok(const MoeBf16Params& p) {
 
 size_t moe_act_floats(const MoeBf16Params& p) {
     const size_t acts = static_cast<size_t>(p.max_rows) * (p.k + 1) * ffn_width(p);
-    return acts + static_cast<size_t>(p.max_rows) * (p.E + 1);
+    const size_t logits = (static_cast<size_t>(p.max_rows) * (p.E + 1) + 3) / 4 * 4;
+    // One row: the partial outputs of the one-launch decode by columns (FROST_MOE_DECODE=cols).
+    return acts + logits + (p.max_rows == 1 ? static_cast<size_t>(kColsMaxGrid) * p.H : 0);
 }
 
 cudaError_t moe_router_launch(const MoeBf16Params& p, cudaStream_t stream) {
@@ -1312,38 +1499,48 @@ cudaError_t moe_experts_launch(const MoeBf16Params& p, cudaStream_t stream) {
     return cudaGetLastError();
 }
 
-// moe_decode_fused_kernel where it can run: one row, a sync counter, sm_90a, the layout within one
-// block's shared memory, one block per SM resident at once (the grid barriers need every block).
-cudaError_t launch_fused(const MoeBf16Params& p, cudaStream_t stream, bool& ran) {
-    ran = false;
-    const char* env = std::getenv("FROST_MOE_DECODE");  // "fused": the prototype (A/B runs, same bits)
-    if (!env || std::strcmp(env, "fused") != 0 || p.max_rows != 1 || !p.sync || !device_runs_sm90a())
-        return cudaSuccess;
-    int dev = 0, sms = 0, per_block = 0;
+// One grid of `bytes` dynamic shared memory per block, every block resident at once (the grid
+// barriers need each of them): false (nothing launched, no error) when it does not fit.
+template <class K, class... Args>
+cudaError_t launch_resident(K kernel, int G, size_t bytes, const MoeBf16Params& p, cudaStream_t stream, bool& ran,
+                            Args... args) {
+    int dev = 0, per_block = 0, per_sm = 0;
     cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (e != cudaSuccess) return e;
-    const int G = sms, R = ceil_div(p.H, G);
-    const FuLayout L = fu_layout(p, G, R);
-    const size_t copied_a = sizeof(bf16) * (static_cast<size_t>(fu_router_rows(p, G)) * p.H + static_cast<size_t>(R) * p.Is);
-    const size_t copied_b = sizeof(bf16) * static_cast<size_t>(R) * p.k * p.I;
-    if (fu_router_rows(p, G) > kFuMaxRouterRows || L.bytes > static_cast<size_t>(per_block) ||
-        copied_a >= (1u << 20) || copied_b >= (1u << 20))
-        return cudaSuccess;
-    e = cudaFuncSetAttribute(moe_decode_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(L.bytes));
+    if (e != cudaSuccess || bytes > static_cast<size_t>(per_block)) return e;
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
     if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(moe_decode_fused_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                 cudaSharedmemCarveoutMaxShared);
-    int per_sm = 0;
-    if (e == cudaSuccess)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, moe_decode_fused_kernel, kFuWarps * kWarp, L.bytes);
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kFuWarps * kWarp, bytes);
     if (e != cudaSuccess || per_sm < 1) return e;
-    e = launch_kernel(moe_decode_fused_kernel, dim3(G), dim3(kFuWarps * kWarp), L.bytes, stream, p.pdl != 0, p, R,
-                      p.sync);
+    e = launch_kernel(kernel, dim3(G), dim3(kFuWarps * kWarp), bytes, stream, p.pdl != 0, p, args...);
     ran = e == cudaSuccess;
     return e;
+}
+
+// The one-launch prototypes where they can run (FROST_MOE_DECODE=fused | cols, read at launch, for
+// A/B runs): one row, a sync counter, sm_90a, one block per SM within a block's shared memory,
+// the router rows a block copies within one mbarrier phase. Otherwise ran = false: the three
+// launches.
+cudaError_t launch_fused(const MoeBf16Params& p, cudaStream_t stream, bool& ran) {
+    ran = false;
+    const char* env = std::getenv("FROST_MOE_DECODE");
+    const bool fused = env && std::strcmp(env, "fused") == 0, cols = env && std::strcmp(env, "cols") == 0;
+    if (!(fused || cols) || p.max_rows != 1 || !p.sync || !device_runs_sm90a()) return cudaSuccess;
+    cudaError_t e = cudaSuccess;
+    const int G = sm_count(e);
+    if (e != cudaSuccess) return e;
+    const size_t router_bytes = sizeof(bf16) * static_cast<size_t>(fu_router_rows(p, G)) * p.H;
+    if (fu_router_rows(p, G) > kFuMaxRouterRows) return cudaSuccess;
+    if (cols) {
+        if (G > kColsMaxGrid || router_bytes >= (1u << 20)) return cudaSuccess;
+        return launch_resident(moe_decode_cols_kernel, G, co_layout(p, G).bytes, p, stream, ran, p.sync);
+    }
+    const int R = ceil_div(p.H, G);
+    const size_t copied_a = router_bytes + sizeof(bf16) * static_cast<size_t>(R) * p.Is;
+    const size_t copied_b = sizeof(bf16) * static_cast<size_t>(R) * p.k * p.I;
+    if (copied_a >= (1u << 20) || copied_b >= (1u << 20)) return cudaSuccess;
+    return launch_resident(moe_decode_fused_kernel, G, fu_layout(p, G, R).bytes, p, stream, ran, R, p.sync);
 }
 
 cudaError_t moe_decode_launch(const MoeBf16Params& p, cudaStream_t stream) {
