@@ -18,9 +18,7 @@
 //           warp per output element, the weighted partial dots of ALL k + 1 experts per lane.
 // FROST_MOE_DECODE=fused (a prototype, opt-in, measured 5 % slower: below): the three in one
 // launch (moe_decode_fused_kernel, below the streaming down kernel), the same code for gate/up
-// (GateUpBlock) and down (down_rows), so the same bits. FROST_MOE_DECODE=cols (a prototype,
-// opt-in): the same launch with each gate/up tile's down columns done by the tile's own block
-// (moe_decode_cols_kernel; deterministic, other bits).
+// (GateUpBlock) and down (down_rows), so the same bits.
 // moe_router_launch (used by prefill) is the logits kernel then a top-k kernel (one warp per row,
 // the same routing function as the fused one, so the bits are equal); moe_experts_launch runs
 // the same gate/up kernel on ids from memory, then moe_down_kernel.
@@ -192,6 +190,7 @@
 // ~20 cp.async per thread, where the three launches' down reads whole rows. Column ownership
 // needs the down matrices stored transposed ([E, I, H]: a tile's 8 columns are 8 contiguous
 // rows of H), which the batched down kernel and the prefill GEMM would have to read too.
+// Removed after the measurement; the kernel and its test are in commit febc40f.
 //
 // The router as the quantized decode uses it (moe_router_launch: logits, then top-k), two ways to
 // drop a launch, both built, passing bitwise tests, measured slower and removed (H200 2026-11-29,
@@ -1249,120 +1248,6 @@ __global__ void __launch_bounds__(kFuWarps * kWarp, 1)
     down_rows(p, R, h0, nr, kFuWarps, ws, ws_shared, act_lo, act_hi, mix, wv);  // its bits
 }
 
-// ---- one-row decode in one launch, down by gate/up tile (prototype: FROST_MOE_DECODE=cols) -----
-//
-// moe_decode_fused_kernel without its second serial phase (lm_moe.cu's records, 2026-12-03: the
-// routed down rows copied only after routing, a barrier, then 4.5 us of dots that need every
-// activation). Here the block that computes a gate/up tile (8 FFN rows j0 .. j0 + 7 of one slot)
-// also owns those 8 columns of the slot's down matrix: their H x 8 weights (16 bytes per output
-// row) come into shared memory by cp.async right after routing, while gate/up streams; after its
-// loop the block forms its tiles' activations (act_of: gate/up's bits) and its partial of every
-// output, part_b[h] = sum over its tiles in order of mix[slot] * (the 8 columns' dot, dot8f), into
-// global memory. One barrier later block b sums rows [b R, b R + R) over the blocks' partials in
-// block order (lane l takes blocks l, l + 32, ..., then one warp sum), so the result is
-// deterministic for a given grid size (the SM count) but not the three launches' bits: the down
-// sums run in another order. No atomics in the value path.
-constexpr int kColsMaxGrid = 160;  // partial rows reserved in p.act (moe_act_floats) for one row
-
-// Decode scratch after the logits: [kColsMaxGrid, H] per-block partial outputs (one row only).
-__host__ __device__ inline float* partials_of(const MoeBf16Params& p) {
-    return logits_of(p) + (static_cast<int64_t>(p.max_rows) * (p.E + 1) + 3) / 4 * 4;
-}
-
-struct CoLayout {
-    size_t xs, keys, lg, partial, router, acts, wd, bytes;
-};
-__host__ __device__ inline CoLayout co_layout(const MoeBf16Params& p, int G) {
-    CoLayout l{};
-    size_t off = 0;
-    const int tiles = p.Is / 8 + p.k * (p.I / 8);
-    const size_t per_block = static_cast<size_t>((tiles + G - 1) / G);  // a block's tiles at most
-    l.xs = fu_take(off, sizeof(bf16) * p.H);
-    l.keys = fu_take(off, sizeof(int) * p.E);
-    l.lg = fu_take(off, sizeof(float) * (p.E + 1));
-    l.partial = fu_take(off, sizeof(float) * per_block * kFuWarps * 16);
-    l.router = fu_take(off, sizeof(bf16) * static_cast<size_t>(fu_router_rows(p, G)) * p.H);
-    l.acts = fu_take(off, sizeof(float) * per_block * 8);
-    l.wd = fu_take(off, sizeof(bf16) * per_block * p.H * 8);  // [tile][H][8]
-    l.bytes = off;
-    return l;
-}
-
-__global__ void __launch_bounds__(kFuWarps * kWarp, 1)
-    moe_decode_cols_kernel(MoeBf16Params p, unsigned long long* sync) {
-    extern __shared__ __align__(16) unsigned char co_smem[];
-    __shared__ __align__(8) uint64_t bar_storage;
-    __shared__ int32_t ids[kMoeMaxTopK];
-    __shared__ float mix[kMoeMaxTopK + 1];
-    const int G = gridDim.x;
-    const CoLayout L = co_layout(p, G);
-    bf16* xs = reinterpret_cast<bf16*>(co_smem + L.xs);
-    int* keys = reinterpret_cast<int*>(co_smem + L.keys);
-    float* lgs = reinterpret_cast<float*>(co_smem + L.lg);
-    bf16* rrows = reinterpret_cast<bf16*>(co_smem + L.router);
-    float* acts = reinterpret_cast<float*>(co_smem + L.acts);
-    bf16* wd = reinterpret_cast<bf16*>(co_smem + L.wd);
-    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-    const int rows_b = fu_router_rows(p, G);
-    const uint32_t bar = smem_addr(&bar_storage);
-    if (threadIdx.x == 0) mbar_init_one(bar);
-    __syncthreads();
-    if (threadIdx.x == 0) fu_copy_router(p, rrows, rows_b, bar, 0);  // weights only: before the wait
-    GateUpBlock t(p, ids, xs);  // gate/up as moe_gate_up_mma_kernel runs it
-    t.partial = reinterpret_cast<float*>(co_smem + L.partial);
-    GateUpBlock::Stage wa, wb;
-    const bool preloaded = t.items > 0 && blockIdx.x < t.tiles_s;  // shared rows need no routing
-    if (!fu_begin(p, t, wa, preloaded, bar)) return;
-    fu_route(p, xs, rrows, rows_b, bar, sync, lgs, keys, ids, mix);
-    __syncthreads();  // ids, mix
-    // The down columns of the block's tiles: output row h's 8 columns j0 .. j0 + 7 (16 bytes).
-    for (int it = 0; it < t.my_tiles; ++it) {
-        int slot, j0;
-        t.tile_of(blockIdx.x + it * G, slot, j0);
-        const bool sh = slot == p.k;
-        const int F = sh ? p.Is : p.I;
-        const bf16* src = (sh ? p.shared_down : p.experts_down + static_cast<int64_t>(ids[slot]) * p.H * p.I) + j0;
-        for (int h = threadIdx.x; h < p.H; h += blockDim.x)
-            cp_async16(wd + (static_cast<size_t>(it) * p.H + h) * 8, src + static_cast<int64_t>(h) * F);
-    }
-    cp_async_commit();
-    if (t.items > 0) {
-        if (!preloaded) t.load(wa, 0);
-        t.stream(wa, wb);
-    }
-    __syncthreads();  // every warp's gate/up partials
-    for (int i = threadIdx.x; i < t.my_tiles * 8; i += blockDim.x) acts[i] = t.act_of(i / 8, i % 8);
-    cp_async_wait<0>();
-    __syncthreads();  // the activations, every thread's down columns
-    float* part_g = partials_of(p) + static_cast<int64_t>(blockIdx.x) * p.H;
-    for (int h = threadIdx.x; h < p.H; h += blockDim.x) {
-        float acc = 0.0f;
-        for (int it = 0; it < t.my_tiles; ++it) {
-            int slot, j0;
-            t.tile_of(blockIdx.x + it * G, slot, j0);
-            const float4 lo = *reinterpret_cast<const float4*>(acts + it * 8);
-            const float4 hi = *reinterpret_cast<const float4*>(acts + it * 8 + 4);
-            const uint4 w = *reinterpret_cast<const uint4*>(wd + (static_cast<size_t>(it) * p.H + h) * 8);
-            acc = fmaf(mix[slot], dot8f(w, lo, hi), acc);
-        }
-        part_g[h] = acc;  // 0 for a block without tiles
-    }
-    fu_grid_barrier(sync);  // every partial written
-    pdl_launch_dependents();
-    const int R = (p.H + G - 1) / G, h0 = blockIdx.x * R, nr = max(0, min(R, p.H - h0));
-    const float* parts = partials_of(p);
-    for (int hr = warp; hr < nr; hr += kFuWarps) {
-        const int h = h0 + hr;
-        float sum = 0.0f;
-        for (int b = lane; b < G; b += kWarp) sum += __ldcg(parts + static_cast<int64_t>(b) * p.H + h);
-        sum = warp_sum(sum);
-        if (lane == 0) {
-            if (p.out) p.out[h] = sum;
-            if (p.out_bf16) store_out(p, h, sum);
-        }
-    }
-}
-
 // ---- launchers ----------------------------------------------------------------------------------
 
 cudaError_t launch_logits(const MoeBf16Params& p, const LogitsOut& o, cudaStream_t stream) {
@@ -1473,9 +1358,7 @@ bool experts_ok(const MoeBf16Params& p) {
 
 size_t moe_act_floats(const MoeBf16Params& p) {
     const size_t acts = static_cast<size_t>(p.max_rows) * (p.k + 1) * ffn_width(p);
-    const size_t logits = (static_cast<size_t>(p.max_rows) * (p.E + 1) + 3) / 4 * 4;
-    // One row: the partial outputs of the one-launch decode by columns (FROST_MOE_DECODE=cols).
-    return acts + logits + (p.max_rows == 1 ? static_cast<size_t>(kColsMaxGrid) * p.H : 0);
+    return acts + static_cast<size_t>(p.max_rows) * (p.E + 1);
 }
 
 cudaError_t moe_router_launch(const MoeBf16Params& p, cudaStream_t stream) {
@@ -1518,24 +1401,19 @@ cudaError_t launch_resident(K kernel, int G, size_t bytes, const MoeBf16Params& 
     return e;
 }
 
-// The one-launch prototypes where they can run (FROST_MOE_DECODE=fused | cols, read at launch, for
-// A/B runs): one row, a sync counter, sm_90a, one block per SM within a block's shared memory,
-// the router rows a block copies within one mbarrier phase. Otherwise ran = false: the three
+// The one-launch prototype where it can run (FROST_MOE_DECODE=fused, read at launch, for A/B
+// runs): one row, a sync counter, sm_90a, one block per SM within a block's shared memory, the
+// bytes a block copies on one mbarrier within one phase. Otherwise ran = false: the three
 // launches.
 cudaError_t launch_fused(const MoeBf16Params& p, cudaStream_t stream, bool& ran) {
     ran = false;
     const char* env = std::getenv("FROST_MOE_DECODE");
-    const bool fused = env && std::strcmp(env, "fused") == 0, cols = env && std::strcmp(env, "cols") == 0;
-    if (!(fused || cols) || p.max_rows != 1 || !p.sync || !device_runs_sm90a()) return cudaSuccess;
+    if (!env || std::strcmp(env, "fused") != 0 || p.max_rows != 1 || !p.sync || !device_runs_sm90a())
+        return cudaSuccess;
     cudaError_t e = cudaSuccess;
     const int G = sm_count(e);
-    if (e != cudaSuccess) return e;
+    if (e != cudaSuccess || fu_router_rows(p, G) > kFuMaxRouterRows) return e;
     const size_t router_bytes = sizeof(bf16) * static_cast<size_t>(fu_router_rows(p, G)) * p.H;
-    if (fu_router_rows(p, G) > kFuMaxRouterRows) return cudaSuccess;
-    if (cols) {
-        if (G > kColsMaxGrid || router_bytes >= (1u << 20)) return cudaSuccess;
-        return launch_resident(moe_decode_cols_kernel, G, co_layout(p, G).bytes, p, stream, ran, p.sync);
-    }
     const int R = ceil_div(p.H, G);
     const size_t copied_a = router_bytes + sizeof(bf16) * static_cast<size_t>(R) * p.Is;
     const size_t copied_b = sizeof(bf16) * static_cast<size_t>(R) * p.k * p.I;

@@ -20,10 +20,7 @@
 //                       A/B switches (environment, read at launch): FROST_MOE_DOWN=plain|cpasync,
 //                       FROST_MOE_GU_L2=1 (lm_moe.cu has the measurements). FROST_MOE_DECODE=fused
 //                       (a prototype, 5 % slower): one row in ONE launch of one block per SM, two
-//                       grid-wide barriers on p.sync, the same bits. FROST_MOE_DECODE=cols (a
-//                       prototype): the same launch with each gate/up tile's down columns done by
-//                       its own block and the blocks' partials summed in block order (deterministic
-//                       for a given SM count, not the three launches' bits).
+//                       grid-wide barriers on p.sync, the same bits.
 // moe_prefill_launch: the same result for many rows, tokens grouped by expert (see below).
 // Rows = *n_rows (clamped to max_rows) read on the device. Every launcher enqueues on `stream`,
 // never synchronises, and returns its cudaError_t (cudaErrorInvalidValue for params outside the
@@ -67,8 +64,7 @@ struct MoeBf16Params {
     float* topk_w;                // [max_rows, k] out (router)
     float* shared_w;              // [max_rows] out (router): sigmoid(shared_gate · x)
     float* act;                   // moe_act_floats(): [max_rows, k + 1, max(I, Is)] activations, then
-                                  // [max_rows, E + 1] logits (moe_decode_launch), then for one row
-                                  // [160, H] per-block partial outputs (FROST_MOE_DECODE=cols)
+                                  // [max_rows, E + 1] logits (moe_decode_launch)
     float* out;                   // [max_rows, H] MoE output (fp32), may be null
     bf16* out_bf16;               // [max_rows, H] MoE output (bf16, e.g. the residual delta), may be null
     int32_t accumulate;           // 1: out_bf16 += output (the fused residual add, one bf16 rounding)
@@ -95,7 +91,7 @@ struct MoeBf16Params {
                                   // ops layer's dense GEMM, which writes every row of the bucket, so into
                                   // scratch and never into probs past the valid rows), so the router starts
                                   // at the select; nullptr: the router computes them into probs
-    unsigned long long* sync;     // one-row decode in one launch (prototypes, FROST_MOE_DECODE=fused|cols): its
+    unsigned long long* sync;     // one-row decode in one launch (prototype, FROST_MOE_DECODE=fused): its
                                   // grid-barrier counter, zero at allocation, one launch at a time;
                                   // nullptr: the three launches
 };
