@@ -36,6 +36,7 @@ int main() {
 #include "kernels/cuda/lm_gemm_fp8.h"
 #include "kernels/cuda/lm_kernels.h"
 #include "kernels/cuda/lm_launch_probe.h"
+#include "kernels/gemm_pick.h"
 #include "model/engine.h"
 
 using namespace frost::kernels;
@@ -511,7 +512,8 @@ void fill_random_bf16(bf16* dst, size_t n, uint32_t seed) {
 
 // The 9B-style (or, with model "0.8b", the 0.8B-style) prefill GEMMs at `rows` rows with random
 // operands (constant ones draw less power and clock higher): the heuristic's first few bf16
-// algorithms, TFLOP/s; rank 0 is the engine's.
+// algorithms, TFLOP/s, then which of them the engine's plan takes (gemm_pick_rank) and the
+// heuristic's wavesCount of the first few.
 int bench_gemm(int rows, const std::string& model) {
     cudaStream_t s = nullptr;
     CK(cudaStreamCreate(&s));
@@ -538,6 +540,7 @@ int bench_gemm(int rows, const std::string& model) {
         fill_random_bf16(w, size_t(sh.N) * sh.K, 2u);
         std::printf("  %-16s N %5d K %5d:", sh.name, sh.N, sh.K);
         GemmBf16Params b{x, w, y, sh.K, sh.N, rows, sh.N, sh.K, 0, 0};
+        std::string waves;
         for (int r = 0; r < kRanks; ++r) {
             GemmPlan* bp = nullptr;
             if (gemm_plan_create(lt, b, &bp, nullptr, r) != cudaSuccess) {
@@ -546,9 +549,14 @@ int bench_gemm(int rows, const std::string& model) {
             }
             const double ms = t.median_ms([&] { return gemm_launch(bp, b, s); });
             std::printf(" %6.0f", flops / (ms * 1e9));
+            if (r < kGemmPickCandidates) waves += " " + std::to_string(gemm_plan_info(bp).waves).substr(0, 5);
             gemm_plan_destroy(bp);
         }
-        std::printf("\n");
+        GemmPlan* pick = nullptr;
+        CK(gemm_plan_create(lt, b, &pick));  // the engine's plan
+        std::printf("  | engine: rank %d; waves of ranks 0-%d:%s\n", gemm_plan_info(pick).rank, kGemmPickCandidates - 1,
+                    waves.c_str());
+        gemm_plan_destroy(pick);
         for (void* p : std::initializer_list<void*>{x, w, y}) CK(cudaFree(p));
     }
     gemm_lt_destroy(lt);

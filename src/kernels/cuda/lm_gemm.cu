@@ -4,7 +4,11 @@
 
 #include <cublasLt.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/cuda/lm_gemm_lt.h"
+#include "kernels/gemm_pick.h"
 
 namespace frost::kernels {
 
@@ -15,6 +19,7 @@ struct GemmPlan {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
     size_t workspace_bytes = 0;
+    GemmPlanInfo info{};
 };
 
 namespace {
@@ -78,10 +83,11 @@ GemmPlan* plan_with_descs(GemmLt* lt, const GemmBf16Params& s, cublasStatus_t* s
     return plan;
 }
 
-// The heuristic's answer number `rank` for plan's descriptors, among algorithms whose reduction
-// scheme is in `schemes`; false when it offers fewer (*st stays success) or fails (*st says why).
-bool heuristic_algo(const GemmPlan* plan, uint32_t schemes, int rank, cublasLtMatmulHeuristicResult_t* out,
-                    cublasStatus_t* st) {
+// The heuristic's first `n` answers (at most kMaxRank) for plan's descriptors, among algorithms
+// whose reduction scheme is in `schemes`, into results; how many it gave in *found. False when it
+// fails (*st says why).
+bool heuristic_answers(const GemmPlan* plan, uint32_t schemes, int n, cublasLtMatmulHeuristicResult_t* results,
+                       int* found, cublasStatus_t* st) {
     cublasLtMatmulPreference_t pref = nullptr;
     *st = lt_preference(plan->lt, &pref);
     if (*st == CUBLAS_STATUS_SUCCESS)
@@ -92,14 +98,32 @@ bool heuristic_algo(const GemmPlan* plan, uint32_t schemes, int rank, cublasLtMa
                       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
         if (*st == CUBLAS_STATUS_SUCCESS) *st = cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
     }
-    cublasLtMatmulHeuristicResult_t results[kMaxRank]{};
-    int found = 0;
+    *found = 0;
     if (*st == CUBLAS_STATUS_SUCCESS)
         *st = cublasLtMatmulAlgoGetHeuristic(plan->lt->handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref,
-                                             rank + 1, results, &found);
+                                             n < kMaxRank ? n : kMaxRank, results, found);
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (*st != CUBLAS_STATUS_SUCCESS || found <= rank) return false;
+    return *st == CUBLAS_STATUS_SUCCESS;
+}
+
+// The heuristic's answer number `rank` (kGemmRankPick: gemm_pick_rank's choice among the first
+// kGemmPickCandidates) into *out and its number into *taken; false when it offers fewer (*st stays
+// success) or fails (*st says why).
+bool heuristic_algo(const GemmPlan* plan, uint32_t schemes, int rank, cublasLtMatmulHeuristicResult_t* out,
+                    int* taken, cublasStatus_t* st) {
+    cublasLtMatmulHeuristicResult_t results[kMaxRank]{};
+    int found = 0;
+    const int want = rank == kGemmRankPick ? kGemmPickCandidates : rank + 1;
+    if (!heuristic_answers(plan, schemes, want, results, &found, st)) return false;
+    if (rank == kGemmRankPick) {
+        const char* env = std::getenv("FROST_GEMM_PICK");
+        float waves[kGemmPickCandidates] = {};
+        for (int i = 0; i < found && i < kGemmPickCandidates; ++i) waves[i] = results[i].wavesCount;
+        rank = env && std::strcmp(env, "first") == 0 ? 0 : gemm_pick_rank(waves, found);
+    }
+    if (found <= rank) return false;
     *out = results[rank];
+    *taken = rank;
     return true;
 }
 
@@ -113,18 +137,23 @@ cudaError_t plan_fail(GemmPlan* plan, cublasStatus_t st, int* lt_status) {
 }  // namespace
 
 cudaError_t gemm_plan_create(GemmLt* lt, const GemmBf16Params& s, GemmPlan** out, int* lt_status, int rank) {
-    if (rank < 0 || rank >= kMaxRank || !out || !valid_shape(lt, s)) return cudaErrorInvalidValue;
+    if ((rank != kGemmRankPick && (rank < 0 || rank >= kMaxRank)) || !out || !valid_shape(lt, s))
+        return cudaErrorInvalidValue;
     *out = nullptr;
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     GemmPlan* plan = plan_with_descs(lt, s, &st);
     if (!plan) return lt_fail(st, lt_status);
     cublasLtMatmulHeuristicResult_t result{};
-    if (!heuristic_algo(plan, kDeterministicSchemes, rank, &result, &st)) return plan_fail(plan, st, lt_status);
+    int taken = 0;
+    if (!heuristic_algo(plan, kDeterministicSchemes, rank, &result, &taken, &st)) return plan_fail(plan, st, lt_status);
     plan->algo = result.algo;
     plan->workspace_bytes = result.workspaceSize;
+    plan->info = {taken, result.wavesCount};
     *out = plan;
     return cudaSuccess;
 }
+
+GemmPlanInfo gemm_plan_info(const GemmPlan* plan) { return plan ? plan->info : GemmPlanInfo{}; }
 
 cudaError_t gemm_plan_create_row_invariant(GemmLt* lt, const GemmBf16Params& s, int ref_rows, GemmPlan** out,
                                            int* lt_status) {
@@ -138,8 +167,10 @@ cudaError_t gemm_plan_create_row_invariant(GemmLt* lt, const GemmBf16Params& s, 
     cublasLtMatmulHeuristicResult_t result{};
     // Algorithms without a reduction first; where the mask leaves none, the deterministic ones
     // with their split turned off below.
-    bool found = heuristic_algo(ref, CUBLASLT_REDUCTION_SCHEME_NONE, 0, &result, &st);
-    if (!found && st == CUBLAS_STATUS_SUCCESS) found = heuristic_algo(ref, kDeterministicSchemes, 0, &result, &st);
+    int taken = 0;
+    bool found = heuristic_algo(ref, CUBLASLT_REDUCTION_SCHEME_NONE, 0, &result, &taken, &st);
+    if (!found && st == CUBLAS_STATUS_SUCCESS)
+        found = heuristic_algo(ref, kDeterministicSchemes, 0, &result, &taken, &st);
     gemm_plan_destroy(ref);
     if (!found) return plan_fail(nullptr, st, lt_status);
     // No split of K whatever the heuristic meant for ref_rows (a split's partial sums would add
@@ -162,6 +193,7 @@ cudaError_t gemm_plan_create_row_invariant(GemmLt* lt, const GemmBf16Params& s, 
     }
     plan->algo = result.algo;
     plan->workspace_bytes = checked.workspaceSize;
+    plan->info = {0, checked.wavesCount};
     *out = plan;
     return cudaSuccess;
 }

@@ -25,10 +25,19 @@ cudaError_t gemm_lt_create(void* workspace, size_t workspace_bytes, GemmLt** out
 void gemm_lt_destroy(GemmLt* lt);  // null ignored
 
 // `shape` gives M, N, K, ldx, ldy, out_f32, accumulate; its pointers are ignored.
-// rank: which of the heuristic's ordered answers to take (0, its first choice, is what the engine
-// uses; benches sweep the others); NotSupported when it offers fewer.
+// rank: which of the heuristic's ordered answers to take; kGemmRankPick (the engine's) takes the
+// one gemm_pick_rank chooses from the first few (kernels/gemm_pick.h: its first answer unless that
+// leaves much of its last wave of SMs idle), or the first when FROST_GEMM_PICK=first is set (A/B
+// runs); benches sweep the others. NotSupported when the heuristic offers fewer.
+constexpr int kGemmRankPick = -1;
 cudaError_t gemm_plan_create(GemmLt* lt, const GemmBf16Params& shape, GemmPlan** out, int* lt_status = nullptr,
-                             int rank = 0);
+                             int rank = kGemmRankPick);
+// Which heuristic answer a plan runs and that answer's wavesCount (benches print them).
+struct GemmPlanInfo {
+    int rank = -1;
+    float waves = 0.0f;
+};
+GemmPlanInfo gemm_plan_info(const GemmPlan* plan);
 // A plan whose per-row arithmetic does not depend on M (EngineOptions::chunk_invariant): the
 // algorithm is the heuristic's first choice for `ref_rows` rows of the same N, K, strides and
 // epilogue, among those without a split-K reduction, then checked against the shape's own M (one

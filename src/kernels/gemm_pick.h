@@ -1,0 +1,47 @@
+// Which of cuBLASLt's first answers for a bf16 GEMM shape the engine's plan takes (lm_gemm.cu's
+// gemm_plan_create). Host-only arithmetic on what the heuristic reports, so the CPU tests check it.
+//
+// Why not always its first answer: on Hopper the heuristic ranks its nvjet kernels without
+// regard to how their output tiles fill the last wave of SMs. Measured on the H200 (2026-12-03,
+// `bench_cuda_kernels --gemm 1024 0.8b`, random operands, TFLOP/s at ranks 0-3, cuBLASLt of CUDA
+// 13.0): the 0.8B's MLP gate|up at 1024 rows (N 7168, K 1024) 528 / 540 / 608 / 581 with tiles
+// 256x128 / 128x256 / 112x128 / 448x64: the first two make 224 tiles, 1.70 waves of 132 SMs (85 %
+// of the last wave's slots busy), the other two 512 and 256 tiles (97 %). So a first answer that
+// leaves more than a tenth of its last wave idle gives way to the first answer among the next few
+// that fills it best. The choice is a function of the shape and of what the heuristic reports, so
+// a process and its restarts take the same algorithm (timing-based autotuning would not, and the
+// GEMM's bits follow its algorithm: capsules and replay need them equal).
+// K split was measured too and is not taken: the same call's N = 1024 projections with K split 2, 3
+// or 4 ways (CUBLASLT_ALGO_CONFIG_SPLITK_NUM, reduced in the compute or output type) ran 259-347
+// against 374-499 TFLOP/s unsplit.
+#pragma once
+
+#include <cmath>
+
+namespace frost::kernels {
+
+constexpr int kGemmPickCandidates = 4;   // heuristic answers considered
+constexpr double kGemmPickMinFill = 0.9; // the first answer stays when its last wave is this full
+constexpr double kGemmPickTolerance = 0.02;
+
+// The share of the last wave's SM slots a kernel's tiles occupy (waves: tiles over the SMs'
+// concurrent tiles, cuBLASLt's wavesCount); 0 when unknown (waves <= 0).
+inline double gemm_wave_fill(float waves) {
+    return waves > 0.0f ? static_cast<double>(waves) / std::ceil(static_cast<double>(waves)) : 0.0;
+}
+
+// waves[i]: the heuristic's wavesCount of its answer i, n answers. Returns the answer to take: 0
+// unless answer 0 runs at least one full wave and fills less than kGemmPickMinFill of its last
+// one (a shape below one wave has idle SMs whatever the tile, and the heuristic already weighs
+// splitting those); then the first answer whose fill is within kGemmPickTolerance of the best.
+inline int gemm_pick_rank(const float* waves, int n) {
+    if (n <= 1 || waves[0] < 1.0f || gemm_wave_fill(waves[0]) >= kGemmPickMinFill) return 0;
+    const int m = n < kGemmPickCandidates ? n : kGemmPickCandidates;
+    double best = 0.0;
+    for (int i = 0; i < m; ++i) best = std::fmax(best, gemm_wave_fill(waves[i]));
+    for (int i = 0; i < m; ++i)
+        if (gemm_wave_fill(waves[i]) >= best - kGemmPickTolerance) return i;
+    return 0;
+}
+
+}  // namespace frost::kernels
