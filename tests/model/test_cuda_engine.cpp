@@ -57,7 +57,8 @@ int argmax(const std::vector<float>& l) {
 }
 
 // A synthetic checkpoint in a per-process temp folder, made once per preset.
-const std::string& synth_dir(const std::string& preset) {
+// By value: a reference into the map, bound at a call with a temporary argument, reads as dangling to gcc 13.
+std::string synth_dir(const std::string& preset) {
     static std::map<std::string, std::string> dirs;
     auto it = dirs.find(preset);
     if (it != dirs.end()) return it->second;
@@ -195,7 +196,7 @@ INSTANTIATE_TEST_SUITE_P(Both, CudaFixtures, ::testing::Values("qwen35-tiny-a", 
 // row, across a chunk boundary and a partial bucket) and each decode step, both fed the CPU's tokens.
 TEST(CudaEngine, MatchesCpuEngineOnSyntheticModel) {
     SKIP_WITHOUT_CUDA();
-    const std::string& dir = synth_dir("tiny-gpu");
+    const std::string dir = synth_dir("tiny-gpu");
     auto cpu = make_engine(dir, FROST_BACKEND_CPU, true, 512);
     auto gpu = make_engine(dir, FROST_BACKEND_CUDA, true, 512);
     ASSERT_TRUE(cpu && gpu);
@@ -241,7 +242,7 @@ TEST(CudaEngine, MatchesCpuEngineOnSyntheticModel) {
 // engine (after reset) and on a second engine (its own cuBLASLt plans and captures).
 TEST(CudaEngine, RunsAreBitwiseDeterministic) {
     SKIP_WITHOUT_CUDA();
-    const std::string& dir = synth_dir("tiny-gpu");
+    const std::string dir = synth_dir("tiny-gpu");
     auto a = make_engine(dir, FROST_BACKEND_CUDA, false, 512);
     auto b = make_engine(dir, FROST_BACKEND_CUDA, false, 512);
     ASSERT_TRUE(a && b);
@@ -265,7 +266,7 @@ TEST(CudaEngine, RunsAreBitwiseDeterministic) {
 // tokens stay in the vocabulary.
 TEST(CudaEngine, SeededSamplingRepeats) {
     SKIP_WITHOUT_CUDA();
-    const std::string& dir = synth_dir("tiny-gpu");
+    const std::string dir = synth_dir("tiny-gpu");
     auto e = make_engine(dir, FROST_BACKEND_CUDA, false, 256);
     ASSERT_TRUE(e);
     const int V = e->config().vocab_size;
@@ -298,7 +299,7 @@ TEST(CudaEngine, SeededSamplingRepeats) {
 // again.
 TEST(CudaEngine, CapturesOnlyAtLoad) {
     SKIP_WITHOUT_CUDA();
-    const std::string& dir = synth_dir("tiny-gpu");
+    const std::string dir = synth_dir("tiny-gpu");
     constexpr int kSessions = 2;
     auto e = make_engine(dir, FROST_BACKEND_CUDA, false, 1024, kSessions);
     ASSERT_TRUE(e);
