@@ -335,6 +335,10 @@ template <bool kFast, int kPerSm>
 __global__ void __launch_bounds__(kThreads, kPerSm) gdn_bf16_prep_kernel(GdnBf16Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     PrepSmem& sm = *reinterpret_cast<PrepSmem*>(smem_raw);
+    // The wgmma state pass (launched programmatically, lm_gdn_wgmma.cu) may start once every prep
+    // block has: it then takes SMs as the last prep blocks leave and loads its state before its
+    // wait. This launch itself is an ordinary one, so nothing before it still runs.
+    pdl_launch_dependents();
     const int rows = cursor_rows(p.cursor, p.max_rows);
     const int c = blockIdx.x, h = blockIdx.y;
     int start, len;

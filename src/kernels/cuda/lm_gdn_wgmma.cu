@@ -44,6 +44,7 @@
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_gdn_bf16.cuh"
 #include "kernels/cuda/lm_mbarrier.cuh"
+#include "util/env.h"
 
 namespace frost::kernels::gdn {
 namespace {
@@ -177,6 +178,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) gdn_state_wgmma_kernel(GdnBf
     __syncthreads();  // the only block-wide barrier: the roles part here
 
     if (threadIdx.x >= kWgThreads) {  // producer: chunk c into stage c % 3 once chunk c - 3 left it
+        pdl_wait();  // W, U, P, γ come from the prep launch, which may still run (launch_wgmma)
         for (int c = 0; c < chunks; ++c) {
             const int b = c % kWgStages;
             if (c >= kWgStages) mbar_wait(empty0 + 8 * b, (c / kWgStages - 1) & 1);
@@ -221,6 +223,11 @@ __global__ void __launch_bounds__(kBlockThreads, 1) gdn_state_wgmma_kernel(GdnBf
         consumer_sync();
     };
     store_s0();
+    // The state (written by this layer's pass over an earlier chunk, or by a restore, both done
+    // before the prep launch began) is in; what the prep writes reaches this warpgroup only
+    // through the producer's stages, behind its wait. Waiting here too keeps every thread's
+    // contract of pdl_wait (lm_common.cuh), at no cost: the first stage comes later anyway.
+    pdl_wait();
 
     const uint64_t d_s0 = kmajor(s0t), d_vp = kmajor(vpt), d_vd = kmajor(vdt);
     float v[kR], x[kR];
@@ -345,8 +352,15 @@ cudaError_t launch_wgmma(const GdnBf16Params& p, cudaStream_t stream) {
     constexpr int kSmem = WgLayout<kN>::kBytes;
     cudaError_t err = cudaFuncSetAttribute(gdn_state_wgmma_kernel<kN>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;
-    gdn_state_wgmma_kernel<kN><<<dim3(p.Hv, kD / kN), kBlockThreads, kSmem, stream>>>(p);
-    return cudaGetLastError();
+    // Programmatically after the prep (which triggers at its start): the blocks take SMs as the
+    // prep's last blocks leave, set up their barriers and load their state slice before the
+    // wait. FROST_GDN_STATE_PDL=0 launches it plainly (A/B runs). Measured (H200, 2026-12-03,
+    // ab_env.sh, four rounds alternating, cold TTFT ms): 0.8B 512 / 1k / 2k 2.09-2.11 / 3.25-3.27 /
+    // 5.67-5.70 against 2.11-2.13 / 3.28-3.29 / 5.71-5.72 plain; 35B-A3B (20 layers) 4k inside its
+    // noise (26.62-27.71 against 26.52-27.26). Same bits: the wait sits before every read of the
+    // prep's outputs.
+    static const bool pdl = !util::env_is("FROST_GDN_STATE_PDL", "0");
+    return launch_kernel(gdn_state_wgmma_kernel<kN>, dim3(p.Hv, kD / kN), dim3(kBlockThreads), kSmem, stream, pdl, p);
 }
 
 }  // namespace
