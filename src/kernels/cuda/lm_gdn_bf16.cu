@@ -337,12 +337,15 @@ __global__ void __launch_bounds__(kThreads, kPerSm) gdn_bf16_prep_kernel(GdnBf16
     PrepSmem& sm = *reinterpret_cast<PrepSmem*>(smem_raw);
     // The wgmma state pass (launched programmatically, lm_gdn_wgmma.cu) may start once every prep
     // block has: it then takes SMs as the last prep blocks leave and loads its state before its
-    // wait. This launch itself is an ordinary one, so nothing before it still runs.
+    // wait (its wait covers this whole launch, this launch's own wait included).
     pdl_launch_dependents();
     const int rows = cursor_rows(p.cursor, p.max_rows);
     const int c = blockIdx.x, h = blockIdx.y;
     int start, len;
-    if (!chunk_range(c, p.cursor->pos, rows, start, len)) return;
+    if (!chunk_range(c, p.cursor->pos, rows, start, len)) {
+        pdl_wait();  // (pdl_wait's contract: no block completes before the predecessor)
+        return;
+    }
     const int kh = h / (p.Hv / p.Hk);
     const int t = threadIdx.x;
     const int warp = t / kWarp, lane = t % kWarp, g = lane / 4, q = lane % 4;
@@ -355,6 +358,20 @@ __global__ void __launch_bounds__(kThreads, kPerSm) gdn_bf16_prep_kernel(GdnBf16
     // time at that size (same ncu run: 22.6 us, 0.69 waves, 0.31 issued per scheduler and cycle):
     // the block-diagonal solve below, 26 % of the samples, MIO-throttled on its one shared load per
     // FMA (the row operand already loads as LDS.128), and the A / P decay expf, 8 %.
+    // This launch may be programmatic after the conv (launch_prep): the cursor and the raw gate
+    // projections b / a (the in_proj GEMM's output, complete before the conv began) are read
+    // before the wait; q, k, v (the conv's output) and gates from a separate gate launch after it.
+    const auto read_gates = [&] {
+        if (t < kC) {
+            float beta = 0.0f, g = 0.0f;
+            if (t < len) gdn_row_gates(p, start + t, h, beta, g);
+            sm.g[t] = g;
+            sm.beta[t] = beta;
+        }
+    };
+    if (p.gate_b) read_gates();
+    pdl_wait();
+    if (!p.gate_b) read_gates();
     constexpr int kRowVecs = kD / kVec;  // 16-byte vectors per row of 128
     static_assert(kC * kRowVecs % kThreads == 0, "whole load rounds");
 #pragma unroll
@@ -369,12 +386,6 @@ __global__ void __launch_bounds__(kThreads, kPerSm) gdn_bf16_prep_kernel(GdnBf16
         cp_async16(&sm.v[r][d], p.v + row + h * kD + d, bytes);
     }
     cp_async_commit();
-    if (t < kC) {
-        float beta = 0.0f, g = 0.0f;
-        if (t < len) gdn_row_gates(p, start + t, h, beta, g);
-        sm.g[t] = g;
-        sm.beta[t] = beta;
-    }
     cp_async_wait<0>();
     __syncthreads();
     if (t == 0) {  // sequential cumsum: one fixed order (γ is constant past len: g is zero there)
@@ -1016,8 +1027,14 @@ cudaError_t launch_prep(const GdnBf16Params& p, dim3 grid, cudaStream_t stream) 
     const cudaError_t err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (err != cudaSuccess) return err;
-    kernel<<<grid, kThreads, smem, stream>>>(p);
-    return cudaGetLastError();
+    // Programmatic after the conv (which triggers at its start): the blocks take SMs as the conv's
+    // blocks leave and read the cursor and gates before the wait. FROST_GDN_PREP_PDL=0: plain.
+    // Measured (H200, 2026-12-03, ab_env.sh, three rounds alternating, the state pass
+    // programmatic in both, cold TTFT ms): 0.8B 512 / 1k / 2k 2.06-2.08 / 3.22-3.23 / 5.62-5.65
+    // against 2.07-2.09 / 3.24-3.26 / 5.67 plain; 35B-A3B (20 layers) 4k 27.49-27.89 against
+    // 27.48-28.33 (noise).
+    static const bool pdl = device_runs_sm90a() && !util::env_is("FROST_GDN_PREP_PDL", "0");
+    return launch_kernel(kernel, grid, dim3(kThreads), smem, stream, pdl, p);
 }
 
 cudaError_t chunk_bf16_launch_stages(const GdnBf16Params& p, cudaStream_t stream, int stages) {
