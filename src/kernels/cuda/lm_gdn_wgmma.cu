@@ -223,8 +223,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1) gdn_state_wgmma_kernel(GdnBf
         consumer_sync();
     };
     store_s0();
-    // The state (written by this layer's pass over an earlier chunk, or by a restore, both done
-    // before the prep launch began) is in; what the prep writes reaches this warpgroup only
+    // The state (written by this layer's pass over an earlier chunk, or by a restore, both
+    // complete before the conv ahead of the prep began: the conv triggers after its own wait) is in; what the prep writes reaches this warpgroup only
     // through the producer's stages, behind its wait. Waiting here too keeps every thread's
     // contract of pdl_wait (lm_common.cuh), at no cost: the first stage comes later anyway.
     pdl_wait();
