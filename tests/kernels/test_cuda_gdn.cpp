@@ -15,6 +15,7 @@ TEST(CudaGdn, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/lm_kernels.h"
+#include "kernels/cuda/lm_pdl_probe.h"
 #include "kernels/cuda_test_util.h"
 
 namespace frost::test {
@@ -446,6 +447,123 @@ TEST(CudaGdn, FoldedGateMatchesTheGateLaunchBitForBit) {
         check_folded_gate({16, 16}, 1024, 0, path, "gate fold 0.8b");
         check_folded_gate({16, 32}, 130, 5, path, "gate fold 9b");
     }
+}
+
+// ---- Programmatic launch order. On sm_90a the prep is launched programmatically after the
+// conv and the wgmma state pass after the prep: each may start while its predecessor runs, and
+// what it reads before its wait (the prep: the cursor and the raw gate projections; the state
+// pass: the state) must not come from that predecessor. A misplaced wait is a race that ordinary
+// runs rarely lose, so here the predecessor is LateCopyProbe: it lets its dependents start at
+// once and writes, 300 us later, into poisoned buffers exactly what the launch reads after its
+// wait (the prep: q, k, v and the separate gates; the state pass: the prep's W, U, P, γ in
+// p.work). Output and state must equal a plain run's bit for bit; a read before the wait takes
+// the poison (NaN). The early-read control shows the window is real on the device.
+
+// Bytes of a device buffer, for a probe region (the probe copies whole 16-byte vectors).
+template <class T>
+size_t probe_bytes(const Dev<T>& d) {
+    const size_t b = d.size() * sizeof(T);
+    EXPECT_EQ(b % 16, 0u) << "probe regions are whole 16-byte vectors";
+    return b / 16 * 16;
+}
+
+void expect_same_run(const ChunkRun& r, const PathResult& ref, const std::string& where) {
+    const std::vector<float> o = from_bf(r.o.download()), st = r.state.download();
+    EXPECT_EQ(0, std::memcmp(ref.o.data(), o.data(), o.size() * sizeof(float))) << where << ": output";
+    EXPECT_EQ(0, std::memcmp(ref.state.data(), st.data(), st.size() * sizeof(float))) << where << ": state";
+}
+
+void check_late_predecessor(const Shape& sh, int T, int pos, bool fold, cudaStream_t s, const char* name) {
+    SCOPED_TRACE(std::string(name) + (fold ? " (gates folded)" : " (gate launch)"));
+    auto rng = fresh_rng(name);
+    const Inputs in = make_inputs_shaped(rng, T, sh, -3.0f);
+    const auto s0 = uniform(rng, sh.Hv * D * D, -0.2f, 0.2f, false);
+    const int64_t ld = 2 * sh.Hv + 8;
+    Dev<uint16_t> ba(to_bf(uniform(rng, size_t(T) * ld, -4.0f, 4.0f)));
+    Dev<float> A_log(uniform(rng, sh.Hv, -1.0f, 1.0f, false)), dt(uniform(rng, sh.Hv, -1.0f, 1.0f, false));
+    const auto setup = [&](ChunkRun& r) {
+        if (!fold) return;
+        r.p.gate_b = bf(ba);  // read before the prep's wait: complete before the probe starts
+        r.p.gate_a = bf(ba) + sh.Hv;
+        r.p.A_log = A_log.get();
+        r.p.dt_bias = dt.get();
+        r.p.gate_row_stride = ld;
+    };
+    PathResult ref;
+    {
+        ChunkRun r(in, sh, T, pos, s0);
+        setup(r);
+        r.o.poison();
+        CUDA_OK(kernels::gdn_chunk_launch(r.p, s));
+        CUDA_OK(cudaStreamSynchronize(s));
+        ref = {from_bf(r.o.download()), r.state.download()};
+    }
+    {  // the prep behind a late conv
+        ChunkRun r(in, sh, T, pos, s0);
+        setup(r);
+        Dev<uint16_t> qkv(r.qkv.download());
+        Dev<float> beta(r.beta.download()), g(r.g.download());
+        r.qkv.poison();
+        r.beta.poison();
+        r.g.poison();
+        r.o.poison();
+        kernels::LateCopyProbe probe;
+        probe.delay_us = 300;
+        probe.regions[0] = {r.qkv.get(), qkv.get(), probe_bytes(qkv)};
+        probe.regions[1] = {r.beta.get(), beta.get(), probe_bytes(beta)};
+        probe.regions[2] = {r.g.get(), g.get(), probe_bytes(g)};
+        CUDA_OK(kernels::late_copy_probe_launch(probe, s));
+        CUDA_OK(kernels::gdn_chunk_launch(r.p, s));
+        CUDA_OK(cudaStreamSynchronize(s));
+        expect_same_run(r, ref, "prep behind a late predecessor");
+    }
+    {  // the state pass behind a late prep
+        ChunkRun r(in, sh, T, pos, s0);
+        setup(r);
+        CUDA_OK(kernels::gdn_chunk_launch_stages(r.p, s, kernels::kGdnStagePrep));
+        CUDA_OK(cudaStreamSynchronize(s));
+        Dev<float> work(r.work.download());
+        r.work.poison();
+        r.o.poison();
+        kernels::LateCopyProbe probe;
+        probe.delay_us = 300;
+        probe.regions[0] = {r.work.get(), work.get(), probe_bytes(work)};
+        CUDA_OK(kernels::late_copy_probe_launch(probe, s));
+        CUDA_OK(kernels::gdn_chunk_launch_stages(r.p, s, kernels::kGdnStageState | kernels::kGdnStageOut));
+        CUDA_OK(cudaStreamSynchronize(s));
+        expect_same_run(r, ref, "state pass behind a late predecessor");
+    }
+}
+
+TEST(CudaGdn, ProgrammaticLaunchesReadTheirPredecessorAfterTheWait) {
+    FROST_SKIP_WITHOUT_CUDA();
+    if (!wgmma_runs()) GTEST_SKIP() << "the chunk's programmatic launches are sm_90a-only";
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    {  // the control: a dependent that reads before its wait sees the old word
+        const std::vector<uint32_t> old_words(4, 0xFFFFFFFFu), new_words{0x12345678u, 1u, 2u, 3u};
+        Dev<uint32_t> word(old_words), fresh(new_words), out(2);
+        // Once ahead, alone: a kernel's first launch loads its code (lazy module loading), which
+        // waits for the device to go idle, i.e. for the probe: its first read was measured after
+        // the copy (H200).
+        CUDA_OK(kernels::early_read_probe_launch(word.get(), out.get(), s));
+        CUDA_OK(cudaStreamSynchronize(s));
+        kernels::LateCopyProbe probe;
+        probe.delay_us = 300;
+        probe.regions[0] = {word.get(), fresh.get(), 16};
+        CUDA_OK(kernels::late_copy_probe_launch(probe, s));
+        CUDA_OK(kernels::early_read_probe_launch(word.get(), out.get(), s));
+        CUDA_OK(cudaStreamSynchronize(s));
+        const auto got = out.download();
+        EXPECT_EQ(got[0], 0xFFFFFFFFu) << "the dependent did not start before the probe's copy: the window is closed";
+        EXPECT_EQ(got[1], 0x12345678u) << "the dependent's wait did not order its read after the probe's copy";
+    }
+    for (bool fold : {false, true}) {
+        check_late_predecessor({16, 16}, 1024, 0, fold, s, "pdl order 0.8b");
+        check_late_predecessor({2, 4}, 300, 37, fold, s, "pdl order off-grid");
+        check_late_predecessor({16, 32}, 130, 5, fold, s, "pdl order 9b");
+    }
+    CUDA_OK(cudaStreamDestroy(s));
 }
 
 // Relative L2 over the whole tensor and the worst one over value heads (o is [T, Hv, D], the
