@@ -34,6 +34,7 @@ int main() {
 #include "bench_cuda_check.h"
 #include "kernels/cuda/lm_gemm.h"
 #include "kernels/cuda/lm_gemm_fp8.h"
+#include "kernels/cuda/lm_gemm_swiglu.h"
 #include "kernels/cuda/lm_kernels.h"
 #include "kernels/cuda/lm_launch_probe.h"
 #include "kernels/gemm_pick.h"
@@ -564,6 +565,53 @@ int bench_gemm(int rows, const std::string& model) {
     return 0;
 }
 
+// The MLP's gate|up + SwiGLU at `rows` rows (9B or 0.8B shape, random operands): cuBLASLt's
+// projection (the engine's plan) then the SwiGLU kernel, against the fused GEMM
+// (lm_gemm_swiglu.h) at each column tile and at the launcher's pick; TFLOP/s over 4 M F K, and
+// the fused launch's time over the unfused pair's. L2 flushed before each launch (pair).
+int bench_swiglu(int rows, const std::string& model) {
+    cudaStream_t s = nullptr;
+    CK(cudaStreamCreate(&s));
+    Timer t = make_timer(s);
+    const int F = model == "0.8b" ? 3584 : 12288, K = model == "0.8b" ? 1024 : 4096;
+    const double flops = 4.0 * rows * F * double(K);
+    bf16* x = dalloc<bf16>(size_t(rows) * K);
+    bf16* w = dalloc<bf16>(size_t(2) * F * K);
+    bf16* proj = dalloc<bf16>(size_t(rows) * 2 * F);
+    bf16* y = dalloc<bf16>(size_t(rows) * F);
+    fill_random_bf16(x, size_t(rows) * K, 1u);
+    fill_random_bf16(w, size_t(2) * F * K, 2u);
+    uint8_t* ws = dalloc<uint8_t>(kGemmWorkspaceBytes);
+    GemmLt* lt = nullptr;
+    CK(gemm_lt_create(ws, kGemmWorkspaceBytes, &lt));
+    const GemmBf16Params g{x, w, proj, K, 2 * F, rows, 2 * F, K, 0, 0};
+    GemmPlan* plan = nullptr;
+    CK(gemm_plan_create(lt, g, &plan));
+    const SwigluBf16Params sw{proj, y, F, rows, nullptr};
+    const double gemm_ms = t.median_ms([&] { return gemm_launch(plan, g, s); });
+    const double pair_ms = t.median_ms([&] {
+        const cudaError_t e = gemm_launch(plan, g, s);
+        return e != cudaSuccess ? e : swiglu_launch(sw, s);
+    });
+    std::printf("gate|up + SwiGLU, %s shape, M %d F %d K %d (TFLOP/s over 4 M F K):\n", model.c_str(), rows, F, K);
+    std::printf("  cuBLASLt gate|up alone     %8.1f us %6.0f TFLOP/s\n", gemm_ms * 1e3, flops / (gemm_ms * 1e9));
+    std::printf("  cuBLASLt + SwiGLU kernel   %8.1f us %6.0f TFLOP/s\n", pair_ms * 1e3, flops / (pair_ms * 1e9));
+    const GemmBf16Params f{x, w, y, K, F, rows, 2 * F, K, 0, 0};
+    if (!gemm_swiglu_supported(f)) {
+        std::printf("  fused: not on this device\n");
+    } else {
+        for (int tile : {112, 128, 0}) {
+            const double ms = t.median_ms([&] { return gemm_swiglu_launch(f, s, tile); });
+            std::printf("  fused, tile %-4s           %8.1f us %6.0f TFLOP/s  %.3fx the pair\n",
+                        tile ? std::to_string(tile).c_str() : "pick", ms * 1e3, flops / (ms * 1e9), ms / pair_ms);
+        }
+    }
+    gemm_plan_destroy(plan);
+    gemm_lt_destroy(lt);
+    for (void* p : std::initializer_list<void*>{x, w, proj, y, ws}) CK(cudaFree(p));
+    return 0;
+}
+
 // One 9B-style GEMM (the MLP gate|up, rows x 24576 x 4096, random operands) in two regimes: the
 // bursts bench_gemm times (one launch between an L2 flush and an event sync, the chip idle in
 // between) and back to back for `seconds` (what a long prefill asks of the chip), TFLOP/s per
@@ -971,6 +1019,11 @@ int main(int argc, char** argv) {
         if (model != "9b" && model != "0.8b") return std::fprintf(stderr, "--gemm: shapes are 9b or 0.8b\n"), 2;
         return bench_gemm(std::atoi(argv[2]), model);
     }
+    if ((argc == 3 || argc == 4) && std::string(argv[1]) == "--swiglu") {
+        const std::string model = argc == 4 ? argv[3] : "9b";
+        if (model != "9b" && model != "0.8b") return std::fprintf(stderr, "--swiglu: shapes are 9b or 0.8b\n"), 2;
+        return bench_swiglu(std::atoi(argv[2]), model);
+    }
     if (argc == 4 && std::string(argv[1]) == "--gemm-sustained")
         return bench_gemm_sustained(std::atoi(argv[2]), std::atof(argv[3]));
     if (argc < 3) {
@@ -983,6 +1036,7 @@ int main(int argc, char** argv) {
                              "       bench_cuda_kernels --fp8 [ROWS]      (FP8 W8A8 vs bf16 prefill GEMMs, 4096 rows by default)\n"
                              "       bench_cuda_kernels --fp8-profile N K [variant...]  (one launch each, for ncu)\n"
                              "       bench_cuda_kernels --gemm ROWS [9b|0.8b] (bf16 prefill GEMMs per heuristic rank; 9B shapes by default)\n"
+                             "       bench_cuda_kernels --swiglu ROWS [9b|0.8b] (gate|up + SwiGLU: cuBLASLt + kernel against the fused GEMM)\n"
                              "       bench_cuda_kernels --gemm-sustained ROWS SECONDS  (one GEMM in bursts and back to back)\n");
         return 2;
     }

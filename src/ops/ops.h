@@ -458,6 +458,10 @@ public:
     // producer may skip x (yq_only; GemmOp::xq_only). The CPU always does (it decodes the twin);
     // CUDA where p takes its FP8 block-scaled GEMM (the cuBLASLt plan is built here, once).
     virtual bool gemm_reads_twin(const GemmOp& p) { return p.quant_act && p.xq.on(); }
+    // Whether op_gemm(p) with Epilogue::SwiGLU runs at p's rows as one fused GEMM where the
+    // forward would otherwise run the [M, 2F] projection and op_swiglu (prefill's dense MLP):
+    // CUDA on sm_90a for bf16 weights (lm_gemm_swiglu.h); the CPU keeps the two ops.
+    virtual bool gemm_fuses_swiglu(const GemmOp& p) { (void)p; return false; }
     // Device bytes the backend holds itself (CUDA: the cuBLASLt workspace, the dequant tile).
     virtual uint64_t owned_bytes() const { return 0; }
     // EngineOptions::chunk_invariant, set once before the first op: every op's arithmetic for a

@@ -62,6 +62,7 @@
 #include "kernels/cuda/lm_moe.h"
 #include "kernels/cuda/lm_moe_gemm_tma.cuh"
 #include "kernels/cuda/lm_moe_gemm_ws.cuh"
+#include "kernels/cuda/lm_quad_store.cuh"
 #include "util/env.h"
 
 namespace frost::kernels::moe {
@@ -75,33 +76,6 @@ __host__ __device__ inline int tma_col_tiles(const MoeBf16Params& p, bool down) 
 }
 
 #if defined(FROST_ATTN_WGMMA)  // (the kernels that use these exist only in the sm_90a code)
-// v[x] <- v[q ^ x] for x = 0..3: two conditional swaps.
-__device__ inline void xor_permute(uint32_t (&v)[4], int q) {
-    if (q & 1) {
-        const uint32_t t0 = v[0], t2 = v[2];
-        v[0] = v[1]; v[1] = t0; v[2] = v[3]; v[3] = t2;
-    }
-    if (q & 2) {
-        const uint32_t t0 = v[0], t1 = v[1];
-        v[0] = v[2]; v[1] = v[3]; v[2] = t0; v[3] = t1;
-    }
-}
-
-// A quad (lanes 4m .. 4m + 3, one accumulator row) holds four n8 tiles' bf16 pairs: lane q has
-// columns 2q, 2q + 1 of each (w[j] for tile j). Returns tile q's eight columns, in order, so the
-// lane writes 16 contiguous bytes. A 4 x 4 transpose: three xor shuffles, with the words permuted
-// by q before (v[x] = w[q ^ x]) and after (out[j] = r[q ^ j]) in two conditional swaps each. Four
-// 4-byte stores per lane filled half of each 32-byte sector they touched (ncu, H200, the down
-// GEMM at 4096 rows: 16 of 32 bytes a sector; LSU-throttle stalls 20 % of its samples).
-__device__ inline uint4 quad_gather(const uint32_t (&w)[4], int q) {
-    uint32_t v[4] = {w[0], w[1], w[2], w[3]};
-    xor_permute(v, q);  // v[s]: this lane's word for tile q ^ s, which lane q ^ s needs
-    uint32_t r[4] = {v[0], __shfl_xor_sync(lm::kFullMask, v[1], 1), __shfl_xor_sync(lm::kFullMask, v[2], 2),
-                     __shfl_xor_sync(lm::kFullMask, v[3], 3)};  // r[s]: lane (q ^ s)'s word for tile q
-    xor_permute(r, q);  // r[j]: lane j's word for tile q
-    return make_uint4(r[0], r[1], r[2], r[3]);
-}
-
 template <int BN>
 __device__ inline void wgmma_tile_ss(float (&d)[BN / 2], uint64_t da, uint64_t db) {
     if constexpr (BN == 256) lm::wgmma_m64n256k16_ss(d, da, db);
@@ -282,16 +256,9 @@ __global__ void __launch_bounds__(T::threads, 1)
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
             if (kt) lm::mbar_wait(full(it), phase(it));
             if constexpr (!kDown) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async -> wgmma
-            const uint32_t st = stage(it), a0 = st + cw * 64 * 128, b0 = st + T::a_bytes;
-            lm::reg_fence(acc);
-            lm::wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < T::BK / 16; ++kk)
-                wgmma_tile_ss<T::BN>(acc, lm::smem_desc_sw128(a0 + kk * 32, 16, 1024),
-                                     lm::smem_desc_sw128(b0 + kk * 32, 16, 1024));
-            lm::wgmma_commit();
-            lm::wgmma_wait<0>();
-            lm::reg_fence(acc);
+            const uint32_t st = stage(it);
+            static_assert(T::BK == 64, "wgmma_k64_step");
+            lm::wgmma_k64_step(acc, st + cw * 64 * 128, st + T::a_bytes, wgmma_tile_ss<T::BN>);
             if (lane == 0) lm::mbar_arrive(empty(it));
         }
         // acc: n8 tile i (columns 8 i..) in acc[4 i .. 4 i + 3] (ws_row / ws_col). Each group of
@@ -311,7 +278,7 @@ __global__ void __launch_bounds__(T::threads, 1)
 #pragma unroll
                     for (int j = 0; j < 4; ++j)
                         w[j] = lm::pack_bf162(acc[4 * (i0 + j) + 2 * half], acc[4 * (i0 + j) + 2 * half + 1]);
-                    const uint4 v = quad_gather(w, q);
+                    const uint4 v = lm::quad_gather(w, q);
                     const int col = item.n0 + 8 * (i0 + q);
                     if (row_ok && col < p.H) *reinterpret_cast<uint4*>(dst + col) = v;
                 }
@@ -327,7 +294,7 @@ __global__ void __launch_bounds__(T::threads, 1)
                         const float u0 = acc[4 * (i + n8 / 2) + 2 * half], u1 = acc[4 * (i + n8 / 2) + 2 * half + 1];
                         w[j] = lm::pack_bf162(lm::silu(g0) * u0, lm::silu(g1) * u1);
                     }
-                    const uint4 v = quad_gather(w, q);
+                    const uint4 v = lm::quad_gather(w, q);
                     const int col = item.n0 + 8 * (i0 + q);
                     if (row_ok && col < item.F) *reinterpret_cast<uint4*>(dst + col) = v;
                 }

@@ -263,6 +263,9 @@ struct Forward {
         const Tensor act = at(s.act, 0, rows(), F, F), up = at(s.proj, 0, rows(), 2 * F, 2 * F);
         if (step.decode) {  // gate_up GEMV with SwiGLU in its epilogue (same bits as the two kernels)
             FROST_TRY(gemm("gemv mlp gate_up+swiglu", x_rows(), L.gate_up, act, Epilogue::SwiGLU, up));
+        } else if (const ops::GemmOp fused = gemm_op(x_rows(), L.gate_up, act, Epilogue::SwiGLU, up);
+                   ex.backend->gemm_fuses_swiglu(fused)) {  // one GEMM, SwiGLU in its epilogue
+            FROST_TRY(ops::op_gemm(ex, fused, "gemm mlp gate_up+swiglu"));
         } else {
             FROST_TRY(ops::op_gemm(ex, gate_up_op(l), "gemm mlp gate_up"));
             const ops::GemmOp down = gemm_op(act, L.down, h_rows(), Epilogue::Residual, Tensor{}, true);

@@ -20,6 +20,7 @@
 
 #include "kernels/cuda/lm_gemm.h"
 #include "kernels/cuda/lm_gemm_fp8.h"
+#include "kernels/cuda/lm_gemm_swiglu.h"
 #include "kernels/cuda/lm_gemv_quant.h"
 #include "kernels/cuda/lm_kernels.h"
 #include "kernels/cuda/lm_moe.h"
@@ -147,6 +148,7 @@ public:
         return Backend::set_chunk_invariant(on);
     }
     bool gemm_reads_twin(const GemmOp& p) override;  // below, beside the FP8 GEMM it mirrors
+    bool gemm_fuses_swiglu(const GemmOp& p) override;  // below, beside gemm_bf16
     uint64_t owned_bytes() const override { return K::kGemmWorkspaceBytes + tile_elems_ * sizeof(bf16); }
     frost_status reserve_dequant_scratch(frost_ctx* ctx, size_t elems) override {
         if (elems <= tile_elems_) return FROST_OK;
@@ -782,9 +784,14 @@ frost_status gemm_bf16(const Exec& ex, const GemmOp& p, const Tensor& w) {
                         p.epilogue == Epilogue::Residual ? 1 : 0};
     g.pdl = p.pdl;
     if (p.epilogue == Epilogue::SwiGLU) {
-        if (M > K::kGemvMaxRows || p.y.dtype != DType::BF16)
-            return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): the SwiGLU epilogue is a bf16 GEMV (M <= %d), got M = %d",
-                        K::kGemvMaxRows, M);
+        if (p.y.dtype != DType::BF16) return fail(FROST_ERR_UNSUPPORTED, "op_gemm (cuda): the SwiGLU epilogue writes bf16");
+        if (M > K::kGemvMaxRows) {  // prefill rows: the fused GEMM (Backend::gemm_fuses_swiglu)
+            if (!K::gemm_swiglu_supported(g))
+                return fail(FROST_ERR_UNSUPPORTED,
+                            "op_gemm (cuda): the SwiGLU epilogue at %d rows needs the sm_90a GEMM (F, K and strides multiples "
+                            "of 8, 16-byte aligned); here the forward runs the projection and op_swiglu", M);
+            return check(K::gemm_swiglu_launch(g, native(ex)), "gemm+swiglu");
+        }
         g.swiglu = 1;
         return check(K::gemv_launch(g, native(ex)), "gemm+swiglu");
     }
@@ -794,6 +801,18 @@ frost_status gemm_bf16(const Exec& ex, const GemmOp& p, const Tensor& w) {
     K::GemmPlan* plan = nullptr;
     FROST_TRY(check(static_cast<CudaBackend*>(ex.backend)->plan(g, &plan), "gemm (plan)"));
     return check(K::gemm_launch(plan, g, native(ex)), "gemm");
+}
+
+// The fused gate|up + SwiGLU for prefill rows of bf16 weights, where the kernel runs the shape;
+// FROST_GEMM_SWIGLU=0 keeps the projection and the SwiGLU op (A/B runs).
+bool CudaBackend::gemm_fuses_swiglu(const GemmOp& p) {
+    if (p.w.quantized() || p.quant_act || p.x.rank != 2 || p.y.rank != 2 || p.x.dtype != DType::BF16 ||
+        p.w.dtype != DType::BF16 || p.y.dtype != DType::BF16 || p.x.shape[0] <= K::kGemvMaxRows ||
+        util::env_is("FROST_GEMM_SWIGLU", "0"))
+        return false;
+    const K::GemmBf16Params g{B(p.x), B(p.w), p.y.data, p.x.stride[0], p.y.stride[0], int32_t(p.x.shape[0]),
+                              int32_t(p.w.shape[0]), int32_t(p.x.shape[1]), 0, 0};
+    return K::gemm_swiglu_supported(g);
 }
 
 frost_status swiglu(const Exec& ex, const SwigluOp& p) {
