@@ -2,7 +2,7 @@
 # Per-op table of the 9B-style engine (bench/bench_cuda_kernels.cpp: the engine's own recorded ops,
 # each timed alone), with the copy and GEMM ceilings measured in the same run. Whole-step times are
 # `frost bench engine`'s (bench_engine.sh). Then the kernel sweeps of bench_cuda_kernels (--attn,
-# --attn-splits, --conv, --gemm, --gemm-sustained, --fp8, --launch-chain: what one launch per op
+# --attn-splits, --conv, --gemm, --swiglu, --gemm-sustained, --fp8, --launch-chain: what one launch per op
 # and per matrix can reach in a decode graph) and the MoE prefill's tile shapes
 # (bench_moe_prefill). Expects build-gpu from run_all.sh.
 set -uo pipefail
@@ -24,6 +24,10 @@ sed -n '/ceilings/,$p' "$OUT/bench_cuda_kernels.log" | tail -60
 "$BUILD/bench/bench_cuda_kernels" --gemm 2048 >"$OUT/bench_gemm.log" 2>&1 || rc=1
 # The 0.8B's shapes at its 1k prompt (rank 0 is the engine's; see the README's 2026-11-30 section).
 "$BUILD/bench/bench_cuda_kernels" --gemm 1024 0.8b >>"$OUT/bench_gemm.log" 2>&1 || rc=1
+# gate|up + SwiGLU: cuBLASLt and the SwiGLU kernel against the fused GEMM (lm_gemm_swiglu.cu).
+for a in "1024 0.8b" "4096 0.8b" "1024 9b" "4096 9b"; do
+  "$BUILD/bench/bench_cuda_kernels" --swiglu $a >>"$OUT/bench_gemm.log" 2>&1 || rc=1
+done
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_event_reasons.active --format=csv -lms 200 \
   >"$OUT/bench_gemm_sustained_smi.csv" 2>/dev/null &
 smi=$!
