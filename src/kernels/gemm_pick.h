@@ -44,4 +44,20 @@ inline int gemm_pick_rank(const float* waves, int n) {
     return 0;
 }
 
+// The fused gate|up + SwiGLU GEMM's column tile (lm_gemm_swiglu.cu): 112 or 128 output columns
+// per item (128-row items, M rows, F columns, on `sms` SMs). Its cost model is the columns the
+// busiest SM computes, ceil(items / sms) x tile; 112 only where that is kSwigluTileMargin fewer,
+// since per column m64n224 runs slower than m64n256 (H200, 2026-12-04, bench_cuda_kernels
+// --swiglu: the 9B's 4096 rows, 3024 against 3072 columns, 1254.6 against 1210.3 us; the 0.8B's
+// 1024 rows, 224 against 256 columns, 28.0 against 29.4 us).
+constexpr double kSwigluTileMargin = 0.95;
+inline int gemm_swiglu_tile(int M, int F, int sms) {
+    if (M <= 0 || F <= 0 || sms <= 0) return 128;
+    auto cost = [&](int tile) {
+        const long long items = static_cast<long long>((M + 127) / 128) * ((F + tile - 1) / tile);
+        return static_cast<double>((items + sms - 1) / sms * tile);
+    };
+    return cost(112) < kSwigluTileMargin * cost(128) ? 112 : 128;
+}
+
 }  // namespace frost::kernels

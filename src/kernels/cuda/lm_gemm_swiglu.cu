@@ -16,8 +16,8 @@
 // (blockIdx.x, + gridDim.x, ...), in bands of row tiles, column-major inside a band, so the blocks
 // running at once share the band's x rows and each weight tile in L2.
 // Tiles: BH = 128 (m64n256) or 112 (m64n224: the 0.8B's F = 3584 is 32 x 112, 256 items at 1024
-// rows, 1.94 waves of 132 SMs, against 224 items / 1.70 waves at 128); the launcher takes the one
-// whose last wave leaves fewer columns idle.
+// rows, 1.94 waves of 132 SMs, against 224 items / 1.70 waves at 128); the launcher takes
+// gemm_pick.h's gemm_swiglu_tile (112 only where the busiest SM computes 5 % fewer columns).
 //
 // Measured (H200, 2026-12-04, bench_cuda_kernels --swiglu ROWS 0.8b|9b, L2 flushed, us, two calls;
 // "pair" = the engine's cuBLASLt plan for the projection, then the SwiGLU kernel):
@@ -56,6 +56,7 @@
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_mbarrier.cuh"
 #include "kernels/cuda/lm_quad_store.cuh"
+#include "kernels/gemm_pick.h"
 #include "util/env.h"
 
 namespace frost::kernels {
@@ -102,10 +103,7 @@ __global__ void __launch_bounds__(T::threads, 1) gemm_swiglu_kernel(GemmBf16Para
     constexpr int S = T::stages;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const uint32_t base = (lm::smem_addr(smem_raw) + 1023u) & ~1023u, bars = base + S * T::stage_bytes;
-    auto stage = [&](uint32_t it) { return base + (it % S) * T::stage_bytes; };
-    auto full = [&](uint32_t it) { return bars + (it % S) * 8; };
-    auto empty = [&](uint32_t it) { return bars + (S + it % S) * 8; };
-    auto phase = [](uint32_t it) { return static_cast<int>((it / S) & 1); };
+    const lm::StageRing<S, T::stage_bytes> ring{base, bars};
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; ++s) {
             lm::mbar_init(bars + 8 * s, 1);        // the producer's expect-tx arrival
@@ -127,15 +125,15 @@ __global__ void __launch_bounds__(T::threads, 1) gemm_swiglu_kernel(GemmBf16Para
             int mb, nb;
             item_coord(w, num_m, num_n, mb, nb);
             for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-                if (it >= S) lm::mbar_wait(empty(it), phase(it) ^ 1);
-                const uint32_t st = stage(it);
+                if (it >= S) lm::mbar_wait(ring.empty(it), ring.phase(it) ^ 1);
+                const uint32_t st = ring.stage(it);
                 const int k0 = kt * T::BK;
                 // Rows past M, columns past K and weight rows past 2F arrive as zeros; gate rows
                 // past F are up rows, whose products land only in columns the epilogue drops.
-                attn_hopper::mbar_arrive_expect_tx(full(it), T::stage_bytes);
-                attn_hopper::tma_load_2d(st, &maps.a, k0, mb * T::BM, full(it));
-                attn_hopper::tma_load_2d(st + T::a_bytes, &maps.b, k0, nb * T::BH, full(it));
-                attn_hopper::tma_load_2d(st + T::a_bytes + T::BH * 128, &maps.b, k0, F + nb * T::BH, full(it));
+                attn_hopper::mbar_arrive_expect_tx(ring.full(it), T::stage_bytes);
+                attn_hopper::tma_load_2d(st, &maps.a, k0, mb * T::BM, ring.full(it));
+                attn_hopper::tma_load_2d(st + T::a_bytes, &maps.b, k0, nb * T::BH, ring.full(it));
+                attn_hopper::tma_load_2d(st + T::a_bytes + T::BH * 128, &maps.b, k0, F + nb * T::BH, ring.full(it));
             }
         }
         return;
@@ -149,10 +147,10 @@ __global__ void __launch_bounds__(T::threads, 1) gemm_swiglu_kernel(GemmBf16Para
 #pragma unroll
         for (int i = 0; i < T::BH; ++i) acc[i] = 0.0f;
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-            lm::mbar_wait(full(it), phase(it));
-            const uint32_t st = stage(it);
+            lm::mbar_wait(ring.full(it), ring.phase(it));
+            const uint32_t st = ring.stage(it);
             lm::wgmma_k64_step(acc, st + cw * 64 * 128, st + T::a_bytes, wgmma_tile<T::BH>);
-            if (lane == 0) lm::mbar_arrive(empty(it));
+            if (lane == 0) lm::mbar_arrive(ring.empty(it));
         }
         // acc: n8 tile i in acc[4 i .. 4 i + 3] = (row g, columns 8 i + 2 q, + 1), (row g + 8,
         // same); gate tiles 0 .. BH / 8 - 1, their up tiles BH / 8 later.
@@ -221,14 +219,7 @@ bool gemm_swiglu_supported(const GemmBf16Params& p) {
 int gemm_swiglu_pick_tile(int M, int F, int sms) {
     if (util::env_is("FROST_GEMM_SWIGLU_TILE", "112")) return 112;  // A/B runs
     if (util::env_is("FROST_GEMM_SWIGLU_TILE", "128")) return 128;
-    // Columns the busiest SM computes: ceil(items / SMs) column tiles of BH. 112 only where that
-    // is 5 % fewer: per column m64n224 runs slower than m64n256 (H200, bench_cuda_kernels
-    // --swiglu: the 9B's 4096 rows, 3024 against 3072 columns, 1254.6 against 1210.3 us).
-    auto cost = [&](int bh) {
-        const int64_t items = int64_t((M + 127) / 128) * ((F + bh - 1) / bh);
-        return (items + sms - 1) / sms * bh;
-    };
-    return cost(112) < 0.95 * cost(128) ? 112 : 128;
+    return gemm_swiglu_tile(M, F, sms);
 }
 
 cudaError_t gemm_swiglu_launch(const GemmBf16Params& p, cudaStream_t stream, int tile) {

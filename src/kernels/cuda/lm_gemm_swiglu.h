@@ -14,8 +14,8 @@ namespace frost::kernels {
 // multiples of 8, 16-byte aligned pointers, bf16 out without accumulation.
 bool gemm_swiglu_supported(const GemmBf16Params& p);
 
-// Column tile (112 or 128 output columns) for M rows and F columns on `sms` SMs: the one whose
-// busiest SM computes fewer columns, 128 on a tie; FROST_GEMM_SWIGLU_TILE=112|128 forces one.
+// Column tile (112 or 128 output columns) for M rows and F columns on `sms` SMs:
+// gemm_pick.h's gemm_swiglu_tile, unless FROST_GEMM_SWIGLU_TILE=112|128 forces one (A/B runs).
 int gemm_swiglu_pick_tile(int M, int F, int sms);
 
 // Enqueues the GEMM (tile 0: gemm_swiglu_pick_tile; 112 or 128: that tile; the same bits either

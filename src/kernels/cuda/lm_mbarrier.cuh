@@ -30,6 +30,18 @@ __device__ inline void mbar_wait(uint32_t bar, int parity) {
             : "memory");
     } while (!done);
 }
+
+// A ring of S stages of kStageBytes each at `base` (a shared-memory address), its S "full" then S
+// "empty" barriers at `bars` (8 bytes each). `it` counts ring positions over a block's whole run:
+// stage it % S, phase parity (it / S) & 1.
+template <int S, uint32_t kStageBytes>
+struct StageRing {
+    uint32_t base, bars;
+    __device__ uint32_t stage(uint32_t it) const { return base + (it % S) * kStageBytes; }
+    __device__ uint32_t full(uint32_t it) const { return bars + (it % S) * 8; }
+    __device__ uint32_t empty(uint32_t it) const { return bars + (S + it % S) * 8; }
+    __device__ static int phase(uint32_t it) { return static_cast<int>((it / S) & 1); }
+};
 #endif  // FROST_ATTN_WGMMA
 
 }  // namespace frost::kernels::lm

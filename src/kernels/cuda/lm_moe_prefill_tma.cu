@@ -151,10 +151,7 @@ __global__ void __launch_bounds__(T::threads, 1)
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     __shared__ int item_at[S], claimed[2];
     const uint32_t base = (lm::smem_addr(smem_raw) + 1023u) & ~1023u, bars = base + S * T::stage_bytes;
-    auto stage = [&](uint32_t it) { return base + (it % S) * T::stage_bytes; };
-    auto full = [&](uint32_t it) { return bars + (it % S) * 8; };
-    auto empty = [&](uint32_t it) { return bars + (S + it % S) * 8; };
-    auto phase = [](uint32_t it) { return static_cast<int>((it / S) & 1); };
+    const lm::StageRing<S, T::stage_bytes> ring{base, bars};
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; ++s) {
             // gate|up: the 128 producer threads' cp.async arrivals + the expect-tx arrival; down: TMA only.
@@ -194,18 +191,18 @@ __global__ void __launch_bounds__(T::threads, 1)
             }
             const int k_tiles = (item.K + T::BK - 1) / T::BK;
             for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-                if (it >= S) lm::mbar_wait(empty(it), phase(it) ^ 1);
-                const uint32_t st = stage(it);
+                if (it >= S) lm::mbar_wait(ring.empty(it), ring.phase(it) ^ 1);
+                const uint32_t st = ring.stage(it);
                 const int k0 = kt * T::BK;
                 if (threadIdx.x == 0) {
                     if (kt == 0) item_at[it % S] = w;
-                    attn_hopper::mbar_arrive_expect_tx(full(it), kDown ? T::a_bytes + T::b_bytes : T::b_bytes);
+                    attn_hopper::mbar_arrive_expect_tx(ring.full(it), kDown ? T::a_bytes + T::b_bytes : T::b_bytes);
                     if constexpr (kDown) {
-                        attn_hopper::tma_load_2d(st, amap, k0, item.row0, full(it));
-                        attn_hopper::tma_load_2d(st + T::a_bytes, bmap, k0, brow, full(it));
+                        attn_hopper::tma_load_2d(st, amap, k0, item.row0, ring.full(it));
+                        attn_hopper::tma_load_2d(st + T::a_bytes, bmap, k0, brow, ring.full(it));
                     } else {
-                        attn_hopper::tma_load_2d(st + T::a_bytes, bmap, k0, brow, full(it));
-                        attn_hopper::tma_load_2d(st + T::a_bytes + (T::BN / 2) * 128, bmap, k0, brow + item.F, full(it));
+                        attn_hopper::tma_load_2d(st + T::a_bytes, bmap, k0, brow, ring.full(it));
+                        attn_hopper::tma_load_2d(st + T::a_bytes + (T::BN / 2) * 128, bmap, k0, brow + item.F, ring.full(it));
                     }
                 }
                 if constexpr (!kDown) {
@@ -221,23 +218,23 @@ __global__ void __launch_bounds__(T::threads, 1)
                         else if (a[i])
                             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(a[i] + col));
                     }
-                    lm::mbar_arrive_cp_async(full(it));
+                    lm::mbar_arrive_cp_async(ring.full(it));
                 }
             }
         }
         // The end: one more ring position, no data, item -1 (its barrier's arrivals as a stage's).
-        if (it >= S) lm::mbar_wait(empty(it), phase(it) ^ 1);
+        if (it >= S) lm::mbar_wait(ring.empty(it), ring.phase(it) ^ 1);
         if (threadIdx.x == 0) {
             item_at[it % S] = -1;
-            if constexpr (!kDown) lm::mbar_arrive(full(it));  // in place of the expect-tx arrival
+            if constexpr (!kDown) lm::mbar_arrive(ring.full(it));  // in place of the expect-tx arrival
         }
-        lm::mbar_arrive(full(it));
+        lm::mbar_arrive(ring.full(it));
         if constexpr (!kDown) lm::cp_async_wait<0>();  // no copy may still target shared memory at exit
         return;
     }
     const int cw = wg - 1, lane = threadIdx.x % 32;
     for (;;) {
-        lm::mbar_wait(full(it), phase(it));
+        lm::mbar_wait(ring.full(it), ring.phase(it));
         const int w = item_at[it % S];
         if (w < 0) break;
         Item item;
@@ -245,8 +242,8 @@ __global__ void __launch_bounds__(T::threads, 1)
         const int k_tiles = (item.K + T::BK - 1) / T::BK;
         if (item.row0 + 64 * cw >= item.row_end) {  // warpgroup-uniform: no rows; walk the ring only
             for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-                if (kt) lm::mbar_wait(full(it), phase(it));
-                if (lane == 0) lm::mbar_arrive(empty(it));
+                if (kt) lm::mbar_wait(ring.full(it), ring.phase(it));
+                if (lane == 0) lm::mbar_arrive(ring.empty(it));
             }
             continue;
         }
@@ -254,12 +251,12 @@ __global__ void __launch_bounds__(T::threads, 1)
 #pragma unroll
         for (int i = 0; i < T::BN / 2; ++i) acc[i] = 0.0f;
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-            if (kt) lm::mbar_wait(full(it), phase(it));
+            if (kt) lm::mbar_wait(ring.full(it), ring.phase(it));
             if constexpr (!kDown) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async -> wgmma
-            const uint32_t st = stage(it);
+            const uint32_t st = ring.stage(it);
             static_assert(T::BK == 64, "wgmma_k64_step");
             lm::wgmma_k64_step(acc, st + cw * 64 * 128, st + T::a_bytes, wgmma_tile_ss<T::BN>);
-            if (lane == 0) lm::mbar_arrive(empty(it));
+            if (lane == 0) lm::mbar_arrive(ring.empty(it));
         }
         // acc: n8 tile i (columns 8 i..) in acc[4 i .. 4 i + 3] (ws_row / ws_col). Each group of
         // four tiles goes out as one 16-byte store per lane (quad_gather): the quad's shuffles run
