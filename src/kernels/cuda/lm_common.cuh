@@ -199,6 +199,10 @@ inline bool device_runs_sm90a() {
     return major == 9 && minor == 0;
 }
 
+// Whether a pointer meets the 16-byte alignment of the vector loads, TMA and cp.async (host side,
+// in the launchers' checks).
+inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
 // Streaming multiprocessors of the current device, asked once per process (a process drives one
 // GPU model); 0 when the runtime cannot say (its error is cleared).
 inline int device_sm_count() {

@@ -184,13 +184,12 @@ __global__ void batch_cursor_kernel(BatchCursorParams p) {
     }
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
 
 cudaError_t embed_launch(const EmbedBf16Params& p, cudaStream_t stream) {
     if (!p.table || !p.ids || !p.y || p.dim <= 0 || p.dim % kVec != 0 || p.max_rows <= 0 ||
-        !aligned16(p.table) || !aligned16(p.y))
+        !lm::aligned16(p.table) || !lm::aligned16(p.y))
         return cudaErrorInvalidValue;
     const int64_t n = static_cast<int64_t>(p.max_rows) * (p.dim / kVec);
     const cudaError_t err = launch_kernel(embed_kernel, dim3(ceil_div(n, kThreads)), dim3(kThreads), 0, stream, p.pdl != 0, p);
@@ -203,8 +202,8 @@ KernelCost embed_cost(const EmbedBf16Params& p, int rows) {
 }
 
 cudaError_t swiglu_launch(const SwigluBf16Params& p, cudaStream_t stream) {
-    if (!p.x || !p.y || p.F <= 0 || p.F % kVec != 0 || p.max_rows <= 0 || !aligned16(p.x) ||
-        !aligned16(p.y))
+    if (!p.x || !p.y || p.F <= 0 || p.F % kVec != 0 || p.max_rows <= 0 || !lm::aligned16(p.x) ||
+        !lm::aligned16(p.y))
         return cudaErrorInvalidValue;
     if (p.yq && !act_twin_ok(p.yq, p.yq_scale, p.yq_scale_ld, p.F, p.max_rows)) return cudaErrorInvalidValue;
     if (p.yq_only && !p.yq) return cudaErrorInvalidValue;
@@ -242,7 +241,7 @@ KernelCost gdn_gate_cost(const GdnGateBf16Params& p, int rows) {
 cudaError_t kv_append_launch(const KvAppendBf16Params& p, cudaStream_t stream) {
     if (!p.k || !p.v || !p.k_cache || !p.v_cache || !p.cursor || p.kv_dim <= 0 ||
         p.kv_dim % kVec != 0 || p.src_row_stride % kVec != 0 || p.max_rows <= 0 ||
-        !aligned16(p.k) || !aligned16(p.v) || !aligned16(p.k_cache) || !aligned16(p.v_cache))
+        !lm::aligned16(p.k) || !lm::aligned16(p.v) || !lm::aligned16(p.k_cache) || !lm::aligned16(p.v_cache))
         return cudaErrorInvalidValue;
     if (p.batch.slots && (!p.batch.table || !p.batch.cursors || p.batch.B != p.max_rows)) return cudaErrorInvalidValue;
     const int64_t n = static_cast<int64_t>(p.max_rows) * (p.kv_dim / kVec);

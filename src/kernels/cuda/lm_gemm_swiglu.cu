@@ -50,8 +50,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cuda/lm_attn_tma.cuh"
 #include "kernels/cuda/lm_act_quant.cuh"
+#include "kernels/cuda/lm_attn_tma.cuh"
 #include "kernels/cuda/lm_attn_wgmma.cuh"
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_mbarrier.cuh"
@@ -206,14 +206,12 @@ cudaError_t launch_tile(const GemmBf16Params& p, cudaStream_t stream) {
     return cudaGetLastError();
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-
 }  // namespace
 
 bool gemm_swiglu_supported(const GemmBf16Params& p) {
     return lm::device_runs_sm90a() && p.x && p.w && p.y && p.M > 0 && p.K > 0 && p.N > 0 && p.N % 16 == 0 &&
            p.K % 8 == 0 && p.ldx % 8 == 0 && p.ldy % 8 == 0 && p.ldx >= p.K && p.ldy >= p.N / 2 && !p.out_f32 &&
-           !p.accumulate && aligned16(p.x) && aligned16(p.w) && aligned16(p.y);
+           !p.accumulate && lm::aligned16(p.x) && lm::aligned16(p.w) && lm::aligned16(p.y);
 }
 
 int gemm_swiglu_pick_tile(int M, int F, int sms) {

@@ -466,11 +466,10 @@ __global__ void __launch_bounds__(kThreads) dequant_blocked_kernel(GemvQuantPara
     }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The format checks shared by both launchers.
 bool supported(const GemvQuantParams& p) {
-    if (!p.w || !p.scale || p.N <= 0 || p.K <= 0 || !aligned16(p.w)) return false;
+    if (!p.w || !p.scale || p.N <= 0 || p.K <= 0 || !lm::aligned16(p.w)) return false;
     if (p.nibble_pairs != 0 && p.nibble_pairs != 1) return false;
     if (p.row_blocks != 0 && (p.row_blocks != 1 || p.K % 128 != 0 ||
                               (p.format != kGemvQuantNvfp4 && p.format != kGemvQuantInt4)))
@@ -535,7 +534,7 @@ bool gemv_quant_entries_valid(const GemvQuantParams& p) {
 }
 
 cudaError_t gemv_quant_simt_launch(const GemvQuantParams& p, cudaStream_t stream) {
-    if (!supported(p) || !p.x || !p.y || p.M != 1 || p.K > kGemvQuantMaxK || !aligned16(p.x)) return cudaErrorInvalidValue;
+    if (!supported(p) || !p.x || !p.y || p.M != 1 || p.K > kGemvQuantMaxK || !lm::aligned16(p.x)) return cudaErrorInvalidValue;
     // W8A8 and a folded shared expert: tensor cores only.
     if (!gemv_quant_entries_valid(p) || p.act_fp8 || p.routed_entries != 0) return cudaErrorInvalidValue;
     if (p.swiglu && (p.N % 2 != 0 || p.out_f32 || p.accumulate)) return cudaErrorInvalidValue;
@@ -544,7 +543,7 @@ cudaError_t gemv_quant_simt_launch(const GemvQuantParams& p, cudaStream_t stream
 }
 
 cudaError_t dequant_bf16_launch(const GemvQuantParams& p, bf16* out, cudaStream_t stream, int max_blocks) {
-    if (!supported(p) || !out || !aligned16(out) || max_blocks < 1) return cudaErrorInvalidValue;
+    if (!supported(p) || !out || !lm::aligned16(out) || max_blocks < 1) return cudaErrorInvalidValue;
     const int limit = std::min(max_blocks, 65535);
     if (p.row_blocks != 0) {  // supported(): 4-bit, K a multiple of 128
         if (p.N % 8 != 0) return cudaErrorInvalidValue;

@@ -399,7 +399,6 @@ cudaError_t launch_format(const GemvQuantParams& p, int unroll, int min_blocks, 
 
 bool multiple_of(int v, int of) { return v > 0 && v % of == 0; }
 bool is_fp8_format(int f) { return f == kGemvQuantFp8Block || f == kGemvQuantFp8Channel; }
-bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
 
 // FP8 mma is sm_89+, and the build carries it only in the sm_90a binary (the portable compute_80
 // PTX traps): W8A8 runs on a compute-capability 9.x device, read once per process.
@@ -415,7 +414,7 @@ bool act8_device() {
 }  // namespace
 
 bool gemv_quant_tc_eligible(const GemvQuantParams& p) {
-    if (!p.x || !p.w || !p.scale || !p.y || !aligned16(p.x) || !aligned16(p.w)) return false;
+    if (!p.x || !p.w || !p.scale || !p.y || !lm::aligned16(p.x) || !lm::aligned16(p.w)) return false;
     if (p.nibble_pairs != 0 && p.nibble_pairs != 1) return false;
     if (p.row_blocks != 0 && (p.row_blocks != 1 || is_fp8_format(p.format))) return false;
     if (p.N <= 0 || !multiple_of(p.K, kStepK) || p.M < 1 || p.M > kCols) return false;

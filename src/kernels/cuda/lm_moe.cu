@@ -238,7 +238,6 @@ namespace frost::kernels {
 namespace {
 
 using namespace lm;
-using moe::aligned16;
 using moe::store_out;
 using moe::valid;
 
@@ -1350,7 +1349,7 @@ cudaError_t launch_stream_down(const MoeBf16Params& p, int R, size_t smem, cudaS
 }
 
 bool experts_ok(const MoeBf16Params& p) {
-    return valid(p) && p.act && (p.out || p.out_bf16) && aligned16(p.act) &&
+    return valid(p) && p.act && (p.out || p.out_bf16) && lm::aligned16(p.act) &&
            static_cast<size_t>(p.H) * sizeof(bf16) + sizeof(int) * p.E <= (200u << 10);
 }
 

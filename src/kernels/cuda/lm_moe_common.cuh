@@ -10,15 +10,13 @@
 
 namespace frost::kernels::moe {
 
-inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-
 inline bool valid(const MoeBf16Params& p) {
     return p.x && p.router && p.experts_gate_up && p.experts_down && p.shared_gate_up && p.shared_down &&
            p.shared_gate && p.probs && p.topk_ids && p.topk_w && p.shared_w && p.H > 0 && p.H % lm::kVec == 0 &&
            p.E > 0 && p.E <= kMoeMaxExperts && p.k >= 1 && p.k <= p.E && p.k <= kMoeMaxTopK && p.I > 0 &&
-           p.I % lm::kVec == 0 && p.Is > 0 && p.Is % lm::kVec == 0 && p.max_rows > 0 && aligned16(p.x) &&
-           aligned16(p.router) && aligned16(p.experts_gate_up) && aligned16(p.experts_down) &&
-           aligned16(p.shared_gate_up) && aligned16(p.shared_down) && aligned16(p.shared_gate);
+           p.I % lm::kVec == 0 && p.Is > 0 && p.Is % lm::kVec == 0 && p.max_rows > 0 && lm::aligned16(p.x) &&
+           lm::aligned16(p.router) && lm::aligned16(p.experts_gate_up) && lm::aligned16(p.experts_down) &&
+           lm::aligned16(p.shared_gate_up) && lm::aligned16(p.shared_down) && lm::aligned16(p.shared_gate);
 }
 
 // The bf16 output element i: written, or accumulated into (fused residual add) in fp32 then rounded once.

@@ -19,7 +19,6 @@ namespace frost::kernels {
 namespace {
 
 using namespace lm;
-using moe::aligned16;
 using moe::valid;
 
 constexpr int kChunkRows = 64;     // rows per counting / scatter block
@@ -423,7 +422,7 @@ cudaError_t check_prefill(const MoeBf16Params& p, int shape) {
         return cudaErrorInvalidValue;
     if (kMoeTileShapes[shape - 1].wgmma && !moe_prefill_wgmma_supported()) return cudaErrorNotSupported;
     // 16-byte cp.async, TMA and vector accesses.
-    if (!aligned16(p.ag) || !aligned16(p.yg) || (p.out_bf16 && !aligned16(p.out_bf16)))
+    if (!lm::aligned16(p.ag) || !lm::aligned16(p.yg) || (p.out_bf16 && !lm::aligned16(p.out_bf16)))
         return cudaErrorInvalidValue;
     return cudaSuccess;
 }

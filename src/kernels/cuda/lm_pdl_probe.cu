@@ -38,14 +38,12 @@ __global__ void early_read_kernel(const uint32_t* src, uint32_t* out) {
     }
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-
 }  // namespace
 
 cudaError_t late_copy_probe_launch(const LateCopyProbe& p, cudaStream_t stream) {
     if (p.delay_us < 0) return cudaErrorInvalidValue;
     for (const LateCopyProbe::Region& r : p.regions)
-        if (r.bytes && (!r.dst || !r.src || r.bytes % 16 || !aligned16(r.dst) || !aligned16(r.src)))
+        if (r.bytes && (!r.dst || !r.src || r.bytes % 16 || !lm::aligned16(r.dst) || !lm::aligned16(r.src)))
             return cudaErrorInvalidValue;
     // A few blocks per SM's worth of copying threads at most; the dependents need room beside them.
     late_copy_kernel<<<64, 256, 0, stream>>>(p);
