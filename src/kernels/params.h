@@ -238,4 +238,20 @@ enum CursorOp : int32_t {
     kCursorAdvance = 1,     // pos += n_tokens; steps += 1
 };
 
+// A prefill's last layer past its state-producing ops runs on the step's last row only, the one
+// whose logits are read (model/qwen35/forward.cpp "the tail"). This node moves that row (n - 1,
+// n = cursor->n_tokens clamped to [1, max_rows]) of each segment to the segment's row 0, and writes
+// *tail: the cursor of that row alone (pos + n - 1, n_tokens 1, every other field copied).
+// Segments are byte views: row r at base + r * ld_bytes, row_bytes long (2-byte multiples).
+constexpr int kTailSegments = 4;
+struct TailRowParams {
+    void* base[kTailSegments];
+    int64_t row_bytes[kTailSegments];
+    int64_t ld_bytes[kTailSegments];
+    int32_t segments;       // used entries of the arrays above
+    int32_t max_rows;
+    const StepCursor* cursor;
+    StepCursor* tail;
+};
+
 }  // namespace frost::kernels

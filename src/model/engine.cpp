@@ -293,6 +293,9 @@ frost_status Engine::alloc_scratch() {
     FROST_TRY(add("out_token", i32, 1, &out_token));
     out_token_buf_ = last;
     s.out_token = out_token.as<int32_t>();
+    ops::Tensor tail;
+    FROST_TRY(add("tail_cursor", i32, sizeof(kernels::StepCursor) / sizeof(int32_t), &tail));
+    s.tail_cursor = reinterpret_cast<kernels::StepCursor*>(tail.data);
     ops::Tensor record;
     FROST_TRY(add("sample_record", i32, sizeof(kernels::SampleRecord) / sizeof(int32_t), &record));
     record_buf_ = last;
@@ -453,6 +456,7 @@ frost_status Engine::record(int session, int rows, bool decode, const ops::OpObs
     step.fp8_w8a8_prefill = opts_.fp8_w8a8_prefill;
     step.fp8_w8a8_decode = opts_.fp8_w8a8_decode;
     step.fp8_twin_only = fp8_twin_only();
+    step.tail = prefill_tail();
     return qwen35::record_step(ex, cfg_, weights_, scratch_, sessions_[session], step,
                                opts_.trace && !dry_run ? &trace_hook_ : nullptr);
 }
@@ -462,6 +466,7 @@ std::string Engine::numerics() const {
     for (size_t i = 0; i < opts_.leave_out_ops.size(); ++i)  // a timing probe: its outputs are not the model's
         s += (i == 0 ? ";leave_out=" : "|") + opts_.leave_out_ops[i];
     if (opts_.backend == FROST_BACKEND_CUDA && opts_.chunk_invariant) s += ";chunk_invariant";
+    if (opts_.backend == FROST_BACKEND_CUDA && !prefill_tail()) s += ";prefill_tail=off";
     if (opts_.backend != FROST_BACKEND_CUDA || !quantized_checkpoint_)
         return s;  // the CPU oracle dequantizes every weight; a bf16 checkpoint has no quantized path
     using Split = qwen35::Precision::InProjSplit;
@@ -471,6 +476,11 @@ std::string Engine::numerics() const {
     s += std::string(";fp8_prefill=") + (opts_.fp8_w8a8_prefill ? "w8a8" : "exact");
     s += std::string(";fp8_decode=") + (opts_.fp8_w8a8_decode ? "w8a8" : "exact");
     return s;
+}
+
+bool Engine::prefill_tail() const {
+    static const bool env_off = util::env_is("FROST_PREFILL_TAIL", "0");
+    return opts_.prefill_tail && !env_off;
 }
 
 bool Engine::fp8_twin_only() const {
@@ -486,7 +496,8 @@ frost_status Engine::check_leave_out() {
     dec.insert(dec.end(), pre.begin(), pre.end());
     for (const std::string& part : opts_.leave_out_ops) {
         for (const LabelCost& l : dec)
-            if (l.kind == ops::OpKind::Cursor && ops::label_matches(l.label.c_str(), part))
+            if ((l.kind == ops::OpKind::Cursor || l.kind == ops::OpKind::TailRow) &&
+                ops::label_matches(l.label.c_str(), part))
                 return fail(FROST_ERR_INVALID_ARG,
                             "engine: leave_out_ops \"%s\" matches \"%s\", a cursor op: it holds the step's position and "
                             "token count, which every later op addresses memory by, so it cannot be left out",

@@ -92,6 +92,12 @@ struct EngineOptions {
     // CPU engine is chunk-invariant either way. Refused with fp8_w8a8_prefill (its FP8 GEMM plans
     // are per row count). numerics() names it, so capsules bind to it.
     bool chunk_invariant = false;
+    // A prefill whose logits are its last row's runs the last layer, past its state-writing ops
+    // (the GDN conv and chunked rule, the KV append), on that row alone (qwen35 StepSpec::tail):
+    // the same session state, and that row's logits from the decode forms of the layer's other
+    // ops (the GEMVs, decode attention, the MoE decode). FROST_PREFILL_TAIL=0 in the environment
+    // turns it off (A/B). numerics() names it when off: on CUDA the sampled token's bits differ.
+    bool prefill_tail = true;
     // How the GDN in_proj is bound (qwen35::Precision::gdn_in_proj_split): Auto keeps [qkv; z]
     // quantized with a bf16 [b; a] tail where a checkpoint leaves b and a unquantized (CUDA, kept
     // quantized weights), one fused matrix elsewhere; FROST_GDN_IN_PROJ_SPLIT=0 in the environment
@@ -154,7 +160,7 @@ public:
     // (capsule Deployment::numerics): "rope_inv_freq=bf16|f32", ";chunk_invariant" on CUDA with
     // EngineOptions::chunk_invariant, and on CUDA with a quantized
     // checkpoint ";weights=kept|dequantized;gdn_in_proj=auto|always|never;fp8_prefill=
-    // w8a8|exact;fp8_decode=w8a8|exact". Options that keep the bits (the FP8 twins, chunk sizes,
+    // w8a8|exact;fp8_decode=w8a8|exact"; ";prefill_tail=off" without the tail. Options that keep the bits (the FP8 twins, chunk sizes,
     // batching) are not in it.
     std::string numerics() const;
     frost_ctx* ctx() const { return ctx_; }
@@ -285,6 +291,8 @@ private:
     frost_status alloc_scratch();
     // StepSpec::fp8_twin_only: EngineOptions::fp8_twin_only unless FROST_FP8_TWIN_ONLY=0.
     bool fp8_twin_only() const;
+    // StepSpec::tail: EngineOptions::prefill_tail unless FROST_PREFILL_TAIL=0.
+    bool prefill_tail() const;
     // Elements of the largest quantized GEMM weight (the prefill dequant tile; 0 when none).
     size_t largest_quantized_matrix() const;
     frost_status alloc_session(int index);

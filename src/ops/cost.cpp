@@ -142,4 +142,11 @@ OpCost cost_of(const MoeOp& p) {
     return {2 * rows * macs, wbytes + io + tile};
 }
 
+OpCost cost_of(const TailRowOp& p) {
+    double bytes = 2.0 * double(sizeof(StepCursor));
+    for (const Tensor& v : p.views)
+        if (!v.empty()) bytes += 2.0 * double(v.shape[1]) * B(v);  // one row read, one written
+    return {0, bytes};
+}
+
 }  // namespace frost::ops

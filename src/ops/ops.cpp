@@ -28,6 +28,7 @@ const char* op_name(OpKind k) {
         case OpKind::Moe: return "moe";
         case OpKind::GdnDecode: return "gdn_decode";
         case OpKind::QkRopeKvAppend: return "qk_rope_kv_append";
+        case OpKind::TailRow: return "tail_row";
         case OpKind::Count: break;
     }
     return "unknown";
@@ -307,6 +308,27 @@ frost_status op_moe(const Exec& ex, const MoeOp& p, const char* label) {
     return dispatch(ex, OpKind::Moe, label, p, cost_of(p), ex.backend->table().moe);
 }
 
+kernels::TailRowParams tail_row_params(const TailRowOp& p) {
+    kernels::TailRowParams t{};
+    for (const Tensor& v : p.views) {
+        if (v.empty()) continue;
+        const int64_t elem = dtype_bits(v.dtype) / 8;
+        t.base[t.segments] = v.data;
+        t.row_bytes[t.segments] = v.shape[1] * elem;
+        t.ld_bytes[t.segments] = v.stride[0] * elem;
+        ++t.segments;
+    }
+    t.max_rows = p.max_rows; t.cursor = p.cursor; t.tail = p.tail;
+    return t;
+}
+
+frost_status op_tail_row(const Exec& ex, const TailRowOp& p, const char* label) {
+    OP_REQUIRE(p.cursor && p.tail && p.max_rows > 0, "tail_row");
+    for (const Tensor& v : p.views)
+        OP_REQUIRE(v.empty() || (v.rank == 2 && v.shape[0] >= p.max_rows && v.stride[0] >= v.shape[1]), "tail_row");
+    OP_ENTRY(TailRow, tail_row);
+}
+
 bool op_table_complete(const OpTable& t, OpKind* missing) {
     const void* slots[kOpCount] = {
         reinterpret_cast<const void*>(t.embed),          reinterpret_cast<const void*>(t.add_rmsnorm),
@@ -317,7 +339,8 @@ bool op_table_complete(const OpTable& t, OpKind* missing) {
         reinterpret_cast<const void*>(t.attention_decode), reinterpret_cast<const void*>(t.gemm),
         reinterpret_cast<const void*>(t.swiglu),         reinterpret_cast<const void*>(t.sample),
         reinterpret_cast<const void*>(t.cursor),         reinterpret_cast<const void*>(t.moe),
-        reinterpret_cast<const void*>(t.gdn_decode),     reinterpret_cast<const void*>(t.qk_rope_kv_append)};
+        reinterpret_cast<const void*>(t.gdn_decode),     reinterpret_cast<const void*>(t.qk_rope_kv_append),
+        reinterpret_cast<const void*>(t.tail_row)};
     for (int i = 0; i < kOpCount; ++i)
         if (!slots[i]) {
             if (missing) *missing = static_cast<OpKind>(i);

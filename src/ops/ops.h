@@ -77,7 +77,7 @@ Fp8Act fp8_act(void* q, void* scale, int64_t M, int64_t K);
 enum class OpKind : int {
     Embed, AddRmsNorm, QkNormRope, Conv1dSiluL2, GdnGate, GdnChunk, GdnStep, GatedRmsNorm, KvAppend,
     AttentionPrefill, AttentionDecode, Gemm, Swiglu, Sample, Cursor, Moe, GdnDecode,
-    QkRopeKvAppend, Count
+    QkRopeKvAppend, TailRow, Count
 };
 const char* op_name(OpKind k);
 constexpr int kOpCount = static_cast<int>(OpKind::Count);
@@ -308,6 +308,19 @@ struct CursorOpParams {
     BatchSlots batch;
 };
 
+// A prefill's tail (model/qwen35/forward.cpp): the last layer, past the ops that write session
+// state, runs on the step's last row alone. Row n - 1 (n = cursor->n_tokens clamped to
+// [1, max_rows]) of each view moves to the view's row 0, and *tail becomes the cursor of that
+// row: pos + n - 1, one token, every other field copied (the attention of that one row reads it).
+struct TailRowOp {
+    Tensor views[kernels::kTailSegments];  // [>= max_rows, cols] with row stride; empty = unused
+    int32_t max_rows = 0;
+    const StepCursor* cursor = nullptr;
+    StepCursor* tail = nullptr;
+};
+// Its kernel params (both backends): the used views as byte segments, any dtype.
+kernels::TailRowParams tail_row_params(const TailRowOp& p);
+
 // Sparse mixture-of-experts MLP of one layer with the residual add fused (the math of
 // kernels/params/moe.h): per row, fp32 softmax router over E experts, top-k (ties: lower id),
 // weights renormalised when norm_topk, routed SwiGLU experts + the sigmoid-gated shared expert,
@@ -390,6 +403,7 @@ frost_status op_swiglu(const Exec& ex, const SwigluOp& p, const char* label = "s
 frost_status op_sample(const Exec& ex, const SampleOp& p, const char* label = "sample");
 frost_status op_cursor(const Exec& ex, const CursorOpParams& p, const char* label = "cursor");
 frost_status op_moe(const Exec& ex, const MoeOp& p, const char* label = "moe");
+frost_status op_tail_row(const Exec& ex, const TailRowOp& p, const char* label = "tail row");
 
 // The one cost model (cost.cpp), at the params' row capacity.
 OpCost cost_of(const EmbedOp& p);
@@ -411,6 +425,7 @@ OpCost cost_of(const CursorOpParams& p);
 // Active work only: the router, the k routed experts of each row (at most min(E, rows * k)
 // distinct experts' weights read) and the shared expert; the idle experts cost nothing.
 OpCost cost_of(const MoeOp& p);
+OpCost cost_of(const TailRowOp& p);
 
 // One function per op, per backend. cpu/cpu_ops.cpp and cuda/cuda_ops.cpp fill one each.
 struct OpTable {
@@ -432,6 +447,7 @@ struct OpTable {
     frost_status (*moe)(const Exec&, const MoeOp&) = nullptr;
     frost_status (*gdn_decode)(const Exec&, const GdnDecodeOp&) = nullptr;
     frost_status (*qk_rope_kv_append)(const Exec&, const QkRopeKvAppendOp&) = nullptr;
+    frost_status (*tail_row)(const Exec&, const TailRowOp&) = nullptr;
 };
 
 // Per-engine backend object: the op table of the context's backend plus that backend's own

@@ -59,10 +59,13 @@ TEST_P(EngineOps, RecordOpsReportsEveryOpOfTheForwardInOrder) {
     ASSERT_EQ(e->adopt_restored_state(0, [&] { auto j = e->journal(0); j.push_back(0); return j; }()), FROST_OK)
         << frost_last_error();
     // Prefill records the unfused GDN forms, the gate inside the chunked rule, and the q/k norm with
-    // the KV append as one op.
+    // the KV append as one op. Its last layer runs, past its state-writing ops, on the last row
+    // alone (the tail: one tail_row op, then that layer's decode forms).
     ASSERT_EQ(test::record_step_ops(*e, 0, 64, false, &seen), FROST_OK) << frost_last_error();
     n.clear();
     for (const auto& r : seen) ++n[r.kind];
+    const bool last_full = !c.is_linear(c.num_layers - 1);
+    EXPECT_EQ(n[ops::OpKind::TailRow], 1);
     EXPECT_EQ(n[ops::OpKind::GdnChunk], c.num_linear_layers());
     EXPECT_EQ(n[ops::OpKind::GdnGate], 0);
     EXPECT_EQ(n[ops::OpKind::GdnDecode], 0);
@@ -71,15 +74,36 @@ TEST_P(EngineOps, RecordOpsReportsEveryOpOfTheForwardInOrder) {
     EXPECT_EQ(n[ops::OpKind::KvAppend], 0);
     // Each layer's SwiGLU is its own op after the gate_up GEMM, or in that GEMM's epilogue where
     // the backend fuses it (Backend::gemm_fuses_swiglu: CUDA on sm_90a); all layers alike, and the
-    // CPU keeps the two ops.
-    int fused = 0;
-    for (const auto& r : seen) fused += std::string(r.label) == "gemm mlp gate_up+swiglu";
-    EXPECT_EQ(n[ops::OpKind::Swiglu] + fused, c.num_layers);
-    EXPECT_TRUE(fused == 0 || fused == c.num_layers) << fused;
+    // CPU keeps the two ops. The tail's is in its gate_up GEMV, as in decode.
+    int fused = 0, gemv = 0;
+    for (const auto& r : seen) {
+        fused += std::string(r.label) == "gemm mlp gate_up+swiglu";
+        gemv += std::string(r.label) == "gemv mlp gate_up+swiglu";
+    }
+    EXPECT_EQ(gemv, 1);
+    EXPECT_EQ(n[ops::OpKind::Swiglu] + fused, c.num_layers - 1);
+    EXPECT_TRUE(fused == 0 || fused == c.num_layers - 1) << fused;
     if (GetParam() == FROST_BACKEND_CPU) {
         EXPECT_EQ(fused, 0);
     }
-    EXPECT_EQ(n[ops::OpKind::AttentionPrefill], c.num_full_layers());
+    EXPECT_EQ(n[ops::OpKind::AttentionPrefill], c.num_full_layers() - (last_full ? 1 : 0));
+    EXPECT_EQ(n[ops::OpKind::AttentionDecode], last_full ? 1 : 0);
+    // Eval keeps every row of the last layer: no tail.
+    {
+        model::EngineOptions o = e->options();
+        o.logits_all = true;
+        std::unique_ptr<model::Engine> ev;
+        ASSERT_EQ(model::Engine::create(test::capsule_model_dir(), o, &ev), FROST_OK) << frost_last_error();
+        std::vector<ops::OpRecord> all;
+        ASSERT_EQ(test::record_step_ops(*ev, 0, 64, false, &all), FROST_OK) << frost_last_error();
+        int tails = 0, prefill_attn = 0;
+        for (const auto& r : all) {
+            tails += r.kind == ops::OpKind::TailRow;
+            prefill_attn += r.kind == ops::OpKind::AttentionPrefill;
+        }
+        EXPECT_EQ(tails, 0);
+        EXPECT_EQ(prefill_attn, c.num_full_layers());
+    }
     // The position is put back and n_tokens is the bucket: a replay processes all 64 rows (the
     // recorded advance moves the cursor by 64, as the recorded step did).
     ASSERT_EQ(e->read_cursor(0, &cur), FROST_OK);

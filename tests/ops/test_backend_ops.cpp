@@ -807,6 +807,21 @@ std::vector<Case> cases() {
                           return op_cursor(ex, p);
                       }});
     }
+    // A prefill's tail row: row n - 1 of 64 to row 0 (n = 37, 1: nothing moves, 64), from a column
+    // range of a wider row and from a dense view; the tail cursor compared byte for byte.
+    for (int n : {37, 1, 64}) {
+        std::vector<uint8_t> tail(sizeof(StepCursor), 0xa5);
+        cs.push_back({"tail_row n=" + std::to_string(n), OpKind::TailRow,
+                      {act("a", Use::InOut, normal(size_t(64) * WL)), act("b", Use::InOut, normal(size_t(64) * H)),
+                       bytes("cursor", Use::In, cursor_bytes(21, n, 7)), bytes("tail", Use::Out, tail)},
+                      [](const Exec& ex, const Bound& b) {
+                          TailRowOp p;
+                          p.views[0] = b.m("a", C, 64, VW, WL);
+                          p.views[1] = b.m("b", 0, 64, H, H);
+                          p.max_rows = 64; p.cursor = b.as<StepCursor>("cursor"); p.tail = b.as<StepCursor>("tail");
+                          return op_tail_row(ex, p);
+                      }});
+    }
     return cs;
 }
 

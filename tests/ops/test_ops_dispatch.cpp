@@ -4,6 +4,7 @@
 // stream's error naming the op.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -181,6 +182,67 @@ TEST(OpsDispatch, KernelRefusalBecomesTheStreamErrorNamingTheOp) {
 TEST(OpsDispatch, EveryOpHasACpuImplementation) {
     OpKind missing = OpKind::Count;
     EXPECT_TRUE(op_table_complete(cpu_op_table(), &missing)) << op_name(missing);
+}
+
+// A prefill's tail row: row n - 1 of each view (a column range of a wider row, a bf16 view, a
+// dense one) lands in row 0 bit for bit, no other row is touched, and the tail cursor is the
+// cursor of that row alone (every other field copied). n = 1 moves nothing; n beyond the rows
+// clamps to the last row; an empty view slot is skipped.
+TEST(OpsDispatch, TailRowMovesTheLastValidRowToRowZeroAndWritesItsCursor) {
+    Ctx c;
+    std::mt19937 r(std::random_device{}());
+    std::uniform_int_distribution<int> pos_d(0, 5000), n_d(2, 63);
+    const int rows = 64, wide = 40, cols = 24, off = 10, narrow = 8;
+    for (int n : {n_d(r), 1, 64, 90}) {
+        SCOPED_TRACE(n);
+        std::vector<float> a(size_t(rows) * wide), b(size_t(rows) * narrow);
+        std::vector<uint16_t> h(size_t(rows) * narrow);
+        std::normal_distribution<float> d;
+        for (auto& v : a) v = d(r);
+        for (auto& v : b) v = d(r);
+        for (auto& v : h) v = uint16_t(r());
+        const auto a0 = a, b0 = b;
+        const auto h0 = h;
+        StepCursor cur{};
+        cur.pos = pos_d(r); cur.n_tokens = n; cur.last_token = 1234; cur.rng_seed = 99; cur.steps = 7;
+        cur.reserved[2] = 55;
+        StepCursor tail;
+        std::memset(&tail, 0xa5, sizeof tail);
+        TailRowOp p;
+        p.views[0] = mat(a.data() + off, DType::F32, rows, cols, wide);
+        p.views[2] = mat(h.data(), DType::BF16, rows, narrow, narrow);  // slot 1 left empty
+        p.views[3] = mat(b.data(), DType::F32, rows, narrow, narrow);
+        p.max_rows = rows; p.cursor = &cur; p.tail = &tail;
+        ASSERT_EQ(op_tail_row(c.exec(), p, "tail row"), FROST_OK) << frost_last_error();
+        ASSERT_EQ(frost_stream_sync(c.st), FROST_OK) << frost_last_error();
+        const int last = std::min(n, rows) - 1;
+        for (int row = 0; row < rows; ++row)
+            for (int j = 0; j < wide; ++j) {
+                const bool moved = row == 0 && j >= off && j < off + cols;
+                ASSERT_EQ(a[size_t(row) * wide + j], a0[size_t(moved ? last : row) * wide + j]) << row << " " << j;
+            }
+        for (int row = 0; row < rows; ++row)
+            for (int j = 0; j < narrow; ++j) {
+                const size_t from = size_t(row == 0 ? last : row) * narrow + j;
+                ASSERT_EQ(b[size_t(row) * narrow + j], b0[from]);
+                ASSERT_EQ(h[size_t(row) * narrow + j], h0[from]);
+            }
+        StepCursor want = cur;
+        want.pos = cur.pos + last;
+        want.n_tokens = 1;
+        EXPECT_EQ(std::memcmp(&tail, &want, sizeof want), 0);
+        EXPECT_EQ(cur.n_tokens, n);  // the step's own cursor is read only
+    }
+    // Refused at record time: no tail cursor, a view shorter than the rows.
+    StepCursor cur{}, tail{};
+    std::vector<float> a(16);
+    TailRowOp bad;
+    bad.views[0] = mat(a.data(), DType::F32, 4, 4, 4);
+    bad.max_rows = 4; bad.cursor = &cur;
+    EXPECT_EQ(op_tail_row(c.exec(), bad), FROST_ERR_INVALID_ARG);
+    bad.tail = &tail; bad.max_rows = 8;
+    EXPECT_EQ(op_tail_row(c.exec(), bad), FROST_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(frost_last_error()).find("tail_row"), std::string::npos);
 }
 
 }  // namespace

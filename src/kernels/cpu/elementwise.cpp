@@ -1,5 +1,6 @@
 // Per-token elementwise kernels: embedding lookup, SwiGLU, GDN gates (β, g), partial NeoX RoPE,
-// the KV-cache append, and the cursor bookkeeping nodes of a step graph.
+// the KV-cache append, the cursor bookkeeping nodes of a step graph and a prefill's tail row.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -116,6 +117,23 @@ frost_status cursor_op(const CursorParams& p) {
         default:
             return FROST_ERR_INVALID_ARG;
     }
+}
+
+frost_status tail_row(const TailRowParams& p) {
+    if (!p.cursor || !p.tail || p.max_rows <= 0 || p.segments < 0 || p.segments > kTailSegments)
+        return FROST_ERR_INVALID_ARG;
+    // An empty step (never recorded by the engine) reads as one row, as the CUDA kernel does.
+    const int32_t n = std::max<int32_t>(1, launch_rows(&p.cursor->n_tokens, p.max_rows));
+    for (int i = 0; i < p.segments; ++i) {
+        if (!p.base[i] || p.row_bytes[i] <= 0 || p.ld_bytes[i] < p.row_bytes[i]) return FROST_ERR_INVALID_ARG;
+        char* row0 = static_cast<char*>(p.base[i]);
+        if (n > 1) std::memcpy(row0, row0 + (n - 1) * p.ld_bytes[i], size_t(p.row_bytes[i]));
+    }
+    StepCursor t = *p.cursor;
+    t.pos += n - 1;
+    t.n_tokens = 1;
+    *p.tail = t;
+    return FROST_OK;
 }
 
 }  // namespace frost::kernels::cpu

@@ -43,6 +43,7 @@ frost_status attention(const AttentionParams& p);
 frost_status swiglu(const SwigluParams& p);
 frost_status sample(const SampleParams& p);
 frost_status cursor_op(const CursorParams& p);
+frost_status tail_row(const TailRowParams& p);
 
 // bf16 (stored as uint16 bits) to fp32: exact.
 inline float bf16_to_f32(uint16_t b) {

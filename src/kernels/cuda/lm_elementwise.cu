@@ -1,6 +1,9 @@
 // Memory-bound elementwise stages of the hybrid LM: embedding gather, SwiGLU, the GDN gates
-// (β and log-decay g in fp32), the KV-cache append and the cursor bookkeeping nodes.
+// (β and log-decay g in fp32), the KV-cache append, the cursor bookkeeping nodes and a prefill's
+// tail row.
 // 16-byte accesses where rows are 8-aligned; rows come from device memory.
+#include <algorithm>
+
 #include "kernels/cuda/lm_act_quant.cuh"
 #include "kernels/cuda/lm_common.cuh"
 #include "kernels/cuda/lm_kernels.h"
@@ -161,6 +164,32 @@ __global__ void cursor_kernel(CursorParams p) {
     }
 }
 
+// One block per segment of a prefill's tail (TailRowParams): row n - 1 to row 0, 16 bytes a
+// thread where the row and its stride allow (every bf16 view of the forward), else 2; block 0's
+// thread 0 also writes the tail cursor. n == 1 moves nothing (row 0 is the last row).
+__global__ void tail_row_kernel(TailRowParams p) {
+    const int n = max(1, launch_rows(&p.cursor->n_tokens, p.max_rows));
+    const int i = blockIdx.x;
+    if (n > 1 && i < p.segments) {
+        char* row0 = static_cast<char*>(p.base[i]);
+        const char* last = row0 + static_cast<int64_t>(n - 1) * p.ld_bytes[i];
+        const int64_t bytes = p.row_bytes[i];
+        if (reinterpret_cast<uintptr_t>(row0) % 16 == 0 && bytes % 16 == 0 && p.ld_bytes[i] % 16 == 0) {
+            for (int64_t o = 16 * static_cast<int64_t>(threadIdx.x); o < bytes; o += 16 * blockDim.x)
+                *reinterpret_cast<uint4*>(row0 + o) = *reinterpret_cast<const uint4*>(last + o);
+        } else {
+            for (int64_t o = 2 * static_cast<int64_t>(threadIdx.x); o < bytes; o += 2 * blockDim.x)
+                *reinterpret_cast<uint16_t*>(row0 + o) = *reinterpret_cast<const uint16_t*>(last + o);
+        }
+    }
+    if (i == 0 && threadIdx.x == 0) {
+        StepCursor t = *p.cursor;
+        t.pos += n - 1;
+        t.n_tokens = 1;
+        *p.tail = t;
+    }
+}
+
 // One thread per row of a batched decode step (BatchCursorParams).
 __global__ void batch_cursor_kernel(BatchCursorParams p) {
     const int r = threadIdx.x;
@@ -266,6 +295,17 @@ cudaError_t batch_cursor_launch(const BatchCursorParams& p, cudaStream_t stream)
 cudaError_t cursor_launch(const CursorParams& p, cudaStream_t stream) {
     if (!p.cursor || (p.op == kCursorDecodeBegin && !p.ids)) return cudaErrorInvalidValue;
     cursor_kernel<<<1, 1, 0, stream>>>(p);
+    return cudaGetLastError();
+}
+
+cudaError_t tail_row_launch(const TailRowParams& p, cudaStream_t stream) {
+    if (!p.cursor || !p.tail || p.max_rows <= 0 || p.segments < 0 || p.segments > kTailSegments)
+        return cudaErrorInvalidValue;
+    for (int i = 0; i < p.segments; ++i)
+        if (!p.base[i] || p.row_bytes[i] <= 0 || p.row_bytes[i] % 2 != 0 || p.ld_bytes[i] < p.row_bytes[i] ||
+            p.ld_bytes[i] % 2 != 0 || reinterpret_cast<uintptr_t>(p.base[i]) % 2 != 0)
+            return cudaErrorInvalidValue;
+    tail_row_kernel<<<std::max(1, p.segments), kThreads, 0, stream>>>(p);
     return cudaGetLastError();
 }
 

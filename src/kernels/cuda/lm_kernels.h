@@ -152,6 +152,9 @@ cudaError_t sample_logprobs_launch(const SampleParams& p, float* work, cudaStrea
 cudaError_t cursor_launch(const CursorParams& p, cudaStream_t stream);
 // Batched decode: gathers (decode_begin) / advances and writes back (advance) each member's cursor.
 cudaError_t batch_cursor_launch(const BatchCursorParams& p, cudaStream_t stream);
+// A prefill's tail row (family TailRowParams): one block per segment, block 0 writes the tail
+// cursor. A plain launch that never triggers early, so its readers see every byte it moves.
+cudaError_t tail_row_launch(const TailRowParams& p, cudaStream_t stream);
 
 // Decode GEMV (M = 1 row of x, bf16 weights streamed once with 16-byte loads); same params as
 // the GEMM (M must be 1, K a multiple of 8). Deterministic: fixed per-row reduction order.

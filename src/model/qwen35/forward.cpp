@@ -5,6 +5,10 @@
 // forward picks the fused op both backends implement: decode runs the GDN layer's conv, gated
 // step and norm as one op (op_gdn_decode), q/k norm + RoPE with the KV append as one op, the
 // gate_up GEMV with SwiGLU in its epilogue and attention_decode; prefill runs the gate + chunked GDN, GEMM + swiglu and attention_prefill.
+// The tail (StepSpec::tail): when a prefill reads only its last row's logits, the last layer runs
+// its state-writing ops (the GDN conv and chunked rule, the KV append) over every row, then moves
+// the last row to row 0 (op_tail_row) and runs the rest on that one row in the decode forms: no
+// other row of the last layer's output is ever read. Session state is the same either way.
 // `pdl` marks the launches a decode graph chains with programmatic dependent launch (a hint the
 // CPU ignores). A batched decode step (StepSpec::batch) is this same sequence over B rows, one
 // token of one live session each: the per-session ops read their member's state through the
@@ -13,6 +17,7 @@
 #include "model/qwen35/forward.h"
 
 #include <cmath>
+#include <initializer_list>
 
 #include "exec/error.h"
 
@@ -39,12 +44,19 @@ struct Forward {
     const StepSpec& step;
     const TraceHook* trace_hook;
 
-    int rows() const { return step.rows; }
+    bool tail = false;  // past the last layer's op_tail_row: one row, row 0 (StepSpec::tail)
+
+    int rows() const { return tail ? 1 : step.rows; }
+    // One row in the decode forms (GEMV, decode attention, MoE decode): decode, or the tail.
+    bool one_row() const { return step.decode || tail; }
     int32_t pdl() const { return step.decode ? 1 : 0; }
     bool batched() const { return step.batch > 0; }
-    // Batched: every row is live (padding rows compute on token 0 and are discarded).
-    const int32_t* n_rows() const { return batched() ? nullptr : &ss.cursor->n_tokens; }
-    kernels::StepCursor* cursor() const { return batched() ? s.batch.cursors : ss.cursor; }
+    // The step's valid rows. Batched: every row is live (padding rows compute on token 0 and are
+    // discarded).
+    const int32_t* step_n_rows() const { return batched() ? nullptr : &ss.cursor->n_tokens; }
+    // The valid rows of the ops being recorded: the tail's one row is always valid.
+    const int32_t* n_rows() const { return tail ? nullptr : step_n_rows(); }
+    kernels::StepCursor* cursor() const { return batched() ? s.batch.cursors : tail ? s.tail_cursor : ss.cursor; }
     // The members' buffers of `column` (layout.h slot_column); off on a solo step.
     ops::BatchSlots slots(int column) const {
         ops::BatchSlots b;
@@ -53,7 +65,7 @@ struct Forward {
         b.slots = s.batch.slots; b.cursors = s.batch.cursors; b.B = step.batch;
         return b;
     }
-    ops::Rows rws() const { return {step.rows, n_rows()}; }
+    ops::Rows rws() const { return {rows(), n_rows()}; }
     float eps() const { return static_cast<float>(c.rms_norm_eps); }
 
     frost_status trace(const char* name, int layer, const Tensor& src) {
@@ -61,7 +73,7 @@ struct Forward {
     }
 
     bool quant_act(const Tensor& wt) const {
-        return (step.decode ? step.fp8_w8a8_decode : step.fp8_w8a8_prefill) && wt.dtype == ops::DType::FP8_E4M3;
+        return (one_row() ? step.fp8_w8a8_decode : step.fp8_w8a8_prefill) && wt.dtype == ops::DType::FP8_E4M3;
     }
 
     // The FP8 twin the producer of wt's GEMM input writes beside it (ScratchViews::fp8_q), when
@@ -70,7 +82,7 @@ struct Forward {
     // one row itself (lm_gemv_quant.h act_fp8), the same bytes without a second write.
     ops::Fp8Act twin_for(const Tensor& wt) const {
         const int64_t K = wt.rank == 2 ? wt.shape[1] : 0;
-        if (step.decode || !quant_act(wt) || s.fp8_q.empty() || wt.scale_block != 128 || K % 128 != 0 ||
+        if (one_row() || !quant_act(wt) || s.fp8_q.empty() || wt.scale_block != 128 || K % 128 != 0 ||
             int64_t(rows()) * K > s.fp8_q.numel() || ops::fp8_act_ld(rows()) * (K / 128) > s.fp8_scale.numel())
             return {};
         return ops::fp8_act(s.fp8_q.data, s.fp8_scale.data, rows(), K);
@@ -145,7 +157,44 @@ struct Forward {
     // What the post-attention norm's x feeds: the MoE op or the decode gate_up+SwiGLU GEMV read x
     // itself (no twin); prefill's dense gate_up reads its twin.
     ops::GemmOp post_norm_reader(int l) const {
-        return c.is_moe_layer(l) || step.decode ? ops::GemmOp{} : gate_up_op(l);
+        return c.is_moe_layer(l) || one_row() ? ops::GemmOp{} : gate_up_op(l);
+    }
+
+    // Whether layer l is a prefill's tail layer (see the top of this file): the last layer, when
+    // only the last row's logits are read (no eval logits, no batched step, no trace of every
+    // row) and the engine gave the tail's cursor.
+    bool tail_layer(int l) const {
+        return step.tail && !step.decode && !step.logits_all && !batched() && !(trace_hook && *trace_hook) &&
+               s.tail_cursor && step.rows > 1 && l == c.num_layers - 1;
+    }
+    // In layer l's mixer, once its state-writing ops are recorded: where l is the tail layer, the
+    // last row of h and of `views` (what the rest of the layer reads) moves to row 0, and every
+    // later op runs on that row.
+    frost_status enter_tail(int l, std::initializer_list<Tensor> views) {
+        if (!tail_layer(l)) return FROST_OK;
+        ops::TailRowOp t;
+        t.views[0] = h_rows();
+        int i = 1;
+        for (const Tensor& v : views) t.views[i++] = v;
+        t.max_rows = step.rows; t.cursor = ss.cursor; t.tail = s.tail_cursor;
+        FROST_TRY(ops::op_tail_row(ex, t, "tail row"));
+        tail = true;
+        return FROST_OK;
+    }
+
+    // The GDN layer's gated RMSNorm of core by z, and the out projection it feeds (residual into
+    // h), at rows().
+    ops::GemmOp lin_out_op(int l) const {
+        return gemm_op(at(s.gated, 0, rows(), c.lin_v_dim(), c.lin_v_dim()), w.layers[l].out_proj, h_rows(),
+                       Epilogue::Residual, Tensor{}, true);
+    }
+    ops::GatedRmsNormOp gated_norm_op(int l, const ops::GemmOp& out) const {
+        const int C = c.conv_dim(), V = c.lin_v_dim();
+        ops::GatedRmsNormOp gn;
+        gn.x = at(s.core, 0, rows(), V, V); gn.z = at(s.proj, C, rows(), V, proj_width(l)); gn.w = w.layers[l].gdn_norm;
+        gn.y = out.x; gn.heads = c.lin_num_v_heads; gn.dim = c.lin_v_head_dim; gn.eps = eps(); gn.rows = rws();
+        gn.pdl = pdl(); gn.yq = out.xq; gn.yq_only = out.xq_only;
+        return gn;
     }
 
     frost_status linear_mixer(int l) {
@@ -172,12 +221,6 @@ struct Forward {
         const Tensor a = at(s.proj, C + V + Hv, rows(), Hv, W);
         const Tensor beta = at(s.beta, 0, rows(), Hv, Hv), g = at(s.g, 0, rows(), Hv, Hv);
         const Tensor core = at(s.core, 0, rows(), V, V);
-        const ops::GemmOp out = gemm_op(at(s.gated, 0, rows(), V, V), L.out_proj, h_rows(), Epilogue::Residual, Tensor{},
-                                        true);
-        ops::GatedRmsNormOp gn;
-        gn.x = core; gn.z = at(s.proj, C, rows(), V, W); gn.w = L.gdn_norm; gn.y = out.x;
-        gn.heads = Hv; gn.dim = dv; gn.eps = eps(); gn.rows = rws(); gn.pdl = pdl();
-        gn.yq = out.xq; gn.yq_only = out.xq_only;
         if (step.decode) {  // conv, gated step and norm as one op (one launch on CUDA, same bits)
             ops::GdnDecodeOp dec;
             dec.conv = cv;
@@ -186,21 +229,24 @@ struct Forward {
             d.A_log = L.A_log; d.dt_bias = L.dt_bias; d.beta = beta; d.g = g;
             d.max_rows = rows(); d.cursor = cursor(); d.pdl = pdl();
             d.batch = slots(slot_column(l, StateKind::Recurrent));
-            dec.norm = gn;
+            const ops::GemmOp out = lin_out_op(l);
+            dec.norm = gated_norm_op(l, out);
             if (fold_gates) dec.gates = in_proj_tail_op(l);
             FROST_TRY(ops::op_gdn_decode(ex, dec, "conv1d+gdn_step+gated_rmsnorm"));
             FROST_TRY(trace("gdn_out", l, core));
-        } else {
-            FROST_TRY(ops::op_conv1d_silu_l2(ex, cv, "conv1d+silu+l2norm"));
-            ops::GdnChunkOp d;  // with its gate (CUDA: computed in the chunk prep, one launch fewer)
-            d.q = q; d.k = k; d.v = v; d.beta = beta; d.g = g; d.state = ss.rec[l]; d.o = core; d.work = s.gdn_work;
-            d.chunk = kGdnChunk; d.max_rows = rows(); d.cursor = ss.cursor;
-            ops::GdnGateOp& gp = d.gate;
-            gp.b = b; gp.a = a; gp.A_log = L.A_log; gp.dt_bias = L.dt_bias; gp.beta = beta; gp.g = g; gp.rows = rws();
-            FROST_TRY(ops::op_gdn_chunk(ex, d, "gdn_chunk"));
-            FROST_TRY(trace("gdn_out", l, core));
-            FROST_TRY(ops::op_gated_rmsnorm(ex, gn, "gated_rmsnorm"));
+            return ops::op_gemm(ex, out, "gemm lin out_proj");
         }
+        FROST_TRY(ops::op_conv1d_silu_l2(ex, cv, "conv1d+silu+l2norm"));
+        ops::GdnChunkOp d;  // with its gate (CUDA: computed in the chunk prep, one launch fewer)
+        d.q = q; d.k = k; d.v = v; d.beta = beta; d.g = g; d.state = ss.rec[l]; d.o = core; d.work = s.gdn_work;
+        d.chunk = kGdnChunk; d.max_rows = rows(); d.cursor = ss.cursor;
+        ops::GdnGateOp& gp = d.gate;
+        gp.b = b; gp.a = a; gp.A_log = L.A_log; gp.dt_bias = L.dt_bias; gp.beta = beta; gp.g = g; gp.rows = rws();
+        FROST_TRY(ops::op_gdn_chunk(ex, d, "gdn_chunk"));
+        FROST_TRY(trace("gdn_out", l, core));
+        FROST_TRY(enter_tail(l, {core, at(s.proj, C, rows(), V, W)}));  // core and z
+        const ops::GemmOp out = lin_out_op(l);
+        FROST_TRY(ops::op_gated_rmsnorm(ex, gated_norm_op(l, out), "gated_rmsnorm"));
         return ops::op_gemm(ex, out, "gemm lin out_proj");
     }
 
@@ -223,15 +269,16 @@ struct Forward {
         kv.batch = slots(slot_column(l, StateKind::Kv));
         // One op (one launch on CUDA, same bits), decode and prefill.
         FROST_TRY(ops::op_qk_rope_kv_append(ex, ops::QkRopeKvAppendOp{qk, kv}, "qk_norm_rope+kv_append"));
+        FROST_TRY(enter_tail(l, {at(s.proj, 0, rows(), k_off, W)}));  // q and its gate
         ops::AttentionOp ap;
-        ap.q = qk.q;
+        ap.q = heads_at(s.proj, 0, rows(), Hq, d, W, 2 * d);
         if (c.attn_output_gate) ap.gate = heads_at(s.proj, d, rows(), Hq, d, W, 2 * d);
         ap.k_cache = kv.k_cache; ap.v_cache = kv.v_cache;
         ap.o = at(s.core, 0, rows(), int64_t(Hq) * d, int64_t(Hq) * d); ap.work = s.attn_work;
         ap.scale = 1.0f / std::sqrt(static_cast<float>(d)); ap.max_rows = rows(); ap.cursor = cursor();
         ap.batch = kv.batch;
-        FROST_TRY(step.decode ? ops::op_attention_decode(ex, ap, "attn_decode")
-                              : ops::op_attention_prefill(ex, ap, "attn_prefill"));
+        FROST_TRY(one_row() ? ops::op_attention_decode(ex, ap, "attn_decode")
+                            : ops::op_attention_prefill(ex, ap, "attn_prefill"));
         FROST_TRY(trace("attn_out", l, ap.o));
         return gemm("gemm full o_proj", ap.o, L.out_proj, h_rows(), Epilogue::Residual);
     }
@@ -251,7 +298,7 @@ struct Forward {
         m.work = s.moe_work;
         m.E = E; m.k = k; m.I = c.moe_intermediate_size; m.Is = c.shared_expert_intermediate_size;
         m.norm_topk = c.norm_topk_prob ? 1 : 0; m.rows = rws();
-        FROST_TRY(ops::op_moe(ex, m, step.decode ? "moe decode" : "moe prefill"));
+        FROST_TRY(ops::op_moe(ex, m, one_row() ? "moe decode" : "moe prefill"));
         return trace("router_probs", l, m.probs);
     }
 
@@ -261,7 +308,7 @@ struct Forward {
         const LayerWeightViews& L = w.layers[l];
         const int F = c.intermediate_size;
         const Tensor act = at(s.act, 0, rows(), F, F), up = at(s.proj, 0, rows(), 2 * F, 2 * F);
-        if (step.decode) {  // gate_up GEMV with SwiGLU in its epilogue (same bits as the two kernels)
+        if (one_row()) {  // gate_up GEMV with SwiGLU in its epilogue (same bits as the two kernels)
             FROST_TRY(gemm("gemv mlp gate_up+swiglu", x_rows(), L.gate_up, act, Epilogue::SwiGLU, up));
         } else if (const ops::GemmOp fused = gemm_op(x_rows(), L.gate_up, act, Epilogue::SwiGLU, up);
                    ex.backend->gemm_fuses_swiglu(fused)) {  // one GEMM, SwiGLU in its epilogue
@@ -329,7 +376,7 @@ struct Forward {
         FROST_TRY(gemm("gemm lm_head", fn.y, w.lm_head, logits, Epilogue::None));
         if (batched()) return sample_members(logits);
         ops::SampleOp sm;
-        sm.logits = logits; sm.select_last_row = lm_rows == 1 ? 0 : 1; sm.n_rows = n_rows();
+        sm.logits = logits; sm.select_last_row = lm_rows == 1 ? 0 : 1; sm.n_rows = step_n_rows();
         sm.work = s.sample_work; sm.work_idx = s.sample_idx; sm.cursor = ss.cursor; sm.out_token = s.out_token;
         sm.settings = ss.sampler; sm.counts = ss.counts; sm.seen = ss.seen; sm.mask = ss.mask;
         sm.ids = s.ids; sm.count_inputs = step.decode ? 1 : 0; sm.record = s.sample_record;

@@ -52,6 +52,7 @@ struct ScratchViews {
     ops::Tensor fp8_q;        // u8
     ops::Tensor fp8_scale;    // f32
     int32_t* out_token = nullptr;  // [1]
+    kernels::StepCursor* tail_cursor = nullptr;  // [1] the cursor of a prefill's tail row (StepSpec::tail)
     kernels::SampleRecord* sample_record = nullptr;  // [1] the step's token + logprobs
     BatchViews batch;              // batched decode (empty when the engine has none)
 };
@@ -90,6 +91,11 @@ struct StepSpec {
     // per-session buffer no other step writes).
     int layer_begin = 0;
     int layer_end = -1;
+    // A prefill whose logits are its last row's (no logits_all, no trace hook) runs the last
+    // layer past its state-writing ops on that row alone (forward.cpp "the tail"; needs
+    // ScratchViews::tail_cursor). Session state is the same; the last row's logits come from the
+    // decode forms of those ops. Off: every row, as eval does (EngineOptions::prefill_tail).
+    bool tail = true;
 };
 
 // Enqueues one whole step on ex.stream (normally while it is being captured into a graph).

@@ -498,6 +498,12 @@ frost_status run(const CursorOpParams& p) {
     return FROST_OK;
 }
 
+// Bytes moved as they are (any dtype), so no widening.
+frost_status run(const TailRowOp& p) {
+    const K::TailRowParams t = tail_row_params(p);
+    return named(K::cpu::tail_row(t), "tail_row");
+}
+
 // The reference MoE (kernels/cpu/moe.h) over widened views; probs / ids / weights are f32 / i32.
 frost_status run(const MoeOp& p) {
     if (p.topk_ids.dtype != DType::I32)
@@ -572,6 +578,7 @@ const OpTable& cpu_op_table() {
         o.moe = enqueue<MoeOp>;
         o.gdn_decode = enqueue<GdnDecodeOp>;
         o.qk_rope_kv_append = enqueue<QkRopeKvAppendOp>;
+        o.tail_row = enqueue<TailRowOp>;
         return o;
     }();
     return t;

@@ -843,6 +843,11 @@ frost_status cursor(const Exec& ex, const CursorOpParams& p) {
     return check(K::cursor_launch(c, native(ex)), "cursor");
 }
 
+frost_status tail_row(const Exec& ex, const TailRowOp& p) {
+    const K::TailRowParams t = tail_row_params(p);
+    return check(K::tail_row_launch(t, native(ex)), "tail_row");
+}
+
 // The MoE matrices a quantized layer may hold (MoeOp's experts and shared expert; the router and
 // the shared expert's gate are read by the router kernel, bf16 only).
 bool moe_routed_quantized(const MoeOp& p) { return p.experts_gate_up.quantized() && p.experts_down.quantized(); }
@@ -1061,6 +1066,7 @@ const OpTable& cuda_op_table() {
         o.moe = moe;
         o.gdn_decode = gdn_decode;
         o.qk_rope_kv_append = qk_rope_kv_append;
+        o.tail_row = tail_row;
         return o;
     }();
     return t;
