@@ -499,8 +499,8 @@ frost_status Engine::check_leave_out() {
             if ((l.kind == ops::OpKind::Cursor || l.kind == ops::OpKind::TailRow) &&
                 ops::label_matches(l.label.c_str(), part))
                 return fail(FROST_ERR_INVALID_ARG,
-                            "engine: leave_out_ops \"%s\" matches \"%s\", a cursor op: it holds the step's position and "
-                            "token count, which every later op addresses memory by, so it cannot be left out",
+                            "engine: leave_out_ops \"%s\" matches \"%s\", a cursor op: it writes a position and token "
+                            "count that later ops address memory by, so it cannot be left out",
                             part.c_str(), l.label.c_str());
         if (std::any_of(dec.begin(), dec.end(), [&part](const LabelCost& l) { return ops::label_matches(l.label.c_str(), part); }))
             continue;

@@ -160,8 +160,8 @@ public:
     // (capsule Deployment::numerics): "rope_inv_freq=bf16|f32", ";chunk_invariant" on CUDA with
     // EngineOptions::chunk_invariant, and on CUDA with a quantized
     // checkpoint ";weights=kept|dequantized;gdn_in_proj=auto|always|never;fp8_prefill=
-    // w8a8|exact;fp8_decode=w8a8|exact"; ";prefill_tail=off" without the tail. Options that keep the bits (the FP8 twins, chunk sizes,
-    // batching) are not in it.
+    // w8a8|exact;fp8_decode=w8a8|exact"; on CUDA ";prefill_tail=off" without the prefill tail.
+    // Options that keep the bits (the FP8 twins, chunk sizes, batching) are not in it.
     std::string numerics() const;
     frost_ctx* ctx() const { return ctx_; }
     frost_stream* stream() const { return stream_; }
