@@ -44,7 +44,8 @@ class Costs:
     def __init__(self, cfg):
         self.H = cfg["hidden_size"]
         self.L = cfg["num_hidden_layers"]
-        self.n_full = self.L // cfg["full_attention_interval"]
+        self.interval = cfg["full_attention_interval"]
+        self.n_full = self.L // self.interval
         self.n_lin = self.L - self.n_full
         self.F = cfg["intermediate_size"]
         self.V = cfg["vocab_size"]
@@ -82,9 +83,37 @@ class Costs:
         embedding table contributes one row), the KV read, the state read and written."""
         return (self.layer_params + self.head_params) * BF16_BYTES + self.kv_bytes(context) + 2 * self.state_bytes()
 
-    def prefill_flops(self, tokens):
-        """FLOPs of a cold prefill of `tokens` + the first token's logits (lm_head on one row)."""
-        return self.extend_flops(0, tokens)
+    def prefill_flops(self, tokens, tail_chunk=0):
+        """FLOPs of a cold prefill of `tokens` + the first token's logits (lm_head on one row).
+
+        tail_chunk > 0: as Frost runs it, in chunks of that many tokens, each with its own logits row
+        and its last layer past the state-writing ops on its last row only (the prefill tail,
+        docs/design/architecture.md); 0: every row of every layer once (the model's FLOPs, as
+        transformers runs them)."""
+        if tail_chunk <= 0:
+            return self.extend_flops(0, tokens)
+        total, pos = 0.0, 0
+        while pos < tokens:
+            take = min(tail_chunk, tokens - pos)
+            total += self.extend_flops(pos, take) - self.tail_saving(pos, take)
+            pos += take
+        return total
+
+    def tail_saving(self, prefix, tokens):
+        """FLOPs the prefill tail leaves out of a chunk of `tokens` after `prefix`: the last layer's
+        MLP and output projection on all rows but the last, and for a full-attention last layer the
+        other rows' attention (the input projections, the GDN rule and the KV append still run on
+        every row)."""
+        T = tokens
+        if T <= 1:
+            return 0.0
+        saved = 2.0 * 3 * self.H * self.F * (T - 1)
+        if self.L % self.interval == 0:  # the last layer is a full-attention one
+            saved += 2.0 * self.Hq * self.d * self.H * (T - 1)
+            saved += 4.0 * self.Hq * self.d * (T * (prefix + T / 2) - (prefix + T))
+        else:
+            saved += 2.0 * self.Hv * self.dv * self.H * (T - 1)
+        return saved
 
     def extend_flops(self, prefix, tokens):
         """FLOPs of appending `tokens` after `prefix` cached ones, + the first new token's logits."""

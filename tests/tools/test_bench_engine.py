@@ -22,6 +22,7 @@ DECODE = [128]
 STEPS = 4
 FP32_OVER_BF16 = 2   # the CPU engine stores weights and KV in fp32, the cost model counts bf16
 SEQ_SLACK = 64       # cmd_bench_engine.cpp: max_seq_len = longest run + decode steps + 64
+CHUNK = 256          # --chunk: the prefill chunk
 
 
 def frost(*args):
@@ -33,7 +34,7 @@ def frost(*args):
 def bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("engine-bench")
     p = frost("bench", "engine", "--preset", "tiny", "--backend", "cpu", "--ttft", ",".join(map(str, TTFT)),
-              "--decode", ",".join(map(str, DECODE)), "--decode-steps", STEPS, "--chunk", 256, "--reps", 2,
+              "--decode", ",".join(map(str, DECODE)), "--decode-steps", STEPS, "--chunk", CHUNK, "--reps", 2,
               "--out-dir", out, "--json")
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout), out / "model-tiny", p.stderr
@@ -124,8 +125,9 @@ def test_ttft_floor_is_the_larger_of_the_flop_and_bandwidth_floors(bench):
     c = Costs(shape_config(model_dir))
     for r in j["ttft"]:
         # The engine's FLOP count against the independent cost model (they differ in the small
-        # elementwise terms each counts).
-        assert r["flops"] == pytest.approx(c.prefill_flops(r["tokens"]), rel=0.03)
+        # elementwise terms each counts), both with the prefill tail in each chunk (--chunk).
+        assert r["flops"] == pytest.approx(c.prefill_flops(r["tokens"], tail_chunk=CHUNK), rel=0.03)
+        assert r["flops"] < 0.97 * c.prefill_flops(r["tokens"])  # the tail leaves work out
         flop_floor = r["flops"] / (g["tflops"] * 1e12) * 1e3
         assert r["flop_floor_ms"] == pytest.approx(flop_floor, rel=1e-9)
         assert r["floor_ms"] == pytest.approx(max(flop_floor, r["bandwidth_floor_ms"]), rel=1e-9)
