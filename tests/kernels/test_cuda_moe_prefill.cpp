@@ -20,6 +20,7 @@ TEST(CudaMoePrefill, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA";
 #include "kernels/cpu/moe.h"
 #include "kernels/cuda/lm_moe.h"
 #include "kernels/cuda_test_util.h"
+#include "util/fp8.h"
 
 namespace frost::test {
 namespace {
@@ -476,6 +477,97 @@ TEST(CudaMoePrefill, EnvironmentOverridesThePickedTile) {
     g.p.tile_shape = 1;  // an explicit shape wins over the environment
     EXPECT_EQ(kernels::moe_prefill_tile_rows(g.p), 64);
     unsetenv("FROST_MOE_PREFILL_TILE");
+}
+
+// An FP8 stack of n rows x K (e4m3 codes up to +-2^3, every code class: zeros, subnormals,
+// normals, both signs; no NaN) with its scales per bn x bk block; `deq` = bf16(e4m3 * scale) per
+// weight, what dequant_bf16_launch writes, for the bf16 reference launch.
+struct Fp8Stack {
+    std::vector<uint8_t> w;
+    std::vector<float> scale, deq;
+    int bn, bk;
+};
+Fp8Stack make_fp8(std::mt19937& rng, size_t n, int K, int bn, int bk, float scale_mid) {
+    Fp8Stack f{std::vector<uint8_t>(n * size_t(K)), {}, std::vector<float>(n * size_t(K)), bn, bk};
+    std::uniform_int_distribution<int> code(0, 255), exp(0, 10);
+    for (auto& b : f.w) {
+        const int c = code(rng);
+        b = uint8_t((c & 0x80) | (exp(rng) << 3) | (c & 7));  // exponent field <= 10: |v| <= 15
+    }
+    const size_t rows_s = (n + size_t(bn) - 1) / size_t(bn), cols_s = (size_t(K) + bk - 1) / size_t(bk);
+    std::uniform_real_distribution<float> u(0.5f, 2.0f);
+    f.scale.resize(rows_s * cols_s);
+    for (auto& x : f.scale) x = scale_mid * u(rng);
+    for (size_t r = 0; r < n; ++r)
+        for (int k = 0; k < K; ++k)
+            f.deq[r * K + k] = round_bf(util::e4m3_to_f32(f.w[r * K + k]) * f.scale[(r / bn) * cols_s + k / bk]);
+    return f;
+}
+
+// The grouped GEMMs reading FP8 stacks as stored (MoeBf16Params::fp8: each weight converted on
+// its way into shared memory) give the bits of the same launch on the dequantized bf16 stacks,
+// at every TMA tile shape, with Qwen's 128 x 128 blocks (narrow experts: a partial row block,
+// K tails inside a block), odd blocks (64 x 48) and one scale per row; other tiles refuse them.
+TEST(CudaMoePrefill, Fp8StacksGiveTheDequantizedStacksBits) {
+    FROST_SKIP_WITHOUT_CUDA();
+    const Shape s{272, 8, 2, 208, 96, true};
+    const int rows = 700, n = 683;
+    const int blocks[][2] = {{128, 128}, {64, 48}, {1, 0}};  // {1, 0}: one scale per row (block_k = K)
+    for (const auto& blk : blocks) {
+        auto rng = fresh_rng("CudaMoePrefillFp8");
+        Weights w = make_weights(rng, s);
+        const auto stack = [&](size_t nr, int K) {
+            return make_fp8(rng, nr, K, blk[0], blk[1] ? blk[1] : K, 0.25f / std::sqrt(float(K)));
+        };
+        const Fp8Stack gu = stack(size_t(s.E) * 2 * s.I, s.H), dn = stack(size_t(s.E) * s.H, s.I),
+                       sgu = stack(size_t(2) * s.Is, s.H), sdn = stack(size_t(s.H), s.Is);
+        w.gu = gu.deq; w.down = dn.deq; w.sgu = sgu.deq; w.sdown = sdn.deq;
+        const std::vector<float> x = uniform(rng, size_t(rows) * s.H, -2, 2);
+        Gpu g(w, x, rows, n);
+        Dev<uint8_t> gu_w(gu.w), dn_w(dn.w), sgu_w(sgu.w), sdn_w(sdn.w);
+        Dev<float> gu_s(gu.scale), dn_s(dn.scale), sgu_s(sgu.scale), sdn_s(sdn.scale);
+        // g.p reading the four FP8 stacks.
+        const auto with_fp8 = [&](kernels::MoeBf16Params f) {
+            const auto fp8 = [](const Fp8Stack& st, const Dev<uint8_t>& dw, const Dev<float>& ds, int K) {
+                return kernels::MoeFp8Weights{dw.get(), ds.get(), st.bn, st.bk ? st.bk : K};
+            };
+            f.fp8 = 1;
+            f.fp8_gate_up = fp8(gu, gu_w, gu_s, s.H);
+            f.fp8_down = fp8(dn, dn_w, dn_s, s.I);
+            f.fp8_shared_gate_up = fp8(sgu, sgu_w, sgu_s, s.H);
+            f.fp8_shared_down = fp8(sdn, sdn_w, sdn_s, s.Is);
+            return f;
+        };
+        for (int shape = 2; shape <= kernels::kMoeTileShapeCount; ++shape) {
+            SCOPED_TRACE("tile shape " + std::to_string(shape) + ", blocks " + std::to_string(blk[0]) + " x " +
+                         std::to_string(blk[1]));
+            g.p.tile_shape = shape;
+            const kernels::MoeBf16Params f = with_fp8(g.p);
+            const bool tma = shape >= 5 && kernels::moe_prefill_wgmma_supported();
+            EXPECT_EQ(kernels::moe_prefill_reads_fp8(f), tma);
+            if (!tma) {
+                if (shape == 2 || kernels::moe_prefill_wgmma_supported())
+                    EXPECT_EQ(kernels::moe_prefill_launch(f, nullptr), cudaErrorInvalidValue) << "FP8 on a bf16-only tile";
+                continue;
+            }
+            g.out.poison(); g.ag.poison(); g.yg.poison();
+            CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
+            const auto ref = g.out.download();
+            g.out.poison(); g.ag.poison(); g.yg.poison();
+            CUDA_OK(kernels::moe_prefill_launch(f, nullptr));
+            const auto got = g.out.download();
+            for (int r = 0; r < n; ++r)
+                ASSERT_EQ(std::memcmp(&ref[size_t(r) * s.H], &got[size_t(r) * s.H], sizeof(float) * s.H), 0)
+                    << "row " << r << ": the FP8 stacks' output differs from the dequantized stacks'";
+            expect_untouched_past(g, n);
+            EXPECT_FALSE(std::isnan(got[0]));
+        }
+        // A misaligned stack is not taken (the caller dequantizes instead).
+        kernels::MoeBf16Params f = with_fp8(g.p);
+        f.tile_shape = 0;
+        f.fp8_down.w += 8;
+        EXPECT_FALSE(kernels::moe_prefill_reads_fp8(f));
+    }
 }
 
 TEST(CudaMoePrefill, BadParamsAreRefused) {

@@ -318,6 +318,11 @@ cudaError_t tma_launch_t(const AttentionBf16Params& p, const TmaMaps& maps, cuda
 
 cudaError_t encode_swizzled_map(CUtensorMap* map, CUtensorMapDataType dtype, int elem_bytes, const void* base,
                                 int64_t cols, int64_t rows, int64_t row_stride, int box_rows) {
+    return encode_box_map(map, dtype, elem_bytes, base, cols, rows, row_stride, 128 / elem_bytes, box_rows, true);
+}
+
+cudaError_t encode_box_map(CUtensorMap* map, CUtensorMapDataType dtype, int elem_bytes, const void* base, int64_t cols,
+                           int64_t rows, int64_t row_stride, int box_cols, int box_rows, bool swizzle128) {
     // Resolved once; a later call reuses the pointer (no driver call inside a capture after the first).
     static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
         void* fn = nullptr;
@@ -332,10 +337,10 @@ cudaError_t encode_swizzled_map(CUtensorMap* map, CUtensorMapDataType dtype, int
     if (!encode) return cudaErrorNotSupported;
     const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
     const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * static_cast<cuuint64_t>(elem_bytes)};
-    const cuuint32_t box[2] = {static_cast<cuuint32_t>(128 / elem_bytes), static_cast<cuuint32_t>(box_rows)};
+    const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
     const cuuint32_t elem_strides[2] = {1, 1};
-    const CUresult r = encode(map, dtype, 2, const_cast<void*>(base), dims, strides, box,
-                              elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+    const CUresult r = encode(map, dtype, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }

@@ -82,6 +82,11 @@ __device__ inline void tma_prefetch_map(const CUtensorMap* map) {
 // it refuses the shape.
 cudaError_t encode_swizzled_map(CUtensorMap* map, CUtensorMapDataType dtype, int elem_bytes, const void* base,
                                 int64_t cols, int64_t rows, int64_t row_stride, int box_rows);
+// The general form: boxes of box_rows x box_cols elements, rows packed (box_cols * elem_bytes
+// bytes apart in shared memory) without swizzle, or 128-byte swizzled (box_cols * elem_bytes
+// = 128). encode_swizzled_map is encode_box_map(..., 128 / elem_bytes, box_rows, true).
+cudaError_t encode_box_map(CUtensorMap* map, CUtensorMapDataType dtype, int elem_bytes, const void* base, int64_t cols,
+                           int64_t rows, int64_t row_stride, int box_cols, int box_rows, bool swizzle128);
 // The bf16 form (attention's Q and K / V cache).
 inline cudaError_t encode_tile_map(CUtensorMap* map, const void* base, int64_t cols, int64_t rows, int64_t row_stride,
                                    int box_rows) {

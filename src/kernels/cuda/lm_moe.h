@@ -51,6 +51,16 @@ constexpr MoeTileShape kMoeTileShapes[] = {{64, 64, 32, 0},   {128, 64, 32, 0}, 
                                            {128, 64, 256, 1}, {128, 64, 128, 1}, {192, 64, 128, 1}};
 constexpr int kMoeTileShapeCount = 7;
 
+// An FP8 (e4m3) weight stack the Hopper prefill GEMMs read as stored (MoeBf16Params::fp8): rows
+// of K bytes, w = e4m3 * scale[(row / block_n) * ceil(K / block_k) + k / block_k] (Qwen's block
+// format, block_n = block_k = 128; one scale per row is block_n = 1, block_k = K), rows indexed
+// across the stack as the bf16 pointers' are.
+struct MoeFp8Weights {
+    const uint8_t* w = nullptr;
+    const float* scale = nullptr;
+    int32_t block_n = 0, block_k = 0;
+};
+
 struct MoeBf16Params {
     const bf16* x;                // [max_rows, H] post-attention-norm output
     const bf16* router;           // [E, H]
@@ -94,6 +104,14 @@ struct MoeBf16Params {
     unsigned long long* sync;     // one-row decode in one launch (prototype, FROST_MOE_DECODE=fused): its
                                   // grid-barrier counter, zero at allocation, one launch at a time;
                                   // nullptr: the three launches
+    // Prefill with FP8 experts (moe_prefill_reads_fp8; opt-in in the ops layer, slower so far:
+    // lm_moe_prefill_tma.cu): fp8 = 1 makes the grouped GEMMs read
+    // these stacks (routed gate|up, routed down, shared gate|up, shared down; the layouts of the
+    // bf16 pointers above, which are then not read) and convert each weight to bf16 on its way
+    // into shared memory, bf16(e4m3 * scale), the value dequant_bf16_launch writes: the same
+    // products in the same order as the bf16 GEMMs on the dequantized stacks, so the same bits.
+    int32_t fp8 = 0;
+    MoeFp8Weights fp8_gate_up, fp8_down, fp8_shared_gate_up, fp8_shared_down;
 };
 
 // Prefill: router (moe_prefill_router_launch), then tokens grouped by expert inside the launch
@@ -109,6 +127,11 @@ struct MoeBf16Params {
 // launch): H100 84 / 236 / 333 TFLOP/s over the active FLOPs at 1k / 4k / 16k rows; H200
 // (2026-12-01) 121 / 328-330 / 418-419.
 cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream);
+// Whether moe_prefill_launch takes p's FP8 stacks as stored (MoeBf16Params::fp8): the tile shape
+// it will run is a TMA-fed one (sm_90a), every K a multiple of 16, every block_k a multiple of 16,
+// the stacks and scales set and 16-byte aligned. Otherwise the caller dequantizes them into bf16
+// first (and a launch with fp8 = 1 is refused).
+bool moe_prefill_reads_fp8(const MoeBf16Params& p);
 // The grouped GEMMs alone (gate|up, then down) over the grouping and tile table that the last
 // moe_prefill_launch with the same params (the same tile shape) left on the device: benches time
 // the GEMMs' share of a launch with it. Same validation as moe_prefill_launch.

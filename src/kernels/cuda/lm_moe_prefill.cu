@@ -413,9 +413,15 @@ int moe_prefill_tile_rows(const MoeBf16Params& p) {
     return shape >= 1 && shape <= kMoeTileShapeCount ? kMoeTileShapes[shape - 1].rows : 0;
 }
 
+bool moe_prefill_reads_fp8(const MoeBf16Params& p) {
+    const int shape = pick_tile_shape(p);
+    return shape >= 5 && shape <= 7 && moe_prefill_wgmma_supported() && moe::tma_reads_fp8(p);  // the TMA-fed shapes
+}
+
 namespace {
 // The checks every prefill entry point makes; cudaSuccess when `shape` may run.
 cudaError_t check_prefill(const MoeBf16Params& p, int shape) {
+    if (p.fp8 && !moe_prefill_reads_fp8(p)) return cudaErrorInvalidValue;  // the caller dequantizes instead
     if (!valid(p) || (!p.out && !p.out_bf16) || !p.group_offsets || !p.chunk_base || !p.tile_table ||
         !p.entry_row || !p.entry_pos || !p.ag || !p.yg || p.H % 16 || p.I % 16 || p.Is % 16 || shape < 1 ||
         shape > kMoeTileShapeCount)

@@ -52,6 +52,8 @@
 // 0.964-0.967.
 #include <cuda.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -126,10 +128,10 @@ __device__ inline bool item_of(const MoeBf16Params& p, int w, int nt, Item& it) 
 // barrier 1 hands it over (two slots, so the next claim cannot overwrite a slot before every
 // thread has read it). Which block runs an item does not change its bits. `claim` null: the
 // fixed stride instead (FROST_MOE_CLAIM=0, for A/B runs).
-template <bool kDown>
+template <bool kOneThread>
 __device__ inline int next_item(int32_t* claim, int w, int grab, int* slot) {
     if (!claim) return w + static_cast<int>(gridDim.x);
-    if constexpr (kDown) {
+    if constexpr (kOneThread) {
         return static_cast<int>(gridDim.x) + atomicAdd(claim, 1);
     } else {
         if (threadIdx.x == 0) slot[grab & 1] = static_cast<int>(gridDim.x) + atomicAdd(claim, 1);
@@ -138,24 +140,166 @@ __device__ inline int next_item(int32_t* claim, int w, int grab, int* slot) {
     }
 }
 
+constexpr int kFp8Slots = 4;  // FP8 stacks: k-steps of weight bytes staged ahead (below)
+
+#if defined(FROST_ATTN_WGMMA)
+// FP8 weights (MoeBf16Params::fp8; opt-in, FROST_MOE_FP8_DIRECT=1 in the ops layer). The weight
+// bytes of each k-step come by TMA (boxes of 64 bytes x rows, no swizzle: row j of the piece at
+// j * 64) into a staging ring of kFp8Slots pieces, issued kFp8Slots - 1 steps ahead inside an
+// item, each slot on its own full barrier; the producer warpgroup's 128 threads then convert a
+// piece into the stage's bf16 weight rows, in the layout the bf16 TMA box has (128-byte rows,
+// 16-byte chunk c of row r at c ^ (r % 8)), and arrive on the stage's full barrier. Thread t takes
+// the 16-byte piece q = t % 4 (16 weights, k0 + 16 q ..) of tile rows j = t / 4 + 32 i, i.e. bf16
+// chunks 2q and 2q + 1 of those rows. A row outside its matrix (past F of a narrower expert, past
+// H) is stored as zeros, like k past K (TMA's zero fill): such rows reach only the outputs the
+// epilogue drops. The values are dequant_bf16_launch's, bf16(e4m3 * scale), so the GEMMs' bits
+// equal the dequantize-then-bf16 path's (kernels_test_cuda_moe_prefill, every TMA tile shape).
+// Measured (H200, 2026-12-04, sixtieth session; 35B-A3B FP8, first 20 layers, cold TTFT 1k / 4k /
+// 16k through the engine, alternating with the dequantization in one call, ms), all slower than
+// dequantizing the layer into bf16 first (24.7 / 38.4-39.0 / 165.7-168.4), hence opt-in:
+//  - the producer threads loading each piece from global memory into registers, one step ahead,
+//    with a register copy between pieces that waited for the loads: 29.2-29.4 / 53.2-53.6 /
+//    222.1-222.9; two alternating pieces: 31.3 / 55.8-55.9 / 231.4-231.6;
+//  - this staging ring: 28.6-28.8 / 52.2-52.3 / 218.4-218.5.
+// So neither the loads in flight nor (fp8_store) the conversion instructions' pipe is the limit;
+// the likelier one is the producer warpgroup's issue rate (one warp per scheduler converting 16384
+// weights a k-step of the 256-column tile while the consumers' wgmma take ~1000 cycles). Next:
+// the conversion spread over the consumer warpgroups while their wgmma run, or FP8 wgmma on
+// activations quantized per 128-wide group (the dense prefill's W8A8 mode).
+
+template <int BN>
+struct Fp8Piece {
+    static constexpr int rows = BN / 32;  // tile rows per thread
+    uint4 w[rows];
+    float s[rows];   // each row's scale for this k-step
+    uint32_t valid;  // bit i: row i inside its matrix and k inside K
+};
+
+// The weight-stack row of tile row j (gate|up: BN / 2 gate rows then the matching up rows), or -1.
+template <int BN, bool kDown>
+__device__ inline int64_t fp8_row(const MoeBf16Params& p, const Item& it, int j) {
+    if constexpr (kDown) {
+        const int n = it.n0 + j;
+        return n < p.H ? (it.shared ? 0 : int64_t(it.group) * p.H) + n : -1;
+    } else {
+        const int col = it.n0 + j % (BN / 2);
+        if (col >= it.F) return -1;
+        return (it.shared ? 0 : int64_t(it.group) * 2 * p.I) + (j >= BN / 2 ? it.F : 0) + col;
+    }
+}
+
+template <bool kDown>
+__device__ inline const MoeFp8Weights& fp8_stack(const MoeBf16Params& p, const Item& it) {
+    return kDown ? (it.shared ? p.fp8_shared_down : p.fp8_down) : (it.shared ? p.fp8_shared_gate_up : p.fp8_gate_up);
+}
+
+// Thread 0: k-step k0's weight boxes into staging slot `dst` (barrier `bar`).
+template <int BN, bool kDown>
+__device__ inline void fp8_issue(const MoeBf16Params& p, const MoeTmaMaps& maps, const Item& it, int k0, uint32_t dst,
+                                 uint32_t bar) {
+    const CUtensorMap* m = it.shared ? &maps.b_shared : &maps.b_routed;
+    const int row = (it.shared ? 0 : it.group * (kDown ? p.H : 2 * p.I)) + it.n0;
+    attn_hopper::mbar_arrive_expect_tx(bar, BN * 64);
+    if constexpr (kDown) {
+        attn_hopper::tma_load_2d(dst, m, k0, row, bar);
+    } else {
+        attn_hopper::tma_load_2d(dst, m, k0, row, bar);
+        attn_hopper::tma_load_2d(dst + (BN / 2) * 64, m, k0, row + it.F, bar);
+    }
+}
+
+// The scales of this thread's rows for k-step k0 (issued before the wait for the piece).
+template <int BN, bool kDown>
+__device__ inline void fp8_scales(const MoeBf16Params& p, const Item& it, int k0, Fp8Piece<BN>& f) {
+    const MoeFp8Weights& m = fp8_stack<kDown>(p, it);
+    const int t = threadIdx.x % 128, k = k0 + 16 * (t % 4);
+    const int scale_cols = (it.K + m.block_k - 1) / m.block_k;
+    f.valid = 0;
+#pragma unroll
+    for (int i = 0; i < Fp8Piece<BN>::rows; ++i) {
+        const int64_t row = k < it.K ? fp8_row<BN, kDown>(p, it, t / 4 + 32 * i) : -1;
+        f.s[i] = row < 0 ? 0.0f : __ldg(m.scale + (row / m.block_n) * scale_cols + k / m.block_k);
+        f.valid |= row < 0 ? 0u : 1u << i;
+    }
+}
+
+// This thread's part of the staged piece at `src`; a row outside its matrix reads as zeros.
+template <int BN>
+__device__ inline void fp8_read(uint32_t src, Fp8Piece<BN>& f) {
+    const int t = threadIdx.x % 128;
+#pragma unroll
+    for (int i = 0; i < Fp8Piece<BN>::rows; ++i) {
+        uint4 v;
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "r"(src + (t / 4 + 32 * i) * 64 + (t % 4) * 16)
+                     : "memory");
+        f.w[i] = (f.valid >> i) & 1u ? v : make_uint4(0, 0, 0, 0);
+    }
+}
+
+// Converts a piece to bf16(e4m3 * scale), dequant_bf16_launch's arithmetic, into the stage's
+// weight rows at `b`. (Measured and dropped, same bits: each e4m3 byte placed into fp32 bits by
+// integer operations and scaled by 2^120 instead of the hardware e4m3x2 -> f16x2 -> f32
+// conversions: 35B-A3B FP8 cold TTFT at 4k 57.8-58.1 ms against this form's 52.2-52.3, same
+// machine, earlier call. So the conversion pipe was not the limit; the producer's instruction
+// issue, one warp per scheduler, is the likelier one.)
+template <int BN>
+__device__ inline void fp8_store(const Fp8Piece<BN>& f, uint32_t b) {
+    const int t = threadIdx.x % 128, q = t % 4;
+#pragma unroll
+    for (int i = 0; i < Fp8Piece<BN>::rows; ++i) {
+        const int r = t / 4 + 32 * i;
+        const uint32_t words[4] = {f.w[i].x, f.w[i].y, f.w[i].z, f.w[i].w};
+        uint32_t packed[8];
+#pragma unroll
+        for (int h = 0; h < 8; ++h) {
+            const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(
+                static_cast<__nv_fp8x2_storage_t>((words[h / 2] >> (16 * (h % 2))) & 0xFFFFu), __NV_E4M3);
+            const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&raw));
+            packed[h] = lm::pack_bf162(v.x * f.s[i], v.y * f.s[i]);
+        }
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            const uint32_t dst = b + r * 128 + (((2 * q + c) ^ (r & 7)) * 16);
+            asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(packed[4 * c]),
+                         "r"(packed[4 * c + 1]), "r"(packed[4 * c + 2]), "r"(packed[4 * c + 3])
+                         : "memory");
+        }
+    }
+}
+#endif
+
 // kDown false: ag[e, n0 .. n0 + BN/2) = bf16(silu(x_r · Wg^T) * (x_r · Wu^T)), x_r gathered
 // through entry_row. kDown true: yg[e, n0 .. n0 + BN) = bf16(ag[e, :F] · Wd^T).
 // The producer tells the consumers which item a ring position starts in item_at (written by
 // thread 0 before its arrival on the stage's full barrier, read after the wait on it); -1 after
 // the last item, on a stage whose barrier completes with no data.
-template <class T, bool kDown>
+// kFp8: the weights come from p's FP8 stacks, staged by TMA and converted by the producer threads
+// (above kFp8Slots); down's A still by TMA. A stage's full barrier then counts the producer
+// threads' conversions too; `maps`' b maps are the FP8 stacks' (fp8_maps).
+template <class T, bool kDown, bool kFp8>
 __global__ void __launch_bounds__(T::threads, 1)
     moe_tma_kernel(MoeBf16Params p, const __grid_constant__ MoeTmaMaps maps, int claim_items) {
 #if defined(FROST_ATTN_WGMMA)
     constexpr int S = T::stages;
+    // Arrivals on a full barrier: gate|up's 128 cp.async arrivals (A), with kFp8 the 128
+    // converting threads' (B), and one expect-tx arrival where a TMA box lands (down's A, bf16 B).
+    constexpr bool kCpA = !kDown, kTx = kDown || !kFp8, kAllThreads = kCpA || kFp8;
+    constexpr int kFullArrivals = (kCpA ? 128 : 0) + (kFp8 ? 128 : 0) + (kTx ? 1 : 0);
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     __shared__ int item_at[S], claimed[2];
     const uint32_t base = (lm::smem_addr(smem_raw) + 1023u) & ~1023u, bars = base + S * T::stage_bytes;
     const lm::StageRing<S, T::stage_bytes> ring{base, bars};
+    // kFp8: the staging ring after 256 bytes of barriers (the stages' 2S, then one per slot).
+    [[maybe_unused]] const auto fp8_bar = [&](uint32_t g) { return bars + 16 * S + 8 * (g % kFp8Slots); };
+    [[maybe_unused]] const auto fp8_slot = [&](uint32_t g) { return bars + 256 + (g % kFp8Slots) * (T::BN * 64); };
+    [[maybe_unused]] uint32_t sg = 0;  // staged k-steps over the block's whole run
     if (threadIdx.x == 0) {
+        if constexpr (kFp8)
+            for (int s = 0; s < kFp8Slots; ++s) lm::mbar_init(fp8_bar(s), 1);
         for (int s = 0; s < S; ++s) {
-            // gate|up: the 128 producer threads' cp.async arrivals + the expect-tx arrival; down: TMA only.
-            lm::mbar_init(bars + 8 * s, kDown ? 1 : 129);
+            lm::mbar_init(bars + 8 * s, kFullArrivals);
             lm::mbar_init(bars + 8 * (S + s), 4 * T::W);  // lane 0 of each consumer warp
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -165,7 +309,7 @@ __global__ void __launch_bounds__(T::threads, 1)
     const int wg = threadIdx.x / 128;
     uint32_t it = 0;  // k-steps over the block's whole run: the ring position
     if (wg == 0) {
-        if (kDown && threadIdx.x != 0) return;  // down: one thread issues every box
+        if (!kAllThreads && threadIdx.x != 0) return;  // bf16 down: one thread issues every box
         if (threadIdx.x == 0) {
             attn_hopper::tma_prefetch_map(&maps.b_routed);
             attn_hopper::tma_prefetch_map(&maps.b_shared);
@@ -173,14 +317,14 @@ __global__ void __launch_bounds__(T::threads, 1)
         const int total = p.tile_table[0] * nt, c = threadIdx.x % 8, r0 = threadIdx.x / 8;
         int32_t* claim = claim_items ? p.group_offsets + p.E + (kDown ? 3 : 2) : nullptr;
         int grab = 0;
-        for (int w = blockIdx.x; w < total; w = next_item<kDown>(claim, w, grab++, claimed)) {
+        for (int w = blockIdx.x; w < total; w = next_item<!kAllThreads>(claim, w, grab++, claimed)) {
             Item item;
             if (!item_of<T, kDown>(p, w, nt, item)) continue;
-            const CUtensorMap* bmap = item.shared ? &maps.b_shared : &maps.b_routed;
-            const CUtensorMap* amap = item.shared ? &maps.a_shared : &maps.a_routed;
+            [[maybe_unused]] const CUtensorMap* bmap = item.shared ? &maps.b_shared : &maps.b_routed;
+            [[maybe_unused]] const CUtensorMap* amap = item.shared ? &maps.a_shared : &maps.a_routed;
             // Weight rows of this tile in the map: down, output rows n0..; gate|up, gate rows n0..
             // and up rows F + n0.. of the expert (rows past F land in outputs the epilogue drops).
-            const int brow = (item.shared ? 0 : item.group * (kDown ? p.H : 2 * p.I)) + item.n0;
+            [[maybe_unused]] const int brow = (item.shared ? 0 : item.group * (kDown ? p.H : 2 * p.I)) + item.n0;
             const bf16* a[T::BM / 16];
             if constexpr (!kDown) {
 #pragma unroll
@@ -190,17 +334,20 @@ __global__ void __launch_bounds__(T::threads, 1)
                 }
             }
             const int k_tiles = (item.K + T::BK - 1) / T::BK;
-            for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+            // One k-step into ring position `it`: its boxes / copies, and with kFp8 `piece`'s
+            // weights converted into it (their loads issued a step earlier).
+            const auto step = [&](int kt, [[maybe_unused]] const Fp8Piece<T::BN>& piece) {
+                const int k0 = kt * T::BK;
                 if (it >= S) lm::mbar_wait(ring.empty(it), ring.phase(it) ^ 1);
                 const uint32_t st = ring.stage(it);
-                const int k0 = kt * T::BK;
                 if (threadIdx.x == 0) {
                     if (kt == 0) item_at[it % S] = w;
-                    attn_hopper::mbar_arrive_expect_tx(ring.full(it), kDown ? T::a_bytes + T::b_bytes : T::b_bytes);
                     if constexpr (kDown) {
+                        attn_hopper::mbar_arrive_expect_tx(ring.full(it), kFp8 ? T::a_bytes : T::a_bytes + T::b_bytes);
                         attn_hopper::tma_load_2d(st, amap, k0, item.row0, ring.full(it));
-                        attn_hopper::tma_load_2d(st + T::a_bytes, bmap, k0, brow, ring.full(it));
-                    } else {
+                        if constexpr (!kFp8) attn_hopper::tma_load_2d(st + T::a_bytes, bmap, k0, brow, ring.full(it));
+                    } else if constexpr (!kFp8) {
+                        attn_hopper::mbar_arrive_expect_tx(ring.full(it), T::b_bytes);
                         attn_hopper::tma_load_2d(st + T::a_bytes, bmap, k0, brow, ring.full(it));
                         attn_hopper::tma_load_2d(st + T::a_bytes + (T::BN / 2) * 128, bmap, k0, brow + item.F, ring.full(it));
                     }
@@ -220,15 +367,46 @@ __global__ void __launch_bounds__(T::threads, 1)
                     }
                     lm::mbar_arrive_cp_async(ring.full(it));
                 }
+                if constexpr (kFp8) {  // after A's copies are on their way
+                    fp8_store<T::BN>(piece, st + T::a_bytes);
+                    // The stores (generic proxy) before the wgmma that reads them (async proxy).
+                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                    lm::mbar_arrive(ring.full(it));
+                }
+                ++it;
+            };
+            if constexpr (kFp8) {
+                // Staging slot of step kt: (sg + kt) % kFp8Slots; thread 0 keeps kFp8Slots - 1 steps
+                // of the item in flight, each issued into the slot all threads finished reading
+                // (the named barrier after the reads of the step before).
+                if (threadIdx.x == 0)
+                    for (int j = 0; j < kFp8Slots - 1 && j < k_tiles; ++j)
+                        fp8_issue<T::BN, kDown>(p, maps, item, j * T::BK, fp8_slot(sg + j), fp8_bar(sg + j));
+                for (int kt = 0; kt < k_tiles; ++kt, ++sg) {
+                    if (threadIdx.x == 0 && kt + kFp8Slots - 1 < k_tiles)
+                        fp8_issue<T::BN, kDown>(p, maps, item, (kt + kFp8Slots - 1) * T::BK,
+                                                fp8_slot(sg + kFp8Slots - 1), fp8_bar(sg + kFp8Slots - 1));
+                    Fp8Piece<T::BN> piece;
+                    fp8_scales<T::BN, kDown>(p, item, kt * T::BK, piece);
+                    lm::mbar_wait(fp8_bar(sg), static_cast<int>((sg / kFp8Slots) & 1));
+                    fp8_read<T::BN>(fp8_slot(sg), piece);
+                    asm volatile("bar.sync 1, 128;\n" ::: "memory");  // the slot may be refilled
+                    step(kt, piece);
+                }
+            } else {
+                const Fp8Piece<T::BN> none{};
+                for (int kt = 0; kt < k_tiles; ++kt) step(kt, none);
             }
         }
         // The end: one more ring position, no data, item -1 (its barrier's arrivals as a stage's).
         if (it >= S) lm::mbar_wait(ring.empty(it), ring.phase(it) ^ 1);
         if (threadIdx.x == 0) {
             item_at[it % S] = -1;
-            if constexpr (!kDown) lm::mbar_arrive(ring.full(it));  // in place of the expect-tx arrival
+            if constexpr (kTx && kAllThreads) lm::mbar_arrive(ring.full(it));  // in place of the expect-tx arrival
         }
-        lm::mbar_arrive(ring.full(it));
+        if constexpr (kCpA) lm::mbar_arrive(ring.full(it));  // in place of the cp.async arrival
+        if constexpr (kFp8) lm::mbar_arrive(ring.full(it));  // in place of the conversion's
+        if constexpr (!kAllThreads) lm::mbar_arrive(ring.full(it));  // bf16 down: the expect-tx one
         if constexpr (!kDown) lm::cp_async_wait<0>();  // no copy may still target shared memory at exit
         return;
     }
@@ -252,7 +430,7 @@ __global__ void __launch_bounds__(T::threads, 1)
         for (int i = 0; i < T::BN / 2; ++i) acc[i] = 0.0f;
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
             if (kt) lm::mbar_wait(ring.full(it), ring.phase(it));
-            if constexpr (!kDown) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async -> wgmma
+            if constexpr (kCpA || kFp8) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async / st.shared -> wgmma
             const uint32_t st = ring.stage(it);
             static_assert(T::BK == 64, "wgmma_k64_step");
             lm::wgmma_k64_step(acc, st + cw * 64 * 128, st + T::a_bytes, wgmma_tile_ss<T::BN>);
@@ -306,11 +484,20 @@ __global__ void __launch_bounds__(T::threads, 1)
 // One persistent block per SM (132, the H100's, if the runtime cannot say).
 int sm_count() { return lm::device_sm_count() > 0 ? lm::device_sm_count() : 132; }
 
-template <class T>
+// The launch's shared memory: the tile's ring, and with FP8 stacks 256 bytes of barriers and the
+// staging slots after it.
+template <class T, bool kFp8>
+constexpr size_t launch_smem() {
+    return kFp8 ? 1024 + size_t(T::stages) * T::stage_bytes + 256 + size_t(kFp8Slots) * T::BN * 64 : T::smem;
+}
+
+template <class T, bool kFp8>
 cudaError_t launch_t(const MoeBf16Params& p, int tile_capacity, cudaStream_t stream) {
     using attn_hopper::encode_tile_map;
-    constexpr auto up = moe_tma_kernel<T, false>, down = moe_tma_kernel<T, true>;
-    const int smem = static_cast<int>(T::smem);
+    constexpr auto up = moe_tma_kernel<T, false, kFp8>, down = moe_tma_kernel<T, true, kFp8>;
+    static_assert(launch_smem<T, kFp8>() <= 227 * 1024, "one block per SM");
+    static_assert(16 * T::stages + 8 * kFp8Slots <= 256, "the barriers before the staging slots");
+    const int smem = static_cast<int>(launch_smem<T, kFp8>());
     cudaError_t e = cudaFuncSetAttribute(up, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(down, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
@@ -318,32 +505,60 @@ cudaError_t launch_t(const MoeBf16Params& p, int tile_capacity, cudaStream_t str
     // (down, BN rows); down's A: the grouped activations [entries, width], F columns of them.
     const int64_t entries = static_cast<int64_t>(p.max_rows) * (p.k + 1), width = tma_width(p);
     MoeTmaMaps gu{}, dn{};
-    e = encode_tile_map(&gu.b_routed, p.experts_gate_up, p.H, int64_t(p.E) * 2 * p.I, p.H, T::BN / 2);
-    if (e == cudaSuccess) e = encode_tile_map(&gu.b_shared, p.shared_gate_up, p.H, 2 * int64_t(p.Is), p.H, T::BN / 2);
-    if (e == cudaSuccess) e = encode_tile_map(&dn.b_routed, p.experts_down, p.I, int64_t(p.E) * p.H, p.I, T::BN);
-    if (e == cudaSuccess) e = encode_tile_map(&dn.b_shared, p.shared_down, p.Is, p.H, p.Is, T::BN);
-    if (e == cudaSuccess) e = encode_tile_map(&dn.a_routed, p.ag, p.I, entries, width, T::BM);
+    e = encode_tile_map(&dn.a_routed, p.ag, p.I, entries, width, T::BM);
     if (e == cudaSuccess) e = encode_tile_map(&dn.a_shared, p.ag, p.Is, entries, width, T::BM);
+    if (kFp8) {  // the FP8 stacks in 64-byte boxes for the staging slots (fp8_issue)
+        const auto fp8_map = [](CUtensorMap* m, const MoeFp8Weights& w, int64_t cols, int64_t rows, int box_rows) {
+            return attn_hopper::encode_box_map(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, w.w, cols, rows, cols, 64, box_rows,
+                                               false);
+        };
+        if (e == cudaSuccess) e = fp8_map(&gu.b_routed, p.fp8_gate_up, p.H, int64_t(p.E) * 2 * p.I, T::BN / 2);
+        if (e == cudaSuccess) e = fp8_map(&gu.b_shared, p.fp8_shared_gate_up, p.H, 2 * int64_t(p.Is), T::BN / 2);
+        if (e == cudaSuccess) e = fp8_map(&dn.b_routed, p.fp8_down, p.I, int64_t(p.E) * p.H, T::BN);
+        if (e == cudaSuccess) e = fp8_map(&dn.b_shared, p.fp8_shared_down, p.Is, p.H, T::BN);
+    } else {
+        if (e == cudaSuccess) e = encode_tile_map(&gu.b_routed, p.experts_gate_up, p.H, int64_t(p.E) * 2 * p.I, p.H, T::BN / 2);
+        if (e == cudaSuccess) e = encode_tile_map(&gu.b_shared, p.shared_gate_up, p.H, 2 * int64_t(p.Is), p.H, T::BN / 2);
+        if (e == cudaSuccess) e = encode_tile_map(&dn.b_routed, p.experts_down, p.I, int64_t(p.E) * p.H, p.I, T::BN);
+        if (e == cudaSuccess) e = encode_tile_map(&dn.b_shared, p.shared_down, p.Is, p.H, p.Is, T::BN);
+    }
     if (e != cudaSuccess) return e;
-    gu.a_routed = gu.b_routed;  // unused by gate|up (A is gathered), any valid map
+    gu.a_routed = gu.b_routed;  // unused by gate|up (A is gathered): never read
     gu.a_shared = gu.b_shared;
     const int64_t cap_up = int64_t(tile_capacity) * tma_col_tiles<T>(p, false);
     const int64_t cap_down = int64_t(tile_capacity) * tma_col_tiles<T>(p, true);
     const int claim = util::env_is("FROST_MOE_CLAIM", "0") ? 0 : 1;
-    up<<<static_cast<int>(std::min<int64_t>(sm_count(), cap_up)), T::threads, T::smem, stream>>>(p, gu, claim);
-    down<<<static_cast<int>(std::min<int64_t>(sm_count(), cap_down)), T::threads, T::smem, stream>>>(p, dn, claim);
+    up<<<static_cast<int>(std::min<int64_t>(sm_count(), cap_up)), T::threads, smem, stream>>>(p, gu, claim);
+    down<<<static_cast<int>(std::min<int64_t>(sm_count(), cap_down)), T::threads, smem, stream>>>(p, dn, claim);
     return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t tma_gemms_launch(const MoeBf16Params& p, int tile_capacity, int shape, cudaStream_t stream) {
+    const bool f = p.fp8 != 0;
     switch (shape) {
-        case 5: return launch_t<TmaTile<256, 4, 2>>(p, tile_capacity, stream);
-        case 6: return launch_t<TmaTile<128, 6, 2>>(p, tile_capacity, stream);
-        case 7: return launch_t<TmaTile<128, 5, 3>>(p, tile_capacity, stream);
+        // FP8 stacks: one ring stage fewer, for the staging slots (the same tile, so the same bits).
+        case 5: return f ? launch_t<TmaTile<256, 3, 2>, true>(p, tile_capacity, stream)
+                         : launch_t<TmaTile<256, 4, 2>, false>(p, tile_capacity, stream);
+        case 6: return f ? launch_t<TmaTile<128, 5, 2>, true>(p, tile_capacity, stream)
+                         : launch_t<TmaTile<128, 6, 2>, false>(p, tile_capacity, stream);
+        case 7: return f ? launch_t<TmaTile<128, 4, 3>, true>(p, tile_capacity, stream)
+                         : launch_t<TmaTile<128, 5, 3>, false>(p, tile_capacity, stream);
         default: return cudaErrorInvalidValue;
     }
+}
+
+bool tma_reads_fp8(const MoeBf16Params& p) {
+    const MoeFp8Weights* ms[] = {&p.fp8_gate_up, &p.fp8_down, &p.fp8_shared_gate_up, &p.fp8_shared_down};
+    const int ks[] = {p.H, p.I, p.H, p.Is};
+    for (int i = 0; i < 4; ++i) {
+        const MoeFp8Weights& m = *ms[i];
+        if (!m.w || !m.scale || !lm::aligned16(m.w) || m.block_n < 1 || m.block_k < 16 || m.block_k % 16 ||
+            ks[i] % 16)
+            return false;
+    }
+    return true;
 }
 
 }  // namespace frost::kernels::moe

@@ -882,6 +882,36 @@ frost_status moe_dequantize(const Exec& ex, const MoeOp& p, K::MoeBf16Params* m)
     return FROST_OK;
 }
 
+// Opt-in (FROST_MOE_FP8_DIRECT=1, read once): points m's FP8 stacks (MoeBf16Params::fp8) at p's
+// experts when all four matrices are FP8 (block or per-row scales) and the prefill's tile reads
+// them as stored (K::moe_prefill_reads_fp8). The grouped GEMMs then convert each weight on its way
+// into shared memory, so a chunk skips writing and re-reading the layer's whole bf16
+// dequantization (35B-A3B: 1.6 GB a layer per chunk) and its GEMMs stream half the weight bytes.
+// The same bits as moe_dequantize + the bf16 GEMMs. Not the default: measured slower (H200,
+// 2026-12-04, 35B-A3B FP8, first 20 layers, `scripts/gpu/ab_env.sh DIR 2 FROST_MOE_FP8_DIRECT=1
+// FROST_MOE_FP8_DIRECT=0` with `--ttft 1024,4096,16384 --reps 2`, ms): 28.77 / 28.60, 52.16 /
+// 52.26, 218.47 / 218.44 against the dequantization's 24.71 / 24.75, 38.37 / 38.52, 165.70 /
+// 165.74; lm_moe_prefill_tma.cu has the earlier forms and why. False: m unchanged.
+bool moe_fp8_direct(const MoeOp& p, K::MoeBf16Params* m) {
+    static const bool on = util::env_is("FROST_MOE_FP8_DIRECT", "1");
+    if (!on) return false;
+    const Tensor* mats[] = {&p.experts_gate_up, &p.experts_down, &p.shared_gate_up, &p.shared_down};
+    K::MoeBf16Params f = *m;
+    K::MoeFp8Weights* dst[] = {&f.fp8_gate_up, &f.fp8_down, &f.fp8_shared_gate_up, &f.fp8_shared_down};
+    for (int i = 0; i < 4; ++i) {
+        if (mats[i]->dtype != DType::FP8_E4M3) return false;
+        K::GemvQuantParams q{};
+        if (quant_params(*mats[i], &q) != FROST_OK) return false;
+        const bool channel = q.format == K::kGemvQuantFp8Channel;
+        *dst[i] = K::MoeFp8Weights{static_cast<const uint8_t*>(q.w), static_cast<const float*>(q.scale),
+                             channel ? 1 : q.block_n, channel ? q.K : q.block_k};
+    }
+    f.fp8 = 1;
+    if (!K::moe_prefill_reads_fp8(f)) return false;
+    *m = f;
+    return true;
+}
+
 // Folds the shared expert's weight `shared` into the routed launch *q as R more entries reading x
 // rows x_row0 .. x_row0 + R (the shared expert then costs no launch of its own) when it has the
 // routed experts' format, shape and scale layout and the tensor-core kernel takes the launch;
@@ -1017,7 +1047,7 @@ frost_status moe(const Exec& ex, const MoeOp& p) {
     // shape flat. As with the dense prefill kernels (docs/benchmark-history.md), nothing to gain.
     m.pdl = decode && native(ex) != nullptr ? 1 : 0;
     if (decode && moe_routed_quantized(p)) return moe_quant_decode(ex, p, m, qs);
-    if (moe_any_quantized(p)) FROST_TRY(moe_dequantize(ex, p, &m));
+    if (moe_any_quantized(p) && (decode || !moe_fp8_direct(p, &m))) FROST_TRY(moe_dequantize(ex, p, &m));
     if (!decode) {
         // The router logits as the engine's dense GEMM (cuBLASLt, fp32 out, planned per shape like
         // every projection), then the prefill router starts at its select. The MoE kernel's own
