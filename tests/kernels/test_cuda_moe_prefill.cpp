@@ -546,8 +546,9 @@ TEST(CudaMoePrefill, Fp8StacksGiveTheDequantizedStacksBits) {
             const bool tma = shape >= 5 && kernels::moe_prefill_wgmma_supported();
             EXPECT_EQ(kernels::moe_prefill_reads_fp8(f), tma);
             if (!tma) {
-                if (shape == 2 || kernels::moe_prefill_wgmma_supported())
+                if (shape == 2 || kernels::moe_prefill_wgmma_supported()) {
                     EXPECT_EQ(kernels::moe_prefill_launch(f, nullptr), cudaErrorInvalidValue) << "FP8 on a bf16-only tile";
+                }
                 continue;
             }
             g.out.poison(); g.ag.poison(); g.yg.poison();
