@@ -9,7 +9,8 @@
 # FROST_GPU_BUILD_DIR). MOE_QUANT_FORMATS limits the rows; the
 # fp8-unfolded row runs the fp8 checkpoint with FROST_MOE_SHARED_FOLD=0 (the shared expert's own
 # decode launches instead of entries of the routed ones), the A/B of the fold, and fp8-nomix with
-# FROST_MOE_DOWN_MIX=0 (the down GEMV and the combine as two launches), the A/B of the mix launch.
+# FROST_MOE_DOWN_MIX=0 (the down GEMV and the combine as two launches), the A/B of the mix launch;
+# fp8-w8a8 runs it with --fp8-prefill w8a8 (the experts' grouped GEMMs on FP8 tensor cores).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -18,17 +19,18 @@ LAYERS=${MOE_LAYERS:-8}
 rc=0
 printf '%-9s %11s %14s %10s %7s %11s %11s %12s\n' format weights_GB decode_ms/tok floor_ms ratio ttft1k_ms ttft4k_ms \
   peak_GB >"$OUT/moe_quant_table.txt"
-for row in ${MOE_QUANT_FORMATS:-bf16 fp8 fp8-nomix fp8-unfolded int4 nvfp4}; do
+for row in ${MOE_QUANT_FORMATS:-bf16 fp8 fp8-w8a8 fp8-nomix fp8-unfolded int4 nvfp4}; do
   fmt=${row%-*}
   fold=1; [ "$row" = "$fmt-unfolded" ] && fold=0
   mix=1; [ "$row" = "$fmt-nomix" ] && mix=0
+  w8a8=(); [ "$row" = "$fmt-w8a8" ] && w8a8=(--fp8-prefill w8a8)
   dir=/tmp/frost-synth-35b-a3b-l$LAYERS-$fmt
   quant=(); [ "$fmt" = bf16 ] || quant=(--quant "$fmt")
   [ -f "$dir/config.json" ] || timeout 600 "$FROST" synth --out "$dir" --preset 35b-a3b --layers "$LAYERS" "${quant[@]}" \
     >"$OUT/moe_quant_synth_$fmt.log" 2>&1 \
     || { echo "synth 35b-a3b --layers $LAYERS $fmt failed"; tail -5 "$OUT/moe_quant_synth_$fmt.log"; rc=1; continue; }
   FROST_MOE_SHARED_FOLD=$fold FROST_MOE_DOWN_MIX=$mix timeout 300 "$FROST" bench engine --model "$dir" --backend cuda --ttft 1024,4096 --decode 1024 \
-    --decode-steps 64 --chunk 4096 --reps 3 --json >"$OUT/moe_quant_$row.json" 2>"$OUT/moe_quant_$row.log"
+    --decode-steps 64 --chunk 4096 --reps 3 "${w8a8[@]}" --json >"$OUT/moe_quant_$row.json" 2>"$OUT/moe_quant_$row.log"
   r=$?; [ $r -eq 0 ] || rc=$r
   echo "moe quant bench $row: rc=$r"; tail -8 "$OUT/moe_quant_$row.log"
   python3 bench/python/engine_row.py "$OUT/moe_quant_$row.json" "$row" --ttft 1024,4096 --peak \

@@ -106,18 +106,20 @@ TEST(OpsMoe, CostCountsActiveExpertsOnly) {
 // Quantized experts (kept so on CUDA) count their packed bytes + scales per active expert, and a
 // prefill (rows > 8) adds the bf16 tile every quantized expert matrix is dequantized into and
 // read back from (2 bytes written + 2 read per element).
+// An FP8 view with one f32 scale per 128 x 128 block (views only: the cost model reads no data).
+Tensor fp8_view(Tensor t) {
+    t.dtype = DType::FP8_E4M3;
+    t.scale = t.data;
+    t.scale_block = 128;
+    t.scale_rows = 128;
+    return t;
+}
+
 TEST(OpsMoe, CostOfQuantizedExpertsCountsPackedBytesAndThePrefillTile) {
     MoeData a;
     MoeOp p = a.op();
     const MoeOp dense = p;
-    // FP8 with one f32 scale per 128 x 128 block (views only: the cost model reads no data).
-    auto fp8 = [](Tensor t) {
-        t.dtype = DType::FP8_E4M3;
-        t.scale = t.data;
-        t.scale_block = 128;
-        t.scale_rows = 128;
-        return t;
-    };
+    const auto fp8 = fp8_view;
     p.experts_gate_up = fp8(p.experts_gate_up);
     p.experts_down = fp8(p.experts_down);
     p.shared_gate_up = fp8(p.shared_gate_up);
@@ -137,6 +139,34 @@ TEST(OpsMoe, CostOfQuantizedExpertsCountsPackedBytesAndThePrefillTile) {
             << rows << " rows";
         EXPECT_EQ(cost_of(p).flops, cost_of(d).flops) << rows << " rows";
     }
+}
+
+// quant_act over FP8 experts in 128 x 128 blocks (the CUDA W8A8 prefill, cuda_ops.cpp moe_w8a8):
+// no dequantized tile; x and the expert activations [rows * (k + 1), I] are read once more and
+// written as e4m3 + one f32 scale per 128. Decode rows, and experts of other scale blocks, keep
+// the cost without it.
+TEST(OpsMoe, CostOfW8a8PrefillCountsTheQuantizedActivationsNotTheTile) {
+    MoeData a;
+    a.Is = a.I;  // the W8A8 grouped GEMMs need the shared expert as wide as the routed ones
+    MoeOp p = a.op();
+    p.experts_gate_up = fp8_view(p.experts_gate_up);
+    p.experts_down = fp8_view(p.experts_down);
+    p.shared_gate_up = fp8_view(p.shared_gate_up);
+    p.shared_down = fp8_view(p.shared_down);
+    const double E = a.E, H = a.H, I = a.I, rows = 1000;
+    p.rows = {int32_t(rows), nullptr};
+    MoeOp q = p;
+    q.quant_act = 1;
+    const double tile = 4.0 * (E * 2 * I * H + E * H * I + 2 * I * H + H * I);
+    const double act = rows * (a.k + 1) * I;
+    const double quant = rows * H * 4.0 + act * 2.0 + (rows * H + act) * (1.0 + 4.0 / 128.0);
+    EXPECT_NEAR(cost_of(q).bytes, cost_of(p).bytes - tile + quant, 1e-6);
+    EXPECT_EQ(cost_of(q).flops, cost_of(p).flops);
+    q.rows = p.rows = {1, nullptr};
+    EXPECT_EQ(cost_of(q).bytes, cost_of(p).bytes) << "decode";
+    q.rows = p.rows = {int32_t(rows), nullptr};
+    q.experts_down.scale_rows = p.experts_down.scale_rows = 1;  // per-row scales: the exact path's tile
+    EXPECT_EQ(cost_of(q).bytes, cost_of(p).bytes);
 }
 
 TEST(OpsMoe, BadParamsRefusedNamingTheOp) {

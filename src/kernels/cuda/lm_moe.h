@@ -31,6 +31,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 #include "kernels/cuda/lm_params.h"
 
 namespace frost::kernels {
@@ -110,8 +112,19 @@ struct MoeBf16Params {
     // bf16 pointers above, which are then not read) and convert each weight to bf16 on its way
     // into shared memory, bf16(e4m3 * scale), the value dequant_bf16_launch writes: the same
     // products in the same order as the bf16 GEMMs on the dequantized stacks, so the same bits.
+    // fp8 = 2 (W8A8, moe_prefill_w8a8_ok; the ops layer's MoeOp::quant_act, i.e.
+    // EngineOptions::fp8_w8a8_prefill): the same stacks with 128 x 128 blocks, multiplied on FP8
+    // tensor cores with activations quantized per row and 128-wide group (act_quant_fp8_launch's
+    // e4m3 bytes and scales): x into xq before gate|up, the bf16 SwiGLU activations ag into agq
+    // before down. Each 128-wide k block's products are summed on the tensor cores, then scaled by
+    // (activation scale x weight block scale) into the fp32 accumulator, as the dense W8A8 GEMM
+    // does. Not the exact path's bits: the activations carry e4m3 rounding.
     int32_t fp8 = 0;
     MoeFp8Weights fp8_gate_up, fp8_down, fp8_shared_gate_up, fp8_shared_down;
+    uint8_t* xq = nullptr;       // fp8 = 2: [max_rows, H] e4m3
+    float* xq_scale = nullptr;   // fp8 = 2: [H / 128][act_scale_ld(max_rows)]
+    uint8_t* agq = nullptr;      // fp8 = 2: [entries, I] e4m3 (entries = max_rows * (k + 1))
+    float* agq_scale = nullptr;  // fp8 = 2: [I / 128][act_scale_ld(entries)]
 };
 
 // Prefill: router (moe_prefill_router_launch), then tokens grouped by expert inside the launch
@@ -132,6 +145,13 @@ cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream);
 // the stacks and scales set and 16-byte aligned. Otherwise the caller dequantizes them into bf16
 // first (and a launch with fp8 = 1 is refused).
 bool moe_prefill_reads_fp8(const MoeBf16Params& p);
+// Whether moe_prefill_launch runs p as W8A8 (fp8 = 2): the tile it will run has 128 rows and is
+// TMA-fed (shapes 5 and 6), H and I = Is multiples of 128, all four stacks FP8 in 128 x 128 blocks,
+// 16-byte aligned, and the four activation buffers set (16-byte aligned). Otherwise the caller
+// takes another path (a launch with fp8 = 2 is refused).
+bool moe_prefill_w8a8_ok(const MoeBf16Params& p);
+// Bytes of the W8A8 activation buffers (xq, xq_scale, agq, agq_scale), each rounded up to 256.
+size_t moe_w8a8_scratch_bytes(const MoeBf16Params& p);
 // The grouped GEMMs alone (gate|up, then down) over the grouping and tile table that the last
 // moe_prefill_launch with the same params (the same tile shape) left on the device: benches time
 // the GEMMs' share of a launch with it. Same validation as moe_prefill_launch.

@@ -60,10 +60,13 @@ struct MoeTmaMaps {
 // longer picked by default, lm_moe_prefill.cu's pick_tile_shape says why),
 // after the grouping built the tile table at the shape's rows; `tile_capacity` bounds its tile count. Enqueues only;
 // cudaErrorInvalidValue when the driver refuses a map (e.g. an unaligned base).
-// p.fp8 = 1: the weights from p's FP8 stacks (MoeBf16Params::fp8), when tma_reads_fp8(p).
+// p.fp8 = 1: the weights from p's FP8 stacks (MoeBf16Params::fp8), when tma_reads_fp8(p); p.fp8 = 2:
+// W8A8 (shapes 5 and 6 only), when tma_w8a8_ok(p).
 cudaError_t tma_gemms_launch(const MoeBf16Params& p, int tile_capacity, int shape, cudaStream_t stream);
 // Whether p's four FP8 stacks fit the TMA tiles' FP8 path (set, 16-byte aligned rows of a multiple
 // of 16 bytes, scale blocks of a multiple of 16 columns).
 bool tma_reads_fp8(const MoeBf16Params& p);
+// Whether p fits the W8A8 tile (p.fp8 = 2; MoeBf16Params says what it needs).
+bool tma_w8a8_ok(const MoeBf16Params& p);
 
 }  // namespace frost::kernels::moe

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gemm_fp8.h"
 #include "kernels/cuda/lm_moe.h"
 #include "kernels/cuda/lm_moe_common.cuh"
 #include "kernels/cuda/lm_moe_gemm.cuh"
@@ -418,10 +419,24 @@ bool moe_prefill_reads_fp8(const MoeBf16Params& p) {
     return shape >= 5 && shape <= 7 && moe_prefill_wgmma_supported() && moe::tma_reads_fp8(p);  // the TMA-fed shapes
 }
 
+bool moe_prefill_w8a8_ok(const MoeBf16Params& p) {
+    const int shape = pick_tile_shape(p);
+    return (shape == 5 || shape == 6) && moe_prefill_wgmma_supported() && moe::tma_w8a8_ok(p);
+}
+
+size_t moe_w8a8_scratch_bytes(const MoeBf16Params& p) {
+    const auto unit = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+    const size_t rows = static_cast<size_t>(p.max_rows), n = static_cast<size_t>(entries(p));
+    return unit(rows * p.H) + unit(sizeof(float) * act_scale_floats(p.max_rows, p.H)) + unit(n * p.I) +
+           unit(sizeof(float) * act_scale_floats(static_cast<int32_t>(n), p.I));
+}
+
 namespace {
 // The checks every prefill entry point makes; cudaSuccess when `shape` may run.
 cudaError_t check_prefill(const MoeBf16Params& p, int shape) {
-    if (p.fp8 && !moe_prefill_reads_fp8(p)) return cudaErrorInvalidValue;  // the caller dequantizes instead
+    // FP8 stacks the tile cannot take: the caller dequantizes instead.
+    if (p.fp8 < 0 || p.fp8 > 2 || (p.fp8 == 1 && !moe_prefill_reads_fp8(p)) || (p.fp8 == 2 && !moe_prefill_w8a8_ok(p)))
+        return cudaErrorInvalidValue;
     if (!valid(p) || (!p.out && !p.out_bf16) || !p.group_offsets || !p.chunk_base || !p.tile_table ||
         !p.entry_row || !p.entry_pos || !p.ag || !p.yg || p.H % 16 || p.I % 16 || p.Is % 16 || shape < 1 ||
         shape > kMoeTileShapeCount)

@@ -60,6 +60,8 @@
 
 #include "kernels/cuda/lm_attn_tma.cuh"
 #include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_gemm_fp8.h"
+#include "kernels/cuda/lm_gemm_fp8_wgmma.cuh"
 #include "kernels/cuda/lm_mbarrier.cuh"
 #include "kernels/cuda/lm_moe.h"
 #include "kernels/cuda/lm_moe_gemm_tma.cuh"
@@ -270,6 +272,54 @@ __device__ inline void fp8_store(const Fp8Piece<BN>& f, uint32_t b) {
 }
 #endif
 
+// How the grouped GEMMs read the expert weights (MoeBf16Params::fp8): bf16 stacks; FP8 stacks
+// converted to bf16 on their way into shared memory (above); or FP8 stacks times e4m3
+// activations on FP8 tensor cores (W8A8, below).
+enum WeightRead : int { kReadBf16 = 0, kReadFp8Cvt = 1, kReadW8A8 = 2 };
+
+// W8A8 (kReadW8A8; BN 128): the ring's stages hold the same bytes per row as bf16 ones, 128, now
+// 128 e4m3 values of k, so one stage is a whole 128-wide scale block of both operands. A: gate|up
+// gathers xq rows (cp.async, as the bf16 rows), down reads agq by TMA; B: the FP8 stacks by TMA,
+// both with the 128-byte swizzle. A consumer warpgroup runs four m64n128k32 e4m3 wgmma per stage
+// into `part`, waits for them, releases the stage and adds part x (its row's activation scale x
+// the tile's weight block scale, rounded to fp32 first) into acc: no more than 128 products are
+// summed inside the tensor cores (they accumulate FP8 products at reduced precision), and the
+// scales change per block anyway (lm_gemm_fp8_wgmma.cu does the same). The gate|up tile's 64 gate
+// rows and 64 up rows each sit inside one 128-row weight block (n0 and F are multiples of 64), as
+// do down's 128 rows. Measured (H200, 2026-12-04, sixty-first session; 35B-A3B FP8, first 20
+// layers, `frost bench engine --ttft 1024,4096,16384 --reps 2 --fp8-prefill w8a8`, cold TTFT ms,
+// one call): 9.56-9.63 / 22.25-22.30 / 101.34-102.23 against 23.62 / 35.75 / 154.09 with the MoE
+// exact under the same switch (FROST_MOE_W8A8=0: the dequantized tile, the dense GEMMs W8A8),
+// 24.71-24.85 / 38.11-38.62 / 163.91-164.63 all exact, and the bf16 checkpoint's 12.28 / 25.82 /
+// 107.64. Only 128-column tiles: the promotion needs two 64-register accumulators.
+#if defined(FROST_ATTN_WGMMA)
+struct W8a8Scales {
+    const float* a;        // this thread's two rows' activation scales, k block 0 (null: no row)
+    const float* a1;
+    const float* w_gate;   // the tile's weight block scales along k (gate rows / down's rows)
+    const float* w_up;     // gate|up: the up rows'; down: = w_gate
+    int64_t ld;            // activation scales: k block stride
+};
+
+template <bool kDown>
+__device__ inline W8a8Scales w8a8_scales(const MoeBf16Params& p, const Item& it, int cw, int64_t ld) {
+    const MoeFp8Weights& m = kDown ? (it.shared ? p.fp8_shared_down : p.fp8_down)
+                                   : (it.shared ? p.fp8_shared_gate_up : p.fp8_gate_up);
+    const int kcols = (it.K + 127) / 128;
+    const int64_t row = (it.shared ? 0 : int64_t(it.group) * (kDown ? p.H : 2 * p.I)) + it.n0;
+    W8a8Scales s;
+    s.w_gate = m.scale + (row / 128) * kcols;
+    s.w_up = kDown ? s.w_gate : m.scale + ((row + it.F) / 128) * kcols;
+    s.ld = ld;
+    const float* base = kDown ? p.agq_scale : p.xq_scale;
+    const int e0 = it.row0 + 64 * cw + ws_row(0), e1 = e0 + 8;
+    // A row past the tile's group feeds only outputs the epilogue drops: no scale is read for it.
+    s.a = e0 < it.row_end ? base + (kDown ? e0 : p.entry_row[e0]) : nullptr;
+    s.a1 = e1 < it.row_end ? base + (kDown ? e1 : p.entry_row[e1]) : nullptr;
+    return s;
+}
+#endif
+
 // kDown false: ag[e, n0 .. n0 + BN/2) = bf16(silu(x_r · Wg^T) * (x_r · Wu^T)), x_r gathered
 // through entry_row. kDown true: yg[e, n0 .. n0 + BN) = bf16(ag[e, :F] · Wd^T).
 // The producer tells the consumers which item a ring position starts in item_at (written by
@@ -278,10 +328,17 @@ __device__ inline void fp8_store(const Fp8Piece<BN>& f, uint32_t b) {
 // kFp8: the weights come from p's FP8 stacks, staged by TMA and converted by the producer threads
 // (above kFp8Slots); down's A still by TMA. A stage's full barrier then counts the producer
 // threads' conversions too; `maps`' b maps are the FP8 stacks' (fp8_maps).
-template <class T, bool kDown, bool kFp8>
+// kW kReadW8A8: e4m3 A and B (above); `maps` then map xq / agq and the FP8 stacks in 128-byte
+// boxes; a_scale_ld is the activation scales' k block stride (act_scale_ld of xq's / agq's rows).
+template <class T, bool kDown, int kW>
 __global__ void __launch_bounds__(T::threads, 1)
-    moe_tma_kernel(MoeBf16Params p, const __grid_constant__ MoeTmaMaps maps, int claim_items) {
+    moe_tma_kernel(MoeBf16Params p, const __grid_constant__ MoeTmaMaps maps, int claim_items,
+                   [[maybe_unused]] int64_t a_scale_ld) {
 #if defined(FROST_ATTN_WGMMA)
+    constexpr bool kFp8 = kW == kReadFp8Cvt, kQ = kW == kReadW8A8;
+    static_assert(!kQ || T::BN == 128, "W8A8: two 64-register accumulators (m64n128)");
+    // k values per stage: 128 bytes of a row either way.
+    constexpr int kBk = kQ ? 128 : T::BK;
     constexpr int S = T::stages;
     // Arrivals on a full barrier: gate|up's 128 cp.async arrivals (A), with kFp8 the 128
     // converting threads' (B), and one expect-tx arrival where a TMA box lands (down's A, bf16 B).
@@ -325,19 +382,22 @@ __global__ void __launch_bounds__(T::threads, 1)
             // Weight rows of this tile in the map: down, output rows n0..; gate|up, gate rows n0..
             // and up rows F + n0.. of the expert (rows past F land in outputs the epilogue drops).
             [[maybe_unused]] const int brow = (item.shared ? 0 : item.group * (kDown ? p.H : 2 * p.I)) + item.n0;
-            const bf16* a[T::BM / 16];
+            // Gate|up's gathered rows, as bytes (bf16 x, or its e4m3 xq with W8A8).
+            const unsigned char* a[T::BM / 16];
             if constexpr (!kDown) {
+                const unsigned char* src = kQ ? p.xq : reinterpret_cast<const unsigned char*>(p.x);
+                const int64_t row_bytes = int64_t(p.H) * (kQ ? 1 : 2);
 #pragma unroll
                 for (int i = 0; i < T::BM / 16; ++i) {
                     const int e = item.row0 + r0 + 16 * i;
-                    a[i] = e < item.row_end ? p.x + static_cast<int64_t>(p.entry_row[e]) * p.H : nullptr;
+                    a[i] = e < item.row_end ? src + static_cast<int64_t>(p.entry_row[e]) * row_bytes : nullptr;
                 }
             }
-            const int k_tiles = (item.K + T::BK - 1) / T::BK;
+            const int k_tiles = (item.K + kBk - 1) / kBk;
             // One k-step into ring position `it`: its boxes / copies, and with kFp8 `piece`'s
             // weights converted into it (their loads issued a step earlier).
             const auto step = [&](int kt, [[maybe_unused]] const Fp8Piece<T::BN>& piece) {
-                const int k0 = kt * T::BK;
+                const int k0 = kt * kBk;
                 if (it >= S) lm::mbar_wait(ring.empty(it), ring.phase(it) ^ 1);
                 const uint32_t st = ring.stage(it);
                 if (threadIdx.x == 0) {
@@ -354,13 +414,13 @@ __global__ void __launch_bounds__(T::threads, 1)
                 }
                 if constexpr (!kDown) {
                     // A null row is not copied (its products land only in dropped outputs); chunks
-                    // past K are zero-filled (they would enter every output).
-                    const int col = k0 + c * 8;
+                    // past K are zero-filled (they would enter every output). In bytes: 128 a row.
+                    const int col = kt * 128 + c * 16;
 #pragma unroll
                     for (int i = 0; i < T::BM / 16; ++i) {
                         const int r = r0 + 16 * i;
                         const uint32_t dst = st + r * 128 + ((c ^ (r & 7)) * 16);
-                        if (col >= item.K)
+                        if (col >= item.K * (kQ ? 1 : 2))
                             asm volatile("cp.async.cg.shared.global [%0], [%1], 16, 0;\n" ::"r"(dst), "l"(p.x));
                         else if (a[i])
                             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(a[i] + col));
@@ -417,7 +477,7 @@ __global__ void __launch_bounds__(T::threads, 1)
         if (w < 0) break;
         Item item;
         item_of<T, kDown>(p, w, nt, item);  // the producer published only items with columns
-        const int k_tiles = (item.K + T::BK - 1) / T::BK;
+        const int k_tiles = (item.K + kBk - 1) / kBk;
         if (item.row0 + 64 * cw >= item.row_end) {  // warpgroup-uniform: no rows; walk the ring only
             for (int kt = 0; kt < k_tiles; ++kt, ++it) {
                 if (kt) lm::mbar_wait(ring.full(it), ring.phase(it));
@@ -428,13 +488,45 @@ __global__ void __launch_bounds__(T::threads, 1)
         float acc[T::BN / 2];
 #pragma unroll
         for (int i = 0; i < T::BN / 2; ++i) acc[i] = 0.0f;
-        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-            if (kt) lm::mbar_wait(ring.full(it), ring.phase(it));
-            if constexpr (kCpA || kFp8) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async / st.shared -> wgmma
-            const uint32_t st = ring.stage(it);
-            static_assert(T::BK == 64, "wgmma_k64_step");
-            lm::wgmma_k64_step(acc, st + cw * 64 * 128, st + T::a_bytes, wgmma_tile_ss<T::BN>);
-            if (lane == 0) lm::mbar_arrive(ring.empty(it));
+        if constexpr (kQ) {
+            const W8a8Scales sc = w8a8_scales<kDown>(p, item, cw, a_scale_ld);
+            float part[T::BN / 2];
+            for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                // The block's scales first: their loads land while the stage is awaited.
+                const float a0 = sc.a ? __ldg(sc.a + kt * sc.ld) : 0.0f, a1 = sc.a1 ? __ldg(sc.a1 + kt * sc.ld) : 0.0f;
+                const float wg = __ldg(sc.w_gate + kt), wu = kDown ? wg : __ldg(sc.w_up + kt);
+                if (kt) lm::mbar_wait(ring.full(it), ring.phase(it));
+                if constexpr (kCpA) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async -> wgmma
+                const uint32_t st = ring.stage(it), a_st = st + cw * 64 * 128, b_st = st + T::a_bytes;
+                lm::reg_fence(part);
+                lm::wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk)
+                    lm::wgmma_m64n128k32_e4m3(part, lm::smem_desc_sw128(a_st + kk * 32, 16, 1024),
+                                              lm::smem_desc_sw128(b_st + kk * 32, 16, 1024), kk);
+                lm::wgmma_commit();
+                lm::wgmma_wait<0>();
+                lm::reg_fence(part);
+                if (lane == 0) lm::mbar_arrive(ring.empty(it));
+                const float g0 = a0 * wg, g1 = a1 * wg, u0 = a0 * wu, u1 = a1 * wu;
+#pragma unroll
+                for (int i = 0; i < T::BN / 8; ++i) {  // n8 tile i: gate (or down) columns, then up
+                    const bool up = !kDown && i >= T::BN / 16;
+                    acc[4 * i + 0] = fmaf(part[4 * i + 0], up ? u0 : g0, acc[4 * i + 0]);
+                    acc[4 * i + 1] = fmaf(part[4 * i + 1], up ? u0 : g0, acc[4 * i + 1]);
+                    acc[4 * i + 2] = fmaf(part[4 * i + 2], up ? u1 : g1, acc[4 * i + 2]);
+                    acc[4 * i + 3] = fmaf(part[4 * i + 3], up ? u1 : g1, acc[4 * i + 3]);
+                }
+            }
+        } else {
+            for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                if (kt) lm::mbar_wait(ring.full(it), ring.phase(it));
+                if constexpr (kCpA || kFp8) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async / st.shared -> wgmma
+                const uint32_t st = ring.stage(it);
+                static_assert(T::BK == 64, "wgmma_k64_step");
+                lm::wgmma_k64_step(acc, st + cw * 64 * 128, st + T::a_bytes, wgmma_tile_ss<T::BN>);
+                if (lane == 0) lm::mbar_arrive(ring.empty(it));
+            }
         }
         // acc: n8 tile i (columns 8 i..) in acc[4 i .. 4 i + 3] (ws_row / ws_col). Each group of
         // four tiles goes out as one 16-byte store per lane (quad_gather): the quad's shuffles run
@@ -486,18 +578,19 @@ int sm_count() { return lm::device_sm_count() > 0 ? lm::device_sm_count() : 132;
 
 // The launch's shared memory: the tile's ring, and with FP8 stacks 256 bytes of barriers and the
 // staging slots after it.
-template <class T, bool kFp8>
+template <class T, int kW>
 constexpr size_t launch_smem() {
-    return kFp8 ? 1024 + size_t(T::stages) * T::stage_bytes + 256 + size_t(kFp8Slots) * T::BN * 64 : T::smem;
+    return kW == kReadFp8Cvt ? 1024 + size_t(T::stages) * T::stage_bytes + 256 + size_t(kFp8Slots) * T::BN * 64 : T::smem;
 }
 
-template <class T, bool kFp8>
+template <class T, int kW>
 cudaError_t launch_t(const MoeBf16Params& p, int tile_capacity, cudaStream_t stream) {
     using attn_hopper::encode_tile_map;
-    constexpr auto up = moe_tma_kernel<T, false, kFp8>, down = moe_tma_kernel<T, true, kFp8>;
-    static_assert(launch_smem<T, kFp8>() <= 227 * 1024, "one block per SM");
+    constexpr bool kFp8 = kW == kReadFp8Cvt, kQ = kW == kReadW8A8;
+    constexpr auto up = moe_tma_kernel<T, false, kW>, down = moe_tma_kernel<T, true, kW>;
+    static_assert(launch_smem<T, kW>() <= 227 * 1024, "one block per SM");
     static_assert(16 * T::stages + 8 * kFp8Slots <= 256, "the barriers before the staging slots");
-    const int smem = static_cast<int>(launch_smem<T, kFp8>());
+    const int smem = static_cast<int>(launch_smem<T, kW>());
     cudaError_t e = cudaFuncSetAttribute(up, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(down, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
@@ -505,12 +598,19 @@ cudaError_t launch_t(const MoeBf16Params& p, int tile_capacity, cudaStream_t str
     // (down, BN rows); down's A: the grouped activations [entries, width], F columns of them.
     const int64_t entries = static_cast<int64_t>(p.max_rows) * (p.k + 1), width = tma_width(p);
     MoeTmaMaps gu{}, dn{};
-    e = encode_tile_map(&dn.a_routed, p.ag, p.I, entries, width, T::BM);
-    if (e == cudaSuccess) e = encode_tile_map(&dn.a_shared, p.ag, p.Is, entries, width, T::BM);
-    if (kFp8) {  // the FP8 stacks in 64-byte boxes for the staging slots (fp8_issue)
+    if (kQ) {  // down's A: agq's e4m3 bytes (I = Is: one map serves both groups)
+        e = attn_hopper::encode_swizzled_map(&dn.a_routed, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, p.agq, p.I, entries, p.I, T::BM);
+        dn.a_shared = dn.a_routed;
+    } else {
+        e = encode_tile_map(&dn.a_routed, p.ag, p.I, entries, width, T::BM);
+        if (e == cudaSuccess) e = encode_tile_map(&dn.a_shared, p.ag, p.Is, entries, width, T::BM);
+    }
+    if (kFp8 || kQ) {
+        // The FP8 stacks: W8A8 in 128-byte boxes with the 128-byte swizzle (what wgmma reads), the
+        // converting path in 64-byte boxes for its staging slots (fp8_issue).
         const auto fp8_map = [](CUtensorMap* m, const MoeFp8Weights& w, int64_t cols, int64_t rows, int box_rows) {
-            return attn_hopper::encode_box_map(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, w.w, cols, rows, cols, 64, box_rows,
-                                               false);
+            return attn_hopper::encode_box_map(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, w.w, cols, rows, cols, kQ ? 128 : 64,
+                                               box_rows, kQ);
         };
         if (e == cudaSuccess) e = fp8_map(&gu.b_routed, p.fp8_gate_up, p.H, int64_t(p.E) * 2 * p.I, T::BN / 2);
         if (e == cudaSuccess) e = fp8_map(&gu.b_shared, p.fp8_shared_gate_up, p.H, 2 * int64_t(p.Is), T::BN / 2);
@@ -528,25 +628,47 @@ cudaError_t launch_t(const MoeBf16Params& p, int tile_capacity, cudaStream_t str
     const int64_t cap_up = int64_t(tile_capacity) * tma_col_tiles<T>(p, false);
     const int64_t cap_down = int64_t(tile_capacity) * tma_col_tiles<T>(p, true);
     const int claim = util::env_is("FROST_MOE_CLAIM", "0") ? 0 : 1;
-    up<<<static_cast<int>(std::min<int64_t>(sm_count(), cap_up)), T::threads, smem, stream>>>(p, gu, claim);
-    down<<<static_cast<int>(std::min<int64_t>(sm_count(), cap_down)), T::threads, smem, stream>>>(p, dn, claim);
+    // W8A8: every row of x quantized before gate|up, every entry of ag before down (capacity
+    // rows: the counts live on the device; rows past them feed only rows nobody reads).
+    if (kQ && (e = act_quant_fp8_launch(p.x, p.H, p.max_rows, p.H, p.xq, p.xq_scale, stream)) != cudaSuccess) return e;
+    up<<<static_cast<int>(std::min<int64_t>(sm_count(), cap_up)), T::threads, smem, stream>>>(
+        p, gu, claim, act_scale_ld(p.max_rows));
+    if (kQ && (e = act_quant_fp8_launch(p.ag, width, static_cast<int32_t>(entries), p.I, p.agq, p.agq_scale,
+                                        stream)) != cudaSuccess)
+        return e;
+    down<<<static_cast<int>(std::min<int64_t>(sm_count(), cap_down)), T::threads, smem, stream>>>(
+        p, dn, claim, act_scale_ld(static_cast<int32_t>(entries)));
     return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t tma_gemms_launch(const MoeBf16Params& p, int tile_capacity, int shape, cudaStream_t stream) {
-    const bool f = p.fp8 != 0;
+    // W8A8: the 128 x 128 tile with 6 stages at shapes 5 and 6 (both 128-row tiles: the same tile
+    // table); shape 7's 192-row tile would leave 128 registers a thread for two accumulators.
+    if (p.fp8 == kReadW8A8)
+        return shape == 5 || shape == 6 ? launch_t<TmaTile<128, 6, 2>, kReadW8A8>(p, tile_capacity, stream)
+                                        : cudaErrorInvalidValue;
+    const bool f = p.fp8 == kReadFp8Cvt;
     switch (shape) {
         // FP8 stacks: one ring stage fewer, for the staging slots (the same tile, so the same bits).
-        case 5: return f ? launch_t<TmaTile<256, 3, 2>, true>(p, tile_capacity, stream)
-                         : launch_t<TmaTile<256, 4, 2>, false>(p, tile_capacity, stream);
-        case 6: return f ? launch_t<TmaTile<128, 5, 2>, true>(p, tile_capacity, stream)
-                         : launch_t<TmaTile<128, 6, 2>, false>(p, tile_capacity, stream);
-        case 7: return f ? launch_t<TmaTile<128, 4, 3>, true>(p, tile_capacity, stream)
-                         : launch_t<TmaTile<128, 5, 3>, false>(p, tile_capacity, stream);
+        case 5: return f ? launch_t<TmaTile<256, 3, 2>, kReadFp8Cvt>(p, tile_capacity, stream)
+                         : launch_t<TmaTile<256, 4, 2>, kReadBf16>(p, tile_capacity, stream);
+        case 6: return f ? launch_t<TmaTile<128, 5, 2>, kReadFp8Cvt>(p, tile_capacity, stream)
+                         : launch_t<TmaTile<128, 6, 2>, kReadBf16>(p, tile_capacity, stream);
+        case 7: return f ? launch_t<TmaTile<128, 4, 3>, kReadFp8Cvt>(p, tile_capacity, stream)
+                         : launch_t<TmaTile<128, 5, 3>, kReadBf16>(p, tile_capacity, stream);
         default: return cudaErrorInvalidValue;
     }
+}
+
+bool tma_w8a8_ok(const MoeBf16Params& p) {
+    const MoeFp8Weights* ms[] = {&p.fp8_gate_up, &p.fp8_down, &p.fp8_shared_gate_up, &p.fp8_shared_down};
+    for (const MoeFp8Weights* m : ms)
+        if (!m->w || !m->scale || !lm::aligned16(m->w) || m->block_n != kFp8Group || m->block_k != kFp8Group)
+            return false;
+    return p.H % kFp8Group == 0 && p.I % kFp8Group == 0 && p.Is == p.I && p.xq && p.xq_scale && p.agq &&
+           p.agq_scale && lm::aligned16(p.xq) && lm::aligned16(p.agq) && lm::aligned16(p.x);
 }
 
 bool tma_reads_fp8(const MoeBf16Params& p) {

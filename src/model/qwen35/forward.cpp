@@ -298,6 +298,7 @@ struct Forward {
         m.work = s.moe_work;
         m.E = E; m.k = k; m.I = c.moe_intermediate_size; m.Is = c.shared_expert_intermediate_size;
         m.norm_topk = c.norm_topk_prob ? 1 : 0; m.rows = rws();
+        m.quant_act = !one_row() && quant_act(L.moe_gate_up) ? 1 : 0;
         FROST_TRY(ops::op_moe(ex, m, one_row() ? "moe decode" : "moe prefill"));
         return trace("router_probs", l, m.probs);
     }

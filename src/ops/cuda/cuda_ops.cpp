@@ -882,6 +882,24 @@ frost_status moe_dequantize(const Exec& ex, const MoeOp& p, K::MoeBf16Params* m)
     return FROST_OK;
 }
 
+// Points f's four FP8 stacks (MoeBf16Params::fp8_*) at p's experts and shared expert: false
+// unless all four are FP8 (per-row scales as block_n 1, block_k K; block_only: 128 x 128 blocks
+// only, refusing per-row scales).
+bool moe_fp8_stacks(const MoeOp& p, bool block_only, K::MoeBf16Params* f) {
+    const Tensor* mats[] = {&p.experts_gate_up, &p.experts_down, &p.shared_gate_up, &p.shared_down};
+    K::MoeFp8Weights* dst[] = {&f->fp8_gate_up, &f->fp8_down, &f->fp8_shared_gate_up, &f->fp8_shared_down};
+    for (int i = 0; i < 4; ++i) {
+        if (mats[i]->dtype != DType::FP8_E4M3) return false;
+        K::GemvQuantParams q{};
+        if (quant_params(*mats[i], &q) != FROST_OK) return false;
+        const bool channel = q.format == K::kGemvQuantFp8Channel;
+        if (block_only && (channel || q.block_n != K::kFp8Group || q.block_k != K::kFp8Group)) return false;
+        *dst[i] = K::MoeFp8Weights{static_cast<const uint8_t*>(q.w), static_cast<const float*>(q.scale),
+                                   channel ? 1 : q.block_n, channel ? q.K : q.block_k};
+    }
+    return true;
+}
+
 // Opt-in (FROST_MOE_FP8_DIRECT=1, read once): points m's FP8 stacks (MoeBf16Params::fp8) at p's
 // experts when all four matrices are FP8 (block or per-row scales) and the prefill's tile reads
 // them as stored (K::moe_prefill_reads_fp8). The grouped GEMMs then convert each weight on its way
@@ -891,23 +909,45 @@ frost_status moe_dequantize(const Exec& ex, const MoeOp& p, K::MoeBf16Params* m)
 // 2026-12-04, 35B-A3B FP8, first 20 layers, `scripts/gpu/ab_env.sh DIR 2 FROST_MOE_FP8_DIRECT=1
 // FROST_MOE_FP8_DIRECT=0` with `--ttft 1024,4096,16384 --reps 2`, ms): 28.77 / 28.60, 52.16 /
 // 52.26, 218.47 / 218.44 against the dequantization's 24.71 / 24.75, 38.37 / 38.52, 165.70 /
-// 165.74; lm_moe_prefill_tma.cu has the earlier forms and why. False: m unchanged.
+// 165.74; lm_moe_prefill_tma.cu has the earlier forms and why. moe_w8a8, when it applies, is
+// faster still. False: m unchanged.
 bool moe_fp8_direct(const MoeOp& p, K::MoeBf16Params* m) {
     static const bool on = util::env_is("FROST_MOE_FP8_DIRECT", "1");
-    if (!on) return false;
-    const Tensor* mats[] = {&p.experts_gate_up, &p.experts_down, &p.shared_gate_up, &p.shared_down};
     K::MoeBf16Params f = *m;
-    K::MoeFp8Weights* dst[] = {&f.fp8_gate_up, &f.fp8_down, &f.fp8_shared_gate_up, &f.fp8_shared_down};
-    for (int i = 0; i < 4; ++i) {
-        if (mats[i]->dtype != DType::FP8_E4M3) return false;
-        K::GemvQuantParams q{};
-        if (quant_params(*mats[i], &q) != FROST_OK) return false;
-        const bool channel = q.format == K::kGemvQuantFp8Channel;
-        *dst[i] = K::MoeFp8Weights{static_cast<const uint8_t*>(q.w), static_cast<const float*>(q.scale),
-                             channel ? 1 : q.block_n, channel ? q.K : q.block_k};
-    }
+    if (!on || !moe_fp8_stacks(p, false, &f)) return false;
     f.fp8 = 1;
     if (!K::moe_prefill_reads_fp8(f)) return false;
+    *m = f;
+    return true;
+}
+
+// W8A8 prefill over FP8 experts (MoeOp::quant_act; FROST_MOE_W8A8=0 in the environment turns it
+// off, for A/B runs and tests, read at each prefill launch): points m's FP8 stacks at p's experts
+// and its e4m3 activation buffers (MoeBf16Params::xq, agq and their scales) into m.act, which a
+// prefill launch does not otherwise use (it holds the one-row decode's activations), when all four
+// matrices are FP8 in 128 x 128 blocks and the tile takes them (K::moe_prefill_w8a8_ok). The
+// grouped GEMMs then read the stacks as stored and multiply on FP8 tensor cores, with no
+// dequantized tile (35B-A3B FP8, 20 layers, H200: cold TTFT 1k / 16k 9.6 / 101 ms against the
+// tile's 24.9 / 164; lm_moe_prefill_tma.cu). False: m unchanged (the exact paths run).
+bool moe_w8a8(const MoeOp& p, K::MoeBf16Params* m) {
+    if (!p.quant_act || !m->act || util::env_is("FROST_MOE_W8A8", "0")) return false;
+    K::MoeBf16Params f = *m;
+    if (!moe_fp8_stacks(p, true, &f)) return false;
+    if (K::moe_w8a8_scratch_bytes(f) > sizeof(float) * K::moe_act_floats(f)) return false;
+    // m.act is 256-byte aligned (moe_carve); each piece starts on a 256-byte unit.
+    auto* at = reinterpret_cast<unsigned char*>(f.act);
+    const auto take = [&at](size_t bytes) {
+        unsigned char* p0 = at;
+        at += (bytes + 255) / 256 * 256;
+        return p0;
+    };
+    const int32_t entries = f.max_rows * (f.k + 1);
+    f.xq = take(size_t(f.max_rows) * size_t(f.H));
+    f.xq_scale = reinterpret_cast<float*>(take(sizeof(float) * K::act_scale_floats(f.max_rows, f.H)));
+    f.agq = take(size_t(entries) * size_t(f.I));
+    f.agq_scale = reinterpret_cast<float*>(take(sizeof(float) * K::act_scale_floats(entries, f.I)));
+    f.fp8 = 2;
+    if (!K::moe_prefill_w8a8_ok(f)) return false;
     *m = f;
     return true;
 }
@@ -1047,7 +1087,8 @@ frost_status moe(const Exec& ex, const MoeOp& p) {
     // shape flat. As with the dense prefill kernels (docs/benchmark-history.md), nothing to gain.
     m.pdl = decode && native(ex) != nullptr ? 1 : 0;
     if (decode && moe_routed_quantized(p)) return moe_quant_decode(ex, p, m, qs);
-    if (moe_any_quantized(p) && (decode || !moe_fp8_direct(p, &m))) FROST_TRY(moe_dequantize(ex, p, &m));
+    if (moe_any_quantized(p) && (decode || !(moe_w8a8(p, &m) || moe_fp8_direct(p, &m))))
+        FROST_TRY(moe_dequantize(ex, p, &m));
     if (!decode) {
         // The router logits as the engine's dense GEMM (cuBLASLt, fp32 out, planned per shape like
         // every projection), then the prefill router starts at its select. The MoE kernel's own
