@@ -73,10 +73,52 @@ Case make_case(Shape s, int rows) {
 
 double silu(double v) { return v / (1 + std::exp(-v)); }
 
+// The e4m3 (OCP fn) value nearest to v, ties to the even code, beyond 448 saturating: by search
+// over the 127 non-negative finite codes (independent of the kernels' rounding).
+double e4m3_nearest(double v) {
+    static const std::vector<double> codes = [] {
+        std::vector<double> t;
+        for (int c = 0; c <= 0x7E; ++c) {
+            const int e = c >> 3, m = c & 7;
+            t.push_back(e == 0 ? m * std::ldexp(1.0, -9) : (1 + m / 8.0) * std::ldexp(1.0, e - 7));
+        }
+        return t;
+    }();
+    const double a = std::min(std::fabs(v), 448.0);
+    size_t best = 0;
+    for (size_t c = 1; c < codes.size(); ++c) {
+        const double d = std::fabs(codes[c] - a), db = std::fabs(codes[best] - a);
+        if (d < db || (d == db && c % 2 == 0)) best = c;
+    }
+    return std::copysign(codes[best], v);
+}
+
+// W8A8's activation rounding of n values (n a multiple of 128), per 128-wide group: the scale
+// s = max|v| / 448 in float (1 for an all-zero group), then e4m3_nearest(v / s) * s.
+template <class V>
+std::vector<double> quantize_groups(const V* v, int n) {
+    std::vector<double> q(static_cast<size_t>(n));
+    for (int g = 0; g < n; g += 128) {
+        float amax = 0;
+        for (int i = g; i < g + 128; ++i) amax = std::max(amax, std::fabs(float(v[i])));
+        const float sc = amax > 0 ? amax / 448.0f : 1.0f;
+        for (int i = g; i < g + 128; ++i) q[i] = e4m3_nearest(double(float(v[i]) / sc)) * double(sc);
+    }
+    return q;
+}
+
 // float64 reference of one row; also returns the reference probabilities and chosen experts.
-std::vector<double> reference_row(const Case& c, int r, std::vector<double>* probs, std::vector<int>* chosen) {
+// quant: MoeParams::quant_act (x and each expert's activations rounded per quantize_groups).
+std::vector<double> reference_row(const Case& c, int r, std::vector<double>* probs, std::vector<int>* chosen,
+                                  bool quant = false) {
     const Shape& s = c.s;
     const float* x = c.x.data() + size_t(r) * s.H;
+    std::vector<float> xq_f;
+    if (quant) {
+        const std::vector<double> xq = quantize_groups(x, s.H);
+        xq_f.assign(xq.begin(), xq.end());  // e4m3 x float scale: exact in float
+    }
+    const float* xe = quant ? xq_f.data() : x;  // the experts' input
     auto dotd = [&](const float* a, const float* b, int n) {
         double t = 0;
         for (int i = 0; i < n; ++i) t += double(a[i]) * double(b[i]);
@@ -97,7 +139,8 @@ std::vector<double> reference_row(const Case& c, int r, std::vector<double>* pro
     auto ffn = [&](const float* gu, const float* down, int F, double scale) {
         std::vector<double> a(static_cast<size_t>(F));
         for (int i = 0; i < F; ++i)
-            a[i] = silu(dotd(x, gu + size_t(i) * s.H, s.H)) * dotd(x, gu + size_t(F + i) * s.H, s.H);
+            a[i] = silu(dotd(xe, gu + size_t(i) * s.H, s.H)) * dotd(xe, gu + size_t(F + i) * s.H, s.H);
+        if (quant) a = quantize_groups(a.data(), F);
         for (int h = 0; h < s.H; ++h) {
             double t = 0;
             for (int i = 0; i < F; ++i) t += double(down[size_t(h) * F + i]) * a[i];
@@ -146,6 +189,46 @@ TEST(CpuMoe, MatchesFloat64ReferenceRouterAndOutput) {
             if (s.norm) EXPECT_NEAR(wsum, 1.0, 1e-6);
             else EXPECT_NEAR(c.w[size_t(r) * s.k], probs[chosen[0]], 1e-6);
         }
+    }
+}
+
+// quant_act (W8A8's activation side): against the float64 reference that rounds x and each
+// expert's activations the same way. The kernel's activations are fp32 sums, the reference's
+// exact: where one lands an e4m3 rounding (or a group's max) the other way, that row moves by
+// ~1e-3, so one such row is allowed; every other row matches to 1e-5, and every row is far from
+// the unquantized output (the rounding acted). H, I or Is not whole groups: refused.
+TEST(CpuMoe, QuantActRoundsTheExpertsInputsToE4m3) {
+    const Shape s{256, 8, 2, 128, 128, true};
+    const int rows = 9, n = 7;
+    Case c = make_case(s, rows);
+    Case plain = c;
+    int32_t n_rows = n;
+    MoeParams p = c.params(&n_rows);
+    p.quant_act = 1;
+    ASSERT_EQ(moe(p), FROST_OK);
+    ASSERT_EQ(moe(plain.params(&n_rows)), FROST_OK);
+    int loose = 0;
+    for (int r = 0; r < n; ++r) {
+        std::vector<double> probs;
+        std::vector<int> chosen;
+        const std::vector<double> ref = reference_row(c, r, &probs, &chosen, true);
+        double err = 0, moved = 0, scale = 0;
+        for (int h = 0; h < s.H; ++h) {
+            const size_t i = size_t(r) * s.H + h;
+            err = std::max(err, std::abs(c.y[i] - ref[h]));
+            moved = std::max(moved, std::abs(plain.y[i] - ref[h]));
+            scale = std::max(scale, std::abs(ref[h] - c.y0[i]));  // the MoE output's own size
+        }
+        EXPECT_LT(err / scale, 1e-2) << "row " << r;
+        loose += err / scale >= 1e-5;
+        EXPECT_GT(moved / scale, 1e-3) << "row " << r << ": quant_act changed nothing";
+    }
+    EXPECT_LE(loose, 1) << "rows off the quantized reference by more than fp32 sums";
+    for (int bad : {0, 1}) {
+        Case b = make_case(bad ? Shape{256, 8, 2, 96, 128, true} : Shape{200, 8, 2, 128, 128, true}, 1);
+        MoeParams q = b.params(nullptr);
+        q.quant_act = 1;
+        EXPECT_EQ(moe(q), FROST_ERR_INVALID_ARG) << "H " << q.H << " I " << q.I;
     }
 }
 

@@ -799,6 +799,54 @@ std::vector<Case> cases() {
                           return op_moe(ex, p);
                       }});
     }
+    // MoE W8A8 prefill (MoeOp::quant_act) over FP8 experts in 128 x 128 blocks: CUDA's grouped
+    // GEMMs read the stacks as stored and multiply e4m3 activations on FP8 tensor cores; the CPU
+    // reference rounds x and each expert's activations the same way in fp32, on the decoded
+    // weights. I = Is and H, I multiples of 128: the shapes where CUDA takes its W8A8 path. (The
+    // bf16 tolerance, relative to y's scale, would also pass the exact path: that CUDA takes the
+    // W8A8 one is model_test_cuda_quant_engine's check, its arithmetic kernels_test_cuda_moe_prefill's.)
+    {
+        constexpr int E = 8, TOPK = 2, I = 128, rows = 64, n = 37;
+        const QuantW gu = make_quant(QFmt::Fp8Block, E * 2 * I, H), dn = make_quant(QFmt::Fp8Block, E * H, I),
+                     sgu = make_quant(QFmt::Fp8Block, 2 * I, H), sdn = make_quant(QFmt::Fp8Block, H, I);
+        std::vector<Arg> args = {act("x", Use::In, normal(size_t(rows) * H)),
+                                 act("y", Use::InOut, normal(size_t(rows) * H)),
+                                 act("router", Use::In, normal(size_t(E) * H, 0.1f)), act("sg", Use::In, normal(H, 0.1f)),
+                                 f32("probs", Use::Out, poison(size_t(rows) * E)),
+                                 i32("ids", Use::Out, std::vector<int32_t>(size_t(rows) * TOPK, -1)),
+                                 f32("w", Use::Out, poison(size_t(rows) * TOPK)),
+                                 work("work", [](const Backend& be) { return be.moe_work_floats(H, E, TOPK, I, I, rows); }),
+                                 rows_arg(n)};
+        const std::pair<const char*, const QuantW*> mats[] = {{"gu", &gu}, {"dn", &dn}, {"sgu", &sgu}, {"sdn", &sdn}};
+        for (const auto& [name, q] : mats) {
+            args.push_back(bytes(std::string(name) + ".q", Use::In, q->w));
+            args.push_back(bytes(std::string(name) + ".s", Use::In, q->scale));
+            args.push_back(f32(std::string(name) + ".ref", Use::In, q->ref));
+        }
+        cs.push_back({"moe fp8 w8a8 prefill", OpKind::Moe, std::move(args), [](const Exec& ex, const Bound& b) {
+                          // CUDA: the FP8 stack as stored; CPU: its decoded values.
+                          const auto w = [&](const std::string& name, int N, int K) {
+                              if (ex.backend->kind() != FROST_BACKEND_CUDA) return b.m(name + ".ref", 0, N, K, K);
+                              Tensor t = mat(b.p(name + ".q"), DType::FP8_E4M3, N, K, K);
+                              t.scale = b.p(name + ".s");
+                              t.scale_rows = kQBlock;
+                              t.scale_block = kQBlock;
+                              return t;
+                          };
+                          MoeOp p;
+                          p.x = b.m("x", 0, rows, H, H); p.y = b.m("y", 0, rows, H, H);
+                          p.router = b.m("router", 0, E, H, H);
+                          p.experts_gate_up = w("gu", E * 2 * I, H); p.experts_down = w("dn", E * H, I);
+                          p.shared_gate_up = w("sgu", 2 * I, H); p.shared_down = w("sdn", H, I);
+                          p.shared_gate = b.m("sg", 0, 1, H, H);
+                          p.probs = b.m("probs", 0, rows, E, E);
+                          p.topk_ids = mat(b.p("ids"), DType::I32, rows, TOPK, TOPK);
+                          p.topk_w = b.m("w", 0, rows, TOPK, TOPK); p.work = b.v("work");
+                          p.E = E; p.k = TOPK; p.I = I; p.Is = I; p.norm_topk = 1; p.quant_act = 1;
+                          p.rows = {rows, b.as<int32_t>("n")};
+                          return op_moe(ex, p);
+                      }});
+    }
     for (int op : {int(kernels::kCursorDecodeBegin), int(kernels::kCursorAdvance)}) {
         cs.push_back({op ? "cursor advance" : "cursor decode_begin", OpKind::Cursor,
                       {bytes("cursor", Use::InOut, cursor_bytes(12, 5, 321)), i32("ids", Use::Out, {-1, -1})},

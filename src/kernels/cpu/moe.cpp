@@ -33,11 +33,13 @@ inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
 inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
 // out[h] (+)= scale * Σ_i down[h, i] * act[i] for a SwiGLU FFN of width F whose fused [gate; up]
-// weight is gu [2F, H]; act is scratch [2F].
-void swiglu_ffn(const float* x, const float* gu, const float* down, int H, int F, float scale, float* act,
+// weight is gu [2F, H]; act is scratch [2F]. quant: act rounded to e4m3 per 128-wide group before
+// down (MoeParams::quant_act; moe() checked F % 128, so the rounding cannot fail).
+void swiglu_ffn(const float* x, const float* gu, const float* down, int H, int F, float scale, bool quant, float* act,
                 float* out) {
     for (int i = 0; i < 2 * F; ++i) act[i] = dot(x, gu + int64_t(i) * H, H);
     for (int i = 0; i < F; ++i) act[i] = silu(act[i]) * act[F + i];
+    if (quant) (void)quantize_act_e4m3(act, 1, F, F);
     for (int h = 0; h < H; ++h) out[h] += scale * dot(act, down + int64_t(h) * F, F);
 }
 
@@ -86,6 +88,7 @@ void moe_route_row(const MoeParams& p, const float* x, float* probs, int32_t* id
 
 frost_status moe(const MoeParams& p) {
     if (!valid(p)) return FROST_ERR_INVALID_ARG;
+    if (p.quant_act && (p.H % 128 || p.I % 128 || p.Is % 128)) return FROST_ERR_INVALID_ARG;  // whole groups
     const int32_t rows = launch_rows(p.n_rows, p.max_rows);
     const int64_t work = moe_work_floats(p.H, p.I, p.Is);
     parallel_for(rows, 1, [&](int64_t lo, int64_t hi) {
@@ -98,17 +101,26 @@ frost_status moe(const MoeParams& p) {
             float* act = p.work + r * work;
             float* out = act + 2 * std::max(p.I, p.Is);
             moe_route_row(p, x, probs, ids, w);
+            // The experts' input: x, or (quant_act) its e4m3 rounding in the row's scratch.
+            const float* xe = x;
+            if (p.quant_act) {
+                float* xq = out + p.H;
+                std::copy(x, x + p.H, xq);
+                (void)quantize_act_e4m3(xq, 1, p.H, p.H);  // H % 128 checked above
+                xe = xq;
+            }
             std::fill(out, out + p.H, 0.0f);
             // Routed experts in ascending id (transformers walks the hit experts in that order).
             std::iota(order.begin(), order.end(), 0);
             std::sort(order.begin(), order.end(), [&](int a, int b) { return ids[a] < ids[b]; });
             const int64_t gu_stride = int64_t(2) * p.I * p.H, down_stride = int64_t(p.H) * p.I;
+            const bool q = p.quant_act != 0;
             for (int j : order)
-                swiglu_ffn(x, p.experts_gate_up + ids[j] * gu_stride, p.experts_down + ids[j] * down_stride, p.H,
-                           p.I, w[j], act, out);
+                swiglu_ffn(xe, p.experts_gate_up + ids[j] * gu_stride, p.experts_down + ids[j] * down_stride, p.H,
+                           p.I, w[j], q, act, out);
             // Shared expert times its sigmoid gate, added after the routed sum (as the reference).
             const float g = sigmoid(dot(x, p.shared_gate, p.H));
-            swiglu_ffn(x, p.shared_gate_up, p.shared_down, p.H, p.Is, g, act, out);
+            swiglu_ffn(xe, p.shared_gate_up, p.shared_down, p.H, p.Is, g, q, act, out);
             float* y = p.y + r * p.H;
             for (int h = 0; h < p.H; ++h) y[h] += out[h];
         }

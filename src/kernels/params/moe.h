@@ -38,12 +38,18 @@ struct MoeParams {
     int32_t norm_topk;            // 1: renormalise the top-k weights to sum 1
     int32_t max_rows;
     const int32_t* n_rows;        // [1], may be null
+    // 1: the experts' inputs are W8A8's (ops MoeOp::quant_act): x, and each expert's SwiGLU
+    // activations, replaced by e4m3(v / s) * s per 128-wide group, s = max|v| / 448 (the CPU's
+    // quantize_act_e4m3, GemmOp::quant_act's rounding), before the expert GEMMs; the router and the
+    // shared expert's gate read x as it is. Needs H, I and Is multiples of 128 (else refused).
+    int32_t quant_act;
 };
 
-// Scratch floats one row needs: [gate|up] of the widest FFN, then the routed sum [H].
+// Scratch floats one row needs: [gate|up] of the widest FFN, the routed sum [H], then the
+// quantized x [H] (quant_act).
 inline int64_t moe_work_floats(int32_t H, int32_t I, int32_t Is) {
     const int64_t w = I > Is ? I : Is;
-    return 2 * w + H;
+    return 2 * w + 2 * int64_t(H);
 }
 
 }  // namespace frost::kernels

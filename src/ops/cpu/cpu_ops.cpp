@@ -517,7 +517,10 @@ frost_status run(const MoeOp& p) {
     FROST_TRY(w.status());
     m.topk_ids = p.topk_ids.as<int32_t>();
     m.H = int32_t(p.x.shape[1]); m.E = p.E; m.k = p.k; m.I = p.I; m.Is = p.Is; m.norm_topk = p.norm_topk;
-    m.max_rows = p.rows.max; m.n_rows = p.rows.n;
+    m.max_rows = p.rows.max; m.n_rows = p.rows.n; m.quant_act = p.quant_act;
+    if (m.quant_act && (m.H % 128 || m.I % 128 || m.Is % 128))
+        return fail(FROST_ERR_INVALID_ARG, "op_moe (cpu): quant_act needs H, I and Is multiples of 128, got %d, %d, %d",
+                    m.H, m.I, m.Is);
     FROST_TRY(named(K::cpu::moe(m), "moe"));
     w.finish();
     return FROST_OK;
