@@ -8,7 +8,10 @@
 # same fp8 checkpoint with --fp8-prefill w8a8 (activations quantized per 128-group, cuBLASLt
 # block-scaled FP8 GEMM) and --fp8-decode w8a8 (the decode GEMVs quantize x the same way and run
 # FP8 mma): the checkpoint's declared W8A8 scheme end to end; fp8-w8a8p is the same with prefill
-# only (decode W8A16, what fp8-w8a8 meant before the W8A8 GEMV). Each quantized row also runs
+# only (decode W8A16, what fp8-w8a8 meant before the W8A8 GEMV); fp8-dynamic-w8a8 is the
+# per-channel FP8 checkpoint (compressed-tensors FP8-dynamic) with --fp8-prefill w8a8, and
+# int4-w8a8 the INT4 one with it (W4A8: its values converted to e4m3 per chunk; INT4 decode is
+# unchanged). Each quantized row also runs
 # `frost bench accuracy` against the bf16 model (the same weights before quantization). Writes
 # $OUT/quant_bench_<variant>.json ("frost_results"). Expects build-gpu (or FROST_GPU_BUILD_DIR).
 # QUANT_VARIANTS limits the rows (default: all).
@@ -23,10 +26,10 @@ printf '%-9s %11s %14s %10s %7s %11s %11s %11s\n' format weights_GB decode_ms/to
 # fp8-fused: the same fp8 checkpoint with the GDN in_proj bound as one fused matrix, which a
 # checkpoint leaving in_proj_a / in_proj_b in bf16 (as the published ones and synth do) then
 # dequantizes to bf16: what such checkpoints ran before the split (FROST_GDN_IN_PROJ_SPLIT=0).
-for variant in ${QUANT_VARIANTS:-bf16 fp8 fp8-fused fp8-w8a8 nvfp4 int4}; do
+for variant in ${QUANT_VARIANTS:-bf16 fp8 fp8-fused fp8-w8a8 fp8-dynamic-w8a8 nvfp4 int4 int4-w8a8}; do
   fmt=${variant%-w8a8}; fmt=${fmt%-w8a8p}; fmt=${fmt%-fused}
   extra=""
-  [ "$variant" = fp8-w8a8 ] && extra="--fp8-prefill w8a8 --fp8-decode w8a8"
+  case "$variant" in *-w8a8) extra="--fp8-prefill w8a8 --fp8-decode w8a8" ;; esac
   [ "$variant" = fp8-w8a8p ] && extra="--fp8-prefill w8a8"
   split=""; [ "$variant" = fp8-fused ] && split="FROST_GDN_IN_PROJ_SPLIT=0"
   if [ "$fmt" = bf16 ]; then
@@ -54,8 +57,9 @@ for variant in ${QUANT_VARIANTS:-bf16 fp8 fp8-fused fp8-w8a8 nvfp4 int4}; do
       --gen 256 $extra >"$OUT/quant_accuracy_$variant.log" 2>&1 || { echo "accuracy $variant failed"; rc=1; }
     { echo "$variant:"; tail -3 "$OUT/quant_accuracy_$variant.log"; } >>"$OUT/quant_accuracy.txt"
   fi
-  # ~5-9 GB each; the disk holds the bf16 model for the other benches (fp8 stays for fp8-w8a8)
-  [ "$fmt" = bf16 ] || [ "$fmt" = fp8 ] || rm -rf "$dir"
+  # ~5-9 GB each; the disk holds the bf16 model for the other benches (fp8 stays for fp8-w8a8,
+  # int4 for int4-w8a8)
+  [ "$fmt" = bf16 ] || [ "$fmt" = fp8 ] || [ "$fmt" = int4 ] || rm -rf "$dir"
 done
 echo "== quantized engine vs bf16 (decode @1k: ms/token vs the quantized-bytes floor)"
 cat "$OUT/quant_bench_table.txt"

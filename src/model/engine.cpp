@@ -305,12 +305,13 @@ frost_status Engine::alloc_scratch() {
     // Host staging: [ids (R int32) | cursor fields (64 B) | token read-back (4 B)].
     FROST_TRY(L.add("staging", BufferRole::Scratch, sizeof(int32_t) * R + kCursorBytes + sizeof(int32_t),
                     &staging_, -1, 0, FROST_SPACE_HOST_PINNED));
-    // The FP8 twin of W8A8 prefill (ScratchViews::fp8_q): as wide as the widest FP8 GEMM input.
+    // The FP8 twin of W8A8 prefill (ScratchViews::fp8_q): as wide as the widest W8A8 GEMM input
+    // (ops::w8a8_weight: FP8, or INT4 in 128-wide groups).
     if (opts_.fp8_w8a8_prefill && opts_.fp8_act_fuse && !util::env_is("FROST_FP8_ACT_FUSE", "0")) {
         size_t k_max = 0;
         for (const auto& Lw : weights_.layers)
             for (const ops::Tensor* t : {&Lw.in_proj, &Lw.out_proj, &Lw.gate_up, &Lw.down})
-                if (t->dtype == ops::DType::FP8_E4M3 && t->shape[1] % 128 == 0) k_max = std::max(k_max, size_t(t->shape[1]));
+                if (ops::w8a8_weight(*t)) k_max = std::max(k_max, size_t(t->shape[1]));
         if (k_max > 0) {
             // Zeroed once: a GEMM computes every row of its bucket, and the rows past a chunk's
             // count then read finite bytes (zeros or an earlier step's twin), never garbage.

@@ -56,15 +56,17 @@ struct EngineOptions {
     // decode, dequantized tile + bf16 GEMM for prefill); false dequantizes them to bf16 at load.
     // The CPU engine (the fp32 oracle) always dequantizes.
     bool keep_quantized = true;
-    // FP8 checkpoints with 128x128 weight blocks on CUDA: prefill GEMMs quantize their activations
+    // FP8 checkpoints (128x128 weight blocks; other layouts below) on CUDA: prefill GEMMs quantize their activations
     // per 128-wide group to e4m3 and run on FP8 tensor cores (W8A8, the checkpoint's declared
     // dynamic activation scheme, as vLLM / transformers run it). Off: the weight is dequantized
     // to a bf16 tile and multiplied with bf16 activations (exact W8A16; the default, matching the
     // CPU oracle). Decode GEMVs keep bf16 activations either way. MoE experts in 128x128 blocks
     // too: the grouped GEMMs read them as stored and quantize x and the expert activations the
     // same way (ops MoeOp::quant_act; 35B-A3B FP8 cold TTFT 2.6x / 1.6x faster at 1k / 16k than
-    // the exact path, which dequantizes every expert per chunk). No effect on the CPU engine (its
-    // weights are dequantized fp32).
+    // the exact path, which dequantizes every expert per chunk). Per-channel FP8 (FP8-dynamic)
+    // dense and expert weights too, and dense INT4 weights in 128-wide groups (W4A8: their values
+    // converted to e4m3 exactly per chunk, half the bytes of the bf16 tile; ops::w8a8_weight).
+    // No effect on the CPU engine (its weights are dequantized fp32).
     bool fp8_w8a8_prefill = false;
     // FP8 checkpoints on CUDA: decode GEMVs quantize x per 128-wide group to e4m3 in the kernel
     // and run on FP8 tensor cores (W8A8 decode, any FP8 weight layout; the same arithmetic as

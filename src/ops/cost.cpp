@@ -135,13 +135,14 @@ OpCost cost_of(const MoeOp& p) {
     const double io = rows * H * (B(p.x) + 2 * B(p.y)) + rows * (4.0 * p.E + 8.0 * p.k);
     // Prefill over quantized experts (CUDA): every expert dequantized to a bf16 tile, written and
     // read back by the grouped GEMMs (as GemmOp's tile). With quant_act over FP8 experts in
-    // 128 x 128 blocks (cuda_ops.cpp moe_w8a8) the GEMMs read the stacks as stored; instead x and
+    // 128 x 128 blocks or per-channel (cuda_ops.cpp moe_w8a8) the GEMMs read the stacks as stored; instead x and
     // the bf16 expert activations [rows * (k + 1), I] are read once more and written as e4m3 +
     // one fp32 scale per 128.
     const Tensor* mats[] = {&p.experts_gate_up, &p.experts_down, &p.shared_gate_up, &p.shared_down};
     bool w8a8 = p.quant_act && rows > 8 && p.I == p.Is;
     for (const Tensor* t : mats)
-        w8a8 = w8a8 && t->dtype == DType::FP8_E4M3 && t->scale_block == 128 && t->scale_rows == 128;
+        w8a8 = w8a8 && t->dtype == DType::FP8_E4M3 &&
+               ((t->scale_block == 128 && t->scale_rows == 128) || (t->scale_rows == 1 && t->scale_block == t->shape[1]));
     double tile = 0;
     if (w8a8) {
         const double act = rows * (p.k + 1) * double(p.I);

@@ -355,6 +355,11 @@ bool Fp8Act::fits(int64_t rows, int64_t K) const {
            scale.shape[0] == K / 128 && scale.stride[0] == fp8_act_ld(rows);
 }
 
+bool w8a8_weight(const Tensor& w) {
+    if (w.rank != 2 || w.shape[1] % 128 != 0) return false;
+    return w.dtype == DType::FP8_E4M3 || (w.dtype == DType::INT4 && w.scale_block == 128);
+}
+
 Fp8Act fp8_act(void* q, void* scale, int64_t M, int64_t K) {
     Fp8Act a;
     a.q = mat(q, DType::U8, M, K, K);

@@ -73,6 +73,11 @@ struct Fp8Act {
 inline int64_t fp8_act_ld(int64_t M) { return (M + 3) / 4 * 4; }
 // Views of a twin of [M, K] over the bytes at q and the floats at scale.
 Fp8Act fp8_act(void* q, void* scale, int64_t M, int64_t K);
+// Whether a W8A8 prefill GEMM (GemmOp::quant_act) takes weight w [N, K], K a multiple of 128: FP8
+// in any scale layout, or INT4 in 128-wide groups (W4A8: each value q - zp is an integer in
+// [-15, 15], exact in e4m3, so only the activations are rounded). The engine sets quant_act and
+// sizes the twins by it; a backend may still run a shape exact where it has no FP8 plan.
+bool w8a8_weight(const Tensor& w);
 
 enum class OpKind : int {
     Embed, AddRmsNorm, QkNormRope, Conv1dSiluL2, GdnGate, GdnChunk, GdnStep, GatedRmsNorm, KvAppend,
@@ -235,12 +240,14 @@ struct GemmOp {
     Epilogue epilogue = Epilogue::None;
     const int32_t* n_rows = nullptr;  // valid rows (CPU skips the rest; CUDA computes all M)
     int32_t pdl = 0;
-    // W8A8 for FP8 weights (the checkpoint's dynamic activation scheme): x is quantized per row
+    // W8A8 for FP8 weights (the checkpoint's dynamic activation scheme; W4A8 for INT4 weights in
+    // 128-wide groups, w8a8_weight): x is quantized per row
     // and 128-wide k group to e4m3 (scale = max|x| / 448, round to nearest even, saturating)
     // before the product. CUDA runs it on FP8 tensor cores where the shape allows, else ignores
     // it: prefill rows (M > 1 without PDL) on cuBLASLt's block-scaled GEMM (lm_gemm_fp8.h, 128x128
-    // or per-row blocks), decode rows in the quantized GEMV (lm_gemv_quant.h act_fp8, any FP8
-    // layout, K a multiple of 128). The CPU quantizes x the same way (bit for bit) and multiplies
+    // blocks, or per-row scales: per-128 rows, per-channel, INT4 groups converted to e4m3 in the
+    // backend's tile), decode rows in the quantized GEMV (lm_gemv_quant.h act_fp8, any FP8
+    // layout, K a multiple of 128; INT4 decode keeps bf16 x). The CPU quantizes x the same way (bit for bit) and multiplies
     // in fp32, so both agree to accumulation order.
     int32_t quant_act = 0;
     // With quant_act: x already quantized by the op that produced it (Fp8Act over x's M rows and

@@ -10,7 +10,8 @@
 // product of the dequantized weights with x quantized by the CPU's quantize_act_e4m3. The MoE
 // down-and-mix launch: bitwise the down GEMV's 8-warp form followed by moe_combine_launch, and
 // within the fp64 reference of the mix. The 4-bit cases run again with the weights rewritten in
-// the paired nibble order (GemvQuantParams::nibble_pairs): the same checks hold.
+// the paired nibble order (GemvQuantParams::nibble_pairs): the same checks hold. INT4 in 128-wide
+// groups also converts to the W4A8 GEMM's e4m3 operand, checked value by value.
 #include <gtest/gtest.h>
 
 #if !FROST_WITH_CUDA
@@ -24,10 +25,12 @@ TEST(CudaGemvQuant, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA"; 
 #include <vector>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/cuda/lm_gemm_fp8.h"
 #include "kernels/cuda/lm_gemv_quant.h"
 #include "kernels/cuda/lm_moe.h"
 #include "kernels/cuda_test_util.h"
 #include "model/quant/dequant.h"
+#include "util/fp8.h"
 
 namespace frost::test {
 namespace {
@@ -388,6 +391,33 @@ void run_case(const Case& c) {
     CUDA_OK(kernels::dequant_bf16_launch(p, bf(wb), nullptr, 3));
     EXPECT_TRUE(wb.download() == wdev) << c.name << ": dequantization from a bounded grid differs";
     EXPECT_EQ(kernels::dequant_bf16_launch(p, bf(wb), nullptr, 0), cudaErrorInvalidValue) << c.name;
+    // INT4 in 128-wide groups as the W8A8 GEMM's operand (W4A8, lm_gemm_fp8.h): every e4m3 byte
+    // decodes to the integer q - zp and, times its group's scale from the per-row VEC128 layout,
+    // gives the CPU reference's fp32 value bit for bit (the same single product).
+    if (kernels::int4_e4m3_ok(p)) {
+        Dev<uint8_t> wq(static_cast<size_t>(N * K));
+        Dev<float> ws(kernels::act_scale_floats(int32_t(N), int32_t(K)));
+        wq.poison();
+        ws.poison();
+        CUDA_OK(kernels::int4_to_e4m3_launch(p, wq.get(), ws.get(), nullptr));
+        const auto q8 = wq.download();
+        const auto s8 = ws.download();
+        const int64_t ld = kernels::act_scale_ld(int32_t(N));
+        size_t bad = 0, first = 0;
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t k = 0; k < K; ++k) {
+                const size_t i = size_t(n * K + k);
+                const float v = util::e4m3_to_f32(q8[i]);
+                const bool ok = v == std::nearbyint(v) && std::fabs(v) <= 15.0f && v * s8[size_t((k / 128) * ld + n)] == w[i];
+                if (!ok && bad++ == 0) first = i;
+            }
+        EXPECT_EQ(bad, 0u) << c.name << ": int4 -> e4m3 differs from the CPU dequantization, first at row "
+                           << first / size_t(K) << " column " << first % size_t(K);
+    } else if (c.format == kernels::kGemvQuantInt4) {
+        EXPECT_NE(c.group, 128) << c.name << ": refused for W4A8";
+        EXPECT_EQ(kernels::int4_to_e4m3_launch(p, reinterpret_cast<uint8_t*>(bf(wb)), reinterpret_cast<float*>(bf(wb)), nullptr),
+                  cudaErrorInvalidValue);
+    }
 }
 
 // Offsets of expert e's rows in each stored array of E experts of c.N rows stacked (the layouts of

@@ -606,8 +606,9 @@ TEST(CudaMoePrefill, Fp8StacksGiveTheDequantizedStacksBits) {
     }
 }
 
-// W8A8 (MoeBf16Params::fp8 = 2): FP8 stacks in 128 x 128 blocks times activations quantized per
-// row and 128-wide group (x before gate|up, the bf16 SwiGLU activations before down). Each GEMM is
+// W8A8 (MoeBf16Params::fp8 = 2): FP8 stacks in 128 x 128 blocks, or with one scale per row (the
+// per-channel form), times activations quantized per row and 128-wide group (x before gate|up,
+// the bf16 SwiGLU activations before down). Each GEMM is
 // checked on its own against a host reference in double, entry by entry through the grouping:
 // gate|up's ag against silu(g) * u over the quantized x row (cpu quantize_act_e4m3, the device
 // quantizer's arithmetic); down's yg against the device's own ag quantized on the host, times the
@@ -626,114 +627,122 @@ TEST(CudaMoePrefill, W8a8MatchesTheQuantizedReference) {
     }
     const Shape s{384, 8, 2, 256, 256, true};
     const int rows = 700, n = 683, entries = rows * (s.k + 1);
-    auto rng = fresh_rng("CudaMoePrefillW8a8");
-    const Fp8Case c(rng, s, rows, n, 128, 128);
-    Gpu& g = *c.g;
-    const Fp8Stack &gu = c.gu, &dn = c.dn, &sgu = c.sgu, &sdn = c.sdn;
-    const std::vector<float>& x = c.x;
-    Dev<uint8_t> xq(size_t(rows) * s.H), agq(size_t(entries) * s.I);
-    Dev<float> xs(kernels::act_scale_floats(rows, s.H)), ags(kernels::act_scale_floats(entries, s.I));
-    kernels::MoeBf16Params f = c.with_fp8(g.p, 2);
-    f.xq = xq.get(); f.xq_scale = xs.get(); f.agq = agq.get(); f.agq_scale = ags.get();
+    const int blocks[][2] = {{128, 128}, {1, 0}};  // {1, 0}: one scale per row (per-channel, block_k = K)
+    for (const auto& blk : blocks) {
+        SCOPED_TRACE("blocks " + std::to_string(blk[0]) + " x " + std::to_string(blk[1]));
+        auto rng = fresh_rng("CudaMoePrefillW8a8");
+        const Fp8Case c(rng, s, rows, n, blk[0], blk[1]);
+        Gpu& g = *c.g;
+        const Fp8Stack &gu = c.gu, &dn = c.dn, &sgu = c.sgu, &sdn = c.sdn;
+        const std::vector<float>& x = c.x;
+        Dev<uint8_t> xq(size_t(rows) * s.H), agq(size_t(entries) * s.I);
+        Dev<float> xs(kernels::act_scale_floats(rows, s.H)), ags(kernels::act_scale_floats(entries, s.I));
+        kernels::MoeBf16Params f = c.with_fp8(g.p, 2);
+        f.xq = xq.get(); f.xq_scale = xs.get(); f.agq = agq.get(); f.agq_scale = ags.get();
 
-    // Each stack's weights as exact values (e4m3 x block scale, in double).
-    const auto values = [](const Fp8Stack& st, int K) {
-        const size_t cols = (size_t(K) + 127) / 128;
-        std::vector<double> v(st.w.size());
-        for (size_t i = 0; i < v.size(); ++i) {
-            const size_t row = i / size_t(K), k = i % size_t(K);
-            v[i] = double(util::e4m3_to_f32(st.w[i])) * double(st.scale[(row / 128) * cols + k / 128]);
-        }
-        return v;
-    };
-    const std::vector<double> wgu = values(gu, s.H), wdn = values(dn, s.I), wsgu = values(sgu, s.H),
-                              wsdn = values(sdn, s.Is);
-    const auto dot = [](const float* a, const double* b, int K) {
-        double acc = 0;
-        for (int k = 0; k < K; ++k) acc += double(a[k]) * b[k];
-        return acc;
-    };
-    const size_t width = size_t(s.I);
-    for (int shape = 1; shape <= kernels::kMoeTileShapeCount; ++shape) {
-        SCOPED_TRACE("tile shape " + std::to_string(shape));
-        g.p.tile_shape = shape;
-        f.tile_shape = shape;
-        const bool runs = shape == 5 || shape == 6;
-        EXPECT_EQ(kernels::moe_prefill_w8a8_ok(f), runs);
-        if (!runs) {
-            EXPECT_EQ(kernels::moe_prefill_launch(f, nullptr), cudaErrorInvalidValue) << "W8A8 on another tile";
-            continue;
-        }
-        g.out.poison(); g.ag.poison(); g.yg.poison();
-        CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
-        const auto exact = g.out.download();
-        g.out.poison(); g.ag.poison(); g.yg.poison(); xq.poison(); agq.poison();
-        CUDA_OK(kernels::moe_prefill_launch(f, nullptr));
-        const auto got = g.out.download(), tw = g.w.download(), sw = g.sw.download();
-        const auto ids = g.ids.download();
-        const auto ag = g.ag.download(), yg = g.yg.download();
-        const auto pos = g.entry_pos.download();
-        double worst_gu = 0, worst_dn = 0, worst_mix = 0, mean_gu = 0, mean_dn = 0, mean_exact = 0;
-        std::vector<float> xr(s.H), a_got(width), a_q(width), y_got(s.H);
-        std::vector<double> a_ref(width), y_ref(s.H), mix_ref(s.H);
-        for (int r = 0; r < n; ++r) {
-            std::copy(x.begin() + size_t(r) * s.H, x.begin() + size_t(r + 1) * s.H, xr.begin());
-            ASSERT_EQ(kernels::cpu::quantize_act_e4m3(xr.data(), 1, s.H, s.H), FROST_OK);
-            std::fill(mix_ref.begin(), mix_ref.end(), 0.0);
-            for (int j = 0; j <= s.k; ++j) {
-                const bool shared = j == s.k;
-                const size_t ex = shared ? 0 : size_t(ids[size_t(r) * s.k + j]);
-                const size_t e = size_t(pos[size_t(r) * (s.k + 1) + j]);
-                const double* wa = shared ? wsgu.data() : wgu.data() + ex * 2 * s.I * s.H;
-                const double* wd = shared ? wsdn.data() : wdn.data() + ex * s.H * s.I;
-                for (size_t i = 0; i < width; ++i) {
-                    const double gs = dot(xr.data(), wa + i * s.H, s.H), us = dot(xr.data(), wa + (s.I + i) * s.H, s.H);
-                    a_ref[i] = gs / (1.0 + std::exp(-gs)) * us;
-                    a_got[i] = a_q[i] = bf2f(ag[e * width + i]);
-                }
-                const double egu = rel_l2(a_ref, a_got);
-                ASSERT_LE(egu, kW8a8EntryTol) << "gate|up, row " << r << " slot " << j;
-                ASSERT_EQ(kernels::cpu::quantize_act_e4m3(a_q.data(), 1, s.I, s.I), FROST_OK);
-                for (int h = 0; h < s.H; ++h) {
-                    y_ref[h] = dot(a_q.data(), wd + size_t(h) * s.I, s.I);
-                    y_got[h] = bf2f(yg[e * s.H + h]);
-                }
-                const double edn = rel_l2(y_ref, y_got);
-                ASSERT_LE(edn, kW8a8EntryTol) << "down, row " << r << " slot " << j;
-                const double mix = shared ? double(sw[r]) : double(tw[size_t(r) * s.k + j]);
-                for (int h = 0; h < s.H; ++h) mix_ref[h] += mix * double(y_got[h]);
-                worst_gu = std::max(worst_gu, egu);
-                worst_dn = std::max(worst_dn, edn);
-                mean_gu += egu / (n * (s.k + 1));
-                mean_dn += edn / (n * (s.k + 1));
+        // Each stack's weights as exact values (e4m3 x its block's scale, in double).
+        const auto values = [](const Fp8Stack& st, int K) {
+            const size_t cols = (size_t(K) + st.bk - 1) / size_t(st.bk);
+            std::vector<double> v(st.w.size());
+            for (size_t i = 0; i < v.size(); ++i) {
+                const size_t row = i / size_t(K), k = i % size_t(K);
+                v[i] = double(util::e4m3_to_f32(st.w[i])) * double(st.scale[(row / st.bn) * cols + k / st.bk]);
             }
-            const std::vector<float> gr(got.begin() + size_t(r) * s.H, got.begin() + size_t(r + 1) * s.H);
-            const std::vector<float> er(exact.begin() + size_t(r) * s.H, exact.begin() + size_t(r + 1) * s.H);
-            const double emix = rel_l2(mix_ref, gr);
-            ASSERT_LE(emix, 1e-5) << "mixed row " << r;
-            worst_mix = std::max(worst_mix, emix);
-            mean_exact += rel_l2(mix_ref, er) / n;
+            return v;
+        };
+        const std::vector<double> wgu = values(gu, s.H), wdn = values(dn, s.I), wsgu = values(sgu, s.H),
+                                  wsdn = values(sdn, s.Is);
+        const auto dot = [](const float* a, const double* b, int K) {
+            double acc = 0;
+            for (int k = 0; k < K; ++k) acc += double(a[k]) * b[k];
+            return acc;
+        };
+        const size_t width = size_t(s.I);
+        for (int shape = 1; shape <= kernels::kMoeTileShapeCount; ++shape) {
+            SCOPED_TRACE("tile shape " + std::to_string(shape));
+            g.p.tile_shape = shape;
+            f.tile_shape = shape;
+            const bool runs = shape == 5 || shape == 6;
+            EXPECT_EQ(kernels::moe_prefill_w8a8_ok(f), runs);
+            if (!runs) {
+                EXPECT_EQ(kernels::moe_prefill_launch(f, nullptr), cudaErrorInvalidValue) << "W8A8 on another tile";
+                continue;
+            }
+            g.out.poison(); g.ag.poison(); g.yg.poison();
+            CUDA_OK(kernels::moe_prefill_launch(g.p, nullptr));
+            const auto exact = g.out.download();
+            g.out.poison(); g.ag.poison(); g.yg.poison(); xq.poison(); agq.poison();
+            CUDA_OK(kernels::moe_prefill_launch(f, nullptr));
+            const auto got = g.out.download(), tw = g.w.download(), sw = g.sw.download();
+            const auto ids = g.ids.download();
+            const auto ag = g.ag.download(), yg = g.yg.download();
+            const auto pos = g.entry_pos.download();
+            double worst_gu = 0, worst_dn = 0, worst_mix = 0, mean_gu = 0, mean_dn = 0, mean_exact = 0;
+            std::vector<float> xr(s.H), a_got(width), a_q(width), y_got(s.H);
+            std::vector<double> a_ref(width), y_ref(s.H), mix_ref(s.H);
+            for (int r = 0; r < n; ++r) {
+                std::copy(x.begin() + size_t(r) * s.H, x.begin() + size_t(r + 1) * s.H, xr.begin());
+                ASSERT_EQ(kernels::cpu::quantize_act_e4m3(xr.data(), 1, s.H, s.H), FROST_OK);
+                std::fill(mix_ref.begin(), mix_ref.end(), 0.0);
+                for (int j = 0; j <= s.k; ++j) {
+                    const bool shared = j == s.k;
+                    const size_t ex = shared ? 0 : size_t(ids[size_t(r) * s.k + j]);
+                    const size_t e = size_t(pos[size_t(r) * (s.k + 1) + j]);
+                    const double* wa = shared ? wsgu.data() : wgu.data() + ex * 2 * s.I * s.H;
+                    const double* wd = shared ? wsdn.data() : wdn.data() + ex * s.H * s.I;
+                    for (size_t i = 0; i < width; ++i) {
+                        const double gs = dot(xr.data(), wa + i * s.H, s.H), us = dot(xr.data(), wa + (s.I + i) * s.H, s.H);
+                        a_ref[i] = gs / (1.0 + std::exp(-gs)) * us;
+                        a_got[i] = a_q[i] = bf2f(ag[e * width + i]);
+                    }
+                    const double egu = rel_l2(a_ref, a_got);
+                    ASSERT_LE(egu, kW8a8EntryTol) << "gate|up, row " << r << " slot " << j;
+                    ASSERT_EQ(kernels::cpu::quantize_act_e4m3(a_q.data(), 1, s.I, s.I), FROST_OK);
+                    for (int h = 0; h < s.H; ++h) {
+                        y_ref[h] = dot(a_q.data(), wd + size_t(h) * s.I, s.I);
+                        y_got[h] = bf2f(yg[e * s.H + h]);
+                    }
+                    const double edn = rel_l2(y_ref, y_got);
+                    ASSERT_LE(edn, kW8a8EntryTol) << "down, row " << r << " slot " << j;
+                    const double mix = shared ? double(sw[r]) : double(tw[size_t(r) * s.k + j]);
+                    for (int h = 0; h < s.H; ++h) mix_ref[h] += mix * double(y_got[h]);
+                    worst_gu = std::max(worst_gu, egu);
+                    worst_dn = std::max(worst_dn, edn);
+                    mean_gu += egu / (n * (s.k + 1));
+                    mean_dn += edn / (n * (s.k + 1));
+                }
+                const std::vector<float> gr(got.begin() + size_t(r) * s.H, got.begin() + size_t(r + 1) * s.H);
+                const std::vector<float> er(exact.begin() + size_t(r) * s.H, exact.begin() + size_t(r + 1) * s.H);
+                const double emix = rel_l2(mix_ref, gr);
+                ASSERT_LE(emix, 1e-5) << "mixed row " << r;
+                worst_mix = std::max(worst_mix, emix);
+                mean_exact += rel_l2(mix_ref, er) / n;
+            }
+            std::printf("[ W8A8 MoE, tile %d ] rel L2 per entry: gate|up mean %.2e max %.2e, down mean %.2e max %.2e; "
+                        "mixed rows max %.2e; the exact launch's rows from these: mean %.2e\n",
+                        shape, mean_gu, worst_gu, mean_dn, worst_dn, worst_mix, mean_exact);
+            EXPECT_GT(mean_exact, kW8a8EntryTol) << "the exact path is as close: the test cannot tell them apart";
+            expect_untouched_past(g, n);
+            // Deterministic: a second launch, bit for bit.
+            g.out.poison();
+            CUDA_OK(kernels::moe_prefill_launch(f, nullptr));
+            const auto again = g.out.download();
+            EXPECT_EQ(std::memcmp(got.data(), again.data(), sizeof(float) * size_t(n) * s.H), 0);
         }
-        std::printf("[ W8A8 MoE, tile %d ] rel L2 per entry: gate|up mean %.2e max %.2e, down mean %.2e max %.2e; "
-                    "mixed rows max %.2e; the exact launch's rows from these: mean %.2e\n",
-                    shape, mean_gu, worst_gu, mean_dn, worst_dn, worst_mix, mean_exact);
-        EXPECT_GT(mean_exact, kW8a8EntryTol) << "the exact path is as close: the test cannot tell them apart";
-        expect_untouched_past(g, n);
-        // Deterministic: a second launch, bit for bit.
-        g.out.poison();
-        CUDA_OK(kernels::moe_prefill_launch(f, nullptr));
-        const auto again = g.out.download();
-        EXPECT_EQ(std::memcmp(got.data(), again.data(), sizeof(float) * size_t(n) * s.H), 0);
+        // Stacks of other blocks (64-row blocks; one scale per row and 128 columns), or a missing
+        // activation buffer: not taken.
+        f.tile_shape = 0;
+        kernels::MoeBf16Params bad = f;
+        bad.fp8_down.block_n = 64;
+        bad.fp8_down.block_k = 128;
+        EXPECT_FALSE(kernels::moe_prefill_w8a8_ok(bad));
+        bad.fp8_down.block_n = 1;
+        EXPECT_FALSE(kernels::moe_prefill_w8a8_ok(bad));
+        bad = f;
+        bad.agq = nullptr;
+        EXPECT_FALSE(kernels::moe_prefill_w8a8_ok(bad));
+        EXPECT_EQ(kernels::moe_prefill_launch(bad, nullptr), cudaErrorInvalidValue);
     }
-    // Stacks of other blocks, or a missing activation buffer: not taken.
-    f.tile_shape = 0;
-    kernels::MoeBf16Params bad = f;
-    bad.fp8_down.block_n = 64;
-    EXPECT_FALSE(kernels::moe_prefill_w8a8_ok(bad));
-    bad = f;
-    bad.agq = nullptr;
-    EXPECT_FALSE(kernels::moe_prefill_w8a8_ok(bad));
-    EXPECT_EQ(kernels::moe_prefill_launch(bad, nullptr), cudaErrorInvalidValue);
 }
 
 TEST(CudaMoePrefill, BadParamsAreRefused) {

@@ -206,12 +206,13 @@ TEST(CudaQuantEngine, Fp8FixtureKeptFp8MatchesGoldenWithinBf16Floor) {
 // activations quantized by their producers (EngineOptions::fp8_act_fuse, the default) the logits
 // are bit for bit those of the separate quantizer (same e4m3 bytes, same GEMM), and so are they
 // where the producers skip their bf16 output (EngineOptions::fp8_twin_only, the default; the
-// cost model then counts fewer bytes, which shows the skip engaged).
+// cost model then counts fewer bytes, which shows the skip engaged). Both FP8 layouts: Qwen's
+// 128 x 128 blocks and compressed-tensors' FP8-dynamic (one scale per output channel, run as
+// per-row VEC128 scales repeated along k); and INT4 (below).
 constexpr double kW8a8MeanRelL2 = 0.06;  // measured 0.041 (max 0.121 per row)
 
-TEST(CudaQuantEngine, Fp8W8a8PrefillNearExactAndDeterministic) {
-    SKIP_WITHOUT_CUDA();
-    const SynthDir synth("w8a8", "tiny-gpu", 616, "fp8");
+void w8a8_prefill_near_exact(const char* quant, uint64_t seed) {
+    const SynthDir synth((std::string("w8a8-") + quant).c_str(), "tiny-gpu", seed, quant);
     ASSERT_FALSE(::testing::Test::HasFailure());
     std::vector<int32_t> ids(kPrompt);
     // Runs: fused twins with the bf16 outputs skipped (twice), fused twins with them kept, the
@@ -254,9 +255,31 @@ TEST(CudaQuantEngine, Fp8W8a8PrefillNearExactAndDeterministic) {
         mean += r / double(ids.size());
         worst = std::max(worst, r);
     }
-    std::printf("[ tiny-gpu fp8: W8A8 vs exact prefill ] rel L2 mean %.4f max %.4f over %zu rows\n", mean, worst,
-                ids.size());
+    std::printf("[ tiny-gpu %s: W8A8 vs exact prefill ] rel L2 mean %.4f max %.4f over %zu rows\n", quant, mean,
+                worst, ids.size());
     EXPECT_LE(mean, kW8a8MeanRelL2);
+}
+
+TEST(CudaQuantEngine, Fp8W8a8PrefillNearExactAndDeterministic) {
+    SKIP_WITHOUT_CUDA();
+    w8a8_prefill_near_exact("fp8", 616);
+}
+
+TEST(CudaQuantEngine, Fp8DynamicW8a8PrefillNearExactAndDeterministic) {
+    SKIP_WITHOUT_CUDA();
+    w8a8_prefill_near_exact("fp8-dynamic", 618);
+}
+
+// INT4 in 128-wide groups under the same switch (W4A8): the weights' values converted to e4m3
+// exactly, the activations quantized as above; the same checks against its exact (bf16) prefill.
+TEST(CudaQuantEngine, Int4W4a8PrefillNearExactAndDeterministic) {
+    SKIP_WITHOUT_CUDA();
+    w8a8_prefill_near_exact("int4", 619);
+}
+
+TEST(CudaQuantEngine, Int4AsymW4a8PrefillNearExactAndDeterministic) {
+    SKIP_WITHOUT_CUDA();
+    w8a8_prefill_near_exact("int4-asym", 620);
 }
 
 // W8A8 prefill over FP8 MoE experts (MoeOp::quant_act): with --fp8-prefill w8a8 the grouped
@@ -266,12 +289,11 @@ TEST(CudaQuantEngine, Fp8W8a8PrefillNearExactAndDeterministic) {
 // (FROST_MOE_W8A8=0), so the path engaged; they stay near the exact engine's (the e4m3 rounding of
 // the activations, amplified by the random network: a wrong scale gives O(1)); two engines agree
 // bit for bit. Measured on the H200 (2026-12-04): mean 0.069, max 0.173 (with the MoE exact and the
-// dense GEMMs W8A8: mean 0.005).
+// dense GEMMs W8A8: mean 0.005). The same for per-channel experts (FP8-dynamic).
 constexpr double kW8a8MoeMeanRelL2 = 0.1;
 
-TEST(CudaQuantEngine, Fp8W8a8PrefillRunsMoeExpertsOnFp8) {
-    SKIP_WITHOUT_CUDA();
-    const SynthDir synth("w8a8-moe", "moe-tiny-gpu-i128", 921, "fp8", true);
+void w8a8_moe_prefill(const char* quant, uint64_t seed) {
+    const SynthDir synth((std::string("w8a8-moe-") + quant).c_str(), "moe-tiny-gpu-i128", seed, quant, true);
     ASSERT_FALSE(::testing::Test::HasFailure());
     std::vector<int32_t> ids(kPrompt);
     // Runs: W8A8 twice, W8A8 with the MoE experts exact, the exact engine.
@@ -302,9 +324,19 @@ TEST(CudaQuantEngine, Fp8W8a8PrefillRunsMoeExpertsOnFp8) {
         worst = std::max(worst, r);
         mean_dense += test::rel_l2(logits[2].data() + p * V, logits[3].data() + p * V, V) / double(ids.size());
     }
-    std::printf("[ moe-tiny-gpu-i128 fp8: W8A8 vs exact prefill ] rel L2 mean %.4f max %.4f (MoE exact: mean %.4f)\n",
-                mean, worst, mean_dense);
+    std::printf("[ moe-tiny-gpu-i128 %s: W8A8 vs exact prefill ] rel L2 mean %.4f max %.4f (MoE exact: mean %.4f)\n",
+                quant, mean, worst, mean_dense);
     EXPECT_LE(mean, kW8a8MoeMeanRelL2);
+}
+
+TEST(CudaQuantEngine, Fp8W8a8PrefillRunsMoeExpertsOnFp8) {
+    SKIP_WITHOUT_CUDA();
+    w8a8_moe_prefill("fp8", 921);
+}
+
+TEST(CudaQuantEngine, Fp8DynamicW8a8PrefillRunsMoeExpertsOnFp8) {
+    SKIP_WITHOUT_CUDA();
+    w8a8_moe_prefill("fp8-dynamic", 922);
 }
 
 // W8A8 decode (EngineOptions::fp8_w8a8_decode) on a synthetic FP8 checkpoint: every FP8 decode

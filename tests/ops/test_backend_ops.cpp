@@ -538,9 +538,13 @@ std::vector<Case> cases() {
     // The per-row cases take the shapes tests/kernels/test_cuda_gemm_fp8.cpp saw cuBLASLt plan
     // (M 128 N 320 K 512 f32 out; M 256 N 448 K 1024 bf16 residual). Fp8RowsGrid: the same shapes,
     // rows [0, 256) block-scaled and the rest (64 / 192 rows) per-row, written after them.
-    for (QFmt f : {QFmt::Fp8Block, QFmt::Fp8Rows, QFmt::Fp8RowsGrid})
+    // Per-channel scales (Fp8Channel, compressed-tensors FP8-dynamic) run as per-row ones, each
+    // row's scale repeated along k: the same shapes. INT4 in 128-wide groups (W4A8) too: its values
+    // converted to e4m3 in the tile, its group scales per-row; Int4Asym first put into the CUDA
+    // layout the engine's load writes (paired nibbles, 8-row blocks; Backend::prepare_quant_weight).
+    for (QFmt f : {QFmt::Fp8Block, QFmt::Fp8Rows, QFmt::Fp8RowsGrid, QFmt::Fp8Channel, QFmt::Int4, QFmt::Int4Asym})
     for (int ep : {0, 1, 3}) {
-        const bool rows1 = f == QFmt::Fp8Rows || f == QFmt::Fp8RowsGrid;
+        const bool rows1 = f != QFmt::Fp8Block;
         if (rows1 && ep == 0) continue;
         const int rows = rows1 ? (ep == 3 ? 128 : 256) : 64;
         const int N = rows1 ? (ep == 3 ? 320 : 448) : ep == 3 ? 512 : 384, KQ = rows1 && ep == 1 ? 1024 : 512;
@@ -557,6 +561,10 @@ std::vector<Case> cases() {
                           p.x = b.m("x", 0, rows, KQ, KQ);
                           p.w = ex.backend->kind() == FROST_BACKEND_CUDA ? quant_view(b, f, N, KQ)
                                                                          : b.m("wref", 0, N, KQ, KQ);
+                          if (f == QFmt::Int4Asym && ex.backend->kind() == FROST_BACKEND_CUDA) {
+                              FROST_TRY(ex.backend->prepare_quant_weight(ex.stream, &p.w));
+                              if (p.w.nibble_pairs != 1 || p.w.row_blocks != 1) return fail(FROST_ERR_BACKEND, "not prepared");
+                          }
                           p.y = b.m("y", 0, rows, N, N);
                           p.epilogue = ep == 3 ? Epilogue::None : Epilogue(ep);
                           p.quant_act = 1;
@@ -572,16 +580,22 @@ std::vector<Case> cases() {
     // so the output is no result on either side (CUDA leaves it, the CPU works in it). Variants 6
     // and 7: swiglu at 1024 rows (1000 valid), whose e4m3 rows alone (512 KB) are more than the
     // dequant tile left after the scales (Side: [2F, H] bf16, 512 KB); the twin needs none of the
-    // tile, so the FP8 GEMM must still run (the CUDA backend once refused it there).
-    for (int variant = 0; variant < 8; ++variant) {
-        const bool big = variant >= 6;
+    // tile, so the FP8 GEMM must still run (the CUDA backend once refused it there). Variants 8
+    // and 9: add_rmsnorm's twin only into a per-channel FP8 weight (Fp8Channel) and an INT4 one in
+    // 128-wide groups (W4A8): the GEMM groups x by 128 all the same, so the engine writes twins
+    // for them too, and CUDA must read only the twin (its FP8 path engaged), at a per-row shape
+    // cuBLASLt plans (above).
+    for (int variant = 0; variant < 10; ++variant) {
+        const bool big = variant == 6 || variant == 7, per_row = variant >= 8;
         const int producer = big ? 2 : variant % 3, only = big ? variant - 6 : variant >= 3 ? 1 : 0;
-        const int rows = big ? 1024 : 64, n = big ? 1000 : 50, KQ = 512, N = 384;
-        const QuantW q = make_quant(QFmt::Fp8Block, N, KQ);
+        const int rows = big ? 1024 : per_row ? 256 : 64, n = big ? 1000 : per_row ? 250 : 50;
+        const int KQ = per_row ? 1024 : 512, N = per_row ? 448 : 384;
+        const QFmt fmt = variant == 8 ? QFmt::Fp8Channel : variant == 9 ? QFmt::Int4 : QFmt::Fp8Block;
+        const QuantW q = make_quant(fmt, N, KQ);
         const char* name = producer == 0 ? "add_rmsnorm" : producer == 1 ? "gated_rmsnorm" : "swiglu";
         const size_t in_cols = producer == 2 ? 2 * KQ : KQ;
         cs.push_back({std::string(name) + (only ? " fp8 twin only" : " fp8 twin") + (big ? " 1024 rows" : "") +
-                          " -> gemm fp8-block w8a8 residual prefill",
+                          " -> gemm " + qfmt_name(fmt) + " w8a8 residual prefill",
                       OpKind::Gemm,
                       {act("in", Use::In, normal(size_t(rows) * in_cols)), act("z", Use::In, normal(size_t(rows) * KQ)),
                        f32("nw", Use::In, uniform(producer == 1 ? 128 : KQ, -0.5f, 0.5f)),
@@ -599,7 +613,7 @@ std::vector<Case> cases() {
                           const Tensor a = b.m("act", 0, rows, KQ, KQ);
                           GemmOp g;
                           g.x = a;
-                          g.w = ex.backend->kind() == FROST_BACKEND_CUDA ? quant_view(b, QFmt::Fp8Block, N, KQ)
+                          g.w = ex.backend->kind() == FROST_BACKEND_CUDA ? quant_view(b, fmt, N, KQ)
                                                                          : b.m("wref", 0, N, KQ, KQ);
                           g.y = b.m("y", 0, rows, N, N);
                           g.epilogue = Epilogue::Residual;
@@ -607,7 +621,7 @@ std::vector<Case> cases() {
                           g.quant_act = 1;
                           g.xq = twin;
                           if ((only || big) && !ex.backend->gemm_reads_twin(g)) {
-                              ADD_FAILURE() << "gemm_reads_twin: no for the fp8-block GEMM";
+                              ADD_FAILURE() << "gemm_reads_twin: no for the " << qfmt_name(fmt) << " GEMM";
                               return FROST_ERR_UNSUPPORTED;
                           }
                           g.xq_only = only;
@@ -879,9 +893,11 @@ struct Side : test::OpsCtx {
     DType act = DType::F32;
     explicit Side(frost_backend b, DType act_dtype) : OpsCtx(b), act(act_dtype) {
         // The engine reserves the prefill dequant tile for its largest quantized weight at load;
-        // here the largest quantized case weight is [2F, H].
+        // here the largest quantized case weight is the W8A8 per-row cases' [448, 1024] (then
+        // [2F, H]). W4A8 needs it: its e4m3 weight, scales and quantized x share the tile.
         if (backend) {
-            EXPECT_EQ(backend->reserve_dequant_scratch(ctx, size_t(2 * F) * H), FROST_OK) << frost_last_error();
+            EXPECT_EQ(backend->reserve_dequant_scratch(ctx, std::max(size_t(448) * 1024, size_t(2 * F) * H)), FROST_OK)
+                << frost_last_error();
         }
     }
 };

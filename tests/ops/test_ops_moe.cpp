@@ -167,6 +167,13 @@ TEST(OpsMoe, CostOfW8a8PrefillCountsTheQuantizedActivationsNotTheTile) {
     q.rows = p.rows = {int32_t(rows), nullptr};
     q.experts_down.scale_rows = p.experts_down.scale_rows = 1;  // per-row scales: the exact path's tile
     EXPECT_EQ(cost_of(q).bytes, cost_of(p).bytes);
+    // One scale per row (per-channel, compressed-tensors FP8-dynamic) on all four: W8A8 again.
+    for (MoeOp* o : {&p, &q})
+        for (Tensor* t : {&o->experts_gate_up, &o->experts_down, &o->shared_gate_up, &o->shared_down}) {
+            t->scale_rows = 1;
+            t->scale_block = int32_t(t->shape[1]);
+        }
+    EXPECT_NEAR(cost_of(q).bytes, cost_of(p).bytes - tile + quant, 1e-6);
 }
 
 TEST(OpsMoe, BadParamsRefusedNamingTheOp) {

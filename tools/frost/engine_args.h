@@ -19,8 +19,9 @@ inline bool parse_backend(const std::string& s, frost_backend* out) {
     return false;
 }
 
-// --fp8-prefill / --fp8-decode: "w8a8" (FP8 tensor cores, activations quantized per 128-group)
-// or "exact" (bf16 activations times the FP8 weights; the default). EngineOptions::
+// --fp8-prefill / --fp8-decode: "w8a8" (FP8 tensor cores, activations quantized per 128-group;
+// prefill also takes INT4 weights in 128-groups, W4A8) or "exact" (bf16 activations times the
+// quantized weights; the default). EngineOptions::
 // fp8_w8a8_prefill / fp8_w8a8_decode.
 inline bool parse_fp8_mode(const std::string& s, bool* w8a8) {
     if (s == "w8a8") { *w8a8 = true; return true; }

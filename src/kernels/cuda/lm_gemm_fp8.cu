@@ -89,11 +89,14 @@ __global__ void __launch_bounds__(kQuantRows * 16) act_quant16_kernel(const bf16
     if (l == 0) xs[g * ld_scale + m] = scale;
 }
 
-__global__ void w_scale_rows_kernel(const float* s, int32_t N, int32_t groups, float* out, int64_t ld) {
+// out[g][n] (row stride ld) = s[n * row_stride + g * group_stride]: per-row scales [N][groups]
+// (row_stride groups, group_stride 1) or one scale per row broadcast to every group (1, 0).
+__global__ void w_scale_rows_kernel(const float* s, int32_t N, int32_t groups, int32_t row_stride, int32_t group_stride,
+                                    float* out, int64_t ld) {
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // over [groups][N]
     if (i >= static_cast<int64_t>(N) * groups) return;
     const int64_t g = i / N, n = i % N;
-    out[g * ld + n] = s[n * groups + g];
+    out[g * ld + n] = s[n * row_stride + g * group_stride];
 }
 
 // Auto selection: FROST_FP8_GEMM (cublas | cublaslt | wgmma) first, then the measured default.
@@ -149,12 +152,24 @@ cudaError_t act_quant_fp8_launch(const bf16* x, int64_t ldx, int32_t M, int32_t 
     return cudaGetLastError();
 }
 
-cudaError_t w_scale_rows_launch(const float* w_scale, int32_t N, int32_t K, float* out, cudaStream_t stream) {
+namespace {
+cudaError_t w_scale_layout(const float* w_scale, int32_t N, int32_t K, bool channel, float* out, cudaStream_t stream) {
     if (!w_scale || !out || N <= 0 || K <= 0 || K % kFp8Group != 0) return cudaErrorInvalidValue;
     constexpr int kThreads = 256;
-    const int64_t n = static_cast<int64_t>(N) * (K / kFp8Group);
-    w_scale_rows_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream>>>(w_scale, N, K / kFp8Group, out, act_scale_ld(N));
+    const int32_t groups = K / kFp8Group;
+    const int64_t n = static_cast<int64_t>(N) * groups;
+    w_scale_rows_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream>>>(w_scale, N, groups, channel ? 1 : groups,
+                                                                        channel ? 0 : 1, out, act_scale_ld(N));
     return cudaGetLastError();
+}
+}  // namespace
+
+cudaError_t w_scale_rows_launch(const float* w_scale, int32_t N, int32_t K, float* out, cudaStream_t stream) {
+    return w_scale_layout(w_scale, N, K, false, out, stream);
+}
+
+cudaError_t w_scale_channel_launch(const float* w_scale, int32_t N, int32_t K, float* out, cudaStream_t stream) {
+    return w_scale_layout(w_scale, N, K, true, out, stream);
 }
 
 int gemm_fp8_plan_impl(const GemmFp8Plan* plan) { return plan ? plan->impl : kFp8ImplAuto; }

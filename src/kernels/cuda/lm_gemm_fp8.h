@@ -5,7 +5,15 @@
 // the fly (act_quant_fp8_launch: scale = max|x| / 448, q = e4m3(x / scale)), as Qwen's
 // `activation_scheme: dynamic` and transformers' FineGrainedFP8 linear do.
 // Plan once per shape (like lm_gemm.h); launches set the scale pointers and never choose again.
-// Why block scaling and no per-channel W8A8: a probe of cuBLASLt's scale modes on the H100 (CUDA
+// Per-channel weights (compressed-tensors FP8-dynamic) run as per-row VEC128 weight scales, each
+// row's scale repeated for its K/128 groups (w_scale_channel_launch): the activations keep the
+// same per-128-group quantizer and twins. A probe on the H200 (2026-12-04, sixty-second session,
+// M 4096 N 12288 K 4096, random e4m3, CUDA 13.0) ran that VEC128 x VEC128 GEMM at 987 TFLOP/s
+// against 1218 for BLK128x128 x VEC128 on the same data; a 128x128 grid of ones with the channel
+// scales as a device alpha vector (CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST), which
+// would have kept the block-scaled speed, and a SCALAR weight scale beside VEC128 activations both
+// have no algorithm (heuristic status NOT_SUPPORTED / INVALID_VALUE).
+// Why block scaling and no per-channel W8A8 as such: a probe of cuBLASLt's scale modes on the H100 (CUDA
 // 13.0, 2026-11-25, e4m3 operands of one constant byte, bf16 out, the 9B prefill shapes at M 4096)
 // ran OUTER_VEC_32F (a scale per weight row and per token, what compressed-tensors' FP8-dynamic
 // checkpoints declare) at 1197-1238 TFLOP/s, slower than BLK128x128 x VEC128 (1357-1482) and
@@ -20,6 +28,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/lm_gemm.h"
+#include "kernels/cuda/lm_gemv_quant.h"
 #include "kernels/cuda/lm_params.h"
 
 namespace frost::kernels {
@@ -72,6 +81,20 @@ struct GemmFp8Params {
 // layout cuBLASLt reads for w_block_n = 1: [K/128][act_scale_ld(N)], row n of group g at
 // g * act_scale_ld(N) + n.
 cudaError_t w_scale_rows_launch(const float* w_scale, int32_t N, int32_t K, float* out, cudaStream_t stream);
+// Per-channel weight scales [N] (compressed-tensors' FP8-dynamic, strategy "channel") -> the same
+// VEC128 layout, each row's scale repeated for its K/128 groups: a per-channel W8A8 GEMM is the
+// per-row one with equal scales along k (the products are the same; see cuda_ops.cpp fp8_setup
+// for why not cuBLASLt's OUTER_VEC mode).
+cudaError_t w_scale_channel_launch(const float* w_scale, int32_t N, int32_t K, float* out, cudaStream_t stream);
+
+// W4A8 (GemmOp::quant_act on an INT4 weight in 128-wide groups, lm_int4_e4m3.cu): the weight as
+// this GEMM's operand with w_block_n 1. Each value q - zp (an integer in [-15, 15], exact in e4m3)
+// as its e4m3 byte into wq [N, K] (16-byte aligned), each group's bf16 scale as fp32 into w_scale
+// in the per-row VEC128 layout ([K/128][act_scale_ld(N)], as w_scale_rows_launch writes). Either
+// nibble order and either row layout (GemvQuantParams::nibble_pairs, row_blocks). The GEMM then
+// multiplies the exact INT4 weights; only the activations carry e4m3 rounding.
+bool int4_e4m3_ok(const GemvQuantParams& q);
+cudaError_t int4_to_e4m3_launch(const GemvQuantParams& q, uint8_t* wq, float* w_scale, cudaStream_t stream);
 
 // Activation scale layout: [K/128][ld_scale] floats, group g of row m at g * ld_scale + m
 // (rows contiguous per group, as cuBLASLt reads VEC128 scales of the column-major operand);

@@ -293,11 +293,17 @@ enum WeightRead : int { kReadBf16 = 0, kReadFp8Cvt = 1, kReadW8A8 = 2 };
 // 24.71-24.85 / 38.11-38.62 / 163.91-164.63 all exact, and the bf16 checkpoint's 12.28 / 25.82 /
 // 107.64. Only 128-column tiles: the promotion needs two 64-register accumulators.
 #if defined(FROST_ATTN_WGMMA)
+// Per-channel stacks (one scale per weight row: block_n 1, block_k K, compressed-tensors'
+// FP8-dynamic): the weight's scale is the same for every k block, so the promotion applies the
+// activation scale alone and the column's weight scale multiplies the finished sum once
+// (w8a8_channel_scale), 64 loads per thread per item instead of one per column per block.
 struct W8a8Scales {
     const float* a;        // this thread's two rows' activation scales, k block 0 (null: no row)
     const float* a1;
-    const float* w_gate;   // the tile's weight block scales along k (gate rows / down's rows)
-    const float* w_up;     // gate|up: the up rows'; down: = w_gate
+    const float* w_gate;   // 128 x 128 blocks: the tile's weight block scales along k (gate rows /
+    const float* w_up;     // down's rows; gate|up: the up rows', down: = w_gate). Per-channel: null
+    const float* col_gate; // per-channel: the scales of the tile's gate (down: output) rows n0 ..
+    const float* col_up;   // and gate|up's up rows F + n0 ..; null for 128 x 128 blocks
     int64_t ld;            // activation scales: k block stride
 };
 
@@ -308,8 +314,15 @@ __device__ inline W8a8Scales w8a8_scales(const MoeBf16Params& p, const Item& it,
     const int kcols = (it.K + 127) / 128;
     const int64_t row = (it.shared ? 0 : int64_t(it.group) * (kDown ? p.H : 2 * p.I)) + it.n0;
     W8a8Scales s;
-    s.w_gate = m.scale + (row / 128) * kcols;
-    s.w_up = kDown ? s.w_gate : m.scale + ((row + it.F) / 128) * kcols;
+    if (m.block_n == 1) {  // per-channel (tma_w8a8_ok: block_k is then K); H, I multiples of 128
+        s.w_gate = s.w_up = nullptr;
+        s.col_gate = m.scale + row;
+        s.col_up = kDown ? s.col_gate : m.scale + row + it.F;
+    } else {
+        s.w_gate = m.scale + (row / 128) * kcols;
+        s.w_up = kDown ? s.w_gate : m.scale + ((row + it.F) / 128) * kcols;
+        s.col_gate = s.col_up = nullptr;
+    }
     s.ld = ld;
     const float* base = kDown ? p.agq_scale : p.xq_scale;
     const int e0 = it.row0 + 64 * cw + ws_row(0), e1 = e0 + 8;
@@ -317,6 +330,22 @@ __device__ inline W8a8Scales w8a8_scales(const MoeBf16Params& p, const Item& it,
     s.a = e0 < it.row_end ? base + (kDown ? e0 : p.entry_row[e0]) : nullptr;
     s.a1 = e1 < it.row_end ? base + (kDown ? e1 : p.entry_row[e1]) : nullptr;
     return s;
+}
+
+// Per-channel: acc's columns times their rows' weight scales (n8 tile i holds columns ws_col(i)
+// and the next for both of the thread's rows; gate|up's second half is the up rows).
+template <int BN, bool kDown>
+__device__ inline void w8a8_channel_scale(const W8a8Scales& sc, float* acc) {
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+        const bool up = !kDown && i >= BN / 16;
+        const float* c = up ? sc.col_up + ws_col(i - BN / 16) : sc.col_gate + ws_col(i);
+        const float s0 = __ldg(c), s1 = __ldg(c + 1);
+        acc[4 * i + 0] *= s0;
+        acc[4 * i + 1] *= s1;
+        acc[4 * i + 2] *= s0;
+        acc[4 * i + 3] *= s1;
+    }
 }
 #endif
 
@@ -494,7 +523,8 @@ __global__ void __launch_bounds__(T::threads, 1)
             for (int kt = 0; kt < k_tiles; ++kt, ++it) {
                 // The block's scales first: their loads land while the stage is awaited.
                 const float a0 = sc.a ? __ldg(sc.a + kt * sc.ld) : 0.0f, a1 = sc.a1 ? __ldg(sc.a1 + kt * sc.ld) : 0.0f;
-                const float wg = __ldg(sc.w_gate + kt), wu = kDown ? wg : __ldg(sc.w_up + kt);
+                const float wg = sc.w_gate ? __ldg(sc.w_gate + kt) : 1.0f;
+                const float wu = kDown ? wg : sc.w_up ? __ldg(sc.w_up + kt) : 1.0f;
                 if (kt) lm::mbar_wait(ring.full(it), ring.phase(it));
                 if constexpr (kCpA) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async -> wgmma
                 const uint32_t st = ring.stage(it), a_st = st + cw * 64 * 128, b_st = st + T::a_bytes;
@@ -518,6 +548,7 @@ __global__ void __launch_bounds__(T::threads, 1)
                     acc[4 * i + 3] = fmaf(part[4 * i + 3], up ? u1 : g1, acc[4 * i + 3]);
                 }
             }
+            if (sc.col_gate) w8a8_channel_scale<T::BN, kDown>(sc, acc);
         } else {
             for (int kt = 0; kt < k_tiles; ++kt, ++it) {
                 if (kt) lm::mbar_wait(ring.full(it), ring.phase(it));
@@ -664,9 +695,13 @@ cudaError_t tma_gemms_launch(const MoeBf16Params& p, int tile_capacity, int shap
 
 bool tma_w8a8_ok(const MoeBf16Params& p) {
     const MoeFp8Weights* ms[] = {&p.fp8_gate_up, &p.fp8_down, &p.fp8_shared_gate_up, &p.fp8_shared_down};
-    for (const MoeFp8Weights* m : ms)
-        if (!m->w || !m->scale || !lm::aligned16(m->w) || m->block_n != kFp8Group || m->block_k != kFp8Group)
-            return false;
+    const int ks[] = {p.H, p.I, p.H, p.Is};
+    for (int i = 0; i < 4; ++i) {
+        const MoeFp8Weights& m = *ms[i];
+        const bool block = m.block_n == kFp8Group && m.block_k == kFp8Group;
+        const bool channel = m.block_n == 1 && m.block_k == ks[i];  // one scale per row
+        if (!m.w || !m.scale || !lm::aligned16(m.w) || !(block || channel)) return false;
+    }
     return p.H % kFp8Group == 0 && p.I % kFp8Group == 0 && p.Is == p.I && p.xq && p.xq_scale && p.agq &&
            p.agq_scale && lm::aligned16(p.xq) && lm::aligned16(p.agq) && lm::aligned16(p.x);
 }

@@ -72,8 +72,11 @@ struct Forward {
         return trace_hook && *trace_hook ? (*trace_hook)(ex.stream, name, layer, src) : FROST_OK;
     }
 
+    // W8A8: decode GEMVs on FP8 weights (fp8_w8a8_decode); prefill GEMMs on FP8 weights and on
+    // INT4 ones in 128-wide groups (fp8_w8a8_prefill; ops::w8a8_weight).
     bool quant_act(const Tensor& wt) const {
-        return (one_row() ? step.fp8_w8a8_decode : step.fp8_w8a8_prefill) && wt.dtype == ops::DType::FP8_E4M3;
+        if (one_row()) return step.fp8_w8a8_decode && wt.dtype == ops::DType::FP8_E4M3;
+        return step.fp8_w8a8_prefill && ops::w8a8_weight(wt);
     }
 
     // The FP8 twin the producer of wt's GEMM input writes beside it (ScratchViews::fp8_q), when
@@ -82,7 +85,10 @@ struct Forward {
     // one row itself (lm_gemv_quant.h act_fp8), the same bytes without a second write.
     ops::Fp8Act twin_for(const Tensor& wt) const {
         const int64_t K = wt.rank == 2 ? wt.shape[1] : 0;
-        if (one_row() || !quant_act(wt) || s.fp8_q.empty() || wt.scale_block != 128 || K % 128 != 0 ||
+        // 128-wide weight blocks (INT4: groups), or one scale per row (per-channel: the GEMM still
+        // groups x by 128).
+        const bool grouped = wt.scale_block == 128 || (wt.scale_rows == 1 && wt.scale_block == K);
+        if (one_row() || !quant_act(wt) || s.fp8_q.empty() || !grouped || K % 128 != 0 ||
             int64_t(rows()) * K > s.fp8_q.numel() || ops::fp8_act_ld(rows()) * (K / 128) > s.fp8_scale.numel())
             return {};
         return ops::fp8_act(s.fp8_q.data, s.fp8_scale.data, rows(), K);
@@ -298,7 +304,8 @@ struct Forward {
         m.work = s.moe_work;
         m.E = E; m.k = k; m.I = c.moe_intermediate_size; m.Is = c.shared_expert_intermediate_size;
         m.norm_topk = c.norm_topk_prob ? 1 : 0; m.rows = rws();
-        m.quant_act = !one_row() && quant_act(L.moe_gate_up) ? 1 : 0;
+        // FP8 experts only: the grouped GEMMs' W8A8 tile reads FP8 stacks (cuda_ops.cpp moe_w8a8).
+        m.quant_act = !one_row() && L.moe_gate_up.dtype == ops::DType::FP8_E4M3 && quant_act(L.moe_gate_up) ? 1 : 0;
         FROST_TRY(ops::op_moe(ex, m, one_row() ? "moe decode" : "moe prefill"));
         return trace("router_probs", l, m.probs);
     }

@@ -588,13 +588,15 @@ frost_status CudaBackend::prepare_quant_weight(frost_stream* stream, Tensor* w) 
 // GEMM below on it.
 frost_status gemm_bf16(const Exec& ex, const GemmOp& p, const Tensor& w);
 
-// Prefill on 128x128-block FP8 weights with GemmOp::quant_act: the activations quantized per row and 128-wide group into
+// Prefill on FP8 weights (128x128 blocks, per-row or per-channel scales), or INT4 in 128-wide
+// groups converted to e4m3 in the tile (W4A8), with GemmOp::quant_act: the activations quantized per row and 128-wide group into
 // the backend's tile (e4m3 rows, then their scales), then cuBLASLt's block-scaled FP8 GEMM (the
 // checkpoint's own W8A8 scheme, lm_gemm_fp8.h). A fused matrix whose parts do not all fill whole
 // 128-row blocks (the GDN in_proj) carries one scale per row and 128 columns: it runs the same
 // GEMM with per-row weight scales, split where the weight also has a 128x128 grid for its leading
 // whole blocks (ops::Tensor::grid_rows): those rows block-scaled, only the rest per-row
-// (GemmFp8Params::grid_rows). *done = false when the shape has no such path (other block
+// (GemmFp8Params::grid_rows). Per-channel weights (one scale per row) run per-row too (fp8_setup).
+// *done = false when the shape has no such path (other block
 // sizes, K not a multiple of 128, no cuBLASLt algorithm): the caller dequantizes.
 // FROST_FP8_GRID_SPLIT=0 turns the split off (A/B benches).
 bool fp8_grid_split_enabled() {
@@ -607,17 +609,29 @@ bool fp8_grid_split_enabled() {
 struct Fp8Tile {
     size_t xq_bytes = 0, xs_bytes = 0;
     uint8_t* base = nullptr;
+    float* w_scale = nullptr;  // per-row weight scales (VEC128 layout), when the weight needs them
+    uint8_t* wq = nullptr;     // INT4 (W4A8): the weight as e4m3 [N, K]
 };
 frost_status fp8_setup(CudaBackend* be, const GemmOp& p, const K::GemvQuantParams& q, K::GemmFp8Params* out,
                        Fp8Tile* t, K::GemmFp8Plan** plan) {
     *plan = nullptr;
     const int32_t M = int32_t(p.x.shape[0]);
-    if (!p.quant_act || q.format != K::kGemvQuantFp8Block || (q.block_n != K::kFp8Group && q.block_n != 1) ||
-        q.block_k != K::kFp8Group || q.K % K::kFp8Group != 0 || p.x.dtype != DType::BF16 ||
+    const bool channel = q.format == K::kGemvQuantFp8Channel;
+    const bool block = q.format == K::kGemvQuantFp8Block && (q.block_n == K::kFp8Group || q.block_n == 1) &&
+                       q.block_k == K::kFp8Group;
+    const bool int4 = K::int4_e4m3_ok(q);  // W4A8: converted into the tile (K::int4_to_e4m3_launch)
+    if (!p.quant_act || !(channel || block || int4) || q.K % K::kFp8Group != 0 || p.x.dtype != DType::BF16 ||
         p.epilogue == Epilogue::SwiGLU || p.y.empty() || (p.y.dtype != DType::BF16 && p.y.dtype != DType::F32))
         return FROST_OK;
+    // Per-channel scales (compressed-tensors FP8-dynamic) run as per-row VEC128 scales, each row's
+    // one scale repeated along k (K::w_scale_channel_launch): the same products as scaling the
+    // output column once. Not cuBLASLt's OUTER_VEC mode, which would fit the weight as stored: it
+    // also takes the activations' scales per token, not per 128-wide group, so the norms' and
+    // SwiGLU's e4m3 twins (and the CPU oracle's W8A8 rounding) would need a second quantizer.
+    const bool per_row = channel || int4 || q.block_n == 1;
     // Tile: e4m3 rows and their scales (only where no twin comes with x), then (per-row weight
-    // scales) the weight's scales in the layout cuBLASLt reads for them (K::w_scale_rows_launch).
+    // scales) the weight's scales in the layout cuBLASLt reads for them (K::w_scale_rows_launch),
+    // then (INT4) the weight's values as e4m3: N x K bytes, half its bf16 dequantization.
     // The tile holds the largest quantized weight in bf16, so counting unused e4m3 rows against
     // it refused the FP8 path to every GEMM with M x K above N_max x K_max x 2 bytes, twin or not:
     // the 9B's down (K 12288) in 16384-row chunks ran dequant + bf16 at 637 TFLOP/s against 1117
@@ -625,10 +639,13 @@ frost_status fp8_setup(CudaBackend* be, const GemmOp& p, const K::GemvQuantParam
     const bool twin = p.xq.on();
     t->xq_bytes = twin ? 0 : (size_t(M) * size_t(q.K) + 255) / 256 * 256;
     t->xs_bytes = twin ? 0 : (K::act_scale_floats(M, q.K) * sizeof(float) + 255) / 256 * 256;
-    const size_t ws_bytes = q.block_n == 1 ? K::act_scale_floats(q.N, q.K) * sizeof(float) : 0;
-    const size_t need = t->xq_bytes + t->xs_bytes + ws_bytes;
+    const size_t ws_bytes = per_row ? (K::act_scale_floats(q.N, q.K) * sizeof(float) + 255) / 256 * 256 : 0;
+    const size_t wq_bytes = int4 ? size_t(q.N) * size_t(q.K) : 0;
+    const size_t need = t->xq_bytes + t->xs_bytes + ws_bytes + wq_bytes;
     t->base = reinterpret_cast<uint8_t*>(be->tile(be->tile_bytes() / sizeof(bf16)));
     if (!t->base || need > be->tile_bytes()) return FROST_OK;
+    t->w_scale = per_row ? reinterpret_cast<float*>(t->base + t->xq_bytes + t->xs_bytes) : nullptr;
+    t->wq = int4 ? t->base + t->xq_bytes + t->xs_bytes + ws_bytes : nullptr;
     // x already quantized by its producer (GemmOp::xq): the GEMM reads that twin, no quantizer.
     uint8_t* twin_q = nullptr;
     float* twin_s = nullptr;
@@ -639,11 +656,10 @@ frost_status fp8_setup(CudaBackend* be, const GemmOp& p, const K::GemvQuantParam
     g = K::GemmFp8Params{};
     g.xq = twin_q ? twin_q : t->base;
     g.x_scale = twin_q ? twin_s : reinterpret_cast<const float*>(t->base + t->xq_bytes);
-    g.w = static_cast<const uint8_t*>(q.w);
-    g.w_scale = q.block_n == 1 ? reinterpret_cast<const float*>(t->base + t->xq_bytes + t->xs_bytes)
-                               : static_cast<const float*>(q.scale);
-    g.w_block_n = q.block_n;
-    if (q.block_n == 1 && p.w.grid_scale && p.w.grid_rows > 0 && p.w.grid_rows % K::kFp8Group == 0 &&
+    g.w = int4 ? t->wq : static_cast<const uint8_t*>(q.w);
+    g.w_scale = per_row ? t->w_scale : static_cast<const float*>(q.scale);
+    g.w_block_n = per_row ? 1 : q.block_n;
+    if (block && q.block_n == 1 && p.w.grid_scale && p.w.grid_rows > 0 && p.w.grid_rows % K::kFp8Group == 0 &&
         p.w.grid_rows < q.N && fp8_grid_split_enabled()) {
         g.grid_rows = p.w.grid_rows;
         g.w_grid_scale = p.w.grid_scale;
@@ -690,10 +706,14 @@ frost_status gemm_fp8_block(const Exec& ex, const GemmOp& p, const K::GemvQuantP
     FROST_TRY(fp8_setup(be, p, q, &g, &t, &plan));
     if (!plan) return FROST_OK;
     const int32_t grid = K::gemm_fp8_plan_grid_rows(plan);  // rows the plan runs block-scaled
-    if (q.block_n == 1) {  // the per-row rows' scales only (from row `grid`)
+    if (t.wq) {  // INT4: its values as e4m3 and its group scales, both into the tile
+        FROST_TRY(check(K::int4_to_e4m3_launch(q, t.wq, t.w_scale, native(ex)), "gemm (int4 to e4m3)"));
+    } else if (q.format == K::kGemvQuantFp8Channel) {
+        FROST_TRY(check(K::w_scale_channel_launch(static_cast<const float*>(q.scale), q.N, q.K, t.w_scale, native(ex)),
+                        "gemm (fp8 per-channel weight scales)"));
+    } else if (q.block_n == 1) {  // the per-row rows' scales only (from row `grid`)
         const float* rows_scale = static_cast<const float*>(q.scale) + int64_t(grid) * (q.K / K::kFp8Group);
-        FROST_TRY(check(K::w_scale_rows_launch(rows_scale, q.N - grid, q.K,
-                                               reinterpret_cast<float*>(t.base + t.xq_bytes + t.xs_bytes), native(ex)),
+        FROST_TRY(check(K::w_scale_rows_launch(rows_scale, q.N - grid, q.K, t.w_scale, native(ex)),
                         "gemm (fp8 per-row weight scales)"));
     }
     if (!p.xq.on())
@@ -883,9 +903,9 @@ frost_status moe_dequantize(const Exec& ex, const MoeOp& p, K::MoeBf16Params* m)
 }
 
 // Points f's four FP8 stacks (MoeBf16Params::fp8_*) at p's experts and shared expert: false
-// unless all four are FP8 (per-row scales as block_n 1, block_k K; block_only: 128 x 128 blocks
-// only, refusing per-row scales).
-bool moe_fp8_stacks(const MoeOp& p, bool block_only, K::MoeBf16Params* f) {
+// unless all four are FP8 (per-channel scales as block_n 1, block_k K; w8a8_forms: only the forms
+// the W8A8 tile takes, 128 x 128 blocks or per-channel).
+bool moe_fp8_stacks(const MoeOp& p, bool w8a8_forms, K::MoeBf16Params* f) {
     const Tensor* mats[] = {&p.experts_gate_up, &p.experts_down, &p.shared_gate_up, &p.shared_down};
     K::MoeFp8Weights* dst[] = {&f->fp8_gate_up, &f->fp8_down, &f->fp8_shared_gate_up, &f->fp8_shared_down};
     for (int i = 0; i < 4; ++i) {
@@ -893,7 +913,7 @@ bool moe_fp8_stacks(const MoeOp& p, bool block_only, K::MoeBf16Params* f) {
         K::GemvQuantParams q{};
         if (quant_params(*mats[i], &q) != FROST_OK) return false;
         const bool channel = q.format == K::kGemvQuantFp8Channel;
-        if (block_only && (channel || q.block_n != K::kFp8Group || q.block_k != K::kFp8Group)) return false;
+        if (w8a8_forms && !channel && (q.block_n != K::kFp8Group || q.block_k != K::kFp8Group)) return false;
         *dst[i] = K::MoeFp8Weights{static_cast<const uint8_t*>(q.w), static_cast<const float*>(q.scale),
                                    channel ? 1 : q.block_n, channel ? q.K : q.block_k};
     }
@@ -925,7 +945,7 @@ bool moe_fp8_direct(const MoeOp& p, K::MoeBf16Params* m) {
 // off, for A/B runs and tests, read at each prefill launch): points m's FP8 stacks at p's experts
 // and its e4m3 activation buffers (MoeBf16Params::xq, agq and their scales) into m.act, which a
 // prefill launch does not otherwise use (it holds the one-row decode's activations), when all four
-// matrices are FP8 in 128 x 128 blocks and the tile takes them (K::moe_prefill_w8a8_ok). The
+// matrices are FP8 in 128 x 128 blocks or per-channel and the tile takes them (K::moe_prefill_w8a8_ok). The
 // grouped GEMMs then read the stacks as stored and multiply on FP8 tensor cores, with no
 // dequantized tile (35B-A3B FP8, 20 layers, H200: cold TTFT 1k / 16k 9.6 / 101 ms against the
 // tile's 24.9 / 164; lm_moe_prefill_tma.cu). False: m unchanged (the exact paths run).
