@@ -101,9 +101,20 @@ OpCost cost_of(const GemmOp& p) {
     const double m = p.x.shape[0], k = p.x.shape[1], n = p.w.shape[0];
     const double out = double(p.y.shape[1]) * m * B(p.y) * (p.epilogue == Epilogue::Residual ? 2 : 1);
     // A quantized weight moves its packed bytes + scales (the decode GEMV's floor); for M > 1 the
-    // CUDA path also writes and reads back a bf16 dequantized copy (the prefill tile).
-    const double tile = p.w.quantized() && m > 1 ? 2.0 * n * k * 2.0 : 0.0;
-    return {2 * m * n * k, p.w.weight_bytes() + tile + m * k * B(p.x) + out};
+    // CUDA path also writes and reads back a bf16 dequantized copy (the prefill tile). A W8A8
+    // prefill GEMM (quant_act on w8a8_weight; prefill rows as CUDA counts them: not a batched
+    // decode step of <= 8 PDL rows) writes no bf16 copy: FP8 is read as stored, INT4 (W4A8)
+    // converted into an e4m3 one (a byte a weight, written and read). It reads x's e4m3 twin
+    // where x's producer wrote one (xq), else reads x and writes that twin first.
+    const bool w8a8 = p.quant_act && p.w.quantized() && w8a8_weight(p.w) && m > 1 && !(p.pdl && m <= 8);
+    double tile = p.w.quantized() && m > 1 ? 2.0 * n * k * 2.0 : 0.0;
+    double in = m * k * B(p.x);
+    if (w8a8) {
+        tile = p.w.dtype == DType::INT4 ? 2.0 * n * k : 0.0;
+        const double twin = m * k * (1.0 + 4.0 / 128.0);
+        in = p.xq.on() ? twin : in + 2.0 * twin;
+    }
+    return {2 * m * n * k, p.w.weight_bytes() + tile + in + out};
 }
 
 OpCost cost_of(const SwigluOp& p) {

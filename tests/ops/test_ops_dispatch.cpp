@@ -46,6 +46,42 @@ struct GemmData {
     }
 };
 
+// The cost of a quantized prefill GEMM: the exact path writes and reads a bf16 copy of the
+// weight; W8A8 (quant_act) none for FP8 and a one-byte e4m3 copy for INT4 in 128-wide groups (W4A8),
+// plus x's e4m3 twin (written and read, or only read where its producer wrote it). A batched
+// decode step (PDL, <= 8 rows) and INT4 groups of 64 keep the old count.
+TEST(OpsDispatch, CostOfW8a8PrefillGemmCountsItsOperandsNotABf16Tile) {
+    std::vector<uint8_t> bytes(1 << 16);
+    const double M = 256, K = 1024, N = 448;
+    GemmOp p;
+    p.x = mat(bytes.data(), DType::BF16, int64_t(M), int64_t(K), int64_t(K));
+    p.y = mat(bytes.data(), DType::BF16, int64_t(M), int64_t(N), int64_t(N));
+    Tensor w = mat(bytes.data(), DType::FP8_E4M3, int64_t(N), int64_t(K), int64_t(K));
+    w.scale = bytes.data();
+    w.scale_rows = 1;
+    w.scale_block = int32_t(K);  // per-channel
+    p.w = w;
+    const double base = w.weight_bytes() + M * N * 2.0, twin = M * K * (1.0 + 4.0 / 128.0);
+    EXPECT_DOUBLE_EQ(cost_of(p).bytes, base + 4.0 * N * K + M * K * 2.0) << "exact: the bf16 tile";
+    p.quant_act = 1;
+    EXPECT_DOUBLE_EQ(cost_of(p).bytes, base + M * K * 2.0 + 2.0 * twin) << "FP8 W8A8, x quantized by the GEMM";
+    std::vector<uint8_t> q(size_t(M * K)), s(size_t(fp8_act_ld(int64_t(M)) * int64_t(K / 128)) * 4);
+    p.xq = fp8_act(q.data(), s.data(), int64_t(M), int64_t(K));
+    EXPECT_DOUBLE_EQ(cost_of(p).bytes, base + twin) << "FP8 W8A8 on its producer's twin";
+    Tensor i4 = mat(bytes.data(), DType::INT4, int64_t(N), int64_t(K), int64_t(K));
+    i4.scale = bytes.data();
+    i4.scale_block = 128;
+    p.w = i4;
+    const double base4 = i4.weight_bytes() + M * N * 2.0;
+    EXPECT_DOUBLE_EQ(cost_of(p).bytes, base4 + 2.0 * N * K + twin) << "INT4 W4A8: the e4m3 copy";
+    p.w.scale_block = 64;  // not a W8A8 weight: the exact path
+    EXPECT_DOUBLE_EQ(cost_of(p).bytes, p.w.weight_bytes() + M * N * 2.0 + 4.0 * N * K + M * K * 2.0);
+    p.w = w;
+    p.x.shape[0] = p.y.shape[0] = 4;
+    p.pdl = 1;  // a batched decode step: not the W8A8 GEMM
+    EXPECT_DOUBLE_EQ(cost_of(p).bytes, w.weight_bytes() + 4 * N * 2.0 + 4.0 * N * K + 4 * K * 2.0);
+}
+
 TEST(OpsDispatch, GemmRunsFromACopyOfItsParamsAndTellsTheObserverItsCost) {
     Ctx c;
     GemmData g;
