@@ -82,6 +82,28 @@ TEST(OpsDispatch, CostOfW8a8PrefillGemmCountsItsOperandsNotABf16Tile) {
     EXPECT_DOUBLE_EQ(cost_of(p).bytes, w.weight_bytes() + 4 * N * 2.0 + 4.0 * N * K + 4 * K * 2.0);
 }
 
+// Which weights W8A8 prefill reaches: FP8 in any scale layout, INT4 in 128-wide groups (their
+// values exact in e4m3); never K off the 128 grid, other INT4 groups, NVFP4 or unquantized ones.
+TEST(OpsDispatch, W8a8WeightsAreFp8AndInt4InGroupsOf128) {
+    std::vector<uint8_t> bytes(64);
+    const auto w = [&](DType t, int64_t K, int32_t block) {
+        Tensor v = mat(bytes.data(), t, 256, K, K);
+        v.scale = bytes.data();
+        v.scale_block = block;
+        v.scale_rows = t == DType::FP8_E4M3 ? 128 : 0;
+        return v;
+    };
+    EXPECT_TRUE(w8a8_weight(w(DType::FP8_E4M3, 512, 128)));
+    EXPECT_TRUE(w8a8_weight(w(DType::FP8_E4M3, 512, 512)));  // one block along k
+    EXPECT_TRUE(w8a8_weight(w(DType::INT4, 512, 128)));
+    EXPECT_FALSE(w8a8_weight(w(DType::FP8_E4M3, 192, 192)));  // K off the 128 grid
+    EXPECT_FALSE(w8a8_weight(w(DType::INT4, 512, 64)));
+    EXPECT_FALSE(w8a8_weight(w(DType::INT4, 512, 256)));
+    EXPECT_FALSE(w8a8_weight(w(DType::NVFP4, 512, 16)));
+    EXPECT_FALSE(w8a8_weight(w(DType::BF16, 512, 0)));
+    EXPECT_FALSE(w8a8_weight(Tensor{}));
+}
+
 TEST(OpsDispatch, GemmRunsFromACopyOfItsParamsAndTellsTheObserverItsCost) {
     Ctx c;
     GemmData g;
