@@ -241,14 +241,14 @@ struct GemmOp {
     const int32_t* n_rows = nullptr;  // valid rows (CPU skips the rest; CUDA computes all M)
     int32_t pdl = 0;
     // W8A8 for FP8 weights (the checkpoint's dynamic activation scheme; W4A8 for INT4 weights in
-    // 128-wide groups, w8a8_weight): x is quantized per row
-    // and 128-wide k group to e4m3 (scale = max|x| / 448, round to nearest even, saturating)
-    // before the product. CUDA runs it on FP8 tensor cores where the shape allows, else ignores
-    // it: prefill rows (M > 1 without PDL) on cuBLASLt's block-scaled GEMM (lm_gemm_fp8.h, 128x128
-    // blocks, or per-row scales: per-128 rows, per-channel, INT4 groups converted to e4m3 in the
-    // backend's tile), decode rows in the quantized GEMV (lm_gemv_quant.h act_fp8, any FP8
-    // layout, K a multiple of 128; INT4 decode keeps bf16 x). The CPU quantizes x the same way (bit for bit) and multiplies
-    // in fp32, so both agree to accumulation order.
+    // 128-wide groups, w8a8_weight): x is quantized per row and 128-wide k group to e4m3
+    // (scale = max|x| / 448, round to nearest even, saturating) before the product. CUDA runs it
+    // on FP8 tensor cores where the shape allows, else ignores it: prefill rows (M > 1 without
+    // PDL) on cuBLASLt's block-scaled GEMM (lm_gemm_fp8.h, 128x128 blocks, or per-row scales:
+    // per-128 rows, per-channel, INT4 groups converted to e4m3 in the backend's tile), decode
+    // rows in the quantized GEMV (lm_gemv_quant.h act_fp8, any FP8 layout, K a multiple of 128;
+    // INT4 decode keeps bf16 x). The CPU quantizes x the same way (bit for bit) and multiplies in
+    // fp32, so both agree to accumulation order.
     int32_t quant_act = 0;
     // With quant_act: x already quantized by the op that produced it (Fp8Act over x's M rows and
     // K columns, the very numbers quant_act would make of x), used instead of quantizing x again.

@@ -589,7 +589,8 @@ frost_status CudaBackend::prepare_quant_weight(frost_stream* stream, Tensor* w) 
 frost_status gemm_bf16(const Exec& ex, const GemmOp& p, const Tensor& w);
 
 // Prefill on FP8 weights (128x128 blocks, per-row or per-channel scales), or INT4 in 128-wide
-// groups converted to e4m3 in the tile (W4A8), with GemmOp::quant_act: the activations quantized per row and 128-wide group into
+// groups converted to e4m3 in the tile (W4A8), with GemmOp::quant_act: the activations quantized
+// per row and 128-wide group into
 // the backend's tile (e4m3 rows, then their scales), then cuBLASLt's block-scaled FP8 GEMM (the
 // checkpoint's own W8A8 scheme, lm_gemm_fp8.h). A fused matrix whose parts do not all fill whole
 // 128-row blocks (the GDN in_proj) carries one scale per row and 128 columns: it runs the same
