@@ -40,11 +40,11 @@ struct EngineOptions {
     int device = 0;
     int max_seq_len = 4096;    // tokens per session (KV capacity)
     // C_p: a multiple of 64; prefill graphs exist for 64, 128, ..., C_p. 0 = by backend and model
-    // (auto_prefill_chunk): 256 on the CPU; on CUDA 8192 for bf16 MoE models (the grouped expert
-    // GEMMs want rows per expert) and bf16 dense hidden sizes above 2048 (fewer passes over the
-    // GDN state and the KV), 4096 for quantized weights (a chunk dequantizes or quantizes once per
-    // weight) and dense hidden sizes 1024-2048 (small GEMMs want rows); below hidden 1024 (test
-    // sizes) 4096 for MoE and 2048 for dense; never above max_seq_len rounded up to 64.
+    // (auto_prefill_chunk): 256 on the CPU; on CUDA 8192 for MoE models, bf16 or quantized (the
+    // grouped expert GEMMs want rows per expert) and bf16 dense hidden sizes above 2048 (fewer
+    // passes over the GDN state and the KV), 4096 for quantized dense weights (a chunk dequantizes
+    // or quantizes once per weight) and dense hidden sizes 1024-2048 (small GEMMs want rows); below
+    // hidden 1024 (test sizes) 4096 for MoE and 2048 for dense; never above max_seq_len rounded up to 64.
     int prefill_chunk = 0;
     int sessions = 1;          // live BufferSets
     bool logits_all = false;   // keep the logits of every prefill row (eval); else last row only

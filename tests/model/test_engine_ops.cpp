@@ -206,7 +206,12 @@ TEST(EnginePrefillChunk, AutoByBackendAndModelWithinTheContext) {
     ModelConfig moe_35b = moe;
     moe_35b.hidden_size = 2048;
     EXPECT_EQ(auto_prefill_chunk(o, moe_35b), 8192);        // rows per expert
-    EXPECT_EQ(auto_prefill_chunk(o, moe_35b, true), 4096);  // quantized experts: one dequantization per chunk
+    // Quantized experts too: each chunk reads (or dequantizes) every expert once, and a 4096-row
+    // chunk leaves the 35B-A3B's experts ~144 rows each, half a 128-row tile of padding.
+    EXPECT_EQ(auto_prefill_chunk(o, moe_35b, true), 8192);
+    ModelConfig moe_test_sized = moe_35b;
+    moe_test_sized.hidden_size = 256;  // test-sized MoE keeps 4096, quantized or not
+    EXPECT_EQ(auto_prefill_chunk(o, moe_test_sized, true), 4096);
     o.max_seq_len = 1000;  // never above the context, rounded up to the 64-row unit
     EXPECT_EQ(auto_prefill_chunk(o, moe), 1024);
     o.max_seq_len = 10;
