@@ -148,22 +148,16 @@ OpCost cost_of(const MoeOp& p) {
     // read back by the grouped GEMMs (as GemmOp's tile). With quant_act over FP8 experts in
     // 128 x 128 blocks or per-channel (cuda_ops.cpp moe_w8a8) the GEMMs read the stacks as stored; instead x and
     // the bf16 expert activations [rows * (k + 1), I] are read once more and written as e4m3 +
-    // one fp32 scale per 128. INT4 experts in 128-wide groups (moe_int4_w8a8) add their e4m3
-    // copies, a byte a weight written and read back (as GemmOp's W4A8 tile).
+    // one fp32 scale per 128.
     const Tensor* mats[] = {&p.experts_gate_up, &p.experts_down, &p.shared_gate_up, &p.shared_down};
-    bool fp8 = true, int4 = true;
-    double copies = 0;
-    for (const Tensor* t : mats) {
-        fp8 = fp8 && t->dtype == DType::FP8_E4M3 &&
-              ((t->scale_block == 128 && t->scale_rows == 128) || (t->scale_rows == 1 && t->scale_block == t->shape[1]));
-        int4 = int4 && t->dtype == DType::INT4 && t->scale_block == 128 && t->shape[1] % 128 == 0;
-        copies += 2.0 * double(t->shape[0]) * double(t->shape[1]);
-    }
-    const bool w8a8 = p.quant_act && rows > 8 && p.I == p.Is && (fp8 || int4);
+    bool w8a8 = p.quant_act && rows > 8 && p.I == p.Is;
+    for (const Tensor* t : mats)
+        w8a8 = w8a8 && t->dtype == DType::FP8_E4M3 &&
+               ((t->scale_block == 128 && t->scale_rows == 128) || (t->scale_rows == 1 && t->scale_block == t->shape[1]));
     double tile = 0;
     if (w8a8) {
         const double act = rows * (p.k + 1) * double(p.I);
-        tile = rows * H * B(p.x) + act * 2.0 + (rows * H + act) * (1.0 + 4.0 / 128.0) + (int4 ? copies : 0.0);
+        tile = rows * H * B(p.x) + act * 2.0 + (rows * H + act) * (1.0 + 4.0 / 128.0);
     } else if (rows > 8) {
         for (const Tensor* t : mats)
             if (t->quantized()) tile += 2.0 * 2.0 * double(t->shape[0]) * double(t->shape[1]);

@@ -348,11 +348,10 @@ struct MoeOp {
     Tensor work;             // f32 backend scratch (Backend::moe_work_floats)
     int32_t E = 0, k = 0, I = 0, Is = 0;
     int32_t norm_topk = 1;
-    // Prefill over FP8 experts, or INT4 ones in 128-wide groups (EngineOptions::fp8_w8a8_prefill;
-    // ops::w8a8_weight of the gate|up stack): the experts' inputs (x, and each expert's SwiGLU
-    // activations) quantized per row and 128-wide group to e4m3, GemmOp::quant_act's rounding.
-    // CUDA multiplies them on FP8 tensor cores where the layout allows (cuda_ops.cpp moe_w8a8; INT4
-    // stacks converted to e4m3 first, moe_int4_w8a8) and runs exact elsewhere; the CPU reference applies the rounding to its fp32 values
+    // Prefill over FP8 experts (EngineOptions::fp8_w8a8_prefill): the experts' inputs (x, and each
+    // expert's SwiGLU activations) quantized per row and 128-wide group to e4m3, GemmOp::quant_act's
+    // rounding. CUDA multiplies them on FP8 tensor cores where the layout allows (cuda_ops.cpp
+    // moe_w8a8) and runs exact elsewhere; the CPU reference applies the rounding to its fp32 values
     // (kernels/cpu/moe.cpp; H, I, Is multiples of 128, else refused). The CPU engine never sets it:
     // its weights are dequantized fp32.
     int32_t quant_act = 0;

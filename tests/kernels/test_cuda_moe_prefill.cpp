@@ -14,7 +14,6 @@ TEST(CudaMoePrefill, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA";
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -522,9 +521,6 @@ Fp8Stack make_fp8(std::mt19937& rng, size_t n, int K, int bn, int bk, float scal
 
 // A launch's four FP8 stacks (blocks bn x bk; bk 0: one scale per row) on the device, beside g:
 // a Gpu whose bf16 weights are their dequantization, on fresh random x of `rows` rows, n valid.
-// kmajor (bn 1, bk 128): the scales uploaded k-block-major with a row stride of
-// act_scale_ld(rows), the layout the ops layer's INT4 conversion writes (MoeFp8Weights::scale_ld);
-// the padding past each block's rows is NaN, so a read of it shows in the outputs.
 struct Fp8Case {
     Shape s;
     Fp8Stack gu, dn, sgu, sdn;
@@ -532,9 +528,8 @@ struct Fp8Case {
     std::unique_ptr<Gpu> g;
     std::unique_ptr<Dev<uint8_t>> w[4];
     std::unique_ptr<Dev<float>> scale[4];
-    int64_t ld[4] = {};
 
-    Fp8Case(std::mt19937& rng, Shape shape, int rows, int n, int bn, int bk, bool kmajor = false) : s(shape) {
+    Fp8Case(std::mt19937& rng, Shape shape, int rows, int n, int bn, int bk) : s(shape) {
         Weights wt = make_weights(rng, s);
         const auto stack = [&](size_t nr, int K) {
             return make_fp8(rng, nr, K, bn, bk ? bk : K, 0.25f / std::sqrt(float(K)));
@@ -547,19 +542,9 @@ struct Fp8Case {
         x = uniform(rng, size_t(rows) * s.H, -2, 2);
         g = std::make_unique<Gpu>(wt, x, rows, n);
         const Fp8Stack* st[] = {&gu, &dn, &sgu, &sdn};
-        const int K[] = {s.H, s.I, s.H, s.Is};
         for (int i = 0; i < 4; ++i) {
             w[i] = std::make_unique<Dev<uint8_t>>(st[i]->w);
-            if (!kmajor) {
-                scale[i] = std::make_unique<Dev<float>>(st[i]->scale);
-                continue;
-            }
-            const int64_t nr = int64_t(st[i]->w.size()) / K[i], cols = K[i] / 128;
-            ld[i] = kernels::act_scale_ld(int32_t(nr));
-            std::vector<float> t(size_t(cols * ld[i]), std::numeric_limits<float>::quiet_NaN());
-            for (int64_t r = 0; r < nr; ++r)
-                for (int64_t c = 0; c < cols; ++c) t[size_t(c * ld[i] + r)] = st[i]->scale[size_t(r * cols + c)];
-            scale[i] = std::make_unique<Dev<float>>(t);
+            scale[i] = std::make_unique<Dev<float>>(st[i]->scale);
         }
     }
     // f reading the four stacks in `mode` (MoeBf16Params::fp8).
@@ -568,7 +553,7 @@ struct Fp8Case {
         const int K[] = {s.H, s.I, s.H, s.Is};
         kernels::MoeFp8Weights* dst[] = {&f.fp8_gate_up, &f.fp8_down, &f.fp8_shared_gate_up, &f.fp8_shared_down};
         for (int i = 0; i < 4; ++i)
-            *dst[i] = {w[i]->get(), scale[i]->get(), st[i]->bn, st[i]->bk ? st[i]->bk : K[i], ld[i]};
+            *dst[i] = {w[i]->get(), scale[i]->get(), st[i]->bn, st[i]->bk ? st[i]->bk : K[i]};
         f.fp8 = mode;
         return f;
     }
@@ -642,13 +627,11 @@ TEST(CudaMoePrefill, W8a8MatchesTheQuantizedReference) {
     }
     const Shape s{384, 8, 2, 256, 256, true};
     const int rows = 700, n = 683, entries = rows * (s.k + 1);
-    // {1, 0}: one scale per row (per-channel, block_k = K); {1, 128, 1}: per row and 128-wide k
-    // block, k-block-major (INT4 experts converted to e4m3 by the ops layer, W4A8).
-    const int blocks[][3] = {{128, 128, 0}, {1, 0, 0}, {1, 128, 1}};
+    const int blocks[][2] = {{128, 128}, {1, 0}};  // {1, 0}: one scale per row (per-channel, block_k = K)
     for (const auto& blk : blocks) {
-        SCOPED_TRACE("blocks " + std::to_string(blk[0]) + " x " + std::to_string(blk[1]) + (blk[2] ? " k-major" : ""));
+        SCOPED_TRACE("blocks " + std::to_string(blk[0]) + " x " + std::to_string(blk[1]));
         auto rng = fresh_rng("CudaMoePrefillW8a8");
-        const Fp8Case c(rng, s, rows, n, blk[0], blk[1], blk[2] != 0);
+        const Fp8Case c(rng, s, rows, n, blk[0], blk[1]);
         Gpu& g = *c.g;
         const Fp8Stack &gu = c.gu, &dn = c.dn, &sgu = c.sgu, &sdn = c.sdn;
         const std::vector<float>& x = c.x;
@@ -746,28 +729,15 @@ TEST(CudaMoePrefill, W8a8MatchesTheQuantizedReference) {
             const auto again = g.out.download();
             EXPECT_EQ(std::memcmp(got.data(), again.data(), sizeof(float) * size_t(n) * s.H), 0);
         }
-        // Stacks of other blocks (64-row blocks; one scale per row and 128 columns in the
-        // checkpoint's row-major layout), a k-block-major stride short of the stack's rows or
-        // odd, the two forms mixed, or a missing activation buffer: not taken.
+        // Stacks of other blocks (64-row blocks; one scale per row and 128 columns), or a missing
+        // activation buffer: not taken.
         f.tile_shape = 0;
         kernels::MoeBf16Params bad = f;
         bad.fp8_down.block_n = 64;
         bad.fp8_down.block_k = 128;
-        bad.fp8_down.scale_ld = 0;
         EXPECT_FALSE(kernels::moe_prefill_w8a8_ok(bad));
         bad.fp8_down.block_n = 1;
         EXPECT_FALSE(kernels::moe_prefill_w8a8_ok(bad));
-        if (blk[2]) {
-            bad = f;
-            bad.fp8_down.scale_ld = int64_t(s.E) * s.H - 2;
-            EXPECT_FALSE(kernels::moe_prefill_w8a8_ok(bad)) << "stride short of the rows";
-            bad.fp8_down.scale_ld = c.ld[1] + 1;
-            EXPECT_FALSE(kernels::moe_prefill_w8a8_ok(bad)) << "odd stride";
-            bad = f;
-            bad.fp8_shared_down.block_n = bad.fp8_shared_down.block_k = 128;  // a 128 x 128-block form beside them
-            bad.fp8_shared_down.scale_ld = 0;
-            EXPECT_FALSE(kernels::moe_prefill_w8a8_ok(bad)) << "forms mixed";
-        }
         bad = f;
         bad.agq = nullptr;
         EXPECT_FALSE(kernels::moe_prefill_w8a8_ok(bad));

@@ -339,19 +339,6 @@ TEST(CudaQuantEngine, Fp8DynamicW8a8PrefillRunsMoeExpertsOnFp8) {
     w8a8_moe_prefill("fp8-dynamic", 922);
 }
 
-// INT4 experts in 128-wide groups under the same switch (W4A8): each chunk converts the stacks
-// to e4m3 exactly (cuda_ops.cpp moe_int4_w8a8), the same grouped GEMMs multiply them; symmetric
-// and with zero points.
-TEST(CudaQuantEngine, Int4W4a8PrefillRunsMoeExpertsOnFp8) {
-    SKIP_WITHOUT_CUDA();
-    w8a8_moe_prefill("int4", 923);
-}
-
-TEST(CudaQuantEngine, Int4AsymW4a8PrefillRunsMoeExpertsOnFp8) {
-    SKIP_WITHOUT_CUDA();
-    w8a8_moe_prefill("int4-asym", 924);
-}
-
 // W8A8 decode (EngineOptions::fp8_w8a8_decode) on a synthetic FP8 checkpoint: every FP8 decode
 // GEMV quantizes its input row per 128-wide group to e4m3 and multiplies on FP8 tensor cores.
 // Prefill is untouched (its logits bitwise those of the exact engine); teacher-forced decode steps

@@ -816,15 +816,13 @@ std::vector<Case> cases() {
     // MoE W8A8 prefill (MoeOp::quant_act) over FP8 experts in 128 x 128 blocks: CUDA's grouped
     // GEMMs read the stacks as stored and multiply e4m3 activations on FP8 tensor cores; the CPU
     // reference rounds x and each expert's activations the same way in fp32, on the decoded
-    // weights. INT4 experts in 128-wide groups (W4A8), symmetric and with zero points: CUDA
-    // converts each stack to e4m3 exactly first (cuda_ops.cpp moe_int4_w8a8). I = Is and H, I
-    // multiples of 128: the shapes where CUDA takes its W8A8 path. (The bf16 tolerance, relative to
-    // y's scale, would also pass the exact path: that CUDA takes the W8A8 one is
-    // model_test_cuda_quant_engine's check, its arithmetic kernels_test_cuda_moe_prefill's.)
-    for (QFmt fmt : {QFmt::Fp8Block, QFmt::Int4, QFmt::Int4Asym}) {
+    // weights. I = Is and H, I multiples of 128: the shapes where CUDA takes its W8A8 path. (The
+    // bf16 tolerance, relative to y's scale, would also pass the exact path: that CUDA takes the
+    // W8A8 one is model_test_cuda_quant_engine's check, its arithmetic kernels_test_cuda_moe_prefill's.)
+    {
         constexpr int E = 8, TOPK = 2, I = 128, rows = 64, n = 37;
-        const QuantW gu = make_quant(fmt, E * 2 * I, H), dn = make_quant(fmt, E * H, I), sgu = make_quant(fmt, 2 * I, H),
-                     sdn = make_quant(fmt, H, I);
+        const QuantW gu = make_quant(QFmt::Fp8Block, E * 2 * I, H), dn = make_quant(QFmt::Fp8Block, E * H, I),
+                     sgu = make_quant(QFmt::Fp8Block, 2 * I, H), sdn = make_quant(QFmt::Fp8Block, H, I);
         std::vector<Arg> args = {act("x", Use::In, normal(size_t(rows) * H)),
                                  act("y", Use::InOut, normal(size_t(rows) * H)),
                                  act("router", Use::In, normal(size_t(E) * H, 0.1f)), act("sg", Use::In, normal(H, 0.1f)),
@@ -837,20 +835,16 @@ std::vector<Case> cases() {
         for (const auto& [name, q] : mats) {
             args.push_back(bytes(std::string(name) + ".q", Use::In, q->w));
             args.push_back(bytes(std::string(name) + ".s", Use::In, q->scale));
-            args.push_back(i32(std::string(name) + ".z", Use::In, q->zp));
             args.push_back(f32(std::string(name) + ".ref", Use::In, q->ref));
         }
-        cs.push_back({std::string("moe ") + qfmt_name(fmt) + " w8a8 prefill", OpKind::Moe, std::move(args),
-                      [fmt](const Exec& ex, const Bound& b) {
-                          // CUDA: the quantized stack as stored; CPU: its decoded values.
+        cs.push_back({"moe fp8 w8a8 prefill", OpKind::Moe, std::move(args), [](const Exec& ex, const Bound& b) {
+                          // CUDA: the FP8 stack as stored; CPU: its decoded values.
                           const auto w = [&](const std::string& name, int N, int K) {
                               if (ex.backend->kind() != FROST_BACKEND_CUDA) return b.m(name + ".ref", 0, N, K, K);
-                              const bool fp8 = fmt == QFmt::Fp8Block;
-                              Tensor t = mat(b.p(name + ".q"), fp8 ? DType::FP8_E4M3 : DType::INT4, N, K, K);
+                              Tensor t = mat(b.p(name + ".q"), DType::FP8_E4M3, N, K, K);
                               t.scale = b.p(name + ".s");
-                              t.scale_rows = fp8 ? kQBlock : 0;
-                              t.scale_block = fp8 ? kQBlock : kQGroup4;
-                              if (fmt == QFmt::Int4Asym) t.zero_point = b.as<int32_t>(name + ".z");
+                              t.scale_rows = kQBlock;
+                              t.scale_block = kQBlock;
                               return t;
                           };
                           MoeOp p;

@@ -176,32 +176,6 @@ TEST(OpsMoe, CostOfW8a8PrefillCountsTheQuantizedActivationsNotTheTile) {
     EXPECT_NEAR(cost_of(q).bytes, cost_of(p).bytes - tile + quant, 1e-6);
 }
 
-// INT4 experts in 128-wide groups under quant_act (W4A8, cuda_ops.cpp moe_int4_w8a8): the
-// activations as above, and instead of the bf16 tile each stack's e4m3 copy, a byte a weight
-// written and read back. Other INT4 groups keep the exact path's tile.
-TEST(OpsMoe, CostOfW4a8PrefillCountsTheE4m3CopiesNotTheBf16Tile) {
-    MoeData a;
-    a.H = 256;
-    a.I = a.Is = 128;  // whole 128-wide groups along every K
-    MoeOp p = a.op();
-    for (Tensor* t : {&p.experts_gate_up, &p.experts_down, &p.shared_gate_up, &p.shared_down}) {
-        t->dtype = DType::INT4;
-        t->scale = t->data;
-        t->scale_block = 128;
-    }
-    const double E = a.E, H = a.H, I = a.I, rows = 1000;
-    p.rows = {int32_t(rows), nullptr};
-    MoeOp q = p;
-    q.quant_act = 1;
-    const double weights = E * 2 * I * H + E * H * I + 2 * I * H + H * I;
-    const double act = rows * (a.k + 1) * I;
-    const double quant = rows * H * 4.0 + act * 2.0 + (rows * H + act) * (1.0 + 4.0 / 128.0);  // x is f32 here
-    EXPECT_NEAR(cost_of(q).bytes, cost_of(p).bytes - 4.0 * weights + quant + 2.0 * weights, 1e-6);
-    EXPECT_EQ(cost_of(q).flops, cost_of(p).flops);
-    for (Tensor* t : {&p.experts_down, &q.experts_down}) t->scale_block = 64;  // not the W4A8 form
-    EXPECT_EQ(cost_of(q).bytes, cost_of(p).bytes);
-}
-
 TEST(OpsMoe, BadParamsRefusedNamingTheOp) {
     Ctx c;
     MoeData a;

@@ -26,20 +26,16 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kNibbleOffset = 8;  // a symmetric weight's implied zero point, stored + 8 like q
 
-// One thread per 32-bit word (8 values) of the matrix, row after row: consecutive threads take
-// consecutive words, so a warp's 8-byte stores are contiguous and its loads are (row-major) or
-// come in 64-byte runs (8-row blocks: a row's 4 chunks of one 128-wide step lie together). The
-// thread holding a group's first word also moves the group's scale. A flat index rather than a
-// block per row: the MoE down stacks' rows are 64 words (K 512), and a 256-thread block per row
-// left three quarters of its threads idle (the 35B-A3B's INT4 prefill with W4A8 ran slower than
-// its exact path until this changed). Idx: the flat index's type, 32-bit wherever the matrix
-// allows (a 64-bit division per word is ~100 instructions where the word's work is ~20).
-template <class Idx>
+// One thread per 32-bit word (8 values) of a row: consecutive threads take consecutive words, so
+// a warp's 8-byte stores are contiguous and its loads are (row-major) or come in 64-byte runs (8-row
+// blocks: a row's 4 chunks of one 128-wide step lie together). The thread holding a group's first
+// word also moves the group's scale.
 __global__ void __launch_bounds__(kThreads) int4_e4m3_kernel(GemvQuantParams p, uint8_t* wq, float* ws, int64_t ld) {
-    const Idx words = static_cast<Idx>(p.K / 8), total = static_cast<Idx>(p.N) * words;
-    const int groups = p.K / kFp8Group;
-    for (Idx t = static_cast<Idx>(blockIdx.x) * kThreads + threadIdx.x; t < total; t += static_cast<Idx>(gridDim.x) * kThreads) {
-        const int n = static_cast<int>(t / words), u = static_cast<int>(t % words), g = u / (kFp8Group / 8);
+    const int words = p.K / 8;
+    const int u = blockIdx.x * kThreads + threadIdx.x;
+    if (u >= words) return;
+    const int groups = p.K / kFp8Group, g = u / (kFp8Group / 8);
+    for (int n = blockIdx.y; n < p.N; n += gridDim.y) {
         const int64_t at = p.row_blocks ? quant4_chunk_index(n, u / 4, p.K, true) * 4 + u % 4
                                         : static_cast<int64_t>(n) * words + u;
         const uint32_t w = __ldg(static_cast<const uint32_t*>(p.w) + at);
@@ -76,14 +72,9 @@ bool int4_e4m3_ok(const GemvQuantParams& q) {
 
 cudaError_t int4_to_e4m3_launch(const GemvQuantParams& q, uint8_t* wq, float* w_scale, cudaStream_t stream) {
     if (!int4_e4m3_ok(q) || !wq || !w_scale || !lm::aligned16(wq)) return cudaErrorInvalidValue;
-    // One word a thread up to 2^20 blocks (a 2 G-weight matrix); larger ones loop.
-    const int64_t words = int64_t(q.N) * (q.K / 8);
-    const int blocks = static_cast<int>(std::min<int64_t>((words + kThreads - 1) / kThreads, int64_t(1) << 20));
-    // The 32-bit form while the loop's last index plus a grid's stride stays below 2^32.
-    if (words + int64_t(blocks) * kThreads < (int64_t(1) << 32))
-        int4_e4m3_kernel<uint32_t><<<blocks, kThreads, 0, stream>>>(q, wq, w_scale, act_scale_ld(q.N));
-    else
-        int4_e4m3_kernel<int64_t><<<blocks, kThreads, 0, stream>>>(q, wq, w_scale, act_scale_ld(q.N));
+    const int cols = lm::ceil_div(q.K / 8, kThreads);
+    const dim3 grid(cols, std::min(q.N, std::max(1, 65535 / cols)));
+    int4_e4m3_kernel<<<grid, kThreads, 0, stream>>>(q, wq, w_scale, act_scale_ld(q.N));
     return cudaGetLastError();
 }
 

@@ -56,14 +56,11 @@ constexpr int kMoeTileShapeCount = 7;
 // An FP8 (e4m3) weight stack the Hopper prefill GEMMs read as stored (MoeBf16Params::fp8): rows
 // of K bytes, w = e4m3 * scale[(row / block_n) * ceil(K / block_k) + k / block_k] (Qwen's block
 // format, block_n = block_k = 128; one scale per row is block_n = 1, block_k = K), rows indexed
-// across the stack as the bf16 pointers' are. scale_ld > 0: one scale per row and 128-wide k
-// block (block_n 1, block_k 128) stored k-block-major, scale[(k / 128) * scale_ld + row], the
-// layout int4_to_e4m3_launch writes for INT4 stacks converted to e4m3 (W4A8; fp8 = 2 only).
+// across the stack as the bf16 pointers' are.
 struct MoeFp8Weights {
     const uint8_t* w = nullptr;
     const float* scale = nullptr;
     int32_t block_n = 0, block_k = 0;
-    int64_t scale_ld = 0;
 };
 
 struct MoeBf16Params {
@@ -121,10 +118,7 @@ struct MoeBf16Params {
     // e4m3 bytes and scales): x into xq before gate|up, the bf16 SwiGLU activations ag into agq
     // before down. Each 128-wide k block's products are summed on the tensor cores, then scaled by
     // (activation scale x weight block scale) into the fp32 accumulator, as the dense W8A8 GEMM
-    // does. Not the exact path's bits: the activations carry e4m3 rounding. Per-channel stacks
-    // (block_n 1, block_k K) and per-row-per-128 ones in the k-block-major layout (scale_ld > 0:
-    // INT4 experts converted to e4m3 by the ops layer, W4A8) take the same path; all four stacks
-    // then have that one form.
+    // does. Not the exact path's bits: the activations carry e4m3 rounding.
     int32_t fp8 = 0;
     MoeFp8Weights fp8_gate_up, fp8_down, fp8_shared_gate_up, fp8_shared_down;
     uint8_t* xq = nullptr;       // fp8 = 2: [max_rows, H] e4m3
@@ -152,11 +146,9 @@ cudaError_t moe_prefill_launch(const MoeBf16Params& p, cudaStream_t stream);
 // first (and a launch with fp8 = 1 is refused).
 bool moe_prefill_reads_fp8(const MoeBf16Params& p);
 // Whether moe_prefill_launch runs p as W8A8 (fp8 = 2): the tile it will run has 128 rows and is
-// TMA-fed (shapes 5 and 6), H and I = Is multiples of 128, all four stacks FP8 in 128 x 128 blocks
-// or per-channel, or all four per row and 128-wide k block in the k-block-major layout
-// (MoeFp8Weights::scale_ld at least the stack's rows, even), 16-byte aligned, and the four
-// activation buffers set (16-byte aligned). Otherwise the caller takes another path (a launch
-// with fp8 = 2 is refused).
+// TMA-fed (shapes 5 and 6), H and I = Is multiples of 128, all four stacks FP8 in 128 x 128 blocks,
+// 16-byte aligned, and the four activation buffers set (16-byte aligned). Otherwise the caller
+// takes another path (a launch with fp8 = 2 is refused).
 bool moe_prefill_w8a8_ok(const MoeBf16Params& p);
 // Bytes of the W8A8 activation buffers (xq, xq_scale, agq, agq_scale), each rounded up to 256.
 size_t moe_w8a8_scratch_bytes(const MoeBf16Params& p);

@@ -274,9 +274,8 @@ __device__ inline void fp8_store(const Fp8Piece<BN>& f, uint32_t b) {
 
 // How the grouped GEMMs read the expert weights (MoeBf16Params::fp8): bf16 stacks; FP8 stacks
 // converted to bf16 on their way into shared memory (above); or FP8 stacks times e4m3
-// activations on FP8 tensor cores (W8A8, below; kReadW8A8Rows: the same with one weight scale per
-// row and 128-wide k block, MoeFp8Weights::scale_ld).
-enum WeightRead : int { kReadBf16 = 0, kReadFp8Cvt = 1, kReadW8A8 = 2, kReadW8A8Rows = 3 };
+// activations on FP8 tensor cores (W8A8, below).
+enum WeightRead : int { kReadBf16 = 0, kReadFp8Cvt = 1, kReadW8A8 = 2 };
 
 // W8A8 (kReadW8A8; BN 128): the ring's stages hold the same bytes per row as bf16 ones, 128, now
 // 128 e4m3 values of k, so one stage is a whole 128-wide scale block of both operands. A: gate|up
@@ -298,9 +297,6 @@ enum WeightRead : int { kReadBf16 = 0, kReadFp8Cvt = 1, kReadW8A8 = 2, kReadW8A8
 // FP8-dynamic): the weight's scale is the same for every k block, so the promotion applies the
 // activation scale alone and the column's weight scale multiplies the finished sum once
 // (w8a8_channel_scale), 64 loads per thread per item instead of one per column per block.
-// Per row and 128-wide k block (kReadW8A8Rows: INT4 experts converted to e4m3 by the ops layer,
-// their group scales k-block-major): each k block's promotion multiplies every column by its own
-// weight scale (a float2 per n8 tile, loaded with the activation scales before the stage's wait).
 struct W8a8Scales {
     const float* a;        // this thread's two rows' activation scales, k block 0 (null: no row)
     const float* a1;
@@ -308,9 +304,6 @@ struct W8a8Scales {
     const float* w_up;     // down's rows; gate|up: the up rows', down: = w_gate). Per-channel: null
     const float* col_gate; // per-channel: the scales of the tile's gate (down: output) rows n0 ..
     const float* col_up;   // and gate|up's up rows F + n0 ..; null for 128 x 128 blocks
-    const float* blk_gate; // per row and k block: the scales of the tile's gate (down: output) rows
-    const float* blk_up;   // n0 .. and up rows F + n0 .. at k block 0; null otherwise
-    int64_t blk_ld;        // their k block stride (MoeFp8Weights::scale_ld)
     int64_t ld;            // activation scales: k block stride
 };
 
@@ -321,13 +314,7 @@ __device__ inline W8a8Scales w8a8_scales(const MoeBf16Params& p, const Item& it,
     const int kcols = (it.K + 127) / 128;
     const int64_t row = (it.shared ? 0 : int64_t(it.group) * (kDown ? p.H : 2 * p.I)) + it.n0;
     W8a8Scales s;
-    s.blk_gate = s.blk_up = nullptr;
-    s.blk_ld = m.scale_ld;
-    if (m.scale_ld > 0) {  // per row and k block (tma_w8a8_ok: all four stacks so)
-        s.w_gate = s.w_up = s.col_gate = s.col_up = nullptr;
-        s.blk_gate = m.scale + row;
-        s.blk_up = kDown ? s.blk_gate : m.scale + row + it.F;
-    } else if (m.block_n == 1) {  // per-channel (tma_w8a8_ok: block_k is then K); H, I multiples of 128
+    if (m.block_n == 1) {  // per-channel (tma_w8a8_ok: block_k is then K); H, I multiples of 128
         s.w_gate = s.w_up = nullptr;
         s.col_gate = m.scale + row;
         s.col_up = kDown ? s.col_gate : m.scale + row + it.F;
@@ -377,7 +364,7 @@ __global__ void __launch_bounds__(T::threads, 1)
     moe_tma_kernel(MoeBf16Params p, const __grid_constant__ MoeTmaMaps maps, int claim_items,
                    [[maybe_unused]] int64_t a_scale_ld) {
 #if defined(FROST_ATTN_WGMMA)
-    constexpr bool kFp8 = kW == kReadFp8Cvt, kRows = kW == kReadW8A8Rows, kQ = kW == kReadW8A8 || kRows;
+    constexpr bool kFp8 = kW == kReadFp8Cvt, kQ = kW == kReadW8A8;
     static_assert(!kQ || T::BN == 128, "W8A8: two 64-register accumulators (m64n128)");
     // k values per stage: 128 bytes of a row either way.
     constexpr int kBk = kQ ? 128 : T::BK;
@@ -407,12 +394,7 @@ __global__ void __launch_bounds__(T::threads, 1)
     const int width = tma_width(p), nt = tma_col_tiles<T>(p, kDown);
     const int wg = threadIdx.x / 128;
     uint32_t it = 0;  // k-steps over the block's whole run: the ring position
-    // kRows: registers moved from the producer warpgroup to the consumers (128 x 56 + 256 x 224 of
-    // the 64 K): the per-column scales of every k block did not fit the 168 a thread of 384 gets
-    // (ptxas spilled). The other forms keep the even split they were measured with.
-    constexpr int kProducerRegs = 56, kConsumerRegs = 224;
     if (wg == 0) {
-        if constexpr (kRows) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
         if (!kAllThreads && threadIdx.x != 0) return;  // bf16 down: one thread issues every box
         if (threadIdx.x == 0) {
             attn_hopper::tma_prefetch_map(&maps.b_routed);
@@ -517,7 +499,6 @@ __global__ void __launch_bounds__(T::threads, 1)
         if constexpr (!kDown) lm::cp_async_wait<0>();  // no copy may still target shared memory at exit
         return;
     }
-    if constexpr (kRows) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
     const int cw = wg - 1, lane = threadIdx.x % 32;
     for (;;) {
         lm::mbar_wait(ring.full(it), ring.phase(it));
@@ -542,21 +523,8 @@ __global__ void __launch_bounds__(T::threads, 1)
             for (int kt = 0; kt < k_tiles; ++kt, ++it) {
                 // The block's scales first: their loads land while the stage is awaited.
                 const float a0 = sc.a ? __ldg(sc.a + kt * sc.ld) : 0.0f, a1 = sc.a1 ? __ldg(sc.a1 + kt * sc.ld) : 0.0f;
-                const float wg = !kRows && sc.w_gate ? __ldg(sc.w_gate + kt) : 1.0f;
-                const float wu = kDown ? wg : !kRows && sc.w_up ? __ldg(sc.w_up + kt) : 1.0f;
-                // kRows: n8 tile i's two columns' weight scales for this k block (rows even: one
-                // float2), one base pointer per half and constant offsets (8 columns a tile).
-                [[maybe_unused]] float2 wcol[kRows ? T::BN / 8 : 1];
-                if constexpr (kRows) {
-                    const int q2 = 2 * (lane % 4);
-                    const float* gate = sc.blk_gate + kt * sc.blk_ld + q2;
-                    const float* upr = sc.blk_up + kt * sc.blk_ld + q2;
-#pragma unroll
-                    for (int i = 0; i < T::BN / 8; ++i) {
-                        const bool up = !kDown && i >= T::BN / 16;
-                        wcol[i] = __ldg(reinterpret_cast<const float2*>(up ? upr + 8 * (i - T::BN / 16) : gate + 8 * i));
-                    }
-                }
+                const float wg = sc.w_gate ? __ldg(sc.w_gate + kt) : 1.0f;
+                const float wu = kDown ? wg : sc.w_up ? __ldg(sc.w_up + kt) : 1.0f;
                 if (kt) lm::mbar_wait(ring.full(it), ring.phase(it));
                 if constexpr (kCpA) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async -> wgmma
                 const uint32_t st = ring.stage(it), a_st = st + cw * 64 * 128, b_st = st + T::a_bytes;
@@ -570,27 +538,17 @@ __global__ void __launch_bounds__(T::threads, 1)
                 lm::wgmma_wait<0>();
                 lm::reg_fence(part);
                 if (lane == 0) lm::mbar_arrive(ring.empty(it));
-                if constexpr (kRows) {
+                const float g0 = a0 * wg, g1 = a1 * wg, u0 = a0 * wu, u1 = a1 * wu;
 #pragma unroll
-                    for (int i = 0; i < T::BN / 8; ++i) {  // (activation scale x column scale), rounded to fp32 first
-                        acc[4 * i + 0] = fmaf(part[4 * i + 0], a0 * wcol[i].x, acc[4 * i + 0]);
-                        acc[4 * i + 1] = fmaf(part[4 * i + 1], a0 * wcol[i].y, acc[4 * i + 1]);
-                        acc[4 * i + 2] = fmaf(part[4 * i + 2], a1 * wcol[i].x, acc[4 * i + 2]);
-                        acc[4 * i + 3] = fmaf(part[4 * i + 3], a1 * wcol[i].y, acc[4 * i + 3]);
-                    }
-                } else {
-                    const float g0 = a0 * wg, g1 = a1 * wg, u0 = a0 * wu, u1 = a1 * wu;
-#pragma unroll
-                    for (int i = 0; i < T::BN / 8; ++i) {  // n8 tile i: gate (or down) columns, then up
-                        const bool up = !kDown && i >= T::BN / 16;
-                        acc[4 * i + 0] = fmaf(part[4 * i + 0], up ? u0 : g0, acc[4 * i + 0]);
-                        acc[4 * i + 1] = fmaf(part[4 * i + 1], up ? u0 : g0, acc[4 * i + 1]);
-                        acc[4 * i + 2] = fmaf(part[4 * i + 2], up ? u1 : g1, acc[4 * i + 2]);
-                        acc[4 * i + 3] = fmaf(part[4 * i + 3], up ? u1 : g1, acc[4 * i + 3]);
-                    }
+                for (int i = 0; i < T::BN / 8; ++i) {  // n8 tile i: gate (or down) columns, then up
+                    const bool up = !kDown && i >= T::BN / 16;
+                    acc[4 * i + 0] = fmaf(part[4 * i + 0], up ? u0 : g0, acc[4 * i + 0]);
+                    acc[4 * i + 1] = fmaf(part[4 * i + 1], up ? u0 : g0, acc[4 * i + 1]);
+                    acc[4 * i + 2] = fmaf(part[4 * i + 2], up ? u1 : g1, acc[4 * i + 2]);
+                    acc[4 * i + 3] = fmaf(part[4 * i + 3], up ? u1 : g1, acc[4 * i + 3]);
                 }
             }
-            if (!kRows && sc.col_gate) w8a8_channel_scale<T::BN, kDown>(sc, acc);
+            if (sc.col_gate) w8a8_channel_scale<T::BN, kDown>(sc, acc);
         } else {
             for (int kt = 0; kt < k_tiles; ++kt, ++it) {
                 if (kt) lm::mbar_wait(ring.full(it), ring.phase(it));
@@ -659,7 +617,7 @@ constexpr size_t launch_smem() {
 template <class T, int kW>
 cudaError_t launch_t(const MoeBf16Params& p, int tile_capacity, cudaStream_t stream) {
     using attn_hopper::encode_tile_map;
-    constexpr bool kFp8 = kW == kReadFp8Cvt, kQ = kW == kReadW8A8 || kW == kReadW8A8Rows;
+    constexpr bool kFp8 = kW == kReadFp8Cvt, kQ = kW == kReadW8A8;
     constexpr auto up = moe_tma_kernel<T, false, kW>, down = moe_tma_kernel<T, true, kW>;
     static_assert(launch_smem<T, kW>() <= 227 * 1024, "one block per SM");
     static_assert(16 * T::stages + 8 * kFp8Slots <= 256, "the barriers before the staging slots");
@@ -719,11 +677,9 @@ cudaError_t launch_t(const MoeBf16Params& p, int tile_capacity, cudaStream_t str
 cudaError_t tma_gemms_launch(const MoeBf16Params& p, int tile_capacity, int shape, cudaStream_t stream) {
     // W8A8: the 128 x 128 tile with 6 stages at shapes 5 and 6 (both 128-row tiles: the same tile
     // table); shape 7's 192-row tile would leave 128 registers a thread for two accumulators.
-    if (p.fp8 == kReadW8A8) {
-        if (shape != 5 && shape != 6) return cudaErrorInvalidValue;
-        return p.fp8_gate_up.scale_ld > 0 ? launch_t<TmaTile<128, 6, 2>, kReadW8A8Rows>(p, tile_capacity, stream)
-                                          : launch_t<TmaTile<128, 6, 2>, kReadW8A8>(p, tile_capacity, stream);
-    }
+    if (p.fp8 == kReadW8A8)
+        return shape == 5 || shape == 6 ? launch_t<TmaTile<128, 6, 2>, kReadW8A8>(p, tile_capacity, stream)
+                                        : cudaErrorInvalidValue;
     const bool f = p.fp8 == kReadFp8Cvt;
     switch (shape) {
         // FP8 stacks: one ring stage fewer, for the staging slots (the same tile, so the same bits).
@@ -740,18 +696,11 @@ cudaError_t tma_gemms_launch(const MoeBf16Params& p, int tile_capacity, int shap
 bool tma_w8a8_ok(const MoeBf16Params& p) {
     const MoeFp8Weights* ms[] = {&p.fp8_gate_up, &p.fp8_down, &p.fp8_shared_gate_up, &p.fp8_shared_down};
     const int ks[] = {p.H, p.I, p.H, p.Is};
-    const int64_t rows[] = {int64_t(p.E) * 2 * p.I, int64_t(p.E) * p.H, 2 * int64_t(p.Is), p.H};
-    // Per row and k block (k-block-major scales): all four stacks or none (one kernel form).
-    const bool by_rows = p.fp8_gate_up.scale_ld > 0;
     for (int i = 0; i < 4; ++i) {
         const MoeFp8Weights& m = *ms[i];
         const bool block = m.block_n == kFp8Group && m.block_k == kFp8Group;
         const bool channel = m.block_n == 1 && m.block_k == ks[i];  // one scale per row
-        // Rows of a tile's column pairs are even, so each pair's scales are one aligned float2.
-        const bool row_blocks = m.block_n == 1 && m.block_k == kFp8Group && m.scale_ld >= rows[i] &&
-                                m.scale_ld % 2 == 0 && reinterpret_cast<uintptr_t>(m.scale) % 8 == 0;
-        if (!m.w || !m.scale || !lm::aligned16(m.w) || (by_rows ? !row_blocks : (m.scale_ld != 0 || !(block || channel))))
-            return false;
+        if (!m.w || !m.scale || !lm::aligned16(m.w) || !(block || channel)) return false;
     }
     return p.H % kFp8Group == 0 && p.I % kFp8Group == 0 && p.Is == p.I && p.xq && p.xq_scale && p.agq &&
            p.agq_scale && lm::aligned16(p.xq) && lm::aligned16(p.agq) && lm::aligned16(p.x);

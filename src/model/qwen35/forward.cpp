@@ -304,10 +304,8 @@ struct Forward {
         m.work = s.moe_work;
         m.E = E; m.k = k; m.I = c.moe_intermediate_size; m.Is = c.shared_expert_intermediate_size;
         m.norm_topk = c.norm_topk_prob ? 1 : 0; m.rows = rws();
-        // FP8 experts, and INT4 ones in 128-wide groups (W4A8: converted to e4m3 per chunk), as the
-        // dense GEMMs (ops::w8a8_weight): the grouped GEMMs' W8A8 tile (cuda_ops.cpp moe_w8a8,
-        // moe_int4_w8a8).
-        m.quant_act = !one_row() && quant_act(L.moe_gate_up) ? 1 : 0;
+        // FP8 experts only: the grouped GEMMs' W8A8 tile reads FP8 stacks (cuda_ops.cpp moe_w8a8).
+        m.quant_act = !one_row() && L.moe_gate_up.dtype == ops::DType::FP8_E4M3 && quant_act(L.moe_gate_up) ? 1 : 0;
         FROST_TRY(ops::op_moe(ex, m, one_row() ? "moe decode" : "moe prefill"));
         return trace("router_probs", l, m.probs);
     }

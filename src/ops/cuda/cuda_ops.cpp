@@ -942,27 +942,6 @@ bool moe_fp8_direct(const MoeOp& p, K::MoeBf16Params* m) {
     return true;
 }
 
-// f's W8A8 mode (fp8 = 2) with its e4m3 activation buffers (xq, agq and their scales) carved
-// from f.act, which a prefill launch does not otherwise use (it holds the one-row decode's
-// activations); false when f.act is too small.
-bool moe_w8a8_act(K::MoeBf16Params* f) {
-    if (K::moe_w8a8_scratch_bytes(*f) > sizeof(float) * K::moe_act_floats(*f)) return false;
-    // f.act is 256-byte aligned (moe_carve); each piece starts on a 256-byte unit.
-    auto* at = reinterpret_cast<unsigned char*>(f->act);
-    const auto take = [&at](size_t bytes) {
-        unsigned char* p0 = at;
-        at += (bytes + 255) / 256 * 256;
-        return p0;
-    };
-    const int32_t entries = f->max_rows * (f->k + 1);
-    f->xq = take(size_t(f->max_rows) * size_t(f->H));
-    f->xq_scale = reinterpret_cast<float*>(take(sizeof(float) * K::act_scale_floats(f->max_rows, f->H)));
-    f->agq = take(size_t(entries) * size_t(f->I));
-    f->agq_scale = reinterpret_cast<float*>(take(sizeof(float) * K::act_scale_floats(entries, f->I)));
-    f->fp8 = 2;
-    return true;
-}
-
 // W8A8 prefill over FP8 experts (MoeOp::quant_act; FROST_MOE_W8A8=0 in the environment turns it
 // off, for A/B runs and tests, read at each prefill launch): points m's FP8 stacks at p's experts
 // and its e4m3 activation buffers (MoeBf16Params::xq, agq and their scales) into m.act, which a
@@ -974,51 +953,24 @@ bool moe_w8a8_act(K::MoeBf16Params* f) {
 bool moe_w8a8(const MoeOp& p, K::MoeBf16Params* m) {
     if (!p.quant_act || !m->act || util::env_is("FROST_MOE_W8A8", "0")) return false;
     K::MoeBf16Params f = *m;
-    if (!moe_fp8_stacks(p, true, &f) || !moe_w8a8_act(&f) || !K::moe_prefill_w8a8_ok(f)) return false;
+    if (!moe_fp8_stacks(p, true, &f)) return false;
+    if (K::moe_w8a8_scratch_bytes(f) > sizeof(float) * K::moe_act_floats(f)) return false;
+    // m.act is 256-byte aligned (moe_carve); each piece starts on a 256-byte unit.
+    auto* at = reinterpret_cast<unsigned char*>(f.act);
+    const auto take = [&at](size_t bytes) {
+        unsigned char* p0 = at;
+        at += (bytes + 255) / 256 * 256;
+        return p0;
+    };
+    const int32_t entries = f.max_rows * (f.k + 1);
+    f.xq = take(size_t(f.max_rows) * size_t(f.H));
+    f.xq_scale = reinterpret_cast<float*>(take(sizeof(float) * K::act_scale_floats(f.max_rows, f.H)));
+    f.agq = take(size_t(entries) * size_t(f.I));
+    f.agq_scale = reinterpret_cast<float*>(take(sizeof(float) * K::act_scale_floats(entries, f.I)));
+    f.fp8 = 2;
+    if (!K::moe_prefill_w8a8_ok(f)) return false;
     *m = f;
     return true;
-}
-
-// W4A8 prefill over INT4 experts in 128-wide groups (MoeOp::quant_act, the same switch and
-// FROST_MOE_W8A8=0 as above). Each of the four stacks is converted into the backend's tile as
-// e4m3 bytes, exactly: an INT4 value q - zp is an integer in [-15, 15] (K::int4_to_e4m3_launch,
-// the dense W4A8's conversion), its group scales beside it per row and 128-wide k block,
-// k-block-major (K::MoeFp8Weights::scale_ld). The W8A8 grouped GEMMs then multiply those bytes by
-// the e4m3 activations, so only the activations are rounded. Per chunk the conversion writes a
-// byte a weight where the exact path's bf16 tile writes two, and the GEMMs read half as many on
-// FP8 tensor cores. *ran false: m unchanged and nothing launched (the exact path runs).
-frost_status moe_int4_w8a8(const Exec& ex, const MoeOp& p, K::MoeBf16Params* m, bool* ran) {
-    *ran = false;
-    if (!p.quant_act || !m->act || util::env_is("FROST_MOE_W8A8", "0")) return FROST_OK;
-    const Tensor* mats[] = {&p.experts_gate_up, &p.experts_down, &p.shared_gate_up, &p.shared_down};
-    K::MoeBf16Params f = *m;
-    K::MoeFp8Weights* dst[] = {&f.fp8_gate_up, &f.fp8_down, &f.fp8_shared_gate_up, &f.fp8_shared_down};
-    K::GemvQuantParams q[4]{};
-    size_t off_w[4], off_s[4], bytes = 0;
-    const auto unit = [](size_t b) { return (b + 255) / 256 * 256; };
-    for (int i = 0; i < 4; ++i) {
-        if (mats[i]->dtype != DType::INT4 || quant_params(*mats[i], &q[i]) != FROST_OK || !K::int4_e4m3_ok(q[i]))
-            return FROST_OK;
-        off_w[i] = bytes;
-        bytes += unit(size_t(q[i].N) * size_t(q[i].K));
-        off_s[i] = bytes;
-        bytes += unit(sizeof(float) * K::act_scale_floats(q[i].N, q[i].K));
-    }
-    // The tile holds the stacks' bf16 dequantization (Engine::largest_quantized_matrix reserved
-    // it): two bytes a weight, where these take one and a scale per 128.
-    bf16* tile = static_cast<CudaBackend*>(ex.backend)->tile((bytes + 1) / 2);
-    if (!tile || !moe_w8a8_act(&f)) return FROST_OK;
-    auto* base = reinterpret_cast<unsigned char*>(tile);
-    for (int i = 0; i < 4; ++i)
-        *dst[i] = K::MoeFp8Weights{base + off_w[i], reinterpret_cast<const float*>(base + off_s[i]), 1, K::kFp8Group,
-                                   K::act_scale_ld(q[i].N)};
-    if (!K::moe_prefill_w8a8_ok(f)) return FROST_OK;
-    for (int i = 0; i < 4; ++i)
-        FROST_TRY(check(K::int4_to_e4m3_launch(q[i], base + off_w[i], reinterpret_cast<float*>(base + off_s[i]), native(ex)),
-                        "moe (int4 experts to e4m3)"));
-    *m = f;
-    *ran = true;
-    return FROST_OK;
 }
 
 // Folds the shared expert's weight `shared` into the routed launch *q as R more entries reading x
@@ -1156,9 +1108,7 @@ frost_status moe(const Exec& ex, const MoeOp& p) {
     // shape flat. As with the dense prefill kernels (docs/benchmark-history.md), nothing to gain.
     m.pdl = decode && native(ex) != nullptr ? 1 : 0;
     if (decode && moe_routed_quantized(p)) return moe_quant_decode(ex, p, m, qs);
-    bool w4a8 = false;
-    if (!decode) FROST_TRY(moe_int4_w8a8(ex, p, &m, &w4a8));
-    if (moe_any_quantized(p) && (decode || !(w4a8 || moe_w8a8(p, &m) || moe_fp8_direct(p, &m))))
+    if (moe_any_quantized(p) && (decode || !(moe_w8a8(p, &m) || moe_fp8_direct(p, &m))))
         FROST_TRY(moe_dequantize(ex, p, &m));
     if (!decode) {
         // The router logits as the engine's dense GEMM (cuBLASLt, fp32 out, planned per shape like
