@@ -136,14 +136,14 @@ int auto_prefill_chunk(const EngineOptions& opts, const ModelConfig& cfg, bool q
     // / 64.41-65.33 / 298.61-302.12 / 645.56-645.64 at 4096, for +1.0 GB (13.50 -> 14.50 GB): ~1 %
     // at 16k-32k, so quantized dense weights keep 4096 (the 27B NVFP4's 26 GB budget at 32k).
     // Quantized MoE models take 8192 like bf16 ones since 2026-12-04 (H200, `frost bench engine
-    // --ttft 1024,4096,16384 --reps 2 --chunk N`, two rounds alternating). 35B-A3B shape, first 20
-    // layers: FP8 with --fp8-prefill w8a8 16k 100.93 / 100.99 ms at 4096, 93.85 / 93.54 at 8192,
-    // 89.68 / 90.05 at 16384; INT4 (experts dequantized per chunk) 163.38 -> 128.28 at 8192; 1k
-    // and 4k unchanged; peak memory +1.0 GB at 8192 (+3.0 at 16384, which also doubles 8192's graph
-    // capture). Qwen3-Next-80B-A3B shape, first 24 layers, FP8 W8A8: 16k 148.01-148.87 ->
-    // 130.60-130.89 ms (+1.1 GB). Why: at 4096 rows an expert of the 35B-A3B sees ~144 routed rows,
-    // so its two 128-row tiles are nearly half padding, and each chunk reads (or dequantizes) every
-    // expert once; twice the rows halve both per token.
+    // --ttft 1024,4096,16384 --reps 2 --chunk N`, two rounds alternating, INT4 one). 35B-A3B shape,
+    // first 20 layers: FP8 with --fp8-prefill w8a8 16k 100.93 / 100.99 ms at 4096, 93.85 / 93.54
+    // at 8192, 89.68 / 90.05 at 16384; INT4 (experts dequantized per chunk) 163.38 -> 128.28 at
+    // 8192; 1k and 4k unchanged; peak memory +1.0 GB at 8192 (+3.0 at 16384, which also has twice
+    // 8192's graph buckets to capture). Qwen3-Next-80B-A3B shape, first 24 layers, FP8 W8A8: 16k
+    // 148.01-148.87 -> 130.60-130.89 ms (+1.1 GB). Why: at 4096 rows an expert of the 35B-A3B sees
+    // ~144 routed rows, so its two 128-row tiles are nearly half padding, and each chunk reads (or
+    // dequantizes) every expert once; twice the rows halve both per token.
     const bool small = cfg.hidden_size >= 1024 && cfg.hidden_size <= 2048;  // the released 0.8B / 2B shapes
     // (Test-sized shapes, hidden < 1024, keep their chunks: 4096 for MoE, 2048 dense; their GPU
     // tests capture every bucket.)
