@@ -207,7 +207,7 @@ TEST(EnginePrefillChunk, AutoByBackendAndModelWithinTheContext) {
     moe_35b.hidden_size = 2048;
     EXPECT_EQ(auto_prefill_chunk(o, moe_35b), 8192);        // rows per expert
     // Quantized experts too: each chunk reads (or dequantizes) every expert once, and a 4096-row
-    // chunk leaves the 35B-A3B's experts ~144 rows each, half a 128-row tile of padding.
+    // chunk leaves the 35B-A3B's experts ~144 rows each, two 128-row tiles nearly half padding.
     EXPECT_EQ(auto_prefill_chunk(o, moe_35b, true), 8192);
     ModelConfig moe_test_sized = moe_35b;
     moe_test_sized.hidden_size = 256;  // test-sized MoE keeps 4096, quantized or not
