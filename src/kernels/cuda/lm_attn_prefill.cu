@@ -374,6 +374,14 @@ bool attn_prefill_takes_hopper(const AttentionBf16Params& p) {
 // 0.7448 -> 0.3926. This changes no launch's kernel (attn_prefill_takes_hopper does not count
 // the splits: see there), only how a Hopper launch spreads.
 // FROST_ATTN_HOPPER_SPLIT=0 keeps one block per tile (A/B runs; read once per process).
+// Measured and dropped (H200, 2026-12-04, sixty-fourth session): balanced runs instead of equal
+// splits per row tile. The launcher allowed twice the splits and the kernel and the combine cut
+// every row tile in runs of one span, the smallest that kept the runs within one wave (0.8B 1k at
+// position 0: span 6, 120 blocks, the heaviest run 6 key tiles instead of 8). Bitwise stable and
+// within the reference (kernels_test_cuda_attention, the capsule and chunk-invariance suites
+// passed), but the 0.8B's prompts did not move (`scripts/gpu/ab_env.sh`, three rounds, 512 / 1k /
+// 2k: 2.02-2.03 / 3.10-3.12 / 5.41-5.43 ms against 2.01-2.03 / 3.06-3.10 / 5.40-5.45 with equal
+// splits), so the heaviest block's key tiles do not set this launch's time.
 int attn_prefill_hopper_splits(const AttentionBf16Params& p) {
     static const bool off = util::env_is("FROST_ATTN_HOPPER_SPLIT", "0");
     const int sms = lm::device_sm_count();
