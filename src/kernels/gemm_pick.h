@@ -15,7 +15,7 @@
 // or 4 ways (CUBLASLT_ALGO_CONFIG_SPLITK_NUM, reduced in the compute or output type) ran 259-347
 // against 374-499 TFLOP/s unsplit. Our own split K was built and dropped too (2026-12-04, sixty-fourth
 // session, H200): 128 x 128 tiles on the gate|up GEMM's TMA ring, K split over a cluster of 2 or 4
-// CTAs whose fp32 partials were added through distributed shared memory. µs at 1024 rows, the
+// CTAs whose fp32 partials were added through distributed shared memory. us at 1024 rows, the
 // residual epilogue, cuBLASLt / unsplit / 2 / 4 ways: down (K 3584) 16.1 / 33.0 / 22.2 / 41.8,
 // out_proj (K 2048) 11.5 / 24.6 / 17.2 / 34.9; the 0.8B's 1k prompt 3.05-3.08 -> 3.33-3.35 ms. Even
 // unsplit, one CTA took ~0.6 us per 64-wide k step (32 KB of operands), most likely what one SM
