@@ -873,6 +873,14 @@ int bench_fp8_profile(int N, int Kd, const std::vector<int>& variants) {
 // the same chain with each kernel streaming a matrix-sized read before its wait, as a decode GEMV
 // streams its weights: µs per kernel against the bytes' floor at this process's copy rate (as the
 // engine bench's floor: a copy moves its bytes twice), i.e. what one launch per matrix can reach.
+// "%.2f" of v, or "-" for a negative v (a shape that was not run).
+std::string us_or_dash(double v) {
+    char b[32];
+    if (v < 0) return "-";
+    std::snprintf(b, sizeof b, "%.2f", v);
+    return b;
+}
+
 double chain_us(Timer& t, const LaunchChainProbe& p) {
     cudaGraph_t g;
     cudaGraphExec_t ge;
@@ -886,29 +894,50 @@ double chain_us(Timer& t, const LaunchChainProbe& p) {
     return 1e3 * ms / p.kernels;
 }
 
+// The same steps as phases of one persistent launch (LaunchChainProbe::persistent, µs per phase),
+// or a negative value where its grid cannot be resident at once. The barrier's counter is zeroed
+// first: a grid of another size may have left it at a count that is not a multiple of this one.
+double persistent_us(Timer& t, LaunchChainProbe p, unsigned long long* sync) {
+    p.persistent = 1;
+    p.sync = sync;
+    int dev = 0, sms = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    if (p.blocks > chain_probe_blocks_per_sm(p) * sms) return -1.0;
+    CK(cudaMemset(sync, 0, sizeof(unsigned long long)));
+    CK(cudaDeviceSynchronize());
+    return chain_us(t, p);
+}
+
 int bench_launch_chain() {
     constexpr int kLaunches = 240;  // about one 9B decode step
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     Timer t = make_timer(s);
-    float* buf = nullptr;
-    CK(cudaMalloc(&buf, sizeof(float) * 4096));
-    CK(cudaMemset(buf, 0, sizeof(float) * 4096));
-    std::printf("launch chain: %d kernels per graph, median of %d replays, us per kernel\n", kLaunches, kRepeats);
-    std::printf("%8s %8s | %10s %14s %14s\n", "blocks", "threads", "plain", "wait+trigger", "trigger+wait");
+    float* buf = nullptr;  // 2 x the largest grid: the persistent form's two halves
+    CK(cudaMalloc(&buf, sizeof(float) * 8192));
+    CK(cudaMemset(buf, 0, sizeof(float) * 8192));
+    unsigned long long* sync = nullptr;
+    CK(cudaMalloc(&sync, sizeof(unsigned long long)));
+    std::printf("launch chain: %d kernels per graph, median of %d replays, us per kernel; persistent = the same steps as\n"
+                "phases of one launch meeting at a grid barrier, us per phase (- where the grid cannot be resident at once)\n",
+                kLaunches, kRepeats);
+    std::printf("%8s %8s | %10s %14s %14s %12s\n", "blocks", "threads", "plain", "wait+trigger", "trigger+wait", "persistent");
     const int shapes[][2] = {{1, 32}, {66, 256}, {132, 256}, {132, 512}, {264, 256}, {528, 256}};
     for (const auto& [blocks, threads] : shapes) {
         double us[3] = {};
+        LaunchChainProbe p;
+        p.buf = buf;
+        p.blocks = blocks;
+        p.threads = threads;
+        p.kernels = kLaunches;
         for (int mode = 0; mode <= 2; ++mode) {
-            LaunchChainProbe p;
-            p.buf = buf;
-            p.blocks = blocks;
-            p.threads = threads;
-            p.kernels = kLaunches;
             p.pdl = mode;
             us[mode] = chain_us(t, p);
         }
-        std::printf("%8d %8d | %10.2f %14.2f %14.2f\n", blocks, threads, us[0], us[1], us[2]);
+        p.pdl = 1;
+        const double pu = persistent_us(t, p, sync);
+        std::printf("%8d %8d | %10.2f %14.2f %14.2f %12s\n", blocks, threads, us[0], us[1], us[2], us_or_dash(pu).c_str());
     }
 
     // Streaming kernels: a 2 GB source, so no slice of a 64-kernel chain is still in L2.
@@ -955,14 +984,15 @@ int bench_launch_chain() {
     std::printf("streaming chain: %d kernels per graph, each reading its slice before the wait (wait, then trigger);\n"
                 "copy rate %.0f GB/s of bytes copied, floor = bytes / (2 x copy rate)\n",
                 kStreamLaunches, copy);
-    std::printf("%10s %8s | %10s %10s %10s\n", "MB", "blocks", "us", "GB/s", "x floor");
+    std::printf("%10s %8s | %10s %10s %10s | %12s %10s\n", "MB", "blocks", "us", "GB/s", "x floor", "persistent", "x floor");
     for (const double mb : {2.0, 8.4, 16.8, 25.2, 50.3, 100.7}) {
         const size_t bytes = size_t(mb * 1e6) / 16 * 16;
         for (const int per_sm : {2, 4}) {
             const LaunchChainProbe p = streaming(per_sm * sms, bytes);
-            const double us = chain_us(t, p);
+            const double us = chain_us(t, p), pu = persistent_us(t, p, sync);
             const double floor_us = double(bytes) / (2 * copy * 1e9) * 1e6;
-            std::printf("%10.1f %8d | %10.2f %10.0f %10.2f\n", mb, p.blocks, us, double(bytes) / (us * 1e3), us / floor_us);
+            std::printf("%10.1f %8d | %10.2f %10.0f %10.2f | %12s %10s\n", mb, p.blocks, us, double(bytes) / (us * 1e3),
+                        us / floor_us, us_or_dash(pu).c_str(), us_or_dash(pu / floor_us).c_str());
         }
     }
     // The quantized decode GEMV's loads alone (LaunchChainProbe::pattern): its 4-bit and fp8 load
@@ -971,8 +1001,8 @@ int bench_launch_chain() {
     // bytes per row at 4 bits, 4096 at fp8.
     std::printf("GEMV-shaped reads (same chain): 4bit = per step four lanes read a 64-byte half line of each of 8 rows,\n"
                 "fp8 = a 128-byte line; +repack = the same bytes per warp step, each warp load 512 contiguous bytes\n");
-    std::printf("%10s %-12s %6s %8s %9s | %10s %10s %10s\n", "MB", "shape", "unroll", "blocks", "fit/SM", "us", "GB/s",
-                "x floor");
+    std::printf("%10s %-12s %6s %8s %9s | %10s %10s %10s | %12s %10s\n", "MB", "shape", "unroll", "blocks", "fit/SM", "us",
+                "GB/s", "x floor", "persistent", "x floor");
     const char* names[] = {"", "4bit", "fp8", "4bit+repack", "fp8+repack"};
     for (const size_t bytes : {size_t(50331648), size_t(16777216)}) {
         for (const int pattern : {1, 3, 2, 4}) {
@@ -982,16 +1012,18 @@ int bench_launch_chain() {
                     p.pattern = pattern;
                     p.unroll = unroll;
                     p.row_bytes = pattern == 1 || pattern == 3 ? 2048 : 4096;
-                    const double us = chain_us(t, p);
+                    const double us = chain_us(t, p), pu = persistent_us(t, p, sync);
                     const double floor_us = double(bytes) / (2 * copy * 1e9) * 1e6;
-                    std::printf("%10.1f %-12s %6d %8d %9d | %10.2f %10.0f %10.2f\n", double(bytes) / 1e6, names[pattern],
-                                unroll, p.blocks, chain_probe_blocks_per_sm(p), us, double(bytes) / (us * 1e3), us / floor_us);
+                    std::printf("%10.1f %-12s %6d %8d %9d | %10.2f %10.0f %10.2f | %12s %10s\n", double(bytes) / 1e6,
+                                names[pattern], unroll, p.blocks, chain_probe_blocks_per_sm(p), us, double(bytes) / (us * 1e3),
+                                us / floor_us, us_or_dash(pu).c_str(), us_or_dash(pu / floor_us).c_str());
                 }
             }
         }
     }
     CK(cudaFree(src));
     CK(cudaFree(buf));
+    CK(cudaFree(sync));
     CK(cudaStreamDestroy(s));
     return 0;
 }

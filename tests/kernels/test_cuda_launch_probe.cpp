@@ -4,7 +4,9 @@
 // every counter at exactly K, with plain launches, wait-then-trigger and trigger-then-wait, on a
 // stream and replayed from a captured graph (a lost update would leave less), with and without
 // each kernel streaming a slice of a source before its wait, in every read pattern (the
-// grid-stride read and the quantized GEMV's load shapes).
+// grid-stride read and the quantized GEMV's load shapes). The persistent form (one launch, phases
+// meeting at a grid barrier) carries each phase's value from a neighbouring block, so a barrier
+// that let a block through early would leave a stale, smaller value.
 #include <gtest/gtest.h>
 
 #if !FROST_WITH_CUDA
@@ -162,6 +164,79 @@ TEST(CudaLaunchProbe, RefusesBadGemvShapes) {
         bad(q);
         EXPECT_EQ(kernels::launch_chain_probe(q, nullptr), cudaErrorInvalidValue);
     }
+}
+
+// The persistent form: `kernels` phases in one launch. buf's first half must hold, in every entry,
+// the phases run since it was zeroed (an even count per launch), once on the stream and then
+// replayed from a graph, for an empty phase (the barrier alone), the grid-stride read and every
+// GEMV-shaped read, at grids of one block, one per SM and as many as fit.
+TEST(CudaLaunchProbe, PersistentPhasesMeetAtTheBarrier) {
+    FROST_SKIP_WITHOUT_CUDA();
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    int dev = 0, sms = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    constexpr int kPhases = 40;
+    constexpr size_t kSrc = size_t(8) << 20;
+    Dev<uint8_t> src(kSrc);
+    Dev<unsigned long long> sync(1);
+    struct Case {
+        int pattern, unroll, threads;
+        size_t row_bytes, bytes;
+    };
+    for (const Case& c : {Case{0, 1, 256, 0, 0}, Case{0, 1, 128, 0, size_t(1) << 20}, Case{1, 1, 256, 64 * 13, 16 * 64 * 13 * 40},
+                          Case{2, 2, 256, 128 * 32, 16 * 128 * 32 * 7}, Case{3, 4, 256, 64 * 32, 16 * 64 * 32 * 20},
+                          Case{4, 1, 256, 128 * 8, 16 * 128 * 8 * 300}}) {
+        kernels::LaunchChainProbe p;
+        p.threads = c.threads;
+        p.kernels = kPhases;
+        p.pdl = 1;
+        p.persistent = 1;
+        p.sync = sync.get();
+        p.pattern = c.pattern;
+        p.unroll = c.unroll;
+        p.row_bytes = c.row_bytes;
+        if (c.bytes) {
+            p.src = src.get();
+            p.src_bytes = kSrc;
+            p.bytes = c.bytes;
+        }
+        const int fit = kernels::chain_probe_blocks_per_sm(p);
+        ASSERT_GE(fit, 1) << "pattern " << c.pattern;
+        for (const int blocks : {1, sms, fit * sms}) {
+            Dev<float> buf(2 * static_cast<size_t>(blocks));
+            p.buf = buf.get();
+            p.blocks = blocks;
+            CUDA_OK(cudaMemset(buf.get(), 0, sizeof(float) * 2 * size_t(blocks)));
+            CUDA_OK(cudaMemset(sync.get(), 0, sizeof(unsigned long long)));  // a multiple of this grid
+            std::vector<float> got;
+            run_chain(p, s, 2, &got);  // zeroes only the first half: the second is written before it is read
+            ASSERT_EQ(got.size(), size_t(blocks));
+            for (int b = 0; b < blocks; ++b)
+                ASSERT_EQ(got[size_t(b)], float(3 * kPhases)) << "pattern " << c.pattern << ", " << blocks << " blocks, block " << b;
+        }
+    }
+    // A grid that cannot be resident at once, a missing counter and the early trigger are refused
+    // before anything runs.
+    Dev<float> buf(2);
+    kernels::LaunchChainProbe p;
+    p.buf = buf.get();
+    p.threads = 256;
+    p.kernels = 2;
+    p.persistent = 1;
+    p.sync = sync.get();
+    p.blocks = kernels::chain_probe_blocks_per_sm(p) * sms + 1;
+    EXPECT_EQ(kernels::launch_chain_probe(p, s), cudaErrorInvalidValue);
+    p.blocks = 1;
+    for (auto bad : {+[](kernels::LaunchChainProbe& q) { q.sync = nullptr; }, +[](kernels::LaunchChainProbe& q) { q.pdl = 2; },
+                     +[](kernels::LaunchChainProbe& q) { q.persistent = 2; }}) {
+        kernels::LaunchChainProbe q = p;
+        bad(q);
+        EXPECT_EQ(kernels::launch_chain_probe(q, s), cudaErrorInvalidValue);
+    }
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaStreamDestroy(s));
 }
 
 }  // namespace

@@ -38,6 +38,19 @@ struct LaunchChainProbe {
     int pattern = 0;
     int unroll = 1;
     size_t row_bytes = 0;
+    // 1: the same `kernels` steps as phases of one launch (what a persistent decode kernel would
+    // do in place of a launch per op): the blocks, all resident at once (a grid larger than
+    // chain_probe_blocks_per_sm x SMs is refused), meet at a grid barrier (lm_grid_barrier.cuh)
+    // between phases; phase i reads kernel i's slice in the same pattern, the part a chain kernel
+    // reads before its programmatic wait read between arriving at the barrier and waiting on it.
+    // The dependency each phase carries: block b writes its entry of one half of `buf` from its
+    // neighbour's (b + 1 mod blocks) entry of the other half, written the phase before, so buf
+    // needs 2 x blocks floats and after an even number of phases the first half holds, in every
+    // entry, the phases run since it was zeroed (a missed barrier leaves less). Needs pdl 0 or 1.
+    int persistent = 0;
+    // persistent: the barrier's counter (lm_grid_barrier.cuh), zero or left so by launches of the
+    // same grid size (its target is the next multiple of the grid).
+    unsigned long long* sync = nullptr;
 };
 
 // Enqueues the chain on `stream` (capturable). Invalid shapes: cudaErrorInvalidValue.
@@ -45,7 +58,7 @@ cudaError_t launch_chain_probe(const LaunchChainProbe& p, cudaStream_t stream);
 
 // How many of p's blocks an SM holds at once (its registers decide: the loads in flight are
 // registers), 0 on a bad shape or error: a GEMV-shaped chain asked for more blocks per SM than
-// this runs the rest as later waves.
+// this runs the rest as later waves; a persistent one is refused.
 int chain_probe_blocks_per_sm(const LaunchChainProbe& p);
 
 }  // namespace frost::kernels

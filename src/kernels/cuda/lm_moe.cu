@@ -231,6 +231,7 @@
 #include <cstring>
 
 #include "kernels/cuda/lm_common.cuh"
+#include "kernels/cuda/lm_grid_barrier.cuh"
 #include "kernels/cuda/lm_moe.h"
 #include "kernels/cuda/lm_moe_common.cuh"
 
@@ -1088,30 +1089,6 @@ __host__ __device__ inline FuLayout fu_layout(const MoeBf16Params& p, int G, int
     return l;
 }
 
-// Every block of the grid arrives, then waits for all of them (cooperative groups' grid sync
-// pattern: the block's stores ordered before thread 0's fence and arrival; acquire loads after).
-// A wait that outlasts two seconds (a block that never arrives: a counter not a multiple of the
-// grid, a block not resident) traps, so the launch fails with an error instead of hanging.
-__device__ inline void fu_grid_barrier(unsigned long long* sync) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        const unsigned long long old = atomicAdd(sync, 1ull);
-        const unsigned long long target = (old / gridDim.x + 1) * gridDim.x;
-        unsigned long long now = 0, t0 = 0, t = 0;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-        for (unsigned spins = 1;; ++spins) {
-            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(now) : "l"(sync) : "memory");
-            if (now >= target) break;
-            if (spins % 1024 == 0) {
-                asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-                if (t - t0 > 2000000000ull) __trap();
-            }
-        }
-    }
-    __syncthreads();
-}
-
 // Thread 0: the block's router rows (expert blockIdx.x + i * grid, row E the shared gate) into
 // rrows by bulk copies on bar, which also expects `extra` bytes of the caller's own copies.
 __device__ inline void fu_copy_router(const MoeBf16Params& p, bf16* rrows, int rows_b, uint32_t bar, uint32_t extra) {
@@ -1175,7 +1152,7 @@ __device__ inline void fu_route(const MoeBf16Params& p, bf16* xs, const bf16* rr
     mbar_wait_phase0(bar);
     float* lg_g = logits_of(p);
     fu_logits(p, rrows, xs, rows_b, lg_g);
-    fu_grid_barrier(sync);
+    grid_barrier(sync);
     if (threadIdx.x >= kWarp) return;
     for (int e = lane; e <= p.E; e += kWarp) lgs[e] = __ldcg(lg_g + e);
     __syncwarp();
@@ -1237,7 +1214,7 @@ __global__ void __launch_bounds__(kFuWarps * kWarp, 1)
     }
     __syncthreads();
     t.write_act(0, width);
-    fu_grid_barrier(sync);  // every activation written
+    grid_barrier(sync);  // every activation written
     pdl_launch_dependents();
     if (nr == 0) return;
     const int wv = width / kVec;
