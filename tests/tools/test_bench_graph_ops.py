@@ -1,6 +1,7 @@
 """`frost bench graph-ops` on the CPU backend (tiny preset): one row per op label of the decode step,
 op counts per label from config.json's layer pattern, label bytes that add up to the step's bytes as
-`frost bench engine` counts them, probes that ran report consistent savings, bad --only refused."""
+`frost bench engine` counts them, probes that ran report consistent savings (paired with the full step
+by default, against one timing of it with --unpaired), bad --only refused."""
 import json
 import os
 import subprocess
@@ -64,8 +65,11 @@ def test_probes_report_consistent_savings(sweep):
     ran = [r for r in j["labels"] if "error" not in r and "skipped" not in r]
     assert {"gemm lm_head", "gemm mlp down", "rmsnorm input"} <= {r["label"] for r in ran}
     for r in ran:
-        assert r["ms_per_token"] > 0
-        assert r["saved_ms"] == pytest.approx(j["full_ms_per_token"] - r["ms_per_token"], abs=1e-12)
+        assert r["ms_per_token"] > 0 and r["full_ms_per_token"] > 0
+        assert r["paired"] is True  # the tiny model's two engines fit: every probe is timed beside the full step
+        # one repetition: the saving is that repetition's difference, and its range is that one value
+        assert r["saved_ms"] == pytest.approx(r["full_ms_per_token"] - r["ms_per_token"], abs=1e-12)
+        assert r["saved_ms_range"] == pytest.approx([r["saved_ms"], r["saved_ms"]], abs=1e-12)
         assert r["saved_per_op_us"] == pytest.approx(r["saved_ms"] * 1e3 / r["ops"], rel=1e-12)
         assert r["floor_ms"] == pytest.approx(r["bytes"] / (j["copy_gbps"] * 1e9) * 1e3, rel=1e-12)
     for r in j["labels"]:
@@ -73,6 +77,35 @@ def test_probes_report_consistent_savings(sweep):
     for r in j["labels"]:
         if "error" in r:
             assert r["error"] and "failed: " + r["error"][:20] in table
+
+
+def test_paired_savings_are_the_median_of_the_repetitions(sweep):
+    """Three repetitions: the saving is the median of three paired differences, so it lies in their
+    range, and the probe's and the full step's times are each the median of their own runs."""
+    _, model_dir, table = sweep
+    p = frost("bench", "graph-ops", "--model", model_dir, "--backend", "cpu", "--context", CONTEXT, "--steps", 1,
+              "--reps", 3, "--only", "gemm lm_head,rmsnorm input", "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = json.loads(p.stdout)["labels"]
+    assert [r["label"] for r in rows] == ["rmsnorm input", "gemm lm_head"]  # in the step's order
+    for r in rows:
+        lo, hi = r["saved_ms_range"]
+        assert r["paired"] is True and lo <= r["saved_ms"] <= hi
+        assert r["saved_per_op_us"] == pytest.approx(r["saved_ms"] * 1e3 / r["ops"], rel=1e-12)
+    assert "saved range (ms)" in p.stderr and "unpaired" not in p.stderr
+
+
+def test_unpaired_times_the_full_step_once(sweep):
+    _, model_dir, _ = sweep
+    p = frost("bench", "graph-ops", "--model", model_dir, "--backend", "cpu", "--context", CONTEXT, "--steps", 1,
+              "--reps", 2, "--only", "gemm lm_head", "--unpaired", "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    j = json.loads(p.stdout)
+    (r,) = j["labels"]
+    assert r["paired"] is False and r["full_ms_per_token"] == j["full_ms_per_token"]
+    assert r["saved_ms"] == pytest.approx(j["full_ms_per_token"] - r["ms_per_token"], abs=1e-12)
+    assert r["saved_ms_range"] == pytest.approx([r["saved_ms"], r["saved_ms"]], abs=1e-12)
+    assert "unpaired" in p.stderr
 
 
 def test_cursor_ops_are_kept_not_probed(sweep):

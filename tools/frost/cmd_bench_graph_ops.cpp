@@ -9,6 +9,16 @@
 // refuses it): without decode_begin the token count stayed the prefill chunk's, the position ran
 // past the KV cache, and on the GPU the illegal address poisoned every later probe's context
 // (H200, 2026-11-30, the first GPU run).
+//
+// Paired runs. The first form timed the full step once, before every probe: on the H200 (9B INT4,
+// 2026-12-04) a label of one op that costs nothing ("embed") then "saved" 39 us a token, i.e. the
+// step drifted by about as much as a label of 8 ops costs, over the minutes the sweep takes. Now
+// the full engine stays loaded beside each probe and the two are timed in alternation, one run
+// each per repetition (the order flipped every repetition), so each saving is the median of
+// differences taken a few seconds apart, and the row gives their range. Where the second engine
+// does not fit (its creation fails while the full one is loaded) the sweep frees the full engine
+// and goes on unpaired, against the first timing, and says so per row; `--unpaired` asks for that
+// from the start.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -35,13 +45,16 @@ using json = nlohmann::ordered_json;
 
 constexpr const char* kUsage =
     "usage: frost bench graph-ops [--model DIR | --preset NAME] [--backend cpu|cuda] [--context N]\n"
-    "         [--steps N] [--reps N] [--only L1,L2,...] [--out-dir DIR] [--json]\n"
+    "         [--steps N] [--reps N] [--only L1,L2,...] [--unpaired] [--out-dir DIR] [--json]\n"
     "  Decode ms/token at --context tokens (default 1024; --steps timed steps, default 32, median of\n"
     "  --reps runs, default 3) of the full step and of the step with each op label left out in turn\n"
     "  (every label of the decode step, or the --only ones), each probe a fresh engine on the same\n"
     "  weights. Prints per label: ops per step, MB the cost model counts, their time at the copy\n"
     "  ceiling (a device copy, read + write) measured in the run, ms/token without them, the time\n"
-    "  saved per token and per op, and saved over floor. Cursor ops are kept (every later op\n"
+    "  saved per token and per op, and saved over floor. Each probe is timed in alternation with the\n"
+    "  full step, one run of each per repetition, and a saving is the median of the paired\n"
+    "  differences (their range in the JSON); --unpaired (or a second engine that does not fit) times\n"
+    "  the full step once and holds one engine at a time. Cursor ops are kept (every later op\n"
     "  addresses memory by the position they hold). A probe that fails is reported and the others\n"
     "  go on. Without --model a\n"
     "  synthetic checkpoint of --preset (default tiny) is written under --out-dir (default\n"
@@ -57,6 +70,7 @@ struct Args {
     int context = 1024, steps = 32, reps = 3;
     std::vector<std::string> only;
     bool json = false;
+    bool unpaired = false;
 };
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
@@ -72,6 +86,7 @@ int parse_args(const std::vector<std::string>& args, Args* a) {
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string& k = args[i];
             if (k == "--json") { a->json = true; continue; }
+            if (k == "--unpaired") { a->unpaired = true; continue; }
             if (k == "--help" || k == "-h") { std::printf("%s\n", kUsage); return 0; }
             if (i + 1 >= args.size()) { std::fprintf(stderr, "%s\n", kUsage); return 2; }
             const std::string& v = args[++i];
@@ -104,22 +119,50 @@ int fail_msg(const char* what) {
     return 1;
 }
 
-// Decode ms/token at the prompt's length: per run a reset, the prompt, kWarmSteps untimed steps,
-// then `steps` timed ones; the median of `reps` runs (every run at the same positions). False (and
-// frost_last_error) when a step fails.
+// One run's decode ms/token at the prompt's length: a reset, the prompt, kWarmSteps untimed steps,
+// then `steps` timed ones (every run at the same positions). False (and frost_last_error) when a
+// step fails.
+bool time_run(fm::Engine& e, const std::vector<int32_t>& prompt, int steps, double* ms_per_token) {
+    int32_t tok = -1;
+    if (e.reset(0) != FROST_OK || e.prefill(0, prompt.data(), prompt.size(), &tok) != FROST_OK) return false;
+    for (int i = 0; i < kWarmSteps; ++i)
+        if (e.decode(0, &tok) != FROST_OK) return false;
+    const auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i)
+        if (e.decode(0, &tok) != FROST_OK) return false;
+    *ms_per_token = ms_since(t0) / steps;
+    return true;
+}
+
+// The median of `reps` runs.
 bool time_decode(fm::Engine& e, const std::vector<int32_t>& prompt, int steps, int reps, double* ms_per_token) {
-    std::vector<double> runs;
-    for (int r = 0; r < reps; ++r) {
-        int32_t tok = -1;
-        if (e.reset(0) != FROST_OK || e.prefill(0, prompt.data(), prompt.size(), &tok) != FROST_OK) return false;
-        for (int i = 0; i < kWarmSteps; ++i)
-            if (e.decode(0, &tok) != FROST_OK) return false;
-        const auto t0 = Clock::now();
-        for (int i = 0; i < steps; ++i)
-            if (e.decode(0, &tok) != FROST_OK) return false;
-        runs.push_back(ms_since(t0) / steps);
-    }
+    std::vector<double> runs(static_cast<size_t>(reps));
+    for (double& r : runs)
+        if (!time_run(e, prompt, steps, &r)) return false;
     *ms_per_token = median(runs);
+    return true;
+}
+
+// A probe against the full step: `reps` runs of each, alternating (the full one first in even
+// repetitions, the probe first in odd ones). full / probe: the medians of each engine's runs;
+// diffs: full - probe per repetition.
+struct Paired {
+    double full = 0, probe = 0;
+    std::vector<double> diffs;
+};
+bool time_paired(fm::Engine& full, fm::Engine& probe, const std::vector<int32_t>& prompt, int steps, int reps, Paired* out) {
+    std::vector<double> f(static_cast<size_t>(reps)), q(static_cast<size_t>(reps));
+    out->diffs.clear();
+    for (int r = 0; r < reps; ++r) {
+        const size_t i = size_t(r);
+        const bool full_first = r % 2 == 0;
+        if (!time_run(full_first ? full : probe, prompt, steps, full_first ? &f[i] : &q[i]) ||
+            !time_run(full_first ? probe : full, prompt, steps, full_first ? &q[i] : &f[i]))
+            return false;
+        out->diffs.push_back(f[i] - q[i]);
+    }
+    out->full = median(f);
+    out->probe = median(q);
     return true;
 }
 
@@ -151,7 +194,7 @@ int run(const std::vector<std::string>& args) {
             return (std::fprintf(stderr, "frost bench graph-ops: --only %s is no op label of the decode step\n", l.c_str()), 2);
     double full_ms = 0;
     if (!time_decode(*full, prompt, a.steps, a.reps, &full_ms)) return fail_msg("decode");
-    full.reset();  // one engine on the device at a time
+    if (a.unpaired) full.reset();  // one engine on the device at a time
 
     json rows = json::array();
     for (const fm::Engine::LabelCost& l : labels) {
@@ -167,14 +210,30 @@ int run(const std::vector<std::string>& args) {
         fm::EngineOptions po = eo;
         po.leave_out_ops = {"=" + l.label};
         std::unique_ptr<fm::Engine> probe;
-        double ms = 0;
-        if (fm::Engine::create_from_weights(w, po, &probe) != FROST_OK ||
-            !time_decode(*probe, prompt, a.steps, a.reps, &ms)) {
+        frost_status st = fm::Engine::create_from_weights(w, po, &probe);
+        if (st != FROST_OK && full) {  // most likely no room for two engines: unpaired from here on
+            full.reset();
+            st = fm::Engine::create_from_weights(w, po, &probe);
+        }
+        Paired pr;
+        bool ok = st == FROST_OK;
+        if (ok && full) {
+            ok = time_paired(*full, *probe, prompt, a.steps, a.reps, &pr);
+        } else if (ok) {
+            pr.full = full_ms;
+            ok = time_decode(*probe, prompt, a.steps, a.reps, &pr.probe);
+            pr.diffs = {full_ms - pr.probe};
+        }
+        if (!ok) {
             row["error"] = frost_last_error();
         } else {
-            const double saved = full_ms - ms;
-            row["ms_per_token"] = ms;
+            const double saved = median(pr.diffs);
+            row["paired"] = full != nullptr;
+            row["full_ms_per_token"] = pr.full;
+            row["ms_per_token"] = pr.probe;
             row["saved_ms"] = saved;
+            row["saved_ms_range"] = {*std::min_element(pr.diffs.begin(), pr.diffs.end()),
+                                     *std::max_element(pr.diffs.begin(), pr.diffs.end())};
             row["saved_per_op_us"] = saved * 1e3 / l.ops;
             row["saved_over_floor"] = floor_ms > 0 ? saved / floor_ms : 0.0;
         }
@@ -184,13 +243,14 @@ int run(const std::vector<std::string>& args) {
     const json out = {{"bench", "graph-ops"}, {"model_dir", a.model}, {"backend", a.backend}, {"context", a.context},
                       {"steps", a.steps}, {"reps", a.reps}, {"copy_gbps", gbps}, {"full_ms_per_token", full_ms},
                       {"measure", "decode ms/token of the full step and of the step with one op label left out "
-                                  "(EngineOptions::leave_out_ops \"=label\"), same weights, same run"},
+                                  "(EngineOptions::leave_out_ops \"=label\"), same weights, same run; paired rows: "
+                                  "saved_ms is the median over repetitions of full minus probe, timed in alternation"},
                       {"labels", rows}};
     FILE* tbl = a.json ? stderr : stdout;
     std::fprintf(tbl, "graph-ops bench (%s, decode @%d, %d steps x %d): full step %.3f ms/token; copy %.1f GB/s\n",
                  a.backend.c_str(), a.context, a.steps, a.reps, full_ms, gbps);
-    std::fprintf(tbl, "  %-34s %4s %9s %9s %10s %9s %11s %11s\n", "left out", "ops", "MB/step", "floor_ms", "ms/token",
-                 "saved_ms", "saved/op_us", "saved/floor");
+    std::fprintf(tbl, "  %-34s %4s %9s %9s %10s %9s %11s %11s %17s\n", "left out", "ops", "MB/step", "floor_ms", "ms/token",
+                 "saved_ms", "saved/op_us", "saved/floor", "saved range (ms)");
     for (const json& r : rows) {
         std::fprintf(tbl, "  %-34s %4d %9.2f %9.4f", r["label"].get<std::string>().c_str(), r["ops"].get<int>(),
                      r["bytes"].get<double>() / 1e6, r["floor_ms"].get<double>());
@@ -199,8 +259,10 @@ int run(const std::vector<std::string>& args) {
         else if (r.contains("error"))
             std::fprintf(tbl, "  failed: %s\n", r["error"].get<std::string>().c_str());
         else
-            std::fprintf(tbl, " %10.3f %9.3f %11.2f %10.2fx\n", r["ms_per_token"].get<double>(), r["saved_ms"].get<double>(),
-                         r["saved_per_op_us"].get<double>(), r["saved_over_floor"].get<double>());
+            std::fprintf(tbl, " %10.3f %9.3f %11.2f %10.2fx %8.3f..%-7.3f%s\n", r["ms_per_token"].get<double>(),
+                         r["saved_ms"].get<double>(), r["saved_per_op_us"].get<double>(), r["saved_over_floor"].get<double>(),
+                         r["saved_ms_range"][0].get<double>(), r["saved_ms_range"][1].get<double>(),
+                         r["paired"].get<bool>() ? "" : " unpaired");
     }
     if (a.json) std::printf("%s\n", out.dump(2).c_str());
     return 0;
