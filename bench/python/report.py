@@ -93,8 +93,11 @@ def graph_ops_lines(j, top=8):
         j["file"], j.get("backend"), j.get("context"), j.get("full_ms_per_token", 0)))
     ran = sorted((r for r in j["labels"] if "saved_ms" in r), key=lambda r: -r["saved_ms"])
     for r in ran[:top]:
-        print("  %-34s %4d ops  saved %7.3f ms/token  %7.2f us/op  %6.2fx its bytes' floor" % (
-            r["label"], r["ops"], r["saved_ms"], r["saved_per_op_us"], r["saved_over_floor"]))
+        # paired probes (timed in alternation with the full step) carry the range of their differences
+        rng = r.get("saved_ms_range")
+        print("  %-34s %4d ops  saved %7.3f ms/token  %7.2f us/op  %6.2fx its bytes' floor%s" % (
+            r["label"], r["ops"], r["saved_ms"], r["saved_per_op_us"], r["saved_over_floor"],
+            "  (paired: %.3f..%.3f)" % (rng[0], rng[1]) if rng and r.get("paired") else ""))
     failed = [r["label"] for r in j["labels"] if "error" in r]
     if failed:
         print("  probes that could not run: %s" % ", ".join(failed))

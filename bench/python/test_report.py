@@ -201,7 +201,8 @@ def test_probes_never_replace_the_models_numbers(tmp_path, capsys):
               {"label": "rmsnorm input", "ops": 32, "bytes": 1e6, "floor_ms": 0.001, "ms_per_token": full - saved[2],
                "saved_ms": saved[2], "saved_per_op_us": saved[2] * 1e3 / 32, "saved_over_floor": saved[2] / 0.001},
               {"label": "gemm lm_head", "ops": 1, "bytes": 2e9, "floor_ms": 0.5, "ms_per_token": full - saved[1],
-               "saved_ms": saved[1], "saved_per_op_us": saved[1] * 1e3, "saved_over_floor": saved[1] / 0.5},
+               "saved_ms": saved[1], "saved_per_op_us": saved[1] * 1e3, "saved_over_floor": saved[1] / 0.5,
+               "paired": True, "saved_ms_range": [saved[1] - 0.004, saved[1] + 0.002]},
               {"label": "cursor decode_begin", "ops": 1, "bytes": 0, "floor_ms": 0, "error": "kernel rejected its inputs"}]
     write(tmp_path, "graph_ops_9b.json", {"bench": "graph-ops", "backend": "cuda", "context": 1024,
                                           "full_ms_per_token": full, "labels": labels})
@@ -213,4 +214,7 @@ def test_probes_never_replace_the_models_numbers(tmp_path, capsys):
     assert "not understood" not in out  # every file above is one the report reads
     lines = [l for l in out.splitlines() if "ops  saved" in l]
     assert [l.split()[0] for l in lines] == ["gemv", "gemm", "rmsnorm"]  # by time saved
+    # a paired probe shows the range of its differences; the unpaired rows (no range) show none
+    assert "(paired: %.3f..%.3f)" % (saved[1] - 0.004, saved[1] + 0.002) in lines[1]
+    assert "paired" not in lines[0] and "paired" not in lines[2]
     assert "probes that could not run: cursor decode_begin" in out
