@@ -258,37 +258,6 @@ std::vector<PlannedTensor> plan(const SynthPreset& p, int vocab) {
     return t;
 }
 
-// Linears the published recipes leave in bf16 besides the LM head and the vision tower, by their
-// last name parts: the GDN gate projections (Qwen3-Next: fused in_proj_ba), the MoE router and the
-// shared expert's sigmoid gate. Qwen's FP8 releases list them in modules_to_not_convert, and
-// llm-compressor's Qwen3.5 recipes ignore them (or all of linear_attn): a router decides by
-// small logit gaps, and b / a (one row per value head) set the recurrence's decay and step size.
-constexpr const char* kRecipeKeepsBf16[] = {"linear_attn.in_proj_a", "linear_attn.in_proj_b", "linear_attn.in_proj_ba",
-                                            "mlp.gate", "mlp.shared_expert_gate"};
-
-bool recipe_keeps_bf16(const std::string& module) {
-    for (const char* leaf : kRecipeKeepsBf16) {
-        const std::string tail = std::string(".") + leaf;
-        if (module.size() > tail.size() && module.compare(module.size() - tail.size(), tail.size(), tail) == 0)
-            return true;
-    }
-    return false;
-}
-
-// The config's list of what stays bf16, in the format's own syntax: modules_to_not_convert names
-// dotted parts of module paths (Qwen FP8); compressed-tensors' ignore takes names or "re:" patterns.
-std::vector<std::string> recipe_ignore_list(quant::WriteFormat f) {
-    const bool fp8_block = f == quant::WriteFormat::Fp8Block;
-    std::vector<std::string> keep = fp8_block ? std::vector<std::string>{"lm_head", "model.visual"}
-                                              : std::vector<std::string>{"lm_head", "re:model\\.visual\\..*"};
-    for (const char* leaf : kRecipeKeepsBf16) {
-        std::string escaped;
-        for (const char* ch = leaf; *ch; ++ch) escaped += *ch == '.' ? std::string("\\.") : std::string(1, *ch);
-        keep.push_back(fp8_block ? std::string(leaf) : "re:.*\\." + escaped + "$");
-    }
-    return keep;
-}
-
 // Replaces every projection weight (Init::Linear) by the tensors of quantized format `f`; the
 // embedding, lm_head and the recipes' bf16 linears (recipe_keeps_bf16) stay bf16, as the
 // published tools leave them.
@@ -296,7 +265,7 @@ std::vector<PlannedTensor> quantize_plan(std::vector<PlannedTensor> in, quant::W
     std::vector<PlannedTensor> out;
     for (auto& t : in) {
         const std::string module = t.name.substr(0, t.name.size() - std::string(".weight").size());
-        if (t.init != Init::Linear || recipe_keeps_bf16(module)) {
+        if (t.init != Init::Linear || quant::recipe_keeps_bf16(module)) {
             out.push_back(std::move(t));
             continue;
         }
@@ -659,7 +628,7 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
     if (!opt.quant.empty()) {
         // Modules the tools leave in bf16: the LM head (ignored by every recipe), the vision tower
         // and the recipes' small gates (recipe_keeps_bf16).
-        config["quantization_config"] = quant::quant_config_json(qf, recipe_ignore_list(qf));
+        config["quantization_config"] = quant::quant_config_json(qf, quant::recipe_ignore_list(qf));
         config["frost_synthetic"]["quant"] = opt.quant;
     }
     if (opt.decisive_router) config["frost_synthetic"]["decisive_router"] = true;

@@ -71,6 +71,33 @@ bool parse_write_format(const std::string& n, WriteFormat* out) {
 
 const char* write_format_names() { return "fp8|fp8-dynamic|nvfp4|int4|int4-asym"; }
 
+// By their last name parts. Qwen's FP8 releases list them in modules_to_not_convert, and
+// llm-compressor's Qwen3.5 recipes ignore them (or all of linear_attn): a router decides by small
+// logit gaps, and b / a (one row per value head) set the recurrence's decay and step size.
+constexpr const char* kRecipeKeepsBf16[] = {"linear_attn.in_proj_a", "linear_attn.in_proj_b", "linear_attn.in_proj_ba",
+                                            "mlp.gate", "mlp.shared_expert_gate"};
+
+bool recipe_keeps_bf16(const std::string& module) {
+    for (const char* leaf : kRecipeKeepsBf16) {
+        const std::string tail = std::string(".") + leaf;
+        if (module.size() > tail.size() && module.compare(module.size() - tail.size(), tail.size(), tail) == 0)
+            return true;
+    }
+    return false;
+}
+
+std::vector<std::string> recipe_ignore_list(WriteFormat f) {
+    const bool fp8_block = f == WriteFormat::Fp8Block;
+    std::vector<std::string> keep = fp8_block ? std::vector<std::string>{"lm_head", "model.visual"}
+                                              : std::vector<std::string>{"lm_head", "re:model\\.visual\\..*"};
+    for (const char* leaf : kRecipeKeepsBf16) {
+        std::string escaped;
+        for (const char* ch = leaf; *ch; ++ch) escaped += *ch == '.' ? std::string("\\.") : std::string(1, *ch);
+        keep.push_back(fp8_block ? std::string(leaf) : "re:.*\\." + escaped + "$");
+    }
+    return keep;
+}
+
 uint8_t f32_to_fp4_e2m1(float x) {
     const uint8_t sign = std::signbit(x) ? 0x8 : 0x0;
     const float a = std::fabs(x);

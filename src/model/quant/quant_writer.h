@@ -1,4 +1,4 @@
-// Quantizing writer for `frost synth --quant`: turns one bf16 linear weight into the tensors the
+// Quantizing writer for `frost synth --quant` and `frost quantize`: turns one bf16 linear weight into the tensors the
 // real tools write (transformers' FineGrainedFP8 for Qwen's fp8 format; llm-compressor /
 // compressed-tensors for FP8_DYNAMIC, NVFP4A16 and W4A16 [+ asymmetric]), and the matching
 // quantization_config. The algorithms follow the published ones (absmax scales, round to nearest
@@ -31,6 +31,13 @@ std::vector<QuantOutTensor> quant_layout(WriteFormat f, const std::string& modul
 std::vector<std::string> quantize_linear(WriteFormat f, const float* w, int64_t out, int64_t in);
 // config.json "quantization_config" as the tool writes it. `ignore`: modules kept bf16.
 nlohmann::json quant_config_json(WriteFormat f, const std::vector<std::string>& ignore);
+
+// Linears the published recipes leave in bf16 besides the LM head and the vision tower (the GDN
+// gate projections, the MoE router, the shared expert's gate), by the module name's last parts.
+bool recipe_keeps_bf16(const std::string& module);
+// What the recipes leave in bf16 as format f's config lists it: modules_to_not_convert (Qwen FP8:
+// names or dotted parts of module paths) or compressed-tensors' ignore (names or "re:" patterns).
+std::vector<std::string> recipe_ignore_list(WriteFormat f);
 
 // Round-to-nearest-even encoders (saturating at the format's largest finite value).
 uint8_t f32_to_fp4_e2m1(float x);
