@@ -5,14 +5,11 @@
 // exp(-1.6)..~1; embeddings and lm_head with std 2/sqrt(H) so logits have std ~2, not flat.
 #include "model/synth.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <mutex>
 #include <thread>
 #include <cstdio>
 #include <map>
@@ -21,6 +18,7 @@
 
 #include "exec/error.h"
 #include "model/quant/quant_writer.h"
+#include "model/shard_writer.h"
 #include "util/bf16.h"
 #include "util/fs.h"
 #include "util/progress.h"
@@ -37,7 +35,6 @@ constexpr int32_t kQwen35EndOfText = 248044, kQwen35ImEnd = 248046;
 constexpr int kConvKernel = 4;
 constexpr int kVocabRound = 64;          // pad a tokenizer-derived vocab like the released models
 constexpr size_t kChunkElems = 1 << 20;  // bf16 values generated per write
-constexpr size_t kHeaderAlign = 8;
 
 const SynthPreset kPresets[] = {
     // name   H     L   F      Hq Hkv d    Hk Hv dk   dv   vocab        tied   max_pos
@@ -288,118 +285,44 @@ std::vector<PlannedTensor> quantize_plan(std::vector<PlannedTensor> in, quant::W
     return out;
 }
 
-std::string shard_name(size_t i, size_t n) {
-    if (n == 1) return "model.safetensors";
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "model-%05zu-of-%05zu.safetensors", i + 1, n);
-    return buf;
-}
-
-frost_status write_all(int fd, const void* p, size_t n, const std::string& path) {
-    std::string err;
-    if (frost_fault_hit(FROST_FAULT_IO)) return fail(FROST_ERR_IO, "%s: injected I/O fault", path.c_str());
-    if (!util::write_full(fd, p, n, &err)) return fail(FROST_ERR_IO, "%s: %s", path.c_str(), err.c_str());
-    return FROST_OK;
-}
-
-uint64_t total_bytes(const std::vector<const PlannedTensor*>& ts) {
-    uint64_t n = 0;
-    for (const auto* t : ts) n += t->bytes;
-    return n;
-}
-
+// One shard of the plan: every tensor's header entry, then the tensors drawn and written in
+// parallel. Every tensor draws from its own seed (name_seed), so the bytes do not depend on the
+// thread count. A quantized module's parts are written by the unit that drew its part 0.
 frost_status write_shard(const std::string& path, const std::vector<const PlannedTensor*>& ts, uint64_t seed,
                          float embed_std, quant::WriteFormat qf, const DecisiveRouter& dr, bool header_only,
                          util::Progress* bar) {
-    json h = json::object();
-    h["__metadata__"] = {{"format", "pt"}};
-    for (const auto* t : ts) h[t->name] = {{"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {t->begin, t->begin + t->bytes}}};
-    std::string header = h.dump();
-    header.append((kHeaderAlign - header.size() % kHeaderAlign) % kHeaderAlign, ' ');  // aligns the data region
-    const std::string tmp = path + ".partial";
-    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return fail(FROST_ERR_IO, "cannot create %s", tmp.c_str());
-    uint8_t len[8];
-    for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
-    frost_status s = write_all(fd, len, sizeof(len), tmp);
-    if (s == FROST_OK) s = write_all(fd, header.data(), header.size(), tmp);
-    if (s == FROST_OK && header_only) {  // the data region as one hole (SynthOptions::header_only)
-        uint64_t data = 0;
-        for (const auto* t : ts) data = std::max(data, t->begin + t->bytes);
-        if (frost_fault_hit(FROST_FAULT_IO) || ftruncate(fd, off_t(sizeof(len) + header.size() + data)) != 0)
-            s = fail(FROST_ERR_IO, "%s: cannot extend to %llu data bytes", tmp.c_str(), (unsigned long long)data);
-        bar->add(data);
-    }
-    // Every tensor draws from its own seed (name_seed), so tensors are generated in parallel and
-    // written at their offsets; the bytes do not depend on the thread count. A quantized module's
-    // parts are written by the worker that drew its part 0.
-    const uint64_t data_at = sizeof(len) + header.size();
-    std::atomic<size_t> next{0};
-    std::atomic<uint64_t> written{0};
-    std::atomic<bool> failed{false};
-    std::mutex err_mu;
-    std::string first_msg;
-    auto put = [&](const void* src, size_t n, uint64_t off) {
-        std::string err;
-        if (frost_fault_hit(FROST_FAULT_IO)) err = "injected I/O fault";
-        else if (util::pwrite_full(fd, src, n, data_at + off, &err)) return true;
-        std::lock_guard<std::mutex> lock(err_mu);
-        if (!failed.exchange(true)) first_msg = tmp + ": " + err;
-        return false;
-    };
-    auto worker = [&] {
-        std::vector<uint16_t> chunk(kChunkElems);
-        for (size_t i = next++; i < ts.size() && !failed; i = next++) {
-            const PlannedTensor& t = *ts[i];
-            if (t.quant_part > 0) continue;  // written with its module's part 0
-            if (t.quant_part == 0) {
-                // The same bf16 values the unquantized synth writes, then quantized as the tool would.
-                uint64_t rng = name_seed(seed, t.module + ".weight");
-                const double half_width = uniform_half_width(t.init, t.fan_in, embed_std);
-                std::vector<float> w(size_t(t.weight_shape[0] * t.weight_shape[1]));
-                for (size_t j = 0; j < w.size(); ++j)
-                    w[j] = util::bf16_to_f32(util::f32_to_bf16(decisive(dr, t, j, draw(t.init, half_width, &rng))));
-                const std::vector<std::string> blobs = quant::quantize_linear(qf, w.data(), t.weight_shape[0], t.weight_shape[1]);
-                for (size_t j = i; j < ts.size() && ts[j]->module == t.module && ts[j]->quant_part >= 0; ++j) {
-                    const PlannedTensor& pt = *ts[j];
-                    if (!put(blobs[size_t(pt.quant_part)].data(), pt.bytes, pt.begin)) return;
-                    written += pt.bytes;
-                }
-                continue;
-            }
-            uint64_t rng = name_seed(seed, t.name);
+    ShardJob job;
+    for (const auto* t : ts) job.entries.push_back({t->name, t->dtype, t->shape, t->begin, t->bytes});
+    job.units = ts.size();
+    job.threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+    job.holes = header_only;
+    job.fill = [&](size_t i, const ShardPut& put) {
+        const PlannedTensor& t = *ts[i];
+        if (t.quant_part > 0) return;  // written with its module's part 0
+        if (t.quant_part == 0) {
+            // The same bf16 values the unquantized synth writes, then quantized as the tool would.
+            uint64_t rng = name_seed(seed, t.module + ".weight");
             const double half_width = uniform_half_width(t.init, t.fan_in, embed_std);
-            const uint64_t total = t.bytes / sizeof(uint16_t);
-            for (uint64_t first = 0; first < total && !failed; first += kChunkElems) {
-                const size_t n = size_t(std::min<uint64_t>(total - first, kChunkElems));
-                for (size_t j = 0; j < n; ++j)
-                    chunk[j] = util::f32_to_bf16(decisive(dr, t, first + j, draw(t.init, half_width, &rng)));
-                if (!put(chunk.data(), n * sizeof(uint16_t), t.begin + first * sizeof(uint16_t))) return;
-                written += n * sizeof(uint16_t);
-            }
+            std::vector<float> w(size_t(t.weight_shape[0] * t.weight_shape[1]));
+            for (size_t j = 0; j < w.size(); ++j)
+                w[j] = util::bf16_to_f32(util::f32_to_bf16(decisive(dr, t, j, draw(t.init, half_width, &rng))));
+            const std::vector<std::string> blobs = quant::quantize_linear(qf, w.data(), t.weight_shape[0], t.weight_shape[1]);
+            for (size_t j = i; j < ts.size() && ts[j]->module == t.module && ts[j]->quant_part >= 0; ++j)
+                if (!put(blobs[size_t(ts[j]->quant_part)].data(), ts[j]->bytes, ts[j]->begin)) return;
+            return;
+        }
+        uint64_t rng = name_seed(seed, t.name);
+        const double half_width = uniform_half_width(t.init, t.fan_in, embed_std);
+        const uint64_t total = t.bytes / sizeof(uint16_t);
+        std::vector<uint16_t> chunk(size_t(std::min<uint64_t>(total, kChunkElems)));
+        for (uint64_t first = 0; first < total; first += kChunkElems) {
+            const size_t n = size_t(std::min<uint64_t>(total - first, kChunkElems));
+            for (size_t j = 0; j < n; ++j)
+                chunk[j] = util::f32_to_bf16(decisive(dr, t, first + j, draw(t.init, half_width, &rng)));
+            if (!put(chunk.data(), n * sizeof(uint16_t), t.begin + first * sizeof(uint16_t))) return;
         }
     };
-    if (s == FROST_OK && !header_only) {
-        const unsigned n_threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-        std::vector<std::thread> pool;
-        for (unsigned k = 0; k < n_threads; ++k) pool.emplace_back(worker);
-        const uint64_t total = total_bytes(ts);
-        uint64_t shown = 0;
-        while (written < total && !failed) {  // the bar is drawn from this thread only
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-            const uint64_t w = written;
-            bar->add(w - shown);
-            shown = w;
-        }
-        for (auto& th : pool) th.join();
-        bar->add(written - shown);
-        if (failed) s = fail(FROST_ERR_IO, "%s", first_msg.c_str());
-    }
-    if (close(fd) != 0 && s == FROST_OK) s = fail(FROST_ERR_IO, "%s: close failed", tmp.c_str());
-    if (s == FROST_OK && (frost_fault_hit(FROST_FAULT_IO) || rename(tmp.c_str(), path.c_str()) != 0))
-        s = fail(FROST_ERR_IO, "cannot rename %s to %s", tmp.c_str(), path.c_str());
-    if (s != FROST_OK) unlink(tmp.c_str());
-    return s;
+    return write_shard_file(path, job, bar);
 }
 
 // Finds the ids of <|endoftext|> and <|im_end|> and the largest id in a tokenizer.json.
@@ -589,9 +512,9 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
         for (const auto& t : tensors)
             if (t.shard == s) {
                 in.push_back(&t);
-                weight_map[t.name] = shard_name(s, shards);
+                weight_map[t.name] = shard_file_name(s, shards);
             }
-        FROST_TRY(write_shard(util::join_path(opt.out_dir, shard_name(s, shards)), in, opt.seed, embed_std, qf, dr, opt.header_only, &bar));
+        FROST_TRY(write_shard(util::join_path(opt.out_dir, shard_file_name(s, shards)), in, opt.seed, embed_std, qf, dr, opt.header_only, &bar));
     }
     bar.finish();
     auto write_json = [&](const std::string& name, const json& j) -> frost_status {

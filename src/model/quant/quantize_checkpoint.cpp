@@ -1,22 +1,17 @@
 // Rewrites a checkpoint in a published quantized format (quantize_checkpoint.h). Tensors are read
-// through the validated, memory-mapped reader and written shard by shard: a header, then each
-// output tensor at its offset, several workers at once (pwrite), a quantized module's parts by the
-// worker that quantized it. Files appear under their final names only when complete (a
+// through the validated, memory-mapped reader and written shard by shard (shard_writer.h: a
+// header, then each output tensor at its offset from several threads, a quantized module's parts
+// by the thread that quantized it). Files appear under their final names only when complete (a
 // ".partial" file is renamed), and config.json is written last, so a folder interrupted halfway
 // never looks like a checkpoint.
 #include "model/quant/quantize_checkpoint.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -28,6 +23,7 @@
 #include "model/quant/quant_plan.h"
 #include "model/quant/quant_writer.h"
 #include "model/safetensors.h"
+#include "model/shard_writer.h"
 #include "util/bf16.h"
 #include "util/fs.h"
 #include "util/progress.h"
@@ -38,7 +34,6 @@ namespace {
 using nlohmann::json;
 
 constexpr uint64_t kCopyChunk = uint64_t(64) << 20;
-constexpr size_t kHeaderAlign = 8;
 constexpr unsigned kMaxThreads = 8;
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -93,13 +88,6 @@ struct OutTensor {
     uint64_t begin = 0;
 };
 
-std::string shard_name(size_t i, size_t n) {
-    if (n == 1) return "model.safetensors";
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "model-%05zu-of-%05zu.safetensors", i + 1, n);
-    return buf;
-}
-
 // The weight as fp32 (row-major [out, in]).
 std::vector<float> weight_f32(const CheckpointTensor& t) {
     const size_t n = size_t(t.shape[0] * t.shape[1]);
@@ -113,85 +101,29 @@ std::vector<float> weight_f32(const CheckpointTensor& t) {
     return w;
 }
 
-// Writes one shard: header, then every unit (a copied tensor, or all parts of a quantized module)
-// at its offset by `threads` workers. `written` counts bytes for the progress bar.
+// One shard: every output tensor's header entry, then the units (a copied tensor, or every part of
+// a quantized module, written by the unit that quantized it) in parallel.
 frost_status write_shard(const std::string& path, const std::vector<const OutTensor*>& ts, WriteFormat f, unsigned threads,
                          util::Progress* bar) {
-    json h = json::object();
-    h["__metadata__"] = {{"format", "pt"}};
-    for (const auto* t : ts) h[t->name] = {{"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {t->begin, t->begin + t->bytes}}};
-    std::string header = h.dump();
-    header.append((kHeaderAlign - header.size() % kHeaderAlign) % kHeaderAlign, ' ');
-    const std::string tmp = path + ".partial";
-    const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return fail(FROST_ERR_IO, "cannot create %s", tmp.c_str());
-    uint8_t len[8];
-    for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
-    std::string err;
-    frost_status s = FROST_OK;
-    if (frost_fault_hit(FROST_FAULT_IO) || !util::write_full(fd, len, sizeof(len), &err) ||
-        !util::write_full(fd, header.data(), header.size(), &err))
-        s = fail(FROST_ERR_IO, "%s: %s", tmp.c_str(), err.empty() ? "injected I/O fault" : err.c_str());
-    const uint64_t data_at = sizeof(len) + header.size();
-    std::atomic<size_t> next{0};
-    std::atomic<uint64_t> written{0};
-    std::atomic<bool> failed{false};
-    std::mutex mu;
-    std::string first_err;
-    auto put = [&](const void* src, size_t n, uint64_t off) {
-        std::string e;
-        if (frost_fault_hit(FROST_FAULT_IO)) e = "injected I/O fault";
-        else if (util::pwrite_full(fd, src, n, data_at + off, &e)) return (written += n, true);
-        std::lock_guard<std::mutex> lock(mu);
-        if (!failed.exchange(true)) first_err = tmp + ": " + e;
-        return false;
-    };
-    auto worker = [&] {
-        for (size_t i = next++; i < ts.size() && !failed; i = next++) {
-            const OutTensor& t = *ts[i];
-            if (t.part > 0) continue;  // written with its module's part 0
-            if (t.part == 0) {
-                const std::vector<float> w = weight_f32(*t.src);
-                const std::vector<std::string> blobs = quantize_linear(f, w.data(), t.src->shape[0], t.src->shape[1]);
-                for (size_t j = i; j < ts.size() && ts[j]->src == t.src && ts[j]->part >= 0; ++j)
-                    if (!put(blobs[size_t(ts[j]->part)].data(), ts[j]->bytes, ts[j]->begin)) return;
-                continue;
-            }
-            const auto* src = static_cast<const uint8_t*>(t.src->data);
-            for (uint64_t off = 0; off < t.bytes && !failed; off += kCopyChunk)
-                if (!put(src + off, size_t(std::min(kCopyChunk, t.bytes - off)), t.begin + off)) return;
+    ShardJob job;
+    for (const auto* t : ts) job.entries.push_back({t->name, t->dtype, t->shape, t->begin, t->bytes});
+    job.units = ts.size();
+    job.threads = threads;
+    job.fill = [&](size_t i, const ShardPut& put) {
+        const OutTensor& t = *ts[i];
+        if (t.part > 0) return;  // written with its module's part 0
+        if (t.part == 0) {
+            const std::vector<float> w = weight_f32(*t.src);
+            const std::vector<std::string> blobs = quantize_linear(f, w.data(), t.src->shape[0], t.src->shape[1]);
+            for (size_t j = i; j < ts.size() && ts[j]->src == t.src && ts[j]->part >= 0; ++j)
+                if (!put(blobs[size_t(ts[j]->part)].data(), ts[j]->bytes, ts[j]->begin)) return;
+            return;
         }
+        const auto* src = static_cast<const uint8_t*>(t.src->data);
+        for (uint64_t off = 0; off < t.bytes; off += kCopyChunk)
+            if (!put(src + off, size_t(std::min(kCopyChunk, t.bytes - off)), t.begin + off)) return;
     };
-    if (s == FROST_OK) {
-        // The bar is drawn from this thread only, every 100 ms until the last worker is done.
-        std::condition_variable done_cv;
-        unsigned done = 0;
-        std::vector<std::thread> pool;
-        for (unsigned k = 0; k < threads; ++k)
-            pool.emplace_back([&] {
-                worker();
-                std::lock_guard<std::mutex> lock(mu);
-                ++done;
-                done_cv.notify_one();
-            });
-        uint64_t shown = 0;
-        for (std::unique_lock<std::mutex> lock(mu); done < threads;) {
-            done_cv.wait_for(lock, std::chrono::milliseconds(100));
-            const uint64_t w = written;
-            bar->add(w - shown);
-            shown = w;
-        }
-        for (auto& th : pool) th.join();
-        bar->add(written - shown);
-        if (failed) s = fail(FROST_ERR_IO, "%s", first_err.c_str());
-    }
-    if (close(fd) != 0 && s == FROST_OK) s = fail(FROST_ERR_IO, "%s: close failed", tmp.c_str());
-    if (s == FROST_OK && frost_fault_hit(FROST_FAULT_IO))
-        s = fail(FROST_ERR_IO, "cannot rename %s to %s: injected I/O fault", tmp.c_str(), path.c_str());
-    else if (s == FROST_OK && rename(tmp.c_str(), path.c_str()) != 0)
-        s = fail(FROST_ERR_IO, "cannot rename %s to %s", tmp.c_str(), path.c_str());
-    if (s != FROST_OK) unlink(tmp.c_str());
-    return s;
+    return write_shard_file(path, job, bar);
 }
 
 frost_status write_text(const std::string& dir, const std::string& name, const std::string& text) {
@@ -330,9 +262,9 @@ frost_status quantize_checkpoint(const QuantizeOptions& opt, QuantizeSummary* su
             for (const auto& o : outs)
                 if (o.shard == s) {
                     in.push_back(&o);
-                    weight_map[o.name] = shard_name(s, shards);
+                    weight_map[o.name] = shard_file_name(s, shards);
                 }
-            FROST_TRY(write_shard(track(util::join_path(opt.out_dir, shard_name(s, shards))), in, f, threads, &bar));
+            FROST_TRY(write_shard(track(util::join_path(opt.out_dir, shard_file_name(s, shards))), in, f, threads, &bar));
         }
         bar.finish();
         if (shards > 1) {
