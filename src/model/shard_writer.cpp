@@ -24,6 +24,23 @@ constexpr size_t kHeaderAlign = 8;  // the data region starts 8-byte aligned
 
 }  // namespace
 
+size_t place_in_shards(std::vector<ShardSlot>* slots, uint64_t shard_bytes, uint64_t* total) {
+    uint64_t in_shard = 0;
+    size_t shard = 0;
+    *total = 0;
+    for (auto& t : *slots) {
+        if (in_shard > 0 && t.unit_bytes > 0 && in_shard + t.unit_bytes > shard_bytes) {
+            ++shard;
+            in_shard = 0;
+        }
+        t.shard = shard;
+        t.begin = in_shard;
+        in_shard += t.bytes;
+        *total += t.bytes;
+    }
+    return shard + 1;
+}
+
 std::string shard_file_name(size_t i, size_t n) {
     if (n == 1) return "model.safetensors";
     char buf[64];

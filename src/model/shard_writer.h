@@ -35,6 +35,18 @@ struct ShardJob {
     bool holes = false;  // the data region as one hole (a sparse file reading as zeros); fill is not called
 };
 
+// Where each tensor of a checkpoint goes: tensors in order, a new shard when the next unit would
+// pass shard_bytes. A tensor with unit_bytes > 0 starts a unit of that many bytes (its own, or a
+// quantized module's parts together); unit_bytes 0 continues the current one, so a unit never
+// straddles two shards.
+struct ShardSlot {
+    uint64_t bytes = 0, unit_bytes = 0;  // in
+    size_t shard = 0;                    // out
+    uint64_t begin = 0;                  // out: offset in the shard's data region
+};
+// Fills shard and begin; returns the shard count (at least 1) and *total the bytes of all tensors.
+size_t place_in_shards(std::vector<ShardSlot>* slots, uint64_t shard_bytes, uint64_t* total);
+
 // "model.safetensors" for one file, "model-00002-of-00005.safetensors" for the i-th of n.
 std::string shard_file_name(size_t i, size_t n);
 

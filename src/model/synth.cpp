@@ -490,21 +490,15 @@ frost_status synth_checkpoint(const SynthOptions& opt, SynthSummary* summary) {
         tag_routing(&tensors);
     }
 
-    // Shards: tensors in order, a new shard when the next tensor would pass shard_bytes.
-    uint64_t total = 0, in_shard = 0;
-    size_t shard = 0;
-    for (auto& t : tensors) {
-        const uint64_t unit = t.quant_part > 0 ? 0 : std::max(t.bytes, t.group_bytes);  // a module's parts stay together
-        if (in_shard > 0 && unit > 0 && in_shard + unit > opt.shard_bytes) {
-            ++shard;
-            in_shard = 0;
-        }
-        t.shard = shard;
-        t.begin = in_shard;
-        in_shard += t.bytes;
-        total += t.bytes;
+    // Shards: tensors in order, a module's quantized parts together (part 0 carries their bytes).
+    std::vector<ShardSlot> slots;
+    for (const auto& t : tensors) slots.push_back({t.bytes, t.quant_part > 0 ? 0 : std::max(t.bytes, t.group_bytes)});
+    uint64_t total = 0;
+    const size_t shards = place_in_shards(&slots, opt.shard_bytes, &total);
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        tensors[i].shard = slots[i].shard;
+        tensors[i].begin = slots[i].begin;
     }
-    const size_t shards = shard + 1;
     util::Progress bar(std::string("synth ").append(p.name), total, opt.progress);
     json weight_map = json::object();
     for (size_t s = 0; s < shards; ++s) {

@@ -229,20 +229,14 @@ frost_status quantize_checkpoint(const QuantizeOptions& opt, QuantizeSummary* su
     if (mtp_kept) ignore.push_back(fp8_block ? "mtp" : "re:mtp\\..*");
     ignore.insert(ignore.end(), extra_ignore.begin(), extra_ignore.end());
 
-    // Shards: units in order, a new shard when the next unit would pass shard_bytes.
-    uint64_t total = 0, in_shard = 0;
-    size_t shard = 0;
-    for (auto& o : outs) {
-        if (in_shard > 0 && o.unit_bytes > 0 && in_shard + o.unit_bytes > opt.shard_bytes) {
-            ++shard;
-            in_shard = 0;
-        }
-        o.shard = shard;
-        o.begin = in_shard;
-        in_shard += o.bytes;
-        total += o.bytes;
+    std::vector<ShardSlot> slots;
+    for (const auto& o : outs) slots.push_back({o.bytes, o.unit_bytes});
+    uint64_t total = 0;
+    const size_t shards = place_in_shards(&slots, opt.shard_bytes, &total);
+    for (size_t i = 0; i < outs.size(); ++i) {
+        outs[i].shard = slots[i].shard;
+        outs[i].begin = slots[i].begin;
     }
-    const size_t shards = shard + 1;
     const bool created = !util::file_exists(opt.out_dir);
     if (!util::make_dirs(opt.out_dir, &err)) return fail(FROST_ERR_IO, "%s", err.c_str());
     // Every file this run writes, so a failure removes them all (and the folder, if it made it):
