@@ -192,3 +192,6 @@ def test_refusals_leave_the_output_alone(tmp_path):
     p = run("quantize", "--model", tmp_path / "nothing", "--out", tmp_path / "d", "--quant", "fp8")
     assert p.returncode == 1 and "is not a model folder" in p.stderr
     assert run("quantize", "--model", FIXTURES / "qwen35-tiny-a", "--quant", "fp8").returncode == 2
+    for bad in ("0", "-1", "100000", "x"):
+        p = run("quantize", "--model", FIXTURES / "qwen35-tiny-a", "--out", tmp_path / "e", "--quant", "fp8", "--threads", bad)
+        assert p.returncode == 2 and not (tmp_path / "e").exists(), bad

@@ -44,7 +44,14 @@ int run_quantize(const std::vector<std::string>& args) {
             else if (a == "--out") opt.out_dir = v;
             else if (a == "--quant") opt.format = v;
             else if (a == "--shard-gb") opt.shard_bytes = uint64_t(std::stod(v) * 1e9);
-            else if (a == "--threads") opt.threads = unsigned(std::stoul(v));
+            else if (a == "--threads") {
+                const int n = std::stoi(v);
+                if (n < 1 || n > 256) {
+                    std::fprintf(stderr, "frost quantize: --threads must be 1..256\n");
+                    return 2;
+                }
+                opt.threads = unsigned(n);
+            }
             else {
                 std::fprintf(stderr, "frost quantize: unknown option %s\n%s\n", a.c_str(), kUsage);
                 return 2;
