@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
