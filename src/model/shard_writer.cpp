@@ -108,11 +108,14 @@ frost_status write_shard_file(const std::string& path, const ShardJob& job, util
                     done_cv.notify_one();
                 });
             uint64_t shown = 0;
-            for (std::unique_lock<std::mutex> lock(mu); done < threads;) {
-                done_cv.wait_for(lock, std::chrono::milliseconds(100));
-                const uint64_t w = written;
-                if (bar) bar->add(w - shown);
-                shown = w;
+            {
+                std::unique_lock<std::mutex> lock(mu);
+                while (done < threads) {  // done grows under mu, in the workers
+                    done_cv.wait_for(lock, std::chrono::milliseconds(100));
+                    const uint64_t w = written;
+                    if (bar) bar->add(w - shown);
+                    shown = w;
+                }
             }
             for (auto& th : pool) th.join();
             if (bar) bar->add(written - shown);
