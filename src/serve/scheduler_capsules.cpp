@@ -90,6 +90,7 @@ void Scheduler::finalize_capsule(Active& a) {
     if (p->to_file && !persist_new_capsule(p->req, &p->handle, &disk_error)) {
         store_->abandon(p->req.id, "disk write failed: " + disk_error);
         a.capsule_refusal = "disk write failed: " + disk_error;
+        a.capsule_storage_failed = true;
     } else if (store_->materialize(p->req.id, p->handle, p->bytes) == FROST_OK) {
         a.made_capsule = p->req.id;
         if (p->to_file) store_->set_persisted(p->req.id, true);
@@ -135,7 +136,14 @@ bool Scheduler::finish_capsule_only(Active& a) {
                                 : engine_.capsules_supported()
                                     ? "the prefix is too short to freeze (below the engine's alignment unit)"
                                     : "capsules are not enabled on this server";
-        fail_job(a, make_error(409, "invalid_request_error", "capsule_refused", "no capsule was made: " + why), false);
+        // A disk tier that could not write the capsule's files (I/O error, full disk) is the
+        // server's storage failing: 507, as WebDAV's "insufficient storage", so a client retries
+        // later or elsewhere instead of treating its request as wrong. What was stored before
+        // is untouched and no half-written pair is left (persist_new_capsule removes it).
+        if (a.capsule_storage_failed)
+            fail_job(a, make_error(507, "server_error", "capsule_storage_failed", "no capsule was made: " + why), false);
+        else
+            fail_job(a, make_error(409, "invalid_request_error", "capsule_refused", "no capsule was made: " + why), false);
         return false;
     }
     StreamEvent fin;

@@ -60,6 +60,9 @@ struct Scheduler::Active {
     bool forked = false;
     std::vector<int> fork_slots;
     std::string capsule_refusal;  // why none was frozen, when the store refused
+    // The refusal was the disk tier failing to take it (a write, fsync or rename of its file
+    // pair): the storage's fault, not the request's, so a capsule request answers 507.
+    bool capsule_storage_failed = false;
     // Constrained decoding: this choice's position in the job's grammar (job.constraint).
     std::unique_ptr<text::grammar::Matcher> matcher;
     // Logprob entries (chat format, scheduler_logprobs.cpp) not yet attached to an event.

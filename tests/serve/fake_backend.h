@@ -62,11 +62,15 @@ public:
     frost_status fork_live(int from, const std::vector<int>& to) override;
     frost_status move(uint64_t handle, Tier to) override;
     void drop(uint64_t handle) override;
+    // The disk tier (knob `files`): the capsule's committed ids as text, written to a temp file
+    // and renamed into place (as the real engine's crash-safe file), then held under a new handle.
+    frost_status move_to_file(uint64_t* handle, const std::string& path) override;
 
     // Knobs.
     std::atomic<int> step_delay_ms{0};   // sleep per prefill/decode call
     std::atomic<int> end_after{1 << 30}; // emit the end token after this many decoded tokens
     bool capsules = true;
+    bool files = false;        // move_to_file writes capsule files (else unsupported, as the base)
     size_t align = 0;
     bool fork_live_on = true;  // n > 1 as a batched fork (else one choice after another)
     size_t slices = 0;         // sliced prefill: rows of a piece (0 = none)

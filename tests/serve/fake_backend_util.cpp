@@ -1,10 +1,13 @@
 // FakeEngine / FakeText implementation (see fake_backend.h). Test-only.
 #include "serve/fake_backend.h"
 
+#include "exec/error.h"
 #include "text/tool_calls.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <thread>
 #include <utility>
 
@@ -179,6 +182,29 @@ frost_status FakeEngine::fork_live(int from, const std::vector<int>& to) {
 frost_status FakeEngine::move(uint64_t handle, Tier) {
     std::lock_guard<std::mutex> lock(mu_);
     return capsules_.count(handle) ? FROST_OK : FROST_ERR_NOT_FOUND;
+}
+
+frost_status FakeEngine::move_to_file(uint64_t* handle, const std::string& path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!files) return FROST_ERR_UNSUPPORTED;
+    auto it = capsules_.find(*handle);
+    if (it == capsules_.end()) return frost::fail(FROST_ERR_NOT_FOUND, "fake: no capsule %llu", (unsigned long long)*handle);
+    const std::string tmp = path + ".frost-tmp.fake";
+    {
+        std::ofstream out(tmp);
+        out << "FAKECAP " << it->second.size();
+        for (int32_t t : it->second) out << ' ' << t;
+        if (!out) return frost::fail(FROST_ERR_IO, "fake: cannot write %s", tmp.c_str());
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        return frost::fail(FROST_ERR_IO, "fake: cannot rename %s", tmp.c_str());
+    }
+    std::vector<int32_t> ids = std::move(it->second);
+    capsules_.erase(it);
+    *handle = next_handle_++;
+    capsules_[*handle] = std::move(ids);
+    return FROST_OK;
 }
 
 void FakeEngine::drop(uint64_t handle) {

@@ -1,13 +1,20 @@
 // The capsule verbs over HTTP on a real loopback server over the fake engine: create from a
 // messages prefix or token ids (with pin / priority / TTL), fork (n choices from one capsule),
 // rollback (back to an earlier boundary while the live state went further), per-key isolation,
-// and the 400/404/405/409 answers. Outputs are compared with a capsule-free server's.
+// the 400/404/405/409 answers, and 507 when the disk tier cannot write a capsule. Outputs are
+// compared with a capsule-free server's.
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <random>
 
 #include <nlohmann/json.hpp>
 
+#include "frost/exec.h"
 #include "serve/api.h"
 #include "serve/fake_backend.h"
 #include "serve/fake_server.h"
@@ -162,6 +169,80 @@ TEST(CapsuleVerbs, CreateFromTokenIdsAndBadRequests) {
     EXPECT_EQ(s.req("GET", "/v1/capsules/" + cap["id"].get<std::string>() + "/fork").status, 405);
     EXPECT_EQ(s.req("POST", "/v1/capsules/bad.id/fork", json{{"prompt", more}}).status, 400);
     EXPECT_EQ(s.req("POST", "/v1/capsules/cap-missing/rollback", json{{"prompt", more}}).status, 404);
+}
+
+// Reliability case T20: a capsule placed on the disk tier whose files cannot be written is the
+// storage's failure, 507 capsule_storage_failed (not the request's 409), with nothing half-written
+// left beside the capsule stored before, which still restores; the server keeps serving, and the
+// disk takes the next capsule once it works again. Each gated step of the acknowledging sidecar
+// write (write, fsync, rename, directory fsync) fails once in turn, then every I/O persistently.
+std::vector<std::string> dir_names(const std::string& dir) {
+    std::vector<std::string> names;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (const dirent* e = ::readdir(d))
+            if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
+        ::closedir(d);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+TEST(CapsuleVerbs, DiskWriteFailureIs507AndKeepsWhatWasStored) {
+    std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<int> tok(1, 200);
+    auto ids_of = [&](int n) {
+        std::vector<int> v(static_cast<size_t>(n));
+        for (auto& t : v) t = tok(rng);
+        return v;
+    };
+    char tmpl[] = "/tmp/frost-verbs-disk-XXXXXX";
+    const char* made = ::mkdtemp(tmpl);
+    ASSERT_NE(made, nullptr);
+    const std::string dir = made;
+    {
+        FakeEngine engine{2, 1024};
+        engine.files = true;
+        FakeText text;
+        Metrics metrics;
+        FakeServerStack stack;
+        SchedulerConfig sc;
+        sc.budgets.bytes[2] = 1 << 20;  // device and host tiers off: every capsule lands on disk
+        sc.capsule_dir = dir;
+        stack.start(engine, text, metrics, sc, {kKey});
+        auto req = [&](const std::string& method, const std::string& path, const json& body = nullptr) {
+            return http_request(stack.port(), method, path, body.is_null() ? "" : body.dump(), kKey);
+        };
+        const std::vector<int> first = ids_of(90);
+        auto r = req("POST", "/v1/capsules", json{{"prompt", first}});
+        ASSERT_EQ(r.status, 200) << r.body;
+        const std::string kept = json::parse(r.body)["id"];
+        const std::vector<std::string> stored = dir_names(dir);
+        EXPECT_NE(std::find(stored.begin(), stored.end(), kept + ".json"), stored.end()) << "the kept capsule's sidecar";
+        for (int round = 1; round <= 5; ++round) {
+            const bool persistent = round == 5;
+            frost_fault_arm(FROST_FAULT_IO, persistent ? 1 : uint64_t(round), persistent ? 1 : 0);
+            r = req("POST", "/v1/capsules", json{{"prompt", ids_of(90)}});
+            frost_fault_clear();
+            EXPECT_EQ(r.status, 507) << "round " << round << ": " << r.body;
+            EXPECT_EQ(json::parse(r.body)["error"]["code"], "capsule_storage_failed") << "round " << round;
+            EXPECT_EQ(dir_names(dir), stored) << "round " << round << ": a half-written pair or a temp file was left";
+            EXPECT_EQ(req("GET", "/health").status, 200) << "round " << round;
+            const json all = json::parse(req("GET", "/v1/capsules").body);
+            ASSERT_EQ(all["data"].size(), 1u) << "round " << round << ": " << all.dump();
+            EXPECT_EQ(all["data"][0]["id"], kept);
+        }
+        std::vector<int> more = first;
+        more.push_back(7);
+        more.push_back(9);
+        r = req("POST", "/v1/capsules/" + kept + "/fork", json{{"prompt", more}, {"max_tokens", 3}, {"temperature", 0}});
+        ASSERT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(json::parse(r.body)["frost"]["plan"], "restore");
+        r = req("POST", "/v1/capsules", json{{"prompt", ids_of(90)}});
+        EXPECT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(dir_names(dir).size(), stored.size() + 2) << "the new capsule's pair";
+    }
+    for (const auto& n : dir_names(dir)) ::unlink((dir + "/" + n).c_str());
+    ::rmdir(dir.c_str());
 }
 
 TEST(CapsuleVerbs, CreateIsRefusedWithoutCapsules) {
