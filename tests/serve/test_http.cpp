@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "exec/error.h"
 #include "serve/api.h"
 #include "serve/fake_backend.h"
 #include "serve/http_client.h"
@@ -100,6 +101,46 @@ bool eventually(F pred, int timeout_ms = 3000) {
 }
 
 }  // namespace
+
+// Reliability case T37: a server without an API key listens on loopback only, so starting one
+// on a reachable address by mistake exposes nothing. The host test is exact (127.0.0.0/8, ::1,
+// "localhost"; names are never resolved), the refusal comes before any bind, and a key lifts it.
+TEST(Http, WithoutAKeyOnlyLoopbackBinds) {
+    for (const char* h : {"127.0.0.1", "127.3.4.5", "::1", "localhost"}) EXPECT_TRUE(is_loopback_host(h)) << h;
+    for (const char* h : {"0.0.0.0", "::", "10.0.0.1", "192.168.1.2", "128.0.0.1", "", "example.com",
+                          "127.0.0.1.evil.com", "localhost.", "::ffff:10.0.0.1"})
+        EXPECT_FALSE(is_loopback_host(h)) << h;
+    FakeEngine engine(1, 256);
+    FakeText text;
+    Metrics metrics;
+    Scheduler sched(engine, text, SchedulerConfig{}, &metrics);
+    ASSERT_EQ(sched.start(), FROST_OK);
+    ApiConfig ac;
+    ac.model_name = "fake";
+    Api api(sched, text, engine, metrics, ac);
+    for (const char* h : {"0.0.0.0", "::", "10.0.0.1"}) {
+        ServerConfig cfg;
+        cfg.host = h;
+        cfg.port = 0;
+        cfg.have_api_key = false;
+        HttpServer http(api, sched, cfg);
+        EXPECT_EQ(http.start(), FROST_ERR_INVALID_ARG) << h;
+        EXPECT_NE(frost::last_error().find("--api-key"), std::string::npos) << frost::last_error();
+        EXPECT_EQ(http.port(), 0) << h << ": nothing may be listening";
+    }
+    // Loopback without a key, and any address with one, start (0.0.0.0 on an ephemeral port).
+    for (const auto& [host, key] : {std::pair<const char*, bool>{"127.0.0.1", false}, {"localhost", false}, {"0.0.0.0", true}}) {
+        ServerConfig cfg;
+        cfg.host = host;
+        cfg.port = 0;
+        cfg.have_api_key = key;
+        HttpServer http(api, sched, cfg);
+        ASSERT_EQ(http.start(), FROST_OK) << host << ": " << frost::last_error();
+        EXPECT_GT(http.port(), 0) << host;
+        http.stop();
+    }
+    sched.stop();
+}
 
 TEST(Http, HealthIsPublicAndEveryOtherRouteNeedsTheKey) {
     Server s;

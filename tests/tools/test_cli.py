@@ -182,6 +182,15 @@ def test_unknown_command_exits_2():
     assert frost("help", "no-such-command").returncode == 2
 
 
+# Reliability case T37: `frost serve` without --api-key refuses any non-loopback address before it
+# loads anything (the model folder here does not even exist), and says how to fix it.
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "example.com"])
+def test_serve_refuses_a_public_bind_without_a_key(tmp_path, host):
+    p = frost("serve", "--model", tmp_path / "no-model", "--host", host, "--port", "0", timeout=30)
+    assert p.returncode == 2, p.stderr
+    assert "without --api-key" in p.stderr and host in p.stderr, p.stderr
+
+
 # ---------------------------------------------------------------------------------------------
 # inspect
 
