@@ -35,6 +35,7 @@ struct Options {
     int step_delay_ms = 0;
     bool capsules = true;
     int header_timeout_ms = 5000;
+    int body_timeout_ms = 30000;
     int send_timeout_ms = 10000;
     size_t channel_cap = 64;
     size_t max_per_key = 0;
@@ -69,6 +70,7 @@ struct Server {
         cfg.have_api_key = true;
         cfg.max_body_bytes = 64 * 1024;
         cfg.header_timeout_ms = o.header_timeout_ms;
+        cfg.body_timeout_ms = o.body_timeout_ms;
         cfg.send_timeout_ms = o.send_timeout_ms;
         http = std::make_unique<HttpServer>(*api, *sched, cfg);
         EXPECT_EQ(http->start(), FROST_OK);
@@ -284,6 +286,34 @@ TEST(Http, TrickledHeaderGets408AndClose) {
     EXPECT_TRUE(wait_closed(fd, 3000));
     close_fd(fd);
     // The server still serves others.
+    EXPECT_EQ(http_request(s.port, "GET", "/health").status, 200);
+}
+
+// Reliability case T12's slow body: a body trickled a byte at a time (each byte well inside any
+// per-read timeout) still gets 408 and a closed connection once the whole body's deadline
+// passes, and the server answers other clients meanwhile.
+TEST(Http, TrickledBodyGets408AtItsDeadlineAndOthersAreServed) {
+    Server s(Options{.body_timeout_ms = 400});
+    const int fd = connect_loopback(s.port);
+    ASSERT_GE(fd, 0);
+    const std::string head = std::string("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ") + kKey +
+                             "\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{";
+    ASSERT_TRUE(send_all(fd, head));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::atomic<bool> stop{false};
+    std::thread trickle([&] {
+        while (!stop && send_all(fd, " ")) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    });
+    EXPECT_EQ(http_request(s.port, "GET", "/health").status, 200);  // served while the body trickles
+    const auto r = read_response(fd, 5000);
+    const double waited_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(r.status, 408);
+    EXPECT_TRUE(wait_closed(fd, 3000));
+    stop = true;
+    trickle.join();
+    close_fd(fd);
+    // Not before the deadline: the trickle was never refused for being slow byte by byte.
+    EXPECT_GE(waited_ms, 350.0);
     EXPECT_EQ(http_request(s.port, "GET", "/health").status, 200);
 }
 
