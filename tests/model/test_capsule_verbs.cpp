@@ -154,6 +154,9 @@ TEST_P(CapsuleVerbs, ForkIntoThreeSessionsEachEqualsItsColdRun) {
     ASSERT_EQ(mgr->info(id, &info), FROST_OK);
     EXPECT_EQ(info.meta.stored_boundary, 128);
     EXPECT_EQ(info.meta.remainder.size(), 22u);
+    // Reliability case T25: the branches decode on copies; the capsule itself stays byte-exact.
+    std::vector<uint8_t> stored_before;
+    ASSERT_EQ(mgr->read_payload(id, &stored_before), FROST_OK) << frost_last_error();
     const std::vector<int> sessions = {1, 2, 3};
     std::vector<int32_t> firsts;
     ASSERT_EQ(mgr->fork(id, sessions, &firsts), FROST_OK) << frost_last_error();
@@ -179,6 +182,9 @@ TEST_P(CapsuleVerbs, ForkIntoThreeSessionsEachEqualsItsColdRun) {
     }
     EXPECT_FALSE(test::same_continuation(branches[0], branches[1]));
     EXPECT_FALSE(test::same_continuation(branches[1], branches[2]));
+    std::vector<uint8_t> stored_after;
+    ASSERT_EQ(mgr->read_payload(id, &stored_after), FROST_OK) << frost_last_error();
+    EXPECT_TRUE(stored_after == stored_before) << "a branch's decode wrote into the capsule it was forked from";
     std::vector<int32_t> dummy;
     EXPECT_EQ(mgr->fork(id, {1, 1}, &dummy), FROST_ERR_INVALID_ARG);
 }

@@ -171,6 +171,45 @@ TEST(CapsuleVerbs, CreateFromTokenIdsAndBadRequests) {
     EXPECT_EQ(s.req("POST", "/v1/capsules/cap-missing/rollback", json{{"prompt", more}}).status, 404);
 }
 
+// Reliability case T15's deep chain: 100 capsules, each extending the one before it (capsule_id),
+// then a fork from the deepest equal to a cold server's completion of the whole prompt, and every
+// capsule deleted in random order: the listing empties and the engine holds no capsule bytes.
+TEST(CapsuleVerbs, HundredDeepExtensionChainThenEveryCapsuleIsFreed) {
+    std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<int> tok(1, 200);
+    VerbServer s;
+    VerbServer cold(false);
+    std::vector<int> ids(70);
+    for (auto& t : ids) t = tok(rng);
+    auto r = s.req("POST", "/v1/capsules", json{{"prompt", ids}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    std::vector<std::string> chain = {json::parse(r.body)["id"].get<std::string>()};
+    for (int depth = 1; depth <= 100; ++depth) {
+        for (int k = 0; k < 3; ++k) ids.push_back(tok(rng));
+        r = s.req("POST", "/v1/capsules", json{{"prompt", ids}, {"capsule_id", chain.back()}});
+        ASSERT_EQ(r.status, 200) << "depth " << depth << ": " << r.body;
+        const json cap = json::parse(r.body);
+        EXPECT_EQ(cap["tokens"], ids.size()) << "depth " << depth;
+        ASSERT_EQ(std::find(chain.begin(), chain.end(), cap["id"].get<std::string>()), chain.end()) << "depth " << depth;
+        chain.push_back(cap["id"]);
+    }
+    EXPECT_EQ(s.engine.live_capsules(), chain.size());
+    std::vector<int> more = ids;
+    more.push_back(7);
+    const json body = {{"prompt", more}, {"max_tokens", 5}, {"temperature", 0}};
+    r = s.req("POST", "/v1/capsules/" + chain.back() + "/fork", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(json::parse(r.body)["frost"]["plan"], "restore");
+    const auto cr = cold.req("POST", "/v1/completions", body);
+    ASSERT_EQ(cr.status, 200) << cr.body;
+    EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], json::parse(cr.body)["choices"][0]["text"]);
+    std::shuffle(chain.begin(), chain.end(), rng);
+    for (const auto& id : chain) EXPECT_EQ(s.req("DELETE", "/v1/capsules/" + id + "?force=true").status, 200) << id;
+    const json left = json::parse(s.req("GET", "/v1/capsules").body);
+    EXPECT_TRUE(left["data"].empty()) << left.dump();
+    EXPECT_EQ(s.engine.live_capsules(), 0u);
+}
+
 // Reliability case T20: a capsule placed on the disk tier whose files cannot be written is the
 // storage's failure, 507 capsule_storage_failed (not the request's 409), with nothing half-written
 // left beside the capsule stored before, which still restores; the server keeps serving, and the

@@ -570,7 +570,7 @@ TEST(Http, ExpectContinueIsAnswered) {
 }
 
 TEST(Http, RacingCapsuleVerbsKeepCountersConsistent) {
-    // T15: many clients race pin/unpin/update/delete on one capsule while chats restore it; the
+    // T15: many clients race pin/unpin/update/delete on one capsule while chats and forks restore it; the
     // answers are defined (200/404/409) and the store and engine agree afterwards. The queue
     // holds every thread's chat at once (16 threads; 2 slots + 32 places). With the default 8
     // places, one CI run (2 cores, other tests beside it) got 2 answers outside those three:
@@ -589,12 +589,14 @@ TEST(Http, RacingCapsuleVerbsKeepCountersConsistent) {
         ts.emplace_back([&, t] {
             for (int i = 0; i < 6; ++i) {
                 RawResponse r;
-                const int verb = (t + i) % 5;
+                const int verb = (t + i) % 6;
+                const json longer = chat_body({sys, user("a"), {{"role", "assistant"}, {"content", "x"}}, user("b")}, 2);
                 switch (verb) {
                     case 0: r = http_request(s.port, "POST", path + "/pin", "", kKey); break;
                     case 1: r = http_request(s.port, "POST", path + "/unpin", "", kKey); break;
                     case 2: r = http_request(s.port, "POST", path, R"({"priority":2})", kKey); break;
-                    case 3: r = s.post("/v1/chat/completions", chat_body({sys, user("a"), {{"role", "assistant"}, {"content", "x"}}, user("b")}, 2)); break;
+                    case 3: r = s.post("/v1/chat/completions", longer); break;
+                    case 4: r = s.post(path + "/fork", longer); break;
                     default: r = http_request(s.port, "DELETE", path, "", kKey); break;
                 }
                 if (r.status != 200 && r.status != 404 && r.status != 409) {
@@ -606,7 +608,7 @@ TEST(Http, RacingCapsuleVerbsKeepCountersConsistent) {
     }
     for (auto& t : ts) t.join();
     EXPECT_TRUE(undefined.empty()) << undefined.size() << " undefined answers (verb 0 pin, 1 unpin, 2 update, 3 chat, "
-                                   << "4 delete), the first: " << (undefined.empty() ? "" : undefined.front());
+                                   << "4 fork, 5 delete), the first: " << (undefined.empty() ? "" : undefined.front());
     EXPECT_TRUE(eventually([&] { return s.sched->busy_slots() == 0; }));
     size_t store_count = 0;
     uint64_t listed = 0, used = 0;
@@ -617,6 +619,19 @@ TEST(Http, RacingCapsuleVerbsKeepCountersConsistent) {
     });
     EXPECT_EQ(store_count, s.engine.live_capsules());
     EXPECT_EQ(listed, used);
+    // Every capsule the race left (chats and forks freeze new ones), deleted: each tier's bytes
+    // and the engine's capsules return to zero.
+    const json left = json::parse(http_request(s.port, "GET", "/v1/capsules", "", kKey).body);
+    for (const auto& c : left["data"])
+        EXPECT_EQ(http_request(s.port, "DELETE", "/v1/capsules/" + c["id"].get<std::string>() + "?force=true", "", kKey).status, 200);
+    used = 0;
+    s.sched->control([&](CapsuleStore& st, ClaimLog&) {
+        store_count = st.size();
+        for (int t = 0; t < 3; ++t) used += st.used(Tier(t));
+    });
+    EXPECT_EQ(store_count, 0u);
+    EXPECT_EQ(used, 0u);
+    EXPECT_EQ(s.engine.live_capsules(), 0u);
 }
 
 namespace {
