@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ private:
 
 // Each byte of s as its token id (the fake text layer's vocabulary).
 std::vector<int32_t> byte_ids(const std::string& s);
+
+// n words drawn from a small fixed list, space-separated: message text for conversations whose
+// prefixes should collide only where a test makes them.
+std::string random_words(std::mt19937& rng, int n);
 
 // The whole stack over a FakeEngine whose output is exactly `script` (one token per byte, then
 // the end token; empty: the fake's own hash-driven output), one API key (kKey), a 4 MiB device

@@ -27,6 +27,14 @@ FakeServerStack::~FakeServerStack() {
 
 uint16_t FakeServerStack::port() const { return http_ ? http_->port() : 0; }
 
+std::string random_words(std::mt19937& rng, int n) {
+    static const char* kWords[] = {"alpha", "build", "cache", "delta", "engine", "frost", "graph", "host"};
+    std::uniform_int_distribution<int> w(0, 7);
+    std::string s;
+    for (int i = 0; i < n; ++i) s += std::string(i ? " " : "") + kWords[w(rng)];
+    return s;
+}
+
 std::vector<int32_t> byte_ids(const std::string& s) {
     std::vector<int32_t> ids;
     for (unsigned char c : s) ids.push_back(int32_t(c));

@@ -63,14 +63,6 @@ struct TreeServer {
 
 json msg(const std::string& role, const std::string& s) { return json{{"role", role}, {"content", s}}; }
 
-std::string random_words(std::mt19937& rng, int n) {
-    static const char* kWords[] = {"alpha", "build", "cache", "delta", "engine", "frost", "graph", "host"};
-    std::uniform_int_distribution<int> w(0, 7);
-    std::string s;
-    for (int i = 0; i < n; ++i) s += std::string(i ? " " : "") + kWords[w(rng)];
-    return s;
-}
-
 json chat(const std::vector<json>& messages, int max_tokens) {
     return json{{"model", "fake"}, {"messages", json(messages)}, {"max_tokens", max_tokens}, {"temperature", 0}};
 }

@@ -67,13 +67,6 @@ json chat_body(const json& messages, int max_tokens) {
     return json{{"model", "fake"}, {"messages", messages}, {"max_tokens", max_tokens}, {"temperature", 0}};
 }
 
-std::string random_words(std::mt19937& rng, int n) {
-    static const char* kWords[] = {"alpha", "beta", "gamma", "delta", "state", "token", "capsule", "slot"};
-    std::string s;
-    for (int i = 0; i < n; ++i) s += std::string(i ? " " : "") + kWords[rng() % 8];
-    return s;
-}
-
 // Every phase present, finite, >= 0; their sum <= the client's wall time. Returns the sum.
 double check_timings(const json& frost, double wall_ms) {
     EXPECT_TRUE(frost.contains("timings_ms")) << frost.dump();
