@@ -3,10 +3,13 @@ a synthetic tiny Qwen3.5 checkpoint whose vocabulary matches the real Qwen3 toke
 (`frost synth --tokenizer tests/fixtures/tokenizer-qwen3`), served on 127.0.0.1.
 Covers chat/completions streamed and not, usage.cached_tokens, a multi-turn agent conversation
 whose later turn is a capsule restore and equals a cold (capsule-free) server, bad inputs, auth,
-and SIGTERM (in-flight stream ends, exit 0 within 25 s)."""
+and SIGTERM (in-flight streams end, new work is refused while draining, exit 0 within 25 s)."""
 import json
 import os
 import signal
+import threading
+import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -139,3 +142,61 @@ def test_sigterm_ends_stream_and_exits_zero(model_dir):
     code = s.proc.wait(timeout=30)  # bounded wait; --drain-timeout 0 ends streams at once
     assert code == 0
     assert ended_with_error
+
+
+def test_sigterm_with_many_streams_refuses_new_work_and_exits_in_time(model_dir):
+    """Reliability case T23: SIGTERM with 8 streams in flight (2 running, 6 queued). While it drains,
+    /health says so and new work gets 503 with Retry-After; every stream ends (finished, a final
+    error event, or refused if it never started), none hangs, and the process exits 0 within 25 s."""
+    s = Server(model_dir, extra=["--drain-timeout", "20"])
+    outcomes = [None] * 8
+    first = threading.Event()
+
+    def run(i):
+        try:
+            stream = chat(s, [{"role": "user", "content": f"Count to a thousand, list {i}."}], max_tokens=400,
+                          stream=True)
+            for _ in stream:
+                first.set()
+            outcomes[i] = "finished"
+        except openai.APIStatusError as e:
+            outcomes[i] = f"status {e.status_code}"
+        except openai.APIError:
+            outcomes[i] = "error event"
+        except Exception as e:  # anything else is a defect the assertion below names
+            outcomes[i] = f"other {type(e).__name__}: {e}"
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(8)]
+    for t in threads:
+        t.start()
+    assert first.wait(60), "no stream started"
+    t0 = time.time()
+    s.proc.send_signal(signal.SIGTERM)
+    draining = False
+    while not draining and time.time() - t0 < 10:
+        try:
+            urllib.request.urlopen(s.base + "/health", timeout=5).close()
+            time.sleep(0.02)
+        except urllib.error.HTTPError as e:
+            draining = e.code == 503
+    if draining:  # the two running streams keep it draining: new work now must be refused
+        req = urllib.request.Request(s.base + "/v1/chat/completions", method="POST",
+                                     data=json.dumps({"model": "frost", "max_tokens": 4,
+                                                      "messages": [{"role": "user", "content": "late"}]}).encode(),
+                                     headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(req, timeout=10).close()
+            late = 200
+        except urllib.error.HTTPError as e:
+            late = e.code
+            assert e.headers.get("Retry-After"), "503 without Retry-After"
+        assert late == 503, late
+    code = s.proc.wait(timeout=30)
+    elapsed = time.time() - t0
+    for t in threads:
+        t.join(timeout=30)
+        assert not t.is_alive(), "a stream never ended"
+    assert code == 0
+    assert elapsed <= 25, elapsed
+    assert draining or all(o == "finished" for o in outcomes), outcomes  # seen draining unless all ended first
+    assert all(o is not None and not o.startswith("other") for o in outcomes), outcomes
