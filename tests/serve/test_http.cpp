@@ -364,6 +364,27 @@ TEST(Http, DisconnectMidStreamFreesTheSlot) {
     EXPECT_EQ(s.post("/v1/chat/completions", chat_body({user("next")}, 3)).status, 200);
 }
 
+// Reliability case T30 mid-prefill: the client goes away while its prompt is being prefilled
+// (each engine call takes 300 ms here); the job is cancelled when that call returns, before any
+// decode step (a decode step would take another 300 ms per token), and the slot serves the next.
+TEST(Http, DisconnectMidPrefillCancelsBeforeAnyDecodeStep) {
+    Server s(Options{.slots = 1, .step_delay_ms = 300});
+    json body = chat_body({user("a prompt that is being prefilled")}, 400);
+    body["stream"] = true;
+    const int fd = connect_loopback(s.port);
+    ASSERT_GE(fd, 0);
+    const std::string b = body.dump();
+    ASSERT_TRUE(send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + std::string(kKey) +
+                                 "\r\nContent-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b));
+    ASSERT_TRUE(eventually([&] { return s.sched->busy_slots() == 1; }));  // admitted: its prefill runs
+    close_fd(fd);
+    EXPECT_TRUE(eventually([&] { return s.sched->busy_slots() == 0; }, 5000));
+    EXPECT_TRUE(eventually([&] { return s.metrics.cancelled_total.load() >= 1; }));
+    EXPECT_LE(s.metrics.generated_tokens_total.load(), 1u);  // at most the token the prefill sampled
+    s.engine.step_delay_ms = 0;
+    EXPECT_EQ(s.post("/v1/chat/completions", chat_body({user("next")}, 3)).status, 200);
+}
+
 TEST(Http, MultiTurnRestoresAndMatchesAColdServer) {
     const json sys = {{"role", "system"}, {"content", "You are a terse coding agent."}};
     json turn2;
