@@ -173,6 +173,18 @@ TEST_P(CapsuleTiers, OutOfMemoryOnEveryTierFailsCleanly) {
         EXPECT_EQ(test::live_state(*engine, 0), live);
         EXPECT_TRUE(same_stats(stats_of(*engine), disk_base));
     }
+    // Fork from disk with the staging allocation failing (T32): validated and read once before
+    // any target is touched, so neither target session changes and nothing stays allocated.
+    const auto s1 = test::live_state(*engine, 1), s2 = test::live_state(*engine, 2);
+    for (int persistent : {0, 1}) {
+        std::vector<int32_t> firsts;
+        frost_fault_arm(FROST_FAULT_ALLOC, 1, persistent);
+        EXPECT_EQ(mgr->fork(keep, {1, 2}, &firsts), FROST_ERR_OUT_OF_MEMORY) << "persistent " << persistent;
+        frost_fault_clear();
+        EXPECT_EQ(test::live_state(*engine, 1), s1);
+        EXPECT_EQ(test::live_state(*engine, 2), s2);
+        EXPECT_TRUE(same_stats(stats_of(*engine), disk_base));
+    }
     ASSERT_EQ(mgr->restore(keep, 1, nullptr), FROST_OK) << "the capsule still works after the failures";
     EXPECT_EQ(test::live_state(*engine, 1), live);
 }
