@@ -334,8 +334,9 @@ void run_case(const Case& c) {
     const bool two_forms = c.format == kernels::kGemvQuantInt4 && c.paired;
     for (const int fold : two_forms ? std::vector<int>{1, 0} : std::vector<int>{-1}) {
         p.int4_fold = fold;
-        if (two_forms && kernels::gemv_quant_tc_eligible(p))
+        if (two_forms && kernels::gemv_quant_tc_eligible(p)) {
             EXPECT_EQ(kernels::gemv_quant_int4_folds(p), fold == 1) << c.name;
+        }
         // Both kernels behind gemv_quant_launch: the SIMT one always, the tensor-core one where the
         // shape allows it (that is where gemv_quant_launch sends it).
         std::vector<std::pair<const char*, Launch>> kernels_run = {{"simt", kernels::gemv_quant_simt_launch}};
