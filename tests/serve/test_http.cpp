@@ -92,6 +92,22 @@ json chat_body(const std::vector<json>& messages, int max_tokens = 8) {
 
 json user(const std::string& s) { return json{{"role", "user"}, {"content", s}}; }
 
+// Opens a streaming chat request on its own connection: the request is sent, nothing is read
+// (-1 when the connection or the send fails).
+int open_stream(uint16_t port, const std::string& key, const std::string& prompt, int max_tokens) {
+    json body = chat_body({user(prompt)}, max_tokens);
+    body["stream"] = true;
+    const int fd = connect_loopback(port);
+    if (fd < 0) return -1;
+    const std::string b = body.dump();
+    if (!send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key +
+                          "\r\nContent-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b)) {
+        close_fd(fd);
+        return -1;
+    }
+    return fd;
+}
+
 template <class F>
 bool eventually(F pred, int timeout_ms = 3000) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -346,13 +362,8 @@ TEST(Http, QueueFullIs503WithRetryAfterBeforeAnyByte) {
 
 TEST(Http, DisconnectMidStreamFreesTheSlot) {
     Server s(Options{.slots = 1, .step_delay_ms = 5});
-    json body = chat_body({user("long")}, 400);
-    body["stream"] = true;
-    const int fd = connect_loopback(s.port);
+    const int fd = open_stream(s.port, kKey, "long", 400);
     ASSERT_GE(fd, 0);
-    const std::string b = body.dump();
-    ASSERT_TRUE(send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + std::string(kKey) +
-                                 "\r\nContent-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b));
     const std::string got = read_until(fd, "\"content\":\"", 5000);
     ASSERT_NE(got.find("data: "), std::string::npos);
     ASSERT_TRUE(eventually([&] { return s.sched->busy_slots() == 1 && s.metrics.generated_tokens_total > 0; }));
@@ -369,13 +380,8 @@ TEST(Http, DisconnectMidStreamFreesTheSlot) {
 // decode step (a decode step would take another 300 ms per token), and the slot serves the next.
 TEST(Http, DisconnectMidPrefillCancelsBeforeAnyDecodeStep) {
     Server s(Options{.slots = 1, .step_delay_ms = 300});
-    json body = chat_body({user("a prompt that is being prefilled")}, 400);
-    body["stream"] = true;
-    const int fd = connect_loopback(s.port);
+    const int fd = open_stream(s.port, kKey, "a prompt that is being prefilled", 400);
     ASSERT_GE(fd, 0);
-    const std::string b = body.dump();
-    ASSERT_TRUE(send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + std::string(kKey) +
-                                 "\r\nContent-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b));
     ASSERT_TRUE(eventually([&] { return s.sched->busy_slots() == 1; }));  // admitted: its prefill runs
     close_fd(fd);
     EXPECT_TRUE(eventually([&] { return s.sched->busy_slots() == 0; }, 5000));
@@ -654,20 +660,6 @@ TEST(Http, RacingCapsuleVerbsKeepCountersConsistent) {
     EXPECT_EQ(used, 0u);
     EXPECT_EQ(s.engine.live_capsules(), 0u);
 }
-
-namespace {
-// Opens a streaming chat request on its own connection and waits for its first SSE bytes.
-int open_stream(uint16_t port, const std::string& key, const std::string& prompt, int max_tokens) {
-    json body = chat_body({user(prompt)}, max_tokens);
-    body["stream"] = true;
-    const int fd = connect_loopback(port);
-    if (fd < 0) return -1;
-    const std::string b = body.dump();
-    send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key +
-                     "\r\nContent-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b);
-    return fd;
-}
-}  // namespace
 
 TEST(Http, PerKeyLimitIs429WithRetryAfterAndReleasedOnEveryPath) {
     // 50 ms steps: the first stream (20 s) outlasts the refusals below even on a loaded machine.
