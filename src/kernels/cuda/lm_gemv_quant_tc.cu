@@ -137,7 +137,7 @@ __device__ inline void stage_act8(const bf16* x, int64_t ldx, int rows, int K, u
 // the same for every block and variant: 16-byte chunk c (8 values) summed in order by one lane,
 // then the 16 chunks of a step by an xor butterfly over 16 lanes (chunk c always in lane c % 16,
 // whatever the block size, so the bits do not depend on it). Once per block, before any step:
-// it replaces one HSUB2 per weight pair (the bias) by two FMAs per accumulator and step.
+// it replaces one HSUB2 per weight pair (the bias) by one more FMA per accumulator and step.
 constexpr int kFoldMaxSteps = 160;  // K up to 20480: 5 KiB of sums
 template <int kBlockThreads>
 __device__ inline void stage_step_sums(const bf16* x, int ldx, int rows, int K, float* sums) {
@@ -464,7 +464,8 @@ bool act8_device() {
 
 // Off until measured: written in the sixty-sixth session, when no GPU was lent (compiled for
 // sm_90a: 80 registers and no spills in the four default shapes, like the unfolded kernels; its
-// test checks both forms). FROST_INT4_FOLD=1 turns it on for the A/B (scripts/gpu/run_all.sh ab).
+// test checks both forms). FROST_INT4_FOLD=1 turns it on for the A/B (scripts/gpu/bench_quant.sh's
+// int4-fold row, bench_quant_gemv's int4-fold rows).
 bool gemv_quant_int4_fold_default() {
     static const bool on = util::env_is("FROST_INT4_FOLD", "1");
     return on;
