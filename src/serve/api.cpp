@@ -459,10 +459,11 @@ HttpOut Api::capsules(const HttpIn& in, const std::string& path, const std::stri
                 status = s.remove(id, owner) == FROST_OK ? 200 : 409;
                 body = json{{"id", id}, {"deleted", status == 200}};
             } else if (verb.empty() && method == "POST") {
-                status = 200;
-                if (set_pin && s.set_pinned(id, owner, *set_pin) != FROST_OK) status = 409;
-                if (set_prio) s.set_priority(id, owner, *set_prio);
-                if (set_ttl) s.set_ttl(id, owner, *set_ttl);
+                CapsuleStore::PolicyChange change;
+                change.pinned = set_pin;
+                change.priority = set_prio;
+                change.ttl_s = set_ttl;
+                status = s.set_policy(id, owner, change) == FROST_OK ? 200 : 409;
                 if (const CapsuleRecord* r2 = s.find(id, owner)) body = capsule_json(*r2, s.ttl_left(*r2));
             } else if ((verb == "pin" || verb == "unpin") && method == "POST") {
                 status = s.set_pinned(id, owner, verb == "pin") == FROST_OK ? 200 : 409;

@@ -211,32 +211,46 @@ void CapsuleStore::end_restore(const std::string& id, bool ok, const std::string
     drop(id, claim_event::kEvicted, "restoration failed");
 }
 
-frost_status CapsuleStore::set_pinned(const std::string& id, const std::string& owner, bool pinned) {
+frost_status CapsuleStore::set_policy(const std::string& id, const std::string& owner, const PolicyChange& change) {
     auto it = recs_.find(id);
     if (it == recs_.end() || it->second.owner != owner) return fail(FROST_ERR_NOT_FOUND, "no capsule %s", id.c_str());
-    if (it->second.pinned == pinned) return FROST_OK;
-    it->second.pinned = pinned;
-    log(it->second, pinned ? claim_event::kPinned : claim_event::kUnpinned);
-    notify_changed(it->second);
+    CapsuleRecord& r = it->second;
+    bool changed = false;
+    if (change.pinned && r.pinned != *change.pinned) {
+        r.pinned = *change.pinned;
+        log(r, r.pinned ? claim_event::kPinned : claim_event::kUnpinned);
+        changed = true;
+    }
+    if (change.priority && r.priority != *change.priority) {
+        r.priority = *change.priority;
+        changed = true;
+    }
+    if (change.ttl_s) {
+        r.ttl_s = *change.ttl_s;
+        r.expires_at = r.ttl_s > 0 ? clock_() + r.ttl_s : 0;
+        changed = true;
+    }
+    // Once for the whole change: persistence writes one sidecar, so a crash keeps all or none of it.
+    if (changed) notify_changed(r);
     return FROST_OK;
+}
+
+frost_status CapsuleStore::set_pinned(const std::string& id, const std::string& owner, bool pinned) {
+    PolicyChange c;
+    c.pinned = pinned;
+    return set_policy(id, owner, c);
 }
 
 frost_status CapsuleStore::set_priority(const std::string& id, const std::string& owner, int priority) {
-    auto it = recs_.find(id);
-    if (it == recs_.end() || it->second.owner != owner) return fail(FROST_ERR_NOT_FOUND, "no capsule %s", id.c_str());
-    if (it->second.priority == priority) return FROST_OK;
-    it->second.priority = priority;
-    notify_changed(it->second);
-    return FROST_OK;
+    PolicyChange c;
+    c.priority = priority;
+    return set_policy(id, owner, c);
 }
 
 frost_status CapsuleStore::set_ttl(const std::string& id, const std::string& owner, double ttl_s) {
-    auto it = recs_.find(id);
-    if (it == recs_.end() || it->second.owner != owner) return fail(FROST_ERR_NOT_FOUND, "no capsule %s", id.c_str());
-    it->second.ttl_s = ttl_s;
-    it->second.expires_at = ttl_s > 0 ? clock_() + ttl_s : 0;
-    notify_changed(it->second);
-    return FROST_OK;
+    PolicyChange c;
+    c.ttl_s = ttl_s;
+    return set_policy(id, owner, c);
 }
 
 frost_status CapsuleStore::remove(const std::string& id, const std::string& owner) {

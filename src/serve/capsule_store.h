@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,7 +98,15 @@ public:
     // end: ok -> `restored`; !ok -> `restoration_failed`, `refused`, capsule dropped.
     void end_restore(const std::string& id, bool ok, const std::string& request_id, const std::string& why);
 
-    // Pin/unpin (pinning keeps the current tier). NOT_FOUND for another owner's id.
+    // Pin/unpin (pinning keeps the current tier), priority, TTL (0: none; restarts the deadline).
+    // NOT_FOUND for another owner's id. set_policy applies several at once and notifies once,
+    // so the sidecar is rewritten once and a crash keeps the whole change or none of it.
+    struct PolicyChange {
+        std::optional<bool> pinned;
+        std::optional<int> priority;
+        std::optional<double> ttl_s;
+    };
+    frost_status set_policy(const std::string& id, const std::string& owner, const PolicyChange& change);
     frost_status set_pinned(const std::string& id, const std::string& owner, bool pinned);
     frost_status set_priority(const std::string& id, const std::string& owner, int priority);
     frost_status set_ttl(const std::string& id, const std::string& owner, double ttl_s);

@@ -9,11 +9,14 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "exec/error.h"
+#include "util/fs.h"
 
 namespace frost::serve {
 
@@ -34,7 +37,8 @@ ClaimLog::~ClaimLog() {
 frost_status ClaimLog::open_file(const std::string& path) {
     std::lock_guard<std::mutex> lock(mu_);
     if (frost_fault_hit(FROST_FAULT_IO)) return fail(FROST_ERR_IO, "claim log %s: injected I/O error", path.c_str());
-    continue_from(path);
+    bool damaged = false;
+    const uint64_t whole = continue_from(path, &damaged);
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) return fail(FROST_ERR_IO, "claim log %s: cannot open for append: %s", path.c_str(), std::strerror(errno));
     struct stat st {};
@@ -42,23 +46,29 @@ frost_status ClaimLog::open_file(const std::string& path) {
         ::close(fd);
         return fail(FROST_ERR_IO, "claim log %s: %s", path.c_str(), std::strerror(errno));
     }
-    // A torn last record (no newline) would glue the next event onto it: cut it off.
-    uint64_t whole = uint64_t(st.st_size);
-    if (whole > 0) {
-        std::FILE* f = std::fopen(path.c_str(), "rb");
-        char ch = '\n';
-        while (f && whole > 0 && std::fseek(f, long(whole - 1), SEEK_SET) == 0 && std::fread(&ch, 1, 1, f) == 1 && ch != '\n')
-            --whole;
-        if (f) std::fclose(f);
-    }
+    // The next event must start a line after the last valid record: cut what follows it. A torn
+    // last record (a crash mid-write) just goes; whole lines that are not records (what a power
+    // cut leaves of an unsynced tail) are kept aside first, for inspection.
     if (whole < uint64_t(st.st_size)) {
+        const uint64_t cut = uint64_t(st.st_size) - whole;
+        std::string kept;
+        if (damaged) {
+            std::string text, err;
+            kept = path + ".damaged." + std::to_string(::time(nullptr));
+            if (!util::read_file(path, &text, &err) || !util::write_file(kept, text, &err)) kept = "not kept: " + err;
+        }
         if (::ftruncate(fd, off_t(whole)) != 0) {
             ::close(fd);
-            return fail(FROST_ERR_IO, "claim log %s: cannot cut its torn last record: %s", path.c_str(), std::strerror(errno));
+            return fail(FROST_ERR_IO, "claim log %s: cannot cut after its last valid record: %s", path.c_str(),
+                        std::strerror(errno));
         }
-        repaired_bytes_ += uint64_t(st.st_size) - whole;
-        std::fprintf(stderr, "frost serve: claim log %s: cut a torn last record (%llu bytes)\n", path.c_str(),
-                     (unsigned long long)(uint64_t(st.st_size) - whole));
+        repaired_bytes_ += cut;
+        if (damaged)
+            std::fprintf(stderr, "frost serve: claim log %s: cut %llu bytes after its last valid record (%s)\n",
+                         path.c_str(), (unsigned long long)cut, kept.c_str());
+        else
+            std::fprintf(stderr, "frost serve: claim log %s: cut a torn last record (%llu bytes)\n", path.c_str(),
+                         (unsigned long long)cut);
     }
     if (fd_ >= 0) ::close(fd_);
     fd_ = fd;
@@ -117,36 +127,46 @@ void ClaimLog::write_pending_locked() {
     }
 }
 
-void ClaimLog::continue_from(const std::string& path) {
+uint64_t ClaimLog::continue_from(const std::string& path, bool* damaged) {
     // Replays the previous run's events: seq and time go on after its last one, and the claims
-    // still live at its end are remembered (a restarted store may only end those).
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return;
+    // still live at its end are remembered (a restarted store may only end those), as are the
+    // ones it ended. It stops at the first line that is not a record.
+    *damaged = false;
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return 0;
     std::map<std::string, OpenClaim> last_event;  // claim -> its last event
+    uint64_t valid = 0;
     std::string line;
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, f)) {
-        line += buf;
-        if (line.empty() || line.back() != '\n') continue;
+    while (std::getline(in, line)) {
+        if (in.eof()) break;  // no newline: a torn last record
         const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-        line.clear();
-        if (!j.is_object()) continue;
-        if (j.contains("seq") && j["seq"].is_number_unsigned())
-            next_seq_ = std::max(next_seq_, j["seq"].get<uint64_t>() + 1);
-        if (j.contains("time") && j["time"].is_number()) time_base_ = std::max(time_base_, j["time"].get<double>());
-        if (j.contains("claim_id") && j["claim_id"].is_string() && j.contains("event") && j["event"].is_string()) {
-            OpenClaim& c = last_event[j["claim_id"].get<std::string>()];
-            c.last_event = j["event"].get<std::string>();
-            for (int t = 0; t < kTierCount; ++t)
-                if (j.contains("tier") && j["tier"] == tier_name(Tier(t))) c.tier = Tier(t);
-            if (j.contains("pinned") && j["pinned"].is_boolean()) c.pinned = j["pinned"].get<bool>();
+        if (!j.is_object() || !j.contains("seq") || !j["seq"].is_number_unsigned() || !j.contains("claim_id") ||
+            !j["claim_id"].is_string() || !j.contains("event") || !j["event"].is_string()) {
+            *damaged = true;
+            break;
         }
+        valid += line.size() + 1;
+        next_seq_ = std::max(next_seq_, j["seq"].get<uint64_t>() + 1);
+        if (j.contains("time") && j["time"].is_number()) time_base_ = std::max(time_base_, j["time"].get<double>());
+        OpenClaim& c = last_event[j["claim_id"].get<std::string>()];
+        c.last_event = j["event"].get<std::string>();
+        for (int t = 0; t < kTierCount; ++t)
+            if (j.contains("tier") && j["tier"] == tier_name(Tier(t))) c.tier = Tier(t);
+        if (j.contains("pinned") && j["pinned"].is_boolean()) c.pinned = j["pinned"].get<bool>();
     }
-    std::fclose(f);
-    for (const auto& [id, c] : last_event)
+    for (const auto& [id, c] : last_event) {
         if (c.last_event != claim_event::kExpired && c.last_event != claim_event::kEvicted &&
             c.last_event != claim_event::kRefused)
             previously_live_[id] = c;
+        else
+            previously_ended_.insert(id);
+    }
+    return valid;
+}
+
+bool ClaimLog::previously_ended(const std::string& claim_id) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return previously_ended_.count(claim_id) > 0;
 }
 
 std::map<std::string, ClaimLog::OpenClaim> ClaimLog::previously_live_claims() const {

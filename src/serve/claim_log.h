@@ -68,8 +68,10 @@ public:
 
     // Appends to `path` from now on (created if absent). FROST_ERR_IO if it cannot be opened.
     // An existing log (a previous run's) is continued: seq goes on after its last event and
-    // times are offset by its last time, so one file replays as one ordered history. A torn
-    // last record (a crash or a full disk mid-write) is cut off first (repaired_bytes()).
+    // times are offset by its last time, so one file replays as one ordered history. Whatever
+    // follows the last valid record is cut off first (repaired_bytes()): a torn last record (a
+    // crash or a full disk mid-write), or lines a power cut damaged (the file is not fsynced per
+    // event), which are first copied to <path>.damaged.<unix time>.
     frost_status open_file(const std::string& path);
     // Assigns seq, stores and writes the event; returns the seq. Records are whole lines or
     // nothing: a failed or short write (ENOSPC) is truncated back to the last whole record,
@@ -81,7 +83,7 @@ public:
     uint64_t write_errors() const;
     size_t unwritten() const;       // events waiting for the file (bounded by kMemoryEvents)
     uint64_t lost() const;          // events dropped from that wait (the file then has a seq gap)
-    uint64_t repaired_bytes() const;  // torn tail bytes open_file() cut off
+    uint64_t repaired_bytes() const;  // bytes after the last valid record that open_file() cut off
     // Whether the file continued by open_file() left this claim live (re-indexing after a
     // restart may end only such claims, so the file stays one valid history).
     bool previously_live(const std::string& claim_id) const;
@@ -93,12 +95,18 @@ public:
         bool pinned = false;
     };
     std::map<std::string, OpenClaim> previously_live_claims() const;
+    // Whether the continued file ended this claim (expired, evicted or refused): a capsule file of
+    // such a claim found at start is a removal the crash interrupted.
+    bool previously_ended(const std::string& claim_id) const;
 
 private:
     mutable std::mutex mu_;
     std::deque<ClaimEvent> events_;
-    void continue_from(const std::string& path);
+    // Returns the length of the file's valid prefix (whole lines that are records); *damaged:
+    // a whole line after it is not a record.
+    uint64_t continue_from(const std::string& path, bool* damaged);
     std::map<std::string, OpenClaim> previously_live_;
+    std::set<std::string> previously_ended_;
     uint64_t next_seq_ = 1;
     double time_base_ = 0;  // the previous run's last event time
     uint64_t write_errors_ = 0;

@@ -124,6 +124,45 @@ void end_lost_claim(ClaimLog* log, const std::string& id, const ClaimLog::OpenCl
     add(claim_event::kEvicted);
 }
 
+// The previous run's last event of a claim it left live ("" for any other claim).
+std::string last_event_of(const ClaimLog& log, const std::string& id) {
+    const auto live = log.previously_live_claims();
+    const auto it = live.find(id);
+    return it == live.end() ? std::string() : it->second.last_event;
+}
+
+// Brings the claim of a capsule adopted at start to "live on disk" in the log, as its files say it
+// is: the crash came between the files' last write and the event that would have followed
+// (materialized, offloaded, restored), a policy change reached the sidecar or the log but not
+// both, or the log lost its record (a power cut takes its unsynced tail).
+void settle_adopted_claim(ClaimLog* log, const std::string& id, uint64_t bytes, bool pinned) {
+    const auto live = log->previously_live_claims();
+    const auto it = live.find(id);
+    auto add = [&](const char* event, const std::string& why) {
+        ClaimEvent e;
+        e.claim_id = id;
+        e.event = event;
+        e.tier = Tier::Disk;
+        e.bytes = bytes;
+        e.pinned = pinned;
+        e.reason = why;
+        log->append(std::move(e));
+    };
+    const std::string interrupted = "at start: its files were whole; the crash came before this event";
+    if (it == live.end()) {
+        const std::string why = "adopted at start: the claim log had no record of it (a lost tail)";
+        add(claim_event::kAccepted, why);
+        add(claim_event::kMaterialized, why);
+        return;
+    }
+    const std::string& last = it->second.last_event;
+    if (last == claim_event::kAccepted) add(claim_event::kMaterialized, interrupted);
+    else if (last == claim_event::kDemoted) add(claim_event::kOffloaded, interrupted);
+    else if (last == claim_event::kRestoreRequired) add(claim_event::kRestored, "at start: the restore in flight ended with the process; the capsule is live on disk");
+    if (it->second.pinned != pinned)
+        add(pinned ? claim_event::kPinned : claim_event::kUnpinned, "at start: the sidecar's policy (the change in flight at the crash)");
+}
+
 }  // namespace
 
 size_t count_temp_files(const std::string& dir) {
@@ -324,6 +363,13 @@ ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, C
             log_gone(log, m.id, claim_event::kExpired, "ttl", m.pinned);
             continue;
         }
+        if (log && (log->previously_ended(m.id) || last_event_of(*log, m.id) == claim_event::kRestorationFailed)) {
+            // The log ended the claim (or failed it closed) before the crash: finish the removal.
+            remove_persisted(dir, m.id);
+            rep.removed++;
+            rep.notes.push_back("removed " + m.id + ": its claim had ended (a removal in flight at the crash)");
+            continue;
+        }
         uint64_t handle = 0, bytes = 0;
         std::vector<int32_t> tokens;
         if (engine.import(capsule_file(dir, stem), &handle, &bytes, &tokens) != FROST_OK) {
@@ -349,6 +395,7 @@ ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, C
         rec.persisted = true;
         const double ttl_left = m.expires_unix > 0 ? m.expires_unix - now_unix : 0;
         const std::pair<std::string, std::string> session{rec.owner, rec.session_id};
+        const bool pinned = rec.pinned;
         if (store.adopt(std::move(rec), ttl_left) != FROST_OK) {
             const std::string why = last_error();
             engine.drop(handle);
@@ -358,6 +405,7 @@ ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, C
             continue;
         }
         rep.adopted++;
+        if (log) settle_adopted_claim(log, m.id, bytes, pinned);
         if (!session.second.empty()) rep.sessions.push_back(session);
     }
     if (log) {
@@ -429,6 +477,13 @@ void remove_persisted(const std::string& dir, const std::string& id) {
     if (dir.empty() || !valid_id(id, &why)) return;
     ::unlink(capsule_file(dir, id).c_str());
     ::unlink(sidecar_file(dir, id).c_str());
+    // A removal is acknowledged (DELETE answers) after this: a power cut must not bring it back.
+    // Not fault-gated, like the unlinks: cleanup runs on the failure paths too.
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)::fsync(fd);
+        ::close(fd);
+    }
 }
 
 }  // namespace frost::serve

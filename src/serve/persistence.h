@@ -66,6 +66,7 @@ struct ReindexReport {
     size_t quarantined = 0;
     size_t expired = 0;
     size_t lost = 0;  // claims the previous run left live that did not come back (ended in the log)
+    size_t removed = 0;  // capsules whose claim the log had ended: a removal the crash interrupted
     std::vector<std::string> notes;  // one line per removed / quarantined / expired file, with why
     // (owner scope, session id) of every adopted capsule recorded with a session: the server
     // re-creates those sessions, so a session lives as long as its capsules do.
@@ -76,6 +77,10 @@ struct ReindexReport {
 // (ClaimLog::previously_live) and cannot come back are logged `evicted` (quarantined) or `expired`;
 // the previous run's other live claims that are not in the dir (a crash lost the memory tiers)
 // are ended too (refused / evicted, by their last state), so the log stays one valid history.
+// After a crash or power cut the files are the truth: a capsule whose claim the log had ended is
+// removed (the removal was in flight), and an adopted capsule's claim is brought to live on disk
+// (its materialized / offloaded / restored event, a policy change the sidecar has, or, for a
+// claim the log lost, accepted + materialized).
 ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, CapsuleStore& store, ClaimLog* log,
                                   double now_unix, const SidecarAuth* auth = nullptr);
 
@@ -90,7 +95,8 @@ struct FlushReport {
 FlushReport flush_capsule_dir(const std::string& dir, EngineIface& engine, CapsuleStore& store, double now_unix,
                               const SidecarAuth* auth = nullptr);
 
-// Removes a capsule's persisted pair (the store dropped it: deletion, eviction, expiry).
+// Removes a capsule's persisted pair (the store dropped it: deletion, eviction, expiry) and
+// fsyncs the directory, so an acknowledged removal survives a power cut.
 void remove_persisted(const std::string& dir, const std::string& id);
 
 // Crash durability (T18/T22): the moment a capsule lands on the disk tier (demotion or a direct

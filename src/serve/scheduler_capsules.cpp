@@ -154,9 +154,11 @@ bool Scheduler::finish_capsule_only(Active& a) {
     Job& job = *a.job;
     if (const CapsuleRecord* r = store_->find(a.made_capsule, job.owner)) {
         // An existing capsule of exactly this prefix is returned as is: apply the request's policy.
-        if (job.capsule_pin && r->pinned != *job.capsule_pin) store_->set_pinned(r->id, job.owner, *job.capsule_pin);
-        if (r->priority != job.capsule_priority) store_->set_priority(r->id, job.owner, job.capsule_priority);
-        if (job.capsule_ttl_s > 0) store_->set_ttl(r->id, job.owner, job.capsule_ttl_s);
+        CapsuleStore::PolicyChange change;
+        change.pinned = job.capsule_pin;
+        change.priority = job.capsule_priority;
+        if (job.capsule_ttl_s > 0) change.ttl_s = job.capsule_ttl_s;
+        (void)store_->set_policy(r->id, job.owner, change);  // found just above: cannot fail
         const CapsuleRecord* made = store_->find(a.made_capsule, job.owner);
         fin.capsule = capsule_json(*made, store_->ttl_left(*made));
         update_store_metrics();

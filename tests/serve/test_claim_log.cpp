@@ -1,5 +1,5 @@
 // The claim log file under a full disk (issue 13 B5): records are whole lines or nothing, a torn
-// tail left by a crash is cut at the next start, events that could not be written wait and are
+// tail left by a crash (or lines a power cut damaged) is cut at the next start, events that could not be written wait and are
 // written in order once the disk has room, and the result passes scripts/claimlog_check.py.
 // The full disk is the exec layer's I/O fault gate, which makes the log's write stop part-way.
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -115,5 +116,58 @@ TEST(ClaimLogFile, TornTailIsCutAtOpenAndTheNextEventStartsALine) {
     EXPECT_EQ(seqs[0], 1u);
     EXPECT_EQ(seqs[1], 2u);
     run_checker(path);
+    std::remove(path.c_str());
+}
+
+// What a power cut leaves of the unsynced tail: whole lines that are not records (zeros, random
+// bytes), possibly followed by records. The log is cut after its last valid record, the damaged
+// file is kept aside first, and the history goes on from there.
+TEST(ClaimLogFile, DamagedLinesAreCutAfterTheLastValidRecordAndKeptAside) {
+    const std::string path = temp_path("claims_damaged");
+    {
+        ClaimLog log;
+        ASSERT_EQ(log.open_file(path), FROST_OK);
+        add(log, "c1", claim_event::kAccepted);
+        add(log, "c1", claim_event::kMaterialized);
+        add(log, "c2", claim_event::kAccepted);
+        add(log, "c2", claim_event::kRefused);
+    }
+    const std::string good = read_all(path);
+    std::mt19937 rng(std::random_device{}());
+    std::string damage(16 + rng() % 64, '\0');
+    if (rng() % 2)  // zeros or random bytes, one damaged line either way
+        for (auto& ch : damage) {
+            ch = char(rng() % 256);
+            if (ch == '\n') ch = ' ';
+        }
+    damage += "\n";
+    damage += R"({"seq":9,"time":1,"claim_id":"c3","event":"accepted","tier":"device","bytes":1,"pinned":false})" "\n";
+    {
+        std::ofstream out(path, std::ios::app | std::ios::binary);
+        out << damage;
+    }
+    ClaimLog log;
+    ASSERT_EQ(log.open_file(path), FROST_OK);
+    EXPECT_EQ(log.repaired_bytes(), damage.size());
+    EXPECT_EQ(read_all(path), good);
+    EXPECT_TRUE(log.previously_live("c1"));
+    EXPECT_TRUE(log.previously_ended("c2"));
+    EXPECT_FALSE(log.previously_live("c3"));  // after the damage: not part of the history
+    add(log, "c1", claim_event::kPinned);
+    const std::vector<uint64_t> seqs = seqs_of(read_all(path));
+    ASSERT_EQ(seqs.size(), 5u);
+    EXPECT_EQ(seqs.back(), 5u);
+    run_checker(path);
+    // The damaged file, whole, beside the log.
+    const std::string dir = path.substr(0, path.rfind('/'));
+    const std::string stem = path.substr(path.rfind('/') + 1) + ".damaged.";
+    std::string kept;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind(stem, 0) == 0) kept = entry.path().string();
+    }
+    ASSERT_FALSE(kept.empty());
+    EXPECT_EQ(read_all(kept), good + damage);
+    std::remove(kept.c_str());
     std::remove(path.c_str());
 }

@@ -259,6 +259,105 @@ TEST(ServePersistence, AdoptRespectsBudgetAndDuplicates) {
     EXPECT_EQ(f.store->used(Tier::Disk), 400u);
 }
 
+// After a crash or power cut the files are the truth: re-indexing finishes removals the log had
+// already recorded (evicted; a restore that failed closed), gives an adopted capsule the event the
+// crash cut off (materialized, offloaded, restored) or the policy its sidecar holds, and records a
+// capsule the log lost. The continued log then replays as one valid history.
+TEST(ServePersistence, ReindexMakesTheClaimLogAgreeWithTheFiles) {
+    std::mt19937 rng(std::random_device{}());
+    const std::string dir = temp_dir();
+    const std::string path = dir + "/claims.jsonl";
+    struct Case {
+        const char* id;
+        std::vector<const char*> events;  // the previous run's, in order
+        bool pinned_on_disk;
+    };
+    const std::vector<Case> cases = {
+        {"cap-pending", {"accepted"}, false},
+        {"cap-demoting", {"accepted", "materialized", "demoted"}, false},
+        {"cap-restoring", {"accepted", "materialized", "restore_required"}, false},
+        {"cap-live", {"accepted", "materialized"}, false},
+        {"cap-pinned", {"accepted", "materialized"}, true},  // the "pinned" event never made it
+        {"cap-unknown", {}, false},                          // the log lost its record
+        {"cap-deleted", {"accepted", "materialized", "evicted"}, false},
+        {"cap-failed", {"accepted", "materialized", "restore_required", "restoration_failed"}, false},
+    };
+    {
+        ClaimLog first;
+        ASSERT_EQ(first.open_file(path), FROST_OK);
+        for (const auto& c : cases)
+            for (const char* ev : c.events) {
+                ClaimEvent e;
+                e.claim_id = c.id;
+                e.event = ev;
+                e.tier = std::string(ev) == "demoted" ? Tier::Device : Tier::Host;
+                e.bytes = 64;
+                first.append(e);
+            }
+    }
+    std::map<std::string, std::vector<int32_t>> tokens;
+    for (const auto& c : cases) {
+        tokens[c.id] = random_tokens(rng, 5 + rng() % 40);
+        const auto& t = tokens[c.id];
+        std::ostringstream file;
+        file << "TOKENS " << t.size();
+        for (int32_t v : t) file << ' ' << v;
+        ASSERT_TRUE(util::write_file(dir + "/" + c.id + kCapsuleFileExt, file.str(), nullptr));
+        SidecarMeta m;
+        m.id = c.id;
+        m.owner = "key0";
+        m.pinned = c.pinned_on_disk;
+        m.token_digest = digest_hex(token_digest(t.data(), t.size()));
+        ASSERT_TRUE(util::write_file(dir + "/" + c.id + kSidecarExt, sidecar_to_json(m, nullptr), nullptr));
+    }
+
+    Fixture b(1 << 20, path);
+    const ReindexReport r = reindex_capsule_dir(dir, b.engine, *b.store, &b.log, 100.0);
+    for (const auto& n : r.notes) SCOPED_TRACE(n);
+    EXPECT_EQ(r.adopted, 6u);
+    EXPECT_EQ(r.removed, 2u);
+    EXPECT_EQ(r.quarantined, 0u);
+    for (const char* gone : {"cap-deleted", "cap-failed"}) {
+        EXPECT_EQ(b.store->find(gone, "key0"), nullptr) << gone;
+        EXPECT_FALSE(util::file_exists(dir + "/" + gone + kCapsuleFileExt)) << gone;
+        EXPECT_FALSE(util::file_exists(dir + "/" + gone + kSidecarExt)) << gone;
+    }
+    std::map<std::string, std::vector<std::string>> added;  // this run's events per claim
+    for (const auto& e : b.log.recent()) added[e.claim_id].push_back(e.event);
+    using V = std::vector<std::string>;
+    EXPECT_EQ(added["cap-pending"], V{"materialized"});
+    EXPECT_EQ(added["cap-demoting"], V{"offloaded"});
+    EXPECT_EQ(added["cap-restoring"], V{"restored"});
+    EXPECT_EQ(added["cap-live"], V{});
+    EXPECT_EQ(added["cap-pinned"], V{"pinned"});
+    EXPECT_EQ(added["cap-unknown"], (V{"accepted", "materialized"}));
+    EXPECT_EQ(added["cap-deleted"], V{});
+    EXPECT_EQ(added["cap-failed"], (V{"refused", "evicted"}));  // ended along its state machine
+    for (const auto& c : cases) {
+        const CapsuleRecord* rec = b.store->find(c.id, "key0");
+        if (!rec) continue;
+        EXPECT_EQ(rec->tokens, tokens[c.id]) << c.id;
+        EXPECT_EQ(rec->pinned, c.pinned_on_disk) << c.id;
+    }
+    // The next events of every adopted claim are allowed: it is live on disk.
+    for (const auto& c : cases) {
+        if (!b.store->find(c.id, "key0")) continue;
+        ClaimEvent e;
+        e.claim_id = c.id;
+        e.event = claim_event::kRestoreRequired;
+        e.tier = Tier::Disk;
+        b.log.append(e);
+    }
+    const std::string cmd = std::string(FROST_PYTHON_EXE) + " " + FROST_SOURCE_DIR + "/scripts/claimlog_check.py " + path;
+    if (::access(FROST_PYTHON_EXE, X_OK) != 0) ADD_FAILURE() << "no " << FROST_PYTHON_EXE << " for " << cmd;
+    else EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::vector<std::string> names;
+    std::string why;
+    ASSERT_TRUE(util::list_dir(dir, &names, &why));
+    for (const auto& n : names) ::unlink((dir + "/" + n).c_str());
+    ::rmdir(dir.c_str());
+}
+
 TEST(ServePersistence, ClaimLogContinuesAPreviousRun) {
     const std::string dir = temp_dir();
     const std::string path = dir + "/claims.jsonl";

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "serve/capsule_store.h"
 #include "serve/planner.h"
@@ -175,6 +176,45 @@ TEST(Store, LruDemotionDownTheTiersThenEviction) {
     EXPECT_EQ(f.store->used(Tier::Host), 200u);
     EXPECT_EQ(f.store->used(Tier::Disk), 100u);
     EXPECT_EQ(f.live_handles.size(), f.store->size());
+}
+
+// POST /v1/capsules/{id} with several fields is one change: persistence hears of it once (one
+// sidecar write holds all of it, so a crash keeps the whole change or none), with the pin logged.
+TEST(Store, APolicyChangeOfSeveralFieldsNotifiesOnce) {
+    double now = 10;
+    ClaimLog log;
+    std::vector<std::tuple<bool, int, double>> seen;  // the record at each notification
+    StoreBudgets b;
+    b.bytes[0] = b.bytes[1] = b.bytes[2] = 1000;
+    StoreHooks h;
+    h.move = [](CapsuleRecord&, Tier) { return FROST_OK; };
+    h.drop = [](CapsuleRecord&) {};
+    h.changed = [&](const CapsuleRecord& r) { seen.emplace_back(r.pinned, r.priority, r.ttl_s); };
+    CapsuleStore store(b, h, &log, [&] { return now; });
+    CapsuleRequest req;
+    req.id = "a";
+    req.owner = "k";
+    req.bytes = 10;
+    req.tokens = {1, 2, 3};
+    Tier placed;
+    std::vector<std::string> blocking;
+    ASSERT_EQ(store.admit(req, &placed, &blocking), FROST_OK);
+    ASSERT_EQ(store.materialize("a", 7, 10), FROST_OK);
+    CapsuleStore::PolicyChange c;
+    c.pinned = true;
+    c.priority = 7;
+    c.ttl_s = 60;
+    ASSERT_EQ(store.set_policy("a", "k", c), FROST_OK);
+    ASSERT_EQ(seen.size(), 1u);
+    EXPECT_EQ(seen[0], std::make_tuple(true, 7, 60.0));
+    EXPECT_NEAR(store.ttl_left(*store.find("a", "k")), 60, 1e-9);
+    EXPECT_EQ(log.recent("a").back().event, claim_event::kPinned);
+    // Nothing changes: no notification. Another key's id: not found, untouched.
+    c.ttl_s.reset();
+    ASSERT_EQ(store.set_policy("a", "k", c), FROST_OK);
+    EXPECT_EQ(seen.size(), 1u);
+    EXPECT_EQ(store.set_policy("a", "other", c), FROST_ERR_NOT_FOUND);
+    EXPECT_EQ(seen.size(), 1u);
 }
 
 TEST(Store, PriorityBeatsRecency) {

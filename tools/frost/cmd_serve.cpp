@@ -273,8 +273,9 @@ int run_serve(const std::vector<std::string>& args) {
         const serve::ReindexReport& r = sched.reindex_report();
         for (const auto& note : r.notes) std::fprintf(stderr, "frost serve: capsule dir: %s\n", note.c_str());
         std::printf("frost serve: capsule dir %s: %zu re-indexed, %zu quarantined, %zu temp removed, %zu expired, "
-                    "%zu claims lost\n",
-                    capsule_dir.c_str(), r.adopted, r.quarantined, std::max(temp_at_start, r.temp_removed), r.expired, r.lost);
+                    "%zu claims lost, %zu removals finished\n",
+                    capsule_dir.c_str(), r.adopted, r.quarantined, std::max(temp_at_start, r.temp_removed), r.expired, r.lost,
+                    r.removed);
     }
     serve::Api api(sched, *text, eng, metrics, api_cfg);
     serve::HttpServer http(api, sched, http_cfg);

@@ -46,12 +46,13 @@ def serve_args(model, extra=(), key=None, sessions=2, max_seq_len=1024):
 
 
 class ServeProcess:
-    """`frost serve --port 0` with the given arguments; waits for the "on http://127.0.0.1:PORT" line."""
+    """`frost serve --port 0` with the given arguments (and environment, when `env` is given);
+    waits for the "on http://127.0.0.1:PORT" line."""
 
-    def __init__(self, model, extra=(), key=None, sessions=2, max_seq_len=1024):
+    def __init__(self, model, extra=(), key=None, sessions=2, max_seq_len=1024, env=None):
         self.key = key
         self.proc = subprocess.Popen(serve_args(model, extra, key, sessions, max_seq_len), stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
+                                     stderr=subprocess.STDOUT, text=True, env=env)
         self.lines = []
         self.port = None
         deadline = time.time() + START_TIMEOUT_S
