@@ -252,6 +252,7 @@ frost_status CapsuleManager::prefill_and_snapshot(int session, const int32_t* id
     int32_t tok = -1;
     if (head) FROST_TRY(engine_.prefill(session, ids, head, &tok));
     const std::vector<int32_t> rem(ids + head, ids + n);
+    if (next && rem.empty()) *next = tok;  // known now: a caller whose freeze fails still has it
     FROST_TRY(snapshot_locked(session, P, rem, tier, path, out));
     if (!rem.empty()) {
         frost_status s = engine_.prefill(session, rem.data(), rem.size(), &tok);

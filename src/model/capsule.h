@@ -146,7 +146,9 @@ public:
     // Prefills ids[0..n) from the session's current position p0 so that P = p0 + n: first up to
     // Pa = floor(P/A)*A, snapshots there (requested P, remainder [Pa, P) in the metadata), then the
     // remainder. Chunk-invariant kernels make this equal to prefill(ids) bitwise. *next (may be
-    // null) is the token sampled after P. FROST_ERR_STATE when Pa < p0.
+    // null) is the token sampled after P. FROST_ERR_STATE when Pa < p0. When the freeze itself
+    // fails (FROST_ERR_OUT_OF_MEMORY: no room on the tier), the session stays at Pa, and *next is
+    // already set when Pa == P, so a caller can finish the prefill without a capsule.
     frost_status prefill_and_snapshot(int session, const int32_t* ids, size_t n, CapsuleTier tier,
                                       CapsuleId* out, int32_t* next, const std::string& path = "");
     // Copies the capsule into the session (promoting from disk through pinned memory), adopts its

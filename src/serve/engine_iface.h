@@ -114,11 +114,16 @@ public:
     // prefill() that also freezes a capsule of the state after ids (engines with an alignment
     // unit store it at the aligned boundary and re-prefill the rest on restore). *handle = 0
     // when no capsule could be taken here; the prefill happened either way when OK is returned.
+    // When the freeze was tried and failed (no memory on the tier), *refusal (if given) says why:
+    // the request goes on, only its capsule is not made.
     virtual frost_status prefill_snapshot(int slot, const int32_t* ids, size_t n, Tier tier, int32_t* next,
-                                          uint64_t* handle, uint64_t* bytes) {
+                                          uint64_t* handle, uint64_t* bytes, std::string* refusal) {
         *handle = 0;
         FROST_TRY_IFACE(prefill(slot, ids, n, next));
-        if (snapshot(slot, tier, handle, bytes) != FROST_OK) *handle = 0;
+        if (snapshot(slot, tier, handle, bytes) != FROST_OK) {
+            *handle = 0;
+            if (refusal) *refusal = frost_last_error();
+        }
         return FROST_OK;
     }
     // Copies the capsule into the slot's live buffers; position = the capsule's boundary.

@@ -109,14 +109,27 @@ frost_status ModelEngine::snapshot(int slot, Tier tier, uint64_t* handle, uint64
 }
 
 frost_status ModelEngine::prefill_snapshot(int slot, const int32_t* ids, size_t n, Tier tier, int32_t* next,
-                                           uint64_t* handle, uint64_t* bytes) {
+                                           uint64_t* handle, uint64_t* bytes, std::string* refusal) {
     *handle = 0;
     if (!capsules_) return prefill(slot, ids, n, next);
     // The manager freezes at floor(P/A)*A; that point must not lie before the current position.
     const int64_t p0 = engine_.position(slot);
     if (!snapshot_possible(size_t(p0), size_t(p0) + n)) return prefill(slot, ids, n, next);
     model::CapsuleId id = 0;
-    FROST_TRY(capsules_->prefill_and_snapshot(slot, ids, n, tier, &id, next));
+    const frost_status st = capsules_->prefill_and_snapshot(slot, ids, n, tier, &id, next);
+    if (st == FROST_ERR_OUT_OF_MEMORY) {
+        // No room to freeze on the tier (design T32): the request goes on without its capsule.
+        // The manager stopped at the aligned boundary; the rest of the prompt is prefilled here
+        // (when nothing remains, it has set *next already).
+        if (refusal) *refusal = frost_last_error();
+        const int64_t at = engine_.position(slot);
+        if (at < p0 || at > p0 + int64_t(n))
+            return fail(FROST_ERR_STATE, "prefill_snapshot: slot %d at %lld after a failed freeze (from %lld, %zu ids)",
+                        slot, (long long)at, (long long)p0, n);
+        const size_t done = size_t(at - p0);
+        return done < n ? prefill(slot, ids + done, n - done, next) : FROST_OK;
+    }
+    FROST_TRY(st);
     *handle = id;
     *bytes = payload_bytes(*capsules_, id);
     return FROST_OK;

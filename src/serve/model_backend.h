@@ -52,7 +52,7 @@ public:
     uint64_t capsule_bytes_at(size_t tokens) const override;
     frost_status snapshot(int slot, Tier tier, uint64_t* handle, uint64_t* bytes) override;
     frost_status prefill_snapshot(int slot, const int32_t* ids, size_t n, Tier tier, int32_t* next, uint64_t* handle,
-                                  uint64_t* bytes) override;
+                                  uint64_t* bytes, std::string* refusal) override;
     frost_status restore(uint64_t handle, int slot) override;
     bool fork_live_supported() const override { return true; }
     frost_status fork_live(int from, const std::vector<int>& to) override;

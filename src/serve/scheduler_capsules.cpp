@@ -59,15 +59,24 @@ bool Scheduler::prefill_and_snapshot(Active& a, size_t end, int32_t* next) {
     // survive a crash.
     p.to_file = placed == Tier::Disk && persistence_on();
     frost_status st;
+    std::string refusal;
     {
         tm.prefill_calls++;
         PhaseTimer t(tm, Phase::Snapshot);
         st = engine_.prefill_snapshot(a.slot, job.prompt.data() + a.pos, end - a.pos,
-                                      p.to_file ? Tier::Host : placed, next, &p.handle, &p.bytes);
+                                      p.to_file ? Tier::Host : placed, next, &p.handle, &p.bytes, &refusal);
     }
     if (st != FROST_OK || p.handle == 0) {
         PhaseTimer t(tm, Phase::Store);
-        store_->abandon(p.req.id, st == FROST_OK ? "no capsule at this boundary" : "prefill failed");
+        if (st == FROST_OK && !refusal.empty()) {
+            // The memory of its tier could not hold it (design T32): the request goes on, and a
+            // capsule-only request answers 507 (insufficient storage), as for a failed disk write.
+            a.capsule_refusal = "no room to freeze it: " + refusal;
+            a.capsule_storage_failed = true;
+        }
+        store_->abandon(p.req.id, st != FROST_OK        ? "prefill failed"
+                                  : !refusal.empty() ? a.capsule_refusal
+                                                     : "no capsule at this boundary");
         update_store_metrics();
         return st == FROST_OK;
     }

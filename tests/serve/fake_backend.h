@@ -78,6 +78,7 @@ public:
     std::atomic<int> layer_delay_us{0};
     std::atomic<uint64_t> forks{0};
     std::atomic<bool> fail_restore{false};
+    std::atomic<bool> fail_snapshot{false};  // a freeze finds no memory on its tier (T32)
     // When not empty: the output is exactly these ids, then the end token (set before use).
     std::vector<int32_t> script;
     // Observations.

@@ -150,7 +150,8 @@ frost_status FakeEngine::decode(int slot, int32_t* next) {
     return FROST_OK;
 }
 
-frost_status FakeEngine::snapshot(int slot, Tier, uint64_t* handle, uint64_t* bytes) {
+frost_status FakeEngine::snapshot(int slot, Tier tier, uint64_t* handle, uint64_t* bytes) {
+    if (fail_snapshot) return fail(FROST_ERR_OUT_OF_MEMORY, "fake: no memory for a capsule on the %s tier", tier_name(tier));
     std::lock_guard<std::mutex> lock(mu_);
     *handle = next_handle_++;
     capsules_[*handle] = slots_[size_t(slot)].committed;

@@ -27,6 +27,7 @@ public:
                const std::vector<std::string>& keys, const ApiConfig& base = ApiConfig{});
     ~FakeServerStack();  // stops the HTTP server, then the scheduler
     uint16_t port() const;
+    Scheduler& sched() { return *sched_; }  // for control() closures that look inside the store
 
 private:
     std::unique_ptr<Scheduler> sched_;

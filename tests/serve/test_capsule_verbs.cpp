@@ -1,7 +1,8 @@
 // The capsule verbs over HTTP on a real loopback server over the fake engine: create from a
 // messages prefix or token ids (with pin / priority / TTL), fork (n choices from one capsule),
 // rollback (back to an earlier boundary while the live state went further), per-key isolation,
-// the 400/404/405/409 answers, and 507 when the disk tier cannot write a capsule. Outputs are
+// the 400/404/405/409 answers, and 507 when the disk tier cannot write a capsule or its memory
+// tier cannot hold it. Outputs are
 // compared with a capsule-free server's.
 #include <gtest/gtest.h>
 
@@ -274,6 +275,42 @@ TEST(CapsuleVerbs, DiskWriteFailureIs507AndKeepsWhatWasStored) {
     }
     for (const auto& n : dir_names(dir)) ::unlink((dir + "/" + n).c_str());
     ::rmdir(dir.c_str());
+}
+
+// Reliability case T32: a freeze that finds no memory on its tier. A chat turn is served all the
+// same (its output equals a server's with room), only its capsule is not made; a capsule-only
+// request answers 507 capsule_storage_failed naming the reason; the claim is refused, nothing is
+// held; once memory is back, capsules are made again.
+TEST(CapsuleVerbs, NoMemoryToFreezeServesTheTurnAndAnswers507ForACapsule) {
+    std::mt19937 rng(std::random_device{}());
+    const std::string words = "alpha beta gamma delta " + std::to_string(rng());
+    const json turn = chat({msg("system", "sys"), msg("user", words)}, 5);
+    VerbServer room, full;
+    const auto want = room.req("POST", "/v1/chat/completions", turn);
+    ASSERT_EQ(want.status, 200) << want.body;
+    EXPECT_FALSE(json::parse(room.req("GET", "/v1/capsules").body)["data"].empty()) << "a turn freezes a capsule";
+
+    full.engine.fail_snapshot = true;
+    const auto got = full.req("POST", "/v1/chat/completions", turn);
+    ASSERT_EQ(got.status, 200) << got.body;
+    EXPECT_EQ(content(json::parse(got.body)), content(json::parse(want.body)));
+    EXPECT_TRUE(json::parse(full.req("GET", "/v1/capsules").body)["data"].empty());
+    const auto r = full.req("POST", "/v1/capsules", json{{"messages", json::array({msg("user", words)})}});
+    EXPECT_EQ(r.status, 507) << r.body;
+    EXPECT_EQ(json::parse(r.body)["error"]["code"], "capsule_storage_failed");
+    EXPECT_NE(json::parse(r.body)["error"]["message"].get<std::string>().find("no room to freeze"), std::string::npos)
+        << r.body;
+    EXPECT_EQ(full.engine.live_capsules(), 0u);
+    bool refused = false;
+    full.stack.sched().control([&](CapsuleStore& store, ClaimLog& log) {
+        EXPECT_EQ(store.size(), 0u);
+        for (const auto& e : log.recent()) refused |= e.event == claim_event::kRefused;
+    });
+    EXPECT_TRUE(refused);
+
+    full.engine.fail_snapshot = false;
+    EXPECT_EQ(full.req("POST", "/v1/capsules", json{{"messages", json::array({msg("user", words)})}}).status, 200);
+    EXPECT_EQ(full.engine.live_capsules(), 1u);
 }
 
 TEST(CapsuleVerbs, CreateIsRefusedWithoutCapsules) {
