@@ -4,6 +4,8 @@
 // capsule isolation (T14), multi-turn restore that equals a cold server, fail-closed restore.
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+
 #include <atomic>
 #include <mutex>
 #include <random>
@@ -15,6 +17,7 @@
 #include "exec/error.h"
 #include "serve/api.h"
 #include "serve/fake_backend.h"
+#include "serve/fake_server.h"
 #include "serve/http_client.h"
 #include "serve/http_server.h"
 #include "serve/scheduler.h"
@@ -389,6 +392,60 @@ TEST(Http, DisconnectMidPrefillCancelsBeforeAnyDecodeStep) {
     EXPECT_LE(s.metrics.generated_tokens_total.load(), 1u);  // at most the token the prefill sampled
     s.engine.step_delay_ms = 0;
     EXPECT_EQ(s.post("/v1/chat/completions", chat_body({user("next")}, 3)).status, 200);
+}
+
+// Reliability case T30 at scale: 10^4 clients that vanish abruptly (the socket closed with the
+// response unread) at once after sending (queued, or not yet parsed), a moment later (queued or
+// mid-prefill) or after their first token (mid-decode), from 8 threads against 2 slots. After
+// it: no slot busy, nothing queued or active, every descriptor the server opened closed again,
+// and the next request's output equals a fresh server's.
+TEST(Http, TenThousandAbruptDisconnectsLeaveNothingBehind) {
+    Server s(Options{.slots = 2, .queue_cap = 64, .step_delay_ms = 1});
+    auto open_fds = [] {
+        size_t n = 0;
+        if (DIR* d = ::opendir("/proc/self/fd")) {
+            while (::readdir(d)) ++n;
+            ::closedir(d);
+        }
+        return n;
+    };
+    const size_t fds_before = open_fds();
+    constexpr int kThreads = 8, kPerThread = 1250;
+    const uint32_t seed = std::random_device{}();
+    std::atomic<int> sent{0}, mid_decode{0};
+    std::vector<std::thread> clients;
+    for (int t = 0; t < kThreads; ++t)
+        clients.emplace_back([&, t] {
+            std::mt19937 rng(seed + uint32_t(t));
+            for (int i = 0; i < kPerThread; ++i) {
+                const int fd = open_stream(s.port, kKey, random_words(rng, 1 + int(rng() % 12)), 4 + int(rng() % 60));
+                if (fd < 0) continue;
+                sent++;
+                const int when = int(rng() % 3);
+                if (when == 1) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+                if (when == 2 && read_until(fd, "\"content\":\"", 3000).find("\"content\":\"") != std::string::npos)
+                    mid_decode++;
+                close_fd(fd);
+            }
+        });
+    for (auto& c : clients) c.join();
+    EXPECT_EQ(sent.load(), kThreads * kPerThread);
+    EXPECT_GT(mid_decode.load(), 0);
+    EXPECT_TRUE(eventually([&] {
+        return s.sched->busy_slots() == 0 && s.metrics.queue_depth.load() == 0 && s.metrics.active_requests.load() == 0;
+    }, 30000)) << "busy " << s.sched->busy_slots() << ", queued " << s.metrics.queue_depth.load() << ", active "
+               << s.metrics.active_requests.load();
+    EXPECT_EQ(s.metrics.requests_total.load(), uint64_t(sent.load()));  // each one reached the scheduler
+    EXPECT_GT(s.metrics.cancelled_total.load(), uint64_t(sent.load()) / 2);  // most ended by the client
+    EXPECT_TRUE(eventually([&] { return open_fds() <= fds_before; }, 10000))
+        << open_fds() << " descriptors open, " << fds_before << " before";
+    Server fresh;
+    const json body = chat_body({user("after the storm")}, 6);
+    const auto after = s.post("/v1/chat/completions", body);
+    const auto want = fresh.post("/v1/chat/completions", body);
+    ASSERT_EQ(after.status, 200) << after.body;
+    EXPECT_EQ(json::parse(after.body)["choices"][0]["message"]["content"],
+              json::parse(want.body)["choices"][0]["message"]["content"]);
 }
 
 TEST(Http, MultiTurnRestoresAndMatchesAColdServer) {
