@@ -91,15 +91,23 @@ void quarantine(const std::string& dir, const std::string& name, const std::stri
     rep->quarantined++;
 }
 
-void log_gone(ClaimLog* log, const std::string& id, const char* event, const std::string& reason, bool pinned) {
-    if (!log || !log->previously_live(id)) return;  // a claim this log never had: nothing to end
+// One event that re-indexing appends on behalf of a claim.
+void add_event(ClaimLog* log, const std::string& id, const char* event, Tier tier, bool pinned, uint64_t bytes,
+               const std::string& reason, std::vector<std::string> blocking = {}) {
     ClaimEvent e;
     e.claim_id = id;
     e.event = event;
-    e.tier = Tier::Disk;
+    e.tier = tier;
     e.pinned = pinned;
+    e.bytes = bytes;
     e.reason = reason;
+    e.blocking = std::move(blocking);
     log->append(std::move(e));
+}
+
+void log_gone(ClaimLog* log, const std::string& id, const char* event, const std::string& reason, bool pinned) {
+    if (!log || !log->previously_live(id)) return;  // a claim this log never had: nothing to end
+    add_event(log, id, event, Tier::Disk, pinned, 0, reason);
 }
 
 // Ends a claim the previous run left live whose capsule did not come back, along the claim
@@ -107,14 +115,7 @@ void log_gone(ClaimLog* log, const std::string& id, const char* event, const std
 void end_lost_claim(ClaimLog* log, const std::string& id, const ClaimLog::OpenClaim& c) {
     const std::string why = "lost at restart: not in the capsule dir (memory tier at a crash, or never persisted)";
     auto add = [&](const char* event, std::vector<std::string> blocking = {}) {
-        ClaimEvent e;
-        e.claim_id = id;
-        e.event = event;
-        e.tier = c.tier;
-        e.pinned = c.pinned;
-        e.reason = why;
-        e.blocking = std::move(blocking);
-        log->append(std::move(e));
+        add_event(log, id, event, c.tier, c.pinned, 0, why, std::move(blocking));
     };
     const std::string& last = c.last_event;
     if (last == claim_event::kAccepted) return add(claim_event::kRefused);
@@ -139,14 +140,7 @@ void settle_adopted_claim(ClaimLog* log, const std::string& id, uint64_t bytes, 
     const auto live = log->previously_live_claims();
     const auto it = live.find(id);
     auto add = [&](const char* event, const std::string& why) {
-        ClaimEvent e;
-        e.claim_id = id;
-        e.event = event;
-        e.tier = Tier::Disk;
-        e.bytes = bytes;
-        e.pinned = pinned;
-        e.reason = why;
-        log->append(std::move(e));
+        add_event(log, id, event, Tier::Disk, pinned, bytes, why);
     };
     const std::string interrupted = "at start: its files were whole; the crash came before this event";
     if (it == live.end()) {

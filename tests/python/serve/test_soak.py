@@ -1,5 +1,5 @@
-"""A short run of scripts/soak.py (design/reliability.md T35, blackbox style) over the REAL CPU
-engine: mixed traffic from four clients (capsule create, pin/priority, delete, restore with a
+"""A short run of bench/python/soak.py (design/reliability.md T35, blackbox style) over the
+REAL CPU engine: mixed traffic from four clients (capsule create, pin/priority, delete, restore with a
 suffix, chat turns streamed or not) while the server is SIGKILLed every ~8 s and restarted on
 the same capsule directory. The script checks after every restart that each acknowledged capsule
 is back with its policy, that deletions stay deleted, that a restore with the same suffix gives
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not FROST or not os.path.exists(FROST), reason="
 
 def test_short_soak_with_random_sigkills_holds(model_dir, tmp_path):
     seed = int.from_bytes(os.urandom(4), "little") % (1 << 30)
-    cmd = [sys.executable, os.path.join(SOURCE, "scripts", "soak.py"), "--frost", FROST, "--model", model_dir,
+    cmd = [sys.executable, os.path.join(SOURCE, "bench", "python", "soak.py"), "--frost", FROST, "--model", model_dir,
            "--seconds", "45", "--kill-every", "8", "--clients", "4", "--capsule-dir", str(tmp_path / "caps"),
            "--seed", str(seed)]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

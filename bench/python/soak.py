@@ -2,7 +2,7 @@
 """Soak: `frost serve` under mixed API traffic, SIGKILLed at random moments and restarted on the
 same capsule directory (design/reliability.md T35, blackbox style).
 
-  python scripts/soak.py --frost build/tools/frost/frost --model DIR --seconds 86400 --kill-every 600
+  python bench/python/soak.py --frost build/tools/frost/frost --model DIR --seconds 86400 --kill-every 600
 
 Clients (threads, each owning its capsules) create capsules, change their policy (pin, priority),
 delete them, restore them with a suffix and run plain chat turns, streamed or not. The memory
@@ -34,21 +34,12 @@ import tempfile
 import threading
 import time
 
+from load_chaos import rss_kib
+
 WORDS = "alpha build cache delta engine frost graph host index join kernel layer model node".split()
 ALIGN = 64        # capsule lengths are multiples of the engine's alignment: stored exactly
 SUFFIXES = 3      # restore suffixes per capsule, each with its recorded text
 TIMEOUT_S = 120   # one request
-
-
-def rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
 
 
 class Down(Exception):
@@ -344,7 +335,8 @@ def main(argv=None):
     soak.server.proc.send_signal(signal.SIGTERM)
     soak.server.proc.wait(timeout=60)
     log = os.path.join(args.capsule_dir, "claims.jsonl")
-    res = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "claimlog_check.py"),
+    checker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "claimlog_check.py")
+    res = subprocess.run([sys.executable, checker,
                           log], capture_output=True, text=True)
     if res.returncode != 0:
         soak.violation("claim log: " + res.stdout.strip() + res.stderr.strip())
