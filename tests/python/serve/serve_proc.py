@@ -38,6 +38,17 @@ def synth_model_dir():
     return out
 
 
+def rss_kib(pid):
+    """A process's resident memory in KiB (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
 def serve_args(model, extra=(), key=None, sessions=2, max_seq_len=1024):
     args = [FROST, "serve", "--model", model, "--port", "0", "--sessions", str(sessions)]
     if max_seq_len is not None:  # None: the server's default (the model's context)

@@ -12,24 +12,13 @@ import threading
 import time
 
 import pytest
-from serve_proc import FROST, ServeProcess
+from serve_proc import FROST, ServeProcess, rss_kib
 
 pytestmark = pytest.mark.skipif(not FROST or not os.path.exists(FROST), reason="FROST_BIN not set")
 
 KEY = "sk-bad-bodies"
 RSS_BOUND_KIB = 512 * 1024  # growth while one bad body is handled: a few copies of 8 MB, not GBs
 ANSWER_S = 120              # every answer comes back, well within this
-
-
-def rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def send(port, body, path="/v1/chat/completions"):

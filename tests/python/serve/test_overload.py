@@ -19,7 +19,7 @@ import threading
 import time
 
 import pytest
-from serve_proc import FROST, ServeProcess
+from serve_proc import FROST, ServeProcess, rss_kib
 
 pytestmark = pytest.mark.skipif(not FROST or not os.path.exists(FROST), reason="FROST_BIN not set")
 
@@ -29,14 +29,6 @@ CLIENTS = 24
 SECONDS = 30
 RSS_GROWTH_KIB = 64 * 1024  # after warm-up: far above noise, far below a per-request leak
 WORDS = "alpha build cache delta engine frost graph host index join kernel layer model node".split()
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def metric(port, name):
