@@ -12,8 +12,6 @@
 // group>b<blocks per SM>", "p": pipelined, the next group loaded before the current one is
 // computed, "t2" / "t4": two / four 16-row tiles per block, "w12": one tile of 12 warps; "tc"
 // picks one by shape). --m M runs M x rows at once (a batched decode step; the SIMT kernel takes M = 1 only).
-// "-fold" rows: INT4 with the bias folded out of the dequantization (GemvQuantParams::int4_fold;
-// the SIMT kernel does not fold, so only the tensor-core rows differ from "int4").
 // "-w8a8" rows: the FP8 formats with x quantized in the kernel (GemvQuantParams::act_fp8, FP8 mma;
 // tensor-core kernel, u1b3p, u1b3pt2 and u1b2pw12 only).
 // --moe: instead, the routed experts of a 35B-A3B-shaped MoE decode step (256 experts stacked, 8
@@ -382,7 +380,6 @@ int main(int argc, char** argv) {
         int format;  // -1: bf16 gemv_launch
         bool zero_point;
         bool act8 = false;
-        int fold = 0;  // INT4: GemvQuantParams::int4_fold (the "-fold" rows: the bias off the step sums)
     };
     const Fmt fmts[] = {{"bf16", -1, false},
                         {"fp8-block", kGemvQuantFp8Block, false},
@@ -391,9 +388,7 @@ int main(int argc, char** argv) {
                         {"fp8-chan-w8a8", kGemvQuantFp8Channel, false, true},
                         {"nvfp4", kGemvQuantNvfp4, false},
                         {"int4", kGemvQuantInt4, false},
-                        {"int4-zp", kGemvQuantInt4, true},
-                        {"int4-fold", kGemvQuantInt4, false, false, 1},
-                        {"int4-zp-fold", kGemvQuantInt4, true, false, 1}};
+                        {"int4-zp", kGemvQuantInt4, true}};
     auto wanted = [&](const Fmt& f) {
         return only.empty() || only.find(std::string(",").append(f.name).append(",")) != std::string::npos;
     };
@@ -445,7 +440,6 @@ int main(int argc, char** argv) {
                     p.zero_point = f.zero_point ? static_cast<const int32_t*>(zp) : nullptr;
                     p.swiglu = sh.swiglu ? 1 : 0;
                     p.act_fp8 = f.act8 ? 1 : 0;
-                    p.int4_fold = f.fold;
                     p.pdl = pdl ? 1 : 0;
                     cost = gemv_quant_cost(p);
                     if (kernel == 0 && (M > 1 || f.act8)) continue;

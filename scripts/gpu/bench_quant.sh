@@ -26,15 +26,12 @@ printf '%-9s %11s %14s %10s %7s %11s %11s %11s\n' format weights_GB decode_ms/to
 # fp8-fused: the same fp8 checkpoint with the GDN in_proj bound as one fused matrix, which a
 # checkpoint leaving in_proj_a / in_proj_b in bf16 (as the published ones and synth do) then
 # dequantizes to bf16: what such checkpoints ran before the split (FROST_GDN_IN_PROJ_SPLIT=0).
-# int4-fold: the int4 checkpoint with the decode GEMVs' bias folded out of the dequantization
-# (FROST_INT4_FOLD=1, GemvQuantParams::int4_fold; off by default until measured).
-for variant in ${QUANT_VARIANTS:-bf16 fp8 fp8-fused fp8-w8a8 fp8-dynamic-w8a8 nvfp4 int4 int4-fold int4-w8a8}; do
-  fmt=${variant%-w8a8}; fmt=${fmt%-w8a8p}; fmt=${fmt%-fused}; fmt=${fmt%-fold}
+for variant in ${QUANT_VARIANTS:-bf16 fp8 fp8-fused fp8-w8a8 fp8-dynamic-w8a8 nvfp4 int4 int4-w8a8}; do
+  fmt=${variant%-w8a8}; fmt=${fmt%-w8a8p}; fmt=${fmt%-fused}
   extra=""
   case "$variant" in *-w8a8) extra="--fp8-prefill w8a8 --fp8-decode w8a8" ;; esac
   [ "$variant" = fp8-w8a8p ] && extra="--fp8-prefill w8a8"
   split=""; [ "$variant" = fp8-fused ] && split="FROST_GDN_IN_PROJ_SPLIT=0"
-  [ "$variant" = int4-fold ] && split="FROST_INT4_FOLD=1"
   if [ "$fmt" = bf16 ]; then
     dir=/tmp/frost-synth-9b  # shared with bench_engine.sh / bench_kernels.sh
     [ -f "$dir/config.json" ] || "$FROST" synth --out "$dir" --preset 9b >/dev/null 2>&1
@@ -56,7 +53,7 @@ for variant in ${QUANT_VARIANTS:-bf16 fp8 fp8-fused fp8-w8a8 fp8-dynamic-w8a8 nv
     ref=/tmp/frost-synth-9b
     [ -f "$ref/config.json" ] || "$FROST" synth --out "$ref" --preset 9b >/dev/null 2>&1
     # shellcheck disable=SC2086
-    env $split timeout 300 "$FROST" bench accuracy --model "$dir" --reference "$ref" --backend cuda --prompt-len 512 \
+    timeout 300 "$FROST" bench accuracy --model "$dir" --reference "$ref" --backend cuda --prompt-len 512 \
       --gen 256 $extra >"$OUT/quant_accuracy_$variant.log" 2>&1 || { echo "accuracy $variant failed"; rc=1; }
     { echo "$variant:"; tail -3 "$OUT/quant_accuracy_$variant.log"; } >>"$OUT/quant_accuracy.txt"
   fi

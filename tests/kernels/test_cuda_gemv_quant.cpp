@@ -42,14 +42,6 @@ constexpr double kBf16Tol = 1e-2;
 // Hopper's FP8 mma adds with fewer mantissa bits than fp32 (the kernel sums each 128-wide step's
 // chain in fp32, as DeepSeek-V3's recipe does). Multiplying bf16 x instead gives ~2e-2.
 constexpr double kW8A8Tol = 1e-3;
-// INT4 with the bias folded (GemvQuantParams::int4_fold): each step's fp32 partial holds
-// Σ (128 + q) x before (128 + z) Σx comes off, ~2^5 times the result's magnitude, so its sums
-// round that much coarser: a CPU model of it (fp32 sums, K 4096, x in [-1, 1]) gives 8e-6
-// against 2e-7 unfolded. Still ~400x finer than the bf16 output's rounding.
-constexpr double kInt4FoldTol = 1e-4;
-double f32_tol_of(const kernels::GemvQuantParams& p) {
-    return p.act_fp8 ? kW8A8Tol : kernels::gemv_quant_int4_folds(p) ? kInt4FoldTol : kF32Tol;
-}
 
 // x's rows [rows, K] (ld apart) as W8A8 sees them: the CPU reference's e4m3 quantization per
 // 128-wide group, decoded (kernels/cpu quantize_act_e4m3, in place on a copy).
@@ -120,7 +112,7 @@ void check_batched(const Case& c, kernels::GemvQuantParams p, const std::vector<
         Dev<uint16_t> dx(to_bf(x));
         // W8A8: the reference multiplies the quantized rows, and the launch must be one launch.
         const auto xr = p.act_fp8 ? act_quantized(x, M, c.K, ldx) : x;
-        const double f32_tol = f32_tol_of(p);
+        const double f32_tol = p.act_fp8 ? kW8A8Tol : kF32Tol;
         std::vector<std::vector<double>> ref(static_cast<size_t>(M));
         for (int r = 0; r < M; ++r) ref[size_t(r)] = ref_rows(w, N, K, &xr[size_t(r) * ldx]);
         // Residual inputs: the same in the batched and the solo runs.
@@ -328,75 +320,64 @@ void run_case(const Case& c) {
     Dev<uint16_t> yb(static_cast<size_t>(N));
     kernels::GemvQuantParams p = weight_params(c, dw, ds, zp.empty() ? nullptr : &dzp, qw.global_scale);
     p.x = bf(dx);
-    // INT4 in the paired order runs the tensor-core kernel both ways (the bias folded into each
-    // step's sum, and subtracted per pair): each within its tolerance, every variant and batch of
-    // one form bitwise alike. The other formats have one form.
-    const bool two_forms = c.format == kernels::kGemvQuantInt4 && c.paired;
-    for (const int fold : two_forms ? std::vector<int>{1, 0} : std::vector<int>{-1}) {
-        p.int4_fold = fold;
-        if (two_forms && kernels::gemv_quant_tc_eligible(p)) {
-            EXPECT_EQ(kernels::gemv_quant_int4_folds(p), fold == 1) << c.name;
-        }
-        // Both kernels behind gemv_quant_launch: the SIMT one always, the tensor-core one where the
-        // shape allows it (that is where gemv_quant_launch sends it).
-        std::vector<std::pair<const char*, Launch>> kernels_run = {{"simt", kernels::gemv_quant_simt_launch}};
-        if (kernels::gemv_quant_tc_eligible(p)) kernels_run.push_back({"tensor core", kernels::gemv_quant_tc_launch});
-        for (const auto& [kname, launch] : kernels_run) {
-            const std::string what = std::string(c.name) + " (" + kname + ", int4_fold " + std::to_string(fold) + ")";
-            for (Dev<float>* d : {&yf, &yf2}) d->upload(std::vector<float>(size_t(N), std::nanf("")));  // poison
-            yb.upload(std::vector<uint16_t>(size_t(N), 0x7FC0));
-            for (int run = 0; run < 2; ++run) {
-                p.out_f32 = 1;
-                p.y = run ? yf2.get() : yf.get();
-                CUDA_OK(launch(p, nullptr));
-            }
-            p.out_f32 = 0;
-            p.y = yb.get();
-            CUDA_OK(launch(p, nullptr));
-            const auto got = yf.download();
-            EXPECT_EQ(0, std::memcmp(got.data(), yf2.download().data(), got.size() * sizeof(float))) << what << ": not deterministic";
-            EXPECT_LE(rel_l2(ref, got), kname == std::string("simt") ? kF32Tol : f32_tol_of(p)) << what;
-            EXPECT_LE(rel_l2(ref, from_bf(yb.download())), kBf16Tol) << what;
-        }
-        if (kernels::gemv_quant_tc_eligible(p)) {
-            // Every tuning variant of the 8-warp one-tile kernel: the same bits (the default launch
-            // may pick another block shape, whose partial sums run in another order).
+    // Both kernels behind gemv_quant_launch: the SIMT one always, the tensor-core one where the
+    // shape allows it (that is where gemv_quant_launch sends it).
+    std::vector<std::pair<const char*, Launch>> kernels_run = {{"simt", kernels::gemv_quant_simt_launch}};
+    if (kernels::gemv_quant_tc_eligible(p)) kernels_run.push_back({"tensor core", kernels::gemv_quant_tc_launch});
+    for (const auto& [kname, launch] : kernels_run) {
+        const std::string what = std::string(c.name) + " (" + kname + ")";
+        for (Dev<float>* d : {&yf, &yf2}) d->upload(std::vector<float>(size_t(N), std::nanf("")));  // poison
+        yb.upload(std::vector<uint16_t>(size_t(N), 0x7FC0));
+        for (int run = 0; run < 2; ++run) {
             p.out_f32 = 1;
-            p.y = yf.get();
-            CUDA_OK(kernels::gemv_quant_tc_launch_tuned(p, 1, 3, 1, nullptr));
-            const auto want = yf.download();
-            const int variants[][3] = {{2, 2, 0}, {2, 3, 0}, {2, 4, 0}, {4, 2, 0}, {1, 2, 1}, {1, 3, 1}, {2, 2, 1}, {2, 3, 1}};
-            for (const auto& [unroll, blocks, pipe] : variants) {
-                yf2.poison();
-                p.y = yf2.get();
-                CUDA_OK(kernels::gemv_quant_tc_launch_tuned(p, unroll, blocks, pipe, nullptr));
-                EXPECT_EQ(0, std::memcmp(want.data(), yf2.download().data(), want.size() * sizeof(float)))
-                    << c.name << ": variant unroll " << unroll << " blocks " << blocks << " pipe " << pipe
-                    << " differs from {1,3,1}";
-            }
-            EXPECT_EQ(kernels::gemv_quant_tc_launch_tuned(p, 3, 2, 0, nullptr), cudaErrorInvalidValue) << "unroll 3 is no variant";
-            check_batched(c, p, w, kernels::gemv_quant_tc_launch, "default");
-            // The pipelined loop (two register buffers), its SwiGLU and residual forms too.
-            check_batched(
-                c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 2, 2, 1, s); },
-                "pipe");
-            // Two tiles per block (tile_warps 4): other bits than the default (the partial sums in
-            // another order) but the same for every M, and within the reference.
-            check_batched(
-                c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 1, 3, 1, s, 4); },
-                "two tiles per block");
-            // Four tiles per block (tile_warps 2): likewise (two rounds of outputs per thread).
-            check_batched(
-                c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 1, 3, 1, s, 2); },
-                "four tiles per block");
-            // One tile of 12 warps (tile_warps 12, {1,2,1} only): likewise.
-            check_batched(
-                c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 1, 2, 1, s, 12); },
-                "one tile of 12 warps");
-            EXPECT_EQ(kernels::gemv_quant_tc_launch_tuned(p, 1, 3, 1, nullptr, 12), cudaErrorInvalidValue) << "12 warps run {1,2,1} only";
+            p.y = run ? yf2.get() : yf.get();
+            CUDA_OK(launch(p, nullptr));
         }
+        p.out_f32 = 0;
+        p.y = yb.get();
+        CUDA_OK(launch(p, nullptr));
+        const auto got = yf.download();
+        EXPECT_EQ(0, std::memcmp(got.data(), yf2.download().data(), got.size() * sizeof(float))) << what << ": not deterministic";
+        EXPECT_LE(rel_l2(ref, got), kF32Tol) << what;
+        EXPECT_LE(rel_l2(ref, from_bf(yb.download())), kBf16Tol) << what;
     }
-    p.int4_fold = -1;
+    if (kernels::gemv_quant_tc_eligible(p)) {
+        // Every tuning variant of the 8-warp one-tile kernel: the same bits (the default launch
+        // may pick another block shape, whose partial sums run in another order).
+        p.out_f32 = 1;
+        p.y = yf.get();
+        CUDA_OK(kernels::gemv_quant_tc_launch_tuned(p, 1, 3, 1, nullptr));
+        const auto want = yf.download();
+        const int variants[][3] = {{2, 2, 0}, {2, 3, 0}, {2, 4, 0}, {4, 2, 0}, {1, 2, 1}, {1, 3, 1}, {2, 2, 1}, {2, 3, 1}};
+        for (const auto& [unroll, blocks, pipe] : variants) {
+            yf2.poison();
+            p.y = yf2.get();
+            CUDA_OK(kernels::gemv_quant_tc_launch_tuned(p, unroll, blocks, pipe, nullptr));
+            EXPECT_EQ(0, std::memcmp(want.data(), yf2.download().data(), want.size() * sizeof(float)))
+                << c.name << ": variant unroll " << unroll << " blocks " << blocks << " pipe " << pipe
+                << " differs from {1,3,1}";
+        }
+        EXPECT_EQ(kernels::gemv_quant_tc_launch_tuned(p, 3, 2, 0, nullptr), cudaErrorInvalidValue) << "unroll 3 is no variant";
+        check_batched(c, p, w, kernels::gemv_quant_tc_launch, "default");
+        // The pipelined loop (two register buffers), its SwiGLU and residual forms too.
+        check_batched(
+            c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 2, 2, 1, s); },
+            "pipe");
+        // Two tiles per block (tile_warps 4): other bits than the default (the partial sums in
+        // another order) but the same for every M, and within the reference.
+        check_batched(
+            c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 1, 3, 1, s, 4); },
+            "two tiles per block");
+        // Four tiles per block (tile_warps 2): likewise (two rounds of outputs per thread).
+        check_batched(
+            c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 1, 3, 1, s, 2); },
+            "four tiles per block");
+        // One tile of 12 warps (tile_warps 12, {1,2,1} only): likewise.
+        check_batched(
+            c, p, w, [](const kernels::GemvQuantParams& q, cudaStream_t s) { return kernels::gemv_quant_tc_launch_tuned(q, 1, 2, 1, s, 12); },
+            "one tile of 12 warps");
+        EXPECT_EQ(kernels::gemv_quant_tc_launch_tuned(p, 1, 3, 1, nullptr, 12), cudaErrorInvalidValue) << "12 warps run {1,2,1} only";
+    }
     // The whole weight dequantized on the device: bitwise the CPU reference rounded to bf16.
     Dev<uint16_t> wb(static_cast<size_t>(N * K));
     CUDA_OK(kernels::dequant_bf16_launch(p, bf(wb), nullptr));
@@ -544,7 +525,6 @@ void run_experts_case(const Case& c, bool act8 = false, bool fold = false) {
                     one.x_entry_div = 1;
                     one.ldx = one.ldy = 0;
                     one.routed_entries = 0;
-                    one.int4_fold = 0;  // routed entries keep INT4's per-pair bias (gemv_quant_int4_folds)
                     one.x = bf(dx) + size_t(xrow) * ldx;
                     one.w = dw.get() + w_off(e);
                     one.scale = ds.get() + s_off(e);

@@ -88,12 +88,6 @@ struct GemvQuantParams {
     // experts stacked) a multiple of 8. Every launcher reads both layouts; only the addresses
     // differ, not the arithmetic or its order, so neither do the bits.
     int32_t row_blocks = 0;
-    // INT4 in the tensor-core kernel's plain launches (no expert_ids; paired nibbles; K <= 20480):
-    // 1 multiplies 128 + q on the tensor cores and takes (128 + z) x the step's Σx off each
-    // step's fp32 partial (lm_gemv_quant_tc.cuh, tc_step's kFold), one HSUB2 per weight pair
-    // fewer; 0 subtracts the bias from every pair (each dequantized weight exact in bf16);
-    // -1 the process default (gemv_quant_int4_fold_default). The two differ in the last bits.
-    int32_t int4_fold = -1;
 };
 
 constexpr int kGemvQuantMaxK = 20480;  // x is staged in 40 KiB of shared memory (under the 48 KiB default with the static arrays)
@@ -117,10 +111,6 @@ constexpr int kGemvAct8MaxSmem = 40 * 1024;
 // so the rows of a batched step fall in different banks) and their K/128 f32 group scales.
 constexpr int64_t gemv_act8_smem_bytes(int64_t rows, int64_t K) { return rows * (K + 16) + rows * (K / 128) * 4; }
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream);
-// GemvQuantParams::int4_fold's default: off unless FROST_INT4_FOLD=1 (read once per process).
-bool gemv_quant_int4_fold_default();
-// Whether the tensor-core kernel runs p with the INT4 bias folded (int4_fold and its conditions).
-bool gemv_quant_int4_folds(const GemvQuantParams& p);
 // The tensor-core kernel with `unroll` steps per load group, at least `min_blocks` blocks per SM
 // and `pipe` (the next group's weights loaded before the current one is computed: two groups in
 // registers). Instantiated {unroll, blocks, pipe}: {2,2,0}, {2,3,0}, {2,4,0}, {4,2,0}, {1,2,1},

@@ -57,6 +57,14 @@
 // accumulators (84 bytes of spills) and was not timed. Each accumulator chain grew from 4 to 8
 // dependent mmas: the tensor pipe's latency, not the dequantization's instruction count alone,
 // is on this kernel's path.
+// The bias folded out of the mma instead, also slower and removed (built in the sixty-sixth
+// session, measured H200 2026-12-05, sixty-eighth): the mmas took 128 + q and each step's fp32
+// partial lost (128 + z) x Σx of that step, Σx staged once per block in shared memory (32 HSUB2
+// out, 4 FMA and a shared load in per lane and step; 80 registers, no spills; the test passed
+// both forms). `frost bench engine --decode 1024 --decode-steps 64 --reps 3`, 9B INT4, same call:
+// 2.519 ms/token folded against 2.334 unfolded (1.71x against 1.61x the floor); prefill
+// unchanged. Fewer ALU instructions again bought nothing: the staging's block barrier and the
+// extra shared loads sit on the same short per-block path that bounds these launches.
 //
 // Dequantization, exact in bf16: fp8 -> fp16 (hardware pair conversion) -> fp32 -> bf16; int4 by
 // OR-ing two nibbles into the mantissas of bf16 128.0 and subtracting 128 + zero point; e2m1 by
@@ -105,7 +113,6 @@
 #include "kernels/cuda/lm_act_quant.cuh"
 #include "kernels/cuda/lm_gemv_common.cuh"
 #include "kernels/cuda/lm_gemv_quant_dispatch.cuh"
-#include "util/env.h"
 
 namespace frost::kernels {
 namespace {
@@ -133,35 +140,6 @@ __device__ inline void stage_act8(const bf16* x, int64_t ldx, int rows, int K, u
     }
 }
 
-// kFold: Σx of every 128-wide step of each x row, into sums[step * kCols + row] (rows M..7: 0),
-// the same for every block and variant: 16-byte chunk c (8 values) summed in order by one lane,
-// then the 16 chunks of a step by an xor butterfly over 16 lanes (chunk c always in lane c % 16,
-// whatever the block size, so the bits do not depend on it). Once per block, before any step:
-// it replaces one HSUB2 per weight pair (the bias) by one more FMA per accumulator and step.
-constexpr int kFoldMaxSteps = 160;  // K up to 20480: 5 KiB of sums
-template <int kBlockThreads>
-__device__ inline void stage_step_sums(const bf16* x, int ldx, int rows, int K, float* sums) {
-    constexpr int kChunksPerStep = kStepK / kVec;  // 16
-    const int steps = K / kStepK, per_row = steps * kChunksPerStep, total = rows * per_row;
-    for (int i0 = 0; i0 < total; i0 += kBlockThreads) {  // uniform bounds: every lane reaches the shuffles
-        const int i = i0 + static_cast<int>(threadIdx.x);
-        const bool active = i < total;  // total is a multiple of 16: a step's 16 lanes agree
-        const int row = active ? i / per_row : 0, c = active ? i % per_row : 0;
-        float v = 0.0f;
-        if (active) {
-            float f[kVec];
-            load8(x + static_cast<int64_t>(row) * ldx + c * kVec, f);
-#pragma unroll
-            for (int e = 0; e < kVec; ++e) v += f[e];
-        }
-#pragma unroll
-        for (int o = kChunksPerStep / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-        if (active && c % kChunksPerStep == 0) sums[(c / kChunksPerStep) * kCols + row] = v;
-    }
-    for (int i = static_cast<int>(threadIdx.x); i < steps * kCols; i += kBlockThreads)
-        if (i % kCols >= rows) sums[i] = 0.0f;
-}
-
 // kPipe: two register buffers of kUnroll steps; the next group's loads are issued before the
 // current group is computed, so a warp keeps weights in flight while it dequantizes (without it a
 // warp loads a group, waits, computes it, and only then loads the next).
@@ -173,20 +151,16 @@ __device__ inline void stage_step_sums(const bf16* x, int ldx, int rows, int K, 
 // 12: a 12-warp block of one tile (more warps per SM for grids of few tiles).
 // kPaired: 4-bit words in the paired nibble order (GemvQuantParams::nibble_pairs): x pairs are
 // adjacent bf16, no byte_perm.
-// kFold (INT4, plain launches): the bias folded out of the dequantization (tc_step), with each
-// step's Σx staged per block first (stage_step_sums).
-template <int F, bool kSwiglu, int kUnroll, int kMinBlocks, bool kPipe, bool kAct8, int kTileWarps, bool kPaired, bool kFold = false>
+template <int F, bool kSwiglu, int kUnroll, int kMinBlocks, bool kPipe, bool kAct8, int kTileWarps, bool kPaired>
 __global__ void __launch_bounds__((kTileWarps > kWarps ? kTileWarps : kWarps) * kWarp, kMinBlocks)
     gemv_quant_tc_kernel(GemvQuantParams p) {
     static_assert(!kAct8 || is_fp8<F>(), "W8A8 needs e4m3 weights");
-    static_assert(!kFold || (F == kGemvQuantInt4 && !kAct8), "only INT4's bias folds");
     // 8-warp blocks of one, two or four tiles, or (kTileWarps 12) one tile of 12 warps.
     constexpr int kBlockWarps = kTileWarps > kWarps ? kTileWarps : kWarps;
     constexpr int kBlockThreads = kBlockWarps * kWarp;
     static_assert(kBlockWarps % kTileWarps == 0, "whole tiles per block");
     constexpr int kBlockTiles = kBlockWarps / kTileWarps;
     __shared__ float partial[kBlockWarps][kTileRows][kCols];
-    __shared__ __align__(8) float step_sums[kFold ? kFoldMaxSteps * kCols : 2];  // kFold: [step][x row]
     extern __shared__ __align__(16) uint8_t act8[];  // kAct8: stage_act8's rows, then their scales
     constexpr int L = loads_per_row<F>();
     // warp: this warp's index among its tile's kTileWarps (it splits K with them).
@@ -280,10 +254,6 @@ __global__ void __launch_bounds__((kTileWarps > kWarps ? kTileWarps : kWarps) * 
                    reinterpret_cast<float*>(act8 + static_cast<int64_t>(act_rows) * (p.K + 16)));
         __syncthreads();
     }
-    if constexpr (kFold) {
-        stage_step_sums<kBlockThreads>(p.x, ldx, p.M, p.K, step_sums);
-        __syncthreads();
-    }
     const uint4* xq_row = reinterpret_cast<const uint4*>(sq + (gid < act_rows ? gid : 0) * (p.K + 16)) + 2 * t;
     // Two accumulator chains (even / odd mmas) halve the dependent mma sequence; every variant adds
     // them in the same order, so all variants give the same bits.
@@ -322,11 +292,7 @@ __global__ void __launch_bounds__((kTileWarps > kWarps ? kTileWarps : kWarps) * 
                 uint4 xv[4];
 #pragma unroll
                 for (int q = 0; q < 4; ++q) xv[q] = x_ok ? xrow[s * (kStepK / kVec) + q] : make_uint4(0, 0, 0, 0);
-                if constexpr (kFold)
-                    tc_step<F, kPaired, true>(w[slot], sr[slot], xv, magic, acc,
-                                              *reinterpret_cast<const float2*>(&step_sums[s * kCols + 2 * t]));
-                else
-                    tc_step<F, kPaired>(w[slot], sr[slot], xv, magic, acc);
+                tc_step<F, kPaired>(w[slot], sr[slot], xv, magic, acc);
             }
         }
     };
@@ -392,13 +358,6 @@ cudaError_t launch_variant(const GemvQuantParams& p, cudaStream_t stream) {
     // W8A8's staging stays within kGemvAct8MaxSmem (eligibility): under the 48 KiB default.
     const size_t smem = kAct8 ? static_cast<size_t>(gemv_act8_smem_bytes(p.expert_ids ? 1 : p.M, p.K)) : 0;
     constexpr bool k4 = !is_fp8<F>();  // only the 4-bit formats have a paired order
-    if constexpr (F == kGemvQuantInt4 && !kAct8) {
-        if (gemv_quant_int4_folds(p)) {
-            auto folded = p.swiglu ? gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kPipe, false, kTileWarps, true, true>
-                                   : gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kPipe, false, kTileWarps, true, true>;
-            return launch_kernel(folded, grid, dim3(kBlockWarps * kWarp), 0, stream, p.pdl != 0, p);
-        }
-    }
     auto kernel = p.swiglu ? (k4 && p.nibble_pairs ? gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kPipe, kAct8, kTileWarps, k4>
                                                    : gemv_quant_tc_kernel<F, true, kUnroll, kMinBlocks, kPipe, kAct8, kTileWarps, false>)
                            : (k4 && p.nibble_pairs ? gemv_quant_tc_kernel<F, false, kUnroll, kMinBlocks, kPipe, kAct8, kTileWarps, k4>
@@ -461,20 +420,6 @@ bool act8_device() {
 }
 
 }  // namespace
-
-// Off until measured: written in the sixty-sixth session, when no GPU was lent (compiled for
-// sm_90a: 80 registers and no spills in the four default shapes, like the unfolded kernels; its
-// test checks both forms). FROST_INT4_FOLD=1 turns it on for the A/B (scripts/gpu/bench_quant.sh's
-// int4-fold row, bench_quant_gemv's int4-fold rows).
-bool gemv_quant_int4_fold_default() {
-    static const bool on = util::env_is("FROST_INT4_FOLD", "1");
-    return on;
-}
-
-bool gemv_quant_int4_folds(const GemvQuantParams& p) {
-    return p.format == kGemvQuantInt4 && !p.expert_ids && !p.act_fp8 && p.nibble_pairs == 1 && p.K / kStepK <= kFoldMaxSteps &&
-           (p.int4_fold < 0 ? gemv_quant_int4_fold_default() : p.int4_fold != 0);
-}
 
 bool gemv_quant_tc_eligible(const GemvQuantParams& p) {
     if (!p.x || !p.w || !p.scale || !p.y || !lm::aligned16(p.x) || !lm::aligned16(p.w)) return false;

@@ -61,7 +61,6 @@ struct StepRaw {
 struct StepScale {
     float s = 1.0f;         // fp8 block / int4: multiplies the step's partial sum
     __nv_bfloat162 bias;    // int4: 128 + zero point in both halves
-    float bz = 0.0f;        // int4: 128 + zero point (the folded bias, tc_step's kFold)
     __nv_bfloat162 g[2];    // nvfp4: scale * 2^117 of elements 0..15 / 16..31, in both halves
 };
 
@@ -73,7 +72,6 @@ __device__ inline StepScale step_scale(const StepRaw& r) {
     } else if constexpr (F == kGemvQuantInt4) {
         st.s = __uint_as_float(r.a << 16);         // bf16 -> f32: the bits in the high half
         st.bias = bf2_of(0x43004300u + r.z * 0x10001u);  // bf16 128 + z (z < 128: mantissa units of 1)
-        st.bz = 128.0f + static_cast<float>(r.z);
     } else if constexpr (F == kGemvQuantNvfp4) {
         const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(r.a & 0xFFFFu), __NV_E4M3);
         const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hr));
@@ -92,9 +90,8 @@ __device__ inline uint32_t and_or(uint32_t a, uint32_t c) {
     return d;
 }
 
-// magic: kBf16Magic128 in a register (see and_or). kFold (INT4): the pair as 128 + q, the bias
-// left to tc_step.
-template <int F, bool kFold = false>
+// magic: kBf16Magic128 in a register (see and_or).
+template <int F>
 __device__ inline uint32_t dequant_pair(const uint4 (&w)[loads_per_row<F>()], int p, const StepScale& st, uint32_t magic) {
     if constexpr (is_fp8<F>()) {
         const uint32_t word = word_of(w[p / 8], (p / 2) % 4);
@@ -112,7 +109,6 @@ __device__ inline uint32_t dequant_pair(const uint4 (&w)[loads_per_row<F>()], in
             return bits_of(__hmul2(bf2_of((mag & 0x01C001C0u) | sgn), st.g[p / 8]));
         } else {
             const uint32_t v = word >> (4 * j);
-            if constexpr (kFold) return and_or(v, magic);
             return bits_of(__hsub2(bf2_of(and_or(v, magic)), st.bias));
         }
     }
@@ -189,23 +185,15 @@ struct RowScales {
 // whose scale changes every step take a fresh partial scaled into acc[0]; the others run the
 // mmas straight into acc[0] (even) and acc[1] (odd). The one step of bf16 (W8A16) arithmetic.
 // magic: kBf16Magic128 in a register (see and_or). kPaired: 4-bit words in the paired order.
-// kFold (INT4): the mmas multiply 128 + q (the LOP3 alone, no HSUB2 per pair) and the bias comes
-// off the step's fp32 partial as (128 + z) times the step's Σx of the accumulator's column
-// (sx: columns 2t and 2t + 1 of this step, gemv_quant_tc_kernel's staged sums):
-//   Σ (q − z) x = Σ (128 + q) x − (128 + z) Σ x.
-// Not the bits of the unfolded step: the partial carries 128 Σx until the subtraction, ~2^5 the
-// magnitude of the result, so its fp32 sums round that much coarser (a CPU model: 8e-6 relative
-// against 2e-7, K 4096). The same bits for every M and variant of one block shape.
-template <int F, bool kPaired = false, bool kFold = false>
+template <int F, bool kPaired = false>
 __device__ inline void tc_step(const uint4 (&w)[2][loads_per_row<F>()], const StepRaw (&sr)[2], const uint4 (&xv)[4],
-                               uint32_t magic, float (&acc)[2][4], float2 sx = {}) {
-    static_assert(!kFold || F == kGemvQuantInt4, "only INT4's bias folds");
+                               uint32_t magic, float (&acc)[2][4]) {
     const StepScale st0 = step_scale<F>(sr[0]), st1 = step_scale<F>(sr[1]);
     auto mma_step = [&](float(&d0)[4], float(&d1)[4]) {
 #pragma unroll
         for (int m = 0; m < kMmas; ++m)
-            mma_bf16(m % 2 == 0 ? d0 : d1, dequant_pair<F, kFold>(w[0], 2 * m, st0, magic), dequant_pair<F, kFold>(w[1], 2 * m, st1, magic),
-                     dequant_pair<F, kFold>(w[0], 2 * m + 1, st0, magic), dequant_pair<F, kFold>(w[1], 2 * m + 1, st1, magic),
+            mma_bf16(m % 2 == 0 ? d0 : d1, dequant_pair<F>(w[0], 2 * m, st0, magic), dequant_pair<F>(w[1], 2 * m, st1, magic),
+                     dequant_pair<F>(w[0], 2 * m + 1, st0, magic), dequant_pair<F>(w[1], 2 * m + 1, st1, magic),
                      x_pair<F, kPaired>(xv, 2 * m), x_pair<F, kPaired>(xv, 2 * m + 1));
     };
     if constexpr (!step_scaled<F>()) {
@@ -214,11 +202,7 @@ __device__ inline void tc_step(const uint4 (&w)[2][loads_per_row<F>()], const St
         float d[2][4] = {};
         mma_step(d[0], d[1]);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const float v = d[0][e] + d[1][e];
-            if constexpr (kFold) acc[0][e] += (e < 2 ? st0.s : st1.s) * __fmaf_rn(-(e < 2 ? st0.bz : st1.bz), e % 2 ? sx.y : sx.x, v);
-            else acc[0][e] += (e < 2 ? st0.s : st1.s) * v;
-        }
+        for (int e = 0; e < 4; ++e) acc[0][e] += (e < 2 ? st0.s : st1.s) * (d[0][e] + d[1][e]);
     }
 }
 
