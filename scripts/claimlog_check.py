@@ -8,6 +8,8 @@ Per-claim state machine:
   live --demoted--> demoting --offloaded (lower tier)--> live      demoting --evicted--> (gone)
   live --restore_required--> restoring --restored--> live
   restoring --restoration_failed--> failed --refused (naming the claim)--> dying --evicted--> (gone)
+  restoring --restoration_failed (retained)--> kept --refused (naming the claim, retained)--> live
+    (a restore the heap refused: the request fails closed, the capsule's bytes are intact and stay)
   live --pinned/unpinned--> live;  live --expired|evicted--> (gone)
 Also: seq strictly increasing, time non-decreasing, a pinned claim is never demoted nor evicted
 for capacity, and a capacity refusal names only live claims that are pinned or being restored.
@@ -29,6 +31,7 @@ TRANSITIONS = {
     "demoting": {"offloaded": "live", "evicted": "gone"},
     "restoring": {"restored": "live", "restoration_failed": "failed"},
     "failed": {"refused": "dying"},
+    "kept": {"refused": "live"},
     "dying": {"evicted": "gone"},
     "gone": {},
 }
@@ -75,7 +78,18 @@ def check_lines(lines):
         last_seq, last_time = e["seq"], e["time"]
 
         cur = state.get(cid)
+        retained = e.get("retained", False)
+        if not isinstance(retained, bool):
+            raise Reject(f"line {lineno}: retained must be a boolean")
+        if retained and ev not in ("restoration_failed", "refused"):
+            raise Reject(f"line {lineno}: retained on a '{ev}' event")
+        if retained and ev == "refused" and cur != "kept":
+            raise Reject(f"line {lineno}: a retained refusal of claim {cid} without its retained restoration_failed")
+        if cur == "kept" and ev == "refused" and not retained:
+            raise Reject(f"line {lineno}: the refusal after a retained restoration_failed of {cid} must be retained")
         nxt = TRANSITIONS[cur].get(ev)
+        if ev == "restoration_failed" and retained:
+            nxt = "kept"
         if nxt is None:
             raise Reject(f"line {lineno}: event '{ev}' not allowed for claim {cid} in state {cur or 'unknown'}")
         t = TIERS[e["tier"]]
@@ -103,7 +117,7 @@ def check_lines(lines):
             blocking = e.get("blocking_claim_ids")
             if not isinstance(blocking, list):
                 raise Reject(f"line {lineno}: refused without blocking_claim_ids")
-            if cur == "failed":
+            if cur in ("failed", "kept"):
                 if cid not in blocking:
                     raise Reject(f"line {lineno}: fail-closed refusal must name claim {cid}")
             else:

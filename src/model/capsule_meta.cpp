@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <new>
 
 #include "exec/error.h"
 #include "model/capsule_file.h"
@@ -207,6 +208,10 @@ frost_status capsule_meta_from_json(const nlohmann::json& j, CapsuleMeta* out) {
                 return fail(FROST_ERR_CORRUPT, "capsule metadata: buffer %s has a malformed checksum", p.name.c_str());
             m.parts.push_back(std::move(p));
         }
+    } catch (const std::bad_alloc&) {
+        // Not the file's fault: a capsule must not be taken for corrupt (and quarantined)
+        // because the heap refused while it was read.
+        return fail(FROST_ERR_OUT_OF_MEMORY, "capsule metadata: out of host memory while reading it");
     } catch (const std::exception& e) {
         return fail(FROST_ERR_CORRUPT, "capsule metadata: missing or mistyped field (%s)", e.what());
     }

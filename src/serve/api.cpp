@@ -6,6 +6,8 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <exception>
+#include <new>
 #include <optional>
 
 #include "exec/error.h"
@@ -95,6 +97,26 @@ std::string Api::owner_of(const std::string& authorization) const {
 }
 
 HttpOut Api::handle(const HttpIn& in) {
+    try {
+        return dispatch(in);
+    } catch (const std::exception&) {
+        return exception_reply();
+    }
+}
+
+HttpOut Api::exception_reply() const {
+    try {
+        throw;
+    } catch (const std::bad_alloc&) {
+        metrics_.out_of_memory_total++;
+        return error_reply(out_of_memory_error());
+    } catch (const std::exception& e) {
+        metrics_.exceptions_total++;
+        return error_reply(internal_error(e.what()));
+    }
+}
+
+HttpOut Api::dispatch(const HttpIn& in) {
     RoutePath route;
     std::string why;
     if (!normalize_target(in.target, &route, &why)) return error_reply(invalid_field("", "bad request path: " + why));
@@ -356,16 +378,24 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner, c
     }
     const Admit a = sched_.submit(job);
     if (a != Admit::Ok) return rejection(a);
-    for (const auto& j : more) {
-        const Admit b = sched_.submit(j);
-        if (b != Admit::Ok) {
-            job->cancelled = true;  // the prompts already queued stop too
-            return rejection(b);
+    // Queued from here: an exception (the heap refusing, T33) must not leave it running for a
+    // connection that never learns of it. Cancelling the leader stops the batch's other prompts.
+    try {
+        for (const auto& j : more) {
+            const Admit b = sched_.submit(j);
+            if (b != Admit::Ok) {
+                job->cancelled = true;  // the prompts already queued stop too
+                return rejection(b);
+            }
         }
+        out.job = job;
+        if (out.stream) out.content_type = "text/event-stream";
+        return out;
+    } catch (...) {
+        job->cancelled = true;
+        sched_.wake();
+        throw;
     }
-    out.job = job;
-    if (out.stream) out.content_type = "text/event-stream";
-    return out;
 }
 
 HttpOut Api::rejection(Admit a) {

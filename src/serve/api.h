@@ -79,9 +79,16 @@ public:
     Api(Scheduler& sched, const TextIface& text, const EngineIface& engine, Metrics& metrics, ApiConfig cfg);
     // The reply; it may carry on_engine (see HttpOut), which the caller must run on the engine
     // thread: the HTTP server queues it, finish(handle(in)) runs it inline and waits.
+    // An exception that escapes the handling (std::bad_alloc when the heap refuses, T33) becomes
+    // this request's error reply (exception_reply); only a refusal while making that reply
+    // leaves as std::bad_alloc.
     HttpOut handle(const HttpIn& in);
     HttpOut finish(HttpOut out);
     HttpOut error_reply(const ApiError& e) const;
+    // Inside a catch block: the reply for the exception in flight (503 insufficient_memory for
+    // std::bad_alloc, 500 internal_error otherwise), counted in /metrics. It may itself throw
+    // std::bad_alloc when the heap still refuses; the caller then drops the connection.
+    HttpOut exception_reply() const;
     const ApiConfig& config() const { return cfg_; }
     // Headers every reply carries (CORS when configured; empty otherwise).
     const std::vector<std::pair<std::string, std::string>>& reply_headers() const { return reply_headers_; }
@@ -97,6 +104,7 @@ public:
                           const BuilderMaker& make);
 
 private:
+    HttpOut dispatch(const HttpIn& in);
     HttpOut generate(Endpoint ep, const HttpIn& in, const std::string& owner, const BuilderMaker* make = nullptr);
     // POST /tokenize, /detokenize (tokenize_api.cpp).
     HttpOut tokenize(const HttpIn& in);

@@ -23,6 +23,20 @@ ApiError make_error(int status, const std::string& type, const std::string& code
     return e;
 }
 
+ApiError out_of_memory_error() {
+    return make_error(503, "server_error", "insufficient_memory",
+                      "the server ran out of host memory while handling this request; retry later");
+}
+
+ApiError internal_error(const char* what) {
+    return make_error(500, "server_error", "internal_error", std::string("internal error: ") + what);
+}
+
+ApiError engine_failure(frost_status st, const std::string& message) {
+    if (st == FROST_ERR_OUT_OF_MEMORY) return make_error(503, "server_error", "insufficient_memory", message);
+    return make_error(500, "server_error", "engine_error", message);
+}
+
 std::string api_error_body(const ApiError& e) {
     nlohmann::json err = {{"message", e.message}, {"type", e.type}};
     err["param"] = e.param.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.param);

@@ -120,12 +120,10 @@ HttpOut Api::create_capsule(const HttpIn& in, const std::string& owner) {
     job->id = new_id("capreq");
     job->owner = owner;
     job->channel = std::make_shared<Channel>(cfg_.channel_cap);
-    const Admit a = sched_.submit(job);
-    if (a != Admit::Ok) return rejection(a);
     // The reply is made when the job's final event arrives; the I/O thread never waits for the
-    // engine (two creates behind busy slots must not stall every other connection).
+    // engine (two creates behind busy slots must not stall every other connection). Built before
+    // the job is queued, so nothing after submit() can throw (T33: a queued job nobody awaits).
     HttpOut out;
-    out.job = job;
     out.on_final = [this](const StreamEvent& ev) {
         if (ev.kind == StreamEvent::Kind::Error) return error_reply(ev.error);
         if (ev.capsule.is_null())
@@ -134,6 +132,9 @@ HttpOut Api::create_capsule(const HttpIn& in, const std::string& owner) {
         cap["frost"] = json{{"plan", ev.usage.plan_action}, {"cached_tokens", ev.usage.cached_tokens}};
         return reply(200, cap);
     };
+    const Admit a = sched_.submit(job);
+    if (a != Admit::Ok) return rejection(a);
+    out.job = job;
     return out;
 }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "exec/error.h"
+#include "serve/heap_refusal.h"
 
 namespace frost::serve {
 
@@ -19,20 +20,26 @@ CapsuleStore::CapsuleStore(StoreBudgets budgets, StoreHooks hooks, ClaimLog* log
     : budgets_(budgets), hooks_(std::move(hooks)), log_(log), clock_(std::move(clock)) {}
 
 void CapsuleStore::log(const CapsuleRecord& r, const char* event, const std::string& request_id,
-                       const std::string& reason, std::vector<std::string> blocking) {
+                       const std::string& reason, std::vector<std::string> blocking, bool retained) {
     if (!log_) return;
-    ClaimEvent e;
-    e.time = clock_();
-    e.claim_id = r.id;
-    e.event = event;
-    e.tier = r.tier;
-    e.bytes = r.bytes;
-    e.pinned = r.pinned;
-    e.request_id = request_id;
-    e.reason = reason;
-    e.blocking = std::move(blocking);
-    e.owner = r.owner;
-    log_->append(std::move(e));
+    // Events come in sequences that only make sense whole (restoration_failed then refused,
+    // refused then evicted): a refusal of the heap between two of them would leave the claim in
+    // a state the checker rejects, so each append waits out a short refusal (T33).
+    retry_while_heap_refuses([&] {
+        ClaimEvent e;
+        e.time = clock_();
+        e.claim_id = r.id;
+        e.event = event;
+        e.tier = r.tier;
+        e.bytes = r.bytes;
+        e.pinned = r.pinned;
+        e.request_id = request_id;
+        e.reason = reason;
+        e.blocking = blocking;
+        e.retained = retained;
+        e.owner = r.owner;
+        log_->append(std::move(e));
+    });
 }
 
 bool CapsuleStore::make_room(Tier t, uint64_t bytes, const std::string& keep, std::vector<std::string>* blocking) {
@@ -174,6 +181,9 @@ frost_status CapsuleStore::begin_restore(const std::string& id, const std::strin
     if (it == recs_.end() || it->second.owner != owner || !it->second.materialized)
         return fail(FROST_ERR_NOT_FOUND, "no capsule %s", id.c_str());
     CapsuleRecord& r = it->second;
+    // The copy first: it allocates (the tokens), and a refusal there (T33) must leave nothing
+    // begun: no restore_required without its outcome, no capsule held busy.
+    *out = r;
     log(r, claim_event::kRestoreRequired, request_id);
     r.busy++;
     r.last_use = ++use_clock_;
@@ -181,34 +191,49 @@ frost_status CapsuleStore::begin_restore(const std::string& id, const std::strin
     if (r.tier != Tier::Device && budgets_.bytes[int(Tier::Device)] > 0 &&
         make_room(Tier::Device, r.bytes, r.id, nullptr)) {
         const Tier from = r.tier;
-        if (!hooks_.move || hooks_.move(r, Tier::Device) != FROST_OK) {
+        const frost_status moved = hooks_.move ? hooks_.move(r, Tier::Device) : FROST_ERR_UNSUPPORTED;
+        if (moved != FROST_OK) {
             const std::string why = "promotion failed: " + last_error();
             r.busy--;
-            log(r, claim_event::kRestorationFailed, request_id, why);
-            log(r, claim_event::kRefused, request_id, why, {r.id});
-            drop(id, claim_event::kEvicted, "restoration failed");
-            return fail(FROST_ERR_IO, "capsule %s: %s", id.c_str(), why.c_str());
+            fail_restore(id, moved, request_id, why);
+            return fail(moved == FROST_ERR_OUT_OF_MEMORY ? moved : FROST_ERR_IO, "capsule %s: %s", id.c_str(),
+                        why.c_str());
         }
         used_[int(from)] -= r.bytes;
         r.tier = Tier::Device;
         used_[int(Tier::Device)] += r.bytes;
     }
-    *out = r;
+    out->tier = r.tier;
+    out->handle = r.handle;
+    out->busy = r.busy;
+    out->last_use = r.last_use;
+    out->last_used_unix = r.last_used_unix;
+    out->persisted = r.persisted;
     return FROST_OK;
 }
 
-void CapsuleStore::end_restore(const std::string& id, bool ok, const std::string& request_id, const std::string& why) {
+void CapsuleStore::end_restore(const std::string& id, frost_status st, const std::string& request_id,
+                               const std::string& why) {
     auto it = recs_.find(id);
     if (it == recs_.end()) return;
     CapsuleRecord& r = it->second;
     if (r.busy > 0) r.busy--;
-    if (ok) {
+    if (st == FROST_OK) {
         log(r, claim_event::kRestored, request_id);
         return;
     }
-    log(r, claim_event::kRestorationFailed, request_id, why);
-    log(r, claim_event::kRefused, request_id, why, {r.id});
-    drop(id, claim_event::kEvicted, "restoration failed");
+    fail_restore(id, st, request_id, why);
+}
+
+void CapsuleStore::fail_restore(const std::string& id, frost_status st, const std::string& request_id,
+                                const std::string& why) {
+    CapsuleRecord& r = recs_.at(id);
+    // Memory refused while copying out of the capsule: the request fails closed as any failed
+    // restore does, but nothing is wrong with the capsule, which stays (a pinned one above all).
+    const bool keep = st == FROST_ERR_OUT_OF_MEMORY;
+    log(r, claim_event::kRestorationFailed, request_id, why, {}, keep);
+    log(r, claim_event::kRefused, request_id, why, {r.id}, keep);
+    if (!keep) drop(id, claim_event::kEvicted, "restoration failed");
 }
 
 frost_status CapsuleStore::set_policy(const std::string& id, const std::string& owner, const PolicyChange& change) {

@@ -10,7 +10,9 @@
 //   - TTL: `expired` at the deadline (expire() is called by the owner's loop);
 //   - restore: `restore_required` -> (promotion when room allows) -> `restored`; a failed move or
 //     engine restore logs `restoration_failed` then `refused` naming the claim (fail closed) and
-//     drops the capsule: it is never silently recomputed and counted as a hit.
+//     drops the capsule: it is never silently recomputed and counted as a hit. When the failure
+//     was memory refused (FROST_ERR_OUT_OF_MEMORY: the heap or a tier's allocator, T33), the
+//     capsule's bytes are intact: both events carry `retained` and the capsule stays.
 // Not thread-safe: one thread (the engine thread) owns the store.
 #pragma once
 #include <cstdint>
@@ -91,12 +93,13 @@ public:
     void abandon(const std::string& id, const std::string& reason);
 
     // Restore protocol. begin: `restore_required`, promotion if possible; marks busy.
-    // NOT_FOUND if the id is not the owner's; IO/other on a failed promotion (already logged as
-    // restoration_failed + refused, capsule dropped).
+    // NOT_FOUND if the id is not the owner's; the move's status on a failed promotion (already
+    // logged as restoration_failed + refused; the capsule dropped unless it was out of memory).
     frost_status begin_restore(const std::string& id, const std::string& owner, const std::string& request_id,
                                CapsuleRecord* out);
-    // end: ok -> `restored`; !ok -> `restoration_failed`, `refused`, capsule dropped.
-    void end_restore(const std::string& id, bool ok, const std::string& request_id, const std::string& why);
+    // end: FROST_OK -> `restored`; else `restoration_failed`, `refused`, and the capsule dropped,
+    // or kept (both events `retained`) when st is FROST_ERR_OUT_OF_MEMORY.
+    void end_restore(const std::string& id, frost_status st, const std::string& request_id, const std::string& why);
 
     // Pin/unpin (pinning keeps the current tier), priority, TTL (0: none; restarts the deadline).
     // NOT_FOUND for another owner's id. set_policy applies several at once and notifies once,
@@ -137,7 +140,10 @@ public:
 
 private:
     void log(const CapsuleRecord& r, const char* event, const std::string& request_id = "",
-             const std::string& reason = "", std::vector<std::string> blocking = {});
+             const std::string& reason = "", std::vector<std::string> blocking = {}, bool retained = false);
+    // A restore of r that failed with st: restoration_failed + refused, then the drop or, for
+    // FROST_ERR_OUT_OF_MEMORY, the capsule kept (r.busy already released by the caller).
+    void fail_restore(const std::string& id, frost_status st, const std::string& request_id, const std::string& why);
     // Frees room for `bytes` on tier t by demoting/evicting unpinned idle capsules (never
     // `keep`). False (nothing moved) with *blocking filled when it cannot.
     bool make_room(Tier t, uint64_t bytes, const std::string& keep, std::vector<std::string>* blocking);

@@ -27,6 +27,7 @@ std::string claim_event_json(const ClaimEvent& e) {
     j["request_id"] = e.request_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.request_id);
     if (e.event == claim_event::kRefused) j["blocking_claim_ids"] = e.blocking;
     if (!e.reason.empty()) j["reason"] = e.reason;
+    if (e.retained) j["retained"] = true;
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -153,10 +154,12 @@ uint64_t ClaimLog::continue_from(const std::string& path, bool* damaged) {
         for (int t = 0; t < kTierCount; ++t)
             if (j.contains("tier") && j["tier"] == tier_name(Tier(t))) c.tier = Tier(t);
         if (j.contains("pinned") && j["pinned"].is_boolean()) c.pinned = j["pinned"].get<bool>();
+        c.retained = j.contains("retained") && j["retained"] == true;
     }
     for (const auto& [id, c] : last_event) {
+        // A retained refusal (a restore the heap refused) leaves the claim live.
         if (c.last_event != claim_event::kExpired && c.last_event != claim_event::kEvicted &&
-            c.last_event != claim_event::kRefused)
+            (c.last_event != claim_event::kRefused || c.retained))
             previously_live_[id] = c;
         else
             previously_ended_.insert(id);
@@ -181,25 +184,39 @@ bool ClaimLog::previously_live(const std::string& claim_id) const {
 
 uint64_t ClaimLog::append(ClaimEvent e) {
     std::lock_guard<std::mutex> lock(mu_);
-    e.seq = next_seq_++;
+    // Everything that allocates comes before anything changes, the file write last: a refusal
+    // of the heap (T33) leaves the event out entirely, never written but reported as failed.
+    e.seq = next_seq_;
     e.time += time_base_;
+    std::string line = fd_ >= 0 ? claim_event_json(e) + "\n" : std::string();
+    std::string last = e.event;  // for previously_live_, swapped in below without allocating
+    events_.push_back(e);
+    if (fd_ >= 0) {
+        try {
+            unwritten_.push_back(std::move(line));
+        } catch (...) {
+            events_.pop_back();
+            throw;
+        }
+    }
+    ++next_seq_;
+    if (events_.size() > kMemoryEvents) events_.pop_front();
     if (e.event == claim_event::kExpired || e.event == claim_event::kEvicted ||
         (e.event == claim_event::kRefused && previously_live_.count(e.claim_id) &&
          previously_live_[e.claim_id].last_event == claim_event::kAccepted))
         previously_live_.erase(e.claim_id);
-    else if (previously_live_.count(e.claim_id))
-        previously_live_[e.claim_id].last_event = e.event;
+    else if (auto it = previously_live_.find(e.claim_id); it != previously_live_.end()) {
+        it->second.last_event.swap(last);
+        it->second.retained = e.retained;
+    }
     if (fd_ >= 0) {
-        unwritten_.push_back(claim_event_json(e) + "\n");
         if (unwritten_.size() > kMemoryEvents) {  // bounded: the oldest waiting event is given up
             unwritten_.pop_front();
             ++lost_;
         }
         write_pending_locked();
     }
-    events_.push_back(std::move(e));
-    if (events_.size() > kMemoryEvents) events_.pop_front();
-    return next_seq_ - 1;
+    return e.seq;
 }
 
 std::vector<ClaimEvent> ClaimLog::recent(const std::string& claim_id) const {

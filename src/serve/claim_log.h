@@ -50,6 +50,9 @@ struct ClaimEvent {
     std::string request_id;               // may be empty
     std::vector<std::string> blocking;    // refused: the claims in the way
     std::string reason;                   // refused/evicted/restoration_failed: why
+    // restoration_failed + refused of a restore the heap refused (T33): the capsule's bytes are
+    // intact, so the claim stays live after the refusal instead of being evicted.
+    bool retained = false;
     // The claim's API-key scope (memory only, not in the file): GET /v1/claims shows a caller
     // the events of its claims, the one that ended them included, after the capsule is gone.
     std::string owner;
@@ -93,6 +96,7 @@ public:
         std::string last_event;
         Tier tier = Tier::Device;
         bool pinned = false;
+        bool retained = false;  // the last event carried "retained": true
     };
     std::map<std::string, OpenClaim> previously_live_claims() const;
     // Whether the continued file ended this claim (expired, evicted or refused): a capsule file of

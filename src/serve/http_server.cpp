@@ -17,6 +17,7 @@
 
 #include "exec/error.h"
 #include "serve/api.h"
+#include "serve/heap_refusal.h"
 #include "serve/scheduler.h"
 
 namespace frost::serve {
@@ -90,6 +91,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
 public:
     Connection(tcp::socket sock, Api& api, Scheduler& sched, const ServerConfig& cfg)
         : sock_(std::move(sock)), timer_(sock_.get_executor()), api_(api), sched_(sched), cfg_(cfg) {}
+    // Gone with a job still attached (its handler failed, see guarded): nobody reads its events,
+    // so it stops at the engine's next round.
+    ~Connection() {
+        if (job_) job_->cancelled = true;
+    }
 
     void start() { read_header(); }
 
@@ -99,6 +105,42 @@ public:
 
 private:
     enum class Timeout { None, Header, Body, Send };
+
+    // Runs one completion handler's work. An exception there (std::bad_alloc when the heap
+    // refuses, T33) ends this connection, never the I/O thread: with the request's JSON error
+    // (503 insufficient_memory, 500 otherwise) when no byte of its reply has gone out, else a
+    // close, which an SSE client sees as the stream ending without [DONE].
+    template <class F>
+    void guarded(F&& work) {
+        try {
+            work();
+        } catch (const std::exception&) {
+            fail_connection();
+        }
+    }
+
+    // Inside guarded's catch block (exception_reply reads the exception in flight).
+    void fail_connection() {
+        try {
+            if (job_) {
+                job_->cancelled = true;
+                job_->channel->set_notify(nullptr);
+                job_.reset();
+                sched_.wake();
+            }
+            if (!closed_ && !writing_ && !header_sent_) {
+                HttpOut e = api_.exception_reply();
+                builder_.reset();
+                on_final_ = nullptr;
+                streaming_ = false;
+                keep_alive_ = false;
+                return write_simple(e.status, e.content_type, std::move(e.body), e.headers);
+            }
+        } catch (const std::exception&) {
+            // no memory even for the error reply: the close below is all that is left
+        }
+        close();
+    }
 
     void arm(int ms, Timeout what) {
         timed_out_ = Timeout::None;
@@ -134,7 +176,7 @@ private:
         arm(cfg_.header_timeout_ms, Timeout::Header);
         http::async_read_header(sock_, buffer_, *parser_,
                                 [self = shared_from_this(), before](beast::error_code ec, size_t n) {
-                                    self->on_header(ec, before + n);
+                                    self->guarded([&] { self->on_header(ec, before + n); });
                                 });
     }
 
@@ -167,7 +209,7 @@ private:
             net::async_write(sock_, net::buffer(kContinue), [self = shared_from_this()](beast::error_code e, size_t) {
                 self->disarm();
                 if (e) return self->close();
-                self->read_body();
+                self->guarded([&] { self->read_body(); });
             });
             return;
         }
@@ -176,8 +218,9 @@ private:
 
     void read_body() {
         arm(cfg_.body_timeout_ms, Timeout::Body);
-        http::async_read(sock_, buffer_, *parser_,
-                         [self = shared_from_this()](beast::error_code e, size_t) { self->on_body(e); });
+        http::async_read(sock_, buffer_, *parser_, [self = shared_from_this()](beast::error_code e, size_t) {
+            self->guarded([&] { self->on_body(e); });
+        });
     }
 
     void on_body(beast::error_code ec) {
@@ -209,10 +252,22 @@ private:
             auto self = shared_from_this();
             auto exec = sock_.get_executor();
             sched_.post_control([self, exec, fn = std::move(out.on_engine)](CapsuleStore& s, ClaimLog& l) {
-                auto reply = std::make_shared<HttpOut>(fn(s, l));
-                net::post(exec, [self, reply] {
-                    if (self->closed_) return;
-                    self->write_simple(reply->status, reply->content_type, std::move(reply->body), reply->headers);
+                // On the engine thread: the reply is made and posted back whatever happens, or
+                // the connection would wait for it forever (T33).
+                std::shared_ptr<HttpOut> reply;
+                try {
+                    reply = std::make_shared<HttpOut>(fn(s, l));
+                } catch (const std::exception&) {
+                    retry_while_heap_refuses([&] { reply = std::make_shared<HttpOut>(self->api_.exception_reply()); });
+                }
+                retry_while_heap_refuses([&] {
+                    net::post(exec, [self, reply] {
+                        if (self->closed_) return;
+                        self->guarded([&] {
+                            self->write_simple(reply->status, reply->content_type, std::move(reply->body),
+                                               reply->headers);
+                        });
+                    });
                 });
             });
             return;
@@ -226,7 +281,7 @@ private:
         std::weak_ptr<Connection> weak = shared_from_this();
         auto exec = sock_.get_executor();
         job_->channel->set_notify([weak, exec] {
-            if (auto self = weak.lock()) net::post(exec, [self] { self->pump(); });
+            if (auto self = weak.lock()) net::post(exec, [self] { self->guarded([&] { self->pump(); }); });
         });
         watch();
         if (streaming_) start_stream();
@@ -241,10 +296,10 @@ private:
             if (self->closed_) return;
             if (!ec) {
                 self->buffer_.commit(n);  // pipelined bytes: kept for the next request
-                if (self->job_) return self->watch();
-                return self->after_job();
+                if (self->job_) return self->guarded([&] { self->watch(); });
+                return self->guarded([&] { self->after_job(); });
             }
-            if (ec == net::error::operation_aborted && !self->job_) return self->after_job();
+            if (ec == net::error::operation_aborted && !self->job_) return self->guarded([&] { self->after_job(); });
             if (ec == net::error::operation_aborted && self->timed_out_ == Timeout::Send) return self->close();
             if (ec == net::error::operation_aborted) return;
             self->close();  // client gone: cancels the job
@@ -266,8 +321,10 @@ private:
             self->writing_ = false;
             if (ec) return self->close();
             self->header_sent_ = true;
-            self->out_ = self->builder_->sse_open();
-            self->pump();
+            self->guarded([&] {
+                self->out_ = self->builder_->sse_open();
+                self->pump();
+            });
         });
     }
 
@@ -314,7 +371,7 @@ private:
                                  self->disarm();
                                  self->writing_ = false;
                                  if (ec) return self->close();  // includes the send timeout
-                                 self->pump();
+                                 self->guarded([&] { self->pump(); });
                              });
             return;
         }
@@ -327,7 +384,7 @@ private:
                 self->writing_ = false;
                 if (ec || !self->keep_alive_ || self->builder_->failed()) return self->close();
                 self->builder_.reset();
-                self->after_job();
+                self->guarded([&] { self->after_job(); });
             });
         }
     }
@@ -375,7 +432,7 @@ private:
                 self->disarm();
                 self->writing_ = false;
                 if (ec || !self->keep_alive_) return self->close();
-                self->after_job();
+                self->guarded([&] { self->after_job(); });
             });
             return;
         }
@@ -392,7 +449,7 @@ private:
             self->disarm();
             self->writing_ = false;
             if (ec || !self->keep_alive_) return self->close();
-            self->after_job();
+            self->guarded([&] { self->after_job(); });
         });
     }
 
@@ -441,15 +498,34 @@ struct HttpServer::Impl {
             // p99 inter-token latency at every batch size (stream_bench, H100, 2026-11-24).
             beast::error_code nodelay_ec;
             sock.set_option(tcp::no_delay(true), nodelay_ec);  // best effort: a refusal only costs latency
-            auto c = std::make_shared<Connection>(std::move(sock), api, sched, cfg);
-            {
-                std::lock_guard<std::mutex> lock(mu);
-                conns.erase(std::remove_if(conns.begin(), conns.end(), [](auto& w) { return w.expired(); }), conns.end());
-                conns.push_back(c);
+            try {
+                auto c = std::make_shared<Connection>(std::move(sock), api, sched, cfg);
+                {
+                    std::lock_guard<std::mutex> lock(mu);
+                    conns.erase(std::remove_if(conns.begin(), conns.end(), [](auto& w) { return w.expired(); }),
+                                conns.end());
+                    conns.push_back(c);
+                }
+                c->start();
+            } catch (const std::exception&) {
+                // The heap refused (T33): this client's socket closes; the next one is accepted.
             }
-            c->start();
-            accept();
+            // The acceptor must stay armed, or the server would never take a connection again.
+            retry_while_heap_refuses([&] { accept(); });
         });
+    }
+
+    // An I/O thread. Handlers catch their own exceptions (Connection::guarded); one that still
+    // escapes run() (from Asio or Beast themselves) has lost only its own operation, so the
+    // thread goes back to the loop instead of ending the process.
+    void run_io() {
+        for (;;) {
+            try {
+                ioc.run();
+                return;
+            } catch (const std::exception&) {
+            }
+        }
     }
 
     Api& api;
@@ -487,7 +563,7 @@ frost_status HttpServer::start() {
                         ec.message().c_str());
     m.port = m.acceptor.local_endpoint().port();
     m.accept();
-    for (int i = 0; i < std::max(1, m.cfg.io_threads); ++i) m.threads.emplace_back([&m] { m.ioc.run(); });
+    for (int i = 0; i < std::max(1, m.cfg.io_threads); ++i) m.threads.emplace_back([&m] { m.run_io(); });
     m.started = true;
     return FROST_OK;
 }

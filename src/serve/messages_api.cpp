@@ -2,6 +2,8 @@
 // (the builder: messages_builder.cpp).
 #include "serve/messages_api.h"
 
+#include <new>
+
 #include "serve/api.h"
 #include "serve/ids.h"
 #include "serve/json_guard.h"
@@ -19,6 +21,8 @@ namespace {
 std::string tool_arguments(const json& input) {
     try {
         return text::python_json_dumps(nlohmann::ordered_json(input));
+    } catch (const std::bad_alloc&) {
+        throw;  // the heap refused (T33): the request fails, its input is not the cause
     } catch (const std::exception&) {  // deeper than the template's bound: the validator names it
         return json_text(input);
     }

@@ -61,6 +61,11 @@ std::string Metrics::render() const {
     counter(out, "frost_rejected_key_limit_total", "counter", "Requests refused with 429 by the per-key limit",
             double(rejected_key_limit.load()));
     counter(out, "frost_errors_total", "counter", "Requests that ended with an error", double(errors_total.load()));
+    counter(out, "frost_out_of_memory_total", "counter",
+            "Requests failed because the host heap refused an allocation (the server went on)",
+            double(out_of_memory_total.load()));
+    counter(out, "frost_exceptions_total", "counter", "Other exceptions caught while handling a request",
+            double(exceptions_total.load()));
     counter(out, "frost_cancelled_total", "counter", "Requests cancelled by client disconnect",
             double(cancelled_total.load()));
     counter(out, "frost_queue_depth", "gauge", "Requests waiting for a slot", double(queue_depth.load()));

@@ -34,6 +34,10 @@ struct Metrics {
     std::atomic<uint64_t> rejected_draining{0};
     std::atomic<uint64_t> rejected_key_limit{0};
     std::atomic<uint64_t> errors_total{0};
+    // Exceptions caught where a request is handled (T33): the heap refused an allocation
+    // (std::bad_alloc), or anything else escaped. Each failed one request, not the server.
+    std::atomic<uint64_t> out_of_memory_total{0};
+    std::atomic<uint64_t> exceptions_total{0};
     std::atomic<uint64_t> cancelled_total{0};
     std::atomic<uint64_t> queue_depth{0};
     std::atomic<uint64_t> active_requests{0};

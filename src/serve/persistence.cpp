@@ -93,8 +93,9 @@ void quarantine(const std::string& dir, const std::string& name, const std::stri
 
 // One event that re-indexing appends on behalf of a claim.
 void add_event(ClaimLog* log, const std::string& id, const char* event, Tier tier, bool pinned, uint64_t bytes,
-               const std::string& reason, std::vector<std::string> blocking = {}) {
+               const std::string& reason, std::vector<std::string> blocking = {}, bool retained = false) {
     ClaimEvent e;
+    e.retained = retained;
     e.claim_id = id;
     e.event = event;
     e.tier = tier;
@@ -114,22 +115,23 @@ void log_gone(ClaimLog* log, const std::string& id, const char* event, const std
 // state machine from its last event, so the continued log replays as one valid history.
 void end_lost_claim(ClaimLog* log, const std::string& id, const ClaimLog::OpenClaim& c) {
     const std::string why = "lost at restart: not in the capsule dir (memory tier at a crash, or never persisted)";
-    auto add = [&](const char* event, std::vector<std::string> blocking = {}) {
-        add_event(log, id, event, c.tier, c.pinned, 0, why, std::move(blocking));
+    auto add = [&](const char* event, std::vector<std::string> blocking = {}, bool retained = false) {
+        add_event(log, id, event, c.tier, c.pinned, 0, why, std::move(blocking), retained);
     };
     const std::string& last = c.last_event;
     if (last == claim_event::kAccepted) return add(claim_event::kRefused);
     if (last == claim_event::kRestoreRequired) add(claim_event::kRestorationFailed);
     if (last == claim_event::kRestoreRequired || last == claim_event::kRestorationFailed)
-        add(claim_event::kRefused, {id});
+        add(claim_event::kRefused, {id}, last == claim_event::kRestorationFailed && c.retained);
     add(claim_event::kEvicted);
 }
 
-// The previous run's last event of a claim it left live ("" for any other claim).
-std::string last_event_of(const ClaimLog& log, const std::string& id) {
+// A restore that failed closed for good (restoration_failed without `retained`): the claim is
+// ending, its capsule is to be removed. A retained one (the heap refused, T33) keeps it.
+bool failed_for_good(const ClaimLog& log, const std::string& id) {
     const auto live = log.previously_live_claims();
     const auto it = live.find(id);
-    return it == live.end() ? std::string() : it->second.last_event;
+    return it != live.end() && it->second.last_event == claim_event::kRestorationFailed && !it->second.retained;
 }
 
 // Brings the claim of a capsule adopted at start to "live on disk" in the log, as its files say it
@@ -153,6 +155,9 @@ void settle_adopted_claim(ClaimLog* log, const std::string& id, uint64_t bytes, 
     if (last == claim_event::kAccepted) add(claim_event::kMaterialized, interrupted);
     else if (last == claim_event::kDemoted) add(claim_event::kOffloaded, interrupted);
     else if (last == claim_event::kRestoreRequired) add(claim_event::kRestored, "at start: the restore in flight ended with the process; the capsule is live on disk");
+    else if (last == claim_event::kRestorationFailed && it->second.retained)
+        add_event(log, id, claim_event::kRefused, Tier::Disk, pinned, bytes,
+                  "at start: the refusal of a restore the heap refused (the capsule is kept)", {id}, true);
     if (it->second.pinned != pinned)
         add(pinned ? claim_event::kPinned : claim_event::kUnpinned, "at start: the sidecar's policy (the change in flight at the crash)");
 }
@@ -357,7 +362,7 @@ ReindexReport reindex_capsule_dir(const std::string& dir, EngineIface& engine, C
             log_gone(log, m.id, claim_event::kExpired, "ttl", m.pinned);
             continue;
         }
-        if (log && (log->previously_ended(m.id) || last_event_of(*log, m.id) == claim_event::kRestorationFailed)) {
+        if (log && (log->previously_ended(m.id) || failed_for_good(*log, m.id))) {
             // The log ended the claim (or failed it closed) before the crash: finish the removal.
             remove_persisted(dir, m.id);
             rep.removed++;

@@ -5,9 +5,11 @@
 #include "serve/scheduler_state.h"
 
 #include <algorithm>
+#include <exception>
 #include <optional>
 
 #include "exec/error.h"
+#include "serve/heap_refusal.h"
 #include "serve/ids.h"
 #include "serve/planner.h"
 #include "serve/reasoning_split.h"
@@ -95,7 +97,15 @@ Admit Scheduler::submit(std::shared_ptr<Job> job) {
     if (queue_.size() >= cfg_.queue_cap) return Admit::QueueFull;
     auto it = per_key_.find(job->owner);
     if (cfg_.max_per_key > 0 && it != per_key_.end() && it->second >= cfg_.max_per_key) return Admit::KeyLimit;
-    per_key_[job->owner]++;
+    // Both allocating steps before anything is counted, the queue's first: a refusal (T33)
+    // leaves the scheduler as it was.
+    queue_.push_back(job);
+    try {
+        per_key_[job->owner]++;
+    } catch (...) {
+        queue_.pop_back();
+        throw;
+    }
     job->key_counted = true;
     job->enqueued = std::chrono::steady_clock::now();
     PhaseTimes& t = job->times;
@@ -103,7 +113,6 @@ Admit Scheduler::submit(std::shared_ptr<Job> job) {
     t.enqueued = job->enqueued;
     t.ms[size_t(Phase::Parse)] = std::max(0.0, ms_between(t.received, t.enqueued) - t.ms[size_t(Phase::Template)] -
                                                    t.ms[size_t(Phase::Tokenize)]);
-    queue_.push_back(std::move(job));
     if (metrics_) metrics_->queue_depth = queue_.size();
     woken_ = true;
     cv_.notify_all();
@@ -143,6 +152,7 @@ size_t Scheduler::queue_depth() const {
 bool Scheduler::control(const std::function<void(CapsuleStore&, ClaimLog&)>& fn) {
     auto done = std::make_shared<std::pair<std::mutex, std::condition_variable>>();
     auto finished = std::make_shared<bool>(false);
+    auto failure = std::make_shared<std::exception_ptr>();
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (!running_ || exited_) {
@@ -151,8 +161,14 @@ bool Scheduler::control(const std::function<void(CapsuleStore&, ClaimLog&)>& fn)
             update_store_metrics();
             return true;
         }
-        controls_.push_back([this, &fn, done, finished] {
-            fn(*store_, log_);
+        controls_.push_back([this, &fn, done, finished, failure] {
+            // An exception goes back to the caller's thread (rethrown there), never out of the
+            // engine thread's loop, which would lose the controls queued behind this one.
+            try {
+                fn(*store_, log_);
+            } catch (...) {
+                *failure = std::current_exception();
+            }
             update_store_metrics();
             std::lock_guard<std::mutex> l(done->first);
             *finished = true;
@@ -166,6 +182,7 @@ bool Scheduler::control(const std::function<void(CapsuleStore&, ClaimLog&)>& fn)
     // prefill_step tokens) and drains them when it exits.
     std::unique_lock<std::mutex> l(done->first);
     done->second.wait(l, [&] { return *finished; });
+    if (*failure) std::rethrow_exception(*failure);
     return true;
 }
 
@@ -174,7 +191,13 @@ void Scheduler::post_control(std::function<void(CapsuleStore&, ClaimLog&)> fn) {
         std::unique_lock<std::mutex> lock(mu_);
         if (running_ && !exited_) {
             controls_.push_back([this, fn = std::move(fn)] {
-                fn(*store_, log_);
+                // fn answers its own caller (an HTTP reply) and catches what it can; what still
+                // escapes is counted here, never thrown out of the engine thread's loop.
+                try {
+                    fn(*store_, log_);
+                } catch (const std::exception&) {
+                    note_exception(exception_is_bad_alloc());
+                }
                 update_store_metrics();
             });
             woken_ = true;
@@ -229,6 +252,8 @@ void Scheduler::admit_from_queue() {
         while (!queue_.empty()) {
             const int slot = pick_slot(*queue_.front());
             if (slot < 0) break;
+            // Allocated and placed before the job leaves the queue: a refusal leaves it queued.
+            active_.reserve(active_.size() + 1);
             auto a = std::make_unique<Active>();
             a->job = queue_.front();
             queue_.pop_front();
@@ -250,94 +275,165 @@ void Scheduler::admit_from_queue() {
 void Scheduler::loop() {
     double last_expire = 0;
     for (;;) {
-        std::deque<std::function<void()>> controls;
-        bool stopping;
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            controls.swap(controls_);
-            stopping = stop_requested_;
+        bool stopping = false;
+        try {
+            stopping = round(last_expire);
+        } catch (const std::exception&) {
+            // Not caught nearer its job (T33): every admitted job ends with an error; the queue,
+            // the store and the slots (their state now unknown) serve the next ones.
+            fail_all_active();
         }
-        for (auto& c : controls) c();
         if (stopping) break;
-
-        const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
-        if (now - last_expire >= kExpireEvery) {
-            if (store_->expire() > 0) update_store_metrics();
-            last_expire = now;
-        }
-        admit_from_queue();
-
-        // One round: every job still prefilling runs one bounded chunk (prefill_step tokens, sliced
-        // beside decoding streams), then
-        // every decoding job advances by one token in ONE batched engine step. A new long prompt
-        // therefore costs the running streams at most one chunk per token, and a job joins the
-        // batch in the round after its prefill ends; a cancelled one leaves it at the next round.
-        bool progressed = false;
-        std::vector<Active*> decoding;
-        streams_decoding_ = std::any_of(active_.begin(), active_.end(), [](const std::unique_ptr<Active>& a) {
-            return a->phase == Active::Phase::Decode && !a->job->is_cancelled() && !a->job->channel->full();
-        });
-        for (size_t i = 0; i < active_.size();) {
-            Active& a = *active_[i];
-            if (a.job->is_cancelled()) {
-                if (metrics_) metrics_->cancelled_total++;
-                release(a);
-                active_.erase(active_.begin() + long(i));
-                progressed = true;
-                continue;
-            }
-            if (a.job->channel->full()) {  // slow reader: wait for it, never block the others
-                ++i;
-                continue;
-            }
-            progressed = true;
-            if (a.phase == Active::Phase::Decode) {
-                decoding.push_back(&a);
-                ++i;
-                continue;
-            }
-            if (!step(a)) {
-                active_.erase(active_.begin() + long(i));
-                continue;
-            }
-            ++i;
-        }
-        if (!decoding.empty()) {
-            const std::vector<Active*> done = decode_round(decoding);
-            active_.erase(std::remove_if(active_.begin(), active_.end(),
-                                         [&](const std::unique_ptr<Active>& a) {
-                                             return std::find(done.begin(), done.end(), a.get()) != done.end();
-                                         }),
-                          active_.end());
-        }
-        // Choices forked during this round join the round-robin from the next one.
-        for (auto& f : forks_) active_.push_back(std::move(f));
-        forks_.clear();
-        if (metrics_) metrics_->active_requests = active_.size();
-        if (!progressed) {
-            std::unique_lock<std::mutex> lock(mu_);
-            cv_.wait_for(lock, active_.empty() ? kIdleWait : kBlockedWait,
-                         [this] { return woken_ || stop_requested_; });
-            woken_ = false;
-        }
     }
     // Shutdown: every job still admitted ends with a final error event.
-    ApiError e = make_error(503, "server_error", "shutting_down", "the server is shutting down");
-    for (auto& a : active_) fail_job(*a, e, false);
-    active_.clear();
+    retry_while_heap_refuses([&] {
+        ApiError e = make_error(503, "server_error", "shutting_down", "the server is shutting down");
+        for (auto& a : active_) fail_job(*a, e, false);
+        active_.clear();
+        std::lock_guard<std::mutex> lock(mu_);
+        while (!queue_.empty()) {
+            uncount_locked(*queue_.front());
+            StreamEvent ev;
+            ev.kind = StreamEvent::Kind::Error;
+            ev.error = e;
+            queue_.front()->channel->push_final(std::move(ev));
+            queue_.pop_front();
+        }
+    });
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& j : queue_) {
-        uncount_locked(*j);
-        StreamEvent ev;
-        ev.kind = StreamEvent::Kind::Error;
-        ev.error = e;
-        j->channel->push_final(std::move(ev));
-    }
-    queue_.clear();
     exited_ = true;
     std::deque<std::function<void()>> left;
     left.swap(controls_);
     for (auto& c : left) c();  // under mu_: control() callers are blocked until these ran
+}
+
+void Scheduler::fail_all_active() {
+    const bool oom = exception_is_bad_alloc();
+    note_exception(oom);
+    retry_while_heap_refuses([&] {
+        const ApiError e = oom ? out_of_memory_error() : internal_error("the engine thread's round failed");
+        for (auto& a : active_) fail_job(*a, e, true);
+        for (auto& f : forks_) fail_job(*f, e, true);
+        active_.clear();
+        forks_.clear();
+        if (metrics_) metrics_->active_requests = 0;
+    });
+}
+
+// Inside a catch block: whether the exception in flight is std::bad_alloc.
+bool Scheduler::exception_is_bad_alloc() {
+    try {
+        throw;
+    } catch (const std::bad_alloc&) {
+        return true;
+    } catch (...) {
+        return false;
+    }
+}
+
+void Scheduler::note_exception(bool oom) {
+    if (!metrics_) return;
+    if (oom) metrics_->out_of_memory_total++;
+    else metrics_->exceptions_total++;
+}
+
+// Inside a catch block: ends `a` with the error for the exception in flight; its slot's state is
+// unknown (the step may have stopped half way).
+void Scheduler::fail_after_exception(Active& a) {
+    const bool oom = exception_is_bad_alloc();
+    note_exception(oom);
+    retry_while_heap_refuses([&] {
+        fail_job(a, oom ? out_of_memory_error() : internal_error("a scheduler step failed"), true);
+    });
+}
+
+bool Scheduler::round(double& last_expire) {
+    std::deque<std::function<void()>> controls;
+    bool stopping;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        controls.swap(controls_);
+        stopping = stop_requested_;
+    }
+    for (auto& c : controls) c();
+    if (stopping) return true;
+
+    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
+    if (now - last_expire >= kExpireEvery) {
+        if (store_->expire() > 0) update_store_metrics();
+        last_expire = now;
+    }
+    admit_from_queue();
+
+    // One round: every job still prefilling runs one bounded chunk (prefill_step tokens, sliced
+    // beside decoding streams), then
+    // every decoding job advances by one token in ONE batched engine step. A new long prompt
+    // therefore costs the running streams at most one chunk per token, and a job joins the
+    // batch in the round after its prefill ends; a cancelled one leaves it at the next round.
+    bool progressed = false;
+    std::vector<Active*> decoding;
+    streams_decoding_ = std::any_of(active_.begin(), active_.end(), [](const std::unique_ptr<Active>& a) {
+        return a->phase == Active::Phase::Decode && !a->job->is_cancelled() && !a->job->channel->full();
+    });
+    for (size_t i = 0; i < active_.size();) {
+        Active& a = *active_[i];
+        if (a.job->is_cancelled()) {
+            if (metrics_) metrics_->cancelled_total++;
+            release(a);
+            active_.erase(active_.begin() + long(i));
+            progressed = true;
+            continue;
+        }
+        if (a.job->channel->full()) {  // slow reader: wait for it, never block the others
+            ++i;
+            continue;
+        }
+        progressed = true;
+        if (a.phase == Active::Phase::Decode) {
+            decoding.push_back(&a);
+            ++i;
+            continue;
+        }
+        bool going = false;
+        try {
+            going = step(a);
+        } catch (const std::exception&) {
+            fail_after_exception(a);  // this job alone: the others go on
+        }
+        if (!going) {
+            active_.erase(active_.begin() + long(i));
+            continue;
+        }
+        ++i;
+    }
+    if (!decoding.empty()) {
+        std::vector<Active*> done;
+        try {
+            done = decode_round(decoding);
+        } catch (const std::exception&) {
+            // Some of the round's jobs may have taken their token already: all of them end.
+            for (Active* a : decoding) fail_after_exception(*a);
+            done.swap(decoding);
+        }
+        active_.erase(std::remove_if(active_.begin(), active_.end(),
+                                     [&](const std::unique_ptr<Active>& a) {
+                                         return std::find(done.begin(), done.end(), a.get()) != done.end();
+                                     }),
+                      active_.end());
+    }
+    // Choices forked during this round join the round-robin from the next one (room first, so
+    // that no fork is left behind moved-from when the heap refuses).
+    active_.reserve(active_.size() + forks_.size());
+    for (auto& f : forks_) active_.push_back(std::move(f));
+    forks_.clear();
+    if (metrics_) metrics_->active_requests = active_.size();
+    if (!progressed) {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, active_.empty() ? kIdleWait : kBlockedWait,
+                     [this] { return woken_ || stop_requested_; });
+        woken_ = false;
+    }
+    return false;
 }
 
 bool Scheduler::step(Active& a) {
@@ -360,10 +456,10 @@ std::vector<Scheduler::Active*> Scheduler::decode_round(const std::vector<Active
     std::vector<int32_t> next(jobs.size(), -1);
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<Active*> done;
-    if (engine_.decode_batch(slots.data(), int(slots.size()), next.data()) != FROST_OK) {
-        const std::string why = "decode failed: " + last_error();
+    if (const frost_status st = engine_.decode_batch(slots.data(), int(slots.size()), next.data()); st != FROST_OK) {
+        const ApiError e = engine_failure(st, "decode failed: " + last_error());
         for (Active* a : jobs) {
-            fail_job(*a, make_error(500, "server_error", "engine_error", why), true);
+            fail_job(*a, e, true);
             done.push_back(a);
         }
         return done;

@@ -145,6 +145,16 @@ private:
     struct Active;
     struct PendingCapsule;
     void loop();
+    // One pass of the engine thread: controls, expiry, admission, a prefill chunk per prefilling
+    // job and one batched decode step. True when a stop was requested.
+    bool round(double& last_expire);
+    // After an exception (T33): the job it happened in ends with 503 insufficient_memory
+    // (std::bad_alloc) or 500 internal_error, its slot's state unknown; fail_all_active ends
+    // every admitted job so when the exception escaped the round itself.
+    void fail_after_exception(Active& a);
+    void fail_all_active();
+    void note_exception(bool oom);
+    static bool exception_is_bad_alloc();
     void admit_from_queue();
     int pick_slot(const Job& job);
     bool step(Active& a);  // false when the job is finished (slot released)
@@ -181,6 +191,8 @@ private:
     // Acknowledges the capsule prefill_and_snapshot froze: durable files (disk tier), then
     // materialized, then headroom on the device tier for the next one. Idempotent.
     void finalize_capsule(Active& a);
+    // finalize_capsule's work; *materialized once the store acknowledged the capsule.
+    void finalize_pending(Active& a, PendingCapsule& p, bool* materialized);
     bool finish_choice(Active& a, const char* reason);
     bool finish_capsule_only(Active& a);
     void emit(Active& a, const std::string& text);
@@ -192,7 +204,9 @@ private:
     void uncount(Job& job);
     void uncount_locked(Job& job);
     // Prefills prompt[pos, end) and freezes the state at `end` as a capsule (auto prefix reuse).
-    bool prefill_and_snapshot(Active& a, size_t end, int32_t* next);
+    // The failing engine call's status (FROST_OK also when no capsule could be made: the prefill
+    // went on without one).
+    frost_status prefill_and_snapshot(Active& a, size_t end, int32_t* next);
     // Writes a capsule that the store placed on disk as its durable file pair before it is
     // materialized. False: nothing is left (engine capsule dropped, files removed), *why says why.
     bool persist_new_capsule(const CapsuleRequest& req, uint64_t* handle, std::string* why);

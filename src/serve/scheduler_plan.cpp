@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "exec/error.h"
+#include "serve/heap_refusal.h"
 #include "serve/planner.h"
 #include "serve/scheduler_state.h"
 
@@ -69,17 +70,32 @@ bool Scheduler::start_choice(Active& a) {
             return false;
         }
         frost_status st;
-        {
-            PhaseTimer t(times(a), Phase::Restore);
-            st = engine_.restore(rec.handle, a.slot);
+        std::string why;
+        try {
+            {
+                PhaseTimer t(times(a), Phase::Restore);
+                st = engine_.restore(rec.handle, a.slot);
+            }
+            if (st != FROST_OK) why = last_error();
+        } catch (...) {
+            // The restore began (restore_required, the capsule held busy): it must end, or the
+            // claim stays "restoring" and the capsule can never leave its tier (T33).
+            const bool oom = exception_is_bad_alloc();
+            retry_while_heap_refuses([&] {
+                store_->end_restore(rec.id, oom ? FROST_ERR_OUT_OF_MEMORY : FROST_ERR_BACKEND, job.id,
+                                    oom ? "out of host memory" : "the restore threw");
+            });
+            throw;
         }
         store_timer.emplace(times(a), Phase::Store);
-        store_->end_restore(rec.id, st == FROST_OK, job.id, st == FROST_OK ? "" : last_error());
+        store_->end_restore(rec.id, st, job.id, why);
         update_store_metrics();
         store_timer.reset();
         if (st != FROST_OK) {
             fail_job(a, make_error(503, "server_error", "capsule_restore_failed",
-                                   "capsule " + plan.capsule_id + " could not be restored (refused)"),
+                                   "capsule " + plan.capsule_id + " could not be restored (refused" +
+                                       (st == FROST_ERR_OUT_OF_MEMORY ? "; out of memory, the capsule is kept): " : "): ") +
+                                       why),
                      true);
             return false;
         }
@@ -191,13 +207,14 @@ bool Scheduler::prefill_step(Active& a) {
                       (job.capsule_only || snap_at < job.prompt.size());
     if (snap) end = std::min(end, snap_at);
     int32_t next = -1;
-    bool ok;
+    frost_status st = FROST_OK;
     if (snap && end == snap_at) {
-        ok = prefill_and_snapshot(a, end, &next);
+        st = prefill_and_snapshot(a, end, &next);
     } else if (streams_decoding_ && cfg_.prefill_share > 0 && end - a.pos <= engine_.slice_rows()) {
         // Other streams decode: this chunk runs a few layers per round beside their steps.
-        if (engine_.prefill_slices_begin(a.slot, job.prompt.data() + a.pos, end - a.pos) != FROST_OK) {
-            fail_job(a, make_error(500, "server_error", "engine_error", "prefill failed: " + last_error()), false);
+        if (const frost_status bs = engine_.prefill_slices_begin(a.slot, job.prompt.data() + a.pos, end - a.pos);
+            bs != FROST_OK) {
+            fail_job(a, engine_failure(bs, "prefill failed: " + last_error()), false);
             return false;
         }
         a.slicing = true;
@@ -207,10 +224,10 @@ bool Scheduler::prefill_step(Active& a) {
     } else {
         times(a).prefill_calls++;
         PhaseTimer t(times(a), Phase::Prefill);
-        ok = engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, &next) == FROST_OK;
+        st = engine_.prefill(a.slot, job.prompt.data() + a.pos, end - a.pos, &next);
     }
-    if (!ok) {
-        fail_job(a, make_error(500, "server_error", "engine_error", "prefill failed: " + last_error()), true);
+    if (st != FROST_OK) {
+        fail_job(a, engine_failure(st, "prefill failed: " + last_error()), true);
         return false;
     }
     return prefilled(a, end, next);
@@ -242,7 +259,7 @@ bool Scheduler::sliced_prefill_step(Active& a) {
         st = engine_.prefill_slices_run(a.slot, most, &done, &next);
     }
     if (st != FROST_OK) {
-        fail_job(a, make_error(500, "server_error", "engine_error", "prefill failed: " + last_error()), true);
+        fail_job(a, engine_failure(st, "prefill failed: " + last_error()), true);
         return false;
     }
     if (streams_decoding_ && !done)

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <new>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -442,6 +443,8 @@ frost_status render_chat(ChatTemplateKind kind, const ojson& messages, const ojs
     frost_status s;
     try {
         s = kind == ChatTemplateKind::kQwen3 ? r.qwen3() : r.qwen35();
+    } catch (const std::bad_alloc&) {
+        throw;  // the heap refused: not the messages' fault, so not an invalid-argument error
     } catch (const std::exception& e) {
         return fail(FROST_ERR_INVALID_ARG, "chat template: %s", e.what());
     }

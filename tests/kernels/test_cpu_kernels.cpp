@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <random>
 #include <utility>
 #include <vector>
@@ -166,6 +167,40 @@ TEST(E4m3Rounding, ActivationBytesDecodeToTheInPlaceQuantization) {
     EXPECT_EQ(s[size_t(0) * scale_ld + 0], 1e5f / 448.0f);      // the outlier's
     EXPECT_EQ(s[size_t(0) * scale_ld + rows], -1.0f);           // scale padding rows untouched
     EXPECT_NE(quantize_act_e4m3_bytes(x.data(), rows, K, ld, q.data(), s.data(), rows - 1), FROST_OK);
+}
+
+// T33: a part that throws (std::bad_alloc from a kernel's scratch when the heap refuses) used to
+// end its worker thread, and with it the process. The exception now comes out of parallel_for
+// on the caller's thread, after every other part ran, and the pool keeps working.
+TEST(ThreadPool, AnExceptionInAnyPartReachesTheCallerAndThePoolGoesOn) {
+    const int saved = threads();
+    set_threads(4);
+    for (int64_t bad : {int64_t(0), int64_t(37), int64_t(99)}) {  // the caller's part, a worker's, the last
+        std::vector<int> seen(100, 0);
+        bool threw = false;
+        try {
+            parallel_for(100, 1, [&](int64_t lo, int64_t hi) {
+                for (int64_t i = lo; i < hi; ++i) {
+                    if (i == bad) throw std::bad_alloc();
+                    seen[size_t(i)] = 1;
+                }
+            });
+        } catch (const std::bad_alloc&) {
+            threw = true;
+        }
+        EXPECT_TRUE(threw) << bad;
+        // The other parts ran to their ends: nothing of theirs is still running after the throw.
+        int done = 0;
+        for (int v : seen) done += v;
+        EXPECT_GE(done, 100 - 25) << bad;
+        // The pool serves the next call whole.
+        std::vector<int> again(1000, 0);
+        parallel_for(1000, 1, [&](int64_t lo, int64_t hi) {
+            for (int64_t i = lo; i < hi; ++i) again[size_t(i)] = 1;
+        });
+        for (int v : again) ASSERT_EQ(v, 1);
+    }
+    set_threads(saved);
 }
 
 TEST(ThreadPool, ResultsDoNotDependOnTheThreadCount) {

@@ -115,6 +115,7 @@ struct StoreFixture {
     std::set<uint64_t> live_handles;
     int moves = 0;
     bool fail_moves = false;
+    frost_status move_failure = FROST_ERR_IO;  // what a failing move returns
     std::unique_ptr<CapsuleStore> store;
 
     explicit StoreFixture(uint64_t dev, uint64_t host, uint64_t disk, const std::string& log_path = "") {
@@ -127,7 +128,7 @@ struct StoreFixture {
         b.bytes[2] = disk;
         StoreHooks h;
         h.move = [this](CapsuleRecord&, Tier) {
-            if (fail_moves) return FROST_ERR_IO;
+            if (fail_moves) return move_failure;
             ++moves;
             return FROST_OK;
         };
@@ -139,7 +140,7 @@ struct StoreFixture {
                      std::vector<std::string>* blocking = nullptr, Tier* placed_out = nullptr) {
         CapsuleRequest r;
         r.id = id;
-        r.owner = "k";
+        r.owner = std::string(1, 'k');  // not = "k": gcc 12 warns -Wrestrict (a false positive) once this inlines
         r.bytes = bytes;
         r.pinned = pinned;
         r.priority = priority;
@@ -284,9 +285,9 @@ TEST(Store, RestorePromotesAndAFailedRestoreFailsClosed) {
     EXPECT_EQ(f.tier("b"), Tier::Host);
     // A busy capsule is neither deleted nor moved.
     EXPECT_EQ(f.store->remove("a", "k"), FROST_ERR_STATE);
-    f.store->end_restore("a", true, "req1", "");
+    f.store->end_restore("a", FROST_OK, "req1", "");
     ASSERT_EQ(f.store->begin_restore("b", "k", "req2", &r), FROST_OK);
-    f.store->end_restore("b", false, "req2", "checksum mismatch");
+    f.store->end_restore("b", FROST_ERR_CORRUPT, "req2", "checksum mismatch");
     EXPECT_EQ(f.store->find("b", "k"), nullptr);  // dropped, never silently recomputed
     // A failed promotion is fail-closed too.
     ASSERT_EQ(f.add("c", 100), FROST_OK);  // a -> host
@@ -295,6 +296,49 @@ TEST(Store, RestorePromotesAndAFailedRestoreFailsClosed) {
     EXPECT_EQ(f.store->find("a", "k"), nullptr);
     EXPECT_EQ(f.live_handles.size(), f.store->size());
     EXPECT_EQ(f.store->used(Tier::Host), 0u);
+}
+
+// T33: a restore that failed because memory was refused (the heap while copying, or the device
+// tier's allocator on a promotion) fails its request closed but keeps the capsule, pinned or not:
+// its bytes are intact. The claim log says so (`retained`) and the checker accepts it.
+TEST(Store, ARestoreRefusedMemoryKeepsTheCapsule) {
+    const std::string path = std::string(FROST_BINARY_DIR) + "/serve_test_policy_retained.jsonl";
+    std::remove(path.c_str());
+    {
+        StoreFixture f(100, 200, 0, path);
+        ASSERT_EQ(f.add("p", 100, /*pinned=*/true), FROST_OK);
+        CapsuleRecord r;
+        ASSERT_EQ(f.store->begin_restore("p", "k", "req1", &r), FROST_OK);
+        f.store->end_restore("p", FROST_ERR_OUT_OF_MEMORY, "req1", "out of host memory");
+        const CapsuleRecord* p = f.store->find("p", "k");
+        ASSERT_NE(p, nullptr);
+        EXPECT_TRUE(p->pinned);
+        EXPECT_EQ(p->busy, 0);
+        // A failed promotion for want of memory keeps the capsule where it was.
+        ASSERT_EQ(f.add("a", 100), FROST_OK);
+        ASSERT_EQ(f.store->set_pinned("p", "k", false), FROST_OK);
+        ASSERT_EQ(f.add("b", 100), FROST_OK);  // the device tier holds one: a and p go to host
+        const Tier before = f.tier("a");
+        ASSERT_EQ(before, Tier::Host);
+        f.fail_moves = true;
+        f.move_failure = FROST_ERR_OUT_OF_MEMORY;
+        EXPECT_EQ(f.store->begin_restore("a", "k", "req2", &r), FROST_ERR_OUT_OF_MEMORY);
+        ASSERT_NE(f.store->find("a", "k"), nullptr);
+        EXPECT_EQ(f.tier("a"), before);
+        EXPECT_EQ(f.store->find("a", "k")->busy, 0);
+        // ...and the next restore of it works.
+        f.fail_moves = false;
+        ASSERT_EQ(f.store->begin_restore("a", "k", "req3", &r), FROST_OK);
+        f.store->end_restore("a", FROST_OK, "req3", "");
+        EXPECT_EQ(f.live_handles.size(), f.store->size());
+        const auto events = f.log.recent("p");
+        int retained = 0;
+        for (const auto& e : events) retained += e.retained;
+        EXPECT_EQ(retained, 2);  // restoration_failed and refused
+    }
+    if (access(FROST_PYTHON_EXE, X_OK) != 0) GTEST_SKIP() << "no " << FROST_PYTHON_EXE << " for the claim checker";
+    const std::string cmd = std::string(FROST_PYTHON_EXE) + " " + FROST_SOURCE_DIR + "/scripts/claimlog_check.py " + path;
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
 TEST(Store, RandomWorkloadKeepsCountersAndPassesTheClaimChecker) {
@@ -319,7 +363,13 @@ TEST(Store, RandomWorkloadKeepsCountersAndPassesTheClaimChecker) {
                 else {
                     CapsuleRecord r;
                     if (f.store->begin_restore(id, "k", "r" + std::to_string(i), &r) == FROST_OK)
-                        f.store->end_restore(id, rng() % 8 != 0, "r" + std::to_string(i), "injected");
+                    {
+                        // Some fail for good (I/O: the capsule is dropped), some because memory was
+                        // refused (the capsule stays, its events `retained`).
+                        const unsigned roll = rng() % 8;
+                        f.store->end_restore(id, roll > 1 ? FROST_OK : roll == 1 ? FROST_ERR_IO : FROST_ERR_OUT_OF_MEMORY,
+                                             "r" + std::to_string(i), "injected");
+                    }
                 }
             }
             f.now += 0.5;

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace frost::kernels::cpu {
@@ -56,13 +58,23 @@ public:
         std::unique_lock<std::mutex> lk(mu_);
         done_cv_.wait(lk, [this] { return pending_ == 0; });
         job_ = nullptr;
+        if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
     }
 
 private:
+    // A part that throws (std::bad_alloc from a kernel's scratch when the heap refuses) must not
+    // end a worker thread, which terminates the process, nor let the caller return while other
+    // parts still run fn: the first exception is kept and rethrown by run() after every part.
     void run_part(int64_t part) {
         int64_t lo = job_n_ * part / job_parts_;
         int64_t hi = job_n_ * (part + 1) / job_parts_;
-        if (lo < hi) (*job_)(lo, hi);
+        if (lo >= hi) return;
+        try {
+            (*job_)(lo, hi);
+        } catch (...) {
+            std::lock_guard<std::mutex> lk(mu_);
+            if (!failure_) failure_ = std::current_exception();
+        }
     }
 
     void worker(int index, uint64_t seen) {
@@ -97,6 +109,7 @@ private:
     const std::function<void(int64_t, int64_t)>* job_ = nullptr;
     int64_t job_n_ = 0, job_parts_ = 0;
     int pending_ = 0;
+    std::exception_ptr failure_;  // the first exception of the current job's parts (mu_)
     uint64_t generation_ = 0;
     bool stop_ = false;
     int n_threads_ = 1;

@@ -139,3 +139,43 @@ def test_random_single_mutations_are_rejected(tmp_path):
         log = [copy.deepcopy(e) for j, e in enumerate(base) if j != i]
         code, out = run(renumber(log), tmp_path)
         assert code == 1, (i, base[i], out)
+
+
+def retained_log():
+    """A pinned claim whose restore the heap refused (T33): the request fails closed (restoration_failed
+    + refused naming the claim, both `retained`), and the claim goes on live: restored later, expired."""
+    return renumber([
+        ev("cap-p", "accepted", pinned=True, request_id="r1"),
+        ev("cap-p", "materialized", pinned=True),
+        ev("cap-p", "restore_required", pinned=True, request_id="r2"),
+        ev("cap-p", "restoration_failed", pinned=True, request_id="r2", reason="out of host memory", retained=True),
+        ev("cap-p", "refused", pinned=True, request_id="r2", blocking_claim_ids=["cap-p"], reason="out of host memory",
+           retained=True),
+        ev("cap-p", "restore_required", pinned=True, request_id="r3"),
+        ev("cap-p", "restored", pinned=True, request_id="r3"),
+        ev("cap-p", "expired", pinned=True, reason="ttl"),
+    ])
+
+
+def test_retained_restore_failure_keeps_the_claim_live(tmp_path):
+    code, out = run(retained_log(), tmp_path)
+    assert code == 0, out
+
+
+@pytest.mark.parametrize("mutate,why", [
+    (lambda log: log[4].pop("retained"), "must be retained"),           # the refusal forgets it
+    (lambda log: log[3].pop("retained"), "without its retained"),       # the failure forgets it
+    (lambda log: log[6].__setitem__("retained", True), "retained on"),  # on another event
+    (lambda log: log[4].__setitem__("retained", "yes"), "boolean"),
+])
+def test_retained_mutations_are_rejected(tmp_path, mutate, why):
+    log = retained_log()
+    mutate(log)
+    code, out = run(log, tmp_path)
+    assert code == 1 and why in out, out
+
+
+def test_a_retained_claim_cannot_skip_its_refusal(tmp_path):
+    log = [e for i, e in enumerate(retained_log()) if i != 4]
+    code, out = run(renumber(log), tmp_path)
+    assert code == 1 and "not allowed" in out, out

@@ -3,6 +3,8 @@
 // later tasks still run, as later kernels do on CUDA after a host-node failure is recorded.
 #include "exec/backends/cpu/cpu_stream.h"
 
+#include <new>
+
 #include "exec/error.h"
 
 namespace frost::exec::cpu {
@@ -71,6 +73,8 @@ void StreamState::worker_loop() {
         frost_status st;
         try {
             st = t();
+        } catch (const std::bad_alloc&) {
+            st = fail(FROST_ERR_OUT_OF_MEMORY, "a task on a cpu stream ran out of host memory");
         } catch (...) {
             st = fail(FROST_ERR_BACKEND, "a task on a cpu stream threw an exception");
         }
