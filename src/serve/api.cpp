@@ -116,6 +116,27 @@ HttpOut Api::exception_reply() const {
     }
 }
 
+size_t Api::counted_prompt_tokens() const {
+    // Up to 4x the context a prompt's exact count is worth giving (check_context names it); past
+    // that, "more than" is all a client needs, and the rest of the text is not encoded.
+    return 4 * engine_.max_seq_len() + 64;
+}
+
+ApiError Api::prompt_too_long(const char* param) const {
+    ApiError e = invalid_field(param, "this model's maximum context length is " + std::to_string(engine_.max_seq_len()) +
+                                          " tokens, but the prompt has more than " +
+                                          std::to_string(counted_prompt_tokens()) + " tokens");
+    e.code = "context_length_exceeded";
+    return e;
+}
+
+bool Api::encode_prompt(std::string_view text, const char* param, std::vector<int32_t>* ids, ApiError* err) const {
+    if (text_.encode_at_most(text, counted_prompt_tokens(), ids)) return true;
+    *err = prompt_too_long(param);
+    ids->clear();
+    return false;
+}
+
 HttpOut Api::dispatch(const HttpIn& in) {
     RoutePath route;
     std::string why;
@@ -316,13 +337,14 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner, c
         if (hist_ok && text_.split_safe(hist, suffix)) {
             // History ids from the previous turn's where they still apply (token_cache.h), then
             // only the generation prompt: the boundary is exact by construction.
-            job->prompt = token_cache_.encode(text_, owner, hist);
+            if (!token_cache_.encode_at_most(text_, owner, hist, counted_prompt_tokens(), &job->prompt))
+                return error_reply(prompt_too_long("messages"));
             job->history_boundary = job->prompt.size();
             const std::vector<int32_t> tail = text_.encode(suffix);
             job->prompt.insert(job->prompt.end(), tail.begin(), tail.end());
             if (tail.empty()) job->history_boundary = 0;
         } else {
-            job->prompt = text_.encode(text);
+            if (!encode_prompt(text, "messages", &job->prompt, &err)) return error_reply(err);
             if (hist_ok) {
                 const std::vector<int32_t> h = text_.encode(hist);
                 if (h.size() < job->prompt.size() && std::equal(h.begin(), h.end(), job->prompt.begin()))
@@ -331,7 +353,8 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner, c
         }
     } else {
         PhaseTimer t(job->times, Phase::Tokenize);
-        job->prompt = job->req.prompt_is_ids ? job->req.prompt_ids : text_.encode(job->req.prompt_text);
+        if (job->req.prompt_is_ids) job->prompt = job->req.prompt_ids;
+        else if (!encode_prompt(job->req.prompt_text, "prompt", &job->prompt, &err)) return error_reply(err);
     }
     if (!check_context(job->req, job->prompt.size(), engine_.max_seq_len(), cfg_.limits, &job->max_new, &err))
         return error_reply(err);
@@ -349,7 +372,12 @@ HttpOut Api::generate(Endpoint ep, const HttpIn& in, const std::string& owner, c
         j->req.batch.clear();
         j->req.seed = job->req.seed + uint64_t(k) * uint64_t(job->req.n);  // choice index i samples with seed + i
         const BatchPrompt& b = job->req.batch[k];
-        j->prompt = b.is_ids ? b.ids : text_.encode(b.text);
+        if (b.is_ids) {
+            j->prompt = b.ids;
+        } else if (!encode_prompt(b.text, "prompt", &j->prompt, &err)) {
+            err.param = "prompt[" + std::to_string(k) + "]";
+            return error_reply(err);
+        }
         if (!check_context(j->req, j->prompt.size(), engine_.max_seq_len(), cfg_.limits, &j->max_new, &err)) {
             err.param = "prompt[" + std::to_string(k) + "]";
             return error_reply(err);

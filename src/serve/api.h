@@ -105,6 +105,12 @@ public:
 
 private:
     HttpOut dispatch(const HttpIn& in);
+    // A prompt's ids; false with *err (400 context_length_exceeded, `param`) as soon as the text
+    // is known to have more than counted_prompt_tokens() tokens, without encoding the rest of it
+    // (a prompt over the context but under that bound gets check_context's exact count).
+    bool encode_prompt(std::string_view text, const char* param, std::vector<int32_t>* ids, ApiError* err) const;
+    size_t counted_prompt_tokens() const;
+    ApiError prompt_too_long(const char* param) const;  // 400 context_length_exceeded, "more than"
     HttpOut generate(Endpoint ep, const HttpIn& in, const std::string& owner, const BuilderMaker* make = nullptr);
     // POST /tokenize, /detokenize (tokenize_api.cpp).
     HttpOut tokenize(const HttpIn& in);

@@ -102,9 +102,11 @@ HttpOut Api::create_capsule(const HttpIn& in, const std::string& owner) {
             text.resize(turn);
         } else if (text_.render_chat(r, &text) != FROST_OK)
             return error_reply(invalid_field("messages", "cannot render the chat template: " + last_error()));
-        job->prompt = text_.encode(text);
-    } else {
-        job->prompt = job->req.prompt_is_ids ? job->req.prompt_ids : text_.encode(job->req.prompt_text);
+        if (!encode_prompt(text, "messages", &job->prompt, &err)) return error_reply(err);
+    } else if (job->req.prompt_is_ids) {
+        job->prompt = job->req.prompt_ids;
+    } else if (!encode_prompt(job->req.prompt_text, "prompt", &job->prompt, &err)) {
+        return error_reply(err);
     }
     GenRequest sizing = job->req;
     sizing.max_tokens = 1;  // the prompt must still leave room for a turn after it

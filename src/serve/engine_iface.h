@@ -179,6 +179,13 @@ public:
     virtual ~TextIface() = default;
     virtual frost_status render_chat(const ChatRender& r, std::string* out) const = 0;
     virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+    // encode() that may stop early once the text has more than max_ids tokens: true with
+    // *ids = encode(text) when it has at most max_ids, false when it has more (*ids is then
+    // unspecified). A prompt far past the context is refused without its whole encoding.
+    virtual bool encode_at_most(std::string_view text, size_t max_ids, std::vector<int32_t>* ids) const {
+        *ids = encode(text);
+        return ids->size() <= max_ids;
+    }
     // True when encode(left + right) == encode(left) + encode(right) is guaranteed (the cut lies
     // before an added token that cannot interact with its left): lets the server encode only the
     // new part of a resent history. false (the default) always encodes the whole text.

@@ -265,6 +265,10 @@ frost_status ModelText::render_chat(const ChatRender& r, std::string* out) const
 
 std::vector<int32_t> ModelText::encode(std::string_view s) const { return tok_->encode(s); }
 
+bool ModelText::encode_at_most(std::string_view s, size_t max_ids, std::vector<int32_t>* ids) const {
+    return tok_->encode_at_most(s, max_ids, ids);
+}
+
 bool ModelText::split_safe(std::string_view left, std::string_view right) const {
     return split_is_safe(left, right, split_tokens_);
 }

@@ -78,6 +78,7 @@ public:
 
     frost_status render_chat(const ChatRender& r, std::string* out) const override;
     std::vector<int32_t> encode(std::string_view text) const override;
+    bool encode_at_most(std::string_view text, size_t max_ids, std::vector<int32_t>* ids) const override;
     bool split_safe(std::string_view left, std::string_view right) const override;
     std::unique_ptr<Detokenizer> detokenizer() const override;
     bool is_end_token(int32_t id) const override;

@@ -1,6 +1,8 @@
 // TokenCache and the split rule (see token_cache.h).
 #include "serve/token_cache.h"
 
+#include <cstdint>
+
 namespace frost::serve {
 
 bool split_is_safe(std::string_view left, std::string_view right, const std::vector<SplitToken>& tokens) {
@@ -30,6 +32,14 @@ bool split_is_safe(std::string_view left, std::string_view right, const std::vec
 
 std::vector<int32_t> TokenCache::encode(const TextIface& t, const std::string& owner, const std::string& text) {
     std::vector<int32_t> ids;
+    encode_at_most(t, owner, text, SIZE_MAX, &ids);
+    return ids;
+}
+
+bool TokenCache::encode_at_most(const TextIface& t, const std::string& owner, const std::string& text, size_t max_ids,
+                                std::vector<int32_t>* out) {
+    std::vector<int32_t>& ids = *out;
+    ids.clear();
     bool reused = false;
     size_t done = 0;  // bytes of `text` whose ids were reused
     {
@@ -49,21 +59,24 @@ std::vector<int32_t> TokenCache::encode(const TextIface& t, const std::string& o
         }
     }
     if (reused) {
-        const std::vector<int32_t> rest = t.encode(std::string_view(text).substr(done));
+        std::vector<int32_t> rest;
+        if (ids.size() > max_ids ||
+            !t.encode_at_most(std::string_view(text).substr(done), max_ids - ids.size(), &rest))
+            return false;
         ids.insert(ids.end(), rest.begin(), rest.end());
-    } else {
-        ids = t.encode(text);
+    } else if (!t.encode_at_most(text, max_ids, &ids)) {
+        return false;
     }
     std::lock_guard<std::mutex> lock(mu_);
     Entry e{owner, text, ids};
-    if (e.bytes() > max_bytes_) return ids;
+    if (e.bytes() > max_bytes_) return true;
     bytes_ += e.bytes();
     entries_.push_front(std::move(e));
     while (bytes_ > max_bytes_ && !entries_.empty()) {
         bytes_ -= entries_.back().bytes();
         entries_.pop_back();
     }
-    return ids;
+    return true;
 }
 
 size_t TokenCache::hits() const {

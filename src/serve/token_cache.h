@@ -40,6 +40,10 @@ public:
     // encode(text), reusing the ids of the longest cached text of `owner` that prefixes it when
     // the cut is safe; remembers (text, ids) for the next turn.
     std::vector<int32_t> encode(const TextIface& t, const std::string& owner, const std::string& text);
+    // The same, stopping once the text is known to have more than max_ids tokens (false; *ids
+    // unspecified and nothing remembered), as TextIface::encode_at_most does.
+    bool encode_at_most(const TextIface& t, const std::string& owner, const std::string& text, size_t max_ids,
+                        std::vector<int32_t>* ids);
     size_t hits() const;
 
 private:

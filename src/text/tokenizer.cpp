@@ -1,6 +1,8 @@
 // Encode and decode for the byte-level BPE tokenizer (loading lives in tokenizer_load.cpp).
 // Encode mirrors tokenizers' pipeline: split out added tokens on the raw text, NFC-normalise
 // what is left, split out "normalized" added tokens, pre-tokenize, ByteLevel-map, BPE each piece.
+#include <algorithm>
+#include <cstdint>
 #include <queue>
 #include <tuple>
 
@@ -51,26 +53,25 @@ uint32_t char_at(std::string_view text, size_t pos, size_t* len) {
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
     std::vector<int32_t> ids;
-    if (utf8_valid(text)) {
-        encode_segment(text, false, ids);
-    } else {
-        encode_segment(utf8_sanitize(text), false, ids);
-    }
+    encode_at_most(text, SIZE_MAX, &ids);
     return ids;
 }
 
-void Tokenizer::encode_segment(std::string_view text, bool normalized_pass, std::vector<int32_t>& ids) const {
+bool Tokenizer::encode_at_most(std::string_view text, size_t max_ids, std::vector<int32_t>* ids) const {
+    ids->clear();
+    if (utf8_valid(text)) return encode_segment(text, false, *ids, max_ids);
+    return encode_segment(utf8_sanitize(text), false, *ids, max_ids);
+}
+
+bool Tokenizer::encode_segment(std::string_view text, bool normalized_pass, std::vector<int32_t>& ids,
+                               size_t limit) const {
     const auto& buckets = added_by_first_byte_[normalized_pass ? 1 : 0];
     auto emit_plain = [&](size_t from, size_t to) {
-        if (from >= to) return;
+        if (from >= to) return true;
         const std::string_view part = text.substr(from, to - from);
-        if (normalized_pass) {
-            encode_plain(part, ids);
-        } else if (has_nfc_) {
-            encode_segment(nfc_normalize_utf8(part), true, ids);
-        } else {
-            encode_segment(part, true, ids);
-        }
+        if (normalized_pass) return encode_plain(part, ids, limit);
+        if (has_nfc_) return encode_segment(nfc_normalize_utf8(part), true, ids, limit);
+        return encode_segment(part, true, ids, limit);
     };
     size_t seg = 0;  // start of text not yet emitted
     for (size_t pos = 0; pos < text.size();) {
@@ -109,23 +110,30 @@ void Tokenizer::encode_segment(std::string_view text, bool normalized_pass, std:
                 stop += len;
             }
         }
-        emit_plain(seg, start);
+        if (!emit_plain(seg, start)) return false;
         ids.push_back(hit->id);
+        if (ids.size() > limit) return false;
         seg = pos = stop;
     }
-    emit_plain(seg, text.size());
+    return emit_plain(seg, text.size());
 }
 
-void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& ids) const {
+bool Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& ids, size_t limit) const {
+    // Every byte lands in some token: past the limit already by the bound, nothing is decoded.
+    if (limit != SIZE_MAX && ids.size() + min_tokens(text.size()) > limit) return false;
     const std::vector<uint32_t> cps = utf8_decode(text);
     std::vector<std::pair<size_t, size_t>> pieces;
     split_pretokenize(cps.data(), 0, cps.size(), pattern_, pieces);
     std::string bytes;
+    size_t left = text.size();  // bytes of the pieces not yet merged
     for (const auto& [a, b] : pieces) {
         bytes.clear();
         for (size_t i = a; i < b; ++i) utf8_append(bytes, cps[i]);
         bpe(bytes, ids);
+        left -= std::min(left, bytes.size());
+        if (limit != SIZE_MAX && ids.size() + min_tokens(left) > limit) return false;
     }
+    return true;
 }
 
 void Tokenizer::bpe(const std::string& bytes, std::vector<int32_t>& ids) const {

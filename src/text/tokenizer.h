@@ -45,6 +45,12 @@ public:
     // ill-formed subpart with U+FFFD (what Python's bytes.decode("utf-8", "replace") produces, the
     // only way such bytes can reach the Rust tokenizer, which accepts valid UTF-8 only).
     std::vector<int32_t> encode(std::string_view text) const;
+    // encode() that stops once the text is known to have more than `max_ids` tokens: true with
+    // *ids = encode(text) when it has at most max_ids, false (and *ids a partial prefix) when it
+    // has more. What it stops on is a lower bound (a piece of B bytes is at least
+    // B / longest-vocab-token tokens), so a prompt far over a context costs a fraction of its
+    // full encoding: 4M newlines against a 1k context are refused before any merge.
+    bool encode_at_most(std::string_view text, size_t max_ids, std::vector<int32_t>* ids) const;
     // The text of `ids`: the tokens' bytes concatenated, ill-formed UTF-8 replaced by U+FFFD (as
     // tokenizers' ByteLevel decoder does). Ids that name no token are skipped, as tokenizers does
     // (a padded embedding table has ids past the real vocabulary).
@@ -77,8 +83,11 @@ private:
     static uint64_t pair_key(int32_t a, int32_t b) {
         return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
     }
-    void encode_segment(std::string_view text, bool normalized_pass, std::vector<int32_t>& ids) const;
-    void encode_plain(std::string_view text, std::vector<int32_t>& ids) const;
+    // Both return false as soon as ids is known to end up longer than `limit` (SIZE_MAX: never).
+    bool encode_segment(std::string_view text, bool normalized_pass, std::vector<int32_t>& ids, size_t limit) const;
+    bool encode_plain(std::string_view text, std::vector<int32_t>& ids, size_t limit) const;
+    // Fewest tokens BPE can make of `bytes` bytes (each token covers at most max_token_bytes_).
+    size_t min_tokens(size_t bytes) const { return (bytes + max_token_bytes_ - 1) / max_token_bytes_; }
     void bpe(const std::string& bytes, std::vector<int32_t>& ids) const;
 
     std::unordered_map<std::string, int32_t> vocab_;  // byte-level token string -> id
@@ -90,6 +99,7 @@ private:
     int32_t byte_to_id_[256] = {};                    // initial BPE symbol of each byte
     std::vector<AddedToken> added_;
     std::vector<std::vector<int32_t>> added_by_first_byte_[2];  // [normalized][byte] -> indices
+    size_t max_token_bytes_ = 1;  // the longest vocab token's bytes (set at load)
     bool has_nfc_ = false;
     bool ignore_merges_ = false;
     SplitPattern pattern_ = SplitPattern::kQwen2;

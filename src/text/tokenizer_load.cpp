@@ -236,6 +236,8 @@ struct TokenizerLoader {
                 bytes.push_back(static_cast<char>(b));
             }
             t->id_bytes_[id] = all_mapped ? bytes : tok;
+            // An upper bound on what one BPE token covers (added tokens count too: only looser).
+            t->max_token_bytes_ = std::max(t->max_token_bytes_, t->id_bytes_[id].size());
         }
         for (int pass = 0; pass < 2; ++pass) t->added_by_first_byte_[pass].assign(256, {});
         std::vector<int32_t> order(t->added_.size());

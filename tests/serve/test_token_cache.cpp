@@ -105,3 +105,28 @@ TEST(TokenCache, LaterTurnsEncodeOnlyTheNewTextAndKeysDoNotShare) {
     (void)cache.encode(text, "key1", hist);  // another key never sees key0's entries
     EXPECT_EQ(text.encoded_bytes.load() - before, hist.size());
 }
+
+// The bounded form (a prompt past the context is refused without encoding all of it): with the
+// real tokenizer, over growing histories that reuse earlier turns, it agrees with the full encode
+// at every bound around the true count, and a refused text is not remembered.
+TEST(TokenCache, EncodeAtMostAgreesWithEncodeAtEveryBound) {
+    std::unique_ptr<ModelText> text;
+    ASSERT_EQ(ModelText::load(std::string(FROST_FIXTURES_DIR) + "/tokenizer-qwen3", {}, &text), FROST_OK);
+    std::mt19937 rng(std::random_device{}());
+    TokenCache cache;
+    std::string hist;
+    for (int turn = 0; turn < 8; ++turn) {
+        hist += "<|im_start|>user\n" + random_text(rng) + random_text(rng) + "<|im_end|>\n";
+        const std::vector<int32_t> full = text->encode(hist);
+        const size_t n = full.size();
+        for (size_t bound : {n > 0 ? n - 1 : 0, n / 3, n, n + 5}) {
+            std::vector<int32_t> ids = {-1};
+            const bool fits = cache.encode_at_most(*text, "k", hist, bound, &ids);
+            EXPECT_EQ(fits, n <= bound) << turn << " bound " << bound;
+            if (fits) {
+                EXPECT_EQ(ids, full) << turn;
+            }
+        }
+    }
+    EXPECT_GT(cache.hits(), 0u);
+}

@@ -52,6 +52,43 @@ TEST(Tokenizer, DecodeInvertsEncodeUpToNfc) {
     }
 }
 
+// encode_at_most: the same ids as encode() whenever the text fits, false exactly when it has more
+// tokens than the bound, at every bound around the true count; random texts with added tokens.
+TEST(Tokenizer, EncodeAtMostAgreesWithEncodeAtEveryBound) {
+    REQUIRE_TOKENIZER();
+    std::mt19937_64 rng(std::random_device{}());
+    for (int iter = 0; iter < 200; ++iter) {
+        std::string text = frost::text::testing::random_text(rng, 80);
+        if (iter % 3 == 0) text = "<|im_start|>user\n" + text + "<|im_end|>\n";
+        const std::vector<int32_t> full = tok->encode(text);
+        const size_t n = full.size();
+        for (size_t bound : {size_t(0), n / 2, n > 0 ? n - 1 : 0, n, n + 1, n * 3 + 7}) {
+            std::vector<int32_t> ids = {-7};  // poisoned: must be replaced, not appended to
+            const bool fits = tok->encode_at_most(text, bound, &ids);
+            EXPECT_EQ(fits, n <= bound) << text << " bound " << bound;
+            if (fits) {
+                EXPECT_EQ(ids, full) << text;
+            }
+        }
+    }
+}
+
+// A prompt far past the bound is refused from its length alone: 4M newlines (an 8 MiB JSON body
+// of "\n" escapes) against a 1024-token context, where the whole encoding takes seconds.
+TEST(Tokenizer, EncodeAtMostRefusesAHugePieceBeforeMergingIt) {
+    REQUIRE_TOKENIZER();
+    const std::string lines(4u << 20, '\n');
+    std::vector<int32_t> ids;
+    EXPECT_FALSE(tok->encode_at_most(lines, 1023, &ids));
+    EXPECT_TRUE(ids.empty());  // refused before any token was made
+    // Near the true count it still answers exactly (32 newlines per token here).
+    const std::string some(32 * 100, '\n');
+    EXPECT_EQ(tok->encode(some).size(), 100u);
+    EXPECT_TRUE(tok->encode_at_most(some, 100, &ids));
+    EXPECT_EQ(ids, tok->encode(some));
+    EXPECT_FALSE(tok->encode_at_most(some, 99, &ids));
+}
+
 TEST(Tokenizer, SkipSpecialDropsOnlySpecialTokens) {
     REQUIRE_TOKENIZER();
     const auto ids = tok->encode("<|im_start|>a<think>b</think><|im_end|>");
