@@ -15,9 +15,13 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <sys/resource.h>
+
 #include "exec/error.h"
 #include "serve/api.h"
+#include "serve/api_error.h"
 #include "serve/heap_refusal.h"
+#include "serve/metrics.h"
 #include "serve/scheduler.h"
 
 namespace frost::serve {
@@ -87,20 +91,60 @@ int parse_http_request(const std::string& bytes, size_t max_header_bytes, size_t
 
 namespace {
 
+constexpr int64_t kBusy = INT64_MAX;  // Connection::waiting_since() while a request is in flight
+
+int64_t now_ticks() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
+
+// The server's count of open connections and the /metrics gauge move together, each by its
+// own atomic step (a gauge copied from the count could be overwritten by a stale copy).
+void count_open(std::atomic<size_t>& open, Metrics* m, bool opened) {
+    if (opened) {
+        open.fetch_add(1);
+        if (m) m->connections_open.fetch_add(1);
+    } else {
+        open.fetch_sub(1);
+        if (m) m->connections_open.fetch_sub(1);
+    }
+}
+
 class Connection : public std::enable_shared_from_this<Connection> {
 public:
-    Connection(tcp::socket sock, Api& api, Scheduler& sched, const ServerConfig& cfg)
-        : sock_(std::move(sock)), timer_(sock_.get_executor()), api_(api), sched_(sched), cfg_(cfg) {}
+    Connection(tcp::socket sock, Api& api, Scheduler& sched, const ServerConfig& cfg, std::atomic<size_t>& open)
+        : sock_(std::move(sock)), timer_(sock_.get_executor()), api_(api), sched_(sched), cfg_(cfg), open_(open) {
+        count_open(open_, cfg_.metrics, true);
+    }
     // Gone with a job still attached (its handler failed, see guarded): nobody reads its events,
     // so it stops at the engine's next round.
     ~Connection() {
         if (job_) job_->cancelled = true;
+        if (!closed_) count_open(open_, cfg_.metrics, false);
     }
 
     void start() { read_header(); }
 
     void shutdown() {
         net::post(sock_.get_executor(), [self = shared_from_this()] { self->close(); });
+    }
+
+    // When this connection began waiting for its next request (steady_clock ticks; its header
+    // or body still incomplete, or an idle keep-alive), kBusy while one is in flight. Read by
+    // the acceptor, on another thread, to choose whom a new connection replaces at the cap.
+    int64_t waiting_since() const { return evicting_.load() ? kBusy : waiting_since_.load(); }
+
+    // The acceptor's eviction (T12): closes the connection on its own strand if it is still in
+    // the wait that began at `seen`. A request that completed meanwhile is left alone (the
+    // server is then one over its cap until a connection closes). False when another eviction
+    // of this connection is already on its way.
+    bool evict(int64_t seen) {
+        if (evicting_.exchange(true)) return false;
+        net::post(sock_.get_executor(), [self = shared_from_this(), seen] {
+            if (!self->closed_ && self->waiting_since_.load() == seen) {
+                if (self->cfg_.metrics) self->cfg_.metrics->connections_evicted++;
+                self->close();
+            }
+            self->evicting_ = false;
+        });
+        return true;
     }
 
 private:
@@ -157,6 +201,8 @@ private:
     void close() {
         if (closed_) return;
         closed_ = true;
+        waiting_since_ = kBusy;
+        count_open(open_, cfg_.metrics, false);
         if (job_) {
             job_->cancelled = true;
             sched_.wake();
@@ -173,6 +219,7 @@ private:
         parser_->header_limit(std::uint32_t(cfg_.max_header_bytes));
         parser_->body_limit(cfg_.max_body_bytes);
         const size_t before = buffer_.size();
+        waiting_since_ = now_ticks();
         arm(cfg_.header_timeout_ms, Timeout::Header);
         http::async_read_header(sock_, buffer_, *parser_,
                                 [self = shared_from_this(), before](beast::error_code ec, size_t n) {
@@ -232,6 +279,7 @@ private:
             if (is_parse_error(ec)) return reply_and_close(400, ("malformed HTTP request: " + ec.message()).c_str());
             return close();
         }
+        waiting_since_ = kBusy;  // a whole request: from here on the connection is never evicted
         auto& req = parser_->get();
         keep_alive_ = req.keep_alive();
         HttpIn in;
@@ -465,6 +513,9 @@ private:
     Api& api_;
     Scheduler& sched_;
     const ServerConfig& cfg_;
+    std::atomic<size_t>& open_;
+    std::atomic<int64_t> waiting_since_{kBusy};
+    std::atomic<bool> evicting_{false};
     beast::flat_buffer buffer_;
     std::optional<http::request_parser<http::string_body>> parser_;
     Timeout timed_out_ = Timeout::None;
@@ -485,13 +536,16 @@ private:
 }  // namespace
 
 struct HttpServer::Impl {
-    Impl(Api& a, Scheduler& s, ServerConfig c) : api(a), sched(s), cfg(std::move(c)), acceptor(ioc) {}
+    Impl(Api& a, Scheduler& s, ServerConfig c)
+        : api(a), sched(s), cfg(std::move(c)), accept_strand(net::make_strand(ioc)), acceptor(accept_strand),
+          accept_pause(accept_strand) {}
 
     void accept() {
         acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket sock) {
             if (ec) {
                 if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
-                return accept();
+                if (out_of_descriptors(ec)) return pause_accepting();
+                return accept();  // this client's failure only (ECONNABORTED and the like)
             }
             // Streamed tokens are small writes: with Nagle's algorithm on, each waits for the
             // client's delayed ACK of the previous one (~40 ms on Linux), which showed as a 30-40 ms
@@ -499,20 +553,84 @@ struct HttpServer::Impl {
             beast::error_code nodelay_ec;
             sock.set_option(tcp::no_delay(true), nodelay_ec);  // best effort: a refusal only costs latency
             try {
-                auto c = std::make_shared<Connection>(std::move(sock), api, sched, cfg);
-                {
-                    std::lock_guard<std::mutex> lock(mu);
-                    conns.erase(std::remove_if(conns.begin(), conns.end(), [](auto& w) { return w.expired(); }),
-                                conns.end());
-                    conns.push_back(c);
+                // At the cap the connection that has waited longest for a request makes room
+                // (a trickled header, an idle keep-alive): a flood of slow connections cannot
+                // lock out clients that send whole requests (T12).
+                if (open.load() >= cap && !evict_longest_waiting()) {
+                    refuse(sock);
+                } else {
+                    auto c = std::make_shared<Connection>(std::move(sock), api, sched, cfg, open);
+                    {
+                        std::lock_guard<std::mutex> lock(mu);
+                        conns.erase(std::remove_if(conns.begin(), conns.end(), [](auto& w) { return w.expired(); }),
+                                    conns.end());
+                        conns.push_back(c);
+                    }
+                    c->start();
                 }
-                c->start();
             } catch (const std::exception&) {
                 // The heap refused (T33): this client's socket closes; the next one is accepted.
             }
             // The acceptor must stay armed, or the server would never take a connection again.
             retry_while_heap_refuses([&] { accept(); });
         });
+    }
+
+    // accept(2) found no descriptor (EMFILE, ENFILE) or no kernel memory for the socket. The
+    // client stays in the listen backlog, so accepting again at once would fail again at once:
+    // a busy loop on an I/O thread (measured: 1.2 cores, and a 17 s wait for a normal client
+    // behind 300 trickled headers at a limit of 128 descriptors). Instead the longest-waiting
+    // connection is closed and accepting resumes after a short pause.
+    static bool out_of_descriptors(const beast::error_code& ec) {
+        return ec == net::error::no_descriptors || ec == net::error::no_buffer_space || ec == net::error::no_memory ||
+               (ec.category() == boost::system::system_category() && ec.value() == ENFILE);
+    }
+
+    void pause_accepting() {
+        if (cfg.metrics) cfg.metrics->accept_pauses++;
+        const bool freed = evict_longest_waiting();
+        accept_pause.expires_after(std::chrono::milliseconds(freed ? 5 : 100));
+        accept_pause.async_wait([this](beast::error_code ec) {
+            if (ec || !acceptor.is_open()) return;
+            accept();
+        });
+    }
+
+    // Asks the connection that has waited longest for a request to close; false when every
+    // connection has a request in flight.
+    bool evict_longest_waiting() {
+        std::lock_guard<std::mutex> lock(mu);
+        for (;;) {
+            std::shared_ptr<Connection> victim;
+            int64_t oldest = kBusy;
+            for (auto& w : conns)
+                if (auto c = w.lock()) {
+                    const int64_t t = c->waiting_since();
+                    if (t < oldest) oldest = t, victim = std::move(c);
+                }
+            if (!victim) return false;
+            if (victim->evict(oldest)) return true;
+        }
+    }
+
+    // Every connection busy with a request: this one gets 503 and is closed. One non-blocking
+    // write of a short reply (it fits any socket buffer), so a client that never reads costs
+    // nothing; the request bytes that already came are read first, or the close would reset the
+    // connection and could destroy the reply before the client reads it.
+    void refuse(tcp::socket& sock) {
+        if (cfg.metrics) cfg.metrics->connections_refused++;
+        const std::string body = api_error_body(make_error(
+            503, "server_error", "too_many_connections",
+            "every connection the server takes (" + std::to_string(cap) + ") has a request in flight; retry later"));
+        const std::string reply = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+                                  "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+        beast::error_code ec;
+        sock.non_blocking(true, ec);
+        net::write(sock, net::buffer(reply), ec);
+        sock.shutdown(tcp::socket::shutdown_send, ec);
+        char sink[4096];
+        for (int i = 0; i < 16 && !ec; ++i) sock.read_some(net::buffer(sink), ec);
+        sock.close(ec);
     }
 
     // An I/O thread. Handlers catch their own exceptions (Connection::guarded); one that still
@@ -531,14 +649,36 @@ struct HttpServer::Impl {
     Api& api;
     Scheduler& sched;
     ServerConfig cfg;
+    // Before ioc: a connection still held by a handler when ioc is destroyed counts itself out.
+    std::atomic<size_t> open{0};      // connections open
+    size_t cap = 0;                   // at most this many (cfg.max_connections resolved)
     net::io_context ioc;
+    // The acceptor, its pause timer and stop()'s close run on one strand: the accept handler
+    // re-arms the acceptor on whichever I/O thread runs it, and a close from another thread raced
+    // with that (ThreadSanitizer, 2026-12-05).
+    net::strand<net::io_context::executor_type> accept_strand;
     tcp::acceptor acceptor;
+    net::steady_timer accept_pause;  // accepting resumes when it fires (out_of_descriptors)
     std::vector<std::thread> threads;
     std::mutex mu;
     std::vector<std::weak_ptr<Connection>> conns;
     uint16_t port = 0;
     bool started = false;
 };
+
+namespace {
+// The descriptor limit less what the rest of the server needs open at once (capsule files, the
+// claim log, the model), at most kDefaultMaxConnections: eviction scans every connection, and
+// more concurrent clients than that is not what one inference server is for.
+constexpr size_t kDefaultMaxConnections = 4096;
+size_t default_max_connections() {
+    rlimit lim{};
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return kDefaultMaxConnections;
+    const size_t fds = size_t(lim.rlim_cur);
+    const size_t room = fds > 2 * ServerConfig::kFdReserve ? fds - ServerConfig::kFdReserve : fds / 2;
+    return std::clamp<size_t>(room, 1, kDefaultMaxConnections);
+}
+}  // namespace
 
 HttpServer::HttpServer(Api& api, Scheduler& sched, ServerConfig cfg)
     : impl_(std::make_unique<Impl>(api, sched, std::move(cfg))) {}
@@ -562,6 +702,7 @@ frost_status HttpServer::start() {
     if (ec) return fail(FROST_ERR_IO, "cannot listen on %s:%u: %s", m.cfg.host.c_str(), unsigned(m.cfg.port),
                         ec.message().c_str());
     m.port = m.acceptor.local_endpoint().port();
+    m.cap = m.cfg.max_connections > 0 ? m.cfg.max_connections : default_max_connections();
     m.accept();
     for (int i = 0; i < std::max(1, m.cfg.io_threads); ++i) m.threads.emplace_back([&m] { m.run_io(); });
     m.started = true;
@@ -570,13 +711,16 @@ frost_status HttpServer::start() {
 
 uint16_t HttpServer::port() const { return impl_->port; }
 
+size_t HttpServer::max_connections() const { return impl_->cap; }
+
 void HttpServer::stop() {
     Impl& m = *impl_;
     if (!m.started) return;
     m.started = false;
-    net::post(m.ioc, [&m] {
+    net::post(m.accept_strand, [&m] {
         beast::error_code ec;
         m.acceptor.close(ec);
+        m.accept_pause.cancel();
     });
     {
         std::lock_guard<std::mutex> lock(m.mu);

@@ -14,6 +14,7 @@ namespace frost::serve {
 
 class Api;
 class Scheduler;
+struct Metrics;
 
 struct ServerConfig {
     std::string host = "127.0.0.1";
@@ -25,6 +26,15 @@ struct ServerConfig {
     int send_timeout_ms = 10000;    // one write to the client
     int io_threads = 2;
     bool have_api_key = false;      // without one, only loopback binds are allowed (T37)
+    // Open connections at most (T12). At the cap a new connection takes the place of the one
+    // that has waited longest for its next request (an idle keep-alive, a trickled header or
+    // body), or, when every connection has a request in flight, is answered 503
+    // too_many_connections + Retry-After. 0: the descriptor limit (RLIMIT_NOFILE) less
+    // kFdReserve, which capsule files, the claim log and the model need.
+    size_t max_connections = 0;
+    static constexpr size_t kFdReserve = 64;
+    // Counted in /metrics when set: connections open, evicted, refused, accept pauses.
+    Metrics* metrics = nullptr;
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost".
@@ -49,6 +59,7 @@ public:
     // an API key; FROST_ERR_IO when the address cannot be bound.
     frost_status start();
     uint16_t port() const;
+    size_t max_connections() const;  // the cap in force (after start: 0 resolved)
     // Stops accepting and closes every connection; joins the I/O threads. Idempotent.
     void stop();
 

@@ -68,6 +68,16 @@ std::string Metrics::render() const {
             double(exceptions_total.load()));
     counter(out, "frost_cancelled_total", "counter", "Requests cancelled by client disconnect",
             double(cancelled_total.load()));
+    counter(out, "frost_connections_open", "gauge", "HTTP connections open", double(connections_open.load()));
+    counter(out, "frost_connections_evicted_total", "counter",
+            "Connections closed at the connection cap to make room: the one waiting longest for a request",
+            double(connections_evicted.load()));
+    counter(out, "frost_connections_refused_total", "counter",
+            "Connections answered 503 too_many_connections: at the cap with every connection busy",
+            double(connections_refused.load()));
+    counter(out, "frost_accept_pauses_total", "counter",
+            "Times accepting paused because the process had no file descriptor left",
+            double(accept_pauses.load()));
     counter(out, "frost_queue_depth", "gauge", "Requests waiting for a slot", double(queue_depth.load()));
     counter(out, "frost_active_requests", "gauge", "Requests holding a slot", double(active_requests.load()));
     counter(out, "frost_prompt_tokens_total", "counter", "Prompt tokens", double(prompt_tokens_total.load()));

@@ -39,6 +39,13 @@ struct Metrics {
     std::atomic<uint64_t> out_of_memory_total{0};
     std::atomic<uint64_t> exceptions_total{0};
     std::atomic<uint64_t> cancelled_total{0};
+    // The HTTP layer's connections (T12): open now; closed to make room for a new one at the
+    // cap (the longest waiting for a request); refused with 503 at the cap; accept(2) paused
+    // because no descriptor was left.
+    std::atomic<uint64_t> connections_open{0};
+    std::atomic<uint64_t> connections_evicted{0};
+    std::atomic<uint64_t> connections_refused{0};
+    std::atomic<uint64_t> accept_pauses{0};
     std::atomic<uint64_t> queue_depth{0};
     std::atomic<uint64_t> active_requests{0};
     std::atomic<uint64_t> prompt_tokens_total{0};

@@ -16,6 +16,7 @@ void FakeServerStack::start(EngineIface& engine, const TextIface& text, Metrics&
     ServerConfig cfg;
     cfg.port = 0;
     cfg.have_api_key = !keys.empty();
+    cfg.metrics = &metrics;
     http_ = std::make_unique<HttpServer>(*api_, *sched_, cfg);
     EXPECT_EQ(http_->start(), FROST_OK);
 }

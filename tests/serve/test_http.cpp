@@ -42,6 +42,7 @@ struct Options {
     int send_timeout_ms = 10000;
     size_t channel_cap = 64;
     size_t max_per_key = 0;
+    size_t max_connections = 0;  // 0: the descriptor limit's default
 };
 
 struct Server {
@@ -75,6 +76,8 @@ struct Server {
         cfg.header_timeout_ms = o.header_timeout_ms;
         cfg.body_timeout_ms = o.body_timeout_ms;
         cfg.send_timeout_ms = o.send_timeout_ms;
+        cfg.max_connections = o.max_connections;
+        cfg.metrics = &metrics;
         http = std::make_unique<HttpServer>(*api, *sched, cfg);
         EXPECT_EQ(http->start(), FROST_OK);
         port = http->port();
@@ -333,6 +336,66 @@ TEST(Http, TrickledBodyGets408AtItsDeadlineAndOthersAreServed) {
     close_fd(fd);
     // Not before the deadline: the trickle was never refused for being slow byte by byte.
     EXPECT_GE(waited_ms, 350.0);
+    EXPECT_EQ(http_request(s.port, "GET", "/health").status, 200);
+}
+
+// Reliability case T12, a flood of slow connections: at the connection cap the one that has
+// waited longest for its request (here the first trickled header) is closed to make room, so a
+// client that sends a whole request is served at once instead of behind the header timeout
+// (60 s here); the other slow connections stay open and still work.
+TEST(Http, AtTheConnectionCapTheLongestWaitingConnectionMakesRoom) {
+    Server s(Options{.header_timeout_ms = 60000, .max_connections = 4});
+    std::vector<int> slow;
+    for (int i = 0; i < 4; ++i) {
+        const int fd = connect_loopback(s.port);
+        ASSERT_GE(fd, 0);
+        ASSERT_TRUE(send_all(fd, "GET /health HTTP/1.1\r\nHo"));
+        slow.push_back(fd);
+        // Each one's wait begins after the previous one's, so the first is the oldest.
+        ASSERT_TRUE(eventually([&] { return s.metrics.connections_open.load() == size_t(i + 1); }));
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(s.metrics.connections_evicted.load(), 0u);
+    const RawResponse r = http_request(s.port, "GET", "/health");  // the client's own 10 s timeout
+    EXPECT_EQ(r.status, 200);
+    EXPECT_TRUE(wait_closed(slow[0], 3000)) << "the longest-waiting connection was not closed";
+    EXPECT_EQ(s.metrics.connections_evicted.load(), 1u);
+    EXPECT_EQ(s.metrics.connections_refused.load(), 0u);
+    // The others were left alone: each finishes its header and is answered.
+    for (size_t i = 1; i < slow.size(); ++i) {
+        ASSERT_TRUE(send_all(slow[i], "st: x\r\nConnection: close\r\n\r\n"));
+        EXPECT_EQ(read_response(slow[i], 5000).status, 200) << i;
+    }
+    for (int fd : slow) close_fd(fd);
+    EXPECT_TRUE(eventually([&] { return s.metrics.connections_open.load() == 0; }));
+}
+
+// T12 at the cap when no connection is waiting: every one has a request in flight (streams), so
+// a new connection gets 503 too_many_connections with Retry-After and is closed, and the streams
+// are not disturbed. Once they end, connections are taken again.
+TEST(Http, AtTheConnectionCapWithEveryConnectionBusyANewOneGets503) {
+    Server s(Options{.step_delay_ms = 10, .max_connections = 2});
+    const int a = open_stream(s.port, kKey, "first", 40);
+    const int b = open_stream(s.port, kKey2, "second", 40);
+    ASSERT_GE(a, 0);
+    ASSERT_GE(b, 0);
+    ASSERT_TRUE(eventually([&] { return s.sched->busy_slots() == 2; }));
+    const int c = connect_loopback(s.port);
+    ASSERT_GE(c, 0);
+    const RawResponse r = read_response(c, 5000);  // answered without a request: nothing to wait for
+    close_fd(c);
+    EXPECT_EQ(r.status, 503);
+    EXPECT_EQ(r.headers.count("retry-after"), 1u);
+    ASSERT_TRUE(json::accept(r.body)) << r.body;
+    EXPECT_EQ(json::parse(r.body)["error"]["code"], "too_many_connections");
+    EXPECT_EQ(s.metrics.connections_refused.load(), 1u);
+    EXPECT_EQ(s.metrics.connections_evicted.load(), 0u);
+    for (int fd : {a, b}) {
+        EXPECT_NE(read_until(fd, "[DONE]", 10000).find("[DONE]"), std::string::npos);
+        close_fd(fd);
+    }
+    EXPECT_EQ(s.metrics.cancelled_total.load(), 0u);
+    EXPECT_TRUE(eventually([&] { return s.metrics.connections_open.load() == 0; }));
     EXPECT_EQ(http_request(s.port, "GET", "/health").status, 200);
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <pthread.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "command.h"
@@ -37,7 +38,7 @@ constexpr const char* kUsage =
     "                   [--backend cpu|cuda] [--fp8-prefill w8a8|exact] [--fp8-decode w8a8|exact]\n"
     "                   [--tokenizer DIR] [--model-name NAME] [--chunk-invariant]\n"
     "                   [--n-cap N] [--prefill-share F]\n"
-    "                   [--claim-log FILE] [--header-timeout-ms MS] [--send-timeout-ms MS]\n"
+    "                   [--claim-log FILE] [--header-timeout-ms MS] [--send-timeout-ms MS] [--max-connections N]\n"
     "                   [--drain-timeout S] [--no-capsules] [--public-metrics]\n"
     "                   [--sessions-per-key N] [--session-idle-s S] [--cors-origin ORIGIN|*]\n"
     "Serves POST /v1/chat/completions, POST /v1/completions, POST /v1/responses (+ GET|DELETE\n"
@@ -58,6 +59,10 @@ constexpr const char* kUsage =
     "max_position_embeddings), lowered when the sessions' KV would not fit in memory (printed).\n"
     "--prefill-share F (default 0.6): while streams decode, a new prompt's prefill runs a few layers\n"
     "per step, at most F x the measured decode step (0 = whole 512-token steps between their steps).\n"
+    "--max-connections N (default: the descriptor limit less 64, at most 4096; the soft limit is\n"
+    "raised to the hard one at start): at the cap a new connection replaces the one that has waited\n"
+    "longest for a request (a trickled header, an idle keep-alive); with every connection busy it\n"
+    "gets 503 too_many_connections + Retry-After.\n"
     "--cors-origin (default off: no CORS headers) answers OPTIONS preflights and puts\n"
     "Access-Control-Allow-Origin: ORIGIN (e.g. http://localhost:3000, or *) on every reply.\n"
     "--chunk-invariant (CUDA): numerics under which a capsule's restore + append gives exactly the\n"
@@ -115,6 +120,16 @@ int default_seq_len(const frost::model::ModelConfig& c, int sessions, std::strin
 }
 constexpr uint64_t kGiB = 1ull << 30;
 
+// Every connection holds a descriptor, and distributions start processes with a soft limit of
+// 1024 under a hard one of 2^19 or more: the soft limit goes up to the hard one, as web servers
+// do, so the connection cap is not set by an accident of the shell. Failure only leaves it.
+void raise_descriptor_limit() {
+    rlimit lim{};
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+}
+
 int run_serve(const std::vector<std::string>& args) {
     using namespace frost;
     std::string model_dir, tokenizer_dir, capsule_dir, claim_log, model_name;
@@ -171,6 +186,7 @@ int run_serve(const std::vector<std::string>& args) {
         else if (a == "--claim-log") claim_log = v;
         else if (a == "--header-timeout-ms") { ok = parse_int(v, 100, 600000, &n); http_cfg.header_timeout_ms = int(n); }
         else if (a == "--send-timeout-ms") { ok = parse_int(v, 100, 600000, &n); http_cfg.send_timeout_ms = int(n); }
+        else if (a == "--max-connections") { ok = parse_int(v, 1, 1 << 20, &n); http_cfg.max_connections = size_t(n); }
         else if (a == "--drain-timeout") ok = parse_int(v, 0, 25, &drain_s);
         else if (a == "--sessions-per-key") { ok = parse_int(v, 0, 1000000, &n); api_cfg.max_sessions_per_key = size_t(n); }
         else if (a == "--cors-origin") {
@@ -278,15 +294,19 @@ int run_serve(const std::vector<std::string>& args) {
                     r.removed);
     }
     serve::Api api(sched, *text, eng, metrics, api_cfg);
+    raise_descriptor_limit();
+    http_cfg.metrics = &metrics;
     serve::HttpServer http(api, sched, http_cfg);
     if (http.start() != FROST_OK) {
         std::fprintf(stderr, "frost serve: %s\n", frost_last_error());
         sched.stop();
         return 1;
     }
-    std::printf("frost serve: model %s (%d sessions, max_seq_len %d [%s], prefill chunk %d, capsules %s) on http://%s:%u\n",
+    std::printf("frost serve: model %s (%d sessions, max_seq_len %d [%s], prefill chunk %d, capsules %s, "
+                "max %zu connections) on http://%s:%u\n",
                 api_cfg.model_name.c_str(), eopts.sessions, eopts.max_seq_len, seq_why.c_str(),
-                engine->options().prefill_chunk, manager ? "on" : "off", http_cfg.host.c_str(), unsigned(http.port()));
+                engine->options().prefill_chunk, manager ? "on" : "off", http.max_connections(),
+                http_cfg.host.c_str(), unsigned(http.port()));
     std::fflush(stdout);
 
     int sig = 0;

@@ -49,6 +49,20 @@ def rss_kib(pid):
         pass
     return 0
 
+def read_chat_stream(response, t0):
+    """Reads a chat completion's SSE stream to its end: (seconds from t0 to the first token, or
+    None when none came; the last `data:` line, which is `data: [DONE]` for a whole stream)."""
+    first, last = None, b""
+    for line in response:
+        if line.startswith(b"data:"):
+            last = line.strip()
+            if first is None and last != b"data: [DONE]":
+                delta = (json.loads(last[5:])["choices"] or [{}])[0].get("delta", {})
+                if delta.get("content") or delta.get("reasoning_content"):
+                    first = time.time() - t0  # the first token, not the role chunk
+    return first, last
+
+
 def serve_args(model, extra=(), key=None, sessions=2, max_seq_len=1024):
     args = [FROST, "serve", "--model", model, "--port", "0", "--sessions", str(sessions)]
     if max_seq_len is not None:  # None: the server's default (the model's context)
@@ -57,13 +71,14 @@ def serve_args(model, extra=(), key=None, sessions=2, max_seq_len=1024):
 
 
 class ServeProcess:
-    """`frost serve --port 0` with the given arguments (and environment, when `env` is given);
-    waits for the "on http://127.0.0.1:PORT" line."""
+    """`frost serve --port 0` with the given arguments (and environment, when `env` is given;
+    `preexec_fn` runs in the child before exec, e.g. to set resource limits); waits for the
+    "on http://127.0.0.1:PORT" line."""
 
-    def __init__(self, model, extra=(), key=None, sessions=2, max_seq_len=1024, env=None):
+    def __init__(self, model, extra=(), key=None, sessions=2, max_seq_len=1024, env=None, preexec_fn=None):
         self.key = key
         self.proc = subprocess.Popen(serve_args(model, extra, key, sessions, max_seq_len), stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, env=env)
+                                     stderr=subprocess.STDOUT, text=True, env=env, preexec_fn=preexec_fn)
         self.lines = []
         self.port = None
         deadline = time.time() + START_TIMEOUT_S

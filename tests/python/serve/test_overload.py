@@ -19,7 +19,7 @@ import threading
 import time
 
 import pytest
-from serve_proc import FROST, ServeProcess, rss_kib
+from serve_proc import FROST, ServeProcess, read_chat_stream, rss_kib
 
 pytestmark = pytest.mark.skipif(not FROST or not os.path.exists(FROST), reason="FROST_BIN not set")
 
@@ -83,14 +83,7 @@ def client(port, key, seed, deadline, tally):
             if r.status != 200:
                 tally.fail(f"status {r.status}: {r.read()[:200]!r}")
                 continue
-            first, last = None, b""
-            for line in r:
-                if line.startswith(b"data:"):
-                    last = line.strip()
-                    if first is None and last != b"data: [DONE]":
-                        delta = (json.loads(last[5:])["choices"] or [{}])[0].get("delta", {})
-                        if delta.get("content") or delta.get("reasoning_content"):
-                            first = time.time() - t0  # the first token, not the role chunk
+            first, last = read_chat_stream(r, t0)
             if last != b"data: [DONE]":
                 tally.fail(f"a stream ended without [DONE]: {last[:200]!r}")
             tally.add("200", first)
