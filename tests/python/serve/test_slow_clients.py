@@ -161,3 +161,18 @@ def test_a_slow_connection_flood_neither_locks_out_nor_spins(model_dir, cap_arg)
         timed_chat(server.port, 99)
     finally:
         assert server.stop() == 0
+
+
+def test_the_soft_descriptor_limit_is_raised_to_the_hard_one(model_dir):
+    """`frost serve` raises its soft RLIMIT_NOFILE to the hard one before sizing the connection
+    cap: started at soft 128 / hard 256, the cap is 256 less the 64 it keeps for files."""
+    server = ServeProcess(model_dir, key=KEY,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (FDS, 2 * FDS)))
+    try:
+        m = re.search(r"max (\d+) connections", "".join(server.lines))
+        assert m and int(m.group(1)) == 2 * FDS - 64, server.lines
+        with open(f"/proc/{server.proc.pid}/limits") as f:
+            soft = next(line.split()[3] for line in f if line.startswith("Max open files"))
+        assert int(soft) == 2 * FDS
+    finally:
+        assert server.stop() == 0
