@@ -269,6 +269,8 @@ def main(argv):
     print("== Frost vs floor vs baseline (%s, %s)" % (b.get("device", NA), b.get("date", NA)))
     for key, label in [("copy_GBps", "D2D copy GB/s (bytes copied)"), ("gemm_TFLOPs", "bf16 GEMM TFLOP/s"),
                        ("gemm_sustained_TFLOPs", "bf16 GEMM TFLOP/s, back to back"),
+                       ("gemm_fp8_TFLOPs", "FP8 W8A8 GEMM TFLOP/s"),
+                       ("gemm_fp8_sustained_TFLOPs", "FP8 W8A8 GEMM, back to back"),
                        ("h2d_GBps", "pinned H2D GB/s"), ("disk_GBps", "sequential disk read GB/s")]:
         print("  ceiling %-30s %s" % (label, "%.1f  [%s]" % ce[key] if key in ce else NA))
     if b:

@@ -114,7 +114,7 @@ OpCost cost_of(const GemmOp& p) {
         const double twin = m * k * (1.0 + 4.0 / 128.0);
         in = p.xq.on() ? twin : in + 2.0 * twin;
     }
-    return {2 * m * n * k, p.w.weight_bytes() + tile + in + out};
+    return {2 * m * n * k, p.w.weight_bytes() + tile + in + out, w8a8 ? 2 * m * n * k : 0.0};
 }
 
 OpCost cost_of(const SwigluOp& p) {
@@ -162,7 +162,10 @@ OpCost cost_of(const MoeOp& p) {
         for (const Tensor* t : mats)
             if (t->quantized()) tile += 2.0 * 2.0 * double(t->shape[0]) * double(t->shape[1]);
     }
-    return {2 * rows * macs, wbytes + io + tile};
+    // W8A8: the routed and shared experts on FP8 tensor cores; the router and the shared-expert
+    // gate stay bf16.
+    const double fp8 = w8a8 ? 2 * rows * H * (3.0 * p.k * p.I + 3.0 * p.Is) : 0.0;
+    return {2 * rows * macs, wbytes + io + tile, fp8};
 }
 
 OpCost cost_of(const TailRowOp& p) {

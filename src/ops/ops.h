@@ -363,7 +363,10 @@ struct MoeOp {
 struct OpCost {
     double flops = 0;
     double bytes = 0;
-    void add(const OpCost& o) { flops += o.flops; bytes += o.bytes; }
+    // The part of flops that W8A8 prefill runs on FP8 tensor cores (GemmOp / MoeOp quant_act over
+    // FP8 or W4A8 weights), which a floor counts at the FP8 GEMM ceiling rather than the bf16 one.
+    double flops_fp8 = 0;
+    void add(const OpCost& o) { flops += o.flops; bytes += o.bytes; flops_fp8 += o.flops_fp8; }
 };
 
 class Backend;

@@ -218,7 +218,8 @@ void w8a8_prefill_near_exact(const char* quant, uint64_t seed) {
     // Runs: fused twins with the bf16 outputs skipped (twice), fused twins with them kept, the
     // separate quantizer, the exact path.
     std::vector<float> w8a8[4], exact;
-    double bytes[3] = {};
+    double bytes[3] = {}, flops[5] = {}, flops_fp8[5] = {};
+    ModelConfig c;
     size_t V = 0;
     for (int run = 0; run < 5; ++run) {
         auto e = cuda_engine(synth.dir, true, true, true, run < 4, run < 3, run < 2);
@@ -227,11 +228,14 @@ void w8a8_prefill_near_exact(const char* quant, uint64_t seed) {
         for (const auto& b : e->buffers(0)) twin_scratch = twin_scratch || b.name == "scratch.fp8_q";
         EXPECT_EQ(twin_scratch, run < 3) << "run " << run << ": the FP8 twin scratch";
         V = size_t(e->config().vocab_size);
+        c = e->config();
         for (int i = 0; i < kPrompt; ++i) ids[size_t(i)] = int32_t((i * 7919 + 13) % int(V));
-        if (run < 3) {
+        {
             ops::OpCost cost{};
             ASSERT_EQ(e->prefill_cost(kPrompt, &cost), FROST_OK) << frost_last_error();
-            bytes[run] = cost.bytes;
+            if (run < 3) bytes[run] = cost.bytes;
+            flops[run] = cost.flops;
+            flops_fp8[run] = cost.flops_fp8;
         }
         int32_t next = -1;
         ASSERT_EQ(e->prefill(0, ids.data(), ids.size(), &next, run < 4 ? &w8a8[run] : &exact), FROST_OK)
@@ -239,6 +243,25 @@ void w8a8_prefill_near_exact(const char* quant, uint64_t seed) {
     }
     EXPECT_EQ(bytes[0], bytes[1]);
     EXPECT_LT(bytes[0], bytes[2]) << "no producer skipped its bf16 output (fp8_twin_only)";
+    // The FLOPs W8A8 puts on FP8 tensor cores (OpCost::flops_fp8, the bench's FP8-aware floor),
+    // counted from the config: every projection the synthetic checkpoint stores as FP8 (all but
+    // the GDN gates b | a and the LM head), over the prefill's row buckets (128 + 64; logits_all
+    // keeps the prefill tail off, so every layer runs every row). The exact path has none.
+    {
+        const double H = c.hidden_size, F = c.intermediate_size, V_lin = c.lin_v_dim(), C = c.conv_dim();
+        const double Hq = c.num_heads, Hkv = c.num_kv_heads, d = c.head_dim;
+        double nk = 0;  // sum of N x K over the FP8 matrices
+        for (int l = 0; l < c.num_layers; ++l) {
+            nk += c.is_linear(l) ? (C + V_lin) * H + H * V_lin : (2 * Hq * d + 2 * Hkv * d) * H + H * Hq * d;
+            nk += 3 * F * H;
+        }
+        const double rows = kChunk + 64;
+        for (int run = 0; run < 4; ++run) {
+            EXPECT_DOUBLE_EQ(flops_fp8[run], 2 * rows * nk) << "run " << run;
+            EXPECT_EQ(flops[run], flops[4]) << "run " << run << ": W8A8 changes where FLOPs run, not how many";
+        }
+        EXPECT_EQ(flops_fp8[4], 0.0) << "the exact path counted FP8 FLOPs";
+    }
     ASSERT_EQ(w8a8[0].size(), ids.size() * V);
     ASSERT_EQ(exact.size(), w8a8[0].size());
     EXPECT_EQ(0, std::memcmp(w8a8[0].data(), w8a8[1].data(), exact.size() * sizeof(float)))

@@ -49,7 +49,8 @@ struct GemmData {
 // The cost of a quantized prefill GEMM: the exact path writes and reads a bf16 copy of the
 // weight; W8A8 (quant_act) none for FP8 and a one-byte e4m3 copy for INT4 in 128-wide groups (W4A8),
 // plus x's e4m3 twin (written and read, or only read where its producer wrote it). A batched
-// decode step (PDL, <= 8 rows) and INT4 groups of 64 keep the old count.
+// decode step (PDL, <= 8 rows) and INT4 groups of 64 keep the old count. The FLOPs of a W8A8
+// GEMM are all FP8 ones (OpCost::flops_fp8); the other forms have none.
 TEST(OpsDispatch, CostOfW8a8PrefillGemmCountsItsOperandsNotABf16Tile) {
     std::vector<uint8_t> bytes(1 << 16);
     const double M = 256, K = 1024, N = 448;
@@ -63,8 +64,12 @@ TEST(OpsDispatch, CostOfW8a8PrefillGemmCountsItsOperandsNotABf16Tile) {
     p.w = w;
     const double base = w.weight_bytes() + M * N * 2.0, twin = M * K * (1.0 + 4.0 / 128.0);
     EXPECT_DOUBLE_EQ(cost_of(p).bytes, base + 4.0 * N * K + M * K * 2.0) << "exact: the bf16 tile";
+    EXPECT_EQ(cost_of(p).flops_fp8, 0.0) << "exact: a bf16 GEMM";
     p.quant_act = 1;
     EXPECT_DOUBLE_EQ(cost_of(p).bytes, base + M * K * 2.0 + 2.0 * twin) << "FP8 W8A8, x quantized by the GEMM";
+    // Every FLOP of a W8A8 GEMM runs on FP8 tensor cores (the bench's FP8-aware floor).
+    EXPECT_DOUBLE_EQ(cost_of(p).flops, 2.0 * M * N * K);
+    EXPECT_DOUBLE_EQ(cost_of(p).flops_fp8, cost_of(p).flops);
     std::vector<uint8_t> q(size_t(M * K)), s(size_t(fp8_act_ld(int64_t(M)) * int64_t(K / 128)) * 4);
     p.xq = fp8_act(q.data(), s.data(), int64_t(M), int64_t(K));
     EXPECT_DOUBLE_EQ(cost_of(p).bytes, base + twin) << "FP8 W8A8 on its producer's twin";
@@ -74,12 +79,23 @@ TEST(OpsDispatch, CostOfW8a8PrefillGemmCountsItsOperandsNotABf16Tile) {
     p.w = i4;
     const double base4 = i4.weight_bytes() + M * N * 2.0;
     EXPECT_DOUBLE_EQ(cost_of(p).bytes, base4 + 2.0 * N * K + twin) << "INT4 W4A8: the e4m3 copy";
+    EXPECT_DOUBLE_EQ(cost_of(p).flops_fp8, 2.0 * M * N * K) << "INT4 W4A8 on FP8 tensor cores";
     p.w.scale_block = 64;  // not a W8A8 weight: the exact path
     EXPECT_DOUBLE_EQ(cost_of(p).bytes, p.w.weight_bytes() + M * N * 2.0 + 4.0 * N * K + M * K * 2.0);
+    EXPECT_EQ(cost_of(p).flops_fp8, 0.0);
     p.w = w;
     p.x.shape[0] = p.y.shape[0] = 4;
     p.pdl = 1;  // a batched decode step: not the W8A8 GEMM
     EXPECT_DOUBLE_EQ(cost_of(p).bytes, w.weight_bytes() + 4 * N * 2.0 + 4.0 * N * K + 4 * K * 2.0);
+    EXPECT_EQ(cost_of(p).flops_fp8, 0.0);
+    // OpCost::add sums the FP8 part with the rest.
+    OpCost sum;
+    p.x.shape[0] = p.y.shape[0] = int64_t(M);
+    p.pdl = 0;
+    sum.add(cost_of(p));
+    sum.add(OpCost{10.0, 20.0});
+    EXPECT_DOUBLE_EQ(sum.flops_fp8, 2.0 * M * N * K);
+    EXPECT_DOUBLE_EQ(sum.flops, 2.0 * M * N * K + 10.0);
 }
 
 // Which weights W8A8 prefill reaches: FP8 in any scale layout, INT4 in 128-wide groups (their

@@ -162,8 +162,13 @@ TEST(OpsMoe, CostOfW8a8PrefillCountsTheQuantizedActivationsNotTheTile) {
     const double quant = rows * H * 4.0 + act * 2.0 + (rows * H + act) * (1.0 + 4.0 / 128.0);
     EXPECT_NEAR(cost_of(q).bytes, cost_of(p).bytes - tile + quant, 1e-6);
     EXPECT_EQ(cost_of(q).flops, cost_of(p).flops);
+    // The FP8 tensor cores run the routed and shared experts, not the router or the shared gate.
+    EXPECT_DOUBLE_EQ(cost_of(q).flops_fp8, 2.0 * rows * H * (3.0 * a.k * I + 3.0 * I));
+    EXPECT_LT(cost_of(q).flops_fp8, cost_of(q).flops);
+    EXPECT_EQ(cost_of(p).flops_fp8, 0.0) << "exact: bf16 tiles";
     q.rows = p.rows = {1, nullptr};
     EXPECT_EQ(cost_of(q).bytes, cost_of(p).bytes) << "decode";
+    EXPECT_EQ(cost_of(q).flops_fp8, 0.0) << "decode";
     q.rows = p.rows = {int32_t(rows), nullptr};
     q.experts_down.scale_rows = p.experts_down.scale_rows = 1;  // per-row scales: the exact path's tile
     EXPECT_EQ(cost_of(q).bytes, cost_of(p).bytes);
@@ -174,6 +179,7 @@ TEST(OpsMoe, CostOfW8a8PrefillCountsTheQuantizedActivationsNotTheTile) {
             t->scale_block = int32_t(t->shape[1]);
         }
     EXPECT_NEAR(cost_of(q).bytes, cost_of(p).bytes - tile + quant, 1e-6);
+    EXPECT_DOUBLE_EQ(cost_of(q).flops_fp8, 2.0 * rows * H * (3.0 * a.k * I + 3.0 * I));
 }
 
 TEST(OpsMoe, BadParamsRefusedNamingTheOp) {

@@ -231,3 +231,25 @@ def test_sample_sets_the_decode_steps_sampling(bench, tmp_path):
         p = frost("bench", "engine", "--preset", "tiny", "--sample", bad, "--out-dir", tmp_path)
         assert p.returncode == 2, (bad, p.stderr[-500:])
         assert "--sample" in p.stderr or "bad numeric value" in p.stderr, (bad, p.stderr[-500:])
+
+
+def test_fp8_floor_only_where_fp8_gemms_run(tmp_path):
+    """With --fp8-prefill w8a8 each TTFT row counts the FLOPs W8A8 puts on FP8 tensor cores
+    (flops_fp8), and the FP8 GEMM ceiling is measured only where some row has them. The CPU engine
+    dequantizes every weight and multiplies exact, so an FP8 checkpoint there has none: no FP8
+    ceiling, no FP8-aware floor, the same FLOPs as without the option."""
+    model = tmp_path / "fp8"
+    p = frost("synth", "--out", model, "--preset", "tiny", "--quant", "fp8")
+    assert p.returncode == 0, p.stderr[-2000:]
+    runs = {}
+    for mode in ("w8a8", "exact"):
+        p = frost("bench", "engine", "--model", model, "--backend", "cpu", "--ttft", "64,128", "--decode", 64,
+                  "--decode-steps", 2, "--reps", 1, "--fp8-prefill", mode, "--json")
+        assert p.returncode == 0, p.stderr[-2000:]
+        runs[mode] = json.loads(p.stdout)
+        assert "FP8" not in p.stderr, p.stderr
+    for mode, j in runs.items():
+        assert j["ceiling_gemm_fp8"] is None, mode
+        assert all(r["flops_fp8"] == 0 and "ms_over_fp8_floor" not in r for r in j["ttft"]), mode
+        assert not any(r["metric"].startswith("ceiling_gemm_fp8") for r in j["frost_results"]), mode
+    assert [r["flops"] for r in runs["w8a8"]["ttft"]] == [r["flops"] for r in runs["exact"]["ttft"]]

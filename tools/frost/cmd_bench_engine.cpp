@@ -2,7 +2,8 @@
 // included, not kernel-level graphs): cold start from process start to ready (weight load, upload,
 // graph capture, warm-up), cold TTFT per prompt length, decode ms/token at a context, peak device
 // memory (cudaMemGetInfo; process RSS on the CPU backend), each beside its floor from ModelConfig
-// and the copy and GEMM ceilings measured in the same run. JSON rows use report.py's "frost_results" form.
+// and the copy and GEMM ceilings measured in the same run (with W8A8 prefill, also the FP8 GEMM
+// ceiling, against which its FP8 FLOPs count). JSON rows use report.py's "frost_results" form.
 #include <time.h>
 #include <unistd.h>
 
@@ -28,12 +29,14 @@
 #include "bench_registry.h"
 #include "bench_util.h"
 #include "engine_args.h"
+#include "exec/error.h"
 #include "model/engine.h"
 #include "model/engine_cuda.h"
 #include "model/synth.h"
 #include "model/weights.h"
 #include "ops/ops.h"
 #include "ops/tensor.h"
+#include "util/fp8.h"
 
 namespace {
 
@@ -50,7 +53,9 @@ constexpr const char* kUsage =
     "  warm-up), decode ms/token at each context, peak device memory; each beside its floor (TTFT:\n"
     "  the larger of its FLOPs at a GEMM ceiling and its bytes at a copy ceiling, both measured in\n"
     "  the run; also against the GEMM rate sustained back to back for 1 s, which a power-capped GPU\n"
-    "  falls to within a long prefill). Without --model a synthetic checkpoint of --preset (default\n"
+    "  falls to within a long prefill; with --fp8-prefill w8a8 on a quantized checkpoint, also against\n"
+    "  an FP8-aware floor: the FLOPs W8A8 runs on FP8 tensor cores at an FP8 GEMM ceiling measured in\n"
+    "  the run, the rest at the bf16 one). Without --model a synthetic checkpoint of --preset (default\n"
     "  tiny) is written under --out-dir (default ./engine-bench). --chunk: the prefill chunk C_p\n"
     "  (default 0: the engine's own choice, auto_prefill_chunk). --json prints JSON on stdout and the\n"
     "  table on stderr. --leave-out: a timing probe; ops whose label contains one of the strings\n"
@@ -230,8 +235,7 @@ Ceilings measure_ceilings(fm::Engine& e, size_t bytes) {
     return c;
 }
 
-// Rates (TFLOP/s) of an n x n x n product through the engine's own op_gemm: bf16 on CUDA (the
-// cuBLASLt plan path every prefill GEMM takes), f32 on the CPU backend, on uniform [-1, 1)
+// Rates (TFLOP/s) of an n x n x n product through the engine's own op_gemm, on uniform [-1, 1)
 // operands (constant ones draw less power and clock higher). burst: the median of short samples
 // (the TTFT rows' FLOP floor is their FLOPs at this rate); sustained: back to back for
 // kCeilingSustainS* (see there). 0 where anything fails (the rows then report no FLOP floor).
@@ -240,77 +244,146 @@ struct GemmCeiling {
     double sustain_s = 0;  // how long the sustained products ran
 };
 
+// A value in [-1, 1) from a splitmix64 step of the index: 2 x 8192^2 of them in 0.21 s on the
+// 2-core CI machine, where mt19937 + uniform_real_distribution took 0.76 s of every CUDA run.
+float uniform_pm1(size_t i) {
+    uint64_t z = (uint64_t(i) + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return float((z ^ (z >> 31)) >> 40) * 0x1.0p-23f - 1.0f;  // 24 bits
+}
+
+// Times op_gemm(g) (the product's operands already on the device): one warm-up product (plans
+// the shape), then the burst samples, then the sustained windows.
+GemmCeiling time_gemm(fm::Engine& e, const frost::ops::GemmOp& g, bool cuda, int n) {
+    namespace fo = frost::ops;
+    frost_stream* st = e.stream();
+    const fo::Exec ex{st, &e.backend()};
+    const int batch = cuda ? kCeilingGemmBatchCuda : 1;
+    auto run = [&](int k) {
+        for (int i = 0; i < k; ++i)
+            if (fo::op_gemm(ex, g, "bench gemm ceiling") != FROST_OK) return false;
+        return frost_stream_sync(st) == FROST_OK;
+    };
+    GemmCeiling c;
+    if (!run(1)) return c;
+    std::vector<double> ms;
+    for (int i = 0; i < kCeilingReps; ++i) {
+        const auto t0 = Clock::now();
+        if (!run(batch)) break;
+        ms.push_back(ms_since(t0) / batch);
+    }
+    const double flops = 2.0 * double(n) * double(n) * double(n);
+    const double m = ms.size() == size_t(kCeilingReps) ? median(ms) : 0.0;
+    if (m > 0) c.burst = flops / (m / 1e3) / 1e12;
+    // Sustained: windows of `batch` products until the time is up (one sync per window).
+    const double sustain_s = cuda ? kCeilingSustainSCuda : kCeilingSustainSCpu;
+    std::vector<double> late;  // ms per product of the windows after the first quarter
+    bool ok = c.burst > 0;
+    const auto t_start = Clock::now();
+    while (ok && s_since(t_start) < sustain_s) {
+        const bool settled = s_since(t_start) >= sustain_s / 4;
+        const auto t0 = Clock::now();
+        ok = run(batch);
+        if (ok && settled) late.push_back(ms_since(t0) / batch);
+    }
+    c.sustain_s = s_since(t_start);
+    if (ok && !late.empty()) c.sustained = flops / (median(late) / 1e3) / 1e12;
+    return c;
+}
+
+// Device (or host) buffers freed at scope exit.
+struct BenchBuffers {
+    fm::Engine& e;
+    std::vector<frost_buffer*> bufs;
+    explicit BenchBuffers(fm::Engine& engine) : e(engine) {}
+    ~BenchBuffers() {
+        for (frost_buffer* b : bufs) frost_buffer_free(b);
+    }
+    void* alloc(const char* name, size_t bytes, frost_space space) {
+        frost_buffer* b = nullptr;
+        if (frost_buffer_alloc(e.ctx(), name, bytes, space, &b) != FROST_OK) return nullptr;
+        bufs.push_back(b);
+        return frost_buffer_ptr(b);
+    }
+    // Uploads host bytes into a new device buffer (through a pinned staging copy).
+    void* upload(const char* name, const void* src, size_t bytes) {
+        frost_buffer *d = nullptr, *h = nullptr;
+        if (frost_buffer_alloc(e.ctx(), name, bytes, FROST_SPACE_DEVICE, &d) != FROST_OK) return nullptr;
+        bufs.push_back(d);
+        if (frost_buffer_alloc(e.ctx(), "bench.staging", bytes, FROST_SPACE_HOST_PINNED, &h) != FROST_OK) return nullptr;
+        std::memcpy(frost_buffer_ptr(h), src, bytes);
+        const bool ok = frost_buffer_copy(d, 0, h, 0, bytes, e.stream()) == FROST_OK && frost_stream_sync(e.stream()) == FROST_OK;
+        frost_buffer_free(h);
+        return ok ? frost_buffer_ptr(d) : nullptr;
+    }
+};
+
+// The bf16 ceiling (f32 on the CPU backend): the cuBLASLt plan path every bf16 prefill GEMM takes.
 GemmCeiling measure_gemm_ceiling(fm::Engine& e, bool cuda, int n) {
     namespace fo = frost::ops;
     const size_t elems = size_t(n) * size_t(n), elem = cuda ? sizeof(uint16_t) : sizeof(float);
-    const size_t bytes = elems * elem;
-    frost_buffer *x = nullptr, *w = nullptr, *y = nullptr, *h = nullptr;
-    frost_stream* st = e.stream();
-    GemmCeiling c;
-    if (frost_buffer_alloc(e.ctx(), "bench.gemm_x", bytes, FROST_SPACE_DEVICE, &x) == FROST_OK &&
-        frost_buffer_alloc(e.ctx(), "bench.gemm_w", bytes, FROST_SPACE_DEVICE, &w) == FROST_OK &&
-        frost_buffer_alloc(e.ctx(), "bench.gemm_y", bytes, FROST_SPACE_DEVICE, &y) == FROST_OK &&
-        frost_buffer_alloc(e.ctx(), "bench.gemm_h", 2 * bytes, FROST_SPACE_HOST_PINNED, &h) == FROST_OK) {
-        // Values from a splitmix64 step of the index: 2 x 8192^2 of them in 0.21 s on the 2-core CI
-        // machine, where mt19937 + uniform_real_distribution took 0.76 s of every CUDA run.
-        auto* hp = static_cast<unsigned char*>(frost_buffer_ptr(h));
-        for (size_t i = 0; i < 2 * elems; ++i) {
-            uint64_t z = (uint64_t(i) + 1) * 0x9E3779B97F4A7C15ull;
-            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-            const float v = float((z ^ (z >> 31)) >> 40) * 0x1.0p-23f - 1.0f;  // 24 bits: [-1, 1)
-            if (cuda) {
-                uint32_t b;
-                std::memcpy(&b, &v, sizeof(b));
-                const uint16_t hi = static_cast<uint16_t>(b >> 16);  // truncated to bf16: any value will do
-                std::memcpy(hp + i * elem, &hi, elem);
-            } else {
-                std::memcpy(hp + i * elem, &v, elem);
-            }
-        }
-        const fo::DType dt = cuda ? fo::DType::BF16 : fo::DType::F32;
-        fo::GemmOp g;
-        g.x = fo::mat(frost_buffer_ptr(x), dt, n, n, n);
-        g.w = fo::mat(frost_buffer_ptr(w), dt, n, n, n);
-        g.y = fo::mat(frost_buffer_ptr(y), dt, n, n, n);
-        const fo::Exec ex{st, &e.backend()};
-        const int batch = cuda ? kCeilingGemmBatchCuda : 1;
-        auto run = [&](int k) {
-            for (int i = 0; i < k; ++i)
-                if (fo::op_gemm(ex, g, "bench gemm ceiling") != FROST_OK) return false;
-            return frost_stream_sync(st) == FROST_OK;
-        };
-        if (frost_buffer_copy(x, 0, h, 0, bytes, st) == FROST_OK && frost_buffer_copy(w, 0, h, bytes, bytes, st) == FROST_OK &&
-            run(1)) {  // the upload, then one warm-up product (plans the shape)
-            std::vector<double> ms;
-            for (int i = 0; i < kCeilingReps; ++i) {
-                const auto t0 = Clock::now();
-                if (!run(batch)) break;
-                ms.push_back(ms_since(t0) / batch);
-            }
-            const double flops = 2.0 * double(n) * double(n) * double(n);
-            const double m = ms.size() == size_t(kCeilingReps) ? median(ms) : 0.0;
-            if (m > 0) c.burst = flops / (m / 1e3) / 1e12;
-            // Sustained: windows of `batch` products until the time is up (one sync per window).
-            const double sustain_s = cuda ? kCeilingSustainSCuda : kCeilingSustainSCpu;
-            std::vector<double> late;  // ms per product of the windows after the first quarter
-            bool ok = c.burst > 0;
-            const auto t_start = Clock::now();
-            while (ok && s_since(t_start) < sustain_s) {
-                const bool settled = s_since(t_start) >= sustain_s / 4;
-                const auto t0 = Clock::now();
-                ok = run(batch);
-                if (ok && settled) late.push_back(ms_since(t0) / batch);
-            }
-            c.sustain_s = s_since(t_start);
-            if (ok && !late.empty()) c.sustained = flops / (median(late) / 1e3) / 1e12;
+    std::vector<unsigned char> host(2 * elems * elem);
+    for (size_t i = 0; i < 2 * elems; ++i) {
+        const float v = uniform_pm1(i);
+        if (cuda) {
+            uint32_t b;
+            std::memcpy(&b, &v, sizeof(b));
+            const uint16_t hi = static_cast<uint16_t>(b >> 16);  // truncated to bf16: any value will do
+            std::memcpy(host.data() + i * elem, &hi, elem);
+        } else {
+            std::memcpy(host.data() + i * elem, &v, elem);
         }
     }
-    frost_buffer_free(x);
-    frost_buffer_free(w);
-    frost_buffer_free(y);
-    frost_buffer_free(h);
-    return c;
+    BenchBuffers b(e);
+    void* x = b.upload("bench.gemm_x", host.data(), elems * elem);
+    void* w = b.upload("bench.gemm_w", host.data() + elems * elem, elems * elem);
+    void* y = b.alloc("bench.gemm_y", elems * elem, FROST_SPACE_DEVICE);
+    if (!x || !w || !y) return GemmCeiling{};
+    const fo::DType dt = cuda ? fo::DType::BF16 : fo::DType::F32;
+    fo::GemmOp g;
+    g.x = fo::mat(x, dt, n, n, n);
+    g.w = fo::mat(w, dt, n, n, n);
+    g.y = fo::mat(y, dt, n, n, n);
+    return time_gemm(e, g, cuda, n);
+}
+
+// The FP8 ceiling of W8A8 prefill (CUDA): the same n x n x n product as the engine's FP8 GEMMs
+// run it, e4m3 weights in Qwen's 128 x 128 scale blocks times e4m3 activations with one scale per
+// row and 128-wide group, read from a producer's twin (GemmOp::xq, so no quantizer is timed),
+// bf16 out: cuBLASLt's block-scaled FP8 GEMM. The values are e4m3 roundings of uniform
+// [-448, 448), with scales of 1/448. 0 where the backend has no FP8 path for the shape (xq_only:
+// the op fails instead of falling back to the bf16 GEMM, which would time the wrong thing).
+GemmCeiling measure_gemm_fp8_ceiling(fm::Engine& e, int n) {
+    namespace fo = frost::ops;
+    const size_t elems = size_t(n) * size_t(n);
+    const size_t w_scales = size_t(n / 128) * size_t(n / 128), x_scales = size_t(fo::fp8_act_ld(n)) * size_t(n / 128);
+    std::vector<uint8_t> q(2 * elems);
+    for (size_t i = 0; i < q.size(); ++i) q[i] = frost::util::f32_to_e4m3(448.0f * uniform_pm1(i));
+    std::vector<float> sc(std::max(w_scales, x_scales), 1.0f / 448.0f);
+    BenchBuffers b(e);
+    void* xq = b.upload("bench.fp8_xq", q.data(), elems);
+    void* w = b.upload("bench.fp8_w", q.data() + elems, elems);
+    void* xs = b.upload("bench.fp8_xs", sc.data(), x_scales * sizeof(float));
+    void* ws = b.upload("bench.fp8_ws", sc.data(), w_scales * sizeof(float));
+    void* x = b.alloc("bench.fp8_x", elems * sizeof(uint16_t), FROST_SPACE_DEVICE);  // gives M, K; never read
+    void* y = b.alloc("bench.fp8_y", elems * sizeof(uint16_t), FROST_SPACE_DEVICE);
+    if (!xq || !w || !xs || !ws || !x || !y) return GemmCeiling{};
+    fo::GemmOp g;
+    g.x = fo::mat(x, fo::DType::BF16, n, n, n);
+    g.w = fo::mat(w, fo::DType::FP8_E4M3, n, n, n);
+    g.w.scale = ws;
+    g.w.scale_block = 128;
+    g.w.scale_rows = 128;
+    g.y = fo::mat(y, fo::DType::BF16, n, n, n);
+    g.quant_act = 1;
+    g.xq = fo::fp8_act(xq, xs, n, n);
+    if (!e.backend().gemm_reads_twin(g)) {
+        frost::fail(FROST_ERR_UNSUPPORTED, "no FP8 GEMM path for a %d^3 block-scaled product", n);
+        return GemmCeiling{};
+    }
+    g.xq_only = 1;
+    return time_gemm(e, g, true, n);
 }
 
 std::vector<int32_t> random_ids(size_t n, std::mt19937_64& rng, int vocab) {
@@ -559,7 +632,8 @@ int run_bench_engine(const std::vector<std::string>& args) {
         }
         const double med = median(ms);
         ttft_rows.push_back({{"tokens", L}, {"ms", med}, {"min_ms", *std::min_element(ms.begin(), ms.end())},
-                             {"reps", a.reps}, {"flops", costs.prefill(L).flops}, {"floor_bytes", costs.prefill(L).bytes}});
+                             {"reps", a.reps}, {"flops", costs.prefill(L).flops}, {"flops_fp8", costs.prefill(L).flops_fp8},
+                             {"floor_bytes", costs.prefill(L).bytes}});
         mem.sample("ttft_" + std::to_string(L));
         // The session now holds exactly L tokens: a decode context of L reuses it.
         if (std::find(decode_todo.begin(), decode_todo.end(), L) != decode_todo.end() && !run_decode(L))
@@ -603,6 +677,21 @@ int run_bench_engine(const std::vector<std::string>& args) {
     const int gemm_n = cuda ? kCeilingGemmCuda : kCeilingGemmCpu;
     const GemmCeiling gc = measure_gemm_ceiling(*e, cuda, gemm_n);
     const double gemm_tflops = gc.burst, sustained_tflops = gc.sustained;
+    // W8A8 prefill runs part of its FLOPs on FP8 tensor cores (OpCost::flops_fp8): those count at
+    // the FP8 ceiling, measured here only where some row has them (CUDA with --fp8-prefill w8a8;
+    // the CPU engine dequantizes every weight and multiplies exact).
+    const bool any_fp8 = std::any_of(ttft_rows.begin(), ttft_rows.end(),
+                                     [](const json& r) { return r["flops_fp8"].get<double>() > 0; });
+    GemmCeiling fc;
+    std::string fp8_error;
+    if (any_fp8 && gemm_tflops > 0) {
+        fc = measure_gemm_fp8_ceiling(*e, gemm_n);
+        if (fc.burst <= 0) fp8_error = frost_last_error();
+    }
+    // A mixed floor: the FP8 FLOPs at the FP8 rate, the rest at the bf16 one (ms).
+    const auto mixed_floor_ms = [](double flops, double fp8, double bf16_tflops, double fp8_tflops) {
+        return bf16_tflops > 0 && fp8_tflops > 0 ? ((flops - fp8) / bf16_tflops + fp8 / fp8_tflops) / 1e12 * 1e3 : 0.0;
+    };
     for (auto& r : ttft_rows) {
         const double fl = rw > 0 ? r["floor_bytes"].get<double>() / rw * 1e3 : 0;
         r["bandwidth_floor_ms"] = fl;
@@ -621,6 +710,16 @@ int run_bench_engine(const std::vector<std::string>& args) {
         r["ms_over_sustained_floor"] = ratio(r["ms"].get<double>(), std::max(fl, sus_fl));
         r["fraction_of_sustained_gemm_ceiling"] =
             sustained_tflops > 0 ? r["achieved_tflops"].get<double>() / sustained_tflops : 0;
+        if (fc.burst > 0) {  // against the FP8-aware floor (issue 15: TTFT vs the FP8 GEMM ceiling)
+            const double f = r["flops"].get<double>(), f8 = r["flops_fp8"].get<double>();
+            const double ff = mixed_floor_ms(f, f8, gemm_tflops, fc.burst);
+            r["flop_floor_fp8_ms"] = ff;
+            r["floor_fp8_ms"] = std::max(fl, ff);
+            r["ms_over_fp8_floor"] = ratio(r["ms"].get<double>(), std::max(fl, ff));
+            const double fs = mixed_floor_ms(f, f8, sustained_tflops, fc.sustained);
+            r["flop_floor_fp8_sustained_ms"] = fs;
+            r["ms_over_fp8_sustained_floor"] = ratio(r["ms"].get<double>(), std::max(fl, fs));
+        }
         results.push_back({{"model", model_name}, {"metric", "ttft_ms"}, {"tokens", r["tokens"]},
                            {"value", r["ms"]}, {"source", source}});
     }
@@ -640,6 +739,11 @@ int run_bench_engine(const std::vector<std::string>& args) {
     if (sustained_tflops > 0)
         results.push_back({{"model", model_name}, {"metric", "ceiling_gemm_sustained_TFLOPs"}, {"value", sustained_tflops},
                            {"source", source}});
+    if (fc.burst > 0)
+        results.push_back({{"model", model_name}, {"metric", "ceiling_gemm_fp8_TFLOPs"}, {"value", fc.burst}, {"source", source}});
+    if (fc.sustained > 0)
+        results.push_back({{"model", model_name}, {"metric", "ceiling_gemm_fp8_sustained_TFLOPs"}, {"value", fc.sustained},
+                           {"source", source}});
     if (cuda)
         results.push_back({{"model", model_name}, {"metric", "ceiling_h2d_GBps"}, {"value", ce.h2d_gbps}, {"source", source}});
     const json cold = {{"t0", "process start (/proc/self/stat starttime vs CLOCK_BOOTTIME, 10 ms ticks)"},
@@ -652,6 +756,12 @@ int run_bench_engine(const std::vector<std::string>& args) {
                        {"floor_s", cold_floor_s},
                        {"floor", "checkpoint bytes at the pinned H2D copy rate (page cache warm)"},
                        {"total_over_floor", ratio(total_s, cold_floor_s)}};
+    json fp8_ceiling = nullptr;  // null: no row ran FP8 GEMMs
+    if (any_fp8)
+        fp8_ceiling = {{"tflops", fc.burst}, {"sustained_tflops", fc.sustained}, {"sustained_s", fc.sustain_s},
+                       {"n", gemm_n}, {"error", fp8_error},
+                       {"measure", "op_gemm of n x n x n, e4m3 weights in 128 x 128 scale blocks times an e4m3 "
+                                   "activation twin (one scale per row and 128 columns), bf16 out"}};
     const json out = {{"bench", "engine"}, {"model", model_name}, {"model_dir", a.model}, {"backend", a.backend},
                       {"prefill_chunk", chunk}, {"reps", a.reps}, {"decode_steps", a.decode_steps},
                       {"ceilings_gbps", {{"d2d", ce.d2d_gbps}, {"h2d_pinned", ce.h2d_gbps}}},
@@ -660,6 +770,7 @@ int run_bench_engine(const std::vector<std::string>& args) {
                                         {"sustained_tflops", sustained_tflops}, {"sustained_s", gc.sustain_s},
                                         {"sustained_measure", "the same products back to back, median of the "
                                                               "windows after the first quarter"}}},
+                      {"ceiling_gemm_fp8", fp8_ceiling},
                       // A probe's numbers are not the model's: no frost_results for report.py to compare.
                       {"frost_results", a.leave_out.empty() ? results : json::array()}, {"leave_out", a.leave_out},
                       {"cold_start", cold}, {"memory", memory},
@@ -681,18 +792,28 @@ int run_bench_engine(const std::vector<std::string>& args) {
     // Without a GEMM ceiling (its buffers or product failed) the rows say so rather than print a
     // 0 % share and a floor that is only the bandwidth one.
     if (gemm_tflops <= 0) std::fprintf(tbl, "  GEMM ceiling not measured: %s\n", frost_last_error());
+    if (fc.burst > 0)
+        std::fprintf(tbl, "  FP8 W8A8 GEMM %d^3 (128 x 128 weight blocks): %.3g TFLOP/s (sustained %.3g)\n", gemm_n,
+                     fc.burst, fc.sustained);
+    else if (any_fp8 && gemm_tflops > 0)
+        std::fprintf(tbl, "  FP8 GEMM ceiling not measured: %s\n", fp8_error.c_str());
     for (const auto& r : ttft_rows) {
-        if (gemm_tflops > 0)
-            std::fprintf(tbl, "  cold TTFT %6d tok: %10.2f ms  %8.3g TFLOP/s (%3.0f%% of the GEMM ceiling, %3.0f%% sustained)"
-                              "  %5.2fx floor (%.2fx sustained)  (%.1fx bandwidth floor)\n",
-                         r["tokens"].get<int>(), r["ms"].get<double>(), r["achieved_tflops"].get<double>(),
-                         100.0 * r["fraction_of_gemm_ceiling"].get<double>(),
-                         100.0 * r["fraction_of_sustained_gemm_ceiling"].get<double>(), r["ms_over_floor"].get<double>(),
-                         r["ms_over_sustained_floor"].get<double>(), r["ms_over_bandwidth_floor"].get<double>());
-        else
+        if (gemm_tflops <= 0) {
             std::fprintf(tbl, "  cold TTFT %6d tok: %10.2f ms  %8.3g TFLOP/s  (%.1fx bandwidth floor; no FLOP floor)\n",
                          r["tokens"].get<int>(), r["ms"].get<double>(), r["achieved_tflops"].get<double>(),
                          r["ms_over_bandwidth_floor"].get<double>());
+            continue;
+        }
+        std::fprintf(tbl, "  cold TTFT %6d tok: %10.2f ms  %8.3g TFLOP/s (%3.0f%% of the GEMM ceiling, %3.0f%% sustained)"
+                          "  %5.2fx floor (%.2fx sustained)  (%.1fx bandwidth floor)\n",
+                     r["tokens"].get<int>(), r["ms"].get<double>(), r["achieved_tflops"].get<double>(),
+                     100.0 * r["fraction_of_gemm_ceiling"].get<double>(),
+                     100.0 * r["fraction_of_sustained_gemm_ceiling"].get<double>(), r["ms_over_floor"].get<double>(),
+                     r["ms_over_sustained_floor"].get<double>(), r["ms_over_bandwidth_floor"].get<double>());
+        if (r.contains("ms_over_fp8_floor"))
+            std::fprintf(tbl, "  %22s %3.0f%% of its FLOPs on FP8: %5.2fx the FP8-aware floor (%.2fx sustained)\n", "",
+                         100.0 * r["flops_fp8"].get<double>() / r["flops"].get<double>(), r["ms_over_fp8_floor"].get<double>(),
+                         r["ms_over_fp8_sustained_floor"].get<double>());
     }
     for (const auto& r : decode_rows)
         std::fprintf(tbl, "  decode @%6d: %8.3f ms/token (floor %.3f ms, %.2fx)\n", r["context"].get<int>(),
