@@ -113,6 +113,7 @@
 #include "kernels/cuda/lm_act_quant.cuh"
 #include "kernels/cuda/lm_gemv_common.cuh"
 #include "kernels/cuda/lm_gemv_quant_dispatch.cuh"
+#include "kernels/gemv_pick.h"
 #include "util/env.h"
 
 namespace frost::kernels {
@@ -594,45 +595,13 @@ cudaError_t gemv_quant_tc_launch_tuned(const GemvQuantParams& p, int unroll, int
 // 2.959 / 2.959, INT4 2.487 / 2.497 -> 2.569 / 2.565. Most likely because two such blocks take the
 // whole register file (2 x 512 x 64), so neither fits an SM beside the GDN step or attention merge
 // before it (not profiled); the bf16 form that gained runs one tile per SM.
-constexpr int kFourTilesFrom = 1536;  // 16-row tiles: the 9B's gate/up (N 2 x 12288) and wider
-namespace {
-// The share of the last wave's block slots (3 blocks per SM) a grid of `blocks` fills, averaged
-// over its waves: 1 when the grid is whole waves.
-double wave_fill(int blocks, int sms) {
-    const int slots = 3 * sms;
-    return double(blocks) / double(ceil_div(blocks, slots) * slots);
-}
-// Tiles per block, by the rules above (measured on the 9B shapes, whose grids fill their waves),
-// then moved to fewer tiles per block where that fills the waves much better (by 0.15 of a wave
-// or more). At the 27B shape (hidden 5120, F 17408, GDN in_proj N 16384) four tiles per block
-// made the FP8 gate/up GEMV 544 blocks (1.37 waves of 396 slots) and two made the in_proj 512
-// (1.29) and the attention qkv 448; `frost bench graph-ops` put them at 1.22 / 1.33 / 1.33x their
-// bytes where the 9B's, one whole wave each, sat at 0.98-1.15x. Now 1088 / 1024 / 896 blocks.
-// H200, 2026-12-05 (seventieth session), `frost bench engine --decode 1024 --decode-steps 64
-// --reps 3` on `synth --preset 27b --layers 32 --quant Q`, FROST_GEMV_WAVES=0 (the old pick) and
-// 1 alternating, two rounds, ms/token: FP8 5.087-5.099 -> 4.735-4.744 (1.32-1.33 -> 1.24-1.26x
-// the quantized-bytes floor), INT4 3.835-3.851 -> 3.668-3.675, NVFP4 4.063-4.084 -> 3.935-3.954.
-// The 9B, 35B-A3B and 0.8B shapes keep their picks (their grids are whole waves or below 512
-// tiles). Depends on N, the format and the device's SM count only (not on M), so a batched
-// member's bits stay its solo launch's; a device with another SM count may pick otherwise, as
-// the 12-warp rule below already does.
-int tiles_per_block(const GemvQuantParams& p, int tiles, int sms) {
-    int tpb = 1;
-    if (tiles >= kFourTilesFrom && p.format != kGemvQuantNvfp4 && !p.act_fp8) tpb = 4;
-    else if (tiles >= (is_fp8_format(p.format) ? 512 : 768)) tpb = 2;
-    static const bool waves = !util::env_is("FROST_GEMV_WAVES", "0");
-    if (!waves || sms <= 0) return tpb;
-    const double fill = wave_fill(ceil_div(tiles, tpb), sms);
-    for (int t = tpb / 2; t >= 1; t /= 2)
-        if (wave_fill(ceil_div(tiles, t), sms) >= fill + 0.15) return t;
-    return tpb;
-}
-}  // namespace
-
+// Tiles per block: kernels/gemv_pick.h (the rule, the wave fill and their measurements).
 cudaError_t gemv_quant_tc_launch(const GemvQuantParams& p, cudaStream_t stream) {
     const int tiles = p.swiglu ? ceil_div(p.N / 2, kTileRows / 2) : ceil_div(p.N, kTileRows);
     const int sms = device_sm_count();
-    const int tpb = tiles_per_block(p, tiles, sms);
+    static const bool fill_waves = !util::env_is("FROST_GEMV_WAVES", "0");
+    const int tpb = gemv_tiles_per_block(tiles, is_fp8_format(p.format),
+                                         p.format != kGemvQuantNvfp4 && !p.act_fp8, sms, fill_waves);
     if (tpb > 1) return gemv_quant_tc_launch_tuned(p, 1, 3, 1, stream, kWarps / tpb);
     if (sms > 0 && tiles <= 2 * sms && p.K / kStepK >= 24) return gemv_quant_tc_launch_tuned(p, 1, 2, 1, stream, 12);
     return gemv_quant_tc_launch_tuned(p, 1, 3, 1, stream, kWarps);
