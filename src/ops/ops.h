@@ -365,6 +365,8 @@ struct OpCost {
     double bytes = 0;
     // The part of flops that W8A8 prefill runs on FP8 tensor cores (GemmOp / MoeOp quant_act over
     // FP8 or W4A8 weights), which a floor counts at the FP8 GEMM ceiling rather than the bf16 one.
+    // It counts what the op asks for: the CUDA backend still runs a product exact where it has no
+    // FP8 plan (K below lm_gemm_fp8.h's kFp8MinK, 512: only test-sized shapes).
     double flops_fp8 = 0;
     void add(const OpCost& o) { flops += o.flops; bytes += o.bytes; flops_fp8 += o.flops_fp8; }
 };
