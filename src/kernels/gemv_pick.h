@@ -19,17 +19,19 @@
 // as the 12-warp form's rule already does.)
 #pragma once
 
+#include "kernels/gemm_pick.h"
+
 namespace frost::kernels {
 
 constexpr int kGemvFourTilesFrom = 1536;  // tiles
 constexpr int kGemvSlotsPerSm = 3;        // the pick's launches: 3 blocks per SM
 constexpr double kGemvWaveGain = 0.15;    // of a wave
 
-// The share of its waves' block slots a grid of `blocks` fills (1 for whole waves).
+// The share of its waves' block slots a grid of `blocks` fills (1 for whole waves): the GEMM
+// pick's wave fill over this kernel's slots.
 inline double gemv_wave_fill(int blocks, int sms) {
     if (blocks <= 0 || sms <= 0) return 0.0;
-    const int slots = kGemvSlotsPerSm * sms;
-    return static_cast<double>(blocks) / static_cast<double>((blocks + slots - 1) / slots * slots);
+    return gemm_wave_fill(static_cast<float>(blocks) / static_cast<float>(kGemvSlotsPerSm * sms));
 }
 
 // Tiles per block (4, 2 or 1) for a GEMV of `tiles` 16-row tiles. fp8: the weight is FP8 (two

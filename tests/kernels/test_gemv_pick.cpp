@@ -21,8 +21,8 @@ int swiglu_tiles(int f) { return (f + 7) / 8; }
 TEST(GemvPick, WaveFill) {
     EXPECT_DOUBLE_EQ(gemv_wave_fill(396, kH100Sms), 1.0);
     EXPECT_DOUBLE_EQ(gemv_wave_fill(792, kH100Sms), 1.0);
-    EXPECT_DOUBLE_EQ(gemv_wave_fill(544, kH100Sms), 544.0 / 792.0);
-    EXPECT_DOUBLE_EQ(gemv_wave_fill(100, kH100Sms), 100.0 / 396.0);
+    EXPECT_NEAR(gemv_wave_fill(544, kH100Sms), 544.0 / 792.0, 1e-6);
+    EXPECT_NEAR(gemv_wave_fill(100, kH100Sms), 100.0 / 396.0, 1e-6);
     EXPECT_EQ(gemv_wave_fill(0, kH100Sms), 0.0);
     EXPECT_EQ(gemv_wave_fill(10, 0), 0.0);
 }
