@@ -16,7 +16,13 @@ the same directory and, before traffic resumes, is checked against what the clie
 - no temp file is left behind.
 At the end the server is stopped with SIGTERM, checked once more, and the claim log of every run
 must replay as one valid history (scripts/claimlog_check.py). The server's RSS is sampled in each
-run: the report gives its growth from the run's first sample to its last.
+run: the report gives its growth from the run's first sample to its last. So is its memory as
+/metrics reports it: the engine's own buffers (frost_buffer_bytes less the capsules held on the
+tier of that space) must come back to the same floor in every run (a restore's staging buffers
+come and go, a leak raises the floor), and on a GPU (--backend cuda) the device memory in use
+(frost_device_memory_used_bytes, every process on the device) is reported and, with
+--device-growth-mib N on a GPU nothing else uses, may not grow by more than N MiB within a run nor
+between the runs' first samples (a SIGKILLed server's memory must return to the driver).
 
 Exit status 0 when everything held, 1 with the violations listed otherwise. Only 127.0.0.1 is
 contacted.
@@ -50,7 +56,7 @@ class Server:
     def __init__(self, args, capsule_dir, keys):
         cmd = [args.frost, "serve", "--model", args.model, "--port", "0",
                "--sessions", str(args.sessions), "--max-seq-len", "1024", "--capsule-dir", capsule_dir,
-               "--device-budget", "1", "--host-budget", "1"]
+               "--device-budget", "1", "--host-budget", "1", "--backend", args.backend] + args.serve_arg
         for k in keys:
             cmd += ["--api-key", k]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -70,6 +76,25 @@ class Server:
             raise RuntimeError("server did not start:\n" + "".join(self.lines))
         # Keep reading, so a chatty server never blocks on a full pipe.
         threading.Thread(target=lambda: [self.lines.append(x) for x in self.proc.stdout], daemon=True).start()
+
+    def memory(self, key):
+        """(the engine's own buffer bytes per space, the device memory in use or None) from /metrics,
+        or None when the server does not answer."""
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT_S)
+            c.request("GET", "/metrics", headers={"Authorization": "Bearer " + key})
+            text = c.getresponse().read().decode()
+            c.close()
+        except (OSError, http.client.HTTPException):
+            return None
+        v = {}
+        for m in re.finditer(r"^(frost_(?:buffer|capsule)_bytes\{\w+=\"\w+\"\}|frost_device_memory_used_bytes) (\S+)$",
+                             text, re.M):
+            v[m.group(1)] = float(m.group(2))
+        own = (v.get('frost_buffer_bytes{space="device"}', 0) - v.get('frost_capsule_bytes{tier="device"}', 0),
+               v.get('frost_buffer_bytes{space="host_pinned"}', 0) - v.get('frost_capsule_bytes{tier="host"}', 0),
+               v.get('frost_buffer_bytes{space="host"}', 0))
+        return own, v.get("frost_device_memory_used_bytes")
 
     def call(self, key, method, path, body=None):
         """(status, parsed JSON body or None); Down when the connection fails."""
@@ -265,6 +290,33 @@ def check_restart(soak, clients, where, stopped):
     return checked
 
 
+def check_memory(soak, args, run, mem, memory):
+    """The run's /metrics memory samples against the earlier runs' (see the module doc)."""
+    if len(mem) < 2:
+        return
+    own = [m[0] for m in mem]
+    floor = tuple(min(o[i] for o in own) for i in range(3))
+    half = own[len(own) // 2:]
+    late = tuple(min(o[i] for o in half) for i in range(3))
+    if late != floor:
+        soak.violation(f"run {run}: the engine's buffers' floor rose within the run: {floor} -> {late}")
+    if memory["floors"] and floor != memory["floors"][0]:
+        soak.violation(f"run {run}: the engine's buffers' floor {floor} differs from run 1's {memory['floors'][0]}")
+    memory["floors"].append(floor)
+    dev = [m[1] for m in mem if m[1] is not None]
+    if (len(dev) > 0) != (args.backend == "cuda"):
+        soak.violation(f"run {run}: device memory gauges {'present' if dev else 'absent'} on backend {args.backend}")
+    if len(dev) >= 2:
+        limit = args.device_growth_mib * 2**20 if args.device_growth_mib > 0 else float("inf")
+        memory["device_growth"].append(max(dev) - dev[0])
+        if max(dev) - dev[0] > limit:
+            soak.violation(f"run {run}: device memory grew {(max(dev) - dev[0]) / 2**20:.0f} MiB within the run")
+        memory["device_first"].append(dev[0])
+        if dev[0] - min(memory["device_first"]) > limit:
+            soak.violation(f"run {run}: device memory at its start {dev[0] / 2**20:.0f} MiB, run minimum "
+                           f"{min(memory['device_first']) / 2**20:.0f} MiB: a killed server's memory stayed taken")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--frost", required=True, help="the frost binary")
@@ -276,6 +328,11 @@ def main(argv=None):
     ap.add_argument("--capsule-dir", default=None, help="default: a fresh temporary folder")
     ap.add_argument("--key", default="sk-soak")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"], help="the engine backend (default cpu)")
+    ap.add_argument("--device-growth-mib", type=float, default=0,
+                    help="bound on the device memory's growth within a run and between runs (cuda; default 0: "
+                         "report only, since the figure counts every process on the device)")
+    ap.add_argument("--serve-arg", action="append", default=[], help="an extra `frost serve` argument (repeatable)")
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -291,6 +348,7 @@ def main(argv=None):
         c.start()
     end = time.time() + args.seconds
     runs, kills, growth, verified = 0, 0, [], 0
+    memory = {"floors": [], "device_first": [], "device_growth": []}
     while True:
         soak.server = Server(args, args.capsule_dir, keys)
         runs += 1
@@ -298,17 +356,21 @@ def main(argv=None):
             verified += check_restart(soak, clients, f"run {runs} (after kill {kills})", False)
         soak.up.set()
         last = min(end, time.time() + rng.uniform(0.3, 1.7) * args.kill_every)
-        samples = []
+        samples, mem = [], []
         while time.time() < last:
             time.sleep(min(1.0, max(0.0, last - time.time())))
             r = rss_kib(soak.server.proc.pid)
             if r:
                 samples.append(r)
+            m = soak.server.memory(keys[0])
+            if m:
+                mem.append(m)
             if soak.server.proc.poll() is not None:
                 soak.violation(f"run {runs}: the server died by itself (exit {soak.server.proc.returncode})")
                 break
         if len(samples) >= 2:
             growth.append((samples[-1] - samples[0]) / 1024)
+        check_memory(soak, args, runs, mem, memory)
         final = time.time() >= end
         if final:
             soak.up.clear()
@@ -346,6 +408,13 @@ def main(argv=None):
         print(f"  {k:28s} {v}")
     if growth:
         print(f"RSS growth within a run (MiB): max {max(growth):+.1f}, mean {sum(growth) / len(growth):+.1f}")
+    if memory["floors"]:
+        print(f"engine buffers (device, host pinned, host bytes): floor {memory['floors'][0]} in "
+              f"{len(memory['floors'])} runs")
+    if memory["device_first"]:
+        first = memory["device_first"]
+        print(f"device memory in use (MiB): first sample of each run {min(first) / 2**20:.0f}..{max(first) / 2**20:.0f}, "
+              f"growth within a run max {max(memory['device_growth']) / 2**20:+.0f}")
     print(f"claim log: {res.stdout.strip()}")
     print(f"violations: {len(soak.violations)}")
     for v in soak.violations[:50]:

@@ -96,6 +96,14 @@ typedef struct frost_ctx_stats {
 } frost_ctx_stats;
 frost_status frost_ctx_get_stats(const frost_ctx* ctx, frost_ctx_stats* out);
 
+/* The ctx's device memory as the driver reports it: total capacity and the bytes in use by every
+ * process and context on that device (total - free), not only this ctx's buffers (those are
+ * frost_ctx_stats.bytes_device); graph variants, the runtime and other processes count too. For
+ * servers' metrics and leak checks. FROST_ERR_UNSUPPORTED on the cpu backend (its "device" space
+ * is ordinary host memory, already in frost_ctx_stats); FROST_ERR_STATE on a thread that is
+ * capturing a graph with this ctx. Either out-pointer may be NULL. */
+frost_status frost_ctx_device_memory(const frost_ctx* ctx, uint64_t* used_bytes, uint64_t* total_bytes);
+
 /* Priority: lower numbers mean higher priority, as in CUDA. 0 is the default. The cpu backend
  * records the value (frost_stream_priority) but does not schedule by it: every cpu stream has its
  * own worker thread. */

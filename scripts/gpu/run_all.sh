@@ -2,8 +2,13 @@
 # The one script for the GPU machine (device tool): builds Frost with CUDA, runs every test (the
 # contract, kernel-parity, engine, capsule and robot suites run on both backends there), then the
 # benchmarks, and prints a short table last. Logs go to $OUT (or ./gpu-out when run elsewhere).
-#   usage: scripts/gpu/run_all.sh [tests|bench|all] [bench names...]   (default all; names such as
-#          "engine capsule" pick scripts/gpu/bench_<name>.sh, default every one)
+#   usage: scripts/gpu/run_all.sh [tests|serve|bench|all] [bench names...]   (default all; names such
+#          as "engine capsule" pick scripts/gpu/bench_<name>.sh, default every one)
+#   serve: the end-to-end server suites (tests/python/serve: the official openai and anthropic
+#          clients, overload, soak with SIGKILLs, crash points...) against the CUDA engine, which
+#          ctest runs on the CPU engine. They need the reference packages the GPU image lacks
+#          (openai, anthropic, pydantic, jsonschema, ...): carry them as wheels in .whl (README,
+#          "Testing on the GPU machine"); they install into /tmp/site.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 # The device tool brings back at most 8 files from $OUT: every log and JSON goes to a work folder,
@@ -55,6 +60,27 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   # Backend parity of every op (tests/ops/test_backend_ops.cpp: CPU fp32 reference vs CUDA).
   summary+=("backend ops parity (cpu vs cuda): $(grep -cE 'ops_test_backend_ops\..* Passed' "$OUT/ctest.log") passed," \
             "$(grep -cE 'ops_test_backend_ops\..*\*\*\*Failed' "$OUT/ctest.log") failed")
+fi
+
+if [ "$what" = serve ] || [ "$what" = all ]; then
+  t0=$(date +%s)
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+      >"$OUT/serve_wheels.log" 2>&1 && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  # tiny-gpu: the tiny test model with the head_dim the CUDA kernels take. One file per worker
+  # (module-scoped servers), every server on the one GPU.
+  # The LD_PRELOAD shims ctest hands the crash-point and host-OOM suites. Not here: the README
+  # quickstart's test, which needs scripts/setup.sh's downloads (.frost/, too large to carry).
+  FROST_SERVE_BACKEND=cuda FROST_SERVE_PRESET=tiny-gpu FROST_BIN="$PWD/build-gpu/tools/frost/frost" \
+    FROST_FIXTURES_DIR="$PWD/tests/fixtures" FROST_SOURCE_DIR="$PWD" FROST_BINARY_DIR="$PWD/build-gpu" \
+    FROST_FS_SHIM="$PWD/build-gpu/tests/serve/libfrost_fs_shim.so" \
+    FROST_ALLOC_SHIM="$PWD/build-gpu/tests/serve/libfrost_alloc_shim.so" \
+    timeout "${FROST_SERVE_TIMEOUT:-900}" python3 -m pytest -q -p no:cacheprovider -n "${FROST_SERVE_JOBS:-6}" \
+    --dist loadfile -rfE --ignore tests/python/serve/test_readme.py tests/python/serve >"$OUT/serve_cuda.log" 2>&1
+  rc=$?
+  grep -E "passed|failed|error|^FAILED|^ERROR" "$OUT/serve_cuda.log" | tail -30
+  summary+=("serve suites on the CUDA engine (rc=$rc): $(tail -1 "$OUT/serve_cuda.log") in $(( $(date +%s) - t0 )) s")
 fi
 
 if [ "$what" = bench ] || [ "$what" = all ]; then

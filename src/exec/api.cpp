@@ -10,6 +10,12 @@ namespace frost::exec {
 
 constexpr size_t kMaxHostArgsBytes = 4096;  // promised by frost_launch_host
 
+frost_status Backend::device_memory(uint64_t*, uint64_t*) const {
+    return fail(FROST_ERR_UNSUPPORTED,
+                "frost_ctx_device_memory: this backend has no device memory of its own (its device space is host "
+                "memory, counted in frost_ctx_stats.bytes_device)");
+}
+
 frost_status check_name(const char* what, const char* name) {
     if (name == nullptr) return fail(FROST_ERR_INVALID_ARG, "%s: name is NULL", what);
     const size_t n = strnlen(name, kMaxNameBytes);
@@ -153,6 +159,15 @@ frost_status frost_ctx_get_stats(const frost_ctx* ctx, frost_ctx_stats* out) {
     s.live_graphs = ctx->graphs.size();
     s.live_plans = ctx->plans.size();
     *out = s;
+    return FROST_OK;
+}
+
+frost_status frost_ctx_device_memory(const frost_ctx* ctx, uint64_t* used_bytes, uint64_t* total_bytes) {
+    FROST_CHECK_ARG(ctx != nullptr);
+    uint64_t free_b = 0, total_b = 0;
+    FROST_TRY(ctx->backend->device_memory(&free_b, &total_b));
+    if (used_bytes) *used_bytes = total_b > free_b ? total_b - free_b : 0;
+    if (total_bytes) *total_bytes = total_b;
     return FROST_OK;
 }
 

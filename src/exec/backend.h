@@ -19,6 +19,9 @@ public:
     // Memory. alloc returns >= 256-byte aligned memory or FROST_ERR_OUT_OF_MEMORY.
     virtual frost_status alloc(frost_space space, size_t bytes, void** out) = 0;
     virtual void free(frost_space space, void* ptr) = 0;
+    // The device's free and total bytes (frost_ctx_device_memory); backends without device
+    // memory of their own keep this default.
+    virtual frost_status device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const;
 
     // Streams.
     virtual frost_status stream_create(int priority, void** out) = 0;

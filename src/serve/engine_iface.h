@@ -44,9 +44,25 @@ struct TokenLogprobs {
     std::vector<std::pair<int32_t, float>> top;  // (id, logprob), best first
 };
 
+// What an engine holds in memory, for /metrics: its buffers per memory space (weights, state,
+// scratch and capsules; frost_space order) and its live buffers and graphs; and, where it runs on a
+// GPU, the device's used / total bytes as the driver reports them (every process on the device,
+// graph variants and the runtime included).
+struct EngineMemory {
+    uint64_t buffer_bytes[3] = {0, 0, 0};  // device, host pinned, host
+    uint64_t live_buffers = 0;
+    uint64_t live_graphs = 0;
+    bool has_device = false;
+    uint64_t device_used = 0;
+    uint64_t device_total = 0;
+};
+
 class EngineIface {
 public:
     virtual ~EngineIface() = default;
+
+    // Fills `out` and returns true where the engine can say (default: it cannot).
+    virtual bool memory(EngineMemory* out) const { return false; }
 
     virtual int slots() const = 0;          // live buffer sets
     virtual size_t max_seq_len() const = 0; // tokens per slot

@@ -98,6 +98,23 @@ std::string Metrics::render() const {
     out += "# HELP frost_capsule_bytes Capsule bytes per tier\n# TYPE frost_capsule_bytes gauge\n";
     for (int t = 0; t < 3; ++t)
         out += std::string("frost_capsule_bytes{tier=\"") + kTiers[t] + "\"} " + std::to_string(capsule_bytes[t].load()) + "\n";
+    if (has_memory.load()) {
+        static const char* kSpaces[3] = {"device", "host_pinned", "host"};
+        out += "# HELP frost_buffer_bytes Bytes of the engine's buffers per memory space (weights, state, scratch, "
+               "capsules); the cpu backend's device space is host memory\n# TYPE frost_buffer_bytes gauge\n";
+        for (int s = 0; s < 3; ++s)
+            out += std::string("frost_buffer_bytes{space=\"") + kSpaces[s] + "\"} " + std::to_string(buffer_bytes[s].load()) +
+                   "\n";
+        counter(out, "frost_live_buffers", "gauge", "The engine's live buffers", double(live_buffers.load()));
+        counter(out, "frost_live_graphs", "gauge", "The engine's live graphs (each holds its captured variants)",
+                double(live_graphs.load()));
+    }
+    if (has_device.load()) {
+        counter(out, "frost_device_memory_used_bytes", "gauge",
+                "Device memory in use as the driver reports it (every process on the device, graph variants included)",
+                double(device_used.load()));
+        counter(out, "frost_device_memory_total_bytes", "gauge", "Device memory capacity", double(device_total.load()));
+    }
     out += ttft.render("frost_ttft_seconds", "Time to first token, from the request's arrival to its first sampled token");
     out += itl.render("frost_inter_token_latency_seconds", "Time between consecutive sampled tokens of one choice");
     out += e2e.render("frost_e2e_request_latency_seconds",

@@ -58,6 +58,16 @@ struct Metrics {
     std::atomic<uint64_t> prefix_misses{0};     // rebuild
     std::atomic<uint64_t> capsule_bytes[3] = {0, 0, 0};  // device, host, disk
     std::atomic<uint64_t> capsules{0};
+    // The engine's memory (EngineIface::memory; has_memory once it answered): its buffers per
+    // frost_space (device, host pinned, host), live buffers and graphs; on a GPU (has_device) the
+    // device's used / total bytes as the driver reports them.
+    std::atomic<bool> has_memory{false};
+    std::atomic<uint64_t> buffer_bytes[3] = {0, 0, 0};
+    std::atomic<uint64_t> live_buffers{0};
+    std::atomic<uint64_t> live_graphs{0};
+    std::atomic<bool> has_device{false};
+    std::atomic<uint64_t> device_used{0};
+    std::atomic<uint64_t> device_total{0};
     Histogram ttft;  // the request's arrival (its body read) -> choice 0's first sampled token
     Histogram itl;   // between consecutive sampled tokens of one choice (engine thread)
     Histogram e2e;   // arrival -> the connection picked up the request's last event

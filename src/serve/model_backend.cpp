@@ -28,6 +28,21 @@ bool read_file(const std::string& path, std::string* out) {
 ModelEngine::ModelEngine(model::Engine& engine, model::CapsuleManager* capsules)
     : engine_(engine), capsules_(capsules), sampling_(size_t(engine.sessions())) {}
 
+bool ModelEngine::memory(EngineMemory* out) const {
+    frost_ctx_stats st{};
+    if (frost_ctx_get_stats(engine_.ctx(), &st) != FROST_OK) return false;
+    *out = EngineMemory{};
+    out->buffer_bytes[FROST_SPACE_DEVICE] = st.bytes_device;
+    out->buffer_bytes[FROST_SPACE_HOST_PINNED] = st.bytes_host_pinned;
+    out->buffer_bytes[FROST_SPACE_HOST] = st.bytes_host;
+    out->live_buffers = st.live_buffers;
+    out->live_graphs = st.live_graphs;
+    // The cpu backend has no device of its own (UNSUPPORTED): its device space is in the buffers.
+    out->has_device = frost_ctx_device_memory(engine_.ctx(), &out->device_used, &out->device_total) == FROST_OK;
+    if (!out->has_device) frost_clear_error();
+    return true;
+}
+
 frost_status ModelEngine::reset(int slot) { return engine_.reset(slot, sampling_[size_t(slot)]); }
 
 // Every parameter (penalties, min_p, logit_bias, logprobs too) runs in the engine's device sampler.

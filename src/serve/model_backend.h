@@ -26,6 +26,7 @@ public:
     int slots() const override { return engine_.sessions(); }
     size_t max_seq_len() const override { return size_t(engine_.options().max_seq_len); }
     int vocab_size() const override { return engine_.config().vocab_size; }
+    bool memory(EngineMemory* out) const override;
     frost_status reset(int slot) override;
     frost_status set_sampling(int slot, const Sampling& s) override;
     frost_status prefill(int slot, const int32_t* ids, size_t n, int32_t* next) override;

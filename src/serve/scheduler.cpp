@@ -215,6 +215,19 @@ void Scheduler::update_store_metrics() {
     if (!metrics_) return;
     for (int t = 0; t < kTierCount; ++t) metrics_->capsule_bytes[t] = store_->used(Tier(t));
     metrics_->capsules = store_->size();
+    update_memory_metrics();
+}
+
+void Scheduler::update_memory_metrics() {
+    EngineMemory m;
+    if (!metrics_ || !engine_.memory(&m)) return;
+    for (int s = 0; s < 3; ++s) metrics_->buffer_bytes[s] = m.buffer_bytes[s];
+    metrics_->live_buffers = m.live_buffers;
+    metrics_->live_graphs = m.live_graphs;
+    metrics_->device_used = m.device_used;
+    metrics_->device_total = m.device_total;
+    metrics_->has_device = m.has_device;
+    metrics_->has_memory = true;
 }
 
 int Scheduler::pick_slot(const Job& job) {
@@ -274,6 +287,7 @@ void Scheduler::admit_from_queue() {
 
 void Scheduler::loop() {
     double last_expire = 0;
+    update_memory_metrics();
     for (;;) {
         bool stopping = false;
         try {
@@ -510,6 +524,7 @@ void Scheduler::release(Active& a) {
     slots_[size_t(a.slot)].last_use = ++use_clock_;
     a.slot = -1;
     busy_slots_--;
+    update_memory_metrics();
 }
 
 }  // namespace frost::serve

@@ -211,6 +211,9 @@ private:
     // materialized. False: nothing is left (engine capsule dropped, files removed), *why says why.
     bool persist_new_capsule(const CapsuleRequest& req, uint64_t* handle, std::string* why);
     void update_store_metrics();
+    // The engine's memory (EngineIface::memory) into the metrics: at the loop's start, after a
+    // request ends and after store changes, never per step. Engine thread (or none left).
+    void update_memory_metrics();
 
     EngineIface& engine_;
     const TextIface& text_;

@@ -151,6 +151,38 @@ TEST_P(ExecCtxP, LaunchHostCopiesArgsAndValidates) {
     FROST_EXPECT_STATUS(FROST_ERR_INVALID_ARG, frost_launch_host(stream, nullptr, nullptr, 0));
 }
 
+// The driver's view of device memory: on cuda it covers this ctx's own buffers (used >= what they
+// hold, used <= total, a query with no out-pointers is fine); the cpu backend refuses with a
+// message and leaves the outputs alone; a NULL ctx is INVALID_ARG on both.
+TEST_P(ExecCtxP, DeviceMemoryCoversTheCtxBuffersOnCudaAndIsUnsupportedOnCpu) {
+    constexpr uint64_t kUntouched = 0xDEADBEEFull;
+    uint64_t used = kUntouched, total = kUntouched;
+    FROST_EXPECT_STATUS(FROST_ERR_INVALID_ARG, frost_ctx_device_memory(nullptr, &used, &total));
+    EXPECT_EQ(used, kUntouched);
+    if (GetParam() == FROST_BACKEND_CPU) {
+        FROST_EXPECT_STATUS(FROST_ERR_UNSUPPORTED, frost_ctx_device_memory(ctx, &used, &total));
+        EXPECT_NE(std::string(frost_last_error()).find("bytes_device"), std::string::npos) << frost_last_error();
+        EXPECT_EQ(used, kUntouched);
+        EXPECT_EQ(total, kUntouched);
+        return;
+    }
+    FROST_ASSERT_OK(frost_ctx_device_memory(ctx, nullptr, nullptr));
+    // A size drawn per run, large enough to stand out of any rounding (256 MiB .. 1 GiB).
+    const size_t bytes = (size_t{256} + size_t(rng() % 769)) << 20;
+    frost_buffer* b = alloc("big", bytes, FROST_SPACE_DEVICE);
+    ASSERT_TRUE(b);
+    FROST_ASSERT_OK(frost_ctx_device_memory(ctx, &used, &total));
+    EXPECT_GE(used, stats().bytes_device);
+    EXPECT_GE(used, bytes);
+    EXPECT_LE(used, total);
+    EXPECT_GT(total, bytes);
+    uint64_t total_only = 0;
+    FROST_ASSERT_OK(frost_ctx_device_memory(ctx, nullptr, &total_only));
+    EXPECT_EQ(total_only, total);  // the capacity does not move
+    FROST_EXPECT_OK(frost_buffer_free(b));
+    EXPECT_TRUE(same_stats(stats(), baseline)) << stats_str(stats());
+}
+
 // Every entry point rejects a NULL handle or out-pointer with INVALID_ARG and a message.
 TEST_P(ExecCtxP, NullArgumentsAreInvalidArgWithMessage) {
     frost_buffer* b = alloc("b", 64, FROST_SPACE_HOST);

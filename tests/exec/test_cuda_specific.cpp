@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "exec/error.h"
@@ -223,6 +224,46 @@ TEST_P(CudaSpecificTest, IllegalCallsDuringCaptureFailCleanlyAndLeaveTheStreamUs
         FROST_EXPECT_OK(frost_graph_destroy(g));
         expect_stream_usable(ctx, stream, dst, src);
     }
+}
+
+struct MemoryQuery {
+    void* device;  // [kBytes] device
+    frost_ctx* ctx;
+    frost_status status = FROST_OK;
+    std::string error;
+};
+
+// Record callback: legal work, then the device-memory query, which must refuse inside a capture
+// (recorded in the struct) without breaking it.
+frost_status record_memory_query(void* user, frost_stream* stream) {
+    auto* q = static_cast<MemoryQuery*>(user);
+    if (cudaMemsetAsync(q->device, kMemsetValue, kBytes, static_cast<cudaStream_t>(frost_stream_native(stream))) !=
+        cudaSuccess)
+        return fail(FROST_ERR_BACKEND, "legal memset failed");
+    uint64_t used = 0;
+    q->status = frost_ctx_device_memory(q->ctx, &used, nullptr);
+    q->error = frost_last_error();
+    return FROST_OK;
+}
+
+TEST_P(CudaSpecificTest, DeviceMemoryQueryRefusesInsideACaptureAndTheCaptureStillReplays) {
+    frost_buffer* dst = alloc("dst", kBytes, FROST_SPACE_DEVICE);
+    ASSERT_TRUE(dst);
+    write(dst, std::vector<uint8_t>(kBytes, kPoison));
+    frost_graph* g = nullptr;
+    FROST_ASSERT_OK(frost_graph_create(ctx, "query", 0, &g));
+    MemoryQuery q{frost_buffer_ptr(dst), ctx};
+    FROST_ASSERT_OK(frost_graph_capture(g, 1, stream, record_memory_query, &q));
+    EXPECT_EQ(frost_status_name(q.status), std::string(frost_status_name(FROST_ERR_STATE))) << q.error;
+    EXPECT_NE(q.error.find("capturing"), std::string::npos) << q.error;
+    EXPECT_EQ(read(dst), std::vector<uint8_t>(kBytes, kPoison));  // captured, not run
+    FROST_ASSERT_OK(frost_graph_replay(g, 1, stream));
+    FROST_ASSERT_OK(frost_stream_sync(stream));
+    EXPECT_EQ(read(dst), std::vector<uint8_t>(kBytes, kMemsetValue));
+    uint64_t used = 0;
+    FROST_EXPECT_OK(frost_ctx_device_memory(ctx, &used, nullptr));  // outside the capture again
+    EXPECT_GT(used, 0u);
+    FROST_EXPECT_OK(frost_graph_destroy(g));
 }
 
 TEST_P(CudaSpecificTest, PrioritiesAreClampedToTheDeviceRange) {

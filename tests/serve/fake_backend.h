@@ -44,6 +44,11 @@ public:
     frost_status prefill_slices_begin(int slot, const int32_t* ids, size_t n) override;
     frost_status prefill_slices_run(int slot, int layers, bool* done, int32_t* next) override;
 
+    // memory_view 0: no view (the base's answer); 1: buffers only, as the cpu backend; 2: with a
+    // device. The figures are fake_memory()'s.
+    bool memory(EngineMemory* out) const override;
+    EngineMemory fake_memory() const;
+
     bool capsules_supported() const override { return capsules; }
     uint64_t capsule_bytes_at(size_t tokens) const override { return 1000 + 4 * tokens; }
     // align > 0: capsules are stored on an align-token grid, as the real engine's are.
@@ -79,6 +84,7 @@ public:
     std::atomic<uint64_t> forks{0};
     std::atomic<bool> fail_restore{false};
     std::atomic<bool> fail_snapshot{false};  // a freeze finds no memory on its tier (T32)
+    std::atomic<int> memory_view{0};
     // When not empty: the output is exactly these ids, then the end token (set before use).
     std::vector<int32_t> script;
     // Observations.

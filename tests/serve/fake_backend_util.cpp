@@ -213,6 +213,28 @@ void FakeEngine::drop(uint64_t handle) {
     capsules_.erase(handle);
 }
 
+EngineMemory FakeEngine::fake_memory() const {
+    EngineMemory m;
+    const uint64_t caps = live_capsules();
+    m.buffer_bytes[0] = 1000000 + 4096 * caps;  // device: "weights and state", then each capsule
+    m.buffer_bytes[1] = 65536;
+    m.buffer_bytes[2] = 512;
+    m.live_buffers = 7 + caps;
+    m.live_graphs = 2;
+    m.has_device = memory_view.load() == 2;
+    if (m.has_device) {
+        m.device_used = 3 * m.buffer_bytes[0];
+        m.device_total = uint64_t(80) << 30;
+    }
+    return m;
+}
+
+bool FakeEngine::memory(EngineMemory* out) const {
+    if (memory_view.load() == 0) return false;
+    *out = fake_memory();
+    return true;
+}
+
 size_t FakeEngine::live_capsules() const {
     std::lock_guard<std::mutex> lock(mu_);
     return capsules_.size();

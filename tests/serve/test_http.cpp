@@ -622,6 +622,59 @@ TEST(Http, MetricsExposition) {
         EXPECT_NE(r.body.find(name), std::string::npos) << name;
 }
 
+// The engine's memory gauges: absent while the engine has no view; its buffers, live buffers and
+// graphs once it has one (refreshed when a request ends); the device gauges only where it runs on
+// a device. Values are the fake engine's (its capsules count in its buffers).
+TEST(Http, MetricsShowTheEngineMemoryWhereTheEngineReportsIt) {
+    Server s;
+    auto metrics = [&] { return http_request(s.port, "GET", "/metrics", "", kKey).body; };
+    auto line = [](const std::string& name, uint64_t v) { return "\n" + name + " " + std::to_string(v) + "\n"; };
+    // The gauges the fake's figures give now, with or without the device ones.
+    auto expected = [&](bool device) {
+        const EngineMemory f = s.engine.fake_memory();
+        std::vector<std::string> want = {
+            "\nfrost_buffer_bytes{space=\"device\"} " + std::to_string(f.buffer_bytes[0]) + "\n",
+            "\nfrost_buffer_bytes{space=\"host_pinned\"} " + std::to_string(f.buffer_bytes[1]) + "\n",
+            "\nfrost_buffer_bytes{space=\"host\"} " + std::to_string(f.buffer_bytes[2]) + "\n",
+            line("frost_live_buffers", f.live_buffers), line("frost_live_graphs", f.live_graphs)};
+        if (device) {
+            want.push_back(line("frost_device_memory_used_bytes", f.device_used));
+            want.push_back(line("frost_device_memory_total_bytes", f.device_total));
+        }
+        return want;
+    };
+    // Polls (the gauges are set when the request's slot is released, just after its last event):
+    // "" once every expected line is there, else the last exposition.
+    auto shows = [&](bool device) {
+        std::string m;
+        for (int i = 0; i < 300; ++i) {
+            m = metrics();
+            const std::vector<std::string> want = expected(device);
+            bool all = true;
+            for (const auto& w : want) all = all && m.find(w) != std::string::npos;
+            if (all) return std::string();
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return m;
+    };
+    std::mt19937 rng(std::random_device{}());
+    ASSERT_EQ(s.post("/v1/chat/completions", chat_body({user(random_words(rng, 3))}, 2)).status, 200);
+    std::string m = metrics();
+    EXPECT_EQ(m.find("frost_buffer_bytes"), std::string::npos);
+    EXPECT_EQ(m.find("frost_device_memory"), std::string::npos);
+    for (int view : {1, 2}) {
+        SCOPED_TRACE(view == 1 ? "buffers only" : "with a device");
+        s.engine.memory_view = view;
+        const json sys = {{"role", "system"}, {"content", random_words(rng, 5)}};  // a turn that freezes a capsule
+        ASSERT_EQ(s.post("/v1/chat/completions", chat_body({sys, user(random_words(rng, 4))}, 2)).status, 200);
+        EXPECT_EQ(shows(view == 2), "") << "missing one of the gauges";
+        if (view == 1) {
+            EXPECT_EQ(metrics().find("frost_device_memory"), std::string::npos);
+        }
+        EXPECT_GT(s.engine.live_capsules(), 0u);  // the capsules the turns froze are in the figures
+    }
+}
+
 TEST(Http, CapsuleUpdatesAreValidated) {
     Server s;
     const json sys = {{"role", "system"}, {"content", "update me"}};

@@ -74,5 +74,59 @@ TEST(ModelEngineFreeze, NoMemoryToFreezeFinishesThePrefillWithoutACapsule) {
     me.drop(handle);
 }
 
+// ModelEngine::memory against the engine's own ctx on every backend here: the buffers per space
+// and live graphs are the ctx's, a capsule frozen on a tier shows in that space's bytes by at
+// least its size and is gone again once dropped; on CUDA the driver's used bytes cover the
+// engine's device buffers, on the CPU there is no device view.
+class ModelEngineMemory : public ::testing::TestWithParam<frost_backend> {};
+
+TEST_P(ModelEngineMemory, ReportsTheCtxBuffersAndTheCapsulesInThem) {
+    auto engine = test::capsule_engine(GetParam(), 2);
+    ASSERT_TRUE(engine);
+    CapsuleManagerOptions o;
+    o.disk_dir = test::capsule_temp_dir("model-backend-memory");
+    std::unique_ptr<CapsuleManager> mgr;
+    ASSERT_EQ(CapsuleManager::for_model_dir(*engine, test::capsule_model_dir(), o, &mgr), FROST_OK) << frost_last_error();
+    ModelEngine me(*engine, mgr.get());
+    EngineMemory m;
+    ASSERT_TRUE(me.memory(&m));
+    const frost_ctx_stats st = test::stats_of(*engine);
+    EXPECT_EQ(m.buffer_bytes[FROST_SPACE_DEVICE], st.bytes_device);
+    EXPECT_EQ(m.buffer_bytes[FROST_SPACE_HOST_PINNED], st.bytes_host_pinned);
+    EXPECT_EQ(m.buffer_bytes[FROST_SPACE_HOST], st.bytes_host);
+    EXPECT_EQ(m.live_buffers, st.live_buffers);
+    EXPECT_EQ(m.live_graphs, st.live_graphs);
+    EXPECT_GT(m.buffer_bytes[FROST_SPACE_DEVICE], 0u);  // the weights at least
+    EXPECT_EQ(m.has_device, GetParam() == FROST_BACKEND_CUDA);
+    if (m.has_device) {
+        EXPECT_GE(m.device_used, m.buffer_bytes[FROST_SPACE_DEVICE]);
+        EXPECT_GT(m.device_total, m.device_used);
+    }
+    EXPECT_STREQ(frost_last_error(), "");  // the cpu backend's refusal is not left behind
+    const uint64_t seed = ::testing::UnitTest::GetInstance()->random_seed();
+    const std::vector<int32_t> ids = test::random_ids(150, seed);
+    for (Tier tier : {Tier::Device, Tier::Host}) {
+        SCOPED_TRACE(model::capsule_tier_name(tier));
+        const frost_space space = tier == Tier::Device ? FROST_SPACE_DEVICE : FROST_SPACE_HOST_PINNED;
+        EngineMemory before, held, after;
+        ASSERT_TRUE(me.memory(&before));
+        ASSERT_EQ(me.reset(0), FROST_OK);
+        uint64_t handle = 0, bytes = 0;
+        int32_t next = -1;
+        std::string refusal;
+        ASSERT_EQ(me.prefill_snapshot(0, ids.data(), ids.size(), tier, &next, &handle, &bytes, &refusal), FROST_OK);
+        ASSERT_NE(handle, 0u) << refusal;
+        ASSERT_TRUE(me.memory(&held));
+        EXPECT_GE(held.buffer_bytes[space], before.buffer_bytes[space] + bytes);
+        EXPECT_GT(held.live_buffers, before.live_buffers);
+        me.drop(handle);
+        ASSERT_TRUE(me.memory(&after));
+        for (int sp = 0; sp < 3; ++sp) EXPECT_EQ(after.buffer_bytes[sp], before.buffer_bytes[sp]) << "space " << sp;
+        EXPECT_EQ(after.live_buffers, before.live_buffers);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ModelEngineMemory, ::testing::ValuesIn(test::capsule_backends()), test::backend_label);
+
 }  // namespace
 }  // namespace frost::serve

@@ -20,6 +20,14 @@ START_TIMEOUT_S = 120
 # The synth preset served: "tiny" (dense) unless FROST_SERVE_PRESET names another (ctest runs the
 # openai-client suite a second time on "moe-tiny", a mixture-of-experts model).
 PRESET = os.environ.get("FROST_SERVE_PRESET", "tiny")
+# The engine backend the servers run: the CPU reference unless FROST_SERVE_BACKEND=cuda (the GPU
+# machine's `scripts/gpu/run_all.sh serve` runs these suites on CUDA with FROST_SERVE_PRESET=tiny-gpu,
+# whose head_dim the CUDA kernels take).
+BACKEND = os.environ.get("FROST_SERVE_BACKEND", "cpu")
+# On CUDA the servers run --chunk-invariant: the suites check that a capsule's restore + append
+# answers exactly as a cold prefill, which the CUDA engine's default numerics do not promise (its
+# GEMM plans depend on the row count; README, "Capsules"). The CPU engine is exact either way.
+SERVE_FLAGS = ["--chunk-invariant"] if BACKEND == "cuda" else []
 
 
 def synth_model_dir():
@@ -64,7 +72,8 @@ def read_chat_stream(response, t0):
 
 
 def serve_args(model, extra=(), key=None, sessions=2, max_seq_len=1024):
-    args = [FROST, "serve", "--model", model, "--port", "0", "--sessions", str(sessions)]
+    args = [FROST, "serve", "--model", model, "--port", "0", "--sessions", str(sessions), "--backend", BACKEND]
+    args += SERVE_FLAGS
     if max_seq_len is not None:  # None: the server's default (the model's context)
         args += ["--max-seq-len", str(max_seq_len)]
     return args + (["--api-key", key] if key else []) + list(extra)

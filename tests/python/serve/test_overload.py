@@ -7,7 +7,11 @@ What must hold the whole time:
   refused before any SSE byte: 503 (queue full) or 429 (the per-key limit), JSON, with
   Retry-After;
 - the queue never holds more than its bound (/metrics frost_queue_depth, sampled);
-- the server's RSS does not keep growing (a bound on growth after warm-up);
+- the server's RSS does not keep growing (a bound on growth after warm-up), nor do the engine's
+  own buffers (/metrics frost_buffer_bytes less the capsules' frost_capsule_bytes, per space: the
+  same bytes at every sample); on a GPU (FROST_SERVE_BACKEND=cuda) the device memory in use
+  (frost_device_memory_used_bytes) is printed: it counts every process on the device, and the
+  GPU script runs the suites side by side;
 and after it: the queue is empty, the server still answers, and the counters of refusals agree
 with what the clients saw. Latency is reported, not asserted (tests never assert on time)."""
 import http.client
@@ -19,7 +23,7 @@ import threading
 import time
 
 import pytest
-from serve_proc import FROST, ServeProcess, read_chat_stream, rss_kib
+from serve_proc import BACKEND, FROST, ServeProcess, read_chat_stream, rss_kib
 
 pytestmark = pytest.mark.skipif(not FROST or not os.path.exists(FROST), reason="FROST_BIN not set")
 
@@ -31,14 +35,32 @@ RSS_GROWTH_KIB = 64 * 1024  # after warm-up: far above noise, far below a per-re
 WORDS = "alpha build cache delta engine frost graph host index join kernel layer model node".split()
 
 
-def metric(port, name):
+def metrics_text(port):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     c.request("GET", "/metrics", headers={"Authorization": "Bearer " + KEYS[0]})
     text = c.getresponse().read().decode()
     c.close()
-    m = re.search(rf"^{name} ([0-9.e+]+)$", text, re.M)
+    return text
+
+
+def metric(port, name, text=None):
+    """A sample's value; `name` may carry its labels, as in frost_buffer_bytes{space="device"}."""
+    text = metrics_text(port) if text is None else text
+    m = re.search(rf"^{re.escape(name)} ([0-9.e+]+)$", text, re.M)
     assert m, f"no {name} in /metrics"
     return float(m.group(1))
+
+
+def memory_sample(port):
+    """(the engine's own buffer bytes per space, i.e. frost_buffer_bytes less the capsules on the
+    tier that space holds; the device memory in use, or None without a device)."""
+    text = metrics_text(port)
+    caps = {t: metric(port, f'frost_capsule_bytes{{tier="{t}"}}', text) for t in ("device", "host")}
+    own = (metric(port, 'frost_buffer_bytes{space="device"}', text) - caps["device"],
+           metric(port, 'frost_buffer_bytes{space="host_pinned"}', text) - caps["host"],
+           metric(port, 'frost_buffer_bytes{space="host"}', text))
+    used = metric(port, "frost_device_memory_used_bytes", text) if "frost_device_memory_used_bytes" in text else None
+    return own, used
 
 
 class Tally:
@@ -106,10 +128,13 @@ def test_four_times_capacity_sheds_cleanly_and_bounds_the_queue(model_dir):
                    for i in range(CLIENTS)]
         for t in threads:
             t.start()
-        depth_max, rss = 0.0, []
+        depth_max, rss, own, device = 0.0, [], [], []
         while time.time() < deadline:
             depth_max = max(depth_max, metric(server.port, "frost_queue_depth"))
             rss.append(rss_kib(server.proc.pid))
+            o, d = memory_sample(server.port)
+            own.append(o)
+            device.append(d)
             time.sleep(0.2)
         for t in threads:
             t.join(timeout=180)
@@ -123,10 +148,17 @@ def test_four_times_capacity_sheds_cleanly_and_bounds_the_queue(model_dir):
         assert metric(server.port, "frost_rejected_queue_full_total") >= full
         warm = rss[len(rss) // 5:]
         assert warm[-1] - warm[0] <= RSS_GROWTH_KIB, (warm[0], warm[-1])
+        own.append(memory_sample(server.port)[0])
+        assert len(set(own)) == 1, sorted(set(own))  # static engine buffers: no sample differs
+        warm_dev = device[len(device) // 5:]
+        assert (warm_dev[0] is None) == (BACKEND == "cpu"), warm_dev[0]
+        dev_note = ""
+        if warm_dev[0] is not None:
+            dev_note = f", device memory {warm_dev[0] / 2**20:.0f} -> {warm_dev[-1] / 2**20:.0f} MiB (max {max(warm_dev) / 2**20:.0f})"
         ttft = sorted(x for x in tally.ttft if x is not None)
         print(f"overload: {served} served, {full} x 503, {limited} x 429, queue max {depth_max:.0f}, "
               f"TTFT p50 {ttft[len(ttft) // 2] * 1000:.0f} ms p99 {ttft[int(len(ttft) * 0.99)] * 1000:.0f} ms, "
-              f"RSS {warm[0] / 1024:.0f} -> {warm[-1] / 1024:.0f} MiB")
+              f"RSS {warm[0] / 1024:.0f} -> {warm[-1] / 1024:.0f} MiB, engine buffers {own[0]}{dev_note}")
         # Still serving once the storm is over.
         assert server.api("POST", "/v1/chat/completions",
                           {"model": "frost", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})["choices"]

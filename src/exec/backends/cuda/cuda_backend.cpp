@@ -78,6 +78,19 @@ frost_status CudaBackend::use_device() const {
     return FROST_OK;
 }
 
+frost_status CudaBackend::device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const {
+    // Not during this thread's capture: the runtime may refuse the query there, and a refusal
+    // would invalidate the capture.
+    if (t_captures_on_thread > 0)
+        return fail(FROST_ERR_STATE, "frost_ctx_device_memory: this thread is capturing a graph");
+    FROST_TRY(use_device());
+    size_t f = 0, t = 0;
+    FROST_CUDA_TRY(cudaMemGetInfo(&f, &t));
+    *free_bytes = f;
+    *total_bytes = t;
+    return FROST_OK;
+}
+
 frost_status CudaBackend::alloc(frost_space space, size_t bytes, void** out) {
     FROST_TRY(use_device());
     drain_if_safe();

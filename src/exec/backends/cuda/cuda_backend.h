@@ -44,6 +44,7 @@ public:
 
     frost_status alloc(frost_space space, size_t bytes, void** out) override;
     void free(frost_space space, void* ptr) override;
+    frost_status device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const override;
 
     frost_status stream_create(int priority, void** out) override;
     void stream_destroy(void* stream) override;
