@@ -62,7 +62,9 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
             "$(grep -cE 'ops_test_backend_ops\..*\*\*\*Failed' "$OUT/ctest.log") failed")
 fi
 
-if [ "$what" = serve ] || [ "$what" = all ]; then
+if [ "$what" = all ] && ! ls .whl/*.whl >/dev/null 2>&1; then
+  summary+=("serve suites on the CUDA engine: not run (no client wheels in .whl; run_all.sh serve says how)")
+elif [ "$what" = serve ] || [ "$what" = all ]; then
   t0=$(date +%s)
   if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
