@@ -252,7 +252,7 @@ TEST_P(CudaSpecificTest, DeviceMemoryQueryRefusesInsideACaptureAndTheCaptureStil
     write(dst, std::vector<uint8_t>(kBytes, kPoison));
     frost_graph* g = nullptr;
     FROST_ASSERT_OK(frost_graph_create(ctx, "query", 0, &g));
-    MemoryQuery q{frost_buffer_ptr(dst), ctx};
+    MemoryQuery q{frost_buffer_ptr(dst), ctx, FROST_OK, std::string()};
     FROST_ASSERT_OK(frost_graph_capture(g, 1, stream, record_memory_query, &q));
     EXPECT_EQ(frost_status_name(q.status), std::string(frost_status_name(FROST_ERR_STATE))) << q.error;
     EXPECT_NE(q.error.find("capturing"), std::string::npos) << q.error;
