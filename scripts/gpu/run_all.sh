@@ -8,7 +8,7 @@
 #          clients, overload, soak with SIGKILLs, crash points...) against the CUDA engine, which
 #          ctest runs on the CPU engine. They need the reference packages the GPU image lacks
 #          (openai, anthropic, pydantic, jsonschema, ...): carry them as wheels in .whl (README,
-#          "Testing on the GPU machine"); they install into /tmp/site.
+#          "Usage", and the device tool's README); they install into /tmp/site.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 # The device tool brings back at most 8 files from $OUT: every log and JSON goes to a work folder,
