@@ -2,8 +2,9 @@
 # The one script for the GPU machine (device tool): builds Frost with CUDA, runs every test (the
 # contract, kernel-parity, engine, capsule and robot suites run on both backends there), then the
 # benchmarks, and prints a short table last. Logs go to $OUT (or ./gpu-out when run elsewhere).
-#   usage: scripts/gpu/run_all.sh [tests|serve|bench|all] [bench names...]   (default all; names such
-#          as "engine capsule" pick scripts/gpu/bench_<name>.sh, default every one)
+#   usage: scripts/gpu/run_all.sh [tests|serve|bench|all|build] [names...]   (default all; names such
+#          as "engine capsule" pick scripts/gpu/bench_<name>.sh, default every one; after serve they
+#          pick suites; build: only the build)
 #   serve: the end-to-end server suites (tests/python/serve: the official openai and anthropic
 #          clients, overload, soak with SIGKILLs, crash points...) against the CUDA engine, which
 #          ctest runs on the CPU engine. They need the reference packages the GPU image lacks
@@ -70,6 +71,10 @@ elif [ "$what" = serve ] || [ "$what" = all ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
       >"$OUT/serve_wheels.log" 2>&1 && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
   fi
+  # Names after "serve" pick files or tests of tests/python/serve (test_persistence.py,
+  # "test_responses.py::test_x"); none: every suite.
+  targets=(tests/python/serve)
+  [ ${#only[@]} -gt 0 ] && targets=("${only[@]/#/tests/python/serve/}")
   # tiny-gpu: the tiny test model with the head_dim the CUDA kernels take. One file per worker
   # (module-scoped servers), every server on the one GPU.
   # The LD_PRELOAD shims ctest hands the crash-point and host-OOM suites. Not here: the README
@@ -78,10 +83,12 @@ elif [ "$what" = serve ] || [ "$what" = all ]; then
     FROST_FIXTURES_DIR="$PWD/tests/fixtures" FROST_SOURCE_DIR="$PWD" FROST_BINARY_DIR="$PWD/build-gpu" \
     FROST_FS_SHIM="$PWD/build-gpu/tests/serve/libfrost_fs_shim.so" \
     FROST_ALLOC_SHIM="$PWD/build-gpu/tests/serve/libfrost_alloc_shim.so" \
-    timeout "${FROST_SERVE_TIMEOUT:-900}" python3 -m pytest -q -p no:cacheprovider -n "${FROST_SERVE_JOBS:-6}" \
-    --dist loadfile -rfE --ignore tests/python/serve/test_readme.py tests/python/serve >"$OUT/serve_cuda.log" 2>&1
+    timeout -s INT -k 30 "${FROST_SERVE_TIMEOUT:-900}" python3 -m pytest -v -p no:cacheprovider -n "${FROST_SERVE_JOBS:-6}" \
+    --dist loadfile -rfE --ignore tests/python/serve/test_readme.py "${targets[@]}" >"$OUT/serve_cuda.log" 2>&1
   rc=$?
-  grep -E "passed|failed|error|^FAILED|^ERROR" "$OUT/serve_cuda.log" | tail -30
+  # -v: one line per finished test, so a run cut off by the timeout (SIGINT: pytest still prints
+  # its summary) still tells which tests failed.
+  grep -E "(FAILED|ERROR|XPASS) tests/|^FAILED|^ERROR|passed|failed" "$OUT/serve_cuda.log" | tail -30
   summary+=("serve suites on the CUDA engine (rc=$rc): $(tail -1 "$OUT/serve_cuda.log") in $(( $(date +%s) - t0 )) s")
 fi
 

@@ -434,7 +434,7 @@ frost_status CapsuleManager::read_file_to_device(CapsuleFileReader& r, frost_buf
 
 frost_status CapsuleManager::restore_into(const CapsuleMeta& meta, frost_buffer* src, int session,
                                           const std::vector<int32_t>& suffix, const SamplingConfig* sampling,
-                                          int32_t* next) {
+                                          int32_t* next, bool with_remainder) {
     // Last check before live buffers are touched: the stored cursor must sit at the stored boundary.
     if (const uint8_t* h = host_view(src)) {
         for (const auto& p : meta.parts) {
@@ -491,8 +491,8 @@ frost_status CapsuleManager::restore_into(const CapsuleMeta& meta, frost_buffer*
                     why.c_str());
     }
     if (sampling) FROST_TRY(engine_.set_sampling(session, *sampling));
-    if (!meta.remainder.empty() || !suffix.empty()) {
-        std::vector<int32_t> run = meta.remainder;
+    if ((with_remainder && !meta.remainder.empty()) || !suffix.empty()) {
+        std::vector<int32_t> run = with_remainder ? meta.remainder : std::vector<int32_t>{};
         run.insert(run.end(), suffix.begin(), suffix.end());
         return engine_.prefill(session, run.data(), run.size(), next);
     }
@@ -506,7 +506,7 @@ frost_status CapsuleManager::restore_into(const CapsuleMeta& meta, frost_buffer*
 
 frost_status CapsuleManager::restore_many(Stored& c, const std::vector<int>& sessions,
                                           const std::vector<int32_t>& suffix, const SamplingConfig* sampling,
-                                          std::vector<int32_t>* next) {
+                                          std::vector<int32_t>* next, bool with_remainder) {
     if (sessions.empty()) return fail(FROST_ERR_INVALID_ARG, "restore: no target session");
     std::set<int> seen;
     for (int s : sessions) {
@@ -527,7 +527,7 @@ frost_status CapsuleManager::restore_many(Stored& c, const std::vector<int>& ses
     std::vector<int32_t> toks(sessions.size(), -1);
     frost_status s = FROST_OK;
     for (size_t i = 0; s == FROST_OK && i < sessions.size(); ++i)
-        s = restore_into(c.meta, src, sessions[i], suffix, sampling, &toks[i]);
+        s = restore_into(c.meta, src, sessions[i], suffix, sampling, &toks[i], with_remainder);
     if (scratch) frost_buffer_free(scratch);
     if (s == FROST_OK && next) *next = toks;
     return s;
@@ -540,6 +540,16 @@ frost_status CapsuleManager::restore(CapsuleId id, int session, int32_t* next) {
     std::vector<int32_t> toks;
     FROST_TRY(restore_many(*c, {session}, {}, nullptr, &toks));
     if (next) *next = toks[0];
+    return FROST_OK;
+}
+
+frost_status CapsuleManager::restore_stored(CapsuleId id, int session, int64_t* at) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stored* c = nullptr;
+    FROST_TRY(lookup(id, &c));
+    std::vector<int32_t> toks;
+    FROST_TRY(restore_many(*c, {session}, {}, nullptr, &toks, false));
+    if (at) *at = engine_.position(session);
     return FROST_OK;
 }
 

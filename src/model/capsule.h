@@ -165,6 +165,12 @@ public:
     // `sampling` (may be null: keep the capsule's) is applied after the copy, before that prefill.
     frost_status restore_append(CapsuleId id, int session, const int32_t* suffix, size_t n, int32_t* next,
                                 const SamplingConfig* sampling = nullptr);
+    // restore() that leaves the remainder to the caller: the session stands at the stored
+    // (aligned) boundary with the capsule's ids before it, and the caller prefills the remainder
+    // with whatever follows it. A caller that cuts its prompt only on the alignment grid then gets
+    // a cold prefill's bits (the server does); restore() + a prefill cuts at the requested boundary.
+    // *at: the session's position (the stored boundary).
+    frost_status restore_stored(CapsuleId id, int session, int64_t* at);
     // restore() into each of `sessions` (distinct); the capsule is validated (and read) once, for
     // all targets, before any is touched. next->at(i) is the token sampled in sessions[i]. A copy
     // failure midway leaves the sessions before it restored and resets the failing one.
@@ -206,10 +212,12 @@ private:
     // r.read_payload_into(dst) through staging_, allocating the ring on first use.
     frost_status read_through_staging(CapsuleFileReader& r, frost_buffer* dst);
     frost_status read_file_to_device(CapsuleFileReader& r, frost_buffer** out);
+    // with_remainder false: the state at the stored boundary only (restore_stored).
     frost_status restore_into(const CapsuleMeta& meta, frost_buffer* src, int session,
-                              const std::vector<int32_t>& suffix, const SamplingConfig* sampling, int32_t* next);
+                              const std::vector<int32_t>& suffix, const SamplingConfig* sampling, int32_t* next,
+                              bool with_remainder = true);
     frost_status restore_many(Stored& c, const std::vector<int>& sessions, const std::vector<int32_t>& suffix,
-                              const SamplingConfig* sampling, std::vector<int32_t>* next);
+                              const SamplingConfig* sampling, std::vector<int32_t>* next, bool with_remainder = true);
     frost_status write_file(const CapsuleMeta& meta, frost_buffer* host, const std::string& path);
     std::string default_path(CapsuleId id) const;
     void free_storage(Stored& c);

@@ -142,8 +142,11 @@ public:
         }
         return FROST_OK;
     }
-    // Copies the capsule into the slot's live buffers; position = the capsule's boundary.
-    virtual frost_status restore(uint64_t handle, int slot) { return FROST_ERR_UNSUPPORTED; }
+    // Copies the capsule into the slot's live buffers. *at: the slot's position afterwards, at
+    // most the capsule's boundary. An engine whose capsules sit on an alignment grid stops at the
+    // grid point and leaves the capsule's last tokens (its remainder) to the caller, who prefills
+    // them with the rest of the prompt: a prompt cut only on the grid keeps a cold prefill's bits.
+    virtual frost_status restore(uint64_t handle, int slot, size_t* at) { return FROST_ERR_UNSUPPORTED; }
     // n > 1 as one batched fork: copies slot `from`'s committed state (any position, journal
     // included) into each slot of `to` by memory copy, so a prompt is prefilled once for all
     // choices. The targets keep their own sampling (re-seeded). On failure a target may be

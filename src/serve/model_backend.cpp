@@ -160,10 +160,11 @@ frost_status ModelEngine::set_token_mask(int slot, const uint32_t* bits, size_t 
     return engine_.set_token_mask(slot, bits, words);
 }
 
-frost_status ModelEngine::restore(uint64_t handle, int slot) {
+frost_status ModelEngine::restore(uint64_t handle, int slot, size_t* at) {
     if (!capsules_) return fail(FROST_ERR_UNSUPPORTED, "capsules are not enabled");
-    int32_t next = -1;
-    FROST_TRY(capsules_->restore(model::CapsuleId(handle), slot, &next));
+    int64_t pos = 0;
+    FROST_TRY(capsules_->restore_stored(model::CapsuleId(handle), slot, &pos));
+    *at = size_t(pos);
     // Restore re-seeds nothing: apply this slot's sampling again so the request's seed holds.
     return engine_.set_sampling(slot, sampling_[size_t(slot)]);
 }

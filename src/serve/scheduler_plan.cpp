@@ -71,10 +71,11 @@ bool Scheduler::start_choice(Active& a) {
         }
         frost_status st;
         std::string why;
+        size_t at = 0;
         try {
             {
                 PhaseTimer t(times(a), Phase::Restore);
-                st = engine_.restore(rec.handle, a.slot);
+                st = engine_.restore(rec.handle, a.slot, &at);
             }
             if (st != FROST_OK) why = last_error();
         } catch (...) {
@@ -102,9 +103,19 @@ bool Scheduler::start_choice(Active& a) {
         if (metrics_)
             metrics_->restore_latency.observe(
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        slot.journal = rec.tokens;
+        if (at > rec.tokens.size()) {
+            fail_job(a, make_error(500, "server_error", "engine_error",
+                                   "restore of " + plan.capsule_id + " reported position " + std::to_string(at) +
+                                       " past its " + std::to_string(rec.tokens.size()) + " tokens"),
+                     true);
+            return false;
+        }
+        // The engine may stop at its grid point below the capsule's end: the tokens after it are
+        // prefilled with the rest of the prompt (recomputed, so not cached).
+        slot.journal.assign(rec.tokens.begin(), rec.tokens.begin() + long(at));
         a.usage.capsule_id = rec.id;
-        a.pos = rec.tokens.size();
+        a.usage.cached_tokens = at;
+        a.pos = at;
     } else if (plan.action == PlanAction::Append) {
         a.pos = slot.journal.size();
     } else {
@@ -118,7 +129,7 @@ bool Scheduler::start_choice(Active& a) {
     if (metrics_) {
         (plan.action == PlanAction::Rebuild ? metrics_->prefix_misses : metrics_->prefix_hits)++;
         metrics_->prompt_tokens_total += job.prompt.size();
-        metrics_->cached_tokens_total += plan.cached_tokens;
+        metrics_->cached_tokens_total += a.usage.cached_tokens;
     }
     if (!init_choice(a)) return false;
     if (a.choice == 0) job.choices_left = job.req.n;
@@ -202,9 +213,12 @@ bool Scheduler::prefill_step(Active& a) {
     // A chat turn freezes its resent history, at the point the engine stores it (the alignment
     // grid below): no remainder to re-prefill on restore, and one engine call fewer per turn.
     // A capsule-only request freezes exactly its whole prompt (its remainder is stored).
+    // An engine without capsules gets no cut there: a cut off the alignment grid changes the CUDA
+    // engine's bits (its chunked delta rule runs on that grid), so such a server's answer would
+    // differ from one whose turn was restored from a capsule (CUDA serve suites, 2026-12-05).
     const size_t snap_at = job.capsule_only ? job.prompt.size() : engine_.snapshot_point(job.history_boundary);
-    const bool snap = (cfg_.auto_capsules || job.capsule_only) && a.choice == 0 && snap_at > a.pos &&
-                      (job.capsule_only || snap_at < job.prompt.size());
+    const bool snap = (cfg_.auto_capsules || job.capsule_only) && engine_.capsules_supported() && a.choice == 0 &&
+                      snap_at > a.pos && (job.capsule_only || snap_at < job.prompt.size());
     if (snap) end = std::min(end, snap_at);
     int32_t next = -1;
     frost_status st = FROST_OK;

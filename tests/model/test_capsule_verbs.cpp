@@ -144,6 +144,34 @@ TEST_P(CapsuleVerbs, RestoreAppendAtUnalignedBoundaryEqualsColdBitwise) {
     EXPECT_TRUE(test::same_continuation(test::continue_session(*engine, 2, next, kSteps), cold));
 }
 
+// restore_stored leaves the remainder to the caller (the server's restore): the session stands at
+// the stored boundary with the stored ids, and the caller's prefill of remainder + suffix, cut
+// where it likes on the grid, equals the cold prefill bitwise. Requested 150 = stored 128 + 22;
+// the caller prefills the 83 ids in two pieces cut at 192, a grid point.
+TEST_P(CapsuleVerbs, RestoreStoredLeavesTheRemainderAndAGridCutEqualsCold) {
+    const auto prefix = test::random_ids(150, seed);
+    const auto suffix = test::random_ids(61, seed + 1);
+    const CapsuleId id = capture(prefix, CapsuleTier::Host, nullptr);
+    std::vector<int32_t> full = prefix;
+    full.insert(full.end(), suffix.begin(), suffix.end());
+    const Continuation cold = test::cold_run(*engine, 1, full, kSteps);
+    test::poison_session(*engine, 2, 0xFF);
+    int64_t at = -1;
+    ASSERT_EQ(mgr->restore_stored(id, 2, &at), FROST_OK) << frost_last_error();
+    ASSERT_EQ(at, 128);
+    EXPECT_EQ(engine->position(2), 128);
+    EXPECT_EQ(engine->journal(2), std::vector<int32_t>(prefix.begin(), prefix.begin() + 128));
+    int32_t next = -1;
+    ASSERT_EQ(engine->prefill(2, full.data() + 128, 64, nullptr), FROST_OK) << frost_last_error();
+    ASSERT_EQ(engine->prefill(2, full.data() + 192, full.size() - 192, &next), FROST_OK) << frost_last_error();
+    EXPECT_EQ(engine->journal(2), full);
+    EXPECT_TRUE(test::same_continuation(test::continue_session(*engine, 2, next, kSteps), cold));
+    // An unknown id is refused and leaves the session as it was.
+    const std::vector<int32_t> before = engine->journal(2);
+    EXPECT_EQ(mgr->restore_stored(id + 1000, 2, &at), FROST_ERR_NOT_FOUND);
+    EXPECT_EQ(engine->journal(2), before);
+}
+
 // Fork one capsule (stored 128, requested 150: a 22-token remainder) into 3 sessions with
 // different suffixes and seeds; each equals its own cold run (prefix prefilled, seed applied at
 // the branch point, suffix, sampled decode) and the branches differ from each other.

@@ -102,5 +102,17 @@ TEST(ChunkInvariant, CudaMoeRestoreAppendEqualsCold) {
                                             {{64, 700}, {512, 97}, {960, 200}});
 }
 
+// The shape the server suites run on CUDA (scripts/gpu/run_all.sh serve): tiny-gpu with the Qwen3
+// tokenizer's vocabulary, the server's default prefill chunk and a 1024-token context. A turn's
+// capsule sits at a multiple of 64 and the next turn's prompt runs past it.
+TEST(ChunkInvariant, CudaRestoreAppendEqualsColdOnTheServeSuitesShape) {
+    SKIP_WITHOUT_CUDA();
+    const std::string dir = synth("chunk_invariant_serve", "tiny-gpu", 0, 151680);
+    auto e = make_engine(dir, FROST_BACKEND_CUDA, true, 0, 1024);
+    ASSERT_TRUE(e) << frost_last_error();
+    test::expect_restore_append_equals_cold(*e, dir, "cuda_chunk_invariant_serve_store",
+                                            {{128, 45}, {192, 9}, {64, 300}, {448, 1}});
+}
+
 }  // namespace
 }  // namespace frost::model

@@ -62,7 +62,8 @@ public:
         return at > 0 && at >= from;
     }
     frost_status snapshot(int slot, Tier tier, uint64_t* handle, uint64_t* bytes) override;
-    frost_status restore(uint64_t handle, int slot) override;
+    // With `align`, as the real engine: the slot stops at the capsule's grid point.
+    frost_status restore(uint64_t handle, int slot, size_t* at) override;
     bool fork_live_supported() const override { return fork_live_on; }
     frost_status fork_live(int from, const std::vector<int>& to) override;
     frost_status move(uint64_t handle, Tier to) override;

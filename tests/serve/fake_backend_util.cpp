@@ -159,12 +159,14 @@ frost_status FakeEngine::snapshot(int slot, Tier tier, uint64_t* handle, uint64_
     return FROST_OK;
 }
 
-frost_status FakeEngine::restore(uint64_t handle, int slot) {
+frost_status FakeEngine::restore(uint64_t handle, int slot, size_t* at) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = capsules_.find(handle);
     if (it == capsules_.end() || fail_restore) return FROST_ERR_CORRUPT;
     slots_[size_t(slot)] = SlotState{};
-    slots_[size_t(slot)].committed = it->second;
+    const size_t n = align > 0 ? it->second.size() / align * align : it->second.size();
+    slots_[size_t(slot)].committed.assign(it->second.begin(), it->second.begin() + long(n));
+    *at = n;
     restores++;
     return FROST_OK;
 }

@@ -237,6 +237,34 @@ TEST(BatchSched, ALonePromptTakesTheFullPrefillStep) {
     EXPECT_GE(full, P / kPrefillStep - 2);
 }
 
+// Without capsules nothing is frozen at a chat's history boundary, so the prompt is not cut there
+// either: only into prefill steps. A cut off the capsule grid changed the CUDA engine's bits, and a
+// --no-capsules server answered a conversation otherwise than one restoring its capsule.
+TEST(BatchSched, WithoutCapsulesAChatPromptIsCutOnlyIntoPrefillSteps) {
+    std::mt19937 rng(std::random_device{}());
+    Stack s(1, 0);
+    for (int conv = 0; conv < 3; ++conv) {
+        const json msgs = json::array({json{{"role", "system"}, {"content", random_text(rng, 100 + rng() % 300)}},
+                                       json{{"role", "user"}, {"content", random_text(rng, 10 + rng() % 50)}},
+                                       json{{"role", "assistant"}, {"content", random_text(rng, 10 + rng() % 50)}},
+                                       json{{"role", "user"}, {"content", random_text(rng, 10 + rng() % 50)}}});
+        const size_t before = s.engine.calls().size();
+        const RawResponse r = http_request(s.stack.port(), "POST", "/v1/chat/completions",
+                                           json{{"model", "fake"}, {"messages", msgs}, {"max_tokens", 2}, {"temperature", 0}}.dump(),
+                                           kKey);
+        ASSERT_EQ(r.status, 200) << r.body;
+        const size_t prompt = json::parse(r.body)["usage"]["prompt_tokens"];
+        ASSERT_GT(prompt, 2 * kPrefillStep);
+        const auto calls = s.engine.calls();
+        std::vector<size_t> pieces;
+        for (size_t i = before; i < calls.size(); ++i)
+            if (!calls[i].decode) pieces.push_back(calls[i].tokens);
+        ASSERT_EQ(pieces.size(), (prompt + kPrefillStep - 1) / kPrefillStep) << "conversation " << conv;
+        for (size_t i = 0; i + 1 < pieces.size(); ++i) EXPECT_EQ(pieces[i], kPrefillStep) << "piece " << i;
+        EXPECT_EQ(pieces.back(), prompt - (pieces.size() - 1) * kPrefillStep);
+    }
+}
+
 TEST(BatchSched, DisconnectedStreamLeavesTheBatchAndTheOthersFinishUnchanged) {
     std::mt19937 rng(std::random_device{}());
     std::vector<json> bodies;

@@ -269,6 +269,9 @@ TEST(RedTeam, B7CapsuleExtensionByAnyLengthWorks) {
         ASSERT_EQ(b.status, 200) << b.body;
         EXPECT_EQ(json::parse(a.body)["choices"][0]["text"], json::parse(b.body)["choices"][0]["text"]);
         EXPECT_EQ(json::parse(a.body)["frost"]["plan"], "restore");
+        // The engine restores up to its grid point; the capsule's tokens past it are prefilled
+        // with the rest of the prompt (the real engine's cold-prefill bits), so not cached.
+        EXPECT_EQ(json::parse(a.body)["frost"]["cached_tokens"], ext.size() / 64 * 64);
     }
 }
 
