@@ -72,7 +72,9 @@ elif [ "$what" = serve ] || [ "$what" = all ]; then
       >"$OUT/serve_wheels.log" 2>&1 && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
   fi
   # Names after "serve" pick files or tests of tests/python/serve (test_persistence.py,
-  # "test_responses.py::test_x"); none: every suite.
+  # "test_responses.py::test_x"); none: every suite. One call running test_crash_points,
+  # test_host_oom, test_soak and test_overload together on CUDA lost the machine after ~8 minutes
+  # (2026-12-05, cause not seen): run those one per call until it is understood.
   targets=(tests/python/serve)
   [ ${#only[@]} -gt 0 ] && targets=("${only[@]/#/tests/python/serve/}")
   # tiny-gpu: the tiny test model with the head_dim the CUDA kernels take. One file per worker
