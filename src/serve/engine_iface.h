@@ -111,6 +111,13 @@ public:
         return FROST_ERR_UNSUPPORTED;
     }
 
+    // The grid on which a prompt must be cut for the slot's state to keep the bits of one cold
+    // prefill, where the engine promises them: the CUDA engine with chunk-invariant numerics (its
+    // chunked delta rule folds the state on the capsule grid, and a decode step's bits are not a
+    // prefill's). 0: cuts never change the bits (the CPU engine), or nothing is promised (CUDA
+    // default numerics). With a grid the scheduler continues a live state only where it is exact.
+    virtual size_t exact_cut_grid() const { return 0; }
+
     // Capsules. Engines without capsule support return FROST_ERR_UNSUPPORTED from snapshot and
     // the server then plans with live state only.
     virtual bool capsules_supported() const { return false; }

@@ -160,6 +160,11 @@ frost_status ModelEngine::set_token_mask(int slot, const uint32_t* bits, size_t 
     return engine_.set_token_mask(slot, bits, words);
 }
 
+size_t ModelEngine::exact_cut_grid() const {
+    const model::EngineOptions& o = engine_.options();
+    return o.backend == FROST_BACKEND_CUDA && o.chunk_invariant ? size_t(model::kCapsuleAlignment) : 0;
+}
+
 frost_status ModelEngine::restore(uint64_t handle, int slot, size_t* at) {
     if (!capsules_) return fail(FROST_ERR_UNSUPPORTED, "capsules are not enabled");
     int64_t pos = 0;

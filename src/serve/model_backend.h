@@ -55,6 +55,7 @@ public:
     frost_status prefill_snapshot(int slot, const int32_t* ids, size_t n, Tier tier, int32_t* next, uint64_t* handle,
                                   uint64_t* bytes, std::string* refusal) override;
     frost_status restore(uint64_t handle, int slot, size_t* at) override;
+    size_t exact_cut_grid() const override;
     bool fork_live_supported() const override { return true; }
     frost_status fork_live(int from, const std::vector<int>& to) override;
     frost_status move(uint64_t handle, Tier to) override;

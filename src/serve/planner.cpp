@@ -30,7 +30,8 @@ Plan plan_request(const PlanInput& in) {
     size_t append_len = 0;
     if (in.journal) {
         plan.journal_lcp = common_prefix(*in.journal, prompt);
-        if (!in.journal->empty() && plan.journal_lcp == in.journal->size() && in.journal->size() <= usable_len)
+        if (in.journal_appendable && !in.journal->empty() && plan.journal_lcp == in.journal->size() &&
+            in.journal->size() <= usable_len)
             append_len = in.journal->size();
     }
 

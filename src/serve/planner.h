@@ -32,6 +32,9 @@ struct CapsuleView {
 struct PlanInput {
     const std::vector<int32_t>* prompt = nullptr;   // the request's full token ids
     const std::vector<int32_t>* journal = nullptr;  // live ids of the candidate slot; null if none
+    // False when the live state may not be continued (it would not give a cold prefill's bits
+    // where the engine promises them: Scheduler::Slot::exact): no append, only restore or rebuild.
+    bool journal_appendable = true;
     std::vector<CapsuleView> capsules;              // only the caller's own capsules
     std::string required_capsule;                   // request named a capsule: restore it or fail
 };

@@ -489,6 +489,7 @@ std::vector<Scheduler::Active*> Scheduler::decode_round(const std::vector<Active
     for (size_t i = 0; i < jobs.size(); ++i) {
         Active& a = *jobs[i];
         slots_[size_t(a.slot)].journal.push_back(a.pending);
+        slots_[size_t(a.slot)].exact = false;  // a decode step's bits are not a prefill's
         if (!handle_token(a, next[i])) done.push_back(&a);
     }
     return done;

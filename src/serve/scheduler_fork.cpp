@@ -60,6 +60,7 @@ void Scheduler::fork_choices(Active& a) {
         c->pos = a.pos;
         c->usage = a.usage;
         slots_[size_t(c->slot)].journal = slots_[size_t(a.slot)].journal;
+        slots_[size_t(c->slot)].exact = slots_[size_t(a.slot)].exact;
         slots_[size_t(c->slot)].last_use = ++use_clock_;
         if (!init_choice(*c)) {  // failed (and cancelled) the whole job; c released its slot
             a.fork_slots.assign(slots.begin() + long(i) + 1, slots.end());

@@ -66,6 +66,7 @@ bool Scheduler::prefill_scored_step(Active& a) {
         return false;
     }
     slot.journal.assign(job.prompt.begin(), job.prompt.end());
+    slot.exact = false;  // the engine scored the prompt and prefilled its last token alone
     a.pos = job.prompt.size();
     echo_prompt(a, &scored);
     return handle_token(a, next);

@@ -24,6 +24,11 @@ bool Scheduler::start_choice(Active& a) {
     PlanInput in;
     in.prompt = &job.prompt;
     in.journal = &slot.journal;
+    // Where the engine promises a cold prefill's bits only for cuts on its grid, a live state is
+    // continued only when it is one (exact, ending on the grid); else the request restores a
+    // capsule or rebuilds, and answers as a cold server would.
+    const size_t grid = engine_.exact_cut_grid();
+    in.journal_appendable = grid == 0 || (slot.exact && slot.journal.size() % grid == 0);
     in.required_capsule = a.choice == 0 ? job.req.capsule_id : "";
     std::vector<const CapsuleRecord*> caps = store_->list(job.owner);
     for (const auto* c : caps) in.capsules.push_back(CapsuleView{c->id, &c->tokens, c->digest, true});
@@ -113,6 +118,7 @@ bool Scheduler::start_choice(Active& a) {
         // The engine may stop at its grid point below the capsule's end: the tokens after it are
         // prefilled with the rest of the prompt (recomputed, so not cached).
         slot.journal.assign(rec.tokens.begin(), rec.tokens.begin() + long(at));
+        slot.exact = true;
         a.usage.capsule_id = rec.id;
         a.usage.cached_tokens = at;
         a.pos = at;
@@ -124,6 +130,7 @@ bool Scheduler::start_choice(Active& a) {
             return false;
         }
         slot.journal.clear();
+        slot.exact = true;
         a.pos = 0;
     }
     if (metrics_) {
@@ -252,6 +259,8 @@ bool Scheduler::prefill_step(Active& a) {
 bool Scheduler::prefilled(Active& a, size_t end, int32_t next) {
     Job& job = *a.job;
     Slot& slot = slots_[size_t(a.slot)];
+    const size_t grid = engine_.exact_cut_grid();
+    if (grid > 0 && a.pos % grid != 0) slot.exact = false;  // a piece starting off the grid
     slot.journal.insert(slot.journal.end(), job.prompt.begin() + long(a.pos), job.prompt.begin() + long(end));
     a.pos = end;
     if (a.pos < job.prompt.size()) return true;

@@ -16,6 +16,10 @@ namespace frost::serve {
 
 struct Scheduler::Slot {
     std::vector<int32_t> journal;  // ids committed to this slot's state
+    // The state is what one prefill of the journal from position 0 gives, bit for bit: it was
+    // rebuilt or restored, then prefilled in pieces starting on the engine's exact-cut grid, and
+    // never decoded (EngineIface::exact_cut_grid; only read where that grid is not 0).
+    bool exact = true;
     std::string owner;
     uint64_t last_use = 0;
     bool busy = false;

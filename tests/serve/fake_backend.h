@@ -64,6 +64,7 @@ public:
     frost_status snapshot(int slot, Tier tier, uint64_t* handle, uint64_t* bytes) override;
     // With `align`, as the real engine: the slot stops at the capsule's grid point.
     frost_status restore(uint64_t handle, int slot, size_t* at) override;
+    size_t exact_cut_grid() const override { return cut_grid; }
     bool fork_live_supported() const override { return fork_live_on; }
     frost_status fork_live(int from, const std::vector<int>& to) override;
     frost_status move(uint64_t handle, Tier to) override;
@@ -78,6 +79,10 @@ public:
     bool capsules = true;
     bool files = false;        // move_to_file writes capsule files (else unsupported, as the base)
     size_t align = 0;
+    // > 0: the fake's bits follow the CUDA engine's chunk-invariant numerics: a prefill starting
+    // off this grid and every decode step leave a mark in the state, which changes every later
+    // token, so a path that cuts elsewhere than a cold prefill answers differently (as on CUDA).
+    size_t cut_grid = 0;
     bool fork_live_on = true;  // n > 1 as a batched fork (else one choice after another)
     size_t slices = 0;         // sliced prefill: rows of a piece (0 = none)
     int fake_layers = 8;
@@ -113,6 +118,9 @@ private:
         uint64_t draws = 0;
         int top_logprobs = -1;
         std::vector<int32_t> staged;  // a sliced piece not yet through every layer
+        // cut_grid marks: 2p for a prefill starting at position p off the grid, 2p + 1 for the
+        // decode step that committed position p.
+        std::vector<uint64_t> marks;
         int layer = 0;
     };
     int32_t sample(const SlotState& s) const;
@@ -120,6 +128,8 @@ private:
     size_t max_seq_;
     mutable std::mutex mu_;
     std::map<uint64_t, std::vector<int32_t>> capsules_;
+    std::map<uint64_t, std::vector<uint64_t>> capsule_marks_;  // the state's marks at the freeze
+    void mark_cut(SlotState& s) const;
     uint64_t next_handle_ = 1;
     std::vector<Call> calls_;
 };

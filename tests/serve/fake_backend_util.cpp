@@ -66,8 +66,13 @@ int32_t FakeEngine::sample(const SlotState& s) const {
     if (s.decoded >= end_after) return kEndId;
     uint64_t h = 1469598103934665603ull;
     for (int32_t id : s.committed) h = (h ^ uint64_t(uint32_t(id))) * 1099511628211ull;
+    for (uint64_t m : s.marks) h = (h ^ (m + 0x5bd1e995u)) * 1099511628211ull;
     if (s.temperature > 0) h ^= (s.seed + 0x632BE59BD9B4E019ull * s.draws) * 0x9E3779B97F4A7C15ull;
     return int32_t('a' + (h >> 33) % kLetters);
+}
+
+void FakeEngine::mark_cut(SlotState& s) const {
+    if (cut_grid > 0 && s.committed.size() % cut_grid != 0) s.marks.push_back(2 * uint64_t(s.committed.size()));
 }
 
 frost_status FakeEngine::prefill_slices_begin(int slot, const int32_t* ids, size_t n) {
@@ -98,6 +103,7 @@ frost_status FakeEngine::prefill_slices_run(int slot, int layers, bool* done, in
     const bool last = s.layer == fake_layers;
     calls_.push_back(Call{false, {slot}, last ? s.staged.size() : 0, run});
     if (!last) return FROST_OK;
+    mark_cut(s);
     s.committed.insert(s.committed.end(), s.staged.begin(), s.staged.end());
     prefilled_tokens += s.staged.size();
     s.staged.clear();
@@ -115,6 +121,7 @@ frost_status FakeEngine::prefill(int slot, const int32_t* ids, size_t n, int32_t
     SlotState& s = slots_[size_t(slot)];
     if (!s.staged.empty()) return FROST_ERR_STATE;
     if (s.committed.size() + n > max_seq_) return FROST_ERR_OUT_OF_RANGE;
+    mark_cut(s);
     s.committed.insert(s.committed.end(), ids, ids + n);
     prefilled_tokens += n;
     calls_.push_back(Call{false, {slot}, n, 0});
@@ -142,6 +149,7 @@ frost_status FakeEngine::decode(int slot, int32_t* next) {
     std::lock_guard<std::mutex> lock(mu_);
     SlotState& s = slots_[size_t(slot)];
     if (s.pending < 0 || !s.staged.empty() || s.committed.size() + 1 > max_seq_) return FROST_ERR_STATE;
+    if (cut_grid > 0) s.marks.push_back(2 * uint64_t(s.committed.size()) + 1);
     s.committed.push_back(s.pending);
     s.decoded++;
     s.pending = sample(s);
@@ -155,6 +163,7 @@ frost_status FakeEngine::snapshot(int slot, Tier tier, uint64_t* handle, uint64_
     std::lock_guard<std::mutex> lock(mu_);
     *handle = next_handle_++;
     capsules_[*handle] = slots_[size_t(slot)].committed;
+    capsule_marks_[*handle] = slots_[size_t(slot)].marks;
     *bytes = 1000 + 4 * slots_[size_t(slot)].committed.size();
     return FROST_OK;
 }
@@ -166,6 +175,8 @@ frost_status FakeEngine::restore(uint64_t handle, int slot, size_t* at) {
     slots_[size_t(slot)] = SlotState{};
     const size_t n = align > 0 ? it->second.size() / align * align : it->second.size();
     slots_[size_t(slot)].committed.assign(it->second.begin(), it->second.begin() + long(n));
+    for (uint64_t m : capsule_marks_[handle])  // the marks of the state up to position n
+        if (m / 2 < n) slots_[size_t(slot)].marks.push_back(m);
     *at = n;
     restores++;
     return FROST_OK;
@@ -177,6 +188,7 @@ frost_status FakeEngine::fork_live(int from, const std::vector<int>& to) {
         if (t == from) return FROST_ERR_INVALID_ARG;
         slots_[size_t(t)] = SlotState{};
         slots_[size_t(t)].committed = slots_[size_t(from)].committed;
+        slots_[size_t(t)].marks = slots_[size_t(from)].marks;
     }
     forks++;
     return FROST_OK;
@@ -204,15 +216,19 @@ frost_status FakeEngine::move_to_file(uint64_t* handle, const std::string& path)
         return frost::fail(FROST_ERR_IO, "fake: cannot rename %s", tmp.c_str());
     }
     std::vector<int32_t> ids = std::move(it->second);
+    std::vector<uint64_t> marks = std::move(capsule_marks_[*handle]);
     capsules_.erase(it);
+    capsule_marks_.erase(*handle);
     *handle = next_handle_++;
     capsules_[*handle] = std::move(ids);
+    capsule_marks_[*handle] = std::move(marks);
     return FROST_OK;
 }
 
 void FakeEngine::drop(uint64_t handle) {
     std::lock_guard<std::mutex> lock(mu_);
     capsules_.erase(handle);
+    capsule_marks_.erase(handle);
 }
 
 EngineMemory FakeEngine::fake_memory() const {

@@ -5,6 +5,7 @@
 // live state bytes, the same continuation, and nothing left allocated.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,48 @@ TEST_P(ModelEngineMemory, ReportsTheCtxBuffersAndTheCapsulesInThem) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ModelEngineMemory, ::testing::ValuesIn(test::capsule_backends()), test::backend_label);
+
+// ModelEngine::restore of a capsule frozen past the grid (150 ids: stored 128, remainder 22)
+// stops at the grid point and says so; the scheduler's prefill of the remainder with the rest of
+// the prompt then gives the next token and logits of a cold prefill of the whole prompt. Neither
+// engine here promises bits per cut grid (CPU: any cut is exact; CUDA: default numerics).
+class ModelEngineRestore : public ::testing::TestWithParam<frost_backend> {};
+
+TEST_P(ModelEngineRestore, StopsAtTheGridPointAndTheRemainderIsTheCallersToPrefill) {
+    auto engine = test::capsule_engine(GetParam(), 2);
+    ASSERT_TRUE(engine);
+    CapsuleManagerOptions o;
+    o.disk_dir = test::capsule_temp_dir("model-backend-restore");
+    std::unique_ptr<CapsuleManager> mgr;
+    ASSERT_EQ(CapsuleManager::for_model_dir(*engine, test::capsule_model_dir(), o, &mgr), FROST_OK) << frost_last_error();
+    ModelEngine me(*engine, mgr.get());
+    EXPECT_EQ(me.exact_cut_grid(), 0u);
+    const uint64_t seed = ::testing::UnitTest::GetInstance()->random_seed();
+    const std::vector<int32_t> ids = test::random_ids(150 + 40, seed);
+    ASSERT_EQ(me.reset(0), FROST_OK);
+    uint64_t handle = 0, bytes = 0;
+    int32_t next = -1;
+    std::string refusal;
+    ASSERT_EQ(me.prefill_snapshot(0, ids.data(), 150, Tier::Host, &next, &handle, &bytes, &refusal), FROST_OK);
+    ASSERT_NE(handle, 0u) << refusal;
+    int32_t cold_next = -1, warm_next = -2;
+    ASSERT_EQ(me.reset(0), FROST_OK);
+    ASSERT_EQ(me.prefill(0, ids.data(), ids.size(), &cold_next), FROST_OK);
+    std::vector<float> cold, warm;
+    ASSERT_EQ(engine->last_logits(0, &cold), FROST_OK);
+    size_t at = 0;
+    ASSERT_EQ(me.restore(handle, 1, &at), FROST_OK) << frost_last_error();
+    EXPECT_EQ(at, 128u);
+    EXPECT_EQ(engine->position(1), 128);
+    ASSERT_EQ(me.prefill(1, ids.data() + at, ids.size() - at, &warm_next), FROST_OK);
+    ASSERT_EQ(engine->last_logits(1, &warm), FROST_OK);
+    EXPECT_EQ(warm_next, cold_next);
+    ASSERT_EQ(warm.size(), cold.size());
+    EXPECT_EQ(0, std::memcmp(warm.data(), cold.data(), sizeof(float) * cold.size()));
+    me.drop(handle);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ModelEngineRestore, ::testing::ValuesIn(test::capsule_backends()), test::backend_label);
 
 }  // namespace
 }  // namespace frost::serve

@@ -32,11 +32,13 @@ struct RedServer {
     Metrics metrics;
     FakeServerStack stack;
 
+    // cut_grid: the fake's bits follow the CUDA engine's chunk-invariant numerics (fake_backend.h).
     explicit RedServer(int slots = 2, bool capsules = true, size_t align = 0, ApiConfig api = ApiConfig{},
-                       size_t max_seq = 4096)
+                       size_t max_seq = 4096, size_t cut_grid = 0)
         : engine(slots, max_seq) {
         engine.capsules = capsules;
         engine.align = align;
+        engine.cut_grid = cut_grid;
         SchedulerConfig sc;
         sc.budgets.bytes[0] = sc.budgets.bytes[1] = 1 << 24;
         stack.start(engine, text, metrics, sc, {kKey, kOtherKey}, api);
@@ -273,6 +275,52 @@ TEST(RedTeam, B7CapsuleExtensionByAnyLengthWorks) {
         // with the rest of the prompt (the real engine's cold-prefill bits), so not cached.
         EXPECT_EQ(json::parse(a.body)["frost"]["cached_tokens"], ext.size() / 64 * 64);
     }
+}
+
+// Where the engine promises a cold prefill's bits only for cuts on its grid and a decode step's
+// bits are not a prefill's (CUDA --chunk-invariant), every request answers as a cold server would:
+// a live state is continued only where it is exact and ends on the grid, else a capsule is
+// restored. The fake marks an off-grid cut and a decode step in its state, as those change the
+// CUDA engine's bits, so any other path answers differently.
+TEST(RedTeam, ExactCutGridEveryRequestAnswersAsACold) {
+    std::mt19937 rng(std::random_device{}());
+    RedServer s(1, true, 64, ApiConfig{}, 4096, 64);
+    RedServer cold(1, false, 0, ApiConfig{}, 4096, 64);
+    auto both = [&](const std::vector<int>& prompt, const char* want_plan) {
+        const json gen{{"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0}};
+        const auto a = s.req("POST", "/v1/completions", gen);
+        const auto b = cold.req("POST", "/v1/completions", gen);
+        EXPECT_EQ(a.status, 200) << a.body;
+        EXPECT_EQ(b.status, 200) << b.body;
+        const json ja = json::parse(a.body), jb = json::parse(b.body);
+        EXPECT_EQ(ja["choices"][0]["text"], jb["choices"][0]["text"]) << "plan " << ja["frost"]["plan"];
+        EXPECT_EQ(ja["frost"]["plan"], std::string(want_plan));
+        return ja["choices"][0]["text"].get<std::string>();
+    };
+    // A turn after a capsule of its prefix, then the next turn resending it with its answer: the
+    // live state holds decode steps, so the second restores the capsule instead.
+    const size_t n1 = 100 + rng() % 300;
+    const std::vector<int> p1 = random_ids(rng, n1);
+    ASSERT_EQ(s.req("POST", "/v1/capsules", json{{"prompt", p1}}).status, 200);
+    std::vector<int> p2 = p1;
+    p2.push_back('x');
+    const std::string out = both(p2, n1 % 64 ? "restore" : "append");
+    for (char c : out) p2.push_back(int(uint8_t(c)));
+    const std::vector<int> more = random_ids(rng, 5 + rng() % 40);
+    p2.insert(p2.end(), more.begin(), more.end());
+    both(p2, "restore");
+    // A prefix frozen off the grid, then a longer prompt: its live state ends off the grid.
+    const std::vector<int> p3 = random_ids(rng, 64 * (3 + rng() % 8) + 1 + rng() % 63);
+    ASSERT_EQ(s.req("POST", "/v1/capsules", json{{"prompt", p3}}).status, 200);
+    std::vector<int> p4 = p3;
+    p4.push_back('q');
+    both(p4, "restore");
+    // On the grid and never decoded: continued live (append), and still a cold server's answer.
+    const std::vector<int> p5 = random_ids(rng, 64 * (3 + rng() % 8));
+    ASSERT_EQ(s.req("POST", "/v1/capsules", json{{"prompt", p5}}).status, 200);
+    std::vector<int> p6 = p5;
+    p6.push_back('q');
+    both(p6, "append");
 }
 
 // B8: sessions were 4,096 shared by every key with no expiry: one tenant could take them all.
