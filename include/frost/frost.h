@@ -106,7 +106,10 @@ frost_status frost_capsule_prefill_and_snapshot(frost_model* model, int session,
 /* Copies the capsule into the session and continues from it (no recapture, no prefix recompute);
  * *next = token sampled after the capsule's requested boundary (may be NULL). Unknown id
  * (NOT_FOUND), another deployment (INCOMPATIBLE), a damaged file (CORRUPT) or no room (OUT_OF_MEMORY)
- * leave the session untouched. */
+ * leave the session untouched. A prefill after it starts at the requested boundary: on CUDA the
+ * chunked delta rule folds its state on the 64-token grid, so that equals a cold prefill of the
+ * whole prompt bit for bit only where the boundary is on the grid; to append, prefer
+ * frost_capsule_restore_append. */
 frost_status frost_capsule_restore(frost_model* model, frost_capsule_id id, int session, int32_t* next);
 /* Restore + append suffix[0..n) with the capsule's remainder and the suffix prefilled as one run
  * from the aligned boundary, so the result is bitwise equal to a cold prefill of the whole prompt
